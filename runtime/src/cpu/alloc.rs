@@ -1,0 +1,208 @@
+//! The caching CPU allocator.
+//!
+//! A freshly page-faulted buffer is written at a fraction of memory bandwidth (measured ~4.5 GB/s
+//! against ~30 GB/s here), so a training loop that allocates each step's tensors anew pays that on
+//! every op. Like PyTorch's CUDA allocator, kiln keeps freed buffers in free lists by size class
+//! and hands them out again: in the steady state of a loop no page is faulted.
+//!
+//! Size classes: below 1 MiB the next power of two (at least 64 bytes, 64-byte aligned); from
+//! 1 MiB on, the next multiple of 2 MiB, aligned to 2 MiB and advised for transparent huge pages.
+
+use ahash::AHashMap;
+use std::alloc::{self, Layout as AllocLayout};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+const SMALL_ALIGN: usize = 64;
+const LARGE_THRESHOLD: usize = 1 << 20;
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Counters of the CPU caching allocator, as `torch.cuda.memory_stats` reports them for CUDA.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes (by size class) held by live buffers.
+    pub allocated: usize,
+    /// The largest `allocated` seen since start or the last [`reset_peak_memory_stats`].
+    pub max_allocated: usize,
+    /// Bytes held in the free lists, ready for reuse.
+    pub cached: usize,
+    /// Allocations served from the free lists.
+    pub cache_hits: u64,
+    /// Allocations that went to the system allocator.
+    pub system_allocs: u64,
+}
+
+struct Cache {
+    free: AHashMap<usize, Vec<NonNull<u8>>>,
+    stats: MemoryStats,
+}
+
+// SAFETY: the pointers in the free lists are owned by the cache alone (no buffer refers to them
+// while they are listed), so moving the cache between threads moves sole ownership.
+unsafe impl Send for Cache {}
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+
+fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(|| Cache { free: AHashMap::new(), stats: MemoryStats::default() });
+    f(cache)
+}
+
+/// The size class (capacity in bytes) that serves a request of `bytes`.
+pub fn size_class(bytes: usize) -> usize {
+    if bytes < LARGE_THRESHOLD {
+        bytes.max(SMALL_ALIGN).next_power_of_two()
+    } else {
+        bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE
+    }
+}
+
+fn alloc_layout(class: usize) -> AllocLayout {
+    let align = if class >= LARGE_THRESHOLD { HUGE_PAGE } else { SMALL_ALIGN };
+    AllocLayout::from_size_align(class, align).expect("size class overflows isize")
+}
+
+/// A block of CPU memory from the caching allocator; returned to the free lists on drop.
+///
+/// Its bytes are always initialized: fresh blocks are zeroed, reused blocks hold what their last
+/// owner wrote.
+pub struct RawBuffer {
+    ptr: NonNull<u8>,
+    class: usize,
+}
+
+// SAFETY: a RawBuffer is the unique owner of its block; access goes through the typed buffer that
+// owns it, which follows Rust's borrowing rules.
+unsafe impl Send for RawBuffer {}
+unsafe impl Sync for RawBuffer {}
+
+impl RawBuffer {
+    /// A block of at least `bytes` bytes, and whether it is freshly zeroed (true) or reused.
+    pub fn acquire(bytes: usize) -> (RawBuffer, bool) {
+        let class = size_class(bytes);
+        let reused = with_cache(|c| {
+            let hit = c.free.get_mut(&class).and_then(Vec::pop);
+            if hit.is_some() {
+                c.stats.cached -= class;
+                c.stats.cache_hits += 1;
+            } else {
+                c.stats.system_allocs += 1;
+            }
+            c.stats.allocated += class;
+            c.stats.max_allocated = c.stats.max_allocated.max(c.stats.allocated);
+            hit
+        });
+        if let Some(ptr) = reused {
+            return (RawBuffer { ptr, class }, false);
+        }
+        let layout = alloc_layout(class);
+        // SAFETY: the layout has a non-zero size (class >= 64) and a power-of-two alignment.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
+        if class >= LARGE_THRESHOLD {
+            advise_huge_pages(ptr, class);
+        }
+        (RawBuffer { ptr, class }, true)
+    }
+
+    /// The start of the block.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The usable size of the block in bytes.
+    pub fn capacity(&self) -> usize {
+        self.class
+    }
+}
+
+impl Drop for RawBuffer {
+    fn drop(&mut self) {
+        let (ptr, class) = (self.ptr, self.class);
+        with_cache(|c| {
+            c.stats.allocated -= class;
+            c.stats.cached += class;
+            c.free.entry(class).or_default().push(ptr);
+        });
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: [ptr, ptr+len) is a block we own, 2 MiB aligned; madvise only changes paging hints
+    // and cannot affect memory safety. Failure (THP disabled) is harmless and ignored.
+    unsafe {
+        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_ptr: NonNull<u8>, _len: usize) {}
+
+/// Current allocator counters.
+pub fn memory_stats() -> MemoryStats {
+    with_cache(|c| c.stats)
+}
+
+/// Bytes held by live CPU buffers (`torch.cuda.memory_allocated` for the CPU).
+pub fn memory_allocated() -> usize {
+    memory_stats().allocated
+}
+
+/// The peak of [`memory_allocated`].
+pub fn max_memory_allocated() -> usize {
+    memory_stats().max_allocated
+}
+
+/// Restarts the peak counter at the current allocation.
+pub fn reset_peak_memory_stats() {
+    with_cache(|c| c.stats.max_allocated = c.stats.allocated);
+}
+
+/// Returns every cached (free) block to the system (`torch.cuda.empty_cache`).
+pub fn empty_cache() {
+    let blocks: Vec<(usize, Vec<NonNull<u8>>)> = with_cache(|c| {
+        c.stats.cached = 0;
+        c.free.drain().collect()
+    });
+    for (class, ptrs) in blocks {
+        for ptr in ptrs {
+            // SAFETY: each pointer came from alloc_zeroed with alloc_layout(class) and is owned
+            // by the cache alone, which just gave it up.
+            unsafe { alloc::dealloc(ptr.as_ptr(), alloc_layout(class)) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes() {
+        assert_eq!(size_class(1), 64);
+        assert_eq!(size_class(65), 128);
+        assert_eq!(size_class((1 << 20) - 1), 1 << 20);
+        assert_eq!(size_class(1 << 20), 2 << 20);
+        assert_eq!(size_class(64 << 20), 64 << 20);
+        assert_eq!(size_class((64 << 20) + 1), 66 << 20);
+    }
+
+    #[test]
+    fn freed_block_is_reused_and_aligned() {
+        // A size no other test uses, so parallel tests cannot take the block in between.
+        let bytes = 3 * HUGE_PAGE + 12345;
+        let (a, fresh) = RawBuffer::acquire(bytes);
+        assert!(fresh);
+        assert_eq!(a.as_ptr() as usize % HUGE_PAGE, 0);
+        let p = a.as_ptr();
+        drop(a);
+        let (b, fresh) = RawBuffer::acquire(bytes);
+        assert!(!fresh, "a freed block of the same class must be reused");
+        assert_eq!(b.as_ptr(), p);
+        let small = RawBuffer::acquire(100).0;
+        assert_eq!(small.as_ptr() as usize % SMALL_ALIGN, 0);
+        assert!(memory_allocated() >= b.capacity() + small.capacity());
+    }
+}

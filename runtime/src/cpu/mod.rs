@@ -1,0 +1,16 @@
+//! Native CPU kernels (the reference every generated kernel is tested against) and the memory
+//! and threads they run on.
+
+pub mod alloc;
+pub mod buffer;
+pub mod elementwise;
+pub mod index;
+pub mod matmul;
+pub mod parallel;
+pub mod philox;
+pub mod reduce;
+pub mod sort;
+pub mod special;
+pub mod strided;
+
+pub use buffer::CpuBuf;

@@ -1,0 +1,130 @@
+//! The CPU worker pool and the ways kernels split work across it.
+//!
+//! kiln runs its kernels on its own rayon pool, sized by [`set_num_threads`], by
+//! `KILN_NUM_THREADS`, else `OMP_NUM_THREADS`, else the number of cores. Work below a grain size
+//! runs inline on the caller's thread, so small ops pay no scheduling cost.
+
+use rayon::prelude::*;
+use std::ops::Range;
+use std::sync::{Arc, RwLock};
+
+/// Elements below which an elementwise op runs on the calling thread alone.
+pub const GRAIN: usize = 1 << 15;
+
+static POOL: RwLock<Option<Arc<rayon::ThreadPool>>> = RwLock::new(None);
+
+fn default_threads() -> usize {
+    ["KILN_NUM_THREADS", "OMP_NUM_THREADS"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn build_pool(n: usize) -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("kiln-cpu-{i}"))
+            .build()
+            .expect("failed to start the kiln CPU thread pool"),
+    )
+}
+
+/// The pool kernels run on.
+pub fn pool() -> Arc<rayon::ThreadPool> {
+    if let Some(p) = POOL.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return p.clone();
+    }
+    let mut guard = POOL.write().unwrap_or_else(|e| e.into_inner());
+    guard.get_or_insert_with(|| build_pool(default_threads())).clone()
+}
+
+/// Sets the number of CPU worker threads (`torch.set_num_threads`).
+pub fn set_num_threads(n: usize) {
+    let n = n.max(1);
+    *POOL.write().unwrap_or_else(|e| e.into_inner()) = Some(build_pool(n));
+}
+
+/// The number of CPU worker threads (`torch.get_num_threads`).
+pub fn num_threads() -> usize {
+    pool().current_num_threads()
+}
+
+fn chunk_count(len: usize, grain: usize) -> usize {
+    if len <= grain {
+        1
+    } else {
+        (len / grain).clamp(1, num_threads() * 4)
+    }
+}
+
+/// Calls `f` on disjoint ranges covering `0..len`, in parallel when `len > grain`.
+pub fn for_ranges(len: usize, grain: usize, f: impl Fn(Range<usize>) + Sync + Send) {
+    let chunks = chunk_count(len, grain.max(1));
+    if chunks == 1 {
+        return f(0..len);
+    }
+    let step = len.div_ceil(chunks);
+    pool().install(|| {
+        (0..chunks).into_par_iter().for_each(|c| {
+            let start = c * step;
+            let end = ((c + 1) * step).min(len);
+            if start < end {
+                f(start..end)
+            }
+        })
+    });
+}
+
+/// Calls `f(start, chunk)` on disjoint chunks of `out`, in parallel when it is longer than
+/// `grain`; `start` is the chunk's offset in `out`.
+pub fn for_chunks_mut<T: Send>(out: &mut [T], grain: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    let chunks = chunk_count(out.len(), grain.max(1));
+    if chunks == 1 {
+        return f(0, out);
+    }
+    let step = out.len().div_ceil(chunks);
+    pool().install(|| {
+        out.par_chunks_mut(step).enumerate().for_each(|(c, chunk)| f(c * step, chunk));
+    });
+}
+
+/// Sets every element of `out` to `value`.
+pub fn fill<T: Copy + Send + Sync>(out: &mut [T], value: T) {
+    for_chunks_mut(out, GRAIN, |_, c| c.fill(value));
+}
+
+/// Sets `out[i] = f(i)`.
+pub fn fill_with_index<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync + Send) {
+    for_chunks_mut(out, GRAIN, |start, c| {
+        for (i, o) in c.iter_mut().enumerate() {
+            *o = f(start + i);
+        }
+    });
+}
+
+/// Copies `src` into `out` (equal lengths).
+pub fn copy<T: Copy + Send + Sync>(out: &mut [T], src: &[T]) {
+    assert_eq!(out.len(), src.len(), "copy between buffers of different lengths");
+    for_chunks_mut(out, GRAIN * 4, |start, c| c.copy_from_slice(&src[start..start + c.len()]));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn ranges_cover_everything_once() {
+        let len = 1_000_003;
+        let seen = AtomicUsize::new(0);
+        for_ranges(len, 1000, |r| {
+            seen.fetch_add(r.len(), Ordering::Relaxed);
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), len);
+        let mut v = vec![0usize; len];
+        fill_with_index(&mut v, |i| i * 2);
+        assert!(v.iter().enumerate().all(|(i, &x)| x == 2 * i));
+    }
+}

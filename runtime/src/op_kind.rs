@@ -1,0 +1,408 @@
+//! The kinds of elementwise and reduction operations, with their scalar meaning.
+//!
+//! One enum per family, shared by the eager CPU kernels (which call `eval_*` per element) and
+//! by the code generator (which emits the same formula as IR or CUDA C). The scalar functions
+//! here are the definition every backend is tested against.
+
+use crate::dtype::num_like::Float;
+
+/// Elementwise functions of one operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// -x
+    Neg,
+    /// |x|
+    Abs,
+    /// e^x
+    Exp,
+    /// 2^x
+    Exp2,
+    /// ln x
+    Log,
+    /// log2 x
+    Log2,
+    /// ln(1 + x)
+    Log1p,
+    /// e^x - 1
+    Expm1,
+    /// √x
+    Sqrt,
+    /// 1/√x
+    Rsqrt,
+    /// sin x
+    Sin,
+    /// cos x
+    Cos,
+    /// tan x
+    Tan,
+    /// tanh x
+    Tanh,
+    /// 1/(1+e^-x)
+    Sigmoid,
+    /// max(x, 0)
+    Relu,
+    /// x·Φ(x), exact (erf) form
+    Gelu,
+    /// GELU's tanh approximation
+    GeluTanh,
+    /// x·sigmoid(x)
+    Silu,
+    /// ln(1+e^x) with PyTorch's defaults (β = 1, linear above x = 20)
+    Softplus,
+    /// the error function
+    Erf,
+    /// round toward -∞
+    Floor,
+    /// round toward +∞
+    Ceil,
+    /// round half to even
+    Round,
+    /// round toward 0
+    Trunc,
+    /// -1, 0 or 1 (0 for ±0, NaN for NaN)
+    Sign,
+    /// 1/x
+    Reciprocal,
+    /// x²
+    Square,
+}
+
+impl UnaryOp {
+    /// The op's name as PyTorch spells it.
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "neg",
+            Abs => "abs",
+            Exp => "exp",
+            Exp2 => "exp2",
+            Log => "log",
+            Log2 => "log2",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Relu => "relu",
+            Gelu => "gelu",
+            GeluTanh => "gelu_tanh",
+            Silu => "silu",
+            Softplus => "softplus",
+            Erf => "erf",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Trunc => "trunc",
+            Sign => "sign",
+            Reciprocal => "reciprocal",
+            Square => "square",
+        }
+    }
+
+    /// True when an integer or bool input keeps its dtype (the op is exact on integers);
+    /// false when it is computed in, and returns, the default float dtype.
+    pub fn keeps_int_dtype(self) -> bool {
+        use UnaryOp::*;
+        matches!(self, Neg | Abs | Relu | Floor | Ceil | Round | Trunc | Sign | Square)
+    }
+
+    /// The op on an integer (for ops where [`Self::keeps_int_dtype`]), wrapping on overflow.
+    pub fn eval_int(self, x: i64) -> i64 {
+        use UnaryOp::*;
+        match self {
+            Neg => x.wrapping_neg(),
+            Abs => x.wrapping_abs(),
+            Relu => x.max(0),
+            Floor | Ceil | Round | Trunc => x,
+            Sign => x.signum(),
+            Square => x.wrapping_mul(x),
+            _ => unreachable!("{} is not an integer op", self.name()),
+        }
+    }
+
+    /// The op on a float.
+    #[inline(always)]
+    pub fn eval<F: Float>(self, x: F) -> F {
+        use UnaryOp::*;
+        let one = F::one();
+        match self {
+            Neg => -x,
+            Abs => x.abs(),
+            Exp => x.exp(),
+            Exp2 => x.exp2(),
+            Log => x.ln(),
+            Log2 => x.log2(),
+            Log1p => x.ln_1p(),
+            Expm1 => x.exp_m1(),
+            Sqrt => x.sqrt(),
+            Rsqrt => one / x.sqrt(),
+            Sin => x.sin(),
+            Cos => x.cos(),
+            Tan => x.tan(),
+            Tanh => x.tanh(),
+            Sigmoid => one / (one + (-x).exp()),
+            Relu => {
+                if x > F::zero() {
+                    x
+                } else if x.is_nan() {
+                    x
+                } else {
+                    F::zero()
+                }
+            }
+            Gelu => x * F::c(0.5) * (one + (x * F::c(std::f64::consts::FRAC_1_SQRT_2)).erf()),
+            GeluTanh => {
+                let inner = F::c(0.797_884_560_802_865_4) * (x + F::c(0.044715) * x * x * x);
+                F::c(0.5) * x * (one + inner.tanh())
+            }
+            Silu => x / (one + (-x).exp()),
+            Softplus => {
+                if x > F::c(20.0) {
+                    x
+                } else {
+                    x.exp().ln_1p()
+                }
+            }
+            Erf => x.erf(),
+            Floor => x.floor(),
+            Ceil => x.ceil(),
+            Round => x.round_half_even(),
+            Trunc => x.trunc(),
+            Sign => {
+                if x > F::zero() {
+                    one
+                } else if x < F::zero() {
+                    -one
+                } else {
+                    x * F::zero()
+                }
+            }
+            Reciprocal => one / x,
+            Square => x * x,
+        }
+    }
+}
+
+/// Elementwise functions of two operands (a scalar operand is a broadcast 0-dim tensor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// a + b
+    Add,
+    /// a - b
+    Sub,
+    /// a * b
+    Mul,
+    /// a / b (true division: integers divide as floats)
+    Div,
+    /// Python's modulo: the result has the sign of b (`torch.remainder`)
+    Rem,
+    /// a^b
+    Pow,
+    /// the larger, NaN-propagating
+    Maximum,
+    /// the smaller, NaN-propagating
+    Minimum,
+    /// atan2(a, b)
+    Atan2,
+}
+
+impl BinaryOp {
+    /// The op's name as PyTorch spells it.
+    pub fn name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add",
+            Sub => "sub",
+            Mul => "mul",
+            Div => "div",
+            Rem => "remainder",
+            Pow => "pow",
+            Maximum => "maximum",
+            Minimum => "minimum",
+            Atan2 => "atan2",
+        }
+    }
+
+    /// True when integer operands give an integer result; false for true division and atan2,
+    /// which compute in the default float dtype.
+    pub fn keeps_int_dtype(self) -> bool {
+        !matches!(self, BinaryOp::Div | BinaryOp::Atan2)
+    }
+
+    /// The op on integers, wrapping on overflow. The caller has ruled out a zero divisor for
+    /// `Rem` and a negative exponent for `Pow`.
+    #[inline(always)]
+    pub fn eval_int(self, a: i64, b: i64) -> i64 {
+        use BinaryOp::*;
+        match self {
+            Add => a.wrapping_add(b),
+            Sub => a.wrapping_sub(b),
+            Mul => a.wrapping_mul(b),
+            Rem => {
+                let r = a.wrapping_rem(b);
+                if r != 0 && ((r < 0) != (b < 0)) {
+                    r + b
+                } else {
+                    r
+                }
+            }
+            Pow => a.wrapping_pow(b.clamp(0, u32::MAX as i64) as u32),
+            Maximum => a.max(b),
+            Minimum => a.min(b),
+            Div | Atan2 => unreachable!("{} is not an integer op", self.name()),
+        }
+    }
+
+    /// The op on floats.
+    #[inline(always)]
+    pub fn eval<F: Float>(self, a: F, b: F) -> F {
+        use BinaryOp::*;
+        match self {
+            Add => a + b,
+            Sub => a - b,
+            Mul => a * b,
+            Div => a / b,
+            Rem => {
+                let r = a % b;
+                if r != F::zero() && ((r < F::zero()) != (b < F::zero())) {
+                    r + b
+                } else {
+                    r
+                }
+            }
+            Pow => a.powf(b),
+            Maximum => a.max_nan(b),
+            Minimum => a.min_nan(b),
+            Atan2 => a.atan2(b),
+        }
+    }
+}
+
+/// Comparisons; each returns a Bool tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// a == b
+    Eq,
+    /// a != b
+    Ne,
+    /// a < b
+    Lt,
+    /// a <= b
+    Le,
+    /// a > b
+    Gt,
+    /// a >= b
+    Ge,
+}
+
+impl CmpOp {
+    /// The op's name as PyTorch spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+        }
+    }
+
+    /// The comparison on any ordered values (IEEE semantics for NaN: only `Ne` is true).
+    #[inline(always)]
+    pub fn eval<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+        }
+    }
+}
+
+/// Logical ops on the truth of their operands (non-zero is true); each returns Bool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LogicalOp {
+    /// a && b
+    And,
+    /// a || b
+    Or,
+    /// a != b
+    Xor,
+}
+
+impl LogicalOp {
+    /// The op's name as PyTorch spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogicalOp::And => "logical_and",
+            LogicalOp::Or => "logical_or",
+            LogicalOp::Xor => "logical_xor",
+        }
+    }
+
+    /// The op on truth values.
+    #[inline(always)]
+    pub fn eval(self, a: bool, b: bool) -> bool {
+        match self {
+            LogicalOp::And => a && b,
+            LogicalOp::Or => a || b,
+            LogicalOp::Xor => a != b,
+        }
+    }
+}
+
+/// Reductions over one or more dims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Σ
+    Sum,
+    /// Π
+    Prod,
+    /// largest (NaN wins)
+    Max,
+    /// smallest (NaN wins)
+    Min,
+}
+
+impl ReduceOp {
+    /// The op's name as PyTorch spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remainder_has_sign_of_divisor() {
+        assert_eq!(BinaryOp::Rem.eval_int(-7, 3), 2);
+        assert_eq!(BinaryOp::Rem.eval_int(7, -3), -2);
+        assert_eq!(BinaryOp::Rem.eval(-7.5f64, 2.0), 0.5);
+    }
+
+    #[test]
+    fn float_formulas() {
+        assert!((UnaryOp::Gelu.eval(1.0f64) - 0.841_344_746_068_542_9).abs() < 1e-15);
+        assert!((UnaryOp::GeluTanh.eval(1.0f64) - 0.841_191_990_607_477_2).abs() < 1e-12);
+        assert_eq!(UnaryOp::Round.eval(2.5f32), 2.0);
+        assert_eq!(UnaryOp::Round.eval(-0.5f32), -0.0);
+        assert!(UnaryOp::Relu.eval(f32::NAN).is_nan());
+        assert!(BinaryOp::Maximum.eval(1.0f32, f32::NAN).is_nan());
+        assert_eq!(UnaryOp::Softplus.eval(30.0f64), 30.0);
+        assert!(!CmpOp::Eq.eval(f32::NAN, f32::NAN));
+    }
+}

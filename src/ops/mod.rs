@@ -1,0 +1,26 @@
+//! The ops, one file per family.
+//!
+//! Every op is defined once, in one function per op family that does, in order:
+//! 1. **checks and inference**: dims normalized, shapes broadcast, the result dtype chosen by
+//!    PyTorch's promotion rules; a failure is an [`crate::Error`] naming the op, the shapes or
+//!    dtypes involved and the caller's line (`#[track_caller]` all the way down);
+//! 2. **the eager call**: the runtime kernel for the tensor's device (only CPU is built yet);
+//! 3. **the backward rule** (added by the autograd work, next to the forward, written with
+//!    tensor ops so it also runs under `create_graph` and capture);
+//! 4. **the codegen expression**: elementwise and reduction families are parameterised by the
+//!    `kiln_runtime::op_kind` enums, which the code generator emits from.
+//!
+//! The public methods on [`crate::Tensor`] are thin: a `try_x` returning `Result`, and `x`
+//! panicking with the error's message.
+
+mod binary;
+mod cat;
+mod compare;
+mod index;
+mod matmul;
+mod reduce;
+mod softmax;
+mod sort;
+mod unary;
+
+pub use binary::Rhs;

@@ -1,0 +1,271 @@
+//! The `Tensor` handle: a cheap-to-clone reference to a strided view of shared storage.
+//!
+//! Views (transpose, narrow, expand, …) are new handles over the same [`StorageCell`]: a write
+//! through one view is seen through every other, as in PyTorch. Each storage carries a version
+//! counter that in-place writes bump (autograd checks it against the versions its saved tensors
+//! had).
+
+mod convert;
+mod create;
+mod display;
+mod view;
+
+pub use create::{IntoScalar, NestedArray};
+
+use crate::error::{bail, Result};
+use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::{CpuStorage, DType, Device, Layout, Storage};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Storage shared by all views of it, with the version counter of in-place writes.
+pub struct StorageCell {
+    data: RwLock<Storage>,
+    version: AtomicU64,
+}
+
+impl StorageCell {
+    fn new(storage: Storage) -> Arc<StorageCell> {
+        Arc::new(StorageCell { data: RwLock::new(storage), version: AtomicU64::new(0) })
+    }
+}
+
+/// A multi-dimensional array with a dtype and a device: PyTorch's `torch.Tensor`.
+///
+/// Cloning a `Tensor` clones the handle (an `Arc`), not the data; use [`Tensor::deep_clone`]
+/// for PyTorch's `clone()` (a copy with its own storage).
+#[derive(Clone)]
+pub struct Tensor(Arc<TensorImpl>);
+
+struct TensorImpl {
+    storage: Arc<StorageCell>,
+    layout: Layout,
+    dtype: DType,
+    device: Device,
+}
+
+impl Tensor {
+    /// A contiguous tensor over new CPU storage; `shape` must have `storage.len()` elements.
+    pub(crate) fn from_cpu_storage(storage: CpuStorage, shape: &[usize]) -> Tensor {
+        debug_assert_eq!(storage.len(), kiln_runtime::layout::numel(shape));
+        let dtype = storage.dtype();
+        Tensor(Arc::new(TensorImpl {
+            storage: StorageCell::new(Storage::Cpu(storage)),
+            layout: Layout::contiguous(shape),
+            dtype,
+            device: Device::Cpu,
+        }))
+    }
+
+    /// A contiguous tensor over a new typed CPU buffer.
+    pub(crate) fn from_buf<T: StorageElement>(buf: CpuBuf<T>, shape: &[usize]) -> Tensor {
+        Self::from_cpu_storage(T::wrap(buf), shape)
+    }
+
+    /// A view of this tensor's storage with another layout (no copy).
+    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
+        debug_assert!(layout.storage_end() <= self.storage_len());
+        Tensor(Arc::new(TensorImpl {
+            storage: self.0.storage.clone(),
+            layout,
+            dtype: self.0.dtype,
+            device: self.0.device,
+        }))
+    }
+
+    /// Sizes of each dimension (`x.shape` / `x.size()`).
+    pub fn shape(&self) -> &[usize] {
+        self.0.layout.shape()
+    }
+
+    /// Strides of each dimension in elements (`x.stride()`).
+    pub fn stride(&self) -> &[usize] {
+        self.0.layout.strides()
+    }
+
+    /// Offset of element 0 in the storage, in elements (`x.storage_offset()`).
+    pub fn storage_offset(&self) -> usize {
+        self.0.layout.offset()
+    }
+
+    /// The strided layout: shape, strides and offset.
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    /// The device the data lives on.
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+
+    /// Number of dimensions (`x.dim()`, `x.ndim`).
+    pub fn dim(&self) -> usize {
+        self.0.layout.ndim()
+    }
+
+    /// Size of one dimension; negative dims count from the end (`x.size(-1)`).
+    #[track_caller]
+    pub fn size(&self, dim: i64) -> usize {
+        let d = self.normalize_dim("size", dim).unwrap_or_else(|e| panic!("{e}"));
+        self.shape()[d]
+    }
+
+    /// Whether the elements are laid out row-major without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.dtype().size_in_bytes()
+    }
+
+    /// True when both handles view the same storage (possibly different elements of it).
+    pub fn shares_storage_with(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    /// The number of in-place writes made to this tensor's storage (`x._version`).
+    pub fn version(&self) -> u64 {
+        self.0.storage.version.load(Ordering::Relaxed)
+    }
+
+    /// Number of elements in the underlying storage.
+    pub(crate) fn storage_len(&self) -> usize {
+        self.read_storage().len()
+    }
+
+    /// Read access to the storage.
+    pub(crate) fn read_storage(&self) -> RwLockReadGuard<'_, Storage> {
+        self.0.storage.data.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write access to the storage; counts as an in-place write (bumps the version).
+    pub(crate) fn write_storage(&self) -> RwLockWriteGuard<'_, Storage> {
+        self.0.storage.version.fetch_add(1, Ordering::Relaxed);
+        self.0.storage.data.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on this tensor's CPU storage and layout; a clear error for other devices.
+    #[track_caller]
+    pub(crate) fn with_cpu<R>(&self, op: &'static str, f: impl FnOnce(&CpuStorage, &Layout) -> R) -> Result<R> {
+        self.check_device_supported(op)?;
+        let guard = self.read_storage();
+        match &*guard {
+            Storage::Cpu(s) => Ok(f(s, self.layout())),
+        }
+    }
+
+    /// Runs `f` with the CPU storage of two tensors, taking one lock when they share storage.
+    #[track_caller]
+    pub(crate) fn with_cpu2<R>(
+        &self,
+        other: &Tensor,
+        op: &'static str,
+        f: impl FnOnce(&CpuStorage, &CpuStorage) -> R,
+    ) -> Result<R> {
+        self.check_same_device(op, other)?;
+        self.check_device_supported(op)?;
+        let ga = self.read_storage();
+        let Storage::Cpu(a) = &*ga;
+        if self.shares_storage_with(other) {
+            return Ok(f(a, a));
+        }
+        let gb = other.read_storage();
+        let Storage::Cpu(b) = &*gb;
+        Ok(f(a, b))
+    }
+
+    /// Runs `f` with this tensor's CPU storage writable and `src`'s readable, for in-place ops.
+    /// `src` must not share storage with `self` (copy it first); locks are taken in address
+    /// order so that two threads writing into each other's sources cannot deadlock.
+    #[track_caller]
+    pub(crate) fn with_cpu_write<R>(
+        &self,
+        op: &'static str,
+        src: &Tensor,
+        f: impl FnOnce(&mut CpuStorage, &CpuStorage) -> R,
+    ) -> Result<R> {
+        self.check_same_device(op, src)?;
+        self.check_device_supported(op)?;
+        debug_assert!(!self.shares_storage_with(src));
+        let self_first = Arc::as_ptr(&self.0.storage) < Arc::as_ptr(&src.0.storage);
+        let (mut gw, gr);
+        if self_first {
+            gw = self.write_storage();
+            gr = src.read_storage();
+        } else {
+            gr = src.read_storage();
+            gw = self.write_storage();
+        }
+        let Storage::Cpu(w) = &mut *gw;
+        let Storage::Cpu(r) = &*gr;
+        Ok(f(w, r))
+    }
+
+    /// Runs `f` with this tensor's CPU storage writable (an in-place write with no other input).
+    #[track_caller]
+    pub(crate) fn with_cpu_mut<R>(&self, op: &'static str, f: impl FnOnce(&mut CpuStorage, &Layout) -> R) -> Result<R> {
+        self.check_device_supported(op)?;
+        let mut g = self.write_storage();
+        let Storage::Cpu(w) = &mut *g;
+        Ok(f(w, self.layout()))
+    }
+
+    /// An error unless this build can run ops on the tensor's device.
+    #[track_caller]
+    pub(crate) fn check_device_supported(&self, op: &'static str) -> Result<()> {
+        check_device_supported(op, self.device())
+    }
+
+    /// An error naming both devices unless `other` is on this tensor's device.
+    #[track_caller]
+    pub(crate) fn check_same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        if self.device() != other.device() {
+            bail!(
+                op,
+                Device,
+                "expected all tensors to be on the same device, but found {} and {}",
+                self.device(),
+                other.device()
+            );
+        }
+        Ok(())
+    }
+
+    /// A dim in `-dim()..dim()` as an index, or an error naming the op.
+    #[track_caller]
+    pub(crate) fn normalize_dim(&self, op: &'static str, dim: i64) -> Result<usize> {
+        normalize_dim(op, dim, self.dim())
+    }
+}
+
+/// A dim in `-ndim..ndim` as an index (a 0-dim tensor accepts -1 and 0, as PyTorch does).
+#[track_caller]
+pub(crate) fn normalize_dim(op: &'static str, dim: i64, ndim: usize) -> Result<usize> {
+    let n = ndim.max(1) as i64;
+    if dim < -n || dim >= n {
+        bail!(op, Index, "dimension out of range (expected to be in range of [{}, {}], but got {dim})", -n, n - 1);
+    }
+    Ok(if dim < 0 { (dim + n) as usize } else { dim as usize })
+}
+
+/// An error unless this build can run ops on `device`.
+#[track_caller]
+pub(crate) fn check_device_supported(op: &'static str, device: Device) -> Result<()> {
+    if let Device::Cuda(i) = device {
+        bail!(op, Device, "CUDA support is not built yet (tensor on cuda:{i})");
+    }
+    Ok(())
+}

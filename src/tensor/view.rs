@@ -1,0 +1,520 @@
+//! Views: new layouts over the same storage, never a copy (except `reshape`, which copies only
+//! when no view exists, as in PyTorch).
+
+use super::{normalize_dim, Tensor};
+use crate::error::{bail, OrPanic, Result};
+use kiln_runtime::layout::numel;
+use kiln_runtime::{Layout, Shape};
+use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
+
+/// One item of an [`Tensor::i`] index: a single position (removes the dim), a range (keeps it),
+/// or a new size-1 axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorIndexer {
+    /// `x[3]` / `x[-1]`
+    Select(i64),
+    /// `x[a:b]`, with `None` for an open end.
+    Narrow(Option<i64>, Option<i64>),
+    /// `x[None]`
+    NewAxis,
+}
+
+macro_rules! indexer_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for TensorIndexer {
+            fn from(i: $t) -> Self {
+                TensorIndexer::Select(i as i64)
+            }
+        }
+        impl From<Range<$t>> for TensorIndexer {
+            fn from(r: Range<$t>) -> Self {
+                TensorIndexer::Narrow(Some(r.start as i64), Some(r.end as i64))
+            }
+        }
+        impl From<RangeFrom<$t>> for TensorIndexer {
+            fn from(r: RangeFrom<$t>) -> Self {
+                TensorIndexer::Narrow(Some(r.start as i64), None)
+            }
+        }
+        impl From<RangeTo<$t>> for TensorIndexer {
+            fn from(r: RangeTo<$t>) -> Self {
+                TensorIndexer::Narrow(None, Some(r.end as i64))
+            }
+        }
+        impl From<RangeInclusive<$t>> for TensorIndexer {
+            fn from(r: RangeInclusive<$t>) -> Self {
+                TensorIndexer::Narrow(Some(*r.start() as i64), Some(*r.end() as i64 + 1))
+            }
+        }
+        impl From<RangeToInclusive<$t>> for TensorIndexer {
+            fn from(r: RangeToInclusive<$t>) -> Self {
+                TensorIndexer::Narrow(None, Some(r.end as i64 + 1))
+            }
+        }
+    )*};
+}
+indexer_from_int!(i32, i64, usize);
+
+impl From<RangeFull> for TensorIndexer {
+    fn from(_: RangeFull) -> Self {
+        TensorIndexer::Narrow(None, None)
+    }
+}
+
+/// The argument of [`Tensor::i`]: one indexer, or a tuple of up to six.
+pub trait IndexArgs {
+    /// The indexers, first dim first.
+    fn indexers(self) -> Vec<TensorIndexer>;
+}
+
+impl<T: Into<TensorIndexer>> IndexArgs for T {
+    fn indexers(self) -> Vec<TensorIndexer> {
+        vec![self.into()]
+    }
+}
+
+macro_rules! index_tuple {
+    ($($name:ident),+) => {
+        impl<$($name: Into<TensorIndexer>),+> IndexArgs for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn indexers(self) -> Vec<TensorIndexer> {
+                let ($($name,)+) = self;
+                vec![$($name.into()),+]
+            }
+        }
+    };
+}
+index_tuple!(A);
+index_tuple!(A, B);
+index_tuple!(A, B, C);
+index_tuple!(A, B, C, D);
+index_tuple!(A, B, C, D, E);
+index_tuple!(A, B, C, D, E, F);
+
+/// Resolves a `view`/`reshape` shape with at most one -1 against `numel`.
+#[track_caller]
+pub(crate) fn infer_shape(op: &'static str, from: &[usize], spec: &[i64]) -> Result<Shape> {
+    let n = numel(from);
+    let mut infer = None;
+    let mut known: usize = 1;
+    for (i, &s) in spec.iter().enumerate() {
+        match s {
+            -1 if infer.is_none() => infer = Some(i),
+            -1 => bail!(op, Shape, "only one dimension can be inferred (shape {spec:?})"),
+            s if s < 0 => bail!(op, Shape, "invalid shape dimension {s} in {spec:?}"),
+            s => known *= s as usize,
+        }
+    }
+    let mut shape: Shape = spec.iter().map(|&s| s.max(0) as usize).collect();
+    if let Some(i) = infer {
+        if known == 0 || n % known != 0 {
+            bail!(op, Shape, "shape {spec:?} is invalid for input of size {n} (shape {from:?})");
+        }
+        shape[i] = n / known;
+    } else if known != n {
+        bail!(op, Shape, "shape {spec:?} is invalid for input of size {n} (shape {from:?})");
+    }
+    Ok(shape)
+}
+
+impl Tensor {
+    /// The same elements with a new shape (one entry may be -1), sharing storage; an error when
+    /// the strides do not allow it (use [`Tensor::reshape`]).
+    #[track_caller]
+    pub fn view(&self, shape: &[i64]) -> Tensor {
+        self.try_view(shape).or_panic()
+    }
+
+    /// [`Tensor::view`] returning an error.
+    #[track_caller]
+    pub fn try_view(&self, shape: &[i64]) -> Result<Tensor> {
+        let new = infer_shape("view", self.shape(), shape)?;
+        match self.layout().view(&new) {
+            Some(l) => Ok(self.with_layout(l)),
+            None => bail!(
+                "view",
+                Shape,
+                "view size is not compatible with input tensor's size and stride (shape {:?}, strides {:?}, asked {shape:?}); use reshape() instead",
+                self.shape(),
+                self.stride()
+            ),
+        }
+    }
+
+    /// [`Tensor::view`] when the strides allow it, else a contiguous copy with the new shape.
+    #[track_caller]
+    pub fn reshape(&self, shape: &[i64]) -> Tensor {
+        self.try_reshape(shape).or_panic()
+    }
+
+    /// [`Tensor::reshape`] returning an error.
+    #[track_caller]
+    pub fn try_reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        let new = infer_shape("reshape", self.shape(), shape)?;
+        match self.layout().view(&new) {
+            Some(l) => Ok(self.with_layout(l)),
+            None => {
+                let c = self.deep_clone();
+                Ok(c.with_layout(Layout::contiguous(&new)))
+            }
+        }
+    }
+
+    /// Swaps two dims (`x.transpose(0, 1)`).
+    #[track_caller]
+    pub fn transpose(&self, dim0: i64, dim1: i64) -> Tensor {
+        let a = self.normalize_dim("transpose", dim0).or_panic();
+        let b = self.normalize_dim("transpose", dim1).or_panic();
+        if self.dim() == 0 {
+            return self.clone();
+        }
+        self.with_layout(self.layout().transpose(a, b))
+    }
+
+    /// The transpose of a tensor of at most 2 dims (`x.t()`).
+    #[track_caller]
+    pub fn t(&self) -> Tensor {
+        if self.dim() > 2 {
+            panic!("{}", crate::Error::new("t", crate::ErrorKind::Shape, format!("expects a tensor with <= 2 dimensions, but self is {}D (shape {:?})", self.dim(), self.shape())));
+        }
+        if self.dim() < 2 {
+            return self.clone();
+        }
+        self.transpose(0, 1)
+    }
+
+    /// Reorders the dims: dim `i` of the result is dim `dims[i]` of `self`.
+    #[track_caller]
+    pub fn permute(&self, dims: &[i64]) -> Tensor {
+        self.try_permute(dims).or_panic()
+    }
+
+    /// [`Tensor::permute`] returning an error for a wrong number of dims or a repeated dim.
+    #[track_caller]
+    pub fn try_permute(&self, dims: &[i64]) -> Result<Tensor> {
+        if dims.len() != self.dim() {
+            bail!("permute", Shape, "number of dims don't match: the tensor has {} (shape {:?}), got {dims:?}", self.dim(), self.shape());
+        }
+        let mut perm = Vec::with_capacity(dims.len());
+        for &d in dims {
+            let d = self.normalize_dim("permute", d)?;
+            if perm.contains(&d) {
+                bail!("permute", Index, "repeated dim in {dims:?}");
+            }
+            perm.push(d);
+        }
+        Ok(self.with_layout(self.layout().permute(&perm)))
+    }
+
+    /// `length` elements along `dim` starting at `start` (negative `start` counts from the end).
+    #[track_caller]
+    pub fn narrow(&self, dim: i64, start: i64, length: usize) -> Tensor {
+        self.try_narrow(dim, start, length).or_panic()
+    }
+
+    /// [`Tensor::narrow`] returning an error when the range leaves the dim.
+    #[track_caller]
+    pub fn try_narrow(&self, dim: i64, start: i64, length: usize) -> Result<Tensor> {
+        if self.dim() == 0 {
+            bail!("narrow", Shape, "cannot be applied to a 0-dim tensor");
+        }
+        let d = self.normalize_dim("narrow", dim)?;
+        let size = self.shape()[d] as i64;
+        let s = if start < 0 { start + size } else { start };
+        if s < 0 || s > size || s + length as i64 > size {
+            bail!("narrow", Index, "start ({start}) + length ({length}) exceeds dimension size ({size}) of dim {dim} (shape {:?})", self.shape());
+        }
+        Ok(self.with_layout(self.layout().narrow(d, s as usize, length)))
+    }
+
+    /// The slice at `index` along `dim`, removing that dim (`x.select(0, 1)`, `x[1]`).
+    #[track_caller]
+    pub fn select(&self, dim: i64, index: i64) -> Tensor {
+        self.try_select(dim, index).or_panic()
+    }
+
+    /// [`Tensor::select`] returning an error for an out-of-range index.
+    #[track_caller]
+    pub fn try_select(&self, dim: i64, index: i64) -> Result<Tensor> {
+        if self.dim() == 0 {
+            bail!("select", Shape, "cannot be applied to a 0-dim tensor");
+        }
+        let d = self.normalize_dim("select", dim)?;
+        let size = self.shape()[d] as i64;
+        let i = if index < 0 { index + size } else { index };
+        if i < 0 || i >= size {
+            bail!("select", Index, "index {index} is out of bounds for dimension {d} with size {size}");
+        }
+        Ok(self.with_layout(self.layout().select(d, i as usize)))
+    }
+
+    /// Basic indexing with integers and ranges, as Python's `x[1, :, 2:4]`:
+    /// `x.i((1, .., 2..4))`. Integers remove their dim; ranges keep it (clamped, as Python
+    /// slices are); missing trailing dims are kept whole.
+    #[track_caller]
+    pub fn i(&self, index: impl IndexArgs) -> Tensor {
+        self.try_i(index).or_panic()
+    }
+
+    /// [`Tensor::i`] returning an error for too many indices or an index out of range.
+    #[track_caller]
+    pub fn try_i(&self, index: impl IndexArgs) -> Result<Tensor> {
+        let idx = index.indexers();
+        let consumed = idx.iter().filter(|i| !matches!(i, TensorIndexer::NewAxis)).count();
+        if consumed > self.dim() {
+            bail!("index", Index, "too many indices for tensor of dimension {} (got {consumed})", self.dim());
+        }
+        let mut layout = self.layout().clone();
+        let mut d = 0;
+        for item in idx {
+            match item {
+                TensorIndexer::Select(i) => {
+                    let size = layout.shape()[d] as i64;
+                    let j = if i < 0 { i + size } else { i };
+                    if j < 0 || j >= size {
+                        bail!("index", Index, "index {i} is out of bounds for dimension {d} with size {size}");
+                    }
+                    layout = layout.select(d, j as usize);
+                }
+                TensorIndexer::Narrow(start, end) => {
+                    let size = layout.shape()[d] as i64;
+                    let clamp = |v: i64| if v < 0 { (v + size).max(0) } else { v.min(size) };
+                    let s = start.map_or(0, clamp);
+                    let e = end.map_or(size, clamp).max(s);
+                    layout = layout.narrow(d, s as usize, (e - s) as usize);
+                    d += 1;
+                }
+                TensorIndexer::NewAxis => {
+                    layout = layout.unsqueeze(d);
+                    d += 1;
+                }
+            }
+        }
+        Ok(self.with_layout(layout))
+    }
+
+    /// Removes every size-1 dim.
+    pub fn squeeze(&self) -> Tensor {
+        let mut l = self.layout().clone();
+        for d in (0..self.dim()).rev() {
+            if l.shape()[d] == 1 {
+                l = l.squeeze(d);
+            }
+        }
+        self.with_layout(l)
+    }
+
+    /// Removes `dim` when its size is 1; otherwise returns the same view (as PyTorch).
+    #[track_caller]
+    pub fn squeeze_dim(&self, dim: i64) -> Tensor {
+        let d = self.normalize_dim("squeeze", dim).or_panic();
+        if self.dim() == 0 || self.shape()[d] != 1 {
+            return self.clone();
+        }
+        self.with_layout(self.layout().squeeze(d))
+    }
+
+    /// Inserts a size-1 dim at `dim` (in `-dim()-1..=dim()`).
+    #[track_caller]
+    pub fn unsqueeze(&self, dim: i64) -> Tensor {
+        let d = normalize_dim("unsqueeze", dim, self.dim() + 1).or_panic();
+        self.with_layout(self.layout().unsqueeze(d))
+    }
+
+    /// Broadcasts to `shape` without copying; -1 keeps a dim's size (`x.expand(3, -1)`).
+    #[track_caller]
+    pub fn expand(&self, shape: &[i64]) -> Tensor {
+        self.try_expand(shape).or_panic()
+    }
+
+    /// [`Tensor::expand`] returning an error when the shapes are incompatible.
+    #[track_caller]
+    pub fn try_expand(&self, shape: &[i64]) -> Result<Tensor> {
+        if shape.len() < self.dim() {
+            bail!("expand", Shape, "the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({})", shape.len(), self.dim());
+        }
+        let lead = shape.len() - self.dim();
+        let mut target = Shape::new();
+        for (i, &s) in shape.iter().enumerate() {
+            if s == -1 {
+                if i < lead {
+                    bail!("expand", Shape, "-1 is not allowed in a leading, non-existing dimension ({shape:?})");
+                }
+                target.push(self.shape()[i - lead]);
+            } else if s < 0 {
+                bail!("expand", Shape, "invalid size {s} in {shape:?}");
+            } else {
+                target.push(s as usize);
+            }
+        }
+        self.try_broadcast_to(&target).map_err(|mut e| {
+            e.op = "expand";
+            e
+        })
+    }
+
+    /// Broadcasts to `shape` without copying (`torch.broadcast_to`).
+    #[track_caller]
+    pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
+        self.try_broadcast_to(shape).or_panic()
+    }
+
+    /// [`Tensor::broadcast_to`] returning an error when the shapes are incompatible.
+    #[track_caller]
+    pub fn try_broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        match self.layout().broadcast_to(shape) {
+            Some(l) => Ok(self.with_layout(l)),
+            None => bail!("broadcast_to", Shape, "the tensor of shape {:?} cannot be broadcast to {shape:?}", self.shape()),
+        }
+    }
+
+    /// Flattens dims `start..=end` into one (`x.flatten(1, -1)`); a view when possible.
+    #[track_caller]
+    pub fn flatten(&self, start_dim: i64, end_dim: i64) -> Tensor {
+        if self.dim() == 0 {
+            return self.reshape(&[1]);
+        }
+        let s = self.normalize_dim("flatten", start_dim).or_panic();
+        let e = self.normalize_dim("flatten", end_dim).or_panic();
+        if s > e {
+            panic!("{}", crate::Error::new("flatten", crate::ErrorKind::Index, format!("start_dim ({start_dim}) cannot come after end_dim ({end_dim})")));
+        }
+        let mut shape: Vec<i64> = self.shape()[..s].iter().map(|&v| v as i64).collect();
+        shape.push(self.shape()[s..=e].iter().product::<usize>() as i64);
+        shape.extend(self.shape()[e + 1..].iter().map(|&v| v as i64));
+        self.reshape(&shape)
+    }
+
+    /// Splits `dim` into `sizes` (one may be -1): the inverse of `flatten`.
+    #[track_caller]
+    pub fn unflatten(&self, dim: i64, sizes: &[i64]) -> Tensor {
+        let d = self.normalize_dim("unflatten", dim).or_panic();
+        let inner = infer_shape("unflatten", &self.shape()[d..=d], sizes).or_panic();
+        let mut shape: Vec<i64> = self.shape()[..d].iter().map(|&v| v as i64).collect();
+        shape.extend(inner.iter().map(|&v| v as i64));
+        shape.extend(self.shape()[d + 1..].iter().map(|&v| v as i64));
+        self.view(&shape)
+    }
+
+    /// Splits into pieces of `split_size` along `dim` (the last may be smaller).
+    #[track_caller]
+    pub fn split(&self, split_size: usize, dim: i64) -> Vec<Tensor> {
+        let d = self.normalize_dim("split", dim).or_panic();
+        let n = self.shape()[d];
+        if split_size == 0 {
+            assert!(n == 0, "{}", crate::Error::new("split", crate::ErrorKind::Value, format!("split_size can only be 0 if dimension size is 0, but got dimension size of {n}")));
+            return vec![self.clone()];
+        }
+        (0..n.div_ceil(split_size).max(1))
+            .map(|k| {
+                let start = k * split_size;
+                self.with_layout(self.layout().narrow(d, start, split_size.min(n - start)))
+            })
+            .collect()
+    }
+
+    /// Splits into pieces with the given sizes along `dim` (`x.split([2, 3], 0)`).
+    #[track_caller]
+    pub fn split_with_sizes(&self, sizes: &[usize], dim: i64) -> Vec<Tensor> {
+        let d = self.normalize_dim("split_with_sizes", dim).or_panic();
+        let total: usize = sizes.iter().sum();
+        if total != self.shape()[d] {
+            panic!("{}", crate::Error::new("split_with_sizes", crate::ErrorKind::Shape, format!("split sizes {sizes:?} must sum to the size of dim {d} ({}), but sum to {total}", self.shape()[d])));
+        }
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|&s| {
+                let v = self.with_layout(self.layout().narrow(d, start, s));
+                start += s;
+                v
+            })
+            .collect()
+    }
+
+    /// Splits into `chunks` pieces of `ceil(size/chunks)` along `dim` (fewer when it divides
+    /// unevenly, as PyTorch's `chunk`).
+    #[track_caller]
+    pub fn chunk(&self, chunks: usize, dim: i64) -> Vec<Tensor> {
+        if chunks == 0 {
+            panic!("{}", crate::Error::new("chunk", crate::ErrorKind::Value, "chunk expects `chunks` to be greater than 0"));
+        }
+        let d = self.normalize_dim("chunk", dim).or_panic();
+        self.split(self.shape()[d].div_ceil(chunks), dim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m() -> Tensor {
+        Tensor::arange(24).view(&[2, 3, 4])
+    }
+
+    #[test]
+    fn views_share_storage_and_see_writes() {
+        let x = m();
+        let t = x.transpose(0, 2);
+        assert_eq!(t.shape(), &[4, 3, 2]);
+        assert!(t.shares_storage_with(&x));
+        assert_eq!(x.i((1, 2, 3)).item::<i64>(), 23);
+        assert_eq!(t.i((3, 2, 1)).item::<i64>(), 23);
+        assert_eq!(x.narrow(2, 1, 2).i((0, 0)).to_vec::<i64>(), vec![1, 2]);
+        assert_eq!(x.select(1, -1).to_vec::<i64>(), vec![8, 9, 10, 11, 20, 21, 22, 23]);
+    }
+
+    #[test]
+    fn view_vs_reshape() {
+        let x = m();
+        assert_eq!(x.view(&[-1, 4]).shape(), &[6, 4]);
+        let t = x.transpose(1, 2);
+        let e = t.try_view(&[-1]).unwrap_err().to_string();
+        assert!(e.starts_with("view: view size is not compatible"), "{e}");
+        let r = t.reshape(&[-1]);
+        assert!(!r.shares_storage_with(&x));
+        assert_eq!(r.to_vec::<i64>()[..6], [0, 4, 8, 1, 5, 9]);
+        assert!(x.try_view(&[5, -1]).is_err());
+        assert!(x.try_view(&[-1, -1]).is_err());
+    }
+
+    #[test]
+    fn indexing_like_python() {
+        let x = m();
+        assert_eq!(x.i((.., 1..)).shape(), &[2, 2, 4]);
+        assert_eq!(x.i((.., -1, ..2)).to_vec::<i64>(), vec![8, 9, 20, 21]);
+        assert_eq!(x.i(1..=1).shape(), &[1, 3, 4]);
+        assert_eq!(x.i((0, 0, 10..)).shape(), &[0]);
+        assert!(x.try_i((0, 0, 0, 0)).is_err());
+        assert!(x.try_i(2).is_err());
+    }
+
+    #[test]
+    fn squeeze_unsqueeze_expand_flatten() {
+        let x = Tensor::zeros(&[1, 3, 1]);
+        assert_eq!(x.squeeze().shape(), &[3]);
+        assert_eq!(x.squeeze_dim(0).shape(), &[3, 1]);
+        assert_eq!(x.squeeze_dim(1).shape(), &[1, 3, 1]);
+        assert_eq!(x.unsqueeze(-1).shape(), &[1, 3, 1, 1]);
+        let e = Tensor::arange(3).unsqueeze(1).expand(&[2, -1, 4]);
+        assert_eq!(e.shape(), &[2, 3, 4]);
+        assert_eq!(e.stride(), &[0, 1, 0]);
+        assert!(Tensor::arange(3).try_expand(&[4]).is_err());
+        assert_eq!(m().flatten(1, -1).shape(), &[2, 12]);
+        assert_eq!(m().flatten(0, 1).unflatten(0, &[2, -1]).shape(), &[2, 3, 4]);
+        assert_eq!(m().permute(&[2, 0, 1]).shape(), &[4, 2, 3]);
+        assert!(m().try_permute(&[0, 0, 1]).is_err());
+    }
+
+    #[test]
+    fn split_and_chunk() {
+        let x = Tensor::arange(10);
+        let parts: Vec<usize> = x.split(3, 0).iter().map(|p| p.numel()).collect();
+        assert_eq!(parts, vec![3, 3, 3, 1]);
+        let parts: Vec<usize> = x.chunk(4, 0).iter().map(|p| p.numel()).collect();
+        assert_eq!(parts, vec![3, 3, 3, 1]);
+        let parts: Vec<usize> = Tensor::arange(6).chunk(4, 0).iter().map(|p| p.numel()).collect();
+        assert_eq!(parts, vec![2, 2, 2]);
+        assert_eq!(x.split_with_sizes(&[2, 8], 0)[1].to_vec::<i64>()[0], 2);
+    }
+}
