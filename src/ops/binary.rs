@@ -1,13 +1,493 @@
-//! Binary elementwise ops (in progress).
+//! Binary elementwise ops: arithmetic with broadcasting and PyTorch's type promotion, their
+//! in-place forms, `copy_`/`fill_`, and the operator overloads.
 
+use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
+use kiln_runtime::cpu::elementwise::{map1_inplace, map2, map2_inplace};
+use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::dtype::{result_type, OperandKind};
+use kiln_runtime::layout::broadcast_shapes;
+use kiln_runtime::op_kind::BinaryOp;
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::{match_cpu, DType, Element, FloatElement, Layout};
 
-/// The right-hand operand of a binary op: a tensor or a Rust number.
+/// An operand of an elementwise op: a tensor or a Rust number.
 #[derive(Clone, Debug)]
-pub enum Rhs {
-    /// A tensor operand (broadcast against the other).
+pub enum Operand {
+    /// A tensor (broadcast against the other operands).
     Tensor(Tensor),
     /// A Rust number: its category takes part in type promotion, its width does not.
     Scalar(Scalar),
+}
+
+impl From<&Tensor> for Operand {
+    fn from(t: &Tensor) -> Operand {
+        Operand::Tensor(t.clone())
+    }
+}
+
+impl From<Tensor> for Operand {
+    fn from(t: Tensor) -> Operand {
+        Operand::Tensor(t)
+    }
+}
+
+impl From<Scalar> for Operand {
+    fn from(s: Scalar) -> Operand {
+        Operand::Scalar(s)
+    }
+}
+
+macro_rules! operand_from_number {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Operand {
+            fn from(v: $t) -> Operand {
+                Operand::Scalar(v.into())
+            }
+        }
+    )*};
+}
+operand_from_number!(f32, f64, i32, i64, u8, usize, bool, half::f16, half::bf16);
+
+impl Operand {
+    /// The (dtype, tier) this operand brings to `result_type`.
+    pub(crate) fn promotion(&self) -> (DType, OperandKind) {
+        match self {
+            Operand::Tensor(t) => (t.dtype(), if t.dim() == 0 { OperandKind::ZeroDim } else { OperandKind::Tensor }),
+            Operand::Scalar(s) => (s.promotion_dtype(), OperandKind::Scalar),
+        }
+    }
+
+    /// The operand's shape (a scalar is 0-dim).
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            Operand::Tensor(t) => t.shape(),
+            Operand::Scalar(_) => &[],
+        }
+    }
+
+    /// The operand as a tensor of `dtype` (a scalar becomes a 0-dim tensor, converted once).
+    pub(crate) fn to_tensor(&self, dtype: DType) -> Tensor {
+        match self {
+            Operand::Tensor(t) => t.to_dtype(dtype),
+            Operand::Scalar(s) => Tensor::scalar_opts(*s, dtype),
+        }
+    }
+}
+
+/// True when a value of `from` may be written into a tensor of `to` (PyTorch's `can_cast`):
+/// never down a category (float into int, int into bool).
+pub(crate) fn can_cast(from: DType, to: DType) -> bool {
+    from.category() <= to.category()
+}
+
+/// The shape operands broadcast to, or an error naming the op and the shapes.
+#[track_caller]
+pub(crate) fn broadcast_all(op: &'static str, shapes: &[&[usize]]) -> Result<kiln_runtime::Shape> {
+    let mut out = kiln_runtime::Shape::new();
+    for s in shapes {
+        match broadcast_shapes(&out, s) {
+            Some(b) => out = b,
+            None => {
+                let list: Vec<String> = shapes.iter().map(|s| format!("{s:?}")).collect();
+                bail!(op, Shape, "shapes {} cannot broadcast", list.join(" and "))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The dtype a binary op computes in and returns.
+#[track_caller]
+fn binary_dtype(op: BinaryOp, a: &Operand, b: &Operand) -> Result<DType> {
+    let dt = result_type(&[a.promotion(), b.promotion()]);
+    if !op.keeps_int_dtype() {
+        return Ok(dt.to_float());
+    }
+    if dt == DType::Bool && op == BinaryOp::Sub {
+        bail!("sub", DType, "subtraction, the `-` operator, with two bool tensors is not supported; use the `^` or `logical_xor()` operator instead");
+    }
+    Ok(dt)
+}
+
+/// Integer-only preconditions: no zero divisor for `remainder`, no negative exponent for `pow`.
+#[track_caller]
+fn check_int_operands(op: BinaryOp, dtype: DType, b: &Tensor) -> Result<()> {
+    if dtype.is_float() || !matches!(op, BinaryOp::Rem | BinaryOp::Pow) {
+        return Ok(());
+    }
+    let values = b.to_dtype(DType::I64).contiguous().to_vec::<i64>();
+    if op == BinaryOp::Rem && values.contains(&0) {
+        bail!("remainder", Value, "ZeroDivisionError: integer remainder by zero (dtype {dtype})");
+    }
+    if op == BinaryOp::Pow && values.iter().any(|&v| v < 0) {
+        bail!("pow", Value, "integers to negative integer powers are not allowed (dtype {dtype})");
+    }
+    Ok(())
+}
+
+/// Element types with a binary kernel: floats compute in their compute type, integers and
+/// bools in i64 with wrapping.
+pub(crate) trait BinaryElement: StorageElement {
+    /// `op` elementwise over two operands already broadcast to the output shape.
+    fn binary(op: BinaryOp, a: &[Self], la: &Layout, b: &[Self], lb: &Layout) -> CpuBuf<Self>;
+    /// `dst = op(dst, src)` through `ld`.
+    fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout);
+}
+
+macro_rules! float_binary_element {
+    ($($t:ty),*) => {$(
+        impl BinaryElement for $t {
+            fn binary(op: BinaryOp, a: &[Self], la: &Layout, b: &[Self], lb: &Layout) -> CpuBuf<Self> {
+                macro_rules! go {
+                    ($o:expr) => {
+                        map2(a, la, b, lb, |x: $t, y: $t| <$t>::from_compute($o.eval(x.to_compute(), y.to_compute())))
+                    };
+                }
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2 }, go)
+            }
+            fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout) {
+                macro_rules! go {
+                    ($o:expr) => {
+                        map2_inplace(dst, ld, src, ls, |x: $t, y: $t| <$t>::from_compute($o.eval(x.to_compute(), y.to_compute())))
+                    };
+                }
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2 }, go)
+            }
+        }
+    )*};
+}
+float_binary_element!(f32, f64, half::f16, half::bf16);
+
+macro_rules! int_binary_element {
+    ($($t:ty),*) => {$(
+        impl BinaryElement for $t {
+            fn binary(op: BinaryOp, a: &[Self], la: &Layout, b: &[Self], lb: &Layout) -> CpuBuf<Self> {
+                macro_rules! go {
+                    ($o:expr) => {
+                        map2(a, la, b, lb, |x: $t, y: $t| <$t>::from_i64($o.eval_int(x.to_i64(), y.to_i64())))
+                    };
+                }
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, Div, Atan2 }, go)
+            }
+            fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout) {
+                macro_rules! go {
+                    ($o:expr) => {
+                        map2_inplace(dst, ld, src, ls, |x: $t, y: $t| <$t>::from_i64($o.eval_int(x.to_i64(), y.to_i64())))
+                    };
+                }
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, Div, Atan2 }, go)
+            }
+        }
+    )*};
+}
+int_binary_element!(i64, i32, u8, bool);
+
+/// `op(a, b)` with broadcasting and type promotion; at least one operand is a tensor.
+#[track_caller]
+pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
+    let dt = binary_dtype(op, a, b)?;
+    let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
+    let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
+    check_int_operands(op, dt, &tb)?;
+    let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
+        match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, &la, sb.as_buf::<T>().expect("same dtype"), &lb)))
+    })?;
+    Ok(Tensor::from_cpu_storage(out, &shape))
+}
+
+/// `dst = op(dst, b)` in place: the result must keep `dst`'s shape and be castable to its dtype.
+#[track_caller]
+pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<()> {
+    let a = Operand::Tensor(dst.clone());
+    let dt = binary_dtype(op, &a, b)?;
+    if !can_cast(dt, dst.dtype()) {
+        bail!(op.name(), DType, "result type {dt} can't be cast to the desired output type {}", dst.dtype());
+    }
+    let shape = broadcast_all(op.name(), &[dst.shape(), b.shape()])?;
+    if shape.as_slice() != dst.shape() {
+        bail!(op.name(), Shape, "output with shape {:?} doesn't match the broadcast shape {:?}", dst.shape(), shape);
+    }
+    if dt != dst.dtype() {
+        // e.g. an f16 tensor += an f32 tensor: compute in the wider type, round once.
+        let r = binary(op, &a, b)?;
+        return copy_into(dst, &r);
+    }
+    let mut tb = b.to_tensor(dt);
+    check_int_operands(op, dt, &tb)?;
+    if tb.shares_storage_with(dst) {
+        tb = tb.deep_clone();
+    }
+    let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    check_writable(op.name(), dst)?;
+    dst.with_cpu_write(op.name(), &tb, |sd, sb| {
+        match_cpu!(sd, |d: T| T::binary_inplace(op, d, dst.layout(), sb.as_buf::<T>().expect("same dtype"), &lb))
+    })
+}
+
+/// An error when `dst` has elements that share memory (an expanded view), which an in-place
+/// write cannot target.
+#[track_caller]
+pub(crate) fn check_writable(op: &'static str, dst: &Tensor) -> Result<()> {
+    if !dst.layout().is_non_overlapping() {
+        bail!(op, Value, "unsupported operation: more than one element of the written-to tensor (shape {:?}, strides {:?}) refers to a single memory location; clone() it first", dst.shape(), dst.stride());
+    }
+    Ok(())
+}
+
+/// Writes `src` (broadcast to `dst`'s shape, cast to its dtype) into `dst`.
+#[track_caller]
+fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
+    let shape = broadcast_all("copy_", &[dst.shape(), src.shape()])?;
+    if shape.as_slice() != dst.shape() {
+        bail!("copy_", Shape, "the source of shape {:?} cannot be broadcast to the destination's shape {:?}", src.shape(), dst.shape());
+    }
+    check_writable("copy_", dst)?;
+    let src = if src.shares_storage_with(dst) { src.deep_clone() } else { src.clone() };
+    let ls = src.layout().broadcast_to(dst.shape()).expect("shape was broadcast");
+    dst.with_cpu_write("copy_", &src, |sd, ss| {
+        match_cpu!(sd, |d: D| match_cpu!(ss, |s: S| map2_inplace(d, dst.layout(), s, &ls, |_: D, v: S| crate::tensor::cast::<S, D>(v))))
+    })
+}
+
+impl Tensor {
+    /// Copies `src` into this tensor in place, broadcasting and casting as needed (`x.copy_(src)`).
+    #[track_caller]
+    pub fn copy_(&self, src: &Tensor) -> &Tensor {
+        copy_into(self, src).or_panic();
+        self
+    }
+
+    /// [`Tensor::copy_`] returning an error.
+    #[track_caller]
+    pub fn try_copy_(&self, src: &Tensor) -> Result<&Tensor> {
+        copy_into(self, src)?;
+        Ok(self)
+    }
+
+    /// Sets every element to `value` in place (`x.fill_(v)`); the value is cast to the dtype.
+    #[track_caller]
+    pub fn fill_(&self, value: impl Into<Scalar>) -> &Tensor {
+        let v: Scalar = value.into();
+        check_writable("fill_", self).or_panic();
+        self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))).or_panic();
+        self
+    }
+
+    /// Sets every element to zero in place.
+    #[track_caller]
+    pub fn zero_(&self) -> &Tensor {
+        self.fill_(0)
+    }
+}
+
+macro_rules! binary_methods {
+    ($($name:ident, $try_name:ident, $inplace:ident, $op:ident, $what:literal;)*) => {
+        impl Tensor {$(
+            #[doc = concat!("Elementwise ", $what, ", broadcasting, with PyTorch's type promotion (`torch.", stringify!($name), "`).")]
+            #[track_caller]
+            pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
+                binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &other.into()).or_panic()
+            }
+
+            #[doc = concat!("[`Tensor::", stringify!($name), "`] returning an error for shapes that cannot broadcast.")]
+            #[track_caller]
+            pub fn $try_name(&self, other: impl Into<Operand>) -> Result<Tensor> {
+                binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &other.into())
+            }
+
+            #[doc = concat!("In-place ", $what, ": the result keeps this tensor's shape and dtype.")]
+            #[track_caller]
+            pub fn $inplace(&self, other: impl Into<Operand>) -> &Tensor {
+                binary_inplace(BinaryOp::$op, self, &other.into()).or_panic();
+                self
+            }
+        )*}
+    };
+}
+
+binary_methods! {
+    add, try_add, add_, Add, "sum `self + other`";
+    sub, try_sub, sub_, Sub, "difference `self - other`";
+    mul, try_mul, mul_, Mul, "product `self * other`";
+    div, try_div, div_, Div, "true division `self / other` (integers divide as floats)";
+    remainder, try_remainder, remainder_, Rem, "Python-style remainder (the sign of the divisor)";
+    pow, try_pow, pow_, Pow, "power `self ^ exponent`";
+    maximum, try_maximum, maximum_, Maximum, "maximum (NaN propagates)";
+    minimum, try_minimum, minimum_, Minimum, "minimum (NaN propagates)";
+    atan2, try_atan2, atan2_, Atan2, "`atan2(self, other)`";
+}
+
+impl Tensor {
+    /// Limits values to `[min, max]` (`x.clamp(min, max)`); NaN stays NaN.
+    #[track_caller]
+    pub fn clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Tensor {
+        self.maximum(min.into()).minimum(max.into())
+    }
+
+    /// Limits values from below (`x.clamp(min=v)`).
+    #[track_caller]
+    pub fn clamp_min(&self, min: impl Into<Scalar>) -> Tensor {
+        self.maximum(min.into())
+    }
+
+    /// Limits values from above (`x.clamp(max=v)`).
+    #[track_caller]
+    pub fn clamp_max(&self, max: impl Into<Scalar>) -> Tensor {
+        self.minimum(max.into())
+    }
+
+    /// In-place [`Tensor::clamp`].
+    #[track_caller]
+    pub fn clamp_(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> &Tensor {
+        self.maximum_(min.into()).minimum_(max.into())
+    }
+
+    /// In-place [`Tensor::clamp_min`].
+    #[track_caller]
+    pub fn clamp_min_(&self, min: impl Into<Scalar>) -> &Tensor {
+        self.maximum_(min.into())
+    }
+
+    /// In-place [`Tensor::clamp_max`].
+    #[track_caller]
+    pub fn clamp_max_(&self, max: impl Into<Scalar>) -> &Tensor {
+        self.minimum_(max.into())
+    }
+}
+
+macro_rules! operator_overloads {
+    ($($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:ident;)*) => {$(
+        impl<R: Into<Operand>> std::ops::$Trait<R> for &Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &rhs.into()).or_panic()
+            }
+        }
+
+        impl<R: Into<Operand>> std::ops::$Trait<R> for Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                binary(BinaryOp::$op, &Operand::Tensor(self), &rhs.into()).or_panic()
+            }
+        }
+
+        /// In place, as Python's augmented assignment on a tensor.
+        impl<R: Into<Operand>> std::ops::$Assign<R> for Tensor {
+            #[track_caller]
+            fn $assign(&mut self, rhs: R) {
+                binary_inplace(BinaryOp::$op, self, &rhs.into()).or_panic();
+            }
+        }
+
+        scalar_lhs_overloads!($Trait, $method, $op; f64, i64);
+    )*};
+}
+
+macro_rules! scalar_lhs_overloads {
+    ($Trait:ident, $method:ident, $op:ident; $($t:ty),*) => {$(
+        impl std::ops::$Trait<&Tensor> for $t {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                binary(BinaryOp::$op, &Operand::Scalar(self.into()), &Operand::Tensor(rhs.clone())).or_panic()
+            }
+        }
+
+        impl std::ops::$Trait<Tensor> for $t {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: Tensor) -> Tensor {
+                binary(BinaryOp::$op, &Operand::Scalar(self.into()), &Operand::Tensor(rhs)).or_panic()
+            }
+        }
+    )*};
+}
+
+operator_overloads! {
+    Add, add, AddAssign, add_assign, Add;
+    Sub, sub, SubAssign, sub_assign, Sub;
+    Mul, mul, MulAssign, mul_assign, Mul;
+    Div, div, DivAssign, div_assign, Div;
+    Rem, rem, RemAssign, rem_assign, Rem;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promotion_and_broadcast() {
+        let i = Tensor::new(&[[1i64], [2]]);
+        let f = Tensor::new(&[0.5f32, 1.5, 2.5]);
+        let s = &i + &f;
+        assert_eq!((s.shape(), s.dtype()), (&[2usize, 3][..], DType::F32));
+        assert_eq!(s.to_vec::<f32>(), vec![1.5, 2.5, 3.5, 2.5, 3.5, 4.5]);
+        assert_eq!((&i + 2.5).dtype(), DType::F32);
+        assert_eq!((&i * 3).dtype(), DType::I64);
+        assert_eq!((Tensor::new(&[1i32]) + 5i64).dtype(), DType::I32);
+        assert_eq!((Tensor::new(&[1.0f64]) / 2.0f32).dtype(), DType::F64);
+        assert_eq!(Tensor::new(&[3i64]).div(2).to_vec::<f32>(), vec![1.5]);
+        assert_eq!((2.0 - &f).to_vec::<f32>(), vec![1.5, 0.5, -0.5]);
+        let e = Tensor::new(&[[1.0f32, 2.0, 3.0]; 2]).try_add(&Tensor::new(&[1.0f32; 4])).unwrap_err().to_string();
+        assert!(e.starts_with("add: shapes [2, 3] and [4] cannot broadcast (at src/ops/binary.rs:"), "{e}");
+    }
+
+    #[test]
+    fn integer_rules() {
+        let a = Tensor::new(&[-7i64, 7, 250]);
+        assert_eq!(a.remainder(3).to_vec::<i64>(), vec![2, 1, 1]);
+        assert!(a.try_remainder(0).unwrap_err().to_string().contains("ZeroDivisionError"));
+        assert!(a.try_pow(-1).is_err());
+        assert_eq!(Tensor::new(&[250u8]).add(10).to_vec::<u8>(), vec![4]);
+        let b = Tensor::new(&[true, false]);
+        assert_eq!((&b + &b).to_vec::<bool>(), vec![true, false]);
+        assert!(b.try_sub(&b).is_err());
+    }
+
+    #[test]
+    fn inplace_through_views() {
+        let x = Tensor::zeros(&[2, 3]);
+        let col = x.i((.., 1));
+        col.add_(5.0);
+        x.t().mul_(&Tensor::new(&[[1.0f32], [2.0], [3.0]]));
+        assert_eq!(x.to_vec::<f32>(), vec![0.0, 10.0, 0.0, 0.0, 10.0, 0.0]);
+        let v0 = x.version();
+        x.add_(&x); // aliasing source is copied first
+        assert_eq!(x.to_vec::<f32>(), vec![0.0, 20.0, 0.0, 0.0, 20.0, 0.0]);
+        assert!(x.version() > v0);
+        let i = Tensor::new(&[1i64, 2]);
+        assert!(std::panic::catch_unwind(|| {
+            i.add_(0.5);
+        })
+        .is_err());
+        let e = Tensor::ones(&[3]).expand(&[2, 3]);
+        assert!(std::panic::catch_unwind(|| {
+            e.add_(1.0);
+        })
+        .is_err());
+        let mut y = Tensor::ones(&[2]);
+        y += 2.0;
+        assert_eq!(y.to_vec::<f32>(), vec![3.0, 3.0]);
+        let h = Tensor::ones(&[2]).to_dtype(DType::F16);
+        h.add_(&Tensor::new(&[0.5f32, 1.0]));
+        assert_eq!(h.to_dtype(DType::F32).to_vec::<f32>(), vec![1.5, 2.0]);
+    }
+
+    #[test]
+    fn copy_fill_clamp() {
+        let x = Tensor::zeros(&[2, 2]).to_dtype(DType::I32);
+        x.copy_(&Tensor::new(&[1.9f32, -2.9]));
+        assert_eq!(x.to_vec::<i32>(), vec![1, -2, 1, -2]);
+        x.fill_(7);
+        assert_eq!(x.to_vec::<i32>(), vec![7; 4]);
+        let c = Tensor::new(&[-2.0f32, 0.5, f32::NAN, 9.0]).clamp(0.0, 1.0).to_vec::<f32>();
+        assert_eq!((c[0], c[1], c[3]), (0.0, 0.5, 1.0));
+        assert!(c[2].is_nan());
+    }
 }

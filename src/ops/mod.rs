@@ -13,6 +13,16 @@
 //! The public methods on [`crate::Tensor`] are thin: a `try_x` returning `Result`, and `x`
 //! panicking with the error's message.
 
+/// Matches a runtime op-kind value and runs `$go!(Enum::Variant)` with the variant as a
+/// constant, so each kernel loop is compiled for one op (no per-element dispatch).
+macro_rules! const_dispatch {
+    ($op:expr, $Enum:ident { $($v:ident),* $(,)? }, $go:ident) => {
+        match $op {
+            $($Enum::$v => $go!($Enum::$v),)*
+        }
+    };
+}
+
 mod binary;
 mod cat;
 mod compare;
@@ -23,4 +33,4 @@ mod softmax;
 mod sort;
 mod unary;
 
-pub use binary::Rhs;
+pub use binary::Operand;
