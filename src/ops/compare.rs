@@ -1,1 +1,278 @@
-//! (in progress)
+//! Comparisons and logical ops (returning Bool tensors), `where_`, `masked_fill`, and the
+//! whole-tensor tests `equal` and `allclose`.
+
+use super::binary::{broadcast_all, check_writable, Operand};
+use crate::error::{bail, OrPanic, Result};
+use crate::scalar::Scalar;
+use crate::tensor::{scalar_as, Tensor};
+use kiln_runtime::cpu::elementwise::{map1, map2, map2_inplace, map3};
+use kiln_runtime::dtype::result_type;
+use kiln_runtime::op_kind::{CmpOp, LogicalOp};
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::{match_cpu, DType};
+
+/// `op(a, b)` with broadcasting; both operands are compared in their promoted dtype.
+#[track_caller]
+fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
+    let a = Operand::Tensor(a.clone());
+    let dt = result_type(&[a.promotion(), b.promotion()]);
+    let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
+    let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
+    let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
+        match_cpu!(sa, |x: T| {
+            let y = sb.as_buf::<T>().expect("same dtype");
+            macro_rules! go {
+                ($o:expr) => {
+                    map2(x, &la, y, &lb, |p: T, q: T| $o.eval(p, q))
+                };
+            }
+            const_dispatch!(op, CmpOp { Eq, Ne, Lt, Le, Gt, Ge }, go)
+        })
+    })?;
+    Ok(Tensor::from_buf(out, &shape))
+}
+
+/// `op(truth(a), truth(b))` with broadcasting.
+#[track_caller]
+fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
+    let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
+    let (ta, tb) = (a.try_to_dtype(DType::Bool)?, b.to_tensor(DType::Bool));
+    let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
+        let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
+        macro_rules! go {
+            ($o:expr) => {
+                map2(x, &la, y, &lb, |p: bool, q: bool| $o.eval(p, q))
+            };
+        }
+        const_dispatch!(op, LogicalOp { And, Or, Xor }, go)
+    })?;
+    Ok(Tensor::from_buf(out, &shape))
+}
+
+macro_rules! compare_methods {
+    ($($name:ident, $try_name:ident, $op:ident, $sym:literal;)*) => {
+        impl Tensor {$(
+            #[doc = concat!("Elementwise `self ", $sym, " other` as a Bool tensor, broadcasting (`torch.", stringify!($name), "`).")]
+            #[track_caller]
+            pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
+                compare(CmpOp::$op, self, &other.into()).or_panic()
+            }
+
+            #[doc = concat!("[`Tensor::", stringify!($name), "`] returning an error for shapes that cannot broadcast.")]
+            #[track_caller]
+            pub fn $try_name(&self, other: impl Into<Operand>) -> Result<Tensor> {
+                compare(CmpOp::$op, self, &other.into())
+            }
+        )*}
+    };
+}
+
+compare_methods! {
+    eq, try_eq, Eq, "==";
+    ne, try_ne, Ne, "!=";
+    lt, try_lt, Lt, "<";
+    le, try_le, Le, "<=";
+    gt, try_gt, Gt, ">";
+    ge, try_ge, Ge, ">=";
+}
+
+macro_rules! logical_methods {
+    ($($name:ident, $op:ident, $what:literal;)*) => {
+        impl Tensor {$(
+            #[doc = concat!("Elementwise logical ", $what, " of the operands' truth (non-zero is true), as a Bool tensor.")]
+            #[track_caller]
+            pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
+                logical(LogicalOp::$op, self, &other.into()).or_panic()
+            }
+        )*}
+    };
+}
+
+logical_methods! {
+    logical_and, And, "and";
+    logical_or, Or, "or";
+    logical_xor, Xor, "exclusive or";
+}
+
+macro_rules! bool_operator {
+    ($($Trait:ident, $method:ident, $op:ident;)*) => {$(
+        /// Logical op on Bool tensors (PyTorch's `&`, `|`, `^` on bool tensors).
+        impl<R: Into<Operand>> std::ops::$Trait<R> for &Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                bool_operands(stringify!($method), self).or_panic();
+                logical(LogicalOp::$op, self, &rhs.into()).or_panic()
+            }
+        }
+    )*};
+}
+
+/// The bitwise operators are only defined on Bool tensors here (integer bitwise ops are not
+/// built yet): an error names the dtype otherwise.
+#[track_caller]
+fn bool_operands(op: &'static str, t: &Tensor) -> Result<()> {
+    if t.dtype() != DType::Bool {
+        bail!(op, Unsupported, "bitwise operators are only supported on bool tensors here (got {}); use logical_and/logical_or/logical_xor", t.dtype());
+    }
+    Ok(())
+}
+
+bool_operator! {
+    BitAnd, bitand, And;
+    BitOr, bitor, Or;
+    BitXor, bitxor, Xor;
+}
+
+impl std::ops::Not for &Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn not(self) -> Tensor {
+        bool_operands("not", self).or_panic();
+        self.logical_not()
+    }
+}
+
+/// `cond ? x : y` elementwise, `x` and `y` promoted to one dtype, all three broadcast.
+#[track_caller]
+fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
+    if cond.dtype() != DType::Bool {
+        bail!("where", DType, "where expected condition to be a boolean tensor, but got a tensor with dtype {}", cond.dtype());
+    }
+    let dt = result_type(&[x.promotion(), y.promotion()]);
+    let shape = broadcast_all("where", &[cond.shape(), x.shape(), y.shape()])?;
+    let (tx, ty) = (x.to_tensor(dt), y.to_tensor(dt));
+    let lc = cond.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let lx = tx.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let ly = ty.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let out = cond.with_cpu("where", |sc, _| {
+        let c = sc.as_buf::<bool>().expect("bool");
+        tx.with_cpu2(&ty, "where", |sx, sy| {
+            match_cpu!(sx, |a: T| T::wrap(map3(c, &lc, a, &lx, sy.as_buf::<T>().expect("same dtype"), &ly, |k, p, q| if k { p } else { q })))
+        })
+    })??;
+    Ok(Tensor::from_cpu_storage(out, &shape))
+}
+
+#[track_caller]
+fn masked_fill_check(op: &'static str, x: &Tensor, mask: &Tensor) -> Result<()> {
+    if mask.dtype() != DType::Bool {
+        bail!(op, DType, "expected a mask of dtype bool, got {}", mask.dtype());
+    }
+    let shape = broadcast_all(op, &[x.shape(), mask.shape()])?;
+    if shape.as_slice() != x.shape() {
+        bail!(op, Shape, "the mask of shape {:?} cannot be broadcast to the tensor's shape {:?}", mask.shape(), x.shape());
+    }
+    Ok(())
+}
+
+impl Tensor {
+    /// `x` where `cond` is true, `y` elsewhere, broadcasting all three (`torch.where`).
+    #[track_caller]
+    pub fn where_(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Tensor {
+        select_where(cond, &x.into(), &y.into()).or_panic()
+    }
+
+    /// [`Tensor::where_`] returning an error.
+    #[track_caller]
+    pub fn try_where(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Result<Tensor> {
+        select_where(cond, &x.into(), &y.into())
+    }
+
+    /// Logical not of each element's truth, as a Bool tensor.
+    #[track_caller]
+    pub fn logical_not(&self) -> Tensor {
+        let t = self.to_dtype(DType::Bool);
+        let out = t.with_cpu("logical_not", |s, l| map1(s.as_buf::<bool>().expect("bool"), l, |v| !v)).or_panic();
+        Tensor::from_buf(out, self.shape())
+    }
+
+    /// A copy with `value` where `mask` is true (`x.masked_fill(mask, v)`); keeps the dtype.
+    #[track_caller]
+    pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Tensor {
+        let out = self.deep_clone();
+        out.masked_fill_(mask, value);
+        out
+    }
+
+    /// Writes `value` where `mask` (broadcast to this tensor's shape) is true, in place.
+    #[track_caller]
+    pub fn masked_fill_(&self, mask: &Tensor, value: impl Into<Scalar>) -> &Tensor {
+        let v: Scalar = value.into();
+        masked_fill_check("masked_fill_", self, mask).or_panic();
+        check_writable("masked_fill_", self).or_panic();
+        let mask = if mask.shares_storage_with(self) { mask.deep_clone() } else { mask.clone() };
+        let lm = mask.layout().broadcast_to(self.shape()).expect("checked");
+        self.with_cpu_write("masked_fill_", &mask, |sd, sm| {
+            let m = sm.as_buf::<bool>().expect("bool");
+            match_cpu!(sd, |d: T| {
+                let fill = scalar_as::<T>(v);
+                map2_inplace(d, self.layout(), m, &lm, |x: T, k: bool| if k { fill } else { x })
+            })
+        })
+        .or_panic();
+        self
+    }
+
+    /// True when both tensors have the same shape and equal elements (`torch.equal`).
+    #[track_caller]
+    pub fn equal(&self, other: &Tensor) -> bool {
+        self.shape() == other.shape() && self.eq(other).to_vec::<bool>().iter().all(|&v| v)
+    }
+
+    /// True when `|self - other| <= atol + rtol·|other|` everywhere, broadcasting
+    /// (`torch.allclose`; NaNs are never close).
+    #[track_caller]
+    pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64) -> bool {
+        let (a, b) = (self.to_dtype(DType::F64), other.to_dtype(DType::F64));
+        let close = a.sub(&b).abs().le(&b.abs().mul(rtol).add(atol));
+        close.to_vec::<bool>().iter().all(|&v| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparisons_promote_and_broadcast() {
+        let a = Tensor::new(&[1i64, 2, 3]);
+        assert_eq!(a.gt(1.5).to_vec::<bool>(), vec![false, true, true]);
+        assert_eq!(a.eq(&Tensor::new(&[[1i32], [3]])).to_vec::<bool>(), vec![true, false, false, false, false, true]);
+        let n = Tensor::new(&[f32::NAN, 1.0]);
+        assert_eq!(n.ne(&n).to_vec::<bool>(), vec![true, false]);
+        assert!(a.try_lt(&Tensor::new(&[1i64, 2])).is_err());
+    }
+
+    #[test]
+    fn logical_and_where() {
+        let a = Tensor::new(&[true, false, true]);
+        let b = Tensor::new(&[0.0f32, 0.0, 2.0]);
+        assert_eq!(a.logical_and(&b).to_vec::<bool>(), vec![false, false, true]);
+        assert_eq!((&a ^ &Tensor::new(&[true, true, false])).to_vec::<bool>(), vec![false, true, true]);
+        assert_eq!((!&a).to_vec::<bool>(), vec![false, true, false]);
+        let w = Tensor::where_(&a, &b, -1);
+        assert_eq!(w.dtype(), DType::F32);
+        assert_eq!(w.to_vec::<f32>(), vec![0.0, -1.0, 2.0]);
+        let cond = Tensor::new(&[[true], [false]]);
+        assert_eq!(Tensor::where_(&cond, 1i64, &Tensor::new(&[5i64, 6])).to_vec::<i64>(), vec![1, 1, 5, 6]);
+        assert!(Tensor::try_where(&b, 1, 2).is_err());
+    }
+
+    #[test]
+    fn masked_fill_in_place_through_view() {
+        let x = Tensor::zeros(&[2, 3]);
+        let mask = Tensor::new(&[true, false]);
+        x.t().masked_fill_(&mask.unsqueeze(0), 4.5);
+        assert_eq!(x.to_vec::<f32>(), vec![4.5, 4.5, 4.5, 0.0, 0.0, 0.0]);
+        let y = Tensor::new(&[1i64, 2]).masked_fill(&Tensor::new(&[false, true]), 9.7);
+        assert_eq!(y.to_vec::<i64>(), vec![1, 9]);
+        assert!(x.allclose(&(&x + 1e-7), 1e-5, 1e-6));
+        assert!(!x.allclose(&(&x + 1e-3), 1e-5, 1e-6));
+        assert!(x.equal(&x.deep_clone()));
+    }
+}
