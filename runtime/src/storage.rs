@@ -43,6 +43,20 @@ macro_rules! match_cpu {
     };
 }
 
+/// Like [`match_cpu!`] for the floating-point variants only; `$other` runs for the rest.
+#[macro_export]
+macro_rules! match_cpu_float {
+    ($s:expr, |$buf:ident : $T:ident| $body:expr, _ => $other:expr) => {
+        match $s {
+            $crate::CpuStorage::F32($buf) => { #[allow(dead_code)] type $T = f32; $body }
+            $crate::CpuStorage::F64($buf) => { #[allow(dead_code)] type $T = f64; $body }
+            $crate::CpuStorage::F16($buf) => { #[allow(dead_code)] type $T = half::f16; $body }
+            $crate::CpuStorage::BF16($buf) => { #[allow(dead_code)] type $T = half::bf16; $body }
+            _ => $other,
+        }
+    };
+}
+
 /// Runs `$body` for a `DType` value with `$T` naming its element type.
 #[macro_export]
 macro_rules! match_dtype {

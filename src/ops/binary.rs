@@ -4,13 +4,13 @@
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
-use kiln_runtime::cpu::elementwise::{map1_inplace, map2, map2_inplace};
+use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::{result_type, OperandKind};
 use kiln_runtime::layout::broadcast_shapes;
 use kiln_runtime::op_kind::BinaryOp;
 use kiln_runtime::storage::StorageElement;
-use kiln_runtime::{match_cpu, DType, Element, FloatElement, Layout};
+use kiln_runtime::{match_cpu, match_cpu_float, DType, Element, FloatElement, Layout};
 
 /// An operand of an elementwise op: a tensor or a Rust number.
 #[derive(Clone, Debug)]
@@ -184,10 +184,43 @@ macro_rules! int_binary_element {
 }
 int_binary_element!(i64, i32, u8, bool);
 
+/// `x ^ e` for a float tensor and the scalar exponents PyTorch computes without `powf`
+/// (2, 3, 0.5, -0.5, -1, -2: products, square roots and reciprocals), as its CPU kernel does.
+fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
+    if !x.dtype().is_float() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
+        return None;
+    }
+    let out = x.with_cpu("pow", |s, l| {
+        match_cpu_float!(s, |a: T| {
+            macro_rules! go {
+                ($f:expr) => {
+                    T::wrap(map1(a, l, |v: T| T::from_compute($f(v.to_compute()))))
+                };
+            }
+            match e {
+                2.0 => go!(|v| v * v),
+                3.0 => go!(|v| v * v * v),
+                0.5 => go!(|v: <T as FloatElement>::Compute| v.sqrt()),
+                -0.5 => go!(|v: <T as FloatElement>::Compute| <T as FloatElement>::Compute::one() / v.sqrt()),
+                -1.0 => go!(|v: <T as FloatElement>::Compute| <T as FloatElement>::Compute::one() / v),
+                _ => go!(|v: <T as FloatElement>::Compute| <T as FloatElement>::Compute::one() / (v * v)),
+            }
+        }, _ => unreachable!("checked to be a float dtype"))
+    });
+    Some(out.map(|s| Tensor::from_cpu_storage(s, x.shape())))
+}
+
 /// `op(a, b)` with broadcasting and type promotion; at least one operand is a tensor.
 #[track_caller]
 pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let dt = binary_dtype(op, a, b)?;
+    if let (BinaryOp::Pow, Operand::Tensor(x), Operand::Scalar(e)) = (op, a, b) {
+        if x.dtype() == dt {
+            if let Some(r) = pow_scalar_special(x, e.to_f64()) {
+                return r;
+            }
+        }
+    }
     let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
     check_int_operands(op, dt, &tb)?;
@@ -444,6 +477,11 @@ mod tests {
         assert_eq!(a.remainder(3).to_vec::<i64>(), vec![2, 1, 1]);
         assert!(a.try_remainder(0).unwrap_err().to_string().contains("ZeroDivisionError"));
         assert!(a.try_pow(-1).is_err());
+        let f = Tensor::new(&[2.0f64, -3.0]);
+        assert_eq!(f.pow(3.0).to_vec::<f64>(), vec![8.0, -27.0]);
+        assert_eq!(f.pow(-2).to_vec::<f64>(), vec![0.25, 1.0 / 9.0]);
+        assert_eq!(f.pow(0.5).to_vec::<f64>()[0], 2f64.sqrt());
+        assert_eq!(f.pow(1.5).to_vec::<f64>()[0], 2f64.powf(1.5));
         assert_eq!(Tensor::new(&[250u8]).add(10).to_vec::<u8>(), vec![4]);
         let b = Tensor::new(&[true, false]);
         assert_eq!((&b + &b).to_vec::<bool>(), vec![true, false]);

@@ -12,8 +12,13 @@ use crate::dtype::Element;
 use crate::layout::Layout;
 
 /// A raw pointer that may cross threads; each user states why its accesses are disjoint.
-#[derive(Clone, Copy)]
 pub struct SendPtr<T>(pub *mut T);
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
 // SAFETY: SendPtr is only a carrier; every dereference site documents that threads touch
 // disjoint elements.
 unsafe impl<T> Send for SendPtr<T> {}
