@@ -10,19 +10,37 @@
 //! - Dims are `i64` (negative counts from the end); shapes given to constructors are `&[usize]`,
 //!   shapes given to `view`/`reshape`/`expand` are `&[i64]` so that -1 can be used.
 //! - Python's `x[1, :, 2:4]` is `x.i((1, .., 2..4))`.
+//! - `Tensor::as_slice` borrows the storage: an in-place write to the same tensor from the same
+//!   thread while the borrow lives blocks (drop the guard first).
 //! - Errors panic with `op: message (at file:line)`; the `try_` forms return [`Result`].
 
 pub mod error;
+#[cfg(feature = "ndarray")]
+pub mod interop;
+pub mod memory;
 pub mod ops;
+pub mod random;
 pub mod scalar;
 pub mod tensor;
 
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
+pub use random::manual_seed;
 pub use scalar::Scalar;
 pub use tensor::Tensor;
 
+/// Sets the number of CPU worker threads kernels use (`torch.set_num_threads`). The default
+/// comes from `KILN_NUM_THREADS`, else `OMP_NUM_THREADS`, else the number of cores.
+pub fn set_num_threads(n: usize) {
+    kiln_runtime::cpu::parallel::set_num_threads(n)
+}
+
+/// The number of CPU worker threads (`torch.get_num_threads`).
+pub fn get_num_threads() -> usize {
+    kiln_runtime::cpu::parallel::num_threads()
+}
+
 /// What most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
-    pub use crate::{DType, Device, Scalar, Tensor};
+    pub use crate::{manual_seed, DType, Device, Scalar, Tensor};
 }
