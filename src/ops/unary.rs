@@ -3,7 +3,7 @@
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
-use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::cpu::{vecmath, CpuBuf};
 use kiln_runtime::op_kind::UnaryOp;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, DType, Element, FloatElement, Layout};
@@ -80,7 +80,15 @@ fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let dt = unary_dtype(op, x.dtype())?;
     let x = x.try_to_dtype(dt)?;
-    let out = x.with_cpu(op.name(), |s, l| match_cpu!(s, |a: T| T::wrap(T::unary(op, a, l))))?;
+    let out = x.with_cpu(op.name(), |s, l| {
+        if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous()) {
+            let mut o = CpuBuf::<f32>::uninit(l.numel());
+            if vecmath::unary_f32(op, &a[l.offset()..l.offset() + l.numel()], &mut o) {
+                return f32::wrap(o);
+            }
+        }
+        match_cpu!(s, |a: T| T::wrap(T::unary(op, a, l)))
+    })?;
     Ok(Tensor::from_cpu_storage(out, x.shape()))
 }
 

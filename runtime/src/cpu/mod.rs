@@ -12,5 +12,6 @@ pub mod reduce;
 pub mod sort;
 pub mod special;
 pub mod strided;
+pub mod vecmath;
 
 pub use buffer::CpuBuf;

@@ -1,0 +1,199 @@
+//! Branch-free f32 `exp`, `tanh` and `sigmoid` that the compiler vectorizes, run over
+//! contiguous slices with the widest vector unit the CPU has (AVX-512, AVX2+FMA, or the SSE2
+//! baseline, chosen at run time).
+//!
+//! libm's scalar `expf`/`tanhf` cost 5–20 ns per element and block vectorization; these follow
+//! Cephes' f32 algorithms (range reduction + minimax polynomials) written without branches, so a
+//! loop over them becomes straight vector code. Measured maximum error against the f64 result
+//! over the whole f32 range, tested in this file: exp ≤ 2 ulp, tanh ≤ 3 ulp, sigmoid ≤ 3 ulp
+//! (subnormal results of exp are exact to within the subnormal spacing; sigmoid below -88.72 is
+//! 0, as the plain f32 formula gives).
+
+use super::parallel::{for_chunks_mut, GRAIN};
+use crate::op_kind::UnaryOp;
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+
+/// e^x for f32: ≤ 2 ulp, correct overflow to +inf, subnormal results, NaN propagated.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    // Clamp so that the reduction stays finite; the ends saturate to inf / 0 below.
+    let xc = x.clamp(-104.0, 89.0);
+    let n = (xc * LOG2E).round();
+    let r = xc - n * LN2_HI - n * LN2_LO;
+    let r2 = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
+        + 5.000_000_1e-1;
+    let e = p * r2 + r + 1.0;
+    // 2^n as two factors so that n in [-150, 128] never leaves the exponent range.
+    let n = n as i32;
+    let n1 = n >> 1;
+    let n2 = n - n1;
+    let s1 = f32::from_bits(((n1 + 127).clamp(0, 255) as u32) << 23);
+    let s2 = f32::from_bits(((n2 + 127).clamp(0, 255) as u32) << 23);
+    let y = e * s1 * s2;
+    let y = if x > 88.722_84 { f32::INFINITY } else { y };
+    let y = if x < -103.972_08 { 0.0 } else { y };
+    if x.is_nan() {
+        x
+    } else {
+        y
+    }
+}
+
+/// tanh(x) for f32: ≤ 3 ulp; odd polynomial below |x| = 0.625, `1 - 2/(e^{2|x|}+1)` above.
+#[inline(always)]
+pub fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let s = x * x;
+    let small = ((((-5.704_988_7e-3 * s + 2.063_908_9e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s
+        - 3.333_328_2e-1)
+        * s
+        * x
+        + x;
+    let large = 1.0 - 2.0 / (exp_f32(2.0 * a.min(10.0)) + 1.0);
+    let large = if x < 0.0 { -large } else { large };
+    if a < 0.625 || x.is_nan() {
+        small
+    } else {
+        large
+    }
+}
+
+/// 1/(1+e^-x) for f32: ≤ 3 ulp.
+#[inline(always)]
+pub fn sigmoid_f32(x: f32) -> f32 {
+    1.0 / (1.0 + exp_f32(-x))
+}
+
+/// `out[i] = op(src[i])` for the ops that have a vectorized f32 form here (exp, tanh, sigmoid,
+/// silu, gelu_tanh), in parallel; `false` (and `out` untouched) for any other op.
+pub fn unary_f32(op: UnaryOp, src: &[f32], out: &mut [f32]) -> bool {
+    macro_rules! par {
+        ($f:expr) => {
+            for_chunks_mut(out, GRAIN, |start, o| {
+                let end = start + o.len();
+                map_f32(&src[start..end], o, $f)
+            })
+        };
+    }
+    match op {
+        UnaryOp::Exp => par!(exp_f32),
+        UnaryOp::Tanh => par!(tanh_f32),
+        UnaryOp::Sigmoid => par!(sigmoid_f32),
+        UnaryOp::Silu => par!(|x: f32| x * sigmoid_f32(x)),
+        UnaryOp::GeluTanh => par!(|x: f32| 0.5 * x * (1.0 + tanh_f32(0.797_884_6 * (x + 0.044715 * x * x * x)))),
+        _ => return false,
+    }
+    true
+}
+
+/// `dst[i] = f(src[i])` for equal-length slices, compiled for the best vector unit available.
+#[inline(always)]
+pub fn map_f32(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { map_avx512(src, dst, f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            return unsafe { map_avx2(src, dst, f) };
+        }
+    }
+    map_plain(src, dst, f)
+}
+
+#[inline(always)]
+fn map_plain(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = f(s);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn map_avx512(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32) {
+    map_plain(src, dst, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn map_avx2(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32) {
+    map_plain(src, dst, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distance in units in the last place between an f32 result and the f64 truth.
+    fn ulp_error(got: f32, want: f64) -> f64 {
+        if want.is_nan() {
+            return if got.is_nan() { 0.0 } else { f64::INFINITY };
+        }
+        let w = want as f32;
+        if got == w {
+            return 0.0;
+        }
+        if w.is_infinite() || got.is_infinite() {
+            return if got == w { 0.0 } else { f64::INFINITY };
+        }
+        let spacing = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()).max(f32::from_bits(1)) as f64;
+        (got as f64 - want).abs() / spacing
+    }
+
+    fn max_ulp(f: impl Fn(f32) -> f32, truth: impl Fn(f64) -> f64, lo: f32, hi: f32) -> (f64, f32) {
+        let n = 2_000_000;
+        let mut worst = (0.0, 0.0);
+        for i in 0..=n {
+            let x = lo + (hi - lo) * (i as f32 / n as f32);
+            let e = ulp_error(f(x), truth(x as f64));
+            if e > worst.0 {
+                worst = (e, x);
+            }
+        }
+        worst
+    }
+
+    #[test]
+    fn exp_accuracy_over_the_range() {
+        let (e, at) = max_ulp(exp_f32, f64::exp, -104.5, 89.5);
+        assert!(e <= 2.0, "exp: {e} ulp at {at}");
+        let (e, at) = max_ulp(exp_f32, f64::exp, -1.0, 1.0);
+        assert!(e <= 2.0, "exp near 0: {e} ulp at {at}");
+        assert_eq!(exp_f32(89.0), f32::INFINITY);
+        assert_eq!(exp_f32(-110.0), 0.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert!(exp_f32(f32::NAN).is_nan());
+        assert_eq!(exp_f32(0.0), 1.0);
+    }
+
+    #[test]
+    fn tanh_and_sigmoid_accuracy() {
+        let (e, at) = max_ulp(tanh_f32, f64::tanh, -12.0, 12.0);
+        assert!(e <= 3.0, "tanh: {e} ulp at {at}");
+        let (e, at) = max_ulp(tanh_f32, f64::tanh, -1e-3, 1e-3);
+        assert!(e <= 3.0, "tanh near 0: {e} ulp at {at}");
+        assert_eq!(tanh_f32(f32::INFINITY), 1.0);
+        assert_eq!(tanh_f32(-50.0), -1.0);
+        assert!(tanh_f32(f32::NAN).is_nan());
+        // Below -88.72, e^-x overflows f32 and the result is 0 instead of a subnormal, exactly
+        // as the plain f32 formula `1/(1+expf(-x))` gives.
+        let (e, at) = max_ulp(sigmoid_f32, |x| 1.0 / (1.0 + (-x).exp()), -88.7, 90.0);
+        assert!(e <= 3.0, "sigmoid: {e} ulp at {at}");
+        assert_eq!(sigmoid_f32(-89.0), 0.0);
+    }
+
+    #[test]
+    fn dispatched_map_matches_scalar() {
+        let src: Vec<f32> = (0..1001).map(|i| (i as f32 - 500.0) / 37.0).collect();
+        let mut dst = vec![0.0; src.len()];
+        map_f32(&src, &mut dst, tanh_f32);
+        assert!(src.iter().zip(&dst).all(|(&s, &d)| d.to_bits() == tanh_f32(s).to_bits()));
+    }
+}
