@@ -518,6 +518,17 @@ mod tests {
     }
 
     #[test]
+    fn empty_views_past_the_end_of_storage() {
+        // narrow(1, 1, 0) of a [0, 1] tensor has offset 1 in an empty storage (as in PyTorch).
+        let e = Tensor::zeros(&[0, 1]).narrow(1, 1, 0);
+        assert_eq!((&e + 1.0).shape(), &[0, 0]);
+        assert_eq!(e.exp().numel(), 0);
+        e.add_(1.0);
+        assert!(e.to_vec::<f32>().is_empty());
+        assert!(e.contiguous().as_slice::<f32>().is_empty());
+    }
+
+    #[test]
     fn copy_fill_clamp() {
         let x = Tensor::zeros(&[2, 2]).to_dtype(DType::I32);
         x.copy_(&Tensor::new(&[1.9f32, -2.9]));

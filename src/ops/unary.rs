@@ -81,7 +81,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let dt = unary_dtype(op, x.dtype())?;
     let x = x.try_to_dtype(dt)?;
     let out = x.with_cpu(op.name(), |s, l| {
-        if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous()) {
+        if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous() && l.numel() > 0) {
             let mut o = CpuBuf::<f32>::uninit(l.numel());
             if vecmath::unary_f32(op, &a[l.offset()..l.offset() + l.numel()], &mut o) {
                 return f32::wrap(o);

@@ -37,6 +37,9 @@ pub struct SliceGuard<'a, T> {
 impl<T: StorageElement> Deref for SliceGuard<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
+        if self.len == 0 {
+            return &[]; // an empty view may sit past the end of its storage
+        }
         let Storage::Cpu(s) = &*self.guard;
         &s.as_buf::<T>().expect("dtype checked when the guard was made")[self.start..self.start + self.len]
     }

@@ -85,6 +85,9 @@ fn map_tiled<const N: usize, O: Element>(c: &Collapsed<N>, base: [usize; N], out
 pub fn map1<A: Element, O: Element>(a: &[A], la: &Layout, f: impl Fn(A) -> O + Sync + Send) -> CpuBuf<O> {
     let n = la.numel();
     let mut out = CpuBuf::<O>::uninit(n);
+    if n == 0 {
+        return out; // an empty view may sit past the end of its storage
+    }
     if la.is_contiguous() {
         let a = &a[la.offset()..la.offset() + n];
         for_chunks_mut(&mut out, GRAIN, |start, o| {
@@ -123,6 +126,9 @@ pub fn map2<A: Element, B: Element, O: Element>(
     debug_assert_eq!(la.shape(), lb.shape());
     let n = la.numel();
     let mut out = CpuBuf::<O>::uninit(n);
+    if n == 0 {
+        return out;
+    }
     if la.is_contiguous() && lb.is_contiguous() {
         let a = &a[la.offset()..la.offset() + n];
         let b = &b[lb.offset()..lb.offset() + n];
@@ -224,6 +230,9 @@ pub fn map2_inplace<D: Element, S: Element>(
     ls: &Layout,
     f: impl Fn(D, S) -> D + Sync + Send,
 ) {
+    if ld.numel() == 0 {
+        return;
+    }
     assert!(ld.is_non_overlapping(), "in-place write to a layout whose elements overlap");
     assert!(ld.storage_end() <= dst.len() && ls.storage_end() <= src.len(), "layout outside its storage");
     let n = ld.numel();
@@ -259,6 +268,9 @@ pub fn map2_inplace<D: Element, S: Element>(
 
 /// `dst[i] = f(dst[i])` through `ld`, which must not overlap itself.
 pub fn map1_inplace<D: Element>(dst: &mut [D], ld: &Layout, f: impl Fn(D) -> D + Sync + Send) {
+    if ld.numel() == 0 {
+        return;
+    }
     assert!(ld.is_non_overlapping(), "in-place write to a layout whose elements overlap");
     assert!(ld.storage_end() <= dst.len(), "layout outside its storage");
     let n = ld.numel();
