@@ -1,1 +1,228 @@
-//! (in progress)
+//! Joining tensors: `cat` along an existing dim and `stack` along a new one.
+//!
+//! The result dtype is the promotion of every input's dtype (as PyTorch's `cat` does); inputs of
+//! another dtype are converted first. The output is filled in parallel chunks; within a chunk,
+//! each input's rows are copied with `copy_from_slice` where its elements are adjacent and walked
+//! with their strides otherwise (views are never copied first).
+
+use crate::error::{bail, OrPanic, Result};
+use crate::tensor::{normalize_dim, Tensor};
+use kiln_runtime::cpu::parallel::{for_chunks_mut, GRAIN};
+use kiln_runtime::cpu::strided::{collapse, Collapsed};
+use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::{match_dtype, DType, Storage};
+use std::borrow::Borrow;
+use std::sync::RwLockReadGuard;
+
+impl Tensor {
+    /// Concatenates tensors along `dim` (`torch.cat`): all must have the same shape except in
+    /// `dim`; 1-D empty tensors (shape `[0]`) are skipped, as PyTorch allows; the dtype is the
+    /// promotion of all inputs' dtypes. Accepts `&[&Tensor]` or `&[Tensor]`.
+    #[track_caller]
+    pub fn cat<T: Borrow<Tensor>>(tensors: &[T], dim: i64) -> Tensor {
+        Tensor::try_cat(tensors, dim).or_panic()
+    }
+
+    /// [`Tensor::cat`] returning an error for an empty list, 0-dim inputs, mismatched shapes, a
+    /// dim out of range, or inputs on different devices.
+    #[track_caller]
+    pub fn try_cat<T: Borrow<Tensor>>(tensors: &[T], dim: i64) -> Result<Tensor> {
+        let tensors: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        cat("cat", &tensors, dim)
+    }
+
+    /// Stacks tensors of one shape along a new dim `dim` (`torch.stack`), which may be
+    /// `-(ndim + 1)..=ndim`; the dtype is the promotion of all inputs' dtypes.
+    #[track_caller]
+    pub fn stack<T: Borrow<Tensor>>(tensors: &[T], dim: i64) -> Tensor {
+        Tensor::try_stack(tensors, dim).or_panic()
+    }
+
+    /// [`Tensor::stack`] returning an error for an empty list, inputs of different shapes, a dim
+    /// out of range, or inputs on different devices.
+    #[track_caller]
+    pub fn try_stack<T: Borrow<Tensor>>(tensors: &[T], dim: i64) -> Result<Tensor> {
+        let tensors: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        let Some(first) = tensors.first() else {
+            bail!("stack", Value, "expected a non-empty list of tensors");
+        };
+        if let Some((i, t)) = tensors.iter().enumerate().find(|(_, t)| t.shape() != first.shape()) {
+            bail!(
+                "stack",
+                Shape,
+                "expected each tensor to be equal size, but got {:?} at entry 0 and {:?} at entry {i}",
+                first.shape(),
+                t.shape()
+            );
+        }
+        let d = normalize_dim("stack", dim, first.dim() + 1)?;
+        let views: Vec<Tensor> = tensors.iter().map(|t| t.with_layout(t.layout().unsqueeze(d))).collect();
+        cat("stack", &views.iter().collect::<Vec<_>>(), d as i64)
+    }
+}
+
+/// `cat` with its checks; `op` names the public op in errors.
+#[track_caller]
+fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
+    let Some(first) = tensors.first() else {
+        bail!(op, Value, "expected a non-empty list of tensors");
+    };
+    first.check_device_supported(op)?;
+    for (i, t) in tensors.iter().enumerate() {
+        first.check_same_device(op, t)?;
+        if t.dim() == 0 {
+            bail!(op, Shape, "zero-dimensional tensor (at position {i}) cannot be concatenated");
+        }
+    }
+    let dtype = tensors.iter().map(|t| t.dtype()).fold(first.dtype(), DType::promote);
+    let kept: Vec<(usize, &Tensor)> =
+        tensors.iter().copied().enumerate().filter(|(_, t)| !(t.dim() == 1 && t.numel() == 0)).collect();
+    let Some(&(i0, reference)) = kept.first() else {
+        return Ok(Tensor::empty_opts(&[0], dtype, first.device()));
+    };
+    let d = reference.normalize_dim(op, dim)?;
+    let mut shape = reference.shape().to_vec();
+    shape[d] = 0;
+    for &(i, t) in &kept {
+        if t.dim() != reference.dim() {
+            bail!(
+                op,
+                Shape,
+                "tensors must have the same number of dimensions, but got {:?} (tensor {i0}) and {:?} (tensor {i})",
+                reference.shape(),
+                t.shape()
+            );
+        }
+        if let Some(bad) = (0..t.dim()).find(|&e| e != d && t.shape()[e] != reference.shape()[e]) {
+            bail!(
+                op,
+                Shape,
+                "sizes of tensors must match except in dimension {d}: expected size {} but got size {} in dimension {bad} for tensor {i} (shapes {:?} and {:?})",
+                reference.shape()[bad],
+                t.shape()[bad],
+                reference.shape(),
+                t.shape()
+            );
+        }
+        shape[d] += t.shape()[d];
+    }
+    let parts = kept
+        .iter()
+        .filter(|(_, t)| t.shape()[d] > 0)
+        .map(|(_, t)| t.try_to_dtype(dtype))
+        .collect::<Result<Vec<Tensor>>>()?;
+    let inner: usize = shape[d + 1..].iter().product();
+    let storage = match_dtype!(dtype, |T| T::wrap(join::<T>(&parts, &shape, d, inner)));
+    Ok(Tensor::from_cpu_storage(storage, &shape))
+}
+
+/// One input of a join: its elements, how to walk them, and its columns in an output row.
+struct Part<'a, T> {
+    data: &'a [T],
+    walk: Collapsed<1>,
+    offset: usize,
+    /// Where this input's elements start in each output row (`[outer, row]` view).
+    start: usize,
+    /// How many elements of each output row come from this input.
+    width: usize,
+}
+
+impl<T: Copy> Part<'_, T> {
+    /// Copies this input's row-major elements `from..from + dst.len()` into `dst`.
+    fn copy_to(&self, from: usize, dst: &mut [T]) {
+        let mut w = 0;
+        self.walk.walk([self.offset], from..from + dst.len(), |[o], run, [s]| {
+            let dst = &mut dst[w..w + run];
+            if s == 1 {
+                dst.copy_from_slice(&self.data[o..o + run]);
+            } else {
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = self.data[o + j * s];
+                }
+            }
+            w += run;
+        });
+    }
+}
+
+/// The contiguous concatenation of `parts` (all of dtype `T`, each non-empty along `dim`) into
+/// `shape`; `inner` is the product of the sizes after `dim`.
+fn join<T: StorageElement>(parts: &[Tensor], shape: &[usize], dim: usize, inner: usize) -> CpuBuf<T> {
+    let mut out = CpuBuf::<T>::uninit(shape.iter().product());
+    if out.is_empty() {
+        return out;
+    }
+    // One read lock per distinct storage (two inputs may be views of one tensor).
+    let mut guards: Vec<RwLockReadGuard<'_, Storage>> = Vec::new();
+    let mut guard_of: Vec<usize> = Vec::with_capacity(parts.len());
+    for (i, p) in parts.iter().enumerate() {
+        match parts[..i].iter().position(|q| q.shares_storage_with(p)) {
+            Some(j) => guard_of.push(guard_of[j]),
+            None => {
+                guard_of.push(guards.len());
+                guards.push(p.read_storage());
+            }
+        }
+    }
+    let mut start = 0;
+    let pieces: Vec<Part<'_, T>> = parts
+        .iter()
+        .zip(&guard_of)
+        .map(|(p, &g)| {
+            let Storage::Cpu(s) = &*guards[g];
+            let width = p.shape()[dim] * inner;
+            start += width;
+            Part {
+                data: s.as_buf::<T>().expect("inputs were converted to the output dtype"),
+                walk: collapse(p.shape(), [p.stride()]),
+                offset: p.storage_offset(),
+                start: start - width,
+                width,
+            }
+        })
+        .collect();
+    let row = start;
+    // Input by input inside each chunk, so that a strided input's cache lines are reused from
+    // one row to the next before another input evicts them.
+    for_chunks_mut(&mut out, GRAIN * 4, |first, chunk| {
+        let end = first + chunk.len();
+        for p in &pieces {
+            for o in first / row..=(end - 1) / row {
+                let seg = o * row + p.start;
+                let (lo, hi) = (seg.max(first), (seg + p.width).min(end));
+                if lo < hi {
+                    p.copy_to(o * p.width + lo - seg, &mut chunk[lo - first..hi - first]);
+                }
+            }
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cross_chunk_boundaries() {
+        // Long enough to be split into several parallel chunks, with rows that straddle them.
+        let a = Tensor::arange(3 * 100_001).view(&[3, 100_001]);
+        let b = Tensor::arange(3 * 5).view(&[5, 3]).t();
+        let out = Tensor::cat(&[&a, &b], 1);
+        assert_eq!(out.shape(), &[3, 100_006]);
+        let v = out.to_vec::<i64>();
+        for r in 0..3 {
+            let row = &v[r * 100_006..(r + 1) * 100_006];
+            assert!(row[..100_001].iter().enumerate().all(|(j, &x)| x == (r * 100_001 + j) as i64));
+            assert_eq!(&row[100_001..], &[r as i64, r as i64 + 3, r as i64 + 6, r as i64 + 9, r as i64 + 12]);
+        }
+    }
+
+    #[test]
+    fn the_same_storage_twice_takes_one_lock() {
+        let a = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]);
+        let out = Tensor::cat(&[&a, &a.t(), &a.narrow(0, 1, 1)], 0);
+        assert_eq!(out.to_vec::<f32>(), vec![1.0, 2.0, 3.0, 4.0, 1.0, 3.0, 2.0, 4.0, 3.0, 4.0]);
+    }
+}

@@ -1,1 +1,765 @@
-//! (in progress)
+//! Indexing by tensors: `index_select`, `gather`, the `scatter` family, `index_fill_`, advanced
+//! indexing (`index`, `index_put_`), `masked_select`, `nonzero` and `one_hot`.
+//!
+//! Every index value is checked before anything is written (an out-of-range index is an error
+//! naming the op, the value, the dim and its size). As in PyTorch, `gather`, `scatter*` and
+//! `index_select` reject negative indices, while advanced indexing and `index_fill_` count them
+//! from the end. Where several index positions hit one element, a plain write is deterministic:
+//! the last position in row-major order wins (PyTorch leaves it unspecified).
+
+use super::binary::{broadcast_all, check_writable};
+use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
+use crate::scalar::Scalar;
+use crate::tensor::{scalar_as, IntoScalar, Tensor};
+use kiln_runtime::cpu::index::{self as kernels, BadIndex, IndexArg, IndexMap};
+use kiln_runtime::layout::numel;
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::{match_cpu, DType, Element, Layout, Shape};
+use smallvec::SmallVec;
+
+/// The index list of advanced indexing (`x[i, :, j]`): one entry per leading dim, `None` for a
+/// whole dim. Implemented for slices, arrays and `Vec`s of `&Tensor` or `Option<&Tensor>`, and
+/// for a single `Tensor`.
+pub trait TensorIndices {
+    /// The entries, first dim first.
+    fn entries(&self) -> Vec<Option<&Tensor>>;
+}
+
+impl TensorIndices for Tensor {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        vec![Some(self)]
+    }
+}
+
+impl TensorIndices for [&Tensor] {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        self.iter().map(|t| Some(*t)).collect()
+    }
+}
+
+impl TensorIndices for [Option<&Tensor>] {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        self.to_vec()
+    }
+}
+
+impl<const N: usize> TensorIndices for [&Tensor; N] {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        self[..].entries()
+    }
+}
+
+impl<const N: usize> TensorIndices for [Option<&Tensor>; N] {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        self[..].entries()
+    }
+}
+
+impl TensorIndices for Vec<&Tensor> {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        self[..].entries()
+    }
+}
+
+impl TensorIndices for Vec<Option<&Tensor>> {
+    fn entries(&self) -> Vec<Option<&Tensor>> {
+        self[..].entries()
+    }
+}
+
+/// An error unless `index` holds int64 values.
+#[track_caller]
+fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
+    if index.dtype() != DType::I64 {
+        bail!(op, DType, "expected dtype int64 for index, got {} (shape {:?})", index.dtype(), index.shape());
+    }
+    Ok(())
+}
+
+/// The kernel's verdict on the index values, as an error naming the op.
+#[track_caller]
+fn located<T>(op: &'static str, r: std::result::Result<T, BadIndex>) -> Result<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(b) => Err(Error::new(
+            op,
+            ErrorKind::Index,
+            format!("index {} is out of bounds for dimension {} with size {}", b.value, b.dim, b.size),
+        )),
+    }
+}
+
+/// A 0-dim tensor seen as a 1-element vector (PyTorch's scalar rule for gather and scatter).
+fn at_least_1d(t: &Tensor) -> Tensor {
+    if t.dim() == 0 {
+        t.with_layout(t.layout().unsqueeze(0))
+    } else {
+        t.clone()
+    }
+}
+
+/// `shape` with dim `d` replaced by `len`.
+fn with_len(shape: &[usize], d: usize, len: usize) -> Shape {
+    let mut s = Shape::from_slice(shape);
+    s[d] = len;
+    s
+}
+
+/// Every dim but `d` walks itself: the iteration plan of ops along one dim.
+fn walk_except(ndim: usize, d: usize) -> Vec<Option<usize>> {
+    (0..ndim).map(|k| (k != d).then_some(k)).collect()
+}
+
+/// The layout of a vector index (0- or 1-dim) spread over `shape` along dim `d`.
+fn vector_along(index: &Tensor, shape: &[usize], d: usize) -> Layout {
+    let mut strides: SmallVec<[usize; 6]> = SmallVec::from_elem(0, shape.len());
+    strides[d] = index.stride().first().copied().unwrap_or(0);
+    Layout::new(Shape::from_slice(shape), strides, index.storage_offset())
+}
+
+/// An error unless `index` is a vector (0- or 1-dim) of int64.
+#[track_caller]
+fn check_vector_index(op: &'static str, index: &Tensor) -> Result<()> {
+    check_index_dtype(op, index)?;
+    if index.dim() > 1 {
+        bail!(op, Shape, "index is supposed to be a vector, got shape {:?}", index.shape());
+    }
+    Ok(())
+}
+
+/// `src`, or a copy of it when it shares storage with `dst` (an in-place write must not read
+/// what it overwrites).
+fn unaliased(dst: &Tensor, src: &Tensor) -> Tensor {
+    if src.shares_storage_with(dst) {
+        src.deep_clone()
+    } else {
+        src.clone()
+    }
+}
+
+/// What an indexed write stores: a tensor's values (through an iteration-shaped layout), or one
+/// scalar everywhere.
+enum Values {
+    Tensor(Tensor, Layout),
+    Scalar(Scalar),
+}
+
+/// Writes (or adds, when `accumulate`) `values` into `dst` at the elements `map` picks.
+#[track_caller]
+fn write_indexed(op: &'static str, dst: &Tensor, map: &IndexMap<'_>, values: Values, accumulate: bool) -> Result<()> {
+    fn go<T: Element>(dst: &mut [T], map: &IndexMap<'_>, src: &[T], ls: &Layout, accumulate: bool) {
+        if accumulate {
+            kernels::scatter(dst, map, src, ls, kernels::add)
+        } else {
+            kernels::scatter(dst, map, src, ls, |_, v| v)
+        }
+    }
+    match values {
+        Values::Tensor(src, ls) => dst.with_cpu_write(op, &src, |d, s| {
+            match_cpu!(d, |db: T| go(db, map, s.as_buf::<T>().expect("dtypes checked"), &ls, accumulate))
+        }),
+        Values::Scalar(v) => {
+            let ls = Layout::contiguous(&[]).broadcast_to(map.shape()).expect("a scalar broadcasts to any shape");
+            dst.with_cpu_mut(op, |d, _| match_cpu!(d, |db: T| go(db, map, &[scalar_as::<T>(v)], &ls, accumulate)))
+        }
+    }
+}
+
+/// What `scatter` writes: a source tensor or a scalar.
+enum Source {
+    Tensor(Tensor),
+    Scalar(Scalar),
+}
+
+/// `dst[.., index[i][j], ..] = src[i][j]` (or `+=`) along `dim`, in place.
+#[track_caller]
+fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<()> {
+    check_index_dtype(op, index)?;
+    dst.check_same_device(op, index)?;
+    let d = dst.normalize_dim(op, dim)?;
+    let (x, idx) = (at_least_1d(dst), at_least_1d(index));
+    if idx.dim() != x.dim() {
+        bail!(op, Shape, "index tensor must have the same number of dimensions as self tensor (index shape {:?}, self shape {:?})", index.shape(), dst.shape());
+    }
+    let src = match src {
+        Source::Tensor(s) => {
+            if s.dtype() != dst.dtype() {
+                bail!(op, DType, "expected self.dtype to be equal to src.dtype (got {} and {})", dst.dtype(), s.dtype());
+            }
+            if at_least_1d(&s).dim() != x.dim() {
+                bail!(op, Shape, "src tensor must have the same number of dimensions as self tensor (src shape {:?}, self shape {:?})", s.shape(), dst.shape());
+            }
+            Source::Tensor(at_least_1d(&unaliased(dst, &s)))
+        }
+        v => v,
+    };
+    for k in 0..x.dim() {
+        let (over_self, over_src) = match &src {
+            Source::Tensor(s) => (k != d && idx.shape()[k] > x.shape()[k], idx.shape()[k] > s.shape()[k]),
+            Source::Scalar(_) => (k != d && idx.shape()[k] > x.shape()[k], false),
+        };
+        if over_self || over_src {
+            let src_note = match &src {
+                Source::Tensor(s) => format!(" and no larger than src {:?}", s.shape()),
+                Source::Scalar(_) => String::new(),
+            };
+            bail!(op, Shape, "expected index {:?} to be no larger than self {:?} apart from dimension {d}{src_note} (at dimension {k})", index.shape(), dst.shape());
+        }
+    }
+    check_writable(op, dst)?;
+    let walk = walk_except(x.dim(), d);
+    let map = index.with_cpu(op, |si, _| {
+        let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
+        IndexMap::new(x.layout(), idx.shape(), &walk, &[arg], false)
+    })?;
+    let map = located(op, map)?;
+    let values = match src {
+        Source::Tensor(s) => {
+            let ls = Layout::new(Shape::from_slice(idx.shape()), s.stride().into(), s.storage_offset());
+            Values::Tensor(s, ls)
+        }
+        Source::Scalar(v) => Values::Scalar(v),
+    };
+    write_indexed(op, dst, &map, values, accumulate)
+}
+
+/// Advanced indexing `x[indices]` resolved: the result shape, which result dims walk which dims
+/// of `x`, and each index tensor's int64 values with their result-shaped layout and the dim of
+/// `x` they index.
+struct Advanced {
+    shape: Shape,
+    walk: Vec<Option<usize>>,
+    indices: Vec<(Vec<i64>, Layout, usize)>,
+}
+
+impl Advanced {
+    /// The index arguments of the kernels, borrowing the values.
+    fn args(&self) -> Vec<IndexArg<'_>> {
+        self.indices.iter().map(|(data, layout, dim)| IndexArg { data, layout: layout.clone(), dim: *dim }).collect()
+    }
+
+    /// Validates the index values against `x` (negative values count from the end).
+    #[track_caller]
+    fn map(&self, op: &'static str, x: &Tensor) -> Result<IndexMap<'static>> {
+        located(op, IndexMap::new(x.layout(), &self.shape, &self.walk, &self.args(), true))
+    }
+}
+
+/// Resolves PyTorch's advanced-indexing rules: bool masks stand for their `nonzero()` columns;
+/// index tensors broadcast together to a shape `B`; the result is `x`'s shape with the indexed
+/// dims replaced by `B`, in place when the indexed dims are adjacent, in front otherwise.
+#[track_caller]
+fn advanced(op: &'static str, x: &Tensor, entries: &[Option<&Tensor>]) -> Result<Advanced> {
+    let ndim = x.dim();
+    let mut picked: Vec<(usize, Tensor)> = Vec::new();
+    let mut pos = 0;
+    for t in entries {
+        let Some(t) = t else {
+            pos += 1;
+            continue;
+        };
+        x.check_same_device(op, t)?;
+        match t.dtype() {
+            DType::I64 | DType::I32 => {
+                picked.push((pos, t.to_dtype(DType::I64)));
+                pos += 1;
+            }
+            DType::Bool => {
+                let k = t.dim();
+                if k == 0 {
+                    bail!(op, Unsupported, "a 0-dim bool index is not supported");
+                }
+                if pos + k > ndim || t.shape() != &x.shape()[pos..pos + k] {
+                    bail!(op, Shape, "the shape of the mask {:?} at index {pos} does not match the shape of the indexed tensor {:?}", t.shape(), x.shape());
+                }
+                let nz = t.try_nonzero()?;
+                picked.extend((0..k).map(|j| (pos + j, nz.select(1, j as i64))));
+                pos += k;
+            }
+            other => bail!(op, DType, "tensors used as indices must be int64, int32 or bool tensors, got {other}"),
+        }
+    }
+    if pos > ndim {
+        bail!(op, Index, "too many indices for tensor of dimension {ndim} (got {pos})");
+    }
+    let shapes: Vec<&[usize]> = picked.iter().map(|(_, t)| t.shape()).collect();
+    let b = broadcast_all(op, &shapes)?;
+    let dims: Vec<usize> = picked.iter().map(|(d, _)| *d).collect();
+    let adjacent = dims.windows(2).all(|w| w[1] == w[0] + 1);
+    let (mut shape, mut walk) = (Shape::new(), Vec::new());
+    let push_walk = |shape: &mut Shape, walk: &mut Vec<Option<usize>>, d: usize| {
+        shape.push(x.shape()[d]);
+        walk.push(Some(d));
+    };
+    let b_at;
+    if adjacent {
+        let first = dims.first().copied().unwrap_or(0);
+        let after = dims.last().map_or(0, |l| l + 1);
+        (0..first).for_each(|d| push_walk(&mut shape, &mut walk, d));
+        b_at = shape.len();
+        shape.extend_from_slice(&b);
+        walk.extend(b.iter().map(|_| None));
+        (after..ndim).for_each(|d| push_walk(&mut shape, &mut walk, d));
+    } else {
+        b_at = 0;
+        shape.extend_from_slice(&b);
+        walk.extend(b.iter().map(|_| None));
+        (0..ndim).filter(|d| !dims.contains(d)).for_each(|d| push_walk(&mut shape, &mut walk, d));
+    }
+    let indices = picked
+        .iter()
+        .map(|(d, t)| {
+            let lb = Layout::contiguous(t.shape()).broadcast_to(&b).expect("shapes were broadcast");
+            let mut strides: SmallVec<[usize; 6]> = SmallVec::from_elem(0, shape.len());
+            strides[b_at..b_at + b.len()].copy_from_slice(lb.strides());
+            (t.to_vec::<i64>(), Layout::new(shape.clone(), strides, 0), *d)
+        })
+        .collect();
+    Ok(Advanced { shape, walk, indices })
+}
+
+/// Writes (or adds) `values`, broadcast to the indexing result, at `dst[indices]`.
+#[track_caller]
+fn index_put_into(op: &'static str, dst: &Tensor, indices: &[Option<&Tensor>], values: &Tensor, accumulate: bool) -> Result<()> {
+    if values.dtype() != dst.dtype() {
+        bail!(op, DType, "index put requires the source and destination dtypes match, got {} for the destination and {} for the source", dst.dtype(), values.dtype());
+    }
+    dst.check_same_device(op, values)?;
+    let adv = advanced(op, dst, indices)?;
+    if values.layout().broadcast_to(&adv.shape).is_none() {
+        bail!(op, Shape, "shape mismatch: value tensor of shape {:?} cannot be broadcast to indexing result of shape {:?}", values.shape(), adv.shape);
+    }
+    check_writable(op, dst)?;
+    let map = adv.map(op, dst)?;
+    let src = unaliased(dst, values);
+    let ls = src.layout().broadcast_to(&adv.shape).expect("shape checked");
+    write_indexed(op, dst, &map, Values::Tensor(src, ls), accumulate)
+}
+
+/// `dst[.., index[k], ..] = value` along `dim` for every `k`, in place.
+#[track_caller]
+fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<()> {
+    check_vector_index(op, index)?;
+    dst.check_same_device(op, index)?;
+    let d = dst.normalize_dim(op, dim)?;
+    let x = at_least_1d(dst);
+    let shape = with_len(x.shape(), d, index.numel());
+    check_writable(op, dst)?;
+    let map = index.with_cpu(op, |si, _| {
+        let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
+        IndexMap::new(x.layout(), &shape, &walk_except(x.dim(), d), &[arg], true)
+    })?;
+    let map = located(op, map)?;
+    write_indexed(op, dst, &map, Values::Scalar(value), false)
+}
+
+impl Tensor {
+    /// The entries of `index` (a vector of int64) along `dim` (`x.index_select(dim, index)`):
+    /// the result has this tensor's shape with `dim` of size `index.numel()`.
+    #[track_caller]
+    pub fn index_select(&self, dim: i64, index: &Tensor) -> Tensor {
+        self.try_index_select(dim, index).or_panic()
+    }
+
+    /// [`Tensor::index_select`] returning an error for a bad dim, index dtype or index value.
+    #[track_caller]
+    pub fn try_index_select(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        const OP: &str = "index_select";
+        check_vector_index(OP, index)?;
+        let d = self.normalize_dim(OP, dim)?;
+        if self.dim() == 0 && index.numel() != 1 {
+            bail!(OP, Index, "index to a 0-dim tensor can have only 1 value, got {}", index.numel());
+        }
+        let x = at_least_1d(self);
+        let shape = with_len(x.shape(), d, index.numel());
+        let out = self.with_cpu2(index, OP, |sx, si| {
+            let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
+            let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg)?;
+            Ok(match_cpu!(sx, |b: T| T::wrap(kernels::gather(b, &map))))
+        })?;
+        let out = located(OP, out)?;
+        Ok(Tensor::from_cpu_storage(out, if self.dim() == 0 { &[] } else { &shape }))
+    }
+
+    /// `out[i][j] = self[index[i][j]][j]` along `dim` (`torch.gather`): the result has the
+    /// index's shape; the index has this tensor's number of dims and is no larger in the others.
+    #[track_caller]
+    pub fn gather(&self, dim: i64, index: &Tensor) -> Tensor {
+        self.try_gather(dim, index).or_panic()
+    }
+
+    /// [`Tensor::gather`] returning an error for a bad dim, index shape, dtype or value.
+    #[track_caller]
+    pub fn try_gather(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        const OP: &str = "gather";
+        check_index_dtype(OP, index)?;
+        let d = self.normalize_dim(OP, dim)?;
+        let (x, idx) = (at_least_1d(self), at_least_1d(index));
+        if idx.dim() != x.dim() {
+            bail!(OP, Shape, "index tensor must have the same number of dimensions as input tensor (index shape {:?}, input shape {:?})", index.shape(), self.shape());
+        }
+        if let Some(k) = (0..x.dim()).find(|&k| k != d && idx.shape()[k] > x.shape()[k]) {
+            bail!(OP, Shape, "size does not match at dimension {k}: expected index {:?} to be no larger than self {:?} apart from dimension {d}", index.shape(), self.shape());
+        }
+        let out = self.with_cpu2(index, OP, |sx, si| {
+            let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
+            let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg)?;
+            Ok(match_cpu!(sx, |b: T| T::wrap(kernels::gather(b, &map))))
+        })?;
+        Ok(Tensor::from_cpu_storage(located(OP, out)?, index.shape()))
+    }
+
+    /// In place, `self[index[i][j]][j] = src[i][j]` along `dim` (`x.scatter_(dim, index, src)`).
+    /// Where indices repeat, the last position in row-major order wins (deterministic).
+    #[track_caller]
+    pub fn scatter_(&self, dim: i64, index: &Tensor, src: &Tensor) -> &Tensor {
+        self.try_scatter_(dim, index, src).or_panic()
+    }
+
+    /// [`Tensor::scatter_`] returning an error (nothing is written when it fails).
+    #[track_caller]
+    pub fn try_scatter_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<&Tensor> {
+        scatter_into("scatter_", self, dim, index, Source::Tensor(src.clone()), false)?;
+        Ok(self)
+    }
+
+    /// In place, `self[index[i][j]][j] = value` along `dim` (`x.scatter_(dim, index, value)`).
+    #[track_caller]
+    pub fn scatter_value_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> &Tensor {
+        self.try_scatter_value_(dim, index, value).or_panic()
+    }
+
+    /// [`Tensor::scatter_value_`] returning an error (nothing is written when it fails).
+    #[track_caller]
+    pub fn try_scatter_value_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<&Tensor> {
+        scatter_into("scatter_", self, dim, index, Source::Scalar(value.into()), false)?;
+        Ok(self)
+    }
+
+    /// In place, `self[index[i][j]][j] += src[i][j]` along `dim`, accumulating repeated indices
+    /// (`x.scatter_add_(dim, index, src)`); the order of additions is fixed, so float results are
+    /// reproducible.
+    #[track_caller]
+    pub fn scatter_add_(&self, dim: i64, index: &Tensor, src: &Tensor) -> &Tensor {
+        self.try_scatter_add_(dim, index, src).or_panic()
+    }
+
+    /// [`Tensor::scatter_add_`] returning an error (nothing is written when it fails).
+    #[track_caller]
+    pub fn try_scatter_add_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<&Tensor> {
+        scatter_into("scatter_add_", self, dim, index, Source::Tensor(src.clone()), true)?;
+        Ok(self)
+    }
+
+    /// Out-of-place [`Tensor::scatter_`] (`torch.scatter(x, dim, index, src)`).
+    #[track_caller]
+    pub fn scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Tensor {
+        self.try_scatter(dim, index, src).or_panic()
+    }
+
+    /// [`Tensor::scatter`] returning an error.
+    #[track_caller]
+    pub fn try_scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let out = self.try_copy_for("scatter")?;
+        scatter_into("scatter", &out, dim, index, Source::Tensor(src.clone()), false)?;
+        Ok(out)
+    }
+
+    /// Out-of-place [`Tensor::scatter_value_`] (`torch.scatter(x, dim, index, value)`).
+    #[track_caller]
+    pub fn scatter_value(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Tensor {
+        self.try_scatter_value(dim, index, value).or_panic()
+    }
+
+    /// [`Tensor::scatter_value`] returning an error.
+    #[track_caller]
+    pub fn try_scatter_value(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<Tensor> {
+        let out = self.try_copy_for("scatter")?;
+        scatter_into("scatter", &out, dim, index, Source::Scalar(value.into()), false)?;
+        Ok(out)
+    }
+
+    /// Out-of-place [`Tensor::scatter_add_`] (`torch.scatter_add`).
+    #[track_caller]
+    pub fn scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Tensor {
+        self.try_scatter_add(dim, index, src).or_panic()
+    }
+
+    /// [`Tensor::scatter_add`] returning an error.
+    #[track_caller]
+    pub fn try_scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let out = self.try_copy_for("scatter_add")?;
+        scatter_into("scatter_add", &out, dim, index, Source::Tensor(src.clone()), true)?;
+        Ok(out)
+    }
+
+    /// In place, `self[.., index[k], ..] = value` along `dim` for every entry of `index` (a
+    /// vector of int64; negative entries count from the end) (`x.index_fill_(dim, index, v)`).
+    #[track_caller]
+    pub fn index_fill_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> &Tensor {
+        self.try_index_fill_(dim, index, value).or_panic()
+    }
+
+    /// [`Tensor::index_fill_`] returning an error (nothing is written when it fails).
+    #[track_caller]
+    pub fn try_index_fill_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<&Tensor> {
+        index_fill_into("index_fill_", self, dim, index, value.into())?;
+        Ok(self)
+    }
+
+    /// Out-of-place [`Tensor::index_fill_`].
+    #[track_caller]
+    pub fn index_fill(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Tensor {
+        self.try_index_fill(dim, index, value).or_panic()
+    }
+
+    /// [`Tensor::index_fill`] returning an error.
+    #[track_caller]
+    pub fn try_index_fill(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<Tensor> {
+        let out = self.try_copy_for("index_fill")?;
+        index_fill_into("index_fill", &out, dim, index, value.into())?;
+        Ok(out)
+    }
+
+    /// Advanced indexing, Python's `x[i, :, j]` with index tensors: `x.index(&[Some(&i), None,
+    /// Some(&j)])`, or `x.index(&[&i, &j])`, or `x.index(&i)`. Int64 (or int32) indices
+    /// broadcast together and may be negative; a bool mask stands for the positions where it is
+    /// true. Always a copy.
+    #[track_caller]
+    pub fn index(&self, indices: &(impl TensorIndices + ?Sized)) -> Tensor {
+        self.try_index(indices).or_panic()
+    }
+
+    /// [`Tensor::index`] returning an error for bad indices.
+    #[track_caller]
+    pub fn try_index(&self, indices: &(impl TensorIndices + ?Sized)) -> Result<Tensor> {
+        const OP: &str = "index";
+        let adv = advanced(OP, self, &indices.entries())?;
+        let map = adv.map(OP, self)?;
+        let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| T::wrap(kernels::gather(b, &map))))?;
+        Ok(Tensor::from_cpu_storage(out, &adv.shape))
+    }
+
+    /// Advanced-indexing assignment in place, Python's `x[i, j] = values`
+    /// (`x.index_put_((i, j), values, accumulate)`): `values` (of this tensor's dtype) broadcast
+    /// to the shape `x.index(indices)` would have. With `accumulate`, repeated positions add up;
+    /// without it, the last one in row-major order wins.
+    #[track_caller]
+    pub fn index_put_(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> &Tensor {
+        self.try_index_put_(indices, values, accumulate).or_panic()
+    }
+
+    /// [`Tensor::index_put_`] returning an error (nothing is written when it fails).
+    #[track_caller]
+    pub fn try_index_put_(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Result<&Tensor> {
+        index_put_into("index_put_", self, &indices.entries(), values, accumulate)?;
+        Ok(self)
+    }
+
+    /// Out-of-place [`Tensor::index_put_`].
+    #[track_caller]
+    pub fn index_put(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Tensor {
+        self.try_index_put(indices, values, accumulate).or_panic()
+    }
+
+    /// [`Tensor::index_put`] returning an error.
+    #[track_caller]
+    pub fn try_index_put(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Result<Tensor> {
+        let out = self.try_copy_for("index_put")?;
+        index_put_into("index_put", &out, &indices.entries(), values, accumulate)?;
+        Ok(out)
+    }
+
+    /// The elements where `mask` (bool, broadcast with this tensor) is true, as a 1-D tensor in
+    /// row-major order (`x.masked_select(mask)`).
+    #[track_caller]
+    pub fn masked_select(&self, mask: &Tensor) -> Tensor {
+        self.try_masked_select(mask).or_panic()
+    }
+
+    /// [`Tensor::masked_select`] returning an error for a non-bool mask or shapes that cannot
+    /// broadcast.
+    #[track_caller]
+    pub fn try_masked_select(&self, mask: &Tensor) -> Result<Tensor> {
+        const OP: &str = "masked_select";
+        if mask.dtype() != DType::Bool {
+            bail!(OP, DType, "expected a bool mask, got {} (shape {:?})", mask.dtype(), mask.shape());
+        }
+        let shape = broadcast_all(OP, &[self.shape(), mask.shape()])?;
+        let ls = self.layout().broadcast_to(&shape).expect("shape was broadcast");
+        let lm = mask.layout().broadcast_to(&shape).expect("shape was broadcast");
+        let out = self.with_cpu2(mask, OP, |sx, sm| {
+            let m = sm.as_buf::<bool>().expect("dtype checked");
+            match_cpu!(sx, |b: T| T::wrap(kernels::masked_select(b, &ls, m, &lm)))
+        })?;
+        let n = out.len();
+        Ok(Tensor::from_cpu_storage(out, &[n]))
+    }
+
+    /// The coordinates of the nonzero elements (NaN counts as nonzero), as an int64 tensor of
+    /// shape `[count, ndim]` in row-major order (`x.nonzero()`).
+    #[track_caller]
+    pub fn nonzero(&self) -> Tensor {
+        self.try_nonzero().or_panic()
+    }
+
+    /// [`Tensor::nonzero`] returning an error for an unsupported device.
+    #[track_caller]
+    pub fn try_nonzero(&self) -> Result<Tensor> {
+        let (buf, n) = self.with_cpu("nonzero", |s, l| match_cpu!(s, |b: T| kernels::nonzero(b, l)))?;
+        Ok(Tensor::from_buf(buf, &[n, self.dim()]))
+    }
+
+    /// One-hot encoding of an int64 tensor (`F.one_hot(x, num_classes)`): shape `[.., C]`, int64,
+    /// with a 1 at each value's class. `num_classes = -1` uses the largest value + 1.
+    #[track_caller]
+    pub fn one_hot(&self, num_classes: i64) -> Tensor {
+        self.try_one_hot(num_classes).or_panic()
+    }
+
+    /// [`Tensor::one_hot`] returning an error for a non-int64 input or values outside
+    /// `0..num_classes`.
+    #[track_caller]
+    pub fn try_one_hot(&self, num_classes: i64) -> Result<Tensor> {
+        const OP: &str = "one_hot";
+        if self.dtype() != DType::I64 {
+            bail!(OP, DType, "one_hot is only applicable to index tensors of dtype int64, got {}", self.dtype());
+        }
+        if num_classes < -1 {
+            bail!(OP, Value, "num_classes must be -1 or non-negative, got {num_classes}");
+        }
+        let range = self.with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l))?;
+        if let Some((lo, _)) = range.filter(|&(lo, _)| lo < 0) {
+            bail!(OP, Value, "class values must be non-negative, got {lo}");
+        }
+        let classes = match (num_classes, range) {
+            (n, None) if n <= 0 => bail!(OP, Value, "can not infer the total number of classes from an empty tensor"),
+            (-1, Some((_, hi))) => hi + 1,
+            (n, _) => n,
+        };
+        if let Some((_, hi)) = range.filter(|&(_, hi)| hi >= classes) {
+            bail!(OP, Value, "class values must be smaller than num_classes, got {hi} (num_classes = {classes})");
+        }
+        let classes = classes as usize;
+        let buf = self.with_cpu(OP, |s, l| kernels::one_hot(s.as_buf::<i64>().expect("dtype checked"), l, classes))?;
+        let mut shape = Shape::from_slice(self.shape());
+        shape.push(classes);
+        debug_assert_eq!(numel(&shape), buf.len());
+        Ok(Tensor::from_buf(buf, &shape))
+    }
+
+    /// A contiguous copy to write an out-of-place result into, or the device error.
+    #[track_caller]
+    fn try_copy_for(&self, op: &'static str) -> Result<Tensor> {
+        self.check_device_supported(op)?;
+        Ok(self.deep_clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(r: Result<impl Sized>) -> String {
+        r.err().expect("expected an error").to_string()
+    }
+
+    #[test]
+    fn advanced_result_shapes_follow_pytorch() {
+        let y = Tensor::arange(24).view(&[2, 3, 4]);
+        let i = Tensor::new(&[0i64, 1]);
+        let j = Tensor::new(&[[1i64], [3]]);
+        // adjacent indexed dims stay in place; separated ones move to the front
+        assert_eq!(y.index(&[None, Some(&i), Some(&j)]).shape(), &[2, 2, 2]);
+        assert_eq!(y.index(&[Some(&i), None, Some(&j)]).shape(), &[2, 2, 3]);
+        assert_eq!(y.index(&[&i]).shape(), &[2, 3, 4]);
+        assert_eq!(y.index(&i).shape(), &[2, 3, 4]);
+        // a 0-dim index removes its dim, like select
+        assert_eq!(y.index(&[None, Some(&Tensor::scalar(2i64))]).shape(), &[2, 4]);
+        // no index tensor at all: the whole tensor
+        assert_eq!(y.index(&[None::<&Tensor>; 2]).to_vec::<i64>(), y.to_vec::<i64>());
+        // a bool mask covers as many dims as it has
+        let m = Tensor::new(&[[true, false, true], [false, false, true]]);
+        assert_eq!(y.index(&m).shape(), &[3, 4]);
+    }
+
+    #[test]
+    fn index_rules_and_messages() {
+        let x = Tensor::zeros(&[2, 3]);
+        let i = Tensor::new(&[0i64, 2]);
+        let e = err(x.try_index(&[&i, &i, &i]));
+        assert!(e.starts_with("index: too many indices for tensor of dimension 2 (got 3)"), "{e}");
+        let e = err(x.try_index(&[&i, &Tensor::new(&[0i64, 1, 2])]));
+        assert!(e.starts_with("index: shapes [2] and [3] cannot broadcast"), "{e}");
+        let e = err(x.try_index(&[&i]));
+        assert!(e.starts_with("index: index 2 is out of bounds for dimension 0 with size 2"), "{e}");
+        let e = err(x.try_index(&[&Tensor::new(&[0.5f32])]));
+        assert!(e.starts_with("index: tensors used as indices must be int64, int32 or bool tensors, got float32"), "{e}");
+        let e = err(x.try_index(&[&Tensor::new(&[true, false, true])]));
+        assert!(e.starts_with("index: the shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2, 3]"), "{e}");
+        let e = err(x.try_index_put_(&[&i], &Tensor::zeros(&[3]), false));
+        assert!(e.starts_with("index_put_: index 2 is out of bounds"), "{e}");
+        let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros(&[3]), false));
+        assert!(e.contains("value tensor of shape [3] cannot be broadcast to indexing result of shape [2, 2]"), "{e}");
+        let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros(&[1]).to_dtype(DType::F64), false));
+        assert!(e.contains("got float32 for the destination and float64 for the source"), "{e}");
+    }
+
+    #[test]
+    fn scatter_rules_and_messages() {
+        let x = Tensor::zeros(&[2, 3]);
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 3]]), &Tensor::ones(&[1, 2])));
+        assert!(e.starts_with("scatter_: index 3 is out of bounds for dimension 1 with size 3"), "{e}");
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[-1i64]]), &Tensor::ones(&[1, 1])));
+        assert!(e.starts_with("scatter_: index -1 is out of bounds for dimension 1 with size 3"), "{e}");
+        let e = err(x.try_scatter_(1, &Tensor::new(&[0i64]), &Tensor::ones(&[1])));
+        assert!(e.starts_with("scatter_: index tensor must have the same number of dimensions as self tensor (index shape [1], self shape [2, 3])"), "{e}");
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 1]]), &Tensor::ones(&[1, 1])));
+        assert!(e.contains("expected index [1, 2] to be no larger than self [2, 3] apart from dimension 1 and no larger than src [1, 1]"), "{e}");
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64]; 3]), &Tensor::ones(&[3, 1])));
+        assert!(e.contains("expected index [3, 1] to be no larger than self [2, 3] apart from dimension 1"), "{e}");
+        // along `dim` itself the index may be longer than self
+        x.scatter_(0, &Tensor::new(&[[1i64]; 3]), &Tensor::ones(&[3, 1]));
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i32]]), &Tensor::ones(&[1, 1])));
+        assert!(e.starts_with("scatter_: expected dtype int64 for index, got int32"), "{e}");
+        let e = err(x.try_scatter_add_(1, &Tensor::new(&[[0i64]]), &Tensor::ones(&[1, 1]).to_dtype(DType::F64)));
+        assert!(e.starts_with("scatter_add_: expected self.dtype to be equal to src.dtype (got float32 and float64)"), "{e}");
+        let e = err(Tensor::zeros(&[3]).expand(&[2, 3]).try_scatter_value_(1, &Tensor::new(&[[0i64]]), 1.0));
+        assert!(e.contains("more than one element of the written-to tensor"), "{e}");
+        let e = err(x.try_scatter(2, &Tensor::new(&[[0i64]]), &Tensor::ones(&[1, 1])));
+        assert!(e.starts_with("scatter: dimension out of range (expected to be in range of [-2, 1], but got 2)"), "{e}");
+    }
+
+    #[test]
+    fn vector_ops_rules_and_messages() {
+        let x = Tensor::zeros(&[2, 3]);
+        let e = err(x.try_index_select(1, &Tensor::new(&[[0i64]])));
+        assert!(e.starts_with("index_select: index is supposed to be a vector, got shape [1, 1]"), "{e}");
+        let e = err(x.try_index_select(1, &Tensor::new(&[-1i64])));
+        assert!(e.starts_with("index_select: index -1 is out of bounds for dimension 1 with size 3"), "{e}");
+        let e = err(Tensor::scalar(1.0).try_index_select(0, &Tensor::new(&[0i64, 0])));
+        assert!(e.starts_with("index_select: index to a 0-dim tensor can have only 1 value, got 2"), "{e}");
+        let e = err(x.try_index_fill_(0, &Tensor::new(&[-3i64]), 1.0));
+        assert!(e.starts_with("index_fill_: index -3 is out of bounds for dimension 0 with size 2"), "{e}");
+        let e = err(x.try_gather(0, &Tensor::new(&[[0i64; 4]])));
+        assert!(e.starts_with("gather: size does not match at dimension 1: expected index [1, 4] to be no larger than self [2, 3] apart from dimension 0"), "{e}");
+        let e = err(x.try_masked_select(&Tensor::new(&[1u8, 0, 1])));
+        assert!(e.starts_with("masked_select: expected a bool mask, got uint8"), "{e}");
+        let e = err(x.try_masked_select(&Tensor::new(&[true, false])));
+        assert!(e.starts_with("masked_select: shapes [2, 3] and [2] cannot broadcast"), "{e}");
+    }
+
+    #[test]
+    fn one_hot_rules_and_messages() {
+        let e = err(Tensor::new(&[1i32]).try_one_hot(3));
+        assert!(e.starts_with("one_hot: one_hot is only applicable to index tensors of dtype int64, got int32"), "{e}");
+        let e = err(Tensor::new(&[-1i64, 2]).try_one_hot(-1));
+        assert!(e.starts_with("one_hot: class values must be non-negative, got -1"), "{e}");
+        let e = err(Tensor::new(&[1i64, 2]).try_one_hot(2));
+        assert!(e.starts_with("one_hot: class values must be smaller than num_classes, got 2 (num_classes = 2)"), "{e}");
+        let empty = Tensor::new(&[0i64]).narrow(0, 0, 0);
+        assert!(err(empty.try_one_hot(-1)).contains("can not infer the total number of classes"));
+        assert_eq!(empty.one_hot(3).shape(), &[0, 3]);
+        assert!(err(Tensor::new(&[1i64]).try_one_hot(-2)).contains("num_classes must be -1 or non-negative"));
+    }
+}

@@ -1,1 +1,226 @@
-//! (in progress)
+//! Matrix products: `matmul` with `torch.matmul`'s rules, and the strict forms `mm`, `bmm`, `mv`,
+//! `dot`, `outer`.
+//!
+//! Every product goes through one function that lines the operands up as `[batch..., m, k]` and
+//! `[batch..., k, n]` views (a 1-D lhs becomes a `[1, k]` row, a 1-D rhs a `[k, 1]` column, the
+//! batch dims broadcast with stride 0, nothing copied) and calls
+//! [`kiln_runtime::cpu::matmul::matmul`]. Both operands must have the same dtype (no promotion,
+//! as in PyTorch); `Bool` is not supported.
+
+use crate::error::{bail, OrPanic, Result};
+use crate::tensor::Tensor;
+use kiln_runtime::cpu::matmul::matmul as cpu_matmul;
+use kiln_runtime::layout::broadcast_shapes;
+use kiln_runtime::{CpuStorage, Layout, Shape};
+
+impl Tensor {
+    /// The matrix product with `torch.matmul`'s rules: 1-D·1-D is the dot product (0-dim),
+    /// 2-D·2-D the matrix product, a 1-D lhs (rhs) is a row (column) whose dim is removed from
+    /// the result, and N-D operands multiply batches of matrices with the batch dims broadcast
+    /// (`[2, 1, 3, 4] @ [5, 4, 2]` is `[2, 5, 3, 2]`).
+    #[track_caller]
+    pub fn matmul(&self, other: &Tensor) -> Tensor {
+        self.try_matmul(other).or_panic()
+    }
+
+    /// [`Tensor::matmul`] returning an error for shapes that do not multiply, different dtypes,
+    /// `Bool` operands, or operands on different devices.
+    #[track_caller]
+    pub fn try_matmul(&self, other: &Tensor) -> Result<Tensor> {
+        product("matmul", self, other)
+    }
+
+    /// The product of two matrices (`torch.mm`): both operands must be 2-D.
+    #[track_caller]
+    pub fn mm(&self, other: &Tensor) -> Tensor {
+        self.try_mm(other).or_panic()
+    }
+
+    /// [`Tensor::mm`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_mm(&self, other: &Tensor) -> Result<Tensor> {
+        expect_dims("mm", self, other, 2, 2)?;
+        product("mm", self, other)
+    }
+
+    /// Batched matrix product (`torch.bmm`): `[b, m, k] @ [b, k, n]`, no broadcasting.
+    #[track_caller]
+    pub fn bmm(&self, other: &Tensor) -> Tensor {
+        self.try_bmm(other).or_panic()
+    }
+
+    /// [`Tensor::bmm`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_bmm(&self, other: &Tensor) -> Result<Tensor> {
+        expect_dims("bmm", self, other, 3, 3)?;
+        if self.shape()[0] != other.shape()[0] {
+            bail!(
+                "bmm",
+                Shape,
+                "expected the same batch size, but got shapes {:?} and {:?} ({} != {})",
+                self.shape(),
+                other.shape(),
+                self.shape()[0],
+                other.shape()[0]
+            );
+        }
+        product("bmm", self, other)
+    }
+
+    /// Matrix-vector product (`torch.mv`): `[m, k] @ [k]` is `[m]`.
+    #[track_caller]
+    pub fn mv(&self, vec: &Tensor) -> Tensor {
+        self.try_mv(vec).or_panic()
+    }
+
+    /// [`Tensor::mv`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_mv(&self, vec: &Tensor) -> Result<Tensor> {
+        expect_dims("mv", self, vec, 2, 1)?;
+        product("mv", self, vec)
+    }
+
+    /// Dot product of two 1-D tensors of the same length (`torch.dot`), as a 0-dim tensor.
+    #[track_caller]
+    pub fn dot(&self, other: &Tensor) -> Tensor {
+        self.try_dot(other).or_panic()
+    }
+
+    /// [`Tensor::dot`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_dot(&self, other: &Tensor) -> Result<Tensor> {
+        expect_dims("dot", self, other, 1, 1)?;
+        product("dot", self, other)
+    }
+
+    /// Outer product of two 1-D tensors (`torch.outer`): `out[i, j] = self[i] * other[j]`, with
+    /// the type promotion of `mul` (so `Bool` and mixed dtypes work, as in PyTorch).
+    #[track_caller]
+    pub fn outer(&self, other: &Tensor) -> Tensor {
+        self.try_outer(other).or_panic()
+    }
+
+    /// [`Tensor::outer`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_outer(&self, other: &Tensor) -> Result<Tensor> {
+        expect_dims("outer", self, other, 1, 1)?;
+        self.unsqueeze(1).try_mul(other)
+    }
+
+    /// Alias of [`Tensor::outer`] (`torch.ger`).
+    #[track_caller]
+    pub fn ger(&self, other: &Tensor) -> Tensor {
+        self.outer(other)
+    }
+}
+
+/// An error unless `a` is `da`-D and `b` is `db`-D.
+#[track_caller]
+fn expect_dims(op: &'static str, a: &Tensor, b: &Tensor, da: usize, db: usize) -> Result<()> {
+    if a.dim() != da || b.dim() != db {
+        bail!(op, Shape, "expected {da}-D and {db}-D tensors, but got shapes {:?} and {:?}", a.shape(), b.shape());
+    }
+    Ok(())
+}
+
+/// `a @ b` with `torch.matmul`'s rules; `op` names the caller in errors.
+#[track_caller]
+fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (da, db) = (a.dim(), b.dim());
+    if da == 0 || db == 0 {
+        bail!(op, Shape, "both arguments need to be at least 1-D, but got shapes {:?} and {:?}", a.shape(), b.shape());
+    }
+    let la = if da == 1 { a.layout().unsqueeze(0) } else { a.layout().clone() };
+    let lb = if db == 1 { b.layout().unsqueeze(1) } else { b.layout().clone() };
+    let (ra, rb) = (la.ndim(), lb.ndim());
+    let (m, k, kb, n) = (la.shape()[ra - 2], la.shape()[ra - 1], lb.shape()[rb - 2], lb.shape()[rb - 1]);
+    if k != kb {
+        bail!(op, Shape, "shapes {:?} and {:?} cannot be multiplied ({k} != {kb})", a.shape(), b.shape());
+    }
+    let (batch_a, batch_b) = (&la.shape()[..ra - 2], &lb.shape()[..rb - 2]);
+    let Some(batch) = broadcast_shapes(batch_a, batch_b) else {
+        bail!(
+            op,
+            Shape,
+            "shapes {:?} and {:?} cannot be multiplied (batch dimensions {batch_a:?} and {batch_b:?} cannot broadcast)",
+            a.shape(),
+            b.shape()
+        );
+    };
+    let full = |rows: usize, cols: usize| -> Shape { batch.iter().copied().chain([rows, cols]).collect() };
+    let (la, lb) = match (la.broadcast_to(&full(m, k)), lb.broadcast_to(&full(k, n))) {
+        (Some(la), Some(lb)) => (la, lb),
+        _ => unreachable!("batch dims {batch_a:?} and {batch_b:?} broadcast to {batch:?}"),
+    };
+    let storage = a.with_cpu2(b, op, |sa, sb| product_storage(sa, &la, sb, &lb))?;
+    let Some(storage) = storage else {
+        if a.dtype() != b.dtype() {
+            bail!(op, DType, "expected both operands to have the same dtype, but got {} and {}", a.dtype(), b.dtype());
+        }
+        bail!(op, DType, "not implemented for dtype {} (shapes {:?} and {:?})", a.dtype(), a.shape(), b.shape());
+    };
+    let mut shape = batch;
+    if da > 1 {
+        shape.push(m);
+    }
+    if db > 1 {
+        shape.push(n);
+    }
+    Ok(Tensor::from_cpu_storage(storage, &shape))
+}
+
+/// The CPU product of two storages of one dtype, `None` for mixed dtypes or `Bool`.
+fn product_storage(sa: &CpuStorage, la: &Layout, sb: &CpuStorage, lb: &Layout) -> Option<CpuStorage> {
+    macro_rules! by_dtype {
+        ($($v:ident),*) => {
+            match (sa, sb) {
+                $((CpuStorage::$v(a), CpuStorage::$v(b)) => Some(CpuStorage::$v(cpu_matmul(a, la, b, lb))),)*
+                _ => None,
+            }
+        };
+    }
+    by_dtype!(F32, F64, F16, BF16, I64, I32, U8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_runtime::DType;
+
+    #[test]
+    fn result_shapes_follow_torch_matmul() {
+        let cases: &[(&[usize], &[usize], &[usize])] = &[
+            (&[3], &[3], &[]),
+            (&[2, 3], &[3], &[2]),
+            (&[3], &[3, 4], &[4]),
+            (&[2, 3], &[3, 4], &[2, 4]),
+            (&[5, 2, 3], &[3], &[5, 2]),
+            (&[3], &[5, 3, 4], &[5, 4]),
+            (&[2, 1, 3, 4], &[5, 4, 2], &[2, 5, 3, 2]),
+            (&[0, 3], &[3, 4], &[0, 4]),
+            (&[2, 0], &[0, 4], &[2, 4]),
+        ];
+        for &(sa, sb, want) in cases {
+            let out = Tensor::zeros(sa).matmul(&Tensor::zeros(sb));
+            assert_eq!(out.shape(), want, "{sa:?} @ {sb:?}");
+        }
+    }
+
+    #[test]
+    fn errors_name_shapes_and_dtypes() {
+        let e = |r: Result<Tensor>| r.unwrap_err().to_string();
+        let (a, b) = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[4, 5]));
+        assert!(e(a.try_matmul(&b)).starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at src/ops/matmul.rs:"));
+        assert!(e(a.try_matmul(&Tensor::scalar(1.0f32))).starts_with("matmul: both arguments need to be at least 1-D"));
+        let c = Tensor::zeros(&[2, 3, 4]);
+        assert!(e(c.try_matmul(&Tensor::zeros(&[3, 4, 2]))).contains("batch dimensions [2] and [3] cannot broadcast"));
+        let d = Tensor::zeros_opts(&[3, 2], DType::F64, kiln_runtime::Device::Cpu);
+        assert!(e(a.try_matmul(&d)).starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"));
+        let bools = Tensor::zeros_opts(&[2, 2], DType::Bool, kiln_runtime::Device::Cpu);
+        assert!(e(bools.try_mm(&bools)).starts_with("mm: not implemented for dtype bool"));
+        assert!(e(c.try_mm(&b)).starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3, 4] and [4, 5]"));
+        assert!(e(Tensor::zeros(&[1, 3, 4]).try_bmm(&Tensor::zeros(&[2, 4, 3]))).starts_with("bmm: expected the same batch size"));
+        assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4]))).starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
+        assert!(e(a.try_outer(&Tensor::zeros(&[2]))).starts_with("outer: expected 1-D and 1-D tensors"));
+    }
+}

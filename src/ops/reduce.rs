@@ -1,1 +1,695 @@
-//! (in progress)
+//! Reductions over all elements or over dims: `sum mean prod max min amax amin argmax argmin
+//! all any var std logsumexp`, `max_dim`/`min_dim` (values and indices), and `cumsum`.
+//!
+//! Dims are `i64` (negative counts from the end) given as [`Dims`]: one dim (`x.sum_dim(1,
+//! false)`) or several (`x.sum_dim(&[0, 2], true)`); an empty list reduces every dim, as
+//! PyTorch's `dim=[]` does. A 0-dim tensor accepts dim 0 and -1.
+//!
+//! Result dtypes follow PyTorch: `sum`, `prod` and `cumsum` of integer or bool input give i64;
+//! `mean`, `var` and `std` need a floating-point input; `logsumexp` of integer or bool input
+//! gives f32; `max`/`min`/`amax`/`amin` keep the dtype; `argmax`/`argmin` and the indices of
+//! `max_dim`/`min_dim` are i64; `all`/`any` give bool (uint8 for uint8 input, as PyTorch).
+//! Floating-point sums, means, variances and cumulative sums accumulate in f64 (see
+//! `kiln_runtime::cpu::reduce`), so they are at least as accurate as PyTorch's.
+
+use crate::error::{bail, OrPanic, Result};
+use crate::tensor::{normalize_dim, Tensor};
+use kiln_runtime::cpu::reduce::{self as kernel, OrdElement, ReducePlan, SumElement};
+use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::dtype::num_like::Float;
+use kiln_runtime::op_kind::ReduceOp;
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::{match_cpu, CpuStorage, DType, Element, FloatElement, Shape};
+use smallvec::SmallVec;
+
+/// The dims a reduction runs over: one dim (`1`, `-1`) or a list (`&[0, 2]`, `[0, 2]`,
+/// `vec![0, 2]`). Negative dims count from the end; an empty list means every dim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dims(SmallVec<[i64; 6]>);
+
+impl From<i64> for Dims {
+    fn from(dim: i64) -> Dims {
+        Dims(SmallVec::from_slice(&[dim]))
+    }
+}
+
+impl From<&[i64]> for Dims {
+    fn from(dims: &[i64]) -> Dims {
+        Dims(SmallVec::from_slice(dims))
+    }
+}
+
+impl<const N: usize> From<[i64; N]> for Dims {
+    fn from(dims: [i64; N]) -> Dims {
+        Dims(SmallVec::from_slice(&dims))
+    }
+}
+
+impl<const N: usize> From<&[i64; N]> for Dims {
+    fn from(dims: &[i64; N]) -> Dims {
+        Dims(SmallVec::from_slice(dims))
+    }
+}
+
+impl From<Vec<i64>> for Dims {
+    fn from(dims: Vec<i64>) -> Dims {
+        Dims(SmallVec::from_vec(dims))
+    }
+}
+
+impl From<&Vec<i64>> for Dims {
+    fn from(dims: &Vec<i64>) -> Dims {
+        Dims(SmallVec::from_slice(dims))
+    }
+}
+
+/// Runs `$body` with `$buf` bound to the typed buffer of a floating-point `CpuStorage` and `$T`
+/// naming its element type. Callers check the dtype first (with the op's error); other dtypes
+/// never get here.
+macro_rules! match_float {
+    ($s:expr, |$buf:ident : $T:ident| $body:expr) => {
+        match $s {
+            CpuStorage::F32($buf) => {
+                type $T = f32;
+                $body
+            }
+            CpuStorage::F64($buf) => {
+                type $T = f64;
+                $body
+            }
+            CpuStorage::F16($buf) => {
+                type $T = half::f16;
+                $body
+            }
+            CpuStorage::BF16($buf) => {
+                type $T = half::bf16;
+                $body
+            }
+            other => unreachable!("a {} input reached a floating-point kernel", other.dtype()),
+        }
+    };
+}
+pub(crate) use match_float;
+
+/// A typed buffer as a `CpuStorage`.
+pub(crate) fn wrap<T: StorageElement>(buf: CpuBuf<T>) -> CpuStorage {
+    T::wrap(buf)
+}
+
+/// `(outer, n, inner)`: the sizes before `dim`, of `dim`, and after it (all 1 for a 0-dim
+/// shape), for ops along one dim of a contiguous tensor.
+pub(crate) fn split_at_dim(shape: &[usize], dim: usize) -> (usize, usize, usize) {
+    if shape.is_empty() {
+        return (1, 1, 1);
+    }
+    (shape[..dim].iter().product(), shape[dim], shape[dim + 1..].iter().product())
+}
+
+/// PyTorch's C++ name of a dtype, as its "not implemented for 'Long'" messages print it.
+pub(crate) fn scalar_type_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "Bool",
+        DType::U8 => "Byte",
+        DType::I32 => "Int",
+        DType::I64 => "Long",
+        DType::F16 => "Half",
+        DType::BF16 => "BFloat16",
+        DType::F32 => "Float",
+        DType::F64 => "Double",
+    }
+}
+
+/// The dims a reduction covers and the shape of its result.
+struct Reduction {
+    mask: SmallVec<[bool; 6]>,
+    shape: Shape,
+    /// True when the caller gave no dims (every dim is reduced).
+    all: bool,
+}
+
+impl Reduction {
+    /// Resolves `dims` (empty: every dim) against `t`.
+    #[track_caller]
+    fn new(op: &'static str, t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Reduction> {
+        let nd = t.dim();
+        let mut seen: SmallVec<[bool; 6]> = SmallVec::from_elem(false, nd.max(1));
+        for &d in dims {
+            let i = normalize_dim(op, d, nd)?;
+            if seen[i] {
+                bail!(op, Index, "dim {i} appears multiple times in the list of dims {dims:?}");
+            }
+            seen[i] = true;
+        }
+        let mask: SmallVec<[bool; 6]> = (0..nd).map(|d| dims.is_empty() || seen[d]).collect();
+        let shape = t
+            .shape()
+            .iter()
+            .zip(&mask)
+            .filter_map(|(&n, &r)| match (r, keepdim) {
+                (false, _) => Some(n),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        Ok(Reduction { mask, shape, all: dims.is_empty() })
+    }
+
+    /// An error when an output would reduce zero elements (max, min, argmax, … have no value
+    /// there), worded as PyTorch words it.
+    #[track_caller]
+    fn check_nonempty(&self, op: &'static str, t: &Tensor) -> Result<()> {
+        if self.all && t.numel() == 0 {
+            bail!(
+                op,
+                Index,
+                "expected reduction dim to be specified for input.numel() == 0 (input shape {:?}); give the reduction dim",
+                t.shape()
+            );
+        }
+        if let Some(d) = (0..t.dim()).find(|&d| self.mask[d] && t.shape()[d] == 0) {
+            bail!(op, Index, "expected reduction dim {d} to have non-zero size (input shape {:?})", t.shape());
+        }
+        Ok(())
+    }
+
+    /// Runs `kernel` on `t`'s storage with this reduction's plan; the result gets this shape.
+    #[track_caller]
+    fn run(&self, op: &'static str, t: &Tensor, kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage) -> Result<Tensor> {
+        let storage = t.with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &self.mask)))?;
+        Ok(Tensor::from_cpu_storage(storage, &self.shape))
+    }
+}
+
+/// sum, prod, amax, amin (and max/min over all elements): one function per op family, the
+/// op kind matched outside the kernels so each loop is monomorphized.
+#[track_caller]
+fn reduce_values(t: &Tensor, name: &'static str, op: ReduceOp, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    let red = Reduction::new(name, t, dims, keepdim)?;
+    if matches!(op, ReduceOp::Max | ReduceOp::Min) {
+        red.check_nonempty(name, t)?;
+    }
+    red.run(name, t, |s, plan| match op {
+        ReduceOp::Sum => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, _| T::from_acc(a)))),
+        ReduceOp::Prod => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Prod, |a, _| T::from_acc(a)))),
+        ReduceOp::Max => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<true>, |a, _| T::from_ord(a)))),
+        ReduceOp::Min => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<false>, |a, _| T::from_ord(a)))),
+    })
+}
+
+/// An error unless `t` is floating point, with the words PyTorch uses for `mean`.
+#[track_caller]
+fn check_mean_dtype(op: &'static str, t: &Tensor) -> Result<()> {
+    if !t.dtype().is_float() {
+        bail!(
+            op,
+            DType,
+            "could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}",
+            scalar_type_name(t.dtype())
+        );
+    }
+    Ok(())
+}
+
+#[track_caller]
+fn mean_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    let red = Reduction::new("mean", t, dims, keepdim)?;
+    check_mean_dtype("mean", t)?;
+    red.run("mean", t, |s, plan| {
+        match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(a / n as f64))))
+    })
+}
+
+/// Variance (or its square root with `sqrt`) with Bessel's `correction`, by two passes in f64:
+/// the mean, then the sum of squared deviations, divided by `max(n - correction, 0)` (so too
+/// few elements give inf or NaN, as in PyTorch).
+#[track_caller]
+fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim: bool, sqrt: bool) -> Result<Tensor> {
+    let red = Reduction::new(op, t, dims, keepdim)?;
+    if !t.dtype().is_float() {
+        bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
+    }
+    let correction = correction as f64;
+    red.run(op, t, |s, plan| {
+        match_float!(s, |b: T| {
+            let means = kernel::reduce(b, plan, &kernel::Sum, |a, n| a / n as f64);
+            wrap(kernel::reduce(b, plan, &kernel::SqDev(&means), |(m2, _), n| {
+                let var = m2 / (n as f64 - correction).max(0.0);
+                <T as Element>::from_f64(if sqrt { var.sqrt() } else { var })
+            }))
+        })
+    })
+}
+
+/// log Σ exp(x), as PyTorch computes it: shifted by the max (0 where the max is infinite).
+#[track_caller]
+fn logsumexp_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    let red = Reduction::new("logsumexp", t, dims, keepdim)?;
+    let x = if t.dtype().is_float() { t.clone() } else { t.try_to_dtype(DType::F32)? };
+    red.run("logsumexp", &x, |s, plan| {
+        match_float!(s, |b: T| {
+            let inf = <T as FloatElement>::Compute::c(f64::INFINITY);
+            let shifts = kernel::reduce(b, plan, &kernel::MinMax::<true>, |m, _| {
+                let m = T::from_ord(m).to_compute();
+                if m.abs() == inf {
+                    <T as FloatElement>::Compute::zero()
+                } else {
+                    m
+                }
+            });
+            wrap(kernel::reduce(b, plan, &kernel::SumExp(&shifts), |(sum, shift), _| {
+                <T as Element>::from_f64(sum.ln() + shift.to_f64())
+            }))
+        })
+    })
+}
+
+/// argmax (`MAX`) or argmin over one dim, or over all elements when `dim` is `None`.
+#[track_caller]
+fn arg_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+    let dims = dim.map(|d| [d]);
+    let red = Reduction::new(op, t, dims.as_ref().map_or(&[][..], |d| &d[..]), keepdim)?;
+    if t.dtype() == DType::Bool {
+        bail!(op, DType, "does not support bool input");
+    }
+    red.check_nonempty(op, t)?;
+    red.run(op, t, |s, plan| {
+        match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::ArgMinMax::<MAX>, |(_, i), _| i as i64)))
+    })
+}
+
+/// max_dim (`MAX`) or min_dim: values and the index of the first occurrence along `dim`.
+#[track_caller]
+fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+    let red = Reduction::new(op, t, &[dim], keepdim)?;
+    red.check_nonempty(op, t)?;
+    let (values, indices) = t.with_cpu(op, |s, l| {
+        let plan = ReducePlan::new(l, &red.mask);
+        match_cpu!(s, |b: T| {
+            let (v, i) = kernel::min_max_with_indices::<T, MAX>(b, &plan);
+            (wrap(v), i)
+        })
+    })?;
+    Ok((Tensor::from_cpu_storage(values, &red.shape), Tensor::from_buf(indices, &red.shape)))
+}
+
+/// all (`ALL`) or any: bool results, uint8 for uint8 input (as PyTorch).
+#[track_caller]
+fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    let red = Reduction::new(op, t, dims, keepdim)?;
+    red.run(op, t, |s, plan| match s {
+        CpuStorage::U8(b) => wrap(kernel::reduce(b, plan, &kernel::AllAny::<ALL>, |a, _| a as u8)),
+        _ => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::AllAny::<ALL>, |a, _| a))),
+    })
+}
+
+#[track_caller]
+fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
+    let d = t.normalize_dim("cumsum", dim)?;
+    t.check_device_supported("cumsum")?;
+    let (outer, n, inner) = split_at_dim(t.shape(), d);
+    let x = t.contiguous();
+    let storage = x.with_cpu("cumsum", |s, l| {
+        match_cpu!(s, |b: T| wrap(kernel::cumsum(&b[l.offset()..l.offset() + l.numel()], outer, n, inner)))
+    })?;
+    Ok(Tensor::from_cpu_storage(storage, t.shape()))
+}
+
+impl Tensor {
+    /// The sum of all elements, as a 0-dim tensor (`x.sum()`); integer and bool inputs give
+    /// i64, and an empty tensor sums to 0.
+    #[track_caller]
+    pub fn sum(&self) -> Tensor {
+        self.try_sum().or_panic()
+    }
+
+    /// [`Tensor::sum`] returning an error (for a device this build cannot use).
+    #[track_caller]
+    pub fn try_sum(&self) -> Result<Tensor> {
+        reduce_values(self, "sum", ReduceOp::Sum, &[], false)
+    }
+
+    /// Sums over `dims` (`x.sum(dim, keepdim)`): `x.sum_dim(1, false)`, `x.sum_dim(&[0, 2],
+    /// true)`; reduced dims are kept with size 1 when `keepdim`.
+    #[track_caller]
+    pub fn sum_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_sum_dim(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::sum_dim`] returning an error for a dim out of range or repeated.
+    #[track_caller]
+    pub fn try_sum_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        reduce_values(self, "sum", ReduceOp::Sum, &dims.into().0, keepdim)
+    }
+
+    /// The mean of all elements (`x.mean()`); floating-point input only, as in PyTorch (NaN
+    /// for an empty tensor).
+    #[track_caller]
+    pub fn mean(&self) -> Tensor {
+        self.try_mean().or_panic()
+    }
+
+    /// [`Tensor::mean`] returning an error for a non-floating-point input.
+    #[track_caller]
+    pub fn try_mean(&self) -> Result<Tensor> {
+        mean_impl(self, &[], false)
+    }
+
+    /// Means over `dims` (`x.mean(dim, keepdim)`).
+    #[track_caller]
+    pub fn mean_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_mean_dim(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::mean_dim`] returning an error for a bad dim or a non-floating-point input.
+    #[track_caller]
+    pub fn try_mean_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        mean_impl(self, &dims.into().0, keepdim)
+    }
+
+    /// The product of all elements (`x.prod()`); integer and bool inputs give i64, and an
+    /// empty tensor gives 1.
+    #[track_caller]
+    pub fn prod(&self) -> Tensor {
+        self.try_prod().or_panic()
+    }
+
+    /// [`Tensor::prod`] returning an error (for a device this build cannot use).
+    #[track_caller]
+    pub fn try_prod(&self) -> Result<Tensor> {
+        reduce_values(self, "prod", ReduceOp::Prod, &[], false)
+    }
+
+    /// Products over `dims` (`x.prod(dim, keepdim)`; PyTorch takes one dim, this also takes
+    /// several).
+    #[track_caller]
+    pub fn prod_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_prod_dim(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::prod_dim`] returning an error for a dim out of range or repeated.
+    #[track_caller]
+    pub fn try_prod_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        reduce_values(self, "prod", ReduceOp::Prod, &dims.into().0, keepdim)
+    }
+
+    /// The largest element, as a 0-dim tensor of the same dtype (`x.max()`); NaN if there is
+    /// one. Panics for an empty tensor.
+    #[track_caller]
+    pub fn max(&self) -> Tensor {
+        self.try_max().or_panic()
+    }
+
+    /// [`Tensor::max`] returning an error for an empty tensor.
+    #[track_caller]
+    pub fn try_max(&self) -> Result<Tensor> {
+        reduce_values(self, "max", ReduceOp::Max, &[], false)
+    }
+
+    /// The smallest element (`x.min()`); NaN if there is one. Panics for an empty tensor.
+    #[track_caller]
+    pub fn min(&self) -> Tensor {
+        self.try_min().or_panic()
+    }
+
+    /// [`Tensor::min`] returning an error for an empty tensor.
+    #[track_caller]
+    pub fn try_min(&self) -> Result<Tensor> {
+        reduce_values(self, "min", ReduceOp::Min, &[], false)
+    }
+
+    /// The largest values over `dims` (`x.amax(dim, keepdim)`); NaN propagates. Panics when a
+    /// reduced dim has size 0.
+    #[track_caller]
+    pub fn amax(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_amax(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::amax`] returning an error for a bad dim or an empty reduction.
+    #[track_caller]
+    pub fn try_amax(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        reduce_values(self, "amax", ReduceOp::Max, &dims.into().0, keepdim)
+    }
+
+    /// The smallest values over `dims` (`x.amin(dim, keepdim)`); NaN propagates.
+    #[track_caller]
+    pub fn amin(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_amin(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::amin`] returning an error for a bad dim or an empty reduction.
+    #[track_caller]
+    pub fn try_amin(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        reduce_values(self, "amin", ReduceOp::Min, &dims.into().0, keepdim)
+    }
+
+    /// The largest values along `dim` and their indices (i64), as PyTorch's `x.max(dim,
+    /// keepdim)`: the first occurrence on ties, the first NaN if there is one.
+    #[track_caller]
+    pub fn max_dim(&self, dim: i64, keepdim: bool) -> (Tensor, Tensor) {
+        self.try_max_dim(dim, keepdim).or_panic()
+    }
+
+    /// [`Tensor::max_dim`] returning an error for a bad dim or a dim of size 0.
+    #[track_caller]
+    pub fn try_max_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        minmax_dim_impl::<true>(self, "max", dim, keepdim)
+    }
+
+    /// The smallest values along `dim` and their indices (`x.min(dim, keepdim)`).
+    #[track_caller]
+    pub fn min_dim(&self, dim: i64, keepdim: bool) -> (Tensor, Tensor) {
+        self.try_min_dim(dim, keepdim).or_panic()
+    }
+
+    /// [`Tensor::min_dim`] returning an error for a bad dim or a dim of size 0.
+    #[track_caller]
+    pub fn try_min_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        minmax_dim_impl::<false>(self, "min", dim, keepdim)
+    }
+
+    /// The index of the largest element in row-major order, as a 0-dim i64 tensor
+    /// (`x.argmax()`): the first occurrence on ties, the first NaN if there is one. Bool input
+    /// is rejected, as in PyTorch.
+    #[track_caller]
+    pub fn argmax(&self) -> Tensor {
+        self.try_argmax().or_panic()
+    }
+
+    /// [`Tensor::argmax`] returning an error for an empty or bool tensor.
+    #[track_caller]
+    pub fn try_argmax(&self) -> Result<Tensor> {
+        arg_impl::<true>(self, "argmax", None, false)
+    }
+
+    /// The indices of the largest values along `dim` (`x.argmax(dim, keepdim)`).
+    #[track_caller]
+    pub fn argmax_dim(&self, dim: i64, keepdim: bool) -> Tensor {
+        self.try_argmax_dim(dim, keepdim).or_panic()
+    }
+
+    /// [`Tensor::argmax_dim`] returning an error for a bad dim, a dim of size 0 or bool input.
+    #[track_caller]
+    pub fn try_argmax_dim(&self, dim: i64, keepdim: bool) -> Result<Tensor> {
+        arg_impl::<true>(self, "argmax", Some(dim), keepdim)
+    }
+
+    /// The index of the smallest element in row-major order (`x.argmin()`).
+    #[track_caller]
+    pub fn argmin(&self) -> Tensor {
+        self.try_argmin().or_panic()
+    }
+
+    /// [`Tensor::argmin`] returning an error for an empty or bool tensor.
+    #[track_caller]
+    pub fn try_argmin(&self) -> Result<Tensor> {
+        arg_impl::<false>(self, "argmin", None, false)
+    }
+
+    /// The indices of the smallest values along `dim` (`x.argmin(dim, keepdim)`).
+    #[track_caller]
+    pub fn argmin_dim(&self, dim: i64, keepdim: bool) -> Tensor {
+        self.try_argmin_dim(dim, keepdim).or_panic()
+    }
+
+    /// [`Tensor::argmin_dim`] returning an error for a bad dim, a dim of size 0 or bool input.
+    #[track_caller]
+    pub fn try_argmin_dim(&self, dim: i64, keepdim: bool) -> Result<Tensor> {
+        arg_impl::<false>(self, "argmin", Some(dim), keepdim)
+    }
+
+    /// Whether every element is non-zero (`x.all()`); true for an empty tensor.
+    #[track_caller]
+    pub fn all(&self) -> Tensor {
+        self.try_all().or_panic()
+    }
+
+    /// [`Tensor::all`] returning an error (for a device this build cannot use).
+    #[track_caller]
+    pub fn try_all(&self) -> Result<Tensor> {
+        all_any_impl::<true>(self, "all", &[], false)
+    }
+
+    /// Whether every element over `dims` is non-zero (`x.all(dim, keepdim)`).
+    #[track_caller]
+    pub fn all_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_all_dim(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::all_dim`] returning an error for a dim out of range or repeated.
+    #[track_caller]
+    pub fn try_all_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        all_any_impl::<true>(self, "all", &dims.into().0, keepdim)
+    }
+
+    /// Whether any element is non-zero (`x.any()`); false for an empty tensor.
+    #[track_caller]
+    pub fn any(&self) -> Tensor {
+        self.try_any().or_panic()
+    }
+
+    /// [`Tensor::any`] returning an error (for a device this build cannot use).
+    #[track_caller]
+    pub fn try_any(&self) -> Result<Tensor> {
+        all_any_impl::<false>(self, "any", &[], false)
+    }
+
+    /// Whether any element over `dims` is non-zero (`x.any(dim, keepdim)`).
+    #[track_caller]
+    pub fn any_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_any_dim(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::any_dim`] returning an error for a dim out of range or repeated.
+    #[track_caller]
+    pub fn try_any_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        all_any_impl::<false>(self, "any", &dims.into().0, keepdim)
+    }
+
+    /// The variance of all elements (`x.var(unbiased)`): divided by n - 1 when `unbiased`, by n
+    /// otherwise. Floating-point input only.
+    #[track_caller]
+    pub fn var(&self, unbiased: bool) -> Tensor {
+        self.try_var(unbiased).or_panic()
+    }
+
+    /// [`Tensor::var`] returning an error for a non-floating-point input.
+    #[track_caller]
+    pub fn try_var(&self, unbiased: bool) -> Result<Tensor> {
+        var_impl(self, "var", &[], unbiased as i64, false, false)
+    }
+
+    /// The variance over `dims` divided by `n - correction` (`x.var(dim, correction=c,
+    /// keepdim)`); NaN or inf when `n <= correction`, as in PyTorch.
+    #[track_caller]
+    pub fn var_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Tensor {
+        self.try_var_dim(dims, correction, keepdim).or_panic()
+    }
+
+    /// [`Tensor::var_dim`] returning an error for a bad dim or a non-floating-point input.
+    #[track_caller]
+    pub fn try_var_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Result<Tensor> {
+        var_impl(self, "var", &dims.into().0, correction, keepdim, false)
+    }
+
+    /// The standard deviation of all elements (`x.std(unbiased)`).
+    #[track_caller]
+    pub fn std(&self, unbiased: bool) -> Tensor {
+        self.try_std(unbiased).or_panic()
+    }
+
+    /// [`Tensor::std`] returning an error for a non-floating-point input.
+    #[track_caller]
+    pub fn try_std(&self, unbiased: bool) -> Result<Tensor> {
+        var_impl(self, "std", &[], unbiased as i64, false, true)
+    }
+
+    /// The standard deviation over `dims` with `correction` (`x.std(dim, correction=c,
+    /// keepdim)`).
+    #[track_caller]
+    pub fn std_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Tensor {
+        self.try_std_dim(dims, correction, keepdim).or_panic()
+    }
+
+    /// [`Tensor::std_dim`] returning an error for a bad dim or a non-floating-point input.
+    #[track_caller]
+    pub fn try_std_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Result<Tensor> {
+        var_impl(self, "std", &dims.into().0, correction, keepdim, true)
+    }
+
+    /// log Σ exp(x) over `dims` (`torch.logsumexp(x, dim, keepdim)`), computed stably; integer
+    /// and bool inputs give f32, and an empty reduction gives -inf.
+    #[track_caller]
+    pub fn logsumexp(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+        self.try_logsumexp(dims, keepdim).or_panic()
+    }
+
+    /// [`Tensor::logsumexp`] returning an error for a dim out of range or repeated.
+    #[track_caller]
+    pub fn try_logsumexp(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+        logsumexp_impl(self, &dims.into().0, keepdim)
+    }
+
+    /// Cumulative sums along `dim` (`x.cumsum(dim)`); integer and bool inputs give i64.
+    #[track_caller]
+    pub fn cumsum(&self, dim: i64) -> Tensor {
+        self.try_cumsum(dim).or_panic()
+    }
+
+    /// [`Tensor::cumsum`] returning an error for a dim out of range.
+    #[track_caller]
+    pub fn try_cumsum(&self, dim: i64) -> Result<Tensor> {
+        cumsum_impl(self, dim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_convert_from_one_dim_or_lists() {
+        assert_eq!(Dims::from(-1).0.as_slice(), &[-1]);
+        assert_eq!(Dims::from(&[0, 2]).0.as_slice(), &[0, 2]);
+        assert_eq!(Dims::from([1]).0.as_slice(), &[1]);
+        assert_eq!(Dims::from(vec![2, 0]).0.as_slice(), &[2, 0]);
+        assert_eq!(Dims::from(&[3i64][..]).0.as_slice(), &[3]);
+    }
+
+    #[test]
+    fn reduction_shapes_follow_keepdim() {
+        let t = Tensor::zeros(&[2, 3, 4]);
+        let r = Reduction::new("sum", &t, &[0, -1], false).unwrap();
+        assert_eq!((r.mask.as_slice(), r.shape.as_slice()), (&[true, false, true][..], &[3][..]));
+        assert_eq!(Reduction::new("sum", &t, &[1], true).unwrap().shape.as_slice(), &[2, 1, 4]);
+        let all = Reduction::new("sum", &t, &[], true).unwrap();
+        assert!(all.all && all.shape.as_slice() == [1, 1, 1]);
+        let s = Tensor::new(&1.0f32);
+        assert!(Reduction::new("sum", &s, &[-1], true).unwrap().shape.is_empty());
+        assert!(Reduction::new("sum", &s, &[0, -1], false).is_err(), "0 and -1 are the same dim");
+    }
+
+    #[test]
+    fn dim_splits_and_dtype_names() {
+        assert_eq!(split_at_dim(&[2, 3, 4], 1), (2, 3, 4));
+        assert_eq!(split_at_dim(&[2, 3, 4], 0), (1, 2, 12));
+        assert_eq!(split_at_dim(&[], 0), (1, 1, 1));
+        assert_eq!(scalar_type_name(DType::I64), "Long");
+        assert_eq!(scalar_type_name(DType::U8), "Byte");
+    }
+
+    #[test]
+    fn result_dtypes_follow_pytorch() {
+        let i = Tensor::new(&[1i32, 2]);
+        assert_eq!(i.sum().dtype(), DType::I64);
+        assert_eq!(i.prod().dtype(), DType::I64);
+        assert_eq!(i.max().dtype(), DType::I32);
+        assert_eq!(i.cumsum(0).dtype(), DType::I64);
+        assert_eq!(i.logsumexp(0, false).dtype(), DType::F32);
+        assert_eq!(i.all().dtype(), DType::Bool);
+        assert_eq!(Tensor::new(&[1u8]).any().dtype(), DType::U8);
+        let h = Tensor::new(&[1.0f32]).to_dtype(DType::BF16);
+        assert_eq!(h.mean().dtype(), DType::BF16);
+        assert_eq!(h.std(false).dtype(), DType::BF16);
+        assert!(i.try_mean().is_err() && i.try_var(true).is_err());
+    }
+}

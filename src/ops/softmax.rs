@@ -1,1 +1,89 @@
-//! (in progress)
+//! `softmax` and `log_softmax` along one dim.
+//!
+//! Both subtract each row's max before exponentiating (no overflow for large inputs), compute in
+//! f32 for f16/bf16 input, and accept floating-point input only: PyTorch raises
+//! `"softmax_lastdim_kernel_impl" not implemented for 'Long'` for integers, and so does kiln.
+//! Non-contiguous input is copied to a contiguous one first; the kernel then takes the innermost
+//! dim row by row, or an outer dim a tile of columns at a time (see
+//! `kiln_runtime::cpu::reduce::softmax`). The result is contiguous.
+
+use super::reduce::{match_float, scalar_type_name, split_at_dim, wrap};
+use crate::error::{bail, OrPanic, Result};
+use crate::tensor::Tensor;
+use kiln_runtime::cpu::reduce as kernel;
+use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::CpuStorage;
+
+#[track_caller]
+fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Tensor> {
+    let d = t.normalize_dim(op, dim)?;
+    if !t.dtype().is_float() {
+        bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));
+    }
+    t.check_device_supported(op)?;
+    let (outer, n, inner) = split_at_dim(t.shape(), d);
+    let x = t.contiguous();
+    let storage = x.with_cpu(op, |s, l| {
+        match_float!(s, |b: T| {
+            let src = &b[l.offset()..l.offset() + l.numel()];
+            let mut out = CpuBuf::<T>::uninit(src.len());
+            kernel::softmax(src, &mut out, outer, n, inner, log);
+            wrap(out)
+        })
+    })?;
+    Ok(Tensor::from_cpu_storage(storage, t.shape()))
+}
+
+impl Tensor {
+    /// exp(x) / Σ exp(x) along `dim` (`x.softmax(dim)`), computed stably; floating-point input
+    /// only.
+    #[track_caller]
+    pub fn softmax(&self, dim: i64) -> Tensor {
+        self.try_softmax(dim).or_panic()
+    }
+
+    /// [`Tensor::softmax`] returning an error for a dim out of range or a non-floating-point
+    /// input.
+    #[track_caller]
+    pub fn try_softmax(&self, dim: i64) -> Result<Tensor> {
+        softmax_impl(self, "softmax", dim, false)
+    }
+
+    /// x - log Σ exp(x) along `dim` (`x.log_softmax(dim)`), computed stably; floating-point
+    /// input only.
+    #[track_caller]
+    pub fn log_softmax(&self, dim: i64) -> Tensor {
+        self.try_log_softmax(dim).or_panic()
+    }
+
+    /// [`Tensor::log_softmax`] returning an error for a dim out of range or a
+    /// non-floating-point input.
+    #[track_caller]
+    pub fn try_log_softmax(&self, dim: i64) -> Result<Tensor> {
+        softmax_impl(self, "log_softmax", dim, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Tensor;
+
+    #[test]
+    fn rows_sum_to_one_along_any_dim() {
+        let x = Tensor::new(&[[1.0f32, 2.0, 3.0], [-1.0, 0.0, 1000.0]]);
+        for dim in [0, 1, -1] {
+            let s = x.softmax(dim).sum_dim(dim, false).to_vec::<f32>();
+            assert!(s.iter().all(|&v| (v - 1.0).abs() < 1e-6), "{dim}: {s:?}");
+        }
+        // A large entry does not overflow: its row is one-hot.
+        assert_eq!(x.softmax(1).to_vec2::<f32>()[1], vec![0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn integer_input_and_bad_dims_are_errors() {
+        let e = Tensor::new(&[1i64, 2]).try_softmax(0).unwrap_err().to_string();
+        assert!(e.starts_with("softmax: not implemented for 'Long'"), "{e}");
+        let e = Tensor::new(&[1.0f32, 2.0]).try_log_softmax(1).unwrap_err().to_string();
+        assert!(e.starts_with("log_softmax: dimension out of range (expected to be in range of [-1, 0], but got 1)"), "{e}");
+    }
+}

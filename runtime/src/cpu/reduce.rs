@@ -1,1 +1,1065 @@
-//! (in progress)
+//! Reductions (sum, prod, max/min with or without their index, all/any, squared deviations,
+//! sums of exponentials), cumulative sums and softmax over CPU arrays.
+//!
+//! # How a reduction runs
+//! A [`ReducePlan`] splits the input's dims into *kept* dims (one output element per index, in
+//! row-major order) and *reduced* dims. The reduced dims are reordered by decreasing stride, so
+//! that the innermost run is as contiguous as memory allows (a full reduction of a transposed
+//! tensor reads memory in order); each element still carries its *logical* index (row-major over
+//! the reduced dims in their original order), which the arg-reductions report. One of three
+//! schedules then runs:
+//! - **per output**: each output folds its elements one innermost run at a time; a contiguous run
+//!   goes through [`Reducer::run`], written with [`LANES`] independent accumulators so that rustc
+//!   vectorizes it. Outputs are split across the pool.
+//! - **rows**: when the reduced dims are strided but consecutive outputs sit next to each other in
+//!   memory (`x.sum(0)` of a row-major matrix), a tile of outputs accumulates whole input rows, so
+//!   every read is contiguous.
+//! - **split**: when there are fewer outputs than threads and each reduces many elements (a full
+//!   `sum`), an output's reduction is cut into fixed-size chunks that are reduced in parallel and
+//!   combined in order, so that the result does not depend on the number of threads.
+//!
+//! # Accumulation
+//! Sums, means, products and cumulative sums of floating-point inputs (f16, bf16, f32, f64)
+//! accumulate in **f64** and round once at the end: a 16M-element f32 sum carries f64 rounding
+//! error (about 1e-16 relative per addition, spread over 16 lanes), far below one f32 ulp, and the
+//! widening costs nothing measurable since the loop is bound by memory bandwidth. Integer and bool
+//! inputs accumulate in i64, wrapping on overflow as PyTorch does. Max/min compare f16/bf16 as f32
+//! (exact), and NaN wins, as in PyTorch.
+
+use super::buffer::CpuBuf;
+use super::elementwise::SendPtr;
+use super::parallel::{for_chunks_mut, for_ranges, num_threads, pool, GRAIN};
+use super::strided::{collapse, Collapsed};
+use crate::dtype::num_like::Float;
+use crate::dtype::{Element, FloatElement};
+use crate::layout::{contiguous_strides, numel, Layout};
+use crate::storage::StorageElement;
+use half::{bf16, f16};
+use rayon::prelude::*;
+use smallvec::SmallVec;
+use std::marker::PhantomData;
+use std::ops::Range;
+
+/// Independent accumulators in the vectorized loops over contiguous runs.
+pub const LANES: usize = 16;
+/// Elements per parallel piece of a split reduction (fixed, so results do not depend on the
+/// number of threads).
+const SPLIT_CHUNK: usize = 1 << 16;
+/// Outputs accumulated together by the rows schedule; columns per task when cumsum or softmax
+/// runs along a dim that is not innermost.
+const TILE: usize = 512;
+
+type Dims = SmallVec<[usize; 6]>;
+
+// ---------------------------------------------------------------------------------------------
+// Element traits
+// ---------------------------------------------------------------------------------------------
+
+/// The accumulator of sums and products: `f64` for floating-point inputs, `i64` (wrapping) for
+/// integer and bool inputs.
+pub trait Accum: Copy + Send + Sync + 'static {
+    /// The identity of `add`.
+    const ZERO: Self;
+    /// The identity of `mul`.
+    const ONE: Self;
+    /// `self + other`.
+    fn add(self, other: Self) -> Self;
+    /// `self * other`.
+    fn mul(self, other: Self) -> Self;
+}
+
+impl Accum for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    #[inline(always)]
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+    #[inline(always)]
+    fn mul(self, other: Self) -> Self {
+        self * other
+    }
+}
+
+impl Accum for i64 {
+    const ZERO: Self = 0;
+    const ONE: Self = 1;
+    #[inline(always)]
+    fn add(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
+    #[inline(always)]
+    fn mul(self, other: Self) -> Self {
+        self.wrapping_mul(other)
+    }
+}
+
+/// Element types that can be summed, multiplied and cumulatively summed, with PyTorch's result
+/// dtype: floats keep their dtype, integers and bool give i64.
+pub trait SumElement: StorageElement {
+    /// What the running sum is kept in.
+    type Acc: Accum;
+    /// The result element type.
+    type Out: StorageElement;
+    /// Widens an element into the accumulator.
+    fn to_acc(self) -> Self::Acc;
+    /// Rounds an accumulator into the result type.
+    fn from_acc(acc: Self::Acc) -> Self::Out;
+}
+
+macro_rules! sum_float {
+    ($($t:ty),*) => {$(
+        impl SumElement for $t {
+            type Acc = f64;
+            type Out = $t;
+            #[inline(always)]
+            fn to_acc(self) -> f64 {
+                Element::to_f64(self)
+            }
+            #[inline(always)]
+            fn from_acc(acc: f64) -> $t {
+                <$t as Element>::from_f64(acc)
+            }
+        }
+    )*};
+}
+sum_float!(f32, f64, f16, bf16);
+
+macro_rules! sum_int {
+    ($($t:ty),*) => {$(
+        impl SumElement for $t {
+            type Acc = i64;
+            type Out = i64;
+            #[inline(always)]
+            fn to_acc(self) -> i64 {
+                Element::to_i64(self)
+            }
+            #[inline(always)]
+            fn from_acc(acc: i64) -> i64 {
+                acc
+            }
+        }
+    )*};
+}
+sum_int!(i64, i32, u8, bool);
+
+/// A value that max/min compare: f32, f64 (NaN is handled apart), the integers, bool.
+pub trait OrdValue: Copy + Send + Sync + PartialOrd + 'static {
+    /// The smallest value (-inf for floats).
+    const LOWEST: Self;
+    /// The largest value (+inf for floats).
+    const HIGHEST: Self;
+    /// NaN test (always false for non-floats).
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! ord_value {
+    ($($t:ty: $lo:expr, $hi:expr, $nan:expr);* $(;)?) => {$(
+        impl OrdValue for $t {
+            const LOWEST: Self = $lo;
+            const HIGHEST: Self = $hi;
+            #[inline(always)]
+            #[allow(clippy::eq_op)]
+            fn is_nan(self) -> bool {
+                let f: fn($t) -> bool = $nan;
+                f(self)
+            }
+        }
+    )*};
+}
+ord_value! {
+    f32: f32::NEG_INFINITY, f32::INFINITY, |v| v != v;
+    f64: f64::NEG_INFINITY, f64::INFINITY, |v| v != v;
+    i64: i64::MIN, i64::MAX, |_| false;
+    i32: i32::MIN, i32::MAX, |_| false;
+    u8: u8::MIN, u8::MAX, |_| false;
+    bool: false, true, |_| false;
+}
+
+/// Element types that max/min/argmax compare; f16 and bf16 compare as f32 (exactly).
+pub trait OrdElement: StorageElement {
+    /// The type comparisons run in.
+    type Ord: OrdValue;
+    /// Widens for comparison.
+    fn to_ord(self) -> Self::Ord;
+    /// Narrows back (exact for values that came from `to_ord`).
+    fn from_ord(v: Self::Ord) -> Self;
+}
+
+macro_rules! ord_self {
+    ($($t:ty),*) => {$(
+        impl OrdElement for $t {
+            type Ord = $t;
+            #[inline(always)]
+            fn to_ord(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn from_ord(v: $t) -> $t {
+                v
+            }
+        }
+    )*};
+}
+ord_self!(f32, f64, i64, i32, u8, bool);
+
+macro_rules! ord_half {
+    ($($t:ty),*) => {$(
+        impl OrdElement for $t {
+            type Ord = f32;
+            #[inline(always)]
+            fn to_ord(self) -> f32 {
+                self.to_f32()
+            }
+            #[inline(always)]
+            fn from_ord(v: f32) -> $t {
+                <$t>::from_f32(v)
+            }
+        }
+    )*};
+}
+ord_half!(f16, bf16);
+
+/// `b` if it beats `a` (is larger with `MAX`, smaller without); NaN beats every number, so it
+/// propagates as in PyTorch.
+#[inline(always)]
+fn pick<V: OrdValue, const MAX: bool>(a: V, b: V) -> V {
+    let better = if MAX { b > a } else { b < a };
+    if better || b.is_nan() {
+        b
+    } else {
+        a
+    }
+}
+
+/// The winner of two (value, index) pairs for argmax (`MAX`) or argmin: the better value, NaN
+/// above all, and the smaller index on ties, whatever order the pairs come in.
+#[inline(always)]
+fn pick_arg<V: OrdValue, const MAX: bool>(a: (V, usize), b: (V, usize)) -> (V, usize) {
+    let (a_nan, b_nan) = (a.0.is_nan(), b.0.is_nan());
+    let b_wins = if a_nan || b_nan {
+        b_nan && (!a_nan || b.1 < a.1)
+    } else if a.0 == b.0 {
+        b.1 < a.1
+    } else if MAX {
+        b.0 > a.0
+    } else {
+        b.0 < a.0
+    };
+    if b_wins {
+        b
+    } else {
+        a
+    }
+}
+
+/// Folds a contiguous slice into `LANES` independent accumulators (so the loop vectorizes), then
+/// merges them pairwise.
+#[inline(always)]
+fn fold_lanes<T: Copy, A: Copy>(xs: &[T], identity: A, f: impl Fn(A, T) -> A, merge: impl Fn(A, A) -> A) -> A {
+    let mut lanes = [identity; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        for i in 0..LANES {
+            lanes[i] = f(lanes[i], c[i]);
+        }
+    }
+    let mut width = LANES / 2;
+    while width > 0 {
+        for i in 0..width {
+            lanes[i] = merge(lanes[i], lanes[i + width]);
+        }
+        width /= 2;
+    }
+    chunks.remainder().iter().fold(lanes[0], |a, &x| f(a, x))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reducers
+// ---------------------------------------------------------------------------------------------
+
+/// One kind of reduction: how elements fold into an accumulator and how the accumulators of two
+/// parts of one output combine. The caller of [`reduce`] turns the final accumulator into the
+/// output element.
+pub trait Reducer<T>: Sync {
+    /// The running state.
+    type Acc: Copy + Send + Sync;
+    /// The empty state of output `out` (an identity of `combine`).
+    fn init(&self, out: usize) -> Self::Acc;
+    /// Folds in element `x`, whose logical index in the reduction is `idx`.
+    fn step(&self, acc: Self::Acc, x: T, idx: usize) -> Self::Acc;
+    /// Folds in a contiguous run whose element `i` has index `idx0 + i * idx_stride`.
+    #[inline(always)]
+    fn run(&self, acc: Self::Acc, xs: &[T], idx0: usize, idx_stride: usize) -> Self::Acc
+    where
+        T: Copy,
+    {
+        xs.iter().enumerate().fold(acc, |a, (i, &x)| self.step(a, x, idx0 + i * idx_stride))
+    }
+    /// Combines the states of two parts of one output's reduction.
+    fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+}
+
+macro_rules! arith_reducer {
+    ($(#[$doc:meta])* $name:ident, $identity:ident, $op:ident) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl<T: SumElement> Reducer<T> for $name {
+            type Acc = T::Acc;
+            #[inline(always)]
+            fn init(&self, _out: usize) -> T::Acc {
+                T::Acc::$identity
+            }
+            #[inline(always)]
+            fn step(&self, acc: T::Acc, x: T, _idx: usize) -> T::Acc {
+                acc.$op(x.to_acc())
+            }
+            #[inline(always)]
+            fn run(&self, acc: T::Acc, xs: &[T], _idx0: usize, _idx_stride: usize) -> T::Acc {
+                acc.$op(fold_lanes(xs, T::Acc::$identity, |a, x: T| a.$op(x.to_acc()), Accum::$op))
+            }
+            #[inline(always)]
+            fn combine(&self, a: T::Acc, b: T::Acc) -> T::Acc {
+                a.$op(b)
+            }
+        }
+    };
+}
+arith_reducer!(
+    /// Σ, in [`SumElement::Acc`].
+    Sum,
+    ZERO,
+    add
+);
+arith_reducer!(
+    /// Π, in [`SumElement::Acc`].
+    Prod,
+    ONE,
+    mul
+);
+
+/// The largest (`MAX = true`) or smallest value; NaN propagates. The accumulator of an empty
+/// reduction is -inf/+inf (or the integer bound): callers reject empty max/min first.
+pub struct MinMax<const MAX: bool>;
+
+impl<T: OrdElement, const MAX: bool> Reducer<T> for MinMax<MAX> {
+    type Acc = T::Ord;
+    #[inline(always)]
+    fn init(&self, _out: usize) -> T::Ord {
+        if MAX {
+            T::Ord::LOWEST
+        } else {
+            T::Ord::HIGHEST
+        }
+    }
+    #[inline(always)]
+    fn step(&self, acc: T::Ord, x: T, _idx: usize) -> T::Ord {
+        pick::<_, MAX>(acc, x.to_ord())
+    }
+    #[inline(always)]
+    fn run(&self, acc: T::Ord, xs: &[T], _idx0: usize, _idx_stride: usize) -> T::Ord {
+        let identity = <Self as Reducer<T>>::init(self, 0);
+        pick::<_, MAX>(acc, fold_lanes(xs, identity, |a, x: T| pick::<_, MAX>(a, x.to_ord()), pick::<_, MAX>))
+    }
+    #[inline(always)]
+    fn combine(&self, a: T::Ord, b: T::Ord) -> T::Ord {
+        pick::<_, MAX>(a, b)
+    }
+}
+
+/// The largest (`MAX = true`) or smallest value with its logical index: the first occurrence on
+/// ties, the first NaN when there is one (PyTorch's `max(dim)`, `argmax`). An empty reduction
+/// leaves index `usize::MAX`: callers reject it first.
+pub struct ArgMinMax<const MAX: bool>;
+
+impl<T: OrdElement, const MAX: bool> Reducer<T> for ArgMinMax<MAX> {
+    type Acc = (T::Ord, usize);
+    #[inline(always)]
+    fn init(&self, _out: usize) -> Self::Acc {
+        (if MAX { T::Ord::LOWEST } else { T::Ord::HIGHEST }, usize::MAX)
+    }
+    #[inline(always)]
+    fn step(&self, acc: Self::Acc, x: T, idx: usize) -> Self::Acc {
+        pick_arg::<_, MAX>(acc, (x.to_ord(), idx))
+    }
+    #[inline(always)]
+    fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
+        pick_arg::<_, MAX>(a, b)
+    }
+}
+
+/// Whether every element (`ALL = true`) or any element is non-zero (NaN counts as non-zero).
+pub struct AllAny<const ALL: bool>;
+
+impl<T: Element, const ALL: bool> Reducer<T> for AllAny<ALL> {
+    type Acc = bool;
+    #[inline(always)]
+    fn init(&self, _out: usize) -> bool {
+        ALL
+    }
+    #[inline(always)]
+    fn step(&self, acc: bool, x: T, _idx: usize) -> bool {
+        if ALL {
+            acc & (x != T::zero())
+        } else {
+            acc | (x != T::zero())
+        }
+    }
+    #[inline(always)]
+    fn run(&self, acc: bool, xs: &[T], _idx0: usize, _idx_stride: usize) -> bool {
+        let merge = |a: bool, b: bool| if ALL { a & b } else { a | b };
+        merge(acc, fold_lanes(xs, ALL, |a, x: T| <Self as Reducer<T>>::step(self, a, x, 0), merge))
+    }
+    #[inline(always)]
+    fn combine(&self, a: bool, b: bool) -> bool {
+        if ALL {
+            a & b
+        } else {
+            a | b
+        }
+    }
+}
+
+/// Σ (x - mean)² in f64, where output `o`'s mean is `means[o]`: the second pass of a two-pass
+/// variance (more accurate than one-pass formulas).
+pub struct SqDev<'a>(pub &'a [f64]);
+
+impl<T: Element> Reducer<T> for SqDev<'_> {
+    /// (sum of squares, mean)
+    type Acc = (f64, f64);
+    #[inline(always)]
+    fn init(&self, out: usize) -> (f64, f64) {
+        (0.0, self.0[out])
+    }
+    #[inline(always)]
+    fn step(&self, (s, m): (f64, f64), x: T, _idx: usize) -> (f64, f64) {
+        let d = x.to_f64() - m;
+        (s + d * d, m)
+    }
+    #[inline(always)]
+    fn run(&self, (s, m): (f64, f64), xs: &[T], _idx0: usize, _idx_stride: usize) -> (f64, f64) {
+        let sq = |a: f64, x: T| {
+            let d = x.to_f64() - m;
+            a + d * d
+        };
+        (s + fold_lanes(xs, 0.0, sq, |a, b| a + b), m)
+    }
+    #[inline(always)]
+    fn combine(&self, a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+        (a.0 + b.0, a.1)
+    }
+}
+
+/// Σ exp(x - shift) accumulated in f64, where output `o`'s shift is `shifts[o]` (in the input's
+/// compute type): the second pass of `logsumexp`.
+pub struct SumExp<'a, C>(pub &'a [C]);
+
+impl<T: FloatElement> Reducer<T> for SumExp<'_, T::Compute> {
+    /// (sum, shift)
+    type Acc = (f64, T::Compute);
+    #[inline(always)]
+    fn init(&self, out: usize) -> Self::Acc {
+        (0.0, self.0[out])
+    }
+    #[inline(always)]
+    fn step(&self, (s, shift): Self::Acc, x: T, _idx: usize) -> Self::Acc {
+        (s + (x.to_compute() - shift).exp().to_f64(), shift)
+    }
+    #[inline(always)]
+    fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
+        (a.0 + b.0, a.1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reduction engine
+// ---------------------------------------------------------------------------------------------
+
+/// How to walk one reduction of a strided input: the kept dims (outputs, row-major) and the
+/// reduced dims (in memory order, each element tagged with its logical index).
+#[derive(Clone, Debug)]
+pub struct ReducePlan {
+    offset: usize,
+    /// Kept dims in logical order, with the input's strides.
+    kept: Collapsed<1>,
+    /// Reduced dims in memory order: the input's strides and the logical-index strides.
+    reduced: Collapsed<2>,
+    out_numel: usize,
+    red_numel: usize,
+}
+
+impl ReducePlan {
+    /// A plan reducing the dims of `layout` where `reduced[d]` is true (one flag per dim).
+    pub fn new(layout: &Layout, reduced: &[bool]) -> ReducePlan {
+        assert_eq!(reduced.len(), layout.ndim(), "one reduce flag per dim");
+        let (shape, strides) = (layout.shape(), layout.strides());
+        let split = |want: bool| -> (Dims, Dims) {
+            (0..shape.len()).filter(|&d| reduced[d] == want).map(|d| (shape[d], strides[d])).unzip()
+        };
+        let (kept_shape, kept_strides) = split(false);
+        let (red_shape, red_strides) = split(true);
+        let red_index = contiguous_strides(&red_shape);
+        // Memory order: broadcast (stride-0) dims outermost, then decreasing stride; the sort is
+        // stable, so equal strides keep their logical order.
+        let mut order: Dims = (0..red_shape.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(if red_strides[i] == 0 { usize::MAX } else { red_strides[i] }));
+        let permuted = |v: &[usize]| -> Dims { order.iter().map(|&i| v[i]).collect() };
+        ReducePlan {
+            offset: layout.offset(),
+            kept: collapse(&kept_shape, [&kept_strides]),
+            reduced: collapse(&permuted(&red_shape), [&permuted(&red_strides), &permuted(&red_index)]),
+            out_numel: numel(&kept_shape),
+            red_numel: numel(&red_shape),
+        }
+    }
+
+    /// Number of outputs (the product of the kept sizes).
+    pub fn out_numel(&self) -> usize {
+        self.out_numel
+    }
+
+    /// Number of elements each output reduces (the product of the reduced sizes).
+    pub fn red_numel(&self) -> usize {
+        self.red_numel
+    }
+
+    /// The input offset of the first element of output `out`.
+    fn kept_offset(&self, out: usize) -> usize {
+        let mut base = self.offset;
+        self.kept.walk([self.offset], out..out + 1, |[b], _, _| base = b);
+        base
+    }
+
+    /// The state of output `out` (whose elements start at `base`) over the logical positions
+    /// `range` of the reduced space (in memory order).
+    #[inline]
+    fn fold<T: Element, R: Reducer<T>>(&self, x: &[T], r: &R, out: usize, base: usize, range: Range<usize>) -> R::Acc {
+        let mut acc = r.init(out);
+        self.reduced.walk([base, 0], range, |[off, idx], len, [stride, idx_stride]| {
+            acc = if stride == 1 {
+                r.run(acc, &x[off..off + len], idx, idx_stride)
+            } else {
+                (0..len).fold(acc, |a, i| r.step(a, x[off + i * stride], idx + i * idx_stride))
+            };
+        });
+        acc
+    }
+
+    /// The rows schedule: outputs `out0..out0 + dst.len()`, whose elements start at consecutive
+    /// input offsets from `base`, accumulate whole input rows a tile at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_rows<T: Element, R: Reducer<T>, O>(
+        &self,
+        x: &[T],
+        r: &R,
+        finish: &impl Fn(R::Acc, usize) -> O,
+        out0: usize,
+        base: usize,
+        accs: &mut Vec<R::Acc>,
+        dst: &mut [O],
+    ) {
+        let n = self.red_numel;
+        for (t, tile) in dst.chunks_mut(TILE).enumerate() {
+            let first = t * TILE;
+            accs.clear();
+            accs.extend((0..tile.len()).map(|j| r.init(out0 + first + j)));
+            self.reduced.walk([base + first, 0], 0..n, |[off, idx], len, [stride, idx_stride]| {
+                for i in 0..len {
+                    let row = &x[off + i * stride..off + i * stride + tile.len()];
+                    let k = idx + i * idx_stride;
+                    for (a, &v) in accs.iter_mut().zip(row) {
+                        *a = r.step(*a, v, k);
+                    }
+                }
+            });
+            for (d, &a) in tile.iter_mut().zip(accs.iter()) {
+                *d = finish(a, n);
+            }
+        }
+    }
+}
+
+/// Reduces `x` (laid out as the plan's layout says) into a new contiguous buffer of
+/// `plan.out_numel()` elements, output `o` being `finish(acc_o, plan.red_numel())`.
+pub fn reduce<T, R, O>(x: &[T], plan: &ReducePlan, r: &R, finish: impl Fn(R::Acc, usize) -> O + Sync + Send) -> CpuBuf<O>
+where
+    T: Element,
+    R: Reducer<T>,
+    O: Element,
+{
+    let mut out = CpuBuf::uninit(plan.out_numel);
+    reduce_into(x, plan, r, finish, &mut out);
+    out
+}
+
+/// [`reduce`] into a caller-provided slice of `plan.out_numel()` elements of any type.
+pub fn reduce_into<T, R, O>(x: &[T], plan: &ReducePlan, r: &R, finish: impl Fn(R::Acc, usize) -> O + Sync + Send, out: &mut [O])
+where
+    T: Element,
+    R: Reducer<T>,
+    O: Send,
+{
+    assert_eq!(out.len(), plan.out_numel, "reduce: output length does not match the plan");
+    let n = plan.red_numel;
+    if n >= 2 * SPLIT_CHUNK && out.len() < 2 * num_threads() {
+        for (o, slot) in out.iter_mut().enumerate() {
+            let base = plan.kept_offset(o);
+            let pieces = n.div_ceil(SPLIT_CHUNK);
+            let parts: Vec<R::Acc> = pool().install(|| {
+                (0..pieces)
+                    .into_par_iter()
+                    .map(|c| plan.fold(x, r, o, base, c * SPLIT_CHUNK..((c + 1) * SPLIT_CHUNK).min(n)))
+                    .collect()
+            });
+            let acc = parts.into_iter().fold(r.init(o), |a, b| r.combine(a, b));
+            *slot = finish(acc, n);
+        }
+        return;
+    }
+    let rows = plan.reduced.strides[0].last().is_some_and(|&s| s != 1) && plan.kept.strides[0].last() == Some(&1);
+    let grain = (GRAIN / n.max(1)).max(1);
+    for_chunks_mut(out, grain, |start, chunk| {
+        let mut accs = Vec::new();
+        let mut w = 0;
+        plan.kept.walk([plan.offset], start..start + chunk.len(), |[base], len, [stride]| {
+            let dst = &mut chunk[w..w + len];
+            if rows && stride == 1 {
+                plan.fold_rows(x, r, &finish, start + w, base, &mut accs, dst);
+            } else {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    *d = finish(plan.fold(x, r, start + w + i, base + i * stride, 0..n), n);
+                }
+            }
+            w += len;
+        });
+    });
+}
+
+/// The largest (`MAX = true`) or smallest values with their logical indices (PyTorch's
+/// `max(dim)`/`min(dim)`); the plan must not reduce zero elements per output.
+pub fn min_max_with_indices<T: OrdElement, const MAX: bool>(x: &[T], plan: &ReducePlan) -> (CpuBuf<T>, CpuBuf<i64>) {
+    let mut pairs = vec![(T::zero(), 0i64); plan.out_numel];
+    reduce_into(x, plan, &ArgMinMax::<MAX>, |(v, i), _| (T::from_ord(v), i as i64), &mut pairs);
+    (CpuBuf::from_fn(pairs.len(), |i| pairs[i].0), CpuBuf::from_fn(pairs.len(), |i| pairs[i].1))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scans and softmax along one dim of a contiguous [outer, n, inner] array
+// ---------------------------------------------------------------------------------------------
+
+/// Calls `f(first_row, block)` on blocks of whole rows of `out` (rows of `row_len` elements),
+/// in parallel when there is enough work.
+fn for_row_blocks<O: Send>(out: &mut [O], row_len: usize, f: impl Fn(usize, &mut [O]) + Sync + Send) {
+    if out.is_empty() {
+        return;
+    }
+    let rows = out.len() / row_len;
+    let tasks = (out.len() / GRAIN).clamp(1, num_threads() * 4).min(rows);
+    if tasks <= 1 {
+        return f(0, out);
+    }
+    let per_task = rows.div_ceil(tasks);
+    pool().install(|| out.par_chunks_mut(per_task * row_len).enumerate().for_each(|(i, c)| f(i * per_task, c)));
+}
+
+/// The columns `cols` of one `[n, inner]` slab of an `[outer, n, inner]` output, owned by one
+/// task of [`for_tiles`].
+struct Tile<'a, O> {
+    ptr: SendPtr<O>,
+    base: usize,
+    n: usize,
+    inner: usize,
+    cols: Range<usize>,
+    _out: PhantomData<&'a mut [O]>,
+}
+
+impl<O> Tile<'_, O> {
+    /// Row `r` of the tile.
+    fn row(&mut self, r: usize) -> &mut [O] {
+        assert!(r < self.n, "tile row out of range");
+        // SAFETY: `for_tiles` checked that the output holds outer * n * inner elements and keeps
+        // it exclusively borrowed while tiles live; `base = o * n * inner` with o < outer, r < n
+        // and `cols` inside 0..inner, so the slice is in bounds. Each tile is handed to exactly
+        // one task and distinct tiles cover disjoint (o, cols) pairs, so no element is reachable
+        // through two tiles, and `&mut self` lets a tile lend one row at a time.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.0.add(self.base + r * self.inner + self.cols.start), self.cols.len()) }
+    }
+}
+
+/// A copy of a `SendPtr` to any element type (the derived `Copy` needs `O: Copy`); taking it
+/// by reference makes closures capture the whole `SendPtr`, which is `Sync`.
+fn reborrow<O>(p: &SendPtr<O>) -> SendPtr<O> {
+    SendPtr(p.0)
+}
+
+/// Calls `f(o, cols, tile)` for every slab `o` of an `[outer, n, inner]` output and every tile of
+/// at most [`TILE`] columns, in parallel when there is enough work.
+fn for_tiles<O: Send>(out: &mut [O], outer: usize, n: usize, inner: usize, f: impl Fn(usize, Range<usize>, &mut Tile<'_, O>) + Sync + Send) {
+    assert_eq!(out.len(), outer * n * inner, "output length does not match [outer, n, inner]");
+    if out.is_empty() {
+        return;
+    }
+    let tiles = inner.div_ceil(TILE);
+    let ptr = SendPtr(out.as_mut_ptr());
+    let grain = (GRAIN / (n * inner.min(TILE))).max(1);
+    for_ranges(outer * tiles, grain, |tasks| {
+        for t in tasks {
+            let (o, c) = (t / tiles, t % tiles);
+            let cols = c * TILE..((c + 1) * TILE).min(inner);
+            let mut tile = Tile { ptr: reborrow(&ptr), base: o * n * inner, n, inner, cols: cols.clone(), _out: PhantomData };
+            f(o, cols, &mut tile);
+        }
+    });
+}
+
+/// Cumulative sums along the middle dim of a contiguous `[outer, n, inner]` array, accumulated
+/// as sums are (f64 for floats, wrapping i64 for integers and bool).
+pub fn cumsum<T: SumElement>(x: &[T], outer: usize, n: usize, inner: usize) -> CpuBuf<T::Out> {
+    assert_eq!(x.len(), outer * n * inner, "cumsum: input length does not match [outer, n, inner]");
+    let mut out = CpuBuf::<T::Out>::uninit(x.len());
+    if inner == 1 {
+        for_row_blocks(&mut out, n, |row0, block| {
+            for (r, dst) in block.chunks_exact_mut(n).enumerate() {
+                let mut acc = T::Acc::ZERO;
+                for (d, &v) in dst.iter_mut().zip(&x[(row0 + r) * n..(row0 + r + 1) * n]) {
+                    acc = acc.add(v.to_acc());
+                    *d = T::from_acc(acc);
+                }
+            }
+        });
+    } else {
+        for_tiles(&mut out, outer, n, inner, |o, cols, tile| {
+            let mut accs = vec![T::Acc::ZERO; cols.len()];
+            for r in 0..n {
+                let start = (o * n + r) * inner;
+                let src = &x[start + cols.start..start + cols.end];
+                for ((a, &v), d) in accs.iter_mut().zip(src).zip(tile.row(r)) {
+                    *a = a.add(v.to_acc());
+                    *d = T::from_acc(*a);
+                }
+            }
+        });
+    }
+    out
+}
+
+/// The larger of two values, ignoring NaN (softmax's shift; a NaN still reaches the sum).
+#[inline(always)]
+fn shift_max<C: Float>(a: C, b: C) -> C {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// Softmax (or log-softmax when `log`) along the middle dim of a contiguous `[outer, n, inner]`
+/// array into `out`, computed in the input's compute type after subtracting each row's max.
+/// Along the innermost dim each row is read twice from cache (max, then exp into a scratch row)
+/// and written once; along an outer dim, tiles of columns are processed together so every read is
+/// contiguous.
+pub fn softmax<T: FloatElement>(x: &[T], out: &mut [T], outer: usize, n: usize, inner: usize, log: bool) {
+    assert_eq!(x.len(), outer * n * inner, "softmax: input length does not match [outer, n, inner]");
+    assert_eq!(out.len(), x.len(), "softmax: output length does not match the input");
+    if log {
+        softmax_impl::<T, true>(x, out, outer, n, inner)
+    } else {
+        softmax_impl::<T, false>(x, out, outer, n, inner)
+    }
+}
+
+fn softmax_impl<T: FloatElement, const LOG: bool>(x: &[T], out: &mut [T], outer: usize, n: usize, inner: usize) {
+    let neg_inf = T::Compute::c(f64::NEG_INFINITY);
+    let zero = T::Compute::zero();
+    if inner == 1 {
+        for_row_blocks(out, n, |row0, block| {
+            let mut scratch = Vec::new();
+            for (r, dst) in block.chunks_exact_mut(n).enumerate() {
+                let src = &x[(row0 + r) * n..(row0 + r + 1) * n];
+                let max = fold_lanes(src, neg_inf, |a, v: T| shift_max(a, v.to_compute()), shift_max);
+                if LOG {
+                    let sum = src.iter().fold(zero, |s, &v| s + (v.to_compute() - max).exp());
+                    let log_sum = sum.ln();
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d = T::from_compute(v.to_compute() - max - log_sum);
+                    }
+                } else {
+                    scratch.clear();
+                    scratch.extend(src.iter().map(|&v| (v.to_compute() - max).exp()));
+                    let inv = T::Compute::one() / fold_lanes(&scratch, zero, |a, e| a + e, |a, b| a + b);
+                    for (d, &e) in dst.iter_mut().zip(&scratch) {
+                        *d = T::from_compute(e * inv);
+                    }
+                }
+            }
+        });
+        return;
+    }
+    for_tiles(out, outer, n, inner, |o, cols, tile| {
+        let src = |r: usize| {
+            let start = (o * n + r) * inner;
+            &x[start + cols.start..start + cols.end]
+        };
+        let mut max = vec![neg_inf; cols.len()];
+        for r in 0..n {
+            for (m, &v) in max.iter_mut().zip(src(r)) {
+                *m = shift_max(*m, v.to_compute());
+            }
+        }
+        let mut sum = vec![zero; cols.len()];
+        for r in 0..n {
+            for ((s, &m), &v) in sum.iter_mut().zip(&max).zip(src(r)) {
+                *s = *s + (v.to_compute() - m).exp();
+            }
+        }
+        // log-softmax subtracts ln(sum); softmax multiplies by 1/sum.
+        let fin: Vec<T::Compute> = sum.iter().map(|&s| if LOG { s.ln() } else { T::Compute::one() / s }).collect();
+        for r in 0..n {
+            for (((d, &v), &m), &f) in tile.row(r).iter_mut().zip(src(r)).zip(&max).zip(&fin) {
+                let z = v.to_compute() - m;
+                *d = T::from_compute(if LOG { z - f } else { z.exp() * f });
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every multi-index of `shape` in row-major order.
+    fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
+        let mut out = vec![vec![]];
+        for &n in shape {
+            out = out.into_iter().flat_map(|p| (0..n).map(move |i| [p.clone(), vec![i]].concat())).collect();
+        }
+        out
+    }
+
+    /// Per output (row-major over kept dims), the storage offsets of its elements in logical
+    /// order (row-major over reduced dims).
+    fn naive_groups(l: &Layout, mask: &[bool]) -> Vec<Vec<usize>> {
+        let kept: Vec<usize> = (0..l.ndim()).filter(|&d| !mask[d]).map(|d| l.shape()[d]).collect();
+        let red: Vec<usize> = (0..l.ndim()).filter(|&d| mask[d]).map(|d| l.shape()[d]).collect();
+        indices(&kept)
+            .into_iter()
+            .map(|k| {
+                indices(&red)
+                    .into_iter()
+                    .map(|r| {
+                        let (mut ki, mut ri) = (k.iter(), r.iter());
+                        let idx: Vec<usize> =
+                            (0..l.ndim()).map(|d| if mask[d] { *ri.next().unwrap() } else { *ki.next().unwrap() }).collect();
+                        l.index_of(&idx)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn masks(ndim: usize) -> Vec<Vec<bool>> {
+        (0..1usize << ndim).map(|m| (0..ndim).map(|d| m >> d & 1 == 1).collect()).collect()
+    }
+
+    fn check_all_reducers(x: &[f64], l: &Layout) {
+        for mask in masks(l.ndim()) {
+            let plan = ReducePlan::new(l, &mask);
+            let groups = naive_groups(l, &mask);
+            let sum = reduce(x, &plan, &Sum, |a, _| a);
+            let max = reduce(x, &plan, &MinMax::<true>, |a, _| a);
+            let argmin = reduce(x, &plan, &ArgMinMax::<false>, |(_, i), _| i as i64);
+            assert_eq!(sum.len(), groups.len());
+            for (o, g) in groups.iter().enumerate() {
+                let vals: Vec<f64> = g.iter().map(|&i| x[i]).collect();
+                assert_eq!(sum[o], vals.iter().sum::<f64>(), "sum {mask:?} {l:?}");
+                if !vals.is_empty() {
+                    assert_eq!(max[o], vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max), "max {mask:?}");
+                    let lo = vals.iter().cloned().fold(f64::INFINITY, f64::min);
+                    assert_eq!(argmin[o], vals.iter().position(|&v| v == lo).unwrap() as i64, "argmin {mask:?} {l:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_schedule_matches_the_definition() {
+        // Small integers with repeats: sums are exact and argmin must pick the first tie.
+        let x: Vec<f64> = (0..400).map(|i| ((i * 37) % 11) as f64).collect();
+        let base = Layout::contiguous(&[4, 5, 6]);
+        check_all_reducers(&x, &base);
+        check_all_reducers(&x, &base.transpose(0, 2));
+        check_all_reducers(&x, &base.permute(&[1, 2, 0]));
+        check_all_reducers(&x, &base.narrow(1, 1, 3).narrow(2, 2, 3));
+        check_all_reducers(&x, &Layout::contiguous(&[5, 1]).broadcast_to(&[3, 5, 4]).unwrap());
+        check_all_reducers(&x, &Layout::contiguous(&[20, 3]).slice_step(0, 1, 6, 3));
+        check_all_reducers(&x, &Layout::contiguous(&[]));
+        check_all_reducers(&x, &Layout::contiguous(&[0, 3]));
+        // More outputs than a tile in the rows schedule.
+        check_all_reducers(&(0..3000).map(|i| (i % 7) as f64).collect::<Vec<_>>(), &Layout::contiguous(&[3, 1000]));
+    }
+
+    #[test]
+    fn split_schedule_is_exact_and_keeps_first_index() {
+        let n = 300_001;
+        let x: Vec<i64> = (0..n as i64).map(|i| i % 1000).collect();
+        for l in [Layout::contiguous(&[n]), Layout::contiguous(&[1, n])] {
+            let mask = vec![true; l.ndim()];
+            let plan = ReducePlan::new(&l, &mask);
+            assert_eq!(reduce(&x, &plan, &Sum, |a, _| a)[0], x.iter().sum::<i64>());
+            assert_eq!(reduce(&x, &plan, &ArgMinMax::<true>, |(_, i), _| i as i64)[0], 999);
+            assert_eq!(reduce(&x, &plan, &ArgMinMax::<false>, |(_, i), _| i as i64)[0], 0);
+        }
+        // A transposed full reduction reads memory order but reports logical indices.
+        let (r, c) = (1000, 301);
+        let y: Vec<f32> = (0..r * c).map(|i| if i == 5 * c + 7 || i == 9 * c + 2 { 9.0 } else { 1.0 }).collect();
+        let t = Layout::contiguous(&[r, c]).transpose(0, 1);
+        let plan = ReducePlan::new(&t, &[true, true]);
+        // In [c, r] order, (2, 9) comes before (7, 5).
+        assert_eq!(reduce(&y, &plan, &ArgMinMax::<true>, |(_, i), _| i as i64)[0], (2 * r + 9) as i64);
+    }
+
+    #[test]
+    fn nan_wins_and_ties_pick_the_first() {
+        assert_eq!(pick_arg::<f32, true>((1.0, 3), (1.0, 2)), (1.0, 2));
+        assert_eq!(pick_arg::<f32, false>((1.0, 0), (0.5, 9)), (0.5, 9));
+        let nan = pick_arg::<f32, true>((f32::NAN, 4), (f32::NAN, 1));
+        assert!(nan.0.is_nan() && nan.1 == 1);
+        assert_eq!(pick_arg::<f32, true>((f32::NAN, 4), (9.0, 1)).1, 4);
+        assert!(pick::<f32, false>(f32::NAN, 0.0).is_nan());
+        assert!(pick::<f32, true>(0.0, f32::NAN).is_nan());
+        let x = [1.0f32, f32::NAN, 3.0, f32::NAN];
+        let plan = ReducePlan::new(&Layout::contiguous(&[4]), &[true]);
+        assert!(reduce(&x, &plan, &MinMax::<true>, |a, _| a)[0].is_nan());
+        assert_eq!(reduce(&x, &plan, &ArgMinMax::<false>, |(_, i), _| i as i64)[0], 1);
+    }
+
+    #[test]
+    fn sums_of_integers_and_bools_widen_and_wrap() {
+        let plan = ReducePlan::new(&Layout::contiguous(&[3]), &[true]);
+        assert_eq!(reduce(&[200u8, 100, 50], &plan, &Sum, |a, _| a)[0], 350);
+        assert_eq!(reduce(&[true, false, true], &plan, &Sum, |a, _| a)[0], 2);
+        assert_eq!(reduce(&[i64::MAX, 1, 0], &plan, &Sum, |a, _| a)[0], i64::MIN);
+        assert_eq!(reduce(&[-2i32, 3, 4], &plan, &Prod, |a, _| a)[0], -24);
+        assert!(!reduce(&[1.0f32, f32::NAN, 0.0], &plan, &AllAny::<true>, |a, _| a)[0]);
+        assert!(reduce(&[0.0f32, f32::NAN, 0.0], &plan, &AllAny::<false>, |a, _| a)[0]);
+    }
+
+    #[test]
+    fn cumsum_along_inner_and_outer_dims() {
+        let x: Vec<i32> = (0..2 * 3 * 700).map(|i| i % 5).collect();
+        for (outer, n, inner) in [(2, 3, 700), (6, 700, 1), (1, 4200, 1), (2100, 2, 1)] {
+            let out = cumsum(&x, outer, n, inner);
+            for o in 0..outer {
+                for j in 0..inner {
+                    let mut acc = 0i64;
+                    for r in 0..n {
+                        let i = (o * n + r) * inner + j;
+                        acc += x[i] as i64;
+                        assert_eq!(out[i], acc);
+                    }
+                }
+            }
+        }
+        assert!(cumsum::<f32>(&[], 3, 0, 2).is_empty());
+    }
+
+    #[test]
+    fn softmax_along_inner_and_outer_dims() {
+        let x: Vec<f64> = (0..2 * 3 * 600).map(|i| ((i * 13) % 17) as f64 * 0.3 - 2.0).collect();
+        for (outer, n, inner) in [(2, 3, 600), (6, 600, 1), (3600, 1, 1)] {
+            for log in [false, true] {
+                let mut out = vec![0.0; x.len()];
+                softmax(&x, &mut out, outer, n, inner, log);
+                for o in 0..outer {
+                    for j in 0..inner {
+                        let at = |r: usize| (o * n + r) * inner + j;
+                        let denom: f64 = (0..n).map(|r| x[at(r)].exp()).sum();
+                        for r in 0..n {
+                            let want = if log { x[at(r)] - denom.ln() } else { x[at(r)].exp() / denom };
+                            assert!((out[at(r)] - want).abs() < 1e-12, "{outer} {n} {inner} {log}");
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = [0.0f32; 2];
+        softmax(&[f32::NEG_INFINITY, 1.0], &mut out, 1, 2, 1, true);
+        assert_eq!(out, [f32::NEG_INFINITY, 0.0]);
+    }
+}
+
+#[cfg(test)]
+mod tmp_bench {
+    use super::*;
+    use std::time::Instant;
+
+    fn time(name: &str, bytes: usize, mut f: impl FnMut()) {
+        f();
+        let reps = 10;
+        let t = Instant::now();
+        for _ in 0..reps {
+            f();
+        }
+        let s = t.elapsed().as_secs_f64() / reps as f64;
+        println!("{name:40} {:8.3} ms {:6.1} GB/s", s * 1e3, bytes as f64 / s / 1e9);
+    }
+
+    #[test]
+    #[ignore]
+    fn bench() {
+        let n = 1 << 24;
+        let x: CpuBuf<f32> = CpuBuf::from_fn(n, |i| (i % 1000) as f32 * 0.001);
+        let mut y: CpuBuf<f32> = CpuBuf::zeros(n);
+        time("memcpy 16M f32", 8 * n, || crate::cpu::parallel::copy(&mut y, &x));
+        time("read: plain lanes f32 sum (for_ranges)", 4 * n, || {
+            let acc = std::sync::Mutex::new(0.0f32);
+            for_ranges(n, GRAIN, |r| {
+                let s = fold_lanes(&x[r], 0.0f32, |a, v| a + v, |a, b| a + b);
+                *acc.lock().unwrap() += s;
+            });
+            std::hint::black_box(acc);
+        });
+        let full = ReducePlan::new(&Layout::contiguous(&[n]), &[true]);
+        time("sum 16M f32 (f64 acc)", 4 * n, || {
+            std::hint::black_box(reduce(&x, &full, &Sum, |a, _| a as f32));
+        });
+        time("max 16M f32", 4 * n, || {
+            std::hint::black_box(reduce(&x, &full, &MinMax::<true>, |a, _| a));
+        });
+        time("argmax 16M f32", 4 * n, || {
+            std::hint::black_box(reduce(&x, &full, &ArgMinMax::<true>, |a, _| a.1 as i64));
+        });
+        let l = Layout::contiguous(&[4096, 4096]);
+        let d0 = ReducePlan::new(&l, &[true, false]);
+        let d1 = ReducePlan::new(&l, &[false, true]);
+        time("sum dim0 [4096,4096] (rows)", 4 * n, || {
+            std::hint::black_box(reduce(&x, &d0, &Sum, |a, _| a as f32));
+        });
+        time("sum dim1 [4096,4096] (per output)", 4 * n, || {
+            std::hint::black_box(reduce(&x, &d1, &Sum, |a, _| a as f32));
+        });
+        let lt = l.transpose(0, 1);
+        let t0 = ReducePlan::new(&lt, &[true, false]);
+        time("sum dim0 of transposed", 4 * n, || {
+            std::hint::black_box(reduce(&x, &t0, &Sum, |a, _| a as f32));
+        });
+        let tf = ReducePlan::new(&lt, &[true, true]);
+        time("sum all of transposed", 4 * n, || {
+            std::hint::black_box(reduce(&x, &tf, &Sum, |a, _| a as f32));
+        });
+        time("cumsum dim1 [4096,4096]", 8 * n, || {
+            std::hint::black_box(cumsum(&x, 4096, 4096, 1));
+        });
+        time("cumsum dim0 [4096,4096]", 8 * n, || {
+            std::hint::black_box(cumsum(&x, 1, 4096, 4096));
+        });
+        time("softmax dim1 [4096,4096]", 8 * n, || softmax(&x, &mut y, 4096, 4096, 1, false));
+        time("softmax dim0 [4096,4096]", 8 * n, || softmax(&x, &mut y, 1, 4096, 4096, false));
+        time("log_softmax dim1 [4096,4096]", 8 * n, || softmax(&x, &mut y, 4096, 4096, 1, true));
+        let means = vec![0.5f64; 4096];
+        time("sqdev dim1", 4 * n, || {
+            std::hint::black_box(reduce(&x, &d1, &SqDev(&means), |a, _| a.0));
+        });
+    }
+}

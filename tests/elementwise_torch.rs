@@ -1,0 +1,234 @@
+//! Every elementwise op against PyTorch: the cases in `tests/fixtures/{unary,binary}.txt`
+//! (made by `scripts/make_fixtures.py`) cover each dtype, type promotion, special values and
+//! contiguous, transposed, narrowed, expanded, 0-dim, zero-size and large (parallel) inputs.
+//! Each test runs all cases of its file and lists every failure at the end.
+
+mod common;
+
+use common::{assert_covers, parse, read_values, run_fixture, same_values, Arg, Case, Expect, Outcome, Tol, Values};
+use kiln::ops::Operand;
+use kiln::{DType, Scalar, Tensor};
+
+/// A tensor or scalar argument as a binary op's operand.
+fn operand(a: &Arg) -> Operand {
+    match a {
+        Arg::Tensor(t) => Operand::Tensor(t.clone()),
+        Arg::Scalar(s) => Operand::Scalar(*s),
+    }
+}
+
+const UNARY: &[&str] = &[
+    "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+    "relu", "gelu", "gelu_tanh", "silu", "softplus", "erf", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square",
+];
+
+fn unary(op: &str, x: &Tensor) -> Option<Tensor> {
+    Some(match op {
+        "neg" => x.neg(),
+        "abs" => x.abs(),
+        "exp" => x.exp(),
+        "exp2" => x.exp2(),
+        "log" => x.log(),
+        "log2" => x.log2(),
+        "log1p" => x.log1p(),
+        "expm1" => x.expm1(),
+        "sqrt" => x.sqrt(),
+        "rsqrt" => x.rsqrt(),
+        "sin" => x.sin(),
+        "cos" => x.cos(),
+        "tan" => x.tan(),
+        "tanh" => x.tanh(),
+        "sigmoid" => x.sigmoid(),
+        "relu" => x.relu(),
+        "gelu" => x.gelu(),
+        "gelu_tanh" => x.gelu_tanh(),
+        "silu" => x.silu(),
+        "softplus" => x.softplus(),
+        "erf" => x.erf(),
+        "floor" => x.floor(),
+        "ceil" => x.ceil(),
+        "round" => x.round(),
+        "trunc" => x.trunc(),
+        "sign" => x.sign(),
+        "reciprocal" => x.reciprocal(),
+        "square" => x.square(),
+        _ => return None,
+    })
+}
+
+#[test]
+fn unary_ops_match_pytorch() {
+    let cases = run_fixture("unary.txt", |case, args| unary(&case.op, args[0].tensor()).map(|t| Ok(vec![t])));
+    assert_covers(&cases, UNARY);
+}
+
+/// The in-place form, through the same view, gives the out-of-place result when the dtype is
+/// kept; it is an error when the result dtype differs (`exp_` on an integer tensor) and on an
+/// expanded view (elements sharing memory).
+#[test]
+fn unary_inplace_matches_out_of_place() {
+    let mut failures = Vec::new();
+    for case in common::load("unary.txt").iter().filter(|c| matches!(c.expect, Expect::Outputs(_))) {
+        let x = case.build_args()[0].tensor().clone();
+        let expected = unary(&case.op, &x).expect("mapped");
+        let should_work = expected.dtype() == x.dtype() && !case.has_view("expand");
+        let got = common::catch_quietly(|| inplace_unary(&case.op, &x));
+        match (got, should_work) {
+            (Ok(()), true) if same_values(&x, &expected) => {}
+            (Err(_), false) => {}
+            (r, _) => failures.push(format!("{}: in-place {}, expected {}", case.name, if r.is_ok() { "gave other values" } else { "failed" }, if should_work { "success" } else { "an error" })),
+        }
+    }
+    assert!(failures.is_empty(), "{} in-place failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+fn inplace_unary(op: &str, x: &Tensor) {
+    match op {
+        "neg" => x.neg_(),
+        "abs" => x.abs_(),
+        "exp" => x.exp_(),
+        "exp2" => x.exp2_(),
+        "log" => x.log_(),
+        "log2" => x.log2_(),
+        "log1p" => x.log1p_(),
+        "expm1" => x.expm1_(),
+        "sqrt" => x.sqrt_(),
+        "rsqrt" => x.rsqrt_(),
+        "sin" => x.sin_(),
+        "cos" => x.cos_(),
+        "tan" => x.tan_(),
+        "tanh" => x.tanh_(),
+        "sigmoid" => x.sigmoid_(),
+        "relu" => x.relu_(),
+        "gelu" => x.gelu_(),
+        "gelu_tanh" => x.gelu_tanh_(),
+        "silu" => x.silu_(),
+        "softplus" => x.softplus_(),
+        "erf" => x.erf_(),
+        "floor" => x.floor_(),
+        "ceil" => x.ceil_(),
+        "round" => x.round_(),
+        "trunc" => x.trunc_(),
+        "sign" => x.sign_(),
+        "reciprocal" => x.reciprocal_(),
+        "square" => x.square_(),
+        other => panic!("unmapped unary op {other}"),
+    };
+}
+
+const BINARY: &[&str] = &["add", "sub", "mul", "div", "remainder", "pow", "maximum", "minimum", "atan2", "clamp"];
+
+/// `s op x` with a Rust number on the left (the operator overloads for `f64` and `i64`).
+fn scalar_lhs(op: &str, s: Scalar, x: &Tensor) -> Option<Tensor> {
+    macro_rules! ops {
+        ($s:expr) => {
+            match op {
+                "add" => $s + x,
+                "sub" => $s - x,
+                "mul" => $s * x,
+                "div" => $s / x,
+                "remainder" => $s % x,
+                _ => return None,
+            }
+        };
+    }
+    Some(match s {
+        Scalar::Int(i) => ops!(i),
+        Scalar::Float(f) => ops!(f),
+        Scalar::Bool(_) => return None,
+    })
+}
+
+fn binary(case: &Case, args: &[Arg]) -> Outcome {
+    if let Arg::Scalar(s) = args[0] {
+        return scalar_lhs(&case.op, s, args[1].tensor()).map(|t| Ok(vec![t]));
+    }
+    let x = args[0].tensor();
+    if case.op == "clamp" {
+        return Some(Ok(vec![x.clamp(args[1].scalar(), args[2].scalar())]));
+    }
+    let y = operand(&args[1]);
+    let r = match case.op.as_str() {
+        "add" => x.try_add(y),
+        "sub" => x.try_sub(y),
+        "mul" => x.try_mul(y),
+        "div" => x.try_div(y),
+        "remainder" => x.try_remainder(y),
+        "pow" => x.try_pow(y),
+        "maximum" => x.try_maximum(y),
+        "minimum" => x.try_minimum(y),
+        "atan2" => x.try_atan2(y),
+        _ => return None,
+    };
+    Some(r.map(|t| vec![t]).map_err(|e| e.to_string()))
+}
+
+#[test]
+fn binary_ops_match_pytorch() {
+    let cases = run_fixture("binary.txt", binary);
+    assert_covers(&cases, BINARY);
+}
+
+const COMPARE: &[&str] = &[
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "where", "masked_fill",
+    "masked_fill_", "equal", "allclose",
+];
+
+fn compare(case: &Case, args: &[Arg]) -> Outcome {
+    let r = match case.op.as_str() {
+        "where" => Tensor::try_where(args[0].tensor(), operand(&args[1]), operand(&args[2])).map_err(|e| e.to_string()),
+        "logical_not" => Ok(args[0].tensor().logical_not()),
+        "masked_fill" => Ok(args[0].tensor().masked_fill(args[1].tensor(), args[2].scalar())),
+        "masked_fill_" => Ok(args[0].tensor().masked_fill_(args[1].tensor(), args[2].scalar()).clone()),
+        "equal" => Ok(Tensor::scalar(args[0].tensor().equal(args[1].tensor()))),
+        // The fixtures call torch.allclose(a, b, rtol=1e-3, atol=1e-5).
+        "allclose" => Ok(Tensor::scalar(args[0].tensor().allclose(args[1].tensor(), 1e-3, 1e-5))),
+        op => {
+            let (x, y) = (args[0].tensor(), operand(&args[1]));
+            match op {
+                "eq" => x.try_eq(y).map_err(|e| e.to_string()),
+                "ne" => x.try_ne(y).map_err(|e| e.to_string()),
+                "lt" => x.try_lt(y).map_err(|e| e.to_string()),
+                "le" => x.try_le(y).map_err(|e| e.to_string()),
+                "gt" => x.try_gt(y).map_err(|e| e.to_string()),
+                "ge" => x.try_ge(y).map_err(|e| e.to_string()),
+                "logical_and" => Ok(x.logical_and(y)),
+                "logical_or" => Ok(x.logical_or(y)),
+                "logical_xor" => Ok(x.logical_xor(y)),
+                _ => return None,
+            }
+        }
+    };
+    Some(r.map(|t| vec![t]))
+}
+
+#[test]
+fn compare_ops_match_pytorch() {
+    let cases = run_fixture("compare.txt", compare);
+    assert_covers(&cases, COMPARE);
+}
+
+#[test]
+fn fixture_reader() {
+    let text = "# comment\ncase a/b\nop add\nattr dims 0 2\narg x tensor f16 [2] = 0.1 nan\nview x unsqueeze 0\n\
+                arg y scalar float 2.5\nout out f16 [1,2] every 1 = -0.0 inf\ntol exact\nend\n\
+                case err\nop neg\narg x tensor i64 [4] ramp 3 5 -2 1\nerror boom\nend\n";
+    let cases = parse(text, "inline").unwrap();
+    assert_eq!(cases.len(), 2);
+    let c = &cases[0];
+    assert_eq!((c.op.as_str(), c.attr_i64s("dims"), c.tol), ("add", vec![0, 2], Some(Tol::Exact)));
+    let args = c.build_args();
+    let x = args[0].tensor();
+    assert_eq!((x.shape(), x.dtype(), args[1].scalar()), (&[1usize, 2][..], DType::F16, Scalar::Float(2.5)));
+    let Values::Float(v) = read_values(x) else { panic!("f16 reads as floats") };
+    assert_eq!(v[0], half::f16::from_f64(0.1).to_f64());
+    assert!(v[1].is_nan());
+    assert!(c.check(&[Tensor::new(&[[0.0f32, f32::INFINITY]]).to_dtype(DType::F16)]).is_ok());
+    assert!(c.check(&[Tensor::new(&[[0.0f32, f32::NEG_INFINITY]]).to_dtype(DType::F16)]).is_err());
+    assert!(c.check(&[Tensor::new(&[[0.0f32, f32::INFINITY]])]).is_err(), "dtype is checked");
+    assert_eq!(read_values(cases[1].build_args()[0].tensor()), Values::Int(vec![-2, 1, -1, 2]));
+    assert!(matches!(cases[1].expect, Expect::Error(_)));
+    assert!(parse("case x\nop y\n", "inline").is_err(), "missing end");
+    assert!(parse("case x\nop y\narg x tensor f32 [3] = 1 2\nend\n", "inline").is_err(), "too few values");
+    assert!(parse("case x\nop y\nfrob\nend\n", "inline").is_err(), "unknown keyword");
+}
