@@ -177,6 +177,10 @@ pub fn result_type(operands: &[(DType, OperandKind)]) -> DType {
     let dims = tier(OperandKind::Tensor);
     let zero = tier(OperandKind::ZeroDim);
     let scalar = tier(OperandKind::Scalar);
+    if dims.is_none() && zero.is_none() {
+        // Only Rust scalars (e.g. `where(cond, 1.5, 0)`): the default dtype of their category.
+        return DType::default_for(scalar.expect("result_type needs at least one operand").category());
+    }
     let mut result: Option<DType> = None;
     for candidate in [dims, zero, scalar].into_iter().flatten() {
         result = Some(match result {
@@ -468,7 +472,7 @@ pub mod num_like {
     }
 
     macro_rules! float_impl {
-        ($t:ident, $erf:path) => {
+        ($t:ident, $erf:path, $exp:path, $tanh:path) => {
             impl Float for $t {
                 #[inline(always)]
                 fn c(v: f64) -> Self {
@@ -476,7 +480,7 @@ pub mod num_like {
                 }
                 #[inline(always)]
                 fn exp(self) -> Self {
-                    $t::exp(self)
+                    $exp(self)
                 }
                 #[inline(always)]
                 fn exp2(self) -> Self {
@@ -516,7 +520,7 @@ pub mod num_like {
                 }
                 #[inline(always)]
                 fn tanh(self) -> Self {
-                    $t::tanh(self)
+                    $tanh(self)
                 }
                 #[inline(always)]
                 fn abs(self) -> Self {
@@ -577,8 +581,10 @@ pub mod num_like {
             }
         };
     }
-    float_impl!(f32, crate::cpu::special::erf_f32);
-    float_impl!(f64, crate::cpu::special::erf_f64);
+    // f32 exp/tanh are the vectorizable ones, so that every kernel (contiguous or strided,
+    // eager or in place) gives the same bits.
+    float_impl!(f32, crate::cpu::special::erf_f32, crate::cpu::vecmath::exp_f32, crate::cpu::vecmath::tanh_f32);
+    float_impl!(f64, crate::cpu::special::erf_f64, f64::exp, f64::tanh);
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub enum UnaryOp {
     Round,
     /// round toward 0
     Trunc,
-    /// -1, 0 or 1 (0 for ±0, NaN for NaN)
+    /// -1, 0 or 1 (0 for ±0 and NaN, as PyTorch)
     Sign,
     /// 1/x
     Reciprocal,
@@ -172,13 +172,14 @@ impl UnaryOp {
             Ceil => x.ceil(),
             Round => x.round_half_even(),
             Trunc => x.trunc(),
+            // (0 < x) - (x < 0), as PyTorch: 0 for ±0 and NaN.
             Sign => {
                 if x > F::zero() {
                     one
                 } else if x < F::zero() {
                     -one
                 } else {
-                    x * F::zero()
+                    F::zero()
                 }
             }
             Reciprocal => one / x,
@@ -234,7 +235,7 @@ impl BinaryOp {
     }
 
     /// The op on integers, wrapping on overflow. The caller has ruled out a zero divisor for
-    /// `Rem` and a negative exponent for `Pow`.
+    /// `Rem`.
     #[inline(always)]
     pub fn eval_int(self, a: i64, b: i64) -> i64 {
         use BinaryOp::*;
@@ -250,7 +251,13 @@ impl BinaryOp {
                     r
                 }
             }
-            Pow => a.wrapping_pow(b.clamp(0, u32::MAX as i64) as u32),
+            // A negative integer exponent gives 1/a^|b| truncated: ±1 for a = ±1, else 0.
+            Pow if b < 0 => match a {
+                1 => 1,
+                -1 => if b % 2 == 0 { 1 } else { -1 },
+                _ => 0,
+            },
+            Pow => a.wrapping_pow(b.min(u32::MAX as i64) as u32),
             Maximum => a.max(b),
             Minimum => a.min(b),
             Div | Atan2 => unreachable!("{} is not an integer op", self.name()),

@@ -67,13 +67,34 @@ impl Operand {
         }
     }
 
-    /// The operand as a tensor of `dtype` (a scalar becomes a 0-dim tensor, converted once).
+    /// The operand as a tensor of `dtype` (a scalar becomes a 0-dim tensor, converted once,
+    /// wrapping into narrow integer types as PyTorch's `u8_tensor + 300` does).
     pub(crate) fn to_tensor(&self, dtype: DType) -> Tensor {
         match self {
             Operand::Tensor(t) => t.to_dtype(dtype),
             Operand::Scalar(s) => Tensor::scalar_opts(*s, dtype),
         }
     }
+}
+
+/// An error when `value` cannot be represented in the integer `dtype`: a non-finite float
+/// always, and with `in_range` also a value outside the type's range (PyTorch checks the range
+/// for `pow`'s exponent, and finiteness for `masked_fill`'s value).
+#[track_caller]
+pub(crate) fn check_scalar_fits(op: &'static str, value: Scalar, dtype: DType, in_range: bool) -> Result<()> {
+    if dtype.is_float() || dtype == DType::Bool {
+        return Ok(());
+    }
+    let (lo, hi) = match dtype {
+        DType::U8 => (0.0, 255.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        _ => (i64::MIN as f64, i64::MAX as f64),
+    };
+    let v = value.to_f64();
+    if !v.is_finite() || (in_range && !(v >= lo && v <= hi)) {
+        bail!(op, Value, "value {v} cannot be converted to type {dtype} without overflow");
+    }
+    Ok(())
 }
 
 /// True when a value of `from` may be written into a tensor of `to` (PyTorch's `can_cast`):
@@ -105,26 +126,33 @@ fn binary_dtype(op: BinaryOp, a: &Operand, b: &Operand) -> Result<DType> {
     if !op.keeps_int_dtype() {
         return Ok(dt.to_float());
     }
-    if dt == DType::Bool && op == BinaryOp::Sub {
+    if op == BinaryOp::Sub && (a.promotion().0 == DType::Bool || b.promotion().0 == DType::Bool) {
         bail!("sub", DType, "subtraction, the `-` operator, with two bool tensors is not supported; use the `^` or `logical_xor()` operator instead");
     }
     Ok(dt)
 }
 
-/// Integer-only preconditions: no zero divisor for `remainder`, no negative exponent for `pow`.
+/// Integer-only preconditions: no zero divisor for `remainder`; no negative *scalar* exponent
+/// for `pow` (a negative exponent tensor is allowed, as in PyTorch).
 #[track_caller]
-fn check_int_operands(op: BinaryOp, dtype: DType, b: &Tensor) -> Result<()> {
-    if dtype.is_float() || !matches!(op, BinaryOp::Rem | BinaryOp::Pow) {
+fn check_int_operands(op: BinaryOp, dtype: DType, b: &Operand) -> Result<()> {
+    if dtype.is_float() {
         return Ok(());
     }
-    let values = b.to_dtype(DType::I64).contiguous().to_vec::<i64>();
-    if op == BinaryOp::Rem && values.contains(&0) {
-        bail!("remainder", Value, "ZeroDivisionError: integer remainder by zero (dtype {dtype})");
+    match (op, b) {
+        (BinaryOp::Pow, Operand::Scalar(s)) if s.to_f64() < 0.0 => {
+            bail!("pow", Value, "integers to negative integer powers are not allowed (dtype {dtype})")
+        }
+        (BinaryOp::Pow, Operand::Scalar(s)) => check_scalar_fits("pow", *s, dtype, true),
+        (BinaryOp::Rem, _) => {
+            let values = b.to_tensor(DType::I64).contiguous().to_vec::<i64>();
+            if values.contains(&0) {
+                bail!("remainder", Value, "ZeroDivisionError: integer remainder by zero (dtype {dtype})");
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
-    if op == BinaryOp::Pow && values.iter().any(|&v| v < 0) {
-        bail!("pow", Value, "integers to negative integer powers are not allowed (dtype {dtype})");
-    }
-    Ok(())
 }
 
 /// Element types with a binary kernel: floats compute in their compute type, integers and
@@ -222,8 +250,15 @@ pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
         }
     }
     let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
+    check_int_operands(op, dt, b)?;
+    let scalar_operand = matches!(a, Operand::Scalar(_)) || matches!(b, Operand::Scalar(_));
+    if matches!(dt, DType::F16 | DType::BF16) && matches!(op, BinaryOp::Mul | BinaryOp::Div) && scalar_operand {
+        // PyTorch's half kernels keep a scalar factor or divisor at f32 precision (other ops
+        // round it to the half type first): compute in f32, round once.
+        let (fa, fb) = (a.to_tensor(DType::F32), b.to_tensor(DType::F32));
+        return binary(op, &Operand::Tensor(fa), &Operand::Tensor(fb))?.try_to_dtype(dt);
+    }
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
-    check_int_operands(op, dt, &tb)?;
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
@@ -249,8 +284,8 @@ pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<
         let r = binary(op, &a, b)?;
         return copy_into(dst, &r);
     }
+    check_int_operands(op, dt, b)?;
     let mut tb = b.to_tensor(dt);
-    check_int_operands(op, dt, &tb)?;
     if tb.shares_storage_with(dst) {
         tb = tb.deep_clone();
     }

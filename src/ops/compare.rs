@@ -191,12 +191,16 @@ impl Tensor {
         Tensor::from_buf(out, self.shape())
     }
 
-    /// A copy with `value` where `mask` is true (`x.masked_fill(mask, v)`); keeps the dtype.
+    /// A copy with `value` where `mask` is true (`x.masked_fill(mask, v)`); keeps the dtype,
+    /// and broadcasts against the mask as PyTorch's out-of-place form does.
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Tensor {
-        let out = self.deep_clone();
-        out.masked_fill_(mask, value);
-        out
+        let v: Scalar = value.into();
+        if mask.dtype() != DType::Bool {
+            masked_fill_check("masked_fill", self, mask).or_panic();
+        }
+        super::binary::check_scalar_fits("masked_fill", v, self.dtype(), false).or_panic();
+        Tensor::where_(mask, Tensor::scalar_opts(v, self.dtype()), self)
     }
 
     /// Writes `value` where `mask` (broadcast to this tensor's shape) is true, in place.
@@ -204,6 +208,7 @@ impl Tensor {
     pub fn masked_fill_(&self, mask: &Tensor, value: impl Into<Scalar>) -> &Tensor {
         let v: Scalar = value.into();
         masked_fill_check("masked_fill_", self, mask).or_panic();
+        super::binary::check_scalar_fits("masked_fill_", v, self.dtype(), false).or_panic();
         check_writable("masked_fill_", self).or_panic();
         let mask = if mask.shares_storage_with(self) { mask.deep_clone() } else { mask.clone() };
         let lm = mask.layout().broadcast_to(self.shape()).expect("checked");
@@ -225,12 +230,13 @@ impl Tensor {
     }
 
     /// True when `|self - other| <= atol + rtol·|other|` everywhere, broadcasting
-    /// (`torch.allclose`; NaNs are never close).
+    /// (`torch.allclose`): equal infinities are close, NaNs never are.
     #[track_caller]
     pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64) -> bool {
         let (a, b) = (self.to_dtype(DType::F64), other.to_dtype(DType::F64));
-        let close = a.sub(&b).abs().le(&b.abs().mul(rtol).add(atol));
-        close.to_vec::<bool>().iter().all(|&v| v)
+        let finite = a.sub(&a).eq(0.0).logical_and(b.sub(&b).eq(0.0));
+        let within = a.sub(&b).abs().le(&b.abs().mul(rtol).add(atol)).logical_and(&finite);
+        a.eq(&b).logical_or(&within).to_vec::<bool>().iter().all(|&v| v)
     }
 }
 

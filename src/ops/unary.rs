@@ -72,6 +72,9 @@ fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
     if dtype == DType::Bool && op == UnaryOp::Neg {
         bail!("neg", DType, "negation, the `-` operator, on a bool tensor is not supported; use the `!` operator or logical_not() instead");
     }
+    if dtype == DType::Bool && op == UnaryOp::Square {
+        return Ok(DType::I64); // PyTorch squares bools as int64
+    }
     Ok(if dtype.is_float() || op.keeps_int_dtype() { dtype } else { DType::F32 })
 }
 

@@ -14,6 +14,9 @@ use std::sync::RwLockReadGuard;
 pub(crate) fn cast<S: Element, D: Element>(x: S) -> D {
     if D::DTYPE == DType::Bool {
         D::from_i64((x.to_f64() != 0.0) as i64)
+    } else if D::DTYPE == DType::F32 && S::DTYPE == DType::I64 {
+        // One rounding (i64 -> f32), not two through f64.
+        D::from_f64((x.to_i64() as f32) as f64)
     } else if D::DTYPE.is_float() || S::DTYPE.is_float() {
         D::from_f64(x.to_f64())
     } else {

@@ -68,7 +68,7 @@ pub fn sigmoid_f32(x: f32) -> f32 {
     1.0 / (1.0 + exp_f32(-x))
 }
 
-/// `out[i] = op(src[i])` for the ops that have a vectorized f32 form here (exp, tanh, sigmoid,
+/// `out[i] = op(src[i])`, bit for bit what `UnaryOp::eval::<f32>` gives, for the ops that have a vectorized f32 form here (exp, tanh, sigmoid,
 /// silu, gelu_tanh), in parallel; `false` (and `out` untouched) for any other op.
 pub fn unary_f32(op: UnaryOp, src: &[f32], out: &mut [f32]) -> bool {
     macro_rules! par {
@@ -83,7 +83,7 @@ pub fn unary_f32(op: UnaryOp, src: &[f32], out: &mut [f32]) -> bool {
         UnaryOp::Exp => par!(exp_f32),
         UnaryOp::Tanh => par!(tanh_f32),
         UnaryOp::Sigmoid => par!(sigmoid_f32),
-        UnaryOp::Silu => par!(|x: f32| x * sigmoid_f32(x)),
+        UnaryOp::Silu => par!(|x: f32| x / (1.0 + exp_f32(-x))),
         UnaryOp::GeluTanh => par!(|x: f32| 0.5 * x * (1.0 + tanh_f32(0.797_884_6 * (x + 0.044715 * x * x * x)))),
         _ => return false,
     }
