@@ -19,7 +19,7 @@ use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
 use crate::tensor::check_device_supported;
 use crate::Tensor;
 use kiln_runtime::cpu::elementwise::map2_inplace;
-use kiln_runtime::cpu::philox::{self, Philox};
+use kiln_runtime::cpu::philox::{self, float_digits, Philox};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::{match_cpu, CpuStorage, DType, Device, Element, Layout};
 use std::sync::{Mutex, MutexGuard};
@@ -159,16 +159,6 @@ enum Dist {
     Normal { mean: f64, std: f64 },
     Integers { low: i64, high: i64 },
     Bernoulli { p: f64 },
-}
-
-/// Mantissa digits of a float dtype: the integers up to 2^digits are exact.
-fn float_digits(dtype: DType) -> u32 {
-    match dtype {
-        DType::F64 => 53,
-        DType::F16 => 11,
-        DType::BF16 => 8,
-        _ => 24,
-    }
 }
 
 /// The largest finite value of a float dtype.

@@ -37,7 +37,7 @@ fn reference(a: &Tensor, b: &Tensor) -> (Vec<usize>, Vec<f64>) {
     let (m, k, n) = (sa[sa.len() - 2], sa[sa.len() - 1], sb[sb.len() - 1]);
     assert_eq!(k, sb[sb.len() - 2]);
     let nd = sa.len().max(sb.len());
-    let pad = |s: &[usize]| -> Vec<usize> { std::iter::repeat(1).take(nd - s.len()).chain(s[..s.len() - 2].iter().copied()).collect() };
+    let pad = |s: &[usize]| -> Vec<usize> { std::iter::repeat_n(1, nd - s.len()).chain(s[..s.len() - 2].iter().copied()).collect() };
     let (ba, bb) = (pad(&sa), pad(&sb));
     let batch: Vec<usize> = ba.iter().zip(&bb).map(|(&x, &y)| x.max(y)).collect();
     let mut out = vec![];

@@ -724,7 +724,13 @@ fn input(name: &str) -> Tensor {
         "scalar" => return Tensor::new(&2.5f64),
         other => {
             let (d, t) = other.split_once('_').map_or((other, false), |(d, _)| (d, true));
-            (DType::ALL.into_iter().find(|dt| short_name(*dt) == d).unwrap_or_else(|| panic!("unknown input {other}")), t)
+            (
+                DType::ALL
+                    .into_iter()
+                    .find(|dt| short_name(*dt) == d)
+                    .unwrap_or_else(|| panic!("unknown input {other}")),
+                t,
+            )
         }
     };
     let y = y.to_dtype(dtype);
@@ -756,7 +762,7 @@ fn ops() -> Vec<(&'static str, Op)> {
         ("sum", |t| Ok(vec![t.try_sum()?])),
         ("sum_d0", |t| Ok(vec![t.try_sum_dim(0, false)?])),
         ("sum_dm1_keep", |t| Ok(vec![t.try_sum_dim(-1, true)?])),
-        ("sum_d01", |t| Ok(vec![t.try_sum_dim(&[0, 1], false)?])),
+        ("sum_d01", |t| Ok(vec![t.try_sum_dim([0, 1], false)?])),
         ("mean", |t| Ok(vec![t.try_mean()?])),
         ("mean_d0", |t| Ok(vec![t.try_mean_dim(0, false)?])),
         ("mean_dm1_keep", |t| Ok(vec![t.try_mean_dim(-1, true)?])),
@@ -782,7 +788,7 @@ fn ops() -> Vec<(&'static str, Op)> {
         ("var_d1_c0_keep", |t| Ok(vec![t.try_var_dim(1, 0, true)?])),
         ("std", |t| Ok(vec![t.try_std(true)?])),
         ("std_dm1", |t| Ok(vec![t.try_std_dim(-1, 1, false)?])),
-        ("logsumexp_d01", |t| Ok(vec![t.try_logsumexp(&[0, 1], false)?])),
+        ("logsumexp_d01", |t| Ok(vec![t.try_logsumexp([0, 1], false)?])),
         ("logsumexp_d1", |t| Ok(vec![t.try_logsumexp(1, false)?])),
         ("logsumexp_d0_keep", |t| Ok(vec![t.try_logsumexp(0, true)?])),
         ("cumsum_d0", |t| Ok(vec![t.try_cumsum(0)?])),
@@ -880,9 +886,22 @@ fn every_op_on_every_input_matches_pytorch() {
 }
 
 #[test]
+fn empty_views_past_the_end_of_their_storage() {
+    let e = Tensor::zeros(&[0, 5]).narrow(1, 3, 2); // offset 3 in an empty storage
+    assert_eq!(e.sum().item::<f32>(), 0.0);
+    assert_eq!(e.sum_dim(0, false).to_vec::<f32>(), vec![0.0, 0.0]);
+    assert_eq!(e.amax(1, false).shape(), &[0]);
+    assert_eq!(e.cumsum(1).shape(), &[0, 2]);
+    assert_eq!(e.softmax(0).shape(), &[0, 2]);
+    assert_eq!(e.log_softmax(1).shape(), &[0, 2]);
+    assert!(e.try_max().is_err());
+}
+
+#[test]
 fn dims_take_one_dim_or_a_list() {
     let x = Tensor::arange(24).to_dtype(DType::F64).reshape(&[2, 3, 4]);
-    let s = x.sum_dim(&[0, 2], true);
+    let dims: &[i64] = &[0, 2];
+    let s = x.sum_dim(dims, true);
     assert_eq!(s.shape(), &[1, 3, 1]);
     // Σ over i, k of (12 i + 4 j + k) = 2 (4·4 j + 6) + 12·4 = 32 j + 60.
     assert_eq!(s.to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
@@ -890,9 +909,9 @@ fn dims_take_one_dim_or_a_list() {
     assert_eq!(x.sum_dim(vec![2, 0], false).to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
     assert_eq!(x.sum_dim(&[] as &[i64], false).item::<f64>(), 276.0);
     assert_eq!(x.sum_dim(&[] as &[i64], true).shape(), &[1, 1, 1]);
-    assert_eq!(x.amax(&[0, 1], false).to_vec::<f64>(), vec![20.0, 21.0, 22.0, 23.0]);
+    assert_eq!(x.amax([0, 1], false).to_vec::<f64>(), vec![20.0, 21.0, 22.0, 23.0]);
     assert_eq!(x.prod_dim(1, false).shape(), &[2, 4]);
-    let e = x.try_sum_dim(&[1, -2], false).unwrap_err().to_string();
+    let e = x.try_sum_dim([1, -2], false).unwrap_err().to_string();
     assert!(e.starts_with("sum: dim 1 appears multiple times in the list of dims [1, -2]"), "{e}");
 }
 
@@ -1015,13 +1034,19 @@ fn large_inputs_take_the_parallel_paths() {
         for dim in [0usize, 1] {
             let d = dim as i64;
             let ctx = |op: &str| format!("{op} dim {dim} of {name}");
-            let per_line = |f: &dyn Fn(&[f64]) -> f64| lines(&data, rows, cols, dim).iter().map(|l| f(l)).collect::<Vec<f64>>();
+            let per_line =
+                |f: &dyn Fn(&[f64]) -> f64| lines(&data, rows, cols, dim).iter().map(|l| f(l)).collect::<Vec<f64>>();
             assert_close(&ctx("sum"), &f64s(&t.sum_dim(d, false)), &per_line(&|l| l.iter().sum()), 1e-6);
             assert_close(&ctx("mean"), &f64s(&t.mean_dim(d, false)), &per_line(&mean), 1e-6);
             assert_close(&ctx("var"), &f64s(&t.var_dim(d, 1, false)), &per_line(&var), 1e-6);
             assert_close(&ctx("std"), &f64s(&t.std_dim(d, 1, false)), &per_line(&|l| var(l).sqrt()), 1e-6);
             assert_close(&ctx("logsumexp"), &f64s(&t.logsumexp(d, false)), &per_line(&lse), 1e-6);
-            assert_close(&ctx("amax"), &f64s(&t.amax(d, false)), &per_line(&|l| l.iter().cloned().fold(f64::MIN, f64::max)), 0.0);
+            assert_close(
+                &ctx("amax"),
+                &f64s(&t.amax(d, false)),
+                &per_line(&|l| l.iter().cloned().fold(f64::MIN, f64::max)),
+                0.0,
+            );
             assert_close(&ctx("argmax"), &f64s(&t.argmax_dim(d, false)), &per_line(&argmax), 0.0);
             assert_close(&ctx("cumsum"), &f64s(&t.cumsum(d)), &map_lines(&data, rows, cols, dim, cumsum), 1e-5);
             assert_close(&ctx("softmax"), &f64s(&t.softmax(d)), &map_lines(&data, rows, cols, dim, softmax), 1e-7);
@@ -1054,11 +1079,19 @@ fn large_inputs_take_the_parallel_paths() {
 fn errors_name_the_op_and_the_caller() {
     let x = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]);
     let e = x.try_sum_dim(2, false).unwrap_err().to_string();
-    assert!(e.starts_with("sum: dimension out of range (expected to be in range of [-2, 1], but got 2) (at tests/reduce.rs:"), "{e}");
+    assert!(
+        e.starts_with(
+            "sum: dimension out of range (expected to be in range of [-2, 1], but got 2) (at tests/reduce.rs:"
+        ),
+        "{e}"
+    );
     let e = Tensor::new(&[1i64, 2]).try_mean().unwrap_err().to_string();
     assert!(e.starts_with("mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long"), "{e}");
     let e = Tensor::zeros(&[0, 3]).try_max().unwrap_err().to_string();
-    assert!(e.starts_with("max: expected reduction dim to be specified for input.numel() == 0 (input shape [0, 3])"), "{e}");
+    assert!(
+        e.starts_with("max: expected reduction dim to be specified for input.numel() == 0 (input shape [0, 3])"),
+        "{e}"
+    );
     let e = Tensor::zeros(&[0, 3]).try_max_dim(0, false).unwrap_err().to_string();
     assert!(e.starts_with("max: expected reduction dim 0 to have non-zero size (input shape [0, 3])"), "{e}");
     let e = Tensor::new(&[true]).try_argmax().unwrap_err().to_string();

@@ -374,8 +374,8 @@ impl Tensor {
         let shape = with_len(x.shape(), d, index.numel());
         let out = self.with_cpu2(index, OP, |sx, si| {
             let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
-            let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg)?;
-            Ok(match_cpu!(sx, |b: T| T::wrap(kernels::gather(b, &map))))
+            let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
+            match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
         })?;
         let out = located(OP, out)?;
         Ok(Tensor::from_cpu_storage(out, if self.dim() == 0 { &[] } else { &shape }))
@@ -403,8 +403,8 @@ impl Tensor {
         }
         let out = self.with_cpu2(index, OP, |sx, si| {
             let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
-            let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg)?;
-            Ok(match_cpu!(sx, |b: T| T::wrap(kernels::gather(b, &map))))
+            let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
+            match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
         })?;
         Ok(Tensor::from_cpu_storage(located(OP, out)?, index.shape()))
     }
@@ -536,8 +536,8 @@ impl Tensor {
         const OP: &str = "index";
         let adv = advanced(OP, self, &indices.entries())?;
         let map = adv.map(OP, self)?;
-        let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| T::wrap(kernels::gather(b, &map))))?;
-        Ok(Tensor::from_cpu_storage(out, &adv.shape))
+        let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
+        Ok(Tensor::from_cpu_storage(located(OP, out)?, &adv.shape))
     }
 
     /// Advanced-indexing assignment in place, Python's `x[i, j] = values`

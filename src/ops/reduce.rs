@@ -2,7 +2,7 @@
 //! all any var std logsumexp`, `max_dim`/`min_dim` (values and indices), and `cumsum`.
 //!
 //! Dims are `i64` (negative counts from the end) given as [`Dims`]: one dim (`x.sum_dim(1,
-//! false)`) or several (`x.sum_dim(&[0, 2], true)`); an empty list reduces every dim, as
+//! false)`) or several (`x.sum_dim([0, 2], true)`); an empty list reduces every dim, as
 //! PyTorch's `dim=[]` does. A 0-dim tensor accepts dim 0 and -1.
 //!
 //! Result dtypes follow PyTorch: `sum`, `prod` and `cumsum` of integer or bool input give i64;
@@ -19,10 +19,10 @@ use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::num_like::Float;
 use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::storage::StorageElement;
-use kiln_runtime::{match_cpu, CpuStorage, DType, Element, FloatElement, Shape};
+use kiln_runtime::{match_cpu, CpuStorage, DType, Element, FloatElement, Layout, Shape};
 use smallvec::SmallVec;
 
-/// The dims a reduction runs over: one dim (`1`, `-1`) or a list (`&[0, 2]`, `[0, 2]`,
+/// The dims a reduction runs over: one dim (`1`, `-1`) or a list (`[0, 2]`, a `&[i64]`,
 /// `vec![0, 2]`). Negative dims count from the end; an empty list means every dim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dims(SmallVec<[i64; 6]>);
@@ -94,6 +94,15 @@ pub(crate) use match_float;
 /// A typed buffer as a `CpuStorage`.
 pub(crate) fn wrap<T: StorageElement>(buf: CpuBuf<T>) -> CpuStorage {
     T::wrap(buf)
+}
+
+/// The elements of a contiguous view; empty for an empty view (which may sit past the end of its
+/// storage).
+pub(crate) fn contiguous_elems<'a, T>(buf: &'a [T], layout: &Layout) -> &'a [T] {
+    if layout.numel() == 0 {
+        return &[];
+    }
+    &buf[layout.offset()..layout.offset() + layout.numel()]
 }
 
 /// `(outer, n, inner)`: the sizes before `dim`, of `dim`, and after it (all 1 for a 0-dim
@@ -174,7 +183,12 @@ impl Reduction {
 
     /// Runs `kernel` on `t`'s storage with this reduction's plan; the result gets this shape.
     #[track_caller]
-    fn run(&self, op: &'static str, t: &Tensor, kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage) -> Result<Tensor> {
+    fn run(
+        &self,
+        op: &'static str,
+        t: &Tensor,
+        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage,
+    ) -> Result<Tensor> {
         let storage = t.with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &self.mask)))?;
         Ok(Tensor::from_cpu_storage(storage, &self.shape))
     }
@@ -191,8 +205,12 @@ fn reduce_values(t: &Tensor, name: &'static str, op: ReduceOp, dims: &[i64], kee
     red.run(name, t, |s, plan| match op {
         ReduceOp::Sum => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, _| T::from_acc(a)))),
         ReduceOp::Prod => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Prod, |a, _| T::from_acc(a)))),
-        ReduceOp::Max => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<true>, |a, _| T::from_ord(a)))),
-        ReduceOp::Min => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<false>, |a, _| T::from_ord(a)))),
+        ReduceOp::Max => {
+            match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<true>, |a, _| T::from_ord(a))))
+        }
+        ReduceOp::Min => {
+            match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<false>, |a, _| T::from_ord(a))))
+        }
     })
 }
 
@@ -215,7 +233,9 @@ fn mean_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("mean", t, dims, keepdim)?;
     check_mean_dtype("mean", t)?;
     red.run("mean", t, |s, plan| {
-        match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(a / n as f64))))
+        match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(
+            a / n as f64
+        ))))
     })
 }
 
@@ -309,7 +329,7 @@ fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     let (outer, n, inner) = split_at_dim(t.shape(), d);
     let x = t.contiguous();
     let storage = x.with_cpu("cumsum", |s, l| {
-        match_cpu!(s, |b: T| wrap(kernel::cumsum(&b[l.offset()..l.offset() + l.numel()], outer, n, inner)))
+        match_cpu!(s, |b: T| wrap(kernel::cumsum(contiguous_elems(b, l), outer, n, inner)))
     })?;
     Ok(Tensor::from_cpu_storage(storage, t.shape()))
 }
@@ -328,7 +348,7 @@ impl Tensor {
         reduce_values(self, "sum", ReduceOp::Sum, &[], false)
     }
 
-    /// Sums over `dims` (`x.sum(dim, keepdim)`): `x.sum_dim(1, false)`, `x.sum_dim(&[0, 2],
+    /// Sums over `dims` (`x.sum(dim, keepdim)`): `x.sum_dim(1, false)`, `x.sum_dim([0, 2],
     /// true)`; reduced dims are kept with size 1 when `keepdim`.
     #[track_caller]
     pub fn sum_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {

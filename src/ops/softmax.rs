@@ -7,7 +7,7 @@
 //! dim row by row, or an outer dim a tile of columns at a time (see
 //! `kiln_runtime::cpu::reduce::softmax`). The result is contiguous.
 
-use super::reduce::{match_float, scalar_type_name, split_at_dim, wrap};
+use super::reduce::{contiguous_elems, match_float, scalar_type_name, split_at_dim, wrap};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::reduce as kernel;
@@ -25,7 +25,7 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
     let x = t.contiguous();
     let storage = x.with_cpu(op, |s, l| {
         match_float!(s, |b: T| {
-            let src = &b[l.offset()..l.offset() + l.numel()];
+            let src = contiguous_elems(b, l);
             let mut out = CpuBuf::<T>::uninit(src.len());
             kernel::softmax(src, &mut out, outer, n, inner, log);
             wrap(out)
@@ -84,6 +84,9 @@ mod tests {
         let e = Tensor::new(&[1i64, 2]).try_softmax(0).unwrap_err().to_string();
         assert!(e.starts_with("softmax: not implemented for 'Long'"), "{e}");
         let e = Tensor::new(&[1.0f32, 2.0]).try_log_softmax(1).unwrap_err().to_string();
-        assert!(e.starts_with("log_softmax: dimension out of range (expected to be in range of [-1, 0], but got 1)"), "{e}");
+        assert!(
+            e.starts_with("log_softmax: dimension out of range (expected to be in range of [-1, 0], but got 1)"),
+            "{e}"
+        );
     }
 }

@@ -4,9 +4,11 @@
 //! An indexing op visits the positions of an *iteration shape* (the result of a gather; the index
 //! or value shape of a scatter) and maps each to one element of a *target* layout. Some iteration
 //! dims *walk* a target dim (coordinate `i` is coordinate `i` of that dim); the remaining target
-//! dims get their coordinate from index tensors. [`IndexMap`] validates every index value once, up
-//! front, and keeps the storage offset the indices contribute; [`gather`] and [`scatter`] then
-//! only add offsets, and cannot reach outside the target.
+//! dims get their coordinate from index tensors. [`IndexMap::new`] validates every index value
+//! once, before anything is written, and keeps the storage offset the indices contribute;
+//! [`scatter`] then only adds offsets and cannot reach outside the target. A gather into a new
+//! buffer may instead read one index tensor where it lies ([`IndexMap::direct`]) and check each
+//! value as it reads it.
 
 use super::buffer::CpuBuf;
 use super::elementwise::SendPtr;
@@ -50,8 +52,10 @@ enum Offsets<'a> {
     Owned(CpuBuf<i64>),
 }
 
-/// Validated index tensors mapped onto a target layout: iteration position `p` is the target
-/// element at storage offset `base(p) + offsets(p) * mult`, always a real element of the target.
+/// Index tensors mapped onto a target layout: iteration position `p` is the target element at
+/// storage offset `base(p) + offsets(p) * mult`. Maps from [`IndexMap::new`] hold validated
+/// offsets; a map from [`IndexMap::direct`] reads raw index values, which [`gather`] checks as it
+/// goes.
 pub struct IndexMap<'a> {
     target: Layout,
     /// Iteration-shaped: the target's strides on walking dims, 0 elsewhere.
@@ -62,6 +66,8 @@ pub struct IndexMap<'a> {
     /// Iteration-shaped layout of `offsets`.
     offsets_layout: Layout,
     mult: usize,
+    /// For a direct map: the target dim its raw values index, and that dim's size.
+    unchecked: Option<(usize, usize)>,
 }
 
 /// The first (in row-major order) finding of chunks that run in parallel.
@@ -150,7 +156,8 @@ impl IndexMap<'static> {
         let varying: SmallVec<[bool; 6]> =
             (0..shape.len()).map(|d| indices.iter().any(|a| a.layout.strides()[d] != 0 && shape[d] > 1)).collect();
         let reduced: Shape = shape.iter().zip(&varying).map(|(&n, &v)| if v { n } else { n.min(1) }).collect();
-        let mut offsets = CpuBuf::<i64>::zeros(numel(&reduced));
+        // The first index writes every offset, the others add to it.
+        let mut offsets = if indices.is_empty() { CpuBuf::<i64>::zeros(1) } else { CpuBuf::<i64>::uninit(numel(&reduced)) };
         for (k, arg) in indices.iter().enumerate() {
             check_arg(arg, shape);
             let (size, stride) = (target.shape()[arg.dim], target.strides()[arg.dim] as i64);
@@ -163,6 +170,7 @@ impl IndexMap<'static> {
                     for (i, o) in o[w..w + run].iter_mut().enumerate() {
                         let v = arg.data[oi + i * si];
                         match coordinate(v, size, allow_negative) {
+                            Some(c) if k == 0 => *o = c as i64 * stride,
                             Some(c) => *o += c as i64 * stride,
                             None => first.report(start + w + i, v),
                         }
@@ -183,39 +191,26 @@ impl IndexMap<'static> {
             base,
             offsets: Offsets::Owned(offsets),
             mult: 1,
+            unchecked: None,
         })
     }
 }
 
 impl<'a> IndexMap<'a> {
-    /// A map that reads one index tensor where it lies (no copy); negative values are errors.
-    pub fn direct(target: &Layout, shape: &[usize], walk: &[Option<usize>], index: IndexArg<'a>) -> Result<IndexMap<'a>, BadIndex> {
+    /// A map that reads one index tensor where it lies (no copy, no validation pass): for
+    /// [`gather`] only, which rejects values outside `0..size` as it reads them.
+    pub fn direct(target: &Layout, shape: &[usize], walk: &[Option<usize>], index: IndexArg<'a>) -> IndexMap<'a> {
         let base = base_layout(target, shape, walk, &[index.dim]);
         check_arg(&index, shape);
-        let size = target.shape()[index.dim];
-        let l = distinct(&index.layout);
-        let c = collapse(l.shape(), [l.strides()]);
-        let first = First::new();
-        for_ranges(l.numel(), GRAIN, |range| {
-            let mut pos = range.start;
-            c.walk([l.offset()], range, |[oi], run, [si]| {
-                if let Some(i) = (0..run).find(|&i| coordinate(index.data[oi + i * si], size, false).is_none()) {
-                    first.report(pos + i, index.data[oi + i * si]);
-                }
-                pos += run;
-            });
-        });
-        if let Some(value) = first.value() {
-            return Err(BadIndex { arg: 0, value, dim: index.dim, size });
-        }
-        Ok(IndexMap {
+        IndexMap {
             target: target.clone(),
             walks: walk.iter().map(Option::is_some).collect(),
             base,
             offsets: Offsets::Borrowed(index.data),
             offsets_layout: index.layout,
             mult: target.strides()[index.dim],
-        })
+            unchecked: Some((index.dim, target.shape()[index.dim])),
+        }
     }
 
     /// The iteration shape.
@@ -232,12 +227,16 @@ impl<'a> IndexMap<'a> {
 }
 
 /// `out[p] = src[target element of p]` over the map's iteration shape, into a new contiguous
-/// buffer. `src` is the target's storage.
-pub fn gather<T: Element>(src: &[T], map: &IndexMap<'_>) -> CpuBuf<T> {
+/// buffer. `src` is the target's storage. The raw values of a direct map are checked here: the
+/// first one outside its dim (in row-major order) is the error.
+pub fn gather<T: Element>(src: &[T], map: &IndexMap<'_>) -> Result<CpuBuf<T>, BadIndex> {
     let n = map.base.numel();
     assert!(n == 0 || map.target.storage_end() <= src.len(), "gather: target layout outside its storage");
     let mut out = CpuBuf::<T>::uninit(n);
     let (offs, mult) = (map.offsets(), map.mult);
+    // Validated offsets pass any limit; raw values must be in 0..size (negatives wrap to huge).
+    let limit = map.unchecked.map_or(u64::MAX, |(_, size)| size as u64);
+    let first = First::new();
     let c = collapse(map.base.shape(), [map.base.strides(), map.offsets_layout.strides()]);
     for_chunks_mut(&mut out, GRAIN, |start, o| {
         let mut w = 0;
@@ -245,17 +244,30 @@ pub fn gather<T: Element>(src: &[T], map: &IndexMap<'_>) -> CpuBuf<T> {
             let o = &mut o[w..w + run];
             if so == 0 && sb == 1 {
                 // One index value for a contiguous run (index_select of rows): a plain copy.
-                let s = ob + offs[oo] as usize * mult;
-                o.copy_from_slice(&src[s..s + run]);
+                let v = offs[oo];
+                if (v as u64) < limit {
+                    let s = ob + v as usize * mult;
+                    o.copy_from_slice(&src[s..s + run]);
+                } else {
+                    first.report(start + w, v);
+                }
             } else {
                 for (i, o) in o.iter_mut().enumerate() {
-                    *o = src[ob + i * sb + offs[oo + i * so] as usize * mult];
+                    let v = offs[oo + i * so];
+                    if (v as u64) >= limit {
+                        first.report(start + w + i, v);
+                        break;
+                    }
+                    *o = src[ob + i * sb + v as usize * mult];
                 }
             }
             w += run;
         });
     });
-    out
+    match (first.value(), map.unchecked) {
+        (Some(value), Some((dim, size))) => Err(BadIndex { arg: 0, value, dim, size }),
+        _ => Ok(out),
+    }
 }
 
 /// Iteration positions handled together in [`scatter`]'s inner loops (bounds the memory one
@@ -272,6 +284,7 @@ pub fn scatter<T: Element>(dst: &mut [T], map: &IndexMap<'_>, src: &[T], ls: &La
     if numel(shape) == 0 {
         return;
     }
+    assert!(map.unchecked.is_none(), "scatter: index values must be validated first (IndexMap::new)");
     assert!(map.target.is_non_overlapping(), "scatter: the target's elements overlap");
     assert!(map.target.storage_end() <= dst.len(), "scatter: target layout outside its storage");
     assert!(ls.storage_end() <= src.len(), "scatter: source layout outside its storage");
@@ -292,28 +305,43 @@ pub fn scatter<T: Element>(dst: &mut [T], map: &IndexMap<'_>, src: &[T], ls: &La
     let (offs, mult) = (map.offsets(), map.mult);
     let base_ptr = SendPtr(dst.as_mut_ptr());
     let starts = [map.base.offset(), map.offsets_layout.offset(), ls.offset()];
+    // The larger innermost stride of the serial dims (0 when there are none).
+    let inner_step = inner.strides.iter().map(|s| s.last().copied().unwrap_or(0)).max().unwrap_or(0);
     for_ranges(n_outer, (GRAIN / n_inner).max(1), |range| {
         let p = base_ptr;
+        // dst[base + index value * mult] = f(dst[..], src[at_src])
+        let put = |base: usize, at_offs: usize, at_src: usize| {
+            let at = base + offs[at_offs] as usize * mult;
+            let v = src[at_src];
+            // SAFETY: `at` is the storage offset of a target element: the map validated every
+            // index value against its dim, walking coordinates are below their dim's size, and
+            // the target lies inside `dst` (asserted above). The target does not overlap
+            // itself, so distinct walking coordinates are distinct elements; threads get
+            // disjoint ranges of walking coordinates, so no element is touched by two threads,
+            // and `dst` is exclusively borrowed for the whole call.
+            unsafe {
+                let q = p.0.add(at);
+                *q = f(*q, v);
+            }
+        };
         outer.walk(starts, range, |[ob, oo, os], run, [sb, so, ss]| {
+            if so.max(ss) > inner_step {
+                // The serial dims are the contiguous ones (scatter along the last dim): one
+                // walking position at a time, its serial positions in memory order.
+                for i in 0..run {
+                    inner.walk([oo + i * so, os + i * ss], 0..n_inner, |[io, is], irun, [iso, iss]| {
+                        (0..irun).for_each(|k| put(ob + i * sb, io + k * iso, is + k * iss));
+                    });
+                }
+                return;
+            }
+            // The walking run is the contiguous one: blocks of it, each swept once per serial
+            // position (positions sharing a target element stay in row-major order).
             for blk in (0..run).step_by(SCATTER_BLOCK) {
                 let blk = blk..(blk + SCATTER_BLOCK).min(run);
                 inner.walk([oo, os], 0..n_inner, |[io, is], irun, [iso, iss]| {
                     for k in 0..irun {
-                        for i in blk.clone() {
-                            let at = ob + i * sb + offs[io + k * iso + i * so] as usize * mult;
-                            let v = src[is + k * iss + i * ss];
-                            // SAFETY: `at` is the storage offset of a target element: the map
-                            // validated every index value against its dim, walking coordinates
-                            // are below their dim's size, and the target lies inside `dst`
-                            // (asserted above). The target does not overlap itself, so distinct
-                            // walking coordinates are distinct elements; threads get disjoint
-                            // ranges of walking coordinates, so no element is touched by two
-                            // threads, and `dst` is exclusively borrowed for the whole call.
-                            unsafe {
-                                let q = p.0.add(at);
-                                *q = f(*q, v);
-                            }
-                        }
+                        blk.clone().for_each(|i| put(ob + i * sb, io + k * iso + i * so, is + k * iss + i * ss));
                     }
                 });
             }
@@ -498,10 +526,10 @@ mod tests {
         let idx = [2i64, 0, 1, 1];
         let li = Layout::contiguous(&[2, 2]);
         let walk = [Some(0), None];
-        let m = IndexMap::direct(&lx, &[2, 2], &walk, arg(&idx, li.clone(), 1)).unwrap();
-        assert_eq!(&gather(&x, &m)[..], &[3, 1, 5, 5]);
+        let m = IndexMap::direct(&lx, &[2, 2], &walk, arg(&idx, li.clone(), 1));
+        assert_eq!(&gather(&x, &m).unwrap()[..], &[3, 1, 5, 5]);
         let m = IndexMap::new(&lx, &[2, 2], &walk, &[arg(&idx, li, 1)], false).unwrap();
-        assert_eq!(&gather(&x, &m)[..], &[3, 1, 5, 5]);
+        assert_eq!(&gather(&x, &m).unwrap()[..], &[3, 1, 5, 5]);
     }
 
     #[test]
@@ -509,12 +537,13 @@ mod tests {
         let lx = Layout::contiguous(&[3]);
         let idx = [0i64, 7, -4, 9];
         let li = Layout::contiguous(&[4]);
-        let e = IndexMap::direct(&lx, &[4], &[None], arg(&idx, li.clone(), 0)).err().unwrap();
+        let e = gather(&[1u8, 2, 3], &IndexMap::direct(&lx, &[4], &[None], arg(&idx, li.clone(), 0))).err().unwrap();
         assert_eq!(e, BadIndex { arg: 0, value: 7, dim: 0, size: 3 });
         let ok = [0i64, -1, -3];
         let m = IndexMap::new(&lx, &[3], &[None], &[arg(&ok, Layout::contiguous(&[3]), 0)], true).unwrap();
-        assert_eq!(&gather(&[10u8, 20, 30], &m)[..], &[10, 30, 10]);
-        assert!(IndexMap::direct(&lx, &[3], &[None], arg(&ok, Layout::contiguous(&[3]), 0)).is_err());
+        assert_eq!(&gather(&[10u8, 20, 30], &m).unwrap()[..], &[10, 30, 10]);
+        let direct = IndexMap::direct(&lx, &[3], &[None], arg(&ok, Layout::contiguous(&[3]), 0));
+        assert_eq!(gather(&[10u8, 20, 30], &direct).err().unwrap().value, -1);
         let big: Vec<i64> = (0..200_000).map(|i| if i == 150_001 || i == 199_999 { -9 } else { i % 3 }).collect();
         let e = IndexMap::new(&lx, &[200_000], &[None], &[arg(&big, Layout::contiguous(&[200_000]), 0)], true).err().unwrap();
         assert_eq!(e.value, -9);

@@ -150,10 +150,11 @@ fn fill_groups<T: Element>(out: &mut [T], gen: impl Fn(u64) -> [T; 4] + Sync + S
     });
 }
 
-/// Random mantissa digits of a uniform of float type `T`: enough to make every value of
-/// `[0, 1)` on the grid exactly representable.
-fn uniform_bits<T: FloatElement>() -> u32 {
-    match T::DTYPE {
+/// Mantissa digits of a float dtype (24 for f32, 53 for f64, 11 for f16, 8 for bf16; 24 for
+/// the others, which are never uniform): the random bits of its uniforms, which keep every value
+/// of their `[0, 1)` grid exactly representable, and the range in which integers are exact.
+pub fn float_digits(dtype: DType) -> u32 {
+    match dtype {
         DType::F64 => 53,
         DType::F16 => 11,
         DType::BF16 => 8,
@@ -172,7 +173,7 @@ fn compute_bits<C: Float>() -> u32 {
 
 /// Uniform values on `[low, high)` (see the module docs); `low <= high` and both finite.
 pub fn uniform<T: FloatElement>(out: &mut [T], draw: &Philox, low: f64, high: f64) {
-    let bits = uniform_bits::<T>();
+    let bits = float_digits(T::DTYPE);
     let (lo, span) = (T::Compute::c(low), T::Compute::c(high - low));
     let (lo_t, hi_t) = (T::from_f64(low), T::from_f64(high));
     fill_groups(out, |g| {

@@ -220,12 +220,36 @@ macro_rules! ord_half {
 }
 ord_half!(f16, bf16);
 
+/// The compute types (f32, f64) with `exp` over a slice: f32 through the vectorized
+/// [`super::vecmath::exp_f32`] (≤ 2 ulp), f64 through libm. Softmax and logsumexp spend their
+/// time here.
+pub trait ExpSlice: Float {
+    /// `dst[i] = exp(src[i])` (equal lengths).
+    fn exp_slice(src: &[Self], dst: &mut [Self]);
+}
+
+impl ExpSlice for f32 {
+    fn exp_slice(src: &[f32], dst: &mut [f32]) {
+        super::vecmath::map_f32(src, dst, super::vecmath::exp_f32);
+    }
+}
+
+impl ExpSlice for f64 {
+    fn exp_slice(src: &[f64], dst: &mut [f64]) {
+        assert_eq!(src.len(), dst.len(), "exp_slice: lengths differ");
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s.exp();
+        }
+    }
+}
+
 /// `b` if it beats `a` (is larger with `MAX`, smaller without); NaN beats every number, so it
 /// propagates as in PyTorch.
 #[inline(always)]
 fn pick<V: OrdValue, const MAX: bool>(a: V, b: V) -> V {
     let better = if MAX { b > a } else { b < a };
-    if better || b.is_nan() {
+    // `|`, not `||`: no branch, so the lane loops vectorize.
+    if better | b.is_nan() {
         b
     } else {
         a
@@ -383,6 +407,18 @@ impl<T: OrdElement, const MAX: bool> Reducer<T> for ArgMinMax<MAX> {
     fn step(&self, acc: Self::Acc, x: T, idx: usize) -> Self::Acc {
         pick_arg::<_, MAX>(acc, (x.to_ord(), idx))
     }
+    /// Two vectorizable passes: the run's best value, then its first position (indices grow
+    /// along a run, so the first position has the smallest index).
+    #[inline(always)]
+    fn run(&self, acc: Self::Acc, xs: &[T], idx0: usize, idx_stride: usize) -> Self::Acc {
+        let best = <MinMax<MAX> as Reducer<T>>::run(&MinMax::<MAX>, acc.0, xs, idx0, idx_stride);
+        let first = if best.is_nan() {
+            xs.iter().position(|x| x.to_ord().is_nan())
+        } else {
+            xs.iter().position(|x| x.to_ord() == best)
+        };
+        first.map_or(acc, |i| pick_arg::<_, MAX>(acc, (best, idx0 + i * idx_stride)))
+    }
     #[inline(always)]
     fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
         pick_arg::<_, MAX>(a, b)
@@ -455,7 +491,10 @@ impl<T: Element> Reducer<T> for SqDev<'_> {
 /// compute type): the second pass of `logsumexp`.
 pub struct SumExp<'a, C>(pub &'a [C]);
 
-impl<T: FloatElement> Reducer<T> for SumExp<'_, T::Compute> {
+impl<T: FloatElement> Reducer<T> for SumExp<'_, T::Compute>
+where
+    T::Compute: ExpSlice,
+{
     /// (sum, shift)
     type Acc = (f64, T::Compute);
     #[inline(always)]
@@ -465,6 +504,21 @@ impl<T: FloatElement> Reducer<T> for SumExp<'_, T::Compute> {
     #[inline(always)]
     fn step(&self, (s, shift): Self::Acc, x: T, _idx: usize) -> Self::Acc {
         (s + (x.to_compute() - shift).exp().to_f64(), shift)
+    }
+    /// Blocks of 256 through [`ExpSlice`].
+    #[inline(always)]
+    fn run(&self, (mut s, shift): Self::Acc, xs: &[T], _idx0: usize, _idx_stride: usize) -> Self::Acc {
+        const BLOCK: usize = 256;
+        let (mut z, mut e) = ([T::Compute::zero(); BLOCK], [T::Compute::zero(); BLOCK]);
+        for block in xs.chunks(BLOCK) {
+            let (z, e) = (&mut z[..block.len()], &mut e[..block.len()]);
+            for (z, &x) in z.iter_mut().zip(block) {
+                *z = x.to_compute() - shift;
+            }
+            T::Compute::exp_slice(z, e);
+            s += fold_lanes(e, 0.0, |a, v: T::Compute| a + v.to_f64(), |a, b| a + b);
+        }
+        (s, shift)
     }
     #[inline(always)]
     fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
@@ -564,11 +618,23 @@ impl ReducePlan {
             let first = t * TILE;
             accs.clear();
             accs.extend((0..tile.len()).map(|j| r.init(out0 + first + j)));
+            let w = tile.len();
             self.reduced.walk([base + first, 0], 0..n, |[off, idx], len, [stride, idx_stride]| {
-                for i in 0..len {
-                    let row = &x[off + i * stride..off + i * stride + tile.len()];
+                let row = |i: usize| &x[off + i * stride..off + i * stride + w];
+                // Four rows per sweep over the accumulators: a quarter of their loads and stores.
+                let mut i = 0;
+                while i + 4 <= len {
                     let k = idx + i * idx_stride;
-                    for (a, &v) in accs.iter_mut().zip(row) {
+                    let (k1, k2, k3) = (k + idx_stride, k + 2 * idx_stride, k + 3 * idx_stride);
+                    let rows = accs.iter_mut().zip(row(i)).zip(row(i + 1)).zip(row(i + 2)).zip(row(i + 3));
+                    for ((((a, &v0), &v1), &v2), &v3) in rows {
+                        *a = r.step(r.step(r.step(r.step(*a, v0, k), v1, k1), v2, k2), v3, k3);
+                    }
+                    i += 4;
+                }
+                for i in i..len {
+                    let k = idx + i * idx_stride;
+                    for (a, &v) in accs.iter_mut().zip(row(i)) {
                         *a = r.step(*a, v, k);
                     }
                 }
@@ -582,7 +648,12 @@ impl ReducePlan {
 
 /// Reduces `x` (laid out as the plan's layout says) into a new contiguous buffer of
 /// `plan.out_numel()` elements, output `o` being `finish(acc_o, plan.red_numel())`.
-pub fn reduce<T, R, O>(x: &[T], plan: &ReducePlan, r: &R, finish: impl Fn(R::Acc, usize) -> O + Sync + Send) -> CpuBuf<O>
+pub fn reduce<T, R, O>(
+    x: &[T],
+    plan: &ReducePlan,
+    r: &R,
+    finish: impl Fn(R::Acc, usize) -> O + Sync + Send,
+) -> CpuBuf<O>
 where
     T: Element,
     R: Reducer<T>,
@@ -594,8 +665,13 @@ where
 }
 
 /// [`reduce`] into a caller-provided slice of `plan.out_numel()` elements of any type.
-pub fn reduce_into<T, R, O>(x: &[T], plan: &ReducePlan, r: &R, finish: impl Fn(R::Acc, usize) -> O + Sync + Send, out: &mut [O])
-where
+pub fn reduce_into<T, R, O>(
+    x: &[T],
+    plan: &ReducePlan,
+    r: &R,
+    finish: impl Fn(R::Acc, usize) -> O + Sync + Send,
+    out: &mut [O],
+) where
     T: Element,
     R: Reducer<T>,
     O: Send,
@@ -683,7 +759,12 @@ impl<O> Tile<'_, O> {
         // and `cols` inside 0..inner, so the slice is in bounds. Each tile is handed to exactly
         // one task and distinct tiles cover disjoint (o, cols) pairs, so no element is reachable
         // through two tiles, and `&mut self` lets a tile lend one row at a time.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.0.add(self.base + r * self.inner + self.cols.start), self.cols.len()) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr.0.add(self.base + r * self.inner + self.cols.start),
+                self.cols.len(),
+            )
+        }
     }
 }
 
@@ -695,7 +776,13 @@ fn reborrow<O>(p: &SendPtr<O>) -> SendPtr<O> {
 
 /// Calls `f(o, cols, tile)` for every slab `o` of an `[outer, n, inner]` output and every tile of
 /// at most [`TILE`] columns, in parallel when there is enough work.
-fn for_tiles<O: Send>(out: &mut [O], outer: usize, n: usize, inner: usize, f: impl Fn(usize, Range<usize>, &mut Tile<'_, O>) + Sync + Send) {
+fn for_tiles<O: Send>(
+    out: &mut [O],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    f: impl Fn(usize, Range<usize>, &mut Tile<'_, O>) + Sync + Send,
+) {
     assert_eq!(out.len(), outer * n * inner, "output length does not match [outer, n, inner]");
     if out.is_empty() {
         return;
@@ -707,7 +794,8 @@ fn for_tiles<O: Send>(out: &mut [O], outer: usize, n: usize, inner: usize, f: im
         for t in tasks {
             let (o, c) = (t / tiles, t % tiles);
             let cols = c * TILE..((c + 1) * TILE).min(inner);
-            let mut tile = Tile { ptr: reborrow(&ptr), base: o * n * inner, n, inner, cols: cols.clone(), _out: PhantomData };
+            let mut tile =
+                Tile { ptr: reborrow(&ptr), base: o * n * inner, n, inner, cols: cols.clone(), _out: PhantomData };
             f(o, cols, &mut tile);
         }
     });
@@ -756,10 +844,14 @@ fn shift_max<C: Float>(a: C, b: C) -> C {
 
 /// Softmax (or log-softmax when `log`) along the middle dim of a contiguous `[outer, n, inner]`
 /// array into `out`, computed in the input's compute type after subtracting each row's max.
-/// Along the innermost dim each row is read twice from cache (max, then exp into a scratch row)
-/// and written once; along an outer dim, tiles of columns are processed together so every read is
-/// contiguous.
-pub fn softmax<T: FloatElement>(x: &[T], out: &mut [T], outer: usize, n: usize, inner: usize, log: bool) {
+/// Along the innermost dim the input is read from memory once per row: the max, `x - max` and its
+/// exp (vectorized for f32, see [`ExpSlice`]) go through scratch rows that stay in cache, and the
+/// output is written once. Along an outer dim, tiles of columns are processed together so every
+/// read is contiguous.
+pub fn softmax<T: FloatElement>(x: &[T], out: &mut [T], outer: usize, n: usize, inner: usize, log: bool)
+where
+    T::Compute: ExpSlice,
+{
     assert_eq!(x.len(), outer * n * inner, "softmax: input length does not match [outer, n, inner]");
     assert_eq!(out.len(), x.len(), "softmax: output length does not match the input");
     if log {
@@ -769,26 +861,33 @@ pub fn softmax<T: FloatElement>(x: &[T], out: &mut [T], outer: usize, n: usize, 
     }
 }
 
-fn softmax_impl<T: FloatElement, const LOG: bool>(x: &[T], out: &mut [T], outer: usize, n: usize, inner: usize) {
+fn softmax_impl<T: FloatElement, const LOG: bool>(x: &[T], out: &mut [T], outer: usize, n: usize, inner: usize)
+where
+    T::Compute: ExpSlice,
+{
     let neg_inf = T::Compute::c(f64::NEG_INFINITY);
     let zero = T::Compute::zero();
+    let add = |a: T::Compute, b: T::Compute| a + b;
     if inner == 1 {
         for_row_blocks(out, n, |row0, block| {
-            let mut scratch = Vec::new();
+            // z = x - max, then e = exp(z), one row at a time.
+            let (mut z, mut e) = (Vec::new(), Vec::new());
             for (r, dst) in block.chunks_exact_mut(n).enumerate() {
                 let src = &x[(row0 + r) * n..(row0 + r + 1) * n];
                 let max = fold_lanes(src, neg_inf, |a, v: T| shift_max(a, v.to_compute()), shift_max);
+                z.clear();
+                z.extend(src.iter().map(|&v| v.to_compute() - max));
+                e.resize(n, zero);
+                T::Compute::exp_slice(&z, &mut e);
+                let sum = fold_lanes(&e, zero, add, add);
                 if LOG {
-                    let sum = src.iter().fold(zero, |s, &v| s + (v.to_compute() - max).exp());
                     let log_sum = sum.ln();
-                    for (d, &v) in dst.iter_mut().zip(src) {
-                        *d = T::from_compute(v.to_compute() - max - log_sum);
+                    for (d, &z) in dst.iter_mut().zip(&z) {
+                        *d = T::from_compute(z - log_sum);
                     }
                 } else {
-                    scratch.clear();
-                    scratch.extend(src.iter().map(|&v| (v.to_compute() - max).exp()));
-                    let inv = T::Compute::one() / fold_lanes(&scratch, zero, |a, e| a + e, |a, b| a + b);
-                    for (d, &e) in dst.iter_mut().zip(&scratch) {
+                    let inv = T::Compute::one() / sum;
+                    for (d, &e) in dst.iter_mut().zip(&e) {
                         *d = T::from_compute(e * inv);
                     }
                 }
@@ -797,28 +896,53 @@ fn softmax_impl<T: FloatElement, const LOG: bool>(x: &[T], out: &mut [T], outer:
         return;
     }
     for_tiles(out, outer, n, inner, |o, cols, tile| {
+        let w = cols.len();
         let src = |r: usize| {
             let start = (o * n + r) * inner;
             &x[start + cols.start..start + cols.end]
         };
-        let mut max = vec![neg_inf; cols.len()];
+        let mut max = vec![neg_inf; w];
         for r in 0..n {
             for (m, &v) in max.iter_mut().zip(src(r)) {
                 *m = shift_max(*m, v.to_compute());
             }
         }
-        let mut sum = vec![zero; cols.len()];
+        // z = x - max and e = exp(z) for one row of the tile.
+        let (mut z, mut e) = (vec![zero; w], vec![zero; w]);
+        let exp_row = |r: usize, z: &mut [T::Compute], e: &mut [T::Compute]| {
+            for ((z, &v), &m) in z.iter_mut().zip(src(r)).zip(&max) {
+                *z = v.to_compute() - m;
+            }
+            T::Compute::exp_slice(z, e);
+        };
+        // Softmax keeps exp(x - max) in the output when that is exact (f32, f64: the element is
+        // its own compute type) and computes it again otherwise (f16, bf16: no double rounding).
+        let keep_exp = !LOG && std::mem::size_of::<T>() == std::mem::size_of::<T::Compute>();
+        let mut sum = vec![zero; w];
         for r in 0..n {
-            for ((s, &m), &v) in sum.iter_mut().zip(&max).zip(src(r)) {
-                *s = *s + (v.to_compute() - m).exp();
+            exp_row(r, &mut z, &mut e);
+            for (s, &e) in sum.iter_mut().zip(&e) {
+                *s = *s + e;
+            }
+            if keep_exp {
+                for (d, &e) in tile.row(r).iter_mut().zip(&e) {
+                    *d = T::from_compute(e);
+                }
             }
         }
         // log-softmax subtracts ln(sum); softmax multiplies by 1/sum.
         let fin: Vec<T::Compute> = sum.iter().map(|&s| if LOG { s.ln() } else { T::Compute::one() / s }).collect();
         for r in 0..n {
-            for (((d, &v), &m), &f) in tile.row(r).iter_mut().zip(src(r)).zip(&max).zip(&fin) {
-                let z = v.to_compute() - m;
-                *d = T::from_compute(if LOG { z - f } else { z.exp() * f });
+            let dst = tile.row(r);
+            if keep_exp {
+                for (d, &f) in dst.iter_mut().zip(&fin) {
+                    *d = T::from_compute(d.to_compute() * f);
+                }
+                continue;
+            }
+            exp_row(r, &mut z, &mut e);
+            for (((d, &z), &e), &f) in dst.iter_mut().zip(&z).zip(&e).zip(&fin) {
+                *d = T::from_compute(if LOG { z - f } else { e * f });
             }
         }
     });
@@ -849,8 +973,9 @@ mod tests {
                     .into_iter()
                     .map(|r| {
                         let (mut ki, mut ri) = (k.iter(), r.iter());
-                        let idx: Vec<usize> =
-                            (0..l.ndim()).map(|d| if mask[d] { *ri.next().unwrap() } else { *ki.next().unwrap() }).collect();
+                        let idx: Vec<usize> = (0..l.ndim())
+                            .map(|d| if mask[d] { *ri.next().unwrap() } else { *ki.next().unwrap() })
+                            .collect();
                         l.index_of(&idx)
                     })
                     .collect()
@@ -986,80 +1111,5 @@ mod tests {
         let mut out = [0.0f32; 2];
         softmax(&[f32::NEG_INFINITY, 1.0], &mut out, 1, 2, 1, true);
         assert_eq!(out, [f32::NEG_INFINITY, 0.0]);
-    }
-}
-
-#[cfg(test)]
-mod tmp_bench {
-    use super::*;
-    use std::time::Instant;
-
-    fn time(name: &str, bytes: usize, mut f: impl FnMut()) {
-        f();
-        let reps = 10;
-        let t = Instant::now();
-        for _ in 0..reps {
-            f();
-        }
-        let s = t.elapsed().as_secs_f64() / reps as f64;
-        println!("{name:40} {:8.3} ms {:6.1} GB/s", s * 1e3, bytes as f64 / s / 1e9);
-    }
-
-    #[test]
-    #[ignore]
-    fn bench() {
-        let n = 1 << 24;
-        let x: CpuBuf<f32> = CpuBuf::from_fn(n, |i| (i % 1000) as f32 * 0.001);
-        let mut y: CpuBuf<f32> = CpuBuf::zeros(n);
-        time("memcpy 16M f32", 8 * n, || crate::cpu::parallel::copy(&mut y, &x));
-        time("read: plain lanes f32 sum (for_ranges)", 4 * n, || {
-            let acc = std::sync::Mutex::new(0.0f32);
-            for_ranges(n, GRAIN, |r| {
-                let s = fold_lanes(&x[r], 0.0f32, |a, v| a + v, |a, b| a + b);
-                *acc.lock().unwrap() += s;
-            });
-            std::hint::black_box(acc);
-        });
-        let full = ReducePlan::new(&Layout::contiguous(&[n]), &[true]);
-        time("sum 16M f32 (f64 acc)", 4 * n, || {
-            std::hint::black_box(reduce(&x, &full, &Sum, |a, _| a as f32));
-        });
-        time("max 16M f32", 4 * n, || {
-            std::hint::black_box(reduce(&x, &full, &MinMax::<true>, |a, _| a));
-        });
-        time("argmax 16M f32", 4 * n, || {
-            std::hint::black_box(reduce(&x, &full, &ArgMinMax::<true>, |a, _| a.1 as i64));
-        });
-        let l = Layout::contiguous(&[4096, 4096]);
-        let d0 = ReducePlan::new(&l, &[true, false]);
-        let d1 = ReducePlan::new(&l, &[false, true]);
-        time("sum dim0 [4096,4096] (rows)", 4 * n, || {
-            std::hint::black_box(reduce(&x, &d0, &Sum, |a, _| a as f32));
-        });
-        time("sum dim1 [4096,4096] (per output)", 4 * n, || {
-            std::hint::black_box(reduce(&x, &d1, &Sum, |a, _| a as f32));
-        });
-        let lt = l.transpose(0, 1);
-        let t0 = ReducePlan::new(&lt, &[true, false]);
-        time("sum dim0 of transposed", 4 * n, || {
-            std::hint::black_box(reduce(&x, &t0, &Sum, |a, _| a as f32));
-        });
-        let tf = ReducePlan::new(&lt, &[true, true]);
-        time("sum all of transposed", 4 * n, || {
-            std::hint::black_box(reduce(&x, &tf, &Sum, |a, _| a as f32));
-        });
-        time("cumsum dim1 [4096,4096]", 8 * n, || {
-            std::hint::black_box(cumsum(&x, 4096, 4096, 1));
-        });
-        time("cumsum dim0 [4096,4096]", 8 * n, || {
-            std::hint::black_box(cumsum(&x, 1, 4096, 4096));
-        });
-        time("softmax dim1 [4096,4096]", 8 * n, || softmax(&x, &mut y, 4096, 4096, 1, false));
-        time("softmax dim0 [4096,4096]", 8 * n, || softmax(&x, &mut y, 1, 4096, 4096, false));
-        time("log_softmax dim1 [4096,4096]", 8 * n, || softmax(&x, &mut y, 4096, 4096, 1, true));
-        let means = vec![0.5f64; 4096];
-        time("sqdev dim1", 4 * n, || {
-            std::hint::black_box(reduce(&x, &d1, &SqDev(&means), |a, _| a.0));
-        });
     }
 }
