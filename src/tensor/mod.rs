@@ -14,8 +14,8 @@ pub use convert::SliceGuard;
 pub use create::{IntoScalar, NestedArray};
 pub use view::{IndexArgs, TensorIndexer};
 
-pub(crate) use convert::{cast, cast_storage};
-pub(crate) use create::{filled_storage, scalar_as};
+pub(crate) use convert::cast;
+pub(crate) use create::scalar_as;
 
 use crate::error::{bail, Result};
 use kiln_runtime::cpu::CpuBuf;
