@@ -12,6 +12,8 @@
 //! - Python's `x[1, :, 2:4]` is `x.i((1, .., 2..4))`.
 //! - `Tensor::as_slice` borrows the storage: an in-place write to the same tensor from the same
 //!   thread while the borrow lives blocks (drop the guard first).
+//! - f16/bf16 `matmul` computes in f32 over the whole reduction and rounds once.
+//! - `Tensor::cat`/`stack` take `&[impl Borrow<Tensor>]` (`&[&Tensor]` or `&[Tensor]`).
 //! - Errors panic with `op: message (at file:line)`; the `try_` forms return [`Result`].
 
 pub mod error;
