@@ -194,31 +194,3 @@ fn errors_name_the_op_and_the_caller() {
     assert!(std::panic::catch_unwind(|| a2().topk(9, 0, true, true)).is_err());
 }
 
-#[test]
-fn zz_timing() {
-    use std::time::Instant;
-    let t = |name: &str, f: &dyn Fn()| {
-        f();
-        let s = Instant::now();
-        for _ in 0..5 {
-            f();
-        }
-        println!("{name}: {:.3} ms", s.elapsed().as_secs_f64() * 1e3 / 5.0);
-    };
-    let n = 1 << 22;
-    let x = Tensor::from_vec((0..n).map(|p| ((p * 7919) % 100_003) as f32).collect(), &[n]);
-    let x2 = x.view(&[4096, 1024]);
-    let rows = Tensor::from_vec((0..4096).map(|p| ((p * 31) % 4096) as i64).collect(), &[4096]);
-    let idx = Tensor::from_vec((0..n).map(|p| ((p * 13) % 1024) as i64).collect(), &[4096, 1024]);
-    t("copy (contiguous)", &|| drop(x.deep_clone()));
-    t("index_select rows 4096x1024", &|| drop(x2.index_select(0, &rows)));
-    t("index_select cols 4096x1024", &|| drop(x2.index_select(1, &rows.narrow(0, 0, 1024).remainder(1024))));
-    t("gather dim1 4096x1024", &|| drop(x2.gather(1, &idx)));
-    t("scatter_add dim1 4096x1024", &|| drop(x2.zeros_like().scatter_add_(1, &idx, &x2).clone()));
-    t("index x[rows]", &|| drop(x2.index(&rows)));
-    t("sort rows 4096x1024", &|| drop(x2.sort(1, false)));
-    t("sort 4M single row", &|| drop(x.sort(0, false)));
-    t("topk 10 rows", &|| drop(x2.topk(10, 1, true, true)));
-    t("nonzero 4M", &|| drop(x.nonzero()));
-    t("masked_select 4M", &|| drop(x.masked_select(&x.gt(50_000.0))));
-}

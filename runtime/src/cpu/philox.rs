@@ -111,16 +111,28 @@ impl Philox {
         [0, 1, 2, 3].map(|l| ((a[l] as u64) << 32) | b[l] as u64)
     }
 
-    /// Four uniforms in `[0, 1)` with `bits` random bits each (at most 24 from 32-bit words, or
-    /// 53 from 64-bit words), in the compute type `C`.
+    /// Four uniforms in `[0, 1)` with `grid.bits` random bits each, in the compute type `C`.
     #[inline(always)]
-    fn units<C: Float>(&self, group: u64, bits: u32) -> [C; 4] {
-        let scale = (-(bits as f64)).exp2();
-        if bits > 32 {
-            self.words64(group).map(|w| C::c((w >> (64 - bits)) as f64 * scale))
+    fn units<C: Float>(&self, group: u64, grid: Grid<C>) -> [C; 4] {
+        if grid.bits > 32 {
+            self.words64(group).map(|w| C::from_i64((w >> (64 - grid.bits)) as i64) * grid.scale)
         } else {
-            self.words32(group).map(|w| C::c((w >> (32 - bits)) as f64 * scale))
+            self.words32(group).map(|w| C::from_i64((w >> (32 - grid.bits)) as i64) * grid.scale)
         }
+    }
+}
+
+/// The grid of uniforms with `bits` random bits (at most 24 from 32-bit words, or 53 from
+/// 64-bit words): `k * scale` for `k < 2^bits`, all exact in `C`.
+#[derive(Clone, Copy)]
+struct Grid<C> {
+    bits: u32,
+    scale: C,
+}
+
+impl<C: Float> Grid<C> {
+    fn new(bits: u32) -> Grid<C> {
+        Grid { bits, scale: C::c((-(bits as f64)).exp2()) }
     }
 }
 
@@ -162,22 +174,13 @@ pub fn float_digits(dtype: DType) -> u32 {
     }
 }
 
-/// Bits of the uniforms Box–Muller uses in compute type `C` (24 for f32, 53 for f64).
-fn compute_bits<C: Float>() -> u32 {
-    if C::DTYPE == DType::F64 {
-        53
-    } else {
-        24
-    }
-}
-
 /// Uniform values on `[low, high)` (see the module docs); `low <= high` and both finite.
 pub fn uniform<T: FloatElement>(out: &mut [T], draw: &Philox, low: f64, high: f64) {
-    let bits = float_digits(T::DTYPE);
+    let grid = Grid::new(float_digits(T::DTYPE));
     let (lo, span) = (T::Compute::c(low), T::Compute::c(high - low));
     let (lo_t, hi_t) = (T::from_f64(low), T::from_f64(high));
     fill_groups(out, |g| {
-        draw.units::<T::Compute>(g, bits).map(|u| {
+        draw.units::<T::Compute>(g, grid).map(|u| {
             let v = T::from_compute(lo + u * span);
             if v >= hi_t && hi_t > lo_t {
                 lo_t
@@ -193,8 +196,10 @@ pub fn normal<T: FloatElement>(out: &mut [T], draw: &Philox, mean: f64, std: f64
     let (mean, std) = (T::Compute::c(mean), T::Compute::c(std));
     let two_pi = T::Compute::c(std::f64::consts::TAU);
     let (one, minus_two) = (T::Compute::c(1.0), T::Compute::c(-2.0));
+    // Uniforms with the compute type's full precision (24 bits for f32, 53 for f64).
+    let grid = Grid::new(float_digits(<T::Compute as Element>::DTYPE));
     fill_groups(out, |g| {
-        let u = draw.units::<T::Compute>(g, compute_bits::<T::Compute>());
+        let u = draw.units::<T::Compute>(g, grid);
         let mut z = [T::Compute::zero(); 4];
         for pair in [0, 2] {
             let r = (minus_two * (one - u[pair]).ln()).sqrt();
