@@ -106,6 +106,13 @@ def fmt_values(values, dtype):
     return " ".join(str(int(v)) for v in values)
 
 
+def fmt_attr(v):
+    """An attribute value: a list space-separated, a bool as 0/1."""
+    if isinstance(v, (list, tuple)):
+        return " ".join(fmt_attr(x) for x in v)
+    return str(int(v)) if isinstance(v, bool) else str(v)
+
+
 def fmt_shape(shape):
     return "[" + ",".join(str(s) for s in shape) + "]"
 
@@ -193,20 +200,25 @@ class Writer:
             "",
         ]
 
-    def case(self, name, op, fn, args, tol=None, sample=None):
-        """Runs `fn(*torch args)` and records the case; `sample` = every-K output sampling."""
+    def case(self, name, op, fn, args, tol=None, sample=None, attrs=None, names=None, keep_unsupported=False):
+        """Runs `fn(*torch args)` and records the case; `sample` = every-K output sampling,
+        `attrs` = `attr` lines (a dict; lists become space-separated, bools 0/1), `names` = the
+        argument names, `keep_unsupported` = record an unsupported-dtype error as an error case
+        (for ops kiln rejects on that dtype too) instead of skipping it."""
         assert name not in self.names, f"duplicate case {name}"
         self.names.add(name)
-        names = ["x", "other", "third"] if len(args) <= 3 else [f"a{i}" for i in range(len(args))]
-        names = {"where": ["condition", "x", "other"], "clamp": ["x", "min", "max"],
-                 "masked_fill": ["x", "mask", "value"], "masked_fill_": ["x", "mask", "value"]}.get(op, names)
+        if names is None:
+            names = ["x", "other", "third"] if len(args) <= 3 else [f"a{i}" for i in range(len(args))]
+            names = {"where": ["condition", "x", "other"], "clamp": ["x", "min", "max"],
+                     "masked_fill": ["x", "mask", "value"], "masked_fill_": ["x", "mask", "value"]}.get(op, names)
         body = [f"case {name}", f"op {op}"]
+        body += [f"attr {k} {fmt_attr(v)}".rstrip() for k, v in (attrs or {}).items()]
         for n, a in zip(names, args):
             body += a.lines(n)
         try:
             result = fn(*[a.torch() for a in args])
-        except (RuntimeError, TypeError, ValueError, ZeroDivisionError) as e:
-            if is_unsupported(e):
+        except (RuntimeError, TypeError, ValueError, ZeroDivisionError, IndexError) as e:
+            if is_unsupported(e) and not keep_unsupported:
                 self.skipped += 1
                 return
             body.append("error " + str(e).splitlines()[0])
@@ -581,9 +593,681 @@ def make_equal(w):
     w.case("allclose/bcast", "allclose", close, [T("f32", [2, 3], [1] * 6), T("f32", [3], [1, 1, 1])])
 
 
+# ---------------------------------------------------------------- reductions, cumsum, softmax
+
+
+def with_attrs(fn, attrs):
+    """`fn` called with the case's attributes as keyword arguments."""
+    return lambda *a: fn(*a, **attrs)
+
+
+def as_exact(x):
+    """x as f64 (floats) or i64 (ints and bools): exact, for comparing elements."""
+    return x.double() if x.is_floating_point() else x.long()
+
+
+def unique_extreme(x, dim, largest):
+    """True when each slice along `dim` (all elements for None) has one largest (smallest)
+    element, so that the index of argmax/max(dim) is unique (NaN is the extreme; two NaNs tie)."""
+    if x.numel() == 0:
+        return True
+    v = as_exact(x).reshape(-1) if dim is None else as_exact(x)
+    d = 0 if dim is None else dim
+    if v.dim() == 0:
+        return True
+    try:
+        ext = v.amax(d, keepdim=True) if largest else v.amin(d, keepdim=True)
+    except (IndexError, RuntimeError):  # a bad or empty dim: an error case
+        return True
+    hits = torch.where(torch.isnan(ext), torch.isnan(v), v == ext) if v.is_floating_point() else v == ext
+    return bool((hits.sum(d) == 1).all())
+
+
+def distinct_along(x, dim):
+    """True when the elements of each slice along `dim` are distinct (0.0 and -0.0 tie, as do
+    two NaNs), so that sort and topk orders are unique."""
+    if x.dim() == 0 or x.numel() == 0:
+        return True
+    s = as_exact(x).sort(dim).values.movedim(dim, -1)
+    a, b = s[..., 1:], s[..., :-1]
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b)) if s.is_floating_point() else a == b
+    return not bool(same.any())
+
+
+def first(result):
+    """The first output of an op returning a tensor or a tuple of tensors."""
+    return result[0] if isinstance(result, tuple) else result
+
+
+def maybe_dims(fn):
+    """fn(x) without `dims`, fn(x, dim=dims, keepdim=keepdim) with it."""
+    return lambda x, dims=None, keepdim=False: fn(x) if dims is None else fn(x, dim=dims, keepdim=keepdim)
+
+
+def maybe_dim(fn):
+    """fn(x) without `dim`, fn(x, dim, keepdim) with it."""
+    return lambda x, dim=None, keepdim=False: fn(x) if dim is None else fn(x, dim, keepdim)
+
+
+def var_like(fn):
+    return lambda x, correction, dims=None, keepdim=False: (
+        fn(x, correction=correction) if dims is None else fn(x, dim=dims, correction=correction, keepdim=keepdim))
+
+
+def max_like(fn):
+    def g(x, dim=None, keepdim=False, values_only=False):
+        if dim is None:
+            return fn(x)
+        r = fn(x, dim, keepdim)
+        return r.values if values_only else (r.values, r.indices)
+    return g
+
+
+REDUCE = {
+    # op: (torch function of (x, **attrs), dims kind: "dims" list, "dim" one dim or None, "1dim" one dim always, "amax" list always)
+    "sum": (maybe_dims(torch.sum), "dims"),
+    "mean": (maybe_dims(torch.mean), "dims"),
+    "prod": (maybe_dim(torch.prod), "dim"),
+    "amax": (lambda x, dims, keepdim=False: torch.amax(x, dims, keepdim), "amax"),
+    "amin": (lambda x, dims, keepdim=False: torch.amin(x, dims, keepdim), "amax"),
+    "max": (max_like(torch.max), "dim"),
+    "min": (max_like(torch.min), "dim"),
+    "argmax": (maybe_dim(torch.argmax), "dim"),
+    "argmin": (maybe_dim(torch.argmin), "dim"),
+    "all": (maybe_dims(torch.all), "dims"),
+    "any": (maybe_dims(torch.any), "dims"),
+    "var": (var_like(torch.var), "dims"),
+    "std": (var_like(torch.std), "dims"),
+    "logsumexp": (lambda x, dims, keepdim=False: torch.logsumexp(x, dims, keepdim), "amax"),
+    "cumsum": (lambda x, dim: torch.cumsum(x, dim), "1dim"),
+    "softmax": (lambda x, dim: torch.softmax(x, dim), "1dim"),
+    "log_softmax": (lambda x, dim: torch.log_softmax(x, dim), "1dim"),
+}
+# Ops whose result is exact in IEEE arithmetic (or integer): compared exactly.
+EXACT_REDUCE = {"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"}
+FLOAT_ONLY = {"mean", "var", "std", "softmax", "log_softmax"}
+
+
+def reduce_inputs(dtype, full):
+    """(label, T) inputs of a reduction: specials (NaN, infinities, signed zeros in a [4,6]), a
+    transposed one, 0-dim and zero-size; `full` adds narrowed, expanded and permuted (3-D) ones."""
+    sp = specials(dtype)
+    yield "specials", T(dtype, [4, 6], sp)
+    yield "t", T(dtype, [4, 3], mild(dtype, 12), views=[("t",)])
+    yield "0dim", T(dtype, [], [sp[9]])
+    yield "empty", T(dtype, [0, 3], [])
+    if full:
+        yield "narrow", T(dtype, [3, 5], mild(dtype, 15, 1), views=[("narrow", 1, 1, 3)])
+        yield "expand", T(dtype, [3, 1], mild(dtype, 3, 2), views=[("expand", 3, 4)])
+        yield "permute", T(dtype, [2, 3, 4], mild(dtype, 24, 3), views=[("permute", 2, 0, 1)])
+
+
+def dim_variants(kind, rank, full):
+    """The attribute sets of an op of `kind` on an input of `rank` dims."""
+    one = [{"dim": 0}, {"dim": -1, "keepdim": True}]
+    if kind == "1dim":
+        return [{"dim": 0}, {"dim": -1}]
+    if kind == "dim":
+        return [{}] + one
+    lists = [{"dims": [0]}, {"dims": [-1], "keepdim": True}]
+    if rank == 3 and full:
+        lists += [{"dims": [0, 2]}, {"dims": [2, 0], "keepdim": True}]
+    return ([] if kind == "amax" else [{}]) + lists
+
+
+def label_of(attrs):
+    """A short case-name suffix for attributes: `all`, `d0`, `d-1k`, `d0,2`, ..."""
+    if not attrs or list(attrs) == ["correction"]:
+        return "all"
+    d = attrs.get("dims", attrs.get("dim"))
+    s = "d" + (",".join(str(x) for x in d) if isinstance(d, list) else str(d))
+    return s + ("k" if attrs.get("keepdim") else "")
+
+
+def reduce_case(w, name, op, t, attrs, **kw):
+    fn, _ = REDUCE[op]
+    attrs = dict(attrs)
+    x = t.torch()
+    # Indices are only recorded where PyTorch's answer is unique.
+    if op in ("argmax", "argmin", "max", "min") and "dim" in attrs:
+        if not unique_extreme(x, attrs["dim"], op in ("argmax", "max")):
+            if op in ("argmax", "argmin"):
+                return
+            attrs["values_only"] = True
+    if op in ("argmax", "argmin") and "dim" not in attrs and not unique_extreme(x, None, op == "argmax"):
+        return
+    tol = kw.pop("tol", "exact" if op in EXACT_REDUCE else None)
+    if kw.get("sample") == "auto":
+        kw["sample"] = SAMPLE if first(fn(x, **attrs)).numel() > 1000 else None
+    w.case(name, op, with_attrs(fn, attrs), [t], attrs=attrs, tol=tol, **kw)
+
+
+def make_reduce():
+    w = Writer("reduce", "reductions, cumsum, softmax and log_softmax")
+    for op, (fn, kind) in REDUCE.items():
+        dtypes = FLOATS if op in FLOAT_ONLY else ALL
+        for dt in dtypes:
+            full = dt in ("f32", "bf16", "i64")
+            for label, t in reduce_inputs(dt, full):
+                rank = len(t.torch().shape)
+                for attrs in dim_variants(kind, rank, full):
+                    for corr in ((0, 1) if op in ("var", "std") else (None,)):
+                        a = dict(attrs) if corr is None else {**attrs, "correction": corr}
+                        suffix = label_of(attrs) + ("" if corr is None else f"/c{corr}")
+                        reduce_case(w, f"{op}/{dt}/{label}/{suffix}", op, t, a)
+        # Every dim listed (dims=[] means every dim too, as in PyTorch).
+        if kind == "dims":
+            t = T("f32", [2, 3], mild("f32", 6))
+            extra = {"correction": 1} if op in ("var", "std") else {}
+            reduce_case(w, f"{op}/f32/dims_empty_list", op, t, {"dims": [], **extra})
+            reduce_case(w, f"{op}/f32/dims_every", op, t, {"dims": [1, 0], **extra})
+        t = T("f32", [2, 3], mild("f32", 6))
+        dims = [2] if kind in ("dims", "amax") else 2
+        key = "dims" if kind in ("dims", "amax") else "dim"
+        extra = {"correction": 1} if op in ("var", "std") else {}
+        reduce_case(w, f"{op}/f32/dim_out_of_range", op, t, {key: dims, **extra})
+        if kind in ("dims", "amax"):
+            reduce_case(w, f"{op}/f32/dim_repeated", op, t, {"dims": [0, -2], **extra})
+        if op in FLOAT_ONLY:
+            for dt in INTS + ["bool"]:
+                a = {"dim": 0} if kind == "1dim" else {"correction": 1} if op in ("var", "std") else {}
+                reduce_case(w, f"{op}/{dt}/rejected", op, T(dt, [3], mild(dt, 3)), a, keep_unsupported=True)
+        if op in ("argmax", "argmin"):
+            reduce_case(w, f"{op}/bool/rejected", op, T("bool", [3], [0, 1, 0]), {}, keep_unsupported=True)
+    # NaN picks and infinities (each slice has one NaN: indices are unique).
+    nans = T("f32", [3, 4], [1.0, NAN, 3.0, -2.0, NAN, 0.0, 5.0, 7.0, -1.0, 2.0, -3.0, NAN])
+    for op in ("max", "min", "argmax", "argmin"):
+        for attrs in ({"dim": 1}, {"dim": 0, "keepdim": True}):
+            reduce_case(w, f"{op}/f32/nan/{label_of(attrs)}", op, nans, attrs)
+    reduce_case(w, "argmax/f64/nan_all", "argmax", T("f64", [2, 3], [1.0, 2.0, NAN, 9.0, -INF, INF]), {})
+    infs = T("f32", [4, 3], [-INF, -INF, -INF, INF, 1.0, 2.0, -INF, 0.0, 1.0, INF, INF, -1.0])
+    for op in ("logsumexp", "softmax", "log_softmax", "sum", "amax", "mean"):
+        _, kind = REDUCE[op]
+        key = "dim" if kind == "1dim" else "dims"
+        reduce_case(w, f"{op}/f32/infinities", op, infs, {key: 1 if key == "dim" else [1]})
+        reduce_case(w, f"{op}/f64/large_values", op, T("f64", [2, 3], [1000.0, 999.0, -1000.0, 1e300, 1e300, -5.0]),
+                    {key: -1 if key == "dim" else [-1]})
+    # var/std: corrections above 1, and n <= correction (inf, or nan for one element).
+    for op in ("var", "std"):
+        for corr in (2, 3, 5):
+            reduce_case(w, f"{op}/f64/c{corr}", op, T("f64", [2, 3], [1.0, 2.0, 4.0, 0.5, 0.5, 0.5]), {"dims": [1], "correction": corr})
+        reduce_case(w, f"{op}/f32/one_element", op, T("f32", [1], [3.0]), {"correction": 1})
+    # Integer overflow wraps (i64 sums and products; u8/i32 promote to i64 first).
+    wrap = T("i64", [2, 3], [2**62, 2**62, 3, 2**63 - 1, 1, 5])
+    for op in ("sum", "prod", "cumsum"):
+        _, kind = REDUCE[op]
+        reduce_case(w, f"{op}/i64/wraps", op, wrap, {"dim": 1} if kind != "dims" else {"dims": [1]})
+    reduce_case(w, "sum/u8/no_wrap", "sum", T("u8", [4], [200, 200, 255, 1]), {})
+    reduce_case(w, "prod/i32/no_wrap", "prod", T("i32", [3], [65536, 65536, 3]), {})
+    # f16 sums whose f16 running sum would overflow or lose precision (PyTorch accumulates in f32).
+    reduce_case(w, "sum/f16/accumulates_wide", "sum", T("f16", [3], [60000.0, 60000.0, -60000.0]), {})
+    reduce_case(w, "cumsum/f16/accumulates_wide", "cumsum", T("f16", [4], [2048.0, 1.0, 1.0, 1.0]), {"dim": 0})
+    reduce_case(w, "mean/bf16/accumulates_wide", "mean", T("bf16", [4], [256.0, 1.0, 1.0, 1.0]), {})
+    # Zero-size reductions PyTorch defines, and the ones it rejects.
+    e = T("f32", [2, 0], [])
+    for op in ("sum", "prod", "mean", "all", "any", "logsumexp", "var", "amax", "max", "argmax"):
+        fn, kind = REDUCE[op]
+        attrs = {"dims": [1]} if kind in ("dims", "amax") else {"dim": 1}
+        if op == "var":
+            attrs["correction"] = 1
+        reduce_case(w, f"{op}/f32/over_empty_dim", op, e, attrs)
+        reduce_case(w, f"{op}/f32/along_nonempty_dim", op, e, {**attrs, **({"dims": [0]} if "dims" in attrs else {"dim": 0})})
+    for op in ("max", "min", "argmax", "argmin"):
+        reduce_case(w, f"{op}/f32/all_of_empty", op, T("f32", [0], []), {})
+    # Large inputs (parallel paths): every output value of a row reduction, sampled.
+    big = T("f32", LARGE, ramp=ramp("f32"))
+    for op, attrs in (("sum", {}), ("sum", {"dims": [1]}), ("sum", {"dims": [0]}), ("mean", {"dims": [0]}),
+                      ("amax", {"dims": [1]}), ("var", {"dims": [1], "correction": 1}), ("logsumexp", {"dims": [0]}),
+                      ("max", {"dim": 1}), ("any", {"dims": [1]}), ("cumsum", {"dim": 1}), ("cumsum", {"dim": 0}),
+                      ("softmax", {"dim": 1}), ("log_softmax", {"dim": 0})):
+        reduce_case(w, f"{op}/f32/large/{label_of(attrs)}", op, big, attrs, sample="auto")
+    big_t = T("f64", LARGE[::-1], ramp=ramp("f64", 3), views=[("t",)])
+    for op, attrs in (("sum", {"dims": [1]}), ("amin", {"dims": [0]}), ("std", {"dims": [1], "correction": 0})):
+        reduce_case(w, f"{op}/f64/large_t/{label_of(attrs)}", op, big_t, attrs)
+    return w
+
+
+# ---------------------------------------------------------------- matrix products
+
+
+def wide(dtype, n, shift=0):
+    """n values that are not short binary fractions (floats: k/37 for k in [-50, 50], rounded
+    to the dtype), so products and sums round; small integers for integer dtypes."""
+    if dtype in FLOATS:
+        return [((i * 37 + shift) % 101 - 50) / 37 for i in range(n)]
+    if dtype == "u8":
+        return [(i * 5 + shift) % 11 for i in range(n)]
+    return [(i * 5 + shift) % 11 - 5 for i in range(n)]
+
+
+def mat(dtype, shape, shift=0, views=()):
+    return T(dtype, shape, wide(dtype, math.prod(shape), shift), views=views)
+
+
+MATMUL = {"matmul": torch.matmul, "mm": torch.mm, "bmm": torch.bmm, "mv": torch.mv, "dot": torch.dot, "outer": torch.outer}
+# Per-dtype tolerances: kiln and PyTorch sum in different orders (f32, f64), and f16/bf16 round
+# an f32 sum once, so a result within a few units of the last place of the format is right.
+MATMUL_TOL = {"f32": "1e-5 1e-5", "f64": "1e-12 1e-12", "f16": "2e-3 2e-3", "bf16": "1.6e-2 1.6e-2"}
+
+# (label, lhs shape, rhs shape): torch.matmul's rules.
+MATMUL_SHAPES = [
+    ("1d.1d", [5], [5]),
+    ("2d.1d", [3, 5], [5]),
+    ("1d.2d", [5], [5, 4]),
+    ("2d.2d", [3, 5], [5, 4]),
+    ("3d.1d", [2, 3, 5], [5]),
+    ("1d.3d", [5], [2, 5, 4]),
+    ("3d.2d", [2, 3, 5], [5, 4]),
+    ("2d.3d", [3, 5], [2, 5, 4]),
+    ("bcast", [2, 1, 3, 4], [5, 4, 2]),
+    ("4d.4d", [2, 2, 3, 4], [2, 2, 4, 3]),
+    ("k1", [3, 1], [1, 4]),
+    ("empty_m", [0, 3], [3, 4]),
+    ("empty_k", [2, 0], [0, 4]),
+    ("empty_batch", [0, 2, 3], [3, 2]),
+]
+
+
+def make_matmul():
+    w = Writer("matmul", "matmul, mm, bmm, mv, dot, outer")
+    for dt in FLOATS + INTS:
+        tol = MATMUL_TOL.get(dt)
+        for label, sa, sb in MATMUL_SHAPES:
+            if dt not in ("f32", "f64") and label not in ("1d.1d", "2d.1d", "2d.2d", "bcast", "empty_k"):
+                continue
+            w.case(f"matmul/{dt}/{label}", "matmul", torch.matmul, [mat(dt, sa), mat(dt, sb, 7)], tol=tol)
+        # Non-contiguous operands: transposed, narrowed, expanded (stride-0 batch and rows).
+        w.case(f"matmul/{dt}/t.t", "matmul", torch.matmul,
+               [mat(dt, [5, 3], 1, [("t",)]), mat(dt, [4, 5], 2, [("t",)])], tol=tol)
+        w.case(f"matmul/{dt}/narrow", "matmul", torch.matmul,
+               [mat(dt, [3, 8], 3, [("narrow", 1, 2, 5)]), mat(dt, [7, 4], 4, [("narrow", 0, 1, 5)])], tol=tol)
+        w.case(f"matmul/{dt}/expand_batch", "matmul", torch.matmul,
+               [mat(dt, [1, 3, 4], 5, [("expand", 3, 3, 4)]), mat(dt, [3, 4, 2], 6)], tol=tol)
+        w.case(f"matmul/{dt}/expand_rows", "matmul", torch.matmul,
+               [mat(dt, [1, 4], 5, [("expand", 3, 4)]), mat(dt, [4, 1], 6, [("expand", 4, 3)])], tol=tol)
+        w.case(f"matmul/{dt}/permute", "matmul", torch.matmul,
+               [mat(dt, [3, 2, 4], 8, [("permute", 1, 0, 2)]), mat(dt, [2, 3, 4], 9, [("transpose", 1, 2)])], tol=tol)
+        w.case(f"mm/{dt}/t", "mm", torch.mm, [mat(dt, [3, 2], 1), mat(dt, [4, 2], 2, [("t",)])], tol=tol)
+        w.case(f"bmm/{dt}/contig", "bmm", torch.bmm, [mat(dt, [2, 3, 4], 1), mat(dt, [2, 4, 2], 2)], tol=tol)
+        w.case(f"bmm/{dt}/t", "bmm", torch.bmm, [mat(dt, [2, 4, 3], 3, [("transpose", 1, 2)]), mat(dt, [2, 4, 2], 4)], tol=tol)
+        w.case(f"mv/{dt}/contig", "mv", torch.mv, [mat(dt, [3, 4], 1), mat(dt, [4], 2)], tol=tol)
+        w.case(f"mv/{dt}/t_narrow", "mv", torch.mv, [mat(dt, [4, 3], 1, [("t",)]), mat(dt, [8], 2, [("narrow", 0, 3, 4)])], tol=tol)
+        w.case(f"dot/{dt}/contig", "dot", torch.dot, [mat(dt, [6], 1), mat(dt, [6], 2)], tol=tol)
+        w.case(f"dot/{dt}/strided", "dot", torch.dot, [mat(dt, [2, 6], 1, [("select", 0, 1)]), mat(dt, [6, 2], 2, [("select", 1, 0)])], tol=tol)
+        w.case(f"outer/{dt}/contig", "outer", torch.outer, [mat(dt, [3], 1), mat(dt, [4], 2)], tol=tol)
+        w.case(f"outer/{dt}/expand", "outer", torch.outer, [mat(dt, [1], 1, [("expand", 3)]), mat(dt, [5], 2, [("narrow", 0, 1, 4)])], tol=tol)
+    # Larger products (kiln's blocked and parallel paths), sampled.
+    # Ramps of short binary fractions (exact in every float dtype, so are the f32/f64 products).
+    for dt, tol in (("f32", "1e-5 1e-5"), ("f64", None), ("bf16", "1.6e-2 1.6e-2"), ("i64", None)):
+        r = (lambda s: (37, 101, -50 + s, 64)) if dt in FLOATS else (lambda s: (5, 11, -5 + s, 1))
+        w.case(f"matmul/{dt}/large", "matmul", torch.matmul, [T(dt, [64, 130], ramp=r(0)), T(dt, [130, 48], ramp=r(3))], tol=tol, sample=31)
+        w.case(f"matmul/{dt}/large_t_batched", "matmul", torch.matmul,
+               [T(dt, [3, 70, 33], ramp=r(1), views=[("transpose", 1, 2)]), T(dt, [70, 40], ramp=r(2))], tol=tol, sample=31)
+    # Integer products wrap in the element type.
+    w.case("matmul/u8/wraps", "matmul", torch.matmul, [T("u8", [2, 3], [200, 100, 7, 255, 255, 1]), T("u8", [3, 2], [3, 1, 2, 255, 9, 4])])
+    w.case("matmul/i32/wraps", "matmul", torch.matmul, [T("i32", [1, 2], [2**30, 3]), T("i32", [2, 1], [4, 2**30])])
+    w.case("matmul/i64/wraps", "matmul", torch.matmul, [T("i64", [2], [2**62, 3]), T("i64", [2], [4, 2**62])])
+    # Special values: NaN and infinities propagate (0 * inf is NaN).
+    w.case("matmul/f32/specials", "matmul", torch.matmul,
+           [T("f32", [2, 3], [1.0, NAN, 0.0, INF, 1.0, 2.0]), T("f32", [3, 2], [1.0, 2.0, 3.0, 4.0, 0.0, -INF])])
+    w.case("dot/f64/inf_times_zero", "dot", torch.dot, [T("f64", [2], [INF, 1.0]), T("f64", [2], [0.0, 1.0])])
+    # outer promotes like mul (bool and mixed dtypes work).
+    for da, db in (("f32", "i64"), ("bool", "bool"), ("u8", "f16"), ("i32", "bool")):
+        w.case(f"outer/{da}+{db}/promote", "outer", torch.outer, [T(da, [3], mild(da, 3)), T(db, [2], mild(db, 2, 1))])
+    # Errors: shapes, dims, dtypes.
+    f = lambda s, sh=0: T("f32", s, wide("f32", math.prod(s), sh))
+    errors = [
+        ("matmul", "inner_mismatch", [f([2, 3]), f([4, 5])]),
+        ("matmul", "1d_mismatch", [f([3]), f([4])]),
+        ("matmul", "0dim", [f([]), f([3])]),
+        ("matmul", "batch_mismatch", [f([2, 3, 4]), f([3, 4, 2])]),
+        ("matmul", "dtype_mismatch", [f([2, 3]), T("f64", [3, 2], wide("f64", 6))]),
+        ("mm", "1d", [f([3]), f([3, 2])]),
+        ("mm", "3d", [f([2, 2, 3]), f([3, 2])]),
+        ("mm", "inner_mismatch", [f([2, 3]), f([2, 3])]),
+        ("bmm", "2d", [f([2, 3]), f([3, 2])]),
+        ("bmm", "batch_mismatch", [f([1, 2, 3]), f([2, 3, 2])]),
+        ("bmm", "inner_mismatch", [f([2, 2, 3]), f([2, 2, 2])]),
+        ("mv", "2d_rhs", [f([2, 3]), f([3, 1])]),
+        ("mv", "mismatch", [f([2, 3]), f([2])]),
+        ("dot", "length_mismatch", [f([3]), f([4])]),
+        ("dot", "2d", [f([1, 3]), f([3])]),
+        ("dot", "dtype_mismatch", [f([3]), T("i64", [3], [1, 2, 3])]),
+        ("outer", "2d", [f([2, 2]), f([2])]),
+    ]
+    for op, label, args in errors:
+        w.case(f"{op}/f32/{label}", op, MATMUL[op], args)
+    for op, a, b in (("matmul", [2, 2], [2, 2]), ("dot", [3], [3])):
+        w.case(f"{op}/bool/rejected", op, MATMUL[op], [T("bool", a, mild("bool", math.prod(a))), T("bool", b, mild("bool", math.prod(b)))],
+               keep_unsupported=True)
+    return w
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def idx(shape, values, views=()):
+    """An int64 index tensor."""
+    return T("i64", shape, values, views=views)
+
+
+def mask(shape, shift=0, views=()):
+    return T("bool", shape, [(i * 5 + shift) % 3 != 0 for i in range(math.prod(shape))], views=views)
+
+
+def entries_fn(spec):
+    """The `entries` attribute (`t` an index tensor, `-` a whole dim) as a list builder."""
+    def build(tensors):
+        it = iter(tensors)
+        return [next(it) if e == "t" else None for e in spec.split()]
+    return build
+
+
+INDEX_NAMES = {
+    "index_select": ["x", "index"], "gather": ["x", "index"], "scatter": ["x", "index", "src"],
+    "scatter_add": ["x", "index", "src"], "index_fill": ["x", "index", "value"], "masked_select": ["x", "mask"],
+    "nonzero": ["x"], "one_hot": ["x"],
+}
+
+
+def index_names(op, n):
+    if op in ("index", "index_put"):
+        return ["x"] + [f"i{k}" for k in range(n - 1 - (op == "index_put"))] + (["values"] if op == "index_put" else [])
+    return INDEX_NAMES[op]
+
+
+def icase(w, name, op, fn, args, attrs=None, **kw):
+    w.case(name, op, fn, args, attrs=attrs, names=index_names(op, len(args)), tol="exact", **kw)
+
+
+def aten_index(entries):
+    build = entries_fn(entries)
+    return lambda x, *ix: torch.ops.aten.index(x, build(ix))
+
+
+def aten_index_put(entries, accumulate):
+    build = entries_fn(entries)
+    return lambda x, *a: torch.ops.aten.index_put(x, build(a[:-1]), a[-1], accumulate)
+
+
+def make_index():
+    w = Writer("index", "index_select, gather, scatter, scatter_add, index_fill, masked_select, nonzero, one_hot, index, index_put")
+    for dt in ALL:
+        x = T(dt, [4, 6], specials(dt))              # NaN, infinities, signed zeros move unchanged
+        xt = T(dt, [6, 4], specials(dt), views=[("t",)])
+        x0 = T(dt, [], [specials(dt)[9]])
+        full = dt in ("f32", "i64", "bool")
+        # index_select
+        for d, ix in ((0, idx([3], [3, 0, 3])), (1, idx([4], [5, 0, 2, 2])), (-1, idx([0], []))):
+            icase(w, f"index_select/{dt}/d{d}/n{len(ix.values)}", "index_select", lambda x, i, d=d: x.index_select(d, i), [x, ix], {"dim": d})
+        if full:
+            icase(w, f"index_select/{dt}/t_x/strided_index", "index_select", lambda x, i: x.index_select(1, i),
+                  [xt, idx([3, 2], [1, 9, 0, 9, 3, 9], views=[("select", 1, 0)])], {"dim": 1})
+            icase(w, f"index_select/{dt}/0dim", "index_select", lambda x, i: x.index_select(0, i), [x0, idx([1], [0])], {"dim": 0})
+        # gather
+        gi = idx([2, 3], [3, 0, 1, 2, 2, 0])
+        icase(w, f"gather/{dt}/d0", "gather", lambda x, i: torch.gather(x, 0, i), [x, gi], {"dim": 0})
+        icase(w, f"gather/{dt}/d1", "gather", lambda x, i: torch.gather(x, 1, i),
+              [x, idx([3, 5], [5, 0, 0, 1, 4, 2, 3, 3, 3, 1, 0, 5, 4, 2, 1])], {"dim": 1})
+        if full:
+            icase(w, f"gather/{dt}/t_x/expanded_index", "gather", lambda x, i: torch.gather(x, -1, i),
+                  [xt, idx([1, 3], [5, 1, 2], views=[("expand", 4, 3)])], {"dim": -1})
+            icase(w, f"gather/{dt}/0dim", "gather", lambda x, i: torch.gather(x, 0, i), [x0, idx([], [0])], {"dim": 0})
+            icase(w, f"gather/{dt}/empty_index", "gather", lambda x, i: torch.gather(x, 1, i), [x, idx([2, 0], [])], {"dim": 1})
+        # scatter (no repeated target within a slice: PyTorch leaves the winner unspecified)
+        src = T(dt, [3, 5], mild(dt, 15, 2))
+        si = idx([2, 4], [3, 0, 1, 2, 1, 3, 2, 0])
+        icase(w, f"scatter/{dt}/d0", "scatter", lambda x, i, s: torch.scatter(x, 0, i, s), [x, si, src], {"dim": 0})
+        icase(w, f"scatter/{dt}/d1", "scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([3, 2], [5, 0, 1, 4, 2, 3]), src], {"dim": 1})
+        for kind, v in (("float", 2.5), ("int", 3), ("bool", True)):
+            icase(w, f"scatter/{dt}/value_{kind}", "scatter", lambda x, i, v: torch.scatter(x, 1, i, v), [x, idx([2, 2], [4, 0, 1, 5]), S(v)], {"dim": 1})
+        if full:
+            icase(w, f"scatter/{dt}/views", "scatter", lambda x, i, s: torch.scatter(x, 0, i, s),
+                  [xt, idx([4, 2], [0, 1, 3, 2, 2, 0, 1, 3], views=[("t",)]), T(dt, [1, 5], mild(dt, 5, 3), views=[("expand", 3, 5)])],
+                  {"dim": 0})
+            icase(w, f"scatter/{dt}/0dim", "scatter", lambda x, i, s: torch.scatter(x, 0, i, s), [x0, idx([], [0]), T(dt, [], [specials(dt)[3]])], {"dim": 0})
+        # scatter_add: repeated targets add up (exact values, so the order of additions does not matter)
+        xm = T(dt, [3, 4], mild(dt, 12, 1))
+        add_i = idx([3, 3], [0, 0, 3, 1, 1, 1, 2, 0, 2])
+        icase(w, f"scatter_add/{dt}/d1_repeated", "scatter_add", lambda x, i, s: torch.scatter_add(x, 1, i, s), [xm, add_i, src], {"dim": 1})
+        icase(w, f"scatter_add/{dt}/d0_repeated", "scatter_add", lambda x, i, s: torch.scatter_add(x, 0, i, s),
+              [xm, idx([2, 4], [2, 2, 0, 1, 2, 0, 0, 1]), src], {"dim": 0})
+        if full:
+            icase(w, f"scatter_add/{dt}/views", "scatter_add", lambda x, i, s: torch.scatter_add(x, -1, i, s),
+                  [T(dt, [4, 3], mild(dt, 12, 2), views=[("t",)]), idx([1, 4], [3, 3, 0, 1], views=[("expand", 3, 4)]),
+                   T(dt, [3, 5], mild(dt, 15, 4), views=[("narrow", 1, 1, 4)])], {"dim": -1})
+        # index_fill (negative indices count from the end)
+        for kind, v in (("float", -1.5), ("int", 7), ("bool", False)):
+            icase(w, f"index_fill/{dt}/value_{kind}", "index_fill", lambda x, i, v: x.index_fill(1, i, v), [x, idx([3], [0, -1, 2]), S(v)], {"dim": 1})
+        icase(w, f"index_fill/{dt}/d0_special", "index_fill", lambda x, i, v: x.index_fill(0, i, v), [xt, idx([2], [2, 0]), S(NAN if dt in FLOATS else -2)], {"dim": 0})
+        if full:
+            icase(w, f"index_fill/{dt}/0dim", "index_fill", lambda x, i, v: x.index_fill(0, i, v), [x0, idx([1], [0]), S(1)], {"dim": 0})
+        # masked_select (the mask broadcasts with x, and x with the mask)
+        icase(w, f"masked_select/{dt}/same_shape", "masked_select", torch.masked_select, [x, mask([4, 6])])
+        icase(w, f"masked_select/{dt}/bcast", "masked_select", torch.masked_select, [xt, mask([6])])
+        if full:
+            icase(w, f"masked_select/{dt}/bcast_x", "masked_select", torch.masked_select,
+                  [T(dt, [3], mild(dt, 3), views=[("unsqueeze", 1)]), mask([4, 3], 1, views=[("t",)])])
+            icase(w, f"masked_select/{dt}/0dim", "masked_select", torch.masked_select, [x0, T("bool", [], [1])])
+            icase(w, f"masked_select/{dt}/empty", "masked_select", torch.masked_select, [T(dt, [0, 3], []), mask([3])])
+        # nonzero (NaN is nonzero, -0.0 is zero)
+        icase(w, f"nonzero/{dt}/specials", "nonzero", torch.nonzero, [x])
+        icase(w, f"nonzero/{dt}/t", "nonzero", torch.nonzero, [xt])
+        if full:
+            icase(w, f"nonzero/{dt}/permute", "nonzero", torch.nonzero, [T(dt, [2, 3, 4], mild(dt, 24, 1), views=[("permute", 2, 0, 1)])])
+            icase(w, f"nonzero/{dt}/0dim", "nonzero", torch.nonzero, [x0])
+            icase(w, f"nonzero/{dt}/0dim_zero", "nonzero", torch.nonzero, [T(dt, [], [0])])
+            icase(w, f"nonzero/{dt}/empty", "nonzero", torch.nonzero, [T(dt, [0, 3], [])])
+        # advanced indexing
+        for entries, ixs, label in (
+            ("t", [idx([3], [3, -1, 0])], "one"),
+            ("t t", [idx([2, 1], [0, 3]), idx([3], [5, -6, 1])], "bcast_pair"),
+            ("- t", [idx([2, 2], [1, 0, 5, 5])], "second_dim"),
+            ("t", [mask([4])], "bool_rows"),
+            ("t", [mask([4, 6], 1)], "bool_full"),
+        ):
+            icase(w, f"index/{dt}/{label}", "index", aten_index(entries), [x] + ixs, {"entries": entries})
+        if full:
+            x3 = T(dt, [2, 3, 4], mild(dt, 24, 2))
+            for entries, ixs, label in (
+                ("t - t", [idx([2], [1, 0]), idx([2, 1], [3, -4])], "separated"),
+                ("- t t", [idx([2], [2, 0]), idx([2], [1, 3])], "adjacent"),
+                ("- - t", [idx([], [2])], "0dim_index"),
+                ("t", [T("i32", [2], [1, 0])], "i32_index"),
+                ("- t", [mask([3], 2)], "bool_second"),
+                ("t", [idx([0], [])], "empty_index"),
+            ):
+                icase(w, f"index/{dt}/3d_{label}", "index", aten_index(entries), [x3] + ixs, {"entries": entries})
+            icase(w, f"index/{dt}/t_x_t_index", "index", aten_index("- t"), [xt, idx([3, 2], [0, 5, 1, 2, 3, 3], views=[("t",)])], {"entries": "- t"})
+        # index_put (without accumulate only distinct targets; with it, repeats add up)
+        vals = T(dt, [3], mild(dt, 3, 5))
+        for acc in (False, True):
+            a = {"entries": "t t", "accumulate": acc}
+            icase(w, f"index_put/{dt}/pair/acc{int(acc)}", "index_put", aten_index_put("t t", acc),
+                  [xm, idx([3], [0, 2, -1]), idx([3], [1, 3, 0]), vals], a)
+            icase(w, f"index_put/{dt}/bcast_values/acc{int(acc)}", "index_put", aten_index_put("- t", acc),
+                  [xm, idx([2], [3, 1]), T(dt, [3, 1], mild(dt, 3, 6))], {"entries": "- t", "accumulate": acc})
+            icase(w, f"index_put/{dt}/bool/acc{int(acc)}", "index_put", aten_index_put("t", acc),
+                  [xm, mask([3, 4], 2), T(dt, [], [mild(dt, 2, 7)[1]])], {"entries": "t", "accumulate": acc})
+        icase(w, f"index_put/{dt}/repeated/acc1", "index_put", aten_index_put("t -", True),
+              [xm, idx([4], [1, 0, 1, 1]), T(dt, [4, 4], mild(dt, 16, 8))], {"entries": "t -", "accumulate": True})
+        if full:
+            icase(w, f"index_put/{dt}/views/acc0", "index_put", aten_index_put("- t", False),
+                  [T(dt, [4, 3], mild(dt, 12, 2), views=[("t",)]), idx([2], [3, 0]), T(dt, [2, 1], mild(dt, 2, 3), views=[("expand", 2, 3), ("t",)])],
+                  {"entries": "- t", "accumulate": False})
+    # one_hot
+    oh = lambda n: (lambda x: F.one_hot(x, n))
+    for n, ix, label in ((-1, idx([5], [0, 3, 1, 3, 2]), "infer"), (6, idx([2, 3], [5, 0, 1, 2, 0, 0]), "2d"),
+                         (4, idx([], [2]), "0dim"), (3, idx([0], []), "empty"), (4, idx([3, 2], [0, 3, 1, 2, 3, 0], views=[("t",)]), "t"),
+                         (0, idx([0], []), "empty_zero_classes")):
+        icase(w, f"one_hot/i64/{label}", "one_hot", oh(n), [ix], {"num_classes": n})
+    # Errors: index values out of range, negative where PyTorch rejects them, shapes, dtypes.
+    x = T("f32", [3, 4], mild("f32", 12))
+    errors = [
+        ("index_select", lambda x, i: x.index_select(0, i), [x, idx([2], [0, 3])], {"dim": 0}, "out_of_range"),
+        ("index_select", lambda x, i: x.index_select(1, i), [x, idx([1], [-1])], {"dim": 1}, "negative"),
+        ("index_select", lambda x, i: x.index_select(1, i), [x, idx([1, 1], [0])], {"dim": 1}, "2d_index"),
+        ("index_select", lambda x, i: x.index_select(2, i), [x, idx([1], [0])], {"dim": 2}, "dim_out_of_range"),
+        ("gather", lambda x, i: torch.gather(x, 1, i), [x, idx([1, 2], [0, 4])], {"dim": 1}, "out_of_range"),
+        ("gather", lambda x, i: torch.gather(x, 1, i), [x, idx([1, 1], [-1])], {"dim": 1}, "negative"),
+        ("gather", lambda x, i: torch.gather(x, 0, i), [x, idx([1, 5], [0] * 5)], {"dim": 0}, "index_too_big"),
+        ("gather", lambda x, i: torch.gather(x, 0, i), [x, idx([2], [0, 1])], {"dim": 0}, "ndim_mismatch"),
+        ("gather", lambda x, i: torch.gather(x, 0, i), [x, T("i32", [1, 1], [0])], {"dim": 0}, "i32_index"),
+        ("scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([1, 1], [4]), T("f32", [1, 1], [1])], {"dim": 1}, "out_of_range"),
+        ("scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([1, 1], [0]), T("f64", [1, 1], [1])], {"dim": 1}, "src_dtype"),
+        ("scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([1, 2], [0, 1]), T("f32", [1, 1], [1])], {"dim": 1}, "index_bigger_than_src"),
+        ("scatter", lambda x, i, v: torch.scatter(x, 1, i, v), [x, idx([1, 1], [-1]), S(1.0)], {"dim": 1}, "value_negative"),
+        ("scatter_add", lambda x, i, s: torch.scatter_add(x, 0, i, s), [x, idx([1, 1], [3]), T("f32", [1, 1], [1])], {"dim": 0}, "out_of_range"),
+        ("scatter_add", lambda x, i, s: torch.scatter_add(x, 0, i, s), [x, idx([2], [0, 1]), T("f32", [2], [1, 1])], {"dim": 0}, "ndim_mismatch"),
+        ("index_fill", lambda x, i, v: x.index_fill(0, i, v), [x, idx([1], [-4]), S(1.0)], {"dim": 0}, "out_of_range"),
+        ("index_fill", lambda x, i, v: x.index_fill(0, i, v), [x, T("i32", [1], [0]), S(1.0)], {"dim": 0}, "i32_index"),
+        ("masked_select", torch.masked_select, [x, mask([3])], None, "mask_shape"),
+        ("masked_select", torch.masked_select, [x, T("u8", [4], [1, 0, 1, 0])], None, "u8_mask"),
+        ("index", aten_index("t"), [x, idx([2], [0, 3])], {"entries": "t"}, "out_of_range"),
+        ("index", aten_index("t"), [x, idx([1], [-4])], {"entries": "t"}, "negative_out_of_range"),
+        ("index", aten_index("t t t"), [x, idx([1], [0]), idx([1], [0]), idx([1], [0])], {"entries": "t t t"}, "too_many"),
+        ("index", aten_index("t t"), [x, idx([2], [0, 1]), idx([3], [0, 1, 2])], {"entries": "t t"}, "no_bcast"),
+        ("index", aten_index("t"), [x, mask([4])], {"entries": "t"}, "mask_shape"),
+        ("index", aten_index("t"), [x, T("f32", [1], [0])], {"entries": "t"}, "float_index"),
+        ("index_put", aten_index_put("t", False), [x, idx([1], [3]), T("f32", [1], [1])], {"entries": "t", "accumulate": False}, "out_of_range"),
+        ("index_put", aten_index_put("- t", True), [x, idx([2], [0, 1]), T("f32", [3], [1, 2, 3])], {"entries": "- t", "accumulate": True}, "values_shape"),
+        ("index_put", aten_index_put("t", False), [x, idx([1], [0]), T("f64", [1], [1])], {"entries": "t", "accumulate": False}, "values_dtype"),
+        ("one_hot", oh(3), [idx([2], [1, 3])], {"num_classes": 3}, "class_too_big"),
+        ("one_hot", oh(-1), [idx([2], [1, -1])], {"num_classes": -1}, "negative_class"),
+        ("one_hot", oh(-1), [idx([0], [])], {"num_classes": -1}, "empty_infer"),
+        ("one_hot", oh(3), [T("i32", [2], [1, 0])], {"num_classes": 3}, "i32_input"),
+    ]
+    for op, fn, args, attrs, label in errors:
+        icase(w, f"{op}/errors/{label}", op, fn, args, attrs)
+    return w
+
+
+# ---------------------------------------------------------------- sort, argsort, topk
+
+
+def sort_fn(dim, descending, stable, values_only):
+    def f(x):
+        r = torch.sort(x, dim=dim, descending=descending, stable=stable)
+        return r.values if values_only else (r.values, r.indices)
+    return f
+
+
+def topk_fn(k, dim, largest, sorted, values_only):
+    def f(x):
+        v, i = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+        if not sorted:
+            # The order is unspecified: recorded by position in the input (kiln's test
+            # reorders its result the same way).
+            order = i.argsort(dim=dim) if i.dim() else i
+            v, i = (v.gather(dim, order), i.gather(dim, order)) if i.dim() else (v, i)
+        return v if values_only else (v, i)
+    return f
+
+
+def sort_inputs(dtype, full):
+    """Inputs of sort and topk: specials (NaN, infinities, 0.0 and -0.0 tie), a transposed one
+    with distinct values, 0-dim, zero-size; `full` adds expanded (all tied), narrowed and
+    permuted ones."""
+    sp = specials(dtype)
+    yield "specials", T(dtype, [4, 6], sp)
+    yield "t", T(dtype, [5, 3], mild(dtype, 15, 2), views=[("t",)])
+    yield "0dim", T(dtype, [], [sp[9]])
+    yield "empty", T(dtype, [0, 3], [])
+    if full:
+        yield "expand", T(dtype, [3, 1], mild(dtype, 3, 2), views=[("expand", 3, 4)])
+        yield "narrow", T(dtype, [3, 7], mild(dtype, 21, 1), views=[("narrow", 1, 2, 5)])
+        yield "permute", T(dtype, [2, 3, 4], mild(dtype, 24, 3), views=[("permute", 2, 0, 1)])
+
+
+def sort_case(w, name, op, t, attrs, **kw):
+    """A sort, argsort or topk case; results PyTorch leaves open (the order of ties without
+    `stable`) are recorded as values only or not at all."""
+    x = t.torch()
+    a = dict(attrs)
+    dim = a["dim"]
+    try:
+        unique = distinct_along(x, dim)
+    except IndexError:  # a dim out of range: an error case
+        unique = True
+    if op in ("sort", "argsort") and not a["stable"] and not unique:
+        if op == "argsort":
+            return
+        a["values_only"] = True
+    if op == "topk" and not unique:
+        if not a["sorted"]:
+            return  # which of the tied elements is picked is unspecified
+        a["values_only"] = True
+    vo = a.get("values_only", False)
+    if op == "sort":
+        fn = sort_fn(dim, a["descending"], a["stable"], vo)
+    elif op == "argsort":
+        fn = lambda x: torch.argsort(x, dim=dim, descending=a["descending"], stable=a["stable"])
+    else:
+        fn = topk_fn(a["k"], dim, a["largest"], a["sorted"], vo)
+    w.case(name, op, fn, [t], attrs=a, tol="exact", **kw)
+
+
+def make_sort():
+    w = Writer("sort", "sort, argsort, topk")
+    for dt in ALL:
+        full = dt in ("f32", "f16", "i64", "bool")
+        for label, t in sort_inputs(dt, full):
+            rank = len(t.torch().shape)
+            dims = [0, -1] if rank < 3 else [0, 1, 2]
+            for dim in dims:
+                for desc in (False, True):
+                    for stable in ((True, False) if dim == -1 or rank == 0 else (True,)):
+                        sort_case(w, f"sort/{dt}/{label}/d{dim}{'/desc' if desc else ''}{'/stable' if stable else ''}",
+                                  "sort", t, {"dim": dim, "descending": desc, "stable": stable})
+                    sort_case(w, f"argsort/{dt}/{label}/d{dim}{'/desc' if desc else ''}", "argsort", t,
+                              {"dim": dim, "descending": desc, "stable": True})
+            size = lambda d: 1 if rank == 0 else t.torch().shape[d]
+            if dt == "bool":
+                continue  # PyTorch has no bool topk on CPU (kiln has one)
+            for dim in dims[-2:] if rank else [0]:
+                for k in sorted({0, 1, min(3, size(dim)), size(dim)}):
+                    for largest in (True, False):
+                        for srt in (True, False):
+                            sort_case(w, f"topk/{dt}/{label}/d{dim}/k{k}{'/largest' if largest else '/smallest'}{'' if srt else '/unsorted'}",
+                                      "topk", t, {"k": k, "dim": dim, "largest": largest, "sorted": srt})
+    # Ties: stable orders (ascending and descending keep equal values in input order), NaNs.
+    ties = T("f32", [2, 6], [1.0, NAN, -0.0, 1.0, 0.0, NAN, 2.0, 2.0, -INF, 2.0, INF, -INF])
+    for desc in (False, True):
+        sort_case(w, f"sort/f32/ties{'/desc' if desc else ''}", "sort", ties, {"dim": 1, "descending": desc, "stable": True})
+        sort_case(w, f"argsort/f32/ties{'/desc' if desc else ''}", "argsort", ties, {"dim": 1, "descending": desc, "stable": True})
+        sort_case(w, f"topk/f32/ties/{'largest' if not desc else 'smallest'}", "topk", ties, {"k": 3, "dim": 1, "largest": not desc, "sorted": True})
+    ities = T("i32", [9], [3, -1, 3, 0, -1, 3, 7, 0, -(2**31)])
+    for desc in (False, True):
+        sort_case(w, f"sort/i32/ties{'/desc' if desc else ''}", "sort", ities, {"dim": 0, "descending": desc, "stable": True})
+    # NaN is the largest value for topk too (distinct values otherwise).
+    nan_row = T("f64", [7], [0.5, NAN, -INF, 3.0, INF, -2.0, 1e300])
+    for largest in (True, False):
+        for srt in (True, False):
+            sort_case(w, f"topk/f64/nan/{'largest' if largest else 'smallest'}{'' if srt else '/unsorted'}", "topk", nan_row,
+                      {"k": 3, "dim": 0, "largest": largest, "sorted": srt})
+    # Large inputs (parallel paths), sampled; ramps repeat values, so only stable sorts and sorted topk values.
+    big = T("f32", LARGE, ramp=ramp("f32"))
+    for dim in (0, 1):
+        for desc in (False, True):
+            sort_case(w, f"sort/f32/large/d{dim}{'/desc' if desc else ''}", "sort", big, {"dim": dim, "descending": desc, "stable": True}, sample=SAMPLE)
+        sort_case(w, f"topk/f32/large/d{dim}", "topk", big, {"k": 5, "dim": dim, "largest": True, "sorted": True}, sample=7)
+    distinct = T("i64", [200, 257], ramp=(7919, 200 * 257, 0, 1))  # a permutation of 0..n-1
+    sort_case(w, "sort/i64/large_distinct/d-1/unstable", "sort", distinct, {"dim": -1, "descending": False, "stable": False}, sample=SAMPLE)
+    sort_case(w, "topk/i64/large_distinct/unsorted", "topk", distinct, {"k": 4, "dim": 0, "largest": False, "sorted": False}, sample=7)
+    # Errors.
+    x = T("f32", [2, 3], mild("f32", 6))
+    sort_case(w, "sort/f32/dim_out_of_range", "sort", x, {"dim": 2, "descending": False, "stable": True})
+    sort_case(w, "argsort/f32/dim_out_of_range", "argsort", x, {"dim": -3, "descending": False, "stable": True})
+    sort_case(w, "topk/f32/dim_out_of_range", "topk", x, {"k": 1, "dim": 2, "largest": True, "sorted": True})
+    sort_case(w, "topk/f32/k_too_large", "topk", x, {"k": 4, "dim": 1, "largest": True, "sorted": True})
+    sort_case(w, "topk/f32/0dim_k2", "topk", T("f32", [], [1.0]), {"k": 2, "dim": 0, "largest": True, "sorted": True})
+    return w
+
+
 # ---------------------------------------------------------------- main
 
-SETS = {"unary": make_unary, "binary": make_binary, "compare": make_compare}
+SETS = {"unary": make_unary, "binary": make_binary, "compare": make_compare, "reduce": make_reduce,
+        "matmul": make_matmul, "index": make_index, "sort": make_sort}
 
 
 def main():

@@ -16,6 +16,7 @@
 //! - `Tensor::cat`/`stack` take `&[impl Borrow<Tensor>]` (`&[&Tensor]` or `&[Tensor]`).
 //! - Errors panic with `op: message (at file:line)`; the `try_` forms return [`Result`].
 
+pub mod autograd;
 pub mod error;
 #[cfg(feature = "ndarray")]
 pub mod interop;
@@ -25,6 +26,7 @@ pub mod random;
 pub mod scalar;
 pub mod tensor;
 
+pub use autograd::{enable_grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOpts};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
 pub use random::manual_seed;
@@ -44,5 +46,5 @@ pub fn get_num_threads() -> usize {
 
 /// What most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
-    pub use crate::{manual_seed, DType, Device, Scalar, Tensor};
+    pub use crate::{manual_seed, no_grad, BackwardOpts, DType, Device, Scalar, Tensor};
 }

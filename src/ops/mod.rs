@@ -34,3 +34,4 @@ mod sort;
 mod unary;
 
 pub use binary::Operand;
+pub(crate) use binary::can_cast;

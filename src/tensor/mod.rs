@@ -17,22 +17,27 @@ pub use view::{IndexArgs, TensorIndexer};
 pub(crate) use convert::cast;
 pub(crate) use create::scalar_as;
 
+use crate::autograd::AutogradMeta;
 use crate::error::{bail, Result};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{CpuStorage, DType, Device, Layout, Storage};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 /// Storage shared by all views of it, with the version counter of in-place writes.
 pub struct StorageCell {
     data: RwLock<Storage>,
     version: AtomicU64,
+    /// Some view of this storage was made by a view op that recorded autograd history: an
+    /// in-place write to the storage under grad mode would leave that view's history stale, so
+    /// autograd refuses it.
+    tracked_views: AtomicBool,
 }
 
 impl StorageCell {
     fn new(storage: Storage) -> Arc<StorageCell> {
-        Arc::new(StorageCell { data: RwLock::new(storage), version: AtomicU64::new(0) })
+        Arc::new(StorageCell { data: RwLock::new(storage), version: AtomicU64::new(0), tracked_views: AtomicBool::new(false) })
     }
 }
 
@@ -48,6 +53,40 @@ struct TensorImpl {
     layout: Layout,
     dtype: DType,
     device: Device,
+    autograd: AutogradMeta,
+}
+
+/// The number of live tensor handles' shared parts (`TensorImpl`s), for leak tests.
+static LIVE_TENSORS: AtomicUsize = AtomicUsize::new(0);
+
+impl TensorImpl {
+    fn new(storage: Arc<StorageCell>, layout: Layout, dtype: DType, device: Device) -> Arc<TensorImpl> {
+        LIVE_TENSORS.fetch_add(1, Ordering::Relaxed);
+        Arc::new(TensorImpl { storage, layout, dtype, device, autograd: AutogradMeta::default() })
+    }
+}
+
+impl Drop for TensorImpl {
+    fn drop(&mut self) {
+        LIVE_TENSORS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How many tensors (distinct `TensorImpl`s: each view and each op result counts, clones of a
+/// handle don't) are alive in the process.
+pub(crate) fn live_tensors() -> usize {
+    LIVE_TENSORS.load(Ordering::Relaxed)
+}
+
+/// A weak handle to a tensor: does not keep it alive (used by hooks and `retain_grad`).
+#[derive(Clone)]
+pub(crate) struct WeakTensor(Weak<TensorImpl>);
+
+impl WeakTensor {
+    /// The tensor, if it is still alive.
+    pub(crate) fn upgrade(&self) -> Option<Tensor> {
+        self.0.upgrade().map(Tensor)
+    }
 }
 
 impl Tensor {
@@ -55,12 +94,7 @@ impl Tensor {
     pub(crate) fn from_cpu_storage(storage: CpuStorage, shape: &[usize]) -> Tensor {
         debug_assert_eq!(storage.len(), kiln_runtime::layout::numel(shape));
         let dtype = storage.dtype();
-        Tensor(Arc::new(TensorImpl {
-            storage: StorageCell::new(Storage::Cpu(storage)),
-            layout: Layout::contiguous(shape),
-            dtype,
-            device: Device::Cpu,
-        }))
+        Tensor(TensorImpl::new(StorageCell::new(Storage::Cpu(storage)), Layout::contiguous(shape), dtype, Device::Cpu))
     }
 
     /// A contiguous tensor over a new typed CPU buffer.
@@ -68,15 +102,47 @@ impl Tensor {
         Self::from_cpu_storage(T::wrap(buf), shape)
     }
 
-    /// A view of this tensor's storage with another layout (no copy).
+    /// A view of this tensor's storage with another layout (no copy), without autograd history.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         debug_assert!(layout.numel() == 0 || layout.storage_end() <= self.storage_len());
-        Tensor(Arc::new(TensorImpl {
-            storage: self.0.storage.clone(),
-            layout,
-            dtype: self.0.dtype,
-            device: self.0.device,
-        }))
+        Tensor(TensorImpl::new(self.0.storage.clone(), layout, self.0.dtype, self.0.device))
+    }
+
+    /// The autograd state of this tensor.
+    #[inline]
+    pub(crate) fn autograd(&self) -> &AutogradMeta {
+        &self.0.autograd
+    }
+
+    /// Notes that a view of this storage recorded autograd history.
+    pub(crate) fn mark_tracked_views(&self) {
+        self.0.storage.tracked_views.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a view of this storage recorded autograd history.
+    pub(crate) fn has_tracked_views(&self) -> bool {
+        self.0.storage.tracked_views.load(Ordering::Relaxed)
+    }
+
+    /// A weak handle to this tensor.
+    pub(crate) fn downgrade(&self) -> WeakTensor {
+        WeakTensor(Arc::downgrade(&self.0))
+    }
+
+    /// True when both are handles of the same tensor (not merely the same storage).
+    pub(crate) fn is_same(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// A detached, contiguous tensor with these values that no one else can reach: this storage
+    /// when this handle is its only user, else a copy (for storing a gradient in `.grad`).
+    pub(crate) fn detached_owned(self) -> Tensor {
+        let alone = Arc::strong_count(&self.0) == 1 && Arc::strong_count(&self.0.storage) == 1;
+        if alone && self.is_contiguous() && self.storage_offset() == 0 && self.numel() == self.storage_len() {
+            return self.detach();
+        }
+        let _off = crate::autograd::no_grad();
+        self.deep_clone()
     }
 
     /// Sizes of each dimension (`x.shape` / `x.size()`).

@@ -242,6 +242,26 @@ impl Case {
         raw.split_whitespace().map(|t| t.parse().unwrap_or_else(|_| panic!("{}: attribute {key} = {raw:?}", self.name))).collect()
     }
 
+    /// Attribute `key` parsed as one value, `None` when the case has no such attribute.
+    pub fn attr_opt<T: std::str::FromStr>(&self, key: &str) -> Option<T> {
+        self.attr(key).map(|_| self.attr_as(key))
+    }
+
+    /// Attribute `key` as a flag: `1` is true; `0` or no attribute is false.
+    pub fn attr_flag(&self, key: &str) -> bool {
+        match self.attr(key) {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(other) => panic!("{}: attribute {key} = {other:?} is not a flag (0 or 1)", self.name),
+        }
+    }
+
+    /// Attribute `key` as a list of integers (empty for `attr dims` with no value), `None` when
+    /// the case has no such attribute.
+    pub fn attr_opt_i64s(&self, key: &str) -> Option<Vec<i64>> {
+        self.attr(key).map(|_| self.attr_i64s(key))
+    }
+
     /// True when some tensor argument is viewed through `step` (`"expand"`, `"t"`, ...).
     pub fn has_view(&self, step: &str) -> bool {
         self.args.iter().any(|(_, a)| matches!(a, ArgSpec::Tensor(s) if s.views.iter().any(|v| v.name == step)))
@@ -417,6 +437,11 @@ pub fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
 /// What an op dispatcher returns: `None` when it does not know the case's op, else the
 /// outputs or kiln's error message (panics are caught too).
 pub type Outcome = Option<Result<Vec<Tensor>, String>>;
+
+/// A kiln result as a dispatcher's outcome: the outputs, or the error's message.
+pub fn outcome(r: kiln::Result<Vec<Tensor>>) -> Outcome {
+    Some(r.map_err(|e| e.to_string()))
+}
 
 /// Runs one case: builds its args, calls `run`, compares with the expectation.
 pub fn run_case(case: &Case, run: &dyn Fn(&Case, &[Arg]) -> Outcome) -> Result<(), String> {

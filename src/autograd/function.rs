@@ -1,0 +1,1 @@
+//! Custom differentiable functions (`torch.autograd.Function`).

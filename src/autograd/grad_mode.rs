@@ -1,0 +1,85 @@
+//! Grad mode: whether ops record history (`torch.no_grad`, `torch.enable_grad`,
+//! `torch.set_grad_enabled`). The flag is per thread, as in PyTorch.
+
+use std::cell::Cell;
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether ops on this thread record history for autograd (`torch.is_grad_enabled()`).
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(Cell::get)
+}
+
+/// Turns recording on or off for this thread until changed again (`torch.set_grad_enabled(b)`
+/// used as a function). For a scoped change use [`no_grad`], [`enable_grad`] or
+/// [`grad_mode`].
+pub fn set_grad_enabled(enabled: bool) {
+    GRAD_ENABLED.with(|g| g.set(enabled));
+}
+
+/// Restores the grad mode it was made with when dropped.
+#[must_use = "grad mode returns to its previous value when the guard is dropped"]
+pub struct GradModeGuard {
+    previous: bool,
+    // Grad mode is per thread: the guard must be dropped on the thread that made it.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for GradModeGuard {
+    fn drop(&mut self) {
+        set_grad_enabled(self.previous);
+    }
+}
+
+/// Sets the grad mode to `enabled` until the returned guard is dropped
+/// (`with torch.set_grad_enabled(b):`).
+pub fn grad_mode(enabled: bool) -> GradModeGuard {
+    let previous = is_grad_enabled();
+    set_grad_enabled(enabled);
+    GradModeGuard { previous, _not_send: std::marker::PhantomData }
+}
+
+/// Stops recording history until the guard is dropped (`with torch.no_grad():`).
+///
+/// ```
+/// let w = kiln::Tensor::ones(&[2]).requires_grad_(true);
+/// {
+///     let _guard = kiln::no_grad();
+///     let y = &w * 2.0;
+///     assert!(!y.requires_grad());
+/// }
+/// assert!((&w * 2.0).requires_grad());
+/// ```
+pub fn no_grad() -> GradModeGuard {
+    grad_mode(false)
+}
+
+/// Records history until the guard is dropped, even inside [`no_grad`] (`torch.enable_grad()`).
+pub fn enable_grad() -> GradModeGuard {
+    grad_mode(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_nest_and_restore() {
+        assert!(is_grad_enabled());
+        {
+            let _a = no_grad();
+            assert!(!is_grad_enabled());
+            {
+                let _b = enable_grad();
+                assert!(is_grad_enabled());
+            }
+            assert!(!is_grad_enabled());
+        }
+        assert!(is_grad_enabled());
+        set_grad_enabled(false);
+        assert!(!is_grad_enabled());
+        set_grad_enabled(true);
+    }
+}

@@ -1,0 +1,96 @@
+//! Reductions, cumsum, softmax and log_softmax against PyTorch: the cases in
+//! `tests/fixtures/reduce.txt` (made by `scripts/make_fixtures.py`) cover every dtype, reductions
+//! over all elements, one dim, several dims (in any order) and `dims = []`, with and without
+//! `keepdim`; contiguous, transposed, narrowed, expanded, permuted, 0-dim, zero-size and large
+//! (parallel) inputs; NaN, infinities, integer wrapping and the errors PyTorch raises.
+//!
+//! A case's attributes are PyTorch's arguments: `dims` (a list: `x.sum(dims, keepdim)`), `dim`
+//! (one dim; without it `max`, `prod`, `argmax`, ... reduce every element), `keepdim`,
+//! `correction` (var, std) and `values_only` (max/min along a dim with tied extremes, where
+//! PyTorch's index is unspecified: only the values are compared).
+
+mod common;
+
+use common::{assert_covers, outcome, run_fixture, Arg, Case, Outcome};
+use kiln::Tensor;
+
+const OPS: &[&str] = &[
+    "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any", "var", "std", "logsumexp", "cumsum",
+    "softmax", "log_softmax",
+];
+
+/// var (`SQRT` false) or std over every element with `correction`, or over `dims`.
+fn var_std<const SQRT: bool>(x: &Tensor, dims: Option<Vec<i64>>, correction: i64, keepdim: bool) -> kiln::Result<Tensor> {
+    match (dims, correction, SQRT) {
+        (None, 0 | 1, false) => x.try_var(correction == 1),
+        (None, 0 | 1, true) => x.try_std(correction == 1),
+        (dims, _, false) => x.try_var_dim(dims.unwrap_or_default(), correction, keepdim),
+        (dims, _, true) => x.try_std_dim(dims.unwrap_or_default(), correction, keepdim),
+    }
+}
+
+/// max_dim / min_dim's outputs: values and indices, or the values alone for `values_only`.
+fn values_indices(case: &Case, r: kiln::Result<(Tensor, Tensor)>) -> kiln::Result<Vec<Tensor>> {
+    r.map(|(v, i)| if case.attr_flag("values_only") { vec![v] } else { vec![v, i] })
+}
+
+fn reduce(case: &Case, args: &[Arg]) -> Outcome {
+    let x = args[0].tensor();
+    let keepdim = case.attr_flag("keepdim");
+    let (dims, dim) = (case.attr_opt_i64s("dims"), case.attr_opt::<i64>("dim"));
+    let one = |r: kiln::Result<Tensor>| outcome(r.map(|t| vec![t]));
+    match (case.op.as_str(), dims, dim) {
+        ("sum", None, None) => one(x.try_sum()),
+        ("sum", Some(d), None) => one(x.try_sum_dim(d, keepdim)),
+        ("mean", None, None) => one(x.try_mean()),
+        ("mean", Some(d), None) => one(x.try_mean_dim(d, keepdim)),
+        ("prod", None, None) => one(x.try_prod()),
+        ("prod", None, Some(d)) => one(x.try_prod_dim(d, keepdim)),
+        ("amax", Some(d), None) => one(x.try_amax(d, keepdim)),
+        ("amin", Some(d), None) => one(x.try_amin(d, keepdim)),
+        ("max", None, None) => one(x.try_max()),
+        ("max", None, Some(d)) => outcome(values_indices(case, x.try_max_dim(d, keepdim))),
+        ("min", None, None) => one(x.try_min()),
+        ("min", None, Some(d)) => outcome(values_indices(case, x.try_min_dim(d, keepdim))),
+        ("argmax", None, None) => one(x.try_argmax()),
+        ("argmax", None, Some(d)) => one(x.try_argmax_dim(d, keepdim)),
+        ("argmin", None, None) => one(x.try_argmin()),
+        ("argmin", None, Some(d)) => one(x.try_argmin_dim(d, keepdim)),
+        ("all", None, None) => one(x.try_all()),
+        ("all", Some(d), None) => one(x.try_all_dim(d, keepdim)),
+        ("any", None, None) => one(x.try_any()),
+        ("any", Some(d), None) => one(x.try_any_dim(d, keepdim)),
+        ("var", dims, None) => one(var_std::<false>(x, dims, case.attr_as("correction"), keepdim)),
+        ("std", dims, None) => one(var_std::<true>(x, dims, case.attr_as("correction"), keepdim)),
+        ("logsumexp", Some(d), None) => one(x.try_logsumexp(d, keepdim)),
+        ("cumsum", None, Some(d)) => one(x.try_cumsum(d)),
+        ("softmax", None, Some(d)) => one(x.try_softmax(d)),
+        ("log_softmax", None, Some(d)) => one(x.try_log_softmax(d)),
+        _ => None,
+    }
+}
+
+#[test]
+fn reductions_match_pytorch() {
+    let cases = run_fixture("reduce.txt", reduce);
+    assert_covers(&cases, OPS);
+}
+
+/// The fixture has what it claims: errors, every dtype, views, NaN and zero-size cases, and
+/// both index forms of max/min (values with indices, values alone).
+#[test]
+fn fixture_covers_the_variants() {
+    let cases = common::load("reduce.txt");
+    let count = |f: &dyn Fn(&Case) -> bool| cases.iter().filter(|c| f(c)).count();
+    assert!(count(&|c| matches!(c.expect, common::Expect::Error(_))) >= 50);
+    for view in ["t", "narrow", "expand", "permute"] {
+        assert!(count(&|c| c.has_view(view)) >= 20, "{view}");
+    }
+    for dtype in ["f32", "f64", "f16", "bf16", "i64", "i32", "u8", "bool"] {
+        assert!(count(&|c| c.name.contains(&format!("/{dtype}/"))) >= 50, "{dtype}");
+    }
+    assert!(count(&|c| c.op == "max" && c.attr("dim").is_some() && !c.attr_flag("values_only")) >= 20);
+    assert!(count(&|c| c.attr_flag("values_only")) >= 5);
+    assert!(count(&|c| c.name.contains("/nan/")) >= 8);
+    assert!(count(&|c| c.name.contains("empty")) >= 100);
+}
