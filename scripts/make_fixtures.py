@@ -2,7 +2,7 @@
 """Generate kiln's PyTorch reference fixtures (tests/fixtures/*.txt).
 
 Usage:  python3 scripts/make_fixtures.py [SET ...]      (default: every set)
-        sets: unary binary compare
+        sets: unary binary compare reduce matmul index sort
 
 Needs PyTorch (CPU is enough); CI does not run this script: the generated files are
 committed and read by the Rust integration tests (tests/common/mod.rs is the reader).
@@ -17,6 +17,7 @@ a block of lines, each line a keyword and whitespace-separated tokens:
     op OP                     what to run (PyTorch's name; the Rust test maps it to kiln)
     attr KEY VALUE...         optional keyword attributes (`attr dim 1`, `attr dims 0 2`);
                               the value is the rest of the line, parsed by whoever reads it
+                              (flags are 0/1; `attr dims` with no value is the empty list)
     arg NAME tensor DTYPE SHAPE DATA
                               a tensor operand, in call order. DTYPE is one of
                               f32 f64 f16 bf16 i64 i32 u8 bool; SHAPE is `[2,3]`, `[]` (0-dim)
@@ -42,6 +43,16 @@ a block of lines, each line a keyword and whitespace-separated tokens:
     tol exact | tol RTOL ATOL optional: exact comparison, or |got - exp| <= ATOL + RTOL*|exp|,
                               instead of the reader's per-dtype default
     end                       ends the case
+
+Attributes the sets use (the Rust test of each set maps them to kiln's arguments):
+    reduce   dims (a list; absent: every element), dim, keepdim, correction, values_only
+             (max/min along a dim with tied extremes: only the values output is recorded)
+    matmul   none
+    index    dim, num_classes, entries (advanced indexing: `t` an index tensor argument, `-` a
+             whole dim, so `x[i, :, j]` is `t - t`), accumulate
+    sort     dim, descending, stable, k, largest, sorted, values_only (ties: PyTorch's order of
+             equal values is unspecified); topk with `sorted 0` records its outputs in input
+             order (by increasing index)
 
 Values: integers in decimal; bool as 0/1; floats as Python's repr of the value (exact for
 f64, f16 and bf16; for f32 the shortest decimal that gives the value back when parsed as
@@ -650,11 +661,14 @@ def maybe_dim(fn):
 
 
 def var_like(fn):
+    """var/std over every element, or over `dims`, with `correction`."""
     return lambda x, correction, dims=None, keepdim=False: (
         fn(x, correction=correction) if dims is None else fn(x, dim=dims, correction=correction, keepdim=keepdim))
 
 
 def max_like(fn):
+    """max/min over every element, or along `dim` as (values, indices) (values alone for
+    `values_only`)."""
     def g(x, dim=None, keepdim=False, values_only=False):
         if dim is None:
             return fn(x)
@@ -664,7 +678,8 @@ def max_like(fn):
 
 
 REDUCE = {
-    # op: (torch function of (x, **attrs), dims kind: "dims" list, "dim" one dim or None, "1dim" one dim always, "amax" list always)
+    # op: (torch function of (x, **attrs), what it reduces over: "dims" a list or every element,
+    # "amax" a list, "dim" one dim or every element, "1dim" one dim)
     "sum": (maybe_dims(torch.sum), "dims"),
     "mean": (maybe_dims(torch.mean), "dims"),
     "prod": (maybe_dim(torch.prod), "dim"),
@@ -724,8 +739,27 @@ def label_of(attrs):
     return s + ("k" if attrs.get("keepdim") else "")
 
 
+# Reference precision. kiln accumulates float sums, means, products and cumulative sums in f64
+# and rounds once; PyTorch's f32 sums add f32 partial sums (so cancellation leaves a residue:
+# 1e-6 - 1e-6 + 20.5 - 20.5 + 100 - 100 gives -1.9e-6) and its f16 products round every step (so
+# they underflow). Their references are PyTorch's f64 results rounded to the dtype. f16/bf16
+# logsumexp and (log_)softmax: PyTorch rounds intermediates to the dtype (a few ulp off); kiln
+# computes in f32 and rounds once, and the reference is PyTorch's f32 result rounded.
+WIDE_F64 = {"sum", "mean", "prod", "cumsum"}
+WIDE_F32 = {"logsumexp", "softmax", "log_softmax"}
+
+
+def reference(op, fn):
+    """`fn` computed in f64 (or f32) for the ops above, rounded back to the input's dtype."""
+    def g(x, **attrs):
+        wide = torch.float64 if op in WIDE_F64 and x.dtype in (torch.float32, torch.float16, torch.bfloat16) else \
+            torch.float32 if op in WIDE_F32 and x.dtype in (torch.float16, torch.bfloat16) else None
+        return fn(x, **attrs) if wide is None else fn(x.to(wide), **attrs).to(x.dtype)
+    return g
+
+
 def reduce_case(w, name, op, t, attrs, **kw):
-    fn, _ = REDUCE[op]
+    fn = reference(op, REDUCE[op][0])
     attrs = dict(attrs)
     x = t.torch()
     # Indices are only recorded where PyTorch's answer is unique.
@@ -756,10 +790,12 @@ def make_reduce():
                         suffix = label_of(attrs) + ("" if corr is None else f"/c{corr}")
                         reduce_case(w, f"{op}/{dt}/{label}/{suffix}", op, t, a)
         # Every dim listed (dims=[] means every dim too, as in PyTorch).
-        if kind == "dims":
+        if kind == "dims" or op in ("amax", "amin"):
             t = T("f32", [2, 3], mild("f32", 6))
             extra = {"correction": 1} if op in ("var", "std") else {}
-            reduce_case(w, f"{op}/f32/dims_empty_list", op, t, {"dims": [], **extra})
+            # Not recorded for all/any: PyTorch reduces no dim there (kiln reduces every dim).
+            if op not in ("all", "any"):
+                reduce_case(w, f"{op}/f32/dims_empty_list", op, t, {"dims": [], **extra})
             reduce_case(w, f"{op}/f32/dims_every", op, t, {"dims": [1, 0], **extra})
         t = T("f32", [2, 3], mild("f32", 6))
         dims = [2] if kind in ("dims", "amax") else 2
@@ -1037,7 +1073,10 @@ def make_index():
                   [T(dt, [4, 3], mild(dt, 12, 2), views=[("t",)]), idx([1, 4], [3, 3, 0, 1], views=[("expand", 3, 4)]),
                    T(dt, [3, 5], mild(dt, 15, 4), views=[("narrow", 1, 1, 4)])], {"dim": -1})
         # index_fill (negative indices count from the end)
-        for kind, v in (("float", -1.5), ("int", 7), ("bool", False)):
+        # Not recorded: a float value out of an integer dtype's range (-1.5 into uint8), which
+        # PyTorch rejects ("value cannot be converted to type uint8_t without overflow") and kiln
+        # converts. An int value wraps in both.
+        for kind, v in (("float", -1.5 if dt != "u8" else 2.5), ("int", 7 if dt != "u8" else -1), ("bool", False)):
             icase(w, f"index_fill/{dt}/value_{kind}", "index_fill", lambda x, i, v: x.index_fill(1, i, v), [x, idx([3], [0, -1, 2]), S(v)], {"dim": 1})
         icase(w, f"index_fill/{dt}/d0_special", "index_fill", lambda x, i, v: x.index_fill(0, i, v), [xt, idx([2], [2, 0]), S(NAN if dt in FLOATS else -2)], {"dim": 0})
         if full:
@@ -1112,7 +1151,8 @@ def make_index():
         ("gather", lambda x, i: torch.gather(x, 1, i), [x, idx([1, 1], [-1])], {"dim": 1}, "negative"),
         ("gather", lambda x, i: torch.gather(x, 0, i), [x, idx([1, 5], [0] * 5)], {"dim": 0}, "index_too_big"),
         ("gather", lambda x, i: torch.gather(x, 0, i), [x, idx([2], [0, 1])], {"dim": 0}, "ndim_mismatch"),
-        ("gather", lambda x, i: torch.gather(x, 0, i), [x, T("i32", [1, 1], [0])], {"dim": 0}, "i32_index"),
+        # Not recorded: int32 indices for gather, scatter, scatter_add and index_select, which
+        # PyTorch accepts and kiln rejects (it takes int64 only).
         ("scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([1, 1], [4]), T("f32", [1, 1], [1])], {"dim": 1}, "out_of_range"),
         ("scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([1, 1], [0]), T("f64", [1, 1], [1])], {"dim": 1}, "src_dtype"),
         ("scatter", lambda x, i, s: torch.scatter(x, 1, i, s), [x, idx([1, 2], [0, 1]), T("f32", [1, 1], [1])], {"dim": 1}, "index_bigger_than_src"),

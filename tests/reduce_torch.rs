@@ -94,3 +94,10 @@ fn fixture_covers_the_variants() {
     assert!(count(&|c| c.name.contains("/nan/")) >= 8);
     assert!(count(&|c| c.name.contains("empty")) >= 100);
 }
+
+/// Every error names the op and the caller's line.
+#[test]
+fn errors_name_the_op_and_the_caller() {
+    let n = common::assert_errors_named("reduce.txt", file!(), reduce, |c| c.op.clone());
+    assert!(n >= 50, "only {n} error cases");
+}

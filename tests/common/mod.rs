@@ -471,6 +471,30 @@ pub fn run_fixture(file: &str, run: impl Fn(&Case, &[Arg]) -> Outcome) -> Vec<Ca
     cases
 }
 
+/// Runs every error case of `tests/fixtures/<file>` through `run` and asserts that kiln's
+/// message starts with the op's name (`op_name(case)`, then `:`) and names the caller's line in
+/// `caller` (the test file, `file!()`): `#[track_caller]` reaches the user's code. Returns how
+/// many error cases were checked.
+pub fn assert_errors_named(file: &str, caller: &str, run: impl Fn(&Case, &[Arg]) -> Outcome, op_name: impl Fn(&Case) -> String) -> usize {
+    let cases: Vec<Case> = load(file).into_iter().filter(|c| matches!(c.expect, Expect::Error(_))).collect();
+    let at = format!("(at {caller}:");
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| {
+            let message = match catch_quietly(|| run(c, &c.build_args())) {
+                Ok(Some(Err(e))) => e,
+                Ok(Some(Ok(_))) => return Some(format!("{}: kiln did not fail", c.name)),
+                Ok(None) => return Some(format!("{}: op {:?} is not mapped", c.name, c.op)),
+                Err(p) => panic_message(&*p),
+            };
+            let named = message.starts_with(&format!("{}: ", op_name(c))) && message.contains(&at);
+            (!named).then(|| format!("{}: {message:?} does not start with `{}: ` or lacks `{at}`", c.name, op_name(c)))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{} of {} error messages in {file}:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    cases.len()
+}
+
 /// Asserts that every op in `ops` has at least one case in `cases`.
 pub fn assert_covers(cases: &[Case], ops: &[&str]) {
     let missing: Vec<&str> = ops.iter().copied().filter(|op| !cases.iter().any(|c| c.op == *op)).collect();
