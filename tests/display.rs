@@ -284,3 +284,16 @@ fn summarised_large_tensor() {
          2.0000e+05]], dtype=torch.float64)"#);
 }
 
+
+#[test]
+fn autograd_suffixes() {
+    // x = torch.ones(2, 2, requires_grad=True); y = x + 2; out = (y * y * 3).mean()
+    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    check(x.clone(), "tensor([[1., 1.],\n        [1., 1.]], requires_grad=True)");
+    let y = &x + 2.0;
+    check(y.clone(), "tensor([[3., 3.],\n        [3., 3.]], grad_fn=<AddBackward0>)");
+    check((&y * &y * 3.0).mean(), "tensor(27., grad_fn=<MeanBackward0>)");
+    // torch.ones(2, dtype=torch.float64, requires_grad=True) * 2
+    let z = Tensor::ones(&[2]).to_dtype(DType::F64).requires_grad_(true) * 2.0;
+    check(z, "tensor([2., 2.], dtype=torch.float64, grad_fn=<MulBackward0>)");
+}

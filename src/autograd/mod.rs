@@ -22,14 +22,13 @@ mod node;
 mod tensor_api;
 
 pub use engine::BackwardOpts;
-#[allow(unused_imports)] // filled by the custom-function work
-pub use function::*;
+pub use function::{Function, FunctionCtx};
 pub use gradcheck::{gradcheck, gradgradcheck, GradcheckError, GradcheckOpts};
 pub use grad_mode::{enable_grad, grad_mode, is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use hooks::HookHandle;
 pub use node::{BackwardCtx, GradFn};
+pub(crate) use node::Node;
 
-pub(crate) use engine::sum_to_size;
 pub(crate) use meta::AutogradMeta;
 pub(crate) use inplace::inplace;
 pub(crate) use node::{grads, is_recording, record, record_view, Grads, Saved};

@@ -159,6 +159,35 @@ impl Node {
     }
 }
 
+impl Drop for Node {
+    /// Drops the graph behind this node without recursion (a chain of 100,000 ops would
+    /// otherwise overflow the stack): edges and saved tensors this node was the last owner of
+    /// are unlinked onto an explicit stack first.
+    fn drop(&mut self) {
+        let mut stack: Vec<Arc<Node>> = Vec::new();
+        unlink(self, &mut stack);
+        while let Some(n) = stack.pop() {
+            if let Ok(mut node) = Arc::try_unwrap(n) {
+                unlink(&mut node, &mut stack);
+            }
+        }
+    }
+}
+
+/// Moves the nodes `node` links to (its edges, and the `grad_fn`s of saved tensors it alone
+/// holds) onto `stack`.
+fn unlink(node: &mut Node, stack: &mut Vec<Arc<Node>>) {
+    stack.extend(node.inputs.iter_mut().filter_map(|i| i.edge.take()));
+    if let NodeKind::Rule { saved, .. } = &mut node.kind {
+        let slot = saved.get_mut().unwrap_or_else(|e| e.into_inner());
+        for s in slot.items.drain(..) {
+            if let Some(f) = s.data.take_grad_fn_if_last() {
+                stack.push(f);
+            }
+        }
+    }
+}
+
 /// A tensor to save for backward, given to [`record`].
 pub(crate) enum Saved {
     /// This tensor as it is now (an input, or a helper such as indices or a mask).

@@ -107,6 +107,17 @@ impl Tensor {
         Ok(())
     }
 
+    /// Sums this tensor down to `shape`, over the dims broadcasting would expand to this
+    /// tensor's shape (`x.sum_to_size(shape)`); differentiable.
+    #[track_caller]
+    pub fn sum_to_size(&self, shape: &[usize]) -> Tensor {
+        let fits = kiln_runtime::layout::broadcast_shapes(shape, self.shape()).as_deref() == Some(self.shape());
+        if !fits {
+            panic!("{}", crate::Error::new("sum_to_size", crate::ErrorKind::Shape, format!("size {shape:?} is not expandable to size {:?}", self.shape())));
+        }
+        engine::sum_to_size(self, shape)
+    }
+
     /// A tensor sharing this one's storage but outside the graph: no history, does not require
     /// grad (`x.detach()`). In-place writes to either are seen by both.
     pub fn detach(&self) -> Tensor {

@@ -1,6 +1,7 @@
 //! Binary elementwise ops: arithmetic with broadcasting and PyTorch's type promotion, their
 //! in-place forms, `copy_`/`fill_`, and the operator overloads.
 
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
@@ -11,6 +12,7 @@ use kiln_runtime::layout::broadcast_shapes;
 use kiln_runtime::op_kind::BinaryOp;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, match_cpu_float, DType, Element, FloatElement, Layout};
+use smallvec::SmallVec;
 
 /// An operand of an elementwise op: a tensor or a Rust number.
 #[derive(Clone, Debug)]
@@ -56,6 +58,14 @@ impl Operand {
         match self {
             Operand::Tensor(t) => (t.dtype(), if t.dim() == 0 { OperandKind::ZeroDim } else { OperandKind::Tensor }),
             Operand::Scalar(s) => (s.promotion_dtype(), OperandKind::Scalar),
+        }
+    }
+
+    /// The tensor, when this operand is one.
+    pub(crate) fn as_tensor(&self) -> Option<&Tensor> {
+        match self {
+            Operand::Tensor(t) => Some(t),
+            Operand::Scalar(_) => None,
         }
     }
 
@@ -238,9 +248,132 @@ fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
     Some(out.map(|s| Tensor::from_cpu_storage(s, x.shape())))
 }
 
-/// `op(a, b)` with broadcasting and type promotion; at least one operand is a tensor.
+/// `op(a, b)` with broadcasting and type promotion; at least one operand is a tensor. Records
+/// the op for autograd when a tensor operand requires grad.
 #[track_caller]
 pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
+    let out = binary_forward(op, a, b)?;
+    let inputs: SmallVec<[&Tensor; 2]> = [a, b].into_iter().filter_map(Operand::as_tensor).collect();
+    if out.dtype().is_float() && autograd::is_recording(&inputs) {
+        return Ok(record_binary(op, a, b, out));
+    }
+    Ok(out)
+}
+
+/// Records `out = op(a, b)` with its backward rule; the rule sees both operands as tensors of
+/// the output's dtype (a scalar operand as a 0-dim tensor) and the output.
+fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, out: Tensor) -> Tensor {
+    use BinaryOp::*;
+    let name = match op {
+        Add => "AddBackward0",
+        Sub => "SubBackward0",
+        Mul => "MulBackward0",
+        Div => "DivBackward0",
+        Rem => "RemainderBackward0",
+        Pow if matches!(b, Operand::Scalar(_)) => "PowBackward0",
+        Pow => "PowBackward1",
+        Maximum => "MaximumBackward0",
+        Minimum => "MinimumBackward0",
+        Atan2 => "Atan2Backward0",
+    };
+    let dt = out.dtype();
+    let is_tensor = [matches!(a, Operand::Tensor(_)), matches!(b, Operand::Tensor(_))];
+    let requires = [a, b].map(|o| o.as_tensor().is_some_and(Tensor::requires_grad));
+    // Save only what the needed gradients read (as PyTorch: `x * 2` saves nothing of `x`).
+    let [save_a, save_b] = match op {
+        Add | Sub => [false, false],
+        Mul => [requires[1], requires[0]],
+        Div => [requires[1], true],
+        Rem => [requires[1], requires[1]],
+        Pow if matches!(b, Operand::Scalar(_)) => [true, false],
+        Pow | Maximum | Minimum | Atan2 => [true, true],
+    };
+    let scalar_exponent = match (op, b) {
+        (Pow, Operand::Scalar(e)) => Some(e.to_f64()),
+        _ => None,
+    };
+    let inputs: SmallVec<[&Tensor; 2]> = [a, b].into_iter().filter_map(Operand::as_tensor).collect();
+    let mut saved: SmallVec<[Saved; 3]> = SmallVec::new();
+    for (keep, operand) in [(save_a, a), (save_b, b)] {
+        if keep {
+            saved.push(Saved::Tensor(operand.to_tensor(dt)));
+        }
+    }
+    if op == Pow && scalar_exponent.is_none() {
+        saved.push(Saved::Output);
+    }
+    autograd::record(out, name, &inputs, saved, move |ctx, g, s| {
+        // Input k of the node is operand `slot` (a scalar operand has no input).
+        let mut needs = [false; 2];
+        let mut k = 0;
+        for slot in 0..2 {
+            if is_tensor[slot] {
+                needs[slot] = ctx.needs_input_grad(k);
+                k += 1;
+            }
+        }
+        let mut rest = s.iter();
+        let a = if save_a { rest.next() } else { None };
+        let b = if save_b { rest.next() } else { None };
+        let [ga, gb] = match scalar_exponent {
+            // d/dx x^p = p·x^(p-1) (0 for p = 0), with the exponent kept a scalar.
+            Some(p) => [Some(if p == 0.0 { g.zeros_like() } else { g * a.expect("saved").pow(p - 1.0) * p }), None],
+            None => binary_grads(op, g, [a, b], rest.next(), needs),
+        };
+        let mut out = grads![];
+        for (slot, grad) in [ga, gb].into_iter().enumerate() {
+            if is_tensor[slot] {
+                out.push(grad);
+            }
+        }
+        out
+    })
+}
+
+/// The gradients of `op(a, b)` for the operands in `needs`, from the saved operands (`s[i]` is
+/// saved whenever operand `i`'s value is needed) and, for `pow`, the output; broadcast shapes
+/// are summed down by the engine.
+fn binary_grads(op: BinaryOp, g: &Tensor, s: [Option<&Tensor>; 2], out: Option<&Tensor>, needs: [bool; 2]) -> [Option<Tensor>; 2] {
+    use BinaryOp::*;
+    let when = |i: usize, f: &dyn Fn() -> Tensor| needs[i].then(f);
+    let a = || s[0].expect("saved when needed");
+    let b = || s[1].expect("saved when needed");
+    match op {
+        Add => [when(0, &|| g.clone()), when(1, &|| g.clone())],
+        Sub => [when(0, &|| g.clone()), when(1, &|| -g)],
+        Mul => [when(0, &|| g * b()), when(1, &|| g * a())],
+        Div => [when(0, &|| g / b()), when(1, &|| -(g * a()) / b().square())],
+        Rem => [when(0, &|| g.clone()), when(1, &|| -(g * (a() / b()).floor()))],
+        Pow => {
+            let (a, e, out) = (a(), b(), out.expect("pow saves its output"));
+            [
+                // d/da a^e = e·a^(e-1), and 0 where e = 0 (PyTorch's convention, also at a = 0).
+                when(0, &|| Tensor::where_(&e.eq(0.0), 0.0, g * e * a.pow(e - 1.0))),
+                // d/de a^e = a^e·ln a, and 0 where a = 0 and e >= 0.
+                when(1, &|| Tensor::where_(&a.eq(0.0).logical_and(&e.ge(0.0)), 0.0, g * out * a.log())),
+            ]
+        }
+        Maximum | Minimum => {
+            let (a, b) = (a(), b());
+            let a_wins = if op == Maximum { a.gt(b) } else { a.lt(b) };
+            let tie = a.eq(b);
+            let half = g * 0.5;
+            [
+                when(0, &|| Tensor::where_(&a_wins, g, Tensor::where_(&tie, &half, 0.0))),
+                when(1, &|| Tensor::where_(&a_wins.logical_or(&tie), Tensor::where_(&tie, &half, 0.0), g)),
+            ]
+        }
+        Atan2 => {
+            let (a, b) = (a(), b());
+            let r2 = a.square() + b.square();
+            [when(0, &|| g * b / &r2), when(1, &|| -(g * a) / &r2)]
+        }
+    }
+}
+
+/// The eager computation of [`binary`], without recording.
+#[track_caller]
+fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let dt = binary_dtype(op, a, b)?;
     if let (BinaryOp::Pow, Operand::Tensor(x), Operand::Scalar(e)) = (op, a, b) {
         if x.dtype() == dt {
@@ -256,7 +389,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
         // PyTorch's half kernels keep a scalar factor or divisor at f32 precision (other ops
         // round it to the half type first): compute in f32, round once.
         let (fa, fb) = (a.to_tensor(DType::F32), b.to_tensor(DType::F32));
-        return binary(op, &Operand::Tensor(fa), &Operand::Tensor(fb))?.try_to_dtype(dt);
+        return binary_forward(op, &Operand::Tensor(fa), &Operand::Tensor(fb))?.try_to_dtype(dt);
     }
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
@@ -270,6 +403,13 @@ pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
 /// `dst = op(dst, b)` in place: the result must keep `dst`'s shape and be castable to its dtype.
 #[track_caller]
 pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<()> {
+    let recording = match b {
+        Operand::Tensor(t) => autograd::is_recording(&[dst, t]),
+        Operand::Scalar(_) => autograd::is_recording(&[dst]),
+    };
+    if recording {
+        return autograd::inplace(op.name(), dst, |old| binary(op, &Operand::Tensor(old.clone()), b));
+    }
     let a = Operand::Tensor(dst.clone());
     let dt = binary_dtype(op, &a, b)?;
     if !can_cast(dt, dst.dtype()) {
@@ -309,6 +449,10 @@ pub(crate) fn check_writable(op: &'static str, dst: &Tensor) -> Result<()> {
 /// Writes `src` (broadcast to `dst`'s shape, cast to its dtype) into `dst`.
 #[track_caller]
 fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
+    if autograd::is_recording(&[dst, src]) {
+        // The values of `src`, broadcast to `dst`'s shape, with `src`'s history.
+        return autograd::inplace("copy_", dst, |old| old.detach().zeros_like().try_add(src));
+    }
     let shape = broadcast_all("copy_", &[dst.shape(), src.shape()])?;
     if shape.as_slice() != dst.shape() {
         bail!("copy_", Shape, "the source of shape {:?} cannot be broadcast to the destination's shape {:?}", src.shape(), dst.shape());
@@ -340,6 +484,10 @@ impl Tensor {
     #[track_caller]
     pub fn fill_(&self, value: impl Into<Scalar>) -> &Tensor {
         let v: Scalar = value.into();
+        if autograd::is_recording(&[self]) {
+            autograd::inplace("fill_", self, |old| old.detach().zeros_like().try_add(v)).or_panic();
+            return self;
+        }
         check_writable("fill_", self).or_panic();
         self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))).or_panic();
         self

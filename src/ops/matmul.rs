@@ -6,7 +6,18 @@
 //! batch dims broadcast with stride 0, nothing copied) and calls
 //! [`kiln_runtime::cpu::matmul::matmul`]. Both operands must have the same dtype (no promotion,
 //! as in PyTorch); `Bool` is not supported.
+//!
+//! Autograd: every product records one node whose rule is the same for all cases: with the
+//! operands and the gradient lined up as matrices (a unit dim put back where a 1-D operand lost
+//! it), `grad_a = g @ b^T` and `grad_b = a^T @ g`, the unit dim removed again; the engine sums
+//! the broadcast batch dims down to each operand's shape. `mm`, `bmm`, `mv` and `dot` record
+//! PyTorch's `MmBackward0`, `BmmBackward0`, `MvBackward0`, `DotBackward0`; `matmul` records the
+//! node of the strict op its case is (1-D·1-D `DotBackward0`, 2-D·1-D `MvBackward0`, 2-D·2-D
+//! `MmBackward0`) and `MatmulBackward0` for the other cases (which PyTorch builds from views
+//! around `mm`/`bmm`, showing `SqueezeBackward4` or `UnsafeViewBackward0`). `outer` records
+//! `MulBackward0`, as PyTorch (where it is a broadcast `mul`).
 
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::matmul::matmul as cpu_matmul;
@@ -104,7 +115,25 @@ impl Tensor {
     #[track_caller]
     pub fn try_outer(&self, other: &Tensor) -> Result<Tensor> {
         expect_dims("outer", self, other, 1, 1)?;
-        self.unsqueeze(1).try_mul(other)
+        let out = {
+            let _off = autograd::no_grad();
+            self.unsqueeze(1).try_mul(other)?
+        };
+        if !out.dtype().is_float() || !autograd::is_recording(&[self, other]) {
+            return Ok(out);
+        }
+        // grad_a[i] = Σ_j g[i, j] b[j] and grad_b[j] = Σ_i g[i, j] a[i]; the operands may have
+        // another dtype than the (promoted) output, so they are cast to the gradient's first.
+        let (need_a, need_b) = (self.requires_grad(), other.requires_grad());
+        let saved = [need_b.then(|| Saved::of(self)), need_a.then(|| Saved::of(other))];
+        Ok(autograd::record(out, "MulBackward0", &[self, other], saved.into_iter().flatten(), move |ctx, g, s| {
+            let a = need_b.then(|| &s[0]);
+            let b = need_a.then(|| s.last().expect("saved rhs"));
+            grads![
+                (ctx.needs_input_grad(0)).then(|| g.matmul(&b.expect("rhs saved").to_dtype(g.dtype()))),
+                (ctx.needs_input_grad(1)).then(|| g.t().matmul(&a.expect("lhs saved").to_dtype(g.dtype()))),
+            ]
+        }))
     }
 
     /// Alias of [`Tensor::outer`] (`torch.ger`).
@@ -166,7 +195,59 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if db > 1 {
         shape.push(n);
     }
-    Ok(Tensor::from_cpu_storage(storage, &shape))
+    let out = Tensor::from_cpu_storage(storage, &shape);
+    if !out.dtype().is_float() || !autograd::is_recording(&[a, b]) {
+        return Ok(out);
+    }
+    Ok(record_product(op, out, a, b))
+}
+
+/// PyTorch's name of the node a product records (see the module docs).
+fn node_name(op: &'static str, da: usize, db: usize) -> &'static str {
+    match (op, da, db) {
+        ("mm", ..) | ("matmul", 2, 2) => "MmBackward0",
+        ("mv", ..) | ("matmul", 2, 1) => "MvBackward0",
+        ("dot", ..) | ("matmul", 1, 1) => "DotBackward0",
+        ("bmm", ..) => "BmmBackward0",
+        _ => "MatmulBackward0",
+    }
+}
+
+/// Records the node of `out = a @ b` (any of `matmul`'s cases). Each operand is saved only when
+/// the other one needs its gradient, as PyTorch does (so an in-place write to an input that
+/// the backward does not read is allowed).
+fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tensor {
+    let (da, db) = (a.dim(), b.dim());
+    let (need_a, need_b) = (a.requires_grad(), b.requires_grad());
+    let saved = [need_b.then(|| Saved::of(a)), need_a.then(|| Saved::of(b))];
+    autograd::record(out, node_name(op, da, db), &[a, b], saved.into_iter().flatten(), move |ctx, g, s| {
+        let a = need_b.then(|| &s[0]);
+        let b = need_a.then(|| s.last().expect("saved rhs"));
+        // The gradient as [batch..., m, n]: put back the dims that 1-D operands removed.
+        let g = if db == 1 { g.unsqueeze(-1) } else { g.clone() };
+        let g = if da == 1 { g.unsqueeze(-2) } else { g };
+        let grad_a = ctx.needs_input_grad(0).then(|| {
+            let b = b.expect("rhs saved");
+            let bt = if db == 1 { b.unsqueeze(0) } else { b.transpose(-1, -2) };
+            let ga = g.matmul(&bt);
+            if da == 1 {
+                ga.squeeze_dim(-2)
+            } else {
+                ga
+            }
+        });
+        let grad_b = ctx.needs_input_grad(1).then(|| {
+            let a = a.expect("lhs saved");
+            let at = if da == 1 { a.unsqueeze(1) } else { a.transpose(-1, -2) };
+            let gb = at.matmul(&g);
+            if db == 1 {
+                gb.squeeze_dim(-1)
+            } else {
+                gb
+            }
+        });
+        grads![grad_a, grad_b]
+    })
 }
 
 /// The CPU product of two storages of one dtype, `None` for mixed dtypes or `Bool`.

@@ -11,7 +11,15 @@
 //! `max_dim`/`min_dim` are i64; `all`/`any` give bool (uint8 for uint8 input, as PyTorch).
 //! Floating-point sums, means, variances and cumulative sums accumulate in f64 (see
 //! `kiln_runtime::cpu::reduce`), so they are at least as accurate as PyTorch's.
+//!
+//! Autograd: every floating-point result records its backward rule (`SumBackward0`, …), written
+//! with tensor ops so it is differentiable again. A rule first puts the reduced dims back as size
+//! 1 ([`GradShapes::keep`]) and then broadcasts over the input. `max`/`min`/`amax`/`amin` share
+//! the gradient evenly among tied extremes (as PyTorch), `max_dim`/`min_dim` send it to the index
+//! they returned, `prod` is exact with zeros in the input. `argmax`, `argmin`, `all`, `any` and
+//! indices never record.
 
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::{normalize_dim, Tensor};
 use kiln_runtime::cpu::reduce::{self as kernel, OrdElement, ReducePlan, SumElement};
@@ -181,6 +189,18 @@ impl Reduction {
         Ok(())
     }
 
+    /// What the backward rule of this reduction of `t` needs to know about its shapes.
+    fn grad_shapes(&self, t: &Tensor) -> GradShapes {
+        let reduced = |d: usize| self.mask[d];
+        let input: Vec<i64> = t.shape().iter().map(|&n| n as i64).collect();
+        GradShapes {
+            kept: (0..t.dim()).map(|d| if reduced(d) { 1 } else { input[d] }).collect(),
+            dims: (0..t.dim()).filter(|&d| reduced(d)).map(|d| d as i64).collect(),
+            count: (0..t.dim()).filter(|&d| reduced(d)).map(|d| t.shape()[d]).product(),
+            input,
+        }
+    }
+
     /// Runs `kernel` on `t`'s storage with this reduction's plan; the result gets this shape.
     #[track_caller]
     fn run(
@@ -194,15 +214,88 @@ impl Reduction {
     }
 }
 
+/// What a reduction's backward rule needs: the input's shape, the result's shape with the reduced
+/// dims kept as size 1, the reduced dims (in increasing order; empty for a 0-dim input, which
+/// reduction ops read as "every dim") and how many elements each result reduces.
+#[derive(Clone, Debug)]
+struct GradShapes {
+    input: Vec<i64>,
+    kept: Vec<i64>,
+    dims: Vec<i64>,
+    count: usize,
+}
+
+impl GradShapes {
+    /// `t`, shaped like the result, with the reduced dims put back as size 1 (a view; the same
+    /// tensor when the result kept them).
+    fn keep(&self, t: &Tensor) -> Tensor {
+        if t.dim() == self.kept.len() {
+            t.clone()
+        } else {
+            t.reshape(&self.kept)
+        }
+    }
+
+    /// `g`, shaped like the result, broadcast back over the input (a view).
+    fn expand(&self, g: &Tensor) -> Tensor {
+        self.keep(g).expand(&self.input)
+    }
+
+    /// The gradient of a max/min over these dims: `g` shared evenly among the elements of `x`
+    /// equal to their result `out` (among the NaNs when the result is NaN), zero elsewhere.
+    fn evenly_distribute(&self, x: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
+        let out = self.keep(out);
+        let hit = x.eq(&out).logical_or(&x.ne(x).logical_and(&out.ne(&out)));
+        let hit = hit.to_dtype(x.dtype());
+        let ties = hit.sum_dim(self.dims.clone(), true);
+        self.keep(g) / ties * hit
+    }
+
+    /// The gradient of a product over these dims, `g · Π_{j≠i} x_j` for each `x_i`: `g·out/x`
+    /// when `x` has no zero, else split into the product of the non-zero others and of the zero
+    /// others, so that one zero gives the product of the rest and two or more give zero. Exact
+    /// to second order too: the product of the zero others is written as 1 (none), their sum
+    /// (one: value 0, derivative 1) or 0 (more).
+    fn prod_backward(&self, x: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
+        let is_zero = x.eq(0.0);
+        if !is_zero.any().item::<bool>() {
+            return self.keep(g) * self.keep(out) / x;
+        }
+        let dt = x.dtype();
+        let z = is_zero.to_dtype(dt);
+        let nonzero = x + &z; // the zeros replaced by ones
+        let nonzero_others = nonzero.prod_dim(self.dims.clone(), true) / &nonzero;
+        let x_at_zeros = x * &z; // zero-valued, derivative 1 at the zeros
+        let zero_others = z.sum_dim(self.dims.clone(), true) - &z;
+        let zero_others_sum = x_at_zeros.sum_dim(self.dims.clone(), true) - &x_at_zeros;
+        let none = zero_others.eq(0.0).to_dtype(dt);
+        let one = zero_others.eq(1.0).to_dtype(dt);
+        self.keep(g) * nonzero_others * (none + one * zero_others_sum)
+    }
+
+    /// The gradient of a variance with `correction` over these dims:
+    /// `g · 2 (x - mean) / (n - correction)`.
+    fn var_backward(&self, x: &Tensor, correction: f64, g: &Tensor) -> Tensor {
+        let centered = x - x.mean_dim(self.dims.clone(), true);
+        self.keep(g) * centered * (2.0 / (self.count as f64 - correction))
+    }
+}
+
+/// True when a reduction of `t` that gave `out` must record history.
+fn recording(t: &Tensor, out: &Tensor) -> bool {
+    out.dtype().is_float() && autograd::is_recording(&[t])
+}
+
 /// sum, prod, amax, amin (and max/min over all elements): one function per op family, the
-/// op kind matched outside the kernels so each loop is monomorphized.
+/// op kind matched outside the kernels so each loop is monomorphized;
+/// `grad_name` names the node recorded when the result is differentiated.
 #[track_caller]
-fn reduce_values(t: &Tensor, name: &'static str, op: ReduceOp, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+fn reduce_values(t: &Tensor, name: &'static str, grad_name: &'static str, op: ReduceOp, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new(name, t, dims, keepdim)?;
     if matches!(op, ReduceOp::Max | ReduceOp::Min) {
         red.check_nonempty(name, t)?;
     }
-    red.run(name, t, |s, plan| match op {
+    let out = red.run(name, t, |s, plan| match op {
         ReduceOp::Sum => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, _| T::from_acc(a)))),
         ReduceOp::Prod => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Prod, |a, _| T::from_acc(a)))),
         ReduceOp::Max => {
@@ -210,6 +303,21 @@ fn reduce_values(t: &Tensor, name: &'static str, op: ReduceOp, dims: &[i64], kee
         }
         ReduceOp::Min => {
             match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::MinMax::<false>, |a, _| T::from_ord(a))))
+        }
+    })?;
+    if !recording(t, &out) {
+        return Ok(out);
+    }
+    let sh = red.grad_shapes(t);
+    Ok(match op {
+        ReduceOp::Sum => autograd::record(out, grad_name, &[t], [], move |_, g, _| grads![Some(sh.expand(g))]),
+        ReduceOp::Prod => autograd::record(out, grad_name, &[t], [Saved::of(t), Saved::Output], move |_, g, s| {
+            grads![Some(sh.prod_backward(&s[0], &s[1], g))]
+        }),
+        ReduceOp::Max | ReduceOp::Min => {
+            autograd::record(out, grad_name, &[t], [Saved::of(t), Saved::Output], move |_, g, s| {
+                grads![Some(sh.evenly_distribute(&s[0], &s[1], g))]
+            })
         }
     })
 }
@@ -228,15 +336,21 @@ fn check_mean_dtype(op: &'static str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// mean over `dims`; the node recorded is named `grad_name`.
 #[track_caller]
-fn mean_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+fn mean_impl(t: &Tensor, grad_name: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("mean", t, dims, keepdim)?;
     check_mean_dtype("mean", t)?;
-    red.run("mean", t, |s, plan| {
+    let out = red.run("mean", t, |s, plan| {
         match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(
             a / n as f64
         ))))
-    })
+    })?;
+    if !recording(t, &out) {
+        return Ok(out);
+    }
+    let sh = red.grad_shapes(t);
+    Ok(autograd::record(out, grad_name, &[t], [], move |_, g, _| grads![Some(sh.expand(g) / sh.count as f64)]))
 }
 
 /// Variance (or its square root with `sqrt`) with Bessel's `correction`, by two passes in f64:
@@ -249,7 +363,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
         bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
     }
     let correction = correction as f64;
-    red.run(op, t, |s, plan| {
+    let out = red.run(op, t, |s, plan| {
         match_float!(s, |b: T| {
             let means = kernel::reduce(b, plan, &kernel::Sum, |a, n| a / n as f64);
             wrap(kernel::reduce(b, plan, &kernel::SqDev(&means), |(m2, _), n| {
@@ -257,7 +371,23 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
                 <T as Element>::from_f64(if sqrt { var.sqrt() } else { var })
             }))
         })
-    })
+    })?;
+    if !recording(t, &out) {
+        return Ok(out);
+    }
+    let sh = red.grad_shapes(t);
+    if !sqrt {
+        return Ok(autograd::record(out, "VarBackward0", &[t], [Saved::of(t)], move |_, g, s| {
+            grads![Some(sh.var_backward(&s[0], correction, g))]
+        }));
+    }
+    // d std = d var / (2 std), zero where std is zero (as PyTorch).
+    Ok(autograd::record(out, "StdBackward0", &[t], [Saved::of(t), Saved::Output], move |_, g, s| {
+        let std = sh.keep(&s[1]);
+        let is_zero = std.eq(0.0).to_dtype(std.dtype());
+        let g_var = sh.keep(g) * (1.0 - &is_zero) / ((std + &is_zero) * 2.0);
+        grads![Some(sh.var_backward(&s[0], correction, &g_var))]
+    }))
 }
 
 /// log Σ exp(x), as PyTorch computes it: shifted by the max (0 where the max is infinite).
@@ -265,7 +395,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
 fn logsumexp_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("logsumexp", t, dims, keepdim)?;
     let x = if t.dtype().is_float() { t.clone() } else { t.try_to_dtype(DType::F32)? };
-    red.run("logsumexp", &x, |s, plan| {
+    let out = red.run("logsumexp", &x, |s, plan| {
         match_float!(s, |b: T| {
             let inf = <T as FloatElement>::Compute::c(f64::INFINITY);
             let shifts = kernel::reduce(b, plan, &kernel::MinMax::<true>, |m, _| {
@@ -280,7 +410,14 @@ fn logsumexp_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
                 <T as Element>::from_f64(sum.ln() + shift.to_f64())
             }))
         })
-    })
+    })?;
+    if !recording(t, &out) {
+        return Ok(out);
+    }
+    let sh = red.grad_shapes(t);
+    Ok(autograd::record(out, "LogsumexpBackward0", &[t], [Saved::of(t), Saved::Output], move |_, g, s| {
+        grads![Some(sh.keep(g) * (&s[0] - sh.keep(&s[1])).exp())]
+    }))
 }
 
 /// argmax (`MAX`) or argmin over one dim, or over all elements when `dim` is `None`.
@@ -309,7 +446,23 @@ fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keep
             (wrap(v), i)
         })
     })?;
-    Ok((Tensor::from_cpu_storage(values, &red.shape), Tensor::from_buf(indices, &red.shape)))
+    let (values, indices) = (Tensor::from_cpu_storage(values, &red.shape), Tensor::from_buf(indices, &red.shape));
+    if !recording(t, &values) {
+        return Ok((values, indices));
+    }
+    // The gradient goes to the returned index: a one-hot mask along the dim, as tensor ops.
+    let sh = red.grad_shapes(t);
+    let grad_name = if MAX { "MaxBackward0" } else { "MinBackward0" };
+    let values = autograd::record(values, grad_name, &[t], [Saved::of(&indices)], move |_, g, s| {
+        let mut along = vec![1; sh.input.len()];
+        for &d in &sh.dims {
+            along[d as usize] = sh.input[d as usize];
+        }
+        let positions = Tensor::arange(sh.count as i64).reshape(&along);
+        let onehot = positions.eq(&sh.keep(&s[0])).to_dtype(g.dtype());
+        grads![Some(sh.keep(g) * onehot)]
+    });
+    Ok((values, indices))
 }
 
 /// all (`ALL`) or any: bool results, uint8 for uint8 input (as PyTorch).
@@ -331,7 +484,13 @@ fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     let storage = x.with_cpu("cumsum", |s, l| {
         match_cpu!(s, |b: T| wrap(kernel::cumsum(contiguous_elems(b, l), outer, n, inner)))
     })?;
-    Ok(Tensor::from_cpu_storage(storage, t.shape()))
+    let out = Tensor::from_cpu_storage(storage, t.shape());
+    if !(out.dtype().is_float() && autograd::is_recording(&[t])) {
+        return Ok(out);
+    }
+    // The reversed cumulative sum of g: out_j = Σ_{i<=j} x_i, so dx_i = Σ_{j>=i} g_j.
+    let d = d as i64;
+    Ok(autograd::record(out, "CumsumBackward0", &[t], [], move |_, g, _| grads![Some(g.sum_dim(d, true) - g.cumsum(d) + g)]))
 }
 
 impl Tensor {
@@ -345,7 +504,7 @@ impl Tensor {
     /// [`Tensor::sum`] returning an error (for a device this build cannot use).
     #[track_caller]
     pub fn try_sum(&self) -> Result<Tensor> {
-        reduce_values(self, "sum", ReduceOp::Sum, &[], false)
+        reduce_values(self, "sum", "SumBackward0", ReduceOp::Sum, &[], false)
     }
 
     /// Sums over `dims` (`x.sum(dim, keepdim)`): `x.sum_dim(1, false)`, `x.sum_dim([0, 2],
@@ -358,7 +517,7 @@ impl Tensor {
     /// [`Tensor::sum_dim`] returning an error for a dim out of range or repeated.
     #[track_caller]
     pub fn try_sum_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "sum", ReduceOp::Sum, &dims.into().0, keepdim)
+        reduce_values(self, "sum", "SumBackward1", ReduceOp::Sum, &dims.into().0, keepdim)
     }
 
     /// The mean of all elements (`x.mean()`); floating-point input only, as in PyTorch (NaN
@@ -371,7 +530,7 @@ impl Tensor {
     /// [`Tensor::mean`] returning an error for a non-floating-point input.
     #[track_caller]
     pub fn try_mean(&self) -> Result<Tensor> {
-        mean_impl(self, &[], false)
+        mean_impl(self, "MeanBackward0", &[], false)
     }
 
     /// Means over `dims` (`x.mean(dim, keepdim)`).
@@ -383,7 +542,7 @@ impl Tensor {
     /// [`Tensor::mean_dim`] returning an error for a bad dim or a non-floating-point input.
     #[track_caller]
     pub fn try_mean_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        mean_impl(self, &dims.into().0, keepdim)
+        mean_impl(self, "MeanBackward1", &dims.into().0, keepdim)
     }
 
     /// The product of all elements (`x.prod()`); integer and bool inputs give i64, and an
@@ -396,7 +555,7 @@ impl Tensor {
     /// [`Tensor::prod`] returning an error (for a device this build cannot use).
     #[track_caller]
     pub fn try_prod(&self) -> Result<Tensor> {
-        reduce_values(self, "prod", ReduceOp::Prod, &[], false)
+        reduce_values(self, "prod", "ProdBackward0", ReduceOp::Prod, &[], false)
     }
 
     /// Products over `dims` (`x.prod(dim, keepdim)`; PyTorch takes one dim, this also takes
@@ -409,7 +568,7 @@ impl Tensor {
     /// [`Tensor::prod_dim`] returning an error for a dim out of range or repeated.
     #[track_caller]
     pub fn try_prod_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "prod", ReduceOp::Prod, &dims.into().0, keepdim)
+        reduce_values(self, "prod", "ProdBackward1", ReduceOp::Prod, &dims.into().0, keepdim)
     }
 
     /// The largest element, as a 0-dim tensor of the same dtype (`x.max()`); NaN if there is
@@ -422,7 +581,7 @@ impl Tensor {
     /// [`Tensor::max`] returning an error for an empty tensor.
     #[track_caller]
     pub fn try_max(&self) -> Result<Tensor> {
-        reduce_values(self, "max", ReduceOp::Max, &[], false)
+        reduce_values(self, "max", "MaxBackward1", ReduceOp::Max, &[], false)
     }
 
     /// The smallest element (`x.min()`); NaN if there is one. Panics for an empty tensor.
@@ -434,7 +593,7 @@ impl Tensor {
     /// [`Tensor::min`] returning an error for an empty tensor.
     #[track_caller]
     pub fn try_min(&self) -> Result<Tensor> {
-        reduce_values(self, "min", ReduceOp::Min, &[], false)
+        reduce_values(self, "min", "MinBackward1", ReduceOp::Min, &[], false)
     }
 
     /// The largest values over `dims` (`x.amax(dim, keepdim)`); NaN propagates. Panics when a
@@ -447,7 +606,7 @@ impl Tensor {
     /// [`Tensor::amax`] returning an error for a bad dim or an empty reduction.
     #[track_caller]
     pub fn try_amax(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "amax", ReduceOp::Max, &dims.into().0, keepdim)
+        reduce_values(self, "amax", "AmaxBackward0", ReduceOp::Max, &dims.into().0, keepdim)
     }
 
     /// The smallest values over `dims` (`x.amin(dim, keepdim)`); NaN propagates.
@@ -459,7 +618,7 @@ impl Tensor {
     /// [`Tensor::amin`] returning an error for a bad dim or an empty reduction.
     #[track_caller]
     pub fn try_amin(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "amin", ReduceOp::Min, &dims.into().0, keepdim)
+        reduce_values(self, "amin", "AminBackward0", ReduceOp::Min, &dims.into().0, keepdim)
     }
 
     /// The largest values along `dim` and their indices (i64), as PyTorch's `x.max(dim,

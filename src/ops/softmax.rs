@@ -6,8 +6,12 @@
 //! Non-contiguous input is copied to a contiguous one first; the kernel then takes the innermost
 //! dim row by row, or an outer dim a tile of columns at a time (see
 //! `kiln_runtime::cpu::reduce::softmax`). The result is contiguous.
+//!
+//! Both record their backward rule, written with tensor ops from the saved output `y`:
+//! `y · (g - Σ g·y)` for softmax and `g - exp(y) · Σ g` for log_softmax (sums along `dim`).
 
 use super::reduce::{contiguous_elems, match_float, scalar_type_name, split_at_dim, wrap};
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::reduce as kernel;
@@ -31,7 +35,20 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
             wrap(out)
         })
     })?;
-    Ok(Tensor::from_cpu_storage(storage, t.shape()))
+    let out = Tensor::from_cpu_storage(storage, t.shape());
+    if !autograd::is_recording(&[t]) {
+        return Ok(out);
+    }
+    let d = d as i64;
+    Ok(if log {
+        autograd::record(out, "LogSoftmaxBackward0", &[t], [Saved::Output], move |_, g, s| {
+            grads![Some(g - s[0].exp() * g.sum_dim(d, true))]
+        })
+    } else {
+        autograd::record(out, "SoftmaxBackward0", &[t], [Saved::Output], move |_, g, s| {
+            grads![Some(&s[0] * (g - (g * &s[0]).sum_dim(d, true)))]
+        })
+    })
 }
 
 impl Tensor {

@@ -1,5 +1,6 @@
 //! Unary elementwise ops (`exp`, `relu`, `gelu`, …) and their in-place forms.
 
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
@@ -92,7 +93,116 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
         }
         match_cpu!(s, |a: T| T::wrap(T::unary(op, a, l)))
     })?;
-    Ok(Tensor::from_cpu_storage(out, x.shape()))
+    let out = Tensor::from_cpu_storage(out, x.shape());
+    if autograd::is_recording(&[&x]) {
+        return Ok(record_unary(op, &x, out));
+    }
+    Ok(out)
+}
+
+/// What a unary op's backward rule reads: its input, its output, or nothing.
+enum UnarySaves {
+    Input,
+    Output,
+    Nothing,
+}
+
+/// PyTorch's grad_fn name for `op` and what its rule saves.
+fn unary_autograd(op: UnaryOp) -> (&'static str, UnarySaves) {
+    use UnaryOp::*;
+    use UnarySaves::*;
+    match op {
+        Neg => ("NegBackward0", Nothing),
+        Abs => ("AbsBackward0", Input),
+        Exp => ("ExpBackward0", Output),
+        Exp2 => ("Exp2Backward0", Output),
+        Log => ("LogBackward0", Input),
+        Log2 => ("Log2Backward0", Input),
+        Log1p => ("Log1PBackward0", Input),
+        Expm1 => ("Expm1Backward0", Output),
+        Sqrt => ("SqrtBackward0", Output),
+        Rsqrt => ("RsqrtBackward0", Output),
+        Sin => ("SinBackward0", Input),
+        Cos => ("CosBackward0", Input),
+        Tan => ("TanBackward0", Output),
+        Tanh => ("TanhBackward0", Output),
+        Sigmoid => ("SigmoidBackward0", Output),
+        Relu => ("ReluBackward0", Output),
+        Gelu | GeluTanh => ("GeluBackward0", Input),
+        Silu => ("SiluBackward0", Input),
+        Softplus => ("SoftplusBackward0", Input),
+        Erf => ("ErfBackward0", Input),
+        Floor => ("FloorBackward0", Nothing),
+        Ceil => ("CeilBackward0", Nothing),
+        Round => ("RoundBackward0", Nothing),
+        Trunc => ("TruncBackward0", Nothing),
+        Sign => ("SignBackward0", Nothing),
+        Reciprocal => ("ReciprocalBackward0", Output),
+        Square => ("PowBackward0", Input),
+    }
+}
+
+/// Records `out = op(x)` with its backward rule.
+fn record_unary(op: UnaryOp, x: &Tensor, out: Tensor) -> Tensor {
+    let (name, saves) = unary_autograd(op);
+    let saved = match saves {
+        UnarySaves::Input => Some(Saved::of(x)),
+        UnarySaves::Output => Some(Saved::Output),
+        UnarySaves::Nothing => None,
+    };
+    autograd::record(out, name, &[x], saved, move |_, g, s| grads![Some(unary_grad(op, g, s.first()))])
+}
+
+/// The gradient of `op` at the saved tensor `s` (the input or the output, as
+/// [`unary_autograd`] says), written with tensor ops so that it is differentiable again.
+fn unary_grad(op: UnaryOp, g: &Tensor, s: Option<&Tensor>) -> Tensor {
+    use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, LN_2, PI};
+    use UnaryOp::*;
+    let Some(s) = s else {
+        return match op {
+            Neg => -g,
+            _ => g.zeros_like(), // floor, ceil, round, trunc, sign: piecewise constant
+        };
+    };
+    match op {
+        Abs => g * s.sign(),
+        Exp => g * s,
+        Exp2 => g * s * LN_2,
+        Log => g / s,
+        Log2 => g / (s * LN_2),
+        Log1p => g / (s + 1.0),
+        Expm1 => g * (s + 1.0),
+        Sqrt => g / (s * 2.0),
+        Rsqrt => g * s.pow(3.0) * -0.5,
+        Sin => g * s.cos(),
+        Cos => -(g * s.sin()),
+        Tan => g * (s.square() + 1.0),
+        Tanh => g * (1.0 - s.square()),
+        Sigmoid => g * s * (1.0 - s),
+        Relu => Tensor::where_(&s.gt(0.0), g, 0.0),
+        Gelu => {
+            let cdf = (s * FRAC_1_SQRT_2).erf() * 0.5 + 0.5;
+            let pdf = (s.square() * -0.5).exp() * (1.0 / (2.0 * PI).sqrt());
+            g * (cdf + s * pdf)
+        }
+        GeluTanh => {
+            const C: f64 = 0.044715;
+            let k = (2.0 / PI).sqrt();
+            let t = ((s + s.pow(3.0) * C) * k).tanh();
+            let left = (t.clone() + 1.0) * 0.5;
+            let right = s * (1.0 - t.square()) * ((s.square() * (3.0 * C) + 1.0) * (0.5 * k));
+            g * (left + right)
+        }
+        Silu => {
+            let sg = s.sigmoid();
+            g * &sg * ((s * (1.0 - &sg)) + 1.0)
+        }
+        Softplus => Tensor::where_(&s.gt(20.0), g, g * s.sigmoid()),
+        Erf => g * (s.square().neg().exp() * FRAC_2_SQRT_PI),
+        Reciprocal => -(g * s.square()),
+        Square => g * s * 2.0,
+        Neg | Floor | Ceil | Round | Trunc | Sign => unreachable!("these rules save nothing"),
+    }
 }
 
 /// `x = op(x)` in place; an error when the result dtype differs (`exp_` on an integer tensor).
@@ -101,6 +211,9 @@ pub(crate) fn unary_inplace(op: UnaryOp, x: &Tensor) -> Result<()> {
     let dt = unary_dtype(op, x.dtype())?;
     if dt != x.dtype() {
         bail!(op.name(), DType, "result type {dt} can't be cast to the desired output type {}", x.dtype());
+    }
+    if autograd::is_recording(&[x]) {
+        return autograd::inplace(op.name(), x, |old| unary(op, old));
     }
     super::binary::check_writable(op.name(), x)?;
     x.with_cpu_mut(op.name(), |s, l| match_cpu!(s, |d: T| T::unary_inplace(op, d, l)))

@@ -1,6 +1,7 @@
 //! Conversions: dtype casts, device moves, contiguous copies, and reading values out.
 
 use super::Tensor;
+use crate::autograd::{self, grads};
 use crate::error::{bail, OrPanic, Result};
 use kiln_runtime::cpu::elementwise::map1;
 use kiln_runtime::storage::StorageElement;
@@ -63,7 +64,12 @@ impl Tensor {
             return Ok(self.clone());
         }
         let storage = self.with_cpu("to", |s, l| cast_storage(s, l, dtype))?;
-        Ok(Tensor::from_cpu_storage(storage, self.shape()))
+        let out = Tensor::from_cpu_storage(storage, self.shape());
+        if dtype.is_float() && autograd::is_recording(&[self]) {
+            // The engine casts the gradient back to the input's dtype.
+            return Ok(autograd::record(out, "ToCopyBackward0", &[self], [], |_, g, _| grads![Some(g.clone())]));
+        }
+        Ok(out)
     }
 
     /// The tensor on another device (`x.to(device)`); the same handle when already there.
@@ -98,7 +104,11 @@ impl Tensor {
     #[track_caller]
     pub fn deep_clone(&self) -> Tensor {
         let storage = self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic();
-        Tensor::from_cpu_storage(storage, self.shape())
+        let out = Tensor::from_cpu_storage(storage, self.shape());
+        if autograd::is_recording(&[self]) {
+            return autograd::record(out, "CloneBackward0", &[self], [], |_, g, _| grads![Some(g.clone())]);
+        }
+        out
     }
 
     #[track_caller]

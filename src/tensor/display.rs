@@ -203,7 +203,7 @@ fn add_suffixes(mut s: String, suffixes: &[String]) -> String {
 
 /// The full `tensor(...)` text; `values` is `None` when the data cannot be read on this build
 /// (printed as `...` with the size, as PyTorch prints meta tensors).
-fn repr(values: Option<&Values>, shown: &[Vec<Option<usize>>], shape: &[usize], dtype: DType, device: Device) -> String {
+fn repr(values: Option<&Values>, shown: &[Vec<Option<usize>>], shape: &[usize], dtype: DType, device: Device, autograd: Option<String>) -> String {
     let mut suffixes = Vec::new();
     if device != Device::Cpu {
         suffixes.push(format!("device='{device}'"));
@@ -230,9 +230,8 @@ fn repr(values: Option<&Values>, shown: &[Vec<Option<usize>>], shape: &[usize], 
     if !default_dtype {
         suffixes.push(format!("dtype=torch.{}", dtype.torch_name()));
     }
-    // Autograd: once tensors record history, push `grad_fn=<AddBackward0>` here (the node's
-    // name), or `requires_grad=True` for a leaf that requires grad — after device and dtype, as
-    // PyTorch orders them.
+    // `grad_fn=<AddBackward0>` or `requires_grad=True`: after device and dtype, as PyTorch.
+    suffixes.extend(autograd);
     add_suffixes(format!("{PREFIX}{body}"), &suffixes)
 }
 
@@ -241,7 +240,12 @@ impl fmt::Display for Tensor {
         let summarize = self.numel() > THRESHOLD;
         let shown: Vec<_> = self.shape().iter().map(|&s| shown_indices(s, summarize)).collect();
         let values = self.with_cpu("print", |s, l| read_values(s, l, &shown)).ok();
-        f.write_str(&repr(values.as_ref(), &shown, self.shape(), self.dtype(), self.device()))
+        let autograd = match self.grad_fn() {
+            Some(g) => Some(format!("grad_fn={g}")),
+            None if self.requires_grad() => Some("requires_grad=True".to_string()),
+            None => None,
+        };
+        f.write_str(&repr(values.as_ref(), &shown, self.shape(), self.dtype(), self.device(), autograd))
     }
 }
 
@@ -272,11 +276,11 @@ mod tests {
     fn cuda_and_unreadable_suffixes() {
         let vals = Values::Float(vec![1.0, 2.5]);
         let shown = vec![shown_indices(2, false)];
-        let s = repr(Some(&vals), &shown, &[2], DType::F32, Device::Cuda(0));
+        let s = repr(Some(&vals), &shown, &[2], DType::F32, Device::Cuda(0), None);
         assert_eq!(s, "tensor([1.0000, 2.5000], device='cuda:0')");
-        let s = repr(Some(&vals), &shown, &[2], DType::F64, Device::Cuda(1));
+        let s = repr(Some(&vals), &shown, &[2], DType::F64, Device::Cuda(1), None);
         assert_eq!(s, "tensor([1.0000, 2.5000], device='cuda:1', dtype=torch.float64)");
-        let s = repr(None, &shown, &[2], DType::F32, Device::Cuda(0));
+        let s = repr(None, &shown, &[2], DType::F32, Device::Cuda(0), None);
         assert_eq!(s, "tensor(..., device='cuda:0', size=(2,))");
     }
 

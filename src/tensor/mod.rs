@@ -124,6 +124,15 @@ impl Tensor {
         self.0.storage.tracked_views.load(Ordering::Relaxed)
     }
 
+    /// This tensor's `grad_fn`, taken out when this is the last handle to the tensor (so that
+    /// dropping a deep graph can unlink it without recursion).
+    pub(crate) fn take_grad_fn_if_last(self) -> Option<Arc<crate::autograd::Node>> {
+        if Arc::strong_count(&self.0) != 1 {
+            return None;
+        }
+        self.autograd().lock().grad_fn.take()
+    }
+
     /// A weak handle to this tensor.
     pub(crate) fn downgrade(&self) -> WeakTensor {
         WeakTensor(Arc::downgrade(&self.0))

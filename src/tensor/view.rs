@@ -2,6 +2,7 @@
 //! when no view exists, as in PyTorch).
 
 use super::{normalize_dim, Tensor};
+use crate::autograd::{self, grads};
 use crate::error::{bail, OrPanic, Result};
 use kiln_runtime::layout::numel;
 use kiln_runtime::{Layout, Shape};
@@ -117,6 +118,53 @@ pub(crate) fn infer_shape(op: &'static str, from: &[usize], spec: &[i64]) -> Res
     Ok(shape)
 }
 
+/// `g` placed at `start..start + g.size(dim)` along `dim` of a zero tensor of `shape`: the
+/// gradient of `narrow`/`select` (itself differentiable: its gradient is `narrow` again).
+fn embed(g: &Tensor, shape: &[usize], dim: usize, start: usize) -> Tensor {
+    let out = Tensor::zeros_opts(shape, g.dtype(), g.device());
+    let len = g.shape()[dim];
+    {
+        let _off = autograd::no_grad();
+        out.narrow(dim as i64, start as i64, len).copy_(g);
+    }
+    if autograd::is_recording(&[g]) {
+        return autograd::record(out, "SliceBackwardBackward0", &[g], [], move |_, gg, _| {
+            grads![Some(gg.narrow(dim as i64, start as i64, len))]
+        });
+    }
+    out
+}
+
+/// A shape as the `&[i64]` that `reshape` takes.
+fn signed(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&s| s as i64).collect()
+}
+
+impl Tensor {
+    /// Records `out`, a view of `self`, with the rule mapping the view's gradient to `self`'s,
+    /// when autograd is recording (a view that is `self` itself becomes a new alias first).
+    fn tracked_view(&self, out: Tensor, name: &'static str, rule: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static) -> Tensor {
+        if !autograd::is_recording(&[self]) {
+            return out;
+        }
+        let out = if out.is_same(self) { self.detach() } else { out };
+        autograd::record_view(out, name, self, move |_, g, _| grads![Some(rule(g))])
+    }
+
+    /// [`Tensor::tracked_view`] for views that only change the shape: the gradient is reshaped
+    /// back.
+    fn tracked_reshape(&self, out: Tensor, name: &'static str) -> Tensor {
+        let shape = signed(self.shape());
+        self.tracked_view(out, name, move |g| g.reshape(&shape))
+    }
+
+    /// [`Tensor::tracked_view`] for a narrowing along `dim` from `start`.
+    fn tracked_narrow(&self, out: Tensor, name: &'static str, dim: usize, start: usize) -> Tensor {
+        let shape = self.shape().to_vec();
+        self.tracked_view(out, name, move |g| embed(g, &shape, dim, start))
+    }
+}
+
 impl Tensor {
     /// The same elements with a new shape (one entry may be -1), sharing storage; an error when
     /// the strides do not allow it (use [`Tensor::reshape`]).
@@ -130,7 +178,7 @@ impl Tensor {
     pub fn try_view(&self, shape: &[i64]) -> Result<Tensor> {
         let new = infer_shape("view", self.shape(), shape)?;
         match self.layout().view(&new) {
-            Some(l) => Ok(self.with_layout(l)),
+            Some(l) => Ok(self.tracked_reshape(self.with_layout(l), "ViewBackward0")),
             None => bail!(
                 "view",
                 Shape,
@@ -152,10 +200,18 @@ impl Tensor {
     pub fn try_reshape(&self, shape: &[i64]) -> Result<Tensor> {
         let new = infer_shape("reshape", self.shape(), shape)?;
         match self.layout().view(&new) {
-            Some(l) => Ok(self.with_layout(l)),
+            Some(l) => Ok(self.tracked_reshape(self.with_layout(l), "ViewBackward0")),
             None => {
-                let c = self.deep_clone();
-                Ok(c.with_layout(Layout::contiguous(&new)))
+                let c = {
+                    let _off = autograd::no_grad();
+                    self.deep_clone()
+                };
+                let out = c.with_layout(Layout::contiguous(&new));
+                if !autograd::is_recording(&[self]) {
+                    return Ok(out);
+                }
+                let shape = signed(self.shape());
+                Ok(autograd::record(out, "UnsafeViewBackward0", &[self], [], move |_, g, _| grads![Some(g.reshape(&shape))]))
             }
         }
     }
@@ -166,9 +222,10 @@ impl Tensor {
         let a = self.normalize_dim("transpose", dim0).or_panic();
         let b = self.normalize_dim("transpose", dim1).or_panic();
         if self.dim() == 0 {
-            return self.clone();
+            return self.tracked_reshape(self.clone(), "TransposeBackward0");
         }
-        self.with_layout(self.layout().transpose(a, b))
+        let (d0, d1) = (a as i64, b as i64);
+        self.tracked_view(self.with_layout(self.layout().transpose(a, b)), "TransposeBackward0", move |g| g.transpose(d0, d1))
     }
 
     /// The transpose of a tensor of at most 2 dims (`x.t()`).
@@ -178,7 +235,7 @@ impl Tensor {
             panic!("{}", crate::Error::new("t", crate::ErrorKind::Shape, format!("expects a tensor with <= 2 dimensions, but self is {}D (shape {:?})", self.dim(), self.shape())));
         }
         if self.dim() < 2 {
-            return self.clone();
+            return self.tracked_reshape(self.clone(), "TBackward0");
         }
         self.transpose(0, 1)
     }
@@ -203,7 +260,11 @@ impl Tensor {
             }
             perm.push(d);
         }
-        Ok(self.with_layout(self.layout().permute(&perm)))
+        let mut inverse = vec![0i64; perm.len()];
+        for (i, &p) in perm.iter().enumerate() {
+            inverse[p] = i as i64;
+        }
+        Ok(self.tracked_view(self.with_layout(self.layout().permute(&perm)), "PermuteBackward0", move |g| g.permute(&inverse)))
     }
 
     /// `length` elements along `dim` starting at `start` (negative `start` counts from the end).
@@ -224,7 +285,7 @@ impl Tensor {
         if s < 0 || s > size || s + length as i64 > size {
             bail!("narrow", Index, "start ({start}) + length ({length}) exceeds dimension size ({size}) of dim {dim} (shape {:?})", self.shape());
         }
-        Ok(self.with_layout(self.layout().narrow(d, s as usize, length)))
+        Ok(self.tracked_narrow(self.with_layout(self.layout().narrow(d, s as usize, length)), "SliceBackward0", d, s as usize))
     }
 
     /// The slice at `index` along `dim`, removing that dim (`x.select(0, 1)`, `x[1]`).
@@ -245,7 +306,10 @@ impl Tensor {
         if i < 0 || i >= size {
             bail!("select", Index, "index {index} is out of bounds for dimension {d} with size {size}");
         }
-        Ok(self.with_layout(self.layout().select(d, i as usize)))
+        let shape = self.shape().to_vec();
+        let index = i as usize;
+        let out = self.with_layout(self.layout().select(d, index));
+        Ok(self.tracked_view(out, "SelectBackward0", move |g| embed(&g.unsqueeze(d as i64), &shape, d, index)))
     }
 
     /// Basic indexing with integers and ranges, as Python's `x[1, :, 2:4]`:
@@ -260,6 +324,9 @@ impl Tensor {
     #[track_caller]
     pub fn try_i(&self, index: impl IndexArgs) -> Result<Tensor> {
         let idx = index.indexers();
+        if autograd::is_recording(&[self]) {
+            return self.index_recorded(&idx);
+        }
         let consumed = idx.iter().filter(|i| !matches!(i, TensorIndexer::NewAxis)).count();
         if consumed > self.dim() {
             bail!("index", Index, "too many indices for tensor of dimension {} (got {consumed})", self.dim());
@@ -293,6 +360,43 @@ impl Tensor {
         Ok(self.with_layout(layout))
     }
 
+    /// [`Tensor::try_i`] while recording: the same view made by successive `select`, `narrow`
+    /// and `unsqueeze` calls, each recorded (PyTorch decomposes indexing the same way).
+    #[track_caller]
+    fn index_recorded(&self, idx: &[TensorIndexer]) -> Result<Tensor> {
+        let consumed = idx.iter().filter(|i| !matches!(i, TensorIndexer::NewAxis)).count();
+        if consumed > self.dim() {
+            bail!("index", Index, "too many indices for tensor of dimension {} (got {consumed})", self.dim());
+        }
+        let mut t = self.clone();
+        let mut d = 0;
+        for &item in idx {
+            match item {
+                TensorIndexer::Select(i) => {
+                    let size = t.shape()[d] as i64;
+                    let j = if i < 0 { i + size } else { i };
+                    if j < 0 || j >= size {
+                        bail!("index", Index, "index {i} is out of bounds for dimension {d} with size {size}");
+                    }
+                    t = t.try_select(d as i64, j)?;
+                }
+                TensorIndexer::Narrow(start, end) => {
+                    let size = t.shape()[d] as i64;
+                    let clamp = |v: i64| if v < 0 { (v + size).max(0) } else { v.min(size) };
+                    let s = start.map_or(0, clamp);
+                    let e = end.map_or(size, clamp).max(s);
+                    t = t.try_narrow(d as i64, s, (e - s) as usize)?;
+                    d += 1;
+                }
+                TensorIndexer::NewAxis => {
+                    t = t.unsqueeze(d as i64);
+                    d += 1;
+                }
+            }
+        }
+        Ok(if t.is_same(self) { self.tracked_reshape(self.clone(), "AliasBackward0") } else { t })
+    }
+
     /// Removes every size-1 dim.
     pub fn squeeze(&self) -> Tensor {
         let mut l = self.layout().clone();
@@ -301,7 +405,7 @@ impl Tensor {
                 l = l.squeeze(d);
             }
         }
-        self.with_layout(l)
+        self.tracked_reshape(self.with_layout(l), "SqueezeBackward0")
     }
 
     /// Removes `dim` when its size is 1; otherwise returns the same view (as PyTorch).
@@ -309,16 +413,16 @@ impl Tensor {
     pub fn squeeze_dim(&self, dim: i64) -> Tensor {
         let d = self.normalize_dim("squeeze", dim).or_panic();
         if self.dim() == 0 || self.shape()[d] != 1 {
-            return self.clone();
+            return self.tracked_reshape(self.clone(), "SqueezeBackward1");
         }
-        self.with_layout(self.layout().squeeze(d))
+        self.tracked_reshape(self.with_layout(self.layout().squeeze(d)), "SqueezeBackward1")
     }
 
     /// Inserts a size-1 dim at `dim` (in `-dim()-1..=dim()`).
     #[track_caller]
     pub fn unsqueeze(&self, dim: i64) -> Tensor {
         let d = normalize_dim("unsqueeze", dim, self.dim() + 1).or_panic();
-        self.with_layout(self.layout().unsqueeze(d))
+        self.tracked_reshape(self.with_layout(self.layout().unsqueeze(d)), "UnsqueezeBackward0")
     }
 
     /// Broadcasts to `shape` without copying; -1 keeps a dim's size (`x.expand(3, -1)`).
@@ -363,7 +467,8 @@ impl Tensor {
     #[track_caller]
     pub fn try_broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
         match self.layout().broadcast_to(shape) {
-            Some(l) => Ok(self.with_layout(l)),
+            // The engine sums the gradient over the broadcast dims.
+            Some(l) => Ok(self.tracked_view(self.with_layout(l), "ExpandBackward0", |g| g.clone())),
             None => bail!("broadcast_to", Shape, "the tensor of shape {:?} cannot be broadcast to {shape:?}", self.shape()),
         }
     }
@@ -408,7 +513,7 @@ impl Tensor {
         (0..n.div_ceil(split_size).max(1))
             .map(|k| {
                 let start = k * split_size;
-                self.with_layout(self.layout().narrow(d, start, split_size.min(n - start)))
+                self.tracked_narrow(self.with_layout(self.layout().narrow(d, start, split_size.min(n - start))), "SplitBackward0", d, start)
             })
             .collect()
     }
@@ -425,7 +530,7 @@ impl Tensor {
         sizes
             .iter()
             .map(|&s| {
-                let v = self.with_layout(self.layout().narrow(d, start, s));
+                let v = self.tracked_narrow(self.with_layout(self.layout().narrow(d, start, s)), "SplitWithSizesBackward0", d, start);
                 start += s;
                 v
             })

@@ -1,0 +1,192 @@
+//! Finite-difference gradient checks (f64) for every differentiable elementwise op and every
+//! view, first and second order, plus grad_fn names.
+
+use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
+use kiln::{DType, Tensor};
+
+/// A random f64 leaf of `shape` with values in `lo..hi`.
+fn leaf(shape: &[usize], lo: f64, hi: f64) -> Tensor {
+    (Tensor::rand(shape).to_dtype(DType::F64) * (hi - lo) + lo).requires_grad_(true)
+}
+
+fn check(name: &str, f: impl Fn(&[Tensor]) -> Tensor + Copy, inputs: &[Tensor], second_order: bool) {
+    let opts = GradcheckOpts::default();
+    gradcheck(f, inputs, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+    if second_order {
+        gradgradcheck(f, inputs, opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
+    }
+}
+
+#[test]
+fn unary_ops() {
+    kiln::manual_seed(1);
+    type Op = fn(&Tensor) -> Tensor;
+    // (name, op, domain, second order checked)
+    let cases: &[(&str, Op, (f64, f64), bool)] = &[
+        ("neg", |x| x.neg(), (-2.0, 2.0), true),
+        ("abs", |x| x.abs(), (0.1, 2.0), true),
+        ("abs-negative", |x| x.abs(), (-2.0, -0.1), true),
+        ("exp", |x| x.exp(), (-2.0, 2.0), true),
+        ("exp2", |x| x.exp2(), (-2.0, 2.0), true),
+        ("log", |x| x.log(), (0.2, 3.0), true),
+        ("log2", |x| x.log2(), (0.2, 3.0), true),
+        ("log1p", |x| x.log1p(), (-0.5, 3.0), true),
+        ("expm1", |x| x.expm1(), (-2.0, 2.0), true),
+        ("sqrt", |x| x.sqrt(), (0.2, 3.0), true),
+        ("rsqrt", |x| x.rsqrt(), (0.2, 3.0), true),
+        ("sin", |x| x.sin(), (-3.0, 3.0), true),
+        ("cos", |x| x.cos(), (-3.0, 3.0), true),
+        ("tan", |x| x.tan(), (-1.0, 1.0), true),
+        ("tanh", |x| x.tanh(), (-2.0, 2.0), true),
+        ("sigmoid", |x| x.sigmoid(), (-3.0, 3.0), true),
+        ("relu", |x| x.relu(), (-2.0, 2.0), true),
+        ("gelu", |x| x.gelu(), (-3.0, 3.0), true),
+        ("gelu_tanh", |x| x.gelu_tanh(), (-3.0, 3.0), true),
+        ("silu", |x| x.silu(), (-3.0, 3.0), true),
+        ("softplus", |x| x.softplus(), (-3.0, 3.0), true),
+        ("softplus-linear-region", |x| x.softplus(), (21.0, 25.0), false),
+        ("erf", |x| x.erf(), (-2.0, 2.0), true),
+        ("floor", |x| x.floor(), (-2.0, 2.0), false),
+        ("ceil", |x| x.ceil(), (-2.0, 2.0), false),
+        ("round", |x| x.round(), (-2.0, 2.0), false),
+        ("trunc", |x| x.trunc(), (-2.0, 2.0), false),
+        ("sign", |x| x.sign(), (-2.0, 2.0), false),
+        ("reciprocal", |x| x.reciprocal(), (0.3, 2.0), true),
+        ("square", |x| x.square(), (-2.0, 2.0), true),
+        ("pow 2.5", |x| x.pow(2.5), (0.2, 2.0), true),
+        ("pow 3", |x| x.pow(3.0), (-2.0, 2.0), true),
+        ("pow -1", |x| x.pow(-1.0), (0.3, 2.0), true),
+        ("pow 0.5", |x| x.pow(0.5), (0.3, 2.0), true),
+        ("clamp", |x| x.clamp(-0.5, 0.5), (-1.0, 1.0), false),
+        ("scalar-lhs div", |x| 2.0 / x, (0.3, 2.0), true),
+        ("scalar-lhs sub", |x| 1.0 - x, (-1.0, 1.0), true),
+    ];
+    for &(name, op, (lo, hi), second) in cases {
+        let x = leaf(&[2, 3], lo, hi);
+        check(name, move |xs: &[Tensor]| op(&xs[0]), &[x], second);
+    }
+}
+
+#[test]
+fn binary_ops_with_broadcasting() {
+    kiln::manual_seed(2);
+    type Op = fn(&Tensor, &Tensor) -> Tensor;
+    let cases: &[(&str, Op, (f64, f64), (f64, f64))] = &[
+        ("add", |a, b| a + b, (-2.0, 2.0), (-2.0, 2.0)),
+        ("sub", |a, b| a - b, (-2.0, 2.0), (-2.0, 2.0)),
+        ("mul", |a, b| a * b, (-2.0, 2.0), (-2.0, 2.0)),
+        ("div", |a, b| a / b, (-2.0, 2.0), (0.5, 2.0)),
+        ("remainder", |a, b| a.remainder(b), (0.1, 0.9), (1.3, 1.9)),
+        ("pow", |a, b| a.pow(b), (0.3, 2.0), (-1.5, 1.5)),
+        ("maximum", |a, b| a.maximum(b), (-2.0, 2.0), (-2.0, 2.0)),
+        ("minimum", |a, b| a.minimum(b), (-2.0, 2.0), (-2.0, 2.0)),
+        ("atan2", |a, b| a.atan2(b), (-2.0, 2.0), (0.3, 2.0)),
+    ];
+    for &(name, op, da, db) in cases {
+        for (sa, sb) in [(&[2usize, 3][..], &[2usize, 3][..]), (&[2, 1], &[3]), (&[3], &[2, 3]), (&[], &[2, 2])] {
+            let a = leaf(sa, da.0, da.1);
+            let b = leaf(sb, db.0, db.1);
+            let second = !matches!(name, "remainder" | "maximum" | "minimum");
+            check(&format!("{name} {sa:?} {sb:?}"), move |xs: &[Tensor]| op(&xs[0], &xs[1]), &[a, b], second);
+        }
+    }
+}
+
+#[test]
+fn ties_split_the_gradient_like_pytorch() {
+    // torch.maximum(a, b).sum().backward() with a == b gives 0.5 to each
+    let a = Tensor::new(&[1.0f64, 2.0, 3.0]).requires_grad_(true);
+    let b = Tensor::new(&[1.0f64, 1.0, 4.0]).requires_grad_(true);
+    a.maximum(&b).sum().backward();
+    assert_eq!(a.grad().unwrap().to_vec::<f64>(), vec![0.5, 1.0, 0.0]);
+    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![0.5, 0.0, 1.0]);
+    // x.pow(0) has zero gradient, and 0^e's gradient wrt e is 0 for e >= 0 (PyTorch's convention)
+    let x = Tensor::new(&[0.0f64, 2.0]).requires_grad_(true);
+    let e = Tensor::new(&[2.0f64, 0.0]).requires_grad_(true);
+    x.pow(&e).sum().backward();
+    assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![0.0, 0.0]);
+    assert_eq!(e.grad().unwrap().to_vec::<f64>(), vec![0.0, 2f64.ln()]);
+}
+
+#[test]
+fn views() {
+    kiln::manual_seed(3);
+    type Op = fn(&Tensor) -> Tensor;
+    let cases: &[(&str, Op)] = &[
+        ("view", |x| x.view(&[4, 6]).exp()),
+        ("reshape-copy", |x| x.transpose(0, 2).reshape(&[-1]).exp()),
+        ("reshape-view", |x| x.reshape(&[2, 12])),
+        ("transpose", |x| x.transpose(0, 2).exp()),
+        ("t", |x| x.select(0, 1).t().square()),
+        ("permute", |x| x.permute(&[2, 0, 1]).square()),
+        ("narrow", |x| x.narrow(1, 1, 2).square()),
+        ("narrow-negative", |x| x.narrow(-1, -3, 2).square()),
+        ("select", |x| x.select(2, -1).square()),
+        ("i", |x| x.i((1, 1..3, ..)).square()),
+        ("i-newaxis", |x| x.i((.., kiln::tensor::TensorIndexer::NewAxis, 0)).square()),
+        ("squeeze", |x| x.narrow(1, 0, 1).squeeze().square()),
+        ("squeeze_dim", |x| x.narrow(1, 0, 1).squeeze_dim(1).square()),
+        ("unsqueeze", |x| x.unsqueeze(1).square()),
+        ("expand", |x| x.narrow(1, 0, 1).expand(&[2, 3, 4]).square()),
+        ("broadcast_to", |x| x.select(0, 0).broadcast_to(&[5, 3, 4]).square()),
+        ("flatten", |x| x.flatten(1, 2).square()),
+        ("unflatten", |x| x.unflatten(2, &[2, 2]).square()),
+        ("split", |x| &x.split(2, 2)[1] * 3.0),
+        ("chunk", |x| &x.chunk(3, 1)[2] * 3.0),
+        ("split_with_sizes", |x| x.split_with_sizes(&[1, 3], 2)[1].square()),
+        ("contiguous", |x| x.transpose(0, 1).contiguous().square()),
+        ("deep_clone", |x| x.deep_clone().square()),
+        ("sum_to_size", |x| x.sum_to_size(&[1, 3, 1]).square()),
+        ("to_dtype", |x| x.to_dtype(DType::F32).to_dtype(DType::F64).square()),
+        ("views-chain", |x| x.permute(&[1, 0, 2]).narrow(2, 1, 3).reshape(&[3, 6]).t().square()),
+    ];
+    for &(name, op) in cases {
+        let x = leaf(&[2, 3, 4], -1.0, 1.0);
+        let f = move |xs: &[Tensor]| op(&xs[0]);
+        let opts = if name == "to_dtype" { GradcheckOpts { eps: 1e-3, atol: 1e-4, rtol: 1e-3 } } else { GradcheckOpts::default() };
+        gradcheck(f, &[x.clone()], opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if name != "to_dtype" {
+            gradgradcheck(f, &[x], opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
+        }
+    }
+}
+
+#[test]
+fn in_place_ops_match_out_of_place_gradients() {
+    kiln::manual_seed(4);
+    let x = leaf(&[3], -1.0, 1.0);
+    let b = leaf(&[3], 0.5, 1.5);
+    let f_inplace = |xs: &[Tensor]| {
+        let y = &xs[0] * 1.0;
+        y.mul_(&xs[1]).exp_().add_(&xs[1]).div_(2.0);
+        y
+    };
+    gradcheck(f_inplace, &[x.clone(), b.clone()], GradcheckOpts::default()).unwrap();
+    gradgradcheck(f_inplace, &[x, b], GradcheckOpts::default()).unwrap();
+}
+
+#[test]
+fn grad_fn_names() {
+    let x = Tensor::randn(&[2, 3]).requires_grad_(true);
+    let y = Tensor::randn(&[2, 3]).requires_grad_(true);
+    let name = |t: Tensor| t.grad_fn().unwrap().name().to_string();
+    assert_eq!(name(&x + &y), "AddBackward0");
+    assert_eq!(name(&x - 1.0), "SubBackward0");
+    assert_eq!(name(&x * &y), "MulBackward0");
+    assert_eq!(name(&x / 2.0), "DivBackward0");
+    assert_eq!(name(x.pow(2.0)), "PowBackward0");
+    assert_eq!(name(x.pow(&y)), "PowBackward1");
+    assert_eq!(name(x.exp()), "ExpBackward0");
+    assert_eq!(name(x.relu()), "ReluBackward0");
+    assert_eq!(name(x.sigmoid()), "SigmoidBackward0");
+    assert_eq!(name(x.view(&[6])), "ViewBackward0");
+    assert_eq!(name(x.t()), "TransposeBackward0");
+    assert_eq!(name(x.permute(&[1, 0])), "PermuteBackward0");
+    assert_eq!(name(x.narrow(1, 0, 2)), "SliceBackward0");
+    assert_eq!(name(x.select(0, 1)), "SelectBackward0");
+    assert_eq!(name(x.unsqueeze(0)), "UnsqueezeBackward0");
+    assert_eq!(name(x.expand(&[4, 2, 3])), "ExpandBackward0");
+    assert_eq!(name(x.deep_clone()), "CloneBackward0");
+    assert_eq!(name(x.to_dtype(DType::F64)), "ToCopyBackward0");
+    assert_eq!(name(x.neg()), "NegBackward0");
+}
