@@ -4,7 +4,11 @@
 //! another dtype are converted first. The output is filled in parallel chunks; within a chunk,
 //! each input's rows are copied with `copy_from_slice` where its elements are adjacent and walked
 //! with their strides otherwise; only transposed layouts are made contiguous first (tiled).
+//!
+//! Autograd: each input's gradient is its slice of the output's (`narrow` for `cat`, `select`
+//! for `stack`), cast back to the input's dtype by the engine.
 
+use crate::autograd::{self, Grads};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::{normalize_dim, Tensor};
 use kiln_runtime::cpu::parallel::{for_chunks_mut, GRAIN};
@@ -29,7 +33,32 @@ impl Tensor {
     #[track_caller]
     pub fn try_cat<T: Borrow<Tensor>>(tensors: &[T], dim: i64) -> Result<Tensor> {
         let tensors: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
-        cat("cat", &tensors, dim)
+        let out = cat("cat", &tensors, dim)?;
+        if !autograd::is_recording(&tensors) {
+            return Ok(out);
+        }
+        // Each input's extent along the dim (`None`: a skipped 1-D empty input).
+        let kept = tensors.iter().find(|t| !is_skipped(t));
+        let d = match kept {
+            Some(t) => t.normalize_dim("cat", dim)?,
+            None => 0,
+        };
+        let mut start = 0;
+        let pieces: Vec<Option<(i64, usize)>> = tensors
+            .iter()
+            .map(|t| {
+                (!is_skipped(t)).then(|| {
+                    start += t.shape()[d];
+                    ((start - t.shape()[d]) as i64, t.shape()[d])
+                })
+            })
+            .collect();
+        Ok(autograd::record(out, "CatBackward0", &tensors, [], move |ctx, g, _| {
+            let each = |(i, p): (usize, &Option<(i64, usize)>)| {
+                p.filter(|_| ctx.needs_input_grad(i)).map(|(start, len)| g.narrow(d as i64, start, len))
+            };
+            pieces.iter().enumerate().map(each).collect::<Grads>()
+        }))
     }
 
     /// Stacks tensors of one shape along a new dim `dim` (`torch.stack`), which may be
@@ -57,9 +86,22 @@ impl Tensor {
             );
         }
         let d = normalize_dim("stack", dim, first.dim() + 1)?;
+        // The views carry no history: the stack records its own node on the inputs.
         let views: Vec<Tensor> = tensors.iter().map(|t| t.with_layout(t.layout().unsqueeze(d))).collect();
-        cat("stack", &views.iter().collect::<Vec<_>>(), d as i64)
+        let out = cat("stack", &views.iter().collect::<Vec<_>>(), d as i64)?;
+        if !autograd::is_recording(&tensors) {
+            return Ok(out);
+        }
+        let n = tensors.len();
+        Ok(autograd::record(out, "StackBackward0", &tensors, [], move |ctx, g, _| {
+            (0..n).map(|i| ctx.needs_input_grad(i).then(|| g.select(d as i64, i as i64))).collect::<Grads>()
+        }))
     }
+}
+
+/// A 1-D empty tensor, which `cat` skips whatever the other inputs' shapes.
+fn is_skipped(t: &Tensor) -> bool {
+    t.dim() == 1 && t.numel() == 0
 }
 
 /// `cat` with its checks; `op` names the public op in errors.
@@ -76,8 +118,7 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
         }
     }
     let dtype = tensors.iter().map(|t| t.dtype()).fold(first.dtype(), DType::promote);
-    let kept: Vec<(usize, &Tensor)> =
-        tensors.iter().copied().enumerate().filter(|(_, t)| !(t.dim() == 1 && t.numel() == 0)).collect();
+    let kept: Vec<(usize, &Tensor)> = tensors.iter().copied().enumerate().filter(|(_, t)| !is_skipped(t)).collect();
     let Some(&(i0, reference)) = kept.first() else {
         return Ok(Tensor::empty_opts(&[0], dtype, first.device()));
     };

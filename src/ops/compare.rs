@@ -1,7 +1,12 @@
 //! Comparisons and logical ops (returning Bool tensors), `where_`, `masked_fill`, and the
 //! whole-tensor tests `equal` and `allclose`.
+//!
+//! Autograd: comparisons and logical ops return Bool tensors and never record. `where_` sends
+//! the gradient to its tensor value operands (`where(cond, g, 0)` and `where(cond, 0, g)`, summed
+//! down to each operand's shape by the engine); `masked_fill` to its input where the mask is false.
 
 use super::binary::{broadcast_all, check_writable, Operand};
+use crate::autograd::{self, grads, Grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{scalar_as, Tensor};
@@ -158,6 +163,31 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     Ok(Tensor::from_cpu_storage(out, &shape))
 }
 
+/// [`select_where`], recorded for autograd (`WhereBackward0`) when a tensor value operand
+/// requires grad.
+#[track_caller]
+fn where_recorded(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
+    let out = select_where(cond, x, y)?;
+    // The tensor operands, each with whether it is the `x` side.
+    let (mut inputs, mut is_x) = (Vec::with_capacity(2), Vec::with_capacity(2));
+    for (o, side) in [(x, true), (y, false)] {
+        if let Operand::Tensor(t) = o {
+            inputs.push(t);
+            is_x.push(side);
+        }
+    }
+    if !out.dtype().is_float() || !autograd::is_recording(&inputs) {
+        return Ok(out);
+    }
+    Ok(autograd::record(out, "WhereBackward0", &inputs, [Saved::of(cond)], move |ctx, g, s| {
+        let cond = &s[0];
+        let each = |(i, &side): (usize, &bool)| {
+            ctx.needs_input_grad(i).then(|| if side { Tensor::where_(cond, g, 0.0) } else { Tensor::where_(cond, 0.0, g) })
+        };
+        is_x.iter().enumerate().map(each).collect::<Grads>()
+    }))
+}
+
 #[track_caller]
 fn masked_fill_check(op: &'static str, x: &Tensor, mask: &Tensor) -> Result<()> {
     if mask.dtype() != DType::Bool {
@@ -174,13 +204,13 @@ impl Tensor {
     /// `x` where `cond` is true, `y` elsewhere, broadcasting all three (`torch.where`).
     #[track_caller]
     pub fn where_(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Tensor {
-        select_where(cond, &x.into(), &y.into()).or_panic()
+        where_recorded(cond, &x.into(), &y.into()).or_panic()
     }
 
     /// [`Tensor::where_`] returning an error.
     #[track_caller]
     pub fn try_where(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Result<Tensor> {
-        select_where(cond, &x.into(), &y.into())
+        where_recorded(cond, &x.into(), &y.into())
     }
 
     /// Logical not of each element's truth, as a Bool tensor.
@@ -200,7 +230,14 @@ impl Tensor {
             masked_fill_check("masked_fill", self, mask).or_panic();
         }
         super::binary::check_scalar_fits("masked_fill", v, self.dtype(), false).or_panic();
-        Tensor::where_(mask, Tensor::scalar_opts(v, self.dtype()), self)
+        let fill = Operand::Tensor(Tensor::scalar_opts(v, self.dtype()));
+        let out = select_where(mask, &fill, &Operand::Tensor(self.clone())).or_panic();
+        if !autograd::is_recording(&[self]) {
+            return out;
+        }
+        autograd::record(out, "MaskedFillBackward0", &[self], [Saved::of(mask)], |_, g, s| {
+            grads![Some(Tensor::where_(&s[0], 0.0, g))]
+        })
     }
 
     /// Writes `value` where `mask` (broadcast to this tensor's shape) is true, in place.
@@ -210,6 +247,10 @@ impl Tensor {
         masked_fill_check("masked_fill_", self, mask).or_panic();
         super::binary::check_scalar_fits("masked_fill_", v, self.dtype(), false).or_panic();
         check_writable("masked_fill_", self).or_panic();
+        if autograd::is_recording(&[self]) {
+            autograd::inplace("masked_fill_", self, |old| Ok(old.masked_fill(mask, v))).or_panic();
+            return self;
+        }
         let mask = if mask.shares_storage_with(self) { mask.deep_clone() } else { mask.clone() };
         let lm = mask.layout().broadcast_to(self.shape()).expect("checked");
         self.with_cpu_write("masked_fill_", &mask, |sd, sm| {

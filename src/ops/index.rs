@@ -6,15 +6,22 @@
 //! `index_select` reject negative indices, while advanced indexing and `index_fill_` count them
 //! from the end. Where several index positions hit one element, a plain write is deterministic:
 //! the last position in row-major order wins (PyTorch leaves it unspecified).
+//!
+//! Autograd: the gradients are written with the ops of this family (a gather's gradient is a
+//! `scatter_add` into zeros, a scatter's source gradient is a `gather`, advanced indexing's is an
+//! accumulating `index_put`, …), so they are differentiable again. As in PyTorch, the gradient
+//! of a plain (non-accumulating) write with repeated positions reaches every repeated source
+//! element, although only one of them was written.
 
 use super::binary::{broadcast_all, check_writable};
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{scalar_as, IntoScalar, Tensor};
 use kiln_runtime::cpu::index::{self as kernels, BadIndex, IndexArg, IndexMap};
 use kiln_runtime::layout::numel;
 use kiln_runtime::storage::StorageElement;
-use kiln_runtime::{match_cpu, DType, Element, Layout, Shape};
+use kiln_runtime::{match_cpu, DType, Device, Element, Layout, Shape};
 use smallvec::SmallVec;
 
 /// The index list of advanced indexing (`x[i, :, j]`): one entry per leading dim, `None` for a
@@ -166,6 +173,7 @@ fn write_indexed(op: &'static str, dst: &Tensor, map: &IndexMap<'_>, values: Val
 }
 
 /// What `scatter` writes: a source tensor or a scalar.
+#[derive(Clone)]
 enum Source {
     Tensor(Tensor),
     Scalar(Scalar),
@@ -221,6 +229,77 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
         Source::Scalar(v) => Values::Scalar(v),
     };
     write_indexed(op, dst, &map, values, accumulate)
+}
+
+/// `g` padded with zeros at the end of each dim up to `shape`: the gradient of a source larger
+/// than its index (only the index's extent was read). Built with `cat`, so it is differentiable.
+fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
+    let mut g = if g.dim() == 0 && shape.len() == 1 { g.reshape(&[1]) } else { g };
+    if g.dim() != shape.len() {
+        return g;
+    }
+    for (k, &want) in shape.iter().enumerate() {
+        let have = g.shape()[k];
+        if have < want {
+            let zeros = Tensor::zeros_opts(&with_len(g.shape(), k, want - have), g.dtype(), g.device());
+            g = Tensor::cat(&[&g, &zeros], k as i64);
+        }
+    }
+    g
+}
+
+/// A copy of `x` written by [`scatter_into`] (`op` names the public op in errors), recorded for
+/// autograd: `ScatterBackward0/1` or `ScatterAddBackward0`.
+#[track_caller]
+fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<Tensor> {
+    let out = x.try_copy_for(op)?;
+    scatter_into(op, &out, dim, index, src.clone(), accumulate)?;
+    let d = x.normalize_dim(op, dim)? as i64;
+    match src {
+        Source::Tensor(s) if autograd::is_recording(&[x, &s]) => {
+            let name = if accumulate { "ScatterAddBackward0" } else { "ScatterBackward0" };
+            let src_shape = s.shape().to_vec();
+            Ok(autograd::record(out, name, &[x, &s], [Saved::of(index)], move |ctx, g, s| {
+                let index = &s[0];
+                grads![
+                    ctx.needs_input_grad(0).then(|| if accumulate { g.clone() } else { g.scatter_value(d, index, 0.0) }),
+                    ctx.needs_input_grad(1).then(|| pad_to(g.gather(d, index), &src_shape)),
+                ]
+            }))
+        }
+        Source::Scalar(_) if autograd::is_recording(&[x]) => {
+            Ok(autograd::record(out, "ScatterBackward1", &[x], [Saved::of(index)], move |_, g, s| {
+                grads![Some(g.scatter_value(d, &s[0], 0.0))]
+            }))
+        }
+        _ => Ok(out),
+    }
+}
+
+/// An in-place scatter: while autograd records, the recorded out-of-place form written back
+/// into `dst` ([`autograd::inplace`]); otherwise a direct write.
+#[track_caller]
+fn scatter_in_place(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<()> {
+    let recording = match &src {
+        Source::Tensor(s) => autograd::is_recording(&[dst, s]),
+        Source::Scalar(_) => autograd::is_recording(&[dst]),
+    };
+    if recording {
+        autograd::inplace(op, dst, |old| scatter_out(op, old, dim, index, src, accumulate))
+    } else {
+        scatter_into(op, dst, dim, index, src, accumulate)
+    }
+}
+
+/// Which entries of an advanced index are tensors, and those tensors saved for backward.
+fn save_indices(indices: &[Option<&Tensor>]) -> (Vec<bool>, Vec<Saved>) {
+    (indices.iter().map(Option::is_some).collect(), indices.iter().flatten().map(|t| Saved::of(t)).collect())
+}
+
+/// The advanced index [`save_indices`] saved, rebuilt from the unpacked tensors.
+fn restore_indices<'a>(present: &[bool], saved: &'a [Tensor]) -> Vec<Option<&'a Tensor>> {
+    let mut it = saved.iter();
+    present.iter().map(|&p| if p { it.next() } else { None }).collect()
 }
 
 /// Advanced indexing `x[indices]` resolved: the result shape, which result dims walk which dims
@@ -353,6 +432,47 @@ fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, val
     write_indexed(op, dst, &map, Values::Scalar(value), false)
 }
 
+/// A copy of `x` written by [`index_put_into`], recorded for autograd (`IndexPutBackward0`).
+#[track_caller]
+fn index_put_out(op: &'static str, x: &Tensor, indices: &[Option<&Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
+    let out = x.try_copy_for(op)?;
+    index_put_into(op, &out, indices, values, accumulate)?;
+    if !autograd::is_recording(&[x, values]) {
+        return Ok(out);
+    }
+    let (present, saved) = save_indices(indices);
+    Ok(autograd::record(out, "IndexPutBackward0", &[x, values], saved, move |ctx, g, s| {
+        let indices = restore_indices(&present, s);
+        let masked = || {
+            let zero = Tensor::zeros_opts(&[], g.dtype(), g.device());
+            g.index_put(&indices, &zero, false)
+        };
+        grads![
+            ctx.needs_input_grad(0).then(|| if accumulate { g.clone() } else { masked() }),
+            ctx.needs_input_grad(1).then(|| g.index(&indices)),
+        ]
+    }))
+}
+
+/// A copy of `x` written by [`index_fill_into`], recorded for autograd (`IndexFillBackward0`).
+#[track_caller]
+fn index_fill_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<Tensor> {
+    let out = x.try_copy_for(op)?;
+    index_fill_into(op, &out, dim, index, value)?;
+    if !autograd::is_recording(&[x]) {
+        return Ok(out);
+    }
+    let d = x.normalize_dim(op, dim)? as i64;
+    Ok(autograd::record(out, "IndexFillBackward0", &[x], [Saved::of(index)], move |_, g, s| {
+        grads![Some(g.index_fill(d, &s[0], 0.0))]
+    }))
+}
+
+/// Zeros of `shape`, `dtype` and `device`: the base the scatter-like gradients are written into.
+fn zeros(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    Tensor::zeros_opts(shape, dtype, device)
+}
+
 impl Tensor {
     /// The entries of `index` (a vector of int64) along `dim` (`x.index_select(dim, index)`):
     /// the result has this tensor's shape with `dim` of size `index.numel()`.
@@ -377,8 +497,22 @@ impl Tensor {
             let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
             match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
         })?;
-        let out = located(OP, out)?;
-        Ok(Tensor::from_cpu_storage(out, if self.dim() == 0 { &[] } else { &shape }))
+        let out = Tensor::from_cpu_storage(located(OP, out)?, if self.dim() == 0 { &[] } else { &shape });
+        if !autograd::is_recording(&[self]) {
+            return Ok(out);
+        }
+        // The gradient adds each entry of `g` back at the position it was read from (repeated
+        // indices accumulate): an accumulating index_put at `[:, .., index]`.
+        let (xshape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
+        Ok(autograd::record(out, "IndexSelectBackward0", &[self], [Saved::of(index)], move |_, g, s| {
+            if xshape.is_empty() {
+                return grads![Some(g.clone())];
+            }
+            let index = s[0].reshape(&[-1]);
+            let mut indices: Vec<Option<&Tensor>> = vec![None; d];
+            indices.push(Some(&index));
+            grads![Some(zeros(&xshape, dtype, device).index_put(&indices, g, true))]
+        }))
     }
 
     /// `out[i][j] = self[index[i][j]][j]` along `dim` (`torch.gather`): the result has the
@@ -406,7 +540,14 @@ impl Tensor {
             let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
             match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
         })?;
-        Ok(Tensor::from_cpu_storage(located(OP, out)?, index.shape()))
+        let out = Tensor::from_cpu_storage(located(OP, out)?, index.shape());
+        if !autograd::is_recording(&[self]) {
+            return Ok(out);
+        }
+        let (xshape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
+        Ok(autograd::record(out, "GatherBackward0", &[self], [Saved::of(index)], move |_, g, s| {
+            grads![Some(zeros(&xshape, dtype, device).scatter_add(d as i64, &s[0], g))]
+        }))
     }
 
     /// In place, `self[index[i][j]][j] = src[i][j]` along `dim` (`x.scatter_(dim, index, src)`).
@@ -419,7 +560,7 @@ impl Tensor {
     /// [`Tensor::scatter_`] returning an error (nothing is written when it fails).
     #[track_caller]
     pub fn try_scatter_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<&Tensor> {
-        scatter_into("scatter_", self, dim, index, Source::Tensor(src.clone()), false)?;
+        scatter_in_place("scatter_", self, dim, index, Source::Tensor(src.clone()), false)?;
         Ok(self)
     }
 
@@ -432,7 +573,7 @@ impl Tensor {
     /// [`Tensor::scatter_value_`] returning an error (nothing is written when it fails).
     #[track_caller]
     pub fn try_scatter_value_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<&Tensor> {
-        scatter_into("scatter_", self, dim, index, Source::Scalar(value.into()), false)?;
+        scatter_in_place("scatter_", self, dim, index, Source::Scalar(value.into()), false)?;
         Ok(self)
     }
 
@@ -447,7 +588,7 @@ impl Tensor {
     /// [`Tensor::scatter_add_`] returning an error (nothing is written when it fails).
     #[track_caller]
     pub fn try_scatter_add_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<&Tensor> {
-        scatter_into("scatter_add_", self, dim, index, Source::Tensor(src.clone()), true)?;
+        scatter_in_place("scatter_add_", self, dim, index, Source::Tensor(src.clone()), true)?;
         Ok(self)
     }
 
@@ -460,9 +601,7 @@ impl Tensor {
     /// [`Tensor::scatter`] returning an error.
     #[track_caller]
     pub fn try_scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-        let out = self.try_copy_for("scatter")?;
-        scatter_into("scatter", &out, dim, index, Source::Tensor(src.clone()), false)?;
-        Ok(out)
+        scatter_out("scatter", self, dim, index, Source::Tensor(src.clone()), false)
     }
 
     /// Out-of-place [`Tensor::scatter_value_`] (`torch.scatter(x, dim, index, value)`).
@@ -474,9 +613,7 @@ impl Tensor {
     /// [`Tensor::scatter_value`] returning an error.
     #[track_caller]
     pub fn try_scatter_value(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<Tensor> {
-        let out = self.try_copy_for("scatter")?;
-        scatter_into("scatter", &out, dim, index, Source::Scalar(value.into()), false)?;
-        Ok(out)
+        scatter_out("scatter", self, dim, index, Source::Scalar(value.into()), false)
     }
 
     /// Out-of-place [`Tensor::scatter_add_`] (`torch.scatter_add`).
@@ -488,9 +625,7 @@ impl Tensor {
     /// [`Tensor::scatter_add`] returning an error.
     #[track_caller]
     pub fn try_scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-        let out = self.try_copy_for("scatter_add")?;
-        scatter_into("scatter_add", &out, dim, index, Source::Tensor(src.clone()), true)?;
-        Ok(out)
+        scatter_out("scatter_add", self, dim, index, Source::Tensor(src.clone()), true)
     }
 
     /// In place, `self[.., index[k], ..] = value` along `dim` for every entry of `index` (a
@@ -503,7 +638,12 @@ impl Tensor {
     /// [`Tensor::index_fill_`] returning an error (nothing is written when it fails).
     #[track_caller]
     pub fn try_index_fill_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<&Tensor> {
-        index_fill_into("index_fill_", self, dim, index, value.into())?;
+        let value = value.into();
+        if autograd::is_recording(&[self]) {
+            autograd::inplace("index_fill_", self, |old| index_fill_out("index_fill_", old, dim, index, value))?;
+        } else {
+            index_fill_into("index_fill_", self, dim, index, value)?;
+        }
         Ok(self)
     }
 
@@ -516,9 +656,7 @@ impl Tensor {
     /// [`Tensor::index_fill`] returning an error.
     #[track_caller]
     pub fn try_index_fill(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<Tensor> {
-        let out = self.try_copy_for("index_fill")?;
-        index_fill_into("index_fill", &out, dim, index, value.into())?;
-        Ok(out)
+        index_fill_out("index_fill", self, dim, index, value.into())
     }
 
     /// Advanced indexing, Python's `x[i, :, j]` with index tensors: `x.index(&[Some(&i), None,
@@ -537,7 +675,16 @@ impl Tensor {
         let adv = advanced(OP, self, &indices.entries())?;
         let map = adv.map(OP, self)?;
         let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
-        Ok(Tensor::from_cpu_storage(located(OP, out)?, &adv.shape))
+        let out = Tensor::from_cpu_storage(located(OP, out)?, &adv.shape);
+        if !autograd::is_recording(&[self]) {
+            return Ok(out);
+        }
+        // Every element read goes back where it came from, repeated positions adding up.
+        let (present, saved) = save_indices(&indices.entries());
+        let (xshape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
+        Ok(autograd::record(out, "IndexBackward0", &[self], saved, move |_, g, s| {
+            grads![Some(zeros(&xshape, dtype, device).index_put(&restore_indices(&present, s), g, true))]
+        }))
     }
 
     /// Advanced-indexing assignment in place, Python's `x[i, j] = values`
@@ -552,7 +699,12 @@ impl Tensor {
     /// [`Tensor::index_put_`] returning an error (nothing is written when it fails).
     #[track_caller]
     pub fn try_index_put_(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Result<&Tensor> {
-        index_put_into("index_put_", self, &indices.entries(), values, accumulate)?;
+        let indices = indices.entries();
+        if autograd::is_recording(&[self, values]) {
+            autograd::inplace("index_put_", self, |old| index_put_out("index_put_", old, &indices, values, accumulate))?;
+        } else {
+            index_put_into("index_put_", self, &indices, values, accumulate)?;
+        }
         Ok(self)
     }
 
@@ -565,9 +717,7 @@ impl Tensor {
     /// [`Tensor::index_put`] returning an error.
     #[track_caller]
     pub fn try_index_put(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Result<Tensor> {
-        let out = self.try_copy_for("index_put")?;
-        index_put_into("index_put", &out, &indices.entries(), values, accumulate)?;
-        Ok(out)
+        index_put_out("index_put", self, &indices.entries(), values, accumulate)
     }
 
     /// The elements where `mask` (bool, broadcast with this tensor) is true, as a 1-D tensor in
@@ -593,7 +743,18 @@ impl Tensor {
             match_cpu!(sx, |b: T| T::wrap(kernels::masked_select(b, &ls, m, &lm)))
         })?;
         let n = out.len();
-        Ok(Tensor::from_cpu_storage(out, &[n]))
+        let out = Tensor::from_cpu_storage(out, &[n]);
+        if !autograd::is_recording(&[self]) {
+            return Ok(out);
+        }
+        // The gradient goes back to the selected positions of the broadcast shape (at least 1-D:
+        // a bool index has a dim); the engine sums it down to this tensor's shape.
+        let (dtype, device) = (self.dtype(), self.device());
+        let full: Vec<usize> = if shape.is_empty() { vec![1] } else { shape.to_vec() };
+        Ok(autograd::record(out, "MaskedSelectBackward0", &[self], [Saved::of(mask)], move |_, g, s| {
+            let mask = s[0].broadcast_to(&full);
+            grads![Some(zeros(&full, dtype, device).index_put(&[&mask], g, true))]
+        }))
     }
 
     /// The coordinates of the nonzero elements (NaN counts as nonzero), as an int64 tensor of

@@ -2,7 +2,11 @@
 //!
 //! NaN sorts as the largest value and `-0.0` equals `0.0`, as in PyTorch. Every dtype sorts
 //! (bool as false < true).
+//!
+//! Autograd: the values of `sort` and `topk` are differentiable; their gradient goes back to the
+//! positions the values came from (a `scatter` into zeros, differentiable again).
 
+use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::sort as kernels;
@@ -27,6 +31,31 @@ fn along_dim(
     Ok((Tensor::from_cpu_storage(values, &shape), Tensor::from_cpu_storage(indices, &shape)))
 }
 
+/// Records `values` (picked from `x` along dim `d` at `indices`) for autograd under `name`: the
+/// gradient scatters back to the picked positions.
+fn record_values(name: &'static str, x: &Tensor, d: usize, (values, indices): (Tensor, Tensor)) -> (Tensor, Tensor) {
+    if !autograd::is_recording(&[x]) {
+        return (values, indices);
+    }
+    let (shape, dtype, device) = (x.shape().to_vec(), x.dtype(), x.device());
+    let values = autograd::record(values, name, &[x], [Saved::of(&indices)], move |_, g, s| {
+        grads![Some(Tensor::zeros_opts(&shape, dtype, device).scatter(d as i64, &s[0], g))]
+    });
+    (values, indices)
+}
+
+/// `sort` without autograd (`argsort` needs no history).
+#[track_caller]
+fn sort(x: &Tensor, d: usize, descending: bool) -> Result<(Tensor, Tensor)> {
+    let n = x.shape().get(d).copied().unwrap_or(1);
+    along_dim("sort", x, d, n, |s, l| {
+        match_cpu!(s, |b: T| {
+            let (v, i) = kernels::sort(b, l, d, descending);
+            (T::wrap(v), i64::wrap(i))
+        })
+    })
+}
+
 impl Tensor {
     /// The values sorted along `dim` and their original positions (int64)
     /// (`x.sort(dim, descending, stable=True)`). Always stable: equal values keep their order.
@@ -39,13 +68,7 @@ impl Tensor {
     #[track_caller]
     pub fn try_sort(&self, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> {
         let d = self.normalize_dim("sort", dim)?;
-        let n = self.shape().get(d).copied().unwrap_or(1);
-        along_dim("sort", self, d, n, |s, l| {
-            match_cpu!(s, |b: T| {
-                let (v, i) = kernels::sort(b, l, d, descending);
-                (T::wrap(v), i64::wrap(i))
-            })
-        })
+        Ok(record_values("SortBackward0", self, d, sort(self, d, descending)?))
     }
 
     /// The positions that sort the values along `dim` (`x.argsort(dim, descending)`); stable.
@@ -57,7 +80,8 @@ impl Tensor {
     /// [`Tensor::argsort`] returning an error for a dim out of range.
     #[track_caller]
     pub fn try_argsort(&self, dim: i64, descending: bool) -> Result<Tensor> {
-        Ok(self.try_sort(dim, descending)?.1)
+        let d = self.normalize_dim("sort", dim)?;
+        Ok(sort(self, d, descending)?.1)
     }
 
     /// The `k` largest (or smallest, when `largest` is false) values along `dim` and their
@@ -79,12 +103,13 @@ impl Tensor {
         }
         // PyTorch returns a 0-dim tensor's element for k = 0 too: a 0-dim result has one.
         let k = if self.dim() == 0 { 1 } else { k };
-        along_dim("topk", self, d, k, |s, l| {
+        let picked = along_dim("topk", self, d, k, |s, l| {
             match_cpu!(s, |b: T| {
                 let (v, i) = kernels::topk(b, l, d, k, largest, sorted);
                 (T::wrap(v), i64::wrap(i))
             })
-        })
+        })?;
+        Ok(record_values("TopkBackward0", self, d, picked))
     }
 }
 

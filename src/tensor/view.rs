@@ -135,6 +135,57 @@ fn embed(g: &Tensor, shape: &[usize], dim: usize, start: usize) -> Tensor {
     out
 }
 
+/// One view step of basic indexing, with indices resolved against the shape at that step.
+enum IndexStep {
+    /// `select(dim, index)`
+    Select(usize, usize),
+    /// `narrow(dim, start, len)`
+    Narrow(usize, usize, usize),
+    /// `unsqueeze(dim)`
+    Unsqueeze(usize),
+}
+
+/// The view steps of `x.i(idx)` for a tensor of `shape`: integers out of range are errors,
+/// ranges are clamped as Python slices are.
+#[track_caller]
+fn index_steps(shape: &[usize], idx: &[TensorIndexer]) -> Result<Vec<IndexStep>> {
+    let consumed = idx.iter().filter(|i| !matches!(i, TensorIndexer::NewAxis)).count();
+    if consumed > shape.len() {
+        bail!("index", Index, "too many indices for tensor of dimension {} (got {consumed})", shape.len());
+    }
+    let mut sizes = shape.to_vec();
+    let mut steps = Vec::with_capacity(idx.len());
+    let mut d = 0;
+    for &item in idx {
+        match item {
+            TensorIndexer::Select(i) => {
+                let size = sizes[d] as i64;
+                let j = if i < 0 { i + size } else { i };
+                if j < 0 || j >= size {
+                    bail!("index", Index, "index {i} is out of bounds for dimension {d} with size {size}");
+                }
+                sizes.remove(d);
+                steps.push(IndexStep::Select(d, j as usize));
+            }
+            TensorIndexer::Narrow(start, end) => {
+                let size = sizes[d] as i64;
+                let clamp = |v: i64| if v < 0 { (v + size).max(0) } else { v.min(size) };
+                let s = start.map_or(0, clamp);
+                let e = end.map_or(size, clamp).max(s);
+                sizes[d] = (e - s) as usize;
+                steps.push(IndexStep::Narrow(d, s as usize, (e - s) as usize));
+                d += 1;
+            }
+            TensorIndexer::NewAxis => {
+                sizes.insert(d, 1);
+                steps.push(IndexStep::Unsqueeze(d));
+                d += 1;
+            }
+        }
+    }
+    Ok(steps)
+}
+
 /// A shape as the `&[i64]` that `reshape` takes.
 fn signed(shape: &[usize]) -> Vec<i64> {
     shape.iter().map(|&s| s as i64).collect()
@@ -323,78 +374,28 @@ impl Tensor {
     /// [`Tensor::i`] returning an error for too many indices or an index out of range.
     #[track_caller]
     pub fn try_i(&self, index: impl IndexArgs) -> Result<Tensor> {
-        let idx = index.indexers();
+        let steps = index_steps(self.shape(), &index.indexers())?;
         if autograd::is_recording(&[self]) {
-            return self.index_recorded(&idx);
-        }
-        let consumed = idx.iter().filter(|i| !matches!(i, TensorIndexer::NewAxis)).count();
-        if consumed > self.dim() {
-            bail!("index", Index, "too many indices for tensor of dimension {} (got {consumed})", self.dim());
+            // Each step recorded on its own (PyTorch decomposes indexing the same way).
+            let mut t = self.clone();
+            for step in steps {
+                t = match step {
+                    IndexStep::Select(d, j) => t.try_select(d as i64, j as i64)?,
+                    IndexStep::Narrow(d, s, len) => t.try_narrow(d as i64, s as i64, len)?,
+                    IndexStep::Unsqueeze(d) => t.unsqueeze(d as i64),
+                };
+            }
+            return Ok(if t.is_same(self) { self.tracked_reshape(self.clone(), "AliasBackward0") } else { t });
         }
         let mut layout = self.layout().clone();
-        let mut d = 0;
-        for item in idx {
-            match item {
-                TensorIndexer::Select(i) => {
-                    let size = layout.shape()[d] as i64;
-                    let j = if i < 0 { i + size } else { i };
-                    if j < 0 || j >= size {
-                        bail!("index", Index, "index {i} is out of bounds for dimension {d} with size {size}");
-                    }
-                    layout = layout.select(d, j as usize);
-                }
-                TensorIndexer::Narrow(start, end) => {
-                    let size = layout.shape()[d] as i64;
-                    let clamp = |v: i64| if v < 0 { (v + size).max(0) } else { v.min(size) };
-                    let s = start.map_or(0, clamp);
-                    let e = end.map_or(size, clamp).max(s);
-                    layout = layout.narrow(d, s as usize, (e - s) as usize);
-                    d += 1;
-                }
-                TensorIndexer::NewAxis => {
-                    layout = layout.unsqueeze(d);
-                    d += 1;
-                }
-            }
+        for step in steps {
+            layout = match step {
+                IndexStep::Select(d, j) => layout.select(d, j),
+                IndexStep::Narrow(d, s, len) => layout.narrow(d, s, len),
+                IndexStep::Unsqueeze(d) => layout.unsqueeze(d),
+            };
         }
         Ok(self.with_layout(layout))
-    }
-
-    /// [`Tensor::try_i`] while recording: the same view made by successive `select`, `narrow`
-    /// and `unsqueeze` calls, each recorded (PyTorch decomposes indexing the same way).
-    #[track_caller]
-    fn index_recorded(&self, idx: &[TensorIndexer]) -> Result<Tensor> {
-        let consumed = idx.iter().filter(|i| !matches!(i, TensorIndexer::NewAxis)).count();
-        if consumed > self.dim() {
-            bail!("index", Index, "too many indices for tensor of dimension {} (got {consumed})", self.dim());
-        }
-        let mut t = self.clone();
-        let mut d = 0;
-        for &item in idx {
-            match item {
-                TensorIndexer::Select(i) => {
-                    let size = t.shape()[d] as i64;
-                    let j = if i < 0 { i + size } else { i };
-                    if j < 0 || j >= size {
-                        bail!("index", Index, "index {i} is out of bounds for dimension {d} with size {size}");
-                    }
-                    t = t.try_select(d as i64, j)?;
-                }
-                TensorIndexer::Narrow(start, end) => {
-                    let size = t.shape()[d] as i64;
-                    let clamp = |v: i64| if v < 0 { (v + size).max(0) } else { v.min(size) };
-                    let s = start.map_or(0, clamp);
-                    let e = end.map_or(size, clamp).max(s);
-                    t = t.try_narrow(d as i64, s, (e - s) as usize)?;
-                    d += 1;
-                }
-                TensorIndexer::NewAxis => {
-                    t = t.unsqueeze(d as i64);
-                    d += 1;
-                }
-            }
-        }
-        Ok(if t.is_same(self) { self.tracked_reshape(self.clone(), "AliasBackward0") } else { t })
     }
 
     /// Removes every size-1 dim.
