@@ -255,14 +255,14 @@ pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let out = binary_forward(op, a, b)?;
     let inputs: SmallVec<[&Tensor; 2]> = [a, b].into_iter().filter_map(Operand::as_tensor).collect();
     if out.dtype().is_float() && autograd::is_recording(&inputs) {
-        return Ok(record_binary(op, a, b, out));
+        return Ok(record_binary(op, a, b, &inputs, out));
     }
     Ok(out)
 }
 
 /// Records `out = op(a, b)` with its backward rule; the rule sees both operands as tensors of
 /// the output's dtype (a scalar operand as a 0-dim tensor) and the output.
-fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, out: Tensor) -> Tensor {
+fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, inputs: &[&Tensor], out: Tensor) -> Tensor {
     use BinaryOp::*;
     let name = match op {
         Add => "AddBackward0",
@@ -292,7 +292,6 @@ fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, out: Tensor) -> Tensor 
         (Pow, Operand::Scalar(e)) => Some(e.to_f64()),
         _ => None,
     };
-    let inputs: SmallVec<[&Tensor; 2]> = [a, b].into_iter().filter_map(Operand::as_tensor).collect();
     let mut saved: SmallVec<[Saved; 3]> = SmallVec::new();
     for (keep, operand) in [(save_a, a), (save_b, b)] {
         if keep {
@@ -302,7 +301,7 @@ fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, out: Tensor) -> Tensor 
     if op == Pow && scalar_exponent.is_none() {
         saved.push(Saved::Output);
     }
-    autograd::record(out, name, &inputs, saved, move |ctx, g, s| {
+    autograd::record(out, name, inputs, saved, move |ctx, g, s| {
         // Input k of the node is operand `slot` (a scalar operand has no input).
         let mut needs = [false; 2];
         let mut k = 0;
