@@ -17,20 +17,26 @@
 //! - Errors panic with `op: message (at file:line)`; the `try_` forms return [`Result`].
 
 pub mod autograd;
+pub mod data;
 pub mod error;
 #[cfg(feature = "ndarray")]
 pub mod interop;
 pub mod memory;
+pub mod nn;
 pub mod ops;
+pub mod optim;
 pub mod random;
 pub mod scalar;
+pub mod state_dict;
 pub mod tensor;
+pub mod vision;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOpts};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
 pub use random::manual_seed;
 pub use scalar::Scalar;
+pub use state_dict::StateDict;
 pub use tensor::Tensor;
 
 /// Sets the number of CPU worker threads kernels use (`torch.set_num_threads`). The default

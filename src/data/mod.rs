@@ -1,0 +1,1 @@
+//! `kiln::data`: datasets and the `DataLoader` (PyTorch's `torch.utils.data`).

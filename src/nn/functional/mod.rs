@@ -1,0 +1,16 @@
+//! `kiln::nn::functional` (PyTorch's `torch.nn.functional`, usually imported as `F`): the
+//! stateless forms of the layers, losses and activations.
+
+mod conv;
+mod dropout;
+mod embedding;
+mod loss;
+mod norm;
+mod pool;
+
+pub use conv::*;
+pub use dropout::*;
+pub use embedding::*;
+pub use loss::*;
+pub use norm::*;
+pub use pool::*;

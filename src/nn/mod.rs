@@ -1,0 +1,3 @@
+//! `kiln::nn`: modules, layers, losses and initialisation (PyTorch's `torch.nn`).
+
+pub mod functional;

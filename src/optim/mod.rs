@@ -1,0 +1,1 @@
+//! `kiln::optim`: optimizers and learning-rate schedulers (PyTorch's `torch.optim`).

@@ -1,0 +1,1 @@
+//! `kiln::vision`: datasets and transforms for images (torchvision's counterparts).
