@@ -16,6 +16,9 @@
 //! - `Tensor::cat`/`stack` take `&[impl Borrow<Tensor>]` (`&[&Tensor]` or `&[Tensor]`).
 //! - Errors panic with `op: message (at file:line)`; the `try_` forms return [`Result`].
 
+// Lets `#[derive(Module)]` (which names `::kiln`) work inside this crate too.
+extern crate self as kiln;
+
 pub mod autograd;
 pub mod data;
 pub mod error;
@@ -27,6 +30,7 @@ pub mod ops;
 pub mod optim;
 pub mod random;
 pub mod scalar;
+mod serialize;
 pub mod state_dict;
 pub mod tensor;
 pub mod vision;
@@ -36,6 +40,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
 pub use random::manual_seed;
 pub use scalar::Scalar;
+pub use serialize::{load, save};
 pub use state_dict::StateDict;
 pub use tensor::Tensor;
 
@@ -52,5 +57,6 @@ pub fn get_num_threads() -> usize {
 
 /// What most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
-    pub use crate::{manual_seed, no_grad, BackwardOpts, DType, Device, Scalar, Tensor};
+    pub use crate::nn::{self, functional as F, Module};
+    pub use crate::{manual_seed, no_grad, optim, BackwardOpts, DType, Device, Scalar, StateDict, Tensor};
 }

@@ -1,3 +1,24 @@
 //! `kiln::nn`: modules, layers, losses and initialisation (PyTorch's `torch.nn`).
+//!
+//! Deliberate differences from PyTorch:
+//! - A module is a struct with `#[derive(Module)]` (which generates the walk over its
+//!   parameters, buffers and children, and `Display`) plus `impl Module { fn forward }`.
+//! - `train()`/`eval()`/`to()` take `&mut self`; the other methods take `&self`.
+//! - Losses are structs with `forward(input, target)`, not `Module`s (a `Module` has one input).
+//! - `ModuleList::forward` panics, as calling a `ModuleList` raises in PyTorch.
 
+mod activation;
+mod container;
+mod flatten;
 pub mod functional;
+pub mod init;
+mod linear;
+mod module;
+mod repr;
+
+pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
+pub use container::{ModuleList, Sequential};
+pub use flatten::Flatten;
+pub use kiln_macros::Module;
+pub use linear::{Identity, Linear};
+pub use module::{fmt_module, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};

@@ -1,6 +1,7 @@
 //! `kiln::nn::functional` (PyTorch's `torch.nn.functional`, usually imported as `F`): the
 //! stateless forms of the layers, losses and activations.
 
+mod activation;
 mod conv;
 mod dropout;
 mod embedding;
@@ -8,6 +9,7 @@ mod loss;
 mod norm;
 mod pool;
 
+pub use activation::*;
 pub use conv::*;
 pub use dropout::*;
 pub use embedding::*;

@@ -1,0 +1,155 @@
+//! `kiln::save` / `kiln::load`: state dicts as safetensors files, the format PyTorch reads and
+//! writes with `safetensors.torch.save_file` / `load_file`.
+//!
+//! Tensors are written contiguous and little-endian; the state dict's metadata becomes the
+//! file's `__metadata__`. A loaded state dict lists its tensors sorted by name (safetensors keeps
+//! no insertion order).
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::{DType, StateDict, Tensor};
+use half::{bf16, f16};
+use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Writes `state` to `path` as a safetensors file.
+#[track_caller]
+pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let mut blobs = Vec::with_capacity(state.len());
+    for (name, t) in state.iter() {
+        if !t.device().is_cpu() {
+            return Err(Error::new("save", ErrorKind::Device, format!("tensor {name} is on {}; move it to the CPU first", t.device())));
+        }
+        blobs.push((name.to_string(), st_dtype(t.dtype()), t.shape().to_vec(), le_bytes(t)));
+    }
+    let views = blobs
+        .iter()
+        .map(|(name, dtype, shape, bytes)| {
+            let view = TensorView::new(*dtype, shape.clone(), bytes)
+                .map_err(|e| Error::new("save", ErrorKind::Value, format!("tensor {name}: {e}")))?;
+            Ok((name.as_str(), view))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let metadata: HashMap<String, String> = state.metadata_entries().clone().into_iter().collect();
+    let metadata = (!metadata.is_empty()).then_some(metadata);
+    safetensors::tensor::serialize_to_file(views, metadata, path)
+        .map_err(|e| Error::new("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display())))
+}
+
+/// Reads a safetensors file written by [`save`] or by PyTorch.
+#[track_caller]
+pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| Error::new("load", ErrorKind::Io, format!("cannot read {}: {e}", path.display())))?;
+    let bad = |what: String| Error::new("load", ErrorKind::Io, format!("{} is not a valid safetensors file: {what}", path.display()));
+    let file = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+    let mut tensors = file.tensors();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut state = StateDict::new();
+    for (name, view) in tensors {
+        let t = from_view(&view).map_err(|e| bad(format!("tensor {name}: {e}")))?;
+        state.insert(name, t);
+    }
+    let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
+    if let Some(entries) = metadata.metadata() {
+        for (k, v) in entries {
+            state.set_metadata(k.clone(), v.clone());
+        }
+    }
+    Ok(state)
+}
+
+fn st_dtype(dtype: DType) -> StDtype {
+    match dtype {
+        DType::F32 => StDtype::F32,
+        DType::F64 => StDtype::F64,
+        DType::F16 => StDtype::F16,
+        DType::BF16 => StDtype::BF16,
+        DType::I64 => StDtype::I64,
+        DType::I32 => StDtype::I32,
+        DType::U8 => StDtype::U8,
+        DType::Bool => StDtype::BOOL,
+    }
+}
+
+/// The tensor's values, row-major, as little-endian bytes.
+fn le_bytes(t: &Tensor) -> Vec<u8> {
+    fn flat<T, const N: usize>(values: Vec<T>, to_le: fn(T) -> [u8; N]) -> Vec<u8> {
+        values.into_iter().flat_map(to_le).collect()
+    }
+    match t.dtype() {
+        DType::F32 => flat(t.to_vec::<f32>(), f32::to_le_bytes),
+        DType::F64 => flat(t.to_vec::<f64>(), f64::to_le_bytes),
+        DType::F16 => flat(t.to_vec::<f16>(), f16::to_le_bytes),
+        DType::BF16 => flat(t.to_vec::<bf16>(), bf16::to_le_bytes),
+        DType::I64 => flat(t.to_vec::<i64>(), i64::to_le_bytes),
+        DType::I32 => flat(t.to_vec::<i32>(), i32::to_le_bytes),
+        DType::U8 => t.to_vec::<u8>(),
+        DType::Bool => t.to_vec::<bool>().into_iter().map(u8::from).collect(),
+    }
+}
+
+/// A tensor from a safetensors view; dtypes kiln has no counterpart for are errors.
+fn from_view(view: &TensorView<'_>) -> std::result::Result<Tensor, String> {
+    fn values<T, const N: usize>(data: &[u8], from_le: fn([u8; N]) -> T) -> Vec<T> {
+        data.chunks_exact(N).map(|c| from_le(c.try_into().expect("chunk of N bytes"))).collect()
+    }
+    let (data, shape) = (view.data(), view.shape());
+    Ok(match view.dtype() {
+        StDtype::F32 => Tensor::from_vec(values(data, f32::from_le_bytes), shape),
+        StDtype::F64 => Tensor::from_vec(values(data, f64::from_le_bytes), shape),
+        StDtype::F16 => Tensor::from_vec(values(data, f16::from_le_bytes), shape),
+        StDtype::BF16 => Tensor::from_vec(values(data, bf16::from_le_bytes), shape),
+        StDtype::I64 => Tensor::from_vec(values(data, i64::from_le_bytes), shape),
+        StDtype::I32 => Tensor::from_vec(values(data, i32::from_le_bytes), shape),
+        StDtype::U8 => Tensor::from_vec(data.to_vec(), shape),
+        StDtype::BOOL => {
+            if let Some(bad) = data.iter().find(|&&b| b > 1) {
+                return Err(format!("a bool holds the byte {bad}"));
+            }
+            Tensor::from_vec(data.iter().map(|&b| b == 1).collect::<Vec<bool>>(), shape)
+        }
+        other => return Err(format!("dtype {other:?} is not supported by kiln")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_every_dtype_and_metadata() {
+        let dir = std::env::temp_dir().join(format!("kiln-serialize-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("all.safetensors");
+        let mut sd = StateDict::new();
+        let base = Tensor::new(&[[1.5f32, -2.0, 0.0], [3.25, 4.0, -0.5]]);
+        for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool] {
+            sd.insert(format!("t_{dtype}"), base.abs().to_dtype(dtype));
+        }
+        sd.insert("transposed", base.t());
+        sd.set_metadata("epoch", "3");
+        save(&sd, &path).unwrap();
+        let back = load(&path).unwrap();
+        assert_eq!(back.len(), sd.len());
+        for (name, t) in sd.iter() {
+            let b = back.get(name).unwrap();
+            assert_eq!((b.shape(), b.dtype()), (t.shape(), t.dtype()), "{name}");
+            assert_eq!(b.to_dtype(DType::F64).to_vec::<f64>(), t.to_dtype(DType::F64).to_vec::<f64>(), "{name}");
+        }
+        assert_eq!(back.metadata("epoch"), Some("3"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_files_are_errors_naming_the_file() {
+        let path = std::env::temp_dir().join(format!("kiln-bad-{}.safetensors", std::process::id()));
+        std::fs::write(&path, b"\x08\x00\x00\x00\x00\x00\x00\x00{not json").unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("not a valid safetensors file") && err.contains(&path.display().to_string()), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        let err = load("/nonexistent/kiln.safetensors").unwrap_err().to_string();
+        assert!(err.contains("cannot read /nonexistent/kiln.safetensors"), "{err}");
+    }
+}
