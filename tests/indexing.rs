@@ -366,14 +366,14 @@ fn error_messages_name_op_value_dim_and_size() {
     let x = x2();
     let cases = [
         (err(x.try_index_select(0, &t1(&[0, 3]))), "index_select: index 3 is out of bounds for dimension 0 with size 3"),
-        (err(x.try_index_select(0, &Tensor::new(&[0.0f32]))), "index_select: expected dtype int64 for index, got float32"),
+        (err(x.try_index_select(0, &Tensor::new(&[0.0f32]))), "index_select: expected dtype int64 or int32 for index, got float32"),
         (err(x.try_index_select(2, &t1(&[0]))), "index_select: dimension out of range (expected to be in range of [-2, 1], but got 2)"),
         (err(x.try_gather(1, &t2(&[[4]]))), "gather: index 4 is out of bounds for dimension 1 with size 4"),
         (err(x.try_gather(1, &t2(&[[-1]]))), "gather: index -1 is out of bounds for dimension 1 with size 4"),
         (err(x.try_gather(1, &t1(&[0]))), "gather: index tensor must have the same number of dimensions as input tensor (index shape [1], input shape [3, 4])"),
         (err(x.try_scatter(0, &t2(&[[3]]), &x)), "scatter: index 3 is out of bounds for dimension 0 with size 3"),
         (err(x.try_scatter_add(-1, &t2(&[[9]]), &x)), "scatter_add: index 9 is out of bounds for dimension 1 with size 4"),
-        (err(x.try_scatter_value(1, &t2(&[[0]]).to_dtype(DType::I32), 1)), "scatter: expected dtype int64 for index, got int32"),
+        (err(x.try_scatter_value(1, &t2(&[[0]]).to_dtype(DType::U8), 1)), "scatter: expected dtype int64 or int32 for index, got uint8"),
         (err(x.try_index(&[None, Some(&t1(&[-5]))])), "index: index -5 is out of bounds for dimension 1 with size 4"),
         (err(x.try_index_put(&[&t1(&[3])], &Tensor::scalar(0i64), false)), "index_put: index 3 is out of bounds for dimension 0 with size 3"),
         (err(x.try_index_fill(1, &t1(&[4]), 0)), "index_fill: index 4 is out of bounds for dimension 1 with size 4"),
@@ -385,4 +385,24 @@ fn error_messages_name_op_value_dim_and_size() {
     }
     let r = std::panic::catch_unwind(|| x2().gather(0, &t2(&[[7]])));
     assert!(r.is_err());
+}
+
+#[test]
+fn int32_indices_are_accepted_where_pytorch_accepts_them() {
+    // x = torch.arange(6.).reshape(2, 3); i = torch.tensor([[0, 1]], dtype=torch.int32)
+    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape(&[2, 3]);
+    let i = Tensor::new(&[[0i32, 1]]);
+    // x.gather(1, i) == [[0., 1.]]
+    assert_eq!(x.gather(1, &i).to_vec::<f32>(), vec![0.0, 1.0]);
+    // x.index_select(1, torch.tensor([0, 2], dtype=torch.int32)) == [[0., 2.], [3., 5.]]
+    assert_eq!(x.index_select(1, &Tensor::new(&[0i32, 2])).to_vec::<f32>(), vec![0.0, 2.0, 3.0, 5.0]);
+    // torch.zeros(2, 3).scatter(1, i, 1.0) == [[1., 1., 0.], [0., 0., 0.]]
+    assert_eq!(Tensor::zeros(&[2, 3]).scatter_value(1, &i, 1.0).to_vec::<f32>(), vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+    let z = Tensor::zeros(&[2, 3]);
+    z.scatter_add_(1, &i, &Tensor::ones(&[1, 2]));
+    assert_eq!(z.to_vec::<f32>(), vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+    // index_fill_ refuses int32 in PyTorch ("Expected dtype int64 for index"), and so does kiln.
+    assert!(x.try_index_fill(1, &Tensor::new(&[0i32]), 1.0).is_err());
+    let err = x.try_gather(1, &Tensor::new(&[[0u8]])).unwrap_err().to_string();
+    assert!(err.contains("int64 or int32") && err.contains("uint8"), "{err}");
 }

@@ -4,8 +4,9 @@ use std::fmt;
 
 /// Where a tensor's storage lives: host memory or the `i`-th CUDA device.
 ///
-/// `Cuda(i)` can be named before CUDA support is built: any op on such a tensor then fails with
-/// a clear "CUDA support is not built yet" error.
+/// `Cuda(i)` can always be named; whether such a device exists is answered at run time
+/// ([`Device::cuda_is_available`]), and an op on a missing device fails with "no CUDA device
+/// available", naming the op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Device {
     /// Host memory, native CPU kernels.
@@ -26,14 +27,15 @@ impl Device {
         matches!(self, Device::Cuda(_))
     }
 
-    /// Whether a CUDA device can be used by this build. Always false until CUDA support lands.
+    /// Whether a CUDA device can be used: the driver library loads and reports at least one
+    /// device. Answered once per process (no CUDA installed: `false`, never a panic).
     pub fn cuda_is_available() -> bool {
-        false
+        crate::cuda::is_available()
     }
 
-    /// Number of usable CUDA devices. Always 0 until CUDA support lands.
+    /// Number of usable CUDA devices (0 without a driver).
     pub fn cuda_device_count() -> usize {
-        0
+        crate::cuda::device_count()
     }
 
     /// `Cuda(i)` when a CUDA device is available, `Cpu` otherwise (PyTorch's
@@ -68,6 +70,9 @@ mod tests {
 
     #[test]
     fn cuda_if_available_falls_back_to_cpu() {
-        assert_eq!(Device::cuda_if_available(0), Device::Cpu);
+        let want = if Device::cuda_device_count() > 0 { Device::Cuda(0) } else { Device::Cpu };
+        assert_eq!(Device::cuda_if_available(0), want);
+        assert_eq!(Device::cuda_if_available(usize::MAX), Device::Cpu);
+        assert_eq!(Device::cuda_is_available(), Device::cuda_device_count() > 0);
     }
 }

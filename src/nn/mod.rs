@@ -9,16 +9,25 @@
 
 mod activation;
 mod container;
+mod dropout;
 mod flatten;
 pub mod functional;
 pub mod init;
 mod linear;
+mod loss;
 mod module;
+mod normalization;
 mod repr;
+mod sparse;
+pub mod utils;
 
 pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
 pub use container::{ModuleList, Sequential};
+pub use dropout::{Dropout, Dropout2d};
 pub use flatten::Flatten;
 pub use kiln_macros::Module;
 pub use linear::{Identity, Linear};
+pub use loss::*;
 pub use module::{fmt_module, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
+pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
+pub use sparse::Embedding;

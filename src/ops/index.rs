@@ -83,6 +83,17 @@ fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// `index` as int64: int32 indices are widened (gather, scatter and index_select accept them,
+/// as PyTorch's do); any other dtype is an error.
+#[track_caller]
+fn widened_index(op: &'static str, index: &Tensor) -> Result<Tensor> {
+    match index.dtype() {
+        DType::I64 => Ok(index.clone()),
+        DType::I32 => index.try_to_dtype(DType::I64),
+        other => bail!(op, DType, "expected dtype int64 or int32 for index, got {other} (shape {:?})", index.shape()),
+    }
+}
+
 /// The kernel's verdict on the index values, as an error naming the op.
 #[track_caller]
 fn located<T>(op: &'static str, r: std::result::Result<T, BadIndex>) -> Result<T> {
@@ -252,6 +263,7 @@ fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
 /// autograd: `ScatterBackward0/1` or `ScatterAddBackward0`.
 #[track_caller]
 fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<Tensor> {
+    let index = &widened_index(op, index)?;
     let out = x.try_copy_for(op)?;
     scatter_into(op, &out, dim, index, src.clone(), accumulate)?;
     let d = x.normalize_dim(op, dim)? as i64;
@@ -280,6 +292,7 @@ fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Sour
 /// into `dst` ([`autograd::inplace`]); otherwise a direct write.
 #[track_caller]
 fn scatter_in_place(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<()> {
+    let index = &widened_index(op, index)?;
     let recording = match &src {
         Source::Tensor(s) => autograd::is_recording(&[dst, s]),
         Source::Scalar(_) => autograd::is_recording(&[dst]),
@@ -485,6 +498,7 @@ impl Tensor {
     #[track_caller]
     pub fn try_index_select(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
         const OP: &str = "index_select";
+        let index = &widened_index(OP, index)?;
         check_vector_index(OP, index)?;
         let d = self.normalize_dim(OP, dim)?;
         if self.dim() == 0 && index.numel() != 1 {
@@ -526,7 +540,7 @@ impl Tensor {
     #[track_caller]
     pub fn try_gather(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
         const OP: &str = "gather";
-        check_index_dtype(OP, index)?;
+        let index = &widened_index(OP, index)?;
         let d = self.normalize_dim(OP, dim)?;
         let (x, idx) = (at_least_1d(self), at_least_1d(index));
         if idx.dim() != x.dim() {

@@ -1,0 +1,162 @@
+//! The CUDA C formula of every op kind, for a compute type of `float` or `double`.
+//!
+//! Operands are always names of SSA temporaries (never expressions with side effects or cost),
+//! so a formula may mention an operand more than once.
+
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
+
+/// The type an elementwise kernel computes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ct {
+    /// `float` (for f32, f16, bf16: f16/bf16 compute in f32, as the eager CPU kernels do).
+    F32,
+    /// `double` (for f64).
+    F64,
+}
+
+impl Ct {
+    /// The C type name.
+    pub fn c_type(self) -> &'static str {
+        match self {
+            Ct::F32 => "float",
+            Ct::F64 => "double",
+        }
+    }
+
+    /// A CUDA math function's name for this type: `expf` or `exp`.
+    pub fn func(self, base: &str) -> String {
+        match self {
+            Ct::F32 => format!("{base}f"),
+            Ct::F64 => base.to_string(),
+        }
+    }
+
+    /// A literal of this type for `v` (inf and NaN through bit patterns; negative values
+    /// parenthesized).
+    pub fn lit(self, v: f64) -> String {
+        match self {
+            Ct::F32 => {
+                let f = v as f32;
+                if f.is_nan() {
+                    "__int_as_float(0x7fc00000)".into()
+                } else if f.is_infinite() {
+                    if f > 0.0 { "__int_as_float(0x7f800000)".into() } else { "(-__int_as_float(0x7f800000))".into() }
+                } else {
+                    let s = format!("{f:?}f");
+                    if f.is_sign_negative() { format!("({s})") } else { s }
+                }
+            }
+            Ct::F64 => {
+                if v.is_nan() {
+                    "__longlong_as_double(0x7ff8000000000000LL)".into()
+                } else if v.is_infinite() {
+                    if v > 0.0 { "__longlong_as_double(0x7ff0000000000000LL)".into() } else { "(-__longlong_as_double(0x7ff0000000000000LL))".into() }
+                } else {
+                    let s = format!("{v:?}");
+                    let s = if s.contains(['.', 'e', 'E']) { s } else { format!("{s}.0") };
+                    if v.is_sign_negative() { format!("({s})") } else { s }
+                }
+            }
+        }
+    }
+}
+
+/// `op(a)` in CUDA C, with PyTorch's semantics (see `UnaryOp::eval`).
+pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
+    use UnaryOp::*;
+    let l = |v: f64| ct.lit(v);
+    let f = |name: &str| ct.func(name);
+    let (one, zero) = (l(1.0), l(0.0));
+    match op {
+        Neg => format!("-{a}"),
+        Abs => format!("{}({a})", f("fabs")),
+        Exp => format!("{}({a})", f("exp")),
+        Exp2 => format!("{}({a})", f("exp2")),
+        Log => format!("{}({a})", f("log")),
+        Log2 => format!("{}({a})", f("log2")),
+        Log1p => format!("{}({a})", f("log1p")),
+        Expm1 => format!("{}({a})", f("expm1")),
+        Sqrt => format!("{}({a})", f("sqrt")),
+        Rsqrt => format!("{one} / {}({a})", f("sqrt")),
+        Sin => format!("{}({a})", f("sin")),
+        Cos => format!("{}({a})", f("cos")),
+        Tan => format!("{}({a})", f("tan")),
+        Tanh => format!("{}({a})", f("tanh")),
+        Sigmoid => format!("{one} / ({one} + {}(-{a}))", f("exp")),
+        // NaN propagates; -0.0 and negatives give +0.
+        Relu => format!("({a} > {zero}) ? {a} : (({a} != {a}) ? {a} : {zero})"),
+        Gelu => format!("{a} * {} * ({one} + {}({a} * {}))", l(0.5), f("erf"), l(std::f64::consts::FRAC_1_SQRT_2)),
+        GeluTanh => format!(
+            "{} * {a} * ({one} + {}({} * ({a} + {} * {a} * {a} * {a})))",
+            l(0.5),
+            f("tanh"),
+            l(0.797_884_560_802_865_4),
+            l(0.044715)
+        ),
+        Silu => format!("{a} / ({one} + {}(-{a}))", f("exp")),
+        Softplus => format!("({a} > {}) ? {a} : {}({}({a}))", l(20.0), f("log1p"), f("exp")),
+        Erf => format!("{}({a})", f("erf")),
+        Floor => format!("{}({a})", f("floor")),
+        Ceil => format!("{}({a})", f("ceil")),
+        // rint rounds half to even in the default rounding mode, as torch.round.
+        Round => format!("{}({a})", f("rint")),
+        Trunc => format!("{}({a})", f("trunc")),
+        // 0 for ±0 and NaN.
+        Sign => format!("({a} > {zero}) ? {one} : (({a} < {zero}) ? {} : {zero})", l(-1.0)),
+        Reciprocal => format!("{one} / {a}"),
+        Square => format!("{a} * {a}"),
+    }
+}
+
+/// `op(a, b)` in CUDA C. `Rem` calls the helper `kiln_rem` (see [`helpers`]).
+pub fn binary(op: BinaryOp, a: &str, b: &str, ct: Ct) -> String {
+    use BinaryOp::*;
+    match op {
+        Add => format!("{a} + {b}"),
+        Sub => format!("{a} - {b}"),
+        Mul => format!("{a} * {b}"),
+        Div => format!("{a} / {b}"),
+        Rem => format!("kiln_rem({a}, {b})"),
+        Pow => format!("{}({a}, {b})", ct.func("pow")),
+        // NaN-propagating, unlike fmax/fmin.
+        Maximum => format!("({a} != {a}) ? {a} : (({b} != {b}) ? {b} : {}({a}, {b}))", ct.func("fmax")),
+        Minimum => format!("({a} != {a}) ? {a} : (({b} != {b}) ? {b} : {}({a}, {b}))", ct.func("fmin")),
+        Atan2 => format!("{}({a}, {b})", ct.func("atan2")),
+    }
+}
+
+/// `op(a, b)` as 1 or 0 of the compute type (IEEE: only `ne` is true with a NaN).
+pub fn cmp(op: CmpOp, a: &str, b: &str, ct: Ct) -> String {
+    let sym = match op {
+        CmpOp::Eq => "==",
+        CmpOp::Ne => "!=",
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+    };
+    format!("({a} {sym} {b}) ? {} : {}", ct.lit(1.0), ct.lit(0.0))
+}
+
+/// Device helper functions, by name: emitted only when a kernel uses them.
+pub fn helper(name: &str, ct: Ct) -> String {
+    let t = ct.c_type();
+    match name {
+        // Python's modulo: the result has the sign of the divisor (torch.remainder).
+        "kiln_rem" => format!(
+            "__device__ __forceinline__ {t} kiln_rem({t} a, {t} b) {{\n    {t} r = {}(a, b);\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}}\n",
+            ct.func("fmod")
+        ),
+        "kiln_f16" => "__device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) {\n    float f;\n    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n    return f;\n}\n\
+__device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) {\n    unsigned short h;\n    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n    return h;\n}\n\
+__device__ __forceinline__ unsigned short kiln_f64_to_f16(double d) {\n    unsigned short h;\n    asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(d));\n    return h;\n}\n"
+            .into(),
+        // bf16 by bit manipulation (round to nearest even, NaN kept quiet), so no header and any
+        // arch. From f64 through f32 rounded to odd, which rounds once (no double-rounding ties).
+        "kiln_bf16" => "__device__ __forceinline__ float kiln_bf16_to_f32(unsigned short h) {\n    return __uint_as_float(((unsigned int)h) << 16);\n}\n\
+__device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {\n    unsigned int u = __float_as_uint(f);\n    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n    u += 0x7fffu + ((u >> 16) & 1u);\n    return (unsigned short)(u >> 16);\n}\n\
+__device__ __forceinline__ unsigned short kiln_f64_to_bf16(double d) {\n    float f = __double2float_rz(d);\n    if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);\n    return kiln_f32_to_bf16(f);\n}\n"
+            .into(),
+        _ => unreachable!("unknown helper {name}"),
+    }
+}

@@ -1,0 +1,27 @@
+//! CUDA: devices, memory, NVRTC compilation and kernel launches.
+//!
+//! Everything is loaded at run time (cudarc's dynamic loading): a build without CUDA installed
+//! runs, answers "not available", and every entry point returns a [`CudaError`] ("no CUDA device
+//! available", naming the op) instead of panicking.
+//!
+//! - [`context`]: driver discovery, one context and one stream per device ([`device`]).
+//! - [`alloc`]: the caching allocator and its statistics.
+//! - [`buffer`]: [`CudaBuffer`], device bytes with host↔device copies.
+//! - [`nvrtc`] / [`compile`]: loading NVRTC, compiling CUDA C to CUBIN, the kernel cache.
+//! - [`kernel`]: loading CUBIN and launching with checked arguments; `KILN_CUDA_SYNC=1`.
+
+pub mod alloc;
+pub mod buffer;
+pub mod compile;
+pub mod context;
+pub mod error;
+pub mod kernel;
+pub mod nvrtc;
+
+pub use alloc::{empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, CudaMemoryStats};
+pub use buffer::{CudaBuffer, DeviceElement};
+pub use compile::{compile, compile_stats, Compiled, CompileStats, Origin};
+pub use context::{device, device_count, is_available, no_device, synchronize, CudaDevice};
+pub use error::{CudaError, CudaErrorKind, Result};
+pub use kernel::{launch_blocking, set_launch_blocking, CudaKernel, KernelArg, LaunchDims, Param};
+pub use nvrtc::{nvrtc_available, NvrtcInfo};

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the CUDA test and bench binaries in release and copies them into .gpu-bin/ at the repo
+# root, for scripts/gpu-check.sh to run on a GPU machine that has no Rust toolchain.
+# Usage: scripts/gpu-build.sh        (CARGO_TARGET_DIR is honoured)
+# See docs/cuda.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=.gpu-bin
+rm -rf "$OUT_DIR"
+mkdir -p "$OUT_DIR"
+export CARGO_INCREMENTAL=0
+
+# cargo prints one JSON message per artifact; keep the executables of the targets we asked for.
+collect() {
+    python3 -c '
+import json, shutil, sys
+out = sys.argv[1]
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    t = m["target"]
+    name = t["name"].replace("-", "_")
+    if "bench" in t["kind"]:
+        name = "bench_" + name
+    elif "lib" in t["kind"]:
+        name = name + "_unit"
+    shutil.copy2(m["executable"], out + "/" + name)
+    print("  " + out + "/" + name)
+' "$OUT_DIR"
+}
+
+echo "building CUDA test binaries (release)…"
+cargo test --release --no-run --message-format=json \
+    -p kiln-runtime --lib --test cuda_runtime \
+    -p kiln-codegen --test cuda_codegen | collect
+echo "building CUDA bench binaries (release)…"
+cargo bench --no-run --message-format=json -p kiln-codegen --bench cuda_elementwise | collect
+
+for b in "$OUT_DIR"/*; do
+    case "$(basename "$b")" in
+        bench_*) "$b" >/dev/null 2>&1 || { echo "error: $b does not start" >&2; exit 1; } ;;
+        *) "$b" --list >/dev/null || { echo "error: $b --list failed" >&2; exit 1; } ;;
+    esac
+done
+echo "glibc needed: $(objdump -T "$OUT_DIR"/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)"
+du -sh "$OUT_DIR"

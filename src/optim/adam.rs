@@ -1,0 +1,197 @@
+//! Adam and AdamW (`torch.optim.Adam`, `torch.optim.AdamW`): one update rule, with the weight
+//! decay added to the gradient (Adam) or applied to the parameter directly (AdamW).
+
+use super::optimizer::{Optim, OptimizerConfig};
+use super::state::{addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, step_tensor, StateTensors};
+use crate::{Result, Tensor};
+
+/// Adam's hyperparameters (`torch.optim.Adam`'s arguments and defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdamConfig {
+    /// Learning rate (default 1e-3).
+    pub lr: f64,
+    /// Decay rates of the first and second moment estimates (default (0.9, 0.999)).
+    pub betas: (f64, f64),
+    /// Added to the denominator for numerical stability (default 1e-8).
+    pub eps: f64,
+    /// L2 penalty added to the gradient (default 0).
+    pub weight_decay: f64,
+    /// Use the maximum of past second moments (AMSGrad).
+    pub amsgrad: bool,
+    /// Maximize the objective instead of minimizing it.
+    pub maximize: bool,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, amsgrad: false, maximize: false }
+    }
+}
+
+/// AdamW's hyperparameters (`torch.optim.AdamW`'s arguments and defaults: as Adam's, but the
+/// weight decay, default 1e-2, shrinks the parameter directly).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdamWConfig {
+    /// Learning rate (default 1e-3).
+    pub lr: f64,
+    /// Decay rates of the first and second moment estimates (default (0.9, 0.999)).
+    pub betas: (f64, f64),
+    /// Added to the denominator for numerical stability (default 1e-8).
+    pub eps: f64,
+    /// Decoupled weight decay: `p *= 1 - lr * weight_decay` each step (default 1e-2).
+    pub weight_decay: f64,
+    /// Use the maximum of past second moments (AMSGrad).
+    pub amsgrad: bool,
+    /// Maximize the objective instead of minimizing it.
+    pub maximize: bool,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        AdamWConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 1e-2, amsgrad: false, maximize: false }
+    }
+}
+
+/// Adam's and AdamW's per-parameter state.
+#[derive(Clone, Debug)]
+pub struct AdamState {
+    /// Number of updates so far.
+    pub step: f64,
+    /// First moment estimate.
+    pub exp_avg: Tensor,
+    /// Second moment estimate.
+    pub exp_avg_sq: Tensor,
+    /// The running maximum of `exp_avg_sq` (AMSGrad only).
+    pub max_exp_avg_sq: Option<Tensor>,
+}
+
+/// Adam (`torch.optim.Adam`).
+pub type Adam = Optim<AdamConfig>;
+/// AdamW: Adam with decoupled weight decay (`torch.optim.AdamW`).
+pub type AdamW = Optim<AdamWConfig>;
+
+/// The hyperparameters both configurations share, and whether decay is decoupled.
+struct Hyper {
+    lr: f64,
+    betas: (f64, f64),
+    eps: f64,
+    weight_decay: f64,
+    amsgrad: bool,
+    maximize: bool,
+    decoupled: bool,
+}
+
+fn validate(name: &'static str, h: &Hyper) -> Result<()> {
+    check(name, h.lr >= 0.0, || format!("Invalid learning rate: {}", h.lr))?;
+    check(name, h.eps >= 0.0, || format!("Invalid epsilon value: {}", h.eps))?;
+    check(name, (0.0..1.0).contains(&h.betas.0), || format!("Invalid beta parameter at index 0: {}", h.betas.0))?;
+    check(name, (0.0..1.0).contains(&h.betas.1), || format!("Invalid beta parameter at index 1: {}", h.betas.1))?;
+    check(name, h.weight_decay >= 0.0, || format!("Invalid weight_decay value: {}", h.weight_decay))
+}
+
+fn init_state(h: &Hyper, param: &Tensor) -> AdamState {
+    AdamState { step: 0.0, exp_avg: param.zeros_like(), exp_avg_sq: param.zeros_like(), max_exp_avg_sq: h.amsgrad.then(|| param.zeros_like()) }
+}
+
+/// PyTorch's `_single_tensor_adam` (the non-capturable branch).
+fn update(h: &Hyper, param: &Tensor, grad: &Tensor, s: &mut AdamState) {
+    let (beta1, beta2) = h.betas;
+    s.step += 1.0;
+    let grad = if h.decoupled {
+        if h.weight_decay != 0.0 {
+            param.mul_(1.0 - h.lr * h.weight_decay);
+        }
+        effective_grad(param, grad, h.maximize, 0.0)
+    } else {
+        effective_grad(param, grad, h.maximize, h.weight_decay)
+    };
+    lerp_(&s.exp_avg, &grad, 1.0 - beta1);
+    s.exp_avg_sq.mul_(beta2);
+    addcmul_(&s.exp_avg_sq, &grad, &grad, 1.0 - beta2);
+    let bias_correction1 = 1.0 - beta1.powf(s.step);
+    let bias_correction2 = 1.0 - beta2.powf(s.step);
+    let step_size = h.lr / bias_correction1;
+    let bias_correction2_sqrt = bias_correction2.powf(0.5);
+    let denom = match &s.max_exp_avg_sq {
+        Some(max) => {
+            max.maximum_(&s.exp_avg_sq);
+            max.sqrt()
+        }
+        None => s.exp_avg_sq.sqrt(),
+    };
+    denom.div_(bias_correction2_sqrt).add_(h.eps);
+    addcdiv_(param, &s.exp_avg, &denom, -step_size);
+}
+
+fn state_tensors(s: &AdamState) -> Vec<(&'static str, Tensor)> {
+    let mut v = vec![("step", step_tensor(s.step)), ("exp_avg", s.exp_avg.clone()), ("exp_avg_sq", s.exp_avg_sq.clone())];
+    if let Some(m) = &s.max_exp_avg_sq {
+        v.push(("max_exp_avg_sq", m.clone()));
+    }
+    v
+}
+
+fn load_state(h: &Hyper, saved: &mut StateTensors<'_>) -> Result<AdamState> {
+    Ok(AdamState {
+        step: saved.step()?,
+        exp_avg: saved.required("exp_avg")?,
+        exp_avg_sq: saved.required("exp_avg_sq")?,
+        max_exp_avg_sq: if h.amsgrad { Some(saved.required("max_exp_avg_sq")?) } else { None },
+    })
+}
+
+macro_rules! adam_config {
+    ($Config:ident, $name:literal, $decoupled:literal) => {
+        impl $Config {
+            fn hyper(&self) -> Hyper {
+                Hyper { lr: self.lr, betas: self.betas, eps: self.eps, weight_decay: self.weight_decay, amsgrad: self.amsgrad, maximize: self.maximize, decoupled: $decoupled }
+            }
+        }
+
+        impl OptimizerConfig for $Config {
+            type State = AdamState;
+            const NAME: &'static str = $name;
+
+            fn validate(&self) -> Result<()> {
+                validate(Self::NAME, &self.hyper())
+            }
+
+            fn lr(&self) -> f64 {
+                self.lr
+            }
+
+            fn set_lr(&mut self, lr: f64) {
+                self.lr = lr;
+            }
+
+            fn momentum(&self) -> Option<f64> {
+                Some(self.betas.0)
+            }
+
+            fn set_momentum(&mut self, momentum: f64) {
+                self.betas.0 = momentum;
+            }
+
+            hyperparameters!(lr, betas, eps, weight_decay, amsgrad, maximize);
+
+            fn init_state(&self, param: &Tensor) -> AdamState {
+                init_state(&self.hyper(), param)
+            }
+
+            fn update(&self, param: &Tensor, grad: &Tensor, state: &mut AdamState) {
+                update(&self.hyper(), param, grad, state)
+            }
+
+            fn state_tensors(&self, state: &AdamState) -> Vec<(&'static str, Tensor)> {
+                state_tensors(state)
+            }
+
+            fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<AdamState> {
+                load_state(&self.hyper(), saved)
+            }
+        }
+    };
+}
+
+adam_config!(AdamConfig, "Adam", false);
+adam_config!(AdamWConfig, "AdamW", true);

@@ -1,0 +1,86 @@
+//! `LinearLr`: a linear ramp of a multiplicative factor over the first `total_iters` epochs.
+
+use super::base::{check_groups, get, Base};
+use super::LrScheduler;
+use crate::error::{bail, OrPanic};
+use crate::optim::Optimizer;
+use crate::{Result, StateDict};
+
+/// Multiplies each group's base learning rate by a factor going linearly from `start_factor`
+/// to `end_factor` over `total_iters` epochs, then constant (`torch.optim.lr_scheduler.LinearLR`;
+/// PyTorch's defaults are 1/3, 1.0 and 5).
+#[derive(Clone, Debug)]
+pub struct LinearLr {
+    base: Base,
+    start_factor: f64,
+    end_factor: f64,
+    total_iters: i64,
+}
+
+impl LinearLr {
+    /// A linear warm-up (or decay) of `opt`'s learning rates. Panics when `start_factor` is not
+    /// in `(0, 1]` or `end_factor` not in `[0, 1]`.
+    #[track_caller]
+    pub fn new(opt: &mut dyn Optimizer, start_factor: f64, end_factor: f64, total_iters: usize) -> LinearLr {
+        Self::try_new(opt, start_factor, end_factor, total_iters).or_panic()
+    }
+
+    /// [`LinearLr::new`] returning an error.
+    #[track_caller]
+    pub fn try_new(opt: &mut dyn Optimizer, start_factor: f64, end_factor: f64, total_iters: usize) -> Result<LinearLr> {
+        if !(start_factor > 0.0 && start_factor <= 1.0) {
+            bail!("LinearLR", Value, "Starting multiplicative factor expected to be greater than 0 and less or equal to 1 (got {start_factor})");
+        }
+        if !(0.0..=1.0).contains(&end_factor) {
+            bail!("LinearLR", Value, "Ending multiplicative factor expected to be between 0 and 1 (got {end_factor})");
+        }
+        let mut s = LinearLr { base: Base::new(Base::current_lrs(opt)), start_factor, end_factor, total_iters: total_iters as i64 };
+        s.advance(opt, true);
+        Ok(s)
+    }
+
+    #[track_caller]
+    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
+        let (start, end, total) = (self.start_factor, self.end_factor, self.total_iters);
+        self.base.step("LinearLR", opt, initial, |b, opt, initial| {
+            let lrs = Base::current_lrs(opt);
+            let e = b.last_epoch;
+            if e == 0 {
+                lrs.into_iter().map(|lr| lr * start).collect()
+            } else if initial || e > total {
+                lrs
+            } else {
+                let factor = 1.0 + (end - start) / (total as f64 * start + (e - 1) as f64 * (end - start));
+                lrs.into_iter().map(|lr| lr * factor).collect()
+            }
+        });
+    }
+}
+
+impl LrScheduler for LinearLr {
+    #[track_caller]
+    fn step(&mut self, opt: &mut dyn Optimizer) {
+        self.advance(opt, false)
+    }
+
+    fn get_last_lr(&self) -> Vec<f64> {
+        self.base.last_lr.clone()
+    }
+
+    fn state_dict(&self) -> StateDict {
+        let mut sd = StateDict::new();
+        self.base.save(&mut sd);
+        sd.set_metadata("start_factor", format!("{:?}", self.start_factor));
+        sd.set_metadata("end_factor", format!("{:?}", self.end_factor));
+        sd.set_metadata("total_iters", self.total_iters.to_string());
+        sd
+    }
+
+    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
+        let base = Base::load(sd, "LinearLR")?;
+        check_groups("LinearLR", &base, &self.base)?;
+        let (start_factor, end_factor, total_iters) = (get(sd, "LinearLR", "start_factor")?, get(sd, "LinearLR", "end_factor")?, get(sd, "LinearLR", "total_iters")?);
+        *self = LinearLr { base, start_factor, end_factor, total_iters };
+        Ok(())
+    }
+}

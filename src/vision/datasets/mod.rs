@@ -1,0 +1,43 @@
+//! Image datasets read from local files (`torchvision.datasets`): [`Mnist`] (IDX files, plain
+//! or gzipped) and [`Cifar10`] (the binary version). Nothing is downloaded.
+//!
+//! Constructors read and check the whole dataset and return an error naming the file and the
+//! problem (missing, bad magic number, wrong dims, counts that disagree, truncated data, a bad
+//! gzip stream, a label out of range); they never panic on bad files. Errors from the file
+//! system have [`ErrorKind::Io`](crate::ErrorKind::Io), malformed contents
+//! [`ErrorKind::Value`](crate::ErrorKind::Value).
+
+mod cifar10;
+pub mod idx;
+pub mod mnist;
+
+pub use cifar10::Cifar10;
+pub use mnist::Mnist;
+
+use super::transforms::Transform;
+use super::{Image, Pixels};
+use crate::Tensor;
+use std::sync::Arc;
+
+/// Which part of a dataset to load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Split {
+    /// The training images (`train=True`).
+    Train,
+    /// The test images (`train=False`).
+    Test,
+}
+
+/// An item's image as a tensor: `transform` applied to its bytes (then `ToTensor` if it left
+/// pixels), or `ToTensor` alone. Panics with the dataset's name and the item on a transform
+/// error (`Dataset::get` is infallible).
+pub(crate) fn image_item(dataset: &str, index: usize, bytes: &[u8], shape: [usize; 3], transform: Option<&Arc<dyn Transform>>) -> Tensor {
+    let pixels = Pixels::new(bytes.to_vec(), shape[0], shape[1], shape[2]).expect("stored images have their shape's size");
+    match transform {
+        None => pixels.to_tensor(),
+        Some(t) => match t.apply(Image::Pixels(pixels)) {
+            Ok(image) => image.into_tensor(),
+            Err(e) => panic!("{dataset}: the transform failed on item {index}: {e}"),
+        },
+    }
+}

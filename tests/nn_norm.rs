@@ -1,0 +1,152 @@
+//! `batch_norm` (train and eval, running-stat updates with momentum), `layer_norm`,
+//! `group_norm` and `embedding` (with `padding_idx`) of `kiln::nn::functional`: values, running
+//! statistics and gradients against PyTorch (tests/fixtures/norm.txt, made by
+//! scripts/fixtures_loss.py), gradcheck in f64, gradgradcheck for layer_norm, errors.
+
+mod common;
+
+use common::{assert_covers, assert_errors_named, run_fixture, Arg, Case, Expect, Outcome};
+use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
+use kiln::nn::functional as F;
+use kiln::{DType, Tensor};
+
+const OPS: &[&str] = &["batch_norm", "layer_norm", "group_norm", "embedding"];
+
+/// The fixture's cotangent `((i % 5) + 1) / 4` over the flat index of `out`.
+fn cot(out: &Tensor) -> Tensor {
+    let v: Vec<f64> = (0..out.numel()).map(|i| ((i % 5) + 1) as f64 / 4.0).collect();
+    Tensor::from_vec(v, out.shape()).to_dtype(out.dtype())
+}
+
+fn arg<'a>(case: &Case, args: &'a [Arg], name: &str) -> Option<&'a Tensor> {
+    case.args.iter().position(|(n, _)| n == name).map(|i| args[i].tensor())
+}
+
+fn usizes(case: &Case, key: &str) -> Vec<usize> {
+    case.attr_i64s(key).into_iter().map(|v| v as usize).collect()
+}
+
+/// Runs a case: the result, then (batch_norm) the running statistics after the call, then the
+/// gradients of the input (of the weight for embedding), weight and bias, as the fixture
+/// records them.
+fn run(case: &Case, args: &[Arg]) -> Outcome {
+    if !OPS.contains(&case.op.as_str()) {
+        return None;
+    }
+    let wants_grads = matches!(&case.expect, Expect::Outputs(o) if o.len() > 1);
+    let input = arg(case, args, "input");
+    let weight = arg(case, args, "weight");
+    let bias = arg(case, args, "bias");
+    let (rm, rv) = (arg(case, args, "running_mean"), arg(case, args, "running_var"));
+    if wants_grads {
+        for t in [input, weight, bias].into_iter().flatten() {
+            t.requires_grad_(true);
+        }
+    }
+    let eps = case.attr_opt("eps").unwrap_or(1e-5);
+    let result = match case.op.as_str() {
+        "batch_norm" => F::try_batch_norm(input.unwrap(), rm, rv, weight, bias, case.attr_flag("training"), case.attr_as("momentum"), eps),
+        "layer_norm" => F::try_layer_norm(input.unwrap(), &usizes(case, "normalized_shape"), weight, bias, eps),
+        "group_norm" => F::try_group_norm(input.unwrap(), case.attr_as("num_groups"), weight, bias, eps),
+        "embedding" => F::try_embedding(arg(case, args, "indices").unwrap(), weight.unwrap(), case.attr_opt("padding_idx")),
+        _ => unreachable!(),
+    };
+    let out = match result {
+        Ok(o) => o,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    let mut outs = vec![out.detach()];
+    outs.extend([rm, rv].into_iter().flatten().cloned());
+    if wants_grads {
+        (&out * cot(&out)).sum().backward();
+        for t in [input, weight, bias].into_iter().flatten() {
+            outs.push(t.grad().expect("a gradient"));
+        }
+    }
+    Some(Ok(outs))
+}
+
+#[test]
+fn norms_and_embedding_match_pytorch() {
+    let cases = run_fixture("norm.txt", run);
+    assert_covers(&cases, OPS);
+}
+
+#[test]
+fn errors_name_the_op_and_the_callers_line() {
+    let n = assert_errors_named("norm.txt", file!(), run, |c| c.op.clone());
+    assert!(n >= 5, "{n} error cases");
+}
+
+fn leaf(shape: &[usize]) -> Tensor {
+    Tensor::randn(shape).to_dtype(DType::F64).requires_grad_(true)
+}
+
+fn check(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Tensor) {
+    if let Err(e) = gradcheck(&f, inputs, GradcheckOpts::default()) {
+        panic!("{what}: {e}");
+    }
+}
+
+#[test]
+fn gradcheck_norms() {
+    kiln::manual_seed(4);
+    let (x, w, b) = (leaf(&[3, 2, 2]), leaf(&[2]), leaf(&[2]));
+    check("batch_norm train", &[x.clone(), w.clone(), b.clone()], |v| F::batch_norm(&v[0], None, None, Some(&v[1]), Some(&v[2]), true, 0.1, 1e-5));
+    let (rm, rv) = (Tensor::new(&[0.5f64, -0.5]), Tensor::new(&[2.0f64, 0.5]));
+    check("batch_norm eval", &[x.clone(), w.clone(), b.clone()], |v| F::batch_norm(&v[0], Some(&rm), Some(&rv), Some(&v[1]), Some(&v[2]), false, 0.1, 1e-5));
+    let (lw, lb) = (leaf(&[2, 2]), leaf(&[2, 2]));
+    check("layer_norm", &[x.clone(), lw.clone(), lb.clone()], |v| F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5));
+    let (g, gw, gb) = (leaf(&[2, 4, 3]), leaf(&[4]), leaf(&[4]));
+    check("group_norm", &[g, gw, gb], |v| F::group_norm(&v[0], 2, Some(&v[1]), Some(&v[2]), 1e-5));
+    let idx = Tensor::new(&[[0i64, 2], [2, 1]]);
+    // (without padding_idx: the padding row's zero gradient is by design not the numeric one)
+    check("embedding", &[leaf(&[3, 2])], |v| F::embedding(&idx, &v[0], None));
+    if let Err(e) = gradgradcheck(|v| F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5), &[x, lw, lb], GradcheckOpts::default()) {
+        panic!("layer_norm gradgradcheck: {e}");
+    }
+}
+
+#[test]
+fn batch_norm_running_stats_update_in_place_without_history() {
+    // input (N=2, C=2): channel 0 is [1, 3], channel 1 is [2, 6]
+    let x = Tensor::new(&[[1.0f32, 2.0], [3.0, 6.0]]).requires_grad_(true);
+    let (rm, rv) = (Tensor::zeros(&[2]), Tensor::ones(&[2]));
+    let y = F::batch_norm(&x, Some(&rm), Some(&rv), None, None, true, 0.25, 0.0);
+    // batch means 2 and 4; unbiased variances 2 and 8 (the biased ones, 1 and 4, normalise)
+    assert_eq!(rm.to_vec::<f32>(), vec![0.5, 1.0]);
+    assert_eq!(rv.to_vec::<f32>(), vec![0.75 + 0.5, 0.75 + 2.0]);
+    assert_eq!(y.to_vec::<f32>(), vec![-1.0, -1.0, 1.0, 1.0]);
+    assert!(!rm.requires_grad() && rm.grad_fn().is_none());
+    // eval uses the running statistics and leaves them alone
+    let e = F::batch_norm(&x, Some(&rm), Some(&rv), None, None, false, 0.25, 0.0);
+    let want: Vec<f32> = [(1.0f32, 0.5f32, 1.25f32), (2.0, 1.0, 2.75), (3.0, 0.5, 1.25), (6.0, 1.0, 2.75)].iter().map(|(v, m, s)| (v - m) / s.sqrt()).collect();
+    let got = e.to_vec::<f32>();
+    assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6), "{got:?} vs {want:?}");
+    assert_eq!(rm.to_vec::<f32>(), vec![0.5, 1.0]);
+}
+
+#[test]
+fn half_precision_normalises_in_f32() {
+    let x = Tensor::new(&[[1.0f32, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 50.0]]);
+    let want = F::layer_norm(&x, &[4], None, None, 1e-5);
+    let got = F::layer_norm(&x.to_dtype(DType::BF16), &[4], None, None, 1e-5);
+    assert_eq!(got.dtype(), DType::BF16);
+    assert!(got.to_dtype(DType::F32).allclose(&want, 1e-2, 1e-2), "{got} vs {want}");
+}
+
+#[test]
+fn embedding_padding_row_gets_no_gradient() {
+    let w = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]).requires_grad_(true);
+    let idx = Tensor::new(&[1i64, 2, 1, 0]);
+    let out = F::embedding(&idx, &w, Some(1));
+    assert_eq!(out.to_vec2::<f32>(), vec![vec![3.0, 4.0], vec![5.0, 6.0], vec![3.0, 4.0], vec![1.0, 2.0]]);
+    out.sum().backward();
+    assert_eq!(w.grad().unwrap().to_vec2::<f32>(), vec![vec![1.0, 1.0], vec![0.0, 0.0], vec![1.0, 1.0]]);
+    let e = F::try_embedding(&Tensor::new(&[0i64, 3]), &w, None).unwrap_err().to_string();
+    assert!(e.starts_with("embedding: index 3 is out of range for 3 embeddings"), "{e}");
+    let e = F::try_embedding(&Tensor::new(&[0.0f32]), &w, None).unwrap_err().to_string();
+    assert!(e.starts_with("embedding: ") && e.contains("float32"), "{e}");
+    // 0-dim indices give one row
+    assert_eq!(F::embedding(&Tensor::scalar(2i64), &w, None).shape(), &[2]);
+}
