@@ -5,41 +5,9 @@ use kiln::nn::utils::{clip_grad_norm_, clip_grad_value_, get_total_norm, try_cli
 use kiln::{DType, Tensor};
 use std::collections::BTreeMap;
 
-/// One line of a fixture case: a tag, its words, and the values after ` = `.
-struct Line {
-    tag: String,
-    args: Vec<String>,
-    values: Vec<f64>,
-}
-
-/// A fixture case: kind, name and lines.
-struct Case {
-    kind: String,
-    name: String,
-    lines: Vec<Line>,
-}
-
-fn load_cases(kind: &str) -> Vec<Case> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.txt")).expect("tests/fixtures/optim.txt");
-    let mut cases: Vec<Case> = Vec::new();
-    for raw in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let (head, values) = match raw.split_once(" = ") {
-            Some((h, v)) => (h, v.split_whitespace().map(|x| x.parse::<f64>().unwrap_or_else(|_| panic!("bad number {x:?}"))).collect()),
-            None => (raw, Vec::new()),
-        };
-        let mut words = head.split_whitespace().map(String::from);
-        let tag = words.next().unwrap();
-        let args: Vec<String> = words.collect();
-        match tag.as_str() {
-            "case" => cases.push(Case { kind: args[0].clone(), name: args[1].clone(), lines: Vec::new() }),
-            "end" => {}
-            _ => cases.last_mut().expect("a line outside a case").lines.push(Line { tag, args, values }),
-        }
-    }
-    cases.retain(|c| c.kind == kind);
-    assert!(!cases.is_empty(), "no {kind} cases in the fixture");
-    cases
-}
+#[path = "common/optim_fixture.rs"]
+mod optim_fixture;
+use optim_fixture::load_cases;
 
 fn key_values(args: &[String]) -> BTreeMap<String, f64> {
     args.iter().map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.parse().unwrap())).expect("key=value")).collect()

@@ -206,3 +206,74 @@ fn a_small_regression_trains_with_plain_sgd() {
     let last = mse(&model).item::<f32>();
     assert!(last < first * 0.1, "loss {first} -> {last}");
 }
+
+#[test]
+fn every_layer_prints_like_pytorch() {
+    use kiln::nn::functional::{ConvOpts, MaxPool2dOpts, Padding};
+    let seq = nn::Sequential::new()
+        .add(nn::Conv2d::with_opts(3, 8, [3, 3], ConvOpts { stride: [2, 2], padding: Padding::Explicit([1, 1]), ..Default::default() }, false))
+        .add(nn::Conv2d::with_opts(8, 8, [3, 3], ConvOpts { padding: Padding::Same, dilation: [2, 2], groups: 4, ..Default::default() }, true))
+        .add(nn::Conv1d::new(4, 6, 5))
+        .add(nn::MaxPool2d::new(2))
+        .add(nn::MaxPool2d::with_opts(MaxPool2dOpts { stride: Some([1, 1]), ceil_mode: true, ..MaxPool2dOpts::new([2, 3]) }))
+        .add(nn::AvgPool2d::with_opts(kiln::nn::functional::AvgPool2dOpts { stride: Some([2, 2]), padding: [1, 1], ..kiln::nn::functional::AvgPool2dOpts::new([3, 3]) }))
+        .add(nn::AdaptiveAvgPool2d::new([1, 1]))
+        .add(nn::BatchNorm2d::new(8))
+        .add(nn::BatchNorm1d::with_opts(4, 1e-5, None, false, true))
+        .add(nn::LayerNorm::new(&[10]))
+        .add(nn::GroupNorm::new(2, 8))
+        .add(nn::Dropout2d::new(0.5))
+        .add(nn::Embedding::with_padding(10, 3, Some(0)))
+        .add(nn::GELU::tanh())
+        .add(nn::Softmax::new(-1))
+        .add(nn::Identity);
+    // print(nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
+    //   nn.Conv2d(8, 8, 3, padding='same', dilation=2, groups=4), nn.Conv1d(4, 6, 5), nn.MaxPool2d(2),
+    //   nn.MaxPool2d((2, 3), stride=1, ceil_mode=True), nn.AvgPool2d(3, stride=2, padding=1),
+    //   nn.AdaptiveAvgPool2d((1, 1)), nn.BatchNorm2d(8), nn.BatchNorm1d(4, momentum=None, affine=False),
+    //   nn.LayerNorm(10), nn.GroupNorm(2, 8), nn.Dropout2d(0.5), nn.Embedding(10, 3, padding_idx=0),
+    //   nn.GELU(approximate='tanh'), nn.Softmax(dim=-1), nn.Identity()))       (PyTorch 2.15)
+    let want = "Sequential(
+  (0): Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)
+  (1): Conv2d(8, 8, kernel_size=(3, 3), stride=(1, 1), padding=same, dilation=(2, 2), groups=4)
+  (2): Conv1d(4, 6, kernel_size=(5,), stride=(1,))
+  (3): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)
+  (4): MaxPool2d(kernel_size=(2, 3), stride=1, padding=0, dilation=1, ceil_mode=True)
+  (5): AvgPool2d(kernel_size=3, stride=2, padding=1)
+  (6): AdaptiveAvgPool2d(output_size=(1, 1))
+  (7): BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+  (8): BatchNorm1d(4, eps=1e-05, momentum=None, affine=False, bias=False, track_running_stats=True)
+  (9): LayerNorm((10,), eps=1e-05, elementwise_affine=True, bias=True)
+  (10): GroupNorm(2, 8, eps=1e-05, affine=True, bias=True)
+  (11): Dropout2d(p=0.5, inplace=False)
+  (12): Embedding(10, 3, padding_idx=0)
+  (13): GELU(approximate='tanh')
+  (14): Softmax(dim=-1)
+  (15): Identity()
+)";
+    assert_eq!(seq.to_string(), want);
+    // Buffers follow PyTorch's names; BatchNorm's counter stays int64 through to_dtype.
+    let names: Vec<String> = seq.named_buffers().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["7.running_mean", "7.running_var", "7.num_batches_tracked", "8.running_mean", "8.running_var", "8.num_batches_tracked"]);
+}
+
+#[test]
+fn batch_norm_layer_tracks_batches_and_uses_running_stats_in_eval() {
+    kiln::manual_seed(4);
+    let mut bn = nn::BatchNorm2d::new(3);
+    let x = Tensor::randn(&[4, 3, 2, 2]) * 2.0 + 1.0;
+    let y = bn.forward(&x);
+    assert_eq!(bn.num_batches_tracked.as_ref().unwrap().item::<i64>(), 1);
+    // Train mode normalises with the batch statistics: per-channel mean ≈ 0.
+    let m: Vec<f32> = y.mean_dim(&[0, 2, 3], false).to_vec();
+    assert!(m.iter().all(|v| v.abs() < 1e-5), "{m:?}");
+    // running_mean = 0.9·0 + 0.1·batch mean
+    let want: Vec<f32> = (x.mean_dim(&[0, 2, 3], false) * 0.1).to_vec();
+    let got: Vec<f32> = bn.running_mean.as_ref().unwrap().to_vec();
+    assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6));
+    bn.eval();
+    let before = bn.running_mean.as_ref().unwrap().to_vec::<f32>();
+    let _ = bn.forward(&x);
+    assert_eq!(bn.running_mean.as_ref().unwrap().to_vec::<f32>(), before, "eval mode leaves the running stats alone");
+    assert_eq!(bn.num_batches_tracked.as_ref().unwrap().item::<i64>(), 1);
+}

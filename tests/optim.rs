@@ -6,45 +6,9 @@ use kiln::optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamCo
 use kiln::{DType, StateDict, Tensor};
 use std::collections::BTreeMap;
 
-/// One line of a fixture case: a tag, its words, and the values after ` = `.
-struct Line {
-    tag: String,
-    args: Vec<String>,
-    values: Vec<f64>,
-}
-
-/// A fixture case: kind (`opt`, `sched`, `clip`), name and lines.
-struct Case {
-    kind: String,
-    name: String,
-    lines: Vec<Line>,
-}
-
-fn load_cases(kind: &str) -> Vec<Case> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.txt")).expect("tests/fixtures/optim.txt");
-    let mut cases: Vec<Case> = Vec::new();
-    for raw in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let (head, values) = match raw.split_once(" = ") {
-            Some((h, v)) => (h, v.split_whitespace().map(|x| x.parse::<f64>().unwrap_or_else(|_| panic!("bad number {x:?}"))).collect()),
-            None => (raw, Vec::new()),
-        };
-        let mut words = head.split_whitespace().map(String::from);
-        let tag = words.next().unwrap();
-        let args: Vec<String> = words.collect();
-        match tag.as_str() {
-            "case" => cases.push(Case { kind: args[0].clone(), name: args[1].clone(), lines: Vec::new() }),
-            "end" => {}
-            _ => cases.last_mut().expect("a line outside a case").lines.push(Line { tag, args, values }),
-        }
-    }
-    cases.retain(|c| c.kind == kind);
-    assert!(!cases.is_empty(), "no {kind} cases in the fixture");
-    cases
-}
-
-fn key_values(args: &[String]) -> BTreeMap<String, String> {
-    args.iter().map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string())).expect("key=value")).collect()
-}
+#[path = "common/optim_fixture.rs"]
+mod optim_fixture;
+use optim_fixture::{key_values, load_cases};
 
 /// An optimizer of kind `C` with the fixture's groups over `params`.
 fn make<C: OptimizerConfig + Default + 'static>(groups: &[BTreeMap<String, String>], params: &[Tensor]) -> Box<dyn Optimizer> {

@@ -11,20 +11,49 @@ use super::functional::{BinaryCrossEntropyOpts, BinaryCrossEntropyWithLogitsOpts
 use crate::error::{OrPanic, Result};
 use crate::tensor::Tensor;
 
-/// Adds `reduction` and `new` to a loss struct whose options include a [`Reduction`] field
-/// reached by `$($path).+`.
-macro_rules! reduction_builder {
-    ($ty:ident, $($path:ident).+) => {
+/// Implements a loss struct's methods: `new`; a `reduction` builder when `reduction at` names
+/// the [`Reduction`] field; `forward` and `try_forward` from `forward = |self, input, target|
+/// call` (a direct call, so `#[track_caller]` reaches the user's line); and one builder per
+/// `fn name(type) => field` line, the value passed through `wrap` when one is given (`Some`).
+macro_rules! loss_module {
+    (
+        $ty:ident $(, reduction at $($rpath:ident).+)?;
+        $(#[$fdoc:meta])*
+        forward = |$s:ident, $input:ident, $target:ident| $call:expr;
+        $( $(#[$sdoc:meta])* fn $name:ident($argty:ty) => $($field:ident).+ $(, $wrap:path)?; )*
+    ) => {
         impl $ty {
             /// The loss with PyTorch's default options.
             pub fn new() -> Self {
                 Self::default()
             }
 
-            /// Sets the reduction (`reduction=`; `Mean` by default).
-            pub fn reduction(mut self, reduction: Reduction) -> Self {
-                self.$($path).+ = reduction;
-                self
+            $(
+                /// Sets the reduction (`reduction=`; `Mean` by default).
+                pub fn reduction(mut self, reduction: Reduction) -> Self {
+                    self.$($rpath).+ = reduction;
+                    self
+                }
+            )?
+
+            $(
+                $(#[$sdoc])*
+                pub fn $name(mut self, $name: $argty) -> Self {
+                    self.$($field).+ = $($wrap)?($name);
+                    self
+                }
+            )*
+
+            $(#[$fdoc])*
+            #[track_caller]
+            pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
+                self.try_forward(input, target).or_panic()
+            }
+
+            #[doc = concat!("[`", stringify!($ty), "::forward`] returning an error.")]
+            #[track_caller]
+            pub fn try_forward(&$s, $input: &Tensor, $target: &Tensor) -> Result<Tensor> {
+                $call
             }
         }
     };
@@ -36,20 +65,11 @@ pub struct MSELoss {
     /// The reduction.
     pub reduction: Reduction,
 }
-reduction_builder!(MSELoss, reduction);
 
-impl MSELoss {
+loss_module! {
+    MSELoss, reduction at reduction;
     /// The loss of `input` against `target` (the same shape).
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`MSELoss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_mse_loss_opts(input, target, self.reduction)
-    }
+    forward = |self, input, target| F::try_mse_loss_opts(input, target, self.reduction);
 }
 
 /// `nn.L1Loss`: [`F::l1_loss_opts`].
@@ -58,20 +78,11 @@ pub struct L1Loss {
     /// The reduction.
     pub reduction: Reduction,
 }
-reduction_builder!(L1Loss, reduction);
 
-impl L1Loss {
+loss_module! {
+    L1Loss, reduction at reduction;
     /// The loss of `input` against `target` (the same shape).
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`L1Loss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_l1_loss_opts(input, target, self.reduction)
-    }
+    forward = |self, input, target| F::try_l1_loss_opts(input, target, self.reduction);
 }
 
 /// `nn.SmoothL1Loss`: [`F::smooth_l1_loss`] (`beta` 1.0 by default).
@@ -88,26 +99,13 @@ impl Default for SmoothL1Loss {
         SmoothL1Loss { reduction: Reduction::Mean, beta: 1.0 }
     }
 }
-reduction_builder!(SmoothL1Loss, reduction);
 
-impl SmoothL1Loss {
-    /// Sets `beta` (`beta=`; 1.0 by default; 0 is the L1 loss).
-    pub fn beta(mut self, beta: f64) -> Self {
-        self.beta = beta;
-        self
-    }
-
+loss_module! {
+    SmoothL1Loss, reduction at reduction;
     /// The loss of `input` against `target` (the same shape).
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`SmoothL1Loss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_smooth_l1_loss(input, target, self.reduction, self.beta)
-    }
+    forward = |self, input, target| F::try_smooth_l1_loss(input, target, self.reduction, self.beta);
+    /// Sets `beta` (`beta=`; 1.0 by default; 0 is the L1 loss).
+    fn beta(f64) => beta;
 }
 
 /// `nn.CrossEntropyLoss`: [`F::cross_entropy_opts`] (logits and class indices or class
@@ -117,38 +115,17 @@ pub struct CrossEntropyLoss {
     /// The options.
     pub opts: CrossEntropyOpts,
 }
-reduction_builder!(CrossEntropyLoss, opts.reduction);
 
-impl CrossEntropyLoss {
-    /// Sets a weight per class (1-D, `C` elements).
-    pub fn weight(mut self, weight: Tensor) -> Self {
-        self.opts.weight = Some(weight);
-        self
-    }
-
-    /// Sets the target value that is ignored (-100 by default).
-    pub fn ignore_index(mut self, ignore_index: i64) -> Self {
-        self.opts.ignore_index = ignore_index;
-        self
-    }
-
-    /// Sets the label smoothing, in `[0, 1]` (0.0 by default).
-    pub fn label_smoothing(mut self, label_smoothing: f64) -> Self {
-        self.opts.label_smoothing = label_smoothing;
-        self
-    }
-
+loss_module! {
+    CrossEntropyLoss, reduction at opts.reduction;
     /// The loss of logits `input` against `target`.
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`CrossEntropyLoss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_cross_entropy_opts(input, target, &self.opts)
-    }
+    forward = |self, input, target| F::try_cross_entropy_opts(input, target, &self.opts);
+    /// Sets a weight per class (1-D, `C` elements).
+    fn weight(Tensor) => opts.weight, Some;
+    /// Sets the target value that is ignored (-100 by default).
+    fn ignore_index(i64) => opts.ignore_index;
+    /// Sets the label smoothing, in `[0, 1]` (0.0 by default).
+    fn label_smoothing(f64) => opts.label_smoothing;
 }
 
 /// `nn.NLLLoss`: [`F::nll_loss_opts`] (log-probabilities and class indices).
@@ -157,32 +134,15 @@ pub struct NLLLoss {
     /// The options.
     pub opts: NllLossOpts,
 }
-reduction_builder!(NLLLoss, opts.reduction);
 
-impl NLLLoss {
-    /// Sets a weight per class (1-D, `C` elements).
-    pub fn weight(mut self, weight: Tensor) -> Self {
-        self.opts.weight = Some(weight);
-        self
-    }
-
-    /// Sets the target value that is ignored (-100 by default).
-    pub fn ignore_index(mut self, ignore_index: i64) -> Self {
-        self.opts.ignore_index = ignore_index;
-        self
-    }
-
+loss_module! {
+    NLLLoss, reduction at opts.reduction;
     /// The loss of log-probabilities `input` against class indices `target`.
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`NLLLoss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_nll_loss_opts(input, target, &self.opts)
-    }
+    forward = |self, input, target| F::try_nll_loss_opts(input, target, &self.opts);
+    /// Sets a weight per class (1-D, `C` elements).
+    fn weight(Tensor) => opts.weight, Some;
+    /// Sets the target value that is ignored (-100 by default).
+    fn ignore_index(i64) => opts.ignore_index;
 }
 
 /// `nn.BCELoss`: [`F::binary_cross_entropy_opts`] (probabilities in `[0, 1]`).
@@ -191,26 +151,13 @@ pub struct BCELoss {
     /// The options.
     pub opts: BinaryCrossEntropyOpts,
 }
-reduction_builder!(BCELoss, opts.reduction);
 
-impl BCELoss {
-    /// Sets a weight broadcast against the per-element losses.
-    pub fn weight(mut self, weight: Tensor) -> Self {
-        self.opts.weight = Some(weight);
-        self
-    }
-
+loss_module! {
+    BCELoss, reduction at opts.reduction;
     /// The loss of probabilities `input` against `target` (the same shape).
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`BCELoss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_binary_cross_entropy_opts(input, target, &self.opts)
-    }
+    forward = |self, input, target| F::try_binary_cross_entropy_opts(input, target, &self.opts);
+    /// Sets a weight broadcast against the per-element losses.
+    fn weight(Tensor) => opts.weight, Some;
 }
 
 /// `nn.BCEWithLogitsLoss`: [`F::binary_cross_entropy_with_logits_opts`] (logits).
@@ -219,32 +166,15 @@ pub struct BCEWithLogitsLoss {
     /// The options.
     pub opts: BinaryCrossEntropyWithLogitsOpts,
 }
-reduction_builder!(BCEWithLogitsLoss, opts.reduction);
 
-impl BCEWithLogitsLoss {
-    /// Sets a weight broadcast against the per-element losses.
-    pub fn weight(mut self, weight: Tensor) -> Self {
-        self.opts.weight = Some(weight);
-        self
-    }
-
-    /// Sets the weight of positive examples, broadcast along the last (class) dim.
-    pub fn pos_weight(mut self, pos_weight: Tensor) -> Self {
-        self.opts.pos_weight = Some(pos_weight);
-        self
-    }
-
+loss_module! {
+    BCEWithLogitsLoss, reduction at opts.reduction;
     /// The loss of logits `input` against `target` (the same shape).
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`BCEWithLogitsLoss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_binary_cross_entropy_with_logits_opts(input, target, &self.opts)
-    }
+    forward = |self, input, target| F::try_binary_cross_entropy_with_logits_opts(input, target, &self.opts);
+    /// Sets a weight broadcast against the per-element losses.
+    fn weight(Tensor) => opts.weight, Some;
+    /// Sets the weight of positive examples, broadcast along the last (class) dim.
+    fn pos_weight(Tensor) => opts.pos_weight, Some;
 }
 
 /// `nn.KLDivLoss`: [`F::kl_div`] (`input` log-probabilities).
@@ -256,33 +186,12 @@ pub struct KLDivLoss {
     pub log_target: bool,
 }
 
-impl KLDivLoss {
-    /// The loss with PyTorch's default options.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sets the reduction: a [`Reduction`] or [`KlDivReduction::BatchMean`].
-    pub fn reduction(mut self, reduction: impl Into<KlDivReduction>) -> Self {
-        self.reduction = reduction.into();
-        self
-    }
-
-    /// Sets whether `target` holds log-probabilities (false by default).
-    pub fn log_target(mut self, log_target: bool) -> Self {
-        self.log_target = log_target;
-        self
-    }
-
+loss_module! {
+    KLDivLoss;
     /// The loss of log-probabilities `input` against `target` (the same shape).
-    #[track_caller]
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Tensor {
-        self.try_forward(input, target).or_panic()
-    }
-
-    /// [`KLDivLoss::forward`] returning an error.
-    #[track_caller]
-    pub fn try_forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        F::try_kl_div(input, target, self.reduction, self.log_target)
-    }
+    forward = |self, input, target| F::try_kl_div(input, target, self.reduction, self.log_target);
+    /// Sets the reduction: a [`Reduction`] or [`KlDivReduction::BatchMean`].
+    fn reduction(impl Into<KlDivReduction>) => reduction, Into::into;
+    /// Sets whether `target` holds log-probabilities (false by default).
+    fn log_target(bool) => log_target;
 }

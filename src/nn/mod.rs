@@ -9,6 +9,7 @@
 
 mod activation;
 mod container;
+mod conv;
 mod dropout;
 mod flatten;
 pub mod functional;
@@ -17,12 +18,14 @@ mod linear;
 mod loss;
 mod module;
 mod normalization;
+mod pooling;
 mod repr;
 mod sparse;
 pub mod utils;
 
 pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
 pub use container::{ModuleList, Sequential};
+pub use conv::{Conv1d, Conv2d};
 pub use dropout::{Dropout, Dropout2d};
 pub use flatten::Flatten;
 pub use kiln_macros::Module;
@@ -30,4 +33,5 @@ pub use linear::{Identity, Linear};
 pub use loss::*;
 pub use module::{fmt_module, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
 pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
+pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sparse::Embedding;

@@ -120,7 +120,8 @@ fn batch_norm_forward(input: &Tensor, state: RunningState<'_>, weight: Option<&T
 
 fn describe_batch_norm(c: usize, eps: f64, momentum: Option<f64>, affine: bool, track: bool) -> String {
     let momentum = momentum.map_or("None".to_string(), py_float);
-    format!("{c}, eps={}, momentum={momentum}, affine={}, track_running_stats={}", py_float(eps), py_bool(affine), py_bool(track))
+    // PyTorch 2.15 prints the `bias` flag too; kiln's affine layers always have both γ and β.
+    format!("{c}, eps={}, momentum={momentum}, affine={a}, bias={a}, track_running_stats={}", py_float(eps), py_bool(track), a = py_bool(affine))
 }
 
 /// Layer normalisation over the trailing `normalized_shape` dims (`nn.LayerNorm`).
@@ -154,7 +155,8 @@ impl LayerNorm {
     }
 
     fn describe(&self) -> String {
-        format!("{}, eps={}, elementwise_affine={}", py_tuple(&self.normalized_shape), py_float(self.eps), py_bool(self.weight.is_some()))
+        let affine = py_bool(self.weight.is_some());
+        format!("{}, eps={}, elementwise_affine={affine}, bias={affine}", py_tuple(&self.normalized_shape), py_float(self.eps))
     }
 }
 
@@ -204,7 +206,8 @@ impl GroupNorm {
     }
 
     fn describe(&self) -> String {
-        format!("{}, {}, eps={}, affine={}", self.num_groups, self.num_channels, py_float(self.eps), py_bool(self.weight.is_some()))
+        let affine = py_bool(self.weight.is_some());
+        format!("{}, {}, eps={}, affine={affine}, bias={affine}", self.num_groups, self.num_channels, py_float(self.eps))
     }
 }
 

@@ -1,7 +1,7 @@
 //! Adadelta (`torch.optim.Adadelta`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{add_scaled_, addcmul_, check, effective_grad, hyperparameters, step_tensor, StateTensors};
+use super::state::{add_scaled_, addcmul_, check, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 
 /// Adadelta's hyperparameters (`torch.optim.Adadelta`'s arguments and defaults).
@@ -44,19 +44,12 @@ impl OptimizerConfig for AdadeltaConfig {
     const NAME: &'static str = "Adadelta";
 
     fn validate(&self) -> Result<()> {
-        check(Self::NAME, self.lr >= 0.0, || format!("Invalid learning rate: {}", self.lr))?;
+        non_negative(Self::NAME, &[("learning rate", self.lr)])?;
         check(Self::NAME, (0.0..=1.0).contains(&self.rho), || format!("Invalid rho value: {}", self.rho))?;
-        check(Self::NAME, self.eps >= 0.0, || format!("Invalid epsilon value: {}", self.eps))?;
-        check(Self::NAME, self.weight_decay >= 0.0, || format!("Invalid weight_decay value: {}", self.weight_decay))
+        non_negative(Self::NAME, &[("epsilon value", self.eps), ("weight_decay value", self.weight_decay)])
     }
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
-    }
+    lr_and_momentum!();
 
     hyperparameters!(lr, rho, eps, weight_decay, maximize);
 

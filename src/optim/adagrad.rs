@@ -1,7 +1,7 @@
 //! Adagrad (`torch.optim.Adagrad`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{addcdiv_, addcmul_, check, effective_grad, hyperparameters, step_tensor, StateTensors};
+use super::state::{addcdiv_, addcmul_, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 
 /// Adagrad's hyperparameters (`torch.optim.Adagrad`'s arguments and defaults).
@@ -45,20 +45,17 @@ impl OptimizerConfig for AdagradConfig {
     const EAGER_STATE: bool = true;
 
     fn validate(&self) -> Result<()> {
-        check(Self::NAME, self.lr >= 0.0, || format!("Invalid learning rate: {}", self.lr))?;
-        check(Self::NAME, self.lr_decay >= 0.0, || format!("Invalid lr_decay value: {}", self.lr_decay))?;
-        check(Self::NAME, self.weight_decay >= 0.0, || format!("Invalid weight_decay value: {}", self.weight_decay))?;
-        check(Self::NAME, self.initial_accumulator_value >= 0.0, || format!("Invalid initial_accumulator_value value: {}", self.initial_accumulator_value))?;
-        check(Self::NAME, self.eps >= 0.0, || format!("Invalid epsilon value: {}", self.eps))
+        let values = [
+            ("learning rate", self.lr),
+            ("lr_decay value", self.lr_decay),
+            ("weight_decay value", self.weight_decay),
+            ("initial_accumulator_value value", self.initial_accumulator_value),
+            ("epsilon value", self.eps),
+        ];
+        non_negative(Self::NAME, &values)
     }
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
-    }
+    lr_and_momentum!();
 
     hyperparameters!(lr, lr_decay, weight_decay, initial_accumulator_value, eps, maximize);
 

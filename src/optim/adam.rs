@@ -2,24 +2,37 @@
 //! decay added to the gradient (Adam) or applied to the parameter directly (AdamW).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, step_tensor, StateTensors};
+use super::state::{addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 
-/// Adam's hyperparameters (`torch.optim.Adam`'s arguments and defaults).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AdamConfig {
-    /// Learning rate (default 1e-3).
-    pub lr: f64,
-    /// Decay rates of the first and second moment estimates (default (0.9, 0.999)).
-    pub betas: (f64, f64),
-    /// Added to the denominator for numerical stability (default 1e-8).
-    pub eps: f64,
+/// Declares an Adam-style hyperparameter struct: the fields both Adam and AdamW have, with
+/// `weight_decay` documented by the attributes given before it.
+macro_rules! adam_config_struct {
+    ($(#[$doc:meta])* $Config:ident; $(#[$wd_doc:meta])* weight_decay) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct $Config {
+            /// Learning rate (default 1e-3).
+            pub lr: f64,
+            /// Decay rates of the first and second moment estimates (default (0.9, 0.999)).
+            pub betas: (f64, f64),
+            /// Added to the denominator for numerical stability (default 1e-8).
+            pub eps: f64,
+            $(#[$wd_doc])*
+            pub weight_decay: f64,
+            /// Use the maximum of past second moments (AMSGrad).
+            pub amsgrad: bool,
+            /// Maximize the objective instead of minimizing it.
+            pub maximize: bool,
+        }
+    };
+}
+
+adam_config_struct! {
+    /// Adam's hyperparameters (`torch.optim.Adam`'s arguments and defaults).
+    AdamConfig;
     /// L2 penalty added to the gradient (default 0).
-    pub weight_decay: f64,
-    /// Use the maximum of past second moments (AMSGrad).
-    pub amsgrad: bool,
-    /// Maximize the objective instead of minimizing it.
-    pub maximize: bool,
+    weight_decay
 }
 
 impl Default for AdamConfig {
@@ -28,22 +41,12 @@ impl Default for AdamConfig {
     }
 }
 
-/// AdamW's hyperparameters (`torch.optim.AdamW`'s arguments and defaults: as Adam's, but the
-/// weight decay, default 1e-2, shrinks the parameter directly).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AdamWConfig {
-    /// Learning rate (default 1e-3).
-    pub lr: f64,
-    /// Decay rates of the first and second moment estimates (default (0.9, 0.999)).
-    pub betas: (f64, f64),
-    /// Added to the denominator for numerical stability (default 1e-8).
-    pub eps: f64,
+adam_config_struct! {
+    /// AdamW's hyperparameters (`torch.optim.AdamW`'s arguments and defaults: as Adam's, but the
+    /// weight decay, default 1e-2, shrinks the parameter directly).
+    AdamWConfig;
     /// Decoupled weight decay: `p *= 1 - lr * weight_decay` each step (default 1e-2).
-    pub weight_decay: f64,
-    /// Use the maximum of past second moments (AMSGrad).
-    pub amsgrad: bool,
-    /// Maximize the objective instead of minimizing it.
-    pub maximize: bool,
+    weight_decay
 }
 
 impl Default for AdamWConfig {
@@ -82,11 +85,10 @@ struct Hyper {
 }
 
 fn validate(name: &'static str, h: &Hyper) -> Result<()> {
-    check(name, h.lr >= 0.0, || format!("Invalid learning rate: {}", h.lr))?;
-    check(name, h.eps >= 0.0, || format!("Invalid epsilon value: {}", h.eps))?;
+    non_negative(name, &[("learning rate", h.lr), ("epsilon value", h.eps)])?;
     check(name, (0.0..1.0).contains(&h.betas.0), || format!("Invalid beta parameter at index 0: {}", h.betas.0))?;
     check(name, (0.0..1.0).contains(&h.betas.1), || format!("Invalid beta parameter at index 1: {}", h.betas.1))?;
-    check(name, h.weight_decay >= 0.0, || format!("Invalid weight_decay value: {}", h.weight_decay))
+    non_negative(name, &[("weight_decay value", h.weight_decay)])
 }
 
 fn init_state(h: &Hyper, param: &Tensor) -> AdamState {
@@ -156,21 +158,7 @@ macro_rules! adam_config {
                 validate(Self::NAME, &self.hyper())
             }
 
-            fn lr(&self) -> f64 {
-                self.lr
-            }
-
-            fn set_lr(&mut self, lr: f64) {
-                self.lr = lr;
-            }
-
-            fn momentum(&self) -> Option<f64> {
-                Some(self.betas.0)
-            }
-
-            fn set_momentum(&mut self, momentum: f64) {
-                self.betas.0 = momentum;
-            }
+            lr_and_momentum!(momentum: betas.0);
 
             hyperparameters!(lr, betas, eps, weight_decay, amsgrad, maximize);
 

@@ -1,7 +1,7 @@
 //! RMSprop (`torch.optim.RMSprop`), optionally centered and with momentum.
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{add_scaled_, addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, step_tensor, StateTensors};
+use super::state::{add_scaled_, addcdiv_, addcmul_, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 
 /// RMSprop's hyperparameters (`torch.optim.RMSprop`'s arguments and defaults).
@@ -50,28 +50,11 @@ impl OptimizerConfig for RmsPropConfig {
     const NAME: &'static str = "RMSprop";
 
     fn validate(&self) -> Result<()> {
-        check(Self::NAME, self.lr >= 0.0, || format!("Invalid learning rate: {}", self.lr))?;
-        check(Self::NAME, self.eps >= 0.0, || format!("Invalid epsilon value: {}", self.eps))?;
-        check(Self::NAME, self.momentum >= 0.0, || format!("Invalid momentum value: {}", self.momentum))?;
-        check(Self::NAME, self.weight_decay >= 0.0, || format!("Invalid weight_decay value: {}", self.weight_decay))?;
-        check(Self::NAME, self.alpha >= 0.0, || format!("Invalid alpha value: {}", self.alpha))
+        let values = [("learning rate", self.lr), ("epsilon value", self.eps), ("momentum value", self.momentum), ("weight_decay value", self.weight_decay), ("alpha value", self.alpha)];
+        non_negative(Self::NAME, &values)
     }
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
-    }
-
-    fn momentum(&self) -> Option<f64> {
-        Some(self.momentum)
-    }
-
-    fn set_momentum(&mut self, momentum: f64) {
-        self.momentum = momentum;
-    }
+    lr_and_momentum!(momentum: momentum);
 
     hyperparameters!(lr, alpha, eps, weight_decay, momentum, centered, maximize);
 

@@ -2,7 +2,7 @@
 //! weight decay (`torch.optim.SGD`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{add_scaled_, check, effective_grad, hyperparameters, StateTensors};
+use super::state::{add_scaled_, check, effective_grad, hyperparameters, lr_and_momentum, non_negative, StateTensors};
 use crate::{Result, Tensor};
 
 /// SGD's hyperparameters (`torch.optim.SGD`'s arguments and defaults).
@@ -43,29 +43,13 @@ impl OptimizerConfig for SgdConfig {
     const NAME: &'static str = "SGD";
 
     fn validate(&self) -> Result<()> {
-        check(Self::NAME, self.lr >= 0.0, || format!("Invalid learning rate: {}", self.lr))?;
-        check(Self::NAME, self.momentum >= 0.0, || format!("Invalid momentum value: {}", self.momentum))?;
-        check(Self::NAME, self.weight_decay >= 0.0, || format!("Invalid weight_decay value: {}", self.weight_decay))?;
+        non_negative(Self::NAME, &[("learning rate", self.lr), ("momentum value", self.momentum), ("weight_decay value", self.weight_decay)])?;
         check(Self::NAME, !self.nesterov || (self.momentum > 0.0 && self.dampening == 0.0), || {
             format!("Nesterov momentum requires a momentum and zero dampening (momentum {}, dampening {})", self.momentum, self.dampening)
         })
     }
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
-    }
-
-    fn momentum(&self) -> Option<f64> {
-        Some(self.momentum)
-    }
-
-    fn set_momentum(&mut self, momentum: f64) {
-        self.momentum = momentum;
-    }
+    lr_and_momentum!(momentum: momentum);
 
     hyperparameters!(lr, momentum, dampening, weight_decay, nesterov, maximize);
 

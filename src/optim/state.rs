@@ -185,6 +185,40 @@ macro_rules! hyperparameters {
 }
 pub(crate) use hyperparameters;
 
+/// Implements `lr` and `set_lr` of `OptimizerConfig` over the field `lr`, and `momentum` and
+/// `set_momentum` over the field (path) given after `momentum:`, e.g. `betas.0`.
+macro_rules! lr_and_momentum {
+    ($(momentum: $($m:tt).+)?) => {
+        fn lr(&self) -> f64 {
+            self.lr
+        }
+
+        fn set_lr(&mut self, lr: f64) {
+            self.lr = lr;
+        }
+
+        $(
+            fn momentum(&self) -> Option<f64> {
+                Some(self.$($m).+)
+            }
+
+            fn set_momentum(&mut self, momentum: f64) {
+                self.$($m).+ = momentum;
+            }
+        )?
+    };
+}
+pub(crate) use lr_and_momentum;
+
+/// An error for the first `(what, value)` whose value is not `>= 0` (NaN included): PyTorch's
+/// `Invalid {what}: {value}` checks of the constructors.
+pub(crate) fn non_negative(optimizer: &'static str, values: &[(&str, f64)]) -> Result<()> {
+    for &(what, v) in values {
+        check(optimizer, v >= 0.0, || format!("Invalid {what}: {v}"))?;
+    }
+    Ok(())
+}
+
 /// An error unless `ok`: PyTorch's "Invalid … value" checks of the constructors.
 pub(crate) fn check(optimizer: &'static str, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if !ok {

@@ -3,11 +3,13 @@
 
 pub mod alloc;
 pub mod buffer;
+pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod parallel;
 pub mod philox;
+pub mod pool;
 pub mod reduce;
 pub mod sort;
 pub mod special;

@@ -29,19 +29,31 @@ impl Base {
         (0..opt.num_param_groups()).map(|g| opt.lr(g)).collect()
     }
 
-    /// One step: `last_epoch += 1`, then `get_lr(self, opt, is_initial)` gives the new rates.
+    /// Starts a step: checks the optimizer's group count (panicking with an error naming
+    /// `name`), then `_step_count += 1` and `last_epoch += 1`.
     #[track_caller]
-    pub fn step(&mut self, name: &'static str, opt: &mut dyn Optimizer, is_initial: bool, get_lr: impl FnOnce(&Base, &dyn Optimizer, bool) -> Vec<f64>) {
+    pub fn begin_step(&mut self, name: &'static str, opt: &dyn Optimizer) {
         if opt.num_param_groups() != self.base_lrs.len() {
             panic!("{}", crate::Error::new(name, crate::ErrorKind::Value, format!("the optimizer has {} parameter groups, but the scheduler was built for {}", opt.num_param_groups(), self.base_lrs.len())));
         }
         self.step_count += 1;
         self.last_epoch += 1;
-        let lrs = get_lr(self, &*opt, is_initial);
+    }
+
+    /// Ends a step: sets the optimizer's learning rates to `lrs` and records them as `_last_lr`.
+    pub fn finish_step(&mut self, opt: &mut dyn Optimizer, lrs: Vec<f64>) {
         for (g, lr) in lrs.into_iter().enumerate() {
             opt.set_lr(g, lr);
         }
         self.last_lr = Base::current_lrs(opt);
+    }
+
+    /// One step: `last_epoch += 1`, then `get_lr(self, opt, is_initial)` gives the new rates.
+    #[track_caller]
+    pub fn step(&mut self, name: &'static str, opt: &mut dyn Optimizer, is_initial: bool, get_lr: impl FnOnce(&Base, &dyn Optimizer, bool) -> Vec<f64>) {
+        self.begin_step(name, opt);
+        let lrs = get_lr(self, &*opt, is_initial);
+        self.finish_step(opt, lrs);
     }
 
     /// Writes the counters into `sd`'s metadata.
@@ -56,7 +68,109 @@ impl Base {
     pub fn load(sd: &StateDict, name: &str) -> Result<Base> {
         Ok(Base { last_epoch: get(sd, name, "last_epoch")?, step_count: get(sd, name, "_step_count")?, base_lrs: get_list(sd, name, "base_lrs")?, last_lr: get_list(sd, name, "_last_lr")? })
     }
+
+    /// [`Base::load`], then an error unless the loaded base has one learning rate per group of
+    /// `self` (the scheduler's current base).
+    pub fn load_matching(&self, sd: &StateDict, name: &str) -> Result<Base> {
+        let loaded = Base::load(sd, name)?;
+        check_groups(name, &loaded, self)?;
+        Ok(loaded)
+    }
 }
+
+/// A scheduler holding a [`Base`] in its field `base` (implemented by [`impl_lr_scheduler!`]).
+pub(super) trait WithBase {
+    /// PyTorch's class name, used in messages.
+    const NAME: &'static str;
+    /// The counters.
+    fn base(&self) -> &Base;
+    /// The counters, to update.
+    fn base_mut(&mut self) -> &mut Base;
+}
+
+/// A scheduler made of a [`Base`] and settings, whose new learning rates depend only on the
+/// optimizer's current ones, the counters and the settings (StepLR, CosineAnnealingLR, …).
+/// [`impl_lr_scheduler!`] turns one into an [`LrScheduler`](super::LrScheduler).
+pub(super) trait EpochSchedule: WithBase + Sized {
+    /// The new learning rates from the optimizer's current ones `lrs`, once `last_epoch` has
+    /// advanced; `initial` for the constructor's step (PyTorch's `_initial_step`).
+    fn new_lrs(&self, lrs: Vec<f64>, initial: bool) -> Vec<f64>;
+    /// Writes the settings (not the counters) into `sd`'s metadata.
+    fn save_settings(&self, sd: &mut StateDict);
+    /// The scheduler of counters `base` with the settings read from `sd`'s metadata.
+    fn load_settings(base: Base, sd: &StateDict) -> Result<Self>;
+
+    /// The constructor's step: sets the initial learning rates and returns the scheduler.
+    #[track_caller]
+    fn started(mut self, opt: &mut dyn Optimizer) -> Self {
+        self.advance(opt, true);
+        self
+    }
+
+    /// One step: advances the counters and sets the optimizer's learning rates.
+    #[track_caller]
+    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
+        self.base_mut().begin_step(Self::NAME, opt);
+        let lrs = self.new_lrs(Base::current_lrs(opt), initial);
+        self.base_mut().finish_step(opt, lrs);
+    }
+
+    /// The counters and settings as metadata ([`LrScheduler::state_dict`](super::LrScheduler::state_dict)).
+    fn save(&self) -> StateDict {
+        let mut sd = StateDict::new();
+        self.base().save(&mut sd);
+        self.save_settings(&mut sd);
+        sd
+    }
+
+    /// Restores what [`EpochSchedule::save`] wrote, changing nothing on an error
+    /// ([`LrScheduler::load_state_dict`](super::LrScheduler::load_state_dict)).
+    fn load(&mut self, sd: &StateDict) -> Result<()> {
+        let base = self.base().load_matching(sd, Self::NAME)?;
+        *self = Self::load_settings(base, sd)?;
+        Ok(())
+    }
+}
+
+/// Implements [`WithBase`] (over the field `base`, with PyTorch's class name `$name`) and
+/// [`LrScheduler`](super::LrScheduler) (through [`EpochSchedule`]'s default methods) for `$ty`.
+macro_rules! impl_lr_scheduler {
+    ($($ty:ident = $name:literal),+ $(,)?) => {
+        $(
+            impl $crate::optim::lr_scheduler::base::WithBase for $ty {
+                const NAME: &'static str = $name;
+
+                fn base(&self) -> &$crate::optim::lr_scheduler::base::Base {
+                    &self.base
+                }
+
+                fn base_mut(&mut self) -> &mut $crate::optim::lr_scheduler::base::Base {
+                    &mut self.base
+                }
+            }
+
+            impl $crate::optim::lr_scheduler::LrScheduler for $ty {
+                #[track_caller]
+                fn step(&mut self, opt: &mut dyn $crate::optim::Optimizer) {
+                    $crate::optim::lr_scheduler::base::EpochSchedule::advance(self, opt, false)
+                }
+
+                fn get_last_lr(&self) -> Vec<f64> {
+                    self.base.last_lr.clone()
+                }
+
+                fn state_dict(&self) -> $crate::StateDict {
+                    $crate::optim::lr_scheduler::base::EpochSchedule::save(self)
+                }
+
+                fn load_state_dict(&mut self, sd: &$crate::StateDict) -> $crate::Result<()> {
+                    $crate::optim::lr_scheduler::base::EpochSchedule::load(self, sd)
+                }
+            }
+        )+
+    };
+}
+pub(super) use impl_lr_scheduler;
 
 /// Floats joined by commas, each parsing back to the same bits.
 pub(super) fn show_list(v: &[f64]) -> String {
@@ -84,9 +198,22 @@ pub(super) fn get_list<T: std::str::FromStr>(sd: &StateDict, name: &str, key: &s
 }
 
 /// An error unless the loaded base has one learning rate per group of the scheduler.
-pub(super) fn check_groups(name: &str, loaded: &Base, current: &Base) -> Result<()> {
+fn check_groups(name: &str, loaded: &Base, current: &Base) -> Result<()> {
     if loaded.base_lrs.len() != current.base_lrs.len() {
         bail!("load_state_dict", Value, "{name} state dict has {} base_lrs, but the scheduler has {} parameter groups", loaded.base_lrs.len(), current.base_lrs.len());
     }
     Ok(())
+}
+
+/// The metadata entry `key`, which must be one of the names in `choices`, as its value; an error
+/// naming the key, what it holds and the names expected.
+pub(super) fn get_choice<T: Copy>(sd: &StateDict, name: &str, key: &str, choices: &[(&str, T)]) -> Result<T> {
+    let text = sd.metadata(key);
+    match choices.iter().find(|(k, _)| Some(*k) == text) {
+        Some(&(_, v)) => Ok(v),
+        None => {
+            let expected = choices.iter().map(|(k, _)| format!("{k:?}")).collect::<Vec<_>>().join(" or ");
+            bail!("load_state_dict", Value, "{name} state dict has the {key} {text:?} (expected {expected})")
+        }
+    }
 }

@@ -1,7 +1,6 @@
 //! `CosineAnnealingLr`: cosine annealing between each group's base rate and `eta_min`.
 
-use super::base::{check_groups, get, Base};
-use super::LrScheduler;
+use super::base::{get, impl_lr_scheduler, Base, EpochSchedule, WithBase};
 use crate::optim::Optimizer;
 use crate::{Result, StateDict};
 use std::f64::consts::PI;
@@ -21,53 +20,33 @@ impl CosineAnnealingLr {
     #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> CosineAnnealingLr {
         assert!(t_max > 0, "CosineAnnealingLR: T_max must be positive");
-        let mut s = CosineAnnealingLr { base: Base::new(Base::current_lrs(opt)), t_max: t_max as i64, eta_min };
-        s.advance(opt, true);
-        s
-    }
-
-    #[track_caller]
-    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
-        let (t_max, eta_min) = (self.t_max, self.eta_min);
-        self.base.step("CosineAnnealingLR", opt, initial, |b, opt, initial| {
-            let lrs = Base::current_lrs(opt);
-            let e = b.last_epoch;
-            let t = t_max as f64;
-            if initial {
-                lrs
-            } else if (e - 1 - t_max).rem_euclid(2 * t_max) == 0 {
-                lrs.iter().zip(&b.base_lrs).map(|(lr, base)| lr + (base - eta_min) * (1.0 - (PI / t).cos()) / 2.0).collect()
-            } else {
-                let ratio = (1.0 + (PI * e as f64 / t).cos()) / (1.0 + (PI * (e - 1) as f64 / t).cos());
-                lrs.iter().map(|lr| ratio * (lr - eta_min) + eta_min).collect()
-            }
-        });
+        CosineAnnealingLr { base: Base::new(Base::current_lrs(opt)), t_max: t_max as i64, eta_min }.started(opt)
     }
 }
 
-impl LrScheduler for CosineAnnealingLr {
-    #[track_caller]
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.advance(opt, false)
+impl EpochSchedule for CosineAnnealingLr {
+    fn new_lrs(&self, lrs: Vec<f64>, initial: bool) -> Vec<f64> {
+        let (t_max, eta_min) = (self.t_max, self.eta_min);
+        let e = self.base.last_epoch;
+        let t = t_max as f64;
+        if initial {
+            lrs
+        } else if (e - 1 - t_max).rem_euclid(2 * t_max) == 0 {
+            lrs.iter().zip(&self.base.base_lrs).map(|(lr, base)| lr + (base - eta_min) * (1.0 - (PI / t).cos()) / 2.0).collect()
+        } else {
+            let ratio = (1.0 + (PI * e as f64 / t).cos()) / (1.0 + (PI * (e - 1) as f64 / t).cos());
+            lrs.iter().map(|lr| ratio * (lr - eta_min) + eta_min).collect()
+        }
     }
 
-    fn get_last_lr(&self) -> Vec<f64> {
-        self.base.last_lr.clone()
-    }
-
-    fn state_dict(&self) -> StateDict {
-        let mut sd = StateDict::new();
-        self.base.save(&mut sd);
+    fn save_settings(&self, sd: &mut StateDict) {
         sd.set_metadata("T_max", self.t_max.to_string());
         sd.set_metadata("eta_min", format!("{:?}", self.eta_min));
-        sd
     }
 
-    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
-        let base = Base::load(sd, "CosineAnnealingLR")?;
-        check_groups("CosineAnnealingLR", &base, &self.base)?;
-        let (t_max, eta_min) = (get(sd, "CosineAnnealingLR", "T_max")?, get(sd, "CosineAnnealingLR", "eta_min")?);
-        *self = CosineAnnealingLr { base, t_max, eta_min };
-        Ok(())
+    fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
+        Ok(CosineAnnealingLr { base, t_max: get(sd, Self::NAME, "T_max")?, eta_min: get(sd, Self::NAME, "eta_min")? })
     }
 }
+
+impl_lr_scheduler!(CosineAnnealingLr = "CosineAnnealingLR");

@@ -1,7 +1,6 @@
 //! `LinearLr`: a linear ramp of a multiplicative factor over the first `total_iters` epochs.
 
-use super::base::{check_groups, get, Base};
-use super::LrScheduler;
+use super::base::{get, impl_lr_scheduler, Base, EpochSchedule, WithBase};
 use crate::error::{bail, OrPanic};
 use crate::optim::Optimizer;
 use crate::{Result, StateDict};
@@ -34,53 +33,34 @@ impl LinearLr {
         if !(0.0..=1.0).contains(&end_factor) {
             bail!("LinearLR", Value, "Ending multiplicative factor expected to be between 0 and 1 (got {end_factor})");
         }
-        let mut s = LinearLr { base: Base::new(Base::current_lrs(opt)), start_factor, end_factor, total_iters: total_iters as i64 };
-        s.advance(opt, true);
-        Ok(s)
-    }
-
-    #[track_caller]
-    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
-        let (start, end, total) = (self.start_factor, self.end_factor, self.total_iters);
-        self.base.step("LinearLR", opt, initial, |b, opt, initial| {
-            let lrs = Base::current_lrs(opt);
-            let e = b.last_epoch;
-            if e == 0 {
-                lrs.into_iter().map(|lr| lr * start).collect()
-            } else if initial || e > total {
-                lrs
-            } else {
-                let factor = 1.0 + (end - start) / (total as f64 * start + (e - 1) as f64 * (end - start));
-                lrs.into_iter().map(|lr| lr * factor).collect()
-            }
-        });
+        Ok(LinearLr { base: Base::new(Base::current_lrs(opt)), start_factor, end_factor, total_iters: total_iters as i64 }.started(opt))
     }
 }
 
-impl LrScheduler for LinearLr {
-    #[track_caller]
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.advance(opt, false)
+impl EpochSchedule for LinearLr {
+    fn new_lrs(&self, lrs: Vec<f64>, initial: bool) -> Vec<f64> {
+        let (start, end, total) = (self.start_factor, self.end_factor, self.total_iters);
+        let e = self.base.last_epoch;
+        if e == 0 {
+            lrs.into_iter().map(|lr| lr * start).collect()
+        } else if initial || e > total {
+            lrs
+        } else {
+            let factor = 1.0 + (end - start) / (total as f64 * start + (e - 1) as f64 * (end - start));
+            lrs.into_iter().map(|lr| lr * factor).collect()
+        }
     }
 
-    fn get_last_lr(&self) -> Vec<f64> {
-        self.base.last_lr.clone()
-    }
-
-    fn state_dict(&self) -> StateDict {
-        let mut sd = StateDict::new();
-        self.base.save(&mut sd);
+    fn save_settings(&self, sd: &mut StateDict) {
         sd.set_metadata("start_factor", format!("{:?}", self.start_factor));
         sd.set_metadata("end_factor", format!("{:?}", self.end_factor));
         sd.set_metadata("total_iters", self.total_iters.to_string());
-        sd
     }
 
-    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
-        let base = Base::load(sd, "LinearLR")?;
-        check_groups("LinearLR", &base, &self.base)?;
-        let (start_factor, end_factor, total_iters) = (get(sd, "LinearLR", "start_factor")?, get(sd, "LinearLR", "end_factor")?, get(sd, "LinearLR", "total_iters")?);
-        *self = LinearLr { base, start_factor, end_factor, total_iters };
-        Ok(())
+    fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
+        let name = Self::NAME;
+        Ok(LinearLr { base, start_factor: get(sd, name, "start_factor")?, end_factor: get(sd, name, "end_factor")?, total_iters: get(sd, name, "total_iters")? })
     }
 }
+
+impl_lr_scheduler!(LinearLr = "LinearLR");

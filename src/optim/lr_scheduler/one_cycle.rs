@@ -1,7 +1,7 @@
 //! `OneCycleLr`: the 1cycle policy (warm up to `max_lr`, anneal far below the start), with the
 //! momentum cycled the opposite way.
 
-use super::base::{check_groups, get, get_list, show_list, Base};
+use super::base::{get, get_choice, get_list, show_list, Base};
 use super::LrScheduler;
 use crate::error::{bail, OrPanic};
 use crate::optim::Optimizer;
@@ -266,13 +266,8 @@ impl LrScheduler for OneCycleLr {
 
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
         const NAME: &str = "OneCycleLR";
-        let base = Base::load(sd, NAME)?;
-        check_groups(NAME, &base, &self.base)?;
-        let anneal_strategy = match sd.metadata("anneal_strategy") {
-            Some("cos") => AnnealStrategy::Cos,
-            Some("linear") => AnnealStrategy::Linear,
-            other => bail!("load_state_dict", Value, "{NAME} state dict has the anneal_strategy {other:?} (expected \"cos\" or \"linear\")"),
-        };
+        let base = self.base.load_matching(sd, NAME)?;
+        let anneal_strategy = get_choice(sd, NAME, "anneal_strategy", &[("cos", AnnealStrategy::Cos), ("linear", AnnealStrategy::Linear)])?;
         let lists: Vec<Vec<f64>> = ["max_lr", "initial_lr", "min_lr", "max_momentum", "base_momentum"].iter().map(|k| get_list(sd, NAME, k)).collect::<Result<_>>()?;
         if lists.iter().any(|l| l.len() != base.base_lrs.len()) {
             bail!("load_state_dict", Value, "{NAME} state dict has per-group lists of the wrong length (expected {})", base.base_lrs.len());

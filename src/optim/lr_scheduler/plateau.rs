@@ -1,6 +1,6 @@
 //! `ReduceLrOnPlateau`: cut the learning rate when a metric stops improving.
 
-use super::base::{get, get_list, show_list, Base};
+use super::base::{get, get_choice, get_list, show_list, Base};
 use crate::error::{bail, OrPanic};
 use crate::optim::Optimizer;
 use crate::{Result, StateDict};
@@ -188,16 +188,8 @@ impl ReduceLrOnPlateau {
     /// unreadable entry and changes nothing.
     pub fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
         const NAME: &str = "ReduceLROnPlateau";
-        let mode = match sd.metadata("mode") {
-            Some("min") => PlateauMode::Min,
-            Some("max") => PlateauMode::Max,
-            other => bail!("load_state_dict", Value, "{NAME} state dict has the mode {other:?} (expected \"min\" or \"max\")"),
-        };
-        let threshold_mode = match sd.metadata("threshold_mode") {
-            Some("rel") => ThresholdMode::Rel,
-            Some("abs") => ThresholdMode::Abs,
-            other => bail!("load_state_dict", Value, "{NAME} state dict has the threshold_mode {other:?} (expected \"rel\" or \"abs\")"),
-        };
+        let mode = get_choice(sd, NAME, "mode", &[("min", PlateauMode::Min), ("max", PlateauMode::Max)])?;
+        let threshold_mode = get_choice(sd, NAME, "threshold_mode", &[("rel", ThresholdMode::Rel), ("abs", ThresholdMode::Abs)])?;
         let config = ReduceLrOnPlateauConfig {
             mode,
             threshold_mode,

@@ -1,8 +1,7 @@
 //! Multiplicative decays: `StepLr` (every `step_size` epochs), `MultiStepLr` (at milestones)
 //! and `ExponentialLr` (every epoch).
 
-use super::base::{check_groups, get, get_list, Base};
-use super::LrScheduler;
+use super::base::{get, get_list, impl_lr_scheduler, Base, EpochSchedule, WithBase};
 use crate::optim::Optimizer;
 use crate::{Result, StateDict};
 
@@ -20,49 +19,27 @@ impl StepLr {
     #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> StepLr {
         assert!(step_size > 0, "StepLR: step_size must be positive");
-        let mut s = StepLr { base: Base::new(Base::current_lrs(opt)), step_size: step_size as i64, gamma };
-        s.advance(opt, true);
-        s
-    }
-
-    #[track_caller]
-    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
-        let (step_size, gamma) = (self.step_size, self.gamma);
-        self.base.step("StepLR", opt, initial, |b, opt, _| {
-            let lrs = Base::current_lrs(opt);
-            if b.last_epoch == 0 || b.last_epoch % step_size != 0 {
-                lrs
-            } else {
-                lrs.into_iter().map(|lr| lr * gamma).collect()
-            }
-        });
+        StepLr { base: Base::new(Base::current_lrs(opt)), step_size: step_size as i64, gamma }.started(opt)
     }
 }
 
-impl LrScheduler for StepLr {
-    #[track_caller]
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.advance(opt, false)
+impl EpochSchedule for StepLr {
+    fn new_lrs(&self, lrs: Vec<f64>, _initial: bool) -> Vec<f64> {
+        let e = self.base.last_epoch;
+        if e == 0 || e % self.step_size != 0 {
+            lrs
+        } else {
+            lrs.into_iter().map(|lr| lr * self.gamma).collect()
+        }
     }
 
-    fn get_last_lr(&self) -> Vec<f64> {
-        self.base.last_lr.clone()
-    }
-
-    fn state_dict(&self) -> StateDict {
-        let mut sd = StateDict::new();
-        self.base.save(&mut sd);
+    fn save_settings(&self, sd: &mut StateDict) {
         sd.set_metadata("step_size", self.step_size.to_string());
         sd.set_metadata("gamma", format!("{:?}", self.gamma));
-        sd
     }
 
-    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
-        let base = Base::load(sd, "StepLR")?;
-        check_groups("StepLR", &base, &self.base)?;
-        let (step_size, gamma) = (get(sd, "StepLR", "step_size")?, get(sd, "StepLR", "gamma")?);
-        *self = StepLr { base, step_size, gamma };
-        Ok(())
+    fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
+        Ok(StepLr { base, step_size: get(sd, Self::NAME, "step_size")?, gamma: get(sd, Self::NAME, "gamma")? })
     }
 }
 
@@ -81,51 +58,27 @@ impl MultiStepLr {
     pub fn new(opt: &mut dyn Optimizer, milestones: impl IntoIterator<Item = usize>, gamma: f64) -> MultiStepLr {
         let mut milestones: Vec<i64> = milestones.into_iter().map(|m| m as i64).collect();
         milestones.sort_unstable();
-        let mut s = MultiStepLr { base: Base::new(Base::current_lrs(opt)), milestones, gamma };
-        s.advance(opt, true);
-        s
-    }
-
-    #[track_caller]
-    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
-        let gamma = self.gamma;
-        let milestones = &self.milestones;
-        self.base.step("MultiStepLR", opt, initial, |b, opt, _| {
-            let lrs = Base::current_lrs(opt);
-            let count = milestones.iter().filter(|&&m| m == b.last_epoch).count();
-            if count == 0 {
-                lrs
-            } else {
-                lrs.into_iter().map(|lr| lr * gamma.powf(count as f64)).collect()
-            }
-        });
+        MultiStepLr { base: Base::new(Base::current_lrs(opt)), milestones, gamma }.started(opt)
     }
 }
 
-impl LrScheduler for MultiStepLr {
-    #[track_caller]
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.advance(opt, false)
+impl EpochSchedule for MultiStepLr {
+    fn new_lrs(&self, lrs: Vec<f64>, _initial: bool) -> Vec<f64> {
+        let count = self.milestones.iter().filter(|&&m| m == self.base.last_epoch).count();
+        if count == 0 {
+            lrs
+        } else {
+            lrs.into_iter().map(|lr| lr * self.gamma.powf(count as f64)).collect()
+        }
     }
 
-    fn get_last_lr(&self) -> Vec<f64> {
-        self.base.last_lr.clone()
-    }
-
-    fn state_dict(&self) -> StateDict {
-        let mut sd = StateDict::new();
-        self.base.save(&mut sd);
+    fn save_settings(&self, sd: &mut StateDict) {
         sd.set_metadata("milestones", self.milestones.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
         sd.set_metadata("gamma", format!("{:?}", self.gamma));
-        sd
     }
 
-    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
-        let base = Base::load(sd, "MultiStepLR")?;
-        check_groups("MultiStepLR", &base, &self.base)?;
-        let (milestones, gamma) = (get_list(sd, "MultiStepLR", "milestones")?, get(sd, "MultiStepLR", "gamma")?);
-        *self = MultiStepLr { base, milestones, gamma };
-        Ok(())
+    fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
+        Ok(MultiStepLr { base, milestones: get_list(sd, Self::NAME, "milestones")?, gamma: get(sd, Self::NAME, "gamma")? })
     }
 }
 
@@ -141,47 +94,26 @@ impl ExponentialLr {
     /// A schedule decaying `opt`'s learning rates by `gamma` every step.
     #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> ExponentialLr {
-        let mut s = ExponentialLr { base: Base::new(Base::current_lrs(opt)), gamma };
-        s.advance(opt, true);
-        s
-    }
-
-    #[track_caller]
-    fn advance(&mut self, opt: &mut dyn Optimizer, initial: bool) {
-        let gamma = self.gamma;
-        self.base.step("ExponentialLR", opt, initial, |_, opt, initial| {
-            let lrs = Base::current_lrs(opt);
-            if initial {
-                lrs
-            } else {
-                lrs.into_iter().map(|lr| lr * gamma).collect()
-            }
-        });
+        ExponentialLr { base: Base::new(Base::current_lrs(opt)), gamma }.started(opt)
     }
 }
 
-impl LrScheduler for ExponentialLr {
-    #[track_caller]
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.advance(opt, false)
+impl EpochSchedule for ExponentialLr {
+    fn new_lrs(&self, lrs: Vec<f64>, initial: bool) -> Vec<f64> {
+        if initial {
+            lrs
+        } else {
+            lrs.into_iter().map(|lr| lr * self.gamma).collect()
+        }
     }
 
-    fn get_last_lr(&self) -> Vec<f64> {
-        self.base.last_lr.clone()
-    }
-
-    fn state_dict(&self) -> StateDict {
-        let mut sd = StateDict::new();
-        self.base.save(&mut sd);
+    fn save_settings(&self, sd: &mut StateDict) {
         sd.set_metadata("gamma", format!("{:?}", self.gamma));
-        sd
     }
 
-    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
-        let base = Base::load(sd, "ExponentialLR")?;
-        check_groups("ExponentialLR", &base, &self.base)?;
-        let gamma = get(sd, "ExponentialLR", "gamma")?;
-        *self = ExponentialLr { base, gamma };
-        Ok(())
+    fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
+        Ok(ExponentialLr { base, gamma: get(sd, Self::NAME, "gamma")? })
     }
 }
+
+impl_lr_scheduler!(StepLr = "StepLR", MultiStepLr = "MultiStepLR", ExponentialLr = "ExponentialLR");

@@ -1,0 +1,142 @@
+//! The differentiable pooling ops over `(planes, H, W)` memory, each with a backward made of
+//! differentiable ops again:
+//!
+//! - max pooling records `MaxPool2DWithIndicesBackward0`, whose gradient scatters into the
+//!   argmax positions ([`max_scatter`]); that scatter's own gradient is a `gather` at the same
+//!   indices;
+//! - average and adaptive average pooling are linear maps `A`: the backward is `Aᵀ` (a kernel
+//!   of its own), and the backward of `Aᵀ` is `A` again.
+
+use crate::autograd::{self, grads, Saved};
+use crate::error::{bail, Result};
+use crate::tensor::Tensor;
+use kiln_runtime::cpu::pool::{self as kernels, AvgMode, PoolGeom};
+use kiln_runtime::dtype::num_like::Float;
+use kiln_runtime::storage::StorageElement;
+use kiln_runtime::DType;
+use std::sync::Arc;
+
+/// Which pooling, with its parameters.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Kind {
+    /// Max pooling (only its backward scatter runs through [`Pool`]).
+    Max,
+    /// Average pooling.
+    Avg(AvgMode),
+    /// Adaptive average pooling (the geometry's window fields are unused).
+    Adaptive,
+}
+
+/// One pooling: geometry, kind, and the caller's input and output shapes.
+#[derive(Debug)]
+pub(super) struct Pool {
+    pub geom: PoolGeom,
+    pub kind: Kind,
+    pub x_shape: Vec<usize>,
+    pub y_shape: Vec<usize>,
+}
+
+/// `t` itself when contiguous, else a contiguous copy, without recording.
+fn contiguous(t: &Tensor) -> Tensor {
+    let _off = autograd::no_grad();
+    t.contiguous()
+}
+
+#[track_caller]
+fn float_only(t: &Tensor) -> Result<()> {
+    if !matches!(t.dtype(), DType::F32 | DType::F64) {
+        bail!("pooling", DType, "not implemented for dtype {}", t.dtype());
+    }
+    Ok(())
+}
+
+/// Max pooling of `x`: the values (recording `MaxPool2DWithIndicesBackward0`) and the int64
+/// argmax indices within each plane.
+pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
+    float_only(x)?;
+    let xc = contiguous(x);
+    let (vals, idx) = match x.dtype() {
+        DType::F64 => max_bufs::<f64>(&p.geom, &xc, &p.y_shape),
+        _ => max_bufs::<f32>(&p.geom, &xc, &p.y_shape),
+    };
+    if !autograd::is_recording(&[x]) {
+        return Ok((vals, idx));
+    }
+    let p = p.clone();
+    let vals = autograd::record(vals, "MaxPool2DWithIndicesBackward0", &[x], [Saved::of(&idx)], move |_, g, s| {
+        grads![Some(max_scatter(&p, g, &s[0]).expect("max_pool2d backward"))]
+    });
+    Ok((vals, idx))
+}
+
+/// The max-pool kernel's values and indices as tensors of `shape`.
+fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> (Tensor, Tensor) {
+    let (v, i) = kernels::max_pool2d_forward(g, &x.as_slice::<T>());
+    (Tensor::from_buf(v, shape), Tensor::from_buf(i, shape))
+}
+
+/// The gradient of max pooling: `gy` added into zeros of the input's shape at the argmax
+/// positions `idx`. Its own gradient is `G` gathered at `idx`.
+pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    float_only(gy)?;
+    let (gc, ic) = (contiguous(gy), contiguous(idx));
+    let out = match gy.dtype() {
+        DType::F64 => Tensor::from_buf(kernels::max_pool2d_backward(&p.geom, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()), &p.x_shape),
+        _ => Tensor::from_buf(kernels::max_pool2d_backward(&p.geom, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()), &p.x_shape),
+    };
+    if !autograd::is_recording(&[gy]) {
+        return Ok(out);
+    }
+    let p = p.clone();
+    Ok(autograd::record(out, "MaxPool2DWithIndicesBackwardBackward0", &[gy], [Saved::of(idx)], move |_, g, s| {
+        let (planes, il, ol) = (p.geom.planes as i64, (p.geom.h * p.geom.w) as i64, (p.geom.oh * p.geom.ow) as i64);
+        let picked = g.reshape(&[planes, il]).gather(1, &s[0].reshape(&[planes, ol]));
+        let shape: Vec<i64> = p.y_shape.iter().map(|&d| d as i64).collect();
+        grads![Some(picked.reshape(&shape))]
+    }))
+}
+
+/// The average (or adaptive average) pooling `A·x`, recording `AvgPool2DBackward0` or
+/// `AdaptiveAvgPool2DBackward0` whose rule is [`avg_adjoint`].
+pub(super) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
+    let out = linear(p, x, false)?;
+    if !autograd::is_recording(&[x]) {
+        return Ok(out);
+    }
+    let name = if matches!(p.kind, Kind::Adaptive) { "AdaptiveAvgPool2DBackward0" } else { "AvgPool2DBackward0" };
+    let p = p.clone();
+    Ok(autograd::record(out, name, &[x], [], move |_, g, _| grads![Some(avg_adjoint(&p, g).expect("avg_pool2d backward"))]))
+}
+
+/// `Aᵀ·gy`: the gradient of [`avg`], differentiable (its gradient is `A` again).
+pub(super) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
+    let out = linear(p, gy, true)?;
+    if !autograd::is_recording(&[gy]) {
+        return Ok(out);
+    }
+    let name = if matches!(p.kind, Kind::Adaptive) { "AdaptiveAvgPool2DBackwardBackward0" } else { "AvgPool2DBackwardBackward0" };
+    let p = p.clone();
+    Ok(autograd::record(out, name, &[gy], [], move |_, g, _| grads![Some(avg(&p, g).expect("avg_pool2d"))]))
+}
+
+/// Runs `A` (or `Aᵀ` when `adjoint`) on `t` without recording.
+fn linear(p: &Pool, t: &Tensor, adjoint: bool) -> Result<Tensor> {
+    float_only(t)?;
+    let tc = contiguous(t);
+    Ok(match t.dtype() {
+        DType::F64 => linear_typed::<f64>(p, &tc, adjoint),
+        _ => linear_typed::<f32>(p, &tc, adjoint),
+    })
+}
+
+fn linear_typed<T: Float + StorageElement>(p: &Pool, t: &Tensor, adjoint: bool) -> Tensor {
+    let (g, s) = (&p.geom, t.as_slice::<T>());
+    let buf = match (p.kind, adjoint) {
+        (Kind::Avg(m), false) => kernels::avg_pool2d_forward(g, m, &s),
+        (Kind::Avg(m), true) => kernels::avg_pool2d_backward(g, m, &s),
+        (Kind::Adaptive, false) => kernels::adaptive_avg_pool2d_forward(g.planes, g.h, g.w, g.oh, g.ow, &s),
+        (Kind::Adaptive, true) => kernels::adaptive_avg_pool2d_backward(g.planes, g.h, g.w, g.oh, g.ow, &s),
+        (Kind::Max, _) => unreachable!("max pooling is not linear"),
+    };
+    Tensor::from_buf(buf, if adjoint { &p.x_shape } else { &p.y_shape })
+}

@@ -1,0 +1,48 @@
+//! The reader of tests/fixtures/optim.txt (written by scripts/fixtures_optim.py, whose header
+//! describes the format), shared by the optimizer, scheduler and gradient-clipping tests:
+//! `#[path = "common/optim_fixture.rs"] mod optim_fixture;`.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+/// One line of a fixture case: a tag, its words, and the values after ` = `.
+pub struct Line {
+    pub tag: String,
+    pub args: Vec<String>,
+    pub values: Vec<f64>,
+}
+
+/// A fixture case: kind (`opt`, `sched`, `clip`), name and lines.
+pub struct Case {
+    pub kind: String,
+    pub name: String,
+    pub lines: Vec<Line>,
+}
+
+/// The fixture's cases of kind `kind` (panics when there are none).
+pub fn load_cases(kind: &str) -> Vec<Case> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.txt")).expect("tests/fixtures/optim.txt");
+    let mut cases: Vec<Case> = Vec::new();
+    for raw in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (head, values) = match raw.split_once(" = ") {
+            Some((h, v)) => (h, v.split_whitespace().map(|x| x.parse::<f64>().unwrap_or_else(|_| panic!("bad number {x:?}"))).collect()),
+            None => (raw, Vec::new()),
+        };
+        let mut words = head.split_whitespace().map(String::from);
+        let tag = words.next().unwrap();
+        let args: Vec<String> = words.collect();
+        match tag.as_str() {
+            "case" => cases.push(Case { kind: args[0].clone(), name: args[1].clone(), lines: Vec::new() }),
+            "end" => {}
+            _ => cases.last_mut().expect("a line outside a case").lines.push(Line { tag, args, values }),
+        }
+    }
+    cases.retain(|c| c.kind == kind);
+    assert!(!cases.is_empty(), "no {kind} cases in the fixture");
+    cases
+}
+
+/// `key=value` words as a map (quotes around values removed).
+pub fn key_values(args: &[String]) -> BTreeMap<String, String> {
+    args.iter().map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string())).expect("key=value")).collect()
+}
