@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Arg, Case, Expect, Outcome};
+use common::{Arg, Case, Outcome};
 use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn::functional::{self as F, Conv1dOpts, Conv2dOpts, ConvOpts, Padding};
 use kiln::{DType, Tensor};
@@ -57,27 +57,12 @@ fn conv_cases() -> Vec<Case> {
 
 #[test]
 fn forward_and_gradients_match_pytorch() {
-    let cases = conv_cases();
-    let failures: Vec<String> = cases.iter().filter_map(|c| common::run_case(c, &run).err().map(|e| format!("{} ({}): {e}", c.name, c.location))).collect();
-    assert!(failures.is_empty(), "{} of {} conv cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
-    // Coverage: every option the issue lists has a case.
-    for name in ["stride_pad", "dilation", "groups", "same_odd", "valid", "unbatched", "noncontig", "no_bias", "large_batch", "large_single", "conv1d/f64/basic_bias", "bf16"] {
-        assert!(cases.iter().any(|c| c.name.contains(name) && matches!(c.expect, Expect::Outputs(_))), "no case for {name}");
-    }
+    common::assert_cases_match("conv", &conv_cases(), &run, &["stride_pad", "dilation", "groups", "same_odd", "valid", "unbatched", "noncontig", "no_bias", "large_batch", "large_single", "conv1d/f64/basic_bias", "bf16"]);
 }
 
 #[test]
 fn errors_name_the_op_and_the_caller() {
-    let errors: Vec<Case> = conv_cases().into_iter().filter(|c| matches!(c.expect, Expect::Error(_))).collect();
-    assert!(errors.len() >= 8, "{} error cases", errors.len());
-    for c in &errors {
-        let m = match common::catch_quietly(|| run(c, &c.build_args())) {
-            Ok(Some(Err(m))) => m,
-            Ok(_) => panic!("{}: kiln did not fail", c.name),
-            Err(p) => common::panic_message(&*p),
-        };
-        assert!(m.starts_with(&format!("{}: ", c.op)) && m.contains(&format!("(at {}:", file!())), "{}: {m}", c.name);
-    }
+    common::assert_error_cases(&conv_cases(), &run, 8, file!());
 }
 
 fn f64_leaf(shape: &[usize]) -> Tensor {

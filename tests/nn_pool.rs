@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Arg, Case, Expect, Outcome};
+use common::{Arg, Case, Outcome};
 use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn::functional::{self as F, AvgPool2dOpts, MaxPool2dOpts};
 use kiln::{DType, Tensor};
@@ -67,26 +67,12 @@ fn pool_cases() -> Vec<Case> {
 
 #[test]
 fn forward_indices_and_gradients_match_pytorch() {
-    let cases = pool_cases();
-    let failures: Vec<String> = cases.iter().filter_map(|c| common::run_case(c, &run).err().map(|e| format!("{} ({}): {e}", c.name, c.location))).collect();
-    assert!(failures.is_empty(), "{} of {} pooling cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
-    for name in ["ceil_pad", "rect_ceil", "dilation", "pad_exclude", "ceil_include", "divisor", "non_divisible", "upsample", "unbatched", "noncontig", "large", "bf16"] {
-        assert!(cases.iter().any(|c| c.name.contains(name) && matches!(c.expect, Expect::Outputs(_))), "no case for {name}");
-    }
+    common::assert_cases_match("pooling", &pool_cases(), &run, &["ceil_pad", "rect_ceil", "dilation", "pad_exclude", "ceil_include", "divisor", "non_divisible", "upsample", "unbatched", "noncontig", "large", "bf16"]);
 }
 
 #[test]
 fn errors_name_the_op_and_the_caller() {
-    let errors: Vec<Case> = pool_cases().into_iter().filter(|c| matches!(c.expect, Expect::Error(_))).collect();
-    assert!(errors.len() >= 6, "{} error cases", errors.len());
-    for c in &errors {
-        let m = match common::catch_quietly(|| run(c, &c.build_args())) {
-            Ok(Some(Err(m))) => m,
-            Ok(_) => panic!("{}: kiln did not fail", c.name),
-            Err(p) => common::panic_message(&*p),
-        };
-        assert!(m.starts_with(&format!("{}: ", c.op)) && m.contains(&format!("(at {}:", file!())), "{}: {m}", c.name);
-    }
+    common::assert_error_cases(&pool_cases(), &run, 6, file!());
 }
 
 /// An f64 leaf of distinct values (no ties in a max-pool window, even after a ±eps step).

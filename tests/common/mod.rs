@@ -673,3 +673,30 @@ fn parse_values(tokens: &[&str], dtype: DType, n: usize) -> Result<Values, Strin
         Ok(Values::Int(tokens.iter().map(|t| t.parse().map_err(|_| format!("bad integer {t}"))).collect::<Result<_, _>>()?))
     }
 }
+
+/// Runs every case that expects outputs, failing with the list of those that differ, and
+/// checks that each name in `coverage` has such a case.
+#[allow(dead_code)]
+pub fn assert_cases_match(what: &str, cases: &[Case], run: &dyn Fn(&Case, &[Arg]) -> Outcome, coverage: &[&str]) {
+    let failures: Vec<String> = cases.iter().filter_map(|c| run_case(c, run).err().map(|e| format!("{} ({}): {e}", c.name, c.location))).collect();
+    assert!(failures.is_empty(), "{} of {} {what} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    for name in coverage {
+        assert!(cases.iter().any(|c| c.name.contains(name) && matches!(c.expect, Expect::Outputs(_))), "no {what} case for {name}");
+    }
+}
+
+/// Runs every case that expects an error (at least `min` of them): each must fail with a message
+/// that starts with `op: ` and names the caller's line in `caller_file`.
+#[allow(dead_code)]
+pub fn assert_error_cases(cases: &[Case], run: &dyn Fn(&Case, &[Arg]) -> Outcome, min: usize, caller_file: &str) {
+    let errors: Vec<&Case> = cases.iter().filter(|c| matches!(c.expect, Expect::Error(_))).collect();
+    assert!(errors.len() >= min, "{} error cases, expected at least {min}", errors.len());
+    for c in errors {
+        let m = match catch_quietly(|| run(c, &c.build_args())) {
+            Ok(Some(Err(m))) => m,
+            Ok(_) => panic!("{}: kiln did not fail", c.name),
+            Err(p) => panic_message(&*p),
+        };
+        assert!(m.starts_with(&format!("{}: ", c.op)) && m.contains(&format!("(at {caller_file}:")), "{}: {m}", c.name);
+    }
+}
