@@ -1,8 +1,8 @@
 //! # kiln
 //!
 //! A deep-learning framework in Rust with PyTorch's define-by-run API: tensors with
-//! shared-storage views, and (in coming work) autograd, `nn`, `optim`, data loading, CUDA and a
-//! graph compiler underneath (`kiln::compile`).
+//! shared-storage views, autograd, `nn`, `optim`, data loading and checkpoints, and (in coming
+//! work) CUDA tensors and a graph compiler underneath (`kiln::compile`).
 //!
 //! ## Deliberate differences from PyTorch
 //! - `Tensor: Clone` copies the *handle* (both share storage, like Python assignment);
@@ -15,6 +15,14 @@
 //! - f16/bf16 `matmul` computes in f32 over the whole reduction and rounds once.
 //! - `Tensor::cat`/`stack` take `&[impl Borrow<Tensor>]` (`&[&Tensor]` or `&[Tensor]`).
 //! - Errors panic with `op: message (at file:line)`; the `try_` forms return [`Result`].
+//! - Modules: `#[derive(Module)]` + `impl Module { fn forward }`; `train`/`eval`/`to` take
+//!   `&mut self`; losses are structs with `forward(input, target)`, not modules (see [`nn`]).
+//! - Optimizers take `Vec<Tensor>` parameter handles; schedulers take the optimizer in `step`
+//!   (`sched.step(&mut opt)`), and resume through `load_state_dict` instead of `last_epoch`.
+//! - Optimizer `state_dict()` returns copies of the state tensors (see [`optim`]).
+//! - `DataLoader` seeds each batch's randomness from (epoch seed, batch index), so results do
+//!   not depend on `num_workers` (see [`data`]).
+//! - Checkpoints are safetensors files ([`save`], [`load`]), not pickles.
 
 // Lets `#[derive(Module)]` (which names `::kiln`) work inside this crate too.
 extern crate self as kiln;

@@ -1,0 +1,136 @@
+//! One eager training step (zero_grad, forward, loss, backward, SGD-momentum step) next to the
+//! time its matrix products alone take through the `gemm` crate, measured in the same run
+//! (issue 4, item 10):
+//! - MLP 784-512-512-10 at batch 128 (411 MFLOP per step; target ≤ 1.6× the gemm time);
+//! - the blitz CIFAR net at batch 64 (target ≤ 3× its gemm bound: every convolution and linear
+//!   layer as the matrix products im2col makes of it, over the whole batch).
+//!
+//! `cargo bench --bench train_step` prints a Markdown table.
+
+use kiln::nn::{self, functional as F, Module};
+use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::prelude::*;
+
+mod common;
+use common::{gemm_secs, time};
+
+#[derive(Module)]
+struct Mlp {
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    fc3: nn::Linear,
+}
+
+impl Module for Mlp {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let x = F::relu(&self.fc1.forward(x));
+        let x = F::relu(&self.fc2.forward(&x));
+        self.fc3.forward(&x)
+    }
+}
+
+#[derive(Module)]
+struct BlitzNet {
+    conv1: nn::Conv2d,
+    pool: nn::MaxPool2d,
+    conv2: nn::Conv2d,
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    fc3: nn::Linear,
+}
+
+impl Module for BlitzNet {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let x = self.pool.forward(&F::relu(&self.conv1.forward(x)));
+        let x = self.pool.forward(&F::relu(&self.conv2.forward(&x)));
+        let x = x.flatten(1, -1);
+        let x = F::relu(&self.fc1.forward(&x));
+        let x = F::relu(&self.fc2.forward(&x));
+        self.fc3.forward(&x)
+    }
+}
+
+/// Median seconds of one training step of `net` on `(x, y)`.
+fn step_secs(net: &dyn Module, x: &Tensor, y: &Tensor) -> f64 {
+    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+    let criterion = nn::CrossEntropyLoss::new();
+    time(15, || {
+        opt.zero_grad();
+        let loss = criterion.forward(&net.forward(x), y);
+        loss.backward();
+        opt.step();
+    })
+}
+
+/// `(m, k, n)` of a product, its FLOPs.
+fn flops(products: &[(usize, usize, usize)]) -> f64 {
+    products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum()
+}
+
+fn gemm_total(products: &[(usize, usize, usize)]) -> f64 {
+    products.iter().map(|&(m, k, n)| gemm_secs(m, k, n)).sum()
+}
+
+/// A linear layer's products in one step: forward, weight gradient, and (unless it is the
+/// first layer, whose input needs no gradient) input gradient.
+fn linear_products(batch: usize, fan_in: usize, fan_out: usize, first: bool) -> Vec<(usize, usize, usize)> {
+    let mut p = vec![(batch, fan_in, fan_out), (fan_out, batch, fan_in)];
+    if !first {
+        p.push((batch, fan_out, fan_in));
+    }
+    p
+}
+
+/// A stride-1 unpadded convolution's products over the batch, as im2col makes them.
+fn conv_products(batch: usize, c_in: usize, c_out: usize, k: usize, out_hw: usize, first: bool) -> Vec<(usize, usize, usize)> {
+    let (rows, cols) = (c_in * k * k, batch * out_hw * out_hw);
+    let mut p = vec![(c_out, rows, cols), (c_out, cols, rows)];
+    if !first {
+        p.push((rows, c_out, cols));
+    }
+    p
+}
+
+fn main() {
+    kiln::manual_seed(0);
+    println!("threads: {}\n", kiln::get_num_threads());
+    println!("| step | kiln eager | its matrix products through gemm | ratio | target |");
+    println!("|---|---|---|---|---|");
+
+    let mlp = Mlp { fc1: nn::Linear::new(784, 512), fc2: nn::Linear::new(512, 512), fc3: nn::Linear::new(512, 10) };
+    let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
+    let kiln = step_secs(&mlp, &x, &y);
+    let products: Vec<_> = [(784, 512, true), (512, 512, false), (512, 10, false)].iter().flat_map(|&(i, o, f)| linear_products(128, i, o, f)).collect();
+    let gemm = gemm_total(&products);
+    println!(
+        "| MLP 784-512-512-10, batch 128 ({:.0} MFLOP) | {:.2} ms | {:.2} ms | {:.2} | ≤ 1.6 |",
+        flops(&products) / 1e6,
+        kiln * 1e3,
+        gemm * 1e3,
+        kiln / gemm
+    );
+
+    let net = BlitzNet {
+        conv1: nn::Conv2d::new(3, 6, 5),
+        pool: nn::MaxPool2d::new(2),
+        conv2: nn::Conv2d::new(6, 16, 5),
+        fc1: nn::Linear::new(400, 120),
+        fc2: nn::Linear::new(120, 84),
+        fc3: nn::Linear::new(84, 10),
+    };
+    let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
+    let kiln = step_secs(&net, &x, &y);
+    let mut products = conv_products(64, 3, 6, 5, 28, true);
+    products.extend(conv_products(64, 6, 16, 5, 10, false));
+    for (i, o) in [(400, 120), (120, 84), (84, 10)] {
+        products.extend(linear_products(64, i, o, false));
+    }
+    let gemm = gemm_total(&products);
+    println!(
+        "| blitz CIFAR net, batch 64 ({:.0} MFLOP) | {:.2} ms | {:.2} ms | {:.2} | ≤ 3 |",
+        flops(&products) / 1e6,
+        kiln * 1e3,
+        gemm * 1e3,
+        kiln / gemm
+    );
+}
