@@ -4,10 +4,15 @@
 //! an f64 trajectory matches PyTorch's to rounding (PyTorch's CPU kernels fuse some multiply-adds;
 //! kiln rounds each op, so the two differ by an ulp or so per step).
 //!
-//! ```ignore
+//! ```
+//! use kiln::optim::{lr_scheduler::LrScheduler, Optimizer};
+//! use kiln::prelude::*;
+//! let net = nn::Linear::new(4, 2);
 //! let mut opt = optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
 //! let mut sched = optim::lr_scheduler::StepLr::new(&mut opt, 30, 0.1);
+//! let loss = net.forward(&Tensor::randn(&[3, 4])).sum();
 //! opt.zero_grad(); loss.backward(); opt.step(); sched.step(&mut opt);
+//! assert_eq!(opt.lr(0), 0.01);
 //! ```
 //!
 //! The optimizers ([`Sgd`], [`Adam`], [`AdamW`], [`Adadelta`], [`Adagrad`], [`RmsProp`]) are one

@@ -4,9 +4,17 @@
 //! current learning rates and writing the new ones, so its `get_last_lr()` matches PyTorch's to
 //! rounding. Constructors set the initial learning rate the way PyTorch's do (one initial step).
 //!
-//! ```ignore
+//! ```
+//! use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
+//! use kiln::optim::{Optimizer, Sgd, SgdConfig};
+//! let w = kiln::Tensor::zeros(&[2]).requires_grad_(true);
+//! let mut opt = Sgd::new(vec![w], SgdConfig { lr: 1.0, ..Default::default() });
 //! let mut sched = StepLr::new(&mut opt, 30, 0.1);
-//! for epoch in 0..100 { train(&mut opt); sched.step(&mut opt); }
+//! for _epoch in 0..60 {
+//!     // train one epoch with `opt` …
+//!     sched.step(&mut opt);
+//! }
+//! assert!((opt.lr(0) - 0.01).abs() < 1e-12);
 //! ```
 //!
 //! A scheduler's `state_dict()` holds only metadata: `last_epoch`, `_step_count`, `base_lrs`
