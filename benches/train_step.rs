@@ -13,6 +13,8 @@ use kiln::prelude::*;
 
 mod common;
 use common::{gemm_secs, time};
+#[path = "../tests/common/blitz_net.rs"]
+mod blitz_net;
 
 #[derive(Module)]
 struct Mlp {
@@ -24,27 +26,6 @@ struct Mlp {
 impl Module for Mlp {
     fn forward(&self, x: &Tensor) -> Tensor {
         let x = F::relu(&self.fc1.forward(x));
-        let x = F::relu(&self.fc2.forward(&x));
-        self.fc3.forward(&x)
-    }
-}
-
-#[derive(Module)]
-struct BlitzNet {
-    conv1: nn::Conv2d,
-    pool: nn::MaxPool2d,
-    conv2: nn::Conv2d,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    fc3: nn::Linear,
-}
-
-impl Module for BlitzNet {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = self.pool.forward(&F::relu(&self.conv1.forward(x)));
-        let x = self.pool.forward(&F::relu(&self.conv2.forward(&x)));
-        let x = x.flatten(1, -1);
-        let x = F::relu(&self.fc1.forward(&x));
         let x = F::relu(&self.fc2.forward(&x));
         self.fc3.forward(&x)
     }
@@ -110,14 +91,7 @@ fn main() {
         kiln / gemm
     );
 
-    let net = BlitzNet {
-        conv1: nn::Conv2d::new(3, 6, 5),
-        pool: nn::MaxPool2d::new(2),
-        conv2: nn::Conv2d::new(6, 16, 5),
-        fc1: nn::Linear::new(400, 120),
-        fc2: nn::Linear::new(120, 84),
-        fc3: nn::Linear::new(84, 10),
-    };
+    let net = blitz_net::Net::new();
     let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
     let kiln = step_secs(&net, &x, &y);
     let mut products = conv_products(64, 3, 6, 5, 28, true);

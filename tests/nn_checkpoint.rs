@@ -1,45 +1,15 @@
 //! Checkpoints: PyTorch's blitz `Net` weights loaded from safetensors reproduce PyTorch's output;
 //! a training run resumed from a checkpoint continues bit for bit.
 
-use kiln::nn::{self, functional as F, Module};
+use kiln::nn::{self, Module};
 use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
 use kiln::optim::{Optimizer, Sgd, SgdConfig};
 use kiln::{StateDict, Tensor};
 use std::path::PathBuf;
 
-#[derive(Module)]
-struct Net {
-    conv1: nn::Conv2d,
-    pool: nn::MaxPool2d,
-    conv2: nn::Conv2d,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    fc3: nn::Linear,
-}
-
-impl Net {
-    fn new() -> Net {
-        Net {
-            conv1: nn::Conv2d::new(3, 6, 5),
-            pool: nn::MaxPool2d::new(2),
-            conv2: nn::Conv2d::new(6, 16, 5),
-            fc1: nn::Linear::new(16 * 5 * 5, 120),
-            fc2: nn::Linear::new(120, 84),
-            fc3: nn::Linear::new(84, 10),
-        }
-    }
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = self.pool.forward(&F::relu(&self.conv1.forward(x)));
-        let x = self.pool.forward(&F::relu(&self.conv2.forward(&x)));
-        let x = x.flatten(1, -1);
-        let x = F::relu(&self.fc1.forward(&x));
-        let x = F::relu(&self.fc2.forward(&x));
-        self.fc3.forward(&x)
-    }
-}
+#[path = "common/blitz_net.rs"]
+mod blitz_net;
+use blitz_net::Net;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
