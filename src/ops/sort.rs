@@ -44,11 +44,11 @@ fn record_values(name: &'static str, x: &Tensor, d: usize, (values, indices): (T
     (values, indices)
 }
 
-/// `sort` without autograd (`argsort` needs no history).
+/// `sort` without autograd (`argsort` needs no history); `op` names the public op in errors.
 #[track_caller]
-fn sort(x: &Tensor, d: usize, descending: bool) -> Result<(Tensor, Tensor)> {
+fn sort(op: &'static str, x: &Tensor, d: usize, descending: bool) -> Result<(Tensor, Tensor)> {
     let n = x.shape().get(d).copied().unwrap_or(1);
-    along_dim("sort", x, d, n, |s, l| {
+    along_dim(op, x, d, n, |s, l| {
         match_cpu!(s, |b: T| {
             let (v, i) = kernels::sort(b, l, d, descending);
             (T::wrap(v), i64::wrap(i))
@@ -68,7 +68,7 @@ impl Tensor {
     #[track_caller]
     pub fn try_sort(&self, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> {
         let d = self.normalize_dim("sort", dim)?;
-        Ok(record_values("SortBackward0", self, d, sort(self, d, descending)?))
+        Ok(record_values("SortBackward0", self, d, sort("sort", self, d, descending)?))
     }
 
     /// The positions that sort the values along `dim` (`x.argsort(dim, descending)`); stable.
@@ -80,8 +80,8 @@ impl Tensor {
     /// [`Tensor::argsort`] returning an error for a dim out of range.
     #[track_caller]
     pub fn try_argsort(&self, dim: i64, descending: bool) -> Result<Tensor> {
-        let d = self.normalize_dim("sort", dim)?;
-        Ok(sort(self, d, descending)?.1)
+        let d = self.normalize_dim("argsort", dim)?;
+        Ok(sort("argsort", self, d, descending)?.1)
     }
 
     /// The `k` largest (or smallest, when `largest` is false) values along `dim` and their
