@@ -441,14 +441,16 @@ pub fn fmt_module(module: &dyn Module, f: &mut fmt::Formatter<'_>) -> fmt::Resul
 fn module_repr(module: &dyn Module) -> String {
     let extra = module.extra_repr();
     let mut lines: Vec<String> = if extra.is_empty() { Vec::new() } else { extra.lines().map(str::to_string).collect() };
-    for (name, child) in fields(module).children {
+    let children = fields(module).children;
+    let leaf = children.is_empty();
+    for (name, child) in children {
         let child = module_repr(child).replace('\n', "\n  ");
         lines.push(format!("({name}): {child}"));
     }
     let name = module.type_name();
     match lines.len() {
         0 => format!("{name}()"),
-        1 if fields(module).children.is_empty() => format!("{name}({})", lines[0]),
+        1 if leaf => format!("{name}({})", lines[0]),
         _ => format!("{name}(\n  {}\n)", lines.join("\n  ")),
     }
 }

@@ -37,15 +37,16 @@ pub fn try_embedding(indices: &Tensor, weight: &Tensor, padding_idx: Option<i64>
         Some(p) if p >= -(rows as i64) && p < rows as i64 => Some(if p < 0 { p + rows as i64 } else { p }),
         Some(p) => return Err(err(OP, ErrorKind::Index, format!("padding_idx {p} must be within num_embeddings ({rows})"))),
     };
-    let table = match padding {
-        // The padding row is read from a detached copy of the weight: same values, no gradient.
+    let rows_out = named(OP, weight.try_index_select(0, &flat))?;
+    let rows_out = match padding {
+        // Looked-up padding rows are taken from a detached copy of the selected rows: same
+        // values, no gradient (only the looked-up rows are touched, never the whole table).
         Some(p) if crate::is_grad_enabled() && weight.requires_grad() => {
-            let row = Tensor::arange(rows as i64).eq(p).unsqueeze(1);
-            named(OP, Tensor::try_where(&row, weight.detach(), weight))?
+            named(OP, Tensor::try_where(&flat.eq(p).unsqueeze(1), rows_out.detach(), &rows_out))?
         }
-        _ => weight.clone(),
+        _ => rows_out,
     };
     let mut shape: Vec<i64> = indices.shape().iter().map(|&s| s as i64).collect();
     shape.push(dim as i64);
-    named(OP, table.try_index_select(0, &flat).and_then(|t| t.try_reshape(&shape)))
+    named(OP, rows_out.try_reshape(&shape))
 }
