@@ -8,5 +8,6 @@
 
 pub mod cuda;
 pub mod expr;
+pub mod kernel;
 
 pub use expr::Expr;

@@ -1,0 +1,233 @@
+//! The fused-kernel IR: what one generated kernel computes, independent of the back end.
+//!
+//! The fusion pass turns a group of captured elementwise nodes into an [`ElementwiseKernel`];
+//! the Cranelift emitter ([`crate::cpu`]) turns that into machine code. The kernel's meaning is
+//! defined op by op: every instruction produces exactly what the eager op of the same kind would
+//! produce for a tensor of the instruction's dtype (floats compute in their own precision, f32 in
+//! f32 and f64 in f64; integers in i64 with wrapping, then cast to the instruction's dtype; Bool
+//! values are 0 or 1), so a fused kernel equals the chain of eager ops it replaces, up to the
+//! stated error of the inline transcendental approximations.
+
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
+use kiln_runtime::DType;
+use std::hash::{Hash, Hasher};
+
+/// An SSA value: the index of the instruction that produces it.
+pub type Val = u32;
+
+/// What the innermost dimension of the iteration space does to an input's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InnerStride {
+    /// Stride 0: the same element for the whole row (a broadcast along the inner dim).
+    Broadcast,
+    /// Stride 1: consecutive elements (vector loads).
+    Unit,
+    /// Any other stride (given at run time).
+    Strided,
+}
+
+/// One input buffer of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelInput {
+    /// Element type in memory.
+    pub dtype: DType,
+    /// How the inner dim steps through it (the kernel is specialized on this).
+    pub inner: InnerStride,
+}
+
+/// One instruction: an op and the dtype of its result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Inst {
+    /// What is computed.
+    pub op: InstOp,
+    /// The result's dtype.
+    pub dtype: DType,
+}
+
+/// The ops of the IR (operands are earlier instructions).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InstOp {
+    /// The element of input `i` at the current index; `dtype` is the input's dtype.
+    Load(u32),
+    /// Run-time scalar argument `j` (passed as f64, converted to `dtype` as the eager
+    /// scalar-to-tensor conversion does: truncation toward zero for integers, `!= 0` for Bool).
+    Scalar(u32),
+    /// A constant, converted to `dtype` like [`InstOp::Scalar`].
+    Const(f64),
+    /// `op(a)`; `a` has the instruction's dtype.
+    Unary(UnaryOp, Val),
+    /// `op(a, b)`; both have the instruction's dtype.
+    Binary(BinaryOp, Val, Val),
+    /// A comparison of two values of the same dtype; the instruction's dtype is Bool.
+    Cmp(CmpOp, Val, Val),
+    /// A logical op on the truth (`!= 0`) of two values of any dtypes; the result is Bool.
+    Logical(LogicalOp, Val, Val),
+    /// Logical not of the truth of a value of any dtype; the result is Bool.
+    Not(Val),
+    /// `cond ? a : b` with `cond` Bool and `a`, `b` of the instruction's dtype.
+    Where(Val, Val, Val),
+    /// The value converted to the instruction's dtype with the eager cast rules (floats to
+    /// integers truncate toward zero, anything to Bool is `!= 0`, integers wrap).
+    Cast(Val),
+}
+
+/// A fused elementwise kernel over an iteration space of `rank` dims (sizes and input strides
+/// are run-time arguments; see [`KernelArgs`]). Each output is written contiguously in the
+/// iteration space's row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElementwiseKernel {
+    /// Dims of the iteration space (at least 1).
+    pub rank: usize,
+    /// The input buffers.
+    pub inputs: Vec<KernelInput>,
+    /// How many run-time scalars [`InstOp::Scalar`] may read.
+    pub scalars: usize,
+    /// The instructions in dependency order.
+    pub insts: Vec<Inst>,
+    /// The values written out, one buffer each, in the value's dtype.
+    pub outputs: Vec<Val>,
+}
+
+impl ElementwiseKernel {
+    /// The dtype of value `v`.
+    pub fn dtype(&self, v: Val) -> DType {
+        self.insts[v as usize].dtype
+    }
+
+    /// A structural hash: equal for kernels that compile to the same code.
+    pub fn structural_hash(&self) -> u64 {
+        let mut h = ahash_hasher();
+        self.rank.hash(&mut h);
+        self.inputs.hash(&mut h);
+        self.scalars.hash(&mut h);
+        self.outputs.hash(&mut h);
+        for inst in &self.insts {
+            inst.dtype.hash(&mut h);
+            hash_op(&inst.op, &mut h);
+        }
+        h.finish()
+    }
+
+    /// Checks operand order, input and scalar indices and the dtype rules above.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rank == 0 {
+            return Err("the iteration space needs at least one dim".into());
+        }
+        for (k, inst) in self.insts.iter().enumerate() {
+            let before = |v: Val| -> Result<DType, String> {
+                if (v as usize) < k {
+                    Ok(self.insts[v as usize].dtype)
+                } else {
+                    Err(format!("instruction {k} reads value {v}, which is not defined before it"))
+                }
+            };
+            let same = |v: Val| -> Result<(), String> {
+                let d = before(v)?;
+                if d != inst.dtype {
+                    return Err(format!("instruction {k} ({:?}) of dtype {} reads value {v} of dtype {d}", inst.op, inst.dtype));
+                }
+                Ok(())
+            };
+            match inst.op {
+                InstOp::Load(i) => {
+                    let input = self.inputs.get(i as usize).ok_or_else(|| format!("instruction {k} loads input {i}, but there are {}", self.inputs.len()))?;
+                    if input.dtype != inst.dtype {
+                        return Err(format!("instruction {k} loads input {i} of dtype {} as {}", input.dtype, inst.dtype));
+                    }
+                }
+                InstOp::Scalar(j) if j as usize >= self.scalars => {
+                    return Err(format!("instruction {k} reads scalar {j}, but there are {}", self.scalars));
+                }
+                InstOp::Scalar(_) | InstOp::Const(_) => {}
+                InstOp::Unary(_, a) => same(a)?,
+                InstOp::Binary(_, a, b) => {
+                    same(a)?;
+                    same(b)?;
+                }
+                InstOp::Cmp(_, a, b) => {
+                    if before(a)? != before(b)? || inst.dtype != DType::Bool {
+                        return Err(format!("comparison {k} needs two operands of one dtype and a Bool result"));
+                    }
+                }
+                InstOp::Logical(_, a, b) => {
+                    before(a)?;
+                    before(b)?;
+                    if inst.dtype != DType::Bool {
+                        return Err(format!("logical op {k} must have a Bool result"));
+                    }
+                }
+                InstOp::Not(a) => {
+                    before(a)?;
+                    if inst.dtype != DType::Bool {
+                        return Err(format!("logical not {k} must have a Bool result"));
+                    }
+                }
+                InstOp::Where(c, a, b) => {
+                    if before(c)? != DType::Bool {
+                        return Err(format!("where {k} needs a Bool condition"));
+                    }
+                    same(a)?;
+                    same(b)?;
+                }
+                InstOp::Cast(a) => {
+                    before(a)?;
+                }
+            }
+        }
+        for &o in &self.outputs {
+            if o as usize >= self.insts.len() {
+                return Err(format!("output value {o} is not defined"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Hashes an op, its float constant by bits.
+fn hash_op(op: &InstOp, h: &mut impl Hasher) {
+    std::mem::discriminant(op).hash(h);
+    match *op {
+        InstOp::Load(i) | InstOp::Scalar(i) => i.hash(h),
+        InstOp::Const(c) => c.to_bits().hash(h),
+        InstOp::Unary(o, a) => (o, a).hash(h),
+        InstOp::Binary(o, a, b) => (o, a, b).hash(h),
+        InstOp::Cmp(o, a, b) => (o, a, b).hash(h),
+        InstOp::Logical(o, a, b) => (o, a, b).hash(h),
+        InstOp::Not(a) | InstOp::Cast(a) => a.hash(h),
+        InstOp::Where(c, a, b) => (c, a, b).hash(h),
+    }
+}
+
+/// A hasher with fixed keys, so structural hashes are the same in every process.
+pub fn ahash_hasher() -> ahash::AHasher {
+    ahash::RandomState::with_seeds(0x6b69_6c6e, 0x636f_6d70, 0x696c_6521, 0x0000_0001).build_hasher()
+}
+
+use std::hash::BuildHasher;
+
+/// The run-time arguments of one call of a compiled elementwise kernel (C layout: the JIT code
+/// reads these fields at fixed offsets).
+///
+/// The iteration space `[d0, …, d(r-1)]` is seen as `outer × inner` rows with `inner =
+/// d(r-1)`; one call computes rows `row_start..row_end`, so callers split work across threads
+/// by rows. Row `r`'s outer multi-index is `r` decomposed over `d0..d(r-2)` (row-major); input
+/// `i`'s element for multi-index `idx` is at `inputs[i] + Σ idx[d]·strides[i·rank + d]`
+/// elements; output `o`'s element is at `outputs[o] + row·inner + j`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelArgs {
+    /// One base pointer per input (already at the view's offset).
+    pub inputs: *const *const u8,
+    /// One base pointer per output.
+    pub outputs: *const *mut u8,
+    /// The run-time scalars.
+    pub scalars: *const f64,
+    /// `rank` sizes.
+    pub shape: *const usize,
+    /// `inputs.len() × rank` element strides (0 for broadcast dims), input-major.
+    pub strides: *const isize,
+    /// First row to compute.
+    pub row_start: usize,
+    /// One past the last row to compute.
+    pub row_end: usize,
+}
