@@ -6,6 +6,7 @@
 //! an expression into an NVRTC-compiled elementwise kernel. The graph IR, passes and the
 //! Cranelift CPU emitter come with the compile() work.
 
+pub mod cpu;
 pub mod cuda;
 pub mod expr;
 pub mod kernel;

@@ -1,0 +1,116 @@
+//! The Cranelift CPU back end: an [`ElementwiseKernel`] compiled to native code with
+//! `cranelift-jit`.
+//!
+//! [`CpuKernel::compile`] validates the kernel, emits one `extern "C" fn(*const KernelArgs)`
+//! (see [`emit`] for the loop shape, [`ops`] for per-op instruction selection, [`math`] for the
+//! inline f32 transcendentals and their error bounds) and finalizes it in a module of its own,
+//! which the `CpuKernel` owns and frees on drop.
+
+mod emit;
+mod helpers;
+mod jit;
+pub mod math;
+mod ops;
+
+use crate::kernel::{ElementwiseKernel, KernelArgs};
+use cranelift_codegen::print_errors::pretty_error;
+use cranelift_jit::JITModule;
+use cranelift_module::{Linkage, Module, ModuleError};
+use std::time::{Duration, Instant};
+
+/// A compiled elementwise kernel: native code in JIT memory owned by this value.
+pub struct CpuKernel {
+    /// The module that owns the code; `None` only during drop.
+    module: Option<JITModule>,
+    entry: unsafe extern "C" fn(*const KernelArgs),
+    clif: String,
+    compile_time: Duration,
+    vectorized: bool,
+}
+
+// SAFETY: after `finalize_definitions` the module is never mutated again (only freed in
+// `drop`, which has `&mut self`); the generated code is read-only, position-independent of the
+// calling thread and keeps no state, so calling it from several threads at once is sound.
+unsafe impl Send for CpuKernel {}
+// SAFETY: see `Send`: `&CpuKernel` only allows `call`, `clif` and `compile_time`, none of
+// which mutate anything.
+unsafe impl Sync for CpuKernel {}
+
+impl CpuKernel {
+    /// Compiles `k` (validated first) into a function named `name` (for debugging output).
+    /// Errors for an invalid kernel, for F16/BF16 values ("f16/bf16 are not supported by the
+    /// CPU JIT": the caller falls back to eager), and for code generation failures.
+    pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
+        let t0 = Instant::now();
+        k.validate()?;
+        let (mut module, ids) = jit::new_module()?;
+        let sig = jit::kernel_signature(&module);
+        let fname = format!("kiln_kernel_{name}");
+        let id = module.declare_function(&fname, Linkage::Export, &sig).map_err(|e| e.to_string())?;
+        let mut ctx = module.make_context();
+        ctx.func.signature = sig;
+        let plan = emit::build(k, &mut module, &ids, &mut ctx.func)?;
+        let clif = ctx.func.display().to_string();
+        module.define_function(id, &mut ctx).map_err(|e| match e {
+            ModuleError::Compilation(err) => format!("cranelift: {}\n{clif}", pretty_error(&ctx.func, err)),
+            e => e.to_string(),
+        })?;
+        module.clear_context(&mut ctx);
+        module.finalize_definitions().map_err(|e| e.to_string())?;
+        let ptr = module.get_finalized_function(id);
+        // SAFETY: `ptr` is the finalized code of a function declared with the signature
+        // `fn(i64)` in the host's default calling convention, which is the C ABI of
+        // `extern "C" fn(*const KernelArgs)` on a 64-bit host.
+        let entry = unsafe { std::mem::transmute::<*const u8, unsafe extern "C" fn(*const KernelArgs)>(ptr) };
+        Ok(CpuKernel { module: Some(module), entry, clif, compile_time: t0.elapsed(), vectorized: matches!(plan, emit::Plan::Vector(_)) })
+    }
+
+    /// The CLIF text of the generated function (for `KILN_DEBUG=kernels`).
+    pub fn clif(&self) -> &str {
+        &self.clif
+    }
+
+    /// How long [`CpuKernel::compile`] took (validation, emission, Cranelift, finalization).
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// True when the inner loop is the F32X4/F64X2 vector loop (plus a scalar tail); false
+    /// for the scalar loop.
+    pub fn is_vectorized(&self) -> bool {
+        self.vectorized
+    }
+
+    /// Runs the kernel for rows `args.row_start..args.row_end`.
+    ///
+    /// # Safety
+    /// `args` must describe the kernel this was compiled from: `inputs` holds one pointer per
+    /// kernel input, `outputs` one per output, `scalars` at least `k.scalars` values, `shape`
+    /// `k.rank` sizes and `strides` `inputs × rank` element strides; for every row in the
+    /// range and every inner index, each input's element address (base + Σ idx·stride, in
+    /// elements of its dtype) must be valid to read and hold a valid value of its dtype (Bool:
+    /// 0 or 1), and each output's `row·inner + j` must be valid to write and not overlap an
+    /// input element read by a later index (elementwise in-place, the same index, is fine). `row_end`
+    /// must not exceed the number of rows (the product of all sizes but the last). Several
+    /// threads may call at once on disjoint row ranges.
+    pub unsafe fn call(&self, args: &KernelArgs) {
+        // SAFETY: the caller upholds the contract above, which is what the code assumes.
+        unsafe { (self.entry)(args) }
+    }
+}
+
+impl Drop for CpuKernel {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the code is only reachable through `self.entry`, which dies with `self`;
+            // `drop` has `&mut self`, so no call is running.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl std::fmt::Debug for CpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuKernel").field("compile_time", &self.compile_time).field("vectorized", &self.vectorized).finish()
+    }
+}

@@ -1,0 +1,371 @@
+//! Per-op instruction selection: one IR instruction of an [`ElementwiseKernel`] to CLIF, for a
+//! scalar value of any dtype or (floats only) an F32X4/F64X2 vector of lanes.
+//!
+//! Scalar values use the CLIF type of their dtype ([`clif_type`]); Bool is an `i8` holding 0
+//! or 1. In the vector path a Bool is a lane mask (all ones or zero, `i32x4`/`i64x2`).
+//!
+//! [`ElementwiseKernel`]: crate::kernel::ElementwiseKernel
+
+use super::helpers;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::FunctionBuilder;
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Module};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
+use kiln_runtime::DType;
+use std::collections::HashMap;
+
+/// The CLIF type of a scalar of `dtype`.
+pub(crate) fn clif_type(dtype: DType) -> Result<Type, String> {
+    Ok(match dtype {
+        DType::F32 => types::F32,
+        DType::F64 => types::F64,
+        DType::I64 => types::I64,
+        DType::I32 => types::I32,
+        DType::U8 | DType::Bool => types::I8,
+        DType::F16 | DType::BF16 => return Err("f16/bf16 are not supported by the CPU JIT".into()),
+    })
+}
+
+/// The emission context: the function being built and the helpers it may call.
+pub(crate) struct Cx<'a, 'b> {
+    /// The function builder, positioned at the current block.
+    pub b: &'a mut FunctionBuilder<'b>,
+    module: &'a mut JITModule,
+    ids: &'a HashMap<&'static str, FuncId>,
+    refs: HashMap<&'static str, FuncRef>,
+}
+
+impl<'a, 'b> Cx<'a, 'b> {
+    /// A context over `b`, calling helpers declared in `module` under `ids`.
+    pub fn new(b: &'a mut FunctionBuilder<'b>, module: &'a mut JITModule, ids: &'a HashMap<&'static str, FuncId>) -> Self {
+        Cx { b, module, ids, refs: HashMap::new() }
+    }
+
+    /// The type of a value.
+    pub fn ty(&self, v: Value) -> Type {
+        self.b.func.dfg.value_type(v)
+    }
+
+    /// Calls helper `name` on scalars.
+    pub fn call(&mut self, name: &'static str, args: &[Value]) -> Value {
+        let fref = match self.refs.get(name) {
+            Some(&f) => f,
+            None => {
+                let id = self.ids[name];
+                let f = self.module.declare_func_in_func(id, self.b.func);
+                self.refs.insert(name, f);
+                f
+            }
+        };
+        let call = self.b.ins().call(fref, args);
+        self.b.inst_results(call)[0]
+    }
+
+    /// Calls helper `name` on scalars, or lane by lane on vectors (extract, call, insert).
+    pub fn call_any(&mut self, name: &'static str, args: &[Value]) -> Value {
+        let ty = self.ty(args[0]);
+        if !ty.is_vector() {
+            return self.call(name, args);
+        }
+        let mut out = args[0];
+        for lane in 0..ty.lane_count() as u8 {
+            let lanes: Vec<Value> = args.iter().map(|&a| self.b.ins().extractlane(a, lane)).collect();
+            let r = self.call(name, &lanes);
+            out = self.b.ins().insertlane(out, r, lane);
+        }
+        out
+    }
+
+    /// A float constant of type `ty` (F32, F64 or a vector of them).
+    pub fn fconst(&mut self, ty: Type, v: f64) -> Value {
+        let s = if ty.lane_type() == types::F32 { self.b.ins().f32const(v as f32) } else { self.b.ins().f64const(v) };
+        if ty.is_vector() {
+            self.b.ins().splat(ty, s)
+        } else {
+            s
+        }
+    }
+
+    /// An integer constant of type `ty` (scalar or vector).
+    pub fn iconst(&mut self, ty: Type, v: i64) -> Value {
+        let s = self.b.ins().iconst(ty.lane_type(), v);
+        if ty.is_vector() {
+            self.b.ins().splat(ty, s)
+        } else {
+            s
+        }
+    }
+
+    /// A float comparison: an `i8` 0/1 for scalars, a lane mask for vectors.
+    pub fn fcmp(&mut self, cc: FloatCC, a: Value, b: Value) -> Value {
+        self.b.ins().fcmp(cc, a, b)
+    }
+
+    /// Reinterprets the bits of `v` as `ty` (same total size).
+    pub fn bitcast(&mut self, ty: Type, v: Value) -> Value {
+        if self.ty(v) == ty {
+            return v;
+        }
+        let flags = if ty.is_vector() { MemFlagsData::new().with_endianness(Endianness::Little) } else { MemFlagsData::new() };
+        self.b.ins().bitcast(ty, flags, v)
+    }
+
+    /// `m ? a : b`, with `m` an `i8` truth value (scalars) or a lane mask (vectors).
+    pub fn sel(&mut self, m: Value, a: Value, b: Value) -> Value {
+        let ty = self.ty(a);
+        if ty.is_vector() {
+            let m = self.bitcast(ty, m);
+            self.b.ins().bitselect(m, a, b)
+        } else {
+            self.b.ins().select(m, a, b)
+        }
+    }
+
+    /// Widens an integer or Bool scalar of `dtype` to i64 (sign- or zero-extending).
+    pub fn to_i64(&mut self, v: Value, dtype: DType) -> Value {
+        match dtype {
+            DType::I64 => v,
+            DType::I32 => self.b.ins().sextend(types::I64, v),
+            _ => self.b.ins().uextend(types::I64, v),
+        }
+    }
+
+    /// An i64 result converted to integer or Bool `dtype` (wrapping; Bool is `!= 0`).
+    pub fn from_i64(&mut self, v: Value, dtype: DType) -> Value {
+        match dtype {
+            DType::I64 => v,
+            DType::I32 => self.b.ins().ireduce(types::I32, v),
+            DType::U8 => self.b.ins().ireduce(types::I8, v),
+            _ => self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0),
+        }
+    }
+
+    /// The truth (`!= 0`) of a scalar of `dtype` as an `i8` 0/1, or of a vector value (a
+    /// float vector or, for `dtype == Bool`, already a mask) as a lane mask.
+    pub fn truth(&mut self, v: Value, dtype: DType) -> Value {
+        let ty = self.ty(v);
+        if dtype == DType::Bool {
+            return v;
+        }
+        if ty.lane_type().is_float() {
+            let z = self.fconst(ty, 0.0);
+            // NotEqual is unordered-or-not-equal: NaN is true, as `x != 0.0`.
+            self.fcmp(FloatCC::NotEqual, v, z)
+        } else {
+            self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
+        }
+    }
+
+    /// `op(x)` for `x` of `dtype` (a float scalar/vector, or an integer/Bool scalar).
+    pub fn unary(&mut self, op: UnaryOp, dtype: DType, x: Value) -> Result<Value, String> {
+        if !dtype.is_float() {
+            if !op.keeps_int_dtype() {
+                return Err(format!("{} on {dtype} must be computed in a float dtype", op.name()));
+            }
+            let a = self.to_i64(x, dtype);
+            let r = match op {
+                UnaryOp::Neg => self.b.ins().ineg(a),
+                UnaryOp::Abs => self.b.ins().iabs(a),
+                UnaryOp::Relu => {
+                    let z = self.b.ins().iconst(types::I64, 0);
+                    self.b.ins().smax(a, z)
+                }
+                UnaryOp::Sign => {
+                    let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, a, 0);
+                    let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, a, 0);
+                    let pos = self.b.ins().uextend(types::I64, pos);
+                    let neg = self.b.ins().uextend(types::I64, neg);
+                    self.b.ins().isub(pos, neg)
+                }
+                UnaryOp::Square => self.b.ins().imul(a, a),
+                _ => a, // floor, ceil, round, trunc: identity on integers
+            };
+            return Ok(self.from_i64(r, dtype));
+        }
+        let ty = self.ty(x);
+        let f32 = dtype == DType::F32;
+        Ok(match op {
+            UnaryOp::Neg => self.b.ins().fneg(x),
+            UnaryOp::Abs => self.b.ins().fabs(x),
+            UnaryOp::Sqrt => self.b.ins().sqrt(x),
+            UnaryOp::Rsqrt => {
+                let s = self.b.ins().sqrt(x);
+                let one = self.fconst(ty, 1.0);
+                self.b.ins().fdiv(one, s)
+            }
+            UnaryOp::Reciprocal => {
+                let one = self.fconst(ty, 1.0);
+                self.b.ins().fdiv(one, x)
+            }
+            UnaryOp::Square => self.b.ins().fmul(x, x),
+            UnaryOp::Floor => self.b.ins().floor(x),
+            UnaryOp::Ceil => self.b.ins().ceil(x),
+            UnaryOp::Trunc => self.b.ins().trunc(x),
+            UnaryOp::Round => self.b.ins().nearest(x),
+            UnaryOp::Relu => {
+                // x > 0 or NaN: x; otherwise +0 (so relu(-0) = 0, relu(NaN) = NaN).
+                let z = self.fconst(ty, 0.0);
+                let keep = self.fcmp(FloatCC::UnorderedOrGreaterThan, x, z);
+                self.sel(keep, x, z)
+            }
+            UnaryOp::Sign => {
+                let z = self.fconst(ty, 0.0);
+                let one = self.fconst(ty, 1.0);
+                let m1 = self.fconst(ty, -1.0);
+                let pos = self.fcmp(FloatCC::GreaterThan, x, z);
+                let neg = self.fcmp(FloatCC::LessThan, x, z);
+                let r = self.sel(neg, m1, z);
+                self.sel(pos, one, r)
+            }
+            UnaryOp::Exp if f32 => self.exp_f32(x),
+            UnaryOp::Log if f32 => self.log_f32(x),
+            UnaryOp::Tanh if f32 => self.tanh_f32(x),
+            UnaryOp::Sigmoid if f32 => self.sigmoid_f32(x),
+            UnaryOp::Silu if f32 => self.silu_f32(x),
+            UnaryOp::GeluTanh if f32 => self.gelu_tanh_f32(x),
+            UnaryOp::Gelu if f32 => self.gelu_f32(x),
+            UnaryOp::Erf if f32 => self.erf_f32(x),
+            UnaryOp::Sin if f32 => self.sin_cos_f32(x, false),
+            UnaryOp::Cos if f32 => self.sin_cos_f32(x, true),
+            _ => self.call_any(helpers::unary_name(op, !f32), &[x]),
+        })
+    }
+
+    /// `op(a, b)` for operands of `dtype`.
+    pub fn binary(&mut self, op: BinaryOp, dtype: DType, a: Value, b: Value) -> Result<Value, String> {
+        if !dtype.is_float() {
+            if !op.keeps_int_dtype() {
+                return Err(format!("{} with a {dtype} result is not an integer op", op.name()));
+            }
+            let a = self.to_i64(a, dtype);
+            let b = self.to_i64(b, dtype);
+            let r = match op {
+                BinaryOp::Add => self.b.ins().iadd(a, b),
+                BinaryOp::Sub => self.b.ins().isub(a, b),
+                BinaryOp::Mul => self.b.ins().imul(a, b),
+                BinaryOp::Maximum => self.b.ins().smax(a, b),
+                BinaryOp::Minimum => self.b.ins().smin(a, b),
+                BinaryOp::Pow => self.call(helpers::POW_I64, &[a, b]),
+                BinaryOp::Rem => {
+                    // A zero divisor (ruled out by the caller) would trap: divide by 1 instead.
+                    let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                    let one = self.b.ins().iconst(types::I64, 1);
+                    let d = self.b.ins().select(zero, one, b);
+                    let r = self.b.ins().srem(a, d);
+                    let rn = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, r, 0);
+                    let bn = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, d, 0);
+                    let differ = self.b.ins().bxor(rn, bn);
+                    let nz = self.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+                    let adj = self.b.ins().band(differ, nz);
+                    let rb = self.b.ins().iadd(r, d);
+                    self.b.ins().select(adj, rb, r)
+                }
+                BinaryOp::Div | BinaryOp::Atan2 => unreachable!(),
+            };
+            return Ok(self.from_i64(r, dtype));
+        }
+        Ok(match op {
+            BinaryOp::Add => self.b.ins().fadd(a, b),
+            BinaryOp::Sub => self.b.ins().fsub(a, b),
+            BinaryOp::Mul => self.b.ins().fmul(a, b),
+            BinaryOp::Div => self.b.ins().fdiv(a, b),
+            BinaryOp::Maximum | BinaryOp::Minimum => {
+                // a >= b ? a : b (a <= b for minimum), NaN if either is NaN: max_nan exactly,
+                // including which zero wins.
+                let cc = if op == BinaryOp::Maximum { FloatCC::GreaterThanOrEqual } else { FloatCC::LessThanOrEqual };
+                let pick = self.fcmp(cc, a, b);
+                let r = self.sel(pick, a, b);
+                let nan = self.fcmp(FloatCC::Unordered, a, b);
+                let ty = self.ty(a);
+                let q = self.fconst(ty, f64::NAN);
+                self.sel(nan, q, r)
+            }
+            BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => {
+                let name = helpers::binary_name(op, dtype == DType::F64).expect("helper exists");
+                self.call_any(name, &[a, b])
+            }
+        })
+    }
+
+    /// `op(a, b)` for operands of `dtype`: an `i8` 0/1 for scalars, a lane mask for vectors.
+    pub fn cmp(&mut self, op: CmpOp, dtype: DType, a: Value, b: Value) -> Value {
+        if dtype.is_float() {
+            let cc = match op {
+                CmpOp::Eq => FloatCC::Equal,
+                CmpOp::Ne => FloatCC::NotEqual,
+                CmpOp::Lt => FloatCC::LessThan,
+                CmpOp::Le => FloatCC::LessThanOrEqual,
+                CmpOp::Gt => FloatCC::GreaterThan,
+                CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            return self.fcmp(cc, a, b);
+        }
+        let cc = match op {
+            CmpOp::Eq => IntCC::Equal,
+            CmpOp::Ne => IntCC::NotEqual,
+            CmpOp::Lt => IntCC::SignedLessThan,
+            CmpOp::Le => IntCC::SignedLessThanOrEqual,
+            CmpOp::Gt => IntCC::SignedGreaterThan,
+            CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
+        };
+        let a = self.to_i64(a, dtype);
+        let b = self.to_i64(b, dtype);
+        self.b.ins().icmp(cc, a, b)
+    }
+
+    /// A logical op on two truth values (both `i8` 0/1, or both lane masks).
+    pub fn logical(&mut self, op: LogicalOp, a: Value, b: Value) -> Value {
+        match op {
+            LogicalOp::And => self.b.ins().band(a, b),
+            LogicalOp::Or => self.b.ins().bor(a, b),
+            LogicalOp::Xor => self.b.ins().bxor(a, b),
+        }
+    }
+
+    /// Logical not of a truth value (`i8` 0/1, or a lane mask).
+    pub fn not(&mut self, t: Value) -> Value {
+        if self.ty(t).is_vector() {
+            self.b.ins().bnot(t)
+        } else {
+            self.b.ins().bxor_imm_s(t, 1)
+        }
+    }
+
+    /// A scalar converted from `from` to `to` with the eager cast rules (`cast()` in
+    /// `src/tensor/convert.rs`).
+    pub fn cast(&mut self, v: Value, from: DType, to: DType) -> Result<Value, String> {
+        let to_ty = clif_type(to)?;
+        clif_type(from)?;
+        if from == to {
+            return Ok(v);
+        }
+        if to == DType::Bool {
+            return Ok(self.truth(v, from));
+        }
+        Ok(match (from.is_float(), to.is_float()) {
+            (true, true) => {
+                if to == DType::F64 {
+                    self.b.ins().fpromote(types::F64, v)
+                } else {
+                    self.b.ins().fdemote(types::F32, v)
+                }
+            }
+            // `(v as f64) as i64` (saturating, NaN to 0), then wrapping to the integer type.
+            (true, false) => {
+                let i = self.b.ins().fcvt_to_sint_sat(types::I64, v);
+                self.from_i64(i, to)
+            }
+            // Integer to float: exact through i64 then one rounding (i64 -> f32 directly).
+            (false, true) => {
+                let i = self.to_i64(v, from);
+                self.b.ins().fcvt_from_sint(to_ty, i)
+            }
+            (false, false) => {
+                let i = self.to_i64(v, from);
+                self.from_i64(i, to)
+            }
+        })
+    }
+}

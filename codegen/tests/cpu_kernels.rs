@@ -1,0 +1,682 @@
+//! The Cranelift CPU back end against the scalar reference (`op_kind`'s eval functions on the
+//! same dtype, the eager cast rules), over every inner-stride kind, ranks 1–3, odd inner
+//! lengths (so the vector loop's scalar tail runs) and row ranges that start mid-space; plus
+//! the accuracy of the inline f32 transcendentals over the whole f32 range, a GELU-tanh chain
+//! and an Adam-like 3-output kernel.
+
+use kiln_codegen::cpu::CpuKernel;
+use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
+use kiln_runtime::DType;
+
+// ---------------------------------------------------------------- the reference interpreter
+
+/// A value of the reference: floats (f32 held exactly in an f64) or integers/Bool in an i64.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sv {
+    F(f64),
+    I(i64),
+}
+
+fn wrap(v: i64, d: DType) -> i64 {
+    match d {
+        DType::I64 => v,
+        DType::I32 => v as i32 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::Bool => (v != 0) as i64,
+        _ => unreachable!(),
+    }
+}
+
+fn from_f64(c: f64, d: DType) -> Sv {
+    match d {
+        DType::F32 => Sv::F(c as f32 as f64),
+        DType::F64 => Sv::F(c),
+        DType::Bool => Sv::I((c != 0.0) as i64),
+        _ => Sv::I(wrap(c as i64, d)),
+    }
+}
+
+fn truth(v: Sv) -> bool {
+    match v {
+        Sv::F(x) => x != 0.0,
+        Sv::I(x) => x != 0,
+    }
+}
+
+fn to_f64(v: Sv) -> f64 {
+    match v {
+        Sv::F(x) => x,
+        Sv::I(x) => x as f64,
+    }
+}
+
+/// `cast()` of src/tensor/convert.rs.
+fn cast(v: Sv, s: DType, d: DType) -> Sv {
+    if d == DType::Bool {
+        Sv::I(truth(v) as i64)
+    } else if d == DType::F32 && s == DType::I64 {
+        let Sv::I(x) = v else { unreachable!() };
+        Sv::F(x as f32 as f64)
+    } else if d.is_float() || s.is_float() {
+        from_f64(to_f64(v), d)
+    } else {
+        let Sv::I(x) = v else { unreachable!() };
+        Sv::I(wrap(x, d))
+    }
+}
+
+fn eval_ref(k: &ElementwiseKernel, load: &dyn Fn(usize) -> Sv, scalars: &[f64]) -> Vec<Sv> {
+    let mut vals: Vec<Sv> = Vec::with_capacity(k.insts.len());
+    for inst in &k.insts {
+        let d = inst.dtype;
+        let v = |x: Val| vals[x as usize];
+        let r = match inst.op {
+            InstOp::Load(i) => load(i as usize),
+            InstOp::Scalar(j) => from_f64(scalars[j as usize], d),
+            InstOp::Const(c) => from_f64(c, d),
+            InstOp::Unary(op, a) => match (v(a), d) {
+                (Sv::F(x), DType::F32) => Sv::F(op.eval(x as f32) as f64),
+                (Sv::F(x), _) => Sv::F(op.eval(x)),
+                (Sv::I(x), _) => Sv::I(wrap(op.eval_int(x), d)),
+            },
+            InstOp::Binary(op, a, b) => match (v(a), v(b), d) {
+                (Sv::F(x), Sv::F(y), DType::F32) => Sv::F(op.eval(x as f32, y as f32) as f64),
+                (Sv::F(x), Sv::F(y), _) => Sv::F(op.eval(x, y)),
+                (Sv::I(x), Sv::I(y), _) => Sv::I(wrap(op.eval_int(x, y), d)),
+                _ => unreachable!(),
+            },
+            InstOp::Cmp(op, a, b) => Sv::I(match (v(a), v(b)) {
+                (Sv::F(x), Sv::F(y)) => op.eval(x, y),
+                (Sv::I(x), Sv::I(y)) => op.eval(x, y),
+                _ => unreachable!(),
+            } as i64),
+            InstOp::Logical(op, a, b) => Sv::I(op.eval(truth(v(a)), truth(v(b))) as i64),
+            InstOp::Not(a) => Sv::I(!truth(v(a)) as i64),
+            InstOp::Where(c, a, b) => {
+                if truth(v(c)) {
+                    v(a)
+                } else {
+                    v(b)
+                }
+            }
+            InstOp::Cast(a) => cast(v(a), k.dtype(a), d),
+        };
+        vals.push(r);
+    }
+    k.outputs.iter().map(|&o| vals[o as usize]).collect()
+}
+
+// ---------------------------------------------------------------- buffers
+
+fn read(buf: &[u8], d: DType, i: usize) -> Sv {
+    let s = d.size_in_bytes();
+    let b = &buf[i * s..(i + 1) * s];
+    match d {
+        DType::F32 => Sv::F(f32::from_le_bytes(b.try_into().unwrap()) as f64),
+        DType::F64 => Sv::F(f64::from_le_bytes(b.try_into().unwrap())),
+        DType::I64 => Sv::I(i64::from_le_bytes(b.try_into().unwrap())),
+        DType::I32 => Sv::I(i32::from_le_bytes(b.try_into().unwrap()) as i64),
+        DType::U8 | DType::Bool => Sv::I(b[0] as i64),
+        _ => unreachable!(),
+    }
+}
+
+fn write(buf: &mut [u8], d: DType, i: usize, v: Sv) {
+    let s = d.size_in_bytes();
+    let b = &mut buf[i * s..(i + 1) * s];
+    match (d, v) {
+        (DType::F32, Sv::F(x)) => b.copy_from_slice(&(x as f32).to_le_bytes()),
+        (DType::F64, Sv::F(x)) => b.copy_from_slice(&x.to_le_bytes()),
+        (DType::I64, Sv::I(x)) => b.copy_from_slice(&x.to_le_bytes()),
+        (DType::I32, Sv::I(x)) => b.copy_from_slice(&(x as i32).to_le_bytes()),
+        (DType::U8 | DType::Bool, Sv::I(x)) => b[0] = x as u8,
+        _ => unreachable!(),
+    }
+}
+
+/// Interesting values of a dtype, then pseudo-random ones.
+fn value(d: DType, n: usize, nonzero: bool) -> Sv {
+    let h = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) ^ 0x1234_5678;
+    let v = match d {
+        DType::F32 | DType::F64 => {
+            const SPECIAL: [f64; 24] = [
+                0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.7, -1e-3, 100.0, -100.0, 1e30, -1e30, f64::INFINITY, f64::NEG_INFINITY,
+                f64::NAN, 1e-40, 88.5, -90.0, 0.3, 20.5, 7.25, 1.5,
+            ];
+            let x = if n % 3 == 0 { SPECIAL[(n / 3) % SPECIAL.len()] } else { ((h % 20001) as f64 - 10000.0) / 997.0 };
+            Sv::F(if d == DType::F32 { x as f32 as f64 } else { x })
+        }
+        DType::Bool => Sv::I((h >> 7) as i64 & 1),
+        _ => {
+            const SPECIAL: [i64; 14] = [0, 1, -1, 2, -7, 3, i64::MAX, i64::MIN, 255, 256, -300, 1 << 40, 5, -2];
+            let x = if n % 3 == 0 { SPECIAL[(n / 3) % SPECIAL.len()] } else { (h % 41) as i64 - 20 };
+            Sv::I(wrap(x, d))
+        }
+    };
+    if nonzero && !truth(v) {
+        return value(d, n + 1, nonzero);
+    }
+    v
+}
+
+/// Element strides of one input: inner as given, outer packed (or broadcast).
+struct Input {
+    buf: Vec<u8>,
+    base: usize,
+    strides: Vec<isize>,
+}
+
+fn make_input(d: DType, shape: &[usize], inner: InnerStride, negative: bool, bcast_outer: bool, seed: usize, nonzero: bool) -> Input {
+    let rank = shape.len();
+    let mut st = vec![0isize; rank];
+    st[rank - 1] = match inner {
+        InnerStride::Unit => 1,
+        InnerStride::Broadcast => 0,
+        InnerStride::Strided => {
+            if negative {
+                -2
+            } else {
+                3
+            }
+        }
+    };
+    let mut extent = st[rank - 1].unsigned_abs() * (shape[rank - 1].max(1) - 1) + 1;
+    for dim in (0..rank - 1).rev() {
+        st[dim] = if bcast_outer && dim == 0 { 0 } else { extent as isize };
+        extent += st[dim].unsigned_abs() * (shape[dim].max(1) - 1);
+    }
+    let base: usize = (0..rank).filter(|&x| st[x] < 0).map(|x| st[x].unsigned_abs() * (shape[x] - 1)).sum();
+    let mut buf = vec![0u8; extent * d.size_in_bytes()];
+    for i in 0..extent {
+        write(&mut buf, d, i, value(d, i * 7 + seed, nonzero));
+    }
+    Input { buf, base, strides: st }
+}
+
+/// Runs `k` over `shape` for rows `rows`, with the given layouts, and compares every output
+/// element with the reference (`tol_ulp` for float outputs, exact otherwise) and checks that
+/// rows outside the range were not written.
+fn check(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, label: &str) {
+    check_tol(k, shape, rows, scalars, tol_ulp, 0.0, label)
+}
+
+/// [`check`] that also accepts f32 results within `tol_abs` of the reference.
+fn check_tol(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, tol_abs: f64, label: &str) {
+    let kern = CpuKernel::compile(k, "test").unwrap_or_else(|e| panic!("{label}: {e}"));
+    let rank = shape.len();
+    assert_eq!(rank, k.rank, "{label}: the shape must have the kernel's rank");
+    let inner = shape[rank - 1];
+    let n_rows: usize = shape[..rank - 1].iter().product();
+    let inputs: Vec<Input> = k
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, inp)| {
+            // Rem's divisor (input 1 of an integer Rem) must not be zero, as the eager op rules out.
+            let nonzero = i == 1 && k.insts.iter().any(|x| matches!(x.op, InstOp::Binary(BinaryOp::Rem, _, _)) && !x.dtype.is_float());
+            make_input(inp.dtype, shape, inp.inner, i % 2 == 1, i == 1 && rank > 1, i * 101 + 3, nonzero)
+        })
+        .collect();
+    let sentinel = 0xA5u8;
+    let mut outs: Vec<Vec<u8>> = k.outputs.iter().map(|&o| vec![sentinel; n_rows * inner * k.dtype(o).size_in_bytes()]).collect();
+    let in_ptrs: Vec<*const u8> = inputs.iter().zip(&k.inputs).map(|(x, d)| unsafe { x.buf.as_ptr().add(x.base * d.dtype.size_in_bytes()) }).collect();
+    let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+    let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
+    let args = KernelArgs {
+        inputs: in_ptrs.as_ptr(),
+        outputs: out_ptrs.as_ptr(),
+        scalars: scalars.as_ptr(),
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        row_start: rows.start,
+        row_end: rows.end,
+    };
+    // SAFETY: every buffer covers the element addresses its strides describe for all rows.
+    unsafe { kern.call(&args) };
+    for row in 0..n_rows {
+        let mut idx = vec![0usize; rank];
+        let mut r = row;
+        for dim in (0..rank - 1).rev() {
+            idx[dim] = r % shape[dim];
+            r /= shape[dim];
+        }
+        for j in 0..inner {
+            idx[rank - 1] = j;
+            let e = row * inner + j;
+            if !rows.contains(&row) {
+                for (o, &v) in k.outputs.iter().enumerate() {
+                    let s = k.dtype(v).size_in_bytes();
+                    assert!(outs[o][e * s..(e + 1) * s].iter().all(|&b| b == sentinel), "{label}: row {row} outside the range was written");
+                }
+                continue;
+            }
+            let load = |i: usize| {
+                let x = &inputs[i];
+                let off: isize = (0..rank).map(|dd| idx[dd] as isize * x.strides[dd]).sum();
+                read(&x.buf, k.inputs[i].dtype, (x.base as isize + off) as usize)
+            };
+            let want = eval_ref(k, &load, scalars);
+            for (o, &v) in k.outputs.iter().enumerate() {
+                let d = k.dtype(v);
+                let got = read(&outs[o], d, e);
+                let ok = match (got, want[o]) {
+                    (Sv::F(g), Sv::F(w)) => {
+                        if d == DType::F32 {
+                            same_f32(g as f32, w as f32, tol_ulp) || (g - w).abs() <= tol_abs
+                        } else {
+                            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan())
+                        }
+                    }
+                    (g, w) => g == w,
+                };
+                assert!(ok, "{label}: output {o} at {idx:?}: got {got:?}, want {:?} (inputs {:?})", want[o], (0..k.inputs.len()).map(load).collect::<Vec<_>>());
+            }
+        }
+    }
+}
+
+/// Equal bits (NaN matches NaN), or within `tol` ulp of `w`.
+fn same_f32(g: f32, w: f32, tol: f64) -> bool {
+    if g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()) {
+        return true;
+    }
+    if tol == 0.0 || g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
+        return false;
+    }
+    ulp_dist(g, w) as f64 <= tol
+}
+
+fn ulp_dist(a: f32, b: f32) -> u64 {
+    let key = |x: f32| {
+        let b = x.to_bits() as i64;
+        if b < 0 {
+            i32::MIN as i64 - b
+        } else {
+            b
+        }
+    };
+    (key(a) - key(b)).unsigned_abs()
+}
+
+// ---------------------------------------------------------------- kernel builders
+
+fn inst(op: InstOp, dtype: DType) -> Inst {
+    Inst { op, dtype }
+}
+
+fn inp(dtype: DType, inner: InnerStride) -> KernelInput {
+    KernelInput { dtype, inner }
+}
+
+/// The layouts each op is run over: (shape, inner strides of the inputs, rows).
+fn layouts(n_inputs: usize) -> Vec<(Vec<usize>, Vec<InnerStride>, std::ops::Range<usize>)> {
+    use InnerStride::*;
+    let pick = |s: [InnerStride; 2]| s[..n_inputs].to_vec();
+    vec![
+        (vec![23], pick([Unit, Unit]), 0..1),
+        (vec![3, 13], pick([Unit, Broadcast]), 1..3),
+        (vec![2, 3, 9], pick([Strided, Unit]), 1..5),
+        (vec![4, 7], pick([Broadcast, Strided]), 0..4),
+        (vec![2, 2, 5], pick([Unit, Unit]), 3..4),
+    ]
+}
+
+fn unary_kernel(op: UnaryOp, d: DType, inner: InnerStride, rank: usize) -> ElementwiseKernel {
+    ElementwiseKernel { rank, inputs: vec![inp(d, inner)], scalars: 0, insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Unary(op, 0), d)], outputs: vec![1] }
+}
+
+const UNARY: [UnaryOp; 28] = {
+    use UnaryOp::*;
+    [
+        Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus, Erf, Floor,
+        Ceil, Round, Trunc, Sign, Reciprocal, Square,
+    ]
+};
+const BINARY: [BinaryOp; 9] = {
+    use BinaryOp::*;
+    [Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2]
+};
+const CMP: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+const LOGICAL: [LogicalOp; 3] = [LogicalOp::And, LogicalOp::Or, LogicalOp::Xor];
+const ALL: [DType; 6] = [DType::F32, DType::F64, DType::I64, DType::I32, DType::U8, DType::Bool];
+
+/// The bound of each f32 op against `UnaryOp::eval::<f32>`: (ulp, absolute); (0, 0) is bit
+/// for bit. The inline log/erf/sin/cos differ from libm's by at most 1 ulp each way; gelu's
+/// `1 + erf(x/√2)` cancels for negative x, so there the bound is absolute (3e-7).
+fn unary_tol(op: UnaryOp) -> (f64, f64) {
+    match op {
+        UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos => (2.0, 0.0),
+        UnaryOp::Erf => (3.0, 0.0),
+        UnaryOp::Gelu => (4.0, 3e-7),
+        _ => (0.0, 0.0),
+    }
+}
+
+// ---------------------------------------------------------------- (a) ops against the reference
+
+#[test]
+fn unary_ops_every_dtype_and_layout() {
+    for d in ALL {
+        for op in UNARY {
+            if !d.is_float() && (!op.keeps_int_dtype() || d == DType::Bool) {
+                continue;
+            }
+            for (shape, inner, rows) in layouts(1) {
+                let k = unary_kernel(op, d, inner[0], shape.len());
+                let (ulp, abs) = if d == DType::F32 { unary_tol(op) } else { (0.0, 0.0) };
+                check_tol(&k, &shape, rows, &[], ulp, abs, &format!("{} {d} {inner:?} {shape:?}", op.name()));
+            }
+        }
+    }
+}
+
+#[test]
+fn binary_ops_every_dtype_and_layout() {
+    for d in ALL {
+        for op in BINARY {
+            if d == DType::Bool || (!d.is_float() && !op.keeps_int_dtype()) {
+                continue;
+            }
+            for (shape, inner, rows) in layouts(2) {
+                let k = ElementwiseKernel {
+                    rank: shape.len(),
+                    inputs: vec![inp(d, inner[0]), inp(d, inner[1])],
+                    scalars: 0,
+                    insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Load(1), d), inst(InstOp::Binary(op, 0, 1), d)],
+                    outputs: vec![2],
+                };
+                check(&k, &shape, rows, &[], 0.0, &format!("{} {d} {inner:?} {shape:?}", op.name()));
+            }
+        }
+    }
+}
+
+#[test]
+fn comparisons_logical_not_where_every_dtype() {
+    for d in ALL {
+        for (shape, inner, rows) in layouts(2) {
+            let base = vec![inst(InstOp::Load(0), d), inst(InstOp::Load(1), d)];
+            let inputs = vec![inp(d, inner[0]), inp(d, inner[1])];
+            for op in CMP {
+                let mut insts = base.clone();
+                insts.push(inst(InstOp::Cmp(op, 0, 1), DType::Bool));
+                let k = ElementwiseKernel { rank: shape.len(), inputs: inputs.clone(), scalars: 0, insts, outputs: vec![2] };
+                check(&k, &shape, rows.clone(), &[], 0.0, &format!("{} {d} {inner:?}", op.name()));
+            }
+            for op in LOGICAL {
+                // logical op on the raw values, a not, and a where selecting between them.
+                let mut insts = base.clone();
+                insts.push(inst(InstOp::Logical(op, 0, 1), DType::Bool)); // 2
+                insts.push(inst(InstOp::Not(0), DType::Bool)); // 3
+                insts.push(inst(InstOp::Where(2, 0, 1), d)); // 4
+                let k = ElementwiseKernel { rank: shape.len(), inputs: inputs.clone(), scalars: 0, insts, outputs: vec![2, 3, 4] };
+                check(&k, &shape, rows.clone(), &[], 0.0, &format!("{} {d} {inner:?}", op.name()));
+            }
+        }
+    }
+}
+
+#[test]
+fn masks_in_the_vector_path() {
+    // Bool values from comparisons that only feed Where/Logical/Not stay lane masks.
+    for d in [DType::F32, DType::F64] {
+        for (shape, inner, rows) in layouts(2) {
+            for op in LOGICAL {
+                let insts = vec![
+                    inst(InstOp::Load(0), d),                   // 0 x
+                    inst(InstOp::Load(1), d),                   // 1 y
+                    inst(InstOp::Const(0.0), d),                // 2
+                    inst(InstOp::Cmp(CmpOp::Lt, 0, 1), DType::Bool), // 3
+                    inst(InstOp::Cmp(CmpOp::Gt, 0, 2), DType::Bool), // 4
+                    inst(InstOp::Logical(op, 3, 4), DType::Bool),    // 5
+                    inst(InstOp::Logical(op, 5, 1), DType::Bool),    // 6 (a float operand's truth)
+                    inst(InstOp::Not(6), DType::Bool),               // 7
+                    inst(InstOp::Not(0), DType::Bool),               // 8
+                    inst(InstOp::Logical(LogicalOp::Or, 7, 8), DType::Bool), // 9
+                    inst(InstOp::Where(9, 0, 1), d),                 // 10
+                    inst(InstOp::Where(5, 1, 2), d),                 // 11
+                    inst(InstOp::Binary(BinaryOp::Add, 10, 11), d),  // 12
+                ];
+                let k = ElementwiseKernel { rank: shape.len(), inputs: vec![inp(d, inner[0]), inp(d, inner[1])], scalars: 0, insts, outputs: vec![12] };
+                let kern = CpuKernel::compile(&k, "masks").unwrap();
+                assert_eq!(kern.is_vectorized(), !inner.contains(&InnerStride::Strided), "{inner:?}");
+                check(&k, &shape, rows.clone(), &[], 0.0, &format!("masks {} {d} {inner:?}", op.name()));
+            }
+        }
+    }
+}
+
+#[test]
+fn casts_between_every_pair() {
+    for s in ALL {
+        for d in ALL {
+            for (shape, inner, rows) in layouts(1) {
+                let k = ElementwiseKernel { rank: shape.len(), inputs: vec![inp(s, inner[0])], scalars: 0, insts: vec![inst(InstOp::Load(0), s), inst(InstOp::Cast(0), d)], outputs: vec![1] };
+                check(&k, &shape, rows, &[], 0.0, &format!("cast {s} -> {d} {inner:?}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn scalars_and_constants_convert_like_eager() {
+    for d in ALL {
+        for (sv, c) in [(-2.7, 3.9), (300.5, -1.0), (0.0, 0.5), (f64::NAN, 1e20)] {
+            let insts = vec![
+                inst(InstOp::Load(0), d),
+                inst(InstOp::Scalar(0), d),
+                inst(InstOp::Const(c), d),
+                inst(InstOp::Cast(0), DType::F64),
+                inst(InstOp::Cast(1), DType::F64),
+                inst(InstOp::Cast(2), DType::F64),
+                inst(InstOp::Binary(BinaryOp::Add, 3, 4), DType::F64),
+                inst(InstOp::Binary(BinaryOp::Add, 6, 5), DType::F64),
+            ];
+            let k = ElementwiseKernel { rank: 2, inputs: vec![inp(d, InnerStride::Unit)], scalars: 1, insts, outputs: vec![7, 1, 2] };
+            check(&k, &[3, 5], 0..3, &[sv], 0.0, &format!("scalar {d} {sv} {c}"));
+        }
+    }
+    assert!(CpuKernel::compile(&unary_kernel(UnaryOp::Neg, DType::F16, InnerStride::Unit, 1), "h").unwrap_err().contains("f16/bf16"));
+}
+
+// ---------------------------------------------------------------- (b) inline math accuracy
+
+/// ulp error of an f32 result against the f64 truth (subnormal spacing below the normal range).
+fn ulp_error(got: f32, want: f64) -> f64 {
+    if want.is_nan() {
+        return if got.is_nan() { 0.0 } else { f64::INFINITY };
+    }
+    let w = want as f32;
+    if got == w {
+        return 0.0;
+    }
+    if w.is_infinite() || got.is_infinite() || got.is_nan() {
+        return f64::INFINITY;
+    }
+    let spacing = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()).max(f32::from_bits(1)) as f64;
+    (got as f64 - want).abs() / spacing
+}
+
+fn run_f32(op: UnaryOp, xs: &[f32], inner: InnerStride) -> Vec<f32> {
+    let k = unary_kernel(op, DType::F32, inner, 1);
+    let kern = CpuKernel::compile(&k, "acc").unwrap();
+    assert_eq!(kern.is_vectorized(), inner == InnerStride::Unit);
+    let mut out = vec![0f32; xs.len()];
+    let shape = [xs.len()];
+    let strides = [1isize];
+    let ip = [xs.as_ptr() as *const u8];
+    let op_ = [out.as_mut_ptr() as *mut u8];
+    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op_.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1 };
+    // SAFETY: one row of xs.len() contiguous f32 in and out.
+    unsafe { kern.call(&args) };
+    out
+}
+
+#[test]
+fn inline_math_accuracy() {
+    // 1M points log-spaced over ±[1e-45, 3.4e38], plus specials.
+    let n = 500_000;
+    let (lo, hi) = (1e-45f64.ln(), 3.4e38f64.ln());
+    let mut xs: Vec<f32> = Vec::with_capacity(2 * n + 16);
+    for i in 0..n {
+        let x = (lo + (hi - lo) * i as f64 / (n - 1) as f64).exp() as f32;
+        xs.push(x);
+        xs.push(-x);
+    }
+    xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, 1e-40, -1e-40, f32::from_bits(1), f32::MAX, -f32::MAX, 1.0, -1.0, 8192.0, 8193.0, 0.625]);
+    let gelu = |x: f64| x * 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
+    let gelu_tanh = |x: f64| 0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)).tanh());
+    let cases: [(UnaryOp, &dyn Fn(f64) -> f64, f64); 10] = [
+        (UnaryOp::Exp, &f64::exp, 2.0),
+        (UnaryOp::Log, &f64::ln, 2.0),
+        (UnaryOp::Tanh, &f64::tanh, 3.0),
+        (UnaryOp::Sigmoid, &|x: f64| 1.0 / (1.0 + (-x).exp()), 3.0),
+        (UnaryOp::Erf, &libm::erf, 3.0),
+        (UnaryOp::Sin, &f64::sin, 2.0),
+        (UnaryOp::Cos, &f64::cos, 2.0),
+        (UnaryOp::Silu, &|x: f64| x / (1.0 + (-x).exp()), 4.0),
+        // 1 + erf / 1 + tanh cancel for negative x: the gelus are checked by absolute error.
+        (UnaryOp::Gelu, &gelu, f64::INFINITY),
+        (UnaryOp::GeluTanh, &gelu_tanh, f64::INFINITY),
+    ];
+    for (op, truth, bound) in cases {
+        for inner in [InnerStride::Unit, InnerStride::Strided] {
+            let got = run_f32(op, &xs, inner);
+            let mut worst = (0.0, 0.0f32);
+            for (&x, &g) in xs.iter().zip(&got) {
+                let mut want = truth(x as f64);
+                // The f32 formula overflows e^-x to inf below -88.72: 0, as the eager op gives.
+                if matches!(op, UnaryOp::Sigmoid) && x < -88.72 {
+                    want = 0.0;
+                }
+                if matches!(op, UnaryOp::Silu) && x < -88.72 && x.is_finite() {
+                    want = -0.0;
+                }
+                let e = ulp_error(g, want);
+                if e > worst.0 {
+                    worst = (e, x);
+                }
+                if matches!(op, UnaryOp::GeluTanh | UnaryOp::Gelu) {
+                    assert!((g as f64 - want).abs() <= 2e-7 * want.abs().max(1.0) || (g.is_nan() && want.is_nan()) || g as f64 == want, "{}({x}) = {g}, want {want}", op.name());
+                }
+            }
+            eprintln!("{:>10} {inner:?}: max {:.2} ulp at {:e}", op.name(), worst.0, worst.1);
+            assert!(worst.0 <= bound, "{}: {} ulp at {:e} > {bound}", op.name(), worst.0, worst.1);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- (c) GELU chain, (d) Adam
+
+/// `z = x*a + b; 0.5*z*(1 + tanh(0.7978845608*(z + 0.044715*z*z*z)))` as primitive ops.
+pub fn gelu_chain(d: DType, a_inner: InnerStride) -> ElementwiseKernel {
+    use BinaryOp::*;
+    let b = |op, x, y| inst(InstOp::Binary(op, x, y), d);
+    let insts = vec![
+        inst(InstOp::Load(0), d),    // 0 x
+        inst(InstOp::Load(1), d),    // 1 a (a broadcast per row)
+        inst(InstOp::Scalar(0), d),  // 2 b
+        b(Mul, 0, 1),                // 3
+        b(Add, 3, 2),                // 4 z
+        inst(InstOp::Const(0.044715), d), // 5
+        b(Mul, 5, 4),                // 6
+        b(Mul, 6, 4),                // 7
+        b(Mul, 7, 4),                // 8
+        b(Add, 4, 8),                // 9
+        inst(InstOp::Const(0.797_884_560_8), d), // 10
+        b(Mul, 10, 9),               // 11
+        inst(InstOp::Unary(UnaryOp::Tanh, 11), d), // 12
+        inst(InstOp::Const(1.0), d), // 13
+        b(Add, 13, 12),              // 14
+        inst(InstOp::Const(0.5), d), // 15
+        b(Mul, 15, 4),               // 16
+        b(Mul, 16, 14),              // 17
+    ];
+    ElementwiseKernel { rank: 2, inputs: vec![inp(d, InnerStride::Unit), inp(d, a_inner)], scalars: 1, insts, outputs: vec![17] }
+}
+
+#[test]
+fn gelu_tanh_chain_against_f64() {
+    for a_inner in [InnerStride::Broadcast, InnerStride::Unit] {
+        let k = gelu_chain(DType::F32, a_inner);
+        // Bit for bit with the same ops in f32 (the inline tanh equals the eager one) ...
+        check(&k, &[3, 37], 0..3, &[0.25], 0.0, "gelu chain f32");
+        // ... and close to the f64 truth.
+        let kern = CpuKernel::compile(&k, "gelu").unwrap();
+        assert!(kern.is_vectorized());
+        let (rows, inner) = (4usize, 1001usize);
+        let x: Vec<f32> = (0..rows * inner).map(|i| (i as f32 - 2000.0) / 250.0).collect();
+        let a: Vec<f32> = (0..rows * inner).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
+        let mut out = vec![0f32; rows * inner];
+        let shape = [rows, inner];
+        let a_st = if a_inner == InnerStride::Broadcast { [inner as isize, 0] } else { [inner as isize, 1] };
+        let strides = [inner as isize, 1, a_st[0], a_st[1]];
+        let ip = [x.as_ptr() as *const u8, a.as_ptr() as *const u8];
+        let op = [out.as_mut_ptr() as *mut u8];
+        let sc = [0.25f64];
+        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: sc.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows };
+        // SAFETY: every address the strides describe lies inside x, a and out.
+        unsafe { kern.call(&args) };
+        for r in 0..rows {
+            for j in 0..inner {
+                let ai = if a_inner == InnerStride::Broadcast { r * inner } else { r * inner + j };
+                let z = x[r * inner + j] as f64 * a[ai] as f64 + 0.25;
+                let want = 0.5 * z * (1.0 + (0.797_884_560_8 * (z + 0.044715 * z * z * z)).tanh());
+                let got = out[r * inner + j] as f64;
+                assert!((got - want).abs() <= 1e-6 * (1.0 + z.abs()), "z = {z}: got {got}, want {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn adam_like_three_outputs() {
+    use BinaryOp::*;
+    let d = DType::F32;
+    let b = |op, x, y| inst(InstOp::Binary(op, x, y), d);
+    let insts = vec![
+        inst(InstOp::Load(0), d),   // 0 p
+        inst(InstOp::Load(1), d),   // 1 g
+        inst(InstOp::Load(2), d),   // 2 m
+        inst(InstOp::Load(3), d),   // 3 v
+        inst(InstOp::Scalar(0), d), // 4 lr
+        inst(InstOp::Scalar(1), d), // 5 beta1
+        inst(InstOp::Scalar(2), d), // 6 beta2
+        inst(InstOp::Scalar(3), d), // 7 eps
+        inst(InstOp::Const(1.0), d), // 8
+        b(Mul, 5, 2),               // 9 b1*m
+        b(Sub, 8, 5),               // 10 1-b1
+        b(Mul, 10, 1),              // 11
+        b(Add, 9, 11),              // 12 m'
+        b(Mul, 6, 3),               // 13 b2*v
+        b(Sub, 8, 6),               // 14 1-b2
+        b(Mul, 1, 1),               // 15 g²
+        b(Mul, 14, 15),             // 16
+        b(Add, 13, 16),             // 17 v'
+        inst(InstOp::Unary(UnaryOp::Sqrt, 17), d), // 18
+        b(Add, 18, 7),              // 19
+        b(Div, 12, 19),             // 20
+        b(Mul, 4, 20),              // 21
+        b(Sub, 0, 21),              // 22 p'
+    ];
+    let unit = inp(d, InnerStride::Unit);
+    let k = ElementwiseKernel { rank: 2, inputs: vec![unit; 4], scalars: 4, insts, outputs: vec![22, 12, 17] };
+    assert!(CpuKernel::compile(&k, "adam").unwrap().is_vectorized());
+    check(&k, &[5, 19], 1..5, &[1e-3, 0.9, 0.999, 1e-8], 0.0, "adam");
+    let k1 = ElementwiseKernel { rank: 1, ..k.clone() };
+    check(&k1, &[77], 0..1, &[1e-3, 0.9, 0.999, 1e-8], 0.0, "adam rank 1");
+    let k3 = ElementwiseKernel { rank: 3, ..k };
+    check(&k3, &[2, 3, 6], 2..6, &[1e-2, 0.8, 0.99, 1e-6], 0.0, "adam rank 3");
+}
+
+#[test]
+fn kernel_metadata() {
+    let kern = CpuKernel::compile(&gelu_chain(DType::F32, InnerStride::Broadcast), "meta").unwrap();
+    assert!(kern.clif().contains("f32x4"), "{}", kern.clif());
+    assert!(kern.compile_time() > std::time::Duration::ZERO);
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    send_sync(&kern);
+    let bad = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Unary(UnaryOp::Neg, 0), DType::F32)], outputs: vec![0] };
+    assert!(CpuKernel::compile(&bad, "bad").is_err());
+}
