@@ -28,7 +28,9 @@
 extern crate self as kiln;
 
 pub mod autograd;
+pub mod capture;
 pub mod data;
+pub mod debug;
 pub mod error;
 #[cfg(feature = "ndarray")]
 pub mod interop;
@@ -44,6 +46,7 @@ pub mod tensor;
 pub mod vision;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOpts};
+pub use capture::{compile, CompiledStep};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
 pub use random::manual_seed;
@@ -74,5 +77,5 @@ pub fn get_num_threads() -> usize {
 /// What most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
     pub use crate::nn::{self, functional as F, Module};
-    pub use crate::{manual_seed, no_grad, optim, BackwardOpts, DType, Device, Scalar, StateDict, Tensor};
+    pub use crate::{compile, manual_seed, no_grad, optim, BackwardOpts, DType, Device, Scalar, StateDict, Tensor};
 }

@@ -9,6 +9,8 @@
 pub mod cpu;
 pub mod cuda;
 pub mod expr;
+pub mod ir;
 pub mod kernel;
+pub mod passes;
 
 pub use expr::Expr;

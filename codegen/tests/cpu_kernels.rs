@@ -144,13 +144,13 @@ fn value(d: DType, n: usize, nonzero: bool) -> Sv {
                 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.7, -1e-3, 100.0, -100.0, 1e30, -1e30, f64::INFINITY, f64::NEG_INFINITY,
                 f64::NAN, 1e-40, 88.5, -90.0, 0.3, 20.5, 7.25, 1.5,
             ];
-            let x = if n % 3 == 0 { SPECIAL[(n / 3) % SPECIAL.len()] } else { ((h % 20001) as f64 - 10000.0) / 997.0 };
+            let x = if n.is_multiple_of(3) { SPECIAL[(n / 3) % SPECIAL.len()] } else { ((h % 20001) as f64 - 10000.0) / 997.0 };
             Sv::F(if d == DType::F32 { x as f32 as f64 } else { x })
         }
         DType::Bool => Sv::I((h >> 7) as i64 & 1),
         _ => {
             const SPECIAL: [i64; 14] = [0, 1, -1, 2, -7, 3, i64::MAX, i64::MIN, 255, 256, -300, 1 << 40, 5, -2];
-            let x = if n % 3 == 0 { SPECIAL[(n / 3) % SPECIAL.len()] } else { (h % 41) as i64 - 20 };
+            let x = if n.is_multiple_of(3) { SPECIAL[(n / 3) % SPECIAL.len()] } else { (h % 41) as i64 - 20 };
             Sv::I(wrap(x, d))
         }
     };
@@ -220,6 +220,7 @@ fn check_tol(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize
         .collect();
     let sentinel = 0xA5u8;
     let mut outs: Vec<Vec<u8>> = k.outputs.iter().map(|&o| vec![sentinel; n_rows * inner * k.dtype(o).size_in_bytes()]).collect();
+    // SAFETY: `base` elements lie inside the buffer (make_input sized it to cover them).
     let in_ptrs: Vec<*const u8> = inputs.iter().zip(&k.inputs).map(|(x, d)| unsafe { x.buf.as_ptr().add(x.base * d.dtype.size_in_bytes()) }).collect();
     let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
@@ -359,7 +360,9 @@ fn unary_tol(op: UnaryOp) -> (f64, f64) {
 fn unary_ops_every_dtype_and_layout() {
     for d in ALL {
         for op in UNARY {
-            if !d.is_float() && (!op.keeps_int_dtype() || d == DType::Bool) {
+            // Integer and Bool inputs keep their dtype only for the exact ops (computed in
+            // i64, then cast back: `!= 0` for Bool).
+            if !d.is_float() && !op.keeps_int_dtype() {
                 continue;
             }
             for (shape, inner, rows) in layouts(1) {
@@ -375,7 +378,7 @@ fn unary_ops_every_dtype_and_layout() {
 fn binary_ops_every_dtype_and_layout() {
     for d in ALL {
         for op in BINARY {
-            if d == DType::Bool || (!d.is_float() && !op.keeps_int_dtype()) {
+            if !d.is_float() && !op.keeps_int_dtype() {
                 continue;
             }
             for (shape, inner, rows) in layouts(2) {
@@ -527,7 +530,8 @@ fn inline_math_accuracy() {
     xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, 1e-40, -1e-40, f32::from_bits(1), f32::MAX, -f32::MAX, 1.0, -1.0, 8192.0, 8193.0, 0.625]);
     let gelu = |x: f64| x * 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
     let gelu_tanh = |x: f64| 0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)).tanh());
-    let cases: [(UnaryOp, &dyn Fn(f64) -> f64, f64); 10] = [
+    type Truth<'a> = &'a dyn Fn(f64) -> f64;
+    let cases: [(UnaryOp, Truth, f64); 10] = [
         (UnaryOp::Exp, &f64::exp, 2.0),
         (UnaryOp::Log, &f64::ln, 2.0),
         (UnaryOp::Tanh, &f64::tanh, 3.0),
@@ -679,4 +683,30 @@ fn kernel_metadata() {
     send_sync(&kern);
     let bad = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Unary(UnaryOp::Neg, 0), DType::F32)], outputs: vec![0] };
     assert!(CpuKernel::compile(&bad, "bad").is_err());
+}
+
+#[test]
+fn threads_share_a_kernel_on_disjoint_rows() {
+    let k = unary_kernel(UnaryOp::Exp, DType::F32, InnerStride::Unit, 2);
+    let kern = CpuKernel::compile(&k, "threads").unwrap();
+    let (rows, inner) = (8usize, 33usize);
+    let x: Vec<f32> = (0..rows * inner).map(|i| (i as f32 - 100.0) / 17.0).collect();
+    let mut out = vec![0f32; rows * inner];
+    let (shape, strides) = ([rows, inner], [inner as isize, 1]);
+    let out_addr = out.as_mut_ptr() as usize;
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (kern, x) = (&kern, &x);
+            s.spawn(move || {
+                let ip = [x.as_ptr() as *const u8];
+                let op = [out_addr as *mut u8];
+                let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 2 * t, row_end: 2 * t + 2 };
+                // SAFETY: x and out hold rows × inner f32; each thread writes its own two rows.
+                unsafe { kern.call(&args) };
+            });
+        }
+    });
+    for (i, (&xi, &o)) in x.iter().zip(&out).enumerate() {
+        assert_eq!(o.to_bits(), UnaryOp::Exp.eval(xi).to_bits(), "element {i}");
+    }
 }

@@ -41,6 +41,15 @@ pub(crate) fn run(
 ) -> Result<Vec<Option<Tensor>>> {
     let retain = opts.retain_graph || opts.create_graph;
     let _mode = super::grad_mode(opts.create_graph);
+    // Under kiln::compile, label what this pass records as backward, what follows as update.
+    struct Phase;
+    impl Drop for Phase {
+        fn drop(&mut self) {
+            crate::capture::set_phase(kiln_codegen::ir::Phase::Update);
+        }
+    }
+    crate::capture::set_phase(kiln_codegen::ir::Phase::Backward);
+    let _phase = Phase;
     let mut tasks: AHashMap<Key, Task> = AHashMap::new();
     let mut stack: Vec<Arc<Node>> = Vec::new();
     for (node, _) in &roots {

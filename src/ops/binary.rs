@@ -9,7 +9,8 @@ use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::{result_type, OperandKind};
 use kiln_runtime::layout::broadcast_shapes;
-use kiln_runtime::op_kind::BinaryOp;
+use kiln_codegen::ir::NodeKind;
+use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, match_cpu_float, DType, Element, FloatElement, Layout};
 use smallvec::SmallVec;
@@ -82,6 +83,7 @@ impl Operand {
     pub(crate) fn to_tensor(&self, dtype: DType) -> Tensor {
         match self {
             Operand::Tensor(t) => t.to_dtype(dtype),
+            Operand::Scalar(s) if crate::capture::is_active() => crate::capture::scalar(*s, dtype),
             Operand::Scalar(s) => Tensor::scalar_opts(*s, dtype),
         }
     }
@@ -248,6 +250,27 @@ fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
     Some(out.map(|s| Tensor::from_cpu_storage(s, x.shape())))
 }
 
+/// [`pow_scalar_special`] under capture: the same formulas as elementwise nodes.
+fn pow_scalar_special_captured(x: &Tensor, e: f64) -> Option<Tensor> {
+    use crate::capture::elementwise;
+    if !x.dtype().is_float() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
+        return None;
+    }
+    let (shape, dt) = (x.shape(), x.dtype());
+    let un = |op: UnaryOp, t: &Tensor| elementwise(NodeKind::Unary(op), &[(t, t.layout().clone())], shape, dt);
+    Some(match e {
+        2.0 => un(UnaryOp::Square, x),
+        3.0 => {
+            let sq = un(UnaryOp::Square, x);
+            elementwise(NodeKind::Binary(BinaryOp::Mul), &[(&sq, sq.layout().clone()), (x, x.layout().clone())], shape, dt)
+        }
+        0.5 => un(UnaryOp::Sqrt, x),
+        -0.5 => un(UnaryOp::Rsqrt, x),
+        -1.0 => un(UnaryOp::Reciprocal, x),
+        _ => un(UnaryOp::Reciprocal, &un(UnaryOp::Square, x)),
+    })
+}
+
 /// `op(a, b)` with broadcasting and type promotion; at least one operand is a tensor. Records
 /// the op for autograd when a tensor operand requires grad.
 #[track_caller]
@@ -375,7 +398,11 @@ fn binary_grads(op: BinaryOp, g: &Tensor, s: [Option<&Tensor>; 2], out: Option<&
 fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let dt = binary_dtype(op, a, b)?;
     if let (BinaryOp::Pow, Operand::Tensor(x), Operand::Scalar(e)) = (op, a, b) {
-        if x.dtype() == dt {
+        if x.dtype() == dt && crate::capture::is_active() {
+            if let Some(r) = pow_scalar_special_captured(x, e.to_f64()) {
+                return Ok(r);
+            }
+        } else if x.dtype() == dt {
             if let Some(r) = pow_scalar_special(x, e.to_f64()) {
                 return r;
             }
@@ -393,6 +420,9 @@ fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    if crate::capture::is_active() {
+        return Ok(crate::capture::elementwise(NodeKind::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt));
+    }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, &la, sb.as_buf::<T>().expect("same dtype"), &lb)))
     })?;
@@ -425,6 +455,13 @@ pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<
     }
     check_int_operands(op, dt, b)?;
     let mut tb = b.to_tensor(dt);
+    if crate::capture::is_active() {
+        check_writable(op.name(), dst)?;
+        let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+        let r = crate::capture::elementwise(NodeKind::Binary(op), &[(dst, dst.layout().clone()), (&tb, lb)], dst.shape(), dt);
+        crate::capture::assign(dst, &r);
+        return Ok(());
+    }
     if tb.shares_storage_with(dst) {
         tb = tb.deep_clone();
     }
@@ -457,6 +494,10 @@ fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
         bail!("copy_", Shape, "the source of shape {:?} cannot be broadcast to the destination's shape {:?}", src.shape(), dst.shape());
     }
     check_writable("copy_", dst)?;
+    if crate::capture::is_active() {
+        crate::capture::assign(dst, &src.try_to_dtype(dst.dtype())?);
+        return Ok(());
+    }
     let src = if src.shares_storage_with(dst) { src.deep_clone() } else { src.clone() };
     let ls = src.layout().broadcast_to(dst.shape()).expect("shape was broadcast");
     dst.with_cpu_write("copy_", &src, |sd, ss| {
@@ -488,6 +529,10 @@ impl Tensor {
             return self;
         }
         check_writable("fill_", self).or_panic();
+        if crate::capture::is_active() {
+            crate::capture::assign(self, &crate::capture::scalar(v, self.dtype()));
+            return self;
+        }
         self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))).or_panic();
         self
     }

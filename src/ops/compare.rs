@@ -7,6 +7,8 @@
 
 use super::binary::{broadcast_all, check_writable, Operand};
 use crate::autograd::{self, grads, Grads, Saved};
+use crate::capture;
+use kiln_codegen::ir::NodeKind;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{scalar_as, Tensor};
@@ -18,13 +20,16 @@ use kiln_runtime::{match_cpu, DType};
 
 /// `op(a, b)` with broadcasting; both operands are compared in their promoted dtype.
 #[track_caller]
-fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
+pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     let a = Operand::Tensor(a.clone());
     let dt = result_type(&[a.promotion(), b.promotion()]);
     let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    if capture::is_active() {
+        return Ok(capture::elementwise(NodeKind::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
+    }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |x: T| {
             let y = sb.as_buf::<T>().expect("same dtype");
@@ -41,11 +46,14 @@ fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
 
 /// `op(truth(a), truth(b))` with broadcasting.
 #[track_caller]
-fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
+pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     let shape = broadcast_all(op.name(), &[a.shape(), b.shape()])?;
     let (ta, tb) = (a.try_to_dtype(DType::Bool)?, b.to_tensor(DType::Bool));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    if capture::is_active() {
+        return Ok(capture::elementwise(NodeKind::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
+    }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
         macro_rules! go {
@@ -154,6 +162,9 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     let lc = cond.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lx = tx.layout().broadcast_to(&shape).expect("shape was broadcast");
     let ly = ty.layout().broadcast_to(&shape).expect("shape was broadcast");
+    if capture::is_active() {
+        return Ok(capture::elementwise(NodeKind::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt));
+    }
     let out = cond.with_cpu("where", |sc, _| {
         let c = sc.as_buf::<bool>().expect("bool");
         tx.with_cpu2(&ty, "where", |sx, sy| {
@@ -217,6 +228,9 @@ impl Tensor {
     #[track_caller]
     pub fn logical_not(&self) -> Tensor {
         let t = self.to_dtype(DType::Bool);
+        if capture::is_active() {
+            return capture::elementwise(NodeKind::Not, &[(&t, t.layout().clone())], t.shape(), DType::Bool);
+        }
         let out = t.with_cpu("logical_not", |s, l| map1(s.as_buf::<bool>().expect("bool"), l, |v| !v)).or_panic();
         Tensor::from_buf(out, self.shape())
     }

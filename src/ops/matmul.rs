@@ -181,13 +181,6 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         (Some(la), Some(lb)) => (la, lb),
         _ => unreachable!("batch dims {batch_a:?} and {batch_b:?} broadcast to {batch:?}"),
     };
-    let storage = a.with_cpu2(b, op, |sa, sb| product_storage(sa, &la, sb, &lb))?;
-    let Some(storage) = storage else {
-        if a.dtype() != b.dtype() {
-            bail!(op, DType, "expected both operands to have the same dtype, but got {} and {}", a.dtype(), b.dtype());
-        }
-        bail!(op, DType, "not implemented for dtype {} (shapes {:?} and {:?})", a.dtype(), a.shape(), b.shape());
-    };
     let mut shape = batch;
     if da > 1 {
         shape.push(m);
@@ -195,7 +188,27 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if db > 1 {
         shape.push(n);
     }
-    let out = Tensor::from_cpu_storage(storage, &shape);
+    let unsupported = || -> Result<Tensor> {
+        if a.dtype() != b.dtype() {
+            bail!(op, DType, "expected both operands to have the same dtype, but got {} and {}", a.dtype(), b.dtype());
+        }
+        bail!(op, DType, "not implemented for dtype {} (shapes {:?} and {:?})", a.dtype(), a.shape(), b.shape());
+    };
+    let out = if crate::capture::is_active() {
+        if a.dtype() != b.dtype() || a.dtype() == kiln_runtime::DType::Bool {
+            return unsupported();
+        }
+        let out_shape = shape.clone();
+        crate::capture::opaque(op, &[a, b], &shape, a.dtype(), move |ins| {
+            let storage = ins[0].with_cpu2(&ins[1], op, |sa, sb| product_storage(sa, &la, sb, &lb))?;
+            Ok(Tensor::from_cpu_storage(storage.expect("dtypes checked when captured"), &out_shape))
+        })
+    } else {
+        match a.with_cpu2(b, op, |sa, sb| product_storage(sa, &la, sb, &lb))? {
+            Some(storage) => Tensor::from_cpu_storage(storage, &shape),
+            None => return unsupported(),
+        }
+    };
     if !out.dtype().is_float() || !autograd::is_recording(&[a, b]) {
         return Ok(out);
     }

@@ -34,4 +34,7 @@ mod sort;
 mod unary;
 
 pub use binary::Operand;
+pub(crate) use binary::binary;
+pub(crate) use compare::{compare, logical};
+pub(crate) use unary::unary;
 pub(crate) use binary::can_cast;

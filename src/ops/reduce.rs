@@ -207,8 +207,16 @@ impl Reduction {
         &self,
         op: &'static str,
         t: &Tensor,
-        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage,
+        dtype: DType,
+        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
     ) -> Result<Tensor> {
+        if crate::capture::is_active() {
+            let (mask, shape) = (self.mask.clone(), self.shape.clone());
+            return Ok(crate::capture::opaque(op, &[t], &self.shape, dtype, move |ins| {
+                let storage = ins[0].with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &mask)))?;
+                Ok(Tensor::from_cpu_storage(storage, &shape))
+            }));
+        }
         let storage = t.with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &self.mask)))?;
         Ok(Tensor::from_cpu_storage(storage, &self.shape))
     }
@@ -295,7 +303,7 @@ fn reduce_values(t: &Tensor, name: &'static str, grad_name: &'static str, op: Re
     if matches!(op, ReduceOp::Max | ReduceOp::Min) {
         red.check_nonempty(name, t)?;
     }
-    let out = red.run(name, t, |s, plan| match op {
+    let out = red.run(name, t, t.dtype(), move |s, plan| match op {
         ReduceOp::Sum => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, _| T::from_acc(a)))),
         ReduceOp::Prod => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Prod, |a, _| T::from_acc(a)))),
         ReduceOp::Max => {
@@ -341,7 +349,7 @@ fn check_mean_dtype(op: &'static str, t: &Tensor) -> Result<()> {
 fn mean_impl(t: &Tensor, grad_name: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("mean", t, dims, keepdim)?;
     check_mean_dtype("mean", t)?;
-    let out = red.run("mean", t, |s, plan| {
+    let out = red.run("mean", t, t.dtype(), |s, plan| {
         match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(
             a / n as f64
         ))))
@@ -363,7 +371,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
         bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
     }
     let correction = correction as f64;
-    let out = red.run(op, t, |s, plan| {
+    let out = red.run(op, t, t.dtype(), move |s, plan| {
         match_float!(s, |b: T| {
             let means = kernel::reduce(b, plan, &kernel::Sum, |a, n| a / n as f64);
             wrap(kernel::reduce(b, plan, &kernel::SqDev(&means), |(m2, _), n| {
@@ -395,7 +403,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
 fn logsumexp_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("logsumexp", t, dims, keepdim)?;
     let x = if t.dtype().is_float() { t.clone() } else { t.try_to_dtype(DType::F32)? };
-    let out = red.run("logsumexp", &x, |s, plan| {
+    let out = red.run("logsumexp", &x, x.dtype(), |s, plan| {
         match_float!(s, |b: T| {
             let inf = <T as FloatElement>::Compute::c(f64::INFINITY);
             let shifts = kernel::reduce(b, plan, &kernel::MinMax::<true>, |m, _| {
@@ -429,7 +437,7 @@ fn arg_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: Option<i64>, kee
         bail!(op, DType, "does not support bool input");
     }
     red.check_nonempty(op, t)?;
-    red.run(op, t, |s, plan| {
+    red.run(op, t, DType::I64, |s, plan| {
         match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::ArgMinMax::<MAX>, |(_, i), _| i as i64)))
     })
 }
@@ -469,7 +477,8 @@ fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keep
 #[track_caller]
 fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new(op, t, dims, keepdim)?;
-    red.run(op, t, |s, plan| match s {
+    let dtype = if t.dtype() == DType::U8 { DType::U8 } else { DType::Bool };
+    red.run(op, t, dtype, |s, plan| match s {
         CpuStorage::U8(b) => wrap(kernel::reduce(b, plan, &kernel::AllAny::<ALL>, |a, _| a as u8)),
         _ => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::AllAny::<ALL>, |a, _| a))),
     })

@@ -84,6 +84,20 @@ fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let dt = unary_dtype(op, x.dtype())?;
     let x = x.try_to_dtype(dt)?;
+    let out = if crate::capture::is_active() {
+        crate::capture::elementwise(kiln_codegen::ir::NodeKind::Unary(op), &[(&x, x.layout().clone())], x.shape(), dt)
+    } else {
+        unary_eager(op, &x)?
+    };
+    if autograd::is_recording(&[&x]) {
+        return Ok(record_unary(op, &x, out));
+    }
+    Ok(out)
+}
+
+/// The eager kernel of [`unary`] (`x` already of the result dtype).
+#[track_caller]
+fn unary_eager(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let out = x.with_cpu(op.name(), |s, l| {
         if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous() && l.numel() > 0) {
             let mut o = CpuBuf::<f32>::uninit(l.numel());
@@ -93,11 +107,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
         }
         match_cpu!(s, |a: T| T::wrap(T::unary(op, a, l)))
     })?;
-    let out = Tensor::from_cpu_storage(out, x.shape());
-    if autograd::is_recording(&[&x]) {
-        return Ok(record_unary(op, &x, out));
-    }
-    Ok(out)
+    Ok(Tensor::from_cpu_storage(out, x.shape()))
 }
 
 /// What a unary op's backward rule reads: its input, its output, or nothing.
@@ -216,6 +226,10 @@ pub(crate) fn unary_inplace(op: UnaryOp, x: &Tensor) -> Result<()> {
         return autograd::inplace(op.name(), x, |old| unary(op, old));
     }
     super::binary::check_writable(op.name(), x)?;
+    if crate::capture::is_active() {
+        crate::capture::assign(x, &unary(op, x)?);
+        return Ok(());
+    }
     x.with_cpu_mut(op.name(), |s, l| match_cpu!(s, |d: T| T::unary_inplace(op, d, l)))
 }
 

@@ -63,8 +63,11 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        let storage = self.with_cpu("to", |s, l| cast_storage(s, l, dtype))?;
-        let out = Tensor::from_cpu_storage(storage, self.shape());
+        let out = if crate::capture::is_active() {
+            crate::capture::elementwise(kiln_codegen::ir::NodeKind::Cast, &[(self, self.layout().clone())], self.shape(), dtype)
+        } else {
+            Tensor::from_cpu_storage(self.with_cpu("to", |s, l| cast_storage(s, l, dtype))?, self.shape())
+        };
         if dtype.is_float() && autograd::is_recording(&[self]) {
             // The engine casts the gradient back to the input's dtype.
             return Ok(autograd::record(out, "ToCopyBackward0", &[self], [], |_, g, _| grads![Some(g.clone())]));
@@ -103,8 +106,11 @@ impl Tensor {
     /// Python); this is the data copy.
     #[track_caller]
     pub fn deep_clone(&self) -> Tensor {
-        let storage = self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic();
-        let out = Tensor::from_cpu_storage(storage, self.shape());
+        let out = if crate::capture::is_active() {
+            crate::capture::elementwise(kiln_codegen::ir::NodeKind::Cast, &[(self, self.layout().clone())], self.shape(), self.dtype())
+        } else {
+            Tensor::from_cpu_storage(self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic(), self.shape())
+        };
         if autograd::is_recording(&[self]) {
             return autograd::record(out, "CloneBackward0", &[self], [], |_, g, _| grads![Some(g.clone())]);
         }

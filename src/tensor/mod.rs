@@ -33,11 +33,51 @@ pub struct StorageCell {
     /// in-place write to the storage under grad mode would leave that view's history stale, so
     /// autograd refuses it.
     tracked_views: AtomicBool,
+    /// Capture state (see [`crate::capture`]): which trace refers to this storage and which of
+    /// its nodes holds the current value.
+    pub(crate) capture: crate::capture::CellCapture,
 }
 
 impl StorageCell {
     fn new(storage: Storage) -> Arc<StorageCell> {
-        Arc::new(StorageCell { data: RwLock::new(storage), version: AtomicU64::new(0), tracked_views: AtomicBool::new(false) })
+        Arc::new(StorageCell {
+            data: RwLock::new(storage),
+            version: AtomicU64::new(0),
+            tracked_views: AtomicBool::new(false),
+            capture: crate::capture::CellCapture::default(),
+        })
+    }
+
+    /// A storage whose values a trace will compute: `len` elements of `dtype`, not yet
+    /// allocated.
+    pub(crate) fn lazy(dtype: DType, capture: crate::capture::CellCapture) -> Arc<StorageCell> {
+        Arc::new(StorageCell {
+            data: RwLock::new(Storage::Cpu(CpuStorage::uninit(dtype, 0))),
+            version: AtomicU64::new(0),
+            tracked_views: AtomicBool::new(false),
+            capture,
+        })
+    }
+
+    /// Replaces the data (a trace's realized result); not an in-place write of the user's.
+    pub(crate) fn install(&self, storage: Storage) {
+        *self.data.write().unwrap_or_else(|e| e.into_inner()) = storage;
+    }
+
+    /// Takes the data out, leaving an empty storage of the same dtype.
+    pub(crate) fn take(&self) -> Storage {
+        let mut g = self.data.write().unwrap_or_else(|e| e.into_inner());
+        let Storage::Cpu(s) = &*g;
+        let empty = Storage::Cpu(CpuStorage::uninit(s.dtype(), 0));
+        std::mem::replace(&mut *g, empty)
+    }
+
+    /// Elements in the storage (the planned length of a lazy one).
+    pub(crate) fn len(&self) -> usize {
+        if let Some(len) = self.capture.lazy_len() {
+            return len;
+        }
+        self.data.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -100,6 +140,16 @@ impl Tensor {
     /// A contiguous tensor over a new typed CPU buffer.
     pub(crate) fn from_buf<T: StorageElement>(buf: CpuBuf<T>, shape: &[usize]) -> Tensor {
         Self::from_cpu_storage(T::wrap(buf), shape)
+    }
+
+    /// A tensor over an existing storage (no copy), without autograd history.
+    pub(crate) fn over_cell(cell: Arc<StorageCell>, layout: Layout, dtype: DType) -> Tensor {
+        Tensor(TensorImpl::new(cell, layout, dtype, Device::Cpu))
+    }
+
+    /// The storage this tensor views.
+    pub(crate) fn cell(&self) -> &Arc<StorageCell> {
+        &self.0.storage
     }
 
     /// A view of this tensor's storage with another layout (no copy), without autograd history.
@@ -223,16 +273,27 @@ impl Tensor {
 
     /// Number of elements in the underlying storage.
     pub(crate) fn storage_len(&self) -> usize {
-        self.read_storage().len()
+        self.0.storage.len()
     }
 
-    /// Read access to the storage.
+    /// Read access to the storage. A storage that a capture has yet to compute is realized
+    /// first (a graph break, named with the caller's line under `KILN_DEBUG=breaks`).
+    #[track_caller]
     pub(crate) fn read_storage(&self) -> RwLockReadGuard<'_, Storage> {
+        crate::capture::before_eager_access(&self.0.storage, false);
         self.0.storage.data.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Write access to the storage; counts as an in-place write (bumps the version).
+    /// Counts an in-place write (bumps the version) without touching the data.
+    pub(crate) fn bump_version(&self) {
+        self.0.storage.version.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Write access to the storage; counts as an in-place write (bumps the version). A
+    /// storage that a pending capture reads or computes is realized first.
+    #[track_caller]
     pub(crate) fn write_storage(&self) -> RwLockWriteGuard<'_, Storage> {
+        crate::capture::before_eager_access(&self.0.storage, true);
         self.0.storage.version.fetch_add(1, Ordering::Relaxed);
         self.0.storage.data.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -257,6 +318,7 @@ impl Tensor {
     ) -> Result<R> {
         self.check_same_device(op, other)?;
         self.check_device_supported(op)?;
+        crate::capture::before_eager_access(&other.0.storage, false);
         let ga = self.read_storage();
         let Storage::Cpu(a) = &*ga;
         if self.shares_storage_with(other) {
@@ -280,6 +342,9 @@ impl Tensor {
         self.check_same_device(op, src)?;
         self.check_device_supported(op)?;
         debug_assert!(!self.shares_storage_with(src));
+        // Realize a pending capture before taking either lock (realizing writes storages).
+        crate::capture::before_eager_access(&src.0.storage, false);
+        crate::capture::before_eager_access(&self.0.storage, true);
         let self_first = Arc::as_ptr(&self.0.storage) < Arc::as_ptr(&src.0.storage);
         let (mut gw, gr);
         if self_first {

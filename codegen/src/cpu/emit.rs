@@ -294,10 +294,10 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     }
     let mut out_ptr = Vec::with_capacity(n_out);
     let row_elems = cx.b.ins().imul(row, inner);
-    for o in 0..n_out {
-        let size = k.dtype(k.outputs[o]).size_in_bytes() as i64;
+    for (&base, &val) in out_base.iter().zip(&k.outputs) {
+        let size = k.dtype(val).size_in_bytes() as i64;
         let off = cx.b.ins().imul_imm_s(row_elems, size);
-        out_ptr.push(cx.b.ins().iadd(out_base[o], off));
+        out_ptr.push(cx.b.ins().iadd(base, off));
     }
     // Broadcast inputs: one load per row.
     let mut bcast = vec![None; n_in];

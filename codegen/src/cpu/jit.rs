@@ -14,6 +14,8 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("cranelift flag {k}={v}: {e}"));
     set(&mut flags, "opt_level", "speed")?;
+    // The IR verifier costs about half of the JIT time; the kernels' tests run it (debug).
+    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
     // The JIT resolves helper addresses itself; it needs absolute (non-PIC) calls.
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;

@@ -2,9 +2,11 @@
 //! `cranelift-jit`.
 //!
 //! [`CpuKernel::compile`] validates the kernel, emits one `extern "C" fn(*const KernelArgs)`
-//! (see [`emit`] for the loop shape, [`ops`] for per-op instruction selection, [`math`] for the
-//! inline f32 transcendentals and their error bounds) and finalizes it in a module of its own,
-//! which the `CpuKernel` owns and frees on drop.
+//! and finalizes it in a JIT module of its own, which the `CpuKernel` owns and frees on drop.
+//! One file per job: `cpu/emit.rs` the loops, loads and stores; `cpu/ops.rs` per-op
+//! instruction selection; [`math`] the inline f32 transcendentals and their error bounds;
+//! `cpu/helpers.rs` the Rust functions for the ops that are called rather than inlined;
+//! `cpu/jit.rs` the host ISA and module setup.
 
 mod emit;
 mod helpers;
@@ -39,7 +41,8 @@ unsafe impl Sync for CpuKernel {}
 impl CpuKernel {
     /// Compiles `k` (validated first) into a function named `name` (for debugging output).
     /// Errors for an invalid kernel, for F16/BF16 values ("f16/bf16 are not supported by the
-    /// CPU JIT": the caller falls back to eager), and for code generation failures.
+    /// CPU JIT": the caller falls back to eager), and for code generation failures. With the
+    /// environment variable `KILN_CPU_DISASM` set, prints the machine code to stderr.
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
@@ -51,10 +54,17 @@ impl CpuKernel {
         ctx.func.signature = sig;
         let plan = emit::build(k, &mut module, &ids, &mut ctx.func)?;
         let clif = ctx.func.display().to_string();
+        let disasm = std::env::var_os("KILN_CPU_DISASM").is_some();
+        ctx.set_disasm(disasm);
         module.define_function(id, &mut ctx).map_err(|e| match e {
             ModuleError::Compilation(err) => format!("cranelift: {}\n{clif}", pretty_error(&ctx.func, err)),
             e => e.to_string(),
         })?;
+        if disasm {
+            if let Some(code) = ctx.compiled_code() {
+                eprintln!("{}", code.vcode.as_deref().unwrap_or(""));
+            }
+        }
         module.clear_context(&mut ctx);
         module.finalize_definitions().map_err(|e| e.to_string())?;
         let ptr = module.get_finalized_function(id);

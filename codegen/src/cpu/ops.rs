@@ -124,7 +124,7 @@ impl<'a, 'b> Cx<'a, 'b> {
     }
 
     /// Widens an integer or Bool scalar of `dtype` to i64 (sign- or zero-extending).
-    pub fn to_i64(&mut self, v: Value, dtype: DType) -> Value {
+    pub fn widen_i64(&mut self, v: Value, dtype: DType) -> Value {
         match dtype {
             DType::I64 => v,
             DType::I32 => self.b.ins().sextend(types::I64, v),
@@ -133,7 +133,7 @@ impl<'a, 'b> Cx<'a, 'b> {
     }
 
     /// An i64 result converted to integer or Bool `dtype` (wrapping; Bool is `!= 0`).
-    pub fn from_i64(&mut self, v: Value, dtype: DType) -> Value {
+    pub fn narrow_i64(&mut self, v: Value, dtype: DType) -> Value {
         match dtype {
             DType::I64 => v,
             DType::I32 => self.b.ins().ireduce(types::I32, v),
@@ -164,7 +164,7 @@ impl<'a, 'b> Cx<'a, 'b> {
             if !op.keeps_int_dtype() {
                 return Err(format!("{} on {dtype} must be computed in a float dtype", op.name()));
             }
-            let a = self.to_i64(x, dtype);
+            let a = self.widen_i64(x, dtype);
             let r = match op {
                 UnaryOp::Neg => self.b.ins().ineg(a),
                 UnaryOp::Abs => self.b.ins().iabs(a),
@@ -182,7 +182,7 @@ impl<'a, 'b> Cx<'a, 'b> {
                 UnaryOp::Square => self.b.ins().imul(a, a),
                 _ => a, // floor, ceil, round, trunc: identity on integers
             };
-            return Ok(self.from_i64(r, dtype));
+            return Ok(self.narrow_i64(r, dtype));
         }
         let ty = self.ty(x);
         let f32 = dtype == DType::F32;
@@ -239,8 +239,8 @@ impl<'a, 'b> Cx<'a, 'b> {
             if !op.keeps_int_dtype() {
                 return Err(format!("{} with a {dtype} result is not an integer op", op.name()));
             }
-            let a = self.to_i64(a, dtype);
-            let b = self.to_i64(b, dtype);
+            let a = self.widen_i64(a, dtype);
+            let b = self.widen_i64(b, dtype);
             let r = match op {
                 BinaryOp::Add => self.b.ins().iadd(a, b),
                 BinaryOp::Sub => self.b.ins().isub(a, b),
@@ -264,7 +264,7 @@ impl<'a, 'b> Cx<'a, 'b> {
                 }
                 BinaryOp::Div | BinaryOp::Atan2 => unreachable!(),
             };
-            return Ok(self.from_i64(r, dtype));
+            return Ok(self.narrow_i64(r, dtype));
         }
         Ok(match op {
             BinaryOp::Add => self.b.ins().fadd(a, b),
@@ -310,8 +310,8 @@ impl<'a, 'b> Cx<'a, 'b> {
             CmpOp::Gt => IntCC::SignedGreaterThan,
             CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
         };
-        let a = self.to_i64(a, dtype);
-        let b = self.to_i64(b, dtype);
+        let a = self.widen_i64(a, dtype);
+        let b = self.widen_i64(b, dtype);
         self.b.ins().icmp(cc, a, b)
     }
 
@@ -355,16 +355,16 @@ impl<'a, 'b> Cx<'a, 'b> {
             // `(v as f64) as i64` (saturating, NaN to 0), then wrapping to the integer type.
             (true, false) => {
                 let i = self.b.ins().fcvt_to_sint_sat(types::I64, v);
-                self.from_i64(i, to)
+                self.narrow_i64(i, to)
             }
             // Integer to float: exact through i64 then one rounding (i64 -> f32 directly).
             (false, true) => {
-                let i = self.to_i64(v, from);
+                let i = self.widen_i64(v, from);
                 self.b.ins().fcvt_from_sint(to_ty, i)
             }
             (false, false) => {
-                let i = self.to_i64(v, from);
-                self.from_i64(i, to)
+                let i = self.widen_i64(v, from);
+                self.narrow_i64(i, to)
             }
         })
     }

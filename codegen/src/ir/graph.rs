@@ -1,0 +1,167 @@
+//! The captured step as a DAG: nodes in trace order (which is a topological order), each
+//! producing one value, each reading earlier values through a view.
+
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
+use kiln_runtime::{DType, Layout, Shape};
+use smallvec::SmallVec;
+
+/// A node's index in [`Graph::nodes`].
+pub type NodeId = u32;
+
+/// A read of a node's value through a view: `layout` addresses the node's flat storage (an op
+/// node's value is contiguous over its shape; an input's is the whole realized storage), so
+/// transposes, narrows and broadcasts are index maps, never copies.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Use {
+    /// The node read.
+    pub node: NodeId,
+    /// Where the elements sit in its storage.
+    pub layout: Layout,
+}
+
+/// What a node computes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeKind {
+    /// A realized storage of `len` elements that the step reads (a parameter, a batch, a
+    /// tensor made eagerly inside the step); `slot` is its place in the step's input list.
+    Input {
+        /// Place in the list of the step's realized inputs.
+        slot: u32,
+        /// Elements in the storage.
+        len: usize,
+    },
+    /// A Rust number given at run time (0-dim), so a new learning rate reuses the plan.
+    Scalar {
+        /// Place in the step's list of scalar arguments.
+        slot: u32,
+    },
+    /// `op(x)` elementwise.
+    Unary(UnaryOp),
+    /// `op(a, b)` elementwise; both reads are broadcast to the node's shape.
+    Binary(BinaryOp),
+    /// A comparison (Bool result).
+    Cmp(CmpOp),
+    /// A logical op (Bool result).
+    Logical(LogicalOp),
+    /// Logical not (Bool result).
+    Not,
+    /// `where(cond, a, b)`.
+    Where,
+    /// A dtype conversion (the node's dtype) with the eager cast rules.
+    Cast,
+    /// A new storage written by an in-place op: the old storage (read 0, flat) with the
+    /// elements at `region` replaced by read 1 (broadcast to `region`'s shape). `len` is the
+    /// storage's length. When `region` covers the whole storage in order, the value is read 1.
+    Assign {
+        /// Elements in the storage.
+        len: usize,
+        /// The written elements.
+        region: Layout,
+    },
+    /// An op without an expression (matmul, reductions, conv, …): run by its eager
+    /// implementation on realized inputs. `key` hashes its name and attributes; `index` is
+    /// its place in the trace's list of eager closures.
+    Opaque {
+        /// The op's name (for messages and dumps).
+        name: &'static str,
+        /// Hash of the name and every attribute that changes the result.
+        key: u64,
+        /// Which closure of the trace runs it.
+        index: u32,
+    },
+}
+
+impl NodeKind {
+    /// True for the ops a fused elementwise kernel can compute.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(self, NodeKind::Unary(_) | NodeKind::Binary(_) | NodeKind::Cmp(_) | NodeKind::Logical(_) | NodeKind::Not | NodeKind::Where | NodeKind::Cast)
+    }
+
+    /// A short name for messages and dumps.
+    pub fn name(&self) -> String {
+        match self {
+            NodeKind::Input { slot, .. } => format!("input{slot}"),
+            NodeKind::Scalar { slot } => format!("scalar{slot}"),
+            NodeKind::Unary(op) => op.name().to_string(),
+            NodeKind::Binary(op) => op.name().to_string(),
+            NodeKind::Cmp(op) => op.name().to_string(),
+            NodeKind::Logical(op) => op.name().to_string(),
+            NodeKind::Not => "logical_not".into(),
+            NodeKind::Where => "where".into(),
+            NodeKind::Cast => "to".into(),
+            NodeKind::Assign { .. } => "assign".into(),
+            NodeKind::Opaque { name, .. } => (*name).to_string(),
+        }
+    }
+}
+
+/// One node: its kind, the value's shape and dtype, and what it reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// What it computes.
+    pub kind: NodeKind,
+    /// The value's shape (for `Input` and `Assign`: `[len]`, the flat storage).
+    pub shape: Shape,
+    /// The value's dtype.
+    pub dtype: DType,
+    /// The values read, in the op's operand order.
+    pub reads: SmallVec<[Use; 3]>,
+}
+
+impl Node {
+    /// Elements in the value.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// Which part of the training step a node belongs to (for dumps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Recorded before any backward pass.
+    Forward,
+    /// Recorded by a backward pass.
+    Backward,
+    /// Recorded after a backward pass (optimizer updates, …).
+    Update,
+}
+
+/// A captured step: its nodes and the values that must be realized (outputs).
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    /// Nodes in trace order; every read names an earlier node.
+    pub nodes: Vec<Node>,
+    /// The phase each node was recorded in.
+    pub phases: Vec<Phase>,
+    /// Nodes whose values leave the step (a live tensor's storage, or an assigned storage).
+    pub outputs: Vec<NodeId>,
+}
+
+impl Graph {
+    /// The node `id`.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    /// Appends a node and returns its id.
+    pub fn push(&mut self, node: Node, phase: Phase) -> NodeId {
+        debug_assert!(node.reads.iter().all(|u| (u.node as usize) < self.nodes.len()));
+        self.nodes.push(node);
+        self.phases.push(phase);
+        (self.nodes.len() - 1) as NodeId
+    }
+
+    /// How many times each node is read (by nodes and by the output list).
+    pub fn use_counts(&self) -> Vec<u32> {
+        let mut counts = vec![0u32; self.nodes.len()];
+        for n in &self.nodes {
+            for u in &n.reads {
+                counts[u.node as usize] += 1;
+            }
+        }
+        for &o in &self.outputs {
+            counts[o as usize] += 1;
+        }
+        counts
+    }
+}

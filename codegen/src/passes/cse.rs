@@ -1,0 +1,84 @@
+//! Dead-node removal and common subexpressions.
+
+use crate::ir::{Graph, NodeId, NodeKind};
+use ahash::AHashMap;
+
+/// Which nodes the outputs need (`live[n]`), walking reads back from the outputs.
+pub fn live_nodes(g: &Graph) -> Vec<bool> {
+    let mut live = vec![false; g.nodes.len()];
+    for &o in &g.outputs {
+        live[o as usize] = true;
+    }
+    for id in (0..g.nodes.len()).rev() {
+        if live[id] {
+            for u in &g.nodes[id].reads {
+                live[u.node as usize] = true;
+            }
+        }
+    }
+    live
+}
+
+/// Merges elementwise nodes that compute the same op of the same reads (`x.exp()` written
+/// twice): later copies are rewritten to read the first. Returns how many were merged.
+pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
+    let mut replace: Vec<NodeId> = (0..g.nodes.len() as NodeId).collect();
+    let mut seen: AHashMap<String, NodeId> = AHashMap::new();
+    let mut merged = 0;
+    for id in 0..g.nodes.len() {
+        for u in g.nodes[id].reads.iter_mut() {
+            u.node = replace[u.node as usize];
+        }
+        let n = &g.nodes[id];
+        if !n.kind.is_elementwise() && !matches!(n.kind, NodeKind::Opaque { .. }) {
+            continue;
+        }
+        if matches!(n.kind, NodeKind::Opaque { .. }) {
+            continue; // an eager op may draw random numbers: never merged
+        }
+        let key = format!("{:?}|{:?}|{:?}|{:?}", n.kind, n.shape, n.dtype, n.reads);
+        match seen.get(&key) {
+            Some(&first) => {
+                replace[id] = first;
+                merged += 1;
+            }
+            None => {
+                seen.insert(key, id as NodeId);
+            }
+        }
+    }
+    for o in g.outputs.iter_mut() {
+        *o = replace[*o as usize];
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Node, Phase, Use};
+    use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
+    use kiln_runtime::{DType, Layout};
+    use smallvec::smallvec;
+
+    #[test]
+    fn duplicates_merge_and_dead_nodes_drop() {
+        let l = Layout::contiguous(&[3]);
+        let mut g = Graph::default();
+        let node = |kind, reads: &[NodeId]| Node {
+            kind,
+            shape: smallvec![3],
+            dtype: DType::F32,
+            reads: reads.iter().map(|&n| Use { node: n, layout: l.clone() }).collect(),
+        };
+        let x = g.push(node(NodeKind::Input { slot: 0, len: 3 }, &[]), Phase::Forward);
+        let a = g.push(node(NodeKind::Unary(UnaryOp::Exp), &[x]), Phase::Forward);
+        let b = g.push(node(NodeKind::Unary(UnaryOp::Exp), &[x]), Phase::Forward);
+        let s = g.push(node(NodeKind::Binary(BinaryOp::Add), &[a, b]), Phase::Forward);
+        let _dead = g.push(node(NodeKind::Unary(UnaryOp::Log), &[x]), Phase::Forward);
+        g.outputs.push(s);
+        assert_eq!(eliminate_common_subexpressions(&mut g), 1);
+        assert_eq!(g.node(s).reads[1].node, a);
+        assert_eq!(live_nodes(&g), vec![true, true, false, true, false]);
+    }
+}

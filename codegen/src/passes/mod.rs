@@ -1,0 +1,13 @@
+//! The passes from a captured graph to a plan: dead nodes and common subexpressions
+//! ([`cse`]), fusion ([`fusion`]), lowering groups to kernels ([`lower`]), and ordering with
+//! memory planning ([`schedule`]).
+
+pub mod cse;
+pub mod fusion;
+pub mod lower;
+pub mod schedule;
+
+pub use cse::{eliminate_common_subexpressions, live_nodes};
+pub use fusion::{fuse, Fusion};
+pub use lower::{lower_group, LoweredGroup};
+pub use schedule::{schedule, Schedule, StepKind};

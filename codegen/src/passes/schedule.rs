@@ -1,0 +1,126 @@
+//! Ordering the plan's steps and planning memory by liveness.
+
+use super::fusion::Fusion;
+use crate::ir::{Graph, NodeId, NodeKind};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One unit of work of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// Fusion group `g` (one kernel).
+    Group(u32),
+    /// One node run by itself (an opaque op or an assignment).
+    Node(NodeId),
+}
+
+/// The steps in a valid order, and when each value can be freed.
+#[derive(Clone, Debug, Default)]
+pub struct Schedule {
+    /// The steps, each after every step it reads from.
+    pub steps: Vec<StepKind>,
+    /// Per step, the values (nodes) no later step reads, freed once it has run (graph outputs
+    /// and inputs are never freed).
+    pub frees: Vec<Vec<NodeId>>,
+    /// The most bytes of intermediate values alive at once (inputs and outputs excluded).
+    pub peak_bytes: usize,
+}
+
+/// Orders the live nodes' steps topologically (ties broken by trace order) and computes the
+/// last use of every intermediate value. `materialized(n)` says whether node `n` gets a
+/// buffer (group members that stay inside their kernel don't).
+pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion, materialized: impl Fn(NodeId) -> bool) -> Schedule {
+    let n = g.nodes.len();
+    // The step of each live computed node.
+    let mut step_of: Vec<Option<u32>> = vec![None; n];
+    let mut steps: Vec<StepKind> = Vec::new();
+    let mut first_node: Vec<NodeId> = Vec::new();
+    let mut group_step: Vec<Option<u32>> = vec![None; fusion.groups.len()];
+    for id in 0..n {
+        if !live[id] || matches!(g.nodes[id].kind, NodeKind::Input { .. } | NodeKind::Scalar { .. }) {
+            continue;
+        }
+        let s = match fusion.group_of[id] {
+            Some(gid) => *group_step[gid as usize].get_or_insert_with(|| {
+                steps.push(StepKind::Group(gid));
+                first_node.push(id as NodeId);
+                (steps.len() - 1) as u32
+            }),
+            None => {
+                steps.push(StepKind::Node(id as NodeId));
+                first_node.push(id as NodeId);
+                (steps.len() - 1) as u32
+            }
+        };
+        step_of[id] = Some(s);
+    }
+    // Dependencies between steps.
+    let mut succ: Vec<Vec<u32>> = vec![Vec::new(); steps.len()];
+    let mut indegree = vec![0usize; steps.len()];
+    for id in 0..n {
+        let Some(s) = step_of[id] else { continue };
+        for u in &g.nodes[id].reads {
+            if let Some(p) = step_of[u.node as usize] {
+                if p != s && !succ[p as usize].contains(&s) {
+                    succ[p as usize].push(s);
+                    indegree[s as usize] += 1;
+                }
+            }
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<(NodeId, u32)>> =
+        (0..steps.len() as u32).filter(|&s| indegree[s as usize] == 0).map(|s| Reverse((first_node[s as usize], s))).collect();
+    let mut order: Vec<u32> = Vec::with_capacity(steps.len());
+    while let Some(Reverse((_, s))) = ready.pop() {
+        order.push(s);
+        for &t in &succ[s as usize] {
+            indegree[t as usize] -= 1;
+            if indegree[t as usize] == 0 {
+                ready.push(Reverse((first_node[t as usize], t)));
+            }
+        }
+    }
+    assert_eq!(order.len(), steps.len(), "fusion made a cycle (a bug in the fusion pass)");
+    let position: Vec<usize> = {
+        let mut p = vec![0; steps.len()];
+        for (i, &s) in order.iter().enumerate() {
+            p[s as usize] = i;
+        }
+        p
+    };
+    // Last use of each materialized intermediate.
+    let mut last: Vec<Option<usize>> = vec![None; n];
+    for id in 0..n {
+        let Some(s) = step_of[id] else { continue };
+        for u in &g.nodes[id].reads {
+            let p = position[s as usize];
+            let e = &mut last[u.node as usize];
+            *e = Some(e.map_or(p, |q| q.max(p)));
+        }
+    }
+    let mut is_output = vec![false; n];
+    for &o in &g.outputs {
+        is_output[o as usize] = true;
+    }
+    let mut frees: Vec<Vec<NodeId>> = vec![Vec::new(); order.len()];
+    let mut bytes_at: Vec<isize> = vec![0; order.len() + 1];
+    for id in 0..n {
+        let Some(s) = step_of[id] else { continue };
+        if is_output[id] || !materialized(id as NodeId) {
+            continue;
+        }
+        let born = position[s as usize];
+        let dies = last[id].unwrap_or(born).max(born);
+        frees[dies].push(id as NodeId);
+        let bytes = (g.nodes[id].numel() * g.nodes[id].dtype.size_in_bytes()) as isize;
+        bytes_at[born] += bytes;
+        bytes_at[dies + 1] -= bytes;
+    }
+    let mut live_bytes = 0isize;
+    let mut peak = 0isize;
+    for b in &bytes_at {
+        live_bytes += b;
+        peak = peak.max(live_bytes);
+    }
+    Schedule { steps: order.iter().map(|&s| steps[s as usize].clone()).collect(), frees, peak_bytes: peak as usize }
+}

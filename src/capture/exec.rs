@@ -1,0 +1,162 @@
+//! Running a plan: kernels on freshly allocated buffers, opaque nodes by their eager
+//! implementations, values freed after their last use.
+
+use super::kernels;
+use super::plan::{Plan, PlanStep};
+use super::trace::Trace;
+use crate::error::Result;
+use crate::ops::Operand;
+use crate::tensor::Tensor;
+use kiln_codegen::ir::{Node, NodeId, NodeKind, Use};
+use kiln_runtime::{match_cpu, CpuStorage, Layout, Storage};
+
+/// What running a plan counted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunCounts {
+    /// Compiled kernels launched.
+    pub(crate) kernels: usize,
+    /// Nodes run by their eager implementations.
+    pub(crate) eager: usize,
+    /// Bytes the kernels read and wrote.
+    pub(crate) bytes: usize,
+}
+
+/// The values of a plan's nodes while it runs.
+struct Values(Vec<Option<Tensor>>);
+
+impl Values {
+    fn get(&self, n: NodeId) -> &Tensor {
+        self.0[n as usize].as_ref().expect("the schedule computes every value before it is read")
+    }
+
+    /// The read `u` as a tensor (a view of the value; no copy).
+    fn view(&self, u: &Use) -> Tensor {
+        self.get(u.node).with_layout(u.layout.clone())
+    }
+}
+
+/// Runs `plan` on the trace's inputs, scalars and closures; returns the value of every node
+/// (kept only for the plan's outputs) and what it counted.
+pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
+    let g = &plan.graph;
+    let mut values = Values(vec![None; g.nodes.len()]);
+    let mut counts = RunCounts::default();
+    for (id, n) in g.nodes.iter().enumerate() {
+        match n.kind {
+            NodeKind::Input { slot, len } => {
+                values.0[id] = Some(Tensor::over_cell(trace.inputs[slot as usize].clone(), Layout::contiguous(&[len]), n.dtype));
+            }
+            NodeKind::Scalar { slot } => values.0[id] = Some(Tensor::scalar_opts(trace.scalars[slot as usize], n.dtype)),
+            _ => {}
+        }
+    }
+    let scalar_values: Vec<f64> = trace.scalars.iter().map(|s| s.to_f64()).collect();
+    for (step, frees) in plan.steps.iter().zip(&plan.frees) {
+        match step {
+            PlanStep::Node(id) => {
+                let node = g.node(*id);
+                let v = run_node(node, &values, trace)?;
+                check_value(node, &v);
+                values.0[*id as usize] = Some(v);
+                counts.eager += 1;
+            }
+            PlanStep::Group { lowered, kernel: Some(kernel), .. } => {
+                let outs: Vec<CpuStorage> = lowered.outputs.iter().map(|&o| CpuStorage::uninit(g.node(o).dtype, g.node(o).numel())).collect();
+                let inputs: Vec<Tensor> = lowered.loads.iter().map(|u| values.get(u.node).clone()).collect();
+                let guards: Vec<_> = inputs.iter().map(|t| t.read_storage()).collect();
+                let in_ptrs: Vec<*const u8> = guards
+                    .iter()
+                    .zip(&lowered.loads)
+                    .map(|(s, u)| {
+                        let Storage::Cpu(s) = &**s;
+                        let base = match_cpu!(s, |b: T| b.as_ptr() as *const u8);
+                        base.wrapping_add(u.layout.offset() * s.dtype().size_in_bytes())
+                    })
+                    .collect();
+                let mut outs = outs;
+                let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|s| match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8)).collect();
+                // SAFETY: every input view lies inside its (locked, alive) storage: capture
+                // checked it against the storage when the op was recorded; the outputs are new
+                // buffers of the group's numel, disjoint from everything else.
+                unsafe { kernels::launch(kernel, lowered, &in_ptrs, &out_ptrs, &scalar_values, g) };
+                drop(guards);
+                counts.kernels += 1;
+                let numel: usize = lowered.shape.iter().product();
+                counts.bytes += lowered.loads.iter().map(|u| g.node(u.node).dtype.size_in_bytes()).sum::<usize>() * numel;
+                for (o, s) in lowered.outputs.iter().zip(outs) {
+                    values.0[*o as usize] = Some(Tensor::from_cpu_storage(s, &g.node(*o).shape));
+                    counts.bytes += g.node(*o).numel() * g.node(*o).dtype.size_in_bytes();
+                }
+            }
+            PlanStep::Group { members, kernel: None, .. } => {
+                for &m in members {
+                    let node = g.node(m);
+                    let v = run_node(node, &values, trace)?;
+                    check_value(node, &v);
+                    values.0[m as usize] = Some(v);
+                    counts.eager += 1;
+                }
+            }
+        }
+        for &f in frees {
+            values.0[f as usize] = None;
+        }
+    }
+    Ok((values.0, counts))
+}
+
+/// A node's value must be a contiguous tensor of its shape and dtype at offset 0 that owns
+/// exactly its elements (uses address it as a flat storage).
+fn check_value(node: &Node, v: &Tensor) {
+    assert!(
+        v.shape() == node.shape.as_slice() && v.dtype() == node.dtype,
+        "kiln::compile: {} produced {:?} {} where the trace expected {:?} {} (a bug in its capture)",
+        node.kind.name(),
+        v.shape(),
+        v.dtype(),
+        node.shape.as_slice(),
+        node.dtype
+    );
+}
+
+/// A tensor that owns exactly its elements, contiguous from offset 0.
+fn flat(t: Tensor) -> Tensor {
+    if t.is_contiguous() && t.storage_offset() == 0 && t.storage_len() == t.numel() {
+        t
+    } else {
+        t.deep_clone()
+    }
+}
+
+/// Runs one node eagerly.
+fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
+    let r = |i: usize| values.view(&node.reads[i]);
+    let operand = |i: usize| Operand::Tensor(r(i));
+    Ok(flat(match node.kind {
+        NodeKind::Unary(op) => crate::ops::unary(op, &r(0))?,
+        NodeKind::Binary(op) => crate::ops::binary(op, &operand(0), &operand(1))?,
+        NodeKind::Cmp(op) => crate::ops::compare(op, &r(0), &operand(1))?,
+        NodeKind::Logical(op) => crate::ops::logical(op, &r(0), &operand(1))?,
+        NodeKind::Not => r(0).logical_not(),
+        NodeKind::Where => Tensor::try_where(&r(0), r(1), r(2))?,
+        NodeKind::Cast if node.dtype == node_dtype(values, &node.reads[0]) => r(0).deep_clone(),
+        NodeKind::Cast => r(0).try_to_dtype(node.dtype)?,
+        NodeKind::Assign { len, ref region } => {
+            let whole = region.is_contiguous() && region.offset() == 0 && region.numel() == len;
+            let out = if whole { Tensor::zeros_opts(&[len], node.dtype, kiln_runtime::Device::Cpu) } else { values.get(node.reads[0].node).deep_clone() };
+            out.with_layout(region.clone()).try_copy_(&r(1))?;
+            out
+        }
+        NodeKind::Opaque { name, index, .. } => {
+            let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();
+            let f = trace.closures[index as usize].take().unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {name} ran twice"));
+            f(&inputs)?
+        }
+        NodeKind::Input { .. } | NodeKind::Scalar { .. } => unreachable!("sources are values from the start"),
+    }))
+}
+
+/// The dtype of the value a read reads.
+fn node_dtype(values: &Values, u: &Use) -> kiln_runtime::DType {
+    values.get(u.node).dtype()
+}

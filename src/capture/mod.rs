@@ -1,0 +1,37 @@
+//! Capture: `kiln::compile` records each call of a step into a DAG, and realizes it through a
+//! cached plan of fused, JIT-compiled kernels.
+//!
+//! Inside a compiled call, every captured op appends a node to this thread's trace and returns
+//! a *lazy* tensor: its storage carries the node that will compute it ([`cell`]). Realized
+//! tensors the step reads (parameters, the batch, tensors made eagerly) enter as `Input` nodes;
+//! Rust numbers as `Scalar` nodes (run-time arguments, so a new learning rate reuses the plan);
+//! in-place writes (`add_`, `copy_`, `fill_`, the optimizer's updates, gradient accumulation)
+//! become `Assign` nodes, so the storage's next reads see the new value. `loss.backward()` runs
+//! the ordinary backward rules, which are tensor ops: they append to the same trace.
+//!
+//! The trace is realized at the end of the call, and whenever code reads a lazy tensor's
+//! values (`item`, `to_vec`, printing, or an op that has no capture yet): a *graph break*,
+//! which realizes what was captured so far and carries on capturing, so data-dependent control
+//! flow is always correct (`KILN_DEBUG=breaks` names each break's `file:line`). Realizing
+//! finds the outputs (storages still alive), hashes the graph's structure, and runs the cached
+//! plan for that hash or builds one ([`plan`]: common subexpressions, fusion, lowering,
+//! ordering with liveness, Cranelift kernels from the kernel cache), then installs each
+//! output's buffer into its storage. Ops without an expression (matmul, reductions, conv, …)
+//! are *opaque* nodes: their eager implementation runs inside the plan on realized inputs.
+//!
+//! Tolerance: a compiled step equals the eager one exactly for arithmetic, comparisons and
+//! casts; the generated kernels' inline `exp`/`log`/`tanh`/… differ from the eager kernels'
+//! within a few ulp (stated in `kiln_codegen::cpu`).
+
+mod cell;
+mod exec;
+mod kernels;
+mod plan;
+mod realize;
+mod report;
+mod step;
+mod trace;
+
+pub(crate) use cell::CellCapture;
+pub use step::{compile, CallStats, CompiledStep, KernelInfo};
+pub(crate) use trace::{assign, before_eager_access, elementwise, is_active, opaque, scalar, set_phase};

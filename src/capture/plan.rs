@@ -1,0 +1,149 @@
+//! Plans: what a realized graph runs, built once per graph shape and cached.
+
+use super::kernels::{self, CompiledKernel};
+use crate::debug::{self, Topic};
+use kiln_codegen::ir::{structural_hash, Graph, NodeId};
+use kiln_codegen::passes::{self, LoweredGroup, StepKind};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One step of a plan.
+pub(crate) enum PlanStep {
+    /// A fused elementwise group: a compiled kernel, or (when the JIT refuses it, e.g. for
+    /// f16) its members run one by one eagerly.
+    Group {
+        /// The kernel's bindings and iteration space.
+        lowered: LoweredGroup,
+        /// The members, in order (for the eager fallback).
+        members: Vec<NodeId>,
+        /// The compiled kernel, if the JIT took it.
+        kernel: Option<Arc<CompiledKernel>>,
+    },
+    /// One node run by its eager implementation (opaque ops, assignments).
+    Node(NodeId),
+}
+
+/// A compiled plan for one graph shape.
+pub(crate) struct Plan {
+    /// The graph after common-subexpression elimination, with its outputs.
+    pub(crate) graph: Graph,
+    /// The steps in order.
+    pub(crate) steps: Vec<PlanStep>,
+    /// Per step, the values to free after it.
+    pub(crate) frees: Vec<Vec<NodeId>>,
+    /// Peak bytes of intermediates (the memory plan).
+    pub(crate) peak_bytes: usize,
+    /// The kernels this plan uses, as listed by `CompiledStep::kernels`.
+    pub(crate) kernels: Vec<KernelRecord>,
+    /// Time spent building it (passes + JIT).
+    pub(crate) build_time: Duration,
+}
+
+/// What a plan says about one of its kernels.
+#[derive(Clone)]
+pub(crate) struct KernelRecord {
+    /// The kernel.
+    pub(crate) kernel: Arc<CompiledKernel>,
+    /// True when the kernel cache already had it when the plan was built.
+    pub(crate) cache_hit: bool,
+}
+
+/// Builds the plan for `graph` (outputs set).
+pub(crate) fn build(mut graph: Graph) -> Plan {
+    let started = Instant::now();
+    let merged = passes::eliminate_common_subexpressions(&mut graph);
+    let live = passes::live_nodes(&graph);
+    let fusion = passes::fuse(&graph, &live);
+    let mut read_outside = vec![false; graph.nodes.len()];
+    for (id, n) in graph.nodes.iter().enumerate() {
+        if !live[id] {
+            continue;
+        }
+        for u in &n.reads {
+            let inside = fusion.group_of[id].is_some()
+                && fusion.group_of[id] == fusion.group_of[u.node as usize]
+                && passes::fusion::same_index(&graph, id as NodeId, u.node, &u.layout);
+            if !inside {
+                read_outside[u.node as usize] = true;
+            }
+        }
+    }
+    for &o in &graph.outputs {
+        read_outside[o as usize] = true;
+    }
+    let materialized = |n: NodeId| fusion.group_of[n as usize].is_none() || read_outside[n as usize];
+    let schedule = passes::schedule(&graph, &live, &fusion, materialized);
+    if debug::enabled(Topic::Fusion) {
+        for (node, reason) in &fusion.refusals {
+            debug::log(Topic::Fusion, format!("node {node} ({}) starts a new kernel: {reason}", graph.node(*node).kind.name()));
+        }
+        if merged > 0 {
+            debug::log(Topic::Fusion, format!("{merged} common subexpressions merged"));
+        }
+    }
+    let mut steps = Vec::with_capacity(schedule.steps.len());
+    let mut records: Vec<KernelRecord> = Vec::new();
+    for s in &schedule.steps {
+        match *s {
+            StepKind::Node(n) => steps.push(PlanStep::Node(n)),
+            StepKind::Group(gid) => {
+                let members = fusion.groups[gid as usize].clone();
+                let lowered = passes::lower_group(&graph, &members, |m| read_outside[m as usize]);
+                let kernel = match kernels::get_or_compile(&lowered.kernel, &graph, &members) {
+                    Ok((k, hit)) => {
+                        records.push(KernelRecord { kernel: k.clone(), cache_hit: hit });
+                        Some(k)
+                    }
+                    Err(reason) => {
+                        debug::log(Topic::Fusion, format!("kernel of nodes {members:?} runs eagerly: {reason}"));
+                        None
+                    }
+                };
+                steps.push(PlanStep::Group { lowered, members, kernel });
+            }
+        }
+    }
+    if debug::enabled(Topic::Graph) {
+        debug::log(Topic::Graph, describe(&graph, &live));
+    }
+    Plan { graph, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
+}
+
+/// A listing of the live nodes, one per line.
+pub(crate) fn describe(g: &Graph, live: &[bool]) -> String {
+    let mut s = format!("graph: {} nodes, outputs {:?}\n", g.nodes.len(), g.outputs);
+    for (i, n) in g.nodes.iter().enumerate().filter(|(i, _)| live[*i]) {
+        let reads: Vec<String> = n.reads.iter().map(|u| format!("%{}{}", u.node, if u.layout.is_contiguous() && u.layout.offset() == 0 { String::new() } else { format!("{:?}/{:?}+{}", u.layout.shape(), u.layout.strides(), u.layout.offset()) })).collect();
+        s += &format!("  %{i} = {}({}) : {:?} {} [{:?}]\n", n.kind.name(), reads.join(", "), n.shape.as_slice(), n.dtype, g.phases[i]);
+    }
+    s
+}
+
+/// The plan cache: least recently used plans first out, at most [`PLAN_CACHE_CAP`].
+static PLANS: Mutex<VecDeque<(u64, usize, Arc<Plan>)>> = Mutex::new(VecDeque::new());
+
+/// How many plans the process keeps.
+pub(crate) const PLAN_CACHE_CAP: usize = 64;
+
+/// The plan for `graph` from the cache (true) or newly built (false), with its hash.
+pub(crate) fn lookup_or_build(graph: Graph) -> (Arc<Plan>, bool, u64) {
+    let hash = structural_hash(&graph);
+    let nodes = graph.nodes.len();
+    {
+        let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pos) = plans.iter().position(|(h, n, _)| *h == hash && *n == nodes) {
+            let entry = plans.remove(pos).expect("found");
+            let plan = entry.2.clone();
+            plans.push_back(entry);
+            return (plan, true, hash);
+        }
+    }
+    let plan = Arc::new(build(graph));
+    let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
+    if plans.len() >= PLAN_CACHE_CAP {
+        plans.pop_front();
+    }
+    plans.push_back((hash, nodes, plan.clone()));
+    (plan, false, hash)
+}

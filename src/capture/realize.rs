@@ -1,0 +1,113 @@
+//! Realizing a trace: its outputs found, its plan looked up or built, run, and the results
+//! installed into the storages that wait for them.
+
+use super::exec;
+use super::plan;
+use super::report::{self, Realization};
+use super::trace::{self, Trace};
+use crate::debug::{self, Topic};
+use crate::tensor::{StorageCell, Tensor};
+use kiln_codegen::ir::{NodeId, NodeKind};
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Realizes this thread's trace. `at` is the user's line for a graph break (`None` at the end
+/// of a compiled call, which does not resume capturing).
+pub(crate) fn realize(at: Option<&'static Location<'static>>) {
+    let Some(trace) = trace::take_for_realize(at.is_some()) else {
+        trace::finish_realize();
+        return;
+    };
+    struct Finish;
+    impl Drop for Finish {
+        fn drop(&mut self) {
+            trace::finish_realize();
+        }
+    }
+    let _finish = Finish;
+    if let Some(loc) = at {
+        debug::log(Topic::Breaks, format!("graph break at {loc}: a value computed inside the compiled step was read ({} nodes realized)", trace.graph.nodes.len()));
+        report::note_break(loc);
+    }
+    realize_trace(trace);
+}
+
+/// Runs `trace` and installs its outputs.
+fn realize_trace(mut trace: Trace) {
+    let traced = trace.started.elapsed();
+    // The outputs: storages still alive whose current value this trace holds.
+    let mut outputs: Vec<(Arc<StorageCell>, NodeId)> = Vec::new();
+    for w in std::mem::take(&mut trace.cells) {
+        let Some(cell) = w.upgrade() else { continue };
+        if !cell.capture.is_lazy() || outputs.iter().any(|(c, _)| Arc::ptr_eq(c, &cell)) {
+            continue;
+        }
+        let Some(node) = cell.capture.node_in(trace.id) else { continue };
+        outputs.push((cell, node));
+    }
+    if outputs.is_empty() {
+        clear_inputs(&trace);
+        return;
+    }
+    let mut graph = std::mem::take(&mut trace.graph);
+    graph.outputs = outputs.iter().map(|(_, n)| *n).collect();
+    graph.outputs.sort_unstable();
+    graph.outputs.dedup();
+    let hashing = Instant::now();
+    let (plan, hit, hash) = plan::lookup_or_build(graph.clone());
+    let hash_and_build = hashing.elapsed();
+    debug::log(Topic::Cache, format!("plan {hash:016x} {} ({} nodes, {} steps)", if hit { "hit" } else { "miss" }, graph.nodes.len(), plan.steps.len()));
+    report::note_graph(hash, &graph, hit);
+    let running = Instant::now();
+    let (mut values, counts) = match exec::run(&plan, &mut trace) {
+        Ok(v) => v,
+        Err(e) => panic!("kiln::compile: an op failed while the step ran: {e}"),
+    };
+    // Install: each output storage takes its node's value (a copy when two storages end with
+    // the same value, or when the value is another input's storage).
+    let mut taken: Vec<bool> = vec![false; plan.graph.nodes.len()];
+    for (cell, node) in &outputs {
+        let n = *node as usize;
+        let value = values[n].clone().expect("outputs are kept");
+        let source = matches!(plan.graph.nodes[n].kind, NodeKind::Input { .. } | NodeKind::Scalar { .. });
+        let storage = if taken[n] || source {
+            let copy = value.deep_clone();
+            copy.cell().take()
+        } else {
+            taken[n] = true;
+            values[n] = None;
+            take_storage(value)
+        };
+        cell.install(storage);
+        cell.capture.clear();
+    }
+    clear_inputs(&trace);
+    report::note_realization(Realization {
+        plan: plan.clone(),
+        plan_hit: hit,
+        trace_time: traced,
+        build_time: if hit { std::time::Duration::ZERO } else { plan.build_time },
+        hash_time: hash_and_build.saturating_sub(if hit { std::time::Duration::ZERO } else { plan.build_time }),
+        run_time: running.elapsed(),
+        counts,
+    });
+}
+
+/// The storage of a value tensor, moved out (copied when someone else shares it).
+fn take_storage(value: Tensor) -> kiln_runtime::Storage {
+    if Arc::strong_count(value.cell()) == 1 {
+        value.cell().take()
+    } else {
+        value.deep_clone().cell().take()
+    }
+}
+
+/// The trace's inputs no longer refer to it.
+fn clear_inputs(trace: &Trace) {
+    for cell in &trace.inputs {
+        if cell.capture.node_in(trace.id).is_some() {
+            cell.capture.clear();
+        }
+    }
+}

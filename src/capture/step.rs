@@ -1,0 +1,167 @@
+//! `kiln::compile`: a closure whose every call is captured, planned and run as a graph.
+
+use super::report::{self, what_changed};
+use super::{realize, trace};
+use super::plan::Plan;
+use crate::debug::{self, Topic};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Wraps `f` (a training step, a forward pass, any closure of tensor ops) so that each call is
+/// captured into a graph, fused, compiled and run; the result equals running `f` eagerly,
+/// within the tolerance of the generated kernels' math (see [`crate::capture`]).
+///
+/// ```
+/// use kiln::prelude::*;
+/// let x = Tensor::randn(&[64, 32]);
+/// let mut step = kiln::compile(|x: &Tensor| (x * 2.0 + 1.0).tanh().sum());
+/// let compiled = step.call(&x);
+/// let eager = (&x * 2.0 + 1.0).tanh().sum();
+/// assert!((compiled.item::<f32>() - eager.item::<f32>()).abs() < 1e-3);
+/// ```
+pub fn compile<F>(f: F) -> CompiledStep<F> {
+    CompiledStep { f, last: CallStats::default(), plans: Vec::new(), previous: Vec::new() }
+}
+
+/// A compiled closure: [`CompiledStep::call`] runs it; [`CompiledStep::kernels`] and
+/// [`CompiledStep::stats`] describe the last call.
+pub struct CompiledStep<F> {
+    f: F,
+    last: CallStats,
+    /// The last call's plans, and whether each came from the plan cache.
+    plans: Vec<(Arc<Plan>, bool)>,
+    /// The previous call's graphs (hash and signature), to say what changed on a recompile.
+    previous: Vec<(u64, bool, Vec<String>)>,
+}
+
+/// One generated kernel of the last call.
+#[derive(Clone, Debug)]
+pub struct KernelInfo {
+    /// Its name: `k` + the hash of its content.
+    pub name: String,
+    /// The back end that generated it (`"cranelift"`).
+    pub backend: &'static str,
+    /// The ops fused into it, in order.
+    pub ops: String,
+    /// Its source text (CLIF for the CPU).
+    pub source: String,
+    /// How long generating and compiling it took.
+    pub compile_time: Duration,
+    /// True when the kernel cache already held it when its plan was built.
+    pub cache_hit: bool,
+}
+
+/// What the last call did and where its time went.
+#[derive(Clone, Debug, Default)]
+pub struct CallStats {
+    /// Graphs realized (1, plus one per graph break).
+    pub graphs: usize,
+    /// Graph breaks: reads of values computed inside the step.
+    pub graph_breaks: usize,
+    /// Nodes captured.
+    pub nodes: usize,
+    /// Generated kernels launched.
+    pub kernels_launched: usize,
+    /// Nodes run by their eager implementations (matmul, reductions, conv, …).
+    pub eager_ops: usize,
+    /// Bytes the generated kernels read and wrote.
+    pub bytes_moved: usize,
+    /// The largest peak of intermediate buffers among the graphs (the memory plan).
+    pub peak_bytes: usize,
+    /// Graphs whose plan came from the cache.
+    pub plan_cache_hits: usize,
+    /// Time spent capturing (running the closure's Rust code, recording nodes).
+    pub trace_time: Duration,
+    /// Time spent hashing graphs and looking plans up.
+    pub hash_time: Duration,
+    /// Time spent building plans (passes and JIT).
+    pub compile_time: Duration,
+    /// Time spent running plans.
+    pub run_time: Duration,
+}
+
+impl<F> CompiledStep<F> {
+    /// Calls the step: captures it, realizes its graph (from the plan cache when this graph
+    /// shape ran before) and returns its result, realized.
+    pub fn call<A, R>(&mut self, args: A) -> R
+    where
+        F: FnMut(A) -> R,
+    {
+        if !trace::begin() {
+            return (self.f)(args); // nested inside another compiled call: part of its graph
+        }
+        struct End;
+        impl Drop for End {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    let _ = trace::take_for_realize(false);
+                    trace::finish_realize();
+                }
+            }
+        }
+        let guard = End;
+        let out = (self.f)(args);
+        realize::realize(None);
+        drop(guard);
+        self.finish_call();
+        out
+    }
+
+    /// The generated kernels of the last call's plans, in the order they run.
+    pub fn kernels(&self) -> Vec<KernelInfo> {
+        let mut out = Vec::new();
+        for (plan, plan_hit) in &self.plans {
+            for k in &plan.kernels {
+                out.push(KernelInfo {
+                    name: k.kernel.name.clone(),
+                    backend: "cranelift",
+                    ops: k.kernel.summary.clone(),
+                    source: k.kernel.jit.clif().to_string(),
+                    compile_time: k.kernel.jit.compile_time(),
+                    cache_hit: k.cache_hit || *plan_hit,
+                });
+            }
+        }
+        out
+    }
+
+    /// What the last call did and where its time went.
+    pub fn stats(&self) -> &CallStats {
+        &self.last
+    }
+
+    /// Gathers the call's report into [`CallStats`] and prints what `KILN_DEBUG` asks for.
+    fn finish_call(&mut self) {
+        let rep = report::take();
+        if debug::enabled(Topic::Recompiles) {
+            for (i, (hash, hit, sig)) in rep.graphs.iter().enumerate() {
+                if *hit {
+                    continue;
+                }
+                match self.previous.get(i) {
+                    Some((old, _, old_sig)) if old != hash => {
+                        debug::log(Topic::Recompiles, format!("graph {i} of the step recompiles: {}", what_changed(old_sig, sig)));
+                    }
+                    None if !self.previous.is_empty() => debug::log(Topic::Recompiles, format!("graph {i} is new (the step has more graph breaks than before)")),
+                    _ => {}
+                }
+            }
+        }
+        let mut s = CallStats { graphs: rep.realizations.len(), graph_breaks: rep.breaks.len(), ..Default::default() };
+        for r in &rep.realizations {
+            s.nodes += r.plan.graph.nodes.len();
+            s.kernels_launched += r.counts.kernels;
+            s.eager_ops += r.counts.eager;
+            s.bytes_moved += r.counts.bytes;
+            s.peak_bytes = s.peak_bytes.max(r.plan.peak_bytes);
+            s.plan_cache_hits += r.plan_hit as usize;
+            s.trace_time += r.trace_time;
+            s.hash_time += r.hash_time;
+            s.compile_time += r.build_time;
+            s.run_time += r.run_time;
+        }
+        self.plans = rep.realizations.iter().map(|r| (r.plan.clone(), r.plan_hit)).collect();
+        self.previous = rep.graphs;
+        self.last = s;
+    }
+}

@@ -1,0 +1,236 @@
+//! The trace being captured on this thread, and the calls ops make to append to it.
+
+use super::cell::CellCapture;
+use crate::error::Result;
+use crate::scalar::Scalar;
+use crate::tensor::{StorageCell, Tensor};
+use kiln_codegen::ir::{Graph, Node, NodeId, NodeKind, Phase, Use};
+use kiln_runtime::{DType, Layout};
+use smallvec::SmallVec;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+/// An opaque op's eager implementation, run on the realized inputs when the trace is realized.
+pub(crate) type OpaqueFn = Box<dyn FnOnce(&[Tensor]) -> Result<Tensor>>;
+
+/// One step's DAG under construction, with what realizing it needs.
+pub(crate) struct Trace {
+    /// Unique across the process (storages name the trace that refers to them by this id).
+    pub(crate) id: u64,
+    /// The nodes so far.
+    pub(crate) graph: Graph,
+    /// The realized storages read, by input slot.
+    pub(crate) inputs: Vec<Arc<StorageCell>>,
+    /// The values of the `Scalar` nodes, by slot.
+    pub(crate) scalars: Vec<Scalar>,
+    /// The eager implementations of the opaque nodes, by index.
+    pub(crate) closures: Vec<Option<OpaqueFn>>,
+    /// Storages this trace computes or writes (those still alive when it is realized are its
+    /// outputs).
+    pub(crate) cells: Vec<Weak<StorageCell>>,
+    /// Where new nodes go: forward, backward or update.
+    pub(crate) phase: Phase,
+    /// When the trace began (for the step's tracing time).
+    pub(crate) started: Instant,
+}
+
+static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
+
+impl Trace {
+    fn new() -> Trace {
+        Trace {
+            id: NEXT_TRACE.fetch_add(1, Ordering::Relaxed),
+            graph: Graph::default(),
+            inputs: Vec::new(),
+            scalars: Vec::new(),
+            closures: Vec::new(),
+            cells: Vec::new(),
+            phase: Phase::Forward,
+            started: Instant::now(),
+        }
+    }
+
+    /// How `t`'s elements at `layout` are read: its storage's current node (an `Input` node the
+    /// first time a realized storage is read).
+    fn use_of(&mut self, t: &Tensor, layout: Layout) -> Use {
+        let cell = t.cell();
+        if let Some(node) = cell.capture.node_in(self.id) {
+            return Use { node, layout };
+        }
+        let len = cell.len();
+        let slot = self.inputs.len() as u32;
+        self.inputs.push(cell.clone());
+        let node = self.push(NodeKind::Input { slot, len }, &[len], t.dtype(), SmallVec::new());
+        cell.capture.set(self.id, node, false, len);
+        Use { node, layout }
+    }
+
+    fn push(&mut self, kind: NodeKind, shape: &[usize], dtype: DType, reads: SmallVec<[Use; 3]>) -> NodeId {
+        self.graph.push(Node { kind, shape: shape.into(), dtype, reads }, self.phase)
+    }
+
+    /// A new tensor whose storage `node` computes.
+    fn lazy_tensor(&mut self, node: NodeId, shape: &[usize], dtype: DType) -> Tensor {
+        let len = kiln_runtime::layout::numel(shape);
+        let cell = StorageCell::lazy(dtype, CellCapture::lazy(self.id, node, len));
+        self.cells.push(Arc::downgrade(&cell));
+        Tensor::over_cell(cell, Layout::contiguous(shape), dtype)
+    }
+}
+
+/// This thread's capture state.
+#[derive(Default)]
+struct State {
+    /// The trace being captured (none outside `kiln::compile`).
+    trace: Option<Trace>,
+    /// Nonzero while a trace is being realized: ops run eagerly then.
+    suspended: u32,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+/// True when ops on this thread append to a trace instead of running.
+pub(crate) fn is_active() -> bool {
+    STATE.with(|s| {
+        let s = s.borrow();
+        s.trace.is_some() && s.suspended == 0
+    })
+}
+
+/// Runs `f` on the active trace (the caller checked [`is_active`]).
+fn with_trace<R>(f: impl FnOnce(&mut Trace) -> R) -> R {
+    STATE.with(|s| f(s.borrow_mut().trace.as_mut().expect("called only while capturing")))
+}
+
+/// Starts capturing on this thread; false when a trace is already being captured (a nested
+/// `compile` joins the outer one).
+pub(crate) fn begin() -> bool {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.trace.is_some() {
+            return false;
+        }
+        s.trace = Some(Trace::new());
+        true
+    })
+}
+
+/// Takes the trace out for realizing, putting a fresh one in its place when `resume`; ops
+/// run eagerly until [`finish_realize`].
+pub(crate) fn take_for_realize(resume: bool) -> Option<Trace> {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let t = s.trace.take();
+        if resume {
+            s.trace = Some(Trace::new());
+        }
+        s.suspended += 1;
+        t
+    })
+}
+
+/// Ends a realization begun by [`take_for_realize`].
+pub(crate) fn finish_realize() {
+    STATE.with(|s| s.borrow_mut().suspended -= 1);
+}
+
+/// Sets the phase new nodes are labelled with (the autograd engine calls this).
+pub(crate) fn set_phase(phase: Phase) {
+    STATE.with(|s| {
+        if let Some(t) = s.borrow_mut().trace.as_mut() {
+            t.phase = phase;
+        }
+    })
+}
+
+/// Called before an eager op reads (`write`: writes) `cell`'s data: realizes the trace first
+/// when the data is stale, or when an eager write would change what the trace reads.
+#[track_caller]
+pub(crate) fn before_eager_access(cell: &StorageCell, write: bool) {
+    let id = cell.capture.trace();
+    if id == 0 {
+        return;
+    }
+    let location = std::panic::Location::caller();
+    let must_realize = STATE.with(|s| {
+        let s = s.borrow();
+        if s.suspended > 0 {
+            return false;
+        }
+        match &s.trace {
+            Some(t) if t.id == id => write || cell.capture.is_lazy(),
+            _ => {
+                if cell.capture.is_lazy() {
+                    panic!("a tensor computed inside kiln::compile on another thread (or by a step that panicked) was read at {location}; read it on the thread that runs the step");
+                }
+                false
+            }
+        }
+    });
+    if must_realize {
+        super::realize::realize(Some(location));
+    }
+}
+
+/// Appends an elementwise node reading `reads` (tensor, layout broadcast to `shape`) and
+/// returns its lazy result.
+pub(crate) fn elementwise(kind: NodeKind, reads: &[(&Tensor, Layout)], shape: &[usize], dtype: DType) -> Tensor {
+    with_trace(|t| {
+        let uses: SmallVec<[Use; 3]> = reads.iter().map(|(x, l)| t.use_of(x, l.clone())).collect();
+        let node = t.push(kind, shape, dtype, uses);
+        t.lazy_tensor(node, shape, dtype)
+    })
+}
+
+/// A lazy 0-dim tensor holding a Rust number given to the plan at run time.
+pub(crate) fn scalar(value: Scalar, dtype: DType) -> Tensor {
+    with_trace(|t| {
+        let slot = t.scalars.len() as u32;
+        t.scalars.push(value);
+        let node = t.push(NodeKind::Scalar { slot }, &[], dtype, SmallVec::new());
+        t.lazy_tensor(node, &[], dtype)
+    })
+}
+
+/// Appends an op without an expression: `run` computes it from the realized `inputs` (seen
+/// through their layouts) when the trace is realized; its result has `shape` and `dtype`.
+pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static) -> Tensor {
+    with_trace(|t| {
+        let uses: SmallVec<[Use; 3]> = inputs.iter().map(|x| t.use_of(x, x.layout().clone())).collect();
+        let index = t.closures.len() as u32;
+        t.closures.push(Some(Box::new(run)));
+        let mut h = kiln_codegen::kernel::ahash_hasher();
+        std::hash::Hash::hash(name, &mut h);
+        let key = std::hash::Hasher::finish(&h);
+        let node = t.push(NodeKind::Opaque { name, key, index }, shape, dtype, uses);
+        t.lazy_tensor(node, shape, dtype)
+    })
+}
+
+/// Records `dst = value` in place (value broadcast to `dst`'s shape, of `dst`'s dtype): the
+/// storage's current value becomes a new node, written back when the trace is realized.
+pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
+    debug_assert_eq!(dst.dtype(), value.dtype());
+    with_trace(|t| {
+        let cell = dst.cell().clone();
+        let len = cell.len();
+        let whole = dst.is_contiguous() && dst.storage_offset() == 0 && dst.numel() == len;
+        let value_is_flat = value.is_contiguous() && value.storage_offset() == 0 && value.numel() == len && value.shape() == dst.shape();
+        let node = if whole && value_is_flat && value.cell().capture.node_in(t.id).is_some() {
+            // The new storage is exactly the value's: no copy, no node.
+            value.cell().capture.node_in(t.id).expect("checked")
+        } else {
+            let base = t.use_of(dst, Layout::contiguous(&[len]));
+            let region = dst.layout().clone();
+            let v = t.use_of(value, value.layout().broadcast_to(dst.shape()).expect("the caller checked the shapes"));
+            t.push(NodeKind::Assign { len, region }, &[len], dst.dtype(), SmallVec::from_iter([base, v]))
+        };
+        cell.capture.set(t.id, node, true, len);
+        t.cells.push(Arc::downgrade(&cell));
+    });
+    dst.bump_version();
+}
