@@ -50,7 +50,6 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
             _ => {}
         }
     }
-    let scalar_values: Vec<f64> = trace.scalars.iter().map(|s| s.to_f64()).collect();
     for (step, frees) in plan.steps.iter().zip(&plan.frees) {
         match step {
             PlanStep::Node(id) => {
@@ -78,7 +77,15 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                 // SAFETY: every input view lies inside its (locked, alive) storage: capture
                 // checked it against the storage when the op was recorded; the outputs are new
                 // buffers of the group's numel, disjoint from everything else.
-                unsafe { kernels::launch(kernel, lowered, &in_ptrs, &out_ptrs, &scalar_values, g) };
+                let scalars: Vec<f64> = lowered
+                    .scalars
+                    .iter()
+                    .map(|&n| match g.node(n).kind {
+                        NodeKind::Scalar { slot } => trace.scalars[slot as usize].to_f64(),
+                        _ => unreachable!("kernel scalars are Scalar nodes"),
+                    })
+                    .collect();
+                unsafe { kernels::launch(kernel, lowered, &in_ptrs, &out_ptrs, &scalars, g) };
                 drop(guards);
                 counts.kernels += 1;
                 let numel: usize = lowered.shape.iter().product();
@@ -143,7 +150,7 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
         NodeKind::Cast => r(0).try_to_dtype(node.dtype)?,
         NodeKind::Assign { len, ref region } => {
             let whole = region.is_contiguous() && region.offset() == 0 && region.numel() == len;
-            let out = if whole { Tensor::zeros_opts(&[len], node.dtype, kiln_runtime::Device::Cpu) } else { values.get(node.reads[0].node).deep_clone() };
+            let out = if whole { Tensor::zeros_opts(&[len], node.dtype, kiln_runtime::Device::Cpu) } else { r(0).deep_clone() };
             out.with_layout(region.clone()).try_copy_(&r(1))?;
             out
         }

@@ -34,4 +34,4 @@ mod trace;
 
 pub(crate) use cell::CellCapture;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo};
-pub(crate) use trace::{assign, before_eager_access, elementwise, is_active, opaque, scalar, set_phase};
+pub(crate) use trace::{assign, before_eager_access, deferred, elementwise, is_active, opaque, scalar, set_phase};

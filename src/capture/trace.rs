@@ -234,3 +234,19 @@ pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
     });
     dst.bump_version();
 }
+
+/// Runs `compute` on `inputs` now, or, inside a compiled step, later as an opaque node whose
+/// result has `shape` and `dtype` (errors `compute` finds then surface when the step runs).
+pub(crate) fn deferred(
+    op: &'static str,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    dtype: DType,
+    compute: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static,
+) -> Result<Tensor> {
+    if is_active() {
+        return Ok(opaque(op, inputs, shape, dtype, compute));
+    }
+    let owned: SmallVec<[Tensor; 3]> = inputs.iter().map(|t| (*t).clone()).collect();
+    compute(&owned)
+}

@@ -264,8 +264,28 @@ fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
 #[track_caller]
 fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<Tensor> {
     let index = &widened_index(op, index)?;
-    let out = x.try_copy_for(op)?;
-    scatter_into(op, &out, dim, index, src.clone(), accumulate)?;
+    let out = match &src {
+        Source::Tensor(s) if crate::capture::is_active() => {
+            crate::capture::opaque(op, &[x, index, s], x.shape(), x.dtype(), move |ins| {
+                let out = ins[0].try_copy_for(op)?;
+                scatter_into(op, &out, dim, &ins[1], Source::Tensor(ins[2].clone()), accumulate)?;
+                Ok(out)
+            })
+        }
+        Source::Scalar(v) if crate::capture::is_active() => {
+            let v = *v;
+            crate::capture::opaque(op, &[x, index], x.shape(), x.dtype(), move |ins| {
+                let out = ins[0].try_copy_for(op)?;
+                scatter_into(op, &out, dim, &ins[1], Source::Scalar(v), accumulate)?;
+                Ok(out)
+            })
+        }
+        _ => {
+            let out = x.try_copy_for(op)?;
+            scatter_into(op, &out, dim, index, src.clone(), accumulate)?;
+            out
+        }
+    };
     let d = x.normalize_dim(op, dim)? as i64;
     match src {
         Source::Tensor(s) if autograd::is_recording(&[x, &s]) => {
@@ -504,14 +524,18 @@ impl Tensor {
         if self.dim() == 0 && index.numel() != 1 {
             bail!(OP, Index, "index to a 0-dim tensor can have only 1 value, got {}", index.numel());
         }
-        let x = at_least_1d(self);
-        let shape = with_len(x.shape(), d, index.numel());
-        let out = self.with_cpu2(index, OP, |sx, si| {
-            let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
-            let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
-            match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
+        let shape = with_len(at_least_1d(self).shape(), d, index.numel());
+        let out_shape: Shape = if self.dim() == 0 { Shape::new() } else { shape.clone() };
+        let result_shape = out_shape.clone();
+        let out = crate::capture::deferred(OP, &[self, index], &result_shape, self.dtype(), move |ins| {
+            let (x, index) = (at_least_1d(&ins[0]), &ins[1]);
+            let out = ins[0].with_cpu2(index, OP, |sx, si| {
+                let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
+                let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
+                match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
+            })?;
+            Ok(Tensor::from_cpu_storage(located(OP, out)?, &out_shape))
         })?;
-        let out = Tensor::from_cpu_storage(located(OP, out)?, if self.dim() == 0 { &[] } else { &shape });
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }
@@ -549,12 +573,16 @@ impl Tensor {
         if let Some(k) = (0..x.dim()).find(|&k| k != d && idx.shape()[k] > x.shape()[k]) {
             bail!(OP, Shape, "size does not match at dimension {k}: expected index {:?} to be no larger than self {:?} apart from dimension {d}", index.shape(), self.shape());
         }
-        let out = self.with_cpu2(index, OP, |sx, si| {
-            let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
-            let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
-            match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
+        drop((x, idx));
+        let out = crate::capture::deferred(OP, &[self, index], index.shape(), self.dtype(), move |ins| {
+            let (x, idx) = (at_least_1d(&ins[0]), at_least_1d(&ins[1]));
+            let out = ins[0].with_cpu2(&ins[1], OP, |sx, si| {
+                let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
+                let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
+                match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
+            })?;
+            Ok(Tensor::from_cpu_storage(located(OP, out)?, ins[1].shape()))
         })?;
-        let out = Tensor::from_cpu_storage(located(OP, out)?, index.shape());
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }

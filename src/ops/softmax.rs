@@ -27,15 +27,18 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
     t.check_device_supported(op)?;
     let (outer, n, inner) = split_at_dim(t.shape(), d);
     let x = t.contiguous();
-    let storage = x.with_cpu(op, |s, l| {
-        match_float!(s, |b: T| {
-            let src = contiguous_elems(b, l);
-            let mut out = CpuBuf::<T>::uninit(src.len());
-            kernel::softmax(src, &mut out, outer, n, inner, log);
-            wrap(out)
-        })
+    let out = crate::capture::deferred(op, &[&x], t.shape(), t.dtype(), move |ins| {
+        let x = &ins[0];
+        let storage = x.with_cpu(op, |s, l| {
+            match_float!(s, |b: T| {
+                let src = contiguous_elems(b, l);
+                let mut out = CpuBuf::<T>::uninit(src.len());
+                kernel::softmax(src, &mut out, outer, n, inner, log);
+                wrap(out)
+            })
+        })?;
+        Ok(Tensor::from_cpu_storage(storage, x.shape()))
     })?;
-    let out = Tensor::from_cpu_storage(storage, t.shape());
     if !autograd::is_recording(&[t]) {
         return Ok(out);
     }

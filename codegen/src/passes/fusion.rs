@@ -4,7 +4,9 @@
 //! producers that is an elementwise node of the same shape read element for element (no
 //! broadcast, no transpose), unless joining would make a cycle (another of its reads depends,
 //! through a node outside the group, on the group) or it reads a member of that group through a
-//! view. Otherwise it starts a group. Every refusal is written down with its reason (printed
+//! view. A node with no such producer joins a recent group of the same shape that none of its
+//! reads depends on (horizontal fusion: the optimizer's independent per-parameter updates,
+//! `m`, `v` and `p` of Adam, become one kernel). Otherwise it starts a group. Every refusal is written down with its reason (printed
 //! under `KILN_DEBUG=fusion`). Members read by anything outside the group, or leaving the step,
 //! are the group's outputs; the others never touch memory.
 
@@ -22,31 +24,6 @@ pub struct Fusion {
     pub refusals: Vec<(NodeId, String)>,
 }
 
-/// A small growable bitset over group ids.
-#[derive(Clone, Default)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn set(&mut self, i: u32) {
-        let w = (i / 64) as usize;
-        if self.0.len() <= w {
-            self.0.resize(w + 1, 0);
-        }
-        self.0[w] |= 1 << (i % 64);
-    }
-    fn has(&self, i: u32) -> bool {
-        self.0.get((i / 64) as usize).is_some_and(|w| w & (1 << (i % 64)) != 0)
-    }
-    fn union(&mut self, o: &Bits) {
-        if self.0.len() < o.0.len() {
-            self.0.resize(o.0.len(), 0);
-        }
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
-            *a |= b;
-        }
-    }
-}
-
 /// True when `reader` reads `node`'s value element for element over the same shape.
 pub fn same_index(g: &Graph, reader: NodeId, node: NodeId, layout: &Layout) -> bool {
     let (r, n) = (g.node(reader), g.node(node));
@@ -57,38 +34,73 @@ pub fn same_index(g: &Graph, reader: NodeId, node: NodeId, layout: &Layout) -> b
 pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     let n = g.nodes.len();
     let mut f = Fusion { groups: Vec::new(), group_of: vec![None; n], refusals: Vec::new() };
-    // anc[i]: the groups node i depends on (its own included).
-    let mut anc: Vec<Bits> = vec![Bits::default(); n];
     for id in 0..n as NodeId {
         let node = g.node(id);
-        let mut deps = Bits::default();
-        for u in &node.reads {
-            deps.union(&anc[u.node as usize]);
+        if !live[id as usize] || !node.kind.is_elementwise() {
+            continue;
         }
-        if live[id as usize] && node.kind.is_elementwise() {
-            let chosen = choose_group(g, &f, &anc, id);
-            let gid = match chosen {
-                Ok(gid) => gid,
-                Err(reason) => {
-                    if let Some(reason) = reason {
-                        f.refusals.push((id, reason));
-                    }
-                    f.groups.push(Vec::new());
-                    (f.groups.len() - 1) as u32
+        let gid = match choose_group(g, &f, id) {
+            Ok(gid) => gid,
+            Err(reason) => {
+                if let Some(reason) = reason {
+                    f.refusals.push((id, reason));
                 }
-            };
-            f.groups[gid as usize].push(id);
-            f.group_of[id as usize] = Some(gid);
-            deps.set(gid);
-        }
-        anc[id as usize] = deps;
+                f.groups.push(Vec::new());
+                (f.groups.len() - 1) as u32
+            }
+        };
+        f.groups[gid as usize].push(id);
+        f.group_of[id as usize] = Some(gid);
     }
     f
 }
 
+/// True when one of `start` depends on a member of group `gid`, following reads and, through
+/// a group, the reads of all its members (a group runs as one step). Members of `gid` are never
+/// older than its first member, so the walk ignores older nodes.
+fn depends_on_group(g: &Graph, f: &Fusion, start: impl Iterator<Item = NodeId>, gid: u32) -> bool {
+    let first = f.groups[gid as usize][0];
+    let mut seen = vec![false; g.nodes.len()];
+    let mut seen_group = vec![false; f.groups.len()];
+    let mut stack: Vec<NodeId> = start.filter(|&n| n >= first).collect();
+    while let Some(n) = stack.pop() {
+        if std::mem::replace(&mut seen[n as usize], true) {
+            continue;
+        }
+        match f.group_of[n as usize] {
+            Some(h) if h == gid => return true,
+            Some(h) => {
+                if !std::mem::replace(&mut seen_group[h as usize], true) {
+                    for &m in &f.groups[h as usize] {
+                        stack.extend(g.node(m).reads.iter().map(|u| u.node).filter(|&r| r >= first));
+                    }
+                }
+            }
+            None => stack.extend(g.node(n).reads.iter().map(|u| u.node).filter(|&r| r >= first)),
+        }
+    }
+    false
+}
+
+/// Whether `id` may join group `gid`: every read of a member is element for element, and no
+/// other read depends on the group (that would make a cycle).
+fn may_join(g: &Graph, f: &Fusion, id: NodeId, gid: u32) -> Result<(), String> {
+    let node = g.node(id);
+    for v in &node.reads {
+        if f.group_of[v.node as usize] == Some(gid) && !same_index(g, id, v.node, &v.layout) {
+            return Err(format!("reads member {} of kernel {gid} through a view", v.node));
+        }
+    }
+    let outside = node.reads.iter().map(|u| u.node).filter(|&r| f.group_of[r as usize] != Some(gid));
+    if depends_on_group(g, f, outside, gid) {
+        return Err(format!("joining kernel {gid} would make a cycle (another read depends on it through a node outside it)"));
+    }
+    Ok(())
+}
+
 /// The group `id` joins, or why it cannot join any (`None`: it has no elementwise producer, so
 /// there was nothing to refuse).
-fn choose_group(g: &Graph, f: &Fusion, anc: &[Bits], id: NodeId) -> Result<u32, Option<String>> {
+fn choose_group(g: &Graph, f: &Fusion, id: NodeId) -> Result<u32, Option<String>> {
     let node = g.node(id);
     let mut reason = None;
     for u in &node.reads {
@@ -104,26 +116,23 @@ fn choose_group(g: &Graph, f: &Fusion, anc: &[Bits], id: NodeId) -> Result<u32, 
             reason.get_or_insert_with(|| format!("producer {} ({}) is read through a view (strides {:?}, offset {})", u.node, producer.kind.name(), u.layout.strides(), u.layout.offset()));
             continue;
         }
-        let mut ok = true;
-        for v in &node.reads {
-            if f.group_of[v.node as usize] == Some(gid) {
-                if !same_index(g, id, v.node, &v.layout) {
-                    reason = Some(format!("reads member {} of kernel {gid} through a view", v.node));
-                    ok = false;
-                    break;
-                }
-            } else if anc[v.node as usize].has(gid) {
-                reason = Some(format!("joining kernel {gid} would make a cycle through node {} ({})", v.node, g.node(v.node).kind.name()));
-                ok = false;
-                break;
-            }
+        match may_join(g, f, id, gid) {
+            Ok(()) => return Ok(gid),
+            Err(why) => reason = Some(why),
         }
-        if ok {
-            return Ok(gid);
+    }
+    // Horizontal: the latest groups of this shape that nothing this node reads depends on.
+    let recent = f.groups.iter().enumerate().rev().filter(|(_, m)| g.node(m[0]).shape == node.shape).take(HORIZONTAL_WINDOW);
+    for (gid, _) in recent {
+        if may_join(g, f, id, gid as u32).is_ok() {
+            return Ok(gid as u32);
         }
     }
     Err(reason)
 }
+
+/// How many of the latest groups of the same shape a node without a fusable producer tries.
+const HORIZONTAL_WINDOW: usize = 4;
 
 #[cfg(test)]
 mod tests {
@@ -164,5 +173,65 @@ mod tests {
         let f = fuse(&g, &[true; 4]);
         assert_eq!(f.groups, vec![vec![a], vec![b]]);
         assert!(f.refusals[0].1.contains("cycle"), "{:?}", f.refusals);
+    }
+
+    /// Random DAGs of elementwise and opaque nodes over two shapes: fusion never makes a
+    /// cycle, and the schedule runs every step after the steps it reads from.
+    #[test]
+    fn random_graphs_schedule_acyclically() {
+        use crate::passes::schedule::{schedule, StepKind};
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..300 {
+            let mut g = Graph::default();
+            let shapes = [[4usize, 4], [2, 8]];
+            let x = push(&mut g, NodeKind::Input { slot: 0, len: 16 }, &[16], &[]);
+            let mut pool: Vec<(NodeId, usize)> = vec![];
+            for _ in 0..(5 + next(25)) {
+                let si = next(2) as usize;
+                let shape = shapes[si];
+                let c = Layout::contiguous(&shape);
+                let pick = |next: &mut dyn FnMut(u64) -> u64, pool: &[(NodeId, usize)]| -> (NodeId, Layout) {
+                    let same: Vec<_> = pool.iter().filter(|(_, s)| *s == si).collect();
+                    if same.is_empty() || next(4) == 0 {
+                        (x, Layout::contiguous(&shape))
+                    } else {
+                        let (n, _) = same[next(same.len() as u64) as usize];
+                        let l = if next(5) == 0 { Layout::contiguous(&shape).transpose(0, 1).permute(&[1, 0]) } else { c.clone() };
+                        (*n, l)
+                    }
+                };
+                let a = pick(&mut next, &pool);
+                let b = pick(&mut next, &pool);
+                let kind = if next(5) == 0 { NodeKind::Opaque { name: "op", key: 0, index: 0 } } else { NodeKind::Binary(BinaryOp::Add) };
+                let id = push(&mut g, kind, &shape, &[a, b]);
+                pool.push((id, si));
+            }
+            g.outputs = pool.iter().map(|(n, _)| *n).collect();
+            let live = vec![true; g.nodes.len()];
+            let f = fuse(&g, &live);
+            let s = schedule(&g, &live, &f, |_| true);
+            let mut done = vec![false; g.nodes.len()];
+            done[x as usize] = true;
+            for step in &s.steps {
+                let members: Vec<NodeId> = match step {
+                    StepKind::Group(gid) => f.groups[*gid as usize].clone(),
+                    StepKind::Node(n) => vec![*n],
+                };
+                for &m in &members {
+                    for u in &g.node(m).reads {
+                        assert!(done[u.node as usize] || members.contains(&u.node), "node {m} reads {} before it is computed", u.node);
+                    }
+                }
+                for &m in &members {
+                    done[m as usize] = true;
+                }
+            }
+        }
     }
 }
