@@ -33,6 +33,9 @@ struct Args {
     /// print the running loss every this many mini-batches
     #[arg(long, default_value_t = 2000)]
     log_interval: usize,
+    /// run each training step through kiln::compile (fused, JIT-compiled)
+    #[arg(long)]
+    compile: bool,
 }
 
 #[derive(Module)]
@@ -82,17 +85,22 @@ fn main() -> kiln::Result<()> {
     let criterion = nn::CrossEntropyLoss::new();
     let mut optimizer = Sgd::new(net.parameters(), SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
 
+    // one training step; with --compile it runs as a captured, fused graph
+    let mut step = kiln::compile(|(inputs, labels): (&Tensor, &Tensor)| {
+        // zero the parameter gradients
+        optimizer.zero_grad();
+        // forward + backward + optimize
+        let outputs = net.forward(inputs);
+        let loss = criterion.forward(&outputs, labels);
+        loss.backward();
+        optimizer.step();
+        loss
+    });
     for epoch in 0..args.epochs {
         // loop over the dataset multiple times
         let mut running_loss = 0.0;
         for (i, (inputs, labels)) in trainloader.iter().enumerate() {
-            // zero the parameter gradients
-            optimizer.zero_grad();
-            // forward + backward + optimize
-            let outputs = net.forward(&inputs);
-            let loss = criterion.forward(&outputs, &labels);
-            loss.backward();
-            optimizer.step();
+            let loss = if args.compile { step.call((&inputs, &labels)) } else { step.call_eager((&inputs, &labels)) };
             // print statistics
             running_loss += loss.item::<f32>() as f64;
             if i % args.log_interval == args.log_interval - 1 {
@@ -101,6 +109,7 @@ fn main() -> kiln::Result<()> {
             }
         }
     }
+    drop(step);
     println!("Finished Training");
     kiln::save(&net.state_dict(), "cifar_net.safetensors")?;
 

@@ -56,6 +56,9 @@ struct Args {
     /// background threads that prepare batches
     #[arg(long, default_value_t = 0)]
     num_workers: usize,
+    /// run each training step and test batch through kiln::compile (fused, JIT-compiled)
+    #[arg(long)]
+    compile: bool,
 }
 
 #[derive(Module)]
@@ -102,13 +105,29 @@ fn train(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnis
     bar.set_style(ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("template"));
     bar.set_prefix(epoch.to_string());
     let (mut sum, mut batches) = (0.0, 0);
-    for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
-        let (data, target) = (data.to(device), target.to(device));
+    let mut step = kiln::compile(|(data, target): (&Tensor, &Tensor)| {
         optimizer.zero_grad();
-        let output = model.forward(&data);
-        let loss = F::nll_loss(&output, &target);
+        let output = model.forward(data);
+        let loss = F::nll_loss(&output, target);
         loss.backward();
         optimizer.step();
+        loss
+    });
+    for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
+        let (data, target) = (data.to(device), target.to(device));
+        let loss = if args.compile { step.call((&data, &target)) } else { step.call_eager((&data, &target)) };
+        if args.compile && batch_idx == 1 {
+            let s = step.stats();
+            bar.println(format!(
+                "compiled step: {} kernels, {} eager ops, {} graph breaks, plan cache {}, trace {:.1?} run {:.1?}",
+                s.kernels_launched,
+                s.eager_ops,
+                s.graph_breaks,
+                if s.plan_cache_hits == s.graphs { "hit" } else { "miss" },
+                s.trace_time,
+                s.run_time
+            ));
+        }
         let loss = loss.item::<f32>() as f64;
         sum += loss;
         batches += 1;
@@ -125,13 +144,14 @@ fn train(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnis
 }
 
 /// Evaluates on the test set; returns (mean loss, accuracy in %).
-fn test(model: &mut Net, device: &Device, loader: &DataLoader<Mnist>) -> (f64, f64) {
+fn test(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnist>) -> (f64, f64) {
     model.eval();
     let (mut test_loss, mut correct, mut seen) = (0.0, 0i64, 0usize);
     let _guard = kiln::no_grad();
+    let mut forward = kiln::compile(|data: &Tensor| model.forward(data));
     for (data, target) in loader {
         let (data, target) = (data.to(device), target.to(device));
-        let output = model.forward(&data);
+        let output = if args.compile { forward.call(&data) } else { forward.call_eager(&data) };
         test_loss += F::nll_loss_opts(&output, &target, &F::NllLossOpts { reduction: F::Reduction::Sum, ..Default::default() }).item::<f32>() as f64;
         let pred = output.argmax_dim(1, true);
         correct += pred.eq(&target.view(&[-1, 1])).sum().item::<i64>();
@@ -171,7 +191,7 @@ fn main() -> kiln::Result<()> {
         let start = Instant::now();
         let train_loss = train(&args, &mut model, &device, &train_loader, &mut optimizer, epoch);
         let train_secs = start.elapsed().as_secs_f64();
-        let (test_loss, accuracy) = test(&mut model, &device, &test_loader);
+        let (test_loss, accuracy) = test(&args, &mut model, &device, &test_loader);
         println!("epoch {epoch}: {train_secs:.1} s training, {:.1} s in all", start.elapsed().as_secs_f64());
         curve.push((epoch, train_loss, test_loss, accuracy));
         scheduler.step(&mut optimizer);

@@ -50,6 +50,7 @@ pub(crate) fn get_or_compile(k: &ElementwiseKernel, graph: &Graph, members: &[No
     if debug::enabled(Topic::Kernels) {
         debug::log(Topic::Kernels, format!("kernel {} ({}):\n{}", kernel.name, kernel.summary, kernel.jit.clif()));
     }
+    super::dump::kernel(&kernel.name, &kernel.summary, kernel.jit.clif());
     let mut cache = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= KERNEL_CACHE_CAP {
         cache.pop_front();

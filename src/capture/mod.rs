@@ -24,6 +24,7 @@
 //! within a few ulp (stated in `kiln_codegen::cpu`).
 
 mod cell;
+mod dump;
 mod exec;
 mod kernels;
 mod plan;

@@ -107,6 +107,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
     if debug::enabled(Topic::Graph) {
         debug::log(Topic::Graph, describe(&graph, &live));
     }
+    super::dump::graph(&graph, &live, &fusion);
     Plan { graph, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
 }
 

@@ -107,6 +107,15 @@ impl<F> CompiledStep<F> {
         out
     }
 
+    /// Calls the closure eagerly, without capturing (to compare, or to switch compilation off
+    /// with a flag); the stats keep describing the last compiled call.
+    pub fn call_eager<A, R>(&mut self, args: A) -> R
+    where
+        F: FnMut(A) -> R,
+    {
+        (self.f)(args)
+    }
+
     /// The generated kernels of the last call's plans, in the order they run.
     pub fn kernels(&self) -> Vec<KernelInfo> {
         let mut out = Vec::new();
