@@ -8,7 +8,7 @@ use kiln::prelude::*;
 use std::hint::black_box;
 
 mod common;
-use common::time;
+use common::{memcpy_secs, time};
 
 struct Row {
     name: String,
@@ -21,22 +21,6 @@ struct Row {
 
 fn gbs(bytes: f64, secs: f64) -> String {
     format!("{:.1} GB/s", bytes / secs / 1e9)
-}
-
-/// The faster of a single-threaded and a pool-parallel copy of `bytes / 4` f32 values: the
-/// memcpy baseline (seconds).
-fn memcpy_secs(elems: usize) -> f64 {
-    let src = vec![1.0f32; elems];
-    let mut dst = vec![0.0f32; elems];
-    let single = time(9, || {
-        dst.copy_from_slice(black_box(&src));
-        black_box(&dst);
-    });
-    let parallel = time(9, || {
-        kiln_runtime::cpu::parallel::copy(&mut dst, black_box(&src));
-        black_box(&dst);
-    });
-    single.min(parallel)
 }
 
 fn gemm_direct(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {

@@ -36,10 +36,14 @@ struct Ctx {
     dtype: DType,
     /// Machine epsilon of `dtype`.
     eps: f64,
+    /// Return only one value of each structure (see `Out`'s keys): works around the
+    /// common-subexpression bug (two live storages whose nodes CSE merges panic "outputs are
+    /// kept"), so the properties test everything else. `false` in the FAILS property.
+    dedupe: bool,
 }
 
-const F32: Ctx = Ctx { dtype: DType::F32, eps: f32::EPSILON as f64 };
-const F64: Ctx = Ctx { dtype: DType::F64, eps: f64::EPSILON };
+const F32: Ctx = Ctx { dtype: DType::F32, eps: f32::EPSILON as f64, dedupe: true };
+const F64: Ctx = Ctx { dtype: DType::F64, eps: f64::EPSILON, dedupe: true };
 
 /// How an input is made: its base tensor's shape, and the view `run` takes of it. Every view
 /// has a shape of rank <= 2 whose last dim is 1 or `b` and whose second-last is 1 or `a`, so
@@ -343,8 +347,42 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
     }
     let weight = prog.weight.then(|| ins[n_in].clone());
     let mut clones: Vec<usize> = Vec::new(); // value indices of the clones
+    // Per value, a coarse structural key: values whose final nodes kiln's CSE could merge have
+    // equal keys (coarser than CSE is safe: it only drops more duplicates from the outputs).
+    let mut keys: Vec<String> = (0..n_in).map(|i| format!("in{i}")).collect();
+    let mut mutations = 0;
     for op in &prog.ops {
         let n = v.t.len();
+        let k = |i: usize| &keys[i % n];
+        let key = match *op {
+            Op::Bin(o, i, j) => format!("{o:?}({},{})", k(i), k(j)),
+            Op::Scalar(o, i, c, r) => format!("{o:?}{c}{r}({})", k(i)),
+            Op::Un(o, i) => format!("{o:?}({})", k(i)),
+            Op::Where(c, _, _, i, j) => format!("where{c:?}({},{})", k(i), k(j)),
+            Op::Cast(i) => format!("cast({})", k(i)),
+            Op::Expand(i) => k(i).clone(),
+            Op::ViaT(i) => format!("Neg({})", k(i)),
+            Op::Reduce(r, i, l, kd) => format!("{r:?}{l}{kd}({})", k(i)),
+            Op::Matmul(i) => format!("mm({})", k(i)),
+            Op::Clone(i) => format!("clone({})", k(i)),
+            Op::InPlace(..) | Op::InPlaceInput(..) => String::new(),
+        };
+        if matches!(op, Op::InPlace(..) | Op::InPlaceInput(..)) {
+            // The written storage's values get a fresh node: a key of their own.
+            let root = match *op {
+                Op::InPlace(_, t, _) if !clones.is_empty() => v.root[clones[t % clones.len()]],
+                Op::InPlaceInput(..) => 0,
+                _ => usize::MAX,
+            };
+            for (i, key) in keys.iter_mut().enumerate() {
+                if v.root[i] == root {
+                    mutations += 1;
+                    *key = format!("mut{mutations}");
+                }
+            }
+        } else {
+            keys.push(key);
+        }
         let get = |k: usize| (v.t[k % n].clone(), v.b(k % n));
         // One rounding of an output whose inputs carry error `e`.
         let rnd = |e: f64, m: f64| if e > 0.0 { e + 2.0 * ctx.eps * m } else { 0.0 };
@@ -505,7 +543,9 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
         v.push(t, bd);
     }
     let skip = if prog.outputs == 0 { 0 } else { v.t.len().saturating_sub(prog.outputs) };
-    Out { vals: (skip..v.t.len()).map(|k| (v.t[k].clone(), v.b(k).e)).collect(), inputs_e: v.roots[..n_in].iter().map(|b| b.e).collect() }
+    let mut seen = std::collections::HashSet::new();
+    let vals = (skip..v.t.len()).filter(|&k| !ctx.dedupe || seen.insert(keys[k].clone())).map(|k| (v.t[k].clone(), v.b(k).e)).collect();
+    Out { vals, inputs_e: v.roots[..n_in].iter().map(|b| b.e).collect() }
 }
 
 /// What `run` returns: the outputs with their error bounds, and the inputs' error bounds
@@ -691,6 +731,18 @@ proptest! {
         check_prog(&prog, F32)?;
     }
 
+    // FAILS: two live outputs whose nodes CSE merges (e.g. `x + x` computed twice) panic in
+    // `realize_trace` with "outputs are kept": `eliminate_common_subexpressions` remaps
+    // `plan.graph.outputs`, but the installed `(cell, node)` pairs keep the merged node's id,
+    // whose value is never computed. Minimal: `duplicate_outputs_are_both_installed` below.
+    // The other properties dedupe their outputs (`Ctx::dedupe`); this one returns them all.
+    /// 1 without the workaround: every value is returned, duplicates included.
+    #[test]
+    #[ignore = "FAILS: CSE-merged duplicate outputs panic 'outputs are kept' (src/capture/realize.rs)"]
+    fn elementwise_dags_with_duplicate_outputs_match_eager(prog in prog_with(elementwise_op(), false, false)) {
+        check_prog(&prog, Ctx { dedupe: false, ..F32 })?;
+    }
+
     /// 1b. The same, f64.
     #[test]
     fn elementwise_dags_match_eager_f64(prog in prog_with(elementwise_op(), false, false)) {
@@ -783,4 +835,16 @@ fn smooth_op() -> impl Strategy<Value = Op> {
         1 => IX.prop_map(Op::Expand),
         1 => IX.prop_map(Op::ViaT),
     ]
+}
+
+// FAILS: the minimal case of the CSE bug (shrunk by proptest to `a = b = 1`, one [1, 1]
+// input of 0.0, ops `Cast(0), Cast(0), ...`; this is the same with `x + x`).
+#[test]
+#[ignore = "FAILS: CSE-merged duplicate outputs panic 'outputs are kept' (src/capture/realize.rs)"]
+fn duplicate_outputs_are_both_installed() {
+    let x = Tensor::from_vec(vec![0.0f32], &[1, 1]);
+    let mut step = kiln::compile(|x: &Tensor| (x + x, x + x));
+    let (p, q) = step.call(&x);
+    assert_eq!(p.to_vec::<f32>(), vec![0.0]);
+    assert_eq!(q.to_vec::<f32>(), vec![0.0]);
 }

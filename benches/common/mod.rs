@@ -38,3 +38,20 @@ pub fn gemm_secs(m: usize, k: usize, n: usize) -> f64 {
         black_box(&c);
     })
 }
+
+/// The faster of a single-threaded and a pool-parallel copy of `elems` f32 values: the
+/// memcpy baseline (seconds).
+#[allow(dead_code)]
+pub fn memcpy_secs(elems: usize) -> f64 {
+    let src = vec![1.0f32; elems];
+    let mut dst = vec![0.0f32; elems];
+    let single = time(9, || {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&dst);
+    });
+    let parallel = time(9, || {
+        kiln_runtime::cpu::parallel::copy(&mut dst, black_box(&src));
+        black_box(&dst);
+    });
+    single.min(parallel)
+}

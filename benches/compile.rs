@@ -1,0 +1,200 @@
+//! Eager against `kiln::compile` on the cases of the compile() issue (item 11), each next to a
+//! baseline measured in the same run: a memcpy of the bytes an ideal kernel moves, or the
+//! `gemm` crate on the step's matrix products. `cargo bench --bench compile` prints a Markdown
+//! table.
+
+use kiln::nn::{self, functional as F, Module};
+use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use kiln::prelude::*;
+use std::hint::black_box;
+use std::time::Instant;
+
+mod common;
+use common::{gemm_secs, memcpy_secs, time};
+#[path = "../tests/common/blitz_net.rs"]
+mod blitz_net;
+
+/// `gelu_tanh(x*a + b)` written as primitive ops.
+fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
+    let z = x * a + b;
+    let inner = (&z + &z * &z * &z * 0.044715) * 0.7978845608;
+    &z * 0.5 * (inner.tanh() + 1.0)
+}
+
+#[derive(Module)]
+struct Mlp {
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    fc3: nn::Linear,
+}
+
+impl Module for Mlp {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let x = F::relu(&self.fc1.forward(x));
+        let x = F::relu(&self.fc2.forward(&x));
+        self.fc3.forward(&x)
+    }
+}
+
+fn row(case: &str, eager: f64, compiled: f64, baseline: &str, ratio: String, target: &str) {
+    println!("| {case} | {:.2} ms | {:.2} ms | {:.2}× | {baseline} | {ratio} | {target} |", eager * 1e3, compiled * 1e3, eager / compiled);
+}
+
+/// Seconds per SGD-momentum training step of `net`, eager and compiled, and the compiled
+/// step's first (cold) call.
+fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor) -> (f64, f64, f64) {
+    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+    let criterion = nn::CrossEntropyLoss::new();
+    let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
+        opt.zero_grad();
+        let loss = criterion.forward(&net.forward(x), y);
+        loss.backward();
+        opt.step();
+        loss
+    });
+    let cold = Instant::now();
+    step.call((x, y));
+    step.call((x, y)); // the steady graph (the first call also creates the momentum buffers)
+    let cold = cold.elapsed().as_secs_f64();
+    let compiled = time(15, || {
+        black_box(step.call((x, y)));
+    });
+    let eager = time(15, || {
+        black_box(step.call_eager((x, y)));
+    });
+    (eager, compiled, cold)
+}
+
+/// The products of linear layers in one step: forward, weight gradient, and input gradient
+/// (for the first layer only when `first_input_grad`: its input may be the data).
+fn linear_products(batch: usize, layers: &[(usize, usize)], first_input_grad: bool) -> Vec<(usize, usize, usize)> {
+    let mut p = Vec::new();
+    for (i, &(fan_in, fan_out)) in layers.iter().enumerate() {
+        p.push((batch, fan_in, fan_out));
+        p.push((fan_out, batch, fan_in));
+        if i > 0 || first_input_grad {
+            p.push((batch, fan_out, fan_in));
+        }
+    }
+    p
+}
+
+fn main() {
+    kiln::manual_seed(0);
+    println!("threads: {}\n", kiln::get_num_threads());
+    println!("| case | eager | compiled | speed-up | baseline (same run) | compiled vs baseline | target |");
+    println!("|---|---|---|---|---|---|---|");
+
+    // 1. GELU chain on [4096, 4096]: 16 bytes per element (x, a read; b broadcast; y written).
+    let n = 4096;
+    let (x, a, b) = (Tensor::randn(&[n, n]), Tensor::randn(&[n, n]), Tensor::randn(&[n]));
+    let mut gelu = kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b));
+    let compiled = time(7, || {
+        black_box(gelu.call((&x, &a, &b)));
+    });
+    let eager = time(5, || {
+        black_box(gelu_chain(&x, &a, &b));
+    });
+    let copy16 = memcpy_secs(2 * n * n);
+    row("`gelu_tanh(x*a+b)` [4096²] f32, primitive ops", eager, compiled, &format!("memcpy 16 B/elem {:.2} ms", copy16 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy16 / compiled), "≥ 3× eager, ≥ 80%");
+
+    // 2. Adam update of a 16M parameter: 28 bytes per element (p, g, m, v read; p, m, v written).
+    let len = 16 << 20;
+    let p = Tensor::randn(&[len]).requires_grad_(true);
+    p.set_grad(Some(Tensor::randn(&[len])));
+    let mut opt = Adam::new(vec![p.clone()], AdamConfig::default());
+    opt.step(); // creates the state
+    let mut adam = kiln::compile(|()| opt.step());
+    let compiled = time(7, || adam.call(()));
+    let eager = time(5, || adam.call_eager(()));
+    let copy28 = memcpy_secs(len * 7 / 2);
+    row("Adam update, 16M f32 parameter", eager, compiled, &format!("memcpy 28 B/elem {:.2} ms", copy28 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy28 / compiled), "≥ 80%");
+
+    // 3. softmax + cross-entropy forward and backward on [8192, 1000]: logits in, gradient out.
+    let logits = Tensor::randn(&[8192, 1000]).requires_grad_(true);
+    let target = Tensor::randint(0, 1000, &[8192]);
+    let ce = |(l, t): (&Tensor, &Tensor)| {
+        l.set_grad(None);
+        F::cross_entropy(l, t).backward();
+        l.grad().expect("grad")
+    };
+    let mut ce_step = kiln::compile(ce);
+    let compiled = time(7, || {
+        black_box(ce_step.call((&logits, &target)));
+    });
+    let eager = time(5, || {
+        black_box(ce_step.call_eager((&logits, &target)));
+    });
+    let copy8 = memcpy_secs(8192 * 1000);
+    row("softmax + cross-entropy fwd+bwd [8192, 1000]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 50%");
+
+    // 4. LayerNorm(1024) forward on [8192, 1024]: 8 bytes per element.
+    let ln = nn::LayerNorm::new(&[1024]);
+    let xs = Tensor::randn(&[8192, 1024]);
+    let mut ln_step = kiln::compile(|x: &Tensor| {
+        let _g = kiln::no_grad();
+        ln.forward(x)
+    });
+    let compiled = time(7, || {
+        black_box(ln_step.call(&xs));
+    });
+    let eager = time(5, || {
+        black_box(ln_step.call_eager(&xs));
+    });
+    let copy8 = memcpy_secs(8192 * 1024);
+    row("LayerNorm(1024) forward [8192, 1024]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 70%");
+
+    // 5. MLP training step against its matrix products through gemm.
+    let mlp = Mlp { fc1: nn::Linear::new(784, 512), fc2: nn::Linear::new(512, 512), fc3: nn::Linear::new(512, 10) };
+    let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
+    let (eager, compiled, cold) = train_step(&mlp, &x, &y);
+    let gemm: f64 = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false).iter().map(|&(m, k, n)| gemm_secs(m, k, n)).sum();
+    row("MLP 784-512-512-10 step, batch 128, SGD momentum", eager, compiled, &format!("gemm {:.2} ms", gemm * 1e3), format!("{:.2}× gemm", compiled / gemm), "≤ 1.25× gemm, ≥ 1.3× eager");
+    println!("| MLP step, first two calls (cold: trace + compile + run) | | {:.1} ms | | | | ≤ 300 ms |", cold * 1e3);
+
+    // 6. The blitz CIFAR net at batch 64 against its gemm bound.
+    let net = blitz_net::Net::new();
+    let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
+    let (eager, compiled, _) = train_step(&net, &x, &y);
+    let conv = |c_in: usize, c_out: usize, k: usize, hw: usize, first: bool| {
+        let (rows, cols) = (c_in * k * k, 64 * hw * hw);
+        let mut p = vec![(c_out, rows, cols), (c_out, cols, rows)];
+        if !first {
+            p.push((rows, c_out, cols));
+        }
+        p
+    };
+    let mut products = conv(3, 6, 5, 28, true);
+    products.extend(conv(6, 16, 5, 10, false));
+    products.extend(linear_products(64, &[(400, 120), (120, 84), (84, 10)], true));
+    let gemm: f64 = products.iter().map(|&(m, k, n)| gemm_secs(m, k, n)).sum();
+    row("blitz CIFAR net step, batch 64", eager, compiled, &format!("gemm {:.2} ms", gemm * 1e3), format!("{:.2}× gemm", compiled / gemm), "≤ 1.5× gemm");
+
+    // 7. Cache-hit overhead per captured op: 1,000 ops on one-element tensors.
+    let one = Tensor::ones(&[1]);
+    let chain = |x: &Tensor| {
+        let mut y = x.clone();
+        for i in 0..1000 {
+            y = if i % 2 == 0 { &y * 1.0001 } else { &y + 0.5 };
+        }
+        y
+    };
+    let mut small = kiln::compile(chain);
+    small.call(&one);
+    let total = time(15, || {
+        black_box(small.call(&one));
+    });
+    let s = small.stats();
+    let eager = time(15, || {
+        black_box(small.call_eager(&one));
+    });
+    println!(
+        "| cache hit, 1,000 captured ops on 1 element | {:.2} ms | {:.2} ms | | trace {:.0} µs, hash {:.0} µs, run {:.0} µs | {:.2} µs per op, all included | ≤ 1 µs/op |",
+        eager * 1e3,
+        total * 1e3,
+        s.trace_time.as_secs_f64() * 1e6,
+        s.hash_time.as_secs_f64() * 1e6,
+        s.run_time.as_secs_f64() * 1e6,
+        total * 1e6 / 1000.0
+    );
+}
