@@ -1,8 +1,25 @@
 //! # kiln
 //!
 //! A deep-learning framework in Rust with PyTorch's define-by-run API: tensors with
-//! shared-storage views, autograd, `nn`, `optim`, data loading and checkpoints, and (in coming
-//! work) CUDA tensors and a graph compiler underneath (`kiln::compile`).
+//! shared-storage views, autograd, `nn`, `optim`, data loading and checkpoints, a graph
+//! compiler underneath ([`compile`]: each call of a step is captured, fused and run as
+//! Cranelift-generated CPU kernels from a plan cached by graph shape), and (in coming work) CUDA
+//! tensors.
+//!
+//! ```
+//! use kiln::prelude::*;
+//! let w = Tensor::randn(&[8, 4]).requires_grad_(true);
+//! let x = Tensor::randn(&[16, 8]);
+//! let mut step = kiln::compile(|x: &Tensor| {
+//!     w.set_grad(None);
+//!     let loss = x.matmul(&w).tanh().square().mean();
+//!     loss.backward();
+//!     loss
+//! });
+//! let loss = step.call(&x).item::<f32>();
+//! assert!(loss > 0.0 && w.grad().is_some());
+//! assert_eq!(step.stats().graph_breaks, 0);
+//! ```
 //!
 //! ## Deliberate differences from PyTorch
 //! - `Tensor: Clone` copies the *handle* (both share storage, like Python assignment);
@@ -23,6 +40,10 @@
 //! - `DataLoader` seeds each batch's randomness from (epoch seed, batch index), so results do
 //!   not depend on `num_workers` (see [`data`]).
 //! - Checkpoints are safetensors files ([`save`], [`load`]), not pickles.
+//! - `kiln::compile(f)` returns a [`CompiledStep`]; call it with `step.call(args)` (one
+//!   argument: pass a tuple for several). Inside a compiled call an index error of an op whose
+//!   kernel runs later (gather, scatter, …) panics when the step's graph runs, not at the op's
+//!   line. `KILN_DEBUG` and `KILN_DUMP_DIR` play the role of `TORCH_LOGS` (see [`debug`]).
 
 // Lets `#[derive(Module)]` (which names `::kiln`) work inside this crate too.
 extern crate self as kiln;

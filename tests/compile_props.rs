@@ -347,40 +347,72 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
     }
     let weight = prog.weight.then(|| ins[n_in].clone());
     let mut clones: Vec<usize> = Vec::new(); // value indices of the clones
-    // Per value, a coarse structural key: values whose final nodes kiln's CSE could merge have
-    // equal keys (coarser than CSE is safe: it only drops more duplicates from the outputs).
+    // Structural keys, to return no value whose node kiln's CSE merges into an earlier node
+    // (the workaround, `Ctx::dedupe`). CSE merges elementwise nodes with equal op and reads;
+    // Scalar nodes are one per use, so a node reading a Rust number is never merged: `uniq`.
+    // Keys ignore layouts (coarser than CSE, which is safe: it only drops more outputs).
+    // `owner[key]`: the value that first produced it (None: an op's intermediate node).
     let mut keys: Vec<String> = (0..n_in).map(|i| format!("in{i}")).collect();
-    let mut mutations = 0;
+    let mut owner: std::collections::HashMap<String, Option<usize>> = keys.iter().enumerate().map(|(i, k)| (k.clone(), Some(i))).collect();
+    let mut uniq = 0usize;
     for op in &prog.ops {
         let n = v.t.len();
-        let k = |i: usize| &keys[i % n];
-        let key = match *op {
-            Op::Bin(o, i, j) => format!("{o:?}({},{})", k(i), k(j)),
-            Op::Scalar(o, i, c, r) => format!("{o:?}{c}{r}({})", k(i)),
-            Op::Un(o, i) => format!("{o:?}({})", k(i)),
-            Op::Where(c, _, _, i, j) => format!("where{c:?}({},{})", k(i), k(j)),
-            Op::Cast(i) => format!("cast({})", k(i)),
-            Op::Expand(i) => k(i).clone(),
-            Op::ViaT(i) => format!("Neg({})", k(i)),
-            Op::Reduce(r, i, l, kd) => format!("{r:?}{l}{kd}({})", k(i)),
-            Op::Matmul(i) => format!("mm({})", k(i)),
-            Op::Clone(i) => format!("clone({})", k(i)),
-            Op::InPlace(..) | Op::InPlaceInput(..) => String::new(),
+        let k = |i: usize| keys[i % n].clone();
+        let mut u = || {
+            uniq += 1;
+            format!("u{uniq}")
         };
-        if matches!(op, Op::InPlace(..) | Op::InPlaceInput(..)) {
-            // The written storage's values get a fresh node: a key of their own.
-            let root = match *op {
-                Op::InPlace(_, t, _) if !clones.is_empty() => v.root[clones[t % clones.len()]],
-                Op::InPlaceInput(..) => 0,
-                _ => usize::MAX,
-            };
-            for (i, key) in keys.iter_mut().enumerate() {
-                if v.root[i] == root {
-                    mutations += 1;
-                    *key = format!("mut{mutations}");
+        // The op's intermediate nodes that CSE could merge, and its result's key.
+        let (inter, key): (Vec<String>, String) = match *op {
+            Op::Bin(Bin::Div, i, j) if !(v.b(i % n).e == 0.0 && v.b(j % n).e == 0.0) => (vec![format!("Abs({})", k(j))], u()),
+            Op::Bin(o, i, j) => (vec![], format!("{o:?}({},{})", k(i), k(j))),
+            Op::Scalar(..) => (vec![], u()),
+            Op::Un(Un::Log, i) => (vec![format!("Abs({})", k(i))], u()),
+            Op::Un(Un::Sqrt, i) => (vec![format!("Abs({})", k(i))], format!("Sqrt(Abs({}))", k(i))),
+            Op::Un(Un::Exp, _) => (vec![], u()),
+            Op::Un(o, i) => (vec![], format!("{o:?}({})", k(i))),
+            Op::Where(_, _, _, i, j) => (vec![], format!("Where({},{})", k(i), k(j))),
+            Op::Cast(i) => (vec![format!("CastO({})", k(i))], format!("Cast(CastO({}))", k(i))),
+            Op::Expand(i) => (vec![], k(i)),
+            Op::ViaT(i) => (vec![], format!("Neg({})", k(i))),
+            Op::Reduce(..) | Op::Matmul(..) => (vec![], u()),
+            Op::Clone(i) => (vec![], format!("Cast({})", k(i))),
+            Op::InPlace(ip, _, _) | Op::InPlaceInput(ip, _) => {
+                let dst = match *op {
+                    Op::InPlace(_, t, _) if !clones.is_empty() => Some(clones[t % clones.len()]),
+                    Op::InPlaceInput(..) => Some(0),
+                    _ => None,
+                };
+                let mut inter = vec![];
+                if let Some(d) = dst {
+                    match ip {
+                        Ip::Add(s) => inter.push(format!("Add({},{})", k(d), k(s))),
+                        Ip::Mul(s) => inter.push(format!("Mul({},{})", k(d), k(s))),
+                        Ip::Copy(s) => inter.push(format!("Cast({})", k(s))),
+                        Ip::Relu => inter.push(format!("Relu({})", k(d))),
+                        _ => {}
+                    }
+                    // The written storage's values get a fresh node: keys of their own.
+                    let root = v.root[d];
+                    for i in 0..n {
+                        if v.root[i] == root {
+                            let fresh = u();
+                            owner.insert(fresh.clone(), Some(i));
+                            keys[i] = fresh;
+                        }
+                    }
                 }
+                for s in inter {
+                    owner.entry(s).or_insert(None);
+                }
+                (vec![], String::new())
             }
-        } else {
+        };
+        for s in inter {
+            owner.entry(s).or_insert(None);
+        }
+        if !matches!(op, Op::InPlace(..) | Op::InPlaceInput(..)) {
+            owner.entry(key.clone()).or_insert(Some(n));
             keys.push(key);
         }
         let get = |k: usize| (v.t[k % n].clone(), v.b(k % n));
@@ -543,8 +575,7 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
         v.push(t, bd);
     }
     let skip = if prog.outputs == 0 { 0 } else { v.t.len().saturating_sub(prog.outputs) };
-    let mut seen = std::collections::HashSet::new();
-    let vals = (skip..v.t.len()).filter(|&k| !ctx.dedupe || seen.insert(keys[k].clone())).map(|k| (v.t[k].clone(), v.b(k).e)).collect();
+    let vals = (skip..v.t.len()).filter(|&k| !ctx.dedupe || owner[&keys[k]] == Some(k)).map(|k| (v.t[k].clone(), v.b(k).e)).collect();
     Out { vals, inputs_e: v.roots[..n_in].iter().map(|b| b.e).collect() }
 }
 
@@ -847,4 +878,17 @@ fn duplicate_outputs_are_both_installed() {
     let (p, q) = step.call(&x);
     assert_eq!(p.to_vec::<f32>(), vec![0.0]);
     assert_eq!(q.to_vec::<f32>(), vec![0.0]);
+}
+
+#[test]
+fn scratch_cache() {
+    let prog = Prog { a: 1, b: 1, inputs: vec![(InKind::Full, vec![0])], ops: vec![Op::Bin(Bin::Add, 0, 0), Op::Bin(Bin::Add, 0, 0), Op::Expand(0)], outputs: 1, weight: true };
+    let ctx = F32;
+    let mut step = kiln::compile(|ins: &[Tensor]| run(&prog, ins, ctx));
+    let first = make_inputs(&prog, ctx.dtype);
+    step.call(&first[..]);
+    eprintln!("first {:?}", step.stats());
+    let second = make_inputs(&prog, ctx.dtype);
+    step.call(&second[..]);
+    eprintln!("second {:?}", step.stats());
 }
