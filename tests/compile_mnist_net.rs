@@ -5,6 +5,13 @@
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
 use kiln::prelude::*;
+use std::sync::{Mutex, MutexGuard};
+
+/// The generator is global: tests that seed it and compare draws run one at a time.
+fn seeded() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `examples/mnist`'s Net at a smaller size: input `1×12×12`, conv1 1→4 k3, conv2 4→8 k3,
 /// max-pool 2 (→ 8×4×4), fc1 128→16, fc2 16→10.
@@ -80,6 +87,7 @@ fn train(compiled: bool) -> (Vec<f32>, Vec<Vec<f32>>, Vec<usize>) {
 
 #[test]
 fn mnist_net_adadelta_compiled_matches_eager() {
+    let _g = seeded();
     let (eager, p_eager, _) = train(false);
     let (compiled, p_compiled, breaks) = train(true);
     for (a, b) in compiled.iter().zip(&eager) {
@@ -98,6 +106,7 @@ fn mnist_net_adadelta_compiled_matches_eager() {
 
 #[test]
 fn mnist_net_eval_forward_compiled_matches_eager() {
+    let _g = seeded();
     kiln::manual_seed(5);
     let mut net = Net::new();
     net.eval();
@@ -132,6 +141,7 @@ fn other_ops(x: &Tensor, w: &Tensor) -> Tensor {
 
 #[test]
 fn conv_pool_dropout_cat_norm_capture_without_breaks() {
+    let _g = seeded();
     let run = |compiled: bool| {
         kiln::manual_seed(3);
         let x = Tensor::randn(&[2, 3, 6, 6]).requires_grad_(true);
