@@ -154,8 +154,13 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
         .map(|(_, t)| Ok(read_friendly(t.try_to_dtype(dtype)?)))
         .collect::<Result<Vec<Tensor>>>()?;
     let inner: usize = shape[d + 1..].iter().product();
-    let storage = match_dtype!(dtype, |T| T::wrap(join::<T>(&parts, &shape, d, inner)));
-    Ok(Tensor::from_cpu_storage(storage, &shape))
+    let refs: Vec<&Tensor> = parts.iter().collect();
+    let out_shape = shape.clone();
+    // Inside a compiled step the join is an opaque node, run on the realized parts.
+    crate::capture::deferred(op, &refs, &shape, dtype, move |ins| {
+        let storage = match_dtype!(dtype, |T| T::wrap(join::<T>(ins, &out_shape, d, inner)));
+        Ok(Tensor::from_cpu_storage(storage, &out_shape))
+    })
 }
 
 /// `t`, or a contiguous copy of it when it is laid out like a transpose (its row-major walk

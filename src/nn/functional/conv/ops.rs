@@ -105,8 +105,26 @@ pub(super) fn weight_grad(c: &Arc<Conv>, x: &Tensor, gy: &Tensor) -> Result<Tens
 
 /// Runs one product on contiguous copies of its operands (without recording), as a new
 /// tensor of `shape`. Operands have one float dtype (f32 or f64), checked by the caller.
+/// Inside a compiled step the kernel call is an opaque node, run on the realized operands.
 #[track_caller]
 fn launch(p: Product, c: &Conv, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, shape: &[usize]) -> Result<Tensor> {
+    let dtype = a.dtype();
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        bail!("convolution", DType, "not implemented for dtype {dtype}");
+    }
+    let name = match p {
+        Product::Forward => "conv2d_forward",
+        Product::InputGrad => "conv2d_backward_input",
+        Product::WeightGrad => "conv2d_backward_weight",
+    };
+    let mut inputs = vec![a, b];
+    inputs.extend(bias);
+    let (geom, out_shape) = (c.geom, shape.to_vec());
+    crate::capture::deferred(name, &inputs, shape, dtype, move |ins| launch_now(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape))
+}
+
+/// [`launch`]'s kernel call on realized operands.
+fn launch_now(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, shape: &[usize]) -> Result<Tensor> {
     let _off = autograd::no_grad();
     let a = a.contiguous();
     // Each operand is read under its own storage lock: one sharing storage with an earlier one
@@ -115,8 +133,8 @@ fn launch(p: Product, c: &Conv, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, s
     let b = own(b, &[&a]);
     let bias = bias.map(|t| own(t, &[&a, &b]));
     match a.dtype() {
-        DType::F32 => Ok(run::<f32>(p, &c.geom, &a, &b, bias.as_ref(), shape)),
-        DType::F64 => Ok(run::<f64>(p, &c.geom, &a, &b, bias.as_ref(), shape)),
+        DType::F32 => Ok(run::<f32>(p, g, &a, &b, bias.as_ref(), shape)),
+        DType::F64 => Ok(run::<f64>(p, g, &a, &b, bias.as_ref(), shape)),
         d => bail!("convolution", DType, "not implemented for dtype {d}"),
     }
 }

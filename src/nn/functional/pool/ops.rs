@@ -54,10 +54,16 @@ fn float_only(t: &Tensor) -> Result<()> {
 /// argmax indices within each plane.
 pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
     float_only(x)?;
-    let xc = contiguous(x);
-    let (vals, idx) = match x.dtype() {
-        DType::F64 => max_bufs::<f64>(&p.geom, &xc, &p.y_shape),
-        _ => max_bufs::<f32>(&p.geom, &xc, &p.y_shape),
+    let (vals, idx) = if crate::capture::is_active() {
+        // Two opaque nodes (an opaque node has one output): each runs the kernel and keeps
+        // one of its results.
+        let (g, shape) = (p.geom, p.y_shape.clone());
+        let vals = crate::capture::opaque("max_pool2d", &[x], &p.y_shape, x.dtype(), move |ins| Ok(max_pool_now(&g, &ins[0], &shape).0));
+        let shape = p.y_shape.clone();
+        let idx = crate::capture::opaque("max_pool2d_indices", &[x], &p.y_shape, DType::I64, move |ins| Ok(max_pool_now(&g, &ins[0], &shape).1));
+        (vals, idx)
+    } else {
+        max_pool_now(&p.geom, x, &p.y_shape)
     };
     if !autograd::is_recording(&[x]) {
         return Ok((vals, idx));
@@ -67,6 +73,15 @@ pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
         grads![Some(max_scatter(&p, g, &s[0]).expect("max_pool2d backward"))]
     });
     Ok((vals, idx))
+}
+
+/// The max-pool kernel on a realized float `x`: values and indices as tensors of `shape`.
+fn max_pool_now(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> (Tensor, Tensor) {
+    let xc = contiguous(x);
+    match x.dtype() {
+        DType::F64 => max_bufs::<f64>(g, &xc, shape),
+        _ => max_bufs::<f32>(g, &xc, shape),
+    }
 }
 
 /// The max-pool kernel's values and indices as tensors of `shape`.
@@ -79,11 +94,14 @@ fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]
 /// positions `idx`. Its own gradient is `G` gathered at `idx`.
 pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
     float_only(gy)?;
-    let (gc, ic) = (contiguous(gy), contiguous(idx));
-    let out = match gy.dtype() {
-        DType::F64 => Tensor::from_buf(kernels::max_pool2d_backward(&p.geom, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()), &p.x_shape),
-        _ => Tensor::from_buf(kernels::max_pool2d_backward(&p.geom, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()), &p.x_shape),
-    };
+    let (g, x_shape) = (p.geom, p.x_shape.clone());
+    let out = crate::capture::deferred("max_pool2d_backward", &[gy, idx], &p.x_shape, gy.dtype(), move |ins| {
+        let (gc, ic) = (contiguous(&ins[0]), contiguous(&ins[1]));
+        Ok(match gc.dtype() {
+            DType::F64 => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()), &x_shape),
+            _ => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()), &x_shape),
+        })
+    })?;
     if !autograd::is_recording(&[gy]) {
         return Ok(out);
     }
@@ -119,13 +137,24 @@ pub(super) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
     Ok(autograd::record(out, name, &[gy], [], move |_, g, _| grads![Some(avg(&p, g).expect("avg_pool2d"))]))
 }
 
-/// Runs `A` (or `Aᵀ` when `adjoint`) on `t` without recording.
-fn linear(p: &Pool, t: &Tensor, adjoint: bool) -> Result<Tensor> {
+/// Runs `A` (or `Aᵀ` when `adjoint`) on `t` without recording (inside a compiled step, as an
+/// opaque node).
+fn linear(p: &Arc<Pool>, t: &Tensor, adjoint: bool) -> Result<Tensor> {
     float_only(t)?;
-    let tc = contiguous(t);
-    Ok(match t.dtype() {
-        DType::F64 => linear_typed::<f64>(p, &tc, adjoint),
-        _ => linear_typed::<f32>(p, &tc, adjoint),
+    let name = match (p.kind, adjoint) {
+        (Kind::Adaptive, false) => "adaptive_avg_pool2d",
+        (Kind::Adaptive, true) => "adaptive_avg_pool2d_backward",
+        (_, false) => "avg_pool2d",
+        (_, true) => "avg_pool2d_backward",
+    };
+    let shape = if adjoint { &p.x_shape } else { &p.y_shape };
+    let p2 = p.clone();
+    crate::capture::deferred(name, &[t], shape, t.dtype(), move |ins| {
+        let tc = contiguous(&ins[0]);
+        Ok(match tc.dtype() {
+            DType::F64 => linear_typed::<f64>(&p2, &tc, adjoint),
+            _ => linear_typed::<f32>(&p2, &tc, adjoint),
+        })
     })
 }
 
