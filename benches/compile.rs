@@ -184,7 +184,7 @@ fn main() {
     let total = time(15, || {
         black_box(small.call(&one));
     });
-    let s = small.stats();
+    let s = small.stats().clone();
     let eager = time(15, || {
         black_box(small.call_eager(&one));
     });

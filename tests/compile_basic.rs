@@ -109,3 +109,15 @@ fn inplace_writes_through_views() {
     close(&compiled, &eager, 0.0);
     close(&b, &a, 0.0);
 }
+
+/// `net.compile()` is the module's forward pass, compiled.
+#[test]
+fn module_compile_is_its_forward() {
+    use kiln::nn::{self, Module};
+    kiln::manual_seed(5);
+    let net = nn::Sequential::new().add(nn::Linear::new(6, 8)).add(nn::Tanh).add(nn::Linear::new(8, 3));
+    let x = Tensor::randn(&[4, 6]);
+    let mut f = net.compile();
+    close(&f.call(&x), &net.forward(&x), 1e-5);
+    assert_eq!(f.stats().graph_breaks, 0);
+}

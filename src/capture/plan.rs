@@ -28,6 +28,8 @@ pub(crate) enum PlanStep {
 pub(crate) struct Plan {
     /// The graph after common-subexpression elimination, with its outputs.
     pub(crate) graph: Graph,
+    /// Per node of the captured graph, the node that computes its value in [`Plan::graph`].
+    pub(crate) canonical: Vec<NodeId>,
     /// The steps in order.
     pub(crate) steps: Vec<PlanStep>,
     /// Per step, the values to free after it.
@@ -52,7 +54,8 @@ pub(crate) struct KernelRecord {
 /// Builds the plan for `graph` (outputs set).
 pub(crate) fn build(mut graph: Graph) -> Plan {
     let started = Instant::now();
-    let merged = passes::eliminate_common_subexpressions(&mut graph);
+    let canonical = passes::eliminate_common_subexpressions(&mut graph);
+    let merged = canonical.iter().enumerate().filter(|(i, &c)| *i as NodeId != c).count();
     let live = passes::live_nodes(&graph);
     let fusion = passes::fuse(&graph, &live);
     let mut read_outside = vec![false; graph.nodes.len()];
@@ -108,7 +111,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
         debug::log(Topic::Graph, describe(&graph, &live));
     }
     super::dump::graph(&graph, &live, &fusion);
-    Plan { graph, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
+    Plan { graph, canonical, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
 }
 
 /// A listing of the live nodes, one per line.

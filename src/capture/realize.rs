@@ -68,7 +68,7 @@ fn realize_trace(mut trace: Trace) {
     // the same value, or when the value is another input's storage).
     let mut taken: Vec<bool> = vec![false; plan.graph.nodes.len()];
     for (cell, node) in &outputs {
-        let n = *node as usize;
+        let n = plan.canonical[*node as usize] as usize;
         let value = values[n].clone().expect("outputs are kept");
         let source = matches!(plan.graph.nodes[n].kind, NodeKind::Input { .. } | NodeKind::Scalar { .. });
         let storage = if taken[n] || source {

@@ -31,7 +31,7 @@ pub use flatten::Flatten;
 pub use kiln_macros::Module;
 pub use linear::{Identity, Linear};
 pub use loss::*;
-pub use module::{fmt_module, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
+pub use module::{fmt_module, CompiledForward, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
 pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sparse::Embedding;

@@ -205,11 +205,23 @@ pub struct LoadReport {
     pub unexpected_keys: Vec<String>,
 }
 
+/// A module's forward pass compiled by [`Module::compile`].
+pub type CompiledForward<'a> = crate::CompiledStep<Box<dyn FnMut(&Tensor) -> Tensor + 'a>>;
+
 /// A neural-network module (PyTorch's `nn.Module`): `forward` plus everything derived from the
 /// field walk. Implement [`Visit`] with `#[derive(Module)]` and write `forward` here.
 pub trait Module: Visit {
     /// The computation (`net(x)` in PyTorch is `net.forward(&x)` here).
     fn forward(&self, input: &Tensor) -> Tensor;
+
+    /// The forward pass as a compiled step (`torch.compile(model)`): `net.compile().call(&x)`
+    /// equals `net.forward(&x)`, captured, fused and run from the plan cache.
+    fn compile(&self) -> CompiledForward<'_>
+    where
+        Self: Sized,
+    {
+        crate::compile(Box::new(move |x: &Tensor| self.forward(x)))
+    }
 
     /// `(dotted name, parameter)` for every parameter of the tree, each shared tensor once.
     fn named_parameters(&self) -> Vec<(String, Tensor)> {

@@ -20,11 +20,11 @@ pub fn live_nodes(g: &Graph) -> Vec<bool> {
 }
 
 /// Merges elementwise nodes that compute the same op of the same reads (`x.exp()` written
-/// twice): later copies are rewritten to read the first. Returns how many were merged.
-pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
+/// twice): reads of later copies, and the output list, are rewritten to the first. Returns,
+/// per node, the node that now computes its value (itself when it was not merged).
+pub fn eliminate_common_subexpressions(g: &mut Graph) -> Vec<NodeId> {
     let mut replace: Vec<NodeId> = (0..g.nodes.len() as NodeId).collect();
     let mut seen: AHashMap<String, NodeId> = AHashMap::new();
-    let mut merged = 0;
     for id in 0..g.nodes.len() {
         for u in g.nodes[id].reads.iter_mut() {
             u.node = replace[u.node as usize];
@@ -38,10 +38,7 @@ pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
         }
         let key = format!("{:?}|{:?}|{:?}|{:?}", n.kind, n.shape, n.dtype, n.reads);
         match seen.get(&key) {
-            Some(&first) => {
-                replace[id] = first;
-                merged += 1;
-            }
+            Some(&first) => replace[id] = first,
             None => {
                 seen.insert(key, id as NodeId);
             }
@@ -50,7 +47,9 @@ pub fn eliminate_common_subexpressions(g: &mut Graph) -> usize {
     for o in g.outputs.iter_mut() {
         *o = replace[*o as usize];
     }
-    merged
+    g.outputs.sort_unstable();
+    g.outputs.dedup();
+    replace
 }
 
 #[cfg(test)]
@@ -77,7 +76,8 @@ mod tests {
         let s = g.push(node(NodeKind::Binary(BinaryOp::Add), &[a, b]), Phase::Forward);
         let _dead = g.push(node(NodeKind::Unary(UnaryOp::Log), &[x]), Phase::Forward);
         g.outputs.push(s);
-        assert_eq!(eliminate_common_subexpressions(&mut g), 1);
+        let replace = eliminate_common_subexpressions(&mut g);
+        assert_eq!(replace, vec![x, a, a, s, 4]);
         assert_eq!(g.node(s).reads[1].node, a);
         assert_eq!(live_nodes(&g), vec![true, true, false, true, false]);
     }
