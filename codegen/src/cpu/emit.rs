@@ -375,9 +375,12 @@ impl Entry {
     }
 }
 
+/// Per instruction or input, an optional scalar value and its optional splat.
+pub(crate) type PerValue = (Vec<Option<Value>>, Vec<Option<Value>>);
+
 /// Constants and run-time scalars of the live instructions, converted once: per instruction,
 /// the scalar and (with `vty`) its splat.
-pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value, vty: Option<Type>) -> Result<(Vec<Option<Value>>, Vec<Option<Value>>), String> {
+pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value, vty: Option<Type>) -> Result<PerValue, String> {
     let tf = MemFlagsData::trusted();
     let mut pre: Vec<Option<Value>> = vec![None; insts.len()];
     let mut pre_v: Vec<Option<Value>> = vec![None; insts.len()];
@@ -406,7 +409,7 @@ pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Va
 }
 
 /// Broadcast inputs: one load per row (at `in_ptr`), and its splat with `vty`.
-pub(crate) fn load_bcast(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], in_ptr: &[Value], vty: Option<Type>) -> Result<(Vec<Option<Value>>, Vec<Option<Value>>), String> {
+pub(crate) fn load_bcast(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], in_ptr: &[Value], vty: Option<Type>) -> Result<PerValue, String> {
     let mut bcast = vec![None; inputs.len()];
     let mut bcast_v = vec![None; inputs.len()];
     for inst in insts {

@@ -82,6 +82,9 @@ fn promote_high(cx: &mut Cx, v: Value) -> Value {
     cx.b.ins().fvpromote_low(hi)
 }
 
+/// Vectors per iteration of the vector loop, each with its own accumulators.
+const UNROLL: usize = 2;
+
 /// How the inner loop accumulates.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum VecAcc {
@@ -143,11 +146,14 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
 
     // The accumulators.
     let acc_s: Variable = cx.b.declare_var(aty);
-    let acc_v: Vec<Variable> = match vacc {
-        VecAcc::None => vec![],
-        VecAcc::F32Wide => vec![cx.b.declare_var(types::F64X2), cx.b.declare_var(types::F64X2)],
-        VecAcc::Same(t) => vec![cx.b.declare_var(t)],
-    };
+    // Per unrolled vector, its accumulators (independent chains hide the add latency).
+    let acc_v: Vec<Vec<Variable>> = (0..UNROLL)
+        .map(|_| match vacc {
+            VecAcc::None => vec![],
+            VecAcc::F32Wide => vec![cx.b.declare_var(types::F64X2), cx.b.declare_var(types::F64X2)],
+            VecAcc::Same(t) => vec![cx.b.declare_var(t)],
+        })
+        .collect();
 
     let out_head = cx.b.create_block();
     let out_body = cx.b.create_block();
@@ -187,13 +193,16 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
         VecAcc::None => {}
         VecAcc::F32Wide => {
             let v = cx.b.ins().splat(types::F64X2, id);
-            cx.b.def_var(acc_v[0], v);
-            cx.b.def_var(acc_v[1], v);
+            for &var in acc_v.iter().flatten() {
+                cx.b.def_var(var, v);
+            }
         }
         VecAcc::Same(t) => {
             let s = if t == types::F32X4 { cx.b.ins().fdemote(types::F32, id) } else { id };
             let v = cx.b.ins().splat(t, s);
-            cx.b.def_var(acc_v[0], v);
+            for &var in acc_v.iter().flatten() {
+                cx.b.def_var(var, v);
+            }
         }
     }
     let zero = cx.b.ins().iconst(ptr, 0);
@@ -225,33 +234,30 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
         let v_head = cx.b.create_block();
         let v_body = cx.b.create_block();
         let vj = cx.b.append_block_param(v_head, ptr);
-        let n_vec = cx.b.ins().band_imm_s(inner, !(lanes - 1));
+        let step_len = lanes * UNROLL as i64;
+        let n_vec = cx.b.ins().band_imm_s(inner, !(step_len - 1));
         cx.b.ins().jump(v_head, &[BlockArg::Value(zero)]);
         cx.b.switch_to_block(v_head);
         let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
         cx.b.ins().brif(more, v_body, &[], t_head, &[BlockArg::Value(vj)]);
         cx.b.switch_to_block(v_body);
         let rv = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &[] };
-        let vals = emit_values(&mut cx, &k.inputs, &k.insts, &live, &rv, vj, Some(vt))?;
-        let x = vals[k.reduced as usize].expect("the reduced value is live");
-        match vacc {
-            VecAcc::F32Wide => {
-                let lo = cx.b.ins().fvpromote_low(x);
-                let hi = promote_high(&mut cx, x);
-                for (var, part) in [(acc_v[0], lo), (acc_v[1], hi)] {
-                    let acc = cx.b.use_var(var);
-                    let r = step(&mut cx, k.op, acc, part);
-                    cx.b.def_var(var, r);
-                }
+        for (u, accs) in acc_v.iter().enumerate() {
+            let ju = cx.b.ins().iadd_imm_s(vj, lanes * u as i64);
+            let vals = emit_values(&mut cx, &k.inputs, &k.insts, &live, &rv, ju, Some(vt))?;
+            let x = vals[k.reduced as usize].expect("the reduced value is live");
+            let parts = match vacc {
+                VecAcc::F32Wide => vec![cx.b.ins().fvpromote_low(x), promote_high(&mut cx, x)],
+                VecAcc::Same(_) => vec![x],
+                VecAcc::None => unreachable!("a vector type implies a vector accumulator"),
+            };
+            for (&var, part) in accs.iter().zip(parts) {
+                let acc = cx.b.use_var(var);
+                let r = step(&mut cx, k.op, acc, part);
+                cx.b.def_var(var, r);
             }
-            VecAcc::Same(_) => {
-                let acc = cx.b.use_var(acc_v[0]);
-                let r = step(&mut cx, k.op, acc, x);
-                cx.b.def_var(acc_v[0], r);
-            }
-            VecAcc::None => unreachable!("a vector type implies a vector accumulator"),
         }
-        let next = cx.b.ins().iadd_imm_s(vj, lanes);
+        let next = cx.b.ins().iadd_imm_s(vj, step_len);
         cx.b.ins().jump(v_head, &[BlockArg::Value(next)]);
     } else {
         cx.b.ins().jump(t_head, &[BlockArg::Value(zero)]);
@@ -278,19 +284,25 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     // The output is done: combine the lanes into the scalar accumulator, scale, convert, store.
     cx.b.switch_to_block(out_fin);
     let mut acc = cx.b.use_var(acc_s);
+    // The unrolled chains, folded into the first one.
+    let mut acc_vals: Vec<Value> = acc_v[0].iter().map(|&var| cx.b.use_var(var)).collect();
+    for accs in &acc_v[1..] {
+        for (n, &var) in accs.iter().enumerate() {
+            let x = cx.b.use_var(var);
+            acc_vals[n] = step(&mut cx, k.op, acc_vals[n], x);
+        }
+    }
     match vacc {
         VecAcc::None => {}
         VecAcc::F32Wide => {
-            let lo = cx.b.use_var(acc_v[0]);
-            let hi = cx.b.use_var(acc_v[1]);
-            let v = step(&mut cx, k.op, lo, hi);
+            let v = step(&mut cx, k.op, acc_vals[0], acc_vals[1]);
             for lane in 0..2 {
                 let x = cx.b.ins().extractlane(v, lane);
                 acc = step(&mut cx, k.op, acc, x);
             }
         }
         VecAcc::Same(t) => {
-            let v = cx.b.use_var(acc_v[0]);
+            let v = acc_vals[0];
             for lane in 0..t.lane_count() as u8 {
                 let x = cx.b.ins().extractlane(v, lane);
                 let x = widen(&mut cx, x, rd);
