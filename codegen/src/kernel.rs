@@ -212,7 +212,8 @@ use std::hash::BuildHasher;
 /// d(r-1)`; one call computes rows `row_start..row_end`, so callers split work across threads
 /// by rows. Row `r`'s outer multi-index is `r` decomposed over `d0..d(r-2)` (row-major); input
 /// `i`'s element for multi-index `idx` is at `inputs[i] + Σ idx[d]·strides[i·rank + d]`
-/// elements; output `o`'s element is at `outputs[o] + row·inner + j`.
+/// elements; output `o`'s element is at `outputs[o] + row·inner + j`. For a [`ReduceKernel`],
+/// rows are output elements instead (see there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KernelArgs {

@@ -10,7 +10,7 @@
 
 use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{InnerStride, Inst, InstOp, KernelArgs, KernelInput, ReduceKernel};
-use kiln_runtime::op_kind::{BinaryOp, ReduceOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
 /// How an input is laid out over the iteration space.
@@ -122,6 +122,7 @@ fn eval(k: &ReduceKernel, load: &dyn Fn(usize) -> f64, scalars: &[f64]) -> f64 {
             InstOp::Binary(BinaryOp::Add, a, b) => v[a as usize] + v[b as usize],
             InstOp::Binary(BinaryOp::Sub, a, b) => v[a as usize] - v[b as usize],
             InstOp::Binary(BinaryOp::Mul, a, b) => v[a as usize] * v[b as usize],
+            InstOp::Cmp(CmpOp::Gt, a, b) => (v[a as usize] > v[b as usize]) as i64 as f64,
             op => panic!("the reference does not evaluate {op:?}"),
         };
         v.push(r);
@@ -460,6 +461,82 @@ fn bench_f32_sum_paths() {
                 let dt = t.elapsed().as_secs_f64() / reps as f64;
                 println!("{rows}x{cols} {op:?} {inner:?}: {:.2} ms, {:.2} Gelem/s", dt * 1e3, (rows * cols) as f64 / dt / 1e9);
             }
+        }
+    }
+}
+
+/// Runs `k` over a contiguous buffer of `shape` into `n_out` outputs of `O`.
+fn run_contiguous<T, O: Copy + Default>(k: &ReduceKernel, xs: &[T], shape: &[usize], n_out: usize) -> Vec<O> {
+    let kern = CpuKernel::compile_reduce(k, "eager").unwrap();
+    let mut strides = vec![1isize; shape.len()];
+    for d in (0..shape.len() - 1).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1] as isize;
+    }
+    let mut out = vec![O::default(); n_out];
+    let ip = [xs.as_ptr() as *const u8];
+    let op = [out.as_mut_ptr() as *mut u8];
+    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: n_out };
+    // SAFETY: `xs` is the contiguous tensor of `shape`, `out` holds the `n_out` outputs of the
+    // kernel's output dtype (`O`).
+    unsafe { kern.call(&args) };
+    out
+}
+
+#[test]
+fn matches_the_eager_kernels() {
+    use kiln_runtime::cpu::reduce::{reduce, MinMax, Prod, ReducePlan, Sum};
+    use kiln_runtime::Layout;
+    for (shape, rr) in [(&[6usize, 1001][..], 1), (&[3, 5, 67][..], 2), (&[4, 3, 9][..], 1)] {
+        let rank = shape.len();
+        let n: usize = shape.iter().product();
+        let n_out: usize = shape[..rank - rr].iter().product();
+        let reduced: Vec<bool> = (0..rank).map(|d| d >= rank - rr).collect();
+        let plan = ReducePlan::new(&Layout::contiguous(shape), &reduced);
+        let mut seed = 11u64;
+        let mut xs: Vec<f32> = (0..n).map(|_| (4.0 * lcg(&mut seed) - 2.0) as f32).collect();
+        xs[n / 2 + 1] = f32::NAN; // one output's max/min is NaN
+        let k = |op| load_kernel(DType::F32, rank, rr, InnerStride::Unit, op);
+        let sum: Vec<f32> = run_contiguous(&k(ReduceOp::Sum), &xs, shape, n_out);
+        let want = reduce(&xs, &plan, &Sum, |a: f64, _| a as f32);
+        let abs = reduce(&xs.iter().map(|x| x.abs()).collect::<Vec<f32>>(), &plan, &Sum, |a: f64, _| a);
+        for o in 0..n_out {
+            if want[o].is_nan() {
+                assert!(sum[o].is_nan());
+            } else {
+                assert!(((sum[o] - want[o]) as f64).abs() <= 1e-6 * abs[o], "sum {shape:?} output {o}: {} vs eager {}", sum[o], want[o]);
+            }
+        }
+        let ys: Vec<f32> = xs.iter().map(|x| if x.is_nan() { 1.0 } else { 0.75 + x.abs() / 4.0 }).collect();
+        let prod: Vec<f32> = run_contiguous(&k(ReduceOp::Prod), &ys, shape, n_out);
+        let want = reduce(&ys, &plan, &Prod, |a: f64, _| a as f32);
+        for o in 0..n_out {
+            assert!((prod[o] - want[o]).abs() <= 1e-6 * want[o].abs(), "prod {shape:?} output {o}: {} vs eager {}", prod[o], want[o]);
+        }
+        for (op, want) in [(ReduceOp::Max, reduce(&xs, &plan, &MinMax::<true>, |a: f32, _| a)), (ReduceOp::Min, reduce(&xs, &plan, &MinMax::<false>, |a: f32, _| a))] {
+            let got: Vec<f32> = run_contiguous(&k(op), &xs, shape, n_out);
+            for o in 0..n_out {
+                assert!(got[o] == want[o] || (got[o].is_nan() && want[o].is_nan()), "{op:?} {shape:?} output {o}: {} vs eager {}", got[o], want[o]);
+            }
+        }
+        let is: Vec<i32> = (0..n).map(|i| (i as i32).wrapping_mul(2_654_435_761u32 as i32)).collect();
+        let ki = load_kernel(DType::I32, rank, rr, InnerStride::Unit, ReduceOp::Sum);
+        let got: Vec<i64> = run_contiguous(&ki, &is, shape, n_out);
+        assert_eq!(&got[..], &reduce(&is, &plan, &Sum, |a: i64, _| a)[..]);
+        let ki = load_kernel(DType::I32, rank, rr, InnerStride::Unit, ReduceOp::Max);
+        let got: Vec<i32> = run_contiguous(&ki, &is, shape, n_out);
+        assert_eq!(&got[..], &reduce(&is, &plan, &MinMax::<true>, |a: i32, _| a)[..]);
+    }
+}
+
+#[test]
+fn counting_a_comparison() {
+    // Σ (x > 0) as i64 (a Bool prologue value reduces as an integer), and max of it as Bool.
+    for dtype in [DType::F32, DType::I32] {
+        for (op, output) in [(ReduceOp::Sum, DType::I64), (ReduceOp::Max, DType::Bool), (ReduceOp::Min, DType::Bool)] {
+            let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Const(0.0), dtype }, Inst { op: InstOp::Cmp(CmpOp::Gt, 0, 1), dtype: DType::Bool }];
+            let k = ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }], scalars: 0, insts, reduced: 2, op, output, scale: None };
+            assert!(!CpuKernel::compile_reduce(&k, "count").unwrap().is_vectorized());
+            check(&k, &[4, 19], &[Lay::Full(InnerStride::Unit)], 1..4, &[], None, &format!("count {op:?} {dtype}"));
         }
     }
 }

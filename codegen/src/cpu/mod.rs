@@ -6,7 +6,9 @@
 //! One file per job: `cpu/emit.rs` the loops, loads and stores; `cpu/ops.rs` per-op
 //! instruction selection; [`math`] the inline f32 transcendentals and their error bounds;
 //! `cpu/helpers.rs` the Rust functions for the ops that are called rather than inlined;
-//! `cpu/jit.rs` the host ISA and module setup.
+//! `cpu/jit.rs` the host ISA and module setup; `cpu/reduce.rs` the loops and accumulators of
+//! a [`ReduceKernel`] ([`CpuKernel::compile_reduce`]), whose prologue goes through the same
+//! per-instruction emission as elementwise kernels.
 
 mod emit;
 mod helpers;
@@ -21,7 +23,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module, ModuleError};
 use std::time::{Duration, Instant};
 
-/// A compiled elementwise kernel: native code in JIT memory owned by this value.
+/// A compiled elementwise or reduction kernel: native code in JIT memory owned by this value.
 pub struct CpuKernel {
     /// The module that owns the code; `None` only during drop.
     module: Option<JITModule>,
@@ -125,6 +127,12 @@ impl CpuKernel {
     /// input element read by a later index (elementwise in-place, the same index, is fine). `row_end`
     /// must not exceed the number of rows (the product of all sizes but the last). Several
     /// threads may call at once on disjoint row ranges.
+    ///
+    /// For a kernel from [`CpuKernel::compile_reduce`], rows are output elements: every input
+    /// element of the reduced dims of each output in the range must be valid to read as
+    /// above, `outputs[0] + row` (in elements of the output dtype) valid to write for every
+    /// row in the range and not overlap any input, and `row_end` must not exceed the number of
+    /// outputs (the product of the sizes of the kept dims, 1 for a full reduction).
     pub unsafe fn call(&self, args: &KernelArgs) {
         // SAFETY: the caller upholds the contract above, which is what the code assumes.
         unsafe { (self.entry)(args) }
