@@ -8,7 +8,7 @@
 //! values are 0 or 1), so a fused kernel equals the chain of eager ops it replaces, up to the
 //! stated error of the inline transcendental approximations.
 
-use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 use std::hash::{Hash, Hasher};
 
@@ -212,7 +212,8 @@ use std::hash::BuildHasher;
 /// d(r-1)`; one call computes rows `row_start..row_end`, so callers split work across threads
 /// by rows. Row `r`'s outer multi-index is `r` decomposed over `d0..d(r-2)` (row-major); input
 /// `i`'s element for multi-index `idx` is at `inputs[i] + Σ idx[d]·strides[i·rank + d]`
-/// elements; output `o`'s element is at `outputs[o] + row·inner + j`.
+/// elements; output `o`'s element is at `outputs[o] + row·inner + j`. For a [`ReduceKernel`],
+/// rows are output elements instead (see there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KernelArgs {
@@ -230,4 +231,96 @@ pub struct KernelArgs {
     pub row_start: usize,
     /// One past the last row to compute.
     pub row_end: usize,
+}
+
+/// A fused reduction kernel: an elementwise prologue evaluated over an iteration space, whose
+/// value [`ReduceKernel::reduced`] is reduced with [`ReduceKernel::op`] over the trailing dims.
+///
+/// The iteration space `[d0, …, d(rank-1)]` is `outer × reduced`: the **last** `reduce_rank`
+/// dims are reduced, the first `rank - reduce_rank` dims index the outputs (row-major, so
+/// output `o` is `o` decomposed over `d0..d(rank-reduce_rank-1)`). The prologue `insts` follows
+/// the rules of [`ElementwiseKernel`] (same IR, same dtype rules, inputs' [`KernelInput::inner`]
+/// describes the last dim of the iteration space) and is evaluated at every element of the
+/// iteration space. The reduction follows the eager kernels (`kiln_runtime::cpu::reduce`):
+/// - `Sum`/`Prod` of float values accumulate in f64, of integer or Bool values in i64
+///   (wrapping);
+/// - `Max`/`Min` compare in the value's dtype (exactly: f32 is compared as f64) and NaN wins;
+///   the sign of a zero result may differ from eager when `-0.0` and `+0.0` tie.
+///
+/// Each output's accumulator is then multiplied by run-time scalar `scale` when given (in f64;
+/// only for float values: `mean` passes `1/n`), converted once to `output` with the eager cast
+/// rules (an f64 accumulator rounds to f32 once) and written contiguously at `outputs[0] + o`.
+/// An empty reduction writes the identity (0, 1, or for Max/Min the lowest/highest value of
+/// the dtype, -inf/+inf for floats; eager rejects empty max/min, so callers do too).
+///
+/// Summation order differs from eager (vector lanes, then the scalar tail): for f32 values
+/// the f64 accumulation keeps `|compiled − eager| ≤ 1e-6·Σ|x|` before the final rounding and
+/// below one f32 ulp of the result in practice; f64 sums differ by a few ulps of `Σ|x|`.
+///
+/// A call computes outputs `args.row_start..args.row_end` ([`KernelArgs`]: `row_start`/
+/// `row_end` index output elements, `shape` has `rank` sizes, `strides` is `inputs × rank`
+/// element strides, input-major, and `outputs` holds one pointer).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReduceKernel {
+    /// Dims of the iteration space (at least 1).
+    pub rank: usize,
+    /// How many trailing dims are reduced (`1..=rank`).
+    pub reduce_rank: usize,
+    /// The input buffers.
+    pub inputs: Vec<KernelInput>,
+    /// How many run-time scalars [`InstOp::Scalar`] (and `scale`) may read.
+    pub scalars: usize,
+    /// The prologue, in dependency order.
+    pub insts: Vec<Inst>,
+    /// The value reduced.
+    pub reduced: Val,
+    /// The reduction.
+    pub op: ReduceOp,
+    /// The dtype each output element is converted to (and written in).
+    pub output: DType,
+    /// Run-time scalar the accumulator is multiplied by before conversion (floats only).
+    pub scale: Option<u32>,
+}
+
+impl ReduceKernel {
+    /// The dtype of value `v`.
+    pub fn dtype(&self, v: Val) -> DType {
+        self.insts[v as usize].dtype
+    }
+
+    /// The prologue seen as an elementwise kernel with the reduced value as its one output
+    /// (rank and inputs as this kernel's).
+    pub fn prologue(&self) -> ElementwiseKernel {
+        ElementwiseKernel { rank: self.rank, inputs: self.inputs.clone(), scalars: self.scalars, insts: self.insts.clone(), outputs: vec![self.reduced] }
+    }
+
+    /// A structural hash: equal for kernels that compile to the same code.
+    pub fn structural_hash(&self) -> u64 {
+        let mut h = ahash_hasher();
+        "reduce".hash(&mut h);
+        self.prologue().structural_hash().hash(&mut h);
+        self.reduce_rank.hash(&mut h);
+        self.op.hash(&mut h);
+        self.output.hash(&mut h);
+        self.scale.hash(&mut h);
+        h.finish()
+    }
+
+    /// Checks the prologue as [`ElementwiseKernel::validate`] does, `reduce_rank`, the reduced
+    /// value and `scale` (a valid scalar index, and a float reduced value).
+    pub fn validate(&self) -> Result<(), String> {
+        self.prologue().validate()?;
+        if self.reduce_rank == 0 || self.reduce_rank > self.rank {
+            return Err(format!("reduce_rank {} must be in 1..={}", self.reduce_rank, self.rank));
+        }
+        if let Some(s) = self.scale {
+            if s as usize >= self.scalars {
+                return Err(format!("scale reads scalar {s}, but there are {}", self.scalars));
+            }
+            if !self.dtype(self.reduced).is_float() {
+                return Err(format!("scale needs a float reduced value, not {}", self.dtype(self.reduced)));
+            }
+        }
+        Ok(())
+    }
 }

@@ -4,7 +4,7 @@
 //! vector loop's tail, or the whole row otherwise).
 
 use super::ops::{clif_type, Cx};
-use crate::kernel::{ElementwiseKernel, InnerStride, InstOp, KernelArgs};
+use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -25,16 +25,21 @@ pub(crate) enum Plan {
 
 /// Which instructions the outputs depend on.
 pub(crate) fn live_set(k: &ElementwiseKernel) -> Vec<bool> {
-    let mut live = vec![false; k.insts.len()];
-    for &o in &k.outputs {
+    live_of(&k.insts, &k.outputs)
+}
+
+/// Which instructions of `insts` the values `roots` depend on.
+pub(crate) fn live_of(insts: &[Inst], roots: &[Val]) -> Vec<bool> {
+    let mut live = vec![false; insts.len()];
+    for &o in roots {
         live[o as usize] = true;
     }
-    for i in (0..k.insts.len()).rev() {
+    for i in (0..insts.len()).rev() {
         if !live[i] {
             continue;
         }
         let mut mark = |v: u32| live[v as usize] = true;
-        match k.insts[i].op {
+        match insts[i].op {
             InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) => {}
             InstOp::Unary(_, a) | InstOp::Not(a) | InstOp::Cast(a) => mark(a),
             InstOp::Binary(_, a, b) | InstOp::Cmp(_, a, b) | InstOp::Logical(_, a, b) => {
@@ -59,34 +64,44 @@ pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
         Some(d @ (DType::F32 | DType::F64)) => d,
         _ => return Plan::Scalar,
     };
-    if k.inputs.iter().any(|i| i.dtype != e || i.inner == InnerStride::Strided) {
-        return Plan::Scalar;
-    }
     if k.outputs.iter().any(|&o| k.dtype(o) != e) {
         return Plan::Scalar;
     }
-    for (i, inst) in k.insts.iter().enumerate() {
+    if !vector_ok(&k.inputs, &k.insts, live, e) {
+        return Plan::Scalar;
+    }
+    Plan::Vector(if e == DType::F32 { types::F32X4 } else { types::F64X2 })
+}
+
+/// The instruction and input rules of the vector plan for float dtype `e` (see [`plan`]),
+/// without the rule on outputs.
+pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e: DType) -> bool {
+    if inputs.iter().any(|i| i.dtype != e || i.inner == InnerStride::Strided) {
+        return false;
+    }
+    let dt = |v: Val| insts[v as usize].dtype;
+    for (i, inst) in insts.iter().enumerate() {
         if !live[i] {
             continue;
         }
         let ok = match inst.op {
-            InstOp::Cmp(_, a, _) => inst.dtype == DType::Bool && k.dtype(a) == e,
-            InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| k.dtype(v) == e || k.dtype(v) == DType::Bool),
-            InstOp::Not(a) => k.dtype(a) == e || k.dtype(a) == DType::Bool,
-            InstOp::Cast(a) => inst.dtype == e && k.dtype(a) == e,
+            InstOp::Cmp(_, a, _) => inst.dtype == DType::Bool && dt(a) == e,
+            InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| dt(v) == e || dt(v) == DType::Bool),
+            InstOp::Not(a) => dt(a) == e || dt(a) == DType::Bool,
+            InstOp::Cast(a) => inst.dtype == e && dt(a) == e,
             _ => inst.dtype == e,
         };
         // A Bool value must come from Cmp/Logical/Not (a mask), never from a load/const/cast.
         let bool_ok = inst.dtype != DType::Bool || matches!(inst.op, InstOp::Cmp(..) | InstOp::Logical(..) | InstOp::Not(_));
         if !ok || !bool_ok {
-            return Plan::Scalar;
+            return false;
         }
     }
-    Plan::Vector(if e == DType::F32 { types::F32X4 } else { types::F64X2 })
+    true
 }
 
 /// A constant converted to `dtype` as the eager scalar conversion does (`Element::from_f64`).
-fn const_value(cx: &mut Cx, c: f64, dtype: DType) -> Result<Value, String> {
+pub(crate) fn const_value(cx: &mut Cx, c: f64, dtype: DType) -> Result<Value, String> {
     let ty = clif_type(dtype)?;
     Ok(match dtype {
         DType::F32 => cx.b.ins().f32const(c as f32),
@@ -100,28 +115,43 @@ fn const_value(cx: &mut Cx, c: f64, dtype: DType) -> Result<Value, String> {
 }
 
 /// Where the values of one row come from.
-struct Row<'v> {
+pub(crate) struct Row<'v> {
     /// Per input, the address of its element 0 in this row.
-    in_ptr: &'v [Value],
+    pub in_ptr: &'v [Value],
     /// Per input, the inner stride in bytes (Strided inputs only).
-    in_step: &'v [Option<Value>],
+    pub in_step: &'v [Option<Value>],
     /// Per input, its value for the whole row (Broadcast inputs, in the loop's form).
-    bcast: &'v [Option<Value>],
+    pub bcast: &'v [Option<Value>],
     /// Per instruction, values computed before the loop (Const, Scalar) in the loop's form.
-    pre: &'v [Option<Value>],
-    /// Per output, the address of its element 0 in this row.
-    out_ptr: &'v [Value],
+    pub pre: &'v [Option<Value>],
+    /// Per output, the address of its element 0 in this row (empty for reductions).
+    pub out_ptr: &'v [Value],
 }
 
-fn data_flags() -> MemFlagsData {
+/// Memory flags of data loads and stores.
+pub(crate) fn data_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
 /// One element (or one vector of `lanes` elements) at inner index `j`: loads, the
 /// instructions, the stores.
 fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<(), String> {
-    let mut vals: Vec<Option<Value>> = vec![None; k.insts.len()];
-    for (n, inst) in k.insts.iter().enumerate() {
+    let vals = emit_values(cx, &k.inputs, &k.insts, live, row, j, vty)?;
+    for (o, &val) in k.outputs.iter().enumerate() {
+        let size = k.dtype(val).size_in_bytes() as i64;
+        let off = cx.b.ins().imul_imm_s(j, size);
+        let addr = cx.b.ins().iadd(row.out_ptr[o], off);
+        cx.b.ins().store(data_flags(), vals[val as usize].expect("outputs are live"), addr, 0);
+    }
+    Ok(())
+}
+
+/// The live instructions of `insts` at inner index `j` of `row` (one element, or one vector of
+/// `vty` when given): per instruction, its value (`None` for dead ones).
+pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<Vec<Option<Value>>, String> {
+    let dt = |v: Val| insts[v as usize].dtype;
+    let mut vals: Vec<Option<Value>> = vec![None; insts.len()];
+    for (n, inst) in insts.iter().enumerate() {
         if !live[n] {
             continue;
         }
@@ -130,7 +160,7 @@ fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j:
             InstOp::Load(i) => {
                 let i = i as usize;
                 let size = inst.dtype.size_in_bytes() as i64;
-                match k.inputs[i].inner {
+                match inputs[i].inner {
                     InnerStride::Broadcast => row.bcast[i].expect("broadcast loaded per row"),
                     InnerStride::Unit => {
                         let off = cx.b.ins().imul_imm_s(j, size);
@@ -148,14 +178,14 @@ fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j:
             InstOp::Scalar(_) | InstOp::Const(_) => row.pre[n].expect("computed before the loop"),
             InstOp::Unary(op, a) => cx.unary(op, inst.dtype, v(a))?,
             InstOp::Binary(op, a, b) => cx.binary(op, inst.dtype, v(a), v(b))?,
-            InstOp::Cmp(op, a, b) => cx.cmp(op, k.dtype(a), v(a), v(b)),
+            InstOp::Cmp(op, a, b) => cx.cmp(op, dt(a), v(a), v(b)),
             InstOp::Logical(op, a, b) => {
-                let ta = cx.truth(v(a), k.dtype(a));
-                let tb = cx.truth(v(b), k.dtype(b));
+                let ta = cx.truth(v(a), dt(a));
+                let tb = cx.truth(v(b), dt(b));
                 cx.logical(op, ta, tb)
             }
             InstOp::Not(a) => {
-                let t = cx.truth(v(a), k.dtype(a));
+                let t = cx.truth(v(a), dt(a));
                 cx.not(t)
             }
             InstOp::Where(c, a, b) => cx.sel(v(c), v(a), v(b)),
@@ -163,19 +193,13 @@ fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j:
                 if vty.is_some() {
                     v(a) // the vector plan only admits E→E casts
                 } else {
-                    cx.cast(v(a), k.dtype(a), inst.dtype)?
+                    cx.cast(v(a), dt(a), inst.dtype)?
                 }
             }
         };
         vals[n] = Some(r);
     }
-    for (o, &val) in k.outputs.iter().enumerate() {
-        let size = k.dtype(val).size_in_bytes() as i64;
-        let off = cx.b.ins().imul_imm_s(j, size);
-        let addr = cx.b.ins().iadd(row.out_ptr[o], off);
-        cx.b.ins().store(data_flags(), vals[val as usize].expect("outputs are live"), addr, 0);
-    }
-    Ok(())
+    Ok(vals)
 }
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
@@ -207,61 +231,15 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     cx.b.append_block_params_for_function_params(entry);
     cx.b.switch_to_block(entry);
     let args = cx.b.block_params(entry)[0];
-    let tf = MemFlagsData::trusted();
-    let field = |cx: &mut Cx, off: usize| cx.b.ins().load(ptr, tf, args, off as i32);
-    let inputs_pp = field(&mut cx, offset_of!(KernelArgs, inputs));
-    let outputs_pp = field(&mut cx, offset_of!(KernelArgs, outputs));
-    let scalars_p = field(&mut cx, offset_of!(KernelArgs, scalars));
-    let shape_p = field(&mut cx, offset_of!(KernelArgs, shape));
-    let strides_p = field(&mut cx, offset_of!(KernelArgs, strides));
-    let row_start = field(&mut cx, offset_of!(KernelArgs, row_start));
-    let row_end = field(&mut cx, offset_of!(KernelArgs, row_end));
-    let dims: Vec<Value> = (0..rank).map(|d| cx.b.ins().load(ptr, tf, shape_p, (8 * d) as i32)).collect();
-    let inner = dims[rank - 1];
-    let in_base: Vec<Value> = (0..n_in).map(|i| cx.b.ins().load(ptr, tf, inputs_pp, (8 * i) as i32)).collect();
-    let out_base: Vec<Value> = (0..n_out).map(|o| cx.b.ins().load(ptr, tf, outputs_pp, (8 * o) as i32)).collect();
-    // Outer strides in bytes, and the inner step in bytes of strided inputs.
-    let mut outer_strides: Vec<Vec<Value>> = Vec::with_capacity(n_in);
-    let mut in_step: Vec<Option<Value>> = Vec::with_capacity(n_in);
-    for (i, input) in k.inputs.iter().enumerate() {
-        let size = input.dtype.size_in_bytes() as i64;
-        let mut s = Vec::with_capacity(rank.saturating_sub(1));
-        for d in 0..rank - 1 {
-            let st = cx.b.ins().load(ptr, tf, strides_p, (8 * (i * rank + d)) as i32);
-            s.push(cx.b.ins().imul_imm_s(st, size));
-        }
-        outer_strides.push(s);
-        in_step.push(if input.inner == InnerStride::Strided {
-            let st = cx.b.ins().load(ptr, tf, strides_p, (8 * (i * rank + rank - 1)) as i32);
-            Some(cx.b.ins().imul_imm_s(st, size))
-        } else {
-            None
-        });
-    }
-    // Constants and run-time scalars, converted once.
-    let mut pre: Vec<Option<Value>> = vec![None; k.insts.len()];
-    let mut pre_v: Vec<Option<Value>> = vec![None; k.insts.len()];
-    for (n, inst) in k.insts.iter().enumerate() {
-        if !live[n] {
-            continue;
-        }
-        let s = match inst.op {
-            InstOp::Const(c) => const_value(&mut cx, c, inst.dtype)?,
-            InstOp::Scalar(j) => {
-                let f = cx.b.ins().load(types::F64, tf, scalars_p, (8 * j) as i32);
-                if inst.dtype == DType::Bool {
-                    cx.truth(f, DType::F64)
-                } else {
-                    cx.cast(f, DType::F64, inst.dtype)?
-                }
-            }
-            _ => continue,
-        };
-        pre[n] = Some(s);
-        if let Some(vt) = vty {
-            pre_v[n] = Some(cx.b.ins().splat(vt, s));
-        }
-    }
+    let a = Entry::load(&mut cx, args, ptr, &k.inputs, rank, n_out);
+    let (row_start, row_end) = (a.row_start, a.row_end);
+    let inner = a.dims[rank - 1];
+    let in_base = &a.in_base;
+    let out_base = &a.out_base;
+    let outer_strides = &a.strides;
+    let in_step = &a.in_step;
+    let (pre, pre_v) = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
+    let dims = &a.dims;
     let row_head = cx.b.create_block();
     let row_body = cx.b.create_block();
     let exit = cx.b.create_block();
@@ -299,21 +277,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
         let off = cx.b.ins().imul_imm_s(row_elems, size);
         out_ptr.push(cx.b.ins().iadd(base, off));
     }
-    // Broadcast inputs: one load per row.
-    let mut bcast = vec![None; n_in];
-    let mut bcast_v = vec![None; n_in];
-    for inst in &k.insts {
-        if let InstOp::Load(i) = inst.op {
-            let i = i as usize;
-            if k.inputs[i].inner == InnerStride::Broadcast && bcast[i].is_none() {
-                let s = cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), in_ptr[i], 0);
-                bcast[i] = Some(s);
-                if let Some(vt) = vty {
-                    bcast_v[i] = Some(cx.b.ins().splat(vt, s));
-                }
-            }
-        }
-    }
+    let (bcast, bcast_v) = load_bcast(&mut cx, &k.inputs, &k.insts, &in_ptr, vty)?;
     let t_head = cx.b.create_block();
     let t_body = cx.b.create_block();
     let row_next = cx.b.create_block();
@@ -330,7 +294,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
         let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
         cx.b.ins().brif(more, v_body, &[], t_head, &[BlockArg::Value(vj)]);
         cx.b.switch_to_block(v_body);
-        let rv = Row { in_ptr: &in_ptr, in_step: &in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &out_ptr };
+        let rv = Row { in_ptr: &in_ptr, in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &out_ptr };
         emit_element(&mut cx, k, &live, &rv, vj, Some(vt))?;
         let next = cx.b.ins().iadd_imm_s(vj, lanes);
         cx.b.ins().jump(v_head, &[BlockArg::Value(next)]);
@@ -341,7 +305,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, tj, inner);
     cx.b.ins().brif(more, t_body, &[], row_next, &[]);
     cx.b.switch_to_block(t_body);
-    let rs = Row { in_ptr: &in_ptr, in_step: &in_step, bcast: &bcast, pre: &pre, out_ptr: &out_ptr };
+    let rs = Row { in_ptr: &in_ptr, in_step, bcast: &bcast, pre: &pre, out_ptr: &out_ptr };
     emit_element(&mut cx, k, &live, &rs, tj, None)?;
     let next = cx.b.ins().iadd_imm_s(tj, 1);
     cx.b.ins().jump(t_head, &[BlockArg::Value(next)]);
@@ -356,4 +320,109 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     b.seal_all_blocks();
     b.finalize(frontend_config);
     Ok(plan)
+}
+
+/// The kernel arguments read in the entry block: `KernelArgs`'s fields, the sizes, the base
+/// pointers and every input's strides in bytes.
+pub(crate) struct Entry {
+    /// `scalars`.
+    pub scalars_p: Value,
+    /// `row_start`.
+    pub row_start: Value,
+    /// `row_end`.
+    pub row_end: Value,
+    /// The `rank` sizes.
+    pub dims: Vec<Value>,
+    /// Per input, its base pointer.
+    pub in_base: Vec<Value>,
+    /// Per output, its base pointer.
+    pub out_base: Vec<Value>,
+    /// Per input, its `rank` strides in bytes.
+    pub strides: Vec<Vec<Value>>,
+    /// Per input, the inner stride in bytes (Strided inputs only).
+    pub in_step: Vec<Option<Value>>,
+}
+
+impl Entry {
+    /// Loads the fields of the `KernelArgs` at `args` (`ptr` is the pointer type).
+    pub(crate) fn load(cx: &mut Cx, args: Value, ptr: Type, inputs: &[KernelInput], rank: usize, n_out: usize) -> Entry {
+        let tf = MemFlagsData::trusted();
+        let field = |cx: &mut Cx, off: usize| cx.b.ins().load(ptr, tf, args, off as i32);
+        let inputs_pp = field(cx, offset_of!(KernelArgs, inputs));
+        let outputs_pp = field(cx, offset_of!(KernelArgs, outputs));
+        let scalars_p = field(cx, offset_of!(KernelArgs, scalars));
+        let shape_p = field(cx, offset_of!(KernelArgs, shape));
+        let strides_p = field(cx, offset_of!(KernelArgs, strides));
+        let row_start = field(cx, offset_of!(KernelArgs, row_start));
+        let row_end = field(cx, offset_of!(KernelArgs, row_end));
+        let dims: Vec<Value> = (0..rank).map(|d| cx.b.ins().load(ptr, tf, shape_p, (8 * d) as i32)).collect();
+        let in_base: Vec<Value> = (0..inputs.len()).map(|i| cx.b.ins().load(ptr, tf, inputs_pp, (8 * i) as i32)).collect();
+        let out_base: Vec<Value> = (0..n_out).map(|o| cx.b.ins().load(ptr, tf, outputs_pp, (8 * o) as i32)).collect();
+        let mut strides = Vec::with_capacity(inputs.len());
+        let mut in_step = Vec::with_capacity(inputs.len());
+        for (i, input) in inputs.iter().enumerate() {
+            let size = input.dtype.size_in_bytes() as i64;
+            let s: Vec<Value> = (0..rank)
+                .map(|d| {
+                    let st = cx.b.ins().load(ptr, tf, strides_p, (8 * (i * rank + d)) as i32);
+                    cx.b.ins().imul_imm_s(st, size)
+                })
+                .collect();
+            in_step.push(if input.inner == InnerStride::Strided { Some(s[rank - 1]) } else { None });
+            strides.push(s);
+        }
+        Entry { scalars_p, row_start, row_end, dims, in_base, out_base, strides, in_step }
+    }
+}
+
+/// Per instruction or input, an optional scalar value and its optional splat.
+pub(crate) type PerValue = (Vec<Option<Value>>, Vec<Option<Value>>);
+
+/// Constants and run-time scalars of the live instructions, converted once: per instruction,
+/// the scalar and (with `vty`) its splat.
+pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value, vty: Option<Type>) -> Result<PerValue, String> {
+    let tf = MemFlagsData::trusted();
+    let mut pre: Vec<Option<Value>> = vec![None; insts.len()];
+    let mut pre_v: Vec<Option<Value>> = vec![None; insts.len()];
+    for (n, inst) in insts.iter().enumerate() {
+        if !live[n] {
+            continue;
+        }
+        let s = match inst.op {
+            InstOp::Const(c) => const_value(cx, c, inst.dtype)?,
+            InstOp::Scalar(j) => {
+                let f = cx.b.ins().load(types::F64, tf, scalars_p, (8 * j) as i32);
+                if inst.dtype == DType::Bool {
+                    cx.truth(f, DType::F64)
+                } else {
+                    cx.cast(f, DType::F64, inst.dtype)?
+                }
+            }
+            _ => continue,
+        };
+        pre[n] = Some(s);
+        if let Some(vt) = vty {
+            pre_v[n] = Some(cx.b.ins().splat(vt, s));
+        }
+    }
+    Ok((pre, pre_v))
+}
+
+/// Broadcast inputs: one load per row (at `in_ptr`), and its splat with `vty`.
+pub(crate) fn load_bcast(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], in_ptr: &[Value], vty: Option<Type>) -> Result<PerValue, String> {
+    let mut bcast = vec![None; inputs.len()];
+    let mut bcast_v = vec![None; inputs.len()];
+    for inst in insts {
+        if let InstOp::Load(i) = inst.op {
+            let i = i as usize;
+            if inputs[i].inner == InnerStride::Broadcast && bcast[i].is_none() {
+                let s = cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), in_ptr[i], 0);
+                bcast[i] = Some(s);
+                if let Some(vt) = vty {
+                    bcast_v[i] = Some(cx.b.ins().splat(vt, s));
+                }
+            }
+        }
+    }
+    Ok((bcast, bcast_v))
 }

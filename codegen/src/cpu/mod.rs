@@ -6,21 +6,24 @@
 //! One file per job: `cpu/emit.rs` the loops, loads and stores; `cpu/ops.rs` per-op
 //! instruction selection; [`math`] the inline f32 transcendentals and their error bounds;
 //! `cpu/helpers.rs` the Rust functions for the ops that are called rather than inlined;
-//! `cpu/jit.rs` the host ISA and module setup.
+//! `cpu/jit.rs` the host ISA and module setup; `cpu/reduce.rs` the loops and accumulators of
+//! a [`ReduceKernel`] ([`CpuKernel::compile_reduce`]), whose prologue goes through the same
+//! per-instruction emission as elementwise kernels.
 
 mod emit;
 mod helpers;
 mod jit;
 pub mod math;
 mod ops;
+mod reduce;
 
-use crate::kernel::{ElementwiseKernel, KernelArgs};
+use crate::kernel::{ElementwiseKernel, KernelArgs, ReduceKernel};
 use cranelift_codegen::print_errors::pretty_error;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module, ModuleError};
 use std::time::{Duration, Instant};
 
-/// A compiled elementwise kernel: native code in JIT memory owned by this value.
+/// A compiled elementwise or reduction kernel: native code in JIT memory owned by this value.
 pub struct CpuKernel {
     /// The module that owns the code; `None` only during drop.
     module: Option<JITModule>,
@@ -46,13 +49,34 @@ impl CpuKernel {
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
+        Self::compile_with(t0, name, |module, ids, func| Ok(matches!(emit::build(k, module, ids, func)?, emit::Plan::Vector(_))))
+    }
+
+    /// Compiles reduction kernel `k` (validated first) into a function named `name`; the
+    /// result is called like an elementwise kernel, `row_start..row_end` indexing output
+    /// elements (see [`ReduceKernel`] and [`CpuKernel::call`]). Errors as [`CpuKernel::compile`]
+    /// does (F16/BF16 inputs, values or output are refused). [`CpuKernel::is_vectorized`] tells
+    /// whether the last reduced dim runs the F32X4/F64X2 loop.
+    pub fn compile_reduce(k: &ReduceKernel, name: &str) -> Result<CpuKernel, String> {
+        let t0 = Instant::now();
+        k.validate()?;
+        Self::compile_with(t0, name, |module, ids, func| reduce::build(k, module, ids, func))
+    }
+
+    /// The module setup, definition and finalization shared by both kernel kinds; `build`
+    /// emits the body and says whether it is vectorized.
+    fn compile_with(
+        t0: Instant,
+        name: &str,
+        build: impl FnOnce(&mut JITModule, &std::collections::HashMap<&'static str, cranelift_module::FuncId>, &mut cranelift_codegen::ir::Function) -> Result<bool, String>,
+    ) -> Result<CpuKernel, String> {
         let (mut module, ids) = jit::new_module()?;
         let sig = jit::kernel_signature(&module);
         let fname = format!("kiln_kernel_{name}");
         let id = module.declare_function(&fname, Linkage::Export, &sig).map_err(|e| e.to_string())?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
-        let plan = emit::build(k, &mut module, &ids, &mut ctx.func)?;
+        let vectorized = build(&mut module, &ids, &mut ctx.func)?;
         let clif = ctx.func.display().to_string();
         let disasm = std::env::var_os("KILN_CPU_DISASM").is_some();
         ctx.set_disasm(disasm);
@@ -72,7 +96,7 @@ impl CpuKernel {
         // `fn(i64)` in the host's default calling convention, which is the C ABI of
         // `extern "C" fn(*const KernelArgs)` on a 64-bit host.
         let entry = unsafe { std::mem::transmute::<*const u8, unsafe extern "C" fn(*const KernelArgs)>(ptr) };
-        Ok(CpuKernel { module: Some(module), entry, clif, compile_time: t0.elapsed(), vectorized: matches!(plan, emit::Plan::Vector(_)) })
+        Ok(CpuKernel { module: Some(module), entry, clif, compile_time: t0.elapsed(), vectorized })
     }
 
     /// The CLIF text of the generated function (for `KILN_DEBUG=kernels`).
@@ -80,7 +104,7 @@ impl CpuKernel {
         &self.clif
     }
 
-    /// How long [`CpuKernel::compile`] took (validation, emission, Cranelift, finalization).
+    /// How long [`CpuKernel::compile`] (or [`CpuKernel::compile_reduce`]) took (validation, emission, Cranelift, finalization).
     pub fn compile_time(&self) -> Duration {
         self.compile_time
     }
@@ -103,6 +127,12 @@ impl CpuKernel {
     /// input element read by a later index (elementwise in-place, the same index, is fine). `row_end`
     /// must not exceed the number of rows (the product of all sizes but the last). Several
     /// threads may call at once on disjoint row ranges.
+    ///
+    /// For a kernel from [`CpuKernel::compile_reduce`], rows are output elements: every input
+    /// element of the reduced dims of each output in the range must be valid to read as
+    /// above, `outputs[0] + row` (in elements of the output dtype) valid to write for every
+    /// row in the range and not overlap any input, and `row_end` must not exceed the number of
+    /// outputs (the product of the sizes of the kept dims, 1 for a full reduction).
     pub unsafe fn call(&self, args: &KernelArgs) {
         // SAFETY: the caller upholds the contract above, which is what the code assumes.
         unsafe { (self.entry)(args) }
