@@ -434,37 +434,6 @@ fn refusals_and_hashes() {
     assert_ne!(a.structural_hash(), c.structural_hash());
 }
 
-/// Throughput of an f32 sum over rows of 4096 (in cache) and one row of 4M: the vector path
-/// (Unit) against the scalar path on the same data (Strided with stride 1). Run with
-/// `cargo test -p kiln-codegen --test cpu_reduce -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn bench_f32_sum_paths() {
-    for (rows, cols) in [(1024usize, 4096usize), (1, 1 << 22)] {
-        let xs: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 * 0.25).collect();
-        let mut out = vec![0f32; rows];
-        for inner in [InnerStride::Unit, InnerStride::Strided] {
-            for op in [ReduceOp::Sum, ReduceOp::Max] {
-                let k = load_kernel(DType::F32, 2, 1, inner, op);
-                let kern = CpuKernel::compile_reduce(&k, "bench").unwrap();
-                let shape = [rows, cols];
-                let strides = [cols as isize, 1];
-                let ip = [xs.as_ptr() as *const u8];
-                let op_ = [out.as_mut_ptr() as *mut u8];
-                let args = KernelArgs { inputs: ip.as_ptr(), outputs: op_.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows };
-                let t = std::time::Instant::now();
-                let reps = 10;
-                for _ in 0..reps {
-                    // SAFETY: `xs` holds rows × cols elements with these strides, `out` one per row.
-                    unsafe { kern.call(&args) };
-                }
-                let dt = t.elapsed().as_secs_f64() / reps as f64;
-                println!("{rows}x{cols} {op:?} {inner:?}: {:.2} ms, {:.2} Gelem/s", dt * 1e3, (rows * cols) as f64 / dt / 1e9);
-            }
-        }
-    }
-}
-
 /// Runs `k` over a contiguous buffer of `shape` into `n_out` outputs of `O`.
 fn run_contiguous<T, O: Copy + Default>(k: &ReduceKernel, xs: &[T], shape: &[usize], n_out: usize) -> Vec<O> {
     let kern = CpuKernel::compile_reduce(k, "eager").unwrap();

@@ -66,18 +66,19 @@ fn realize_trace(mut trace: Trace) {
     };
     // Install: each output storage takes its node's value (a copy when two storages end with
     // the same value, or when the value is another input's storage).
-    let mut taken: Vec<bool> = vec![false; plan.graph.nodes.len()];
+    let mut remaining: Vec<u32> = vec![0; plan.graph.nodes.len()];
+    for (_, node) in &outputs {
+        remaining[plan.canonical[*node as usize] as usize] += 1;
+    }
     for (cell, node) in &outputs {
         let n = plan.canonical[*node as usize] as usize;
-        let value = values[n].clone().expect("outputs are kept");
+        remaining[n] -= 1;
         let source = matches!(plan.graph.nodes[n].kind, NodeKind::Input { .. } | NodeKind::Scalar { .. });
-        let storage = if taken[n] || source {
-            let copy = value.deep_clone();
-            copy.cell().take()
+        let storage = if remaining[n] > 0 || source {
+            let value = values[n].as_ref().expect("outputs are kept");
+            value.deep_clone().cell().take()
         } else {
-            taken[n] = true;
-            values[n] = None;
-            take_storage(value)
+            take_storage(values[n].take().expect("outputs are kept"))
         };
         cell.install(storage);
         cell.capture.clear();
