@@ -13,27 +13,15 @@ mod common;
 use common::{gemm_secs, memcpy_secs, time};
 #[path = "../tests/common/blitz_net.rs"]
 mod blitz_net;
+#[path = "common/mlp.rs"]
+mod mlp;
+use mlp::Mlp;
 
 /// `gelu_tanh(x*a + b)` written as primitive ops.
 fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
     let z = x * a + b;
     let inner = (&z + &z * &z * &z * 0.044715) * 0.7978845608;
     &z * 0.5 * (inner.tanh() + 1.0)
-}
-
-#[derive(Module)]
-struct Mlp {
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    fc3: nn::Linear,
-}
-
-impl Module for Mlp {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = F::relu(&self.fc1.forward(x));
-        let x = F::relu(&self.fc2.forward(&x));
-        self.fc3.forward(&x)
-    }
 }
 
 fn row(case: &str, eager: f64, compiled: f64, baseline: &str, ratio: String, target: &str) {
@@ -145,7 +133,7 @@ fn main() {
     row("LayerNorm(1024) forward [8192, 1024]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 70%");
 
     // 5. MLP training step against its matrix products through gemm.
-    let mlp = Mlp { fc1: nn::Linear::new(784, 512), fc2: nn::Linear::new(512, 512), fc3: nn::Linear::new(512, 10) };
+    let mlp = Mlp::new();
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
     let (eager, compiled, cold) = train_step(&mlp, &x, &y);
     let gemm: f64 = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false).iter().map(|&(m, k, n)| gemm_secs(m, k, n)).sum();

@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench train_step` prints a Markdown table.
 
-use kiln::nn::{self, functional as F, Module};
+use kiln::nn::{self, Module};
 use kiln::optim::{Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
 
@@ -15,21 +15,9 @@ mod common;
 use common::{gemm_secs, time};
 #[path = "../tests/common/blitz_net.rs"]
 mod blitz_net;
-
-#[derive(Module)]
-struct Mlp {
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    fc3: nn::Linear,
-}
-
-impl Module for Mlp {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = F::relu(&self.fc1.forward(x));
-        let x = F::relu(&self.fc2.forward(&x));
-        self.fc3.forward(&x)
-    }
-}
+#[path = "common/mlp.rs"]
+mod mlp;
+use mlp::Mlp;
 
 /// Median seconds of one training step of `net` on `(x, y)`.
 fn step_secs(net: &dyn Module, x: &Tensor, y: &Tensor) -> f64 {
@@ -78,7 +66,7 @@ fn main() {
     println!("| step | kiln eager | its matrix products through gemm | ratio | target |");
     println!("|---|---|---|---|---|");
 
-    let mlp = Mlp { fc1: nn::Linear::new(784, 512), fc2: nn::Linear::new(512, 512), fc3: nn::Linear::new(512, 10) };
+    let mlp = Mlp::new();
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
     let kiln = step_secs(&mlp, &x, &y);
     let products: Vec<_> = [(784, 512, true), (512, 512, false), (512, 10, false)].iter().flat_map(|&(i, o, f)| linear_products(128, i, o, f)).collect();
