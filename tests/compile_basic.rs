@@ -2,6 +2,10 @@
 
 use kiln::prelude::*;
 
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
+
 fn close(a: &Tensor, b: &Tensor, tol: f32) {
     let (a, b) = (a.to_vec::<f32>(), b.to_vec::<f32>());
     assert_eq!(a.len(), b.len());
@@ -18,6 +22,7 @@ fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
 
 #[test]
 fn gelu_chain_is_one_kernel_and_matches_eager() {
+    let _seeded = seeded();
     kiln::manual_seed(0);
     let (x, a, b) = (Tensor::randn(&[37, 129]), Tensor::randn(&[37, 129]), Tensor::randn(&[129]));
     let mut step = kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b));
@@ -33,6 +38,7 @@ fn gelu_chain_is_one_kernel_and_matches_eager() {
 /// One Adam step of one parameter: eager and compiled give the same parameter and state.
 #[test]
 fn adam_update_of_one_parameter_is_one_kernel() {
+    let _seeded = seeded();
     use kiln::optim::{Adam, AdamConfig, Optimizer};
     let run = |compiled: bool| {
         kiln::manual_seed(3);
@@ -61,6 +67,7 @@ fn adam_update_of_one_parameter_is_one_kernel() {
 /// A value read inside the step (a graph break) is right, and the step goes on capturing.
 #[test]
 fn graph_break_reads_the_right_value_and_capture_continues() {
+    let _seeded = seeded();
     let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0]);
     let mut step = kiln::compile(|x: &Tensor| {
         let y = x * 2.0;
@@ -82,6 +89,7 @@ fn graph_break_reads_the_right_value_and_capture_continues() {
 /// A new input shape misses the plan cache once, then hits; kernels are shared across sizes.
 #[test]
 fn new_shapes_recompile_once_then_hit() {
+    let _seeded = seeded();
     let mut step = kiln::compile(|x: &Tensor| (x.sigmoid() * x).sum_dim(1, false));
     for (i, n) in [8usize, 8, 16, 16, 8].into_iter().enumerate() {
         let x = Tensor::randn(&[n, 5]);
@@ -95,6 +103,7 @@ fn new_shapes_recompile_once_then_hit() {
 /// In-place writes through views inside a step land in the right elements.
 #[test]
 fn inplace_writes_through_views() {
+    let _seeded = seeded();
     let run = |x: &Tensor| {
         let y = x.deep_clone();
         y.i((.., 1)).add_(10.0);
@@ -113,6 +122,7 @@ fn inplace_writes_through_views() {
 /// `net.compile()` is the module's forward pass, compiled.
 #[test]
 fn module_compile_is_its_forward() {
+    let _seeded = seeded();
     use kiln::nn::{self, Module};
     kiln::manual_seed(5);
     let net = nn::Sequential::new().add(nn::Linear::new(6, 8)).add(nn::Tanh).add(nn::Linear::new(8, 3));

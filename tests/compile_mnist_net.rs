@@ -5,13 +5,10 @@
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
 use kiln::prelude::*;
-use std::sync::{Mutex, MutexGuard};
 
-/// The generator is global: tests that seed it and compare draws run one at a time.
-fn seeded() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
 
 /// `examples/mnist`'s Net at a smaller size: input `1×12×12`, conv1 1→4 k3, conv2 4→8 k3,
 /// max-pool 2 (→ 8×4×4), fc1 128→16, fc2 16→10.

@@ -10,6 +10,9 @@ use std::path::PathBuf;
 #[path = "common/blitz_net.rs"]
 mod blitz_net;
 use blitz_net::Net;
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -17,6 +20,7 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn pytorch_blitz_weights_reproduce_pytorch_output() {
+    let _seeded = seeded();
     let mut net = Net::new();
     net.load_state_dict(&kiln::load(fixture("blitz_net.safetensors")).unwrap()).unwrap();
     let io = kiln::load(fixture("blitz_net_io.safetensors")).unwrap();
@@ -30,6 +34,7 @@ fn pytorch_blitz_weights_reproduce_pytorch_output() {
 
 #[test]
 fn prints_like_pytorch() {
+    let _seeded = seeded();
     // print(net) in scripts/fixtures_blitz_net.py
     let want = "Net(
   (conv1): Conv2d(3, 6, kernel_size=(5, 5), stride=(1, 1))
@@ -83,6 +88,7 @@ fn strip(sd: &StateDict, prefix: &str) -> StateDict {
 
 #[test]
 fn resuming_from_a_checkpoint_continues_bit_for_bit() {
+    let _seeded = seeded();
     let config = SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() };
     kiln::manual_seed(7);
     let net = Net::new();

@@ -237,6 +237,8 @@ pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
 
 /// Runs `compute` on `inputs` now, or, inside a compiled step, later as an opaque node whose
 /// result has `shape` and `dtype` (errors `compute` finds then surface when the step runs).
+/// Errors name the caller's line (`compute` is a closure, which `#[track_caller]` can't reach).
+#[track_caller]
 pub(crate) fn deferred(
     op: &'static str,
     inputs: &[&Tensor],
@@ -244,6 +246,8 @@ pub(crate) fn deferred(
     dtype: DType,
     compute: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static,
 ) -> Result<Tensor> {
+    let at = std::panic::Location::caller();
+    let compute = move |ins: &[Tensor]| compute(ins).map_err(|e| crate::Error { location: at, ..e });
     if is_active() {
         return Ok(opaque(op, inputs, shape, dtype, compute));
     }

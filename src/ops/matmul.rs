@@ -188,15 +188,9 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if db > 1 {
         shape.push(n);
     }
-    let unsupported = || -> Result<Tensor> {
-        if a.dtype() != b.dtype() {
-            bail!(op, DType, "expected both operands to have the same dtype, but got {} and {}", a.dtype(), b.dtype());
-        }
-        bail!(op, DType, "not implemented for dtype {} (shapes {:?} and {:?})", a.dtype(), a.shape(), b.shape());
-    };
     let out = if crate::capture::is_active() {
         if a.dtype() != b.dtype() || a.dtype() == kiln_runtime::DType::Bool {
-            return unsupported();
+            return unsupported(op, a, b);
         }
         let out_shape = shape.clone();
         crate::capture::opaque(op, &[a, b], &shape, a.dtype(), move |ins| {
@@ -206,13 +200,22 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     } else {
         match a.with_cpu2(b, op, |sa, sb| product_storage(sa, &la, sb, &lb))? {
             Some(storage) => Tensor::from_cpu_storage(storage, &shape),
-            None => return unsupported(),
+            None => return unsupported(op, a, b),
         }
     };
     if !out.dtype().is_float() || !autograd::is_recording(&[a, b]) {
         return Ok(out);
     }
     Ok(record_product(op, out, a, b))
+}
+
+/// The error for operands no product kernel takes (mixed dtypes, Bool).
+#[track_caller]
+fn unsupported(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        bail!(op, DType, "expected both operands to have the same dtype, but got {} and {}", a.dtype(), b.dtype());
+    }
+    bail!(op, DType, "not implemented for dtype {} (shapes {:?} and {:?})", a.dtype(), a.shape(), b.shape());
 }
 
 /// PyTorch's name of the node a product records (see the module docs).
