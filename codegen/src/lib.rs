@@ -1,10 +1,12 @@
 //! kiln-codegen: from a captured graph to kernels.
 //!
-//! Today it holds the op expressions ([`expr::Expr`]) that a fused elementwise kernel computes,
-//! built from the same op kinds the eager kernels use (`kiln_runtime::op_kind`), with a scalar
-//! interpreter that defines their meaning for tests, and the CUDA C emitter ([`cuda`]) that turns
-//! an expression into an NVRTC-compiled elementwise kernel. The graph IR, passes and the
-//! Cranelift CPU emitter come with the compile() work.
+//! In the order data passes through it: the graph IR of a captured step ([`ir`]: nodes, reads
+//! through views, the structural hash that keys the plan cache); the passes ([`passes`]: dead
+//! nodes and common subexpressions, fusion with the reason of every refusal, lowering a group
+//! to a kernel, ordering and liveness); the fused-kernel IR ([`kernel`]: elementwise and
+//! reduction kernels and their C ABI); the Cranelift CPU back end ([`cpu`]); and the CUDA C
+//! emitter ([`cuda`]) for expressions ([`expr`], with the f64 interpreter that defines their
+//! meaning in tests).
 
 pub mod cpu;
 pub mod cuda;
