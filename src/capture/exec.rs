@@ -42,13 +42,13 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
     let mut values = Values(vec![None; g.nodes.len()]);
     let mut counts = RunCounts::default();
     for (id, n) in g.nodes.iter().enumerate() {
-        match n.kind {
-            NodeKind::Input { slot, len } => {
-                values.0[id] = Some(Tensor::over_cell(trace.inputs[slot as usize].clone(), Layout::contiguous(&[len]), n.dtype));
-            }
-            NodeKind::Scalar { slot } => values.0[id] = Some(Tensor::scalar_opts(trace.scalars[slot as usize], n.dtype)),
-            _ => {}
+        if let NodeKind::Input { slot, len } = n.kind {
+            values.0[id] = Some(Tensor::over_cell(trace.inputs[slot as usize].clone(), Layout::contiguous(&[len]), n.dtype));
         }
+    }
+    for &id in &plan.scalar_tensors {
+        let NodeKind::Scalar { slot } = g.node(id).kind else { unreachable!("only Scalar nodes are listed") };
+        values.0[id as usize] = Some(Tensor::scalar_opts(trace.scalars[slot as usize], g.node(id).dtype));
     }
     for (step, frees) in plan.steps.iter().zip(&plan.frees) {
         match step {

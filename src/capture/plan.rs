@@ -32,6 +32,9 @@ pub(crate) struct Plan {
     pub(crate) canonical: Vec<NodeId>,
     /// The steps in order.
     pub(crate) steps: Vec<PlanStep>,
+    /// The `Scalar` nodes read as tensors (by eager steps, or leaving the step); kernels take
+    /// the other scalars as plain arguments, so no tensor is made for them.
+    pub(crate) scalar_tensors: Vec<NodeId>,
     /// Per step, the values to free after it.
     pub(crate) frees: Vec<Vec<NodeId>>,
     /// Peak bytes of intermediates (the memory plan).
@@ -107,11 +110,23 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
             }
         }
     }
+    let mut scalar_tensors: Vec<NodeId> = graph.outputs.clone();
+    for step in &steps {
+        let eager: &[NodeId] = match step {
+            PlanStep::Node(n) => std::slice::from_ref(n),
+            PlanStep::Group { members, kernel: None, .. } => members,
+            PlanStep::Group { kernel: Some(_), .. } => &[],
+        };
+        scalar_tensors.extend(eager.iter().flat_map(|&n| graph.node(n).reads.iter().map(|u| u.node)));
+    }
+    scalar_tensors.retain(|&n| matches!(graph.node(n).kind, kiln_codegen::ir::NodeKind::Scalar { .. }));
+    scalar_tensors.sort_unstable();
+    scalar_tensors.dedup();
     if debug::enabled(Topic::Graph) {
         debug::log(Topic::Graph, describe(&graph, &live));
     }
     super::dump::graph(&graph, &live, &fusion);
-    Plan { graph, canonical, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
+    Plan { graph, canonical, scalar_tensors, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
 }
 
 /// A listing of the live nodes, one per line.
