@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
 use kiln_codegen::ir::{Node, NodeId, NodeKind, Use};
+use kiln_codegen::passes::ScalarArg;
 use kiln_runtime::{match_cpu, CpuStorage, Layout, Storage};
 
 /// What running a plan counted.
@@ -80,9 +81,12 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                 let scalars: Vec<f64> = lowered
                     .scalars
                     .iter()
-                    .map(|&n| match g.node(n).kind {
-                        NodeKind::Scalar { slot } => trace.scalars[slot as usize].to_f64(),
-                        _ => unreachable!("kernel scalars are Scalar nodes"),
+                    .map(|&a| match a {
+                        ScalarArg::Value(v) => v,
+                        ScalarArg::Node(n) => match g.node(n).kind {
+                            NodeKind::Scalar { slot } => trace.scalars[slot as usize].to_f64(),
+                            _ => unreachable!("kernel scalars are Scalar nodes"),
+                        },
                     })
                     .collect();
                 unsafe { kernels::launch(kernel, lowered, &in_ptrs, &out_ptrs, &scalars, g) };
@@ -154,9 +158,9 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
             out.with_layout(region.clone()).try_copy_(&r(1))?;
             out
         }
-        NodeKind::Opaque { name, index, .. } => {
+        NodeKind::Opaque { index, .. } | NodeKind::Reduce { index, .. } => {
             let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();
-            let f = trace.closures[index as usize].take().unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {name} ran twice"));
+            let f = trace.closures[index as usize].take().unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name()));
             f(&inputs)?
         }
         NodeKind::Input { .. } | NodeKind::Scalar { .. } => unreachable!("sources are values from the start"),

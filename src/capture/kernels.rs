@@ -1,10 +1,10 @@
-//! The kernel cache and the parallel launch of compiled elementwise kernels.
+//! The kernel cache and the parallel launch of compiled elementwise and reduction kernels.
 
 use crate::debug::{self, Topic};
 use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::ir::{Graph, NodeId};
-use kiln_codegen::kernel::{ElementwiseKernel, KernelArgs};
-use kiln_codegen::passes::LoweredGroup;
+use kiln_codegen::kernel::KernelArgs;
+use kiln_codegen::passes::{GroupKernel, LoweredGroup};
 use kiln_runtime::cpu::parallel::{for_ranges, GRAIN};
 use kiln_runtime::DType;
 use std::collections::VecDeque;
@@ -27,8 +27,9 @@ static KERNELS: Mutex<VecDeque<(u64, Arc<CompiledKernel>)>> = Mutex::new(VecDequ
 const KERNEL_CACHE_CAP: usize = 1024;
 
 /// The compiled form of `k` (from the cache: true), or why the JIT refused it.
-pub(crate) fn get_or_compile(k: &ElementwiseKernel, graph: &Graph, members: &[NodeId]) -> Result<(Arc<CompiledKernel>, bool), String> {
-    if k.insts.iter().any(|i| matches!(i.dtype, DType::F16 | DType::BF16)) {
+pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId]) -> Result<(Arc<CompiledKernel>, bool), String> {
+    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
+    if k.insts().iter().any(|i| half(i.dtype)) || matches!(k, GroupKernel::Reduce(r) if half(r.output)) {
         return Err("f16/bf16 kernels are not generated on the CPU yet".into());
     }
     let hash = k.structural_hash();
@@ -43,7 +44,10 @@ pub(crate) fn get_or_compile(k: &ElementwiseKernel, graph: &Graph, members: &[No
         }
     }
     let name = format!("k{hash:016x}");
-    let jit = CpuKernel::compile(k, &name)?;
+    let jit = match k {
+        GroupKernel::Elementwise(k) => CpuKernel::compile(k, &name)?,
+        GroupKernel::Reduce(k) => CpuKernel::compile_reduce(k, &name)?,
+    };
     let summary: Vec<String> = members.iter().map(|&m| graph.node(m).kind.name()).collect();
     let kernel = Arc::new(CompiledKernel { name, summary: summary.join(" "), jit });
     debug::log(Topic::Cache, format!("kernel {} miss: compiled in {:.1?}", kernel.name, kernel.jit.compile_time()));
@@ -71,9 +75,13 @@ unsafe impl Sync for SendPtr {}
 ///
 /// # Safety
 /// `inputs[k]` must point at input `k`'s element 0 (the view's offset applied) of a buffer
-/// that holds every element the strides reach, `outputs[o]` at a buffer of the group's numel
-/// elements of output `o`'s dtype, and no output may overlap an input or another output.
+/// that holds every element the strides reach, `outputs[o]` at a buffer of output `o`'s numel
+/// elements of its dtype, and no output may overlap an input or another output.
 pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], graph: &Graph) {
+    if lowered.reduce_rank > 0 {
+        // SAFETY: the caller's guarantees are the reduction's.
+        return unsafe { launch_reduce(kernel, lowered, inputs, outputs, scalars) };
+    }
     let shape = &lowered.shape;
     let rank = shape.len();
     let numel: usize = shape.iter().product();
@@ -94,31 +102,13 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
                 ins.iter().enumerate().map(|(k, p)| p.0.wrapping_offset(a as isize * lowered.strides[k] * in_sizes[k] as isize)).collect();
             let out_ptrs: Vec<*mut u8> = outs.iter().enumerate().map(|(o, p)| p.0.wrapping_add(a * out_sizes[o]) as *mut u8).collect();
             let len = [range.len()];
-            let args = KernelArgs {
-                inputs: in_ptrs.as_ptr(),
-                outputs: out_ptrs.as_ptr(),
-                scalars: scalars.as_ptr(),
-                shape: len.as_ptr(),
-                strides: lowered.strides.as_ptr(),
-                row_start: 0,
-                row_end: 1,
-            };
             // SAFETY: the chunk's pointers stay inside the buffers the caller vouched for.
-            unsafe { kernel.jit.call(&args) };
+            unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, &len, &lowered.strides, 0..1) };
         } else {
             let in_ptrs: Vec<*const u8> = ins.iter().map(|p| p.0).collect();
             let out_ptrs: Vec<*mut u8> = outs.iter().map(|p| p.0 as *mut u8).collect();
-            let args = KernelArgs {
-                inputs: in_ptrs.as_ptr(),
-                outputs: out_ptrs.as_ptr(),
-                scalars: scalars.as_ptr(),
-                shape: shape.as_ptr(),
-                strides: lowered.strides.as_ptr(),
-                row_start: range.start,
-                row_end: range.end,
-            };
             // SAFETY: rows in `range` are inside the iteration space the caller vouched for.
-            unsafe { kernel.jit.call(&args) };
+            unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range) };
         }
     };
     if rank == 1 {
@@ -126,4 +116,44 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
     } else {
         for_ranges(rows, (GRAIN / inner).max(1), run);
     }
+}
+
+/// Runs reduction `kernel`, its outputs split across the pool (each thread reduces whole
+/// outputs, so results don't depend on the split). Empty reductions still run: they write
+/// the identity.
+///
+/// # Safety
+/// As [`launch`].
+unsafe fn launch_reduce(kernel: &CompiledKernel, lowered: &LoweredGroup, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64]) {
+    let shape = &lowered.shape;
+    let kept = shape.len() - lowered.reduce_rank;
+    let rows: usize = shape[..kept].iter().product();
+    let per_row: usize = shape[kept..].iter().product();
+    let ins: Vec<SendPtr> = inputs.iter().map(|&p| SendPtr(p)).collect();
+    let outs: Vec<SendPtr> = outputs.iter().map(|&p| SendPtr(p as *const u8)).collect();
+    for_ranges(rows, (GRAIN / per_row.max(1)).max(1), |range| {
+        let in_ptrs: Vec<*const u8> = ins.iter().map(|p| p.0).collect();
+        let out_ptrs: Vec<*mut u8> = outs.iter().map(|p| p.0 as *mut u8).collect();
+        // SAFETY: outputs in `range` are inside the iteration space the caller vouched for.
+        unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range) };
+    });
+}
+
+/// One call of `kernel` for rows `rows` of the iteration space `shape`.
+///
+/// # Safety
+/// The pointers, sizes and strides must describe buffers that hold every element the rows
+/// reach (see [`KernelArgs`]).
+unsafe fn call(kernel: &CompiledKernel, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: std::ops::Range<usize>) {
+    let args = KernelArgs {
+        inputs: inputs.as_ptr(),
+        outputs: outputs.as_ptr(),
+        scalars: scalars.as_ptr(),
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        row_start: rows.start,
+        row_end: rows.end,
+    };
+    // SAFETY: the caller vouches for every pointer the arguments hold.
+    unsafe { kernel.jit.call(&args) };
 }

@@ -16,7 +16,8 @@
 //! finds the outputs (storages still alive), hashes the graph's structure, and runs the cached
 //! plan for that hash or builds one ([`plan`]: common subexpressions, fusion, lowering,
 //! ordering with liveness, Cranelift kernels from the kernel cache), then installs each
-//! output's buffer into its storage. Ops without an expression (matmul, reductions, conv, …)
+//! output's buffer into its storage. Reductions (sum, mean, prod, amax/amin) are `Reduce` nodes,
+//! fused with the elementwise work they reduce. Ops without an expression (matmul, conv, …)
 //! are *opaque* nodes: their eager implementation runs inside the plan on realized inputs.
 //!
 //! Tolerance: a compiled step equals the eager one exactly for arithmetic, comparisons and
@@ -35,4 +36,4 @@ mod trace;
 
 pub(crate) use cell::CellCapture;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo};
-pub(crate) use trace::{assign, before_eager_access, deferred, elementwise, is_active, opaque, scalar, set_phase};
+pub(crate) use trace::{assign, before_eager_access, deferred, elementwise, is_active, opaque, reduce, scalar, set_phase};

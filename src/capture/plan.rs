@@ -61,25 +61,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
     let merged = canonical.iter().enumerate().filter(|(i, &c)| *i as NodeId != c).count();
     let live = passes::live_nodes(&graph);
     let fusion = passes::fuse(&graph, &live);
-    let mut read_outside = vec![false; graph.nodes.len()];
-    for (id, n) in graph.nodes.iter().enumerate() {
-        if !live[id] {
-            continue;
-        }
-        for u in &n.reads {
-            let inside = fusion.group_of[id].is_some()
-                && fusion.group_of[id] == fusion.group_of[u.node as usize]
-                && passes::fusion::same_index(&graph, id as NodeId, u.node, &u.layout);
-            if !inside {
-                read_outside[u.node as usize] = true;
-            }
-        }
-    }
-    for &o in &graph.outputs {
-        read_outside[o as usize] = true;
-    }
-    let materialized = |n: NodeId| fusion.group_of[n as usize].is_none() || read_outside[n as usize];
-    let schedule = passes::schedule(&graph, &live, &fusion, materialized);
+    let schedule = passes::schedule(&graph, &live, &fusion);
     if debug::enabled(Topic::Fusion) {
         for (node, reason) in &fusion.refusals {
             debug::log(Topic::Fusion, format!("node {node} ({}) starts a new kernel: {reason}", graph.node(*node).kind.name()));
@@ -95,7 +77,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
             StepKind::Node(n) => steps.push(PlanStep::Node(n)),
             StepKind::Group(gid) => {
                 let members = fusion.groups[gid as usize].clone();
-                let lowered = passes::lower_group(&graph, &members, |m| read_outside[m as usize]);
+                let lowered = passes::lower_group(&graph, &members, |m| fusion.materialized[m as usize]);
                 let kernel = match kernels::get_or_compile(&lowered.kernel, &graph, &members) {
                     Ok((k, hit)) => {
                         records.push(KernelRecord { kernel: k.clone(), cache_hit: hit });

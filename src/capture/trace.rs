@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
 use kiln_codegen::ir::{Graph, Node, NodeId, NodeKind, Phase, Use};
+use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::{DType, Layout};
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -207,6 +208,20 @@ pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dt
         std::hash::Hash::hash(name, &mut h);
         let key = std::hash::Hasher::finish(&h);
         let node = t.push(NodeKind::Opaque { name, key, index }, shape, dtype, uses);
+        t.lazy_tensor(node, shape, dtype)
+    })
+}
+
+/// Appends a reduction of `input` (seen through its layout) over the dims `mask` marks, with
+/// result `shape` and `dtype`, a sum divided as `divide` says (see `NodeKind::Reduce`); `eager` computes it from the realized input when no kernel is
+/// generated for it.
+pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[bool], shape: &[usize], dtype: DType, eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static) -> Tensor {
+    with_trace(|t| {
+        let read = t.use_of(input, input.layout().clone());
+        let index = t.closures.len() as u32;
+        t.closures.push(Some(Box::new(eager)));
+        let dims = mask.iter().enumerate().filter(|(_, &r)| r).fold(0u64, |m, (d, _)| m | 1 << d);
+        let node = t.push(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
         t.lazy_tensor(node, shape, dtype)
     })
 }

@@ -201,6 +201,32 @@ impl Reduction {
         }
     }
 
+    /// [`Reduction::run`] for a reduction the compiler can generate (`op`, a sum divided by the
+    /// count less `c` for `divide: Some(c)`; integer and Bool sums and products give i64, as eager): inside a compiled step it becomes a `Reduce` node, fused with the
+    /// elementwise work it reduces; `kernel` stays its eager fallback.
+    #[track_caller]
+    fn run_fusable(
+        &self,
+        name: &'static str,
+        t: &Tensor,
+        (op, divide): (ReduceOp, Option<i64>),
+        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
+    ) -> Result<Tensor> {
+        let generated = matches!(t.dtype(), DType::F32 | DType::F64 | DType::I64 | DType::I32);
+        let dtype = match op {
+            ReduceOp::Sum | ReduceOp::Prod if !t.dtype().is_float() => DType::I64,
+            _ => t.dtype(),
+        };
+        if !crate::capture::is_active() || !generated || t.dim() > 64 {
+            return self.run(name, t, dtype, kernel);
+        }
+        let (mask, shape) = (self.mask.clone(), self.shape.clone());
+        Ok(crate::capture::reduce(op, divide, t, &self.mask, &self.shape, dtype, move |ins| {
+            let storage = ins[0].with_cpu(name, |s, l| kernel(s, &ReducePlan::new(l, &mask)))?;
+            Ok(Tensor::from_cpu_storage(storage, &shape))
+        }))
+    }
+
     /// Runs `kernel` on `t`'s storage with this reduction's plan; the result gets this shape.
     #[track_caller]
     fn run(
@@ -303,7 +329,7 @@ fn reduce_values(t: &Tensor, name: &'static str, grad_name: &'static str, op: Re
     if matches!(op, ReduceOp::Max | ReduceOp::Min) {
         red.check_nonempty(name, t)?;
     }
-    let out = red.run(name, t, t.dtype(), move |s, plan| match op {
+    let out = red.run_fusable(name, t, (op, None), move |s, plan| match op {
         ReduceOp::Sum => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, _| T::from_acc(a)))),
         ReduceOp::Prod => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Prod, |a, _| T::from_acc(a)))),
         ReduceOp::Max => {
@@ -349,11 +375,7 @@ fn check_mean_dtype(op: &'static str, t: &Tensor) -> Result<()> {
 fn mean_impl(t: &Tensor, grad_name: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("mean", t, dims, keepdim)?;
     check_mean_dtype("mean", t)?;
-    let out = red.run("mean", t, t.dtype(), |s, plan| {
-        match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(
-            a / n as f64
-        ))))
-    })?;
+    let out = red.run_fusable("mean", t, (ReduceOp::Sum, Some(0)), divided_sum(0.0))?;
     if !recording(t, &out) {
         return Ok(out);
     }
@@ -370,6 +392,18 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
     if !t.dtype().is_float() {
         bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
     }
+    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
+        let out = {
+            let _no_grad = crate::no_grad();
+            let var = captured_var(&red, op, t, correction)?;
+            if sqrt {
+                var.sqrt()
+            } else {
+                var
+            }
+        };
+        return finish_var(&red, t, out, correction as f64, sqrt);
+    }
     let correction = correction as f64;
     let out = red.run(op, t, t.dtype(), move |s, plan| {
         match_float!(s, |b: T| {
@@ -380,6 +414,34 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
             }))
         })
     })?;
+    finish_var(&red, t, out, correction, sqrt)
+}
+
+/// A variance inside a compiled step: the mean, then the squared deviations' sum divided by
+/// `max(n - correction, 0)`, as two reductions the compiler generates (the second recomputes
+/// the deviations in its prologue). f32 input computes its mean and deviations in f32, so it
+/// differs from the eager f64 passes by a few f32 ulp.
+#[track_caller]
+fn captured_var(red: &Reduction, op: &'static str, t: &Tensor, correction: i64) -> Result<Tensor> {
+    let dims: Vec<i64> = red.mask.iter().enumerate().filter(|(_, &r)| r).map(|(d, _)| d as i64).collect();
+    let mean = t.try_mean_dim(dims, true)?;
+    let dev = t.try_sub(&mean)?;
+    let squares = dev.try_mul(&dev)?;
+    red.run_fusable(op, &squares, (ReduceOp::Sum, Some(correction)), divided_sum(correction as f64))
+}
+
+/// The eager kernel of a float sum divided by `max(n - correction, 0)` (a mean for 0).
+fn divided_sum(correction: f64) -> impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static {
+    move |s, plan| {
+        match_float!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, n| <T as Element>::from_f64(
+            a / (n as f64 - correction).max(0.0)
+        ))))
+    }
+}
+
+/// Records the backward of a variance (`sqrt`: a standard deviation) `out` of `t`.
+#[track_caller]
+fn finish_var(red: &Reduction, t: &Tensor, out: Tensor, correction: f64, sqrt: bool) -> Result<Tensor> {
     if !recording(t, &out) {
         return Ok(out);
     }

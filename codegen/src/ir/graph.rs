@@ -1,7 +1,7 @@
 //! The captured step as a DAG: nodes in trace order (which is a topological order), each
 //! producing one value, each reading earlier values through a view.
 
-use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
 use kiln_runtime::{DType, Layout, Shape};
 use smallvec::SmallVec;
 
@@ -58,7 +58,23 @@ pub enum NodeKind {
         /// The written elements.
         region: Layout,
     },
-    /// An op without an expression (matmul, reductions, conv, …): run by its eager
+    /// A reduction of read 0 (whose layout's shape is the iteration space) over the dims set
+    /// in `dims` (bit `d` for dim `d` of that shape); the node's shape is the result's (kept
+    /// dims, with or without the reduced ones as size 1: the same elements). `divide: Some(c)`
+    /// divides each sum by `max(count - c, 0)`, `count` being the elements it reduced (`c = 0`:
+    /// a mean; `c = 1`: a variance's Bessel correction). `index` is the eager implementation's
+    /// place in the trace's closures, run when no kernel is generated for it.
+    Reduce {
+        /// The reduction.
+        op: ReduceOp,
+        /// Bit `d` set: dim `d` of the read's shape is reduced.
+        dims: u64,
+        /// A `Sum` divided by the count less this correction (`Some(0)`: `mean`).
+        divide: Option<i64>,
+        /// Which closure of the trace runs it eagerly.
+        index: u32,
+    },
+    /// An op without an expression (matmul, conv, …): run by its eager
     /// implementation on realized inputs. `key` hashes its name and attributes; `index` is
     /// its place in the trace's list of eager closures.
     Opaque {
@@ -90,6 +106,9 @@ impl NodeKind {
             NodeKind::Where => "where".into(),
             NodeKind::Cast => "to".into(),
             NodeKind::Assign { .. } => "assign".into(),
+            NodeKind::Reduce { divide: Some(0), .. } => "mean".into(),
+            NodeKind::Reduce { divide: Some(c), .. } => format!("sum/(n-{c})"),
+            NodeKind::Reduce { op, .. } => op.name().to_string(),
             NodeKind::Opaque { name, .. } => (*name).to_string(),
         }
     }
@@ -112,6 +131,15 @@ impl Node {
     /// Elements in the value.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
+    }
+
+    /// The shape a fused kernel iterates over to compute this node: a reduction's input shape,
+    /// every other node's own shape.
+    pub fn iteration_shape(&self) -> &[usize] {
+        match self.kind {
+            NodeKind::Reduce { .. } => self.reads[0].layout.shape(),
+            _ => &self.shape,
+        }
     }
 }
 

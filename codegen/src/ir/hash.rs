@@ -34,6 +34,7 @@ fn hash_kind(k: &NodeKind, h: &mut impl Hasher) {
         NodeKind::Logical(op) => op.hash(h),
         NodeKind::Not | NodeKind::Where | NodeKind::Cast => {}
         NodeKind::Assign { len, region } => (len, region).hash(h),
+        NodeKind::Reduce { op, dims, divide, index } => (op, dims, divide, index).hash(h),
         NodeKind::Opaque { key, index, .. } => (key, index).hash(h),
     }
 }

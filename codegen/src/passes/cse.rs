@@ -19,8 +19,8 @@ pub fn live_nodes(g: &Graph) -> Vec<bool> {
     live
 }
 
-/// Merges elementwise nodes that compute the same op of the same reads (`x.exp()` written
-/// twice): reads of later copies, and the output list, are rewritten to the first. Returns,
+/// Merges elementwise nodes and reductions that compute the same op of the same reads
+/// (`x.exp()` written twice): reads of later copies, and the output list, are rewritten to the first. Returns,
 /// per node, the node that now computes its value (itself when it was not merged).
 pub fn eliminate_common_subexpressions(g: &mut Graph) -> Vec<NodeId> {
     let mut replace: Vec<NodeId> = (0..g.nodes.len() as NodeId).collect();
@@ -30,13 +30,14 @@ pub fn eliminate_common_subexpressions(g: &mut Graph) -> Vec<NodeId> {
             u.node = replace[u.node as usize];
         }
         let n = &g.nodes[id];
-        if !n.kind.is_elementwise() && !matches!(n.kind, NodeKind::Opaque { .. }) {
-            continue;
-        }
-        if matches!(n.kind, NodeKind::Opaque { .. }) {
-            continue; // an eager op may draw random numbers: never merged
-        }
-        let key = format!("{:?}|{:?}|{:?}|{:?}", n.kind, n.shape, n.dtype, n.reads);
+        // Opaque ops may draw random numbers: never merged. A reduction's closure index only
+        // names its eager fallback, so it is left out of the key.
+        let kind = match n.kind {
+            NodeKind::Reduce { op, dims, divide, .. } => NodeKind::Reduce { op, dims, divide, index: 0 },
+            ref k if k.is_elementwise() => k.clone(),
+            _ => continue,
+        };
+        let key = format!("{:?}|{:?}|{:?}|{:?}", kind, n.shape, n.dtype, n.reads);
         match seen.get(&key) {
             Some(&first) => replace[id] = first,
             None => {

@@ -1,4 +1,5 @@
-//! Fusion: elementwise nodes of one iteration space become one kernel.
+//! Fusion: elementwise nodes of one iteration space become one kernel, and a reduction
+//! recomputes the elementwise work it reduces inside its own kernel.
 //!
 //! Nodes are visited in trace order. An elementwise node joins the group of the first of its
 //! producers that is an elementwise node of the same shape read element for element (no
@@ -6,37 +7,76 @@
 //! through a node outside the group, on the group) or it reads a member of that group through a
 //! view. A node with no such producer joins a recent group of the same shape that none of its
 //! reads depends on (horizontal fusion: the optimizer's independent per-parameter updates,
-//! `m`, `v` and `p` of Adam, become one kernel). Otherwise it starts a group. Every refusal is written down with its reason (printed
-//! under `KILN_DEBUG=fusion`). Members read by anything outside the group, or leaving the step,
-//! are the group's outputs; the others never touch memory.
+//! `m`, `v` and `p` of Adam, become one kernel). Otherwise it starts a group.
+//!
+//! A member's value is *materialized* (written to memory) when it leaves the step or is read
+//! by a node that can't recompute it: anything but an elementwise node or a reduction reading
+//! it element for element. Every other kernel that reads it recomputes it: its *cone*, the
+//! non-materialized members behind the values it reads, joins the kernel as extra members
+//! (they remain members of their own group too). So `Σ (x - m)²` reads `x` and `m`, never the
+//! squares, and softmax's division recomputes `exp(x - max)` instead of loading it. A node
+//! recomputed by more than [`MAX_RECOMPUTES`] kernels is materialized instead. A group none of
+//! whose members is materialized is dead: the kernels that needed it recompute it. Each
+//! reduction gets a kernel of its own, *closed* (nothing joins it), whose members are its cone
+//! (the prologue) and, last, the reduction.
+//!
+//! Every refusal is written down with its reason (printed under `KILN_DEBUG=fusion`).
 
-use crate::ir::{Graph, NodeId};
+use crate::ir::{Graph, NodeId, NodeKind};
 use kiln_runtime::Layout;
 
 /// The fusion groups of a graph.
 #[derive(Clone, Debug, Default)]
 pub struct Fusion {
-    /// Each group's members, in trace order.
+    /// Each group's members, in trace order, with the nodes its kernel recomputes.
     pub groups: Vec<Vec<NodeId>>,
-    /// The group of each node (`None` for nodes outside every group).
+    /// The group of each node (`None` for nodes outside every group); a node other kernels
+    /// recompute keeps its own group here.
     pub group_of: Vec<Option<u32>>,
     /// Why a node started a new group instead of joining a producer's (node, reason).
     pub refusals: Vec<(NodeId, String)>,
+    /// Per group, true when its last member is a reduction and the others its prologue (the
+    /// reduction's kernel: nothing joins it).
+    pub closed: Vec<bool>,
+    /// Per node, true when its value gets a buffer: every node outside the groups, and the
+    /// members read outside their group (see the module docs) or leaving the step.
+    pub materialized: Vec<bool>,
 }
 
-/// True when `reader` reads `node`'s value element for element over the same shape.
+impl Fusion {
+    /// Starts a group holding `id`.
+    fn start(&mut self) -> u32 {
+        self.groups.push(Vec::new());
+        self.closed.push(false);
+        (self.groups.len() - 1) as u32
+    }
+
+    /// True when group `gid`'s kernel computes `node` (a member, or a node it recomputes), so
+    /// reading it costs no memory.
+    pub fn computes(&self, gid: u32, node: NodeId) -> bool {
+        self.groups[gid as usize].binary_search(&node).is_ok()
+    }
+
+    /// True when group `gid` must run: it is a reduction's, or it materializes a member.
+    pub fn is_needed(&self, gid: u32) -> bool {
+        self.closed[gid as usize] || self.groups[gid as usize].iter().any(|&m| self.materialized[m as usize])
+    }
+}
+
+/// True when `reader` reads `node`'s value element for element over its iteration space
+/// (its shape, or a reduction's input shape).
 pub fn same_index(g: &Graph, reader: NodeId, node: NodeId, layout: &Layout) -> bool {
     let (r, n) = (g.node(reader), g.node(node));
-    r.shape == n.shape && *layout == Layout::contiguous(&n.shape)
+    r.iteration_shape() == n.shape.as_slice() && *layout == Layout::contiguous(&n.shape)
 }
 
-/// Groups the live elementwise nodes of `g` (`live[n]`: the node's value is needed).
+/// Groups the live elementwise nodes and reductions of `g` (`live[n]`: the node's value is
+/// needed).
 pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     let n = g.nodes.len();
-    let mut f = Fusion { groups: Vec::new(), group_of: vec![None; n], refusals: Vec::new() };
+    let mut f = Fusion { group_of: vec![None; n], ..Fusion::default() };
     for id in 0..n as NodeId {
-        let node = g.node(id);
-        if !live[id as usize] || !node.kind.is_elementwise() {
+        if !live[id as usize] || !g.node(id).kind.is_elementwise() {
             continue;
         }
         let gid = match choose_group(g, &f, id) {
@@ -45,14 +85,87 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
                 if let Some(reason) = reason {
                     f.refusals.push((id, reason));
                 }
-                f.groups.push(Vec::new());
-                (f.groups.len() - 1) as u32
+                f.start()
             }
         };
         f.groups[gid as usize].push(id);
         f.group_of[id as usize] = Some(gid);
     }
+    for id in 0..n as NodeId {
+        if live[id as usize] && matches!(g.node(id).kind, NodeKind::Reduce { .. }) {
+            let gid = f.start();
+            f.closed[gid as usize] = true;
+            f.groups[gid as usize].push(id);
+            f.group_of[id as usize] = Some(gid);
+        }
+    }
+    f.materialized = materialized(g, live, &f);
+    // Cones, until no node is recomputed too often.
+    let cones = loop {
+        let cones: Vec<Vec<NodeId>> = (0..f.groups.len() as u32).map(|gid| if f.is_needed(gid) { cone(g, &f, gid) } else { Vec::new() }).collect();
+        let mut count = vec![0usize; n];
+        for &c in cones.iter().flatten() {
+            count[c as usize] += 1;
+        }
+        let over: Vec<usize> = (0..n).filter(|&c| count[c] > MAX_RECOMPUTES).collect();
+        if over.is_empty() {
+            break cones;
+        }
+        for c in over {
+            f.materialized[c] = true;
+            f.refusals.push((c as NodeId, format!("materialized: {} kernels would recompute it", count[c])));
+        }
+    };
+    for (gid, cone) in cones.into_iter().enumerate() {
+        let members = &mut f.groups[gid];
+        members.extend(cone);
+        members.sort_unstable();
+    }
     f
+}
+
+/// How many kernels may recompute one node before it is materialized instead.
+pub const MAX_RECOMPUTES: usize = 2;
+
+/// Which nodes get a buffer (see [`Fusion::materialized`]).
+fn materialized(g: &Graph, live: &[bool], f: &Fusion) -> Vec<bool> {
+    // Nodes outside the elementwise groups (reductions included) always get a buffer.
+    let mut m: Vec<bool> = f.group_of.iter().map(|gid| gid.is_none_or(|gid| f.closed[gid as usize])).collect();
+    for (id, node) in g.nodes.iter().enumerate().filter(|(id, _)| live[*id]) {
+        let fusable_reader = f.group_of[id].is_some();
+        for u in &node.reads {
+            let Some(home) = f.group_of[u.node as usize] else { continue };
+            let inside = f.group_of[id] == Some(home) || fusable_reader;
+            if !(inside && same_index(g, id as NodeId, u.node, &u.layout)) {
+                m[u.node as usize] = true;
+            }
+        }
+    }
+    for &o in &g.outputs {
+        m[o as usize] = true;
+    }
+    m
+}
+
+/// The nodes group `gid`'s kernel recomputes: the non-materialized members of other groups
+/// behind what its members read element for element, in trace order.
+fn cone(g: &Graph, f: &Fusion, gid: u32) -> Vec<NodeId> {
+    let own = |n: NodeId| f.group_of[n as usize] == Some(gid);
+    let mut cone: Vec<NodeId> = Vec::new();
+    let mut stack: Vec<NodeId> = f.groups[gid as usize].clone();
+    while let Some(m) = stack.pop() {
+        for u in &g.node(m).reads {
+            let v = u.node;
+            let recomputed = f.group_of[v as usize].is_some() && !f.materialized[v as usize] && !own(v);
+            if recomputed && !cone.contains(&v) {
+                debug_assert!(same_index(g, m, v, &u.layout), "non-materialized values are read element for element");
+                cone.push(v);
+                stack.push(v);
+            }
+        }
+    }
+    cone.sort_unstable();
+    cone
 }
 
 /// True when one of `start` depends on a member of group `gid`, following reads and, through
@@ -215,7 +328,7 @@ mod tests {
             g.outputs = pool.iter().map(|(n, _)| *n).collect();
             let live = vec![true; g.nodes.len()];
             let f = fuse(&g, &live);
-            let s = schedule(&g, &live, &f, |_| true);
+            let s = schedule(&g, &live, &f);
             let mut done = vec![false; g.nodes.len()];
             done[x as usize] = true;
             for step in &s.steps {

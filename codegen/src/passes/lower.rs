@@ -1,11 +1,48 @@
-//! Lowering a fusion group to an [`ElementwiseKernel`] and the arguments of its calls.
+//! Lowering a fusion group to a kernel ([`ElementwiseKernel`], or [`ReduceKernel`] for a group
+//! that ends with a reduction) and the arguments of its calls.
 
 use super::fusion::same_index;
 use crate::ir::{Graph, NodeId, NodeKind, Use};
-use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput, Val};
+use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
 use ahash::AHashMap;
 use kiln_runtime::Shape;
 use smallvec::SmallVec;
+
+/// The kernel of a lowered group.
+#[derive(Clone, Debug)]
+pub enum GroupKernel {
+    /// Elementwise members only.
+    Elementwise(ElementwiseKernel),
+    /// Elementwise members (the prologue) and the reduction that ends the group.
+    Reduce(ReduceKernel),
+}
+
+impl GroupKernel {
+    /// The kernel's structural hash (the kernel cache's key).
+    pub fn structural_hash(&self) -> u64 {
+        match self {
+            GroupKernel::Elementwise(k) => k.structural_hash(),
+            GroupKernel::Reduce(k) => k.structural_hash(),
+        }
+    }
+
+    /// Its instructions (the prologue's, for a reduction).
+    pub fn insts(&self) -> &[Inst] {
+        match self {
+            GroupKernel::Elementwise(k) => &k.insts,
+            GroupKernel::Reduce(k) => &k.insts,
+        }
+    }
+}
+
+/// Where a kernel's run-time scalar comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScalarArg {
+    /// The value of this `Scalar` node.
+    Node(NodeId),
+    /// A number the plan fixes (a mean's `1/count`).
+    Value(f64),
+}
 
 /// A group lowered: the kernel, what each of its inputs, scalars and outputs is bound to, and
 /// the iteration space with dims merged wherever every input allows.
@@ -13,53 +50,66 @@ use smallvec::SmallVec;
 pub struct LoweredGroup {
     /// The kernel (sizes and strides are not part of it: they are [`LoweredGroup::shape`] and
     /// [`LoweredGroup::strides`]).
-    pub kernel: ElementwiseKernel,
-    /// Kernel input `k` reads this (a node's value through a view of the group's shape).
+    pub kernel: GroupKernel,
+    /// Kernel input `k` reads this (a node's value through a view of the iteration space).
     pub loads: Vec<Use>,
-    /// Kernel scalar `j` is the value of this `Scalar` node.
-    pub scalars: Vec<NodeId>,
+    /// Where kernel scalar `j` comes from.
+    pub scalars: Vec<ScalarArg>,
     /// Kernel output `o` is the value of this member.
     pub outputs: Vec<NodeId>,
-    /// The iteration space after merging dims (rank ≥ 1).
+    /// The iteration space after merging dims (rank ≥ 1); for a reduction, the kept dims
+    /// first and the [`LoweredGroup::reduce_rank`] reduced dims last.
     pub shape: Shape,
     /// Per input, its element strides over [`LoweredGroup::shape`] (input-major).
     pub strides: Vec<isize>,
+    /// How many trailing dims of [`LoweredGroup::shape`] a reduction reduces (0: elementwise).
+    pub reduce_rank: usize,
 }
 
-/// Lowers `members` (one fusion group, trace order) of `g`; `is_output(n)` says whether a
-/// member's value must be written out.
-pub fn lower_group(g: &Graph, members: &[NodeId], is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
-    let shape = g.node(members[0]).shape.clone();
-    let mut val_of: AHashMap<NodeId, Val> = AHashMap::new();
-    let mut load_of: AHashMap<Use, u32> = AHashMap::new();
-    let mut scalar_of: AHashMap<NodeId, u32> = AHashMap::new();
-    let mut insts: Vec<Inst> = Vec::new();
-    let mut loads: Vec<Use> = Vec::new();
-    let mut scalars: Vec<NodeId> = Vec::new();
-    for &m in members {
-        let node = g.node(m);
-        let mut args: SmallVec<[Val; 3]> = SmallVec::new();
-        for u in &node.reads {
-            let src = g.node(u.node);
-            let v = if let (Some(&v), true) = (val_of.get(&u.node), same_index(g, m, u.node, &u.layout)) {
-                v
-            } else if let NodeKind::Scalar { .. } = src.kind {
-                let j = *scalar_of.entry(u.node).or_insert_with(|| {
-                    scalars.push(u.node);
-                    (scalars.len() - 1) as u32
-                });
-                insts.push(Inst { op: InstOp::Scalar(j), dtype: src.dtype });
-                (insts.len() - 1) as Val
-            } else {
-                let k = *load_of.entry(u.clone()).or_insert_with(|| {
-                    loads.push(u.clone());
-                    (loads.len() - 1) as u32
-                });
-                insts.push(Inst { op: InstOp::Load(k), dtype: src.dtype });
-                (insts.len() - 1) as Val
-            };
-            args.push(v);
+/// The instructions of a group's elementwise members, with the loads and scalars they read.
+#[derive(Default)]
+struct Body {
+    insts: Vec<Inst>,
+    loads: Vec<Use>,
+    scalars: Vec<ScalarArg>,
+    val_of: AHashMap<NodeId, Val>,
+    load_of: AHashMap<Use, u32>,
+    scalar_of: AHashMap<NodeId, u32>,
+}
+
+impl Body {
+    fn push(&mut self, op: InstOp, dtype: kiln_runtime::DType) -> Val {
+        self.insts.push(Inst { op, dtype });
+        (self.insts.len() - 1) as Val
+    }
+
+    /// The value `reader` reads through `u`: a member's value when read element for element,
+    /// else a scalar argument or a load.
+    fn operand(&mut self, g: &Graph, reader: NodeId, u: &Use) -> Val {
+        let src = g.node(u.node);
+        if let (Some(&v), true) = (self.val_of.get(&u.node), same_index(g, reader, u.node, &u.layout)) {
+            return v;
         }
+        if let NodeKind::Scalar { .. } = src.kind {
+            let scalars = &mut self.scalars;
+            let j = *self.scalar_of.entry(u.node).or_insert_with(|| {
+                scalars.push(ScalarArg::Node(u.node));
+                (scalars.len() - 1) as u32
+            });
+            return self.push(InstOp::Scalar(j), src.dtype);
+        }
+        let loads = &mut self.loads;
+        let k = *self.load_of.entry(u.clone()).or_insert_with(|| {
+            loads.push(u.clone());
+            (loads.len() - 1) as u32
+        });
+        self.push(InstOp::Load(k), src.dtype)
+    }
+
+    /// Appends elementwise member `m`.
+    fn member(&mut self, g: &Graph, m: NodeId) {
+        let node = g.node(m);
+        let args: SmallVec<[Val; 3]> = node.reads.iter().map(|u| self.operand(g, m, u)).collect();
         let op = match node.kind {
             NodeKind::Unary(op) => InstOp::Unary(op, args[0]),
             NodeKind::Binary(op) => InstOp::Binary(op, args[0], args[1]),
@@ -70,36 +120,102 @@ pub fn lower_group(g: &Graph, members: &[NodeId], is_output: impl Fn(NodeId) -> 
             NodeKind::Cast => InstOp::Cast(args[0]),
             ref k => unreachable!("{} is not elementwise", k.name()),
         };
-        insts.push(Inst { op, dtype: node.dtype });
-        val_of.insert(m, (insts.len() - 1) as Val);
+        let v = self.push(op, node.dtype);
+        self.val_of.insert(m, v);
     }
+
+    /// Each load's element strides over `dims` of the iteration space (in that order).
+    fn strides(&self, dims: &[usize]) -> Vec<SmallVec<[isize; 8]>> {
+        self.loads.iter().map(|u| dims.iter().map(|&d| u.layout.strides()[d] as isize).collect()).collect()
+    }
+
+    /// The kernel inputs, their inner strides read off `strides` (input-major over `rank` dims).
+    fn inputs(&self, g: &Graph, strides: &[isize], rank: usize) -> Vec<KernelInput> {
+        let inner = |k: usize| match strides[k * rank + rank - 1] {
+            0 => InnerStride::Broadcast,
+            1 => InnerStride::Unit,
+            _ => InnerStride::Strided,
+        };
+        self.loads.iter().enumerate().map(|(k, u)| KernelInput { dtype: g.node(u.node).dtype, inner: inner(k) }).collect()
+    }
+}
+
+/// Lowers `members` (one fusion group, trace order) of `g`; `is_output(n)` says whether a
+/// member's value must be written out (a reduction's value always is).
+pub fn lower_group(g: &Graph, members: &[NodeId], is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
+    let last = *members.last().expect("groups are not empty");
+    if let NodeKind::Reduce { op, dims, divide, .. } = g.node(last).kind {
+        return lower_reduce(g, &members[..members.len() - 1], last, op, dims, divide);
+    }
+    let mut body = Body::default();
+    for &m in members {
+        body.member(g, m);
+    }
+    let shape = g.node(members[0]).shape.clone();
+    let all: Vec<usize> = (0..shape.len()).collect();
     let outputs: Vec<NodeId> = members.iter().copied().filter(|&m| is_output(m)).collect();
-    let (merged, strides) = merge_dims(&shape, &loads);
-    let inner = |k: usize| match strides[k * merged.len() + merged.len() - 1] {
-        0 => InnerStride::Broadcast,
-        1 => InnerStride::Unit,
-        _ => InnerStride::Strided,
-    };
+    let (merged, strides) = merge_dims(&shape, &body.strides(&all));
     let kernel = ElementwiseKernel {
         rank: merged.len(),
-        inputs: loads.iter().enumerate().map(|(k, u)| KernelInput { dtype: g.node(u.node).dtype, inner: inner(k) }).collect(),
-        scalars: scalars.len(),
-        outputs: outputs.iter().map(|m| val_of[m]).collect(),
-        insts,
+        inputs: body.inputs(g, &strides, merged.len()),
+        scalars: body.scalars.len(),
+        outputs: outputs.iter().map(|m| body.val_of[m]).collect(),
+        insts: body.insts,
     };
-    LoweredGroup { kernel, loads, scalars, outputs, shape: merged, strides }
+    LoweredGroup { kernel: GroupKernel::Elementwise(kernel), loads: body.loads, scalars: body.scalars, outputs, shape: merged, strides, reduce_rank: 0 }
+}
+
+/// Lowers reduction `r` (over the dims set in `mask` of its input) with the elementwise
+/// members `prologue`: the kept dims come first, the reduced ones last, each part merged.
+fn lower_reduce(g: &Graph, prologue: &[NodeId], r: NodeId, op: kiln_runtime::op_kind::ReduceOp, mask: u64, divide: Option<i64>) -> LoweredGroup {
+    let mut body = Body::default();
+    for &m in prologue {
+        body.member(g, m);
+    }
+    let node = g.node(r);
+    let reduced = body.operand(g, r, &node.reads[0]);
+    let in_shape = node.iteration_shape();
+    let (kept, red): (Vec<usize>, Vec<usize>) = (0..in_shape.len()).partition(|&d| mask & (1 << d) == 0);
+    let sizes = |dims: &[usize]| -> Vec<usize> { dims.iter().map(|&d| in_shape[d]).collect() };
+    let (k_shape, k_strides) = merge_dims(&sizes(&kept), &body.strides(&kept));
+    let (r_shape, r_strides) = merge_dims(&sizes(&red), &body.strides(&red));
+    let (kr, rr) = (k_shape.len(), r_shape.len());
+    let shape: Shape = k_shape.iter().chain(&r_shape).copied().collect();
+    let mut strides = Vec::with_capacity(body.loads.len() * shape.len());
+    for k in 0..body.loads.len() {
+        strides.extend_from_slice(&k_strides[k * kr..(k + 1) * kr]);
+        strides.extend_from_slice(&r_strides[k * rr..(k + 1) * rr]);
+    }
+    let scale = divide.map(|c| {
+        let count: usize = red.iter().map(|&d| in_shape[d]).product();
+        body.scalars.push(ScalarArg::Value(1.0 / (count as f64 - c as f64).max(0.0)));
+        (body.scalars.len() - 1) as u32
+    });
+    let kernel = ReduceKernel {
+        rank: shape.len(),
+        reduce_rank: rr,
+        inputs: body.inputs(g, &strides, shape.len()),
+        scalars: body.scalars.len(),
+        insts: body.insts,
+        reduced,
+        op,
+        output: node.dtype,
+        scale,
+    };
+    LoweredGroup { kernel: GroupKernel::Reduce(kernel), loads: body.loads, scalars: body.scalars, outputs: vec![r], shape, strides, reduce_rank: rr }
 }
 
 /// Drops size-1 dims and merges neighbours `d, d+1` wherever every input steps through them as
-/// one dim (the outputs are contiguous, so they always allow it). Returns the merged shape
-/// (rank ≥ 1) and each input's strides over it.
-fn merge_dims(shape: &[usize], loads: &[Use]) -> (Shape, Vec<isize>) {
+/// one dim (the outputs are contiguous, so they always allow it); `strides[k]` are input `k`'s
+/// strides over `shape`. Returns the merged shape (rank ≥ 1) and each input's strides over it
+/// (input-major).
+fn merge_dims(shape: &[usize], strides: &[SmallVec<[isize; 8]>]) -> (Shape, Vec<isize>) {
     let keep: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-    let mut dims: Vec<(usize, SmallVec<[usize; 8]>)> = Vec::new();
+    let mut dims: Vec<(usize, SmallVec<[isize; 8]>)> = Vec::new();
     for &d in &keep {
-        let st: SmallVec<[usize; 8]> = loads.iter().map(|u| u.layout.strides()[d]).collect();
+        let st: SmallVec<[isize; 8]> = strides.iter().map(|s| s[d]).collect();
         if let Some((size, prev)) = dims.last_mut() {
-            if prev.iter().zip(&st).all(|(&p, &s)| p == s * shape[d]) {
+            if prev.iter().zip(&st).all(|(&p, &s)| p == s * shape[d] as isize) {
                 *size *= shape[d];
                 *prev = st;
                 continue;
@@ -108,14 +224,14 @@ fn merge_dims(shape: &[usize], loads: &[Use]) -> (Shape, Vec<isize>) {
         dims.push((shape[d], st));
     }
     if dims.is_empty() {
-        dims.push((shape.iter().product(), loads.iter().map(|_| 0).collect()));
+        dims.push((shape.iter().product(), strides.iter().map(|_| 0).collect()));
     }
     let merged: Shape = dims.iter().map(|(s, _)| *s).collect();
-    let mut strides = Vec::with_capacity(loads.len() * dims.len());
-    for k in 0..loads.len() {
-        strides.extend(dims.iter().map(|(_, st)| st[k] as isize));
+    let mut out = Vec::with_capacity(strides.len() * dims.len());
+    for k in 0..strides.len() {
+        out.extend(dims.iter().map(|(_, st)| st[k]));
     }
-    (merged, strides)
+    (merged, out)
 }
 
 #[cfg(test)]
@@ -125,17 +241,20 @@ mod tests {
 
     #[test]
     fn dims_merge_where_every_input_allows() {
-        let c = Use { node: 0, layout: Layout::contiguous(&[2, 3, 4]) };
-        let t = Use { node: 1, layout: Layout::contiguous(&[3, 2, 4]).permute(&[1, 0, 2]) };
-        let (s, st) = merge_dims(&[2, 3, 4], &[c.clone()]);
-        assert_eq!((s.as_slice(), st), (&[24usize][..], vec![1]));
-        let (s, st) = merge_dims(&[2, 3, 4], &[c, t]);
+        let st = |l: &Layout| -> SmallVec<[isize; 8]> { l.strides().iter().map(|&s| s as isize).collect() };
+        let c = st(&Layout::contiguous(&[2, 3, 4]));
+        let t = st(&Layout::contiguous(&[3, 2, 4]).permute(&[1, 0, 2]));
+        let (s, strides) = merge_dims(&[2, 3, 4], &[c.clone()]);
+        assert_eq!((s.as_slice(), strides), (&[24usize][..], vec![1]));
+        let (s, strides) = merge_dims(&[2, 3, 4], &[c, t]);
         assert_eq!(s.as_slice(), &[2, 3, 4]);
-        assert_eq!(st, vec![12, 4, 1, 4, 8, 1]);
-        let b = Use { node: 2, layout: Layout::contiguous(&[1, 4]).broadcast_to(&[3, 4]).unwrap() };
-        let (s, st) = merge_dims(&[3, 4], &[b]);
-        assert_eq!((s.as_slice(), st), (&[3usize, 4][..], vec![0, 1]));
+        assert_eq!(strides, vec![12, 4, 1, 4, 8, 1]);
+        let b = st(&Layout::contiguous(&[1, 4]).broadcast_to(&[3, 4]).unwrap());
+        let (s, strides) = merge_dims(&[3, 4], &[b]);
+        assert_eq!((s.as_slice(), strides), (&[3usize, 4][..], vec![0, 1]));
         let (s, _) = merge_dims(&[1, 1], &[]);
+        assert_eq!(s.as_slice(), &[1]);
+        let (s, _) = merge_dims(&[], &[]);
         assert_eq!(s.as_slice(), &[1]);
     }
 }

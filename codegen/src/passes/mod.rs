@@ -9,5 +9,5 @@ pub mod schedule;
 
 pub use cse::{eliminate_common_subexpressions, live_nodes};
 pub use fusion::{fuse, Fusion};
-pub use lower::{lower_group, LoweredGroup};
+pub use lower::{lower_group, GroupKernel, LoweredGroup, ScalarArg};
 pub use schedule::{schedule, Schedule, StepKind};

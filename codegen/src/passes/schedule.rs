@@ -27,43 +27,62 @@ pub struct Schedule {
 }
 
 /// Orders the live nodes' steps topologically (ties broken by trace order) and computes the
-/// last use of every intermediate value. `materialized(n)` says whether node `n` gets a
-/// buffer (group members that stay inside their kernel don't).
-pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion, materialized: impl Fn(NodeId) -> bool) -> Schedule {
+/// last use of every intermediate value. Groups that materialize nothing are dead (reductions
+/// recompute them) and get no step; members that stay inside their kernel get no buffer
+/// ([`Fusion::materialized`]).
+pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
     let n = g.nodes.len();
-    // The step of each live computed node.
+    let materialized = |id: NodeId| fusion.materialized[id as usize];
+    // The step of each live computed node, and each step's members.
     let mut step_of: Vec<Option<u32>> = vec![None; n];
     let mut steps: Vec<StepKind> = Vec::new();
-    let mut first_node: Vec<NodeId> = Vec::new();
+    let mut members: Vec<Vec<NodeId>> = Vec::new();
     let mut group_step: Vec<Option<u32>> = vec![None; fusion.groups.len()];
     for id in 0..n {
         if !live[id] || matches!(g.nodes[id].kind, NodeKind::Input { .. } | NodeKind::Scalar { .. }) {
             continue;
         }
         let s = match fusion.group_of[id] {
+            Some(gid) if !fusion.is_needed(gid) => continue,
             Some(gid) => *group_step[gid as usize].get_or_insert_with(|| {
                 steps.push(StepKind::Group(gid));
-                first_node.push(id as NodeId);
+                members.push(fusion.groups[gid as usize].clone());
                 (steps.len() - 1) as u32
             }),
             None => {
                 steps.push(StepKind::Node(id as NodeId));
-                first_node.push(id as NodeId);
+                members.push(vec![id as NodeId]);
                 (steps.len() - 1) as u32
             }
         };
         step_of[id] = Some(s);
     }
+    // What each step reads from other steps' values: its members' reads of nodes it doesn't
+    // compute itself.
+    let external: Vec<Vec<NodeId>> = steps
+        .iter()
+        .zip(&members)
+        .map(|(step, ms)| {
+            let computes = |v: NodeId| match step {
+                StepKind::Group(gid) => fusion.computes(*gid, v),
+                StepKind::Node(_) => false,
+            };
+            let mut reads: Vec<NodeId> = ms.iter().flat_map(|&m| g.node(m).reads.iter().map(|u| u.node)).filter(|&v| !computes(v)).collect();
+            reads.sort_unstable();
+            reads.dedup();
+            reads
+        })
+        .collect();
+    let first_node: Vec<NodeId> = members.iter().map(|ms| *ms.iter().min().expect("steps are not empty")).collect();
     // Dependencies between steps.
     let mut succ: Vec<Vec<u32>> = vec![Vec::new(); steps.len()];
     let mut indegree = vec![0usize; steps.len()];
-    for id in 0..n {
-        let Some(s) = step_of[id] else { continue };
-        for u in &g.nodes[id].reads {
-            if let Some(p) = step_of[u.node as usize] {
-                if p != s && !succ[p as usize].contains(&s) {
-                    succ[p as usize].push(s);
-                    indegree[s as usize] += 1;
+    for (s, reads) in external.iter().enumerate() {
+        for &v in reads {
+            if let Some(p) = step_of[v as usize] {
+                if p != s as u32 && !succ[p as usize].contains(&(s as u32)) {
+                    succ[p as usize].push(s as u32);
+                    indegree[s] += 1;
                 }
             }
         }
@@ -90,11 +109,10 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion, materialized: impl Fn
     };
     // Last use of each materialized intermediate.
     let mut last: Vec<Option<usize>> = vec![None; n];
-    for id in 0..n {
-        let Some(s) = step_of[id] else { continue };
-        for u in &g.nodes[id].reads {
-            let p = position[s as usize];
-            let e = &mut last[u.node as usize];
+    for (s, reads) in external.iter().enumerate() {
+        let p = position[s];
+        for &v in reads {
+            let e = &mut last[v as usize];
             *e = Some(e.map_or(p, |q| q.max(p)));
         }
     }

@@ -1,0 +1,156 @@
+//! kiln::compile of reductions: sum/mean/prod/amax/amin become generated kernels that
+//! recompute the elementwise work they reduce (their prologue), over any dims and layouts,
+//! equal to eager within a stated tolerance, with the kernel counts the fusion rules promise.
+//!
+//! Tolerance: float sums accumulate in f64 in both, in a different order, so f32 results
+//! agree to about one f32 ulp (checked at `2e-6` relative); max/min and integer sums are
+//! exact.
+
+use kiln::prelude::*;
+
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
+
+fn close(a: &Tensor, b: &Tensor, tol: f64) {
+    assert_eq!(a.shape(), b.shape());
+    assert_eq!(a.dtype(), b.dtype());
+    let (a, b) = (a.to_dtype(DType::F64).to_vec::<f64>(), b.to_dtype(DType::F64).to_vec::<f64>());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()) || (x.is_nan() && y.is_nan()), "element {i}: {x} vs {y}");
+    }
+}
+
+/// Runs `f` eagerly and compiled on `x`; returns (eager, compiled, kernels, eager ops).
+fn both(x: &Tensor, f: impl Fn(&Tensor) -> Tensor) -> (Tensor, Tensor, usize, usize) {
+    let eager = f(x);
+    let mut step = kiln::compile(|x: &Tensor| f(x));
+    let compiled = step.call(x);
+    let stats = step.stats();
+    (eager, compiled, stats.kernels_launched, stats.eager_ops)
+}
+
+#[test]
+fn a_sum_of_an_elementwise_chain_is_one_kernel() {
+    let _seeded = seeded();
+    kiln::manual_seed(1);
+    let x = Tensor::randn(&[33, 70]);
+    let (e, c, kernels, eager) = both(&x, |x| ((x * 1.5 + 0.25).exp() - x).sum());
+    close(&c, &e, 2e-6);
+    assert_eq!((kernels, eager), (1, 0));
+    let (e, c, kernels, _) = both(&x, |x| (x * x).mean_dim(1, true));
+    close(&c, &e, 2e-6);
+    assert_eq!(kernels, 1);
+}
+
+#[test]
+fn reductions_over_any_dims_and_views_equal_eager() {
+    let _seeded = seeded();
+    kiln::manual_seed(2);
+    let x = Tensor::randn(&[4, 5, 6]);
+    let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
+        ("sum dim 0", Box::new(|x| (x + 1.0).sum_dim(0, false))),
+        ("sum dims 0,2 keepdim", Box::new(|x| x.abs().sum_dim(vec![0, 2], true))),
+        ("mean dim 1", Box::new(|x| (x * 2.0).mean_dim(1, false))),
+        ("mean of a transpose", Box::new(|x| x.transpose(0, 2).mean_dim(-1, false))),
+        ("amax dim 2", Box::new(|x| x.neg().amax(2, true))),
+        ("amin dims 0,1", Box::new(|x| x.amin(vec![0, 1], false))),
+        ("prod dim 1", Box::new(|x| (x * 0.5 + 1.0).prod_dim(1, false))),
+        ("max of all", Box::new(|x| x.sin().max())),
+        ("sum of a broadcast", Box::new(|x| x.narrow(2, 0, 1).expand(&[4, 5, 6]).sum_dim(2, false))),
+        ("sum of a narrow", Box::new(|x| x.narrow(1, 1, 3).sum_dim(vec![1, 2], false))),
+    ];
+    for (name, f) in cases {
+        let (e, c, kernels, eager) = both(&x, &f);
+        assert!(kernels >= 1 && eager == 0, "{name}: {kernels} kernels, {eager} eager ops");
+        close(&c, &e, 2e-6);
+    }
+}
+
+#[test]
+fn integer_and_f64_reductions_are_exact() {
+    let _seeded = seeded();
+    kiln::manual_seed(3);
+    let i = Tensor::randint(-50, 50, &[7, 9]);
+    let (e, c, kernels, _) = both(&i, |x| (x * 3).sum_dim(1, false));
+    assert_eq!((c.to_vec::<i64>(), kernels), (e.to_vec::<i64>(), 1));
+    let (e, c, _, _) = both(&i, |x| x.amax(0, false));
+    assert_eq!(c.to_vec::<i64>(), e.to_vec::<i64>());
+    let i32s = i.to_dtype(DType::I32);
+    let (e, c, _, _) = both(&i32s, |x| x.sum_dim(0, true));
+    assert_eq!((c.dtype(), c.to_vec::<i64>()), (DType::I64, e.to_vec::<i64>()));
+    let (e, c, _, _) = both(&i32s, |x| x.amin(1, false));
+    assert_eq!((c.dtype(), c.to_vec::<i32>()), (DType::I32, e.to_vec::<i32>()));
+    let d = Tensor::randn(&[6, 50]).to_dtype(DType::F64);
+    let (e, c, _, _) = both(&d, |x| (x * x).mean_dim(1, false));
+    close(&c, &e, 1e-14);
+}
+
+#[test]
+fn a_value_read_elsewhere_is_loaded_not_recomputed_and_empty_sums_are_zero() {
+    let _seeded = seeded();
+    kiln::manual_seed(4);
+    let x = Tensor::randn(&[16, 8]);
+    // `y` leaves the step, so it is written once and the sum loads it: 2 kernels.
+    let mut step = kiln::compile(|x: &Tensor| {
+        let y = x.exp();
+        let s = y.sum_dim(1, true);
+        (y, s)
+    });
+    let (y, s) = step.call(&x);
+    close(&y, &x.exp(), 1e-6);
+    close(&s, &x.exp().sum_dim(1, true), 2e-6);
+    assert_eq!(step.stats().kernels_launched, 2);
+    let empty = Tensor::zeros(&[3, 0]);
+    let (e, c, _, _) = both(&empty, |x| (x + 1.0).sum_dim(1, false));
+    assert_eq!(c.to_vec::<f32>(), e.to_vec::<f32>());
+    assert_eq!(c.to_vec::<f32>(), vec![0.0; 3]);
+}
+
+/// Softmax written with primitives: max, then a sum of exponentials that recomputes
+/// `exp(x - max)`, then the division.
+#[test]
+fn softmax_from_primitives_fuses_its_reductions() {
+    let _seeded = seeded();
+    kiln::manual_seed(5);
+    let x = Tensor::randn(&[64, 100]);
+    let softmax = |x: &Tensor| {
+        let z = x - x.amax(1, true);
+        let e = z.exp();
+        &e / e.sum_dim(1, true)
+    };
+    let (e, c, kernels, eager) = both(&x, softmax);
+    close(&c, &e, 1e-5);
+    close(&c, &x.softmax(1), 1e-5);
+    assert_eq!(eager, 0);
+    assert!(kernels <= 3, "{kernels} kernels");
+}
+
+/// The MSE loss and its gradient: the loss is one kernel over the difference.
+#[test]
+fn mse_loss_and_backward_match_eager() {
+    let _seeded = seeded();
+    kiln::manual_seed(6);
+    let (x, t) = (Tensor::randn(&[32, 10]), Tensor::randn(&[32, 10]));
+    let run = |compiled: bool| {
+        let w = Tensor::ones(&[10]).requires_grad_(true);
+        let mut f = |(x, t): (&Tensor, &Tensor)| {
+            let loss = kiln::nn::functional::mse_loss(&(x * &w), t);
+            loss.backward();
+            loss.detach()
+        };
+        let (loss, kernels) = if compiled {
+            let mut step = kiln::compile(&mut f);
+            let l = step.call((&x, &t));
+            (l, step.stats().kernels_launched)
+        } else {
+            (f((&x, &t)), 0)
+        };
+        (loss, w.grad().expect("w has a gradient"), kernels)
+    };
+    let (le, ge, _) = run(false);
+    let (lc, gc, kernels) = run(true);
+    close(&lc, &le, 2e-6);
+    close(&gc, &ge, 2e-6);
+    assert!(kernels <= 4, "{kernels} kernels");
+}
