@@ -69,6 +69,10 @@ pub enum InstOp {
     /// The value converted to the instruction's dtype with the eager cast rules (floats to
     /// integers truncate toward zero, anything to Bool is `!= 0`, integers wrap).
     Cast(Val),
+    /// The current output's reduced value, after [`ReduceKernel::scale`] and the conversion to
+    /// [`ReduceKernel::output`] (so the instruction's dtype must be `output`). Valid only in an
+    /// [`Epilogue`]: elementwise kernels and prologues reject it.
+    Reduced,
 }
 
 /// A fused elementwise kernel over an iteration space of `rank` dims (sizes and input strides
@@ -101,85 +105,105 @@ impl ElementwiseKernel {
         self.inputs.hash(&mut h);
         self.scalars.hash(&mut h);
         self.outputs.hash(&mut h);
-        for inst in &self.insts {
-            inst.dtype.hash(&mut h);
-            hash_op(&inst.op, &mut h);
-        }
+        hash_insts(&self.insts, &mut h);
         h.finish()
     }
 
-    /// Checks operand order, input and scalar indices and the dtype rules above.
+    /// Checks operand order, input and scalar indices and the dtype rules above
+    /// ([`InstOp::Reduced`] is refused: it exists only in a reduction's epilogue).
     pub fn validate(&self) -> Result<(), String> {
         if self.rank == 0 {
             return Err("the iteration space needs at least one dim".into());
         }
-        for (k, inst) in self.insts.iter().enumerate() {
-            let before = |v: Val| -> Result<DType, String> {
-                if (v as usize) < k {
-                    Ok(self.insts[v as usize].dtype)
-                } else {
-                    Err(format!("instruction {k} reads value {v}, which is not defined before it"))
-                }
-            };
-            let same = |v: Val| -> Result<(), String> {
-                let d = before(v)?;
-                if d != inst.dtype {
-                    return Err(format!("instruction {k} ({:?}) of dtype {} reads value {v} of dtype {d}", inst.op, inst.dtype));
-                }
-                Ok(())
-            };
-            match inst.op {
-                InstOp::Load(i) => {
-                    let input = self.inputs.get(i as usize).ok_or_else(|| format!("instruction {k} loads input {i}, but there are {}", self.inputs.len()))?;
-                    if input.dtype != inst.dtype {
-                        return Err(format!("instruction {k} loads input {i} of dtype {} as {}", input.dtype, inst.dtype));
-                    }
-                }
-                InstOp::Scalar(j) if j as usize >= self.scalars => {
-                    return Err(format!("instruction {k} reads scalar {j}, but there are {}", self.scalars));
-                }
-                InstOp::Scalar(_) | InstOp::Const(_) => {}
-                InstOp::Unary(_, a) => same(a)?,
-                InstOp::Binary(_, a, b) => {
-                    same(a)?;
-                    same(b)?;
-                }
-                InstOp::Cmp(_, a, b) => {
-                    if before(a)? != before(b)? || inst.dtype != DType::Bool {
-                        return Err(format!("comparison {k} needs two operands of one dtype and a Bool result"));
-                    }
-                }
-                InstOp::Logical(_, a, b) => {
-                    before(a)?;
-                    before(b)?;
-                    if inst.dtype != DType::Bool {
-                        return Err(format!("logical op {k} must have a Bool result"));
-                    }
-                }
-                InstOp::Not(a) => {
-                    before(a)?;
-                    if inst.dtype != DType::Bool {
-                        return Err(format!("logical not {k} must have a Bool result"));
-                    }
-                }
-                InstOp::Where(c, a, b) => {
-                    if before(c)? != DType::Bool {
-                        return Err(format!("where {k} needs a Bool condition"));
-                    }
-                    same(a)?;
-                    same(b)?;
-                }
-                InstOp::Cast(a) => {
-                    before(a)?;
+        check_insts(&self.inputs, self.scalars, &self.insts, &self.outputs, None)
+    }
+}
+
+/// The rules of [`ElementwiseKernel::validate`] for `insts` reading `inputs` and `scalars`
+/// scalars, with `outputs` defined; `reduced` is the dtype [`InstOp::Reduced`] must have, or
+/// `None` where it is refused.
+fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: &[Val], reduced: Option<DType>) -> Result<(), String> {
+    for (k, inst) in insts.iter().enumerate() {
+        let before = |v: Val| -> Result<DType, String> {
+            if (v as usize) < k {
+                Ok(insts[v as usize].dtype)
+            } else {
+                Err(format!("instruction {k} reads value {v}, which is not defined before it"))
+            }
+        };
+        let same = |v: Val| -> Result<(), String> {
+            let d = before(v)?;
+            if d != inst.dtype {
+                return Err(format!("instruction {k} ({:?}) of dtype {} reads value {v} of dtype {d}", inst.op, inst.dtype));
+            }
+            Ok(())
+        };
+        match inst.op {
+            InstOp::Load(i) => {
+                let input = inputs.get(i as usize).ok_or_else(|| format!("instruction {k} loads input {i}, but there are {}", inputs.len()))?;
+                if input.dtype != inst.dtype {
+                    return Err(format!("instruction {k} loads input {i} of dtype {} as {}", input.dtype, inst.dtype));
                 }
             }
-        }
-        for &o in &self.outputs {
-            if o as usize >= self.insts.len() {
-                return Err(format!("output value {o} is not defined"));
+            InstOp::Scalar(j) if j as usize >= scalars => {
+                return Err(format!("instruction {k} reads scalar {j}, but there are {scalars}"));
             }
+            InstOp::Scalar(_) | InstOp::Const(_) => {}
+            InstOp::Unary(_, a) => same(a)?,
+            InstOp::Binary(_, a, b) => {
+                same(a)?;
+                same(b)?;
+            }
+            InstOp::Cmp(_, a, b) => {
+                if before(a)? != before(b)? || inst.dtype != DType::Bool {
+                    return Err(format!("comparison {k} needs two operands of one dtype and a Bool result"));
+                }
+            }
+            InstOp::Logical(_, a, b) => {
+                before(a)?;
+                before(b)?;
+                if inst.dtype != DType::Bool {
+                    return Err(format!("logical op {k} must have a Bool result"));
+                }
+            }
+            InstOp::Not(a) => {
+                before(a)?;
+                if inst.dtype != DType::Bool {
+                    return Err(format!("logical not {k} must have a Bool result"));
+                }
+            }
+            InstOp::Where(c, a, b) => {
+                if before(c)? != DType::Bool {
+                    return Err(format!("where {k} needs a Bool condition"));
+                }
+                same(a)?;
+                same(b)?;
+            }
+            InstOp::Cast(a) => {
+                before(a)?;
+            }
+            InstOp::Reduced => match reduced {
+                None => return Err(format!("instruction {k} reads the reduced value (InstOp::Reduced), which only a reduction kernel's epilogue may do")),
+                Some(d) if d != inst.dtype => {
+                    return Err(format!("instruction {k} reads the reduced value as {}, but the reduction's output dtype is {d}", inst.dtype));
+                }
+                Some(_) => {}
+            },
         }
-        Ok(())
+    }
+    for &o in outputs {
+        if o as usize >= insts.len() {
+            return Err(format!("output value {o} is not defined"));
+        }
+    }
+    Ok(())
+}
+
+/// Hashes instructions: each one's dtype and op.
+fn hash_insts(insts: &[Inst], h: &mut impl Hasher) {
+    for inst in insts {
+        inst.dtype.hash(h);
+        hash_op(&inst.op, h);
     }
 }
 
@@ -195,6 +219,7 @@ fn hash_op(op: &InstOp, h: &mut impl Hasher) {
         InstOp::Logical(o, a, b) => (o, a, b).hash(h),
         InstOp::Not(a) | InstOp::Cast(a) => a.hash(h),
         InstOp::Where(c, a, b) => (c, a, b).hash(h),
+        InstOp::Reduced => {}
     }
 }
 
@@ -213,7 +238,8 @@ use std::hash::BuildHasher;
 /// by rows. Row `r`'s outer multi-index is `r` decomposed over `d0..d(r-2)` (row-major); input
 /// `i`'s element for multi-index `idx` is at `inputs[i] + Σ idx[d]·strides[i·rank + d]`
 /// elements; output `o`'s element is at `outputs[o] + row·inner + j`. For a [`ReduceKernel`],
-/// rows are output elements instead (see there).
+/// rows are output elements instead, `outputs[0]` receives the reduced values and `outputs[1..]`
+/// the [`Epilogue`]'s values (see there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KernelArgs {
@@ -253,13 +279,17 @@ pub struct KernelArgs {
 /// An empty reduction writes the identity (0, 1, or for Max/Min the lowest/highest value of
 /// the dtype, -inf/+inf for floats; eager rejects empty max/min, so callers do too).
 ///
+/// With an [`Epilogue`], once output `o` is written its instructions are evaluated at every
+/// element of that output's reduced sub-space and their values written out (see there).
+///
 /// Summation order differs from eager (vector lanes, then the scalar tail): for f32 values
 /// the f64 accumulation keeps `|compiled − eager| ≤ 1e-6·Σ|x|` before the final rounding and
 /// below one f32 ulp of the result in practice; f64 sums differ by a few ulps of `Σ|x|`.
 ///
 /// A call computes outputs `args.row_start..args.row_end` ([`KernelArgs`]: `row_start`/
 /// `row_end` index output elements, `shape` has `rank` sizes, `strides` is `inputs × rank`
-/// element strides, input-major, and `outputs` holds one pointer).
+/// element strides, input-major, and `outputs` holds one pointer for the reduced values, then
+/// one per [`Epilogue::outputs`] entry).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReduceKernel {
     /// Dims of the iteration space (at least 1).
@@ -280,6 +310,42 @@ pub struct ReduceKernel {
     pub output: DType,
     /// Run-time scalar the accumulator is multiplied by before conversion (floats only).
     pub scale: Option<u32>,
+    /// What is computed from each output's reduced value over its reduced sub-space (softmax's
+    /// normalisation, layer norm's scaling), in the same call; `None` for a plain reduction.
+    pub epilogue: Option<Epilogue>,
+}
+
+/// A reduce→broadcast epilogue of a [`ReduceKernel`]: elementwise instructions evaluated,
+/// after output `o`'s reduction is done and its value written to `outputs[0] + o`, at every
+/// element of that output's reduced sub-space (the trailing `reduce_rank` dims).
+///
+/// The instructions follow the rules of [`ElementwiseKernel`] over the kernel's inputs,
+/// strides and scalars (those of the prologue): [`InstOp::Load`] reads input `i` at the current
+/// full multi-index, [`InstOp::Scalar`] and [`InstOp::Const`] as usual, and
+/// [`InstOp::Reduced`] is output `o`'s value after `scale` and the conversion to
+/// [`ReduceKernel::output`] (its dtype must be `output`). The epilogue cannot read prologue
+/// values: it recomputes from loads what it needs.
+///
+/// Output `e`'s values are written contiguously in the row-major order of the whole iteration
+/// space: the element at reduced multi-index `r` (its row-major rank among the `R` elements of
+/// the reduced dims) of output `o` goes to `outputs[1 + e] + o·R + r` (in elements of the
+/// value's dtype), so buffer `1 + e` holds as many elements as the iteration space. The CPU
+/// back end runs it on the F32X4/F64X2 plan under the rules of elementwise kernels
+/// (`Reduced` counting as a run-time scalar of `output`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Epilogue {
+    /// The instructions, in dependency order (values index this list, not the prologue's).
+    pub insts: Vec<Inst>,
+    /// The values written out, one buffer each (`outputs[1 + e]`), in the value's dtype; at
+    /// least one.
+    pub outputs: Vec<Val>,
+}
+
+impl Epilogue {
+    /// The dtype of value `v`.
+    pub fn dtype(&self, v: Val) -> DType {
+        self.insts[v as usize].dtype
+    }
 }
 
 impl ReduceKernel {
@@ -303,13 +369,21 @@ impl ReduceKernel {
         self.op.hash(&mut h);
         self.output.hash(&mut h);
         self.scale.hash(&mut h);
+        if let Some(ep) = &self.epilogue {
+            "epilogue".hash(&mut h);
+            ep.outputs.hash(&mut h);
+            ep.insts.len().hash(&mut h);
+            hash_insts(&ep.insts, &mut h);
+        }
         h.finish()
     }
 
-    /// Checks the prologue as [`ElementwiseKernel::validate`] does, `reduce_rank`, the reduced
-    /// value and `scale` (a valid scalar index, and a float reduced value).
+    /// Checks the prologue as [`ElementwiseKernel::validate`] does (so it may not read
+    /// [`InstOp::Reduced`]), `reduce_rank`, the reduced value, `scale` (a valid scalar index,
+    /// and a float reduced value) and the epilogue (the same rules, with `Reduced` of dtype
+    /// `output`, and at least one output).
     pub fn validate(&self) -> Result<(), String> {
-        self.prologue().validate()?;
+        self.prologue().validate().map_err(|e| format!("prologue: {e}"))?;
         if self.reduce_rank == 0 || self.reduce_rank > self.rank {
             return Err(format!("reduce_rank {} must be in 1..={}", self.reduce_rank, self.rank));
         }
@@ -320,6 +394,12 @@ impl ReduceKernel {
             if !self.dtype(self.reduced).is_float() {
                 return Err(format!("scale needs a float reduced value, not {}", self.dtype(self.reduced)));
             }
+        }
+        if let Some(ep) = &self.epilogue {
+            if ep.outputs.is_empty() {
+                return Err("epilogue: it needs at least one output".into());
+            }
+            check_insts(&self.inputs, self.scalars, &ep.insts, &ep.outputs, Some(self.output)).map_err(|e| format!("epilogue: {e}"))?;
         }
         Ok(())
     }

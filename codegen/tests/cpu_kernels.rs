@@ -9,6 +9,8 @@ use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelA
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 use kiln_runtime::DType;
 
+mod common;
+
 // ---------------------------------------------------------------- the reference interpreter
 
 /// A value of the reference: floats (f32 held exactly in an f64) or integers/Bool in an i64.
@@ -101,6 +103,7 @@ fn eval_ref(k: &ElementwiseKernel, load: &dyn Fn(usize) -> Sv, scalars: &[f64]) 
                 }
             }
             InstOp::Cast(a) => cast(v(a), k.dtype(a), d),
+            InstOp::Reduced => unreachable!("validation refuses Reduced in elementwise kernels"),
         };
         vals.push(r);
     }
@@ -224,15 +227,7 @@ fn check_tol(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize
     let in_ptrs: Vec<*const u8> = inputs.iter().zip(&k.inputs).map(|(x, d)| unsafe { x.buf.as_ptr().add(x.base * d.dtype.size_in_bytes()) }).collect();
     let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
-    let args = KernelArgs {
-        inputs: in_ptrs.as_ptr(),
-        outputs: out_ptrs.as_ptr(),
-        scalars: scalars.as_ptr(),
-        shape: shape.as_ptr(),
-        strides: strides.as_ptr(),
-        row_start: rows.start,
-        row_end: rows.end,
-    };
+    let args = common::kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
     // SAFETY: every buffer covers the element addresses its strides describe for all rows.
     unsafe { kern.call(&args) };
     for row in 0..n_rows {

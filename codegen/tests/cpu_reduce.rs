@@ -13,101 +13,8 @@ use kiln_codegen::kernel::{InnerStride, Inst, InstOp, KernelArgs, KernelInput, R
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
-/// How an input is laid out over the iteration space.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Lay {
-    /// Varies over every dim; the last dim has this inner stride (Strided: 3, Broadcast: 0).
-    Full(InnerStride),
-    /// One value per output (stride 0 over every reduced dim): a broadcast inner stride.
-    PerOutput,
-}
-
-impl Lay {
-    fn inner(self) -> InnerStride {
-        match self {
-            Lay::Full(s) => s,
-            Lay::PerOutput => InnerStride::Broadcast,
-        }
-    }
-}
-
-/// An input's elements (as f64, exact for every dtype used) and its strides in elements.
-struct Input {
-    vals: Vec<f64>,
-    strides: Vec<isize>,
-    dtype: DType,
-}
-
-fn lcg(seed: &mut u64) -> f64 {
-    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    ((*seed >> 11) as f64) / ((1u64 << 53) as f64)
-}
-
-/// Builds an input of `dtype` for `shape` (the last `rr` dims reduced); `small` keeps values
-/// near 1 in magnitude (products).
-fn make_input(dtype: DType, shape: &[usize], rr: usize, lay: Lay, seed: u64, small: bool) -> Input {
-    let rank = shape.len();
-    let mut strides = vec![0isize; rank];
-    let mut n = 1usize;
-    for d in (0..rank).rev() {
-        let size = shape[d].max(1);
-        let s = match lay {
-            Lay::Full(InnerStride::Unit) if d == rank - 1 => 1,
-            Lay::Full(InnerStride::Broadcast) if d == rank - 1 => 0,
-            Lay::Full(InnerStride::Strided) if d == rank - 1 => 3,
-            Lay::PerOutput if d >= rank - rr => 0,
-            _ => n as isize,
-        };
-        strides[d] = s;
-        if s != 0 {
-            n = s as usize * size + usize::from(d == rank - 1 && s == 3);
-        }
-    }
-    let mut seed = seed.wrapping_mul(0x9E37_79B9) | 1;
-    let vals = (0..n.max(1))
-        .map(|_| {
-            let u = lcg(&mut seed);
-            match dtype {
-                DType::F32 => (if small { 0.5 + u } else { 4.0 * u - 2.0 }) as f32 as f64,
-                DType::F64 => if small { 0.5 + u } else { 4.0 * u - 2.0 },
-                DType::Bool => (u < 0.5) as i64 as f64,
-                DType::U8 => (u * 256.0).floor(),
-                _ if small => (u * 7.0).floor() - 3.0,
-                _ => (u * 2001.0).floor() - 1000.0,
-            }
-        })
-        .collect();
-    Input { vals, strides, dtype }
-}
-
-/// The bytes of an input's elements in its dtype.
-fn bytes(x: &Input) -> Vec<u8> {
-    let mut b = Vec::new();
-    for &v in &x.vals {
-        match x.dtype {
-            DType::F32 => b.extend((v as f32).to_le_bytes()),
-            DType::F64 => b.extend(v.to_le_bytes()),
-            DType::I64 => b.extend((v as i64).to_le_bytes()),
-            DType::I32 => b.extend((v as i32).to_le_bytes()),
-            DType::U8 | DType::Bool => b.push(v as u8),
-            _ => unreachable!(),
-        }
-    }
-    b
-}
-
-/// Reads output element `o` of `dtype` as f64 (integers exactly within ±2^53, as used here).
-fn read_out(buf: &[u8], dtype: DType, o: usize) -> f64 {
-    let sz = dtype.size_in_bytes();
-    let b = &buf[o * sz..(o + 1) * sz];
-    match dtype {
-        DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
-        DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
-        DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
-        _ => b[0] as f64,
-    }
-}
+mod common;
+use common::{bytes, lcg, make_input, read_out, Input, Lay};
 
 /// The reference prologue in f64 (i64 for integers), for the ops the tests use.
 fn eval(k: &ReduceKernel, load: &dyn Fn(usize) -> f64, scalars: &[f64]) -> f64 {
@@ -154,15 +61,7 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
     let mut out = vec![0xA5u8; n_out.max(1) * osz];
     let out_ptrs = [out.as_mut_ptr()];
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
-    let args = KernelArgs {
-        inputs: in_ptrs.as_ptr(),
-        outputs: out_ptrs.as_ptr(),
-        scalars: scalars.as_ptr(),
-        shape: shape.as_ptr(),
-        strides: strides.as_ptr(),
-        row_start: rows.start,
-        row_end: rows.end,
-    };
+    let args = common::kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
     // SAFETY: the buffers cover every element the strides reach for `shape`, the output buffer
     // holds `n_out` elements and `rows` lies within it; the scalars cover `k.scalars`.
     unsafe { kern.call(&args) };
@@ -244,6 +143,7 @@ fn load_kernel(dtype: DType, rank: usize, rr: usize, inner: InnerStride, op: Red
         op,
         output,
         scale: None,
+        epilogue: None,
     }
 }
 
@@ -308,7 +208,7 @@ fn mixed_inputs_run_the_scalar_path() {
             let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Load(1), dtype }, Inst { op: InstOp::Binary(BinaryOp::Mul, 0, 1), dtype }];
             let inputs = vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: yi }];
             let output = if dtype.is_float() { dtype } else { DType::I64 };
-            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 0, insts, reduced: 2, op: ReduceOp::Sum, output, scale: None };
+            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 0, insts, reduced: 2, op: ReduceOp::Sum, output, scale: None, epilogue: None };
             check(&k, &[3, 5, 7], &[Lay::Full(InnerStride::Unit), Lay::Full(yi)], 1..3, &[], None, &format!("dot {dtype} {yi:?}"));
             assert_eq!(CpuKernel::compile_reduce(&k, "m").unwrap().is_vectorized(), vec && dtype.is_float());
         }
@@ -324,7 +224,7 @@ fn softmax_denominator(dtype: DType, rank: usize, rr: usize) -> ReduceKernel {
         Inst { op: InstOp::Unary(UnaryOp::Exp, 2), dtype },
     ];
     let inputs = vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }
+    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None, epilogue: None }
 }
 
 #[test]
@@ -357,7 +257,7 @@ fn variance_and_mean_with_scale() {
                 Inst { op: InstOp::Unary(UnaryOp::Square, 2), dtype },
             ];
             let inputs = vec![KernelInput { dtype, inner }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 1, insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0) };
+            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 1, insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0), epilogue: None };
             check(&k, &shape, &[Lay::Full(inner), Lay::PerOutput], 2..5, &[1.0 / n], None, &format!("variance {dtype} {inner:?}"));
         }
     }
@@ -503,7 +403,7 @@ fn counting_a_comparison() {
     for dtype in [DType::F32, DType::I32] {
         for (op, output) in [(ReduceOp::Sum, DType::I64), (ReduceOp::Max, DType::Bool), (ReduceOp::Min, DType::Bool)] {
             let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Const(0.0), dtype }, Inst { op: InstOp::Cmp(CmpOp::Gt, 0, 1), dtype: DType::Bool }];
-            let k = ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }], scalars: 0, insts, reduced: 2, op, output, scale: None };
+            let k = ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }], scalars: 0, insts, reduced: 2, op, output, scale: None, epilogue: None };
             assert!(!CpuKernel::compile_reduce(&k, "count").unwrap().is_vectorized());
             check(&k, &[4, 19], &[Lay::Full(InnerStride::Unit)], 1..4, &[], None, &format!("count {op:?} {dtype}"));
         }

@@ -1,9 +1,12 @@
 //! The loops, loads and stores of a kernel: the row loop over `row_start..row_end`, each
-//! input's row base from the outer multi-index, an F32X4/F64X2 loop over the inner dim when
-//! the whole kernel is one float dtype over unit/broadcast inputs, and a scalar loop (the
-//! vector loop's tail, or the whole row otherwise).
+//! input's row base from the outer multi-index, then along the row (one run of the skeleton
+//! in [`super::runs`]) an F32X4/F64X2 loop over the inner dim when the whole kernel is one
+//! float dtype over unit/broadcast inputs, and a scalar loop (the vector loop's tail, or the
+//! whole row otherwise). The per-instruction emission here ([`emit_values`]) also serves the
+//! prologue and the epilogue of reduction kernels.
 
 use super::ops::{clif_type, Cx};
+use super::runs::{emit_runs, Pass, Space};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
@@ -40,7 +43,7 @@ pub(crate) fn live_of(insts: &[Inst], roots: &[Val]) -> Vec<bool> {
         }
         let mut mark = |v: u32| live[v as usize] = true;
         match insts[i].op {
-            InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) => {}
+            InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) | InstOp::Reduced => {}
             InstOp::Unary(_, a) | InstOp::Not(a) | InstOp::Cast(a) => mark(a),
             InstOp::Binary(_, a, b) | InstOp::Cmp(_, a, b) | InstOp::Logical(_, a, b) => {
                 mark(a);
@@ -122,7 +125,8 @@ pub(crate) struct Row<'v> {
     pub in_step: &'v [Option<Value>],
     /// Per input, its value for the whole row (Broadcast inputs, in the loop's form).
     pub bcast: &'v [Option<Value>],
-    /// Per instruction, values computed before the loop (Const, Scalar) in the loop's form.
+    /// Per instruction, values computed before the loop (Const, Scalar, and in a reduction's
+    /// epilogue Reduced) in the loop's form.
     pub pre: &'v [Option<Value>],
     /// Per output, the address of its element 0 in this row (empty for reductions).
     pub out_ptr: &'v [Value],
@@ -134,8 +138,8 @@ pub(crate) fn data_flags() -> MemFlagsData {
 }
 
 /// One element (or one vector of `lanes` elements) at inner index `j`: loads, the
-/// instructions, the stores.
-fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<(), String> {
+/// instructions, the stores (at `row.out_ptr`).
+pub(crate) fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<(), String> {
     let vals = emit_values(cx, &k.inputs, &k.insts, live, row, j, vty)?;
     for (o, &val) in k.outputs.iter().enumerate() {
         let size = k.dtype(val).size_in_bytes() as i64;
@@ -176,6 +180,7 @@ pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], l
                 }
             }
             InstOp::Scalar(_) | InstOp::Const(_) => row.pre[n].expect("computed before the loop"),
+            InstOp::Reduced => row.pre[n].expect("an epilogue's reduced value is set per output"),
             InstOp::Unary(op, a) => cx.unary(op, inst.dtype, v(a))?,
             InstOp::Binary(op, a, b) => cx.binary(op, inst.dtype, v(a), v(b))?,
             InstOp::Cmp(op, a, b) => cx.cmp(op, dt(a), v(a), v(b)),
@@ -225,7 +230,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     let frontend_config = module.target_config();
     let mut cx = Cx::new(&mut b, module, ids);
     let rank = k.rank;
-    let (n_in, n_out) = (k.inputs.len(), k.outputs.len());
+    let n_out = k.outputs.len();
 
     let entry = cx.b.create_block();
     cx.b.append_block_params_for_function_params(entry);
@@ -234,12 +239,10 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     let a = Entry::load(&mut cx, args, ptr, &k.inputs, rank, n_out);
     let (row_start, row_end) = (a.row_start, a.row_end);
     let inner = a.dims[rank - 1];
-    let in_base = &a.in_base;
     let out_base = &a.out_base;
-    let outer_strides = &a.strides;
-    let in_step = &a.in_step;
-    let (pre, pre_v) = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
-    let dims = &a.dims;
+    let pre = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
+    // A row is one run of the skeleton: every dim but the last is kept, so no middle loop.
+    let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, rank - 1);
     let row_head = cx.b.create_block();
     let row_body = cx.b.create_block();
     let exit = cx.b.create_block();
@@ -252,24 +255,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     cx.b.ins().brif(more, row_body, &[], exit, &[]);
 
     cx.b.switch_to_block(row_body);
-    // Row r's outer multi-index, innermost outer dim first.
-    let mut idx = vec![None; rank];
-    let mut rem = row;
-    for d in (0..rank - 1).rev() {
-        idx[d] = Some(cx.b.ins().urem(rem, dims[d]));
-        if d > 0 {
-            rem = cx.b.ins().udiv(rem, dims[d]);
-        }
-    }
-    let mut in_ptr = Vec::with_capacity(n_in);
-    for i in 0..n_in {
-        let mut p = in_base[i];
-        for d in 0..rank - 1 {
-            let off = cx.b.ins().imul(idx[d].unwrap(), outer_strides[i][d]);
-            p = cx.b.ins().iadd(p, off);
-        }
-        in_ptr.push(p);
-    }
+    let in_ptr = sp.outer_ptrs(&mut cx, &a.in_base, row);
     let mut out_ptr = Vec::with_capacity(n_out);
     let row_elems = cx.b.ins().imul(row, inner);
     for (&base, &val) in out_base.iter().zip(&k.outputs) {
@@ -277,40 +263,9 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
         let off = cx.b.ins().imul_imm_s(row_elems, size);
         out_ptr.push(cx.b.ins().iadd(base, off));
     }
-    let (bcast, bcast_v) = load_bcast(&mut cx, &k.inputs, &k.insts, &in_ptr, vty)?;
-    let t_head = cx.b.create_block();
-    let t_body = cx.b.create_block();
-    let row_next = cx.b.create_block();
-    let tj = cx.b.append_block_param(t_head, ptr);
-    let zero = cx.b.ins().iconst(ptr, 0);
-    if let Some(vt) = vty {
-        let lanes = vt.lane_count() as i64;
-        let v_head = cx.b.create_block();
-        let v_body = cx.b.create_block();
-        let vj = cx.b.append_block_param(v_head, ptr);
-        let n_vec = cx.b.ins().band_imm_s(inner, !(lanes - 1));
-        cx.b.ins().jump(v_head, &[BlockArg::Value(zero)]);
-        cx.b.switch_to_block(v_head);
-        let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
-        cx.b.ins().brif(more, v_body, &[], t_head, &[BlockArg::Value(vj)]);
-        cx.b.switch_to_block(v_body);
-        let rv = Row { in_ptr: &in_ptr, in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &out_ptr };
-        emit_element(&mut cx, k, &live, &rv, vj, Some(vt))?;
-        let next = cx.b.ins().iadd_imm_s(vj, lanes);
-        cx.b.ins().jump(v_head, &[BlockArg::Value(next)]);
-    } else {
-        cx.b.ins().jump(t_head, &[BlockArg::Value(zero)]);
-    }
-    cx.b.switch_to_block(t_head);
-    let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, tj, inner);
-    cx.b.ins().brif(more, t_body, &[], row_next, &[]);
-    cx.b.switch_to_block(t_body);
-    let rs = Row { in_ptr: &in_ptr, in_step, bcast: &bcast, pre: &pre, out_ptr: &out_ptr };
-    emit_element(&mut cx, k, &live, &rs, tj, None)?;
-    let next = cx.b.ins().iadd_imm_s(tj, 1);
-    cx.b.ins().jump(t_head, &[BlockArg::Value(next)]);
+    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1 };
+    emit_runs(&mut cx, &sp, &pass, &in_ptr, |_, _| out_ptr, |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt))?;
 
-    cx.b.switch_to_block(row_next);
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
     cx.b.ins().jump(row_head, &[BlockArg::Value(next_row)]);
 

@@ -1,16 +1,19 @@
 //! The loops of a [`ReduceKernel`]: per output (`row_start..row_end`), the outer multi-index
-//! gives each input's base; the middle reduced dims (all reduced dims but the last) are walked
-//! by one counter decomposed into a multi-index; the last dim runs an F32X4/F64X2 loop (when
-//! the prologue qualifies for the vector plan, see [`super::emit::vector_ok`]) and a scalar
-//! tail. The prologue is emitted by [`super::emit::emit_values`], as in elementwise kernels.
+//! gives each input's base; the reduced sub-space is walked by the loops of [`super::runs`]
+//! (the middle reduced dims by one counter, the last dim by an F32X4/F64X2 loop when the
+//! prologue qualifies for the vector plan, see [`super::emit::vector_ok`], and a scalar tail).
+//! The prologue is emitted by [`super::emit::emit_values`], as in elementwise kernels. Once an
+//! output is stored, its epilogue (if any) runs a second pass ([`super::epilogue`]).
 //!
 //! Accumulators live in `cranelift_frontend` variables: a scalar one (f64 for float values,
 //! i64 for integer/Bool values) and, on the vector plan, two F64X2 for f32 Sum/Prod (the low
 //! and high halves of each F32X4, promoted), one F64X2 for f64, or one F32X4 for f32 Max/Min.
 //! They are combined lane by lane into the scalar one when the output is done.
 
-use super::emit::{data_flags, emit_pre, emit_values, live_of, load_bcast, vector_ok, Entry, Row};
+use super::emit::{data_flags, emit_pre, emit_values, live_of, vector_ok, Entry};
+use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
+use super::runs::{emit_runs, Pass, Space};
 use crate::kernel::ReduceKernel;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, Type, Value};
@@ -96,8 +99,105 @@ enum VecAcc {
     Same(Type),
 }
 
+/// The accumulators of one output: a scalar one and, per unrolled vector, its vector ones.
+struct Accs {
+    /// How the vector loop accumulates.
+    vacc: VecAcc,
+    /// The scalar accumulator (f64 or i64).
+    scalar: Variable,
+    /// Per unrolled vector, its accumulators (independent chains hide the add latency).
+    vector: Vec<Vec<Variable>>,
+}
+
+impl Accs {
+    /// Declares the variables (`aty` is the scalar accumulator's type).
+    fn declare(cx: &mut Cx, vacc: VecAcc, aty: Type) -> Accs {
+        let scalar = cx.b.declare_var(aty);
+        let vector = (0..UNROLL)
+            .map(|_| match vacc {
+                VecAcc::None => vec![],
+                VecAcc::F32Wide => vec![cx.b.declare_var(types::F64X2), cx.b.declare_var(types::F64X2)],
+                VecAcc::Same(t) => vec![cx.b.declare_var(t)],
+            })
+            .collect();
+        Accs { vacc, scalar, vector }
+    }
+
+    /// Sets every accumulator to the identity of `op` for values of `dtype`.
+    fn reset(&self, cx: &mut Cx, op: ReduceOp, dtype: DType) {
+        let id = identity(cx, op, dtype);
+        cx.b.def_var(self.scalar, id);
+        let v = match self.vacc {
+            VecAcc::None => return,
+            VecAcc::F32Wide => cx.b.ins().splat(types::F64X2, id),
+            VecAcc::Same(t) => {
+                let s = if t == types::F32X4 { cx.b.ins().fdemote(types::F32, id) } else { id };
+                cx.b.ins().splat(t, s)
+            }
+        };
+        for &var in self.vector.iter().flatten() {
+            cx.b.def_var(var, v);
+        }
+    }
+
+    /// Folds value `x` (of `dtype`) at one position into the accumulators: the `u`-th vector
+    /// of an unrolled iteration when `vector`, else one scalar of the tail.
+    fn fold(&self, cx: &mut Cx, op: ReduceOp, dtype: DType, x: Value, vector: bool, u: usize) {
+        if !vector {
+            let x = widen(cx, x, dtype);
+            let acc = cx.b.use_var(self.scalar);
+            let r = step(cx, op, acc, x);
+            cx.b.def_var(self.scalar, r);
+            return;
+        }
+        let parts = match self.vacc {
+            VecAcc::F32Wide => vec![cx.b.ins().fvpromote_low(x), promote_high(cx, x)],
+            VecAcc::Same(_) => vec![x],
+            VecAcc::None => unreachable!("a vector type implies a vector accumulator"),
+        };
+        for (&var, part) in self.vector[u].iter().zip(parts) {
+            let acc = cx.b.use_var(var);
+            let r = step(cx, op, acc, part);
+            cx.b.def_var(var, r);
+        }
+    }
+
+    /// The output is done: the unrolled chains and then the lanes combined into the scalar
+    /// accumulator; returns its value.
+    fn combine(&self, cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
+        let mut acc = cx.b.use_var(self.scalar);
+        // The unrolled chains, folded into the first one.
+        let mut acc_vals: Vec<Value> = self.vector[0].iter().map(|&var| cx.b.use_var(var)).collect();
+        for accs in &self.vector[1..] {
+            for (n, &var) in accs.iter().enumerate() {
+                let x = cx.b.use_var(var);
+                acc_vals[n] = step(cx, op, acc_vals[n], x);
+            }
+        }
+        match self.vacc {
+            VecAcc::None => {}
+            VecAcc::F32Wide => {
+                let v = step(cx, op, acc_vals[0], acc_vals[1]);
+                for lane in 0..2 {
+                    let x = cx.b.ins().extractlane(v, lane);
+                    acc = step(cx, op, acc, x);
+                }
+            }
+            VecAcc::Same(t) => {
+                let v = acc_vals[0];
+                for lane in 0..t.lane_count() as u8 {
+                    let x = cx.b.ins().extractlane(v, lane);
+                    let x = widen(cx, x, dtype);
+                    acc = step(cx, op, acc, x);
+                }
+            }
+        }
+        acc
+    }
+}
+
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
-/// signature is already set); returns whether the inner loop is vectorized.
+/// signature is already set); returns whether the reduction's inner loop is vectorized.
 pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'static str, FuncId>, func: &mut Function) -> Result<bool, String> {
     let live = live_of(&k.insts, &[k.reduced]);
     for (n, inst) in k.insts.iter().enumerate() {
@@ -128,45 +228,27 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     let frontend_config = module.target_config();
     let mut cx = Cx::new(&mut b, module, ids);
     let (rank, o_rank) = (k.rank, k.rank - k.reduce_rank);
-    let n_in = k.inputs.len();
+    let n_out = 1 + k.epilogue.as_ref().map_or(0, |ep| ep.outputs.len());
 
     let entry = cx.b.create_block();
     cx.b.append_block_params_for_function_params(entry);
     cx.b.switch_to_block(entry);
     let args = cx.b.block_params(entry)[0];
-    let a = Entry::load(&mut cx, args, ptr, &k.inputs, rank, 1);
-    let (pre, pre_v) = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
-    let inner = a.dims[rank - 1];
-    let mut n_mid = cx.b.ins().iconst(ptr, 1);
-    for d in o_rank..rank - 1 {
-        n_mid = cx.b.ins().imul(n_mid, a.dims[d]);
-    }
+    let a = Entry::load(&mut cx, args, ptr, &k.inputs, rank, n_out);
+    let pre = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
+    let epilogue = match &k.epilogue {
+        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p)?),
+        None => None,
+    };
+    let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, o_rank);
     let scale = k.scale.map(|j| cx.b.ins().load(types::F64, MemFlagsData::trusted(), a.scalars_p, (8 * j) as i32));
     let out_size = k.output.size_in_bytes() as i64;
-
-    // The accumulators.
-    let acc_s: Variable = cx.b.declare_var(aty);
-    // Per unrolled vector, its accumulators (independent chains hide the add latency).
-    let acc_v: Vec<Vec<Variable>> = (0..UNROLL)
-        .map(|_| match vacc {
-            VecAcc::None => vec![],
-            VecAcc::F32Wide => vec![cx.b.declare_var(types::F64X2), cx.b.declare_var(types::F64X2)],
-            VecAcc::Same(t) => vec![cx.b.declare_var(t)],
-        })
-        .collect();
+    let accs = Accs::declare(&mut cx, vacc, aty);
 
     let out_head = cx.b.create_block();
     let out_body = cx.b.create_block();
-    let mid_head = cx.b.create_block();
-    let mid_body = cx.b.create_block();
-    let t_head = cx.b.create_block();
-    let t_body = cx.b.create_block();
-    let mid_next = cx.b.create_block();
-    let out_fin = cx.b.create_block();
     let exit = cx.b.create_block();
     let row = cx.b.append_block_param(out_head, ptr);
-    let m = cx.b.append_block_param(mid_head, ptr);
-    let tj = cx.b.append_block_param(t_head, ptr);
     cx.b.ins().jump(out_head, &[BlockArg::Value(a.row_start)]);
 
     cx.b.switch_to_block(out_head);
@@ -175,141 +257,18 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
 
     // One output: its inputs' bases from the outer multi-index, the accumulators reset.
     cx.b.switch_to_block(out_body);
-    let mut base: Vec<Value> = a.in_base.clone();
-    let mut rem = row;
-    for d in (0..o_rank).rev() {
-        let idx = cx.b.ins().urem(rem, a.dims[d]);
-        if d > 0 {
-            rem = cx.b.ins().udiv(rem, a.dims[d]);
-        }
-        for (i, p) in base.iter_mut().enumerate() {
-            let off = cx.b.ins().imul(idx, a.strides[i][d]);
-            *p = cx.b.ins().iadd(*p, off);
-        }
-    }
-    let id = identity(&mut cx, k.op, rd);
-    cx.b.def_var(acc_s, id);
-    match vacc {
-        VecAcc::None => {}
-        VecAcc::F32Wide => {
-            let v = cx.b.ins().splat(types::F64X2, id);
-            for &var in acc_v.iter().flatten() {
-                cx.b.def_var(var, v);
-            }
-        }
-        VecAcc::Same(t) => {
-            let s = if t == types::F32X4 { cx.b.ins().fdemote(types::F32, id) } else { id };
-            let v = cx.b.ins().splat(t, s);
-            for &var in acc_v.iter().flatten() {
-                cx.b.def_var(var, v);
-            }
-        }
-    }
-    let zero = cx.b.ins().iconst(ptr, 0);
-    cx.b.ins().jump(mid_head, &[BlockArg::Value(zero)]);
+    let base = sp.outer_ptrs(&mut cx, &a.in_base, row);
+    accs.reset(&mut cx, k.op, rd);
+    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL };
+    emit_runs(&mut cx, &sp, &pass, &base, |_, _| vec![], |cx, r, j, vt, u| {
+        let vals = emit_values(cx, &k.inputs, &k.insts, &live, r, j, vt)?;
+        let x = vals[k.reduced as usize].expect("the reduced value is live");
+        accs.fold(cx, k.op, rd, x, vt.is_some(), u);
+        Ok(())
+    })?;
 
-    cx.b.switch_to_block(mid_head);
-    let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, m, n_mid);
-    cx.b.ins().brif(more, mid_body, &[], out_fin, &[]);
-
-    // One run along the last dim: the middle multi-index, then the vector loop and the tail.
-    cx.b.switch_to_block(mid_body);
-    let mut in_ptr = base.clone();
-    let mut rem = m;
-    for d in (o_rank..rank - 1).rev() {
-        let idx = cx.b.ins().urem(rem, a.dims[d]);
-        if d > o_rank {
-            rem = cx.b.ins().udiv(rem, a.dims[d]);
-        }
-        for (i, p) in in_ptr.iter_mut().enumerate() {
-            let off = cx.b.ins().imul(idx, a.strides[i][d]);
-            *p = cx.b.ins().iadd(*p, off);
-        }
-    }
-    debug_assert_eq!(in_ptr.len(), n_in);
-    let (bcast, bcast_v) = load_bcast(&mut cx, &k.inputs, &k.insts, &in_ptr, vty)?;
-    let zero = cx.b.ins().iconst(ptr, 0);
-    if let Some(vt) = vty {
-        let lanes = vt.lane_count() as i64;
-        let v_head = cx.b.create_block();
-        let v_body = cx.b.create_block();
-        let vj = cx.b.append_block_param(v_head, ptr);
-        let step_len = lanes * UNROLL as i64;
-        let n_vec = cx.b.ins().band_imm_s(inner, !(step_len - 1));
-        cx.b.ins().jump(v_head, &[BlockArg::Value(zero)]);
-        cx.b.switch_to_block(v_head);
-        let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
-        cx.b.ins().brif(more, v_body, &[], t_head, &[BlockArg::Value(vj)]);
-        cx.b.switch_to_block(v_body);
-        let rv = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &[] };
-        for (u, accs) in acc_v.iter().enumerate() {
-            let ju = cx.b.ins().iadd_imm_s(vj, lanes * u as i64);
-            let vals = emit_values(&mut cx, &k.inputs, &k.insts, &live, &rv, ju, Some(vt))?;
-            let x = vals[k.reduced as usize].expect("the reduced value is live");
-            let parts = match vacc {
-                VecAcc::F32Wide => vec![cx.b.ins().fvpromote_low(x), promote_high(&mut cx, x)],
-                VecAcc::Same(_) => vec![x],
-                VecAcc::None => unreachable!("a vector type implies a vector accumulator"),
-            };
-            for (&var, part) in accs.iter().zip(parts) {
-                let acc = cx.b.use_var(var);
-                let r = step(&mut cx, k.op, acc, part);
-                cx.b.def_var(var, r);
-            }
-        }
-        let next = cx.b.ins().iadd_imm_s(vj, step_len);
-        cx.b.ins().jump(v_head, &[BlockArg::Value(next)]);
-    } else {
-        cx.b.ins().jump(t_head, &[BlockArg::Value(zero)]);
-    }
-
-    cx.b.switch_to_block(t_head);
-    let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, tj, inner);
-    cx.b.ins().brif(more, t_body, &[], mid_next, &[]);
-    cx.b.switch_to_block(t_body);
-    let rs = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast, pre: &pre, out_ptr: &[] };
-    let vals = emit_values(&mut cx, &k.inputs, &k.insts, &live, &rs, tj, None)?;
-    let x = vals[k.reduced as usize].expect("the reduced value is live");
-    let x = widen(&mut cx, x, rd);
-    let acc = cx.b.use_var(acc_s);
-    let r = step(&mut cx, k.op, acc, x);
-    cx.b.def_var(acc_s, r);
-    let next = cx.b.ins().iadd_imm_s(tj, 1);
-    cx.b.ins().jump(t_head, &[BlockArg::Value(next)]);
-
-    cx.b.switch_to_block(mid_next);
-    let next_m = cx.b.ins().iadd_imm_s(m, 1);
-    cx.b.ins().jump(mid_head, &[BlockArg::Value(next_m)]);
-
-    // The output is done: combine the lanes into the scalar accumulator, scale, convert, store.
-    cx.b.switch_to_block(out_fin);
-    let mut acc = cx.b.use_var(acc_s);
-    // The unrolled chains, folded into the first one.
-    let mut acc_vals: Vec<Value> = acc_v[0].iter().map(|&var| cx.b.use_var(var)).collect();
-    for accs in &acc_v[1..] {
-        for (n, &var) in accs.iter().enumerate() {
-            let x = cx.b.use_var(var);
-            acc_vals[n] = step(&mut cx, k.op, acc_vals[n], x);
-        }
-    }
-    match vacc {
-        VecAcc::None => {}
-        VecAcc::F32Wide => {
-            let v = step(&mut cx, k.op, acc_vals[0], acc_vals[1]);
-            for lane in 0..2 {
-                let x = cx.b.ins().extractlane(v, lane);
-                acc = step(&mut cx, k.op, acc, x);
-            }
-        }
-        VecAcc::Same(t) => {
-            let v = acc_vals[0];
-            for lane in 0..t.lane_count() as u8 {
-                let x = cx.b.ins().extractlane(v, lane);
-                let x = widen(&mut cx, x, rd);
-                acc = step(&mut cx, k.op, acc, x);
-            }
-        }
-    }
+    // The output is done: combine, scale, convert, store; then the epilogue's pass.
+    let mut acc = accs.combine(&mut cx, k.op, rd);
     if let Some(s) = scale {
         acc = cx.b.ins().fmul(acc, s);
     }
@@ -318,6 +277,9 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     let off = cx.b.ins().imul_imm_s(row, out_size);
     let addr = cx.b.ins().iadd(a.out_base[0], off);
     cx.b.ins().store(data_flags(), out, addr, 0);
+    if let Some(e) = &epilogue {
+        e.emit(&mut cx, &sp, &base, row, out, &a.out_base[1..])?;
+    }
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
     cx.b.ins().jump(out_head, &[BlockArg::Value(next_row)]);
 

@@ -1,0 +1,478 @@
+//! Reduce→broadcast epilogues of the Cranelift CPU back end ([`Epilogue`] on a
+//! [`ReduceKernel`]) against a plain Rust reference in f64: softmax (`exp(x - m) / Σ`, with
+//! `m` from a Max kernel run first), log_softmax (`x - m - log Σ`), layer norm
+//! (`(x - mean)·rsqrt(var + eps)·w + b` with `var = Σ (x - mean)² · 1/n`, `mean` from a mean
+//! kernel, `w`/`b` broadcast over the kept dims, `eps` a run-time scalar), two outputs of
+//! different dtypes (f32 and Bool), integer epilogues on the scalar plan, empty reductions,
+//! validation errors and hashes. Shapes of rank 2 and 3 with one and two reduced dims, unit
+//! (vector plan) and strided (scalar plan) inputs, every kernel called twice (rows `0..k`,
+//! then `k..n`) and checked to leave the rows not yet computed untouched.
+//!
+//! Tolerances: the reduced values as in `cpu_reduce.rs` (f32 sums within `4e-6·Σ|x|`, f64
+//! within `1e-12·Σ|x|`, max and integers exact). The epilogue's reference is evaluated with
+//! the kernel's own reduced value (so a rounding of the reduction is not counted twice):
+//! integer and Bool values are exact, f64 values within `1e-14·(1 + |want|)` (f64 `exp`/`log`
+//! are the std functions; measured: exact) and f32 values within `1e-6·(1 + |want|)`: each
+//! f32 operation rounds (½ ulp) and the inline `exp`/`log` are within 2 ulp (`cpu/math.rs`),
+//! a few ulp in all of values of magnitude ≤ 10 (measured: at most `2.2e-7·(1 + |want|)`,
+//! layer norm).
+
+use kiln_codegen::cpu::CpuKernel;
+use kiln_codegen::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use kiln_runtime::DType;
+use std::ops::Range;
+
+mod common;
+use common::{bytes, kernel_args, layout, make_input, read_out, Input, Lay};
+
+fn inst(op: InstOp, dtype: DType) -> Inst {
+    Inst { op, dtype }
+}
+
+/// The reference of `insts` at one element, in f64 (exact for the integers used), with
+/// `reduced` as [`InstOp::Reduced`]; per instruction, its value.
+fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduced: f64) -> Vec<f64> {
+    let mut v: Vec<f64> = Vec::new();
+    for i in insts {
+        let a = |x: u32| v[x as usize];
+        let r = match i.op {
+            InstOp::Load(n) => load(n as usize),
+            InstOp::Scalar(j) => scalars[j as usize],
+            InstOp::Const(c) => c,
+            InstOp::Reduced => reduced,
+            InstOp::Unary(UnaryOp::Exp, x) => a(x).exp(),
+            InstOp::Unary(UnaryOp::Log, x) => a(x).ln(),
+            InstOp::Unary(UnaryOp::Rsqrt, x) => 1.0 / a(x).sqrt(),
+            InstOp::Unary(UnaryOp::Square, x) => a(x) * a(x),
+            InstOp::Binary(BinaryOp::Add, x, y) => a(x) + a(y),
+            InstOp::Binary(BinaryOp::Sub, x, y) => a(x) - a(y),
+            InstOp::Binary(BinaryOp::Mul, x, y) => a(x) * a(y),
+            InstOp::Binary(BinaryOp::Div, x, y) => a(x) / a(y),
+            InstOp::Cmp(CmpOp::Gt, x, y) => (a(x) > a(y)) as i64 as f64,
+            InstOp::Cast(x) => a(x),
+            op => panic!("the reference does not evaluate {op:?}"),
+        };
+        v.push(r);
+    }
+    v
+}
+
+/// A kernel's results as f64: the reduced values, then per epilogue output its values.
+struct Outs {
+    reduced: Vec<f64>,
+    epi: Vec<Vec<f64>>,
+}
+
+/// The number of outputs and of reduced elements per output of `k` over `shape`.
+fn sizes(k: &ReduceKernel, shape: &[usize]) -> (usize, usize) {
+    let kept = shape.len() - k.reduce_rank;
+    (shape[..kept].iter().product(), shape[kept..].iter().product())
+}
+
+/// The full multi-index of reduced element `r` of output `o`.
+fn index(shape: &[usize], rr: usize, o: usize, r: usize) -> Vec<usize> {
+    let rank = shape.len();
+    let mut idx = vec![0usize; rank];
+    let (mut ro, mut rr_) = (o, r);
+    for d in (0..rank).rev() {
+        let rem = if d >= rank - rr { &mut rr_ } else { &mut ro };
+        idx[d] = *rem % shape[d];
+        *rem /= shape[d];
+    }
+    idx
+}
+
+/// Compiles `k` and runs it over `shape` once per row range of `splits` (consecutive, from 0
+/// to the number of outputs), checking after each call that no later output was written.
+fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], splits: &[Range<usize>]) -> Outs {
+    let kern = CpuKernel::compile_reduce(k, "epi").unwrap_or_else(|e| panic!("{e}"));
+    let (n_out, n_red) = sizes(k, shape);
+    let bufs: Vec<Vec<u8>> = inputs.iter().map(bytes).collect();
+    let in_ptrs: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
+    let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
+    let ep_dtypes: Vec<DType> = k.epilogue.iter().flat_map(|ep| ep.outputs.iter().map(|&v| ep.dtype(v))).collect();
+    // Per buffer: its dtype and elements per output.
+    let per: Vec<(DType, usize)> = std::iter::once((k.output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
+    let mut outs: Vec<Vec<u8>> = per.iter().map(|&(d, n)| vec![0xA5u8; n_out * n * d.size_in_bytes()]).collect();
+    for rows in splits {
+        let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+        let args = kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
+        // SAFETY: the input buffers cover every element their strides reach over `shape`, the
+        // reduced-value buffer holds `n_out` elements and each epilogue buffer `n_out·n_red` of
+        // its dtype, none overlapping; `rows` lies within `0..n_out`; `scalars` covers
+        // `k.scalars`.
+        unsafe { kern.call(&args) };
+        for (b, &(d, n)) in outs.iter().zip(&per) {
+            let from = rows.end * n * d.size_in_bytes();
+            assert!(b[from..].iter().all(|&x| x == 0xA5), "outputs past row {} were written", rows.end);
+        }
+    }
+    let read = |b: &[u8], d: DType, n: usize| (0..n).map(|i| read_out(b, d, i)).collect::<Vec<f64>>();
+    let reduced = read(&outs[0], k.output, n_out);
+    let epi = outs[1..].iter().zip(&ep_dtypes).map(|(b, &d)| read(b, d, n_out * n_red)).collect();
+    Outs { reduced, epi }
+}
+
+/// Runs `k` (rows `0..k` then `k..n`, `k` about a third of the outputs) and checks it
+/// against the reference with the tolerances of the module doc. Returns the results.
+fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], label: &str) -> Outs {
+    let (n_out, n_red) = sizes(k, shape);
+    let mid = n_out.div_ceil(3);
+    let got = run(k, shape, inputs, scalars, &[0..mid, mid..n_out]);
+    let rr = k.reduce_rank;
+    let f32ish = |d: DType| d == DType::F32;
+    let rd = k.dtype(k.reduced);
+    for o in 0..n_out {
+        let (mut acc, mut abs) = match k.op {
+            ReduceOp::Sum => (0.0, 0.0),
+            ReduceOp::Prod => (1.0, 0.0),
+            ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
+            ReduceOp::Min => (f64::INFINITY, 0.0),
+        };
+        for r in 0..n_red {
+            let idx = index(shape, rr, o, r);
+            let x = eval(&k.insts, &|i| inputs[i].at(&idx), scalars, f64::NAN)[k.reduced as usize];
+            abs += x.abs();
+            acc = match k.op {
+                ReduceOp::Sum => acc + x,
+                ReduceOp::Prod => acc * x,
+                ReduceOp::Max => acc.max(x),
+                ReduceOp::Min => acc.min(x),
+            };
+        }
+        if let Some(s) = k.scale {
+            acc *= scalars[s as usize];
+            abs *= scalars[s as usize].abs();
+        }
+        let exact = !rd.is_float() || (matches!(k.op, ReduceOp::Max | ReduceOp::Min) && !k.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
+        let tol = if exact { 0.0 } else if f32ish(rd) || f32ish(k.output) { 4e-6 * abs } else { 1e-12 * abs };
+        let g = got.reduced[o];
+        assert!((g - acc).abs() <= tol, "{label}: output {o}: got {g}, want {acc} (tol {tol})");
+        let Some(ep) = &k.epilogue else { continue };
+        for r in 0..n_red {
+            let idx = index(shape, rr, o, r);
+            let vals = eval(&ep.insts, &|i| inputs[i].at(&idx), scalars, g);
+            for (e, &v) in ep.outputs.iter().enumerate() {
+                let d = ep.dtype(v);
+                let want = if d == DType::F32 { vals[v as usize] as f32 as f64 } else { vals[v as usize] };
+                let tol = match d {
+                    DType::F32 => 1e-6 * (1.0 + want.abs()),
+                    DType::F64 => 1e-14 * (1.0 + want.abs()),
+                    _ => 0.0,
+                };
+                let have = got.epi[e][o * n_red + r];
+                assert!((have - want).abs() <= tol, "{label}: epilogue output {e} at output {o}, element {r} {idx:?}: got {have}, want {want} (tol {tol})");
+            }
+        }
+    }
+    got
+}
+
+/// `op` over input 0 (`x`, declared as the first of `inputs`), with no epilogue.
+fn reduce_x(dtype: DType, rank: usize, rr: usize, inputs: Vec<KernelInput>, op: ReduceOp) -> ReduceKernel {
+    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts: vec![inst(InstOp::Load(0), dtype)], reduced: 0, op, output: dtype, scale: None, epilogue: None }
+}
+
+/// The per-output values `vals` of `dtype` as an input broadcast over the reduced dims.
+fn per_output(vals: Vec<f64>, dtype: DType, shape: &[usize], rr: usize) -> Input {
+    let (strides, n) = layout(shape, rr, Lay::PerOutput);
+    assert_eq!(n, vals.len());
+    Input { vals, strides, dtype }
+}
+
+const SHAPES: [(&[usize], usize); 5] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1)];
+
+/// Softmax's second kernel: `Σ exp(x - m)` with the epilogue `tail(exp(x - m), x - m)` over
+/// `x` (input 0) and `m` (input 1); `tail` appends the instructions after `[x, m, x - m,
+/// exp(x - m), Reduced]` (values 0..5) and returns the output.
+fn softmax_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride, tail: impl Fn(&mut Vec<Inst>) -> u32) -> ReduceKernel {
+    let head = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Load(1), dtype), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), dtype), inst(InstOp::Unary(UnaryOp::Exp, 2), dtype)];
+    let mut insts = head.clone();
+    insts.push(inst(InstOp::Reduced, dtype));
+    let out = tail(&mut insts);
+    let inputs = vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: InnerStride::Broadcast }];
+    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts: head, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None, epilogue: Some(Epilogue { insts, outputs: vec![out] }) }
+}
+
+/// Runs K1 = max(x) then K2 (`softmax_kernel` with `tail`) for every dtype, shape and inner
+/// stride; returns nothing, checks everything; `sums_to_one` checks each row's outputs.
+fn softmax_family(name: &str, tail: impl Fn(&mut Vec<Inst>) -> u32 + Copy, sums_to_one: bool) {
+    for dtype in [DType::F32, DType::F64] {
+        for (shape, rr) in SHAPES {
+            for x_inner in [InnerStride::Unit, InnerStride::Strided] {
+                let label = format!("{name} {dtype} {shape:?} rr={rr} {x_inner:?}");
+                let rank = shape.len();
+                let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 7, false);
+                let k1 = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Max);
+                let m = check(&k1, shape, std::slice::from_ref(&x), &[], &format!("{label} max")).reduced;
+                let m = per_output(m, dtype, shape, rr);
+                let k2 = softmax_kernel(dtype, rank, rr, x_inner, tail);
+                assert_eq!(CpuKernel::compile_reduce(&k2, "sm").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+                let got = check(&k2, shape, &[x, m], &[], &label);
+                if sums_to_one {
+                    let (n_out, n_red) = sizes(&k2, shape);
+                    for o in 0..n_out {
+                        let s: f64 = got.epi[0][o * n_red..(o + 1) * n_red].iter().sum();
+                        assert!((s - 1.0).abs() < 1e-4, "{label}: row {o} sums to {s}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_normalises_in_the_reduction_kernel() {
+    // exp(x - m) / Σ
+    softmax_family(
+        "softmax",
+        |insts| {
+            let d = insts[0].dtype;
+            insts.push(inst(InstOp::Binary(BinaryOp::Div, 3, 4), d));
+            5
+        },
+        true,
+    );
+}
+
+#[test]
+fn log_softmax_epilogue() {
+    // x - m - log Σ
+    softmax_family(
+        "log_softmax",
+        |insts| {
+            let d = insts[0].dtype;
+            insts.push(inst(InstOp::Unary(UnaryOp::Log, 4), d));
+            insts.push(inst(InstOp::Binary(BinaryOp::Sub, 2, 5), d));
+            6
+        },
+        false,
+    );
+}
+
+/// Layer norm's second kernel over x (0), mean (1, per output), w (2) and b (3): `Σ (x -
+/// mean)² · scale` with scale scalar 0 and the epilogue `(x - mean)·rsqrt(var + eps)·w + b`,
+/// eps scalar 1.
+fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) -> ReduceKernel {
+    let b = |op, x, y| inst(InstOp::Binary(op, x, y), dtype);
+    let prologue = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Load(1), dtype), b(BinaryOp::Sub, 0, 1), inst(InstOp::Unary(UnaryOp::Square, 2), dtype)];
+    let epilogue = vec![
+        inst(InstOp::Load(0), dtype),
+        inst(InstOp::Load(1), dtype),
+        b(BinaryOp::Sub, 0, 1),
+        inst(InstOp::Reduced, dtype),
+        inst(InstOp::Scalar(1), dtype),
+        b(BinaryOp::Add, 3, 4),
+        inst(InstOp::Unary(UnaryOp::Rsqrt, 5), dtype),
+        b(BinaryOp::Mul, 2, 6),
+        inst(InstOp::Load(2), dtype),
+        b(BinaryOp::Mul, 7, 8),
+        inst(InstOp::Load(3), dtype),
+        b(BinaryOp::Add, 9, 10),
+    ];
+    let inputs = vec![
+        KernelInput { dtype, inner: x_inner },
+        KernelInput { dtype, inner: InnerStride::Broadcast },
+        KernelInput { dtype, inner: InnerStride::Unit },
+        KernelInput { dtype, inner: InnerStride::Unit },
+    ];
+    ReduceKernel {
+        rank,
+        reduce_rank: rr,
+        inputs,
+        scalars: 2,
+        insts: prologue,
+        reduced: 3,
+        op: ReduceOp::Sum,
+        output: dtype,
+        scale: Some(0),
+        epilogue: Some(Epilogue { insts: epilogue, outputs: vec![11] }),
+    }
+}
+
+#[test]
+fn layer_norm_scales_and_shifts_in_the_reduction_kernel() {
+    for dtype in [DType::F32, DType::F64] {
+        for (shape, rr) in SHAPES {
+            for x_inner in [InnerStride::Unit, InnerStride::Strided] {
+                let label = format!("layer_norm {dtype} {shape:?} rr={rr} {x_inner:?}");
+                let rank = shape.len();
+                let n_red: usize = shape[rank - rr..].iter().product();
+                let inv_n = 1.0 / n_red as f64;
+                let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 3, false);
+                let mut k0 = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Sum);
+                k0.scalars = 1;
+                k0.scale = Some(0);
+                let mean = check(&k0, shape, std::slice::from_ref(&x), &[inv_n], &format!("{label} mean")).reduced;
+                let mean = per_output(mean, dtype, shape, rr);
+                let w = make_input(dtype, shape, rr, Lay::OverReduced, 11, true);
+                let b = make_input(dtype, shape, rr, Lay::OverReduced, 13, false);
+                let k = layer_norm_kernel(dtype, rank, rr, x_inner);
+                assert_eq!(CpuKernel::compile_reduce(&k, "ln").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+                check(&k, shape, &[x, mean, w, b], &[inv_n, 1e-5], &label);
+            }
+        }
+    }
+}
+
+#[test]
+fn two_outputs_of_different_dtypes() {
+    // mean = Σ x / n, then x - mean (f32) and x > mean (Bool): the scalar plan.
+    for (shape, rr) in SHAPES {
+        for x_inner in [InnerStride::Unit, InnerStride::Strided] {
+            let d = DType::F32;
+            let rank = shape.len();
+            let n_red: usize = shape[rank - rr..].iter().product();
+            let insts = vec![inst(InstOp::Load(0), d), inst(InstOp::Reduced, d), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), d), inst(InstOp::Cmp(CmpOp::Gt, 0, 1), DType::Bool)];
+            let mut k = reduce_x(d, rank, rr, vec![KernelInput { dtype: d, inner: x_inner }], ReduceOp::Sum);
+            k.scalars = 1;
+            k.scale = Some(0);
+            k.epilogue = Some(Epilogue { insts, outputs: vec![2, 3] });
+            let x = make_input(d, shape, rr, Lay::Full(x_inner), 5, false);
+            let label = format!("centre+mask {shape:?} rr={rr} {x_inner:?}");
+            let got = check(&k, shape, &[x], &[1.0 / n_red as f64], &label);
+            assert!(got.epi[1].iter().all(|&b| b == 0.0 || b == 1.0), "{label}: Bool values are 0 or 1");
+            assert!(got.epi[1].contains(&1.0) && got.epi[1].contains(&0.0), "{label}: both truths occur");
+        }
+    }
+}
+
+#[test]
+fn integer_epilogues_run_the_scalar_plan() {
+    // i64: Σ x then x · Σ; i32: Σ x (as i64) then cast(x) · Σ.
+    for (shape, rr) in SHAPES {
+        for x_inner in [InnerStride::Unit, InnerStride::Strided, InnerStride::Broadcast] {
+            for dtype in [DType::I64, DType::I32] {
+                let o = DType::I64;
+                let rank = shape.len();
+                let mut insts = vec![inst(InstOp::Load(0), dtype)];
+                let x = if dtype == o {
+                    0
+                } else {
+                    insts.push(inst(InstOp::Cast(0), o));
+                    1
+                };
+                insts.push(inst(InstOp::Reduced, o));
+                insts.push(inst(InstOp::Binary(BinaryOp::Mul, x, x + 1), o));
+                let out = x + 2;
+                let mut k = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Sum);
+                k.output = o;
+                k.epilogue = Some(Epilogue { insts, outputs: vec![out] });
+                let input = make_input(dtype, shape, rr, Lay::Full(x_inner), 9, false);
+                let label = format!("int {dtype} {shape:?} rr={rr} {x_inner:?}");
+                assert!(!CpuKernel::compile_reduce(&k, "int").unwrap().is_vectorized(), "{label}");
+                check(&k, shape, &[input], &[], &label);
+            }
+        }
+    }
+}
+
+#[test]
+fn epilogue_constants_and_scalars() {
+    // Σ x then (x · s0 + 0.5) / Reduced, on both plans, with a Max reduction.
+    for dtype in [DType::F32, DType::F64] {
+        for x_inner in [InnerStride::Unit, InnerStride::Broadcast, InnerStride::Strided] {
+            let b = |op, x, y| inst(InstOp::Binary(op, x, y), dtype);
+            let insts = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Scalar(0), dtype), b(BinaryOp::Mul, 0, 1), inst(InstOp::Const(0.5), dtype), b(BinaryOp::Add, 2, 3), inst(InstOp::Reduced, dtype), b(BinaryOp::Div, 4, 5)];
+            let mut k = reduce_x(dtype, 3, 2, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Max);
+            k.scalars = 1;
+            k.epilogue = Some(Epilogue { insts, outputs: vec![6] });
+            let shape = [3usize, 4, 9];
+            let x = make_input(dtype, &shape, 2, Lay::Full(x_inner), 21, true);
+            check(&k, &shape, &[x], &[1.75], &format!("consts {dtype} {x_inner:?}"));
+        }
+    }
+}
+
+#[test]
+fn empty_reductions_write_only_the_identity() {
+    let d = DType::F32;
+    let mut k = softmax_kernel(d, 2, 1, InnerStride::Unit, |insts| {
+        insts.push(inst(InstOp::Binary(BinaryOp::Div, 3, 4), d));
+        5
+    });
+    let shape = [3usize, 0];
+    let x = make_input(d, &shape, 1, Lay::Full(InnerStride::Unit), 1, false);
+    let m = per_output(vec![0.0; 3], d, &shape, 1);
+    let got = run(&k, &shape, &[x, m], &[], &[0..1, 1..3]);
+    assert_eq!(got.reduced, vec![0.0; 3]);
+    assert!(got.epi[0].is_empty());
+    k.epilogue.as_mut().unwrap().outputs.push(0);
+    let x = make_input(d, &shape, 1, Lay::Full(InnerStride::Unit), 1, false);
+    let m = per_output(vec![0.0; 3], d, &shape, 1);
+    let got = run(&k, &shape, &[x, m], &[], &[0..2, 2..3]);
+    assert_eq!(got.epi.len(), 2);
+    assert!(got.epi.iter().all(|e| e.is_empty()));
+}
+
+#[test]
+fn reduced_is_refused_outside_an_epilogue_and_checked() {
+    let d = DType::F32;
+    // In an elementwise kernel.
+    let ew = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Reduced, d)], outputs: vec![0] };
+    let e = ew.validate().unwrap_err();
+    assert!(e.contains("Reduced") && e.contains("epilogue"), "{e}");
+    assert!(CpuKernel::compile(&ew, "ew").unwrap_err().contains("Reduced"));
+    // In a prologue.
+    let input = vec![KernelInput { dtype: d, inner: InnerStride::Unit }];
+    let mut k = reduce_x(d, 2, 1, input.clone(), ReduceOp::Sum);
+    k.insts.push(inst(InstOp::Reduced, d));
+    k.insts.push(inst(InstOp::Binary(BinaryOp::Add, 0, 1), d));
+    k.reduced = 2;
+    let e = k.validate().unwrap_err();
+    assert!(e.contains("prologue") && e.contains("Reduced"), "{e}");
+    assert!(CpuKernel::compile_reduce(&k, "p").is_err());
+    // Wrong dtype for Reduced (the output is f32).
+    let mut k = reduce_x(d, 2, 1, input.clone(), ReduceOp::Sum);
+    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced, DType::F64)], outputs: vec![0] });
+    let e = k.validate().unwrap_err();
+    assert!(e.starts_with("epilogue") && e.contains("reduced value") && e.contains(&DType::F32.to_string()), "{e}");
+    assert!(CpuKernel::compile_reduce(&k, "w").is_err());
+    // The right dtype passes; with the output f64 it is the f64 one.
+    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced, d)], outputs: vec![0] });
+    assert!(k.validate().is_ok());
+    k.output = DType::F64;
+    assert!(k.validate().is_err());
+    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced, DType::F64)], outputs: vec![0] });
+    assert!(k.validate().is_ok());
+    // Other epilogue errors: no outputs, an undefined output, a bad load, a bad operand.
+    let mut k = reduce_x(d, 2, 1, input, ReduceOp::Sum);
+    for (insts, outputs) in [
+        (vec![inst(InstOp::Load(0), d)], vec![]),
+        (vec![inst(InstOp::Load(0), d)], vec![1]),
+        (vec![inst(InstOp::Load(1), d)], vec![0]),
+        (vec![inst(InstOp::Load(0), DType::F64)], vec![0]),
+        (vec![inst(InstOp::Unary(UnaryOp::Exp, 0), d)], vec![0]),
+        (vec![inst(InstOp::Scalar(0), d)], vec![0]),
+    ] {
+        k.epilogue = Some(Epilogue { insts: insts.clone(), outputs });
+        let e = k.validate().unwrap_err();
+        assert!(e.starts_with("epilogue"), "{insts:?}: {e}");
+    }
+}
+
+#[test]
+fn the_epilogue_is_part_of_the_hash() {
+    let d = DType::F32;
+    let plain = softmax_kernel(d, 2, 1, InnerStride::Unit, |_| 4);
+    let mut none = plain.clone();
+    none.epilogue = None;
+    let div = softmax_kernel(d, 2, 1, InnerStride::Unit, |insts| {
+        insts.push(inst(InstOp::Binary(BinaryOp::Div, 3, 4), d));
+        5
+    });
+    let mul = softmax_kernel(d, 2, 1, InnerStride::Unit, |insts| {
+        insts.push(inst(InstOp::Binary(BinaryOp::Mul, 3, 4), d));
+        5
+    });
+    let mut two = div.clone();
+    two.epilogue.as_mut().unwrap().outputs.push(3);
+    let hashes = [&plain, &none, &div, &mul, &two].map(|k| k.structural_hash());
+    for i in 0..hashes.len() {
+        for j in i + 1..hashes.len() {
+            assert_ne!(hashes[i], hashes[j], "kernels {i} and {j}");
+        }
+    }
+    assert_eq!(div.structural_hash(), div.clone().structural_hash());
+}
