@@ -122,8 +122,34 @@ fn softmax_from_primitives_fuses_its_reductions() {
     let (e, c, kernels, eager) = both(&x, softmax);
     close(&c, &e, 1e-5);
     close(&c, &x.softmax(1), 1e-5);
-    assert_eq!(eager, 0);
-    assert!(kernels <= 3, "{kernels} kernels");
+    assert_eq!((kernels, eager), (2, 0), "the max, then the sum with the division as its epilogue");
+    let log_softmax = |x: &Tensor| {
+        let z = x - x.amax(-1, true);
+        &z - z.exp().sum_dim(-1, true).log()
+    };
+    let x3 = Tensor::randn(&[3, 5, 37]);
+    let (e, c, kernels, _) = both(&x3, log_softmax);
+    close(&c, &e, 1e-5);
+    assert_eq!(kernels, 2);
+}
+
+/// softmax, log_softmax and layer norm, as the library computes them: two kernels forward.
+#[test]
+fn softmax_log_softmax_and_layer_norm_are_two_kernels() {
+    let _seeded = seeded();
+    kiln::manual_seed(7);
+    let x = Tensor::randn(&[24, 96]);
+    let (w, b) = (Tensor::randn(&[96]), Tensor::randn(&[96]));
+    let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
+        ("softmax", Box::new(|x| x.softmax(-1))),
+        ("log_softmax", Box::new(|x| x.log_softmax(1))),
+        ("layer_norm", Box::new(|x| kiln::nn::functional::layer_norm(x, &[96], Some(&w), Some(&b), 1e-5))),
+    ];
+    for (name, f) in cases {
+        let (e, c, kernels, eager) = both(&x, &f);
+        close(&c, &e, 1e-5);
+        assert_eq!((kernels, eager), (2, 0), "{name}");
+    }
 }
 
 /// The MSE loss and its gradient: the loss is one kernel over the difference.

@@ -64,7 +64,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
     let schedule = passes::schedule(&graph, &live, &fusion);
     if debug::enabled(Topic::Fusion) {
         for (node, reason) in &fusion.refusals {
-            debug::log(Topic::Fusion, format!("node {node} ({}) starts a new kernel: {reason}", graph.node(*node).kind.name()));
+            debug::log(Topic::Fusion, format!("node {node} ({}): {reason}", graph.node(*node).kind.name()));
         }
         if merged > 0 {
             debug::log(Topic::Fusion, format!("{merged} common subexpressions merged"));
@@ -77,7 +77,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
             StepKind::Node(n) => steps.push(PlanStep::Node(n)),
             StepKind::Group(gid) => {
                 let members = fusion.groups[gid as usize].clone();
-                let lowered = passes::lower_group(&graph, &members, |m| fusion.materialized[m as usize]);
+                let lowered = passes::lower_group(&graph, &members, fusion.parts[gid as usize].as_ref(), |m| fusion.materialized[m as usize]);
                 let kernel = match kernels::get_or_compile(&lowered.kernel, &graph, &members) {
                     Ok((k, hit)) => {
                         records.push(KernelRecord { kernel: k.clone(), cache_hit: hit });

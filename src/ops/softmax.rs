@@ -7,6 +7,11 @@
 //! dim row by row, or an outer dim a tile of columns at a time (see
 //! `kiln_runtime::cpu::reduce::softmax`). The result is contiguous.
 //!
+//! Inside a compiled step (f32/f64) both are written with primitives instead (the row max, then
+//! a sum of shifted exponentials whose kernel divides, or subtracts the log, in its epilogue),
+//! so they fuse with their neighbours; the inline `exp`/`log` differ from the eager kernel's
+//! by a few ulp.
+//!
 //! Both record their backward rule, written with tensor ops from the saved output `y`:
 //! `y · (g - Σ g·y)` for softmax and `g - exp(y) · Σ g` for log_softmax (sums along `dim`).
 
@@ -16,7 +21,7 @@ use crate::error::{bail, OrPanic, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::cpu::reduce as kernel;
 use kiln_runtime::cpu::CpuBuf;
-use kiln_runtime::CpuStorage;
+use kiln_runtime::{CpuStorage, DType};
 
 #[track_caller]
 fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Tensor> {
@@ -25,20 +30,11 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
         bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));
     }
     t.check_device_supported(op)?;
-    let (outer, n, inner) = split_at_dim(t.shape(), d);
-    let x = t.contiguous();
-    let out = crate::capture::deferred(op, &[&x], t.shape(), t.dtype(), move |ins| {
-        let x = &ins[0];
-        let storage = x.with_cpu(op, |s, l| {
-            match_float!(s, |b: T| {
-                let src = contiguous_elems(b, l);
-                let mut out = CpuBuf::<T>::uninit(src.len());
-                kernel::softmax(src, &mut out, outer, n, inner, log);
-                wrap(out)
-            })
-        })?;
-        Ok(Tensor::from_cpu_storage(storage, x.shape()))
-    })?;
+    let out = if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
+        captured(t, d as i64, log)
+    } else {
+        eager(t, op, d, log)?
+    };
     if !autograd::is_recording(&[t]) {
         return Ok(out);
     }
@@ -51,6 +47,38 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
         autograd::record(out, "SoftmaxBackward0", &[t], [Saved::Output], move |_, g, s| {
             grads![Some(&s[0] * (g - (g * &s[0]).sum_dim(d, true)))]
         })
+    })
+}
+
+/// Inside a compiled step: the row max, then the shifted exponentials' sum with the division
+/// (or the log subtracted) as the reduction kernel's epilogue: two generated kernels.
+fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
+    let _no_grad = crate::no_grad();
+    let z = t - t.amax(d, true);
+    if log {
+        &z - z.exp().sum_dim(d, true).log()
+    } else {
+        let e = z.exp();
+        &e / e.sum_dim(d, true)
+    }
+}
+
+/// The eager kernel along dim `d` (deferred inside a compiled step).
+#[track_caller]
+fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
+    let (outer, n, inner) = split_at_dim(t.shape(), d);
+    let x = t.contiguous();
+    crate::capture::deferred(op, &[&x], t.shape(), t.dtype(), move |ins| {
+        let x = &ins[0];
+        let storage = x.with_cpu(op, |s, l| {
+            match_float!(s, |b: T| {
+                let src = contiguous_elems(b, l);
+                let mut out = CpuBuf::<T>::uninit(src.len());
+                kernel::softmax(src, &mut out, outer, n, inner, log);
+                wrap(out)
+            })
+        })?;
+        Ok(Tensor::from_cpu_storage(storage, x.shape()))
     })
 }
 

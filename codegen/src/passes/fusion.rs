@@ -33,7 +33,7 @@ pub struct Fusion {
     /// The group of each node (`None` for nodes outside every group); a node other kernels
     /// recompute keeps its own group here.
     pub group_of: Vec<Option<u32>>,
-    /// Why a node started a new group instead of joining a producer's (node, reason).
+    /// What fusion decided against (or, for epilogues, for) a node, and why (node, reason).
     pub refusals: Vec<(NodeId, String)>,
     /// Per group, true when its last member is a reduction and the others its prologue (the
     /// reduction's kernel: nothing joins it).
@@ -41,13 +41,32 @@ pub struct Fusion {
     /// Per node, true when its value gets a buffer: every node outside the groups, and the
     /// members read outside their group (see the module docs) or leaving the step.
     pub materialized: Vec<bool>,
+    /// Per group, its reduction kernel's parts (for closed groups).
+    pub parts: Vec<Option<ReduceParts>>,
+}
+
+/// The parts of a reduction kernel: the prologue it recomputes, the reduction, and the epilogue
+/// evaluated over the same iteration space once each output is reduced.
+#[derive(Clone, Debug, Default)]
+pub struct ReduceParts {
+    /// The elementwise nodes over the reduction's input, in trace order.
+    pub prologue: Vec<NodeId>,
+    /// The reduction.
+    pub reduce: NodeId,
+    /// The elementwise nodes of the epilogue, in trace order: nodes over the input shape, and
+    /// the `rows` among them.
+    pub epilogue: Vec<NodeId>,
+    /// Epilogue nodes over the reduction's result shape (computed from the reduced value, read
+    /// broadcast by the others), recomputed at every element.
+    pub rows: Vec<NodeId>,
 }
 
 impl Fusion {
-    /// Starts a group holding `id`.
+    /// Starts an empty group.
     fn start(&mut self) -> u32 {
         self.groups.push(Vec::new());
         self.closed.push(false);
+        self.parts.push(None);
         (self.groups.len() - 1) as u32
     }
 
@@ -83,7 +102,7 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
             Ok(gid) => gid,
             Err(reason) => {
                 if let Some(reason) = reason {
-                    f.refusals.push((id, reason));
+                    f.refusals.push((id, format!("starts a new kernel: {reason}")));
                 }
                 f.start()
             }
@@ -117,10 +136,15 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
         }
     };
     for (gid, cone) in cones.into_iter().enumerate() {
+        if f.closed[gid] {
+            let reduce = f.groups[gid][0];
+            f.parts[gid] = Some(ReduceParts { prologue: cone.clone(), reduce, ..ReduceParts::default() });
+        }
         let members = &mut f.groups[gid];
         members.extend(cone);
         members.sort_unstable();
     }
+    super::epilogue::absorb_epilogues(g, live, &mut f);
     f
 }
 
@@ -149,7 +173,7 @@ fn materialized(g: &Graph, live: &[bool], f: &Fusion) -> Vec<bool> {
 
 /// The nodes group `gid`'s kernel recomputes: the non-materialized members of other groups
 /// behind what its members read element for element, in trace order.
-fn cone(g: &Graph, f: &Fusion, gid: u32) -> Vec<NodeId> {
+pub(crate) fn cone(g: &Graph, f: &Fusion, gid: u32) -> Vec<NodeId> {
     let own = |n: NodeId| f.group_of[n as usize] == Some(gid);
     let mut cone: Vec<NodeId> = Vec::new();
     let mut stack: Vec<NodeId> = f.groups[gid as usize].clone();

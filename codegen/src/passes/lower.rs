@@ -2,8 +2,10 @@
 //! that ends with a reduction) and the arguments of its calls.
 
 use super::fusion::same_index;
-use crate::ir::{Graph, NodeId, NodeKind, Use};
-use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
+use super::fusion::ReduceParts;
+use crate::ir::{Graph, Node, NodeId, NodeKind, Use};
+use crate::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
+use kiln_runtime::Layout;
 use ahash::AHashMap;
 use kiln_runtime::Shape;
 use smallvec::SmallVec;
@@ -110,6 +112,11 @@ impl Body {
     fn member(&mut self, g: &Graph, m: NodeId) {
         let node = g.node(m);
         let args: SmallVec<[Val; 3]> = node.reads.iter().map(|u| self.operand(g, m, u)).collect();
+        self.finish_member(node, m, &args);
+    }
+
+    /// Appends `m`'s instruction on operands `args`.
+    fn finish_member(&mut self, node: &Node, m: NodeId, args: &[Val]) {
         let op = match node.kind {
             NodeKind::Unary(op) => InstOp::Unary(op, args[0]),
             NodeKind::Binary(op) => InstOp::Binary(op, args[0], args[1]),
@@ -122,6 +129,33 @@ impl Body {
         };
         let v = self.push(op, node.dtype);
         self.val_of.insert(m, v);
+    }
+
+    /// Appends epilogue member `m`: values the epilogue computed (the reduced value, row
+    /// values read broadcast, members) are used as they are.
+    fn epilogue_member(&mut self, g: &Graph, m: NodeId) {
+        let node = g.node(m);
+        let args: SmallVec<[Val; 3]> = node.reads.iter().map(|u| self.val_of.get(&u.node).copied().unwrap_or_else(|| self.operand(g, m, u))).collect();
+        self.finish_member(node, m, &args);
+    }
+
+    /// Appends row value `m` (over the reduction's result), recomputed at every element of the
+    /// iteration space `input` (reduced dims `mask`): its loads are seen through the same
+    /// broadcast.
+    fn row_member(&mut self, g: &Graph, m: NodeId, input: &[usize], mask: u64) {
+        let node = g.node(m);
+        let args: SmallVec<[Val; 3]> = node
+            .reads
+            .iter()
+            .map(|u| match self.val_of.get(&u.node) {
+                Some(&v) => v,
+                None => {
+                    let rebased = Use { node: u.node, layout: broadcast_rows(&u.layout, input, mask) };
+                    self.operand(g, m, &rebased)
+                }
+            })
+            .collect();
+        self.finish_member(node, m, &args);
     }
 
     /// Each load's element strides over `dims` of the iteration space (in that order).
@@ -140,12 +174,12 @@ impl Body {
     }
 }
 
-/// Lowers `members` (one fusion group, trace order) of `g`; `is_output(n)` says whether a
-/// member's value must be written out (a reduction's value always is).
-pub fn lower_group(g: &Graph, members: &[NodeId], is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
-    let last = *members.last().expect("groups are not empty");
-    if let NodeKind::Reduce { op, dims, divide, .. } = g.node(last).kind {
-        return lower_reduce(g, &members[..members.len() - 1], last, op, dims, divide);
+/// Lowers `members` (one fusion group, trace order) of `g`, a reduction's kernel when `parts`
+/// are given; `is_output(n)` says whether a member's value must be written out (a reduction's
+/// value always is).
+pub fn lower_group(g: &Graph, members: &[NodeId], parts: Option<&ReduceParts>, is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
+    if let Some(parts) = parts {
+        return lower_reduce(g, parts, is_output);
     }
     let mut body = Body::default();
     for &m in members {
@@ -165,16 +199,35 @@ pub fn lower_group(g: &Graph, members: &[NodeId], is_output: impl Fn(NodeId) -> 
     LoweredGroup { kernel: GroupKernel::Elementwise(kernel), loads: body.loads, scalars: body.scalars, outputs, shape: merged, strides, reduce_rank: 0 }
 }
 
-/// Lowers reduction `r` (over the dims set in `mask` of its input) with the elementwise
-/// members `prologue`: the kept dims come first, the reduced ones last, each part merged.
-fn lower_reduce(g: &Graph, prologue: &[NodeId], r: NodeId, op: kiln_runtime::op_kind::ReduceOp, mask: u64, divide: Option<i64>) -> LoweredGroup {
+/// Lowers a reduction kernel: the kept dims come first, the reduced ones last, each part
+/// merged (with an epilogue the reduced dims are already last, so its outputs keep the
+/// iteration space's row-major order).
+fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
+    let r = parts.reduce;
+    let node = g.node(r);
+    let NodeKind::Reduce { op, dims: mask, divide, .. } = node.kind else { unreachable!("the parts name a reduction") };
     let mut body = Body::default();
-    for &m in prologue {
+    for &m in &parts.prologue {
         body.member(g, m);
     }
-    let node = g.node(r);
     let reduced = body.operand(g, r, &node.reads[0]);
+    let prologue = std::mem::take(&mut body.insts);
+    body.val_of.clear();
     let in_shape = node.iteration_shape();
+    let mut outputs = vec![r];
+    let epilogue = (!parts.epilogue.is_empty()).then(|| {
+        let reduced_value = body.push(InstOp::Reduced, node.dtype);
+        body.val_of.insert(r, reduced_value);
+        for &m in &parts.epilogue {
+            if parts.rows.contains(&m) {
+                body.row_member(g, m, in_shape, mask);
+            } else {
+                body.epilogue_member(g, m);
+            }
+        }
+        outputs.extend(parts.epilogue.iter().copied().filter(|&m| is_output(m) && !parts.rows.contains(&m)));
+        Epilogue { outputs: outputs[1..].iter().map(|m| body.val_of[m]).collect(), insts: std::mem::take(&mut body.insts) }
+    });
     let (kept, red): (Vec<usize>, Vec<usize>) = (0..in_shape.len()).partition(|&d| mask & (1 << d) == 0);
     let sizes = |dims: &[usize]| -> Vec<usize> { dims.iter().map(|&d| in_shape[d]).collect() };
     let (k_shape, k_strides) = merge_dims(&sizes(&kept), &body.strides(&kept));
@@ -196,13 +249,32 @@ fn lower_reduce(g: &Graph, prologue: &[NodeId], r: NodeId, op: kiln_runtime::op_
         reduce_rank: rr,
         inputs: body.inputs(g, &strides, shape.len()),
         scalars: body.scalars.len(),
-        insts: body.insts,
+        insts: prologue,
         reduced,
         op,
         output: node.dtype,
         scale,
+        epilogue,
     };
-    LoweredGroup { kernel: GroupKernel::Reduce(kernel), loads: body.loads, scalars: body.scalars, outputs: vec![r], shape, strides, reduce_rank: rr }
+    LoweredGroup { kernel: GroupKernel::Reduce(kernel), loads: body.loads, scalars: body.scalars, outputs, shape, strides, reduce_rank: rr }
+}
+
+/// `layout` (a view over a reduction's result: the kept dims of `input`, with or without the
+/// reduced dims as size 1) seen over `input`, broadcast along the reduced dims `mask`.
+fn broadcast_rows(layout: &Layout, input: &[usize], mask: u64) -> Layout {
+    let keepdim = layout.shape().len() == input.len();
+    let mut kept = 0;
+    let strides: Vec<usize> = (0..input.len())
+        .map(|d| {
+            if mask & (1 << d) != 0 {
+                return 0;
+            }
+            let o = if keepdim { d } else { kept };
+            kept += 1;
+            layout.strides()[o]
+        })
+        .collect();
+    Layout::new(input.into(), strides.into(), layout.offset())
 }
 
 /// Drops size-1 dims and merges neighbours `d, d+1` wherever every input steps through them as
@@ -237,7 +309,6 @@ fn merge_dims(shape: &[usize], strides: &[SmallVec<[isize; 8]>]) -> (Shape, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_runtime::Layout;
 
     #[test]
     fn dims_merge_where_every_input_allows() {

@@ -3,11 +3,12 @@
 //! memory planning ([`schedule`]).
 
 pub mod cse;
+mod epilogue;
 pub mod fusion;
 pub mod lower;
 pub mod schedule;
 
 pub use cse::{eliminate_common_subexpressions, live_nodes};
-pub use fusion::{fuse, Fusion};
+pub use fusion::{fuse, Fusion, ReduceParts};
 pub use lower::{lower_group, GroupKernel, LoweredGroup, ScalarArg};
 pub use schedule::{schedule, Schedule, StepKind};
