@@ -8,6 +8,7 @@
 //! values are 0 or 1), so a fused kernel equals the chain of eager ops it replaces, up to the
 //! stated error of the inline transcendental approximations.
 
+use crate::ir::RandDist;
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 use std::hash::{Hash, Hasher};
@@ -69,6 +70,18 @@ pub enum InstOp {
     /// The value converted to the instruction's dtype with the eager cast rules (floats to
     /// integers truncate toward zero, anything to Bool is `!= 0`, integers wrap).
     Cast(Val),
+    /// Element `index` of a Philox draw in distribution `dist`, exactly as the eager
+    /// `rand`/`randn` of the instruction's dtype (F32 or F64) make it. The draw's seed and
+    /// offset are run-time scalars `params..params + 4` (seed low and high 32 bits, offset low
+    /// and high 32 bits: [`crate::ir::draw_words`]); `index` is the current element's row-major
+    /// linear index in the whole iteration space, `index_base + row·inner + j` (see
+    /// [`KernelArgs::index_base`]).
+    Rand {
+        /// Uniform on `[0, 1)` or standard normal.
+        dist: RandDist,
+        /// The first of the four run-time scalars of the draw.
+        params: u32,
+    },
 }
 
 /// A fused elementwise kernel over an iteration space of `rank` dims (sizes and input strides
@@ -172,6 +185,14 @@ impl ElementwiseKernel {
                 InstOp::Cast(a) => {
                     before(a)?;
                 }
+                InstOp::Rand { params, .. } => {
+                    if params as usize + 4 > self.scalars {
+                        return Err(format!("random instruction {k} reads scalars {params}..{}, but there are {}", params + 4, self.scalars));
+                    }
+                    if !matches!(inst.dtype, DType::F32 | DType::F64) {
+                        return Err(format!("random instruction {k} must be F32 or F64, not {}", inst.dtype));
+                    }
+                }
             }
         }
         for &o in &self.outputs {
@@ -195,6 +216,7 @@ fn hash_op(op: &InstOp, h: &mut impl Hasher) {
         InstOp::Logical(o, a, b) => (o, a, b).hash(h),
         InstOp::Not(a) | InstOp::Cast(a) => a.hash(h),
         InstOp::Where(c, a, b) => (c, a, b).hash(h),
+        InstOp::Rand { dist, params } => (dist, params).hash(h),
     }
 }
 
@@ -212,8 +234,10 @@ use std::hash::BuildHasher;
 /// d(r-1)`; one call computes rows `row_start..row_end`, so callers split work across threads
 /// by rows. Row `r`'s outer multi-index is `r` decomposed over `d0..d(r-2)` (row-major); input
 /// `i`'s element for multi-index `idx` is at `inputs[i] + Σ idx[d]·strides[i·rank + d]`
-/// elements; output `o`'s element is at `outputs[o] + row·inner + j`. For a [`ReduceKernel`],
-/// rows are output elements instead (see there).
+/// elements; output `o`'s element is at `outputs[o] + row·inner + j`, and its linear index
+/// (what [`InstOp::Rand`] draws) is `index_base + row·inner + j`: a caller that splits one row
+/// across threads moves the base pointers to each chunk and passes the chunk's first index as
+/// `index_base`. For a [`ReduceKernel`], rows are output elements instead (see there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KernelArgs {
@@ -231,6 +255,10 @@ pub struct KernelArgs {
     pub row_start: usize,
     /// One past the last row to compute.
     pub row_end: usize,
+    /// The linear index of element `(row 0, j 0)` in the whole iteration space: 0, unless
+    /// the base pointers were moved to a chunk of a row (then that chunk's first index).
+    /// Only [`InstOp::Rand`] reads it.
+    pub index_base: usize,
 }
 
 /// A fused reduction kernel: an elementwise prologue evaluated over an iteration space, whose
@@ -306,10 +334,14 @@ impl ReduceKernel {
         h.finish()
     }
 
-    /// Checks the prologue as [`ElementwiseKernel::validate`] does, `reduce_rank`, the reduced
-    /// value and `scale` (a valid scalar index, and a float reduced value).
+    /// Checks the prologue as [`ElementwiseKernel::validate`] does (and that it draws no
+    /// random numbers: [`InstOp::Rand`] is refused), `reduce_rank`, the reduced value and
+    /// `scale` (a valid scalar index, and a float reduced value).
     pub fn validate(&self) -> Result<(), String> {
         self.prologue().validate()?;
+        if let Some(k) = self.insts.iter().position(|i| matches!(i.op, InstOp::Rand { .. })) {
+            return Err(format!("instruction {k} draws random numbers, which a reduction prologue does not support"));
+        }
         if self.reduce_rank == 0 || self.reduce_rank > self.rank {
             return Err(format!("reduce_rank {} must be in 1..={}", self.reduce_rank, self.rank));
         }

@@ -88,7 +88,7 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
     let outs: Vec<SendPtr> = outputs.iter().map(|&p| SendPtr(p as *const u8)).collect();
     let run = |range: std::ops::Range<usize>| {
         if rank == 1 {
-            // One row: split it by moving the base pointers.
+            // One row: split it by moving the base pointers (and the index random draws see).
             let a = range.start;
             let in_ptrs: Vec<*const u8> =
                 ins.iter().enumerate().map(|(k, p)| p.0.wrapping_offset(a as isize * lowered.strides[k] * in_sizes[k] as isize)).collect();
@@ -102,6 +102,7 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
                 strides: lowered.strides.as_ptr(),
                 row_start: 0,
                 row_end: 1,
+                index_base: a,
             };
             // SAFETY: the chunk's pointers stay inside the buffers the caller vouched for.
             unsafe { kernel.jit.call(&args) };
@@ -116,6 +117,7 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
                 strides: lowered.strides.as_ptr(),
                 row_start: range.start,
                 row_end: range.end,
+                index_base: 0,
             };
             // SAFETY: rows in `range` are inside the iteration space the caller vouched for.
             unsafe { kernel.jit.call(&args) };

@@ -16,10 +16,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Module};
+use cranelift_module::Module;
 use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::DType;
-use std::collections::HashMap;
 
 /// The identity of `op` for values of `dtype`, in the scalar accumulator's type (f64 or i64).
 fn identity(cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
@@ -98,7 +97,7 @@ enum VecAcc {
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
 /// signature is already set); returns whether the inner loop is vectorized.
-pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'static str, FuncId>, func: &mut Function) -> Result<bool, String> {
+pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<bool, String> {
     let live = live_of(&k.insts, &[k.reduced]);
     for (n, inst) in k.insts.iter().enumerate() {
         if live[n] {
@@ -126,7 +125,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
     let frontend_config = module.target_config();
-    let mut cx = Cx::new(&mut b, module, ids);
+    let mut cx = Cx::new(&mut b, module);
     let (rank, o_rank) = (k.rank, k.rank - k.reduce_rank);
     let n_in = k.inputs.len();
 
@@ -241,7 +240,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
         let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
         cx.b.ins().brif(more, v_body, &[], t_head, &[BlockArg::Value(vj)]);
         cx.b.switch_to_block(v_body);
-        let rv = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &[] };
+        let rv = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast_v, pre: &pre_v, out_ptr: &[], draws: &[], index0: None };
         for (u, accs) in acc_v.iter().enumerate() {
             let ju = cx.b.ins().iadd_imm_s(vj, lanes * u as i64);
             let vals = emit_values(&mut cx, &k.inputs, &k.insts, &live, &rv, ju, Some(vt))?;
@@ -267,7 +266,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, tj, inner);
     cx.b.ins().brif(more, t_body, &[], mid_next, &[]);
     cx.b.switch_to_block(t_body);
-    let rs = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast, pre: &pre, out_ptr: &[] };
+    let rs = Row { in_ptr: &in_ptr, in_step: &a.in_step, bcast: &bcast, pre: &pre, out_ptr: &[], draws: &[], index0: None };
     let vals = emit_values(&mut cx, &k.inputs, &k.insts, &live, &rs, tj, None)?;
     let x = vals[k.reduced as usize].expect("the reduced value is live");
     let x = widen(&mut cx, x, rd);

@@ -6,7 +6,8 @@
 //! through a node outside the group, on the group) or it reads a member of that group through a
 //! view. A node with no such producer joins a recent group of the same shape that none of its
 //! reads depends on (horizontal fusion: the optimizer's independent per-parameter updates,
-//! `m`, `v` and `p` of Adam, become one kernel). Otherwise it starts a group. Every refusal is written down with its reason (printed
+//! `m`, `v` and `p` of Adam, become one kernel; a `Rand` node, which reads only scalars, joins
+//! this way or starts a group, and its consumers join it). Otherwise it starts a group. Every refusal is written down with its reason (printed
 //! under `KILN_DEBUG=fusion`). Members read by anything outside the group, or leaving the step,
 //! are the group's outputs; the others never touch memory.
 

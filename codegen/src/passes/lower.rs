@@ -16,7 +16,8 @@ pub struct LoweredGroup {
     pub kernel: ElementwiseKernel,
     /// Kernel input `k` reads this (a node's value through a view of the group's shape).
     pub loads: Vec<Use>,
-    /// Kernel scalar `j` is the value of this `Scalar` node.
+    /// Kernel scalar `j` is the value of this `Scalar` node (a node may appear more than once:
+    /// each `Rand` member has four consecutive scalars of its own).
     pub scalars: Vec<NodeId>,
     /// Kernel output `o` is the value of this member.
     pub outputs: Vec<NodeId>,
@@ -38,6 +39,14 @@ pub fn lower_group(g: &Graph, members: &[NodeId], is_output: impl Fn(NodeId) -> 
     let mut scalars: Vec<NodeId> = Vec::new();
     for &m in members {
         let node = g.node(m);
+        if let NodeKind::Rand(dist) = node.kind {
+            // The draw's four Scalar reads become four consecutive kernel scalars of its own.
+            let params = scalars.len() as u32;
+            scalars.extend(node.reads.iter().map(|u| u.node));
+            insts.push(Inst { op: InstOp::Rand { dist, params }, dtype: node.dtype });
+            val_of.insert(m, (insts.len() - 1) as Val);
+            continue;
+        }
         let mut args: SmallVec<[Val; 3]> = SmallVec::new();
         for u in &node.reads {
             let src = g.node(u.node);
