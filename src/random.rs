@@ -10,12 +10,21 @@
 //!   `(seed, offset)` reproduces the eager numbers exactly, and reserving the same number of
 //!   elements keeps every later draw in step with eager execution.
 //!
+//! Inside `kiln::compile`, `rand`, `randn`, `rand_like` and `randn_like` of an f32 or f64 CPU
+//! tensor reserve their draw from the global generator when the op is recorded, exactly as
+//! eager code does, and record a `Rand` node whose seed and offset are run-time arguments of
+//! the plan: the numbers are generated inside the fused kernel that consumes them (dropout's
+//! mask never reaches memory), a cached plan draws fresh numbers on every call, and they equal
+//! the eager numbers bit for bit. The other random ops (the in-place forms, draws from an
+//! explicit generator, `randint`, f16/bf16) run eagerly at that point, as before.
+//!
 //! Differences from PyTorch: the numbers differ from PyTorch's (its CPU generator is a Mersenne
 //! Twister); generators are passed to the in-place forms (`x.uniform_with_(0.0, 1.0, &mut g)`)
 //! rather than as a `generator=` keyword, and `Generator::get_state` returns a
 //! [`GeneratorState`] (seed and offset) rather than a byte tensor.
 
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
+use kiln_codegen::ir::RandDist;
 use crate::tensor::check_device_supported;
 use crate::Tensor;
 use kiln_runtime::cpu::elementwise::map2_inplace;
@@ -298,15 +307,53 @@ fn unsupported(op: &'static str, dtype: DType) -> Error {
     Error::new(op, ErrorKind::DType, format!("expected a floating-point dtype, but got {dtype}"))
 }
 
-/// A new tensor of `dist` samples.
+/// The distribution of a `Rand` node as the eager one.
+fn eager_dist(dist: RandDist) -> Dist {
+    match dist {
+        RandDist::Uniform => Dist::Uniform { low: 0.0, high: 1.0 },
+        RandDist::Normal => Dist::Normal { mean: 0.0, std: 1.0 },
+    }
+}
+
+/// The `Rand` node a draw of `dist` records inside a compiled step: standard uniform or normal
+/// f32/f64 samples on the CPU; `None` for what stays eager.
+fn captured(dist: Dist, dtype: DType, device: Device) -> Option<RandDist> {
+    if !matches!(dtype, DType::F32 | DType::F64) || device != Device::Cpu {
+        return None;
+    }
+    match dist {
+        Dist::Uniform { low, high } if low == 0.0 && high == 1.0 => Some(RandDist::Uniform),
+        Dist::Normal { mean, std } if mean == 0.0 && std == 1.0 => Some(RandDist::Normal),
+        _ => None,
+    }
+}
+
+/// A new tensor of `dist` samples of `draw`.
+#[track_caller]
+fn generate(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &Philox) -> Result<Tensor> {
+    let layout = Layout::contiguous(shape);
+    let mut storage = CpuStorage::uninit(dtype, layout.numel());
+    fill_storage(&mut storage, &layout, dist, draw).ok_or_else(|| unsupported(op, dtype))?;
+    Ok(Tensor::from_cpu_storage(storage, shape))
+}
+
+/// The value of a `Rand` node computed eagerly (a plan's fallback): the same numbers as
+/// `rand`/`randn` of `dtype` drawing `draw`.
+pub(crate) fn rand_value(dist: RandDist, shape: &[usize], dtype: DType, draw: &Philox) -> Result<Tensor> {
+    generate(dist.name(), shape, dtype, eager_dist(dist), draw)
+}
+
+/// A new tensor of `dist` samples (inside a compiled step, a `Rand` node when [`captured`]
+/// allows).
 #[track_caller]
 fn sample(op: &'static str, shape: &[usize], dtype: DType, device: Device, dist: Dist) -> Result<Tensor> {
     let layout = Layout::contiguous(shape);
     check(op, dtype, device, &layout, dist)?;
     let draw = default_generator().draw(layout.numel());
-    let mut storage = CpuStorage::uninit(dtype, layout.numel());
-    fill_storage(&mut storage, &layout, dist, &draw).ok_or_else(|| unsupported(op, dtype))?;
-    Ok(Tensor::from_cpu_storage(storage, shape))
+    match captured(dist, dtype, device) {
+        Some(rand) if crate::capture::is_active() => Ok(crate::capture::rand(rand, &draw, shape, dtype)),
+        _ => generate(op, shape, dtype, dist, &draw),
+    }
 }
 
 /// Overwrites `dst` with `dist` samples drawn from `generator` (the global one when `None`).

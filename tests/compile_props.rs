@@ -2,7 +2,8 @@
 //! reuse over broadcasting, strided and expanded views; reductions, softmax and matmul;
 //! in-place writes into clones, views and the caller's inputs; autograd) give the same values
 //! compiled as eager, with no graph breaks, and a second call with new values hits the plan
-//! cache.
+//! cache. Property 6 adds draws (`rand_like`, `randn_like`, dropout) fused into the DAGs: with
+//! the generator seeded alike, compiled draws equal eager ones exactly.
 //!
 //! A program is data (`Prog`: input specs and a `Vec<Op>`), interpreted by one function, `run`,
 //! which is called eagerly and inside `kiln::compile(|ins| run(&prog, ins))`. Operand indices
@@ -26,6 +27,10 @@
 
 use kiln::prelude::*;
 use proptest::prelude::*;
+
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
 
 /// Ulp of a transcendental's output that the JIT's inline math may differ by.
 const TRANS_ULPS: f64 = 16.0;
@@ -164,6 +169,17 @@ enum Red {
     LogSoftmax,
 }
 
+/// A random op on a value `x` (generated inside the kernels when compiled).
+#[derive(Clone, Copy, Debug)]
+enum Draw {
+    /// `x + x.rand_like()`.
+    Rand,
+    /// `x + x.randn_like()`.
+    Randn,
+    /// `F::dropout(x, 0.25, true)`.
+    Dropout,
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Ip {
     Add(usize),
@@ -207,6 +223,8 @@ enum Op {
     InPlace(Ip, usize, Region),
     /// An in-place op on (a region of) input 0, the caller's [a, b] tensor.
     InPlaceInput(Ip, Region),
+    /// A draw from the global generator, combined with a value.
+    Draw(Draw, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -374,7 +392,7 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
             Op::Cast(i) => (vec![format!("CastO({})", k(i))], format!("Cast(CastO({}))", k(i))),
             Op::Expand(i) => (vec![], k(i)),
             Op::ViaT(i) => (vec![], format!("Neg({})", k(i))),
-            Op::Reduce(..) | Op::Matmul(..) => (vec![], u()),
+            Op::Reduce(..) | Op::Matmul(..) | Op::Draw(..) => (vec![], u()),
             Op::Clone(i) => (vec![], format!("Cast({})", k(i))),
             Op::InPlace(ip, _, r) | Op::InPlaceInput(ip, r) => {
                 let dst = match *op {
@@ -554,6 +572,16 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
                 let m = bf * bx.m * mw;
                 (x.matmul(w), B { m, e: bf * mw * bx.e + bf * ctx.eps * m })
             }
+            Op::Draw(d, i) => {
+                // The draws are exact (equal compiled and eager); the ops on them round once.
+                let (x, bx) = get(i);
+                match d {
+                    Draw::Rand => (&x + x.rand_like(), B { m: bx.m + 1.0, e: rnd(bx.e, bx.m + 1.0) }),
+                    // Normal tails are cut below 9 sigma (f64; 5.8 for f32).
+                    Draw::Randn => (&x + x.randn_like(), B { m: bx.m + 9.0, e: rnd(bx.e, bx.m + 9.0) }),
+                    Draw::Dropout => (F::dropout(&x, 0.25, true), B { m: bx.m / 0.75, e: rnd(bx.e / 0.75, bx.m / 0.75) }),
+                }
+            }
             Op::Clone(i) => {
                 let (x, bx) = get(i);
                 clones.push(n);
@@ -642,11 +670,21 @@ fn check_close(what: &str, compiled: &Tensor, eager: &Tensor, bound: f64, ctx: C
 
 /// Runs `prog` eagerly and compiled, each on its own copy of the inputs, and compares every
 /// output and the inputs afterwards (in-place writes into input 0). Returns the step's stats.
+/// A program that draws holds the generator lock and seeds the generator alike before each run.
 fn check_prog(prog: &Prog, ctx: Ctx) -> Result<kiln::capture::CallStats, TestCaseError> {
+    let draws = prog.ops.iter().any(|op| matches!(op, Op::Draw(..)));
+    let _seeded = draws.then(seeded);
+    let seed = || {
+        if draws {
+            kiln::manual_seed(0x5eed);
+        }
+    };
     let base = make_inputs(prog, ctx.dtype);
     let (ins_e, ins_c) = (deep_copies(&base), deep_copies(&base));
+    seed();
     let eager = run(prog, &ins_e, ctx);
     let mut step = kiln::compile(|ins: &[Tensor]| run(prog, ins, ctx));
+    seed();
     let compiled = step.call(&ins_c[..]);
     let stats = step.stats().clone();
     prop_assert_eq!(compiled.vals.len(), eager.vals.len());
@@ -700,6 +738,14 @@ fn elementwise_op() -> impl Strategy<Value = Op> {
         1 => IX.prop_map(Op::Cast),
         1 => IX.prop_map(Op::Expand),
         1 => IX.prop_map(Op::ViaT),
+    ]
+}
+
+fn draw_op() -> impl Strategy<Value = Op> {
+    let draw = prop_oneof![Just(Draw::Rand), Just(Draw::Randn), Just(Draw::Dropout)];
+    prop_oneof![
+        4 => elementwise_op(),
+        1 => (draw, IX).prop_map(|(d, i)| Op::Draw(d, i)),
     ]
 }
 
@@ -797,6 +843,13 @@ proptest! {
     #[test]
     fn reductions_and_matmul_match_eager(prog in prog_with(reduce_op(), true, false)) {
         check_prog(&prog, F32)?;
+    }
+
+    /// 6. Elementwise DAGs with draws (`rand_like`, `randn_like`, dropout), f32 and f64.
+    #[test]
+    fn draws_in_elementwise_dags_match_eager(prog in prog_with(draw_op(), false, false)) {
+        check_prog(&prog, F32)?;
+        check_prog(&prog, F64)?;
     }
 
     /// 3. In-place writes into clones, views of them and the caller's input 0.

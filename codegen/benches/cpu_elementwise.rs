@@ -72,7 +72,7 @@ fn main() {
     let t = best_of(5, || {
         let ip = [x.as_ptr() as *const u8, a.as_ptr() as *const u8];
         let op = [out.as_mut_ptr() as *mut u8];
-        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: scalars.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows };
+        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: scalars.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows, index_base: 0 };
         // SAFETY: x and out hold rows × inner f32, a holds one f32 per row (inner stride 0).
         unsafe { kern.call(&args) };
     });

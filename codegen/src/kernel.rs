@@ -8,6 +8,7 @@
 //! values are 0 or 1), so a fused kernel equals the chain of eager ops it replaces, up to the
 //! stated error of the inline transcendental approximations.
 
+use crate::ir::RandDist;
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 use std::hash::{Hash, Hasher};
@@ -73,6 +74,18 @@ pub enum InstOp {
     /// [`ReduceKernel::output`] (so the instruction's dtype must be `output`). Valid only in an
     /// [`Epilogue`]: elementwise kernels and prologues reject it.
     Reduced,
+    /// Element `index` of a Philox draw in distribution `dist`, exactly as the eager
+    /// `rand`/`randn` of the instruction's dtype (F32 or F64) make it. The draw's seed and
+    /// offset are run-time scalars `params..params + 4` (seed low and high 32 bits, offset low
+    /// and high 32 bits: [`crate::ir::draw_words`]); `index` is the current element's row-major
+    /// linear index in the whole iteration space, `index_base + row·inner + j` (see
+    /// [`KernelArgs::index_base`]).
+    Rand {
+        /// Uniform on `[0, 1)` or standard normal.
+        dist: RandDist,
+        /// The first of the four run-time scalars of the draw.
+        params: u32,
+    },
 }
 
 /// A fused elementwise kernel over an iteration space of `rank` dims (sizes and input strides
@@ -143,6 +156,14 @@ fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: 
                 let input = inputs.get(i as usize).ok_or_else(|| format!("instruction {k} loads input {i}, but there are {}", inputs.len()))?;
                 if input.dtype != inst.dtype {
                     return Err(format!("instruction {k} loads input {i} of dtype {} as {}", input.dtype, inst.dtype));
+                }
+            }
+            InstOp::Rand { params, .. } => {
+                if params as usize + 4 > scalars {
+                    return Err(format!("random instruction {k} reads scalars {params}..{}, but there are {scalars}", params + 4));
+                }
+                if !matches!(inst.dtype, DType::F32 | DType::F64) {
+                    return Err(format!("random instruction {k} must be F32 or F64, not {}", inst.dtype));
                 }
             }
             InstOp::Scalar(j) if j as usize >= scalars => {
@@ -220,6 +241,7 @@ fn hash_op(op: &InstOp, h: &mut impl Hasher) {
         InstOp::Not(a) | InstOp::Cast(a) => a.hash(h),
         InstOp::Where(c, a, b) => (c, a, b).hash(h),
         InstOp::Reduced => {}
+        InstOp::Rand { dist, params } => (dist, params).hash(h),
     }
 }
 
@@ -237,9 +259,11 @@ use std::hash::BuildHasher;
 /// d(r-1)`; one call computes rows `row_start..row_end`, so callers split work across threads
 /// by rows. Row `r`'s outer multi-index is `r` decomposed over `d0..d(r-2)` (row-major); input
 /// `i`'s element for multi-index `idx` is at `inputs[i] + Σ idx[d]·strides[i·rank + d]`
-/// elements; output `o`'s element is at `outputs[o] + row·inner + j`. For a [`ReduceKernel`],
-/// rows are output elements instead, `outputs[0]` receives the reduced values and `outputs[1..]`
-/// the [`Epilogue`]'s values (see there).
+/// elements; output `o`'s element is at `outputs[o] + row·inner + j`, and its linear index
+/// (what [`InstOp::Rand`] draws) is `index_base + row·inner + j`: a caller that splits one row
+/// across threads moves the base pointers to each chunk and passes the chunk's first index as
+/// `index_base`. For a [`ReduceKernel`], rows are output elements instead, `outputs[0]`
+/// receives the reduced values and `outputs[1..]` the [`Epilogue`]'s values (see there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KernelArgs {
@@ -257,6 +281,10 @@ pub struct KernelArgs {
     pub row_start: usize,
     /// One past the last row to compute.
     pub row_end: usize,
+    /// The linear index of element `(row 0, j 0)` in the whole iteration space: 0, unless
+    /// the base pointers were moved to a chunk of a row (then that chunk's first index).
+    /// Only [`InstOp::Rand`] reads it.
+    pub index_base: usize,
 }
 
 /// A fused reduction kernel: an elementwise prologue evaluated over an iteration space, whose
@@ -381,9 +409,14 @@ impl ReduceKernel {
     /// Checks the prologue as [`ElementwiseKernel::validate`] does (so it may not read
     /// [`InstOp::Reduced`]), `reduce_rank`, the reduced value, `scale` (a valid scalar index,
     /// and a float reduced value) and the epilogue (the same rules, with `Reduced` of dtype
-    /// `output`, and at least one output).
+    /// `output`, and at least one output). Neither part may draw random numbers
+    /// ([`InstOp::Rand`] is refused).
     pub fn validate(&self) -> Result<(), String> {
         self.prologue().validate().map_err(|e| format!("prologue: {e}"))?;
+        let epilogue = self.epilogue.iter().flat_map(|e| &e.insts);
+        if let Some(k) = self.insts.iter().chain(epilogue).position(|i| matches!(i.op, InstOp::Rand { .. })) {
+            return Err(format!("instruction {k} draws random numbers, which a reduction kernel does not support"));
+        }
         if self.reduce_rank == 0 || self.reduce_rank > self.rank {
             return Err(format!("reduce_rank {} must be in 1..={}", self.reduce_rank, self.rank));
         }

@@ -104,6 +104,7 @@ fn eval_ref(k: &ElementwiseKernel, load: &dyn Fn(usize) -> Sv, scalars: &[f64]) 
             }
             InstOp::Cast(a) => cast(v(a), k.dtype(a), d),
             InstOp::Reduced => unreachable!("validation refuses Reduced in elementwise kernels"),
+            InstOp::Rand { .. } => unreachable!("draws are tested in cpu_rand.rs"),
         };
         vals.push(r);
     }
@@ -505,7 +506,7 @@ fn run_f32(op: UnaryOp, xs: &[f32], inner: InnerStride) -> Vec<f32> {
     let strides = [1isize];
     let ip = [xs.as_ptr() as *const u8];
     let op_ = [out.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op_.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1 };
+    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op_.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1, index_base: 0 };
     // SAFETY: one row of xs.len() contiguous f32 in and out.
     unsafe { kern.call(&args) };
     out
@@ -614,7 +615,7 @@ fn gelu_tanh_chain_against_f64() {
         let ip = [x.as_ptr() as *const u8, a.as_ptr() as *const u8];
         let op = [out.as_mut_ptr() as *mut u8];
         let sc = [0.25f64];
-        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: sc.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows };
+        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: sc.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows, index_base: 0 };
         // SAFETY: every address the strides describe lies inside x, a and out.
         unsafe { kern.call(&args) };
         for r in 0..rows {
@@ -695,7 +696,7 @@ fn threads_share_a_kernel_on_disjoint_rows() {
             s.spawn(move || {
                 let ip = [x.as_ptr() as *const u8];
                 let op = [out_addr as *mut u8];
-                let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 2 * t, row_end: 2 * t + 2 };
+                let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 2 * t, row_end: 2 * t + 2, index_base: 0 };
                 // SAFETY: x and out hold rows × inner f32; each thread writes its own two rows.
                 unsafe { kern.call(&args) };
             });

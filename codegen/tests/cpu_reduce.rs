@@ -287,7 +287,7 @@ fn f32_sums_accumulate_in_f64() {
     let mut out = [0f32; 1];
     let ip = [xs.as_ptr() as *const u8];
     let op = [out.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1 };
+    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1, index_base: 0 };
     let kern = CpuKernel::compile_reduce(&k, "wide").unwrap();
     // SAFETY: `xs` holds the n elements of the one row, `out` the one output.
     unsafe { kern.call(&args) };
@@ -344,7 +344,7 @@ fn run_contiguous<T, O: Copy + Default>(k: &ReduceKernel, xs: &[T], shape: &[usi
     let mut out = vec![O::default(); n_out];
     let ip = [xs.as_ptr() as *const u8];
     let op = [out.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: n_out };
+    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: n_out, index_base: 0 };
     // SAFETY: `xs` is the contiguous tensor of `shape`, `out` holds the `n_out` outputs of the
     // kernel's output dtype (`O`).
     unsafe { kern.call(&args) };

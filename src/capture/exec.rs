@@ -7,7 +7,7 @@ use super::trace::Trace;
 use crate::error::Result;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
-use kiln_codegen::ir::{Node, NodeId, NodeKind, Use};
+use kiln_codegen::ir::{draw_of_scalars, Node, NodeId, NodeKind, Use};
 use kiln_codegen::passes::ScalarArg;
 use kiln_runtime::{match_cpu, CpuStorage, Layout, Storage};
 
@@ -157,6 +157,10 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
             let out = if whole { Tensor::zeros_opts(&[len], node.dtype, kiln_runtime::Device::Cpu) } else { r(0).deep_clone() };
             out.with_layout(region.clone()).try_copy_(&r(1))?;
             out
+        }
+        NodeKind::Rand(dist) => {
+            let scalars: [f64; 4] = std::array::from_fn(|i| r(i).item::<f64>());
+            crate::random::rand_value(dist, &node.shape, node.dtype, &draw_of_scalars(scalars))?
         }
         NodeKind::Opaque { index, .. } | NodeKind::Reduce { index, .. } => {
             let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();

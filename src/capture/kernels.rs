@@ -96,19 +96,19 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
     let outs: Vec<SendPtr> = outputs.iter().map(|&p| SendPtr(p as *const u8)).collect();
     let run = |range: std::ops::Range<usize>| {
         if rank == 1 {
-            // One row: split it by moving the base pointers.
+            // One row: split it by moving the base pointers (and the index random draws see).
             let a = range.start;
             let in_ptrs: Vec<*const u8> =
                 ins.iter().enumerate().map(|(k, p)| p.0.wrapping_offset(a as isize * lowered.strides[k] * in_sizes[k] as isize)).collect();
             let out_ptrs: Vec<*mut u8> = outs.iter().enumerate().map(|(o, p)| p.0.wrapping_add(a * out_sizes[o]) as *mut u8).collect();
             let len = [range.len()];
             // SAFETY: the chunk's pointers stay inside the buffers the caller vouched for.
-            unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, &len, &lowered.strides, 0..1) };
+            unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, &len, &lowered.strides, 0..1, a) };
         } else {
             let in_ptrs: Vec<*const u8> = ins.iter().map(|p| p.0).collect();
             let out_ptrs: Vec<*mut u8> = outs.iter().map(|p| p.0 as *mut u8).collect();
             // SAFETY: rows in `range` are inside the iteration space the caller vouched for.
-            unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range) };
+            unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range, 0) };
         }
     };
     if rank == 1 {
@@ -135,16 +135,18 @@ unsafe fn launch_reduce(kernel: &CompiledKernel, lowered: &LoweredGroup, inputs:
         let in_ptrs: Vec<*const u8> = ins.iter().map(|p| p.0).collect();
         let out_ptrs: Vec<*mut u8> = outs.iter().map(|p| p.0 as *mut u8).collect();
         // SAFETY: outputs in `range` are inside the iteration space the caller vouched for.
-        unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range) };
+        unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range, 0) };
     });
 }
 
-/// One call of `kernel` for rows `rows` of the iteration space `shape`.
+/// One call of `kernel` for rows `rows` of the iteration space `shape`, whose first element
+/// has linear index `index_base` plus its own (see [`KernelArgs`]).
 ///
 /// # Safety
 /// The pointers, sizes and strides must describe buffers that hold every element the rows
 /// reach (see [`KernelArgs`]).
-unsafe fn call(kernel: &CompiledKernel, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: std::ops::Range<usize>) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn call(kernel: &CompiledKernel, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: std::ops::Range<usize>, index_base: usize) {
     let args = KernelArgs {
         inputs: inputs.as_ptr(),
         outputs: outputs.as_ptr(),
@@ -153,6 +155,7 @@ unsafe fn call(kernel: &CompiledKernel, inputs: &[*const u8], outputs: &[*mut u8
         strides: strides.as_ptr(),
         row_start: rows.start,
         row_end: rows.end,
+        index_base,
     };
     // SAFETY: the caller vouches for every pointer the arguments hold.
     unsafe { kernel.jit.call(&args) };

@@ -5,6 +5,9 @@
 //! a *lazy* tensor: its storage carries the node that will compute it ([`cell`]). Realized
 //! tensors the step reads (parameters, the batch, tensors made eagerly) enter as `Input` nodes;
 //! Rust numbers as `Scalar` nodes (run-time arguments, so a new learning rate reuses the plan);
+//! `rand`/`randn` as `Rand` nodes, whose draw (seed and offset, reserved from the generator
+//! as eager code reserves it) is four `Scalar` nodes, so the numbers are generated inside the
+//! fused kernel that consumes them and a cached plan draws fresh ones on every call;
 //! in-place writes (`add_`, `copy_`, `fill_`, the optimizer's updates, gradient accumulation)
 //! become `Assign` nodes, so the storage's next reads see the new value. `loss.backward()` runs
 //! the ordinary backward rules, which are tensor ops: they append to the same trace.
@@ -20,8 +23,9 @@
 //! fused with the elementwise work they reduce. Ops without an expression (matmul, conv, …)
 //! are *opaque* nodes: their eager implementation runs inside the plan on realized inputs.
 //!
-//! Tolerance: a compiled step equals the eager one exactly for arithmetic, comparisons and
-//! casts; the generated kernels' inline `exp`/`log`/`tanh`/… differ from the eager kernels'
+//! Tolerance: a compiled step equals the eager one exactly for arithmetic, comparisons, casts
+//! and random numbers (the same generator state gives the same numbers, and leaves the
+//! generator at the same offset); the generated kernels' inline `exp`/`log`/`tanh`/… differ from the eager kernels'
 //! within a few ulp (stated in `kiln_codegen::cpu`).
 
 mod cell;
@@ -36,4 +40,4 @@ mod trace;
 
 pub(crate) use cell::CellCapture;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo};
-pub(crate) use trace::{assign, before_eager_access, deferred, elementwise, is_active, opaque, reduce, scalar, set_phase};
+pub(crate) use trace::{assign, before_eager_access, deferred, elementwise, is_active, opaque, rand, reduce, scalar, set_phase};

@@ -4,7 +4,8 @@ use super::cell::CellCapture;
 use crate::error::Result;
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
-use kiln_codegen::ir::{Graph, Node, NodeId, NodeKind, Phase, Use};
+use kiln_codegen::ir::{draw_words, Graph, Node, NodeId, NodeKind, Phase, RandDist, Use};
+use kiln_runtime::cpu::philox::Philox;
 use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::{DType, Layout};
 use smallvec::SmallVec;
@@ -194,6 +195,26 @@ pub(crate) fn scalar(value: Scalar, dtype: DType) -> Tensor {
         t.scalars.push(value);
         let node = t.push(NodeKind::Scalar { slot }, &[], dtype, SmallVec::new());
         t.lazy_tensor(node, &[], dtype)
+    })
+}
+
+/// A lazy tensor of `dist` samples (F32 or F64) whose elements are those of `draw` (already
+/// reserved from its generator): four `Scalar` nodes carry the draw's seed and offset (run-time
+/// arguments, so the plan is reused while every call draws fresh numbers) and a `Rand` node
+/// reads them, so the numbers are generated inside the kernel that consumes them.
+pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType) -> Tensor {
+    with_trace(|t| {
+        let reads = draw_words(draw)
+            .into_iter()
+            .map(|word| {
+                let slot = t.scalars.len() as u32;
+                t.scalars.push(Scalar::Int(word as i64));
+                let node = t.push(NodeKind::Scalar { slot }, &[], DType::I64, SmallVec::new());
+                Use { node, layout: Layout::contiguous(&[]) }
+            })
+            .collect();
+        let node = t.push(NodeKind::Rand(dist), shape, dtype, reads);
+        t.lazy_tensor(node, shape, dtype)
     })
 }
 

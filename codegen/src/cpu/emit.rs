@@ -2,8 +2,9 @@
 //! input's row base from the outer multi-index, then along the row (one run of the skeleton
 //! in [`super::runs`]) an F32X4/F64X2 loop over the inner dim when the whole kernel is one
 //! float dtype over unit/broadcast inputs, and a scalar loop (the vector loop's tail, or the
-//! whole row otherwise). The per-instruction emission here ([`emit_values`]) also serves the
-//! prologue and the epilogue of reduction kernels.
+//! whole row otherwise). A kernel that draws random numbers ([`InstOp::Rand`]) runs the scalar
+//! loop, one helper call per element and draw. The per-instruction emission here
+//! ([`emit_values`]) also serves the prologue and the epilogue of reduction kernels.
 
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
@@ -12,9 +13,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Module};
+use cranelift_module::Module;
 use kiln_runtime::DType;
-use std::collections::HashMap;
 use std::mem::offset_of;
 
 /// How a kernel's inner loop is generated.
@@ -43,7 +43,7 @@ pub(crate) fn live_of(insts: &[Inst], roots: &[Val]) -> Vec<bool> {
         }
         let mut mark = |v: u32| live[v as usize] = true;
         match insts[i].op {
-            InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) | InstOp::Reduced => {}
+            InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) | InstOp::Reduced | InstOp::Rand { .. } => {}
             InstOp::Unary(_, a) | InstOp::Not(a) | InstOp::Cast(a) => mark(a),
             InstOp::Binary(_, a, b) | InstOp::Cmp(_, a, b) | InstOp::Logical(_, a, b) => {
                 mark(a);
@@ -61,7 +61,8 @@ pub(crate) fn live_of(insts: &[Inst], roots: &[Val]) -> Vec<bool> {
 
 /// The vector plan applies when every live value is of one float dtype E (f32 or f64), except
 /// Bool values made by Cmp/Logical/Not (kept as lane masks), every input is E with a unit or
-/// broadcast inner stride, every Cast is E→E and every output is E.
+/// broadcast inner stride, every Cast is E→E, every output is E and nothing draws random
+/// numbers (each element's draw is a helper call).
 pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     let e = match k.outputs.first().map(|&o| k.dtype(o)) {
         Some(d @ (DType::F32 | DType::F64)) => d,
@@ -92,6 +93,7 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
             InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| dt(v) == e || dt(v) == DType::Bool),
             InstOp::Not(a) => dt(a) == e || dt(a) == DType::Bool,
             InstOp::Cast(a) => inst.dtype == e && dt(a) == e,
+            InstOp::Rand { .. } => false,
             _ => inst.dtype == e,
         };
         // A Bool value must come from Cmp/Logical/Not (a mask), never from a load/const/cast.
@@ -130,6 +132,11 @@ pub(crate) struct Row<'v> {
     pub pre: &'v [Option<Value>],
     /// Per output, the address of its element 0 in this row (empty for reductions).
     pub out_ptr: &'v [Value],
+    /// Per instruction, the four f64 scalars of an [`InstOp::Rand`]'s draw (loaded before the
+    /// loop; empty for reductions, which refuse Rand).
+    pub draws: &'v [Option<[Value; 4]>],
+    /// The linear index of the row's element 0, `index_base + row·inner` (kernels that draw).
+    pub index0: Option<Value>,
 }
 
 /// Memory flags of data loads and stores.
@@ -201,6 +208,11 @@ pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], l
                     cx.cast(v(a), dt(a), inst.dtype)?
                 }
             }
+            InstOp::Rand { dist, .. } => {
+                let params = row.draws[n].expect("loaded before the loop");
+                let index = cx.b.ins().iadd(row.index0.expect("a kernel that draws knows its rows' indices"), j);
+                cx.rand(dist, inst.dtype, params, index)
+            }
         };
         vals[n] = Some(r);
     }
@@ -209,7 +221,7 @@ pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], l
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
 /// signature is already set).
-pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap<&'static str, FuncId>, func: &mut Function) -> Result<Plan, String> {
+pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Function) -> Result<Plan, String> {
     let live = live_set(k);
     for (n, inst) in k.insts.iter().enumerate() {
         if live[n] {
@@ -228,7 +240,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
     let frontend_config = module.target_config();
-    let mut cx = Cx::new(&mut b, module, ids);
+    let mut cx = Cx::new(&mut b, module);
     let rank = k.rank;
     let n_out = k.outputs.len();
 
@@ -241,6 +253,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
     let inner = a.dims[rank - 1];
     let out_base = &a.out_base;
     let pre = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
+    let draws = load_draws(&mut cx, &k.insts, &live, a.scalars_p);
     // A row is one run of the skeleton: every dim but the last is kept, so no middle loop.
     let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, rank - 1);
     let row_head = cx.b.create_block();
@@ -263,7 +276,8 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, ids: &HashMap
         let off = cx.b.ins().imul_imm_s(row_elems, size);
         out_ptr.push(cx.b.ins().iadd(base, off));
     }
-    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1 };
+    let index0 = draws.iter().any(Option::is_some).then(|| cx.b.ins().iadd(a.index_base, row_elems));
+    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1, draws: &draws, index0 };
     emit_runs(&mut cx, &sp, &pass, &in_ptr, |_, _| out_ptr, |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt))?;
 
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
@@ -286,6 +300,8 @@ pub(crate) struct Entry {
     pub row_start: Value,
     /// `row_end`.
     pub row_end: Value,
+    /// `index_base`.
+    pub index_base: Value,
     /// The `rank` sizes.
     pub dims: Vec<Value>,
     /// Per input, its base pointer.
@@ -310,6 +326,7 @@ impl Entry {
         let strides_p = field(cx, offset_of!(KernelArgs, strides));
         let row_start = field(cx, offset_of!(KernelArgs, row_start));
         let row_end = field(cx, offset_of!(KernelArgs, row_end));
+        let index_base = field(cx, offset_of!(KernelArgs, index_base));
         let dims: Vec<Value> = (0..rank).map(|d| cx.b.ins().load(ptr, tf, shape_p, (8 * d) as i32)).collect();
         let in_base: Vec<Value> = (0..inputs.len()).map(|i| cx.b.ins().load(ptr, tf, inputs_pp, (8 * i) as i32)).collect();
         let out_base: Vec<Value> = (0..n_out).map(|o| cx.b.ins().load(ptr, tf, outputs_pp, (8 * o) as i32)).collect();
@@ -326,7 +343,7 @@ impl Entry {
             in_step.push(if input.inner == InnerStride::Strided { Some(s[rank - 1]) } else { None });
             strides.push(s);
         }
-        Entry { scalars_p, row_start, row_end, dims, in_base, out_base, strides, in_step }
+        Entry { scalars_p, row_start, row_end, index_base, dims, in_base, out_base, strides, in_step }
     }
 }
 
@@ -361,6 +378,18 @@ pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Va
         }
     }
     Ok((pre, pre_v))
+}
+
+/// The four f64 scalars of each live [`InstOp::Rand`]'s draw, loaded once per call.
+fn load_draws(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value) -> Vec<Option<[Value; 4]>> {
+    let tf = MemFlagsData::trusted();
+    let mut draws = vec![None; insts.len()];
+    for (n, inst) in insts.iter().enumerate() {
+        if let (InstOp::Rand { params, .. }, true) = (inst.op, live[n]) {
+            draws[n] = Some([0, 1, 2, 3].map(|w| cx.b.ins().load(types::F64, tf, scalars_p, (8 * (params + w)) as i32)));
+        }
+    }
+    draws
 }
 
 /// Broadcast inputs: one load per row (at `in_ptr`), and its splat with `vty`.

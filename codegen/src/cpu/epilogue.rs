@@ -72,7 +72,7 @@ impl EpiloguePass {
                 })
                 .collect()
         };
-        let pass = Pass { inputs: &self.ek.inputs, insts: &self.ek.insts, pre: &pre, vty: self.vty, unroll: 1 };
+        let pass = Pass { inputs: &self.ek.inputs, insts: &self.ek.insts, pre: &pre, vty: self.vty, unroll: 1, draws: &[], index0: None };
         emit_runs(cx, sp, &pass, base, out_ptrs, |cx, r, j, vt, _| emit_element(cx, &self.ek, &self.live, r, j, vt))
     }
 }

@@ -1,9 +1,16 @@
 //! The Rust functions generated code calls for the ops it does not inline (f64
 //! transcendentals, f32 ops without an inline polynomial, `pow`, `atan2`, float remainder,
-//! integer `pow`). Each one is the scalar reference itself (`UnaryOp::eval`,
-//! `BinaryOp::eval`, `BinaryOp::eval_int`), so those ops equal the eager ones bit for bit.
+//! integer `pow`, random numbers). Each one is the scalar reference itself (`UnaryOp::eval`,
+//! `BinaryOp::eval`, `BinaryOp::eval_int`, the runtime's `philox::uniform_at`/`normal_at`),
+//! so those ops equal the eager ones bit for bit.
+//!
+//! Every helper is known to the JIT by name ([`find`]); a kernel's module declares only the
+//! ones its code calls.
 
-use cranelift_codegen::ir::{types, Type};
+use crate::ir::{draw_of_scalars, RandDist};
+use cranelift_codegen::ir::{types, AbiParam, Signature, Type};
+use cranelift_jit::JITModule;
+use cranelift_module::Module;
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 
 /// One callable helper: symbol name, address and C signature.
@@ -91,11 +98,58 @@ extern "C" fn pow_i64(a: i64, b: i64) -> i64 {
     BinaryOp::Pow.eval_int(a, b)
 }
 
+macro_rules! rand_helpers {
+    ($(($dist:ident, $is_f64:literal, $t:ty, $ty:ident, $name:literal)),* $(,)?) => {
+        /// The helper symbol of an `InstOp::Rand` of `dist` on f32 (`f64 == false`) or f64:
+        /// `fn(seed_lo, seed_hi, offset_lo, offset_hi: f64, index: i64) -> f32/f64`, element
+        /// `index` of the draw whose four run-time scalars are given.
+        pub(crate) fn rand_name(dist: RandDist, f64: bool) -> &'static str {
+            match (dist, f64) {
+                $((RandDist::$dist, $is_f64) => $name,)*
+            }
+        }
+
+        fn rand_all(v: &mut Vec<Helper>) {
+            $(
+                {
+                    extern "C" fn f(seed_lo: f64, seed_hi: f64, offset_lo: f64, offset_hi: f64, index: i64) -> $t {
+                        RandDist::$dist.at(&draw_of_scalars([seed_lo, seed_hi, offset_lo, offset_hi]), index as u64)
+                    }
+                    v.push(Helper { name: $name, ptr: f as *const u8, params: &[types::F64, types::F64, types::F64, types::F64, types::I64], ret: types::$ty });
+                }
+            )*
+        }
+    };
+}
+
+rand_helpers!(
+    (Uniform, false, f32, F32, "kiln_rand_uniform_f32"),
+    (Uniform, true, f64, F64, "kiln_rand_uniform_f64"),
+    (Normal, false, f32, F32, "kiln_rand_normal_f32"),
+    (Normal, true, f64, F64, "kiln_rand_normal_f64"),
+);
+
 /// Every helper.
-pub(crate) fn all() -> Vec<Helper> {
+fn all() -> Vec<Helper> {
     let mut v = Vec::new();
     unary_all(&mut v);
     binary_all(&mut v);
+    rand_all(&mut v);
     v.push(Helper { name: POW_I64, ptr: pow_i64 as *const u8, params: &[types::I64, types::I64], ret: types::I64 });
     v
+}
+
+/// The helper named `name`, if there is one.
+pub(crate) fn find(name: &str) -> Option<Helper> {
+    all().into_iter().find(|h| h.name == name)
+}
+
+impl Helper {
+    /// The helper's signature in `module`'s calling convention.
+    pub(crate) fn signature(&self, module: &JITModule) -> Signature {
+        let mut sig = module.make_signature();
+        sig.params.extend(self.params.iter().map(|&p| AbiParam::new(p)));
+        sig.returns.push(AbiParam::new(self.ret));
+        sig
+    }
 }

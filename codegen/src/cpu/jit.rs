@@ -1,13 +1,12 @@
 //! Module and ISA setup: a host-native Cranelift ISA at `opt_level = speed` and a `JITModule`
-//! that knows the Rust helper functions the generated code may call.
+//! that finds the Rust helper functions the generated code calls.
 
 use super::helpers;
 use cranelift_codegen::ir::{types, AbiParam, Signature};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Linkage, Module};
-use std::collections::HashMap;
+use cranelift_module::Module;
 
 /// The host ISA, detected with `cranelift_native` (SSE4.1/AVX where the CPU has them).
 pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
@@ -23,27 +22,13 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
     isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("cranelift ISA: {e}"))
 }
 
-/// A fresh JIT module with every helper of [`helpers::all`] registered as a symbol and
-/// declared as an import; returns the module and the helpers' ids by name.
-pub(crate) fn new_module() -> Result<(JITModule, HashMap<&'static str, FuncId>), String> {
+/// A fresh JIT module that resolves the helper symbols of [`helpers::find`]; a kernel's code
+/// declares the helpers it calls as it is emitted (`Cx::call`).
+pub(crate) fn new_module() -> Result<JITModule, String> {
     let isa = host_isa()?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    let all = helpers::all();
-    for h in &all {
-        builder.symbol(h.name, h.ptr);
-    }
-    let mut module = JITModule::new(builder);
-    let mut ids = HashMap::new();
-    for h in &all {
-        let mut sig = module.make_signature();
-        for &p in h.params {
-            sig.params.push(AbiParam::new(p));
-        }
-        sig.returns.push(AbiParam::new(h.ret));
-        let id = module.declare_function(h.name, Linkage::Import, &sig).map_err(|e| e.to_string())?;
-        ids.insert(h.name, id);
-    }
-    Ok((module, ids))
+    builder.symbol_lookup_fn(Box::new(|name| helpers::find(name).map(|h| h.ptr)));
+    Ok(JITModule::new(builder))
 }
 
 /// The kernel's own signature: `extern "C" fn(*const KernelArgs)`.

@@ -53,7 +53,7 @@ impl CpuKernel {
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
-        Self::compile_with(t0, name, |module, ids, func| Ok(matches!(emit::build(k, module, ids, func)?, emit::Plan::Vector(_))))
+        Self::compile_with(t0, name, |module, func| Ok(matches!(emit::build(k, module, func)?, emit::Plan::Vector(_))))
     }
 
     /// Compiles reduction kernel `k` (validated first) into a function named `name`; the
@@ -65,7 +65,7 @@ impl CpuKernel {
     pub fn compile_reduce(k: &ReduceKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
-        Self::compile_with(t0, name, |module, ids, func| reduce::build(k, module, ids, func))
+        Self::compile_with(t0, name, |module, func| reduce::build(k, module, func))
     }
 
     /// The module setup, definition and finalization shared by both kernel kinds; `build`
@@ -73,15 +73,15 @@ impl CpuKernel {
     fn compile_with(
         t0: Instant,
         name: &str,
-        build: impl FnOnce(&mut JITModule, &std::collections::HashMap<&'static str, cranelift_module::FuncId>, &mut cranelift_codegen::ir::Function) -> Result<bool, String>,
+        build: impl FnOnce(&mut JITModule, &mut cranelift_codegen::ir::Function) -> Result<bool, String>,
     ) -> Result<CpuKernel, String> {
-        let (mut module, ids) = jit::new_module()?;
+        let mut module = jit::new_module()?;
         let sig = jit::kernel_signature(&module);
         let fname = format!("kiln_kernel_{name}");
         let id = module.declare_function(&fname, Linkage::Export, &sig).map_err(|e| e.to_string())?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
-        let vectorized = build(&mut module, &ids, &mut ctx.func)?;
+        let vectorized = build(&mut module, &mut ctx.func)?;
         let clif = ctx.func.display().to_string();
         let disasm = std::env::var_os("KILN_CPU_DISASM").is_some();
         ctx.set_disasm(disasm);

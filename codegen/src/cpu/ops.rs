@@ -7,11 +7,12 @@
 //! [`ElementwiseKernel`]: crate::kernel::ElementwiseKernel
 
 use super::helpers;
+use crate::ir::RandDist;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Module};
+use cranelift_module::{Linkage, Module};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 use kiln_runtime::DType;
 use std::collections::HashMap;
@@ -28,19 +29,19 @@ pub(crate) fn clif_type(dtype: DType) -> Result<Type, String> {
     })
 }
 
-/// The emission context: the function being built and the helpers it may call.
+/// The emission context: the function being built, and the module in which the helpers it
+/// calls are declared (each on its first call).
 pub(crate) struct Cx<'a, 'b> {
     /// The function builder, positioned at the current block.
     pub b: &'a mut FunctionBuilder<'b>,
     module: &'a mut JITModule,
-    ids: &'a HashMap<&'static str, FuncId>,
     refs: HashMap<&'static str, FuncRef>,
 }
 
 impl<'a, 'b> Cx<'a, 'b> {
-    /// A context over `b`, calling helpers declared in `module` under `ids`.
-    pub fn new(b: &'a mut FunctionBuilder<'b>, module: &'a mut JITModule, ids: &'a HashMap<&'static str, FuncId>) -> Self {
-        Cx { b, module, ids, refs: HashMap::new() }
+    /// A context over `b`, declaring the helpers it calls in `module`.
+    pub fn new(b: &'a mut FunctionBuilder<'b>, module: &'a mut JITModule) -> Self {
+        Cx { b, module, refs: HashMap::new() }
     }
 
     /// The type of a value.
@@ -48,12 +49,15 @@ impl<'a, 'b> Cx<'a, 'b> {
         self.b.func.dfg.value_type(v)
     }
 
-    /// Calls helper `name` on scalars.
+    /// Calls helper `name` (one of [`helpers::find`]'s) on scalars.
     pub fn call(&mut self, name: &'static str, args: &[Value]) -> Value {
         let fref = match self.refs.get(name) {
             Some(&f) => f,
             None => {
-                let id = self.ids[name];
+                let helper = helpers::find(name).unwrap_or_else(|| panic!("no helper named {name}"));
+                let sig = helper.signature(self.module);
+                // A helper's name and signature are fixed, so declaring it cannot clash.
+                let id = self.module.declare_function(name, Linkage::Import, &sig).unwrap_or_else(|e| panic!("declaring helper {name}: {e}"));
                 let f = self.module.declare_func_in_func(id, self.b.func);
                 self.refs.insert(name, f);
                 f
@@ -76,6 +80,13 @@ impl<'a, 'b> Cx<'a, 'b> {
             out = self.b.ins().insertlane(out, r, lane);
         }
         out
+    }
+
+    /// Element `index` (an i64) of the draw whose four f64 run-time scalars are `params`, in
+    /// `dist` and float `dtype` (`InstOp::Rand`): a call of the runtime's per-element function.
+    pub fn rand(&mut self, dist: RandDist, dtype: DType, params: [Value; 4], index: Value) -> Value {
+        let [a, b, c, d] = params;
+        self.call(helpers::rand_name(dist, dtype == DType::F64), &[a, b, c, d, index])
     }
 
     /// A float constant of type `ty` (F32, F64 or a vector of them).

@@ -19,10 +19,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Module};
+use cranelift_module::Module;
 use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::DType;
-use std::collections::HashMap;
 
 /// The identity of `op` for values of `dtype`, in the scalar accumulator's type (f64 or i64).
 fn identity(cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
@@ -198,7 +197,7 @@ impl Accs {
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
 /// signature is already set); returns whether the reduction's inner loop is vectorized.
-pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'static str, FuncId>, func: &mut Function) -> Result<bool, String> {
+pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<bool, String> {
     let live = live_of(&k.insts, &[k.reduced]);
     for (n, inst) in k.insts.iter().enumerate() {
         if live[n] {
@@ -226,7 +225,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
     let frontend_config = module.target_config();
-    let mut cx = Cx::new(&mut b, module, ids);
+    let mut cx = Cx::new(&mut b, module);
     let (rank, o_rank) = (k.rank, k.rank - k.reduce_rank);
     let n_out = 1 + k.epilogue.as_ref().map_or(0, |ep| ep.outputs.len());
 
@@ -259,7 +258,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, ids: &HashMap<&'st
     cx.b.switch_to_block(out_body);
     let base = sp.outer_ptrs(&mut cx, &a.in_base, row);
     accs.reset(&mut cx, k.op, rd);
-    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL };
+    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
     emit_runs(&mut cx, &sp, &pass, &base, |_, _| vec![], |cx, r, j, vt, u| {
         let vals = emit_values(cx, &k.inputs, &k.insts, &live, r, j, vt)?;
         let x = vals[k.reduced as usize].expect("the reduced value is live");

@@ -81,6 +81,13 @@ pub(crate) struct Pass<'a> {
     pub vty: Option<Type>,
     /// Vectors per iteration of the vector loop.
     pub unroll: usize,
+    /// Per instruction, the four f64 scalars of an [`InstOp::Rand`]'s draw (empty when
+    /// nothing draws, as in reductions).
+    ///
+    /// [`InstOp::Rand`]: crate::kernel::InstOp::Rand
+    pub draws: &'a [Option<[Value; 4]>],
+    /// The linear index of the run's element 0 (kernels that draw; one run per row).
+    pub index0: Option<Value>,
 }
 
 /// Emits, from the current block, the loops of `pass` over the sub-space of the output whose
@@ -160,7 +167,7 @@ fn emit_run<'a, 'b>(
         let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
         cx.b.ins().brif(more, v_body, &[], t_head, &[BlockArg::Value(vj)]);
         cx.b.switch_to_block(v_body);
-        let rv = Row { in_ptr, in_step: sp.in_step, bcast: &bcast_v, pre: &pass.pre.1, out_ptr };
+        let rv = Row { in_ptr, in_step: sp.in_step, bcast: &bcast_v, pre: &pass.pre.1, out_ptr, draws: pass.draws, index0: pass.index0 };
         for u in 0..pass.unroll {
             let ju = cx.b.ins().iadd_imm_s(vj, lanes * u as i64);
             body(cx, &rv, ju, Some(vt), u)?;
@@ -175,7 +182,7 @@ fn emit_run<'a, 'b>(
     let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, tj, inner);
     cx.b.ins().brif(more, t_body, &[], next, &[]);
     cx.b.switch_to_block(t_body);
-    let rs = Row { in_ptr, in_step: sp.in_step, bcast: &bcast, pre: &pass.pre.0, out_ptr };
+    let rs = Row { in_ptr, in_step: sp.in_step, bcast: &bcast, pre: &pass.pre.0, out_ptr, draws: pass.draws, index0: pass.index0 };
     body(cx, &rs, tj, None, 0)?;
     let next_t = cx.b.ins().iadd_imm_s(tj, 1);
     cx.b.ins().jump(t_head, &[BlockArg::Value(next_t)]);

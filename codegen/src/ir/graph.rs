@@ -1,6 +1,8 @@
 //! The captured step as a DAG: nodes in trace order (which is a topological order), each
 //! producing one value, each reading earlier values through a view.
 
+use kiln_runtime::cpu::philox::{self, Philox};
+use kiln_runtime::dtype::FloatElement;
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
 use kiln_runtime::{DType, Layout, Shape};
 use smallvec::SmallVec;
@@ -74,6 +76,10 @@ pub enum NodeKind {
         /// Which closure of the trace runs it eagerly.
         index: u32,
     },
+    /// Random numbers generated in place: element `i` (row-major over the node's shape) is
+    /// element `i` of the Philox draw whose seed and offset the node's four reads give (see
+    /// [`RandDist`] and [`draw_words`]). The dtype is F32 or F64.
+    Rand(RandDist),
     /// An op without an expression (matmul, conv, …): run by its eager
     /// implementation on realized inputs. `key` hashes its name and attributes; `index` is
     /// its place in the trace's list of eager closures.
@@ -90,7 +96,7 @@ pub enum NodeKind {
 impl NodeKind {
     /// True for the ops a fused elementwise kernel can compute.
     pub fn is_elementwise(&self) -> bool {
-        matches!(self, NodeKind::Unary(_) | NodeKind::Binary(_) | NodeKind::Cmp(_) | NodeKind::Logical(_) | NodeKind::Not | NodeKind::Where | NodeKind::Cast)
+        matches!(self, NodeKind::Unary(_) | NodeKind::Binary(_) | NodeKind::Cmp(_) | NodeKind::Logical(_) | NodeKind::Not | NodeKind::Where | NodeKind::Cast | NodeKind::Rand(_))
     }
 
     /// A short name for messages and dumps.
@@ -105,6 +111,7 @@ impl NodeKind {
             NodeKind::Not => "logical_not".into(),
             NodeKind::Where => "where".into(),
             NodeKind::Cast => "to".into(),
+            NodeKind::Rand(dist) => dist.name().into(),
             NodeKind::Assign { .. } => "assign".into(),
             NodeKind::Reduce { divide: Some(0), .. } => "mean".into(),
             NodeKind::Reduce { divide: Some(c), .. } => format!("sum/(n-{c})"),
@@ -112,6 +119,50 @@ impl NodeKind {
             NodeKind::Opaque { name, .. } => (*name).to_string(),
         }
     }
+}
+
+/// The distribution of a [`NodeKind::Rand`] node or an [`InstOp::Rand`] instruction: the
+/// numbers of `kiln_runtime::cpu::philox`'s uniform and normal rules, bit for bit.
+///
+/// [`InstOp::Rand`]: crate::kernel::InstOp::Rand
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RandDist {
+    /// Uniform on `[0, 1)` (`rand`).
+    Uniform,
+    /// Standard normal (`randn`).
+    Normal,
+}
+
+impl RandDist {
+    /// The eager op's name (`rand` or `randn`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RandDist::Uniform => "rand",
+            RandDist::Normal => "randn",
+        }
+    }
+
+    /// Element `i` of `draw` in this distribution, as eager `rand`/`randn` of `T` make it.
+    pub fn at<T: FloatElement>(self, draw: &Philox, i: u64) -> T {
+        match self {
+            RandDist::Uniform => philox::uniform_at(draw, i, 0.0, 1.0),
+            RandDist::Normal => philox::normal_at(draw, i, 0.0, 1.0),
+        }
+    }
+}
+
+/// The four run-time scalars of a draw, in the order a [`NodeKind::Rand`] node reads them (and
+/// an `InstOp::Rand` finds them): the seed's low and high 32 bits, then the offset's. Each is
+/// exact as the f64 a kernel scalar is.
+pub fn draw_words(draw: &Philox) -> [u32; 4] {
+    let (seed, offset) = (draw.seed(), draw.offset());
+    [seed as u32, (seed >> 32) as u32, offset as u32, (offset >> 32) as u32]
+}
+
+/// The draw whose [`draw_words`] are `scalars` (as f64 kernel scalars).
+pub fn draw_of_scalars(scalars: [f64; 4]) -> Philox {
+    let [seed_lo, seed_hi, off_lo, off_hi] = scalars.map(|w| w as u64);
+    Philox::new((seed_hi << 32) | seed_lo, (off_hi << 32) | off_lo)
 }
 
 /// One node: its kind, the value's shape and dtype, and what it reads.

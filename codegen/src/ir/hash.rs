@@ -33,6 +33,7 @@ fn hash_kind(k: &NodeKind, h: &mut impl Hasher) {
         NodeKind::Cmp(op) => op.hash(h),
         NodeKind::Logical(op) => op.hash(h),
         NodeKind::Not | NodeKind::Where | NodeKind::Cast => {}
+        NodeKind::Rand(dist) => dist.hash(h),
         NodeKind::Assign { len, region } => (len, region).hash(h),
         NodeKind::Reduce { op, dims, divide, index } => (op, dims, divide, index).hash(h),
         NodeKind::Opaque { key, index, .. } => (key, index).hash(h),
@@ -63,5 +64,25 @@ mod tests {
         assert_eq!(structural_hash(&chain(4, UnaryOp::Exp)), structural_hash(&chain(4, UnaryOp::Exp)));
         assert_ne!(structural_hash(&chain(4, UnaryOp::Exp)), structural_hash(&chain(5, UnaryOp::Exp)));
         assert_ne!(structural_hash(&chain(4, UnaryOp::Exp)), structural_hash(&chain(4, UnaryOp::Log)));
+    }
+
+    #[test]
+    fn draws_hash_by_distribution_not_by_seed() {
+        use crate::ir::RandDist;
+        let draw = |dist| {
+            let mut g = Graph::default();
+            let reads = (0..4)
+                .map(|slot| {
+                    let s = g.push(Node { kind: NodeKind::Scalar { slot }, shape: smallvec![], dtype: DType::I64, reads: smallvec![] }, Phase::Forward);
+                    Use { node: s, layout: Layout::contiguous(&[]) }
+                })
+                .collect();
+            let r = g.push(Node { kind: NodeKind::Rand(dist), shape: smallvec![8], dtype: DType::F32, reads }, Phase::Forward);
+            g.outputs.push(r);
+            structural_hash(&g)
+        };
+        // The seed and offset are scalar values, which the hash never sees.
+        assert_eq!(draw(RandDist::Uniform), draw(RandDist::Uniform));
+        assert_ne!(draw(RandDist::Uniform), draw(RandDist::Normal));
     }
 }

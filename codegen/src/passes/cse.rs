@@ -20,8 +20,10 @@ pub fn live_nodes(g: &Graph) -> Vec<bool> {
 }
 
 /// Merges elementwise nodes and reductions that compute the same op of the same reads
-/// (`x.exp()` written twice): reads of later copies, and the output list, are rewritten to the first. Returns,
-/// per node, the node that now computes its value (itself when it was not merged).
+/// (`x.exp()` written twice): reads of later copies, and the output list, are rewritten to the
+/// first. Returns, per node, the node that now computes its value (itself when it was not
+/// merged). `Rand` nodes merge only when they read the same `Scalar` nodes, i.e. the same draw;
+/// every captured `rand` reads scalars of its own, so two draws never merge.
 pub fn eliminate_common_subexpressions(g: &mut Graph) -> Vec<NodeId> {
     let mut replace: Vec<NodeId> = (0..g.nodes.len() as NodeId).collect();
     let mut seen: AHashMap<String, NodeId> = AHashMap::new();
@@ -81,5 +83,24 @@ mod tests {
         assert_eq!(replace, vec![x, a, a, s, 4]);
         assert_eq!(g.node(s).reads[1].node, a);
         assert_eq!(live_nodes(&g), vec![true, true, false, true, false]);
+    }
+
+    #[test]
+    fn draws_of_different_scalars_never_merge() {
+        use crate::ir::RandDist;
+        let mut g = Graph::default();
+        let scalar = |g: &mut Graph, slot| g.push(Node { kind: NodeKind::Scalar { slot }, shape: smallvec![], dtype: DType::I64, reads: smallvec![] }, Phase::Forward);
+        let draw = |g: &mut Graph, s: &[NodeId]| {
+            let reads = s.iter().map(|&n| Use { node: n, layout: Layout::contiguous(&[]) }).collect();
+            g.push(Node { kind: NodeKind::Rand(RandDist::Uniform), shape: smallvec![3], dtype: DType::F32, reads }, Phase::Forward)
+        };
+        let first: Vec<NodeId> = (0..4).map(|k| scalar(&mut g, k)).collect();
+        let second: Vec<NodeId> = (4..8).map(|k| scalar(&mut g, k)).collect();
+        let a = draw(&mut g, &first);
+        let b = draw(&mut g, &second);
+        let again = draw(&mut g, &first);
+        g.outputs = vec![a, b, again];
+        let replace = eliminate_common_subexpressions(&mut g);
+        assert_eq!((replace[a as usize], replace[b as usize], replace[again as usize]), (a, b, a));
     }
 }

@@ -38,8 +38,9 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
                 continue;
             }
             let own: Vec<NodeId> = f.groups[h as usize].iter().copied().filter(|&m| f.group_of[m as usize] == Some(h)).collect();
-            if !own.iter().all(|&m| dep[m as usize]) {
-                continue;
+            let draws = f.groups[h as usize].iter().any(|&m| matches!(g.node(m).kind, NodeKind::Rand(_)));
+            if draws || !own.iter().all(|&m| dep[m as usize]) {
+                continue; // reduction kernels don't draw; members before the reduction can't follow it
             }
             let mut reads_r = false;
             let mut uses: Vec<NodeId> = Vec::new();

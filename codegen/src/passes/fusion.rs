@@ -7,7 +7,8 @@
 //! through a node outside the group, on the group) or it reads a member of that group through a
 //! view. A node with no such producer joins a recent group of the same shape that none of its
 //! reads depends on (horizontal fusion: the optimizer's independent per-parameter updates,
-//! `m`, `v` and `p` of Adam, become one kernel). Otherwise it starts a group.
+//! `m`, `v` and `p` of Adam, become one kernel; a `Rand` node, which reads only scalars, joins
+//! this way or starts a group, and its consumers join it). Otherwise it starts a group.
 //!
 //! A member's value is *materialized* (written to memory) when it leaves the step or is read
 //! by a node that can't recompute it: anything but an elementwise node or a reduction reading
@@ -155,6 +156,8 @@ pub const MAX_RECOMPUTES: usize = 2;
 fn materialized(g: &Graph, live: &[bool], f: &Fusion) -> Vec<bool> {
     // Nodes outside the elementwise groups (reductions included) always get a buffer.
     let mut m: Vec<bool> = f.group_of.iter().map(|gid| gid.is_none_or(|gid| f.closed[gid as usize])).collect();
+    // Groups some other kernel may recompute a member of.
+    let mut recomputed = vec![false; f.groups.len()];
     for (id, node) in g.nodes.iter().enumerate().filter(|(id, _)| live[*id]) {
         let fusable_reader = f.group_of[id].is_some();
         for u in &node.reads {
@@ -162,7 +165,16 @@ fn materialized(g: &Graph, live: &[bool], f: &Fusion) -> Vec<bool> {
             let inside = f.group_of[id] == Some(home) || fusable_reader;
             if !(inside && same_index(g, id as NodeId, u.node, &u.layout)) {
                 m[u.node as usize] = true;
+            } else if f.group_of[id] != Some(home) {
+                recomputed[home as usize] = true;
             }
+        }
+    }
+    // Draws are computed once, by their own kernel: reduction kernels can't draw, and a copy in
+    // another kernel would cost a Philox block per element again.
+    for (id, node) in g.nodes.iter().enumerate() {
+        if matches!(node.kind, NodeKind::Rand(_)) && f.group_of[id].is_some_and(|h| recomputed[h as usize]) {
+            m[id] = true;
         }
     }
     for &o in &g.outputs {

@@ -55,7 +55,8 @@ pub struct LoweredGroup {
     pub kernel: GroupKernel,
     /// Kernel input `k` reads this (a node's value through a view of the iteration space).
     pub loads: Vec<Use>,
-    /// Where kernel scalar `j` comes from.
+    /// Where kernel scalar `j` comes from (a node may appear more than once: each `Rand`
+    /// member has four consecutive scalars of its own).
     pub scalars: Vec<ScalarArg>,
     /// Kernel output `o` is the value of this member.
     pub outputs: Vec<NodeId>,
@@ -111,6 +112,14 @@ impl Body {
     /// Appends elementwise member `m`.
     fn member(&mut self, g: &Graph, m: NodeId) {
         let node = g.node(m);
+        if let NodeKind::Rand(dist) = node.kind {
+            // The draw's four Scalar reads become four consecutive kernel scalars of its own.
+            let params = self.scalars.len() as u32;
+            self.scalars.extend(node.reads.iter().map(|u| ScalarArg::Node(u.node)));
+            let v = self.push(InstOp::Rand { dist, params }, node.dtype);
+            self.val_of.insert(m, v);
+            return;
+        }
         let args: SmallVec<[Val; 3]> = node.reads.iter().map(|u| self.operand(g, m, u)).collect();
         self.finish_member(node, m, &args);
     }

@@ -141,5 +141,6 @@ pub fn kernel_args(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], s
         strides: strides.as_ptr(),
         row_start: rows.start,
         row_end: rows.end,
+        index_base: 0,
     }
 }

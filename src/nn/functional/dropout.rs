@@ -2,7 +2,9 @@
 //!
 //! In training mode each element (or each whole channel, for the `Nd` forms) is kept with
 //! probability `1 - p` and scaled by `1 / (1 - p)`; `p = 1` gives zeros. The mask comes from
-//! kiln's seeded generator (`kiln::manual_seed`), so the same seed gives the same mask. The
+//! kiln's seeded generator (`kiln::manual_seed`), so the same seed gives the same mask (inside
+//! `kiln::compile` too, where the uniform numbers are generated inside the one fused kernel of
+//! the comparison, the scaling and the product, and never reach memory). The
 //! output is `input * (mask / (1 - p))` (the mask divided as PyTorch does) with a constant mask, so the gradient is `mask * scale`.
 //! In evaluation mode, or with `p = 0`, the input is returned as it is (the same tensor).
 
