@@ -5,10 +5,12 @@
 
 use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::ir::{draw_words, RandDist};
-use kiln_codegen::kernel::{ElementwiseKernel, Inst, InstOp, KernelArgs, KernelInput, ReduceKernel};
+use kiln_codegen::kernel::{ElementwiseKernel, Inst, InstOp, KernelInput, ReduceKernel};
 use kiln_runtime::cpu::philox::{self, Philox};
 use kiln_runtime::op_kind::{CmpOp, ReduceOp};
 use kiln_runtime::DType;
+
+mod common;
 
 /// A draw whose seed and offset both use their high 32 bits.
 fn draw() -> Philox {
@@ -111,16 +113,7 @@ fn rows_from_the_middle_draw_their_row_major_elements() {
     let shape = [rows, inner];
     let mut outs = Outs::new(n);
     let op = outs.ptrs(0);
-    let args = KernelArgs {
-        inputs: std::ptr::null(),
-        outputs: op.as_ptr(),
-        scalars: sc.as_ptr(),
-        shape: shape.as_ptr(),
-        strides: std::ptr::null(),
-        row_start: 2,
-        row_end: 5,
-        index_base: 0,
-    };
+    let args = common::kernel_args(&[], &op, &sc, &shape, &[], 2..5);
     // SAFETY: the kernel has no inputs; each output holds all `n` elements of the space.
     unsafe { kern.call(&args) };
     outs.check(&e, 2 * inner..n, 0);
@@ -140,16 +133,7 @@ fn a_moved_chunk_of_one_row_draws_from_its_index_base() {
     for (start, end) in [(0usize, 333usize), (333, 334), (334, n)] {
         let op = outs.ptrs(start);
         let len = [end - start];
-        let args = KernelArgs {
-            inputs: std::ptr::null(),
-            outputs: op.as_ptr(),
-            scalars: sc.as_ptr(),
-            shape: len.as_ptr(),
-            strides: std::ptr::null(),
-            row_start: 0,
-            row_end: 1,
-            index_base: start,
-        };
+        let args = common::kernel_args_at(&[], &op, &sc, &len, &[], 0..1, start);
         // SAFETY: each output pointer has `end - start` elements left after it.
         unsafe { kern.call(&args) };
     }
@@ -166,16 +150,7 @@ fn index_base_shifts_the_draw() {
     let mut outs = Outs::new(41);
     let op = outs.ptrs(0);
     let len = [41usize];
-    let args = KernelArgs {
-        inputs: std::ptr::null(),
-        outputs: op.as_ptr(),
-        scalars: sc.as_ptr(),
-        shape: len.as_ptr(),
-        strides: std::ptr::null(),
-        row_start: 0,
-        row_end: 1,
-        index_base: 1000,
-    };
+    let args = common::kernel_args_at(&[], &op, &sc, &len, &[], 0..1, 1000);
     // SAFETY: each output holds the 41 elements of the call.
     unsafe { kern.call(&args) };
     outs.check(&e, 0..41, 1000);

@@ -133,6 +133,11 @@ pub fn read_out(buf: &[u8], dtype: DType, o: usize) -> f64 {
 /// The arguments of a call over rows `rows`, pointing into the slices given (which must outlive
 /// the call).
 pub fn kernel_args(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: Range<usize>) -> KernelArgs {
+    kernel_args_at(inputs, outputs, scalars, shape, strides, rows, 0)
+}
+
+/// [`kernel_args`] for a call whose first element has linear index `index_base`.
+pub fn kernel_args_at(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: Range<usize>, index_base: usize) -> KernelArgs {
     KernelArgs {
         inputs: inputs.as_ptr(),
         outputs: outputs.as_ptr(),
@@ -141,6 +146,6 @@ pub fn kernel_args(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], s
         strides: strides.as_ptr(),
         row_start: rows.start,
         row_end: rows.end,
-        index_base: 0,
+        index_base,
     }
 }
