@@ -154,9 +154,15 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
         NodeKind::Cast => r(0).try_to_dtype(node.dtype)?,
         NodeKind::Assign { len, ref region } => {
             let whole = region.is_contiguous() && region.offset() == 0 && region.numel() == len;
-            let out = if whole { Tensor::zeros_opts(&[len], node.dtype, kiln_runtime::Device::Cpu) } else { r(0).deep_clone() };
-            out.with_layout(region.clone()).try_copy_(&r(1))?;
-            out
+            if whole {
+                // The value (broadcast to the region) in one copy: a buffer of its own, never
+                // the value node's (two installed outputs must not share memory).
+                r(1).deep_clone().try_reshape(&[len as i64])?
+            } else {
+                let out = r(0).deep_clone();
+                out.with_layout(region.clone()).try_copy_(&r(1))?;
+                out
+            }
         }
         NodeKind::Rand(dist) => {
             let scalars: [f64; 4] = std::array::from_fn(|i| r(i).item::<f64>());
