@@ -14,6 +14,8 @@ use kiln_runtime::cpu::pool::{self as kernels, AvgMode, PoolGeom};
 use kiln_runtime::dtype::num_like::Float;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::DType;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Which pooling, with its parameters.
@@ -55,12 +57,26 @@ fn float_only(t: &Tensor) -> Result<()> {
 pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
     float_only(x)?;
     let (vals, idx) = if crate::capture::is_active() {
-        // Two opaque nodes (an opaque node has one output): each runs the kernel and keeps
-        // one of its results.
+        // Two opaque nodes (an opaque node has one output) sharing one run of the kernel:
+        // whichever runs first computes both and leaves the other's result for it.
         let (g, shape) = (p.geom, p.y_shape.clone());
-        let vals = crate::capture::opaque("max_pool2d", &[x], &p.y_shape, x.dtype(), move |ins| Ok(max_pool_now(&g, &ins[0], &shape).0));
+        let (vals_slot, idx_slot) = (Rc::new(RefCell::new(None)), Rc::new(RefCell::new(None)));
+        let (vs, is) = (vals_slot.clone(), idx_slot.clone());
+        let vals = crate::capture::opaque("max_pool2d", &[x], &p.y_shape, x.dtype(), move |ins| {
+            Ok(vs.take().unwrap_or_else(|| {
+                let (v, i) = max_pool_now(&g, &ins[0], &shape);
+                *is.borrow_mut() = Some(i);
+                v
+            }))
+        });
         let shape = p.y_shape.clone();
-        let idx = crate::capture::opaque("max_pool2d_indices", &[x], &p.y_shape, DType::I64, move |ins| Ok(max_pool_now(&g, &ins[0], &shape).1));
+        let idx = crate::capture::opaque("max_pool2d_indices", &[x], &p.y_shape, DType::I64, move |ins| {
+            Ok(idx_slot.take().unwrap_or_else(|| {
+                let (v, i) = max_pool_now(&g, &ins[0], &shape);
+                *vals_slot.borrow_mut() = Some(v);
+                i
+            }))
+        });
         (vals, idx)
     } else {
         max_pool_now(&p.geom, x, &p.y_shape)
