@@ -166,6 +166,12 @@ pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], l
         if !live[n] {
             continue;
         }
+        if let Some(&Some(p)) = row.pre.get(n) {
+            // Computed before the loop: a constant, a scalar, or in an epilogue a value of the
+            // output's reduced value alone.
+            vals[n] = Some(p);
+            continue;
+        }
         let v = |x: u32| vals[x as usize].expect("operands come first");
         let r = match inst.op {
             InstOp::Load(i) => {

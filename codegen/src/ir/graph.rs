@@ -184,6 +184,16 @@ impl Node {
         self.shape.iter().product()
     }
 
+    /// For a reduction: true when its reduced dims come after its kept ones in the input shape
+    /// (size-1 dims aside), so a kernel walks each output's elements contiguously in the
+    /// input's row-major order. False for every other node.
+    pub fn reduces_trailing_dims(&self) -> bool {
+        let NodeKind::Reduce { dims, .. } = self.kind else { return false };
+        let shape = self.iteration_shape();
+        let first_reduced = (0..shape.len()).find(|&d| shape[d] > 1 && dims & (1 << d) != 0);
+        first_reduced.is_none_or(|f| (f..shape.len()).all(|d| shape[d] <= 1 || dims & (1 << d) != 0))
+    }
+
     /// The shape a fused kernel iterates over to compute this node: a reduction's input shape,
     /// every other node's own shape.
     pub fn iteration_shape(&self) -> &[usize] {

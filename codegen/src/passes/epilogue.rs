@@ -23,9 +23,8 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
         let NodeKind::Reduce { dims: mask, .. } = node.kind else { unreachable!("closed groups end with a reduction") };
         let input = node.iteration_shape().to_vec();
         let rank = input.len();
-        let rr = mask.count_ones() as usize;
-        if rank > 63 || mask != ((1u64 << rr) - 1) << (rank - rr) {
-            continue; // reduced dims not trailing: the epilogue's outputs would be permuted
+        if rank > 63 || !node.reduces_trailing_dims() {
+            continue; // the epilogue's outputs would be permuted
         }
         let dep = depends_on(g, r);
         let late = waits_for(g, live, f, r);

@@ -18,8 +18,9 @@
 //! squares, and softmax's division recomputes `exp(x - max)` instead of loading it. A node
 //! recomputed by more than [`MAX_RECOMPUTES`] kernels is materialized instead. A group none of
 //! whose members is materialized is dead: the kernels that needed it recompute it. Each
-//! reduction gets a kernel of its own, *closed* (nothing joins it), whose members are its cone
-//! (the prologue) and, last, the reduction.
+//! reduction over trailing dims gets a kernel of its own, *closed* (nothing joins it), whose
+//! members are its cone (the prologue) and, last, the reduction; one over leading dims runs
+//! eagerly (its kernel sums whole rows in memory order, which a per-output loop can't).
 //!
 //! Every refusal is written down with its reason (printed under `KILN_DEBUG=fusion`).
 
@@ -112,7 +113,9 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
         f.group_of[id as usize] = Some(gid);
     }
     for id in 0..n as NodeId {
-        if live[id as usize] && matches!(g.node(id).kind, NodeKind::Reduce { .. }) {
+        // A reduction over leading dims (a bias gradient's sum over the batch) would walk
+        // memory with a large stride: it stays an eager node, whose kernel sums rows in order.
+        if live[id as usize] && g.node(id).reduces_trailing_dims() {
             let gid = f.start();
             f.closed[gid as usize] = true;
             f.groups[gid as usize].push(id);
