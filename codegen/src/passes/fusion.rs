@@ -188,7 +188,7 @@ fn materialized(g: &Graph, live: &[bool], f: &Fusion) -> Vec<bool> {
 
 /// The nodes group `gid`'s kernel recomputes: the non-materialized members of other groups
 /// behind what its members read element for element, in trace order.
-pub(crate) fn cone(g: &Graph, f: &Fusion, gid: u32) -> Vec<NodeId> {
+fn cone(g: &Graph, f: &Fusion, gid: u32) -> Vec<NodeId> {
     let own = |n: NodeId| f.group_of[n as usize] == Some(gid);
     let mut cone: Vec<NodeId> = Vec::new();
     let mut stack: Vec<NodeId> = f.groups[gid as usize].clone();
