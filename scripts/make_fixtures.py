@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Generate kiln's PyTorch reference fixtures (tests/fixtures/*.txt).
 
-Usage:  python3 scripts/make_fixtures.py [SET ...]      (default: every set)
-        sets: unary binary compare reduce matmul index sort
+Usage:  python3 scripts/make_fixtures.py [--keep] [SET ...]      (default: every set)
+        sets: unary binary compare reduce matmul index sort bitwise
+
+--keep keeps the recorded block of every case already in the file and writes only the new
+cases from this run: PyTorch's transcendentals differ by an ulp between CPUs (vector ISAs), so
+regenerating a set on another machine would otherwise rewrite unrelated reference values.
 
 Needs PyTorch (CPU is enough); CI does not run this script: the generated files are
 committed and read by the Rust integration tests (tests/common/mod.rs is the reader).
@@ -45,8 +49,11 @@ a block of lines, each line a keyword and whitespace-separated tokens:
     end                       ends the case
 
 Attributes the sets use (the Rust test of each set maps them to kiln's arguments):
+    binary   dtype (full: the dtype of `torch.full((2,), value, dtype=...)`)
     reduce   dims (a list; absent: every element), dim, keepdim, correction, values_only
-             (max/min along a dim with tied extremes: only the values output is recorded)
+             (max/min along a dim with tied extremes: only the values output is recorded),
+             dtype (softmax/log_softmax's `dtype=`: the input is cast first)
+    bitwise  none (in-place forms are ops ending in `_`; errors include every float case)
     matmul   none
     index    dim, num_classes, entries (advanced indexing: `t` an index tensor argument, `-` a
              whole dim, so `x[i, :, j]` is `t - t`), accumulate
@@ -247,12 +254,41 @@ class Writer:
                 body.append(f"tol {tol}")
         self.lines += body + ["end", ""]
 
-    def write(self):
+    def write(self, keep=False):
         os.makedirs(OUT_DIR, exist_ok=True)
         path = os.path.join(OUT_DIR, self.name + ".txt")
+        text = "\n".join(self.lines)
+        if keep and os.path.exists(path):
+            with open(path) as f:
+                text = keep_recorded(f.read(), text)
         with open(path, "w") as f:
-            f.write("\n".join(self.lines))
+            f.write(text)
         print(f"{path}: {len(self.names) - self.skipped} cases ({self.skipped} skipped as unsupported by PyTorch CPU), {os.path.getsize(path)} bytes")
+
+
+def case_blocks(text):
+    """{name: block text} of a fixture file's cases (from `case` to `end`)."""
+    blocks, name, cur = {}, None, []
+    for line in text.split("\n"):
+        if line.startswith("case "):
+            name, cur = line[5:], [line]
+        elif name is not None:
+            cur.append(line)
+            if line == "end":
+                blocks[name] = "\n".join(cur)
+                name = None
+    return blocks
+
+
+def keep_recorded(old, new):
+    """`new` with the block of every case that `old` has replaced by the recorded one."""
+    recorded = case_blocks(old)
+    fresh = case_blocks(new)
+    out = new
+    for name, block in fresh.items():
+        if name in recorded and recorded[name] != block:
+            out = out.replace(block, recorded[name], 1)
+    return out
 
 
 # ---------------------------------------------------------------- input values
@@ -473,6 +509,7 @@ def make_binary():
     w.case("sub/bool/bool", "sub", torch.sub, [T("bool", [2], [1, 0]), T("bool", [2], [1, 1])])
     w.case("add/shapes/no_bcast", "add", torch.add, [T("f32", [2, 3], mild("f32", 6)), T("f32", [4], mild("f32", 4))])
     make_clamp(w)
+    make_scalar_conversions(w)
     return w
 
 
@@ -490,6 +527,86 @@ def make_clamp(w):
     w.case("clamp/f32/min_above_max", "clamp", fn, [T("f32", [3], [0.0, 5.0, NAN]), S(2.0), S(1.0)], tol="exact")
     w.case("clamp/u8/int_bounds", "clamp", fn, [T("u8", [4], [0, 3, 100, 255]), S(2), S(200)], tol="exact")
     w.case("clamp/f32/large", "clamp", fn, [T("f32", LARGE, ramp=ramp("f32")), S(-2.0), S(3.25)], tol="exact", sample=SAMPLE)
+    # One-bound forms, NaN bounds (NaN everywhere), signed zeros (a value equal to a bound is
+    # kept), bounds rounded to f16 first, infinite bounds.
+    for op, f in (("clamp_min", torch.clamp_min), ("clamp_max", torch.clamp_max)):
+        for dt in ALL:
+            sp = specials(dt)
+            b = -1.5 if dt in FLOATS else True if dt == "bool" else 7
+            w.case(f"{op}/{dt}/contig", op, f, [T(dt, [4, 6], sp), S(b)], tol="exact", names=["x", "bound"])
+        w.case(f"{op}/f32/t", op, f, [T("f32", [6, 4], specials("f32"), views=[("t",)]), S(0.5)], tol="exact", names=["x", "bound"])
+        w.case(f"{op}/bf16/expand", op, f, [T("bf16", [3, 1], mild("bf16", 3), views=[("expand", 3, 4)]), S(-0.5)], tol="exact", names=["x", "bound"])
+        w.case(f"{op}/f32/nan_bound", op, f, [T("f32", [4], [1.0, NAN, -INF, 0.0]), S(NAN)], tol="exact", names=["x", "bound"])
+        w.case(f"{op}/i64/float_bound", op, f, [T("i64", [4], [-3, 0, 1, 9]), S(0.5)], tol="exact", names=["x", "bound"])
+        w.case(f"{op}/f32/0dim", op, f, [T("f32", [], [2.5]), S(1.0)], tol="exact", names=["x", "bound"])
+        w.case(f"{op}/f32/empty", op, f, [T("f32", [0, 2], []), S(1.0)], tol="exact", names=["x", "bound"])
+    zs = [-2.0, -0.0, 0.0, 0.5, NAN, 9.0]
+    w.case("clamp/f32/nan_min", "clamp", fn, [T("f32", [6], zs), S(NAN), S(1.0)], tol="exact")
+    w.case("clamp/f32/nan_max", "clamp", fn, [T("f32", [6], zs), S(0.0), S(NAN)], tol="exact")
+    w.case("clamp/f32/zero_bounds", "clamp", fn, [T("f32", [6], zs), S(0.0), S(0.0)], tol="exact")
+    w.case("clamp/f32/neg_zero_bounds", "clamp", fn, [T("f32", [6], zs), S(-0.0), S(-0.0)], tol="exact")
+    w.case("clamp/f32/inf_bounds", "clamp", fn, [T("f32", [6], zs), S(-INF), S(INF)], tol="exact")
+    w.case("clamp/f16/bounds_rounded", "clamp", fn, [T("f16", [3], [0.0999, 0.1, 0.5]), S(0.1), S(1.0)], tol="exact")
+    w.case("clamp/f64/min_above_max", "clamp", fn, [T("f64", [4], [-1.0, 0.5, 3.0, NAN]), S(2.0), S(1.0)], tol="exact")
+    # Bounds a float dtype cannot hold are errors; so are integer bounds that no value of the
+    # dtype could satisfy, while integer bounds past the other side are saturated.
+    w.case("clamp/f32/bound_overflow", "clamp", fn, [T("f32", [2], [0.0, 1.0]), S(-1e300), S(1e300)])
+    w.case("clamp_min/f16/bound_overflow", "clamp_min", torch.clamp_min, [T("f16", [2], [0.0, 1.0]), S(1e10)], names=["x", "bound"])
+    w.case("clamp_max/bf16/bound_overflow", "clamp_max", torch.clamp_max, [T("bf16", [2], [0.0, 1.0]), S(1e300)], names=["x", "bound"])
+    big = 2**40
+    ints = T("i32", [3], [-3, 0, 9])
+    u8s = T("u8", [3], [0, 5, 200])
+    for name, op, f, x, bounds in (
+        ("clamp/i32/bounds_past_range", "clamp", fn, ints, (-big, big)),
+        ("clamp/i32/min_above_range", "clamp", fn, ints, (big, 2 * big)),
+        ("clamp/i32/max_below_range", "clamp", fn, ints, (-2 * big, -big)),
+        ("clamp/i32/max_past_range", "clamp", fn, ints, (0, big)),
+        ("clamp/u8/negative_min", "clamp", fn, u8s, (-1, 3)),
+        ("clamp/u8/max_past_range", "clamp", fn, u8s, (0, 300)),
+        ("clamp/u8/both_below_range", "clamp", fn, u8s, (-5, -1)),
+        ("clamp/i64/max_bound", "clamp", fn, T("i64", [2], [0, 5]), (2**62, 2**63 - 1)),
+        ("clamp/i32/bool_bound", "clamp", fn, T("i32", [5], [-3, 0, 1, 2, 9]), (True, 5)),
+        ("clamp/bool/int_bounds", "clamp", fn, T("bool", [2], [0, 1]), (0, 1)),
+        ("clamp_min/i32/above_range", "clamp_min", torch.clamp_min, ints, (2**31,)),
+        ("clamp_min/i32/at_max", "clamp_min", torch.clamp_min, ints, (2**31 - 1,)),
+        ("clamp_min/i32/below_range", "clamp_min", torch.clamp_min, ints, (-big,)),
+        ("clamp_min/u8/negative", "clamp_min", torch.clamp_min, u8s, (-1,)),
+        ("clamp_min/u8/above_range", "clamp_min", torch.clamp_min, u8s, (300,)),
+        ("clamp_max/i32/below_range", "clamp_max", torch.clamp_max, ints, (-2**31 - 1,)),
+        ("clamp_max/i32/at_min", "clamp_max", torch.clamp_max, ints, (-2**31,)),
+        ("clamp_max/u8/negative", "clamp_max", torch.clamp_max, u8s, (-1,)),
+        ("clamp_min/bool/float_bound", "clamp_min", torch.clamp_min, T("bool", [2], [0, 1]), (0.5,)),
+    ):
+        names = ["x", "min", "max"] if op == "clamp" else ["x", "bound"]
+        w.case(name, op, f, [x] + [S(b) for b in bounds], tol="exact", names=names)
+    # In place: the promoted dtype must be the tensor's own.
+    inplace = {"clamp_": lambda x, lo, hi: x.clamp_(lo, hi), "clamp_min_": lambda x, b: x.clamp_min_(b),
+               "clamp_max_": lambda x, b: x.clamp_max_(b)}
+    w.case("clamp_/f32/t", "clamp_", inplace["clamp_"], [T("f32", [6, 4], specials("f32"), views=[("t",)]), S(-1.5), S(2.5)], tol="exact")
+    w.case("clamp_/i32/float_bounds", "clamp_", inplace["clamp_"], [T("i32", [5], [-3, 0, 1, 2, 9]), S(0.5), S(3)])
+    w.case("clamp_/i64/narrow", "clamp_", inplace["clamp_"], [T("i64", [3, 5], mild("i64", 15), views=[("narrow", 1, 1, 3)]), S(-2), S(3)], tol="exact")
+    w.case("clamp_min_/f64/contig", "clamp_min_", inplace["clamp_min_"], [T("f64", [4, 6], specials("f64")), S(0.5)], tol="exact", names=["x", "bound"])
+    w.case("clamp_max_/u8/contig", "clamp_max_", inplace["clamp_max_"], [T("u8", [4, 6], specials("u8")), S(100)], tol="exact", names=["x", "bound"])
+    w.case("clamp_max_/i32/max_below_range", "clamp_max_", inplace["clamp_max_"], [ints, S(-big)], names=["x", "bound"])
+
+
+# Python numbers written into a tensor of each dtype (fill_, full): PyTorch checks that the
+# value converts without overflow (c10::checked_convert), where arithmetic operands wrap.
+FILL_VALUES = [1e20, -1e20, NAN, INF, 3.7, -0.5, -1.0, -0.0, 255.9, 256.0, 2147483647.5, 2147483648.0,
+               -2147483648.5, 256, -1, -255, -256, 2**31, -2**31 - 1, 2**40, 2**63 - 1, True, 70000.0, 65519.0,
+               3.5e38, 1e300]
+
+
+def make_scalar_conversions(w):
+    for dt in ALL:
+        for i, v in enumerate(FILL_VALUES):
+            w.case(f"fill_/{dt}/v{i}", "fill_", lambda x, v: x.fill_(v), [T(dt, [2], [0, 0]), S(v)], tol="exact", names=["x", "value"])
+        for i, v in enumerate(FILL_VALUES):
+            w.case(f"full/{dt}/v{i}", "full", lambda v, dt=dt: torch.full((2,), v, dtype=DTYPES[dt]), [S(v)],
+                   tol="exact", attrs={"dtype": dt}, names=["value"])
+    w.case("fill_/f32/t", "fill_", lambda x, v: x.fill_(v), [T("f32", [3, 2], mild("f32", 6), views=[("t",)]), S(2.5)], tol="exact", names=["x", "value"])
+    w.case("fill_/i64/0dim", "fill_", lambda x, v: x.fill_(v), [T("i64", [], [4]), S(-7)], tol="exact", names=["x", "value"])
+    w.case("fill_/f32/empty", "fill_", lambda x, v: x.fill_(v), [T("f32", [0, 2], []), S(1.0)], tol="exact", names=["x", "value"])
 
 
 # ---------------------------------------------------------------- comparisons, logical, where
@@ -556,6 +673,13 @@ def make_where(w):
     # Not recorded: a u8 condition (deprecated in PyTorch, which still accepts it; kiln rejects it).
     w.case("where/shapes/no_bcast", "where", fn, [cond([2, 3]), T("f32", [4], mild("f32", 4)), T("f32", [2, 3], mild("f32", 6))])
     w.case("where/f32/large", "where", fn, [T("bool", LARGE, ramp=(7919, 3, -1, 1)), T("f32", LARGE, ramp=ramp("f32")), S(-1.0)], sample=SAMPLE)
+    # A number must fit an integer result dtype; into a float dtype it is rounded (f16: inf).
+    c = T("bool", [2], [1, 0])
+    w.case("where/i32/scalar_overflow", "where", fn, [c, T("i32", [2], [0, 0]), S(2**40)])
+    w.case("where/u8/scalar_wraps", "where", fn, [c, T("u8", [2], [0, 0]), S(-1)])
+    w.case("where/u8/scalar_overflow", "where", fn, [c, T("u8", [2], [0, 0]), S(300)])
+    w.case("where/f16/scalar_rounds_to_inf", "where", fn, [c, T("f16", [2], [0, 0]), S(1e10)])
+    w.case("where/scalars/big_int", "where", fn, [c, S(2**40), S(1)])
 
 
 def make_masked_fill(w):
@@ -577,6 +701,12 @@ def make_masked_fill(w):
     w.case("masked_fill/f32/mask_u8", "masked_fill", fn, [T("f32", [3], [1, 2, 3]), T("u8", [3], [1, 0, 1]), S(0.0)])
     w.case("masked_fill/f32/mask_too_big", "masked_fill", fn, [T("f32", [3], [1, 2, 3]), cond([2, 3]), S(0.0)])
     w.case("masked_fill/f32/large", "masked_fill", fn, [T("f32", LARGE, ramp=ramp("f32")), T("bool", [LARGE[1]], ramp=(7919, 2, 0, 1)), S(9.0)], sample=SAMPLE)
+    # The value must convert to the dtype without overflow (-1 wraps into u8; 256 does not).
+    m = T("bool", [2], [1, 0])
+    for dt in ("i64", "i32", "u8", "bool", "f16", "bf16", "f32"):
+        for i, v in enumerate((1e20, 2**40, -256, 256, -1, INF, 70000.0, 3.5e38, 3.7)):
+            w.case(f"masked_fill/{dt}/value_v{i}", "masked_fill", fn, [T(dt, [2], [0, 0]), m, S(v)])
+        w.case(f"masked_fill_/{dt}/value_overflow", "masked_fill_", fn_, [T(dt, [2], [0, 0]), m, S(1e300)])
 
 
 def make_equal(w):
@@ -695,8 +825,8 @@ REDUCE = {
     "std": (var_like(torch.std), "dims"),
     "logsumexp": (lambda x, dims, keepdim=False: torch.logsumexp(x, dims, keepdim), "amax"),
     "cumsum": (lambda x, dim: torch.cumsum(x, dim), "1dim"),
-    "softmax": (lambda x, dim: torch.softmax(x, dim), "1dim"),
-    "log_softmax": (lambda x, dim: torch.log_softmax(x, dim), "1dim"),
+    "softmax": (lambda x, dim, dtype=None: torch.softmax(x, dim, dtype=DTYPES[dtype] if dtype else None), "1dim"),
+    "log_softmax": (lambda x, dim, dtype=None: torch.log_softmax(x, dim, dtype=DTYPES[dtype] if dtype else None), "1dim"),
 }
 # Ops whose result is exact in IEEE arithmetic (or integer): compared exactly.
 EXACT_REDUCE = {"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"}
@@ -752,6 +882,8 @@ WIDE_F32 = {"logsumexp", "softmax", "log_softmax"}
 def reference(op, fn):
     """`fn` computed in f64 (or f32) for the ops above, rounded back to the input's dtype."""
     def g(x, **attrs):
+        if "dtype" in attrs:  # (log_)softmax with dtype: the cast is the op's own
+            return fn(x, **attrs)
         wide = torch.float64 if op in WIDE_F64 and x.dtype in (torch.float32, torch.float16, torch.bfloat16) else \
             torch.float32 if op in WIDE_F32 and x.dtype in (torch.float16, torch.bfloat16) else None
         return fn(x, **attrs) if wide is None else fn(x.to(wide), **attrs).to(x.dtype)
@@ -793,9 +925,15 @@ def make_reduce():
         if kind == "dims" or op in ("amax", "amin"):
             t = T("f32", [2, 3], mild("f32", 6))
             extra = {"correction": 1} if op in ("var", "std") else {}
-            # Not recorded for all/any: PyTorch reduces no dim there (kiln reduces every dim).
-            if op not in ("all", "any"):
-                reduce_case(w, f"{op}/f32/dims_empty_list", op, t, {"dims": [], **extra})
+            # For all/any PyTorch reduces no dim there (each element's truth); for the others
+            # every dim.
+            reduce_case(w, f"{op}/f32/dims_empty_list", op, t, {"dims": [], **extra})
+            if op in ("all", "any"):
+                reduce_case(w, f"{op}/f32/dims_empty_list_keepdim", op, T("f32", [2, 3], [1.0, 0.0, NAN, -0.0, 2.0, INF]), {"dims": [], "keepdim": True})
+                reduce_case(w, f"{op}/u8/dims_empty_list", op, T("u8", [4], [0, 1, 255, 7]), {"dims": []})
+                reduce_case(w, f"{op}/bool/dims_empty_list", op, T("bool", [2, 2], [1, 0, 0, 1], views=[("t",)]), {"dims": []})
+                reduce_case(w, f"{op}/i64/0dim/dims_empty_list", op, T("i64", [], [3]), {"dims": []})
+                reduce_case(w, f"{op}/f32/empty/dims_empty_list", op, T("f32", [0, 3], []), {"dims": []})
             reduce_case(w, f"{op}/f32/dims_every", op, t, {"dims": [1, 0], **extra})
         t = T("f32", [2, 3], mild("f32", 6))
         dims = [2] if kind in ("dims", "amax") else 2
@@ -857,6 +995,22 @@ def make_reduce():
                       ("max", {"dim": 1}), ("any", {"dims": [1]}), ("cumsum", {"dim": 1}), ("cumsum", {"dim": 0}),
                       ("softmax", {"dim": 1}), ("log_softmax", {"dim": 0})):
         reduce_case(w, f"{op}/f32/large/{label_of(attrs)}", op, big, attrs, sample="auto")
+    # softmax/log_softmax with `dtype`: the input is cast first (integers and f16 normalized
+    # in f32/f64); a non-float dtype is an error.
+    for op in ("softmax", "log_softmax"):
+        for dt, to, t in (("f32", "f64", T("f32", [2, 3], [1.0, 2.0, 3.0, 0.5, -1.0, 2.0])),
+                          ("f32", "f64", T("f32", [4, 6], specials("f32"))),
+                          ("f16", "f32", T("f16", [4, 3], mild("f16", 12), views=[("t",)])),
+                          ("f64", "f32", T("f64", [2, 3], [1.0, 2.0, 3.0, 0.5, -1.0, 2.0])),
+                          ("i64", "f32", T("i64", [3, 4], mild("i64", 12))),
+                          ("i32", "f64", T("i32", [3], [1, 2, 3])),
+                          ("bool", "f32", T("bool", [2], [1, 0])),
+                          ("f32", "f32", T("f32", [0, 3], []))):
+            label = "empty" if 0 in t.shape else "t" if t.views else "v"
+            label = "specials" if t.values is not None and len(t.values) == 24 else label
+            reduce_case(w, f"{op}/{dt}/dtype_{to}/{label}", op, t, {"dim": -1 if label != "t" else 0, "dtype": to})
+        reduce_case(w, f"{op}/f32/dtype_i64", op, T("f32", [3], [1.0, 2.0, 3.0]), {"dim": 0, "dtype": "i64"}, keep_unsupported=True)
+        reduce_case(w, f"{op}/i64/no_dtype", op, T("i64", [3], [1, 2, 3]), {"dim": 0}, keep_unsupported=True)
     big_t = T("f64", LARGE[::-1], ramp=ramp("f64", 3), views=[("t",)])
     for op, attrs in (("sum", {"dims": [1]}), ("amin", {"dims": [0]}), ("std", {"dims": [1], "correction": 0})):
         reduce_case(w, f"{op}/f64/large_t/{label_of(attrs)}", op, big_t, attrs)
@@ -1304,17 +1458,88 @@ def make_sort():
     return w
 
 
+# ---------------------------------------------------------------- bitwise ops
+
+BITWISE = {"bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+           "bitwise_left_shift": torch.bitwise_left_shift, "bitwise_right_shift": torch.bitwise_right_shift}
+# Operator forms with the number on the left (`3 & &x`, `1 << &x` in Rust).
+RBITWISE = {"bitwise_and": lambda s, x: s & x, "bitwise_or": lambda s, x: s | x, "bitwise_xor": lambda s, x: s ^ x,
+            "bitwise_left_shift": lambda s, x: s << x, "bitwise_right_shift": lambda s, x: s >> x}
+SHIFTS = ("bitwise_left_shift", "bitwise_right_shift")
+
+
+def shift_amounts(dtype):
+    """12 shift amounts: small, at and past the width, negative (u8: past 127 reads as negative)."""
+    if dtype == "u8":
+        return [0, 1, 2, 7, 8, 9, 31, 63, 64, 127, 128, 255]
+    if dtype == "i32":
+        return [0, 1, 2, 7, 30, 31, 32, 33, 40, 63, 64, -1]
+    if dtype == "i64":
+        return [0, 1, 2, 7, 31, 32, 62, 63, 64, 65, 100, -1]
+    return [0, 1]
+
+
+def make_bitwise():
+    w = Writer("bitwise", "bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift, bitwise_right_shift")
+    # Every "not implemented" error here (floats; shifts of two bools) is one kiln raises too.
+    case = lambda *a, **kw: w.case(*a, keep_unsupported=True, **kw)
+    for op, fn in BITWISE.items():
+        for dt in ALL:
+            a = specials(dt)[:12] if dt != "bool" else [0, 1]
+            b = shift_amounts(dt) if op in SHIFTS else a
+            case(f"{op}/{dt}/grid", op, fn, [T(dt, [len(a), 1], a), T(dt, [len(b)], b)], tol="exact")
+            if dt in FLOATS and dt != "f32":
+                continue
+            m = [abs(v) % 9 for v in mild(dt, 12, 5)] if op in SHIFTS and dt != "bool" else mild(dt, 12, 5)
+            case(f"{op}/{dt}/t+contig", op, fn, [T(dt, [4, 3], mild(dt, 12), views=[("t",)]), T(dt, [3, 4], m)], tol="exact")
+            case(f"{op}/{dt}/narrow+expand", op, fn,
+                 [T(dt, [3, 6], mild(dt, 18, 1), views=[("narrow", 1, 2, 4)]), T(dt, [1, 4], m[:4], views=[("expand", 3, 4)])], tol="exact")
+            case(f"{op}/{dt}/0dim", op, fn, [T(dt, [2, 3], mild(dt, 6, 2)), T(dt, [], [m[1]])], tol="exact")
+            case(f"{op}/{dt}/empty", op, fn, [T(dt, [0, 3], []), T(dt, [3], m[:3])], tol="exact")
+            for kind, v in (("int", 3), ("neg", -1), ("big", 2**40 + 5), ("bool", True), ("float", 2.5)):
+                case(f"{op}/{dt}/scalar_{kind}", op, fn, [T(dt, [2, 3], mild(dt, 6, 3)), S(v)], tol="exact")
+            for kind, v in (("int", 3), ("bool", True)):
+                case(f"{op}/{dt}/lhs_scalar_{kind}", op, RBITWISE[op], [S(v), T(dt, [2, 3], [abs(x) % 9 for x in mild(dt, 6, 4)] if dt != "bool" else mild(dt, 6, 4))], tol="exact")
+        for da, db in (("i32", "i64"), ("u8", "bool"), ("bool", "i32"), ("u8", "i64"), ("i32", "u8"), ("u8", "i32"), ("i32", "f32"), ("bool", "f64")):
+            vb = [1, 0, 1] if db == "bool" else [1, 2, 3]
+            case(f"{op}/{da}+{db}/promote", op, fn, [T(da, [2, 3], mild(da, 6, 1)), T(db, [3], vb)], tol="exact")
+        case(f"{op}/u8+0dim_i64/promote", op, fn, [T("u8", [2, 3], mild("u8", 6, 1)), T("i64", [], [3])], tol="exact")
+        case(f"{op}/i32+0dim_i64_big/promote", op, fn, [T("i32", [2], [1, 5]), T("i64", [], [40])], tol="exact")
+        case(f"{op}/i64/large_bcast", op, fn, [T("i64", LARGE, ramp=ramp("i64")), T("i64", [LARGE[1]], ramp=(7, 9, 0, 1))], tol="exact", sample=SAMPLE)
+        case(f"{op}/u8/large_t", op, fn, [T("u8", LARGE[::-1], ramp=ramp("u8", 3), views=[("t",)]), S(2)], tol="exact", sample=SAMPLE)
+    case("bitwise_and/shapes/no_bcast", "bitwise_and", torch.bitwise_and, [T("i64", [2, 3], mild("i64", 6)), T("i64", [2], [1, 2])])
+    for dt in ALL:
+        for label, t in layouts(dt, views=dt in INTS + ["bool"], full=dt == "i32"):
+            case(f"bitwise_not/{dt}/{label}", "bitwise_not", torch.bitwise_not, [t], tol="exact", sample=SAMPLE if label == "large" else None)
+    # In place: the result keeps the tensor's dtype (an i64 result is written into i32; nothing
+    # is written into Bool but a Bool result).
+    ip = {op: (lambda op: lambda x, y: getattr(x, op + "_")(y))(op) for op in BITWISE}
+    for op in BITWISE:
+        case(f"{op}_/i32+i64", op + "_", ip[op], [T("i32", [4], [-8, 1, 5, 2**30]), T("i64", [4], [1, 3, 2**40, 1])], tol="exact")
+        case(f"{op}_/i64/t", op + "_", ip[op], [T("i64", [4, 3], mild("i64", 12), views=[("t",)]), S(2)], tol="exact")
+    for op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        case(f"{op}_/u8+bool", op + "_", ip[op], [T("u8", [3], [5, 6, 255]), T("bool", [3], [1, 0, 1])], tol="exact")
+        case(f"{op}_/bool+bool", op + "_", ip[op], [T("bool", [4], [0, 1, 0, 1]), T("bool", [4], [0, 0, 1, 1])], tol="exact")
+        case(f"{op}_/bool+i32", op + "_", ip[op], [T("bool", [2], [0, 1]), T("i32", [2], [1, 2])])
+        case(f"{op}_/i32+f32", op + "_", ip[op], [T("i32", [2], [0, 1]), T("f32", [2], [1, 2])])
+    case("bitwise_not_/i64/t", "bitwise_not_", lambda x: x.bitwise_not_(), [T("i64", [4, 3], mild("i64", 12), views=[("t",)])], tol="exact")
+    case("bitwise_not_/bool/narrow", "bitwise_not_", lambda x: x.bitwise_not_(), [T("bool", [3, 5], mild("bool", 15), views=[("narrow", 1, 1, 3)])], tol="exact")
+    return w
+
+
 # ---------------------------------------------------------------- main
 
 SETS = {"unary": make_unary, "binary": make_binary, "compare": make_compare, "reduce": make_reduce,
-        "matmul": make_matmul, "index": make_index, "sort": make_sort}
+        "matmul": make_matmul, "index": make_index, "sort": make_sort, "bitwise": make_bitwise}
 
 
 def main():
     torch.set_num_threads(1)
-    wanted = sys.argv[1:] or list(SETS)
+    args = sys.argv[1:]
+    keep = "--keep" in args
+    wanted = [a for a in args if a != "--keep"] or list(SETS)
     for name in wanted:
-        SETS[name]().write()
+        SETS[name]().write(keep=keep)
 
 
 if __name__ == "__main__":

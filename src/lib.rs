@@ -40,6 +40,9 @@
 //! - `DataLoader` seeds each batch's randomness from (epoch seed, batch index), so results do
 //!   not depend on `num_workers` (see [`data`]).
 //! - Checkpoints are safetensors files ([`save`], [`load`]), not pickles.
+//! - PyTorch's keyword arguments that change an op's dtype become methods with a suffix:
+//!   `x.softmax(dim, dtype=torch.float64)` is `x.softmax_dtype(dim, DType::F64)` (also
+//!   `log_softmax_dtype`, `F::softmax_dtype`, `F::log_softmax_dtype`).
 //! - `kiln::compile(f)` returns a [`CompiledStep`]; call it with `step.call(args)` (one
 //!   argument: pass a tuple for several). Inside a compiled call an index error of an op whose
 //!   kernel runs later (gather, scatter, …) panics when the step's graph runs, not at the op's
@@ -90,13 +93,39 @@ pub fn set_flush_denormal(on: bool) -> bool {
     kiln_runtime::cpu::parallel::set_flush_denormal(on)
 }
 
+/// Refuses or replaces every kernel whose result depends on scheduling
+/// (`torch.use_deterministic_algorithms`). Off by default, as in PyTorch.
+///
+/// Every kernel kiln has today is deterministic already: CPU reductions, `scatter_add`,
+/// `index_put` with accumulation and the generated kernels combine partial results in a fixed
+/// order (no atomics, no racing accumulation), and random numbers come from counter-based
+/// Philox streams, so for a given thread count results are the same run after run with or
+/// without this mode. The mode is recorded (see [`are_deterministic_algorithms_enabled`]) for
+/// kernels with a scheduling-dependent fast path, which must check it.
+pub fn use_deterministic_algorithms(mode: bool) {
+    kiln_runtime::set_deterministic_algorithms(mode)
+}
+
+/// Whether [`use_deterministic_algorithms`] is on (`torch.are_deterministic_algorithms_enabled`).
+pub fn are_deterministic_algorithms_enabled() -> bool {
+    kiln_runtime::deterministic_algorithms()
+}
+
 /// The number of CPU worker threads (`torch.get_num_threads`).
 pub fn get_num_threads() -> usize {
     kiln_runtime::cpu::parallel::num_threads()
 }
 
-/// What most programs need: `use kiln::prelude::*;`.
+/// What most programs need: `use kiln::prelude::*;` — everything the program in `API.md`
+/// (the blitz, MNIST and CIFAR-10 tutorials) names without a path: [`Tensor`], [`DType`],
+/// [`Device`], [`Scalar`], [`StateDict`], [`BackwardOpts`], `nn` with `F` (its functional
+/// module) and the [`Module`](nn::Module) trait and derive, `optim` with the
+/// [`Optimizer`](optim::Optimizer) and [`LrScheduler`](optim::lr_scheduler::LrScheduler)
+/// traits (so `opt.step()`, `opt.zero_grad()` and `sched.step(&mut opt)` resolve), the datasets'
+/// [`Split`](vision::datasets::Split), and [`compile`], [`manual_seed`], [`no_grad`].
 pub mod prelude {
     pub use crate::nn::{self, functional as F, Module};
-    pub use crate::{compile, manual_seed, no_grad, optim, BackwardOpts, DType, Device, Scalar, StateDict, Tensor};
+    pub use crate::optim::{self, lr_scheduler::LrScheduler, Optimizer};
+    pub use crate::vision::datasets::Split;
+    pub use crate::{compile, manual_seed, no_grad, BackwardOpts, DType, Device, Scalar, StateDict, Tensor};
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_covers, parse, read_values, run_fixture, same_values, Arg, Case, Expect, Outcome, Tol, Values};
+use common::{assert_covers, outcome, parse, read_values, run_fixture, same_values, Arg, Case, Expect, Outcome, Tol, Values};
 use kiln::ops::Operand;
 use kiln::{DType, Scalar, Tensor};
 
@@ -116,7 +116,10 @@ fn inplace_unary(op: &str, x: &Tensor) {
     };
 }
 
-const BINARY: &[&str] = &["add", "sub", "mul", "div", "remainder", "pow", "maximum", "minimum", "atan2", "clamp"];
+const BINARY: &[&str] = &[
+    "add", "sub", "mul", "div", "remainder", "pow", "maximum", "minimum", "atan2", "clamp", "clamp_min", "clamp_max", "clamp_",
+    "clamp_min_", "clamp_max_", "fill_", "full",
+];
 
 /// `s op x` with a Rust number on the left (the operator overloads for `f64` and `i64`).
 fn scalar_lhs(op: &str, s: Scalar, x: &Tensor) -> Option<Tensor> {
@@ -140,12 +143,24 @@ fn scalar_lhs(op: &str, s: Scalar, x: &Tensor) -> Option<Tensor> {
 }
 
 fn binary(case: &Case, args: &[Arg]) -> Outcome {
+    if case.op == "full" {
+        let dtype = common::parse_dtype(case.attr("dtype").expect("full has a dtype")).unwrap();
+        return outcome(Tensor::try_full_opts(&[2], args[0].scalar(), dtype, kiln::Device::Cpu).map(|t| vec![t]));
+    }
     if let Arg::Scalar(s) = args[0] {
         return scalar_lhs(&case.op, s, args[1].tensor()).map(|t| Ok(vec![t]));
     }
     let x = args[0].tensor();
-    if case.op == "clamp" {
-        return Some(Ok(vec![x.clamp(args[1].scalar(), args[2].scalar())]));
+    let inplace = |r: kiln::Result<&Tensor>| outcome(r.map(|t| vec![t.clone()]));
+    match case.op.as_str() {
+        "clamp" => return outcome(x.try_clamp(args[1].scalar(), args[2].scalar()).map(|t| vec![t])),
+        "clamp_min" => return outcome(x.try_clamp_min(args[1].scalar()).map(|t| vec![t])),
+        "clamp_max" => return outcome(x.try_clamp_max(args[1].scalar()).map(|t| vec![t])),
+        "clamp_" => return inplace(x.try_clamp_(args[1].scalar(), args[2].scalar())),
+        "clamp_min_" => return inplace(x.try_clamp_min_(args[1].scalar())),
+        "clamp_max_" => return inplace(x.try_clamp_max_(args[1].scalar())),
+        "fill_" => return inplace(x.try_fill_(args[1].scalar())),
+        _ => {}
     }
     let y = operand(&args[1]);
     let r = match case.op.as_str() {
@@ -206,6 +221,91 @@ fn compare(case: &Case, args: &[Arg]) -> Outcome {
 fn compare_ops_match_pytorch() {
     let cases = run_fixture("compare.txt", compare);
     assert_covers(&cases, COMPARE);
+}
+
+const BITWISE: &[&str] = &[
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "bitwise_not", "bitwise_and_",
+    "bitwise_or_", "bitwise_xor_", "bitwise_left_shift_", "bitwise_right_shift_", "bitwise_not_",
+];
+
+/// `s op x` with a Rust number on the left (the operator overloads for `i64` and `bool`).
+fn bitwise_scalar_lhs(op: &str, s: Scalar, x: &Tensor) -> Option<Tensor> {
+    macro_rules! ops {
+        ($s:expr) => {
+            match op {
+                "bitwise_and" => $s & x,
+                "bitwise_or" => $s | x,
+                "bitwise_xor" => $s ^ x,
+                "bitwise_left_shift" => $s << x,
+                "bitwise_right_shift" => $s >> x,
+                _ => return None,
+            }
+        };
+    }
+    Some(match s {
+        Scalar::Int(i) => ops!(i),
+        Scalar::Bool(b) => ops!(b),
+        Scalar::Float(_) => return None,
+    })
+}
+
+/// The bitwise ops: methods for tensor operands, operators (`&`, `<<`, …) for a number on the
+/// left (they panic on errors: caught as failures), and the in-place forms.
+fn bitwise(case: &Case, args: &[Arg]) -> Outcome {
+    if let Arg::Scalar(s) = args[0] {
+        return bitwise_scalar_lhs(&case.op, s, args[1].tensor()).map(|t| Ok(vec![t]));
+    }
+    let x = args[0].tensor();
+    let inplace = |r: kiln::Result<&Tensor>| outcome(r.map(|t| vec![t.clone()]));
+    if case.op == "bitwise_not" {
+        return outcome(x.try_bitwise_not().map(|t| vec![t]));
+    }
+    if case.op == "bitwise_not_" {
+        return inplace(x.try_bitwise_not_());
+    }
+    let y = operand(&args[1]);
+    let r = match case.op.as_str() {
+        "bitwise_and" => x.try_bitwise_and(y),
+        "bitwise_or" => x.try_bitwise_or(y),
+        "bitwise_xor" => x.try_bitwise_xor(y),
+        "bitwise_left_shift" => x.try_bitwise_left_shift(y),
+        "bitwise_right_shift" => x.try_bitwise_right_shift(y),
+        "bitwise_and_" => return inplace(x.try_bitwise_and_(y)),
+        "bitwise_or_" => return inplace(x.try_bitwise_or_(y)),
+        "bitwise_xor_" => return inplace(x.try_bitwise_xor_(y)),
+        "bitwise_left_shift_" => return inplace(x.try_bitwise_left_shift_(y)),
+        "bitwise_right_shift_" => return inplace(x.try_bitwise_right_shift_(y)),
+        _ => return None,
+    };
+    outcome(r.map(|t| vec![t]))
+}
+
+#[test]
+fn bitwise_ops_match_pytorch() {
+    let cases = run_fixture("bitwise.txt", bitwise);
+    assert_covers(&cases, BITWISE);
+}
+
+/// The operators agree with the methods on every tensor-tensor case of the fixture.
+#[test]
+fn bitwise_operators_match_methods() {
+    let mut failures = Vec::new();
+    for case in common::load("bitwise.txt").iter().filter(|c| matches!(c.expect, Expect::Outputs(_))) {
+        let args = case.build_args();
+        let (Arg::Tensor(x), Some(Arg::Tensor(y))) = (&args[0], args.get(1)) else { continue };
+        let by_operator = match case.op.as_str() {
+            "bitwise_and" => x & y,
+            "bitwise_or" => x | y,
+            "bitwise_xor" => x ^ y,
+            "bitwise_left_shift" => x << y,
+            "bitwise_right_shift" => x >> y,
+            _ => continue,
+        };
+        if let Err(e) = case.check(&[by_operator]) {
+            failures.push(format!("{}: {e}", case.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -57,7 +57,11 @@ fn unary_ops() {
         ("pow 3", |x| x.pow(3.0), (-2.0, 2.0), true),
         ("pow -1", |x| x.pow(-1.0), (0.3, 2.0), true),
         ("pow 0.5", |x| x.pow(0.5), (0.3, 2.0), true),
-        ("clamp", |x| x.clamp(-0.5, 0.5), (-1.0, 1.0), false),
+        ("clamp", |x| x.clamp(-0.5, 0.5), (-1.0, 1.0), true),
+        ("clamp_min", |x| x.clamp_min(-0.2), (-1.0, 1.0), true),
+        ("clamp_max", |x| x.clamp_max(0.3), (-1.0, 1.0), true),
+        ("clamp in place", |x| (x * 1.0).clamp_(-0.5, 0.5).clone(), (-1.0, 1.0), true),
+        ("clamp_min in place", |x| (x * 1.0).clamp_min_(0.1).clone(), (-1.0, 1.0), true),
         ("scalar-lhs div", |x| 2.0 / x, (0.3, 2.0), true),
         ("scalar-lhs sub", |x| 1.0 - x, (-1.0, 1.0), true),
     ];
@@ -106,6 +110,29 @@ fn ties_split_the_gradient_like_pytorch() {
     x.pow(&e).sum().backward();
     assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![0.0, 0.0]);
     assert_eq!(e.grad().unwrap().to_vec::<f64>(), vec![0.0, 2f64.ln()]);
+}
+
+/// PyTorch 2.15's clamp gradient (checked against a torch run): 1 strictly inside the bounds,
+/// 0 at a bound, outside, at NaN, and everywhere when `min > max` or `min == max`.
+#[test]
+fn clamp_gradient_at_the_bounds_like_pytorch() {
+    let grad = |f: &dyn Fn(&Tensor) -> Tensor, values: &[f64]| {
+        let x = Tensor::from_slice(values).requires_grad_(true);
+        f(&x).sum().backward();
+        x.grad().unwrap().to_vec::<f64>()
+    };
+    let xs = [-1.0, 0.0, 0.5, 1.0, 2.0, f64::NAN];
+    assert_eq!(grad(&|x| x.clamp(0, 1), &xs), vec![0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(grad(&|x| x.clamp_min(0), &xs), vec![0.0, 0.0, 1.0, 1.0, 1.0, 0.0]);
+    assert_eq!(grad(&|x| x.clamp_max(1), &xs), vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(grad(&|x| x.clamp(1, 0), &xs), vec![0.0; 6]);
+    assert_eq!(grad(&|x| x.clamp(0.5, 0.5), &xs), vec![0.0; 6]);
+    assert_eq!(grad(&|x| x.clamp(0.25, 0.75), &[0.25, 0.5, 0.75, 0.2499, 0.7501]), vec![0.0, 1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(grad(&|x| (x * 1.0).clamp_(0, 1).clone(), &xs), vec![0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+    // f32 input, f16 input: the bound compares in the input's dtype.
+    let h = Tensor::new(&[0.0999f32, 0.1, 0.5]).to_dtype(DType::F16).requires_grad_(true);
+    h.clamp(0.1, 1.0).sum().backward();
+    assert_eq!(h.grad().unwrap().to_dtype(DType::F32).to_vec::<f32>(), vec![0.0, 0.0, 1.0]);
 }
 
 #[test]
@@ -189,4 +216,31 @@ fn grad_fn_names() {
     assert_eq!(name(x.deep_clone()), "CloneBackward0");
     assert_eq!(name(x.to_dtype(DType::F64)), "ToCopyBackward0");
     assert_eq!(name(x.neg()), "NegBackward0");
+    assert_eq!(name(x.clamp(-1.0, 1.0)), "ClampBackward1");
+    assert_eq!(name(x.clamp_min(0.0)), "ClampMinBackward0");
+    assert_eq!(name(x.clamp_max(0.0)), "ClampMaxBackward0");
+    assert_eq!(name((&x * 1.0).clamp_(-1.0, 1.0).clone()), "ClampBackward1");
+    assert_eq!(name((&x * 1.0).clamp_min_(0.0).clone()), "ClampMinBackward0");
+    assert_eq!(name((&x * 1.0).clamp_max_(0.0).clone()), "ClampMaxBackward0");
+    assert_eq!(name(x.softmax_dtype(1, DType::F64)), "SoftmaxBackward0");
+    let s = x.log_softmax_dtype(1, DType::F64);
+    let next: Vec<String> = s.grad_fn().unwrap().next_functions().into_iter().flatten().map(|f| f.name().to_string()).collect();
+    assert_eq!((s.grad_fn().unwrap().name(), next), ("LogSoftmaxBackward0", vec!["ToCopyBackward0".to_string()]));
+}
+
+/// softmax with a dtype: the gradient comes back in the input's dtype, and matches the f64
+/// softmax of the f64 input.
+#[test]
+fn softmax_dtype_gradients() {
+    kiln::manual_seed(5);
+    let x = Tensor::randn(&[3, 4]).requires_grad_(true);
+    let w = Tensor::randn(&[3, 4]).to_dtype(DType::F64);
+    (x.softmax_dtype(1, DType::F64) * &w).sum().backward();
+    let g = x.grad().unwrap();
+    assert_eq!(g.dtype(), DType::F32);
+    let x64 = x.detach().to_dtype(DType::F64).requires_grad_(true);
+    (x64.softmax(1) * &w).sum().backward();
+    assert!(g.to_dtype(DType::F64).allclose(&x64.grad().unwrap(), 1e-5, 1e-7));
+    let f = |xs: &[Tensor]| xs[0].to_dtype(DType::F32).log_softmax_dtype(0, DType::F64);
+    gradcheck(f, &[leaf(&[3, 2], -1.0, 1.0)], GradcheckOpts { eps: 1e-3, atol: 1e-4, rtol: 1e-3 }).unwrap();
 }

@@ -64,6 +64,10 @@ fn reduce(case: &Case, args: &[Arg]) -> Outcome {
         ("std", dims, None) => one(var_std::<true>(x, dims, case.attr_as("correction"), keepdim)),
         ("logsumexp", Some(d), None) => one(x.try_logsumexp(d, keepdim)),
         ("cumsum", None, Some(d)) => one(x.try_cumsum(d)),
+        ("softmax" | "log_softmax", None, Some(d)) if case.attr("dtype").is_some() => {
+            let dtype = common::parse_dtype(case.attr("dtype").unwrap()).unwrap();
+            one(if case.op == "softmax" { x.try_softmax_dtype(d, dtype) } else { x.try_log_softmax_dtype(d, dtype) })
+        }
         ("softmax", None, Some(d)) => one(x.try_softmax(d)),
         ("log_softmax", None, Some(d)) => one(x.try_log_softmax(d)),
         _ => None,

@@ -391,6 +391,64 @@ fn binary_ops_every_dtype_and_layout() {
     }
 }
 
+/// The bitwise ops and shifts on every integer dtype (and `&`, `|`, `^` on Bool), against
+/// `BinaryOp::eval_int`; the shift amounts of input 1 cover negative values and amounts at and
+/// past every width (the inputs' values include -300, 255, 256 and 2^40).
+#[test]
+fn bitwise_ops_every_integer_dtype_and_layout() {
+    use BinaryOp::*;
+    for d in [DType::I64, DType::I32, DType::U8, DType::Bool] {
+        for op in [BitAnd, BitOr, BitXor, BitShl, BitShr] {
+            if d == DType::Bool && op.is_shift() {
+                continue; // PyTorch (and kiln's ops) refuse shifts of two Bool operands
+            }
+            for (shape, inner, rows) in layouts(2) {
+                let k = ElementwiseKernel {
+                    rank: shape.len(),
+                    inputs: vec![inp(d, inner[0]), inp(d, inner[1])],
+                    scalars: 0,
+                    insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Load(1), d), inst(InstOp::Binary(op, 0, 1), d)],
+                    outputs: vec![2],
+                };
+                check(&k, &shape, rows, &[], 0.0, &format!("{} {d} {inner:?} {shape:?}", op.name()));
+            }
+        }
+        // bitwise_not on integers (Bool's `!` is the logical not, emitted as `Not`).
+        if d != DType::Bool {
+            for (shape, inner, rows) in layouts(1) {
+                let k = unary_kernel(UnaryOp::BitNot, d, inner[0], shape.len());
+                check(&k, &shape, rows, &[], 0.0, &format!("bitwise_not {d} {inner:?} {shape:?}"));
+            }
+        }
+    }
+    // Every shift amount from -70 to 70 against the reference, as a run-time scalar.
+    for d in [DType::I64, DType::I32, DType::U8] {
+        for op in [BitShl, BitShr] {
+            for amount in -70..=70i64 {
+                let k = ElementwiseKernel {
+                    rank: 1,
+                    inputs: vec![inp(d, InnerStride::Unit)],
+                    scalars: 1,
+                    insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Scalar(0), d), inst(InstOp::Binary(op, 0, 1), d)],
+                    outputs: vec![2],
+                };
+                check(&k, &[9], 0..1, &[amount as f64], 0.0, &format!("{} {d} by {amount}", op.name()));
+            }
+        }
+    }
+    // Float operands are refused when the kernel is compiled, never emitted.
+    let k = ElementwiseKernel {
+        rank: 1,
+        inputs: vec![inp(DType::F32, InnerStride::Unit)],
+        scalars: 0,
+        insts: vec![inst(InstOp::Load(0), DType::F32), inst(InstOp::Binary(BitAnd, 0, 0), DType::F32)],
+        outputs: vec![1],
+    };
+    assert!(CpuKernel::compile(&k, "test").is_err());
+    let k = unary_kernel(UnaryOp::BitNot, DType::F64, InnerStride::Unit, 1);
+    assert!(CpuKernel::compile(&k, "test").is_err());
+}
+
 #[test]
 fn comparisons_logical_not_where_every_dtype() {
     for d in ALL {

@@ -25,9 +25,11 @@ fn exhaustive(u: UnaryOp, b: BinaryOp, c: CmpOp) {
     use UnaryOp::*;
     match u {
         Neg | Abs | Exp | Exp2 | Log | Log2 | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Sigmoid | Relu | Gelu | GeluTanh | Silu | Softplus | Erf | Floor | Ceil | Round | Trunc | Sign | Reciprocal | Square => {}
+        BitNot => {} // integer-only: refused by the float emitter (`integer_ops_are_refused`)
     }
     match b {
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Atan2 => {}
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::BitShl | BinaryOp::BitShr => {} // integer-only, as BitNot
     }
     match c {
         CmpOp::Eq | CmpOp::Ne | CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {}
@@ -396,4 +398,15 @@ fn mismatched_elementwise_launches_are_errors() {
     assert!(e.message.contains("input 1 holds 40 bytes, 100 elements need 400"), "{e}");
     loaded.run(&[&a, &a], &mut out, 100).unwrap();
     assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.0f32; 100]);
+}
+
+/// The bitwise ops are integer ops: the float-only emitter refuses them instead of emitting a
+/// float formula.
+#[test]
+fn integer_ops_are_refused() {
+    for op in [BinaryOp::BitAnd, BinaryOp::BitOr, BinaryOp::BitXor, BinaryOp::BitShl, BinaryOp::BitShr] {
+        let e = emit_elementwise(&bin(BinaryOp::Add, bin(op, x(0), x(1)), x(0)), 2, DType::F32).unwrap_err();
+        assert!(e.to_string().contains("bitwise ops are integer ops"), "{e}");
+    }
+    assert!(emit_elementwise(&Expr::unary(UnaryOp::BitNot, x(0)), 1, DType::F64).is_err());
 }

@@ -65,6 +65,8 @@ pub enum UnaryOp {
     Reciprocal,
     /// x²
     Square,
+    /// `!x`: every bit flipped (integers only; on Bool the op layer uses logical not)
+    BitNot,
 }
 
 impl UnaryOp {
@@ -100,14 +102,20 @@ impl UnaryOp {
             Sign => "sign",
             Reciprocal => "reciprocal",
             Square => "square",
+            BitNot => "bitwise_not",
         }
+    }
+
+    /// True for the ops defined on integers only (floats are an error, as in PyTorch).
+    pub fn is_int_only(self) -> bool {
+        self == UnaryOp::BitNot
     }
 
     /// True when an integer or bool input keeps its dtype (the op is exact on integers);
     /// false when it is computed in, and returns, the default float dtype.
     pub fn keeps_int_dtype(self) -> bool {
         use UnaryOp::*;
-        matches!(self, Neg | Abs | Relu | Floor | Ceil | Round | Trunc | Sign | Square)
+        matches!(self, Neg | Abs | Relu | Floor | Ceil | Round | Trunc | Sign | Square | BitNot)
     }
 
     /// The op on an integer (for ops where [`Self::keeps_int_dtype`]), wrapping on overflow.
@@ -120,6 +128,7 @@ impl UnaryOp {
             Floor | Ceil | Round | Trunc => x,
             Sign => x.signum(),
             Square => x.wrapping_mul(x),
+            BitNot => !x,
             _ => unreachable!("{} is not an integer op", self.name()),
         }
     }
@@ -184,6 +193,7 @@ impl UnaryOp {
             }
             Reciprocal => one / x,
             Square => x * x,
+            BitNot => unreachable!("bitwise_not is defined on integers only"),
         }
     }
 }
@@ -209,6 +219,17 @@ pub enum BinaryOp {
     Minimum,
     /// atan2(a, b)
     Atan2,
+    /// `a & b` (integers and Bool only)
+    BitAnd,
+    /// `a | b` (integers and Bool only)
+    BitOr,
+    /// `a ^ b` (integers and Bool only)
+    BitXor,
+    /// `a << b` (integers only): 0 for a shift below 0 or past the type's width, as PyTorch
+    BitShl,
+    /// `a >> b`, arithmetic (integers only): a shift below 0 or past the width fills with the
+    /// sign bit, as PyTorch
+    BitShr,
 }
 
 impl BinaryOp {
@@ -225,6 +246,37 @@ impl BinaryOp {
             Maximum => "maximum",
             Minimum => "minimum",
             Atan2 => "atan2",
+            BitAnd => "bitwise_and",
+            BitOr => "bitwise_or",
+            BitXor => "bitwise_xor",
+            BitShl => "bitwise_left_shift",
+            BitShr => "bitwise_right_shift",
+        }
+    }
+
+    /// True for the bitwise ops and shifts: defined on integers (and, for `&`, `|`, `^`, on
+    /// Bool), an error on floats.
+    pub fn is_bitwise(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, BitAnd | BitOr | BitXor | BitShl | BitShr)
+    }
+
+    /// True for the shifts, which PyTorch does not define on Bool.
+    pub fn is_shift(self) -> bool {
+        matches!(self, BinaryOp::BitShl | BinaryOp::BitShr)
+    }
+
+    /// PyTorch's CPU kernel name for the bitwise ops (its "not implemented for 'Float'" errors
+    /// name the kernel, not the op).
+    pub fn kernel_name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            BitAnd => "bitwise_and_cpu",
+            BitOr => "bitwise_or_cpu",
+            BitXor => "bitwise_xor_cpu",
+            BitShl => "lshift_cpu",
+            BitShr => "rshift_cpu",
+            _ => self.name(),
         }
     }
 
@@ -260,6 +312,24 @@ impl BinaryOp {
             Pow => a.wrapping_pow(b.min(u32::MAX as i64) as u32),
             Maximum => a.max(b),
             Minimum => a.min(b),
+            BitAnd => a & b,
+            BitOr => a | b,
+            BitXor => a ^ b,
+            // Computed on the operands widened to i64 (sign-extended, u8 zero-extended): the
+            // low bits of the result are those of the narrow type's shift for every shift
+            // amount, so one formula serves i64, i32 and u8 (PyTorch's rule: a shift < 0 or
+            // >= the width gives 0).
+            BitShl => {
+                if (0..64).contains(&b) {
+                    a.wrapping_shl(b as u32)
+                } else {
+                    0
+                }
+            }
+            // A shift < 0 or past the width fills with the sign (0 for u8, which is zero-
+            // extended), as PyTorch's `a >> (width - 1)`; in i64, `a >> 63` is that fill for
+            // every narrower type too.
+            BitShr => a >> if (0..64).contains(&b) { b as u32 } else { 63 },
             Div | Atan2 => unreachable!("{} is not an integer op", self.name()),
         }
     }
@@ -285,6 +355,7 @@ impl BinaryOp {
             Maximum => a.max_nan(b),
             Minimum => a.min_nan(b),
             Atan2 => a.atan2(b),
+            BitAnd | BitOr | BitXor | BitShl | BitShr => unreachable!("{} is defined on integers only", self.name()),
         }
     }
 }
@@ -411,5 +482,25 @@ mod tests {
         assert!(BinaryOp::Maximum.eval(1.0f32, f32::NAN).is_nan());
         assert_eq!(UnaryOp::Softplus.eval(30.0f64), 30.0);
         assert!(!CmpOp::Eq.eval(f32::NAN, f32::NAN));
+    }
+
+    #[test]
+    fn shifts_follow_pytorch_at_every_width() {
+        use BinaryOp::{BitShl, BitShr};
+        // i32 values, widened; results narrowed back as the kernels do.
+        let i32_of = |v: i64| v as i32 as i64;
+        assert_eq!(i32_of(BitShl.eval_int(1, 31)), i32::MIN as i64);
+        assert_eq!(i32_of(BitShl.eval_int(1, 32)), 0);
+        assert_eq!(i32_of(BitShl.eval_int(1, 40)), 0);
+        assert_eq!(BitShl.eval_int(1, -1), 0);
+        assert_eq!(BitShl.eval_int(1, 63), i64::MIN);
+        assert_eq!(BitShl.eval_int(1, 64), 0);
+        assert_eq!(BitShr.eval_int(-100, 40), -1);
+        assert_eq!(BitShr.eval_int(100, 31), 0);
+        assert_eq!(BitShr.eval_int(-100, -1), -1);
+        assert_eq!(BitShr.eval_int(200, 255), 0); // u8: zero-extended
+        assert_eq!(BitShl.eval_int(3, 7) as u8, 128);
+        assert_eq!(UnaryOp::BitNot.eval_int(0) as u8, 255);
+        assert_eq!(BinaryOp::BitXor.eval_int(-8, 3), -5);
     }
 }

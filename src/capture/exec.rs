@@ -49,7 +49,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
     }
     for &id in &plan.scalar_tensors {
         let NodeKind::Scalar { slot } = g.node(id).kind else { unreachable!("only Scalar nodes are listed") };
-        values.0[id as usize] = Some(Tensor::scalar_opts(trace.scalars[slot as usize], g.node(id).dtype));
+        values.0[id as usize] = Some(Tensor::scalar_wrapping(trace.scalars[slot as usize], g.node(id).dtype));
     }
     for (step, frees) in plan.steps.iter().zip(&plan.frees) {
         match step {

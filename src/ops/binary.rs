@@ -1,5 +1,8 @@
 //! Binary elementwise ops: arithmetic with broadcasting and PyTorch's type promotion, their
-//! in-place forms, `copy_`/`fill_`, and the operator overloads.
+//! in-place forms, `copy_`/`fill_`, the one-pass `clamp`/`clamp_min`/`clamp_max`, and the
+//! operator overloads (the bitwise ones are in `bitwise.rs`). Rust numbers written into a
+//! tensor (`fill_`'s value, `pow`'s exponent, clamp's bounds) are checked by PyTorch's
+//! overflow rule (`scalar_fits`); arithmetic operands wrap as PyTorch's do.
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
@@ -84,27 +87,60 @@ impl Operand {
         match self {
             Operand::Tensor(t) => t.to_dtype(dtype),
             Operand::Scalar(s) if crate::capture::is_active() => crate::capture::scalar(*s, dtype),
-            Operand::Scalar(s) => Tensor::scalar_opts(*s, dtype),
+            Operand::Scalar(s) => Tensor::scalar_wrapping(*s, dtype),
         }
     }
 }
 
-/// An error when `value` cannot be represented in the integer `dtype`: a non-finite float
-/// always, and with `in_range` also a value outside the type's range (PyTorch checks the range
-/// for `pow`'s exponent, and finiteness for `masked_fill`'s value).
-#[track_caller]
-pub(crate) fn check_scalar_fits(op: &'static str, value: Scalar, dtype: DType, in_range: bool) -> Result<()> {
-    if dtype.is_float() || dtype == DType::Bool {
-        return Ok(());
+/// True when `value` converts to `dtype` without overflow, by PyTorch's rule for a Python number
+/// written into a tensor (`c10::checked_convert`, used by `fill_`, `full`, `masked_fill`,
+/// `index_fill`, `scatter`'s value, `pow`'s exponent, …):
+/// - into an integer dtype, a float must be a number in `[min, max + 1)` (truncated toward zero
+///   afterwards: 3.7 gives 3, 255.9 gives 255 in u8, while -0.5 is refused for u8 and NaN and
+///   infinities always); an integer must be in `[min, max]`, except that a negative one may
+///   wrap into u8 down to -255 (-1 gives 255, as PyTorch's unsigned rule);
+/// - into a float dtype, a finite value must not exceed the type's largest finite value
+///   (infinities and NaN are kept; 1e300 is refused for f32, 70000 for f16);
+/// - anything converts to Bool (its truth), and a bool to anything.
+pub(crate) fn scalar_fits(value: Scalar, dtype: DType) -> bool {
+    if dtype == DType::Bool {
+        return true;
     }
-    let (lo, hi) = match dtype {
-        DType::U8 => (0.0, 255.0),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        _ => (i64::MIN as f64, i64::MAX as f64),
+    if dtype.is_float() {
+        let max = match dtype {
+            DType::F16 => half::f16::MAX.to_f64(),
+            DType::BF16 => half::bf16::MAX.to_f64(),
+            DType::F32 => f32::MAX as f64,
+            _ => f64::MAX,
+        };
+        let v = value.to_f64();
+        return !v.is_finite() || v.abs() <= max;
+    }
+    let (lo, hi): (i64, i64) = match dtype {
+        DType::U8 => (0, u8::MAX as i64),
+        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
     };
-    let v = value.to_f64();
-    if !v.is_finite() || (in_range && !(v >= lo && v <= hi)) {
-        bail!(op, Value, "value {v} cannot be converted to type {dtype} without overflow");
+    match value {
+        Scalar::Bool(_) => true,
+        // `hi + 1` is exact in f64 for every integer dtype (256, 2^31, 2^63).
+        Scalar::Float(f) => f >= lo as f64 && f < hi as f64 + 1.0,
+        Scalar::Int(i) if dtype == DType::U8 => i <= hi && i >= -hi,
+        Scalar::Int(i) => i >= lo && i <= hi,
+    }
+}
+
+/// An error naming `op` when `value` cannot be converted to `dtype` without overflow (see
+/// [`scalar_fits`]): PyTorch's "value cannot be converted to type int without overflow".
+#[track_caller]
+pub(crate) fn check_scalar_fits(op: &'static str, value: Scalar, dtype: DType) -> Result<()> {
+    if !scalar_fits(value, dtype) {
+        let shown = match value {
+            Scalar::Float(f) => format!("{f:e}"),
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+        };
+        bail!(op, Value, "value {shown} cannot be converted to type {dtype} without overflow");
     }
     Ok(())
 }
@@ -135,6 +171,13 @@ pub(crate) fn broadcast_all(op: &'static str, shapes: &[&[usize]]) -> Result<kil
 #[track_caller]
 fn binary_dtype(op: BinaryOp, a: &Operand, b: &Operand) -> Result<DType> {
     let dt = result_type(&[a.promotion(), b.promotion()]);
+    if op.is_bitwise() {
+        // PyTorch's message names its CPU kernel: `"bitwise_and_cpu" not implemented for 'Float'`.
+        if dt.is_float() || (op.is_shift() && dt == DType::Bool) {
+            bail!(op.name(), DType, "\"{}\" not implemented for '{}' (bitwise ops take integer or bool tensors)", op.kernel_name(), super::reduce::scalar_type_name(dt));
+        }
+        return Ok(dt);
+    }
     if !op.keeps_int_dtype() {
         return Ok(dt.to_float());
     }
@@ -155,7 +198,7 @@ fn check_int_operands(op: BinaryOp, dtype: DType, b: &Operand) -> Result<()> {
         (BinaryOp::Pow, Operand::Scalar(s)) if s.to_f64() < 0.0 => {
             bail!("pow", Value, "integers to negative integer powers are not allowed (dtype {dtype})")
         }
-        (BinaryOp::Pow, Operand::Scalar(s)) => check_scalar_fits("pow", *s, dtype, true),
+        (BinaryOp::Pow, Operand::Scalar(s)) => check_scalar_fits("pow", *s, dtype),
         (BinaryOp::Rem, _) => {
             let values = b.to_tensor(DType::I64).contiguous().to_vec::<i64>();
             if values.contains(&0) {
@@ -185,7 +228,7 @@ macro_rules! float_binary_element {
                         map2(a, la, b, lb, |x: $t, y: $t| <$t>::from_compute($o.eval(x.to_compute(), y.to_compute())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2 }, go)
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2, BitAnd, BitOr, BitXor, BitShl, BitShr }, go)
             }
             fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout) {
                 macro_rules! go {
@@ -193,7 +236,7 @@ macro_rules! float_binary_element {
                         map2_inplace(dst, ld, src, ls, |x: $t, y: $t| <$t>::from_compute($o.eval(x.to_compute(), y.to_compute())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2 }, go)
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2, BitAnd, BitOr, BitXor, BitShl, BitShr }, go)
             }
         }
     )*};
@@ -209,7 +252,7 @@ macro_rules! int_binary_element {
                         map2(a, la, b, lb, |x: $t, y: $t| <$t>::from_i64($o.eval_int(x.to_i64(), y.to_i64())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, Div, Atan2 }, go)
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, BitAnd, BitOr, BitXor, BitShl, BitShr, Div, Atan2 }, go)
             }
             fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout) {
                 macro_rules! go {
@@ -217,7 +260,7 @@ macro_rules! int_binary_element {
                         map2_inplace(dst, ld, src, ls, |x: $t, y: $t| <$t>::from_i64($o.eval_int(x.to_i64(), y.to_i64())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, Div, Atan2 }, go)
+                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, BitAnd, BitOr, BitXor, BitShl, BitShr, Div, Atan2 }, go)
             }
         }
     )*};
@@ -298,6 +341,7 @@ fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, inputs: &[&Tensor], out
         Maximum => "MaximumBackward0",
         Minimum => "MinimumBackward0",
         Atan2 => "Atan2Backward0",
+        BitAnd | BitOr | BitXor | BitShl | BitShr => unreachable!("bitwise ops give integer results, which never record"),
     };
     let dt = out.dtype();
     let is_tensor = [matches!(a, Operand::Tensor(_)), matches!(b, Operand::Tensor(_))];
@@ -310,6 +354,7 @@ fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, inputs: &[&Tensor], out
         Rem => [requires[1], requires[1]],
         Pow if matches!(b, Operand::Scalar(_)) => [true, false],
         Pow | Maximum | Minimum | Atan2 => [true, true],
+        BitAnd | BitOr | BitXor | BitShl | BitShr => unreachable!("bitwise ops never record"),
     };
     let scalar_exponent = match (op, b) {
         (Pow, Operand::Scalar(e)) => Some(e.to_f64()),
@@ -390,6 +435,7 @@ fn binary_grads(op: BinaryOp, g: &Tensor, s: [Option<&Tensor>; 2], out: Option<&
             let r2 = a.square() + b.square();
             [when(0, &|| g * b / &r2), when(1, &|| -(g * a) / &r2)]
         }
+        BitAnd | BitOr | BitXor | BitShl | BitShr => unreachable!("bitwise ops never record"),
     }
 }
 
@@ -520,21 +566,32 @@ impl Tensor {
         Ok(self)
     }
 
-    /// Sets every element to `value` in place (`x.fill_(v)`); the value is cast to the dtype.
+    /// Sets every element to `value` in place (`x.fill_(v)`); the value is converted to the
+    /// dtype (a float into an integer tensor truncates toward zero). A value the dtype cannot
+    /// hold panics, as PyTorch raises (`i32_tensor.fill_(1e20)`, `u8_tensor.fill_(-1.0)`,
+    /// `f16_tensor.fill_(1e10)`; see [`Tensor::try_fill_`]).
     #[track_caller]
     pub fn fill_(&self, value: impl Into<Scalar>) -> &Tensor {
+        self.try_fill_(value).or_panic()
+    }
+
+    /// [`Tensor::fill_`] returning an error for a value the dtype cannot hold without overflow
+    /// (nothing is written then).
+    #[track_caller]
+    pub fn try_fill_(&self, value: impl Into<Scalar>) -> Result<&Tensor> {
         let v: Scalar = value.into();
+        check_scalar_fits("fill_", v, self.dtype())?;
         if autograd::is_recording(&[self]) {
-            autograd::inplace("fill_", self, |old| old.detach().zeros_like().try_add(v)).or_panic();
-            return self;
+            autograd::inplace("fill_", self, |old| old.detach().zeros_like().try_add(v))?;
+            return Ok(self);
         }
-        check_writable("fill_", self).or_panic();
+        check_writable("fill_", self)?;
         if crate::capture::is_active() {
             crate::capture::assign(self, &crate::capture::scalar(v, self.dtype()));
-            return self;
+            return Ok(self);
         }
-        self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))).or_panic();
-        self
+        self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v))))?;
+        Ok(self)
     }
 
     /// Sets every element to zero in place.
@@ -581,41 +638,277 @@ binary_methods! {
     atan2, try_atan2, atan2_, Atan2, "`atan2(self, other)`";
 }
 
+/// Which clamp: `clamp(min, max)`, `clamp_min` or `clamp_max` (the same kernel; PyTorch names
+/// their backward nodes apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClampKind {
+    Both,
+    Min,
+    Max,
+}
+
+impl ClampKind {
+    fn name(self, inplace: bool) -> &'static str {
+        match (self, inplace) {
+            (ClampKind::Both, false) => "clamp",
+            (ClampKind::Min, false) => "clamp_min",
+            (ClampKind::Max, false) => "clamp_max",
+            (ClampKind::Both, true) => "clamp_",
+            (ClampKind::Min, true) => "clamp_min_",
+            (ClampKind::Max, true) => "clamp_max_",
+        }
+    }
+
+    fn grad_name(self) -> &'static str {
+        match self {
+            ClampKind::Both => "ClampBackward1",
+            ClampKind::Min => "ClampMinBackward0",
+            ClampKind::Max => "ClampMaxBackward0",
+        }
+    }
+}
+
+/// The dtype a clamp of `x` computes in (PyTorch promotes with the bounds: an integer tensor
+/// with a float bound gives f32) and the bounds as that dtype will hold them. A float bound must
+/// fit a float dtype (`f32.clamp(1e300)` is an error; NaN and infinities are fine). Integer
+/// bounds follow PyTorch's integer clamp: a bound past the side of the range that leaves every
+/// value alone is saturated (`u8.clamp(-1, 3)` clamps below at 0), while a lower bound above
+/// the dtype's largest value, or an upper bound below its smallest, is an error (no value of the
+/// dtype could be the result).
+#[track_caller]
+fn clamp_bounds(op: &'static str, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<(DType, Option<Scalar>, Option<Scalar>)> {
+    let mut operands: SmallVec<[(DType, OperandKind); 3]> = SmallVec::new();
+    operands.push(Operand::Tensor(x.clone()).promotion());
+    operands.extend([min, max].into_iter().flatten().map(|b| Operand::Scalar(b).promotion()));
+    let dt = result_type(&operands);
+    if dt.is_float() {
+        for b in [min, max].into_iter().flatten() {
+            check_scalar_fits(op, b, dt)?;
+        }
+        return Ok((dt, min, max));
+    }
+    if dt == DType::Bool {
+        return Ok((dt, min, max));
+    }
+    let (lo, hi) = match dt {
+        DType::U8 => (0, u8::MAX as i64),
+        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
+    };
+    let name = super::reduce::scalar_type_name(dt);
+    let min = match min.map(Scalar::to_i64) {
+        Some(v) if v > hi => bail!(op, Value, "clamp min value {v} is outside the representable range of {name}"),
+        v => v.map(|v| Scalar::Int(v.max(lo))),
+    };
+    let max = match max.map(Scalar::to_i64) {
+        Some(v) if v < lo => bail!(op, Value, "clamp max value {v} is outside the representable range of {name}"),
+        v => v.map(|v| Scalar::Int(v.min(hi))),
+    };
+    Ok((dt, min, max))
+}
+
+/// Element types with a one-pass clamp kernel: `minimum(maximum(x, lo), hi)` per element with
+/// NaN-propagating `maximum`/`minimum` (so a NaN input stays NaN, a NaN bound gives NaN
+/// everywhere, and `lo > hi` gives `hi`, as PyTorch), floats in their compute type, integers
+/// and bools in i64.
+pub(crate) trait ClampElement: StorageElement {
+    /// The clamp of `a`'s elements into a new contiguous buffer.
+    fn clamp_buf(a: &[Self], la: &Layout, lo: Option<Self>, hi: Option<Self>) -> CpuBuf<Self>;
+    /// The clamp of `dst`'s elements through `ld`, in place.
+    fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>);
+}
+
+/// Runs `$map` (map1 or map1_inplace) over `$a`, `$l`: each element converted with `$to`,
+/// clamped with `$max`/`$min` (NaN-propagating maximum/minimum on the converted values), and
+/// converted back with `$from`; the bound combination is chosen outside the loop.
+macro_rules! clamp_dispatch {
+    ($map:ident, $a:expr, $l:expr, $lo:expr, $hi:expr, $to:expr, $from:expr, $max:expr, $min:expr) => {{
+        let (lo, hi) = ($lo.map($to), $hi.map($to));
+        match (lo, hi) {
+            (Some(lo), Some(hi)) => $map($a, $l, |x: Self| $from($min($max($to(x), lo), hi))),
+            (Some(lo), None) => $map($a, $l, |x: Self| $from($max($to(x), lo))),
+            (None, Some(hi)) => $map($a, $l, |x: Self| $from($min($to(x), hi))),
+            (None, None) => unreachable!("a clamp has at least one bound"),
+        }
+    }};
+}
+
+macro_rules! float_clamp_element {
+    ($($t:ty),*) => {$(
+        impl ClampElement for $t {
+            fn clamp_buf(a: &[Self], la: &Layout, lo: Option<Self>, hi: Option<Self>) -> CpuBuf<Self> {
+                clamp_dispatch!(map1, a, la, lo, hi, |v: $t| v.to_compute(), <$t>::from_compute,
+                    |a, b| BinaryOp::Maximum.eval(a, b), |a, b| BinaryOp::Minimum.eval(a, b))
+            }
+            fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>) {
+                clamp_dispatch!(map1_inplace, dst, ld, lo, hi, |v: $t| v.to_compute(), <$t>::from_compute,
+                    |a, b| BinaryOp::Maximum.eval(a, b), |a, b| BinaryOp::Minimum.eval(a, b))
+            }
+        }
+    )*};
+}
+float_clamp_element!(f32, f64, half::f16, half::bf16);
+
+macro_rules! int_clamp_element {
+    ($($t:ty),*) => {$(
+        impl ClampElement for $t {
+            fn clamp_buf(a: &[Self], la: &Layout, lo: Option<Self>, hi: Option<Self>) -> CpuBuf<Self> {
+                clamp_dispatch!(map1, a, la, lo, hi, |v: $t| v.to_i64(), <$t>::from_i64, i64::max, i64::min)
+            }
+            fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>) {
+                clamp_dispatch!(map1_inplace, dst, ld, lo, hi, |v: $t| v.to_i64(), <$t>::from_i64, i64::max, i64::min)
+            }
+        }
+    )*};
+}
+int_clamp_element!(i64, i32, u8, bool);
+
+/// `clamp(x, min, max)` out of place, recorded for autograd (`ClampBackward1`, …): the gradient
+/// flows where `min < x < max` strictly, and is zero at the bounds, outside them and at NaN (as
+/// PyTorch 2.15 computes it).
+#[track_caller]
+fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
+    let op = kind.name(false);
+    let (dt, lo, hi) = clamp_bounds(op, x, min, max)?;
+    let out = if crate::capture::is_active() {
+        // Captured as maximum/minimum nodes with run-time scalar bounds: the compiler fuses
+        // them into one kernel (and a new bound reuses the plan).
+        let mut r = Operand::Tensor(x.try_to_dtype(dt)?);
+        for (op, bound) in [(BinaryOp::Maximum, lo), (BinaryOp::Minimum, hi)] {
+            if let Some(b) = bound {
+                r = Operand::Tensor(binary_forward(op, &r, &Operand::Scalar(b))?);
+            }
+        }
+        match r {
+            Operand::Tensor(t) => t,
+            Operand::Scalar(_) => unreachable!("starts as a tensor"),
+        }
+    } else {
+        let xt = x.try_to_dtype(dt)?;
+        let storage = xt.with_cpu(op, |s, l| {
+            match_cpu!(s, |a: T| T::wrap(T::clamp_buf(a, l, lo.map(crate::tensor::scalar_as::<T>), hi.map(crate::tensor::scalar_as::<T>))))
+        })?;
+        Tensor::from_cpu_storage(storage, x.shape())
+    };
+    if !(out.dtype().is_float() && autograd::is_recording(&[x])) {
+        return Ok(out);
+    }
+    Ok(autograd::record(out, kind.grad_name(), &[x], [Saved::of(x)], move |_, g, s| {
+        let x = &s[0];
+        let inside = match (lo, hi) {
+            (Some(lo), Some(hi)) => x.gt(lo).logical_and(&x.lt(hi)),
+            (Some(lo), None) => x.gt(lo),
+            (None, Some(hi)) => x.lt(hi),
+            (None, None) => unreachable!("a clamp has at least one bound"),
+        };
+        grads![Some(Tensor::where_(&inside, g, 0.0))]
+    }))
+}
+
+/// `clamp` in place: the promoted dtype must be `x`'s own (`i32.clamp_(0.5, 3)` is an error).
+#[track_caller]
+fn clamp_inplace(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<()> {
+    let op = kind.name(true);
+    let (dt, lo, hi) = clamp_bounds(op, x, min, max)?;
+    if dt != x.dtype() {
+        let names = (super::reduce::scalar_type_name(dt), super::reduce::scalar_type_name(x.dtype()));
+        bail!(op, DType, "result type {} can't be cast to the desired output type {}", names.0, names.1);
+    }
+    if autograd::is_recording(&[x]) {
+        return autograd::inplace(op, x, |old| clamp_out(kind, old, min, max));
+    }
+    check_writable(op, x)?;
+    if crate::capture::is_active() {
+        crate::capture::assign(x, &clamp_out(kind, x, min, max)?);
+        return Ok(());
+    }
+    x.with_cpu_mut(op, |s, l| {
+        match_cpu!(s, |d: T| T::clamp_buf_inplace(d, l, lo.map(crate::tensor::scalar_as::<T>), hi.map(crate::tensor::scalar_as::<T>)))
+    })
+}
+
 impl Tensor {
-    /// Limits values to `[min, max]` (`x.clamp(min, max)`); NaN stays NaN.
+    /// Limits values to `[min, max]` in one pass (`x.clamp(min, max)`). The dtype is promoted
+    /// with the bounds (an integer tensor with a float bound gives f32); NaN stays NaN, a NaN
+    /// bound gives NaN everywhere, and `min > max` gives `max` everywhere, as PyTorch. Panics
+    /// for a bound the dtype cannot hold (see [`Tensor::try_clamp`]).
     #[track_caller]
     pub fn clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Tensor {
-        self.maximum(min.into()).minimum(max.into())
+        clamp_out(ClampKind::Both, self, Some(min.into()), Some(max.into())).or_panic()
     }
 
-    /// Limits values from below (`x.clamp(min=v)`).
+    /// [`Tensor::clamp`] returning an error: a float bound past a float dtype's range
+    /// (`f32.clamp(-1e300, 1e300)`), or an integer lower bound above the dtype's largest value
+    /// (or upper bound below its smallest), as PyTorch.
+    #[track_caller]
+    pub fn try_clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<Tensor> {
+        clamp_out(ClampKind::Both, self, Some(min.into()), Some(max.into()))
+    }
+
+    /// Limits values from below (`x.clamp_min(v)`, `x.clamp(min=v)`).
     #[track_caller]
     pub fn clamp_min(&self, min: impl Into<Scalar>) -> Tensor {
-        self.maximum(min.into())
+        clamp_out(ClampKind::Min, self, Some(min.into()), None).or_panic()
     }
 
-    /// Limits values from above (`x.clamp(max=v)`).
+    /// [`Tensor::clamp_min`] returning an error.
+    #[track_caller]
+    pub fn try_clamp_min(&self, min: impl Into<Scalar>) -> Result<Tensor> {
+        clamp_out(ClampKind::Min, self, Some(min.into()), None)
+    }
+
+    /// Limits values from above (`x.clamp_max(v)`, `x.clamp(max=v)`).
     #[track_caller]
     pub fn clamp_max(&self, max: impl Into<Scalar>) -> Tensor {
-        self.minimum(max.into())
+        clamp_out(ClampKind::Max, self, None, Some(max.into())).or_panic()
     }
 
-    /// In-place [`Tensor::clamp`].
+    /// [`Tensor::clamp_max`] returning an error.
+    #[track_caller]
+    pub fn try_clamp_max(&self, max: impl Into<Scalar>) -> Result<Tensor> {
+        clamp_out(ClampKind::Max, self, None, Some(max.into()))
+    }
+
+    /// In-place [`Tensor::clamp`]; the result must keep this tensor's dtype.
     #[track_caller]
     pub fn clamp_(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> &Tensor {
-        self.maximum_(min.into()).minimum_(max.into())
+        clamp_inplace(ClampKind::Both, self, Some(min.into()), Some(max.into())).or_panic();
+        self
+    }
+
+    /// [`Tensor::clamp_`] returning an error (nothing is written then).
+    #[track_caller]
+    pub fn try_clamp_(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<&Tensor> {
+        clamp_inplace(ClampKind::Both, self, Some(min.into()), Some(max.into()))?;
+        Ok(self)
     }
 
     /// In-place [`Tensor::clamp_min`].
     #[track_caller]
     pub fn clamp_min_(&self, min: impl Into<Scalar>) -> &Tensor {
-        self.maximum_(min.into())
+        clamp_inplace(ClampKind::Min, self, Some(min.into()), None).or_panic();
+        self
+    }
+
+    /// [`Tensor::clamp_min_`] returning an error (nothing is written then).
+    #[track_caller]
+    pub fn try_clamp_min_(&self, min: impl Into<Scalar>) -> Result<&Tensor> {
+        clamp_inplace(ClampKind::Min, self, Some(min.into()), None)?;
+        Ok(self)
     }
 
     /// In-place [`Tensor::clamp_max`].
     #[track_caller]
     pub fn clamp_max_(&self, max: impl Into<Scalar>) -> &Tensor {
-        self.minimum_(max.into())
+        clamp_inplace(ClampKind::Max, self, None, Some(max.into())).or_panic();
+        self
+    }
+
+    /// [`Tensor::clamp_max_`] returning an error (nothing is written then).
+    #[track_caller]
+    pub fn try_clamp_max_(&self, max: impl Into<Scalar>) -> Result<&Tensor> {
+        clamp_inplace(ClampKind::Max, self, None, Some(max.into()))?;
+        Ok(self)
     }
 }
 
@@ -755,6 +1048,62 @@ mod tests {
         assert!(e.contiguous().as_slice::<f32>().is_empty());
     }
 
+    /// PyTorch 2.15's rule for a Python number written into a tensor (checked with torch:
+    /// `torch.zeros(2, dtype=d).fill_(v)` for each value below).
+    #[test]
+    fn scalar_conversions_follow_pytorch() {
+        use Scalar::{Bool as B, Float as F, Int as I};
+        let fits = |v: Scalar, d: DType| scalar_fits(v, d);
+        for (v, i32_ok, i64_ok, u8_ok) in [
+            (F(1e20), false, false, false),
+            (F(f64::NAN), false, false, false),
+            (F(f64::INFINITY), false, false, false),
+            (F(3.7), true, true, true),
+            (F(-0.5), true, true, false),
+            (F(-0.0), true, true, true),
+            (F(255.9), true, true, true),
+            (F(256.0), true, true, false),
+            (F(2147483647.5), true, true, false),
+            (F(2147483648.0), false, true, false),
+            (F(-2147483648.5), false, true, false),
+            (F(9.223372036854776e18), false, false, false),
+            (F(-9.223372036854776e18), false, true, false),
+            (I(-1), true, true, true),
+            (I(-255), true, true, true),
+            (I(-256), true, true, false),
+            (I(256), true, true, false),
+            (I(1 << 31), false, true, false),
+            (I(1 << 40), false, true, false),
+            (B(true), true, true, true),
+        ] {
+            assert_eq!((fits(v, DType::I32), fits(v, DType::I64), fits(v, DType::U8)), (i32_ok, i64_ok, u8_ok), "{v:?}");
+            assert!(fits(v, DType::Bool));
+        }
+        assert!(!fits(F(3.5e38), DType::F32) && fits(F(3.4e38), DType::F32) && fits(F(f64::NAN), DType::F32));
+        assert!(!fits(F(65519.0), DType::F16) && fits(F(65504.0), DType::F16) && fits(F(f64::NEG_INFINITY), DType::F16));
+        assert!(!fits(I(70000), DType::F16) && fits(F(1e10), DType::BF16) && !fits(F(3.4e38), DType::BF16));
+        assert!(fits(F(1e300), DType::F64));
+
+        // Every path that writes a number into a tensor checks it, naming the op.
+        let i = Tensor::zeros(&[3]).to_dtype(DType::I32);
+        let idx = Tensor::new(&[1i64]);
+        let e = i.try_fill_(1e20).unwrap_err().to_string();
+        assert!(e.starts_with("fill_: value 1e20 cannot be converted to type int32 without overflow"), "{e}");
+        assert!(i.try_index_fill(0, &idx, 1i64 << 40).unwrap_err().to_string().starts_with("index_fill: value"));
+        assert!(i.try_index_fill_(0, &idx, f64::NAN).is_err());
+        assert!(i.try_scatter_value(0, &idx, 1i64 << 40).unwrap_err().to_string().starts_with("scatter: value"));
+        assert!(i.try_scatter_value_(0, &idx, 1e20).is_err());
+        assert!(Tensor::try_scalar_opts(1i64 << 40, DType::I32).unwrap_err().to_string().starts_with("tensor: value"));
+        assert!(Tensor::try_full_opts(&[2], -1.0, DType::U8, kiln_runtime::Device::Cpu).is_err());
+        assert!(Tensor::try_where(&Tensor::new(&[true]), &i.narrow(0, 0, 1), 1i64 << 40).unwrap_err().to_string().starts_with("where: value"));
+        assert!(std::panic::catch_unwind(|| Tensor::full(&[1], 1e300)).is_err());
+        assert_eq!(i.try_fill_(3.7).unwrap().to_vec::<i32>(), vec![3; 3]);
+        assert_eq!(Tensor::zeros(&[1]).to_dtype(DType::U8).masked_fill(&Tensor::new(&[true]), -1).to_vec::<u8>(), vec![255]);
+        // Arithmetic operands wrap, as PyTorch's do; a tensor cast is not a scalar conversion.
+        assert_eq!((&i + (1i64 << 40)).to_vec::<i32>(), vec![3; 3]);
+        assert_eq!(Tensor::full(&[1], 1e20).to_dtype(DType::I32).dtype(), DType::I32);
+    }
+
     #[test]
     fn copy_fill_clamp() {
         let x = Tensor::zeros(&[2, 2]).to_dtype(DType::I32);
@@ -765,5 +1114,19 @@ mod tests {
         let c = Tensor::new(&[-2.0f32, 0.5, f32::NAN, 9.0]).clamp(0.0, 1.0).to_vec::<f32>();
         assert_eq!((c[0], c[1], c[3]), (0.0, 0.5, 1.0));
         assert!(c[2].is_nan());
+        // One pass, any layout, integer bounds saturated or refused as PyTorch does.
+        let t = Tensor::new(&[[1i32, -5], [7, 3]]).t();
+        assert_eq!(t.clamp(0, 4).to_vec::<i32>(), vec![1, 4, 0, 3]);
+        assert_eq!(t.clamp(-(1i64 << 40), 1i64 << 40).to_vec::<i32>(), vec![1, 7, -5, 3]);
+        let e = t.try_clamp_min(1i64 << 40).unwrap_err().to_string();
+        assert!(e.starts_with("clamp_min: clamp min value 1099511627776 is outside the representable range of Int"), "{e}");
+        assert_eq!(t.clamp(0.5, 2).dtype(), DType::F32);
+        assert!(t.try_clamp_(0.5, 2).is_err(), "a float result cannot be written into i32");
+        assert!(Tensor::new(&[1.0f32]).try_clamp(-1e300, 1e300).is_err());
+        let n = Tensor::new(&[1.0f64, -3.0]).clamp_max(f64::NAN).to_vec::<f64>();
+        assert!(n.iter().all(|v| v.is_nan()));
+        let x = Tensor::new(&[-1.0f32, 0.25, 3.0]);
+        x.t().clamp_(0.0, 1.0);
+        assert_eq!(x.to_vec::<f32>(), vec![0.0, 0.25, 1.0]);
     }
 }

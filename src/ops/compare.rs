@@ -111,45 +111,6 @@ logical_methods! {
     logical_xor, Xor, "exclusive or";
 }
 
-macro_rules! bool_operator {
-    ($($Trait:ident, $method:ident, $op:ident;)*) => {$(
-        /// Logical op on Bool tensors (PyTorch's `&`, `|`, `^` on bool tensors).
-        impl<R: Into<Operand>> std::ops::$Trait<R> for &Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: R) -> Tensor {
-                bool_operands(stringify!($method), self).or_panic();
-                logical(LogicalOp::$op, self, &rhs.into()).or_panic()
-            }
-        }
-    )*};
-}
-
-/// The bitwise operators are only defined on Bool tensors here (integer bitwise ops are not
-/// built yet): an error names the dtype otherwise.
-#[track_caller]
-fn bool_operands(op: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() != DType::Bool {
-        bail!(op, Unsupported, "bitwise operators are only supported on bool tensors here (got {}); use logical_and/logical_or/logical_xor", t.dtype());
-    }
-    Ok(())
-}
-
-bool_operator! {
-    BitAnd, bitand, And;
-    BitOr, bitor, Or;
-    BitXor, bitxor, Xor;
-}
-
-impl std::ops::Not for &Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn not(self) -> Tensor {
-        bool_operands("not", self).or_panic();
-        self.logical_not()
-    }
-}
-
 /// `cond ? x : y` elementwise, `x` and `y` promoted to one dtype, all three broadcast.
 #[track_caller]
 fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
@@ -157,6 +118,15 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
         bail!("where", DType, "where expected condition to be a boolean tensor, but got a tensor with dtype {}", cond.dtype());
     }
     let dt = result_type(&[x.promotion(), y.promotion()]);
+    // A Rust number must fit an integer result dtype (PyTorch converts it with an overflow
+    // check: `where(c, i32_tensor, 2**40)` raises); into a float dtype it is rounded as a cast.
+    if !dt.is_float() {
+        for o in [x, y] {
+            if let Operand::Scalar(s) = o {
+                super::binary::check_scalar_fits("where", *s, dt)?;
+            }
+        }
+    }
     let shape = broadcast_all("where", &[cond.shape(), x.shape(), y.shape()])?;
     let (tx, ty) = (x.to_tensor(dt), y.to_tensor(dt));
     let lc = cond.layout().broadcast_to(&shape).expect("shape was broadcast");
@@ -236,15 +206,17 @@ impl Tensor {
     }
 
     /// A copy with `value` where `mask` is true (`x.masked_fill(mask, v)`); keeps the dtype,
-    /// and broadcasts against the mask as PyTorch's out-of-place form does.
+    /// and broadcasts against the mask as PyTorch's out-of-place form does. A value the dtype
+    /// cannot hold panics, as PyTorch raises (`i32.masked_fill(m, 1e20)`, `u8.masked_fill(m,
+    /// 256)`, `f16.masked_fill(m, -1e9)`; -1 wraps into u8 as 255).
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Tensor {
         let v: Scalar = value.into();
         if mask.dtype() != DType::Bool {
             masked_fill_check("masked_fill", self, mask).or_panic();
         }
-        super::binary::check_scalar_fits("masked_fill", v, self.dtype(), false).or_panic();
-        let fill = Operand::Tensor(Tensor::scalar_opts(v, self.dtype()));
+        super::binary::check_scalar_fits("masked_fill", v, self.dtype()).or_panic();
+        let fill = Operand::Tensor(Tensor::scalar_wrapping(v, self.dtype()));
         let out = select_where(mask, &fill, &Operand::Tensor(self.clone())).or_panic();
         if !autograd::is_recording(&[self]) {
             return out;
@@ -259,7 +231,7 @@ impl Tensor {
     pub fn masked_fill_(&self, mask: &Tensor, value: impl Into<Scalar>) -> &Tensor {
         let v: Scalar = value.into();
         masked_fill_check("masked_fill_", self, mask).or_panic();
-        super::binary::check_scalar_fits("masked_fill_", v, self.dtype(), false).or_panic();
+        super::binary::check_scalar_fits("masked_fill_", v, self.dtype()).or_panic();
         check_writable("masked_fill_", self).or_panic();
         if autograd::is_recording(&[self]) {
             autograd::inplace("masked_fill_", self, |old| Ok(old.masked_fill(mask, v))).or_panic();

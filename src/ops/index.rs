@@ -263,6 +263,9 @@ fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
 /// autograd: `ScatterBackward0/1` or `ScatterAddBackward0`.
 #[track_caller]
 fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<Tensor> {
+    if let Source::Scalar(v) = &src {
+        super::binary::check_scalar_fits(op, *v, x.dtype())?;
+    }
     let index = &widened_index(op, index)?;
     let out = match &src {
         Source::Tensor(s) if crate::capture::is_active() => {
@@ -312,6 +315,9 @@ fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Sour
 /// into `dst` ([`autograd::inplace`]); otherwise a direct write.
 #[track_caller]
 fn scatter_in_place(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<()> {
+    if let Source::Scalar(v) = &src {
+        super::binary::check_scalar_fits(op, *v, dst.dtype())?;
+    }
     let index = &widened_index(op, index)?;
     let recording = match &src {
         Source::Tensor(s) => autograd::is_recording(&[dst, s]),
@@ -451,6 +457,7 @@ fn index_put_into(op: &'static str, dst: &Tensor, indices: &[Option<&Tensor>], v
 /// `dst[.., index[k], ..] = value` along `dim` for every `k`, in place.
 #[track_caller]
 fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<()> {
+    super::binary::check_scalar_fits(op, value, dst.dtype())?;
     check_vector_index(op, index)?;
     dst.check_same_device(op, index)?;
     let d = dst.normalize_dim(op, dim)?;
@@ -490,6 +497,7 @@ fn index_put_out(op: &'static str, x: &Tensor, indices: &[Option<&Tensor>], valu
 /// A copy of `x` written by [`index_fill_into`], recorded for autograd (`IndexFillBackward0`).
 #[track_caller]
 fn index_fill_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<Tensor> {
+    super::binary::check_scalar_fits(op, value, x.dtype())?;
     let out = x.try_copy_for(op)?;
     index_fill_into(op, &out, dim, index, value)?;
     if !autograd::is_recording(&[x]) {

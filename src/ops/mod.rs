@@ -24,6 +24,7 @@ macro_rules! const_dispatch {
 }
 
 mod binary;
+mod bitwise;
 mod cat;
 mod compare;
 mod index;
@@ -37,4 +38,4 @@ pub use binary::Operand;
 pub(crate) use binary::binary;
 pub(crate) use compare::{compare, logical};
 pub(crate) use unary::unary;
-pub(crate) use binary::can_cast;
+pub(crate) use binary::{can_cast, check_scalar_fits};

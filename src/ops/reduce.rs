@@ -3,7 +3,10 @@
 //!
 //! Dims are `i64` (negative counts from the end) given as [`Dims`]: one dim (`x.sum_dim(1,
 //! false)`) or several (`x.sum_dim([0, 2], true)`); an empty list reduces every dim, as
-//! PyTorch's `dim=[]` does. A 0-dim tensor accepts dim 0 and -1.
+//! PyTorch's `dim=[]` does for `sum`, `mean`, `amax`, `var`, … — except `all_dim`/`any_dim`,
+//! where an empty list reduces no dim (each element's truth, the input's shape), as PyTorch's
+//! `torch.all(x, dim=())` does (it allows empty dims there, numpy's way). A 0-dim tensor accepts
+//! dim 0 and -1.
 //!
 //! Result dtypes follow PyTorch: `sum`, `prod` and `cumsum` of integer or bool input give i64;
 //! `mean`, `var` and `std` need a floating-point input; `logsumexp` of integer or bool input
@@ -31,7 +34,8 @@ use kiln_runtime::{match_cpu, CpuStorage, DType, Element, FloatElement, Layout, 
 use smallvec::SmallVec;
 
 /// The dims a reduction runs over: one dim (`1`, `-1`) or a list (`[0, 2]`, a `&[i64]`,
-/// `vec![0, 2]`). Negative dims count from the end; an empty list means every dim.
+/// `vec![0, 2]`). Negative dims count from the end; an empty list means every dim (no dim for
+/// `all_dim`/`any_dim`, as PyTorch).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dims(SmallVec<[i64; 6]>);
 
@@ -535,9 +539,19 @@ fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keep
     Ok((values, indices))
 }
 
-/// all (`ALL`) or any: bool results, uint8 for uint8 input (as PyTorch).
+/// all (`ALL`) or any: bool results, uint8 for uint8 input (as PyTorch). `dims: None` reduces
+/// every dim; an empty list reduces none (PyTorch's `all(x, dim=())`: each element's truth).
 #[track_caller]
-fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
+    let dims = match dims {
+        None => &[][..],
+        Some([]) => {
+            t.check_device_supported(op)?;
+            let truth = t.try_ne(0)?;
+            return if t.dtype() == DType::U8 { truth.try_to_dtype(DType::U8) } else { Ok(truth) };
+        }
+        Some(d) => d,
+    };
     let red = Reduction::new(op, t, dims, keepdim)?;
     let dtype = if t.dtype() == DType::U8 { DType::U8 } else { DType::Bool };
     red.run(op, t, dtype, |s, plan| match s {
@@ -776,10 +790,11 @@ impl Tensor {
     /// [`Tensor::all`] returning an error (for a device this build cannot use).
     #[track_caller]
     pub fn try_all(&self) -> Result<Tensor> {
-        all_any_impl::<true>(self, "all", &[], false)
+        all_any_impl::<true>(self, "all", None, false)
     }
 
-    /// Whether every element over `dims` is non-zero (`x.all(dim, keepdim)`).
+    /// Whether every element over `dims` is non-zero (`x.all(dim, keepdim)`). An empty list
+    /// reduces no dim: the result is each element's truth (`torch.all(x, dim=())`).
     #[track_caller]
     pub fn all_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
         self.try_all_dim(dims, keepdim).or_panic()
@@ -788,7 +803,7 @@ impl Tensor {
     /// [`Tensor::all_dim`] returning an error for a dim out of range or repeated.
     #[track_caller]
     pub fn try_all_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        all_any_impl::<true>(self, "all", &dims.into().0, keepdim)
+        all_any_impl::<true>(self, "all", Some(&dims.into().0), keepdim)
     }
 
     /// Whether any element is non-zero (`x.any()`); false for an empty tensor.
@@ -800,10 +815,11 @@ impl Tensor {
     /// [`Tensor::any`] returning an error (for a device this build cannot use).
     #[track_caller]
     pub fn try_any(&self) -> Result<Tensor> {
-        all_any_impl::<false>(self, "any", &[], false)
+        all_any_impl::<false>(self, "any", None, false)
     }
 
-    /// Whether any element over `dims` is non-zero (`x.any(dim, keepdim)`).
+    /// Whether any element over `dims` is non-zero (`x.any(dim, keepdim)`). An empty list
+    /// reduces no dim: the result is each element's truth (`torch.any(x, dim=())`).
     #[track_caller]
     pub fn any_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
         self.try_any_dim(dims, keepdim).or_panic()
@@ -812,7 +828,7 @@ impl Tensor {
     /// [`Tensor::any_dim`] returning an error for a dim out of range or repeated.
     #[track_caller]
     pub fn try_any_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        all_any_impl::<false>(self, "any", &dims.into().0, keepdim)
+        all_any_impl::<false>(self, "any", Some(&dims.into().0), keepdim)
     }
 
     /// The variance of all elements (`x.var(unbiased)`): divided by n - 1 when `unbiased`, by n
@@ -937,6 +953,13 @@ mod tests {
         assert_eq!(i.logsumexp(0, false).dtype(), DType::F32);
         assert_eq!(i.all().dtype(), DType::Bool);
         assert_eq!(Tensor::new(&[1u8]).any().dtype(), DType::U8);
+        // An empty dim list: no reduction for all/any, every dim for the others (PyTorch).
+        let m = Tensor::new(&[[1.0f32, 0.0], [f32::NAN, 2.0]]);
+        let a = m.all_dim(Vec::<i64>::new(), true);
+        assert_eq!((a.shape(), a.to_vec::<bool>()), (&[2usize, 2][..], vec![true, false, true, true]));
+        assert_eq!(m.any_dim(Vec::<i64>::new(), false).shape(), &[2, 2]);
+        assert_eq!(Tensor::new(&[0u8, 7]).all_dim(Vec::<i64>::new(), false).to_vec::<u8>(), vec![0, 1]);
+        assert_eq!(m.sum_dim(Vec::<i64>::new(), false).shape(), &[] as &[usize]);
         let h = Tensor::new(&[1.0f32]).to_dtype(DType::BF16);
         assert_eq!(h.mean().dtype(), DType::BF16);
         assert_eq!(h.std(false).dtype(), DType::BF16);

@@ -14,6 +14,11 @@
 //!
 //! Both record their backward rule, written with tensor ops from the saved output `y`:
 //! `y · (g - Σ g·y)` for softmax and `g - exp(y) · Σ g` for log_softmax (sums along `dim`).
+//!
+//! PyTorch's `dtype=` keyword (`x.softmax(dim, dtype=torch.float64)`: the input is cast to
+//! `dtype` first, so an f16 or integer input can be normalized in f32/f64) is the method
+//! [`Tensor::softmax_dtype`] (and `log_softmax_dtype`, `F::softmax_dtype`, …): the cast records
+//! `ToCopyBackward0`, so the gradient comes back in the input's dtype.
 
 use super::reduce::{contiguous_elems, match_float, scalar_type_name, split_at_dim, wrap};
 use crate::autograd::{self, grads, Saved};
@@ -109,6 +114,35 @@ impl Tensor {
     #[track_caller]
     pub fn try_log_softmax(&self, dim: i64) -> Result<Tensor> {
         softmax_impl(self, "log_softmax", dim, true)
+    }
+
+    /// [`Tensor::softmax`] of this tensor cast to `dtype` first (`x.softmax(dim, dtype=d)`):
+    /// `x.softmax_dtype(1, DType::F64)` normalizes an f32 (or f16, or integer) input in f64.
+    /// `dtype` must be a floating-point dtype.
+    #[track_caller]
+    pub fn softmax_dtype(&self, dim: i64, dtype: DType) -> Tensor {
+        self.try_softmax_dtype(dim, dtype).or_panic()
+    }
+
+    /// [`Tensor::softmax_dtype`] returning an error for a dim out of range or a
+    /// non-floating-point `dtype`.
+    #[track_caller]
+    pub fn try_softmax_dtype(&self, dim: i64, dtype: DType) -> Result<Tensor> {
+        softmax_impl(&self.try_to_dtype(dtype)?, "softmax", dim, false)
+    }
+
+    /// [`Tensor::log_softmax`] of this tensor cast to `dtype` first (`x.log_softmax(dim,
+    /// dtype=d)`).
+    #[track_caller]
+    pub fn log_softmax_dtype(&self, dim: i64, dtype: DType) -> Tensor {
+        self.try_log_softmax_dtype(dim, dtype).or_panic()
+    }
+
+    /// [`Tensor::log_softmax_dtype`] returning an error for a dim out of range or a
+    /// non-floating-point `dtype`.
+    #[track_caller]
+    pub fn try_log_softmax_dtype(&self, dim: i64, dtype: DType) -> Result<Tensor> {
+        softmax_impl(&self.try_to_dtype(dtype)?, "log_softmax", dim, true)
     }
 }
 

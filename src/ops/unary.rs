@@ -59,7 +59,7 @@ macro_rules! all_unary_ops {
         const_dispatch!($op, UnaryOp {
             Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid,
             Relu, Gelu, GeluTanh, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal,
-            Square
+            Square, BitNot
         }, $go)
     };
 }
@@ -72,6 +72,9 @@ int_unary_element!(i64, i32, u8, bool);
 fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
     if dtype == DType::Bool && op == UnaryOp::Neg {
         bail!("neg", DType, "negation, the `-` operator, on a bool tensor is not supported; use the `!` operator or logical_not() instead");
+    }
+    if op.is_int_only() && dtype.is_float() {
+        bail!(op.name(), DType, "\"{}_cpu\" not implemented for '{}'", op.name(), super::reduce::scalar_type_name(dtype));
     }
     if dtype == DType::Bool && op == UnaryOp::Square {
         return Ok(DType::I64); // PyTorch squares bools as int64
@@ -149,6 +152,7 @@ fn unary_autograd(op: UnaryOp) -> (&'static str, UnarySaves) {
         Sign => ("SignBackward0", Nothing),
         Reciprocal => ("ReciprocalBackward0", Output),
         Square => ("PowBackward0", Input),
+        BitNot => ("BitwiseNotBackward0", Nothing), // integer results never record
     }
 }
 
@@ -211,7 +215,7 @@ fn unary_grad(op: UnaryOp, g: &Tensor, s: Option<&Tensor>) -> Tensor {
         Erf => g * (s.square().neg().exp() * FRAC_2_SQRT_PI),
         Reciprocal => -(g * s.square()),
         Square => g * s * 2.0,
-        Neg | Floor | Ceil | Round | Trunc | Sign => unreachable!("these rules save nothing"),
+        Neg | Floor | Ceil | Round | Trunc | Sign | BitNot => unreachable!("these rules save nothing"),
     }
 }
 

@@ -145,23 +145,55 @@ impl Tensor {
         Tensor::from_cpu_storage(filled_storage(v.default_dtype(), 1, v), &[])
     }
 
-    /// A 0-dim tensor holding one scalar as `dtype`.
+    /// A 0-dim tensor holding one scalar as `dtype` (`torch.tensor(v, dtype=d)`); a value the
+    /// dtype cannot hold panics, as PyTorch raises (`2^40` into `I32`, see
+    /// [`Tensor::try_scalar_opts`]).
+    #[track_caller]
     pub fn scalar_opts(value: impl IntoScalar, dtype: DType) -> Tensor {
-        Tensor::from_cpu_storage(filled_storage(dtype, 1, value.into()), &[])
+        Self::try_scalar_opts(value, dtype).or_panic()
     }
 
-    /// A tensor of `shape` filled with `value`, of `dtype` on `device`.
+    /// [`Tensor::scalar_opts`] returning an error for a value `dtype` cannot hold without
+    /// overflow.
+    #[track_caller]
+    pub fn try_scalar_opts(value: impl IntoScalar, dtype: DType) -> Result<Tensor> {
+        let v: Scalar = value.into();
+        crate::ops::check_scalar_fits("tensor", v, dtype)?;
+        Ok(Self::scalar_wrapping(v, dtype))
+    }
+
+    /// A 0-dim tensor of `value` converted to `dtype` as an arithmetic operand is (integers
+    /// wrap into narrow types: `u8_tensor + 300` adds 44, as PyTorch), without the overflow
+    /// check of [`Tensor::scalar_opts`].
+    pub(crate) fn scalar_wrapping(value: Scalar, dtype: DType) -> Tensor {
+        Tensor::from_cpu_storage(filled_storage(dtype, 1, value), &[])
+    }
+
+    /// A tensor of `shape` filled with `value`, of `dtype` on `device`. A value the dtype
+    /// cannot hold panics, as PyTorch raises (`1e20` or NaN into `I32`, `256` or `-1.0` into
+    /// `U8`, `1e300` into `F32`; see [`Tensor::try_full_opts`]).
     #[track_caller]
     pub fn full_opts(shape: &[usize], value: impl IntoScalar, dtype: DType, device: Device) -> Tensor {
-        check_device_supported("full", device).or_panic();
-        Tensor::from_cpu_storage(filled_storage(dtype, numel(shape), value.into()), shape)
+        Self::try_full_opts(shape, value, dtype, device).or_panic()
+    }
+
+    /// [`Tensor::full_opts`] returning an error for a value `dtype` cannot hold without
+    /// overflow, or a device this build cannot use.
+    #[track_caller]
+    pub fn try_full_opts(shape: &[usize], value: impl IntoScalar, dtype: DType, device: Device) -> Result<Tensor> {
+        check_device_supported("full", device)?;
+        let v: Scalar = value.into();
+        crate::ops::check_scalar_fits("full", v, dtype)?;
+        Ok(Tensor::from_cpu_storage(filled_storage(dtype, numel(shape), v), shape))
     }
 
     /// A tensor of `shape` filled with `value`; the dtype follows the value (`F32` for floats,
-    /// `I64` for integers, `Bool` for bools), as `torch.full` does.
+    /// `I64` for integers, `Bool` for bools), as `torch.full` does (a float past f32's range
+    /// panics, as there).
+    #[track_caller]
     pub fn full(shape: &[usize], value: impl IntoScalar) -> Tensor {
         let v: Scalar = value.into();
-        Tensor::from_cpu_storage(filled_storage(v.default_dtype(), numel(shape), v), shape)
+        Self::full_opts(shape, v, v.default_dtype(), Device::Cpu)
     }
 
     /// Zeros of `dtype` on `device`.

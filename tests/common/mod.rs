@@ -630,7 +630,8 @@ fn parse_out(rest: &str) -> Result<Expected, String> {
     Ok(Expected { name: name.to_string(), dtype, shape, every, values })
 }
 
-fn parse_dtype(s: &str) -> Result<DType, String> {
+/// A dtype by its fixture name (`f32`, `i64`, `bool`, …).
+pub fn parse_dtype(s: &str) -> Result<DType, String> {
     Ok(match s {
         "f32" => DType::F32,
         "f64" => DType::F64,

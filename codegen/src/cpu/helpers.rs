@@ -34,6 +34,7 @@ macro_rules! unary_helpers {
                     (UnaryOp::$op, false) => concat!("kiln_f32_", stringify!($op)),
                     (UnaryOp::$op, true) => concat!("kiln_f64_", stringify!($op)),
                 )*
+                (UnaryOp::BitNot, _) => unreachable!("bitwise_not is an integer op: it has no float helper"),
             }
         }
 

@@ -175,6 +175,10 @@ impl<'a, 'b> Cx<'a, 'b> {
             if !op.keeps_int_dtype() {
                 return Err(format!("{} on {dtype} must be computed in a float dtype", op.name()));
             }
+            if op == UnaryOp::BitNot && dtype == DType::Bool {
+                // Bool is an i8 0/1: flipping every bit would give -1 and -2.
+                return Ok(self.b.ins().bxor_imm_s(x, 1));
+            }
             let a = self.widen_i64(x, dtype);
             let r = match op {
                 UnaryOp::Neg => self.b.ins().ineg(a),
@@ -191,9 +195,13 @@ impl<'a, 'b> Cx<'a, 'b> {
                     self.b.ins().isub(pos, neg)
                 }
                 UnaryOp::Square => self.b.ins().imul(a, a),
+                UnaryOp::BitNot => self.b.ins().bnot(a),
                 _ => a, // floor, ceil, round, trunc: identity on integers
             };
             return Ok(self.narrow_i64(r, dtype));
+        }
+        if op.is_int_only() {
+            return Err(format!("{} is defined on integers only, not {dtype}", op.name()));
         }
         let ty = self.ty(x);
         let f32 = dtype == DType::F32;
@@ -273,9 +281,30 @@ impl<'a, 'b> Cx<'a, 'b> {
                     let rb = self.b.ins().iadd(r, d);
                     self.b.ins().select(adj, rb, r)
                 }
+                BinaryOp::BitAnd => self.b.ins().band(a, b),
+                BinaryOp::BitOr => self.b.ins().bor(a, b),
+                BinaryOp::BitXor => self.b.ins().bxor(a, b),
+                // `BinaryOp::eval_int`'s shifts: an amount outside 0..64 (unsigned compare)
+                // gives 0 for `<<` and the sign fill (`>> 63`) for `>>`; `ishl`/`sshr` alone
+                // would take the amount mod 64.
+                BinaryOp::BitShl => {
+                    let in_range = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, b, 64);
+                    let shifted = self.b.ins().ishl(a, b);
+                    let zero = self.b.ins().iconst(types::I64, 0);
+                    self.b.ins().select(in_range, shifted, zero)
+                }
+                BinaryOp::BitShr => {
+                    let in_range = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, b, 64);
+                    let fill = self.b.ins().iconst(types::I64, 63);
+                    let amount = self.b.ins().select(in_range, b, fill);
+                    self.b.ins().sshr(a, amount)
+                }
                 BinaryOp::Div | BinaryOp::Atan2 => unreachable!(),
             };
             return Ok(self.narrow_i64(r, dtype));
+        }
+        if op.is_bitwise() {
+            return Err(format!("{} is defined on integers and Bool only, not {dtype}", op.name()));
         }
         Ok(match op {
             BinaryOp::Add => self.b.ins().fadd(a, b),
@@ -297,6 +326,7 @@ impl<'a, 'b> Cx<'a, 'b> {
                 let name = helpers::binary_name(op, dtype == DType::F64).expect("helper exists");
                 self.call_any(name, &[a, b])
             }
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::BitShl | BinaryOp::BitShr => unreachable!("refused above"),
         })
     }
 

@@ -62,6 +62,9 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
     if let Some(i) = max_input(expr).filter(|&i| i >= num_inputs) {
         return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("the expression reads input {i} but the kernel has {num_inputs} input(s): {expr}")));
     }
+    if has_integer_op(expr) {
+        return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("bitwise ops are integer ops; a {dtype} kernel cannot compute them: {expr}")));
+    }
     let mut body = Body { ct, lines: Vec::new(), seen: HashMap::new(), helpers: BTreeSet::new() };
     let result = body.emit(expr);
     if matches!(dtype, DType::F16) {
@@ -126,6 +129,19 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
     let name = format!("kiln_ew_{}_{:016x}", dtype_tag(dtype), fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);
     Ok(ElementwiseKernel { name, source, num_inputs, dtype, vector_width })
+}
+
+/// True when `expr` uses an op defined on integers only (bitwise ops, shifts, bitwise not),
+/// which a float kernel cannot compute.
+fn has_integer_op(e: &Expr) -> bool {
+    match e {
+        Expr::Input(_) | Expr::Const(_) => false,
+        Expr::Unary(op, a) => op.is_int_only() || has_integer_op(a),
+        Expr::Cast(_, a) => has_integer_op(a),
+        Expr::Binary(op, a, b) => op.is_bitwise() || has_integer_op(a) || has_integer_op(b),
+        Expr::Cmp(_, a, b) => has_integer_op(a) || has_integer_op(b),
+        Expr::Where(c, a, b) => has_integer_op(c) || has_integer_op(a) || has_integer_op(b),
+    }
 }
 
 /// The largest input index `expr` reads.

@@ -105,6 +105,8 @@ pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
         Sign => format!("({a} > {zero}) ? {one} : (({a} < {zero}) ? {} : {zero})", l(-1.0)),
         Reciprocal => format!("{one} / {a}"),
         Square => format!("{a} * {a}"),
+        // Integer-only: `emit_elementwise` refuses it (kernels compute in float types).
+        BitNot => unreachable!("bitwise_not is refused before emission"),
     }
 }
 
@@ -122,6 +124,8 @@ pub fn binary(op: BinaryOp, a: &str, b: &str, ct: Ct) -> String {
         Maximum => format!("({a} != {a}) ? {a} : (({b} != {b}) ? {b} : {}({a}, {b}))", ct.func("fmax")),
         Minimum => format!("({a} != {a}) ? {a} : (({b} != {b}) ? {b} : {}({a}, {b}))", ct.func("fmin")),
         Atan2 => format!("{}({a}, {b})", ct.func("atan2")),
+        // Integer-only: `emit_elementwise` refuses them (kernels compute in float types).
+        BitAnd | BitOr | BitXor | BitShl | BitShr => unreachable!("bitwise ops are refused before emission"),
     }
 }
 

@@ -165,6 +165,32 @@ pub fn try_log_softmax(x: &Tensor, dim: i64) -> Result<Tensor> {
     x.try_log_softmax(dim)
 }
 
+/// `softmax(x, dim, dtype=dtype)` (`F.softmax` with `dtype`): `x` is cast to `dtype` first; the
+/// same as [`Tensor::softmax_dtype`].
+#[track_caller]
+pub fn softmax_dtype(x: &Tensor, dim: i64, dtype: DType) -> Tensor {
+    x.softmax_dtype(dim, dtype)
+}
+
+/// [`softmax_dtype`] returning an error.
+#[track_caller]
+pub fn try_softmax_dtype(x: &Tensor, dim: i64, dtype: DType) -> Result<Tensor> {
+    x.try_softmax_dtype(dim, dtype)
+}
+
+/// `log_softmax(x, dim, dtype=dtype)` (`F.log_softmax` with `dtype`): `x` is cast to `dtype`
+/// first; the same as [`Tensor::log_softmax_dtype`].
+#[track_caller]
+pub fn log_softmax_dtype(x: &Tensor, dim: i64, dtype: DType) -> Tensor {
+    x.log_softmax_dtype(dim, dtype)
+}
+
+/// [`log_softmax_dtype`] returning an error.
+#[track_caller]
+pub fn try_log_softmax_dtype(x: &Tensor, dim: i64, dtype: DType) -> Result<Tensor> {
+    x.try_log_softmax_dtype(dim, dtype)
+}
+
 // ---------------------------------------------------------------- regression losses
 
 /// Mean squared error `mean((input - target)²)` (`F.mse_loss`).

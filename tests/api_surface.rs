@@ -1,0 +1,189 @@
+//! The program of `shared/design/API.md` (the user-facing contract), written with nothing but
+//! `use kiln::prelude::*;` and the paths API.md itself spells (`kiln::set_num_threads`,
+//! `kiln::vision::datasets::Mnist`, …): if a name it uses is not exported, this file does not
+//! compile. The parts that need no files run (tiny shapes); the data and checkpoint lines are in
+//! a function that is compiled but only run against a temporary directory.
+
+use kiln::prelude::*;
+
+#[derive(Module)]
+struct Net {
+    conv1: nn::Conv2d,
+    conv2: nn::Conv2d,
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    fc3: nn::Linear,
+}
+
+impl Net {
+    fn new() -> Self {
+        Self {
+            conv1: nn::Conv2d::new(3, 6, 5),
+            conv2: nn::Conv2d::new(6, 16, 5),
+            fc1: nn::Linear::new(16 * 5 * 5, 120),
+            fc2: nn::Linear::new(120, 84),
+            fc3: nn::Linear::new(84, 10),
+        }
+    }
+}
+
+impl Module for Net {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let x = F::max_pool2d(&F::relu(&self.conv1.forward(x)), 2);
+        let x = F::max_pool2d(&F::relu(&self.conv2.forward(&x)), 2);
+        let x = x.flatten(1, -1);
+        let x = F::relu(&self.fc1.forward(&x));
+        let x = F::relu(&self.fc2.forward(&x));
+        self.fc3.forward(&x)
+    }
+}
+
+struct BinaryActive;
+
+impl kiln::autograd::Function for BinaryActive {
+    fn forward(&self, ctx: &mut kiln::autograd::FunctionCtx, inputs: &[Tensor]) -> Tensor {
+        ctx.save_for_backward(&[&inputs[0]]);
+        inputs[0].sign()
+    }
+
+    fn backward(&self, ctx: &kiln::autograd::FunctionCtx, grad_output: &Tensor) -> Vec<Option<Tensor>> {
+        let x = &ctx.saved_tensors()[0];
+        vec![Some(Tensor::where_(&x.abs().le(1.0), grad_output, 0.0))]
+    }
+}
+
+#[test]
+fn settings_tensors_and_autograd() {
+    kiln::set_num_threads(kiln::get_num_threads());
+    kiln::use_deterministic_algorithms(true);
+    assert!(kiln::are_deterministic_algorithms_enabled());
+    kiln::use_deterministic_algorithms(false);
+
+    kiln::manual_seed(0);
+    let x = Tensor::empty(&[5, 3]);
+    assert_eq!(x.shape(), &[5, 3]);
+    let x = Tensor::rand(&[5, 3]);
+    let _ = (Tensor::randn(&[2]), Tensor::zeros(&[2]), Tensor::ones(&[2]), Tensor::full(&[2], 7), Tensor::arange(3), Tensor::linspace(0.0, 1.0, 3), Tensor::eye(2));
+    let z = Tensor::zeros(&[5, 3]).to_dtype(DType::I64);
+    assert_eq!(z.dtype(), DType::I64);
+    let _dtypes = [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool];
+    let _ = Tensor::from_slice(&[5.5f32, 3.0]);
+    let _ = Tensor::from_vec(vec![1.0f32; 6], &[2, 3]);
+    let _m = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]);
+    let y = x.ones_like();
+    let _r = Tensor::randn_like(&x);
+    let _ = (x.shape(), x.size(1), x.dtype(), x.device(), x.numel(), x.dim());
+    let w = Tensor::rand(&[3, 2]);
+    let s = &x + &y;
+    let p = &x * 2.0;
+    let q = x.matmul(&w);
+    let e = x.exp().sum_dim(1, true);
+    assert_eq!((s.shape(), p.shape(), q.shape(), e.shape()), (&[5usize, 3][..], &[5usize, 3][..], &[5usize, 2][..], &[5usize, 1][..]));
+    x.add_(&y);
+    let _c = x.i((.., 1));
+    let _n = x.narrow(0, 1, 2);
+    let _ = (x.select(0, 1), x.index_select(0, &Tensor::new(&[0i64, 2])), x.gather(1, &Tensor::zeros(&[5, 1]).to_dtype(DType::I64)));
+    let v = Tensor::rand(&[4, 4]).view(&[-1, 8]);
+    assert_eq!(v.shape(), &[2, 8]);
+    let t = x.transpose(0, 1);
+    assert!(!t.is_contiguous() && t.contiguous().is_contiguous());
+    let (a, b) = (Tensor::ones(&[2]), Tensor::zeros(&[2]));
+    let _k = Tensor::cat(&[&a, &b], 0);
+    let _st = Tensor::stack(&[&a, &b], 0);
+    let loss = x.sum();
+    let _f: f32 = loss.item();
+    let _data: Vec<f32> = x.to_vec();
+    let _ = (Tensor::rand(&[2, 2]).to_vec2::<f32>(), Tensor::rand(&[1, 2, 2]).to_vec3::<f32>());
+    let d = Device::cuda_if_available(0);
+    let _g = x.to(&d);
+    let _cpu = [Device::Cpu, Device::Cuda(0)];
+    assert!(!format!("{x}").is_empty());
+
+    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    let y = &x + 2.0;
+    assert_eq!(y.grad_fn().unwrap().name(), "AddBackward0");
+    let out = (&y * &y * 3.0).mean();
+    out.backward();
+    assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![4.5; 4]);
+    let y2 = &x * 2.0;
+    y2.backward_with(&Tensor::ones(&[2, 2]));
+    let loss = (&x * &x).sum();
+    loss.backward_opts(BackwardOpts { retain_graph: true, create_graph: true });
+    let frozen = x.detach();
+    assert!(!frozen.requires_grad());
+    {
+        let _guard = kiln::no_grad();
+        assert!(!(&x * 2.0).requires_grad());
+    }
+    assert!(!y.grad_fn().unwrap().next_functions().is_empty());
+    use kiln::autograd::Function;
+    let ba = BinaryActive.apply(&[Tensor::new(&[-2.0f32, 0.5]).requires_grad_(true)]);
+    assert_eq!(ba.to_vec::<f32>(), vec![-1.0, 1.0]);
+}
+
+#[test]
+fn nn_optim_and_compile() {
+    kiln::manual_seed(0);
+    let mut net = Net::new();
+    assert!(format!("{net}").starts_with("Net("));
+    let d = Device::Cpu;
+    let _ = (net.parameters(), net.named_parameters());
+    net.zero_grad();
+    net.train();
+    net.eval();
+    net.to(&d);
+    let criterion = nn::CrossEntropyLoss::new();
+    let _others = (nn::MSELoss::new(), nn::NLLLoss::new(), nn::BCEWithLogitsLoss::new());
+    let mut opt = optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
+    let inputs = Tensor::randn(&[2, 3, 32, 32]);
+    let labels = Tensor::new(&[1i64, 7]);
+    opt.zero_grad();
+    let loss = criterion.forward(&net.forward(&inputs), &labels);
+    loss.backward();
+    opt.step();
+    let mut sched = optim::lr_scheduler::StepLr::new(&mut opt, 30, 0.1);
+    sched.step(&mut opt);
+    let sd = opt.state_dict();
+    opt.load_state_dict(&sd).unwrap();
+
+    let w = Tensor::randn(&[8, 4]).requires_grad_(true);
+    let x = Tensor::randn(&[16, 8]);
+    let y = Tensor::randn(&[16, 4]);
+    let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
+        w.set_grad(None);
+        let loss = (x.matmul(&w) - y).square().mean();
+        loss.backward();
+        loss
+    });
+    let loss = step.call((&x, &y));
+    assert!(loss.item::<f32>() > 0.0);
+    let _kernels = step.kernels();
+}
+
+/// The data and checkpoint lines of API.md, against files made in a temporary directory.
+fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
+    let mut net = Net::new();
+    let path = dir.join("cifar_net.safetensors");
+    kiln::save(&net.state_dict(), &path)?;
+    net.load_state_dict(&kiln::load(&path)?)?;
+    let missing = kiln::vision::datasets::Mnist::new(dir.join("no-mnist-here"), Split::Train);
+    assert!(missing.is_err(), "a missing dataset is an error, not a panic");
+    let train = kiln::data::TensorDataset::new(vec![Tensor::rand(&[4, 1, 2, 2]), Tensor::new(&[0i64, 1, 2, 3])])?;
+    let loader = kiln::data::DataLoader::new(train).batch_size(2).shuffle(true).num_workers(2).pin_memory(true).drop_last(false);
+    let mut batches = 0;
+    for batch in &loader {
+        assert_eq!(batch[0].shape(), &[2, 1, 2, 2]);
+        batches += 1;
+    }
+    assert_eq!(batches, 2);
+    Ok(())
+}
+
+#[test]
+fn data_and_checkpoint_lines() {
+    let dir = std::env::temp_dir().join(format!("kiln-api-surface-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let r = data_and_checkpoints(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    r.unwrap();
+}
