@@ -5,111 +5,12 @@
 //! and an Adam-like 3-output kernel.
 
 use kiln_codegen::cpu::CpuKernel;
-use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
+use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 use kiln_runtime::DType;
 
 mod common;
-
-// ---------------------------------------------------------------- the reference interpreter
-
-/// A value of the reference: floats (f32 held exactly in an f64) or integers/Bool in an i64.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sv {
-    F(f64),
-    I(i64),
-}
-
-fn wrap(v: i64, d: DType) -> i64 {
-    match d {
-        DType::I64 => v,
-        DType::I32 => v as i32 as i64,
-        DType::U8 => v as u8 as i64,
-        DType::Bool => (v != 0) as i64,
-        _ => unreachable!(),
-    }
-}
-
-fn from_f64(c: f64, d: DType) -> Sv {
-    match d {
-        DType::F32 => Sv::F(c as f32 as f64),
-        DType::F64 => Sv::F(c),
-        DType::Bool => Sv::I((c != 0.0) as i64),
-        _ => Sv::I(wrap(c as i64, d)),
-    }
-}
-
-fn truth(v: Sv) -> bool {
-    match v {
-        Sv::F(x) => x != 0.0,
-        Sv::I(x) => x != 0,
-    }
-}
-
-fn to_f64(v: Sv) -> f64 {
-    match v {
-        Sv::F(x) => x,
-        Sv::I(x) => x as f64,
-    }
-}
-
-/// `cast()` of src/tensor/convert.rs.
-fn cast(v: Sv, s: DType, d: DType) -> Sv {
-    if d == DType::Bool {
-        Sv::I(truth(v) as i64)
-    } else if d == DType::F32 && s == DType::I64 {
-        let Sv::I(x) = v else { unreachable!() };
-        Sv::F(x as f32 as f64)
-    } else if d.is_float() || s.is_float() {
-        from_f64(to_f64(v), d)
-    } else {
-        let Sv::I(x) = v else { unreachable!() };
-        Sv::I(wrap(x, d))
-    }
-}
-
-fn eval_ref(k: &ElementwiseKernel, load: &dyn Fn(usize) -> Sv, scalars: &[f64]) -> Vec<Sv> {
-    let mut vals: Vec<Sv> = Vec::with_capacity(k.insts.len());
-    for inst in &k.insts {
-        let d = inst.dtype;
-        let v = |x: Val| vals[x as usize];
-        let r = match inst.op {
-            InstOp::Load(i) => load(i as usize),
-            InstOp::Scalar(j) => from_f64(scalars[j as usize], d),
-            InstOp::Const(c) => from_f64(c, d),
-            InstOp::Unary(op, a) => match (v(a), d) {
-                (Sv::F(x), DType::F32) => Sv::F(op.eval(x as f32) as f64),
-                (Sv::F(x), _) => Sv::F(op.eval(x)),
-                (Sv::I(x), _) => Sv::I(wrap(op.eval_int(x), d)),
-            },
-            InstOp::Binary(op, a, b) => match (v(a), v(b), d) {
-                (Sv::F(x), Sv::F(y), DType::F32) => Sv::F(op.eval(x as f32, y as f32) as f64),
-                (Sv::F(x), Sv::F(y), _) => Sv::F(op.eval(x, y)),
-                (Sv::I(x), Sv::I(y), _) => Sv::I(wrap(op.eval_int(x, y), d)),
-                _ => unreachable!(),
-            },
-            InstOp::Cmp(op, a, b) => Sv::I(match (v(a), v(b)) {
-                (Sv::F(x), Sv::F(y)) => op.eval(x, y),
-                (Sv::I(x), Sv::I(y)) => op.eval(x, y),
-                _ => unreachable!(),
-            } as i64),
-            InstOp::Logical(op, a, b) => Sv::I(op.eval(truth(v(a)), truth(v(b))) as i64),
-            InstOp::Not(a) => Sv::I(!truth(v(a)) as i64),
-            InstOp::Where(c, a, b) => {
-                if truth(v(c)) {
-                    v(a)
-                } else {
-                    v(b)
-                }
-            }
-            InstOp::Cast(a) => cast(v(a), k.dtype(a), d),
-            InstOp::Reduced => unreachable!("validation refuses Reduced in elementwise kernels"),
-            InstOp::Rand { .. } => unreachable!("draws are tested in cpu_rand.rs"),
-        };
-        vals.push(r);
-    }
-    k.outputs.iter().map(|&o| vals[o as usize]).collect()
-}
+use common::reference::{eval_ref, truth, ulp_error, whole_f32_range, wrap, Sv};
 
 // ---------------------------------------------------------------- buffers
 
@@ -206,8 +107,23 @@ fn check(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, s
 }
 
 /// [`check`] that also accepts f32 results within `tol_abs` of the reference.
+///
+/// Both compiled paths run: the untiled one against the eager reference, and
+/// [`CpuKernel::compile`]'s (tiled where the kernel qualifies) against the reference whose
+/// staged ops compute what the native slice routines do (bit for bit the same values where no
+/// routine runs).
 fn check_tol(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, tol_abs: f64, label: &str) {
+    let untiled = CpuKernel::compile_untiled(k, "test").unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert!(!untiled.is_tiled());
+    check_kernel(&untiled, false, k, shape, rows.clone(), scalars, tol_ulp, tol_abs, label);
     let kern = CpuKernel::compile(k, "test").unwrap_or_else(|e| panic!("{label}: {e}"));
+    check_kernel(&kern, kern.is_tiled(), k, shape, rows, scalars, tol_ulp, tol_abs, &format!("{label} (tiled: {})", kern.is_tiled()));
+}
+
+/// [`check_tol`] for one compiled kernel `kern` of `k`, against the reference with `native`
+/// stages or without.
+#[allow(clippy::too_many_arguments)]
+fn check_kernel(kern: &CpuKernel, native: bool, k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, tol_abs: f64, label: &str) {
     let rank = shape.len();
     assert_eq!(rank, k.rank, "{label}: the shape must have the kernel's rank");
     let inner = shape[rank - 1];
@@ -253,7 +169,7 @@ fn check_tol(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize
                 let off: isize = (0..rank).map(|dd| idx[dd] as isize * x.strides[dd]).sum();
                 read(&x.buf, k.inputs[i].dtype, (x.base as isize + off) as usize)
             };
-            let want = eval_ref(k, &load, scalars);
+            let want = eval_ref(k, &load, scalars, native);
             for (o, &v) in k.outputs.iter().enumerate() {
                 let d = k.dtype(v);
                 let got = read(&outs[o], d, e);
@@ -539,25 +455,9 @@ fn scalars_and_constants_convert_like_eager() {
 
 // ---------------------------------------------------------------- (b) inline math accuracy
 
-/// ulp error of an f32 result against the f64 truth (subnormal spacing below the normal range).
-fn ulp_error(got: f32, want: f64) -> f64 {
-    if want.is_nan() {
-        return if got.is_nan() { 0.0 } else { f64::INFINITY };
-    }
-    let w = want as f32;
-    if got == w {
-        return 0.0;
-    }
-    if w.is_infinite() || got.is_infinite() || got.is_nan() {
-        return f64::INFINITY;
-    }
-    let spacing = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()).max(f32::from_bits(1)) as f64;
-    (got as f64 - want).abs() / spacing
-}
-
 fn run_f32(op: UnaryOp, xs: &[f32], inner: InnerStride) -> Vec<f32> {
     let k = unary_kernel(op, DType::F32, inner, 1);
-    let kern = CpuKernel::compile(&k, "acc").unwrap();
+    let kern = CpuKernel::compile_untiled(&k, "acc").unwrap();
     assert_eq!(kern.is_vectorized(), inner == InnerStride::Unit);
     let mut out = vec![0f32; xs.len()];
     let shape = [xs.len()];
@@ -572,16 +472,7 @@ fn run_f32(op: UnaryOp, xs: &[f32], inner: InnerStride) -> Vec<f32> {
 
 #[test]
 fn inline_math_accuracy() {
-    // 1M points log-spaced over ±[1e-45, 3.4e38], plus specials.
-    let n = 500_000;
-    let (lo, hi) = (1e-45f64.ln(), 3.4e38f64.ln());
-    let mut xs: Vec<f32> = Vec::with_capacity(2 * n + 16);
-    for i in 0..n {
-        let x = (lo + (hi - lo) * i as f64 / (n - 1) as f64).exp() as f32;
-        xs.push(x);
-        xs.push(-x);
-    }
-    xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, 1e-40, -1e-40, f32::from_bits(1), f32::MAX, -f32::MAX, 1.0, -1.0, 8192.0, 8193.0, 0.625]);
+    let xs = whole_f32_range();
     let gelu = |x: f64| x * 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
     let gelu_tanh = |x: f64| 0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)).tanh());
     type Truth<'a> = &'a dyn Fn(f64) -> f64;
@@ -760,7 +651,9 @@ fn threads_share_a_kernel_on_disjoint_rows() {
             });
         }
     });
+    // A tiled kernel's exp is the native routine's.
+    let exp: fn(f32) -> f32 = if kern.is_tiled() { kiln_runtime::cpu::slice_math::slice_scalar(UnaryOp::Exp).unwrap() } else { |x| UnaryOp::Exp.eval(x) };
     for (i, (&xi, &o)) in x.iter().zip(&out).enumerate() {
-        assert_eq!(o.to_bits(), UnaryOp::Exp.eval(xi).to_bits(), "element {i}");
+        assert_eq!(o.to_bits(), exp(xi).to_bits(), "element {i}");
     }
 }

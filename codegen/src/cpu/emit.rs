@@ -4,10 +4,13 @@
 //! float dtype over unit/broadcast inputs, and a scalar loop (the vector loop's tail, or the
 //! whole row otherwise). A kernel that draws random numbers ([`InstOp::Rand`]) runs the scalar
 //! loop, one helper call per element and draw. The per-instruction emission here
-//! ([`emit_values`]) also serves the prologue and the epilogue of reduction kernels.
+//! ([`emit_values`]) also serves the prologue and the epilogue of reduction kernels. An f32
+//! kernel with natively computed transcendentals walks its rows in tiles instead
+//! ([`super::tiles`]).
 
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
+use super::tiles;
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
@@ -33,12 +36,18 @@ pub(crate) fn live_set(k: &ElementwiseKernel) -> Vec<bool> {
 
 /// Which instructions of `insts` the values `roots` depend on.
 pub(crate) fn live_of(insts: &[Inst], roots: &[Val]) -> Vec<bool> {
+    live_cut(insts, roots, |_| false)
+}
+
+/// Which instructions of `insts` the values `roots` depend on when the values `given(n)` holds
+/// for are known (so their operands are not needed for them).
+pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> bool) -> Vec<bool> {
     let mut live = vec![false; insts.len()];
     for &o in roots {
         live[o as usize] = true;
     }
     for i in (0..insts.len()).rev() {
-        if !live[i] {
+        if !live[i] || given(i) {
             continue;
         }
         let mut mark = |v: u32| live[v as usize] = true;
@@ -148,22 +157,42 @@ pub(crate) fn data_flags() -> MemFlagsData {
 /// instructions, the stores (at `row.out_ptr`).
 pub(crate) fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<(), String> {
     let vals = emit_values(cx, &k.inputs, &k.insts, live, row, j, vty)?;
+    store_outputs(cx, k, row, j, &vals);
+    Ok(())
+}
+
+/// The stores of `k`'s outputs (values `vals`) at inner index `j` of `row`.
+pub(crate) fn store_outputs(cx: &mut Cx, k: &ElementwiseKernel, row: &Row, j: Value, vals: &[Option<Value>]) {
     for (o, &val) in k.outputs.iter().enumerate() {
         let size = k.dtype(val).size_in_bytes() as i64;
         let off = cx.b.ins().imul_imm_s(j, size);
         let addr = cx.b.ins().iadd(row.out_ptr[o], off);
         cx.b.ins().store(data_flags(), vals[val as usize].expect("outputs are live"), addr, 0);
     }
-    Ok(())
 }
 
 /// The live instructions of `insts` at inner index `j` of `row` (one element, or one vector of
 /// `vty` when given): per instruction, its value (`None` for dead ones).
 pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<Vec<Option<Value>>, String> {
+    emit_values_given(cx, inputs, insts, live, row, j, vty, vec![None; insts.len()])
+}
+
+/// [`emit_values`] where the instructions whose `vals` entry is already `Some` are known (in
+/// the loop's form: a tile buffer's element, say) and not emitted.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_values_given(
+    cx: &mut Cx,
+    inputs: &[KernelInput],
+    insts: &[Inst],
+    live: &[bool],
+    row: &Row,
+    j: Value,
+    vty: Option<Type>,
+    mut vals: Vec<Option<Value>>,
+) -> Result<Vec<Option<Value>>, String> {
     let dt = |v: Val| insts[v as usize].dtype;
-    let mut vals: Vec<Option<Value>> = vec![None; insts.len()];
     for (n, inst) in insts.iter().enumerate() {
-        if !live[n] {
+        if !live[n] || vals[n].is_some() {
             continue;
         }
         if let Some(&Some(p)) = row.pre.get(n) {
@@ -226,8 +255,9 @@ pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], l
 }
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
-/// signature is already set).
-pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Function) -> Result<Plan, String> {
+/// signature is already set): its plan, and whether its rows are tiled (only where `tile`
+/// allows and [`tiles::tiling`] applies).
+pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Function, tile: bool) -> Result<(Plan, bool), String> {
     let live = live_set(k);
     for (n, inst) in k.insts.iter().enumerate() {
         if live[n] {
@@ -238,6 +268,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
         clif_type(i.dtype)?;
     }
     let plan = plan(k, &live);
+    let tiling = if tile { tiles::tiling(k, &live, plan) } else { None };
     let vty = match plan {
         Plan::Vector(t) => Some(t),
         Plan::Scalar => None,
@@ -258,7 +289,8 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
     let (row_start, row_end) = (a.row_start, a.row_end);
     let inner = a.dims[rank - 1];
     let out_base = &a.out_base;
-    let pre = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
+    // Tiled rows emit their constants per pass (nothing float lives across a routine's call).
+    let pre = if tiling.is_some() { (vec![None; k.insts.len()], vec![None; k.insts.len()]) } else { emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)? };
     let draws = load_draws(&mut cx, &k.insts, &live, a.scalars_p);
     // A row is one run of the skeleton: every dim but the last is kept, so no middle loop.
     let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, rank - 1);
@@ -283,8 +315,12 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
         out_ptr.push(cx.b.ins().iadd(base, off));
     }
     let index0 = draws.iter().any(Option::is_some).then(|| cx.b.ins().iadd(a.index_base, row_elems));
-    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1, draws: &draws, index0 };
-    emit_runs(&mut cx, &sp, &pass, &in_ptr, |_, _| out_ptr, |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt))?;
+    if let Some(t) = &tiling {
+        tiles::emit_row(&mut cx, k, t, &sp, a.scalars_p, &in_ptr, &out_ptr)?;
+    } else {
+        let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1, draws: &draws, index0 };
+        emit_runs(&mut cx, &sp, &pass, &in_ptr, |_, _| out_ptr, |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt))?;
+    }
 
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
     cx.b.ins().jump(row_head, &[BlockArg::Value(next_row)]);
@@ -294,7 +330,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
     drop(cx);
     b.seal_all_blocks();
     b.finalize(frontend_config);
-    Ok(plan)
+    Ok((plan, tiling.is_some()))
 }
 
 /// The kernel arguments read in the entry block: `KernelArgs`'s fields, the sizes, the base

@@ -1,6 +1,8 @@
 //! The Rust functions generated code calls for the ops it does not inline (f64
 //! transcendentals, f32 ops without an inline polynomial, `pow`, `atan2`, float remainder,
-//! integer `pow`, random numbers). Each one is the scalar reference itself (`UnaryOp::eval`,
+//! integer `pow`, random numbers), and the native f32 slice routines the tiled kernels call on a
+//! tile (`kiln_vm_*_f32`, from `kiln_runtime::cpu::slice_math`, specialized for this CPU when the
+//! symbol is resolved). Each scalar one is the scalar reference itself (`UnaryOp::eval`,
 //! `BinaryOp::eval`, `BinaryOp::eval_int`, the runtime's `philox::uniform_at`/`normal_at`),
 //! so those ops equal the eager ones bit for bit.
 //!
@@ -11,6 +13,7 @@ use crate::ir::{draw_of_scalars, RandDist};
 use cranelift_codegen::ir::{types, AbiParam, Signature, Type};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
+use kiln_runtime::cpu::slice_math;
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 
 /// One callable helper: symbol name, address and C signature.
@@ -21,8 +24,8 @@ pub(crate) struct Helper {
     pub ptr: *const u8,
     /// Parameter types.
     pub params: &'static [Type],
-    /// Return type.
-    pub ret: Type,
+    /// Return type (`None` for a routine that returns nothing).
+    pub ret: Option<Type>,
 }
 
 macro_rules! unary_helpers {
@@ -47,8 +50,8 @@ macro_rules! unary_helpers {
                     extern "C" fn f64_fn(x: f64) -> f64 {
                         UnaryOp::$op.eval(x)
                     }
-                    v.push(Helper { name: concat!("kiln_f32_", stringify!($op)), ptr: f32_fn as *const u8, params: &[types::F32], ret: types::F32 });
-                    v.push(Helper { name: concat!("kiln_f64_", stringify!($op)), ptr: f64_fn as *const u8, params: &[types::F64], ret: types::F64 });
+                    v.push(Helper { name: concat!("kiln_f32_", stringify!($op)), ptr: f32_fn as *const u8, params: &[types::F32], ret: Some(types::F32) });
+                    v.push(Helper { name: concat!("kiln_f64_", stringify!($op)), ptr: f64_fn as *const u8, params: &[types::F64], ret: Some(types::F64) });
                 }
             )*
         }
@@ -82,8 +85,8 @@ macro_rules! binary_helpers {
                     extern "C" fn f64_fn(a: f64, b: f64) -> f64 {
                         BinaryOp::$op.eval(a, b)
                     }
-                    v.push(Helper { name: concat!("kiln_f32_", stringify!($op)), ptr: f32_fn as *const u8, params: &[types::F32, types::F32], ret: types::F32 });
-                    v.push(Helper { name: concat!("kiln_f64_", stringify!($op)), ptr: f64_fn as *const u8, params: &[types::F64, types::F64], ret: types::F64 });
+                    v.push(Helper { name: concat!("kiln_f32_", stringify!($op)), ptr: f32_fn as *const u8, params: &[types::F32, types::F32], ret: Some(types::F32) });
+                    v.push(Helper { name: concat!("kiln_f64_", stringify!($op)), ptr: f64_fn as *const u8, params: &[types::F64, types::F64], ret: Some(types::F64) });
                 }
             )*
         }
@@ -116,7 +119,7 @@ macro_rules! rand_helpers {
                     extern "C" fn f(seed_lo: f64, seed_hi: f64, offset_lo: f64, offset_hi: f64, index: i64) -> $t {
                         RandDist::$dist.at(&draw_of_scalars([seed_lo, seed_hi, offset_lo, offset_hi]), index as u64)
                     }
-                    v.push(Helper { name: $name, ptr: f as *const u8, params: &[types::F64, types::F64, types::F64, types::F64, types::I64], ret: types::$ty });
+                    v.push(Helper { name: $name, ptr: f as *const u8, params: &[types::F64, types::F64, types::F64, types::F64, types::I64], ret: Some(types::$ty) });
                 }
             )*
         }
@@ -130,13 +133,44 @@ rand_helpers!(
     (Normal, true, f64, F64, "kiln_rand_normal_f64"),
 );
 
+macro_rules! slice_helpers {
+    ($(($op:ident, $name:literal)),* $(,)?) => {
+        /// The symbol of the native f32 slice routine of unary `op`
+        /// (`kiln_runtime::cpu::slice_math::slice_fn`: `fn(src, dst: *f32, n: usize)`, in place
+        /// when `src == dst`), for the ops that have one.
+        pub(crate) fn slice_name(op: UnaryOp) -> Option<&'static str> {
+            match op {
+                $(UnaryOp::$op => Some($name),)*
+                _ => None,
+            }
+        }
+
+        fn slice_all(v: &mut Vec<Helper>) {
+            $(
+                if let Some(f) = slice_math::slice_fn(UnaryOp::$op) {
+                    v.push(Helper { name: $name, ptr: f as *const u8, params: &[types::I64, types::I64, types::I64], ret: None });
+                }
+            )*
+        }
+    };
+}
+
+slice_helpers!(
+    (Exp, "kiln_vm_exp_f32"),
+    (Tanh, "kiln_vm_tanh_f32"),
+    (Sigmoid, "kiln_vm_sigmoid_f32"),
+    (Silu, "kiln_vm_silu_f32"),
+    (GeluTanh, "kiln_vm_gelu_tanh_f32"),
+);
+
 /// Every helper.
 fn all() -> Vec<Helper> {
     let mut v = Vec::new();
     unary_all(&mut v);
     binary_all(&mut v);
     rand_all(&mut v);
-    v.push(Helper { name: POW_I64, ptr: pow_i64 as *const u8, params: &[types::I64, types::I64], ret: types::I64 });
+    slice_all(&mut v);
+    v.push(Helper { name: POW_I64, ptr: pow_i64 as *const u8, params: &[types::I64, types::I64], ret: Some(types::I64) });
     v
 }
 
@@ -150,7 +184,7 @@ impl Helper {
     pub(crate) fn signature(&self, module: &JITModule) -> Signature {
         let mut sig = module.make_signature();
         sig.params.extend(self.params.iter().map(|&p| AbiParam::new(p)));
-        sig.returns.push(AbiParam::new(self.ret));
+        sig.returns.extend(self.ret.map(AbiParam::new));
         sig
     }
 }

@@ -18,6 +18,9 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
     // The JIT resolves helper addresses itself; it needs absolute (non-PIC) calls.
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
+    // Tiled kernels keep 4 KiB tile buffers on the stack: probe frames over a page inline.
+    set(&mut flags, "enable_probestack", "true")?;
+    set(&mut flags, "probestack_strategy", "inline")?;
     let isa_builder = cranelift_native::builder().map_err(|e| format!("the host is not supported by Cranelift: {e}"))?;
     isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("cranelift ISA: {e}"))
 }

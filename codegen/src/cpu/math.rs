@@ -26,6 +26,10 @@
 //! | gelu, gelu_tanh | absolute 2e-7·max(1, |f(x)|) | (`1 + erf`, `1 + tanh` cancel for x < 0) |
 //!
 //! Results that are subnormal are compared with the subnormal spacing as the ulp.
+//!
+//! Kernels that qualify for tiles (`cpu/tiles.rs`) compute exp, tanh, sigmoid, silu and
+//! gelu_tanh with native slice routines instead (same bounds; see
+//! `kiln_runtime::cpu::slice_math`); [`super::CpuKernel::compile_untiled`] keeps these inline.
 
 // The polynomial coefficients are written as published (Cephes, Numerical Recipes).
 #![allow(clippy::excessive_precision)]

@@ -10,7 +10,8 @@
 //! accumulators of a [`ReduceKernel`] ([`CpuKernel::compile_reduce`]), whose prologue goes
 //! through the same per-instruction emission as elementwise kernels; `cpu/runs.rs` the loops
 //! over one output's reduced sub-space, shared by the reduction and its epilogue;
-//! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]).
+//! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]); `cpu/tiles.rs` the
+//! tiled rows of f32 kernels whose transcendentals call native slice routines.
 
 mod emit;
 mod epilogue;
@@ -20,8 +21,10 @@ pub mod math;
 mod ops;
 mod reduce;
 mod runs;
+mod tiles;
 
 use crate::kernel::{ElementwiseKernel, KernelArgs, ReduceKernel};
+pub use tiles::{MAX_STAGES, TILE};
 use cranelift_codegen::print_errors::pretty_error;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module, ModuleError};
@@ -35,6 +38,7 @@ pub struct CpuKernel {
     clif: String,
     compile_time: Duration,
     vectorized: bool,
+    tiled: bool,
 }
 
 // SAFETY: after `finalize_definitions` the module is never mutated again (only freed in
@@ -50,10 +54,29 @@ impl CpuKernel {
     /// Errors for an invalid kernel, for F16/BF16 values ("f16/bf16 are not supported by the
     /// CPU JIT": the caller falls back to eager), and for code generation failures. With the
     /// environment variable `KILN_CPU_DISASM` set, prints the machine code to stderr.
+    ///
+    /// An f32 kernel on the vector plan whose transcendentals have native slice routines
+    /// (exp, tanh, sigmoid, silu, gelu_tanh) walks its rows in tiles of [`TILE`] elements and
+    /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiles.rs`); the
+    /// results are the same bit for bit.
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
+        Self::compile_elementwise(k, name, true)
+    }
+
+    /// [`CpuKernel::compile`] without tiles: every transcendental inline, 128 bits at a time
+    /// (to compare both paths in tests and benchmarks).
+    pub fn compile_untiled(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
+        Self::compile_elementwise(k, name, false)
+    }
+
+    /// [`CpuKernel::compile`], tiled where `tile` allows and the kernel qualifies.
+    fn compile_elementwise(k: &ElementwiseKernel, name: &str, tile: bool) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
-        Self::compile_with(t0, name, |module, func| Ok(matches!(emit::build(k, module, func)?, emit::Plan::Vector(_))))
+        Self::compile_with(t0, name, |module, func| {
+            let (plan, tiled) = emit::build(k, module, func, tile)?;
+            Ok((matches!(plan, emit::Plan::Vector(_)), tiled))
+        })
     }
 
     /// Compiles reduction kernel `k` (validated first) into a function named `name`; the
@@ -65,15 +88,15 @@ impl CpuKernel {
     pub fn compile_reduce(k: &ReduceKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
-        Self::compile_with(t0, name, |module, func| reduce::build(k, module, func))
+        Self::compile_with(t0, name, |module, func| Ok((reduce::build(k, module, func)?, false)))
     }
 
     /// The module setup, definition and finalization shared by both kernel kinds; `build`
-    /// emits the body and says whether it is vectorized.
+    /// emits the body and says whether it is vectorized and whether it is tiled.
     fn compile_with(
         t0: Instant,
         name: &str,
-        build: impl FnOnce(&mut JITModule, &mut cranelift_codegen::ir::Function) -> Result<bool, String>,
+        build: impl FnOnce(&mut JITModule, &mut cranelift_codegen::ir::Function) -> Result<(bool, bool), String>,
     ) -> Result<CpuKernel, String> {
         let mut module = jit::new_module()?;
         let sig = jit::kernel_signature(&module);
@@ -81,7 +104,7 @@ impl CpuKernel {
         let id = module.declare_function(&fname, Linkage::Export, &sig).map_err(|e| e.to_string())?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig;
-        let vectorized = build(&mut module, &mut ctx.func)?;
+        let (vectorized, tiled) = build(&mut module, &mut ctx.func)?;
         let clif = ctx.func.display().to_string();
         let disasm = std::env::var_os("KILN_CPU_DISASM").is_some();
         ctx.set_disasm(disasm);
@@ -101,7 +124,7 @@ impl CpuKernel {
         // `fn(i64)` in the host's default calling convention, which is the C ABI of
         // `extern "C" fn(*const KernelArgs)` on a 64-bit host.
         let entry = unsafe { std::mem::transmute::<*const u8, unsafe extern "C" fn(*const KernelArgs)>(ptr) };
-        Ok(CpuKernel { module: Some(module), entry, clif, compile_time: t0.elapsed(), vectorized })
+        Ok(CpuKernel { module: Some(module), entry, clif, compile_time: t0.elapsed(), vectorized, tiled })
     }
 
     /// The CLIF text of the generated function (for `KILN_DEBUG=kernels`).
@@ -118,6 +141,12 @@ impl CpuKernel {
     /// for the scalar loop.
     pub fn is_vectorized(&self) -> bool {
         self.vectorized
+    }
+
+    /// True when the rows are walked in tiles whose transcendentals are native slice-routine
+    /// calls ([`CpuKernel::compile`]); false for the untiled loop (and for reductions).
+    pub fn is_tiled(&self) -> bool {
+        self.tiled
     }
 
     /// Runs the kernel for rows `args.row_start..args.row_end`.
@@ -160,6 +189,6 @@ impl Drop for CpuKernel {
 
 impl std::fmt::Debug for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuKernel").field("compile_time", &self.compile_time).field("vectorized", &self.vectorized).finish()
+        f.debug_struct("CpuKernel").field("compile_time", &self.compile_time).field("vectorized", &self.vectorized).field("tiled", &self.tiled).finish()
     }
 }

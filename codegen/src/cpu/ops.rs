@@ -51,7 +51,20 @@ impl<'a, 'b> Cx<'a, 'b> {
 
     /// Calls helper `name` (one of [`helpers::find`]'s) on scalars.
     pub fn call(&mut self, name: &'static str, args: &[Value]) -> Value {
-        let fref = match self.refs.get(name) {
+        let fref = self.func_ref(name);
+        let call = self.b.ins().call(fref, args);
+        self.b.inst_results(call)[0]
+    }
+
+    /// Calls helper `name`, which returns nothing (a slice routine of [`helpers::slice_name`]).
+    pub fn call_void(&mut self, name: &'static str, args: &[Value]) {
+        let fref = self.func_ref(name);
+        self.b.ins().call(fref, args);
+    }
+
+    /// The reference to helper `name` in the function, declared on first use.
+    fn func_ref(&mut self, name: &'static str) -> FuncRef {
+        match self.refs.get(name) {
             Some(&f) => f,
             None => {
                 let helper = helpers::find(name).unwrap_or_else(|| panic!("no helper named {name}"));
@@ -62,9 +75,7 @@ impl<'a, 'b> Cx<'a, 'b> {
                 self.refs.insert(name, f);
                 f
             }
-        };
-        let call = self.b.ins().call(fref, args);
-        self.b.inst_results(call)[0]
+        }
     }
 
     /// Calls helper `name` on scalars, or lane by lane on vectors (extract, call, insert).

@@ -1,9 +1,12 @@
 //! Helpers shared by the reduction kernel tests (`cpu_reduce.rs`, `cpu_reduce_epilogue.rs`):
 //! input layouts over an iteration space, seeded input data, the bytes of buffers, and the
-//! arguments of a call (also used by `cpu_kernels.rs`).
+//! arguments of a call (also used by `cpu_kernels.rs`); [`reference`] the scalar reference of
+//! elementwise kernels (`cpu_kernels.rs`, `cpu_tiles.rs`).
 
 // Each test binary uses its own subset.
 #![allow(dead_code)]
+
+pub mod reference;
 
 use kiln_codegen::kernel::{InnerStride, KernelArgs};
 use kiln_runtime::DType;

@@ -11,6 +11,7 @@ pub mod parallel;
 pub mod philox;
 pub mod pool;
 pub mod reduce;
+pub mod slice_math;
 pub mod sort;
 pub mod special;
 pub mod strided;

@@ -1,0 +1,239 @@
+//! The tiled row of an f32 kernel whose transcendentals run natively: the row is walked in
+//! tiles of [`TILE`] elements, and each transcendental stage of a tile is one call of a
+//! rustc-built, CPU-specialized slice routine (`kiln_vm_*_f32`: AVX-512F or AVX2+FMA inside,
+//! picked once when the JIT resolves the symbol; `kiln_runtime::cpu::slice_math`) on a stack
+//! buffer, instead of the inline 128-bit polynomial of [`super::math`] (Cranelift's x86-64
+//! back end emits 128-bit vectors only).
+//!
+//! A kernel qualifies ([`tiling`]) when it runs the F32X4 plan and some live instruction is a
+//! unary op with a slice routine (exp, tanh, sigmoid, silu, gelu_tanh), at most
+//! [`MAX_STAGES`] of them. Each such instruction is a *stage*, in instruction order. Per tile:
+//!
+//! 1. for each stage: a pass (one run of [`super::runs`]'s loop over the tile) computes the
+//!    stage's operand into the stage's buffer, reading the buffers of earlier stages where
+//!    their values are needed; then the routine transforms the buffer in place. An operand
+//!    that is an earlier stage's value or a unit-stride input needs no pass: the routine reads
+//!    that buffer or the input's tile directly;
+//! 2. a final pass computes the outputs, reading every stage's value from its buffer.
+//!
+//! Everything else is recomputed in each pass that needs it (cheap next to the memory
+//! traffic); a kernel where a costly op (an inline transcendental, a helper call) would be
+//! computed by two passes keeps the untiled path.
+//!
+//! With AVX2+FMA or AVX-512F the routines compute `slice_math`'s FMA forms, whose error bounds
+//! are those of the inline functions (exp 2 ulp, tanh 3, sigmoid 3, silu 4; gelu_tanh 2e-7
+//! absolute) but which are not bit-identical to the eager ops; elsewhere they are the eager
+//! forms, bit for bit. Special values (NaN, ±inf, ±0) are the eager ones either way.
+
+use super::emit::{data_flags, emit_pre, emit_values_given, live_cut, store_outputs, Plan};
+use super::helpers;
+use super::ops::Cx;
+use super::runs::{emit_runs, Pass, Space};
+use crate::kernel::{ElementwiseKernel, InnerStride, InstOp};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type, Value};
+use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
+use kiln_runtime::DType;
+
+/// Elements per tile: the stage buffers (2 KiB each) and the tile's inputs and outputs stay in
+/// L1 between the passes. (On the GELU bench, 256–512 measured best; 1024 about 10% slower,
+/// 4096 25% slower.)
+pub const TILE: usize = 512;
+
+/// The most stages a tiled kernel has (one 2 KiB stack buffer each); more keep the untiled
+/// path.
+pub const MAX_STAGES: usize = 4;
+
+/// Vectors per iteration of a pass's vector loop (4 measured a little better than 1 or 2).
+const UNROLL: usize = 4;
+
+// Only the last tile of a row has a scalar tail.
+const _: () = assert!(TILE % (4 * UNROLL) == 0);
+
+/// Where a stage's routine reads its operand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Source {
+    /// The stage's own buffer, filled by a pass over the tile.
+    Pass,
+    /// The buffer of an earlier stage (the operand is that stage's value).
+    Stage(usize),
+    /// A unit-stride input's elements of the tile (the operand is its load).
+    Input(usize),
+}
+
+/// One transcendental stage.
+#[derive(Clone, Debug)]
+struct Stage {
+    /// The instruction whose value the stage computes.
+    inst: usize,
+    /// The routine's symbol (`helpers::slice_name`).
+    routine: &'static str,
+    /// Where the routine reads.
+    source: Source,
+    /// The live instructions of the stage's pass (with earlier stages given).
+    live: Vec<bool>,
+}
+
+/// How a kernel is tiled: its stages in order and the final pass.
+#[derive(Clone, Debug)]
+pub(crate) struct Tiling {
+    stages: Vec<Stage>,
+    /// The live instructions of the final pass (every stage given).
+    last: Vec<bool>,
+}
+
+/// True for ops too costly to compute in two passes of a tile (inline polynomials and helper
+/// calls).
+fn costly(op: &InstOp) -> bool {
+    use UnaryOp::*;
+    match *op {
+        InstOp::Unary(u, _) => !matches!(u, Neg | Abs | Sqrt | Rsqrt | Reciprocal | Square | Floor | Ceil | Trunc | Round | Relu | Sign),
+        InstOp::Binary(b, ..) => matches!(b, BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2),
+        _ => false,
+    }
+}
+
+/// The tiling of `k` (with live instructions `live`, on `plan`), or `None` when the kernel
+/// keeps the untiled path (see the module documentation).
+pub(crate) fn tiling(k: &ElementwiseKernel, live: &[bool], plan: Plan) -> Option<Tiling> {
+    if plan != Plan::Vector(types::F32X4) {
+        return None;
+    }
+    let mut staged: Vec<(usize, u32, &'static str)> = Vec::new();
+    for (n, inst) in k.insts.iter().enumerate() {
+        if let (true, DType::F32, InstOp::Unary(op, a)) = (live[n], inst.dtype, inst.op) {
+            if let Some(routine) = helpers::slice_name(op) {
+                staged.push((n, a, routine));
+            }
+        }
+    }
+    if staged.is_empty() || staged.len() > MAX_STAGES {
+        return None;
+    }
+    let is_stage = |n: usize| staged.iter().any(|s| s.0 == n);
+    let mut stages = Vec::with_capacity(staged.len());
+    for &(inst, a, routine) in &staged {
+        let a = a as usize;
+        let source = match k.insts[a].op {
+            _ if is_stage(a) => Source::Stage(staged.iter().position(|s| s.0 == a).expect("a stage")),
+            InstOp::Load(i) if k.inputs[i as usize].inner == InnerStride::Unit => Source::Input(i as usize),
+            _ => Source::Pass,
+        };
+        let live = if source == Source::Pass { live_cut(&k.insts, &[a as u32], is_stage) } else { vec![false; k.insts.len()] };
+        stages.push(Stage { inst, routine, source, live });
+    }
+    let last = live_cut(&k.insts, &k.outputs, is_stage);
+    // A costly value computed by two passes would cost more than the tiles save.
+    for n in 0..k.insts.len() {
+        let passes = stages.iter().map(|s| &s.live).chain([&last]).filter(|l| l[n]).count();
+        if passes > 1 && !is_stage(n) && costly(&k.insts[n].op) {
+            return None;
+        }
+    }
+    Some(Tiling { stages, last })
+}
+
+/// Emits, from the current block, the tiles of one row whose inputs' and outputs' element 0
+/// are at `in_ptr` and `out_ptr`, and leaves the builder in a new block after them. `sp` is the
+/// row's space (every dim but the last kept), `scalars_p` the run-time scalars.
+pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Space, scalars_p: Value, in_ptr: &[Value], out_ptr: &[Value]) -> Result<(), String> {
+    let ptr = sp.ptr;
+    let vty = Some(types::F32X4);
+    let f32_size = DType::F32.size_in_bytes() as i64;
+    let slots: Vec<StackSlot> = t
+        .stages
+        .iter()
+        .map(|_| cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (TILE as i64 * f32_size) as u32, 6)))
+        .collect();
+
+    // The tile loop carries j0 and the tile's element 0 of each unit input and output (loop
+    // parameters, so Cranelift cannot re-derive them from the row index inside the passes'
+    // loops); broadcast inputs stay at the row's element (the vector plan has no strided
+    // input).
+    let unit: Vec<usize> = (0..k.inputs.len()).filter(|&i| k.inputs[i].inner == InnerStride::Unit).collect();
+    debug_assert!(k.inputs.iter().all(|i| i.inner != InnerStride::Strided), "the vector plan has no strided input");
+    let steps: Vec<i64> = unit.iter().map(|&i| k.inputs[i].dtype.size_in_bytes()).chain(k.outputs.iter().map(|&o| k.dtype(o).size_in_bytes())).map(|s| (s * TILE) as i64).collect();
+    let head = cx.b.create_block();
+    let body = cx.b.create_block();
+    let done = cx.b.create_block();
+    let j0 = cx.b.append_block_param(head, ptr);
+    let carried: Vec<Value> = steps.iter().map(|_| cx.b.append_block_param(head, ptr)).collect();
+    let zero = cx.b.ins().iconst(ptr, 0);
+    let init: Vec<BlockArg> = [zero].iter().chain(unit.iter().map(|&i| &in_ptr[i])).chain(out_ptr).map(|&v| BlockArg::Value(v)).collect();
+    cx.b.ins().jump(head, &init);
+    cx.b.switch_to_block(head);
+    let inner = sp.inner();
+    let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, j0, inner);
+    cx.b.ins().brif(more, body, &[], done, &[]);
+
+    cx.b.switch_to_block(body);
+    let rest = cx.b.ins().isub(inner, j0);
+    let tile = cx.b.ins().iconst(ptr, TILE as i64);
+    let len = cx.b.ins().umin(rest, tile);
+    let mut tin = in_ptr.to_vec();
+    for (&i, &p) in unit.iter().zip(&carried) {
+        tin[i] = p;
+    }
+    let tout = carried[unit.len()..].to_vec();
+    let bufs: Vec<Value> = slots.iter().map(|&s| cx.b.ins().stack_addr(ptr, s, 0)).collect();
+    // The tile as a space of its own: the inner size is the tile's length.
+    let mut dims = sp.dims.to_vec();
+    *dims.last_mut().expect("rank ≥ 1") = len;
+    let one = cx.b.ins().iconst(ptr, 1);
+    let tsp = Space { ptr, dims: &dims, strides: sp.strides, in_step: sp.in_step, o_rank: sp.o_rank, n_mid: one };
+
+    // The value of each given stage at inner index `j` of the tile: a load from its buffer.
+    let given = |cx: &mut Cx, live: &[bool], j: Value, vt: Option<Type>| {
+        let mut vals = vec![None; k.insts.len()];
+        for (s, stage) in t.stages.iter().enumerate() {
+            if live[stage.inst] {
+                let off = cx.b.ins().imul_imm_s(j, f32_size);
+                let addr = cx.b.ins().iadd(bufs[s], off);
+                vals[stage.inst] = Some(cx.b.ins().load(vt.unwrap_or(types::F32), data_flags(), addr, 0));
+            }
+        }
+        vals
+    };
+
+    for (s, stage) in t.stages.iter().enumerate() {
+        let src = match stage.source {
+            Source::Stage(e) => bufs[e],
+            Source::Input(i) => tin[i],
+            Source::Pass => {
+                // Re-emitted per pass: nothing float stays live across the routine's call.
+                let pre = emit_pre(cx, &k.insts, &stage.live, scalars_p, vty)?;
+                let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
+                let operand = match k.insts[stage.inst].op {
+                    InstOp::Unary(_, a) => a as usize,
+                    _ => unreachable!("a stage is a unary op"),
+                };
+                emit_runs(cx, &tsp, &pass, &tin, |_, _| Vec::new(), |cx, r, j, vt, _| {
+                    let vals = given(cx, &stage.live, j, vt);
+                    let vals = emit_values_given(cx, &k.inputs, &k.insts, &stage.live, r, j, vt, vals)?;
+                    let off = cx.b.ins().imul_imm_s(j, f32_size);
+                    let addr = cx.b.ins().iadd(bufs[s], off);
+                    cx.b.ins().store(data_flags(), vals[operand].expect("the operand is live"), addr, 0);
+                    Ok(())
+                })?;
+                bufs[s]
+            }
+        };
+        cx.call_void(stage.routine, &[src, bufs[s], len]);
+    }
+
+    let pre = emit_pre(cx, &k.insts, &t.last, scalars_p, vty)?;
+    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
+    emit_runs(cx, &tsp, &pass, &tin, move |_, _| tout, |cx, r, j, vt, _| {
+        let vals = given(cx, &t.last, j, vt);
+        let vals = emit_values_given(cx, &k.inputs, &k.insts, &t.last, r, j, vt, vals)?;
+        store_outputs(cx, k, r, j, &vals);
+        Ok(())
+    })?;
+    let mut next = vec![BlockArg::Value(cx.b.ins().iadd_imm_s(j0, TILE as i64))];
+    for (&p, &step) in carried.iter().zip(&steps) {
+        next.push(BlockArg::Value(cx.b.ins().iadd_imm_s(p, step)));
+    }
+    cx.b.ins().jump(head, &next);
+    cx.b.switch_to_block(done);
+    Ok(())
+}
