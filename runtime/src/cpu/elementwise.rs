@@ -24,27 +24,34 @@ impl<T> Copy for SendPtr<T> {}
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 
-/// Side of the square tiles used when an operand is transposed (64 f32 rows of 64 columns stay
-/// in L1 while both the row-wise and column-wise operands are read).
+/// Side of the square tiles used when an operand is transposed: a 64×64 tile of f32 (16 KiB)
+/// stays in L1 while its rows are written.
 const TILE: usize = 64;
 
-/// True when some operand walks the innermost dim with a large stride but the next-outer dim
-/// densely (a transpose): reading row by row would then touch a new cache line per element.
-fn wants_tiles<const N: usize>(c: &Collapsed<N>) -> bool {
+/// True when operand `k` walks the innermost dim with a large stride but the next-outer dim
+/// densely (a transpose): reading row by row would then touch a new cache line per element,
+/// and with a power-of-two stride every one of them in the same cache set.
+fn is_transposed<const N: usize>(c: &Collapsed<N>, k: usize) -> bool {
     let nd = c.shape.len();
-    nd >= 2
-        && c.shape[nd - 1] > 1
-        && (0..N).any(|k| {
-            let (sr, sc) = (c.strides[k][nd - 2], c.strides[k][nd - 1]);
-            sc > 1 && sr > 0 && sr < sc
-        })
+    nd >= 2 && c.shape[nd - 1] > 1 && {
+        let (sr, sc) = (c.strides[k][nd - 2], c.strides[k][nd - 1]);
+        sc > 1 && sr > 0 && sr < sc
+    }
 }
 
-/// `out[i] = f(offsets of element i in each operand)` for a contiguous `out` of `c`'s shape,
-/// visiting the last two dims in TILE×TILE tiles, in parallel over row blocks.
-fn map_tiled<const N: usize, O: Element>(c: &Collapsed<N>, base: [usize; N], out: &mut [O], f: impl Fn([usize; N]) -> O + Sync + Send) {
+/// True when some operand is transposed ([`is_transposed`]).
+fn wants_tiles<const N: usize>(c: &Collapsed<N>) -> bool {
+    (0..N).any(|k| is_transposed(c, k))
+}
+
+/// `out = f(a)` for a contiguous `out` of `c`'s shape, where `a` (at `base`) is transposed in
+/// the last two dims: each TILE×TILE tile is first read column by column — along `a`'s dense
+/// direction, whole cache lines at a time — into a buffer that stays in L1, then written out
+/// row by row. In parallel over row blocks.
+fn map1_tiled<A: Element, O: Element>(a: &[A], c: &Collapsed<1>, base: usize, out: &mut [O], f: impl Fn(A) -> O + Sync + Send) {
     let nd = c.shape.len();
     let (rows, cols) = (c.shape[nd - 2], c.shape[nd - 1]);
+    let (sr, sc) = (c.strides[0][nd - 2], c.strides[0][nd - 1]);
     let plane = rows * cols;
     let row_blocks = rows.div_ceil(TILE);
     let blocks = (out.len() / plane) * row_blocks;
@@ -52,33 +59,49 @@ fn map_tiled<const N: usize, O: Element>(c: &Collapsed<N>, base: [usize; N], out
     let ptr = SendPtr(out.as_mut_ptr());
     for_ranges(blocks, grain, |range| {
         let ptr = ptr;
+        let mut tile = vec![A::default(); TILE * TILE];
         for blk in range {
             let (p, rb) = (blk / row_blocks, blk % row_blocks);
-            let mut offs = base;
+            let mut off = base;
             let mut rest = p;
             for d in (0..nd - 2).rev() {
-                let i = rest % c.shape[d];
+                off += (rest % c.shape[d]) * c.strides[0][d];
                 rest /= c.shape[d];
-                for k in 0..N {
-                    offs[k] += i * c.strides[k][d];
-                }
             }
             let (r0, r1) = (rb * TILE, ((rb + 1) * TILE).min(rows));
             for c0 in (0..cols).step_by(TILE) {
                 let c1 = (c0 + TILE).min(cols);
+                for col in c0..c1 {
+                    let src = off + col * sc;
+                    let t = &mut tile[(col - c0) * TILE..][..r1 - r0];
+                    for (i, v) in t.iter_mut().enumerate() {
+                        *v = a[src + (r0 + i) * sr];
+                    }
+                }
                 for r in r0..r1 {
                     let row_out = p * plane + r * cols;
                     for col in c0..c1 {
-                        let o: [usize; N] = std::array::from_fn(|k| offs[k] + r * c.strides[k][nd - 2] + col * c.strides[k][nd - 1]);
+                        let v = f(tile[(col - c0) * TILE + (r - r0)]);
                         // SAFETY: (p, r, col) is a distinct index below out.len() for every
                         // visit; threads get disjoint block ranges; `out` is exclusively
                         // borrowed for the whole call.
-                        unsafe { ptr.0.add(row_out + col).write(f(o)) };
+                        unsafe { ptr.0.add(row_out + col).write(v) };
                     }
                 }
             }
         }
     });
+}
+
+/// Operand `k` of `c` as it will be read: when it is transposed, a contiguous copy made
+/// through the tiles of [`map1_tiled`] (so the elementwise pass then reads it in order, at
+/// the price of one more pass over it) with its new layout; otherwise itself.
+fn untransposed<'a, const N: usize, T: Element>(c: &Collapsed<N>, k: usize, data: &'a [T], l: &Layout, copy: &'a mut Option<CpuBuf<T>>) -> (&'a [T], Layout) {
+    if !is_transposed(c, k) {
+        return (data, l.clone());
+    }
+    let buf = copy.insert(map1(data, l, |x| x));
+    (&buf[..], Layout::contiguous(l.shape()))
 }
 
 /// `out[i] = f(a[i])` over `a`'s layout, into a new contiguous buffer.
@@ -100,7 +123,7 @@ pub fn map1<A: Element, O: Element>(a: &[A], la: &Layout, f: impl Fn(A) -> O + S
     }
     let c = collapse(la.shape(), [la.strides()]);
     if wants_tiles(&c) {
-        map_tiled(&c, [la.offset()], &mut out, |[oa]| f(a[oa]));
+        map1_tiled(a, &c, la.offset(), &mut out, f);
         return out;
     }
     for_chunks_mut(&mut out, GRAIN, |start, o| {
@@ -164,8 +187,10 @@ pub fn map2<A: Element, B: Element, O: Element>(
     }
     let c = collapse(la.shape(), [la.strides(), lb.strides()]);
     if wants_tiles(&c) {
-        map_tiled(&c, [la.offset(), lb.offset()], &mut out, |[oa, ob]| f(a[oa], b[ob]));
-        return out;
+        let (mut ca, mut cb) = (None, None);
+        let (a, la) = untransposed(&c, 0, a, la, &mut ca);
+        let (b, lb) = untransposed(&c, 1, b, lb, &mut cb);
+        return map2(a, &la, b, &lb, f);
     }
     for_chunks_mut(&mut out, GRAIN, |start, o| {
         let mut w = 0;
@@ -209,6 +234,13 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
     let n = la.numel();
     let mut out = CpuBuf::<O>::uninit(n);
     let col = collapse(la.shape(), [la.strides(), lb.strides(), lc.strides()]);
+    if wants_tiles(&col) {
+        let (mut ca, mut cb, mut cc) = (None, None, None);
+        let (a, la) = untransposed(&col, 0, a, la, &mut ca);
+        let (b, lb) = untransposed(&col, 1, b, lb, &mut cb);
+        let (c, lc) = untransposed(&col, 2, c, lc, &mut cc);
+        return map3(a, &la, b, &lb, c, &lc, f);
+    }
     for_chunks_mut(&mut out, GRAIN, |start, o| {
         let mut w = 0;
         col.walk([la.offset(), lb.offset(), lc.offset()], start..start + o.len(), |[oa, ob, oc], run, [sa, sb, sc]| {
@@ -325,6 +357,8 @@ mod tests {
         let lb = Layout::contiguous(&[3, 1, 1]).broadcast_to(&shape).unwrap();
         let out = map2(&a, &la, &b, &lb, |x, y| x + y);
         let copy = map1(&a, &la, |x| x);
+        // Three operands, two of them transposed: both are copied through the tiles first.
+        let three = map3(&a, &la, &b, &lb, &a, &la, |x, y, z| 2 * x + y - z);
         for p in 0..3 {
             for r in 0..70 {
                 for c in 0..130 {
@@ -332,6 +366,7 @@ mod tests {
                     let want = a[la.index_of(&[p, r, c])];
                     assert_eq!(copy[i], want);
                     assert_eq!(out[i], want + b[p]);
+                    assert_eq!(three[i], want + b[p]);
                 }
             }
         }
