@@ -9,7 +9,9 @@
 //!
 //! Autograd: the gradients are written with the ops of this family (a gather's gradient is a
 //! `scatter_add` into zeros, a scatter's source gradient is a `gather`, advanced indexing's is an
-//! accumulating `index_put`, …), so they are differentiable again. As in PyTorch, the gradient
+//! accumulating `index_put`, …), so they are differentiable again. Inside a compiled step, a
+//! gather of one element per row along the last dim is captured as a masked sum instead
+//! ([`super::pick`]), so it fuses and its gradient is elementwise. As in PyTorch, the gradient
 //! of a plain (non-accumulating) write with repeated positions reaches every repeated source
 //! element, although only one of them was written.
 
@@ -582,6 +584,9 @@ impl Tensor {
             bail!(OP, Shape, "size does not match at dimension {k}: expected index {:?} to be no larger than self {:?} apart from dimension {d}", index.shape(), self.shape());
         }
         drop((x, idx));
+        if let Some(picked) = super::pick::captured_pick(OP, self, d, index) {
+            return picked;
+        }
         let out = crate::capture::deferred(OP, &[self, index], index.shape(), self.dtype(), move |ins| {
             let (x, idx) = (at_least_1d(&ins[0]), at_least_1d(&ins[1]));
             let out = ins[0].with_cpu2(&ins[1], OP, |sx, si| {

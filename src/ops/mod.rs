@@ -29,6 +29,7 @@ mod cat;
 mod compare;
 mod index;
 mod matmul;
+mod pick;
 mod reduce;
 mod softmax;
 mod sort;

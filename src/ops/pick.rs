@@ -1,0 +1,46 @@
+//! `gather` of one element per row along the last dim (cross-entropy's pick of each target's
+//! log-probability) inside a compiled step.
+//!
+//! Eagerly, `gather` is an index kernel and its gradient a `scatter_add` into zeros. Inside
+//! `kiln::compile` both would be opaque: the pick would force its input to be materialized and
+//! the gradient would write a whole zero tensor before scattering. So a pick — an index of
+//! the input's shape except size 1 along the last dim, over a float input — is captured as
+//! `where(arange(C) == index, x, 0)` summed over the last dim: a reduction whose prologue is
+//! `x`'s own producer (log_softmax's `x - max - log Σ`), and whose gradient, by the ordinary
+//! rules of `where` and `sum`, is the elementwise `where(arange(C) == index, g, 0)`, fused
+//! with its neighbours. The value is the same element: the sum adds it to zeros only (the one
+//! difference: a picked `-0.0` comes out `+0.0`), and the other elements, even NaN or
+//! infinite, are never read into it.
+//!
+//! The index values are checked when the pick is captured, as the eager kernel checks them;
+//! a lazy index is realized for that (a graph break).
+
+use crate::error::{bail, Result};
+use crate::tensor::Tensor;
+use kiln_runtime::{DType, Device};
+
+/// The captured form of `x.gather(d, index)` when capture is on and the gather is a pick along
+/// the last dim (see the module docs); `None` when it is not one (the caller runs the index
+/// kernel). `index` is int64.
+#[track_caller]
+pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Option<Result<Tensor>> {
+    let last = x.dim().checked_sub(1)?;
+    let is_pick = crate::capture::is_active()
+        && matches!(x.dtype(), DType::F32 | DType::F64)
+        && x.device() == Device::Cpu
+        && d == last
+        && index.dim() == x.dim()
+        && index.shape()[last] == 1
+        && index.shape()[..last] == x.shape()[..last];
+    is_pick.then(|| pick(op, x, last, index))
+}
+
+#[track_caller]
+fn pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor> {
+    let classes = x.shape()[d];
+    if let Some(bad) = index.try_to_vec::<i64>()?.into_iter().find(|&i| i < 0 || i >= classes as i64) {
+        bail!(op, Index, "index {bad} is out of bounds for dimension {d} with size {classes}");
+    }
+    let hit = Tensor::arange(classes as i64).try_eq(index)?;
+    Tensor::try_where(&hit, x, 0.0)?.try_sum_dim(d as i64, true)
+}
