@@ -67,13 +67,8 @@ fn linear_products(batch: usize, layers: &[(usize, usize)], first_input_grad: bo
     p
 }
 
-fn main() {
-    kiln::manual_seed(0);
-    println!("threads: {}\n", kiln::get_num_threads());
-    println!("| case | eager | compiled | speed-up | baseline (same run) | compiled vs baseline | target |");
-    println!("|---|---|---|---|---|---|---|");
-
-    // 1. GELU chain on [4096, 4096]: 16 bytes per element (x, a read; b broadcast; y written).
+/// Case `gelu`: GELU chain on [4096, 4096]: 16 bytes per element (x, a read; b broadcast; y written).
+fn gelu() {
     let n = 4096;
     let (x, a, b) = (Tensor::randn(&[n, n]), Tensor::randn(&[n, n]), Tensor::randn(&[n]));
     let mut gelu = kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b));
@@ -85,8 +80,10 @@ fn main() {
     });
     let copy16 = memcpy_secs(2 * n * n);
     row("`gelu_tanh(x*a+b)` [4096²] f32, primitive ops", eager, compiled, &format!("memcpy 16 B/elem {:.2} ms", copy16 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy16 / compiled), "≥ 3× eager, ≥ 80%");
+}
 
-    // 2. Adam update of a 16M parameter: 28 bytes per element (p, g, m, v read; p, m, v written).
+/// Case `adam`: Adam update of a 16M parameter: 28 bytes per element (p, g, m, v read; p, m, v written).
+fn adam() {
     let len = 16 << 20;
     let p = Tensor::randn(&[len]).requires_grad_(true);
     p.set_grad(Some(Tensor::randn(&[len])));
@@ -97,8 +94,10 @@ fn main() {
     let eager = time(5, || adam.call_eager(()));
     let copy28 = memcpy_secs(len * 7 / 2);
     row("Adam update, 16M f32 parameter", eager, compiled, &format!("memcpy 28 B/elem {:.2} ms", copy28 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy28 / compiled), "≥ 80%");
+}
 
-    // 3. softmax + cross-entropy forward and backward on [8192, 1000]: logits in, gradient out.
+/// Case `cross_entropy`: softmax + cross-entropy forward and backward on [8192, 1000]: logits in, gradient out.
+fn cross_entropy() {
     let logits = Tensor::randn(&[8192, 1000]).requires_grad_(true);
     let target = Tensor::randint(0, 1000, &[8192]);
     let ce = |(l, t): (&Tensor, &Tensor)| {
@@ -115,8 +114,10 @@ fn main() {
     });
     let copy8 = memcpy_secs(8192 * 1000);
     row("softmax + cross-entropy fwd+bwd [8192, 1000]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 50%");
+}
 
-    // 4. LayerNorm(1024) forward on [8192, 1024]: 8 bytes per element.
+/// Case `layer_norm`: LayerNorm(1024) forward on [8192, 1024]: 8 bytes per element.
+fn layer_norm() {
     let ln = nn::LayerNorm::new(&[1024]);
     let xs = Tensor::randn(&[8192, 1024]);
     let mut ln_step = kiln::compile(|x: &Tensor| {
@@ -131,16 +132,20 @@ fn main() {
     });
     let copy8 = memcpy_secs(8192 * 1024);
     row("LayerNorm(1024) forward [8192, 1024]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 70%");
+}
 
-    // 5. MLP training step against its matrix products through gemm.
+/// Case `mlp`: MLP training step against its matrix products through gemm.
+fn mlp() {
     let mlp = Mlp::new();
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
     let (eager, compiled, cold) = train_step(&mlp, &x, &y);
     let gemm: f64 = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false).iter().map(|&(m, k, n)| gemm_secs(m, k, n)).sum();
     row("MLP 784-512-512-10 step, batch 128, SGD momentum", eager, compiled, &format!("gemm {:.2} ms", gemm * 1e3), format!("{:.2}× gemm", compiled / gemm), "≤ 1.25× gemm, ≥ 1.3× eager");
     println!("| MLP step, first two calls (cold: trace + compile + run) | | {:.1} ms | | | | ≤ 300 ms |", cold * 1e3);
+}
 
-    // 6. The blitz CIFAR net at batch 64 against its gemm bound.
+/// Case `cifar`: The blitz CIFAR net at batch 64 against its gemm bound.
+fn cifar() {
     let net = blitz_net::Net::new();
     let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
     let (eager, compiled, _) = train_step(&net, &x, &y);
@@ -157,8 +162,10 @@ fn main() {
     products.extend(linear_products(64, &[(400, 120), (120, 84), (84, 10)], true));
     let gemm: f64 = products.iter().map(|&(m, k, n)| gemm_secs(m, k, n)).sum();
     row("blitz CIFAR net step, batch 64", eager, compiled, &format!("gemm {:.2} ms", gemm * 1e3), format!("{:.2}× gemm", compiled / gemm), "≤ 1.5× gemm");
+}
 
-    // 7. Cache-hit overhead per captured op: 1,000 ops on one-element tensors.
+/// Case `cache_hit`: Cache-hit overhead per captured op: 1,000 ops on one-element tensors.
+fn cache_hit() {
     let one = Tensor::ones(&[1]);
     let chain = |x: &Tensor| {
         let mut y = x.clone();
@@ -185,4 +192,29 @@ fn main() {
         s.run_time.as_secs_f64() * 1e6,
         total * 1e6 / 1000.0
     );
+}
+
+/// Runs the cases named on the command line (any part of a case's name: `cargo bench
+/// --bench compile -- mlp`), or all of them.
+fn main() {
+    kiln::manual_seed(0);
+    println!("threads: {}\n", kiln::get_num_threads());
+    println!("| case | eager | compiled | speed-up | baseline (same run) | compiled vs baseline | target |");
+    println!("|---|---|---|---|---|---|---|");
+
+    let cases: [(&str, fn()); 7] = [
+        ("gelu", gelu),
+        ("adam", adam),
+        ("cross_entropy", cross_entropy),
+        ("layer_norm", layer_norm),
+        ("mlp", mlp),
+        ("cifar", cifar),
+        ("cache_hit", cache_hit),
+    ];
+    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    for (name, case) in cases {
+        if wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str())) {
+            case();
+        }
+    }
 }
