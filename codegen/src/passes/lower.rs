@@ -4,7 +4,7 @@
 use super::fusion::same_index;
 use super::fusion::ReduceParts;
 use crate::ir::{Graph, Node, NodeId, NodeKind, Use};
-use crate::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
+use crate::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val};
 use kiln_runtime::Layout;
 use ahash::AHashMap;
 use kiln_runtime::Shape;
@@ -28,11 +28,11 @@ impl GroupKernel {
         }
     }
 
-    /// Its instructions (the prologue's, for a reduction).
-    pub fn insts(&self) -> &[Inst] {
+    /// Its instructions (for a reduction, every stage's prologue, then the epilogue's).
+    pub fn insts(&self) -> Box<dyn Iterator<Item = &Inst> + '_> {
         match self {
-            GroupKernel::Elementwise(k) => &k.insts,
-            GroupKernel::Reduce(k) => &k.insts,
+            GroupKernel::Elementwise(k) => Box::new(k.insts.iter()),
+            GroupKernel::Reduce(k) => Box::new(k.all_insts()),
         }
     }
 }
@@ -225,7 +225,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
     let in_shape = node.iteration_shape();
     let mut outputs = vec![r];
     let epilogue = (!parts.epilogue.is_empty()).then(|| {
-        let reduced_value = body.push(InstOp::Reduced, node.dtype);
+        let reduced_value = body.push(InstOp::Reduced(0), node.dtype);
         body.val_of.insert(r, reduced_value);
         for &m in &parts.epilogue {
             if parts.rows.contains(&m) {
@@ -258,11 +258,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         reduce_rank: rr,
         inputs: body.inputs(g, &strides, shape.len()),
         scalars: body.scalars.len(),
-        insts: prologue,
-        reduced,
-        op,
-        output: node.dtype,
-        scale,
+        stages: vec![ReduceStage { insts: prologue, reduced, op, output: node.dtype, scale }],
         epilogue,
     };
     LoweredGroup { kernel: GroupKernel::Reduce(kernel), loads: body.loads, scalars: body.scalars, outputs, shape, strides, reduce_rank: rr }
