@@ -216,3 +216,27 @@ fn cross_entropy_forward_backward_match_eager() {
     close(&gc, &ge, 1e-5);
     assert!(eager_ops <= 2, "{eager_ops} eager ops");
 }
+
+/// A later reduction over the same rows joins an earlier one's kernel as a stage only when it
+/// reads the earlier reduced value itself, broadcast: one that reads a value the first kernel
+/// writes (here its epilogue's output `z`, which leaves the step) waits for that kernel and
+/// gets its own, and so do reductions that read nothing of each other.
+#[test]
+fn later_reductions_join_as_stages_only_when_they_read_the_reduced_value() {
+    let _seeded = seeded();
+    kiln::manual_seed(9);
+    let x = Tensor::randn(&[12, 40]);
+    let mut step = kiln::compile(|x: &Tensor| {
+        let z = x - x.amax(1, true);
+        let s = z.exp().sum_dim(1, true);
+        (z, s)
+    });
+    let (z, s) = step.call(&x);
+    let ez = &x - x.amax(1, true);
+    close(&z, &ez, 1e-6);
+    close(&s, &ez.exp().sum_dim(1, true), 2e-6);
+    assert_eq!(step.stats().kernels_launched, 2, "the max with z as its epilogue, then the sum loading z");
+    let (e, c, kernels, eager) = both(&x, |x| x.amax(1, true) + (x * x).sum_dim(1, true));
+    close(&c, &e, 2e-6);
+    assert_eq!((kernels, eager), (3, 0), "the max, the sum, the addition of the two rows");
+}

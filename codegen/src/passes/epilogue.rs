@@ -11,7 +11,7 @@
 //! recomputes them at every element, so their own kernel is dead when nothing else needs them.
 
 use super::fusion::Fusion;
-use crate::ir::{Graph, NodeId, NodeKind};
+use crate::ir::{Graph, NodeId, NodeKind, Use};
 use kiln_runtime::Layout;
 
 /// Joins every group that qualifies (see the module docs) to the reduction kernel it reads.
@@ -44,16 +44,11 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
             }
             let mut reads_r = false;
             let mut uses: Vec<NodeId> = Vec::new();
-            let ok = f.groups[h as usize].iter().all(|&m| {
-                g.node(m).reads.iter().filter(|u| !f.computes(h, u.node)).all(|u| {
-                    let broadcast = same_view(&u.layout, &row_view);
-                    if (rs.contains(&u.node) || rows.contains(&u.node)) && broadcast {
-                        reads_r = true;
-                        uses.push(u.node);
-                        true
-                    } else {
-                        matches!(g.node(u.node).kind, NodeKind::Scalar { .. }) || (f.materialized[u.node as usize] && !late[u.node as usize])
-                    }
+            let ok = reads_only(g, f, h, &late, |u| {
+                ((rs.contains(&u.node) || rows.contains(&u.node)) && same_view(&u.layout, &row_view)).then(|| {
+                    reads_r = true;
+                    uses.push(u.node);
+                    true
                 })
             });
             if !ok || !reads_r {
@@ -85,6 +80,17 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
         }
         f.parts[k as usize] = Some(super::fusion::ReduceParts { epilogue, rows: used_rows, ..parts });
     }
+}
+
+/// True when every value group `h` reads from outside its kernel passes: `special(u)` decides
+/// a read when it answers (`Some`), otherwise the value must be a scalar or a materialized
+/// value whose step doesn't wait for the kernel being joined (`late`).
+pub(crate) fn reads_only(g: &Graph, f: &Fusion, h: u32, late: &[bool], mut special: impl FnMut(&Use) -> Option<bool>) -> bool {
+    f.groups[h as usize].iter().all(|&m| {
+        g.node(m).reads.iter().filter(|u| !f.computes(h, u.node)).all(|u| {
+            special(u).unwrap_or_else(|| matches!(g.node(u.node).kind, NodeKind::Scalar { .. }) || (f.materialized[u.node as usize] && !late[u.node as usize]))
+        })
+    })
 }
 
 /// True when `q` leaves the step or a step other than group `k`'s reads it: a node outside

@@ -10,7 +10,7 @@
 //! such read), a scalar, or a materialized value whose step doesn't wait for `k`, and nothing
 //! `k` reads waits for `h` (the merged step would wait for itself).
 
-use super::epilogue::{row_layout, same_view, waits_for};
+use super::epilogue::{reads_only, row_layout, same_view, waits_for};
 use super::fusion::Fusion;
 use crate::ir::{Graph, NodeKind};
 
@@ -35,14 +35,11 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
             let stages = f.parts[k as usize].as_ref().expect("k is a reduction kernel").reductions();
             let late = waits_for(g, live, f, first);
             let mut reads_stage = false;
-            let ok = f.groups[h as usize].iter().all(|&m| {
-                g.node(m).reads.iter().filter(|u| !f.computes(h, u.node)).all(|u| {
-                    if stages.contains(&u.node) {
-                        reads_stage |= same_view(&u.layout, &row_view);
-                        same_view(&u.layout, &row_view)
-                    } else {
-                        matches!(g.node(u.node).kind, NodeKind::Scalar { .. }) || (f.materialized[u.node as usize] && !late[u.node as usize])
-                    }
+            let ok = reads_only(g, f, h, &late, |u| {
+                stages.contains(&u.node).then(|| {
+                    let broadcast = same_view(&u.layout, &row_view);
+                    reads_stage |= broadcast;
+                    broadcast
                 })
             });
             if !ok || !reads_stage {
