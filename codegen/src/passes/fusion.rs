@@ -41,8 +41,9 @@ pub struct Fusion {
     pub group_of: Vec<Option<u32>>,
     /// What fusion decided against (or, for epilogues, for) a node, and why (node, reason).
     pub refusals: Vec<(NodeId, String)>,
-    /// Per group, true when its last member is a reduction and the others its prologue (the
-    /// reduction's kernel: nothing joins it).
+    /// Per group, true when it is a reduction's kernel (its reductions, their prologues and
+    /// its epilogue, see [`Fusion::parts`]): no elementwise node joins it by the rules above.
+    /// A reduction kernel absorbed by another as a stage is left empty and not closed.
     pub closed: Vec<bool>,
     /// Per node, true when its value gets a buffer: every node outside the groups, and the
     /// members read outside their group (see the module docs) or leaving the step.
