@@ -70,10 +70,12 @@ pub enum InstOp {
     /// The value converted to the instruction's dtype with the eager cast rules (floats to
     /// integers truncate toward zero, anything to Bool is `!= 0`, integers wrap).
     Cast(Val),
-    /// The current output's reduced value, after [`ReduceKernel::scale`] and the conversion to
-    /// [`ReduceKernel::output`] (so the instruction's dtype must be `output`). Valid only in an
-    /// [`Epilogue`]: elementwise kernels and prologues reject it.
-    Reduced,
+    /// The current output's value of reduction stage `s` ([`ReduceKernel::stages`]), after that
+    /// stage's [`ReduceStage::scale`] and its conversion to [`ReduceStage::output`] (so the
+    /// instruction's dtype must be that `output`). Valid only in a [`ReduceKernel`]: in the
+    /// prologue of a later stage (`s` below the reading stage's index) and in the
+    /// [`Epilogue`] (any stage); elementwise kernels reject it.
+    Reduced(u32),
     /// Element `index` of a Philox draw in distribution `dist`, exactly as the eager
     /// `rand`/`randn` of the instruction's dtype (F32 or F64) make it. The draw's seed and
     /// offset are run-time scalars `params..params + 4` (seed low and high 32 bits, offset low
@@ -123,19 +125,19 @@ impl ElementwiseKernel {
     }
 
     /// Checks operand order, input and scalar indices and the dtype rules above
-    /// ([`InstOp::Reduced`] is refused: it exists only in a reduction's epilogue).
+    /// ([`InstOp::Reduced`] is refused: it exists only in reduction kernels).
     pub fn validate(&self) -> Result<(), String> {
         if self.rank == 0 {
             return Err("the iteration space needs at least one dim".into());
         }
-        check_insts(&self.inputs, self.scalars, &self.insts, &self.outputs, None)
+        check_insts(&self.inputs, self.scalars, &self.insts, &self.outputs, &[])
     }
 }
 
 /// The rules of [`ElementwiseKernel::validate`] for `insts` reading `inputs` and `scalars`
-/// scalars, with `outputs` defined; `reduced` is the dtype [`InstOp::Reduced`] must have, or
-/// `None` where it is refused.
-fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: &[Val], reduced: Option<DType>) -> Result<(), String> {
+/// scalars, with `outputs` defined; `reduced[s]` is the dtype [`InstOp::Reduced`]`(s)` must
+/// have (stages past its end may not be read: all of them in elementwise kernels).
+fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: &[Val], reduced: &[DType]) -> Result<(), String> {
     for (k, inst) in insts.iter().enumerate() {
         let before = |v: Val| -> Result<DType, String> {
             if (v as usize) < k {
@@ -203,10 +205,20 @@ fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: 
             InstOp::Cast(a) => {
                 before(a)?;
             }
-            InstOp::Reduced => match reduced {
-                None => return Err(format!("instruction {k} reads the reduced value (InstOp::Reduced), which only a reduction kernel's epilogue may do")),
-                Some(d) if d != inst.dtype => {
-                    return Err(format!("instruction {k} reads the reduced value as {}, but the reduction's output dtype is {d}", inst.dtype));
+            InstOp::Reduced(s) => match reduced.get(s as usize) {
+                None if reduced.is_empty() => {
+                    return Err(format!(
+                        "instruction {k} reads the reduced value of stage {s} (InstOp::Reduced), which only a reduction kernel's epilogue or later stages may do"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "instruction {k} reads the reduced value of stage {s} (InstOp::Reduced), but only stages 0..{} are computed before it",
+                        reduced.len()
+                    ))
+                }
+                Some(&d) if d != inst.dtype => {
+                    return Err(format!("instruction {k} reads the reduced value of stage {s} as {}, but that stage's output dtype is {d}", inst.dtype));
                 }
                 Some(_) => {}
             },
@@ -240,7 +252,7 @@ fn hash_op(op: &InstOp, h: &mut impl Hasher) {
         InstOp::Logical(o, a, b) => (o, a, b).hash(h),
         InstOp::Not(a) | InstOp::Cast(a) => a.hash(h),
         InstOp::Where(c, a, b) => (c, a, b).hash(h),
-        InstOp::Reduced => {}
+        InstOp::Reduced(s) => s.hash(h),
         InstOp::Rand { dist, params } => (dist, params).hash(h),
     }
 }
@@ -262,8 +274,9 @@ use std::hash::BuildHasher;
 /// elements; output `o`'s element is at `outputs[o] + row·inner + j`, and its linear index
 /// (what [`InstOp::Rand`] draws) is `index_base + row·inner + j`: a caller that splits one row
 /// across threads moves the base pointers to each chunk and passes the chunk's first index as
-/// `index_base`. For a [`ReduceKernel`], rows are output elements instead, `outputs[0]`
-/// receives the reduced values and `outputs[1..]` the [`Epilogue`]'s values (see there).
+/// `index_base`. For a [`ReduceKernel`], rows are output elements instead, `outputs[s]`
+/// receives the values of stage `s` and `outputs[stages.len()..]` the [`Epilogue`]'s values
+/// (see there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct KernelArgs {
@@ -287,28 +300,35 @@ pub struct KernelArgs {
     pub index_base: usize,
 }
 
-/// A fused reduction kernel: an elementwise prologue evaluated over an iteration space, whose
-/// value [`ReduceKernel::reduced`] is reduced with [`ReduceKernel::op`] over the trailing dims.
+
+/// A fused reduction kernel: one or more reductions ([`ReduceKernel::stages`]) over the trailing
+/// dims of an iteration space, computed one after the other for each output, and an optional
+/// [`Epilogue`] over each output's reduced sub-space.
 ///
 /// The iteration space `[d0, …, d(rank-1)]` is `outer × reduced`: the **last** `reduce_rank`
 /// dims are reduced, the first `rank - reduce_rank` dims index the outputs (row-major, so
-/// output `o` is `o` decomposed over `d0..d(rank-reduce_rank-1)`). The prologue `insts` follows
-/// the rules of [`ElementwiseKernel`] (same IR, same dtype rules, inputs' [`KernelInput::inner`]
-/// describes the last dim of the iteration space) and is evaluated at every element of the
-/// iteration space. The reduction follows the eager kernels (`kiln_runtime::cpu::reduce`):
+/// output `o` is `o` decomposed over `d0..d(rank-reduce_rank-1)`). Each stage's prologue
+/// [`ReduceStage::insts`] follows the rules of [`ElementwiseKernel`] (same IR, same dtype rules,
+/// inputs' [`KernelInput::inner`] describes the last dim of the iteration space) and is
+/// evaluated at every element of output `o`'s reduced sub-space; stage `k`'s prologue may also
+/// read [`InstOp::Reduced`]`(j)`, output `o`'s value of an earlier stage `j < k` (softmax's
+/// `Σ exp(x - max)` reads the max; layer norm's `Σ (x - mean)²` the mean). The reduction
+/// follows the eager kernels (`kiln_runtime::cpu::reduce`):
 /// - `Sum`/`Prod` of float values accumulate in f64, of integer or Bool values in i64
 ///   (wrapping);
 /// - `Max`/`Min` compare in the value's dtype (exactly: f32 is compared as f64) and NaN wins;
 ///   the sign of a zero result may differ from eager when `-0.0` and `+0.0` tie.
 ///
-/// Each output's accumulator is then multiplied by run-time scalar `scale` when given (in f64;
-/// only for float values: `mean` passes `1/n`), converted once to `output` with the eager cast
-/// rules (an f64 accumulator rounds to f32 once) and written contiguously at `outputs[0] + o`.
-/// An empty reduction writes the identity (0, 1, or for Max/Min the lowest/highest value of
-/// the dtype, -inf/+inf for floats; eager rejects empty max/min, so callers do too).
+/// Each output's accumulator of stage `s` is then multiplied by run-time scalar
+/// [`ReduceStage::scale`] when given (in f64; only for float values: `mean` passes `1/n`),
+/// converted once to [`ReduceStage::output`] with the eager cast rules (an f64 accumulator rounds
+/// to f32 once) and written contiguously at `outputs[s] + o`. An empty reduction writes the
+/// identity (0, 1, or for Max/Min the lowest/highest value of the dtype, -inf/+inf for floats;
+/// eager rejects empty max/min, so callers do too).
 ///
-/// With an [`Epilogue`], once output `o` is written its instructions are evaluated at every
-/// element of that output's reduced sub-space and their values written out (see there).
+/// With an [`Epilogue`], once every stage of output `o` is written its instructions are
+/// evaluated at every element of that output's reduced sub-space and their values written out
+/// (see there).
 ///
 /// Summation order differs from eager (vector lanes, then the scalar tail): for f32 values
 /// the f64 accumulation keeps `|compiled − eager| ≤ 1e-6·Σ|x|` before the final rounding and
@@ -316,8 +336,8 @@ pub struct KernelArgs {
 ///
 /// A call computes outputs `args.row_start..args.row_end` ([`KernelArgs`]: `row_start`/
 /// `row_end` index output elements, `shape` has `rank` sizes, `strides` is `inputs × rank`
-/// element strides, input-major, and `outputs` holds one pointer for the reduced values, then
-/// one per [`Epilogue::outputs`] entry).
+/// element strides, input-major, and `outputs` holds one pointer per stage, then one per
+/// [`Epilogue::outputs`] entry).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReduceKernel {
     /// Dims of the iteration space (at least 1).
@@ -326,9 +346,20 @@ pub struct ReduceKernel {
     pub reduce_rank: usize,
     /// The input buffers.
     pub inputs: Vec<KernelInput>,
-    /// How many run-time scalars [`InstOp::Scalar`] (and `scale`) may read.
+    /// How many run-time scalars [`InstOp::Scalar`] (and each stage's `scale`) may read.
     pub scalars: usize,
-    /// The prologue, in dependency order.
+    /// The reductions, at least one, computed one after the other for each output.
+    pub stages: Vec<ReduceStage>,
+    /// What is computed from each output's stage values over its reduced sub-space (softmax's
+    /// normalisation, layer norm's scaling), in the same call; `None` for a plain reduction.
+    pub epilogue: Option<Epilogue>,
+}
+
+/// One reduction of a [`ReduceKernel`]: a prologue evaluated over each output's reduced
+/// sub-space, reduced with `op`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReduceStage {
+    /// The prologue, in dependency order (values index this list).
     pub insts: Vec<Inst>,
     /// The value reduced.
     pub reduced: Val,
@@ -338,33 +369,47 @@ pub struct ReduceKernel {
     pub output: DType,
     /// Run-time scalar the accumulator is multiplied by before conversion (floats only).
     pub scale: Option<u32>,
-    /// What is computed from each output's reduced value over its reduced sub-space (softmax's
-    /// normalisation, layer norm's scaling), in the same call; `None` for a plain reduction.
-    pub epilogue: Option<Epilogue>,
+}
+
+impl ReduceStage {
+    /// The dtype of value `v` of this stage's prologue.
+    pub fn dtype(&self, v: Val) -> DType {
+        self.insts[v as usize].dtype
+    }
+
+    /// Hashes what makes the stage's code: its prologue, reduced value, op, output and scale.
+    fn hash_into(&self, h: &mut impl Hasher) {
+        self.insts.len().hash(h);
+        hash_insts(&self.insts, h);
+        self.reduced.hash(h);
+        self.op.hash(h);
+        self.output.hash(h);
+        self.scale.hash(h);
+    }
 }
 
 /// A reduce→broadcast epilogue of a [`ReduceKernel`]: elementwise instructions evaluated,
-/// after output `o`'s reduction is done and its value written to `outputs[0] + o`, at every
+/// after every stage of output `o` is done and its value written to `outputs[s] + o`, at every
 /// element of that output's reduced sub-space (the trailing `reduce_rank` dims).
 ///
 /// The instructions follow the rules of [`ElementwiseKernel`] over the kernel's inputs,
-/// strides and scalars (those of the prologue): [`InstOp::Load`] reads input `i` at the current
-/// full multi-index, [`InstOp::Scalar`] and [`InstOp::Const`] as usual, and
-/// [`InstOp::Reduced`] is output `o`'s value after `scale` and the conversion to
-/// [`ReduceKernel::output`] (its dtype must be `output`). The epilogue cannot read prologue
-/// values: it recomputes from loads what it needs.
+/// strides and scalars (those of the prologues): [`InstOp::Load`] reads input `i` at the
+/// current full multi-index, [`InstOp::Scalar`] and [`InstOp::Const`] as usual, and
+/// [`InstOp::Reduced`]`(s)` is output `o`'s value of stage `s` after its `scale` and the
+/// conversion to its [`ReduceStage::output`] (the instruction's dtype must be that `output`).
+/// The epilogue cannot read prologue values: it recomputes from loads what it needs.
 ///
 /// Output `e`'s values are written contiguously in the row-major order of the whole iteration
 /// space: the element at reduced multi-index `r` (its row-major rank among the `R` elements of
-/// the reduced dims) of output `o` goes to `outputs[1 + e] + o·R + r` (in elements of the
-/// value's dtype), so buffer `1 + e` holds as many elements as the iteration space. The CPU
-/// back end runs it on the F32X4/F64X2 plan under the rules of elementwise kernels
-/// (`Reduced` counting as a run-time scalar of `output`).
+/// the reduced dims) of output `o` goes to `outputs[S + e] + o·R + r` (`S` the number of
+/// stages; in elements of the value's dtype), so buffer `S + e` holds as many elements as the
+/// iteration space. The CPU back end runs it on the F32X4/F64X2 plan under the rules of
+/// elementwise kernels (each `Reduced` counting as a run-time scalar of its stage's `output`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Epilogue {
-    /// The instructions, in dependency order (values index this list, not the prologue's).
+    /// The instructions, in dependency order (values index this list, not the prologues').
     pub insts: Vec<Inst>,
-    /// The values written out, one buffer each (`outputs[1 + e]`), in the value's dtype; at
+    /// The values written out, one buffer each (`outputs[S + e]`), in the value's dtype; at
     /// least one.
     pub outputs: Vec<Val>,
 }
@@ -377,26 +422,31 @@ impl Epilogue {
 }
 
 impl ReduceKernel {
-    /// The dtype of value `v`.
-    pub fn dtype(&self, v: Val) -> DType {
-        self.insts[v as usize].dtype
+    /// Stage `s`'s prologue seen as an elementwise kernel with the reduced value as its one
+    /// output (rank, inputs and scalars as this kernel's; its [`InstOp::Reduced`] reads, if
+    /// any, make it invalid as an elementwise kernel).
+    pub fn stage_prologue(&self, s: usize) -> ElementwiseKernel {
+        let st = &self.stages[s];
+        ElementwiseKernel { rank: self.rank, inputs: self.inputs.clone(), scalars: self.scalars, insts: st.insts.clone(), outputs: vec![st.reduced] }
     }
 
-    /// The prologue seen as an elementwise kernel with the reduced value as its one output
-    /// (rank and inputs as this kernel's).
-    pub fn prologue(&self) -> ElementwiseKernel {
-        ElementwiseKernel { rank: self.rank, inputs: self.inputs.clone(), scalars: self.scalars, insts: self.insts.clone(), outputs: vec![self.reduced] }
+    /// Every instruction of the kernel: each stage's prologue in order, then the epilogue's.
+    pub fn all_insts(&self) -> impl Iterator<Item = &Inst> {
+        self.stages.iter().flat_map(|s| &s.insts).chain(self.epilogue.iter().flat_map(|e| &e.insts))
     }
 
     /// A structural hash: equal for kernels that compile to the same code.
     pub fn structural_hash(&self) -> u64 {
         let mut h = ahash_hasher();
         "reduce".hash(&mut h);
-        self.prologue().structural_hash().hash(&mut h);
+        self.rank.hash(&mut h);
+        self.inputs.hash(&mut h);
+        self.scalars.hash(&mut h);
         self.reduce_rank.hash(&mut h);
-        self.op.hash(&mut h);
-        self.output.hash(&mut h);
-        self.scale.hash(&mut h);
+        self.stages.len().hash(&mut h);
+        for st in &self.stages {
+            st.hash_into(&mut h);
+        }
         if let Some(ep) = &self.epilogue {
             "epilogue".hash(&mut h);
             ep.outputs.hash(&mut h);
@@ -406,33 +456,43 @@ impl ReduceKernel {
         h.finish()
     }
 
-    /// Checks the prologue as [`ElementwiseKernel::validate`] does (so it may not read
-    /// [`InstOp::Reduced`]), `reduce_rank`, the reduced value, `scale` (a valid scalar index,
-    /// and a float reduced value) and the epilogue (the same rules, with `Reduced` of dtype
-    /// `output`, and at least one output). Neither part may draw random numbers
-    /// ([`InstOp::Rand`] is refused).
+    /// Checks `reduce_rank`, that there is at least one stage, each stage's prologue as
+    /// [`ElementwiseKernel::validate`] does except that stage `k` may read
+    /// [`InstOp::Reduced`]`(j)` for `j < k` (of dtype stage `j`'s `output`), its reduced value
+    /// and its `scale` (a valid scalar index, and a float reduced value), and the epilogue (the
+    /// same rules, with `Reduced` of any stage, and at least one output). No part may draw
+    /// random numbers ([`InstOp::Rand`] is refused).
     pub fn validate(&self) -> Result<(), String> {
-        self.prologue().validate().map_err(|e| format!("prologue: {e}"))?;
-        let epilogue = self.epilogue.iter().flat_map(|e| &e.insts);
-        if let Some(k) = self.insts.iter().chain(epilogue).position(|i| matches!(i.op, InstOp::Rand { .. })) {
-            return Err(format!("instruction {k} draws random numbers, which a reduction kernel does not support"));
-        }
         if self.reduce_rank == 0 || self.reduce_rank > self.rank {
             return Err(format!("reduce_rank {} must be in 1..={}", self.reduce_rank, self.rank));
         }
-        if let Some(s) = self.scale {
-            if s as usize >= self.scalars {
-                return Err(format!("scale reads scalar {s}, but there are {}", self.scalars));
+        if self.stages.is_empty() {
+            return Err("a reduction kernel needs at least one stage".into());
+        }
+        let outputs: Vec<DType> = self.stages.iter().map(|s| s.output).collect();
+        for (s, st) in self.stages.iter().enumerate() {
+            let what = if self.stages.len() == 1 { "prologue".to_string() } else { format!("stage {s} prologue") };
+            check_insts(&self.inputs, self.scalars, &st.insts, &[st.reduced], &outputs[..s]).map_err(|e| format!("{what}: {e}"))?;
+            if let Some(k) = st.insts.iter().position(|i| matches!(i.op, InstOp::Rand { .. })) {
+                return Err(format!("{what}: instruction {k} draws random numbers, which a reduction kernel does not support"));
             }
-            if !self.dtype(self.reduced).is_float() {
-                return Err(format!("scale needs a float reduced value, not {}", self.dtype(self.reduced)));
+            if let Some(j) = st.scale {
+                if j as usize >= self.scalars {
+                    return Err(format!("{what}: scale reads scalar {j}, but there are {}", self.scalars));
+                }
+                if !st.dtype(st.reduced).is_float() {
+                    return Err(format!("{what}: scale needs a float reduced value, not {}", st.dtype(st.reduced)));
+                }
             }
         }
         if let Some(ep) = &self.epilogue {
             if ep.outputs.is_empty() {
                 return Err("epilogue: it needs at least one output".into());
             }
-            check_insts(&self.inputs, self.scalars, &ep.insts, &ep.outputs, Some(self.output)).map_err(|e| format!("epilogue: {e}"))?;
+            check_insts(&self.inputs, self.scalars, &ep.insts, &ep.outputs, &outputs).map_err(|e| format!("epilogue: {e}"))?;
+            if let Some(k) = ep.insts.iter().position(|i| matches!(i.op, InstOp::Rand { .. })) {
+                return Err(format!("epilogue: instruction {k} draws random numbers, which a reduction kernel does not support"));
+            }
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::ir::{draw_words, RandDist};
-use kiln_codegen::kernel::{ElementwiseKernel, Inst, InstOp, KernelInput, ReduceKernel};
+use kiln_codegen::kernel::{ElementwiseKernel, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
 use kiln_runtime::cpu::philox::{self, Philox};
 use kiln_runtime::op_kind::{CmpOp, ReduceOp};
 use kiln_runtime::DType;
@@ -172,11 +172,7 @@ fn bad_draws_are_refused() {
         reduce_rank: 1,
         inputs: vec![],
         scalars: 4,
-        insts: vec![Inst { op: InstOp::Rand { dist: RandDist::Uniform, params: 0 }, dtype: DType::F32 }],
-        reduced: 0,
-        op: ReduceOp::Sum,
-        output: DType::F32,
-        scale: None,
+        stages: vec![ReduceStage { insts: vec![Inst { op: InstOp::Rand { dist: RandDist::Uniform, params: 0 }, dtype: DType::F32 }], reduced: 0, op: ReduceOp::Sum, output: DType::F32, scale: None }],
         epilogue: None,
     };
     let err = CpuKernel::compile_reduce(&r, "reduce").unwrap_err();

@@ -9,7 +9,7 @@
 //! (f32) or `1e-12` (f64) relative.
 
 use kiln_codegen::cpu::CpuKernel;
-use kiln_codegen::kernel::{InnerStride, Inst, InstOp, KernelArgs, KernelInput, ReduceKernel};
+use kiln_codegen::kernel::{InnerStride, Inst, InstOp, KernelArgs, KernelInput, ReduceKernel, ReduceStage};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
@@ -18,8 +18,9 @@ use common::{bytes, lcg, make_input, read_out, Input, Lay};
 
 /// The reference prologue in f64 (i64 for integers), for the ops the tests use.
 fn eval(k: &ReduceKernel, load: &dyn Fn(usize) -> f64, scalars: &[f64]) -> f64 {
+    let st = &k.stages[0];
     let mut v: Vec<f64> = Vec::new();
-    for inst in &k.insts {
+    for inst in &st.insts {
         let r = match inst.op {
             InstOp::Load(i) => load(i as usize),
             InstOp::Scalar(j) => scalars[j as usize],
@@ -34,7 +35,7 @@ fn eval(k: &ReduceKernel, load: &dyn Fn(usize) -> f64, scalars: &[f64]) -> f64 {
         };
         v.push(r);
     }
-    v[k.reduced as usize]
+    v[st.reduced as usize]
 }
 
 /// Compiles and runs `k` over `shape` for outputs `rows` and checks them against the reference:
@@ -42,6 +43,7 @@ fn eval(k: &ReduceKernel, load: &dyn Fn(usize) -> f64, scalars: &[f64]) -> f64 {
 /// outputs outside `rows` untouched. Returns the compiled results of `rows`.
 fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<usize>, scalars: &[f64], nan_at: Option<usize>, label: &str) -> Vec<f64> {
     let kern = CpuKernel::compile_reduce(k, label).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let st = &k.stages[0];
     for (inp, lay) in k.inputs.iter().zip(lays) {
         assert_eq!(inp.inner, lay.inner(), "{label}: the layout must match the kernel's inner stride");
     }
@@ -49,7 +51,7 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
     let rr = k.reduce_rank;
     let n_out: usize = shape[..rank - rr].iter().product();
     let n_red: usize = shape[rank - rr..].iter().product();
-    let small = k.op == ReduceOp::Prod;
+    let small = st.op == ReduceOp::Prod;
     let mut inputs: Vec<Input> = k.inputs.iter().zip(lays).enumerate().map(|(i, (inp, &lay))| make_input(inp.dtype, shape, rr, lay, i as u64 * 77 + 5, small)).collect();
     if let Some(p) = nan_at {
         let n = inputs[0].vals.len();
@@ -57,7 +59,7 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
     }
     let bufs: Vec<Vec<u8>> = inputs.iter().map(bytes).collect();
     let in_ptrs: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
-    let osz = k.output.size_in_bytes();
+    let osz = st.output.size_in_bytes();
     let mut out = vec![0xA5u8; n_out.max(1) * osz];
     let out_ptrs = [out.as_mut_ptr()];
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
@@ -66,7 +68,7 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
     // holds `n_out` elements and `rows` lies within it; the scalars cover `k.scalars`.
     unsafe { kern.call(&args) };
 
-    let rd = k.dtype(k.reduced);
+    let rd = st.dtype(st.reduced);
     let mut got_all = Vec::new();
     for o in 0..n_out {
         let o_bytes = &out[o * osz..(o + 1) * osz];
@@ -81,13 +83,13 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
             idx[d] = rem % shape[d];
             rem /= shape[d];
         }
-        let (mut acc, mut abs) = match k.op {
+        let (mut acc, mut abs) = match st.op {
             ReduceOp::Sum => (0.0, 0.0),
             ReduceOp::Prod => (1.0, 0.0),
             ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
             ReduceOp::Min => (f64::INFINITY, 0.0),
         };
-        let mut iacc: i64 = if k.op == ReduceOp::Prod { 1 } else { 0 };
+        let mut iacc: i64 = if st.op == ReduceOp::Prod { 1 } else { 0 };
         for r in 0..n_red {
             let mut rem = r;
             for d in (rank - rr..rank).rev() {
@@ -100,7 +102,7 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
             };
             let x = eval(k, &load, scalars);
             abs += x.abs();
-            match k.op {
+            match st.op {
                 ReduceOp::Sum if !rd.is_float() => iacc = iacc.wrapping_add(x as i64),
                 ReduceOp::Prod if !rd.is_float() => iacc = iacc.wrapping_mul(x as i64),
                 ReduceOp::Sum => acc += x,
@@ -109,18 +111,18 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
                 ReduceOp::Min => acc = if x < acc || x.is_nan() { x } else { acc },
             }
         }
-        if !rd.is_float() && matches!(k.op, ReduceOp::Sum | ReduceOp::Prod) {
+        if !rd.is_float() && matches!(st.op, ReduceOp::Sum | ReduceOp::Prod) {
             acc = iacc as f64;
         }
-        if let Some(s) = k.scale {
+        if let Some(s) = st.scale {
             acc *= scalars[s as usize];
             abs *= scalars[s as usize].abs();
         }
-        let got = read_out(&out, k.output, o);
+        let got = read_out(&out, st.output, o);
         got_all.push(got);
-        let f32ish = rd == DType::F32 || k.output == DType::F32;
-        let has_exp = k.insts.iter().any(|i| matches!(i.op, InstOp::Unary(UnaryOp::Exp, _)));
-        let tol = match (k.op, rd.is_float()) {
+        let f32ish = rd == DType::F32 || st.output == DType::F32;
+        let has_exp = st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(UnaryOp::Exp, _)));
+        let tol = match (st.op, rd.is_float()) {
             (_, false) | (ReduceOp::Max | ReduceOp::Min, true) if !has_exp => 0.0,
             (ReduceOp::Prod, true) => acc.abs() * if f32ish { 1e-6 } else { 1e-12 },
             _ => abs * if !f32ish { 1e-12 } else if has_exp { 4e-6 } else { 1e-6 } + 1e-300,
@@ -138,11 +140,7 @@ fn load_kernel(dtype: DType, rank: usize, rr: usize, inner: InnerStride, op: Red
         reduce_rank: rr,
         inputs: vec![KernelInput { dtype, inner }],
         scalars: 0,
-        insts: vec![Inst { op: InstOp::Load(0), dtype }],
-        reduced: 0,
-        op,
-        output,
-        scale: None,
+        stages: vec![ReduceStage { insts: vec![Inst { op: InstOp::Load(0), dtype }], reduced: 0, op, output, scale: None }],
         epilogue: None,
     }
 }
@@ -208,7 +206,7 @@ fn mixed_inputs_run_the_scalar_path() {
             let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Load(1), dtype }, Inst { op: InstOp::Binary(BinaryOp::Mul, 0, 1), dtype }];
             let inputs = vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: yi }];
             let output = if dtype.is_float() { dtype } else { DType::I64 };
-            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 0, insts, reduced: 2, op: ReduceOp::Sum, output, scale: None, epilogue: None };
+            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 0, stages: vec![ReduceStage { insts, reduced: 2, op: ReduceOp::Sum, output, scale: None }], epilogue: None };
             check(&k, &[3, 5, 7], &[Lay::Full(InnerStride::Unit), Lay::Full(yi)], 1..3, &[], None, &format!("dot {dtype} {yi:?}"));
             assert_eq!(CpuKernel::compile_reduce(&k, "m").unwrap().is_vectorized(), vec && dtype.is_float());
         }
@@ -224,7 +222,7 @@ fn softmax_denominator(dtype: DType, rank: usize, rr: usize) -> ReduceKernel {
         Inst { op: InstOp::Unary(UnaryOp::Exp, 2), dtype },
     ];
     let inputs = vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None, epilogue: None }
+    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, stages: vec![ReduceStage { insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }], epilogue: None }
 }
 
 #[test]
@@ -247,7 +245,7 @@ fn variance_and_mean_with_scale() {
             // mean: Σ x · (1/n)
             let mut k = load_kernel(dtype, 3, 2, inner, ReduceOp::Sum);
             k.scalars = 1;
-            k.scale = Some(0);
+            k.stages[0].scale = Some(0);
             check(&k, &shape, &[Lay::Full(inner)], 0..5, &[1.0 / n], None, &format!("mean {dtype} {inner:?}"));
             // variance: Σ (x - mean)² · (1/n), with the mean as a per-output input
             let insts = vec![
@@ -257,7 +255,7 @@ fn variance_and_mean_with_scale() {
                 Inst { op: InstOp::Unary(UnaryOp::Square, 2), dtype },
             ];
             let inputs = vec![KernelInput { dtype, inner }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 1, insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0), epilogue: None };
+            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 1, stages: vec![ReduceStage { insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0) }], epilogue: None };
             check(&k, &shape, &[Lay::Full(inner), Lay::PerOutput], 2..5, &[1.0 / n], None, &format!("variance {dtype} {inner:?}"));
         }
     }
@@ -321,10 +319,10 @@ fn refusals_and_hashes() {
     assert!(k.validate().is_err());
     let mut k = load_kernel(DType::I64, 2, 1, InnerStride::Unit, ReduceOp::Sum);
     k.scalars = 1;
-    k.scale = Some(0);
+    k.stages[0].scale = Some(0);
     assert!(CpuKernel::compile_reduce(&k, "s").is_err());
-    k.scale = Some(1);
-    k.output = DType::F64;
+    k.stages[0].scale = Some(1);
+    k.stages[0].output = DType::F64;
     assert!(k.validate().is_err());
     let a = load_kernel(DType::F32, 2, 1, InnerStride::Unit, ReduceOp::Sum);
     let b = load_kernel(DType::F32, 2, 1, InnerStride::Unit, ReduceOp::Max);
@@ -403,7 +401,7 @@ fn counting_a_comparison() {
     for dtype in [DType::F32, DType::I32] {
         for (op, output) in [(ReduceOp::Sum, DType::I64), (ReduceOp::Max, DType::Bool), (ReduceOp::Min, DType::Bool)] {
             let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Const(0.0), dtype }, Inst { op: InstOp::Cmp(CmpOp::Gt, 0, 1), dtype: DType::Bool }];
-            let k = ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }], scalars: 0, insts, reduced: 2, op, output, scale: None, epilogue: None };
+            let k = ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }], scalars: 0, stages: vec![ReduceStage { insts, reduced: 2, op, output, scale: None }], epilogue: None };
             assert!(!CpuKernel::compile_reduce(&k, "count").unwrap().is_vectorized());
             check(&k, &[4, 19], &[Lay::Full(InnerStride::Unit)], 1..4, &[], None, &format!("count {op:?} {dtype}"));
         }

@@ -18,7 +18,7 @@
 //! layer norm).
 
 use kiln_codegen::cpu::CpuKernel;
-use kiln_codegen::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel};
+use kiln_codegen::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 use std::ops::Range;
@@ -31,7 +31,7 @@ fn inst(op: InstOp, dtype: DType) -> Inst {
 }
 
 /// The reference of `insts` at one element, in f64 (exact for the integers used), with
-/// `reduced` as [`InstOp::Reduced`]; per instruction, its value.
+/// `reduced` as [`InstOp::Reduced`]`(0)`; per instruction, its value.
 fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduced: f64) -> Vec<f64> {
     let mut v: Vec<f64> = Vec::new();
     for i in insts {
@@ -40,7 +40,7 @@ fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduced: f
             InstOp::Load(n) => load(n as usize),
             InstOp::Scalar(j) => scalars[j as usize],
             InstOp::Const(c) => c,
-            InstOp::Reduced => reduced,
+            InstOp::Reduced(0) => reduced,
             InstOp::Unary(UnaryOp::Exp, x) => a(x).exp(),
             InstOp::Unary(UnaryOp::Log, x) => a(x).ln(),
             InstOp::Unary(UnaryOp::Rsqrt, x) => 1.0 / a(x).sqrt(),
@@ -93,7 +93,7 @@ fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], spl
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
     let ep_dtypes: Vec<DType> = k.epilogue.iter().flat_map(|ep| ep.outputs.iter().map(|&v| ep.dtype(v))).collect();
     // Per buffer: its dtype and elements per output.
-    let per: Vec<(DType, usize)> = std::iter::once((k.output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
+    let per: Vec<(DType, usize)> = std::iter::once((k.stages[0].output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
     let mut outs: Vec<Vec<u8>> = per.iter().map(|&(d, n)| vec![0xA5u8; n_out * n * d.size_in_bytes()]).collect();
     for rows in splits {
         let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|b| b.as_mut_ptr()).collect();
@@ -109,7 +109,7 @@ fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], spl
         }
     }
     let read = |b: &[u8], d: DType, n: usize| (0..n).map(|i| read_out(b, d, i)).collect::<Vec<f64>>();
-    let reduced = read(&outs[0], k.output, n_out);
+    let reduced = read(&outs[0], k.stages[0].output, n_out);
     let epi = outs[1..].iter().zip(&ep_dtypes).map(|(b, &d)| read(b, d, n_out * n_red)).collect();
     Outs { reduced, epi }
 }
@@ -121,10 +121,11 @@ fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], l
     let mid = n_out.div_ceil(3);
     let got = run(k, shape, inputs, scalars, &[0..mid, mid..n_out]);
     let rr = k.reduce_rank;
+    let st = &k.stages[0];
     let f32ish = |d: DType| d == DType::F32;
-    let rd = k.dtype(k.reduced);
+    let rd = st.dtype(st.reduced);
     for o in 0..n_out {
-        let (mut acc, mut abs) = match k.op {
+        let (mut acc, mut abs) = match st.op {
             ReduceOp::Sum => (0.0, 0.0),
             ReduceOp::Prod => (1.0, 0.0),
             ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
@@ -132,21 +133,21 @@ fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], l
         };
         for r in 0..n_red {
             let idx = index(shape, rr, o, r);
-            let x = eval(&k.insts, &|i| inputs[i].at(&idx), scalars, f64::NAN)[k.reduced as usize];
+            let x = eval(&st.insts, &|i| inputs[i].at(&idx), scalars, f64::NAN)[st.reduced as usize];
             abs += x.abs();
-            acc = match k.op {
+            acc = match st.op {
                 ReduceOp::Sum => acc + x,
                 ReduceOp::Prod => acc * x,
                 ReduceOp::Max => acc.max(x),
                 ReduceOp::Min => acc.min(x),
             };
         }
-        if let Some(s) = k.scale {
+        if let Some(s) = st.scale {
             acc *= scalars[s as usize];
             abs *= scalars[s as usize].abs();
         }
-        let exact = !rd.is_float() || (matches!(k.op, ReduceOp::Max | ReduceOp::Min) && !k.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
-        let tol = if exact { 0.0 } else if f32ish(rd) || f32ish(k.output) { 4e-6 * abs } else { 1e-12 * abs };
+        let exact = !rd.is_float() || (matches!(st.op, ReduceOp::Max | ReduceOp::Min) && !st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
+        let tol = if exact { 0.0 } else if f32ish(rd) || f32ish(st.output) { 4e-6 * abs } else { 1e-12 * abs };
         let g = got.reduced[o];
         assert!((g - acc).abs() <= tol, "{label}: output {o}: got {g}, want {acc} (tol {tol})");
         let Some(ep) = &k.epilogue else { continue };
@@ -171,7 +172,7 @@ fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], l
 
 /// `op` over input 0 (`x`, declared as the first of `inputs`), with no epilogue.
 fn reduce_x(dtype: DType, rank: usize, rr: usize, inputs: Vec<KernelInput>, op: ReduceOp) -> ReduceKernel {
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts: vec![inst(InstOp::Load(0), dtype)], reduced: 0, op, output: dtype, scale: None, epilogue: None }
+    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, stages: vec![ReduceStage { insts: vec![inst(InstOp::Load(0), dtype)], reduced: 0, op, output: dtype, scale: None }], epilogue: None }
 }
 
 /// The per-output values `vals` of `dtype` as an input broadcast over the reduced dims.
@@ -189,10 +190,10 @@ const SHAPES: [(&[usize], usize); 5] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17
 fn softmax_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride, tail: impl Fn(&mut Vec<Inst>) -> u32) -> ReduceKernel {
     let head = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Load(1), dtype), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), dtype), inst(InstOp::Unary(UnaryOp::Exp, 2), dtype)];
     let mut insts = head.clone();
-    insts.push(inst(InstOp::Reduced, dtype));
+    insts.push(inst(InstOp::Reduced(0), dtype));
     let out = tail(&mut insts);
     let inputs = vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, insts: head, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None, epilogue: Some(Epilogue { insts, outputs: vec![out] }) }
+    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, stages: vec![ReduceStage { insts: head, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }], epilogue: Some(Epilogue { insts, outputs: vec![out] }) }
 }
 
 /// Runs K1 = max(x) then K2 (`softmax_kernel` with `tail`) for every dtype, shape and inner
@@ -261,7 +262,7 @@ fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride)
         inst(InstOp::Load(0), dtype),
         inst(InstOp::Load(1), dtype),
         b(BinaryOp::Sub, 0, 1),
-        inst(InstOp::Reduced, dtype),
+        inst(InstOp::Reduced(0), dtype),
         inst(InstOp::Scalar(1), dtype),
         b(BinaryOp::Add, 3, 4),
         inst(InstOp::Unary(UnaryOp::Rsqrt, 5), dtype),
@@ -282,11 +283,7 @@ fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride)
         reduce_rank: rr,
         inputs,
         scalars: 2,
-        insts: prologue,
-        reduced: 3,
-        op: ReduceOp::Sum,
-        output: dtype,
-        scale: Some(0),
+        stages: vec![ReduceStage { insts: prologue, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0) }],
         epilogue: Some(Epilogue { insts: epilogue, outputs: vec![11] }),
     }
 }
@@ -303,7 +300,7 @@ fn layer_norm_scales_and_shifts_in_the_reduction_kernel() {
                 let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 3, false);
                 let mut k0 = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Sum);
                 k0.scalars = 1;
-                k0.scale = Some(0);
+                k0.stages[0].scale = Some(0);
                 let mean = check(&k0, shape, std::slice::from_ref(&x), &[inv_n], &format!("{label} mean")).reduced;
                 let mean = per_output(mean, dtype, shape, rr);
                 let w = make_input(dtype, shape, rr, Lay::OverReduced, 11, true);
@@ -324,10 +321,10 @@ fn two_outputs_of_different_dtypes() {
             let d = DType::F32;
             let rank = shape.len();
             let n_red: usize = shape[rank - rr..].iter().product();
-            let insts = vec![inst(InstOp::Load(0), d), inst(InstOp::Reduced, d), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), d), inst(InstOp::Cmp(CmpOp::Gt, 0, 1), DType::Bool)];
+            let insts = vec![inst(InstOp::Load(0), d), inst(InstOp::Reduced(0), d), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), d), inst(InstOp::Cmp(CmpOp::Gt, 0, 1), DType::Bool)];
             let mut k = reduce_x(d, rank, rr, vec![KernelInput { dtype: d, inner: x_inner }], ReduceOp::Sum);
             k.scalars = 1;
-            k.scale = Some(0);
+            k.stages[0].scale = Some(0);
             k.epilogue = Some(Epilogue { insts, outputs: vec![2, 3] });
             let x = make_input(d, shape, rr, Lay::Full(x_inner), 5, false);
             let label = format!("centre+mask {shape:?} rr={rr} {x_inner:?}");
@@ -353,11 +350,11 @@ fn integer_epilogues_run_the_scalar_plan() {
                     insts.push(inst(InstOp::Cast(0), o));
                     1
                 };
-                insts.push(inst(InstOp::Reduced, o));
+                insts.push(inst(InstOp::Reduced(0), o));
                 insts.push(inst(InstOp::Binary(BinaryOp::Mul, x, x + 1), o));
                 let out = x + 2;
                 let mut k = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Sum);
-                k.output = o;
+                k.stages[0].output = o;
                 k.epilogue = Some(Epilogue { insts, outputs: vec![out] });
                 let input = make_input(dtype, shape, rr, Lay::Full(x_inner), 9, false);
                 let label = format!("int {dtype} {shape:?} rr={rr} {x_inner:?}");
@@ -374,7 +371,7 @@ fn epilogue_constants_and_scalars() {
     for dtype in [DType::F32, DType::F64] {
         for x_inner in [InnerStride::Unit, InnerStride::Broadcast, InnerStride::Strided] {
             let b = |op, x, y| inst(InstOp::Binary(op, x, y), dtype);
-            let insts = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Scalar(0), dtype), b(BinaryOp::Mul, 0, 1), inst(InstOp::Const(0.5), dtype), b(BinaryOp::Add, 2, 3), inst(InstOp::Reduced, dtype), b(BinaryOp::Div, 4, 5)];
+            let insts = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Scalar(0), dtype), b(BinaryOp::Mul, 0, 1), inst(InstOp::Const(0.5), dtype), b(BinaryOp::Add, 2, 3), inst(InstOp::Reduced(0), dtype), b(BinaryOp::Div, 4, 5)];
             let mut k = reduce_x(dtype, 3, 2, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Max);
             k.scalars = 1;
             k.epilogue = Some(Epilogue { insts, outputs: vec![6] });
@@ -410,31 +407,31 @@ fn empty_reductions_write_only_the_identity() {
 fn reduced_is_refused_outside_an_epilogue_and_checked() {
     let d = DType::F32;
     // In an elementwise kernel.
-    let ew = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Reduced, d)], outputs: vec![0] };
+    let ew = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Reduced(0), d)], outputs: vec![0] };
     let e = ew.validate().unwrap_err();
     assert!(e.contains("Reduced") && e.contains("epilogue"), "{e}");
     assert!(CpuKernel::compile(&ew, "ew").unwrap_err().contains("Reduced"));
     // In a prologue.
     let input = vec![KernelInput { dtype: d, inner: InnerStride::Unit }];
     let mut k = reduce_x(d, 2, 1, input.clone(), ReduceOp::Sum);
-    k.insts.push(inst(InstOp::Reduced, d));
-    k.insts.push(inst(InstOp::Binary(BinaryOp::Add, 0, 1), d));
-    k.reduced = 2;
+    k.stages[0].insts.push(inst(InstOp::Reduced(0), d));
+    k.stages[0].insts.push(inst(InstOp::Binary(BinaryOp::Add, 0, 1), d));
+    k.stages[0].reduced = 2;
     let e = k.validate().unwrap_err();
     assert!(e.contains("prologue") && e.contains("Reduced"), "{e}");
     assert!(CpuKernel::compile_reduce(&k, "p").is_err());
     // Wrong dtype for Reduced (the output is f32).
     let mut k = reduce_x(d, 2, 1, input.clone(), ReduceOp::Sum);
-    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced, DType::F64)], outputs: vec![0] });
+    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced(0), DType::F64)], outputs: vec![0] });
     let e = k.validate().unwrap_err();
     assert!(e.starts_with("epilogue") && e.contains("reduced value") && e.contains(&DType::F32.to_string()), "{e}");
     assert!(CpuKernel::compile_reduce(&k, "w").is_err());
     // The right dtype passes; with the output f64 it is the f64 one.
-    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced, d)], outputs: vec![0] });
+    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced(0), d)], outputs: vec![0] });
     assert!(k.validate().is_ok());
-    k.output = DType::F64;
+    k.stages[0].output = DType::F64;
     assert!(k.validate().is_err());
-    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced, DType::F64)], outputs: vec![0] });
+    k.epilogue = Some(Epilogue { insts: vec![inst(InstOp::Reduced(0), DType::F64)], outputs: vec![0] });
     assert!(k.validate().is_ok());
     // Other epilogue errors: no outputs, an undefined output, a bad load, a bad operand.
     let mut k = reduce_x(d, 2, 1, input, ReduceOp::Sum);

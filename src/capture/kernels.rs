@@ -29,7 +29,7 @@ const KERNEL_CACHE_CAP: usize = 1024;
 /// The compiled form of `k` (from the cache: true), or why the JIT refused it.
 pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId]) -> Result<(Arc<CompiledKernel>, bool), String> {
     let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
-    if k.insts().iter().any(|i| half(i.dtype)) || matches!(k, GroupKernel::Reduce(r) if half(r.output)) {
+    if k.insts().any(|i| half(i.dtype)) || matches!(k, GroupKernel::Reduce(r) if r.stages.iter().any(|s| half(s.output))) {
         return Err("f16/bf16 kernels are not generated on the CPU yet".into());
     }
     let hash = k.structural_hash();

@@ -8,7 +8,8 @@
 //! `kiln_runtime::cpu::reduce::softmax`). The result is contiguous.
 //!
 //! Inside a compiled step (f32/f64) both are written with primitives instead (the row max, then
-//! a sum of shifted exponentials whose kernel divides, or subtracts the log, in its epilogue),
+//! a sum of shifted exponentials, one kernel of two stages that divides, or subtracts the log,
+//! in its epilogue),
 //! so they fuse with their neighbours; the inline `exp`/`log` differ from the eager kernel's
 //! by a few ulp.
 //!
@@ -56,7 +57,8 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
 }
 
 /// Inside a compiled step: the row max, then the shifted exponentials' sum with the division
-/// (or the log subtracted) as the reduction kernel's epilogue: two generated kernels.
+/// (or the log subtracted) as the reduction kernel's epilogue: one generated kernel (the sum
+/// is the max kernel's second stage).
 fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
     let _no_grad = crate::no_grad();
     let z = t - t.amax(d, true);

@@ -52,7 +52,7 @@ pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> b
         }
         let mut mark = |v: u32| live[v as usize] = true;
         match insts[i].op {
-            InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) | InstOp::Reduced | InstOp::Rand { .. } => {}
+            InstOp::Load(_) | InstOp::Scalar(_) | InstOp::Const(_) | InstOp::Reduced(_) | InstOp::Rand { .. } => {}
             InstOp::Unary(_, a) | InstOp::Not(a) | InstOp::Cast(a) => mark(a),
             InstOp::Binary(_, a, b) | InstOp::Cmp(_, a, b) | InstOp::Logical(_, a, b) => {
                 mark(a);
@@ -136,8 +136,9 @@ pub(crate) struct Row<'v> {
     pub in_step: &'v [Option<Value>],
     /// Per input, its value for the whole row (Broadcast inputs, in the loop's form).
     pub bcast: &'v [Option<Value>],
-    /// Per instruction, values computed before the loop (Const, Scalar, and in a reduction's
-    /// epilogue Reduced) in the loop's form.
+    /// Per instruction, values computed before the loop (Const, Scalar, and in a reduction
+    /// kernel's later stages and epilogue Reduced and values of known values alone) in the
+    /// loop's form.
     pub pre: &'v [Option<Value>],
     /// Per output, the address of its element 0 in this row (empty for reductions).
     pub out_ptr: &'v [Value],
@@ -196,8 +197,8 @@ pub(crate) fn emit_values_given(
             continue;
         }
         if let Some(&Some(p)) = row.pre.get(n) {
-            // Computed before the loop: a constant, a scalar, or in an epilogue a value of the
-            // output's reduced value alone.
+            // Computed before the loop: a constant, a scalar, or in a reduction kernel's later
+            // stage or epilogue a value of the output's stage values alone.
             vals[n] = Some(p);
             continue;
         }
@@ -222,7 +223,7 @@ pub(crate) fn emit_values_given(
                 }
             }
             InstOp::Scalar(_) | InstOp::Const(_) => row.pre[n].expect("computed before the loop"),
-            InstOp::Reduced => row.pre[n].expect("an epilogue's reduced value is set per output"),
+            InstOp::Reduced(_) => row.pre[n].expect("a stage's value is set per output"),
             InstOp::Unary(op, a) => cx.unary(op, inst.dtype, v(a))?,
             InstOp::Binary(op, a, b) => cx.binary(op, inst.dtype, v(a), v(b))?,
             InstOp::Cmp(op, a, b) => cx.cmp(op, dt(a), v(a), v(b)),
@@ -420,6 +421,55 @@ pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Va
         }
     }
     Ok((pre, pre_v))
+}
+
+/// The per-output form of `pre` (from [`emit_pre`]) for a pass over one output of a reduction
+/// kernel (a later stage's prologue or the epilogue), emitted in the current block: each live
+/// [`InstOp::Reduced`]`(s)` is `reduced[s]` (that stage's converted value for this output), and
+/// each live non-Bool unary, binary or cast instruction whose operands are all known (constants,
+/// scalars, stage values and values of those alone: log_softmax's `log Σ`, layer norm's
+/// `rsqrt(var + eps)`) is computed here, once per output; with `vty`, each is splatted too.
+pub(crate) fn per_output_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], pre: &PerValue, vty: Option<Type>, reduced: &[Value]) -> Result<PerValue, String> {
+    let mut pre = pre.clone();
+    for (n, inst) in insts.iter().enumerate() {
+        if !live[n] {
+            continue;
+        }
+        let value = match inst.op {
+            InstOp::Reduced(s) => Some(reduced[s as usize]),
+            _ => hoisted(cx, insts, &pre.0, n)?,
+        };
+        if let Some(s) = value {
+            pre.0[n] = Some(s);
+            pre.1[n] = vty.map(|vt| cx.b.ins().splat(vt, s));
+        }
+    }
+    Ok(pre)
+}
+
+/// Instruction `n` of `insts` computed once, when it is a non-Bool unary, binary or cast op
+/// whose operands are all known (`known[v]` is `Some`); `None` otherwise.
+fn hoisted(cx: &mut Cx, insts: &[Inst], known: &[Option<Value>], n: usize) -> Result<Option<Value>, String> {
+    let inst = insts[n];
+    if inst.dtype == DType::Bool {
+        return Ok(None);
+    }
+    let known = |v: Val| known[v as usize];
+    Ok(match inst.op {
+        InstOp::Unary(op, a) => match known(a) {
+            Some(x) => Some(cx.unary(op, inst.dtype, x)?),
+            None => None,
+        },
+        InstOp::Binary(op, a, b) => match (known(a), known(b)) {
+            (Some(x), Some(y)) => Some(cx.binary(op, inst.dtype, x, y)?),
+            _ => None,
+        },
+        InstOp::Cast(a) if insts[a as usize].dtype != DType::Bool => match known(a) {
+            Some(x) => Some(cx.cast(x, insts[a as usize].dtype, inst.dtype)?),
+            None => None,
+        },
+        _ => None,
+    })
 }
 
 /// The four f64 scalars of each live [`InstOp::Rand`]'s draw, loaded once per call.

@@ -6,10 +6,10 @@
 //! One file per job: `cpu/emit.rs` the rows, loads and stores; `cpu/ops.rs` per-op
 //! instruction selection; [`math`] the inline f32 transcendentals and their error bounds;
 //! `cpu/helpers.rs` the Rust functions for the ops that are called rather than inlined;
-//! `cpu/jit.rs` the host ISA and module setup; `cpu/reduce.rs` the outputs' loop and the
-//! accumulators of a [`ReduceKernel`] ([`CpuKernel::compile_reduce`]), whose prologue goes
-//! through the same per-instruction emission as elementwise kernels; `cpu/runs.rs` the loops
-//! over one output's reduced sub-space, shared by the reduction and its epilogue;
+//! `cpu/jit.rs` the host ISA and module setup; `cpu/reduce.rs` the outputs' loop, the stages
+//! and the accumulators of a [`ReduceKernel`] ([`CpuKernel::compile_reduce`]), whose prologues
+//! go through the same per-instruction emission as elementwise kernels; `cpu/runs.rs` the
+//! loops over one output's reduced sub-space, shared by the stages and the epilogue;
 //! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]); `cpu/tiles.rs` the
 //! tiled rows of f32 kernels whose transcendentals call native slice routines.
 
@@ -82,9 +82,10 @@ impl CpuKernel {
     /// Compiles reduction kernel `k` (validated first) into a function named `name`; the
     /// result is called like an elementwise kernel, `row_start..row_end` indexing output
     /// elements (see [`ReduceKernel`] and [`CpuKernel::call`]). Errors as [`CpuKernel::compile`]
-    /// does (F16/BF16 inputs, values or output are refused). [`CpuKernel::is_vectorized`] tells
-    /// whether the reduction's last reduced dim runs the F32X4/F64X2 loop (the epilogue picks
-    /// its own plan, with the rules of elementwise kernels).
+    /// does (F16/BF16 inputs, values or outputs are refused). [`CpuKernel::is_vectorized`]
+    /// tells whether every stage's last reduced dim runs the F32X4/F64X2 loop (each stage
+    /// picks its plan on its own prologue; the epilogue picks its own, with the rules of
+    /// elementwise kernels).
     pub fn compile_reduce(k: &ReduceKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
@@ -164,13 +165,14 @@ impl CpuKernel {
     ///
     /// For a kernel from [`CpuKernel::compile_reduce`], rows are output elements: every input
     /// element of the reduced dims of each output in the range must be valid to read as
-    /// above, `outputs[0] + row` (in elements of the output dtype) valid to write for every
-    /// row in the range and not overlap any input, and `row_end` must not exceed the number of
-    /// outputs (the product of the sizes of the kept dims, 1 for a full reduction). With an
-    /// epilogue, `outputs` holds one more pointer per epilogue output `e`, and
-    /// `outputs[1 + e] + row·R + r` (in elements of that value's dtype; `R` the number of
-    /// reduced elements per output, `r < R`) must be valid to write for every row in the range
-    /// and overlap no input nor another output.
+    /// above, `outputs[s] + row` (in elements of stage `s`'s output dtype) valid to write for
+    /// every stage `s` and every row in the range and not overlap any input or another output,
+    /// and `row_end` must not exceed the number of outputs (the product of the sizes of the
+    /// kept dims, 1 for a full reduction). With an epilogue, `outputs` holds one more pointer
+    /// per epilogue output `e`, and `outputs[S + e] + row·R + r` (`S` the number of stages, in
+    /// elements of that value's dtype; `R` the number of reduced elements per output, `r < R`)
+    /// must be valid to write for every row in the range and overlap no input nor another
+    /// output.
     pub unsafe fn call(&self, args: &KernelArgs) {
         // SAFETY: the caller upholds the contract above, which is what the code assumes.
         unsafe { (self.entry)(args) }

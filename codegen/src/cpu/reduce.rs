@@ -1,20 +1,24 @@
 //! The loops of a [`ReduceKernel`]: per output (`row_start..row_end`), the outer multi-index
-//! gives each input's base; the reduced sub-space is walked by the loops of [`super::runs`]
-//! (the middle reduced dims by one counter, the last dim by an F32X4/F64X2 loop when the
-//! prologue qualifies for the vector plan, see [`super::emit::vector_ok`], and a scalar tail).
-//! The prologue is emitted by [`super::emit::emit_values`], as in elementwise kernels. Once an
-//! output is stored, its epilogue (if any) runs a second pass ([`super::epilogue`]).
+//! gives each input's base; then for each stage in order, the reduced sub-space is walked by
+//! the loops of [`super::runs`] (the middle reduced dims by one counter, the last dim by an
+//! F32X4/F64X2 loop when the stage's prologue qualifies for the vector plan, see
+//! [`super::emit::vector_ok`], and a scalar tail) and the stage's value is stored. A prologue is
+//! emitted by [`super::emit::emit_values`], as in elementwise kernels; the values of earlier
+//! stages it reads enter it like run-time scalars ([`super::emit::per_output_pre`], as in the
+//! epilogue). Once every stage of an output is stored, its epilogue (if any) runs one more
+//! pass ([`super::epilogue`]). The row is read once per stage, but while it fits the L1 cache
+//! only the first pass reaches memory.
 //!
-//! Accumulators live in `cranelift_frontend` variables: a scalar one (f64 for float values,
+//! Accumulators live in `cranelift_frontend` variables (per stage): a scalar one (f64 for float values,
 //! i64 for integer/Bool values) and, on the vector plan, two F64X2 for f32 Sum/Prod (the low
 //! and high halves of each F32X4, promoted), one F64X2 for f64, or one F32X4 for f32 Max/Min.
 //! They are combined lane by lane into the scalar one when the output is done.
 
-use super::emit::{data_flags, emit_pre, emit_values, live_of, vector_ok, Entry};
+use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, vector_ok, Entry, PerValue};
 use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
-use crate::kernel::ReduceKernel;
+use crate::kernel::{ReduceKernel, ReduceStage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -195,54 +199,124 @@ impl Accs {
     }
 }
 
-/// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
-/// signature is already set); returns whether the reduction's inner loop is vectorized.
-pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<bool, String> {
-    let live = live_of(&k.insts, &[k.reduced]);
-    for (n, inst) in k.insts.iter().enumerate() {
-        if live[n] {
-            clif_type(inst.dtype)?;
+/// One stage's plan, chosen before any code is emitted.
+struct StagePlan<'k> {
+    /// The stage.
+    st: &'k ReduceStage,
+    /// Which of its prologue's instructions the reduced value depends on.
+    live: Vec<bool>,
+    /// The reduced value's dtype.
+    rd: DType,
+    /// The vector type of its inner loop, or `None` for the scalar loop only.
+    vty: Option<Type>,
+    /// How its vector loop accumulates.
+    vacc: VecAcc,
+}
+
+impl<'k> StagePlan<'k> {
+    /// Checks the stage's types and picks its plan with the rules of [`vector_ok`] (the
+    /// reduced value's dtype is the vector plan's, and stage values it reads count as
+    /// run-time scalars).
+    fn new(k: &ReduceKernel, st: &'k ReduceStage) -> Result<StagePlan<'k>, String> {
+        let live = live_of(&st.insts, &[st.reduced]);
+        for (n, inst) in st.insts.iter().enumerate() {
+            if live[n] {
+                clif_type(inst.dtype)?;
+            }
         }
+        clif_type(st.output)?;
+        let rd = st.dtype(st.reduced);
+        let vty = match rd {
+            DType::F32 if vector_ok(&k.inputs, &st.insts, &live, rd) => Some(types::F32X4),
+            DType::F64 if vector_ok(&k.inputs, &st.insts, &live, rd) => Some(types::F64X2),
+            _ => None,
+        };
+        let vacc = match (vty, st.op) {
+            (None, _) => VecAcc::None,
+            (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
+            (Some(t), _) => VecAcc::Same(t),
+        };
+        Ok(StagePlan { st, live, rd, vty, vacc })
     }
+}
+
+/// A stage's code-generation state, set up in the entry block.
+struct StagePass<'p, 'k> {
+    /// Its plan.
+    plan: &'p StagePlan<'k>,
+    /// Its accumulators.
+    accs: Accs,
+    /// Its constants and run-time scalars, converted once (and splatted).
+    pre: PerValue,
+    /// Its scale, loaded once.
+    scale: Option<Value>,
+}
+
+impl StagePass<'_, '_> {
+    /// Emits stage `s` for output `row` from the current block: the accumulators reset, the
+    /// loops over the output's reduced sub-space (inputs at `base`) with the earlier stages'
+    /// values `earlier` entering the prologue like run-time scalars, then combine, scale,
+    /// convert and store at `out_base + row`. Returns the stored value (of the stage's output
+    /// dtype); leaves the builder in the block after the loops.
+    fn emit(&self, cx: &mut Cx, k: &ReduceKernel, sp: &Space, base: &[Value], row: Value, earlier: &[Value], out_base: Value) -> Result<Value, String> {
+        let StagePlan { st, live, rd, vty, .. } = self.plan;
+        let (st, rd, vty) = (*st, *rd, *vty);
+        self.accs.reset(cx, st.op, rd);
+        let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
+        let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
+        emit_runs(cx, sp, &pass, base, |_, _| vec![], |cx, r, j, vt, u| {
+            let vals = emit_values(cx, &k.inputs, &st.insts, live, r, j, vt)?;
+            let x = vals[st.reduced as usize].expect("the reduced value is live");
+            self.accs.fold(cx, st.op, rd, x, vt.is_some(), u);
+            Ok(())
+        })?;
+        let mut acc = self.accs.combine(cx, st.op, rd);
+        if let Some(s) = self.scale {
+            acc = cx.b.ins().fmul(acc, s);
+        }
+        let acc_dtype = if rd.is_float() { DType::F64 } else { DType::I64 };
+        let out = cx.cast(acc, acc_dtype, st.output)?;
+        let off = cx.b.ins().imul_imm_s(row, st.output.size_in_bytes() as i64);
+        let addr = cx.b.ins().iadd(out_base, off);
+        cx.b.ins().store(data_flags(), out, addr, 0);
+        Ok(out)
+    }
+}
+
+/// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
+/// signature is already set); returns whether every stage's inner loop is vectorized.
+pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<bool, String> {
     for i in &k.inputs {
         clif_type(i.dtype)?;
     }
-    clif_type(k.output)?;
-    let rd = k.dtype(k.reduced);
-    let float = rd.is_float();
-    let vty = match rd {
-        DType::F32 if vector_ok(&k.inputs, &k.insts, &live, rd) => Some(types::F32X4),
-        DType::F64 if vector_ok(&k.inputs, &k.insts, &live, rd) => Some(types::F64X2),
-        _ => None,
-    };
-    let vacc = match (vty, k.op) {
-        (None, _) => VecAcc::None,
-        (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
-        (Some(t), _) => VecAcc::Same(t),
-    };
-    let aty = if float { types::F64 } else { types::I64 };
+    let plans = k.stages.iter().map(|st| StagePlan::new(k, st)).collect::<Result<Vec<_>, _>>()?;
     let ptr = module.target_config().pointer_type();
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
     let frontend_config = module.target_config();
     let mut cx = Cx::new(&mut b, module);
     let (rank, o_rank) = (k.rank, k.rank - k.reduce_rank);
-    let n_out = 1 + k.epilogue.as_ref().map_or(0, |ep| ep.outputs.len());
+    let n_stages = k.stages.len();
+    let n_out = n_stages + k.epilogue.as_ref().map_or(0, |ep| ep.outputs.len());
 
     let entry = cx.b.create_block();
     cx.b.append_block_params_for_function_params(entry);
     cx.b.switch_to_block(entry);
     let args = cx.b.block_params(entry)[0];
     let a = Entry::load(&mut cx, args, ptr, &k.inputs, rank, n_out);
-    let pre = emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?;
+    let mut stages = Vec::with_capacity(n_stages);
+    for plan in &plans {
+        let pre = emit_pre(&mut cx, &plan.st.insts, &plan.live, a.scalars_p, plan.vty)?;
+        let scale = plan.st.scale.map(|j| cx.b.ins().load(types::F64, MemFlagsData::trusted(), a.scalars_p, (8 * j) as i32));
+        let aty = if plan.rd.is_float() { types::F64 } else { types::I64 };
+        let accs = Accs::declare(&mut cx, plan.vacc, aty);
+        stages.push(StagePass { plan, accs, pre, scale });
+    }
     let epilogue = match &k.epilogue {
         Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p)?),
         None => None,
     };
     let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, o_rank);
-    let scale = k.scale.map(|j| cx.b.ins().load(types::F64, MemFlagsData::trusted(), a.scalars_p, (8 * j) as i32));
-    let out_size = k.output.size_in_bytes() as i64;
-    let accs = Accs::declare(&mut cx, vacc, aty);
 
     let out_head = cx.b.create_block();
     let out_body = cx.b.create_block();
@@ -254,30 +328,17 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, row, a.row_end);
     cx.b.ins().brif(more, out_body, &[], exit, &[]);
 
-    // One output: its inputs' bases from the outer multi-index, the accumulators reset.
+    // One output: its inputs' bases from the outer multi-index, then each stage in order
+    // (reading the values of the ones before), then the epilogue's pass.
     cx.b.switch_to_block(out_body);
     let base = sp.outer_ptrs(&mut cx, &a.in_base, row);
-    accs.reset(&mut cx, k.op, rd);
-    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
-    emit_runs(&mut cx, &sp, &pass, &base, |_, _| vec![], |cx, r, j, vt, u| {
-        let vals = emit_values(cx, &k.inputs, &k.insts, &live, r, j, vt)?;
-        let x = vals[k.reduced as usize].expect("the reduced value is live");
-        accs.fold(cx, k.op, rd, x, vt.is_some(), u);
-        Ok(())
-    })?;
-
-    // The output is done: combine, scale, convert, store; then the epilogue's pass.
-    let mut acc = accs.combine(&mut cx, k.op, rd);
-    if let Some(s) = scale {
-        acc = cx.b.ins().fmul(acc, s);
+    let mut values = Vec::with_capacity(n_stages);
+    for (s, stage) in stages.iter().enumerate() {
+        let v = stage.emit(&mut cx, k, &sp, &base, row, &values, a.out_base[s])?;
+        values.push(v);
     }
-    let acc_dtype = if float { DType::F64 } else { DType::I64 };
-    let out = cx.cast(acc, acc_dtype, k.output)?;
-    let off = cx.b.ins().imul_imm_s(row, out_size);
-    let addr = cx.b.ins().iadd(a.out_base[0], off);
-    cx.b.ins().store(data_flags(), out, addr, 0);
     if let Some(e) = &epilogue {
-        e.emit(&mut cx, &sp, &base, row, out, &a.out_base[1..])?;
+        e.emit(&mut cx, &sp, &base, row, &values, &a.out_base[n_stages..])?;
     }
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
     cx.b.ins().jump(out_head, &[BlockArg::Value(next_row)]);
@@ -287,7 +348,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     drop(cx);
     b.seal_all_blocks();
     b.finalize(frontend_config);
-    Ok(vty.is_some())
+    Ok(plans.iter().all(|p| p.vty.is_some()))
 }
 
 /// A scalar value of `dtype` in the scalar accumulator's type: f32 promoted to f64 (exactly),

@@ -1,7 +1,7 @@
-//! Epilogues: an elementwise kernel over a reduction's input that reads the reduced value
-//! broadcast back over the reduced dims (softmax's division, log_softmax's subtraction, layer
-//! norm's normalisation) joins the reduction's kernel, which computes it in a second sweep of
-//! each output's elements once the output is reduced.
+//! Epilogues: an elementwise kernel over a reduction's input that reads the reduced value (of
+//! any of the kernel's stages) broadcast back over the reduced dims (softmax's division,
+//! log_softmax's subtraction, layer norm's normalisation) joins the reduction's kernel, which
+//! computes it in one more sweep of each output's elements once the output is reduced.
 //!
 //! A group joins when the reduced dims are the input's trailing dims (the epilogue's outputs are
 //! then written in the group's own row-major order) and each value it reads from outside is
@@ -11,14 +11,15 @@
 //! recomputes them at every element, so their own kernel is dead when nothing else needs them.
 
 use super::fusion::Fusion;
-use crate::ir::{Graph, NodeId, NodeKind};
+use crate::ir::{Graph, NodeId, NodeKind, Use};
 use kiln_runtime::Layout;
 
 /// Joins every group that qualifies (see the module docs) to the reduction kernel it reads.
 pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
     for k in 0..f.groups.len() as u32 {
         let Some(parts) = f.parts[k as usize].clone() else { continue };
-        let r = parts.reduce;
+        let rs = parts.reductions();
+        let r = rs[0];
         let node = g.node(r);
         let NodeKind::Reduce { dims: mask, .. } = node.kind else { unreachable!("closed groups end with a reduction") };
         let input = node.iteration_shape().to_vec();
@@ -26,10 +27,10 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
         if rank > 63 || !node.reduces_trailing_dims() {
             continue; // the epilogue's outputs would be permuted
         }
-        let dep = depends_on(g, r);
+        let dep = depends_on(g, &rs);
         let late = waits_for(g, live, f, r);
         let row_view = row_layout(&input, mask);
-        let rows = row_nodes(g, live, f, r, &dep, &late);
+        let rows = row_nodes(g, live, f, &rs, &dep, &late);
         let mut epilogue = Vec::new();
         let mut used_rows: Vec<NodeId> = Vec::new();
         for h in 0..f.groups.len() as u32 {
@@ -43,16 +44,11 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
             }
             let mut reads_r = false;
             let mut uses: Vec<NodeId> = Vec::new();
-            let ok = f.groups[h as usize].iter().all(|&m| {
-                g.node(m).reads.iter().filter(|u| !f.computes(h, u.node)).all(|u| {
-                    let broadcast = same_view(&u.layout, &row_view);
-                    if (u.node == r || rows.contains(&u.node)) && broadcast {
-                        reads_r = true;
-                        uses.push(u.node);
-                        true
-                    } else {
-                        matches!(g.node(u.node).kind, NodeKind::Scalar { .. }) || (f.materialized[u.node as usize] && !late[u.node as usize])
-                    }
+            let ok = reads_only(g, f, h, &late, |u| {
+                ((rs.contains(&u.node) || rows.contains(&u.node)) && same_view(&u.layout, &row_view)).then(|| {
+                    reads_r = true;
+                    uses.push(u.node);
+                    true
                 })
             });
             if !ok || !reads_r {
@@ -64,7 +60,7 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
                 f.group_of[m as usize] = Some(k);
             }
             f.groups[h as usize].clear();
-            used_rows.extend(uses.into_iter().filter(|&u| u != r));
+            used_rows.extend(uses.into_iter().filter(|u| !rs.contains(u)));
         }
         if epilogue.is_empty() {
             continue;
@@ -86,6 +82,17 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
     }
 }
 
+/// True when every value group `h` reads from outside its kernel passes: `special(u)` decides
+/// a read when it answers (`Some`), otherwise the value must be a scalar or a materialized
+/// value whose step doesn't wait for the kernel being joined (`late`).
+pub(crate) fn reads_only(g: &Graph, f: &Fusion, h: u32, late: &[bool], mut special: impl FnMut(&Use) -> Option<bool>) -> bool {
+    f.groups[h as usize].iter().all(|&m| {
+        g.node(m).reads.iter().filter(|u| !f.computes(h, u.node)).all(|u| {
+            special(u).unwrap_or_else(|| matches!(g.node(u.node).kind, NodeKind::Scalar { .. }) || (f.materialized[u.node as usize] && !late[u.node as usize]))
+        })
+    })
+}
+
 /// True when `q` leaves the step or a step other than group `k`'s reads it: a node outside
 /// the groups, or a member (own or recomputed) of another group that runs, unless that member
 /// is a row value `k` recomputes (`rows`) that nothing else needs.
@@ -96,19 +103,21 @@ fn read_elsewhere(g: &Graph, live: &[bool], f: &Fusion, k: u32, q: NodeId, rows:
     g.outputs.contains(&q) || eager_reader || kernel_reader
 }
 
-/// Per node, whether its value depends on `r`'s.
-fn depends_on(g: &Graph, r: NodeId) -> Vec<bool> {
+/// Per node, whether its value depends on one of `rs` (in trace order).
+fn depends_on(g: &Graph, rs: &[NodeId]) -> Vec<bool> {
     let mut dep = vec![false; g.nodes.len()];
-    dep[r as usize] = true;
-    for n in r as usize + 1..g.nodes.len() {
-        dep[n] = g.nodes[n].reads.iter().any(|u| dep[u.node as usize]);
+    for &r in rs {
+        dep[r as usize] = true;
+    }
+    for n in rs[0] as usize + 1..g.nodes.len() {
+        dep[n] = dep[n] || g.nodes[n].reads.iter().any(|u| dep[u.node as usize]);
     }
     dep
 }
 
 /// Per node, whether the step computing it must wait for `r`'s step (through reads, or
 /// through a group that holds such a node).
-fn waits_for(g: &Graph, live: &[bool], f: &Fusion, r: NodeId) -> Vec<bool> {
+pub(crate) fn waits_for(g: &Graph, live: &[bool], f: &Fusion, r: NodeId) -> Vec<bool> {
     let mut late = vec![false; g.nodes.len()];
     late[r as usize] = true;
     loop {
@@ -130,19 +139,20 @@ fn waits_for(g: &Graph, live: &[bool], f: &Fusion, r: NodeId) -> Vec<bool> {
     }
 }
 
-/// The row values of reduction `r`: live elementwise nodes of its result's shape computed
-/// from it, element for element, with scalars and materialized values that don't wait for it.
-fn row_nodes(g: &Graph, live: &[bool], f: &Fusion, r: NodeId, dep: &[bool], late: &[bool]) -> Vec<NodeId> {
-    let shape = &g.node(r).shape;
+/// The row values of reductions `rs` (one kernel's stages, of one result shape): live
+/// elementwise nodes of their result's shape computed from them, element for element, with
+/// scalars and materialized values that don't wait for them.
+fn row_nodes(g: &Graph, live: &[bool], f: &Fusion, rs: &[NodeId], dep: &[bool], late: &[bool]) -> Vec<NodeId> {
+    let shape = &g.node(rs[0]).shape;
     let mut rows: Vec<NodeId> = Vec::new();
-    for n in r as usize + 1..g.nodes.len() {
+    for n in rs[0] as usize + 1..g.nodes.len() {
         let node = &g.nodes[n];
         if !live[n] || !dep[n] || !node.kind.is_elementwise() || node.shape != *shape {
             continue;
         }
         let ok = node.reads.iter().all(|u| {
             let same = u.layout == Layout::contiguous(shape) && g.node(u.node).shape == *shape;
-            ((u.node == r || rows.contains(&u.node)) && same)
+            ((rs.contains(&u.node) || rows.contains(&u.node)) && same)
                 || matches!(g.node(u.node).kind, NodeKind::Scalar { .. })
                 || (f.materialized[u.node as usize] && !late[u.node as usize])
         });

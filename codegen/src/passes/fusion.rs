@@ -20,7 +20,11 @@
 //! whose members is materialized is dead: the kernels that needed it recompute it. Each
 //! reduction over trailing dims gets a kernel of its own, *closed* (nothing joins it), whose
 //! members are its cone (the prologue) and, last, the reduction; one over leading dims runs
-//! eagerly (its kernel sums whole rows in memory order, which a per-output loop can't).
+//! eagerly (its kernel sums whole rows in memory order, which a per-output loop can't). A
+//! later reduction over the same rows that reads an earlier one broadcast joins that kernel as
+//! one more stage (`passes/stages.rs`: softmax's `Σ exp(x - max)` joins the max's kernel), and
+//! elementwise work over the rows that reads the reduced values joins as the epilogue
+//! (`passes/epilogue.rs`).
 //!
 //! Every refusal is written down with its reason (printed under `KILN_DEBUG=fusion`).
 
@@ -37,8 +41,9 @@ pub struct Fusion {
     pub group_of: Vec<Option<u32>>,
     /// What fusion decided against (or, for epilogues, for) a node, and why (node, reason).
     pub refusals: Vec<(NodeId, String)>,
-    /// Per group, true when its last member is a reduction and the others its prologue (the
-    /// reduction's kernel: nothing joins it).
+    /// Per group, true when it is a reduction's kernel (its reductions, their prologues and
+    /// its epilogue, see [`Fusion::parts`]): no elementwise node joins it by the rules above.
+    /// A reduction kernel absorbed by another as a stage is left empty and not closed.
     pub closed: Vec<bool>,
     /// Per node, true when its value gets a buffer: every node outside the groups, and the
     /// members read outside their group (see the module docs) or leaving the step.
@@ -47,20 +52,36 @@ pub struct Fusion {
     pub parts: Vec<Option<ReduceParts>>,
 }
 
-/// The parts of a reduction kernel: the prologue it recomputes, the reduction, and the epilogue
-/// evaluated over the same iteration space once each output is reduced.
+/// One reduction of a reduction kernel and the prologue it recomputes (a
+/// [`crate::kernel::ReduceStage`]).
 #[derive(Clone, Debug, Default)]
-pub struct ReduceParts {
+pub struct StageParts {
     /// The elementwise nodes over the reduction's input, in trace order.
     pub prologue: Vec<NodeId>,
     /// The reduction.
     pub reduce: NodeId,
+}
+
+/// The parts of a reduction kernel: its reductions (stages) with the prologues they recompute,
+/// and the epilogue evaluated over the same iteration space once each output is reduced.
+#[derive(Clone, Debug, Default)]
+pub struct ReduceParts {
+    /// The reductions in trace order, at least one: the group's own, then the later reductions
+    /// over the same rows that read the earlier ones broadcast (`passes/stages.rs`).
+    pub stages: Vec<StageParts>,
     /// The elementwise nodes of the epilogue, in trace order: nodes over the input shape, and
     /// the `rows` among them.
     pub epilogue: Vec<NodeId>,
-    /// Epilogue nodes over the reduction's result shape (computed from the reduced value, read
+    /// Epilogue nodes over the reductions' result shape (computed from the reduced values, read
     /// broadcast by the others), recomputed at every element.
     pub rows: Vec<NodeId>,
+}
+
+impl ReduceParts {
+    /// The reductions, stage by stage.
+    pub fn reductions(&self) -> Vec<NodeId> {
+        self.stages.iter().map(|s| s.reduce).collect()
+    }
 }
 
 impl Fusion {
@@ -142,12 +163,13 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     for (gid, cone) in cones.into_iter().enumerate() {
         if f.closed[gid] {
             let reduce = f.groups[gid][0];
-            f.parts[gid] = Some(ReduceParts { prologue: cone.clone(), reduce, ..ReduceParts::default() });
+            f.parts[gid] = Some(ReduceParts { stages: vec![StageParts { prologue: cone.clone(), reduce }], ..ReduceParts::default() });
         }
         let members = &mut f.groups[gid];
         members.extend(cone);
         members.sort_unstable();
     }
+    super::stages::absorb_stages(g, live, &mut f);
     super::epilogue::absorb_epilogues(g, live, &mut f);
     f
 }

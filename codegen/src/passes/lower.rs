@@ -4,7 +4,7 @@
 use super::fusion::same_index;
 use super::fusion::ReduceParts;
 use crate::ir::{Graph, Node, NodeId, NodeKind, Use};
-use crate::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
+use crate::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val};
 use kiln_runtime::Layout;
 use ahash::AHashMap;
 use kiln_runtime::Shape;
@@ -28,11 +28,11 @@ impl GroupKernel {
         }
     }
 
-    /// Its instructions (the prologue's, for a reduction).
-    pub fn insts(&self) -> &[Inst] {
+    /// Its instructions (for a reduction, every stage's prologue, then the epilogue's).
+    pub fn insts(&self) -> Box<dyn Iterator<Item = &Inst> + '_> {
         match self {
-            GroupKernel::Elementwise(k) => &k.insts,
-            GroupKernel::Reduce(k) => &k.insts,
+            GroupKernel::Elementwise(k) => Box::new(k.insts.iter()),
+            GroupKernel::Reduce(k) => Box::new(k.all_insts()),
         }
     }
 }
@@ -78,6 +78,9 @@ struct Body {
     val_of: AHashMap<NodeId, Val>,
     load_of: AHashMap<Use, u32>,
     scalar_of: AHashMap<NodeId, u32>,
+    /// The reductions of the stages lowered so far: a later stage's prologue reads each as
+    /// [`InstOp::Reduced`] of its stage (and dtype).
+    stage_of: AHashMap<NodeId, (u32, kiln_runtime::DType)>,
 }
 
 impl Body {
@@ -86,9 +89,18 @@ impl Body {
         (self.insts.len() - 1) as Val
     }
 
-    /// The value `reader` reads through `u`: a member's value when read element for element,
-    /// else a scalar argument or a load.
+    /// The value `reader` reads through `u`: an earlier stage's value, a member's value when read
+    /// element for element, else a scalar argument or a load.
     fn operand(&mut self, g: &Graph, reader: NodeId, u: &Use) -> Val {
+        if let Some(&(s, dtype)) = self.stage_of.get(&u.node) {
+            // An earlier stage's value, read broadcast over the reduced dims.
+            if let Some(&v) = self.val_of.get(&u.node) {
+                return v;
+            }
+            let v = self.push(InstOp::Reduced(s), dtype);
+            self.val_of.insert(u.node, v);
+            return v;
+        }
         let src = g.node(u.node);
         if let (Some(&v), true) = (self.val_of.get(&u.node), same_index(g, reader, u.node, &u.layout)) {
             return v;
@@ -210,23 +222,37 @@ pub fn lower_group(g: &Graph, members: &[NodeId], parts: Option<&ReduceParts>, i
 
 /// Lowers a reduction kernel: the kept dims come first, the reduced ones last, each part
 /// merged (with an epilogue the reduced dims are already last, so its outputs keep the
-/// iteration space's row-major order).
+/// iteration space's row-major order). Each stage's prologue reads the earlier stages' values
+/// (read broadcast in the graph) as [`InstOp::Reduced`].
 fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
-    let r = parts.reduce;
-    let node = g.node(r);
-    let NodeKind::Reduce { op, dims: mask, divide, .. } = node.kind else { unreachable!("the parts name a reduction") };
+    let first = g.node(parts.stages[0].reduce);
+    let NodeKind::Reduce { dims: mask, .. } = first.kind else { unreachable!("the parts name a reduction") };
+    let in_shape = first.iteration_shape();
     let mut body = Body::default();
-    for &m in &parts.prologue {
-        body.member(g, m);
+    let mut stages = Vec::with_capacity(parts.stages.len());
+    let mut divides = Vec::with_capacity(parts.stages.len());
+    let mut outputs = Vec::new();
+    for (s, stage) in parts.stages.iter().enumerate() {
+        let r = stage.reduce;
+        let node = g.node(r);
+        let NodeKind::Reduce { op, divide, .. } = node.kind else { unreachable!("the parts name reductions") };
+        body.val_of.clear();
+        for &m in &stage.prologue {
+            body.member(g, m);
+        }
+        let reduced = body.operand(g, r, &node.reads[0]);
+        stages.push(ReduceStage { insts: std::mem::take(&mut body.insts), reduced, op, output: node.dtype, scale: None });
+        divides.push(divide);
+        body.stage_of.insert(r, (s as u32, node.dtype));
+        outputs.push(r);
     }
-    let reduced = body.operand(g, r, &node.reads[0]);
-    let prologue = std::mem::take(&mut body.insts);
     body.val_of.clear();
-    let in_shape = node.iteration_shape();
-    let mut outputs = vec![r];
+    let n_stages = stages.len();
     let epilogue = (!parts.epilogue.is_empty()).then(|| {
-        let reduced_value = body.push(InstOp::Reduced, node.dtype);
-        body.val_of.insert(r, reduced_value);
+        for (s, stage) in parts.stages.iter().enumerate() {
+            let reduced_value = body.push(InstOp::Reduced(s as u32), g.node(stage.reduce).dtype);
+            body.val_of.insert(stage.reduce, reduced_value);
+        }
         for &m in &parts.epilogue {
             if parts.rows.contains(&m) {
                 body.row_member(g, m, in_shape, mask);
@@ -235,7 +261,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
             }
         }
         outputs.extend(parts.epilogue.iter().copied().filter(|&m| is_output(m) && !parts.rows.contains(&m)));
-        Epilogue { outputs: outputs[1..].iter().map(|m| body.val_of[m]).collect(), insts: std::mem::take(&mut body.insts) }
+        Epilogue { outputs: outputs[n_stages..].iter().map(|m| body.val_of[m]).collect(), insts: std::mem::take(&mut body.insts) }
     });
     let (kept, red): (Vec<usize>, Vec<usize>) = (0..in_shape.len()).partition(|&d| mask & (1 << d) == 0);
     let sizes = |dims: &[usize]| -> Vec<usize> { dims.iter().map(|&d| in_shape[d]).collect() };
@@ -248,23 +274,14 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         strides.extend_from_slice(&k_strides[k * kr..(k + 1) * kr]);
         strides.extend_from_slice(&r_strides[k * rr..(k + 1) * rr]);
     }
-    let scale = divide.map(|c| {
-        let count: usize = red.iter().map(|&d| in_shape[d]).product();
-        body.scalars.push(ScalarArg::Value(1.0 / (count as f64 - c as f64).max(0.0)));
-        (body.scalars.len() - 1) as u32
-    });
-    let kernel = ReduceKernel {
-        rank: shape.len(),
-        reduce_rank: rr,
-        inputs: body.inputs(g, &strides, shape.len()),
-        scalars: body.scalars.len(),
-        insts: prologue,
-        reduced,
-        op,
-        output: node.dtype,
-        scale,
-        epilogue,
-    };
+    let count: usize = red.iter().map(|&d| in_shape[d]).product();
+    for (stage, divide) in stages.iter_mut().zip(divides) {
+        stage.scale = divide.map(|c| {
+            body.scalars.push(ScalarArg::Value(1.0 / (count as f64 - c as f64).max(0.0)));
+            (body.scalars.len() - 1) as u32
+        });
+    }
+    let kernel = ReduceKernel { rank: shape.len(), reduce_rank: rr, inputs: body.inputs(g, &strides, shape.len()), scalars: body.scalars.len(), stages, epilogue };
     LoweredGroup { kernel: GroupKernel::Reduce(kernel), loads: body.loads, scalars: body.scalars, outputs, shape, strides, reduce_rank: rr }
 }
 

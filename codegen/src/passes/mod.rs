@@ -7,8 +7,9 @@ mod epilogue;
 pub mod fusion;
 pub mod lower;
 pub mod schedule;
+mod stages;
 
 pub use cse::{eliminate_common_subexpressions, live_nodes};
-pub use fusion::{fuse, Fusion, ReduceParts};
+pub use fusion::{fuse, Fusion, ReduceParts, StageParts};
 pub use lower::{lower_group, GroupKernel, LoweredGroup, ScalarArg};
 pub use schedule::{schedule, Schedule, StepKind};

@@ -109,7 +109,7 @@ pub fn eval_ref(k: &ElementwiseKernel, load: &dyn Fn(usize) -> Sv, scalars: &[f6
                 }
             }
             InstOp::Cast(a) => cast(v(a), k.dtype(a), d),
-            InstOp::Reduced => unreachable!("validation refuses Reduced in elementwise kernels"),
+            InstOp::Reduced(_) => unreachable!("validation refuses Reduced in elementwise kernels"),
             InstOp::Rand { .. } => unreachable!("draws are tested in cpu_rand.rs"),
         };
         vals.push(r);

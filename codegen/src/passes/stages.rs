@@ -1,0 +1,67 @@
+//! Stages: a reduction kernel absorbs a later reduction over the same rows that reads one of
+//! its reduced values broadcast back over the reduced dims (softmax's `Σ exp(x - max)` reads
+//! the max, layer norm's `Σ (x - mean)²` the mean), as one more stage
+//! ([`crate::kernel::ReduceStage`]): per output, the later stage sweeps the row again while it
+//! is still in cache, so the kernel reads memory once.
+//!
+//! A reduction's kernel `h` joins an earlier kernel `k` when both reduce the same dims of the
+//! same iteration space into the same result shape (over trailing dims), every value `h`
+//! reads from outside is one of `k`'s reduced values through the broadcast view (at least one
+//! such read), a scalar, or a materialized value whose step doesn't wait for `k`, and nothing
+//! `k` reads waits for `h` (the merged step would wait for itself).
+
+use super::epilogue::{reads_only, row_layout, same_view, waits_for};
+use super::fusion::Fusion;
+use crate::ir::{Graph, NodeKind};
+
+/// Joins every reduction kernel that qualifies (see the module docs) to the earliest kernel it
+/// can join, as its next stage; runs before the epilogues are absorbed.
+pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
+    for k in 0..f.groups.len() as u32 {
+        let Some(first) = f.parts[k as usize].as_ref().map(|p| p.stages[0].reduce) else { continue };
+        let node = g.node(first);
+        let NodeKind::Reduce { dims: mask, .. } = node.kind else { unreachable!("closed groups end with a reduction") };
+        if node.iteration_shape().len() > 63 || !node.reduces_trailing_dims() {
+            continue;
+        }
+        let row_view = row_layout(node.iteration_shape(), mask);
+        for h in k + 1..f.groups.len() as u32 {
+            let Some(later) = f.parts[h as usize].as_ref().map(|p| p.stages[0].clone()) else { continue };
+            let n2 = g.node(later.reduce);
+            let NodeKind::Reduce { dims: mask2, .. } = n2.kind else { unreachable!("closed groups end with a reduction") };
+            if mask2 != mask || n2.iteration_shape() != node.iteration_shape() || n2.shape != node.shape {
+                continue;
+            }
+            let stages = f.parts[k as usize].as_ref().expect("k is a reduction kernel").reductions();
+            let late = waits_for(g, live, f, first);
+            let mut reads_stage = false;
+            let ok = reads_only(g, f, h, &late, |u| {
+                stages.contains(&u.node).then(|| {
+                    let broadcast = same_view(&u.layout, &row_view);
+                    reads_stage |= broadcast;
+                    broadcast
+                })
+            });
+            if !ok || !reads_stage {
+                continue;
+            }
+            let late_h = waits_for(g, live, f, later.reduce);
+            let k_waits = f.groups[k as usize].iter().any(|&m| g.node(m).reads.iter().any(|u| !f.computes(k, u.node) && late_h[u.node as usize]));
+            if k_waits {
+                f.refusals.push((later.reduce, format!("can't join reduction {first}'s kernel as a stage: that kernel reads a value that waits for this one")));
+                continue;
+            }
+            let parts = f.parts[k as usize].as_mut().expect("k is a reduction kernel");
+            f.refusals.push((later.reduce, format!("joins reduction {first}'s kernel as its stage {}", parts.stages.len())));
+            parts.stages.push(later.clone());
+            let moved = std::mem::take(&mut f.groups[h as usize]);
+            let members = &mut f.groups[k as usize];
+            members.extend(moved);
+            members.sort_unstable();
+            members.dedup();
+            f.group_of[later.reduce as usize] = Some(k);
+            f.closed[h as usize] = false;
+            f.parts[h as usize] = None;
+        }
+    }
+}

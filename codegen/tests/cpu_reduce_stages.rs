@@ -1,0 +1,432 @@
+//! Reduction kernels with several chained reductions over the same rows
+//! ([`ReduceKernel::stages`]) on the Cranelift CPU back end, against a plain Rust reference in
+//! f64: softmax as one kernel (stage 0 `max x`, stage 1 `Σ exp(x - Reduced(0))`, the epilogue
+//! `exp(x - Reduced(0)) / Reduced(1)`), layer norm as one kernel (stage 0 the mean `Σ x · 1/n`,
+//! stage 1 the variance `Σ (x - Reduced(0))² · 1/n`, the epilogue `(x - Reduced(0))·rsqrt(
+//! Reduced(1) + eps)`, `eps` a run-time scalar), cross-entropy's pieces (a third stage `Σ t·(x
+//! - Reduced(0) - log Reduced(1))` whose per-output part is hoisted), stages that read nothing
+//! of each other (two sums of different inputs, one of them integer), validation errors and
+//! hashes. f32 and f64, shapes of rank 2 and 3 with one and two reduced dims, unit (vector
+//! plan) and strided (scalar plan) inputs, every kernel called twice (rows `0..k`, then
+//! `k..n`) and checked to leave the rows not yet computed untouched.
+//!
+//! Tolerances: each stage's reference is evaluated with the kernel's own values of the
+//! earlier stages (so a rounding of one stage is not counted again in the next): f32 sums
+//! within `4e-6·Σ|term|`, f64 sums within `1e-12·Σ|term|` (the accumulation is f64 either way;
+//! the f32 terms round per operation and the inline `exp`/`log` are within 2 ulp), max and
+//! integer sums exact. The epilogue's reference is evaluated with the kernel's stage values as
+//! in `cpu_reduce_epilogue.rs`: f64 values within `1e-14·(1 + |want|)`, f32 values within
+//! `1e-6·(1 + |want|)`. On top, the outputs are checked against what they mean, computed from
+//! the inputs alone: every softmax row sums to 1 within `1e-4`, and every layer norm row has
+//! mean 0 within `1e-4` and variance `var/(var + eps)` within `1e-3`.
+
+use kiln_codegen::cpu::CpuKernel;
+use kiln_codegen::kernel::{Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
+use kiln_runtime::op_kind::{BinaryOp, ReduceOp, UnaryOp};
+use kiln_runtime::DType;
+use std::ops::Range;
+
+mod common;
+use common::{bytes, kernel_args, make_input, read_out, Input, Lay};
+
+fn inst(op: InstOp, dtype: DType) -> Inst {
+    Inst { op, dtype }
+}
+
+/// The reference of `insts` at one element, in f64 (exact for the integers used), with
+/// `reduced[s]` as [`InstOp::Reduced`]`(s)`; per instruction, its value.
+fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduced: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = Vec::new();
+    for i in insts {
+        let a = |x: u32| v[x as usize];
+        let r = match i.op {
+            InstOp::Load(n) => load(n as usize),
+            InstOp::Scalar(j) => scalars[j as usize],
+            InstOp::Const(c) => c,
+            InstOp::Reduced(s) => reduced[s as usize],
+            InstOp::Unary(UnaryOp::Exp, x) => a(x).exp(),
+            InstOp::Unary(UnaryOp::Log, x) => a(x).ln(),
+            InstOp::Unary(UnaryOp::Rsqrt, x) => 1.0 / a(x).sqrt(),
+            InstOp::Unary(UnaryOp::Square, x) => a(x) * a(x),
+            InstOp::Binary(BinaryOp::Add, x, y) => a(x) + a(y),
+            InstOp::Binary(BinaryOp::Sub, x, y) => a(x) - a(y),
+            InstOp::Binary(BinaryOp::Mul, x, y) => a(x) * a(y),
+            InstOp::Binary(BinaryOp::Div, x, y) => a(x) / a(y),
+            InstOp::Cast(x) => a(x),
+            op => panic!("the reference does not evaluate {op:?}"),
+        };
+        v.push(r);
+    }
+    v
+}
+
+/// A kernel's results as f64: per stage its values, then per epilogue output its values.
+struct Outs {
+    stages: Vec<Vec<f64>>,
+    epi: Vec<Vec<f64>>,
+}
+
+/// The number of outputs and of reduced elements per output of `k` over `shape`.
+fn sizes(k: &ReduceKernel, shape: &[usize]) -> (usize, usize) {
+    let kept = shape.len() - k.reduce_rank;
+    (shape[..kept].iter().product(), shape[kept..].iter().product())
+}
+
+/// The full multi-index of reduced element `r` of output `o`.
+fn index(shape: &[usize], rr: usize, o: usize, r: usize) -> Vec<usize> {
+    let rank = shape.len();
+    let mut idx = vec![0usize; rank];
+    let (mut ro, mut rr_) = (o, r);
+    for d in (0..rank).rev() {
+        let rem = if d >= rank - rr { &mut rr_ } else { &mut ro };
+        idx[d] = *rem % shape[d];
+        *rem /= shape[d];
+    }
+    idx
+}
+
+/// Compiles `k` and runs it over `shape` once per row range of `splits` (consecutive, from 0
+/// to the number of outputs), checking after each call that no later output was written.
+fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], splits: &[Range<usize>]) -> Outs {
+    let kern = CpuKernel::compile_reduce(k, "stages").unwrap_or_else(|e| panic!("{e}"));
+    let (n_out, n_red) = sizes(k, shape);
+    let bufs: Vec<Vec<u8>> = inputs.iter().map(bytes).collect();
+    let in_ptrs: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
+    let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
+    let ep_dtypes: Vec<DType> = k.epilogue.iter().flat_map(|ep| ep.outputs.iter().map(|&v| ep.dtype(v))).collect();
+    // Per buffer: its dtype and elements per output.
+    let per: Vec<(DType, usize)> = k.stages.iter().map(|s| (s.output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
+    let mut outs: Vec<Vec<u8>> = per.iter().map(|&(d, n)| vec![0xA5u8; n_out * n * d.size_in_bytes()]).collect();
+    for rows in splits {
+        let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+        let args = kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
+        // SAFETY: the input buffers cover every element their strides reach over `shape`, each
+        // stage's buffer holds `n_out` elements of its output dtype and each epilogue buffer
+        // `n_out·n_red` of its dtype, none overlapping; `rows` lies within `0..n_out`;
+        // `scalars` covers `k.scalars`.
+        unsafe { kern.call(&args) };
+        for (b, &(d, n)) in outs.iter().zip(&per) {
+            let from = rows.end * n * d.size_in_bytes();
+            assert!(b[from..].iter().all(|&x| x == 0xA5), "outputs past row {} were written", rows.end);
+        }
+    }
+    let read = |b: &[u8], d: DType, n: usize| (0..n).map(|i| read_out(b, d, i)).collect::<Vec<f64>>();
+    let n_st = k.stages.len();
+    let stages = outs[..n_st].iter().zip(&k.stages).map(|(b, s)| read(b, s.output, n_out)).collect();
+    let epi = outs[n_st..].iter().zip(&ep_dtypes).map(|(b, &d)| read(b, d, n_out * n_red)).collect();
+    Outs { stages, epi }
+}
+
+/// Runs `k` (rows `0..k` then `k..n`, `k` about a third of the outputs) and checks every stage
+/// and the epilogue against the reference with the tolerances of the module doc. Returns the
+/// results.
+fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], label: &str) -> Outs {
+    let (n_out, n_red) = sizes(k, shape);
+    let mid = n_out.div_ceil(3);
+    let got = run(k, shape, inputs, scalars, &[0..mid, mid..n_out]);
+    let rr = k.reduce_rank;
+    for o in 0..n_out {
+        let mine: Vec<f64> = got.stages.iter().map(|v| v[o]).collect();
+        for (s, st) in k.stages.iter().enumerate() {
+            let rd = st.dtype(st.reduced);
+            let (mut acc, mut abs) = match st.op {
+                ReduceOp::Sum => (0.0, 0.0),
+                ReduceOp::Prod => (1.0, 0.0),
+                ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
+                ReduceOp::Min => (f64::INFINITY, 0.0),
+            };
+            for r in 0..n_red {
+                let idx = index(shape, rr, o, r);
+                let x = eval(&st.insts, &|i| inputs[i].at(&idx), scalars, &mine[..s])[st.reduced as usize];
+                abs += x.abs();
+                acc = match st.op {
+                    ReduceOp::Sum => acc + x,
+                    ReduceOp::Prod => acc * x,
+                    ReduceOp::Max => acc.max(x),
+                    ReduceOp::Min => acc.min(x),
+                };
+            }
+            if let Some(j) = st.scale {
+                acc *= scalars[j as usize];
+                abs *= scalars[j as usize].abs();
+            }
+            let exact = !rd.is_float() || (matches!(st.op, ReduceOp::Max | ReduceOp::Min) && !st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
+            let tol = if exact {
+                0.0
+            } else if rd == DType::F32 || st.output == DType::F32 {
+                4e-6 * abs
+            } else {
+                1e-12 * abs
+            };
+            let g = mine[s];
+            assert!((g - acc).abs() <= tol, "{label}: stage {s}, output {o}: got {g}, want {acc} (tol {tol})");
+        }
+        let Some(ep) = &k.epilogue else { continue };
+        for r in 0..n_red {
+            let idx = index(shape, rr, o, r);
+            let vals = eval(&ep.insts, &|i| inputs[i].at(&idx), scalars, &mine);
+            for (e, &v) in ep.outputs.iter().enumerate() {
+                let d = ep.dtype(v);
+                let want = if d == DType::F32 { vals[v as usize] as f32 as f64 } else { vals[v as usize] };
+                let tol = match d {
+                    DType::F32 => 1e-6 * (1.0 + want.abs()),
+                    DType::F64 => 1e-14 * (1.0 + want.abs()),
+                    _ => 0.0,
+                };
+                let have = got.epi[e][o * n_red + r];
+                assert!((have - want).abs() <= tol, "{label}: epilogue output {e} at output {o}, element {r} {idx:?}: got {have}, want {want} (tol {tol})");
+            }
+        }
+    }
+    got
+}
+
+const SHAPES: [(&[usize], usize); 5] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1)];
+
+/// Every dtype, shape and inner stride of x: calls `f(dtype, shape, rr, x_inner, label)`.
+fn each_case(name: &str, mut f: impl FnMut(DType, &[usize], usize, InnerStride, &str)) {
+    for dtype in [DType::F32, DType::F64] {
+        for (shape, rr) in SHAPES {
+            for x_inner in [InnerStride::Unit, InnerStride::Strided] {
+                f(dtype, shape, rr, x_inner, &format!("{name} {dtype} {shape:?} rr={rr} {x_inner:?}"));
+            }
+        }
+    }
+}
+
+/// A stage reducing `insts`' value `reduced` with `op` into `dtype`.
+fn stage(insts: Vec<Inst>, reduced: u32, op: ReduceOp, dtype: DType, scale: Option<u32>) -> ReduceStage {
+    ReduceStage { insts, reduced, op, output: dtype, scale }
+}
+
+/// Softmax over x (input 0) as one kernel: max, `Σ exp(x - max)`, then `exp(x - max) / Σ`.
+fn softmax_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) -> ReduceKernel {
+    let i = |op| inst(op, dtype);
+    let max = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Max, dtype, None);
+    let sum = stage(vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2))], 3, ReduceOp::Sum, dtype, None);
+    let epilogue = vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2)), i(InstOp::Reduced(1)), i(InstOp::Binary(BinaryOp::Div, 3, 4))];
+    ReduceKernel {
+        rank,
+        reduce_rank: rr,
+        inputs: vec![KernelInput { dtype, inner: x_inner }],
+        scalars: 0,
+        stages: vec![max, sum],
+        epilogue: Some(Epilogue { insts: epilogue, outputs: vec![5] }),
+    }
+}
+
+#[test]
+fn softmax_is_one_kernel() {
+    each_case("softmax", |dtype, shape, rr, x_inner, label| {
+        let k = softmax_kernel(dtype, shape.len(), rr, x_inner);
+        assert_eq!(CpuKernel::compile_reduce(&k, "sm").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 7, false);
+        let got = check(&k, shape, std::slice::from_ref(&x), &[], label);
+        let (n_out, n_red) = sizes(&k, shape);
+        for o in 0..n_out {
+            let want_max = (0..n_red).map(|r| x.at(&index(shape, rr, o, r))).fold(f64::NEG_INFINITY, f64::max);
+            assert_eq!(got.stages[0][o], want_max, "{label}: row {o}'s max");
+            let s: f64 = got.epi[0][o * n_red..(o + 1) * n_red].iter().sum();
+            assert!((s - 1.0).abs() < 1e-4, "{label}: row {o} sums to {s}");
+        }
+    });
+}
+
+/// Layer norm over x (input 0) as one kernel, scalar 0 = 1/n, scalar 1 = eps: the mean, the
+/// variance `Σ (x - mean)² / n`, then `(x - mean)·rsqrt(var + eps)`.
+fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) -> ReduceKernel {
+    let i = |op| inst(op, dtype);
+    let mean = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Sum, dtype, Some(0));
+    let var = stage(vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Square, 2))], 3, ReduceOp::Sum, dtype, Some(0));
+    let epilogue = vec![
+        i(InstOp::Load(0)),
+        i(InstOp::Reduced(0)),
+        i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+        i(InstOp::Reduced(1)),
+        i(InstOp::Scalar(1)),
+        i(InstOp::Binary(BinaryOp::Add, 3, 4)),
+        i(InstOp::Unary(UnaryOp::Rsqrt, 5)),
+        i(InstOp::Binary(BinaryOp::Mul, 2, 6)),
+    ];
+    ReduceKernel {
+        rank,
+        reduce_rank: rr,
+        inputs: vec![KernelInput { dtype, inner: x_inner }],
+        scalars: 2,
+        stages: vec![mean, var],
+        epilogue: Some(Epilogue { insts: epilogue, outputs: vec![7] }),
+    }
+}
+
+#[test]
+fn layer_norm_is_one_kernel() {
+    each_case("layer_norm", |dtype, shape, rr, x_inner, label| {
+        let k = layer_norm_kernel(dtype, shape.len(), rr, x_inner);
+        assert_eq!(CpuKernel::compile_reduce(&k, "ln").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        let (n_out, n_red) = sizes(&k, shape);
+        let eps = 1e-5;
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 3, false);
+        let got = check(&k, shape, std::slice::from_ref(&x), &[1.0 / n_red as f64, eps], label);
+        for o in 0..n_out {
+            let xs: Vec<f64> = (0..n_red).map(|r| x.at(&index(shape, rr, o, r))).collect();
+            let mean = xs.iter().sum::<f64>() / n_red as f64;
+            let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n_red as f64;
+            let ys = &got.epi[0][o * n_red..(o + 1) * n_red];
+            let y_mean = ys.iter().sum::<f64>() / n_red as f64;
+            let y_var = ys.iter().map(|y| (y - y_mean) * (y - y_mean)).sum::<f64>() / n_red as f64;
+            assert!(y_mean.abs() < 1e-4, "{label}: row {o}'s mean is {y_mean}");
+            assert!((y_var - var / (var + eps)).abs() < 1e-3, "{label}: row {o}'s variance is {y_var}");
+        }
+    });
+}
+
+#[test]
+fn cross_entropy_pieces_hoist_per_output_values() {
+    // Over logits x (0) and target probabilities t (1): max, Σ exp(x - max), then
+    // Σ t·(x - max - log Σ) (a third stage reading both; `max + log Σ` is computed once per
+    // output); no epilogue.
+    each_case("cross_entropy", |dtype, shape, rr, x_inner, label| {
+        let mut k = softmax_kernel(dtype, shape.len(), rr, x_inner);
+        k.epilogue = None;
+        k.inputs.push(KernelInput { dtype, inner: x_inner });
+        let i = |op| inst(op, dtype);
+        let nll = vec![
+            i(InstOp::Reduced(1)),
+            i(InstOp::Unary(UnaryOp::Log, 0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(BinaryOp::Add, 2, 1)),
+            i(InstOp::Load(0)),
+            i(InstOp::Binary(BinaryOp::Sub, 4, 3)),
+            i(InstOp::Load(1)),
+            i(InstOp::Binary(BinaryOp::Mul, 6, 5)),
+        ];
+        k.stages.push(stage(nll, 7, ReduceOp::Sum, dtype, None));
+        assert_eq!(CpuKernel::compile_reduce(&k, "ce").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 17, false);
+        let t = make_input(dtype, shape, rr, Lay::Full(x_inner), 19, true);
+        let got = check(&k, shape, &[x, t], &[], label);
+        assert!(got.stages[2].iter().all(|&v| v < 0.0), "{label}: Σ t·log_softmax(x) is negative for positive t");
+    });
+}
+
+#[test]
+fn independent_stages() {
+    // Σ x (input 0) and max y (input 1, its own layout), read by an epilogue x·Reduced(1) -
+    // Reduced(0); and an integer stage (Σ i as i64, input 2) after a float one (the scalar
+    // plan for both: the inputs' dtypes differ).
+    each_case("independent", |dtype, shape, rr, x_inner, label| {
+        let rank = shape.len();
+        let i = |op| inst(op, dtype);
+        let y_inner = if x_inner == InnerStride::Unit { InnerStride::Strided } else { InnerStride::Unit };
+        let inputs = vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: x_inner }];
+        let epilogue = vec![i(InstOp::Load(0)), i(InstOp::Reduced(1)), i(InstOp::Binary(BinaryOp::Mul, 0, 1)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 2, 3))];
+        let k = ReduceKernel {
+            rank,
+            reduce_rank: rr,
+            inputs,
+            scalars: 0,
+            stages: vec![stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Sum, dtype, None), stage(vec![i(InstOp::Load(1))], 0, ReduceOp::Max, dtype, None)],
+            epilogue: Some(Epilogue { insts: epilogue, outputs: vec![4] }),
+        };
+        assert_eq!(CpuKernel::compile_reduce(&k, "ind").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 23, false);
+        let y = make_input(dtype, shape, rr, Lay::Full(x_inner), 29, false);
+        let got = check(&k, shape, &[x, y], &[], label);
+        assert_ne!(got.stages[0], got.stages[1], "{label}");
+
+        let mut k2 = k.clone();
+        k2.epilogue = None;
+        k2.inputs[1].inner = y_inner;
+        k2.inputs.push(KernelInput { dtype: DType::I32, inner: x_inner });
+        k2.stages[1] = stage(vec![inst(InstOp::Load(2), DType::I32), inst(InstOp::Cast(0), DType::I64)], 1, ReduceOp::Sum, DType::I64, None);
+        assert!(!CpuKernel::compile_reduce(&k2, "int").unwrap().is_vectorized(), "{label}");
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 23, false);
+        let y = make_input(dtype, shape, rr, Lay::Full(y_inner), 29, false);
+        let n = make_input(DType::I32, shape, rr, Lay::Full(x_inner), 31, false);
+        check(&k2, shape, &[x, y, n], &[], &format!("{label} int"));
+    });
+}
+
+#[test]
+fn stages_read_only_earlier_stages() {
+    let d = DType::F32;
+    let base = softmax_kernel(d, 2, 1, InnerStride::Unit);
+    assert!(base.validate().is_ok());
+    // Stage 1 reads itself, stage 0 reads stage 1.
+    for (s, n, what) in [(1usize, 1u32, "stage 1 prologue"), (0, 1, "stage 0 prologue"), (0, 0, "stage 0 prologue")] {
+        let mut k = base.clone();
+        let insts = &mut k.stages[s].insts;
+        let r = insts.len() as u32;
+        insts.push(inst(InstOp::Reduced(n), d));
+        insts.push(inst(InstOp::Binary(BinaryOp::Add, 0, r), d));
+        k.stages[s].reduced = r + 1;
+        let e = k.validate().unwrap_err();
+        assert!(e.starts_with(what) && e.contains("stage") && e.contains("Reduced"), "stage {s} reading {n}: {e}");
+        assert!(CpuKernel::compile_reduce(&k, "self").is_err());
+    }
+    // A later stage's value as the wrong dtype; the epilogue reading a stage that isn't there.
+    let mut k = base.clone();
+    k.stages[1].insts[1].dtype = DType::F64;
+    let e = k.validate().unwrap_err();
+    assert!(e.starts_with("stage 1 prologue") && e.contains("reduced value of stage 0") && e.contains(&DType::F32.to_string()), "{e}");
+    let mut k = base.clone();
+    k.stages[0].output = DType::F64;
+    let e = k.validate().unwrap_err();
+    assert!(e.starts_with("stage 1 prologue") && e.contains(&DType::F64.to_string()), "{e}");
+    let mut k = base.clone();
+    k.epilogue.as_mut().unwrap().insts[4].op = InstOp::Reduced(2);
+    let e = k.validate().unwrap_err();
+    assert!(e.starts_with("epilogue") && e.contains("stage 2"), "{e}");
+    let mut k = base.clone();
+    k.epilogue.as_mut().unwrap().insts[4].dtype = DType::F64;
+    assert!(k.validate().unwrap_err().starts_with("epilogue"));
+    // Per-stage rules: scale, random draws, no stages at all.
+    let mut k = base.clone();
+    k.stages[1].scale = Some(0);
+    let e = k.validate().unwrap_err();
+    assert!(e.starts_with("stage 1 prologue") && e.contains("scale"), "{e}");
+    let mut k = base.clone();
+    k.scalars = 4;
+    k.stages[1].insts[0] = inst(InstOp::Rand { dist: kiln_codegen::ir::RandDist::Uniform, params: 0 }, d);
+    let e = k.validate().unwrap_err();
+    assert!(e.starts_with("stage 1 prologue") && e.contains("random"), "{e}");
+    let mut k = base.clone();
+    k.stages.clear();
+    k.epilogue = None;
+    assert!(k.validate().unwrap_err().contains("at least one stage"));
+    // Reduced stays refused in elementwise kernels.
+    let ew = base.stage_prologue(1);
+    assert!(ew.validate().unwrap_err().contains("Reduced"));
+    assert!(base.stage_prologue(0).validate().is_ok());
+}
+
+#[test]
+fn every_stage_is_part_of_the_hash() {
+    let d = DType::F32;
+    let base = softmax_kernel(d, 2, 1, InnerStride::Unit);
+    let mut variants = vec![base.clone()];
+    let mut push = |f: &dyn Fn(&mut ReduceKernel)| {
+        let mut k = base.clone();
+        f(&mut k);
+        variants.push(k);
+    };
+    push(&|k| k.stages[1].op = ReduceOp::Max);
+    push(&|k| k.stages[1].insts[3].op = InstOp::Unary(UnaryOp::Square, 2));
+    push(&|k| k.stages[1].reduced = 2);
+    push(&|k| k.stages[1].output = DType::F64);
+    push(&|k| {
+        k.scalars = 1;
+        k.stages[1].scale = Some(0);
+    });
+    push(&|k| k.stages[0].op = ReduceOp::Min);
+    push(&|k| k.stages.swap(0, 1));
+    push(&|k| k.stages.push(k.stages[1].clone()));
+    push(&|k| k.epilogue.as_mut().unwrap().insts[4].op = InstOp::Reduced(0));
+    let hashes: Vec<u64> = variants.iter().map(|k| k.structural_hash()).collect();
+    for i in 0..hashes.len() {
+        for j in i + 1..hashes.len() {
+            assert_ne!(hashes[i], hashes[j], "variants {i} and {j}");
+        }
+    }
+    assert_eq!(base.structural_hash(), base.clone().structural_hash());
+}
