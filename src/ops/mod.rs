@@ -29,7 +29,7 @@ mod cat;
 mod compare;
 mod index;
 mod matmul;
-mod pick;
+pub(crate) mod pick;
 mod reduce;
 mod softmax;
 mod sort;

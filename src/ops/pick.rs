@@ -12,16 +12,18 @@
 //! difference: a picked `-0.0` comes out `+0.0`), and the other elements, even NaN or
 //! infinite, are never read into it.
 //!
-//! The index values are checked when the pick is captured, as the eager kernel checks them;
-//! a lazy index is realized for that (a graph break).
+//! The index values are checked when the pick is captured, as the eager kernel checks them,
+//! so only a realized index (an input of the step) is captured this way: a lazy one could not
+//! be checked without a graph break, and its gather stays the index kernel. Callers that have
+//! checked their index already (cross-entropy's targets) call [`masked_pick`] directly.
 
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::{DType, Device};
 
 /// The captured form of `x.gather(d, index)` when capture is on and the gather is a pick along
-/// the last dim (see the module docs); `None` when it is not one (the caller runs the index
-/// kernel). `index` is int64.
+/// the last dim by a realized index (see the module docs); `None` when it is not one (the
+/// caller runs the index kernel). `index` is int64.
 #[track_caller]
 pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Option<Result<Tensor>> {
     let last = x.dim().checked_sub(1)?;
@@ -31,16 +33,28 @@ pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tens
         && d == last
         && index.dim() == x.dim()
         && index.shape()[last] == 1
-        && index.shape()[..last] == x.shape()[..last];
-    is_pick.then(|| pick(op, x, last, index))
+        && index.shape()[..last] == x.shape()[..last]
+        && !index.cell().capture.is_lazy();
+    is_pick.then(|| checked_pick(op, x, last, index))
 }
 
 #[track_caller]
-fn pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor> {
+fn checked_pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor> {
     let classes = x.shape()[d];
     if let Some(bad) = index.try_to_vec::<i64>()?.into_iter().find(|&i| i < 0 || i >= classes as i64) {
         bail!(op, Index, "index {bad} is out of bounds for dimension {d} with size {classes}");
     }
-    let hit = Tensor::arange(classes as i64).try_eq(index)?;
+    masked_pick(x, d, index)
+}
+
+/// `where(arange(C) == index, x, 0)` summed over dim `d` (kept, size 1), `C` being `x`'s size
+/// there: `x.gather(d, index)` for an int64 `index` of `x`'s shape but size 1 along `d`, whose
+/// values are in `[0, C)`; a row whose index is outside that range gives 0 (unchecked).
+#[track_caller]
+pub(crate) fn masked_pick(x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor> {
+    let classes = x.shape()[d];
+    let mut iota_shape = vec![1i64; x.dim() - d];
+    iota_shape[0] = classes as i64;
+    let hit = Tensor::arange(classes as i64).try_reshape(&iota_shape)?.try_eq(index)?;
     Tensor::try_where(&hit, x, 0.0)?.try_sum_dim(d as i64, true)
 }

@@ -373,7 +373,14 @@ fn nll_parts(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_in
     let cd = class_dim(input) as i64;
     let ignored = target.try_eq(ignore_index)?;
     let safe = target.masked_fill(&ignored, 0i64);
-    let picked = input.try_gather(cd, &safe.unsqueeze(cd))?.squeeze_dim(cd);
+    // Inside a compiled step, a pick along the last dim is a masked sum that fuses (the
+    // targets are checked already); see `ops/pick.rs`.
+    let picked = if crate::capture::is_active() && cd as usize + 1 == input.dim() {
+        crate::ops::pick::masked_pick(input, cd as usize, &safe.unsqueeze(cd))?
+    } else {
+        input.try_gather(cd, &safe.unsqueeze(cd))?
+    };
+    let picked = picked.squeeze_dim(cd);
     let keep = ignored.logical_not().try_to_dtype(input.dtype())?;
     let target_weight = match weight {
         Some(w) => w.try_index_select(0, &safe.flatten(0, -1))?.try_reshape(&shape_i64(target.shape()))? * keep,
