@@ -21,98 +21,11 @@ use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
-use std::ops::Range;
 
 mod common;
-use common::{bytes, kernel_args, layout, make_input, read_out, Input, Lay};
+use common::reduce_run::{eval, index, inst, run, sizes, Outs};
+use common::{layout, make_input, Input, Lay};
 
-fn inst(op: InstOp, dtype: DType) -> Inst {
-    Inst { op, dtype }
-}
-
-/// The reference of `insts` at one element, in f64 (exact for the integers used), with
-/// `reduced` as [`InstOp::Reduced`]`(0)`; per instruction, its value.
-fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduced: f64) -> Vec<f64> {
-    let mut v: Vec<f64> = Vec::new();
-    for i in insts {
-        let a = |x: u32| v[x as usize];
-        let r = match i.op {
-            InstOp::Load(n) => load(n as usize),
-            InstOp::Scalar(j) => scalars[j as usize],
-            InstOp::Const(c) => c,
-            InstOp::Reduced(0) => reduced,
-            InstOp::Unary(UnaryOp::Exp, x) => a(x).exp(),
-            InstOp::Unary(UnaryOp::Log, x) => a(x).ln(),
-            InstOp::Unary(UnaryOp::Rsqrt, x) => 1.0 / a(x).sqrt(),
-            InstOp::Unary(UnaryOp::Square, x) => a(x) * a(x),
-            InstOp::Binary(BinaryOp::Add, x, y) => a(x) + a(y),
-            InstOp::Binary(BinaryOp::Sub, x, y) => a(x) - a(y),
-            InstOp::Binary(BinaryOp::Mul, x, y) => a(x) * a(y),
-            InstOp::Binary(BinaryOp::Div, x, y) => a(x) / a(y),
-            InstOp::Cmp(CmpOp::Gt, x, y) => (a(x) > a(y)) as i64 as f64,
-            InstOp::Cast(x) => a(x),
-            op => panic!("the reference does not evaluate {op:?}"),
-        };
-        v.push(r);
-    }
-    v
-}
-
-/// A kernel's results as f64: the reduced values, then per epilogue output its values.
-struct Outs {
-    reduced: Vec<f64>,
-    epi: Vec<Vec<f64>>,
-}
-
-/// The number of outputs and of reduced elements per output of `k` over `shape`.
-fn sizes(k: &ReduceKernel, shape: &[usize]) -> (usize, usize) {
-    let kept = shape.len() - k.reduce_rank;
-    (shape[..kept].iter().product(), shape[kept..].iter().product())
-}
-
-/// The full multi-index of reduced element `r` of output `o`.
-fn index(shape: &[usize], rr: usize, o: usize, r: usize) -> Vec<usize> {
-    let rank = shape.len();
-    let mut idx = vec![0usize; rank];
-    let (mut ro, mut rr_) = (o, r);
-    for d in (0..rank).rev() {
-        let rem = if d >= rank - rr { &mut rr_ } else { &mut ro };
-        idx[d] = *rem % shape[d];
-        *rem /= shape[d];
-    }
-    idx
-}
-
-/// Compiles `k` and runs it over `shape` once per row range of `splits` (consecutive, from 0
-/// to the number of outputs), checking after each call that no later output was written.
-fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], splits: &[Range<usize>]) -> Outs {
-    let kern = CpuKernel::compile_reduce(k, "epi").unwrap_or_else(|e| panic!("{e}"));
-    let (n_out, n_red) = sizes(k, shape);
-    let bufs: Vec<Vec<u8>> = inputs.iter().map(bytes).collect();
-    let in_ptrs: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
-    let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
-    let ep_dtypes: Vec<DType> = k.epilogue.iter().flat_map(|ep| ep.outputs.iter().map(|&v| ep.dtype(v))).collect();
-    // Per buffer: its dtype and elements per output.
-    let per: Vec<(DType, usize)> = std::iter::once((k.stages[0].output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
-    let mut outs: Vec<Vec<u8>> = per.iter().map(|&(d, n)| vec![0xA5u8; n_out * n * d.size_in_bytes()]).collect();
-    for rows in splits {
-        let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|b| b.as_mut_ptr()).collect();
-        let args = kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
-        // SAFETY: the input buffers cover every element their strides reach over `shape`, the
-        // reduced-value buffer holds `n_out` elements and each epilogue buffer `n_out·n_red` of
-        // its dtype, none overlapping; `rows` lies within `0..n_out`; `scalars` covers
-        // `k.scalars`.
-        unsafe { kern.call(&args) };
-        for (b, &(d, n)) in outs.iter().zip(&per) {
-            let from = rows.end * n * d.size_in_bytes();
-            assert!(b[from..].iter().all(|&x| x == 0xA5), "outputs past row {} were written", rows.end);
-        }
-    }
-    let read = |b: &[u8], d: DType, n: usize| (0..n).map(|i| read_out(b, d, i)).collect::<Vec<f64>>();
-    let reduced = read(&outs[0], k.stages[0].output, n_out);
-    let epi = outs[1..].iter().zip(&ep_dtypes).map(|(b, &d)| read(b, d, n_out * n_red)).collect();
-    Outs { reduced, epi }
-}
 
 /// Runs `k` (rows `0..k` then `k..n`, `k` about a third of the outputs) and checks it
 /// against the reference with the tolerances of the module doc. Returns the results.
@@ -133,7 +46,7 @@ fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], l
         };
         for r in 0..n_red {
             let idx = index(shape, rr, o, r);
-            let x = eval(&st.insts, &|i| inputs[i].at(&idx), scalars, f64::NAN)[st.reduced as usize];
+            let x = eval(&st.insts, &|i| inputs[i].at(&idx), scalars, &[])[st.reduced as usize];
             abs += x.abs();
             acc = match st.op {
                 ReduceOp::Sum => acc + x,
@@ -148,12 +61,12 @@ fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], l
         }
         let exact = !rd.is_float() || (matches!(st.op, ReduceOp::Max | ReduceOp::Min) && !st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
         let tol = if exact { 0.0 } else if f32ish(rd) || f32ish(st.output) { 4e-6 * abs } else { 1e-12 * abs };
-        let g = got.reduced[o];
+        let g = got.stages[0][o];
         assert!((g - acc).abs() <= tol, "{label}: output {o}: got {g}, want {acc} (tol {tol})");
         let Some(ep) = &k.epilogue else { continue };
         for r in 0..n_red {
             let idx = index(shape, rr, o, r);
-            let vals = eval(&ep.insts, &|i| inputs[i].at(&idx), scalars, g);
+            let vals = eval(&ep.insts, &|i| inputs[i].at(&idx), scalars, &[g]);
             for (e, &v) in ep.outputs.iter().enumerate() {
                 let d = ep.dtype(v);
                 let want = if d == DType::F32 { vals[v as usize] as f32 as f64 } else { vals[v as usize] };
@@ -206,7 +119,7 @@ fn softmax_family(name: &str, tail: impl Fn(&mut Vec<Inst>) -> u32 + Copy, sums_
                 let rank = shape.len();
                 let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 7, false);
                 let k1 = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Max);
-                let m = check(&k1, shape, std::slice::from_ref(&x), &[], &format!("{label} max")).reduced;
+                let m = check(&k1, shape, std::slice::from_ref(&x), &[], &format!("{label} max")).stages.swap_remove(0);
                 let m = per_output(m, dtype, shape, rr);
                 let k2 = softmax_kernel(dtype, rank, rr, x_inner, tail);
                 assert_eq!(CpuKernel::compile_reduce(&k2, "sm").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
@@ -301,7 +214,7 @@ fn layer_norm_scales_and_shifts_in_the_reduction_kernel() {
                 let mut k0 = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Sum);
                 k0.scalars = 1;
                 k0.stages[0].scale = Some(0);
-                let mean = check(&k0, shape, std::slice::from_ref(&x), &[inv_n], &format!("{label} mean")).reduced;
+                let mean = check(&k0, shape, std::slice::from_ref(&x), &[inv_n], &format!("{label} mean")).stages.swap_remove(0);
                 let mean = per_output(mean, dtype, shape, rr);
                 let w = make_input(dtype, shape, rr, Lay::OverReduced, 11, true);
                 let b = make_input(dtype, shape, rr, Lay::OverReduced, 13, false);
@@ -393,7 +306,7 @@ fn empty_reductions_write_only_the_identity() {
     let x = make_input(d, &shape, 1, Lay::Full(InnerStride::Unit), 1, false);
     let m = per_output(vec![0.0; 3], d, &shape, 1);
     let got = run(&k, &shape, &[x, m], &[], &[0..1, 1..3]);
-    assert_eq!(got.reduced, vec![0.0; 3]);
+    assert_eq!(got.stages[0], vec![0.0; 3]);
     assert!(got.epi[0].is_empty());
     k.epilogue.as_mut().unwrap().outputs.push(0);
     let x = make_input(d, &shape, 1, Lay::Full(InnerStride::Unit), 1, false);

@@ -24,98 +24,11 @@ use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
 use kiln_runtime::op_kind::{BinaryOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
-use std::ops::Range;
 
 mod common;
-use common::{bytes, kernel_args, make_input, read_out, Input, Lay};
+use common::reduce_run::{eval, index, inst, run, sizes, Outs};
+use common::{make_input, Input, Lay};
 
-fn inst(op: InstOp, dtype: DType) -> Inst {
-    Inst { op, dtype }
-}
-
-/// The reference of `insts` at one element, in f64 (exact for the integers used), with
-/// `reduced[s]` as [`InstOp::Reduced`]`(s)`; per instruction, its value.
-fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduced: &[f64]) -> Vec<f64> {
-    let mut v: Vec<f64> = Vec::new();
-    for i in insts {
-        let a = |x: u32| v[x as usize];
-        let r = match i.op {
-            InstOp::Load(n) => load(n as usize),
-            InstOp::Scalar(j) => scalars[j as usize],
-            InstOp::Const(c) => c,
-            InstOp::Reduced(s) => reduced[s as usize],
-            InstOp::Unary(UnaryOp::Exp, x) => a(x).exp(),
-            InstOp::Unary(UnaryOp::Log, x) => a(x).ln(),
-            InstOp::Unary(UnaryOp::Rsqrt, x) => 1.0 / a(x).sqrt(),
-            InstOp::Unary(UnaryOp::Square, x) => a(x) * a(x),
-            InstOp::Binary(BinaryOp::Add, x, y) => a(x) + a(y),
-            InstOp::Binary(BinaryOp::Sub, x, y) => a(x) - a(y),
-            InstOp::Binary(BinaryOp::Mul, x, y) => a(x) * a(y),
-            InstOp::Binary(BinaryOp::Div, x, y) => a(x) / a(y),
-            InstOp::Cast(x) => a(x),
-            op => panic!("the reference does not evaluate {op:?}"),
-        };
-        v.push(r);
-    }
-    v
-}
-
-/// A kernel's results as f64: per stage its values, then per epilogue output its values.
-struct Outs {
-    stages: Vec<Vec<f64>>,
-    epi: Vec<Vec<f64>>,
-}
-
-/// The number of outputs and of reduced elements per output of `k` over `shape`.
-fn sizes(k: &ReduceKernel, shape: &[usize]) -> (usize, usize) {
-    let kept = shape.len() - k.reduce_rank;
-    (shape[..kept].iter().product(), shape[kept..].iter().product())
-}
-
-/// The full multi-index of reduced element `r` of output `o`.
-fn index(shape: &[usize], rr: usize, o: usize, r: usize) -> Vec<usize> {
-    let rank = shape.len();
-    let mut idx = vec![0usize; rank];
-    let (mut ro, mut rr_) = (o, r);
-    for d in (0..rank).rev() {
-        let rem = if d >= rank - rr { &mut rr_ } else { &mut ro };
-        idx[d] = *rem % shape[d];
-        *rem /= shape[d];
-    }
-    idx
-}
-
-/// Compiles `k` and runs it over `shape` once per row range of `splits` (consecutive, from 0
-/// to the number of outputs), checking after each call that no later output was written.
-fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], splits: &[Range<usize>]) -> Outs {
-    let kern = CpuKernel::compile_reduce(k, "stages").unwrap_or_else(|e| panic!("{e}"));
-    let (n_out, n_red) = sizes(k, shape);
-    let bufs: Vec<Vec<u8>> = inputs.iter().map(bytes).collect();
-    let in_ptrs: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
-    let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
-    let ep_dtypes: Vec<DType> = k.epilogue.iter().flat_map(|ep| ep.outputs.iter().map(|&v| ep.dtype(v))).collect();
-    // Per buffer: its dtype and elements per output.
-    let per: Vec<(DType, usize)> = k.stages.iter().map(|s| (s.output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
-    let mut outs: Vec<Vec<u8>> = per.iter().map(|&(d, n)| vec![0xA5u8; n_out * n * d.size_in_bytes()]).collect();
-    for rows in splits {
-        let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|b| b.as_mut_ptr()).collect();
-        let args = kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
-        // SAFETY: the input buffers cover every element their strides reach over `shape`, each
-        // stage's buffer holds `n_out` elements of its output dtype and each epilogue buffer
-        // `n_out·n_red` of its dtype, none overlapping; `rows` lies within `0..n_out`;
-        // `scalars` covers `k.scalars`.
-        unsafe { kern.call(&args) };
-        for (b, &(d, n)) in outs.iter().zip(&per) {
-            let from = rows.end * n * d.size_in_bytes();
-            assert!(b[from..].iter().all(|&x| x == 0xA5), "outputs past row {} were written", rows.end);
-        }
-    }
-    let read = |b: &[u8], d: DType, n: usize| (0..n).map(|i| read_out(b, d, i)).collect::<Vec<f64>>();
-    let n_st = k.stages.len();
-    let stages = outs[..n_st].iter().zip(&k.stages).map(|(b, s)| read(b, s.output, n_out)).collect();
-    let epi = outs[n_st..].iter().zip(&ep_dtypes).map(|(b, &d)| read(b, d, n_out * n_red)).collect();
-    Outs { stages, epi }
-}
 
 /// Runs `k` (rows `0..k` then `k..n`, `k` about a third of the outputs) and checks every stage
 /// and the epilogue against the reference with the tolerances of the module doc. Returns the

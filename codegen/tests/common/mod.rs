@@ -6,6 +6,7 @@
 // Each test binary uses its own subset.
 #![allow(dead_code)]
 
+pub mod reduce_run;
 pub mod reference;
 
 use kiln_codegen::kernel::{InnerStride, KernelArgs};
