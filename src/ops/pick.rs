@@ -50,11 +50,20 @@ fn checked_pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Resul
 /// `where(arange(C) == index, x, 0)` summed over dim `d` (kept, size 1), `C` being `x`'s size
 /// there: `x.gather(d, index)` for an int64 `index` of `x`'s shape but size 1 along `d`, whose
 /// values are in `[0, C)`; a row whose index is outside that range gives 0 (unchecked).
+///
+/// The comparison is made in `x`'s float dtype when that is exact (fewer than 2^24 classes for
+/// f32: every integer up to there is a float, and no other integer rounds into `[0, C)`), so
+/// the fused kernels read only floats and stay on the vector plan; otherwise in int64.
 #[track_caller]
 pub(crate) fn masked_pick(x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor> {
     let classes = x.shape()[d];
-    let mut iota_shape = vec![1i64; x.dim() - d];
-    iota_shape[0] = classes as i64;
-    let hit = Tensor::arange(classes as i64).try_reshape(&iota_shape)?.try_eq(index)?;
+    let mut iota_shape = vec![1usize; x.dim() - d];
+    iota_shape[0] = classes;
+    let (iota, index) = match x.dtype() {
+        DType::F32 if classes <= 1 << 24 => (Tensor::from_vec((0..classes).map(|c| c as f32).collect(), &iota_shape), index.try_to_dtype(DType::F32)?),
+        DType::F64 => (Tensor::from_vec((0..classes).map(|c| c as f64).collect(), &iota_shape), index.try_to_dtype(DType::F64)?),
+        _ => (Tensor::from_vec((0..classes as i64).collect(), &iota_shape), index.clone()),
+    };
+    let hit = iota.try_eq(&index)?;
     Tensor::try_where(&hit, x, 0.0)?.try_sum_dim(d as i64, true)
 }
