@@ -107,6 +107,12 @@ fn each_case(name: &str, mut f: impl FnMut(DType, &[usize], usize, InnerStride, 
     }
 }
 
+/// Whether a kernel whose stages or epilogue compute an exp per element walks its rows in tiles
+/// that call the slice routine (`cpu/tiles.rs`): f32 on the vector plan, one reduced dim.
+fn tiles(dtype: DType, rr: usize, x_inner: InnerStride) -> bool {
+    dtype == DType::F32 && rr == 1 && x_inner == InnerStride::Unit
+}
+
 /// A stage reducing `insts`' value `reduced` with `op` into `dtype`.
 fn stage(insts: Vec<Inst>, reduced: u32, op: ReduceOp, dtype: DType, scale: Option<u32>) -> ReduceStage {
     ReduceStage { insts, reduced, op, output: dtype, scale }
@@ -132,7 +138,9 @@ fn softmax_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) ->
 fn softmax_is_one_kernel() {
     each_case("softmax", |dtype, shape, rr, x_inner, label| {
         let k = softmax_kernel(dtype, shape.len(), rr, x_inner);
-        assert_eq!(CpuKernel::compile_reduce(&k, "sm").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        let ck = CpuKernel::compile_reduce(&k, "sm").unwrap();
+        assert_eq!(ck.is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        assert_eq!(ck.is_tiled(), tiles(dtype, rr, x_inner), "{label}");
         let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 7, false);
         let got = check(&k, shape, std::slice::from_ref(&x), &[], label);
         let (n_out, n_red) = sizes(&k, shape);
@@ -194,6 +202,28 @@ fn layer_norm_is_one_kernel() {
 }
 
 #[test]
+fn a_per_output_exp_is_computed_once_not_tiled() {
+    // max, then the epilogue x · exp(max): the exp has one value per output, so it is hoisted
+    // out of the loop and is no tile stage.
+    each_case("per-output exp", |dtype, shape, rr, x_inner, label| {
+        let i = |op| inst(op, dtype);
+        let max = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Max, dtype, None);
+        let epilogue = vec![i(InstOp::Reduced(0)), i(InstOp::Unary(UnaryOp::Exp, 0)), i(InstOp::Load(0)), i(InstOp::Binary(BinaryOp::Mul, 2, 1))];
+        let k = ReduceKernel {
+            rank: shape.len(),
+            reduce_rank: rr,
+            inputs: vec![KernelInput { dtype, inner: x_inner }],
+            scalars: 0,
+            stages: vec![max],
+            epilogue: Some(Epilogue { insts: epilogue, outputs: vec![3] }),
+        };
+        assert!(!CpuKernel::compile_reduce(&k, "pox").unwrap().is_tiled(), "{label}");
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 23, false);
+        check(&k, shape, &[x], &[], label);
+    });
+}
+
+#[test]
 fn cross_entropy_pieces_hoist_per_output_values() {
     // Over logits x (0) and target probabilities t (1): max, Σ exp(x - max), then
     // Σ t·(x - max - log Σ) (a third stage reading both; `max + log Σ` is computed once per
@@ -214,7 +244,9 @@ fn cross_entropy_pieces_hoist_per_output_values() {
             i(InstOp::Binary(BinaryOp::Mul, 6, 5)),
         ];
         k.stages.push(stage(nll, 7, ReduceOp::Sum, dtype, None));
-        assert_eq!(CpuKernel::compile_reduce(&k, "ce").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        let ck = CpuKernel::compile_reduce(&k, "ce").unwrap();
+        assert_eq!(ck.is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        assert_eq!(ck.is_tiled(), tiles(dtype, rr, x_inner), "{label}");
         let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 17, false);
         let t = make_input(dtype, shape, rr, Lay::Full(x_inner), 19, true);
         let got = check(&k, shape, &[x, t], &[], label);

@@ -10,7 +10,7 @@
 
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
-use super::tiles;
+use super::tiles::{self, TileBody};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
@@ -269,11 +269,12 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
         clif_type(i.dtype)?;
     }
     let plan = plan(k, &live);
-    let tiling = if tile { tiles::tiling(k, &live, plan) } else { None };
     let vty = match plan {
         Plan::Vector(t) => Some(t),
         Plan::Scalar => None,
     };
+    let body = TileBody { inputs: &k.inputs, insts: &k.insts, roots: &k.outputs };
+    let tiling = if tile { tiles::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
     let ptr = module.target_config().pointer_type();
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
@@ -317,7 +318,23 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
     }
     let index0 = draws.iter().any(Option::is_some).then(|| cx.b.ins().iadd(a.index_base, row_elems));
     if let Some(t) = &tiling {
-        tiles::emit_row(&mut cx, k, t, &sp, a.scalars_p, &in_ptr, &out_ptr)?;
+        let sizes: Vec<i64> = k.outputs.iter().map(|&o| k.dtype(o).size_in_bytes() as i64).collect();
+        let scalars_p = a.scalars_p;
+        tiles::emit_row(
+            &mut cx,
+            &body,
+            t,
+            &sp,
+            &in_ptr,
+            &out_ptr,
+            &sizes,
+            tiles::UNROLL,
+            |cx, live| emit_pre(cx, &k.insts, live, scalars_p, vty),
+            |cx, r, j, _, _, vals| {
+                store_outputs(cx, k, r, j, vals);
+                Ok(())
+            },
+        )?;
     } else {
         let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1, draws: &draws, index0 };
         emit_runs(&mut cx, &sp, &pass, &in_ptr, |_, _| out_ptr, |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt))?;
@@ -426,50 +443,47 @@ pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Va
 /// The per-output form of `pre` (from [`emit_pre`]) for a pass over one output of a reduction
 /// kernel (a later stage's prologue or the epilogue), emitted in the current block: each live
 /// [`InstOp::Reduced`]`(s)` is `reduced[s]` (that stage's converted value for this output), and
-/// each live non-Bool unary, binary or cast instruction whose operands are all known (constants,
-/// scalars, stage values and values of those alone: log_softmax's `log Σ`, layer norm's
+/// each live instruction [`per_output_known`] marks (log_softmax's `log Σ`, layer norm's
 /// `rsqrt(var + eps)`) is computed here, once per output; with `vty`, each is splatted too.
 pub(crate) fn per_output_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], pre: &PerValue, vty: Option<Type>, reduced: &[Value]) -> Result<PerValue, String> {
+    let known = per_output_known(insts);
     let mut pre = pre.clone();
     for (n, inst) in insts.iter().enumerate() {
-        if !live[n] {
+        if !live[n] || !known[n] || pre.0[n].is_some() {
             continue;
         }
-        let value = match inst.op {
-            InstOp::Reduced(s) => Some(reduced[s as usize]),
-            _ => hoisted(cx, insts, &pre.0, n)?,
+        let k = |v: Val| pre.0[v as usize].expect("known operands are computed first");
+        let s = match inst.op {
+            InstOp::Reduced(s) => reduced[s as usize],
+            InstOp::Unary(op, a) => cx.unary(op, inst.dtype, k(a))?,
+            InstOp::Binary(op, a, b) => cx.binary(op, inst.dtype, k(a), k(b))?,
+            InstOp::Cast(a) => cx.cast(k(a), insts[a as usize].dtype, inst.dtype)?,
+            _ => unreachable!("emit_pre computed the live constants and scalars"),
         };
-        if let Some(s) = value {
-            pre.0[n] = Some(s);
-            pre.1[n] = vty.map(|vt| cx.b.ins().splat(vt, s));
-        }
+        let s = if matches!(inst.op, InstOp::Reduced(_)) { s } else { cx.pinned(s) };
+        pre.0[n] = Some(s);
+        pre.1[n] = vty.map(|vt| cx.b.ins().splat(vt, s));
     }
     Ok(pre)
 }
 
-/// Instruction `n` of `insts` computed once, when it is a non-Bool unary, binary or cast op
-/// whose operands are all known (`known[v]` is `Some`); `None` otherwise.
-fn hoisted(cx: &mut Cx, insts: &[Inst], known: &[Option<Value>], n: usize) -> Result<Option<Value>, String> {
-    let inst = insts[n];
-    if inst.dtype == DType::Bool {
-        return Ok(None);
+/// Per instruction of a reduction kernel's later stage or epilogue, whether it has one value
+/// per output: constants, scalars, stage values, and non-Bool unary, binary and cast
+/// instructions of those alone ([`per_output_pre`] computes them before the loops).
+pub(crate) fn per_output_known(insts: &[Inst]) -> Vec<bool> {
+    let mut known = vec![false; insts.len()];
+    for (n, inst) in insts.iter().enumerate() {
+        let k = |v: Val| known[v as usize];
+        known[n] = match inst.op {
+            InstOp::Const(_) | InstOp::Scalar(_) | InstOp::Reduced(_) => true,
+            _ if inst.dtype == DType::Bool => false,
+            InstOp::Unary(_, a) => k(a),
+            InstOp::Binary(_, a, b) => k(a) && k(b),
+            InstOp::Cast(a) => insts[a as usize].dtype != DType::Bool && k(a),
+            _ => false,
+        };
     }
-    let known = |v: Val| known[v as usize];
-    Ok(match inst.op {
-        InstOp::Unary(op, a) => match known(a) {
-            Some(x) => Some(cx.unary(op, inst.dtype, x)?),
-            None => None,
-        },
-        InstOp::Binary(op, a, b) => match (known(a), known(b)) {
-            (Some(x), Some(y)) => Some(cx.binary(op, inst.dtype, x, y)?),
-            _ => None,
-        },
-        InstOp::Cast(a) if insts[a as usize].dtype != DType::Bool => match known(a) {
-            Some(x) => Some(cx.cast(x, insts[a as usize].dtype, inst.dtype)?),
-            None => None,
-        },
-        _ => None,
-    })
+    known
 }
 
 /// The four f64 scalars of each live [`InstOp::Rand`]'s draw, loaded once per call.

@@ -13,9 +13,10 @@
 //!
 //! [`InstOp::Reduced`]: crate::kernel::InstOp::Reduced
 
-use super::emit::{emit_element, emit_pre, live_set, per_output_pre, plan, PerValue, Plan};
+use super::emit::{emit_element, emit_pre, live_set, per_output_known, per_output_pre, plan, store_outputs, PerValue, Plan};
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
+use super::tiles::{self, TileBody, Tiling};
 use crate::kernel::{ElementwiseKernel, Epilogue, ReduceKernel};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
 
@@ -29,6 +30,9 @@ pub(crate) struct EpiloguePass {
     vty: Option<Type>,
     /// Its constants and run-time scalars, converted once (and splatted).
     pre: PerValue,
+    /// How its rows are tiled, when its transcendentals run as slice routines
+    /// ([`super::tiles`]; softmax's `exp(x - max)`).
+    tiling: Option<Tiling>,
 }
 
 impl EpiloguePass {
@@ -47,7 +51,14 @@ impl EpiloguePass {
             Plan::Scalar => None,
         };
         let pre = emit_pre(cx, &ek.insts, &live, scalars_p, vty)?;
-        Ok(EpiloguePass { ek, live, vty, pre })
+        let body = TileBody { inputs: &ek.inputs, insts: &ek.insts, roots: &ek.outputs };
+        let tiling = if k.reduce_rank == 1 { tiles::tiling(&body, &live, vty, &per_output_known(&ek.insts)) } else { None };
+        Ok(EpiloguePass { ek, live, vty, pre, tiling })
+    }
+
+    /// True when its rows are tiled.
+    pub(crate) fn is_tiled(&self) -> bool {
+        self.tiling.is_some()
     }
 
     /// Emits the pass for output `row` (in the current block, after every stage's value is
@@ -55,7 +66,6 @@ impl EpiloguePass {
     /// addresses at the output's outer index, `out_base` the epilogue's output pointers. Leaves
     /// the builder in a new block after the loops.
     pub(crate) fn emit(&self, cx: &mut Cx, sp: &Space, base: &[Value], row: Value, reduced: &[Value], out_base: &[Value]) -> Result<(), String> {
-        let pre = per_output_pre(cx, &self.ek.insts, &self.live, &self.pre, self.vty, reduced)?;
         // Run m of this output starts at element (row·n_mid + m)·inner of each output.
         let first_run = cx.b.ins().imul(row, sp.n_mid);
         let inner = sp.inner();
@@ -71,6 +81,19 @@ impl EpiloguePass {
                 })
                 .collect()
         };
+        if let Some(t) = &self.tiling {
+            // One reduced dim: the output's row is one run.
+            let zero = cx.b.ins().iconst(sp.ptr, 0);
+            let out_ptr = out_ptrs(cx, zero);
+            let sizes: Vec<i64> = self.ek.outputs.iter().map(|&o| self.ek.dtype(o).size_in_bytes() as i64).collect();
+            let body = TileBody { inputs: &self.ek.inputs, insts: &self.ek.insts, roots: &self.ek.outputs };
+            let pre = |cx: &mut Cx, live: &[bool]| per_output_pre(cx, &self.ek.insts, live, &self.pre, self.vty, reduced);
+            return tiles::emit_row(cx, &body, t, sp, base, &out_ptr, &sizes, tiles::UNROLL, pre, |cx, r, j, _, _, vals| {
+                store_outputs(cx, &self.ek, r, j, vals);
+                Ok(())
+            });
+        }
+        let pre = per_output_pre(cx, &self.ek.insts, &self.live, &self.pre, self.vty, reduced)?;
         let pass = Pass { inputs: &self.ek.inputs, insts: &self.ek.insts, pre: &pre, vty: self.vty, unroll: 1, draws: &[], index0: None };
         emit_runs(cx, sp, &pass, base, out_ptrs, |cx, r, j, vt, _| emit_element(cx, &self.ek, &self.live, r, j, vt))
     }

@@ -89,7 +89,7 @@ impl CpuKernel {
     pub fn compile_reduce(k: &ReduceKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
-        Self::compile_with(t0, name, |module, func| Ok((reduce::build(k, module, func)?, false)))
+        Self::compile_with(t0, name, |module, func| reduce::build(k, module, func))
     }
 
     /// The module setup, definition and finalization shared by both kernel kinds; `build`

@@ -9,7 +9,7 @@
 use super::helpers;
 use crate::ir::RandDist;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, Endianness, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
@@ -47,6 +47,17 @@ impl<'a, 'b> Cx<'a, 'b> {
     /// The type of a value.
     pub fn ty(&self, v: Value) -> Type {
         self.b.func.dfg.value_type(v)
+    }
+
+    /// `v` (a scalar computed before a loop) passed through a stack slot, so that it is computed
+    /// here, once: Cranelift's optimizer places a pure computation at its uses and, as measured
+    /// on log_softmax's `log Σ` before an epilogue's loops, does not always hoist it back out
+    /// of them; a load stays where it is emitted.
+    pub fn pinned(&mut self, v: Value) -> Value {
+        let ty = self.ty(v);
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, ty.bytes(), ty.bytes().trailing_zeros() as u8));
+        self.b.ins().stack_store(types::I64, v, slot, 0);
+        self.b.ins().stack_load(types::I64, ty, slot, 0)
     }
 
     /// Calls helper `name` (one of [`helpers::find`]'s) on scalars.

@@ -14,10 +14,11 @@
 //! and high halves of each F32X4, promoted), one F64X2 for f64, or one F32X4 for f32 Max/Min.
 //! They are combined lane by lane into the scalar one when the output is done.
 
-use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, vector_ok, Entry, PerValue};
+use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_known, per_output_pre, vector_ok, Entry, PerValue};
 use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
+use super::tiles::{self, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, Type, Value};
@@ -211,6 +212,9 @@ struct StagePlan<'k> {
     vty: Option<Type>,
     /// How its vector loop accumulates.
     vacc: VecAcc,
+    /// How its rows are tiled, when its transcendentals run as slice routines
+    /// ([`super::tiles`]).
+    tiling: Option<Tiling>,
 }
 
 impl<'k> StagePlan<'k> {
@@ -236,7 +240,9 @@ impl<'k> StagePlan<'k> {
             (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
             (Some(t), _) => VecAcc::Same(t),
         };
-        Ok(StagePlan { st, live, rd, vty, vacc })
+        let body = TileBody { inputs: &k.inputs, insts: &st.insts, roots: std::slice::from_ref(&st.reduced) };
+        let tiling = if k.reduce_rank == 1 { tiles::tiling(&body, &live, vty, &per_output_known(&st.insts)) } else { None };
+        Ok(StagePlan { st, live, rd, vty, vacc, tiling })
     }
 }
 
@@ -262,14 +268,23 @@ impl StagePass<'_, '_> {
         let StagePlan { st, live, rd, vty, .. } = self.plan;
         let (st, rd, vty) = (*st, *rd, *vty);
         self.accs.reset(cx, st.op, rd);
-        let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
-        let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
-        emit_runs(cx, sp, &pass, base, |_, _| vec![], |cx, r, j, vt, u| {
-            let vals = emit_values(cx, &k.inputs, &st.insts, live, r, j, vt)?;
+        let fold = |cx: &mut Cx, vt: Option<Type>, u: usize, vals: &[Option<Value>]| {
             let x = vals[st.reduced as usize].expect("the reduced value is live");
             self.accs.fold(cx, st.op, rd, x, vt.is_some(), u);
             Ok(())
-        })?;
+        };
+        if let Some(t) = &self.plan.tiling {
+            let body = TileBody { inputs: &k.inputs, insts: &st.insts, roots: std::slice::from_ref(&st.reduced) };
+            let pre = |cx: &mut Cx, live: &[bool]| per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier);
+            tiles::emit_row(cx, &body, t, sp, base, &[], &[], UNROLL, pre, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
+        } else {
+            let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
+            let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
+            emit_runs(cx, sp, &pass, base, |_, _| vec![], |cx, r, j, vt, u| {
+                let vals = emit_values(cx, &k.inputs, &st.insts, live, r, j, vt)?;
+                fold(cx, vt, u, &vals)
+            })?;
+        }
         let mut acc = self.accs.combine(cx, st.op, rd);
         if let Some(s) = self.scale {
             acc = cx.b.ins().fmul(acc, s);
@@ -284,8 +299,9 @@ impl StagePass<'_, '_> {
 }
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
-/// signature is already set); returns whether every stage's inner loop is vectorized.
-pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<bool, String> {
+/// signature is already set); returns whether every stage's inner loop is vectorized and
+/// whether some stage or the epilogue is tiled.
+pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<(bool, bool), String> {
     for i in &k.inputs {
         clif_type(i.dtype)?;
     }
@@ -348,7 +364,8 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     drop(cx);
     b.seal_all_blocks();
     b.finalize(frontend_config);
-    Ok(plans.iter().all(|p| p.vty.is_some()))
+    let tiled = plans.iter().any(|p| p.tiling.is_some()) || epilogue.as_ref().is_some_and(EpiloguePass::is_tiled);
+    Ok((plans.iter().all(|p| p.vty.is_some()), tiled))
 }
 
 /// A scalar value of `dtype` in the scalar accumulator's type: f32 promoted to f64 (exactly),

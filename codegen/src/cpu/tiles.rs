@@ -1,23 +1,29 @@
-//! The tiled row of an f32 kernel whose transcendentals run natively: the row is walked in
+//! The tiled row of an f32 pass whose transcendentals run natively: the row is walked in
 //! tiles of [`TILE`] elements, and each transcendental stage of a tile is one call of a
 //! rustc-built, CPU-specialized slice routine (`kiln_vm_*_f32`: AVX-512F or AVX2+FMA inside,
 //! picked once when the JIT resolves the symbol; `kiln_runtime::cpu::slice_math`) on a stack
 //! buffer, instead of the inline 128-bit polynomial of [`super::math`] (Cranelift's x86-64
-//! back end emits 128-bit vectors only).
+//! back end emits 128-bit vectors only). A pass is an elementwise kernel's row, a reduction
+//! stage's sweep of one output's row (the final pass folds into the accumulators, softmax's
+//! `Σ exp(x - max)`), or an epilogue's sweep (softmax's `exp(x - max) / Σ`), all described by
+//! a [`TileBody`].
 //!
-//! A kernel qualifies ([`tiling`]) when it runs the F32X4 plan and some live instruction is a
-//! unary op with a slice routine (exp, tanh, sigmoid, silu, gelu_tanh), at most
-//! [`MAX_STAGES`] of them. Each such instruction is a *stage*, in instruction order. Per tile:
+//! A pass qualifies ([`tiling`]) when it runs the F32X4 plan and some live instruction that
+//! varies along the row (not one computed once per output, see
+//! [`super::emit::per_output_known`]) is a unary op with a slice routine (exp, tanh, sigmoid,
+//! silu, gelu_tanh), at most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
+//! instruction order. Per tile:
 //!
 //! 1. for each stage: a pass (one run of [`super::runs`]'s loop over the tile) computes the
 //!    stage's operand into the stage's buffer, reading the buffers of earlier stages where
 //!    their values are needed; then the routine transforms the buffer in place. An operand
 //!    that is an earlier stage's value or a unit-stride input needs no pass: the routine reads
 //!    that buffer or the input's tile directly;
-//! 2. a final pass computes the outputs, reading every stage's value from its buffer.
+//! 2. a final pass computes the roots (stored, or folded by the caller), reading every stage's
+//!    value from its buffer.
 //!
 //! Everything else is recomputed in each pass that needs it (cheap next to the memory
-//! traffic); a kernel where a costly op (an inline transcendental, a helper call) would be
+//! traffic); a pass where a costly op (an inline transcendental, a helper call) would be
 //! computed by two passes keeps the untiled path.
 //!
 //! With AVX2+FMA or AVX-512F the routines compute `slice_math`'s FMA forms, whose error bounds
@@ -25,11 +31,11 @@
 //! absolute) but which are not bit-identical to the eager ops; elsewhere they are the eager
 //! forms, bit for bit. Special values (NaN, ±inf, ±0) are the eager ones either way.
 
-use super::emit::{data_flags, emit_pre, emit_values_given, live_cut, store_outputs, Plan};
+use super::emit::{data_flags, emit_values_given, live_cut, PerValue, Row};
 use super::helpers;
 use super::ops::Cx;
 use super::runs::{emit_runs, Pass, Space};
-use crate::kernel::{ElementwiseKernel, InnerStride, InstOp};
+use crate::kernel::{Inst, InnerStride, InstOp, KernelInput, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type, Value};
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
@@ -45,7 +51,7 @@ pub const TILE: usize = 512;
 pub const MAX_STAGES: usize = 4;
 
 /// Vectors per iteration of a pass's vector loop (4 measured a little better than 1 or 2).
-const UNROLL: usize = 4;
+pub(crate) const UNROLL: usize = 4;
 
 // Only the last tile of a row has a scalar tail.
 const _: () = assert!(TILE % (4 * UNROLL) == 0);
@@ -93,15 +99,28 @@ fn costly(op: &InstOp) -> bool {
     }
 }
 
-/// The tiling of `k` (with live instructions `live`, on `plan`), or `None` when the kernel
-/// keeps the untiled path (see the module documentation).
-pub(crate) fn tiling(k: &ElementwiseKernel, live: &[bool], plan: Plan) -> Option<Tiling> {
-    if plan != Plan::Vector(types::F32X4) {
+/// What a tiled pass computes: instructions over the kernel's inputs, and the values each
+/// element ends with (`roots`: the stored outputs, or a stage's reduced value).
+pub(crate) struct TileBody<'a> {
+    /// The kernel's inputs.
+    pub inputs: &'a [KernelInput],
+    /// The pass's instructions.
+    pub insts: &'a [Inst],
+    /// The values the final pass hands to the caller's `finish`.
+    pub roots: &'a [Val],
+}
+
+/// The tiling of `body` (with live instructions `live`, on the vector type `vty`; `known[n]`
+/// when instruction `n` is computed once per output, before the loops), or `None` when the
+/// pass keeps the untiled path (see the module documentation).
+pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &[bool]) -> Option<Tiling> {
+    if vty != Some(types::F32X4) {
         return None;
     }
+    let insts = body.insts;
     let mut staged: Vec<(usize, u32, &'static str)> = Vec::new();
-    for (n, inst) in k.insts.iter().enumerate() {
-        if let (true, DType::F32, InstOp::Unary(op, a)) = (live[n], inst.dtype, inst.op) {
+    for (n, inst) in insts.iter().enumerate() {
+        if let (true, false, DType::F32, InstOp::Unary(op, a)) = (live[n], known[n], inst.dtype, inst.op) {
             if let Some(routine) = helpers::slice_name(op) {
                 staged.push((n, a, routine));
             }
@@ -114,29 +133,48 @@ pub(crate) fn tiling(k: &ElementwiseKernel, live: &[bool], plan: Plan) -> Option
     let mut stages = Vec::with_capacity(staged.len());
     for &(inst, a, routine) in &staged {
         let a = a as usize;
-        let source = match k.insts[a].op {
+        let source = match insts[a].op {
             _ if is_stage(a) => Source::Stage(staged.iter().position(|s| s.0 == a).expect("a stage")),
-            InstOp::Load(i) if k.inputs[i as usize].inner == InnerStride::Unit => Source::Input(i as usize),
+            InstOp::Load(i) if body.inputs[i as usize].inner == InnerStride::Unit => Source::Input(i as usize),
             _ => Source::Pass,
         };
-        let live = if source == Source::Pass { live_cut(&k.insts, &[a as u32], is_stage) } else { vec![false; k.insts.len()] };
+        let live = if source == Source::Pass { live_cut(insts, &[a as u32], is_stage) } else { vec![false; insts.len()] };
         stages.push(Stage { inst, routine, source, live });
     }
-    let last = live_cut(&k.insts, &k.outputs, is_stage);
+    let last = live_cut(insts, body.roots, is_stage);
     // A costly value computed by two passes would cost more than the tiles save.
-    for n in 0..k.insts.len() {
+    for n in 0..insts.len() {
         let passes = stages.iter().map(|s| &s.live).chain([&last]).filter(|l| l[n]).count();
-        if passes > 1 && !is_stage(n) && costly(&k.insts[n].op) {
+        if passes > 1 && !is_stage(n) && !known[n] && costly(&insts[n].op) {
             return None;
         }
     }
     Some(Tiling { stages, last })
 }
 
-/// Emits, from the current block, the tiles of one row whose inputs' and outputs' element 0
-/// are at `in_ptr` and `out_ptr`, and leaves the builder in a new block after them. `sp` is the
-/// row's space (every dim but the last kept), `scalars_p` the run-time scalars.
-pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Space, scalars_p: Value, in_ptr: &[Value], out_ptr: &[Value]) -> Result<(), String> {
+/// Emits, from the current block, the tiles of one row of `body`'s pass (tiled as `t`) whose
+/// inputs' and outputs' element 0 are at `in_ptr` and `out_ptr` (`out_sizes`: bytes per
+/// element of each output), and leaves the builder in a new block after them. `sp` is the row's
+/// space (every dim but the last kept). `pre(cx, live)` emits, in the current block, the values
+/// a pass with live instructions `live` computes before its loop (constants, scalars, per-output
+/// values); `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
+/// (stores at `row.out_ptr`, or a fold) given every live value `vals`; its vector loop unrolls
+/// `unroll` vectors.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_row<'a, 'b>(
+    cx: &mut Cx<'a, 'b>,
+    body: &TileBody,
+    t: &Tiling,
+    sp: &Space,
+    in_ptr: &[Value],
+    out_ptr: &[Value],
+    out_sizes: &[i64],
+    unroll: usize,
+    mut pre: impl FnMut(&mut Cx<'a, 'b>, &[bool]) -> Result<PerValue, String>,
+    mut finish: impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
+) -> Result<(), String> {
+    debug_assert!(TILE % (4 * unroll) == 0, "only the last tile of a row has a scalar tail");
+    let (inputs, insts) = (body.inputs, body.insts);
     let ptr = sp.ptr;
     let vty = Some(types::F32X4);
     let f32_size = DType::F32.size_in_bytes() as i64;
@@ -150,11 +188,11 @@ pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Spac
     // parameters, so Cranelift cannot re-derive them from the row index inside the passes'
     // loops); broadcast inputs stay at the row's element (the vector plan has no strided
     // input).
-    let unit: Vec<usize> = (0..k.inputs.len()).filter(|&i| k.inputs[i].inner == InnerStride::Unit).collect();
-    debug_assert!(k.inputs.iter().all(|i| i.inner != InnerStride::Strided), "the vector plan has no strided input");
-    let steps: Vec<i64> = unit.iter().map(|&i| k.inputs[i].dtype.size_in_bytes()).chain(k.outputs.iter().map(|&o| k.dtype(o).size_in_bytes())).map(|s| (s * TILE) as i64).collect();
+    let unit: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].inner == InnerStride::Unit).collect();
+    debug_assert!(inputs.iter().all(|i| i.inner != InnerStride::Strided), "the vector plan has no strided input");
+    let steps: Vec<i64> = unit.iter().map(|&i| inputs[i].dtype.size_in_bytes() as i64).chain(out_sizes.iter().copied()).map(|s| s * TILE as i64).collect();
     let head = cx.b.create_block();
-    let body = cx.b.create_block();
+    let tile_body = cx.b.create_block();
     let done = cx.b.create_block();
     let j0 = cx.b.append_block_param(head, ptr);
     let carried: Vec<Value> = steps.iter().map(|_| cx.b.append_block_param(head, ptr)).collect();
@@ -164,9 +202,9 @@ pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Spac
     cx.b.switch_to_block(head);
     let inner = sp.inner();
     let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, j0, inner);
-    cx.b.ins().brif(more, body, &[], done, &[]);
+    cx.b.ins().brif(more, tile_body, &[], done, &[]);
 
-    cx.b.switch_to_block(body);
+    cx.b.switch_to_block(tile_body);
     let rest = cx.b.ins().isub(inner, j0);
     let tile = cx.b.ins().iconst(ptr, TILE as i64);
     let len = cx.b.ins().umin(rest, tile);
@@ -184,7 +222,7 @@ pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Spac
 
     // The value of each given stage at inner index `j` of the tile: a load from its buffer.
     let given = |cx: &mut Cx, live: &[bool], j: Value, vt: Option<Type>| {
-        let mut vals = vec![None; k.insts.len()];
+        let mut vals = vec![None; insts.len()];
         for (s, stage) in t.stages.iter().enumerate() {
             if live[stage.inst] {
                 let off = cx.b.ins().imul_imm_s(j, f32_size);
@@ -200,16 +238,17 @@ pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Spac
             Source::Stage(e) => bufs[e],
             Source::Input(i) => tin[i],
             Source::Pass => {
-                // Re-emitted per pass: nothing float stays live across the routine's call.
-                let pre = emit_pre(cx, &k.insts, &stage.live, scalars_p, vty)?;
-                let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
-                let operand = match k.insts[stage.inst].op {
+                // Emitted per pass, so that few float values stay live across the routine's
+                // call.
+                let pre = pre(cx, &stage.live)?;
+                let pass = Pass { inputs, insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
+                let operand = match insts[stage.inst].op {
                     InstOp::Unary(_, a) => a as usize,
                     _ => unreachable!("a stage is a unary op"),
                 };
                 emit_runs(cx, &tsp, &pass, &tin, |_, _| Vec::new(), |cx, r, j, vt, _| {
                     let vals = given(cx, &stage.live, j, vt);
-                    let vals = emit_values_given(cx, &k.inputs, &k.insts, &stage.live, r, j, vt, vals)?;
+                    let vals = emit_values_given(cx, inputs, insts, &stage.live, r, j, vt, vals)?;
                     let off = cx.b.ins().imul_imm_s(j, f32_size);
                     let addr = cx.b.ins().iadd(bufs[s], off);
                     cx.b.ins().store(data_flags(), vals[operand].expect("the operand is live"), addr, 0);
@@ -221,13 +260,12 @@ pub(crate) fn emit_row(cx: &mut Cx, k: &ElementwiseKernel, t: &Tiling, sp: &Spac
         cx.call_void(stage.routine, &[src, bufs[s], len]);
     }
 
-    let pre = emit_pre(cx, &k.insts, &t.last, scalars_p, vty)?;
-    let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
-    emit_runs(cx, &tsp, &pass, &tin, move |_, _| tout, |cx, r, j, vt, _| {
+    let pre = pre(cx, &t.last)?;
+    let pass = Pass { inputs, insts, pre: &pre, vty, unroll, draws: &[], index0: None };
+    emit_runs(cx, &tsp, &pass, &tin, move |_, _| tout, |cx, r, j, vt, u| {
         let vals = given(cx, &t.last, j, vt);
-        let vals = emit_values_given(cx, &k.inputs, &k.insts, &t.last, r, j, vt, vals)?;
-        store_outputs(cx, k, r, j, &vals);
-        Ok(())
+        let vals = emit_values_given(cx, inputs, insts, &t.last, r, j, vt, vals)?;
+        finish(cx, r, j, vt, u, &vals)
     })?;
     let mut next = vec![BlockArg::Value(cx.b.ins().iadd_imm_s(j0, TILE as i64))];
     for (&p, &step) in carried.iter().zip(&steps) {
