@@ -128,8 +128,8 @@ static PLANS: Mutex<VecDeque<(u64, usize, Arc<Plan>)>> = Mutex::new(VecDeque::ne
 pub(crate) const PLAN_CACHE_CAP: usize = 64;
 
 /// The plan for `graph` from the cache (true) or newly built (false), with its hash.
-pub(crate) fn lookup_or_build(graph: Graph) -> (Arc<Plan>, bool, u64) {
-    let hash = structural_hash(&graph);
+pub(crate) fn lookup_or_build(graph: &Graph) -> (Arc<Plan>, bool, u64) {
+    let hash = structural_hash(graph);
     let nodes = graph.nodes.len();
     {
         let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
@@ -140,7 +140,7 @@ pub(crate) fn lookup_or_build(graph: Graph) -> (Arc<Plan>, bool, u64) {
             return (plan, true, hash);
         }
     }
-    let plan = Arc::new(build(graph));
+    let plan = Arc::new(build(graph.clone()));
     let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
     if plans.len() >= PLAN_CACHE_CAP {
         plans.pop_front();

@@ -55,7 +55,7 @@ fn realize_trace(mut trace: Trace) {
     graph.outputs.sort_unstable();
     graph.outputs.dedup();
     let hashing = Instant::now();
-    let (plan, hit, hash) = plan::lookup_or_build(graph.clone());
+    let (plan, hit, hash) = plan::lookup_or_build(&graph);
     let hash_and_build = hashing.elapsed();
     debug::log(Topic::Cache, format!("plan {hash:016x} {} ({} nodes, {} steps)", if hit { "hit" } else { "miss" }, graph.nodes.len(), plan.steps.len()));
     report::note_graph(hash, &graph, hit);
