@@ -96,7 +96,7 @@ pub(crate) fn reads_only(g: &Graph, f: &Fusion, h: u32, late: &[bool], mut speci
 /// True when `q` leaves the step or a step other than group `k`'s reads it: a node outside
 /// the groups, or a member (own or recomputed) of another group that runs, unless that member
 /// is a row value `k` recomputes (`rows`) that nothing else needs.
-fn read_elsewhere(g: &Graph, live: &[bool], f: &Fusion, k: u32, q: NodeId, rows: &[NodeId]) -> bool {
+pub(crate) fn read_elsewhere(g: &Graph, live: &[bool], f: &Fusion, k: u32, q: NodeId, rows: &[NodeId]) -> bool {
     let reads_q = |n: NodeId| g.node(n).reads.iter().any(|u| u.node == q) && (!rows.contains(&n) || f.materialized[n as usize]);
     let eager_reader = (0..g.nodes.len()).any(|n| live[n] && f.group_of[n].is_none() && reads_q(n as NodeId));
     let kernel_reader = (0..f.groups.len() as u32).any(|h| h != k && f.is_needed(h) && f.groups[h as usize].iter().any(|&m| reads_q(m)));
@@ -104,7 +104,7 @@ fn read_elsewhere(g: &Graph, live: &[bool], f: &Fusion, k: u32, q: NodeId, rows:
 }
 
 /// Per node, whether its value depends on one of `rs` (in trace order).
-fn depends_on(g: &Graph, rs: &[NodeId]) -> Vec<bool> {
+pub(crate) fn depends_on(g: &Graph, rs: &[NodeId]) -> Vec<bool> {
     let mut dep = vec![false; g.nodes.len()];
     for &r in rs {
         dep[r as usize] = true;
@@ -139,12 +139,17 @@ pub(crate) fn waits_for(g: &Graph, live: &[bool], f: &Fusion, r: NodeId) -> Vec<
     }
 }
 
-/// The row values of reductions `rs` (one kernel's stages, of one result shape): live
-/// elementwise nodes of their result's shape computed from them, element for element, with
-/// scalars and materialized values that don't wait for them.
-fn row_nodes(g: &Graph, live: &[bool], f: &Fusion, rs: &[NodeId], dep: &[bool], late: &[bool]) -> Vec<NodeId> {
+/// The row values of reductions `rs` (one kernel's stages, of one result shape; none when they
+/// reduce nothing): live elementwise nodes of their result's shape computed from them, element
+/// for element, with scalars and materialized values that don't wait for them.
+pub(crate) fn row_nodes(g: &Graph, live: &[bool], f: &Fusion, rs: &[NodeId], dep: &[bool], late: &[bool]) -> Vec<NodeId> {
     let shape = &g.node(rs[0]).shape;
     let mut rows: Vec<NodeId> = Vec::new();
+    if shape.iter().product::<usize>() == g.node(rs[0]).iteration_shape().iter().product::<usize>() {
+        // Nothing is reduced: a value over the result is one over the input too, and is an
+        // epilogue member rather than a row value.
+        return rows;
+    }
     for n in rs[0] as usize + 1..g.nodes.len() {
         let node = &g.nodes[n];
         if !live[n] || !dep[n] || !node.kind.is_elementwise() || node.shape != *shape {
@@ -164,7 +169,7 @@ fn row_nodes(g: &Graph, live: &[bool], f: &Fusion, rs: &[NodeId], dep: &[bool], 
 }
 
 /// `used` and the row values they are computed from, in trace order.
-fn row_closure(g: &Graph, rows: &[NodeId], mut used: Vec<NodeId>) -> Vec<NodeId> {
+pub(crate) fn row_closure(g: &Graph, rows: &[NodeId], mut used: Vec<NodeId>) -> Vec<NodeId> {
     let mut i = 0;
     while i < used.len() {
         let q = used[i];

@@ -60,6 +60,10 @@ pub struct StageParts {
     pub prologue: Vec<NodeId>,
     /// The reduction.
     pub reduce: NodeId,
+    /// Row values of the earlier stages (elementwise nodes over the reductions' result shape
+    /// computed from their values: log_softmax's `log Σ`, which cross-entropy's pick reads) that
+    /// the prologue reads broadcast, in trace order; recomputed once per output.
+    pub rows: Vec<NodeId>,
 }
 
 /// The parts of a reduction kernel: its reductions (stages) with the prologues they recompute,
@@ -117,11 +121,13 @@ pub fn same_index(g: &Graph, reader: NodeId, node: NodeId, layout: &Layout) -> b
 pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     let n = g.nodes.len();
     let mut f = Fusion { group_of: vec![None; n], ..Fusion::default() };
+    let levels = reduction_levels(g);
+    let mut group_level: Vec<u32> = Vec::new();
     for id in 0..n as NodeId {
         if !live[id as usize] || !g.node(id).kind.is_elementwise() {
             continue;
         }
-        let gid = match choose_group(g, &f, id) {
+        let gid = match choose_group(g, &f, id, &levels, &group_level) {
             Ok(gid) => gid,
             Err(reason) => {
                 if let Some(reason) = reason {
@@ -132,6 +138,8 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
         };
         f.groups[gid as usize].push(id);
         f.group_of[id as usize] = Some(gid);
+        group_level.resize(f.groups.len(), 0);
+        group_level[gid as usize] = group_level[gid as usize].max(levels[id as usize]);
     }
     for id in 0..n as NodeId {
         // A reduction over leading dims (a bias gradient's sum over the batch) would walk
@@ -145,10 +153,14 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     }
     f.materialized = materialized(g, live, &f);
     // Cones, until no node is recomputed too often.
+    let classes = kernel_classes(g, &f);
     let cones = loop {
         let cones: Vec<Vec<NodeId>> = (0..f.groups.len() as u32).map(|gid| if f.is_needed(gid) { cone(g, &f, gid) } else { Vec::new() }).collect();
+        let mut recomputes: Vec<(NodeId, u32)> = cones.iter().zip(&classes).flat_map(|(c, &class)| c.iter().map(move |&m| (m, class))).collect();
+        recomputes.sort_unstable();
+        recomputes.dedup();
         let mut count = vec![0usize; n];
-        for &c in cones.iter().flatten() {
+        for &(c, _) in &recomputes {
             count[c as usize] += 1;
         }
         let over: Vec<usize> = (0..n).filter(|&c| count[c] > MAX_RECOMPUTES).collect();
@@ -163,7 +175,7 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     for (gid, cone) in cones.into_iter().enumerate() {
         if f.closed[gid] {
             let reduce = f.groups[gid][0];
-            f.parts[gid] = Some(ReduceParts { stages: vec![StageParts { prologue: cone.clone(), reduce }], ..ReduceParts::default() });
+            f.parts[gid] = Some(ReduceParts { stages: vec![StageParts { prologue: cone.clone(), reduce, rows: Vec::new() }], ..ReduceParts::default() });
         }
         let members = &mut f.groups[gid];
         members.extend(cone);
@@ -174,8 +186,24 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     f
 }
 
-/// How many kernels may recompute one node before it is materialized instead.
+/// How many kernels may recompute one node before it is materialized instead (reductions
+/// over the same rows count as one kernel: they will be its stages, see [`kernel_classes`]).
 pub const MAX_RECOMPUTES: usize = 2;
+
+/// Per group, the kernel it is expected to end in: reductions over the same trailing dims of
+/// the same iteration space share one (the first's), as they join one kernel as stages
+/// (`passes/stages.rs`); every other group is its own.
+fn kernel_classes(g: &Graph, f: &Fusion) -> Vec<u32> {
+    let row_key = |gid: usize| {
+        let r = g.node(*f.groups[gid].first()?);
+        match r.kind {
+            NodeKind::Reduce { dims, .. } if f.closed[gid] => Some((r.iteration_shape().to_vec(), dims)),
+            _ => None,
+        }
+    };
+    let keys: Vec<_> = (0..f.groups.len()).map(row_key).collect();
+    (0..f.groups.len()).map(|gid| keys[gid].as_ref().and_then(|k| keys.iter().position(|o| o.as_ref() == Some(k))).unwrap_or(gid) as u32).collect()
+}
 
 /// Which nodes get a buffer (see [`Fusion::materialized`]).
 fn materialized(g: &Graph, live: &[bool], f: &Fusion) -> Vec<bool> {
@@ -272,9 +300,22 @@ fn may_join(g: &Graph, f: &Fusion, id: NodeId, gid: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// Per node, the most reductions on one path from the inputs to it (a reduction counts for
+/// the nodes after it).
+fn reduction_levels(g: &Graph) -> Vec<u32> {
+    let mut level = vec![0u32; g.nodes.len()];
+    for (n, node) in g.nodes.iter().enumerate() {
+        level[n] = node.reads.iter().map(|u| level[u.node as usize] + matches!(g.node(u.node).kind, NodeKind::Reduce { .. }) as u32).max().unwrap_or(0);
+    }
+    level
+}
+
 /// The group `id` joins, or why it cannot join any (`None`: it has no elementwise producer, so
-/// there was nothing to refuse).
-fn choose_group(g: &Graph, f: &Fusion, id: NodeId) -> Result<u32, Option<String>> {
+/// there was nothing to refuse). Horizontally, `id` joins no group with a member after more
+/// reductions than it (`levels` per node, `group_level` per group): the group's step would wait
+/// for a reduction `id` does not need, which can keep a later reduction over the same rows from
+/// joining that reduction's kernel (cross-entropy's target cast beside `log Σ`).
+fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], group_level: &[u32]) -> Result<u32, Option<String>> {
     let node = g.node(id);
     let mut reason = None;
     for u in &node.reads {
@@ -298,7 +339,7 @@ fn choose_group(g: &Graph, f: &Fusion, id: NodeId) -> Result<u32, Option<String>
     // Horizontal: the latest groups of this shape that nothing this node reads depends on.
     let recent = f.groups.iter().enumerate().rev().filter(|(_, m)| g.node(m[0]).shape == node.shape).take(HORIZONTAL_WINDOW);
     for (gid, _) in recent {
-        if may_join(g, f, id, gid as u32).is_ok() {
+        if group_level[gid] <= levels[id as usize] && may_join(g, f, id, gid as u32).is_ok() {
             return Ok(gid as u32);
         }
     }

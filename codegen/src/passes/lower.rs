@@ -81,6 +81,9 @@ struct Body {
     /// The reductions of the stages lowered so far: a later stage's prologue reads each as
     /// [`InstOp::Reduced`] of its stage (and dtype).
     stage_of: AHashMap<NodeId, (u32, kiln_runtime::DType)>,
+    /// The row values the stage being lowered computed: its prologue reads them broadcast, as
+    /// they are.
+    rows: Vec<NodeId>,
 }
 
 impl Body {
@@ -102,7 +105,7 @@ impl Body {
             return v;
         }
         let src = g.node(u.node);
-        if let (Some(&v), true) = (self.val_of.get(&u.node), same_index(g, reader, u.node, &u.layout)) {
+        if let (Some(&v), true) = (self.val_of.get(&u.node), self.rows.contains(&u.node) || same_index(g, reader, u.node, &u.layout)) {
             return v;
         }
         if let NodeKind::Scalar { .. } = src.kind {
@@ -223,7 +226,8 @@ pub fn lower_group(g: &Graph, members: &[NodeId], parts: Option<&ReduceParts>, i
 /// Lowers a reduction kernel: the kept dims come first, the reduced ones last, each part
 /// merged (with an epilogue the reduced dims are already last, so its outputs keep the
 /// iteration space's row-major order). Each stage's prologue reads the earlier stages' values
-/// (read broadcast in the graph) as [`InstOp::Reduced`].
+/// (read broadcast in the graph) as [`InstOp::Reduced`], and computes the row values it reads
+/// from them first.
 fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
     let first = g.node(parts.stages[0].reduce);
     let NodeKind::Reduce { dims: mask, .. } = first.kind else { unreachable!("the parts name a reduction") };
@@ -237,9 +241,14 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         let node = g.node(r);
         let NodeKind::Reduce { op, divide, .. } = node.kind else { unreachable!("the parts name reductions") };
         body.val_of.clear();
+        for &m in &stage.rows {
+            body.row_member(g, m, in_shape, mask);
+        }
+        body.rows.clone_from(&stage.rows);
         for &m in &stage.prologue {
             body.member(g, m);
         }
+        body.rows.clear();
         let reduced = body.operand(g, r, &node.reads[0]);
         stages.push(ReduceStage { insts: std::mem::take(&mut body.insts), reduced, op, output: node.dtype, scale: None });
         divides.push(divide);
