@@ -57,8 +57,8 @@ impl CpuKernel {
     ///
     /// An f32 kernel on the vector plan whose transcendentals have native slice routines
     /// (exp, tanh, sigmoid, silu, gelu_tanh) walks its rows in tiles of [`TILE`] elements and
-    /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiles.rs`); the
-    /// results are the same bit for bit.
+    /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiles.rs` for their
+    /// error bounds: with AVX2+FMA or AVX-512F they are not bit-identical to the inline forms).
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         Self::compile_elementwise(k, name, true)
     }
@@ -85,7 +85,9 @@ impl CpuKernel {
     /// does (F16/BF16 inputs, values or outputs are refused). [`CpuKernel::is_vectorized`]
     /// tells whether every stage's last reduced dim runs the F32X4/F64X2 loop (each stage
     /// picks its plan on its own prologue; the epilogue picks its own, with the rules of
-    /// elementwise kernels).
+    /// elementwise kernels). With one reduced dim, an f32 stage or epilogue that computes a
+    /// slice-routine transcendental per element is tiled as elementwise rows are
+    /// ([`CpuKernel::is_tiled`]).
     pub fn compile_reduce(k: &ReduceKernel, name: &str) -> Result<CpuKernel, String> {
         let t0 = Instant::now();
         k.validate()?;
@@ -144,8 +146,9 @@ impl CpuKernel {
         self.vectorized
     }
 
-    /// True when the rows are walked in tiles whose transcendentals are native slice-routine
-    /// calls ([`CpuKernel::compile`]); false for the untiled loop (and for reductions).
+    /// True when the rows (of an elementwise kernel, or of some stage or the epilogue of a
+    /// reduction kernel) are walked in tiles whose transcendentals are native slice-routine
+    /// calls ([`CpuKernel::compile`]); false for the untiled loop.
     pub fn is_tiled(&self) -> bool {
         self.tiled
     }
