@@ -6,9 +6,10 @@
 //! broadcast, no transpose), unless joining would make a cycle (another of its reads depends,
 //! through a node outside the group, on the group) or it reads a member of that group through a
 //! view. A node with no such producer joins a recent group of the same shape that none of its
-//! reads depends on (horizontal fusion: the optimizer's independent per-parameter updates,
-//! `m`, `v` and `p` of Adam, become one kernel; a `Rand` node, which reads only scalars, joins
-//! this way or starts a group, and its consumers join it). Otherwise it starts a group.
+//! reads depends on and that has no member after more reductions than the node (horizontal
+//! fusion: the optimizer's independent per-parameter updates, `m`, `v` and `p` of Adam, become
+//! one kernel; a `Rand` node, which reads only scalars, joins this way or starts a group, and
+//! its consumers join it). Otherwise it starts a group.
 //!
 //! A member's value is *materialized* (written to memory) when it leaves the step or is read
 //! by a node that can't recompute it: anything but an elementwise node or a reduction reading
@@ -16,13 +17,15 @@
 //! non-materialized members behind the values it reads, joins the kernel as extra members
 //! (they remain members of their own group too). So `Σ (x - m)²` reads `x` and `m`, never the
 //! squares, and softmax's division recomputes `exp(x - max)` instead of loading it. A node
-//! recomputed by more than [`MAX_RECOMPUTES`] kernels is materialized instead. A group none of
+//! recomputed by more than [`MAX_RECOMPUTES`] kernels (reductions over the same rows counting
+//! as one) is materialized instead. A group none of
 //! whose members is materialized is dead: the kernels that needed it recompute it. Each
 //! reduction over trailing dims gets a kernel of its own, *closed* (nothing joins it), whose
 //! members are its cone (the prologue) and, last, the reduction; one over leading dims runs
 //! eagerly (its kernel sums whole rows in memory order, which a per-output loop can't). A
-//! later reduction over the same rows that reads an earlier one broadcast joins that kernel as
-//! one more stage (`passes/stages.rs`: softmax's `Σ exp(x - max)` joins the max's kernel), and
+//! later reduction over the same rows that doesn't wait for an earlier one's kernel joins that
+//! kernel as one more stage (`passes/stages.rs`: softmax's `Σ exp(x - max)` joins the max's
+//! kernel), and
 //! elementwise work over the rows that reads the reduced values joins as the epilogue
 //! (`passes/epilogue.rs`).
 //!
