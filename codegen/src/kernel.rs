@@ -315,7 +315,9 @@ pub struct KernelArgs {
 /// `Σ exp(x - max)` reads the max; layer norm's `Σ (x - mean)²` the mean). The reduction
 /// follows the eager kernels (`kiln_runtime::cpu::reduce`):
 /// - `Sum`/`Prod` of float values accumulate in f64, of integer or Bool values in i64
-///   (wrapping);
+///   (wrapping); on the CPU's f32 vector plan a sum first adds the four vectors of one
+///   unrolled iteration in f32 (pairwise, two roundings per lane), then accumulates that in
+///   f64 (promoting every vector cost most of a sum's loop);
 /// - `Max`/`Min` compare in the value's dtype (exactly: f32 is compared as f64) and NaN wins;
 ///   the sign of a zero result may differ from eager when `-0.0` and `+0.0` tie.
 ///
@@ -331,8 +333,9 @@ pub struct KernelArgs {
 /// (see there).
 ///
 /// Summation order differs from eager (vector lanes, then the scalar tail): for f32 values
-/// the f64 accumulation keeps `|compiled − eager| ≤ 1e-6·Σ|x|` before the final rounding and
-/// below one f32 ulp of the result in practice; f64 sums differ by a few ulps of `Σ|x|`.
+/// the groups of four and the f64 accumulation keep `|compiled − eager| ≤ 2^-23·Σ|x|` before
+/// the final rounding, about one f32 ulp of the result in practice; f64 sums differ by a few
+/// ulps of `Σ|x|`.
 ///
 /// A call computes outputs `args.row_start..args.row_end` ([`KernelArgs`]: `row_start`/
 /// `row_end` index output elements, `shape` has `rank` sizes, `strides` is `inputs × rank`

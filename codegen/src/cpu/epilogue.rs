@@ -13,7 +13,7 @@
 //!
 //! [`InstOp::Reduced`]: crate::kernel::InstOp::Reduced
 
-use super::emit::{emit_element, emit_pre, live_set, per_output_known, per_output_pre, plan, store_outputs, PerValue, Plan};
+use super::emit::{emit_element, emit_pre, live_set, per_output_pre, plan, store_outputs, PerValue, Plan};
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
 use super::tiles::{self, TileBody, Tiling};
@@ -51,9 +51,13 @@ impl EpiloguePass {
             Plan::Scalar => None,
         };
         let pre = emit_pre(cx, &ek.insts, &live, scalars_p, vty)?;
-        let body = TileBody { inputs: &ek.inputs, insts: &ek.insts, roots: &ek.outputs };
-        let tiling = if k.reduce_rank == 1 { tiles::tiling(&body, &live, vty, &per_output_known(&ek.insts)) } else { None };
+        let tiling = tiles::reduction_tiling(k, &Self::body(&ek), &live, vty);
         Ok(EpiloguePass { ek, live, vty, pre, tiling })
+    }
+
+    /// What the epilogue's sweep computes, as a tiled pass sees it.
+    fn body(ek: &ElementwiseKernel) -> TileBody<'_> {
+        TileBody { inputs: &ek.inputs, insts: &ek.insts, roots: &ek.outputs }
     }
 
     /// True when its rows are tiled.
@@ -81,19 +85,18 @@ impl EpiloguePass {
                 })
                 .collect()
         };
+        // The per-output values, once per output (every pass of every tile reads them).
+        let pre = per_output_pre(cx, &self.ek.insts, &self.live, &self.pre, self.vty, reduced)?;
         if let Some(t) = &self.tiling {
             // One reduced dim: the output's row is one run.
             let zero = cx.b.ins().iconst(sp.ptr, 0);
             let out_ptr = out_ptrs(cx, zero);
             let sizes: Vec<i64> = self.ek.outputs.iter().map(|&o| self.ek.dtype(o).size_in_bytes() as i64).collect();
-            let body = TileBody { inputs: &self.ek.inputs, insts: &self.ek.insts, roots: &self.ek.outputs };
-            let pre = |cx: &mut Cx, live: &[bool]| per_output_pre(cx, &self.ek.insts, live, &self.pre, self.vty, reduced);
-            return tiles::emit_row(cx, &body, t, sp, base, &out_ptr, &sizes, tiles::UNROLL, pre, |cx, r, j, _, _, vals| {
+            return tiles::emit_row(cx, &Self::body(&self.ek), t, sp, base, &out_ptr, &sizes, tiles::UNROLL, |_, _| Ok(pre.clone()), |cx, r, j, _, _, vals| {
                 store_outputs(cx, &self.ek, r, j, vals);
                 Ok(())
             });
         }
-        let pre = per_output_pre(cx, &self.ek.insts, &self.live, &self.pre, self.vty, reduced)?;
         let pass = Pass { inputs: &self.ek.inputs, insts: &self.ek.insts, pre: &pre, vty: self.vty, unroll: 1, draws: &[], index0: None };
         emit_runs(cx, sp, &pass, base, out_ptrs, |cx, r, j, vt, _| emit_element(cx, &self.ek, &self.live, r, j, vt))
     }

@@ -14,7 +14,7 @@
 //! and high halves of each F32X4, promoted), one F64X2 for f64, or one F32X4 for f32 Max/Min.
 //! They are combined lane by lane into the scalar one when the output is done.
 
-use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_known, per_output_pre, vector_ok, Entry, PerValue};
+use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, vector_ok, Entry, PerValue};
 use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
@@ -27,6 +27,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::Module;
 use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::DType;
+use std::cell::RefCell;
 
 /// The identity of `op` for values of `dtype`, in the scalar accumulator's type (f64 or i64).
 fn identity(cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
@@ -90,7 +91,7 @@ fn promote_high(cx: &mut Cx, v: Value) -> Value {
 }
 
 /// Vectors per iteration of the vector loop, each with its own accumulators.
-const UNROLL: usize = 2;
+const UNROLL: usize = 4;
 
 /// How the inner loop accumulates.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,9 @@ struct Accs {
     scalar: Variable,
     /// Per unrolled vector, its accumulators (independent chains hide the add latency).
     vector: Vec<Vec<Variable>>,
+    /// An f32 sum's vectors of the current unrolled iteration, not yet added (see
+    /// [`Accs::fold`]).
+    pending: RefCell<Vec<Value>>,
 }
 
 impl Accs {
@@ -124,7 +128,7 @@ impl Accs {
                 VecAcc::Same(t) => vec![cx.b.declare_var(t)],
             })
             .collect();
-        Accs { vacc, scalar, vector }
+        Accs { vacc, scalar, vector, pending: RefCell::new(Vec::new()) }
     }
 
     /// Sets every accumulator to the identity of `op` for values of `dtype`.
@@ -146,6 +150,10 @@ impl Accs {
 
     /// Folds value `x` (of `dtype`) at one position into the accumulators: the `u`-th vector
     /// of an unrolled iteration when `vector`, else one scalar of the tail.
+    ///
+    /// An f32 sum adds the iteration's [`UNROLL`] vectors in f32 (pairwise: two roundings of
+    /// four terms per lane) and promotes that one vector: promoting each vector to two F64X2
+    /// cost five instructions per four elements, the loop's largest share.
     fn fold(&self, cx: &mut Cx, op: ReduceOp, dtype: DType, x: Value, vector: bool, u: usize) {
         if !vector {
             let x = widen(cx, x, dtype);
@@ -154,11 +162,32 @@ impl Accs {
             cx.b.def_var(self.scalar, r);
             return;
         }
-        let parts = match self.vacc {
-            VecAcc::F32Wide => vec![cx.b.ins().fvpromote_low(x), promote_high(cx, x)],
-            VecAcc::Same(_) => vec![x],
-            VecAcc::None => unreachable!("a vector type implies a vector accumulator"),
-        };
+        if (self.vacc, op) == (VecAcc::F32Wide, ReduceOp::Sum) {
+            let mut pending = self.pending.borrow_mut();
+            pending.push(x);
+            if u + 1 < UNROLL {
+                return;
+            }
+            while pending.len() > 1 {
+                let pairs: Vec<Value> = pending.chunks(2).map(|p| if p.len() == 2 { cx.b.ins().fadd(p[0], p[1]) } else { p[0] }).collect();
+                *pending = pairs;
+            }
+            let x = pending.pop().expect("UNROLL ≥ 1 vectors");
+            drop(pending);
+            return self.fold_wide(cx, op, x, 0);
+        }
+        if self.vacc == VecAcc::F32Wide {
+            return self.fold_wide(cx, op, x, u);
+        }
+        let VecAcc::Same(_) = self.vacc else { unreachable!("a vector type implies a vector accumulator") };
+        let acc = cx.b.use_var(self.vector[u][0]);
+        let r = step(cx, op, acc, x);
+        cx.b.def_var(self.vector[u][0], r);
+    }
+
+    /// Folds F32X4 `x`, promoted to two F64X2, into chain `u`'s accumulators.
+    fn fold_wide(&self, cx: &mut Cx, op: ReduceOp, x: Value, u: usize) {
+        let parts = [cx.b.ins().fvpromote_low(x), promote_high(cx, x)];
         for (&var, part) in self.vector[u].iter().zip(parts) {
             let acc = cx.b.use_var(var);
             let r = step(cx, op, acc, part);
@@ -240,9 +269,14 @@ impl<'k> StagePlan<'k> {
             (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
             (Some(t), _) => VecAcc::Same(t),
         };
-        let body = TileBody { inputs: &k.inputs, insts: &st.insts, roots: std::slice::from_ref(&st.reduced) };
-        let tiling = if k.reduce_rank == 1 { tiles::tiling(&body, &live, vty, &per_output_known(&st.insts)) } else { None };
+        let tiling = tiles::reduction_tiling(k, &Self::body(k, st), &live, vty);
         Ok(StagePlan { st, live, rd, vty, vacc, tiling })
+    }
+
+    /// What the stage's sweep computes, as a tiled pass sees it: its prologue, whose root is
+    /// the reduced value.
+    fn body<'b>(k: &'b ReduceKernel, st: &'b ReduceStage) -> TileBody<'b> {
+        TileBody { inputs: &k.inputs, insts: &st.insts, roots: std::slice::from_ref(&st.reduced) }
     }
 }
 
@@ -273,12 +307,11 @@ impl StagePass<'_, '_> {
             self.accs.fold(cx, st.op, rd, x, vt.is_some(), u);
             Ok(())
         };
+        // The per-output values, once per output (every pass of every tile reads them).
+        let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
         if let Some(t) = &self.plan.tiling {
-            let body = TileBody { inputs: &k.inputs, insts: &st.insts, roots: std::slice::from_ref(&st.reduced) };
-            let pre = |cx: &mut Cx, live: &[bool]| per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier);
-            tiles::emit_row(cx, &body, t, sp, base, &[], &[], UNROLL, pre, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
+            tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, |_, _| Ok(pre.clone()), |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
         } else {
-            let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
             let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
             emit_runs(cx, sp, &pass, base, |_, _| vec![], |cx, r, j, vt, u| {
                 let vals = emit_values(cx, &k.inputs, &st.insts, live, r, j, vt)?;

@@ -31,11 +31,11 @@
 //! absolute) but which are not bit-identical to the eager ops; elsewhere they are the eager
 //! forms, bit for bit. Special values (NaN, ±inf, ±0) are the eager ones either way.
 
-use super::emit::{data_flags, emit_values_given, live_cut, PerValue, Row};
+use super::emit::{data_flags, emit_values_given, live_cut, per_output_known, PerValue, Row};
 use super::helpers;
 use super::ops::Cx;
 use super::runs::{emit_runs, Pass, Space};
-use crate::kernel::{Inst, InnerStride, InstOp, KernelInput, Val};
+use crate::kernel::{Inst, InnerStride, InstOp, KernelInput, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type, Value};
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
@@ -110,6 +110,16 @@ pub(crate) struct TileBody<'a> {
     pub roots: &'a [Val],
 }
 
+/// The tiling of a pass of reduction kernel `k` (a stage's sweep or the epilogue's) over
+/// `body`: tiles apply with one reduced dim (the output's row is one run), and the values
+/// computed once per output ([`per_output_known`]) are never stages.
+pub(crate) fn reduction_tiling(k: &ReduceKernel, body: &TileBody, live: &[bool], vty: Option<Type>) -> Option<Tiling> {
+    if k.reduce_rank != 1 {
+        return None;
+    }
+    tiling(body, live, vty, &per_output_known(body.insts))
+}
+
 /// The tiling of `body` (with live instructions `live`, on the vector type `vty`; `known[n]`
 /// when instruction `n` is computed once per output, before the loops), or `None` when the
 /// pass keeps the untiled path (see the module documentation).
@@ -155,9 +165,9 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
 /// Emits, from the current block, the tiles of one row of `body`'s pass (tiled as `t`) whose
 /// inputs' and outputs' element 0 are at `in_ptr` and `out_ptr` (`out_sizes`: bytes per
 /// element of each output), and leaves the builder in a new block after them. `sp` is the row's
-/// space (every dim but the last kept). `pre(cx, live)` emits, in the current block, the values
-/// a pass with live instructions `live` computes before its loop (constants, scalars, per-output
-/// values); `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
+/// space (every dim but the last kept). `pre(cx, live)` gives the values a pass with live
+/// instructions `live` computes before its loop (constants, scalars, per-output values),
+/// emitting them in the current block or handing back values the row computed once; `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
 /// (stores at `row.out_ptr`, or a fold) given every live value `vals`; its vector loop unrolls
 /// `unroll` vectors.
 #[allow(clippy::too_many_arguments)]

@@ -204,8 +204,9 @@ fn kernel_classes(g: &Graph, f: &Fusion) -> Vec<u32> {
             _ => None,
         }
     };
-    let keys: Vec<_> = (0..f.groups.len()).map(row_key).collect();
-    (0..f.groups.len()).map(|gid| keys[gid].as_ref().and_then(|k| keys.iter().position(|o| o.as_ref() == Some(k))).unwrap_or(gid) as u32).collect()
+    // The first group of each key, found in one walk.
+    let mut first: ahash::AHashMap<_, u32> = ahash::AHashMap::new();
+    (0..f.groups.len()).map(|gid| row_key(gid).map_or(gid as u32, |k| *first.entry(k).or_insert(gid as u32))).collect()
 }
 
 /// Which nodes get a buffer (see [`Fusion::materialized`]).

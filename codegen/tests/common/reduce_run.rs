@@ -5,7 +5,7 @@
 use super::{bytes, kernel_args, read_out, Input};
 use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{Inst, InstOp, ReduceKernel};
-use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 use std::ops::Range;
 
@@ -99,4 +99,71 @@ pub fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64],
     let stages = outs[..n_st].iter().zip(&k.stages).map(|(b, s)| read(b, s.output, n_out)).collect();
     let epi = outs[n_st..].iter().zip(&ep_dtypes).map(|(b, &d)| read(b, d, n_out * n_red)).collect();
     Outs { stages, epi }
+}
+
+/// Runs `k` (rows `0..k` then `k..n`, `k` about a third of the outputs) and checks every stage
+/// and the epilogue against the reference. Each stage's reference is evaluated with the
+/// kernel's own values of the earlier stages, and so is the epilogue's: f32 sums within
+/// `4e-6·Σ|term|`, f64 sums within `1e-12·Σ|term|`, max/min of loads and integer results
+/// exact; f32 epilogue values within `1e-6·(1 + |want|)`, f64 ones within `1e-14·(1 +
+/// |want|)`. Returns the results.
+pub fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], label: &str) -> Outs {
+    let (n_out, n_red) = sizes(k, shape);
+    let mid = n_out.div_ceil(3);
+    let got = run(k, shape, inputs, scalars, &[0..mid, mid..n_out]);
+    let rr = k.reduce_rank;
+    for o in 0..n_out {
+        let mine: Vec<f64> = got.stages.iter().map(|v| v[o]).collect();
+        for (s, st) in k.stages.iter().enumerate() {
+            let rd = st.dtype(st.reduced);
+            let (mut acc, mut abs) = match st.op {
+                ReduceOp::Sum => (0.0, 0.0),
+                ReduceOp::Prod => (1.0, 0.0),
+                ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
+                ReduceOp::Min => (f64::INFINITY, 0.0),
+            };
+            for r in 0..n_red {
+                let idx = index(shape, rr, o, r);
+                let x = eval(&st.insts, &|i| inputs[i].at(&idx), scalars, &mine[..s])[st.reduced as usize];
+                abs += x.abs();
+                acc = match st.op {
+                    ReduceOp::Sum => acc + x,
+                    ReduceOp::Prod => acc * x,
+                    ReduceOp::Max => acc.max(x),
+                    ReduceOp::Min => acc.min(x),
+                };
+            }
+            if let Some(j) = st.scale {
+                acc *= scalars[j as usize];
+                abs *= scalars[j as usize].abs();
+            }
+            let exact = !rd.is_float() || (matches!(st.op, ReduceOp::Max | ReduceOp::Min) && !st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
+            let tol = if exact {
+                0.0
+            } else if rd == DType::F32 || st.output == DType::F32 {
+                4e-6 * abs
+            } else {
+                1e-12 * abs
+            };
+            let g = mine[s];
+            assert!((g - acc).abs() <= tol, "{label}: stage {s}, output {o}: got {g}, want {acc} (tol {tol})");
+        }
+        let Some(ep) = &k.epilogue else { continue };
+        for r in 0..n_red {
+            let idx = index(shape, rr, o, r);
+            let vals = eval(&ep.insts, &|i| inputs[i].at(&idx), scalars, &mine);
+            for (e, &v) in ep.outputs.iter().enumerate() {
+                let d = ep.dtype(v);
+                let want = if d == DType::F32 { vals[v as usize] as f32 as f64 } else { vals[v as usize] };
+                let tol = match d {
+                    DType::F32 => 1e-6 * (1.0 + want.abs()),
+                    DType::F64 => 1e-14 * (1.0 + want.abs()),
+                    _ => 0.0,
+                };
+                let have = got.epi[e][o * n_red + r];
+                assert!((have - want).abs() <= tol, "{label}: epilogue output {e} at output {o}, element {r} {idx:?}: got {have}, want {want} (tol {tol})");
+            }
+        }
+    }
+    got
 }
