@@ -330,6 +330,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
             &sizes,
             tiles::UNROLL,
             |cx, live| emit_pre(cx, &k.insts, live, scalars_p, vty),
+            |_, _| {},
             |cx, r, j, _, _, vals| {
                 store_outputs(cx, k, r, j, vals);
                 Ok(())

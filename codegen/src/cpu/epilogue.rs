@@ -92,7 +92,7 @@ impl EpiloguePass {
             let zero = cx.b.ins().iconst(sp.ptr, 0);
             let out_ptr = out_ptrs(cx, zero);
             let sizes: Vec<i64> = self.ek.outputs.iter().map(|&o| self.ek.dtype(o).size_in_bytes() as i64).collect();
-            return tiles::emit_row(cx, &Self::body(&self.ek), t, sp, base, &out_ptr, &sizes, tiles::UNROLL, |_, _| Ok(pre.clone()), |cx, r, j, _, _, vals| {
+            return tiles::emit_row(cx, &Self::body(&self.ek), t, sp, base, &out_ptr, &sizes, tiles::UNROLL, |_, _| Ok(pre.clone()), |_, _| {}, |cx, r, j, _, _, vals| {
                 store_outputs(cx, &self.ek, r, j, vals);
                 Ok(())
             });

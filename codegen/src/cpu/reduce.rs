@@ -21,7 +21,7 @@ use super::runs::{emit_runs, Pass, Space};
 use super::tiles::{self, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
@@ -110,11 +110,16 @@ struct Accs {
     vacc: VecAcc,
     /// The scalar accumulator (f64 or i64).
     scalar: Variable,
+    /// Its type.
+    aty: Type,
     /// Per unrolled vector, its accumulators (independent chains hide the add latency).
     vector: Vec<Vec<Variable>>,
     /// An f32 sum's vectors of the current unrolled iteration, not yet added (see
     /// [`Accs::fold`]).
     pending: RefCell<Vec<Value>>,
+    /// Per accumulator (the scalar one, then the vector ones), its stack slot while parked
+    /// ([`Accs::park`]), made on first use.
+    slots: RefCell<Vec<StackSlot>>,
 }
 
 impl Accs {
@@ -128,7 +133,7 @@ impl Accs {
                 VecAcc::Same(t) => vec![cx.b.declare_var(t)],
             })
             .collect();
-        Accs { vacc, scalar, vector, pending: RefCell::new(Vec::new()) }
+        Accs { vacc, scalar, aty, vector, pending: RefCell::new(Vec::new()), slots: RefCell::new(Vec::new()) }
     }
 
     /// Sets every accumulator to the identity of `op` for values of `dtype`.
@@ -145,6 +150,32 @@ impl Accs {
         };
         for &var in self.vector.iter().flatten() {
             cx.b.def_var(var, v);
+        }
+    }
+
+    /// Stores every accumulator into its stack slot (`park`) or loads it back (`!park`). A
+    /// tiled sweep keeps them parked across the slice routines' calls: a value live across a
+    /// call lives in memory (every vector register is caller-saved), and register allocation
+    /// was seen loading and storing the accumulators at every iteration of the folding loop;
+    /// loaded at the loop's start, they stay in registers through it.
+    fn park(&self, cx: &mut Cx, park: bool) {
+        let vty = match self.vacc {
+            VecAcc::Same(t) => t,
+            _ => types::F64X2,
+        };
+        let vars: Vec<(Variable, Type)> = std::iter::once((self.scalar, self.aty)).chain(self.vector.iter().flatten().map(|&v| (v, vty))).collect();
+        let mut slots = self.slots.borrow_mut();
+        if slots.is_empty() {
+            *slots = vars.iter().map(|_| cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4))).collect();
+        }
+        for (&(var, ty), &slot) in vars.iter().zip(slots.iter()) {
+            if park {
+                let v = cx.b.use_var(var);
+                cx.b.ins().stack_store(types::I64, v, slot, 0);
+            } else {
+                let v = cx.b.ins().stack_load(types::I64, ty, slot, 0);
+                cx.b.def_var(var, v);
+            }
         }
     }
 
@@ -310,7 +341,10 @@ impl StagePass<'_, '_> {
         // The per-output values, once per output (every pass of every tile reads them).
         let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
         if let Some(t) = &self.plan.tiling {
-            tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, |_, _| Ok(pre.clone()), |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
+            self.accs.park(cx, true);
+            let around = |cx: &mut Cx, start: bool| self.accs.park(cx, !start);
+            tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, |_, _| Ok(pre.clone()), around, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
+            self.accs.park(cx, false);
         } else {
             let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
             emit_runs(cx, sp, &pass, base, |_, _| vec![], |cx, r, j, vt, u| {

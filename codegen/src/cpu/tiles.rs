@@ -167,7 +167,9 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
 /// element of each output), and leaves the builder in a new block after them. `sp` is the row's
 /// space (every dim but the last kept). `pre(cx, live)` gives the values a pass with live
 /// instructions `live` computes before its loop (constants, scalars, per-output values),
-/// emitting them in the current block or handing back values the row computed once; `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
+/// emitting them in the current block or handing back values the row computed once;
+/// `around(cx, true)` and `around(cx, false)` run just before and just after each tile's
+/// final pass (a reduction stage loads and stores its accumulators there); `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
 /// (stores at `row.out_ptr`, or a fold) given every live value `vals`; its vector loop unrolls
 /// `unroll` vectors.
 #[allow(clippy::too_many_arguments)]
@@ -181,6 +183,7 @@ pub(crate) fn emit_row<'a, 'b>(
     out_sizes: &[i64],
     unroll: usize,
     mut pre: impl FnMut(&mut Cx<'a, 'b>, &[bool]) -> Result<PerValue, String>,
+    mut around: impl FnMut(&mut Cx<'a, 'b>, bool),
     mut finish: impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
 ) -> Result<(), String> {
     debug_assert!(TILE % (4 * unroll) == 0, "only the last tile of a row has a scalar tail");
@@ -272,11 +275,13 @@ pub(crate) fn emit_row<'a, 'b>(
 
     let pre = pre(cx, &t.last)?;
     let pass = Pass { inputs, insts, pre: &pre, vty, unroll, draws: &[], index0: None };
+    around(cx, true);
     emit_runs(cx, &tsp, &pass, &tin, move |_, _| tout, |cx, r, j, vt, u| {
         let vals = given(cx, &t.last, j, vt);
         let vals = emit_values_given(cx, inputs, insts, &t.last, r, j, vt, vals)?;
         finish(cx, r, j, vt, u, &vals)
     })?;
+    around(cx, false);
     let mut next = vec![BlockArg::Value(cx.b.ins().iadd_imm_s(j0, TILE as i64))];
     for (&p, &step) in carried.iter().zip(&steps) {
         next.push(BlockArg::Value(cx.b.ins().iadd_imm_s(p, step)));
