@@ -114,6 +114,11 @@ struct Accs {
     aty: Type,
     /// Per unrolled vector, its accumulators (independent chains hide the add latency).
     vector: Vec<Vec<Variable>>,
+    /// Float max/min: per unrolled vector, the lanes that have seen a NaN (all ones). The
+    /// vector loop keeps the maximum with x86's `maxps`/`minps` form (a NaN already in the
+    /// accumulator stays; a NaN operand is dropped) and flags NaN operands here, three
+    /// instructions where the eager `pick` took six; [`Accs::combine`] puts the NaNs back.
+    nan: Vec<Variable>,
     /// An f32 sum's vectors of the current unrolled iteration, not yet added (see
     /// [`Accs::fold`]).
     pending: RefCell<Vec<Value>>,
@@ -124,7 +129,7 @@ struct Accs {
 
 impl Accs {
     /// Declares the variables (`aty` is the scalar accumulator's type).
-    fn declare(cx: &mut Cx, vacc: VecAcc, aty: Type) -> Accs {
+    fn declare(cx: &mut Cx, vacc: VecAcc, aty: Type, op: ReduceOp) -> Accs {
         let scalar = cx.b.declare_var(aty);
         let vector = (0..UNROLL)
             .map(|_| match vacc {
@@ -133,7 +138,11 @@ impl Accs {
                 VecAcc::Same(t) => vec![cx.b.declare_var(t)],
             })
             .collect();
-        Accs { vacc, scalar, aty, vector, pending: RefCell::new(Vec::new()), slots: RefCell::new(Vec::new()) }
+        let nan = match (vacc, op) {
+            (VecAcc::Same(t), ReduceOp::Max | ReduceOp::Min) if t.lane_type().is_float() => (0..UNROLL).map(|_| cx.b.declare_var(t.as_int())).collect(),
+            _ => Vec::new(),
+        };
+        Accs { vacc, scalar, aty, vector, nan, pending: RefCell::new(Vec::new()), slots: RefCell::new(Vec::new()) }
     }
 
     /// Sets every accumulator to the identity of `op` for values of `dtype`.
@@ -151,6 +160,12 @@ impl Accs {
         for &var in self.vector.iter().flatten() {
             cx.b.def_var(var, v);
         }
+        for &var in &self.nan {
+            let ty = cx.b.func.dfg.value_type(v).as_int();
+            let zero = cx.b.ins().iconst(ty.lane_type(), 0);
+            let zero = cx.b.ins().splat(ty, zero);
+            cx.b.def_var(var, zero);
+        }
     }
 
     /// Stores every accumulator into its stack slot (`park`) or loads it back (`!park`). A
@@ -163,7 +178,7 @@ impl Accs {
             VecAcc::Same(t) => t,
             _ => types::F64X2,
         };
-        let vars: Vec<(Variable, Type)> = std::iter::once((self.scalar, self.aty)).chain(self.vector.iter().flatten().map(|&v| (v, vty))).collect();
+        let vars: Vec<(Variable, Type)> = std::iter::once((self.scalar, self.aty)).chain(self.vector.iter().flatten().map(|&v| (v, vty))).chain(self.nan.iter().map(|&v| (v, vty.as_int()))).collect();
         let mut slots = self.slots.borrow_mut();
         if slots.is_empty() {
             *slots = vars.iter().map(|_| cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4))).collect();
@@ -210,9 +225,22 @@ impl Accs {
         if self.vacc == VecAcc::F32Wide {
             return self.fold_wide(cx, op, x, u);
         }
-        let VecAcc::Same(_) = self.vacc else { unreachable!("a vector type implies a vector accumulator") };
+        let VecAcc::Same(t) = self.vacc else { unreachable!("a vector type implies a vector accumulator") };
         let acc = cx.b.use_var(self.vector[u][0]);
-        let r = step(cx, op, acc, x);
+        let r = if self.nan.is_empty() {
+            step(cx, op, acc, x)
+        } else {
+            // `bitselect(a < b, …)` in the operand order Cranelift lowers to `maxps x, acc`
+            // (`x > acc ? x : acc`) and `minps x, acc`.
+            let take_x = if op == ReduceOp::Max { cx.fcmp(FloatCC::LessThan, acc, x) } else { cx.fcmp(FloatCC::LessThan, x, acc) };
+            let take_x = cx.bitcast(t, take_x);
+            let r = cx.b.ins().bitselect(take_x, x, acc);
+            let seen = cx.b.use_var(self.nan[u]);
+            let is_nan = cx.fcmp(FloatCC::Unordered, x, x);
+            let seen = cx.b.ins().bor(seen, is_nan);
+            cx.b.def_var(self.nan[u], seen);
+            r
+        };
         cx.b.def_var(self.vector[u][0], r);
     }
 
@@ -231,11 +259,20 @@ impl Accs {
     fn combine(&self, cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
         let mut acc = cx.b.use_var(self.scalar);
         // The unrolled chains, folded into the first one.
-        let mut acc_vals: Vec<Value> = self.vector[0].iter().map(|&var| cx.b.use_var(var)).collect();
-        for accs in &self.vector[1..] {
-            for (n, &var) in accs.iter().enumerate() {
-                let x = cx.b.use_var(var);
-                acc_vals[n] = step(cx, op, acc_vals[n], x);
+        // Chain u's accumulator n, with NaN in the lanes that saw one (all ones is a NaN).
+        let chain = |cx: &mut Cx, u: usize, n: usize| {
+            let v = cx.b.use_var(self.vector[u][n]);
+            let Some(&nan) = self.nan.get(u) else { return v };
+            let seen = cx.b.use_var(nan);
+            let ty = cx.ty(v);
+            let seen = cx.bitcast(ty, seen);
+            cx.b.ins().bor(v, seen)
+        };
+        let mut acc_vals: Vec<Value> = (0..self.vector[0].len()).map(|n| chain(cx, 0, n)).collect();
+        for u in 1..self.vector.len() {
+            for (n, acc) in acc_vals.iter_mut().enumerate() {
+                let x = chain(cx, u, n);
+                *acc = step(cx, op, *acc, x);
             }
         }
         match self.vacc {
@@ -392,7 +429,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
         let pre = emit_pre(&mut cx, &plan.st.insts, &plan.live, a.scalars_p, plan.vty)?;
         let scale = plan.st.scale.map(|j| cx.b.ins().load(types::F64, MemFlagsData::trusted(), a.scalars_p, (8 * j) as i32));
         let aty = if plan.rd.is_float() { types::F64 } else { types::I64 };
-        let accs = Accs::declare(&mut cx, plan.vacc, aty);
+        let accs = Accs::declare(&mut cx, plan.vacc, aty, plan.st.op);
         stages.push(StagePass { plan, accs, pre, scale });
     }
     let epilogue = match &k.epilogue {
