@@ -1084,8 +1084,13 @@ impl Tensor {
     }
 }
 
+/// The operator overloads of binary op `$op` (`BinaryOp::$op`): `&a op b` and `a op b` for a
+/// tensor on the left and anything that is an [`Operand`] on the right, `a op= b` in place,
+/// and a Rust number of each type in `[$lhs]` on the left; `$doc` documents the two
+/// value-returning impls. Used here for arithmetic and in `bitwise.rs` for `& | ^ << >>`.
 macro_rules! operator_overloads {
-    ($($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:ident;)*) => {$(
+    ($doc:literal; $lhs:tt; $($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:ident;)*) => {$(
+        #[doc = $doc]
         impl<R: Into<Operand>> std::ops::$Trait<R> for &Tensor {
             type Output = Tensor;
             #[track_caller]
@@ -1094,6 +1099,7 @@ macro_rules! operator_overloads {
             }
         }
 
+        #[doc = $doc]
         impl<R: Into<Operand>> std::ops::$Trait<R> for Tensor {
             type Output = Tensor;
             #[track_caller]
@@ -1110,12 +1116,15 @@ macro_rules! operator_overloads {
             }
         }
 
-        scalar_lhs_overloads!($Trait, $method, $op; f64, i64);
+        $crate::ops::binary::scalar_lhs_overloads!($Trait, $method, $op; $lhs);
     )*};
 }
+pub(crate) use operator_overloads;
 
+/// `2.0 - &x`, `1 << &x`, `true ^ &mask`: a Rust number of each listed type on the left of
+/// operator `$Trait` (Python's `__rsub__`, `__rlshift__`, …).
 macro_rules! scalar_lhs_overloads {
-    ($Trait:ident, $method:ident, $op:ident; $($t:ty),*) => {$(
+    ($Trait:ident, $method:ident, $op:ident; [$($t:ty),*]) => {$(
         impl std::ops::$Trait<&Tensor> for $t {
             type Output = Tensor;
             #[track_caller]
@@ -1133,8 +1142,10 @@ macro_rules! scalar_lhs_overloads {
         }
     )*};
 }
+pub(crate) use scalar_lhs_overloads;
 
 operator_overloads! {
+    "PyTorch's arithmetic operator: broadcasting, with PyTorch's type promotion."; [f64, i64];
     Add, add, AddAssign, add_assign, Add;
     Sub, sub, SubAssign, sub_assign, Sub;
     Mul, mul, MulAssign, mul_assign, Mul;
