@@ -43,6 +43,8 @@
 //! - PyTorch's keyword arguments that change an op's dtype become methods with a suffix:
 //!   `x.softmax(dim, dtype=torch.float64)` is `x.softmax_dtype(dim, DType::F64)` (also
 //!   `log_softmax_dtype`, `F::softmax_dtype`, `F::log_softmax_dtype`).
+//! - `torch.clamp` with tensor bounds is `x.clamp_tensor(Some(&lo), Some(&hi))` (`None` for an
+//!   absent bound; Rust has no overloading, and `x.clamp(lo, hi)` takes numbers).
 //! - `kiln::compile(f)` returns a [`CompiledStep`]; call it with `step.call(args)` (one
 //!   argument: pass a tuple for several). Inside a compiled call an index error of an op whose
 //!   kernel runs later (gather, scatter, …) panics when the step's graph runs, not at the op's

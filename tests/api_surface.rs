@@ -1,42 +1,17 @@
 //! The program of `shared/design/API.md` (the user-facing contract), written with nothing but
 //! `use kiln::prelude::*;` and the paths API.md itself spells (`kiln::set_num_threads`,
 //! `kiln::vision::datasets::Mnist`, …): if a name it uses is not exported, this file does not
-//! compile. The parts that need no files run (tiny shapes); the data and checkpoint lines are in
-//! a function that is compiled but only run against a temporary directory.
+//! compile (the blitz `Net` it trains is the shared `tests/common/blitz_net.rs`). The parts
+//! that need no files run (tiny shapes); the data and checkpoint lines are in a function that
+//! is compiled but only run against a temporary directory.
 
 use kiln::prelude::*;
 
-#[derive(Module)]
-struct Net {
-    conv1: nn::Conv2d,
-    conv2: nn::Conv2d,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    fc3: nn::Linear,
-}
-
-impl Net {
-    fn new() -> Self {
-        Self {
-            conv1: nn::Conv2d::new(3, 6, 5),
-            conv2: nn::Conv2d::new(6, 16, 5),
-            fc1: nn::Linear::new(16 * 5 * 5, 120),
-            fc2: nn::Linear::new(120, 84),
-            fc3: nn::Linear::new(84, 10),
-        }
-    }
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = F::max_pool2d(&F::relu(&self.conv1.forward(x)), 2);
-        let x = F::max_pool2d(&F::relu(&self.conv2.forward(&x)), 2);
-        let x = x.flatten(1, -1);
-        let x = F::relu(&self.fc1.forward(&x));
-        let x = F::relu(&self.fc2.forward(&x));
-        self.fc3.forward(&x)
-    }
-}
+// API.md's `#[derive(Module)] struct Net` is the blitz's CIFAR-10 net, shared with the
+// checkpoint test and the benches.
+#[path = "common/blitz_net.rs"]
+mod blitz_net;
+use blitz_net::Net;
 
 struct BinaryActive;
 

@@ -244,3 +244,56 @@ fn softmax_dtype_gradients() {
     let f = |xs: &[Tensor]| xs[0].to_dtype(DType::F32).log_softmax_dtype(0, DType::F64);
     gradcheck(f, &[leaf(&[3, 2], -1.0, 1.0)], GradcheckOpts { eps: 1e-3, atol: 1e-4, rtol: 1e-3 }).unwrap();
 }
+
+/// `clamp_tensor` (PyTorch's `torch.clamp` with tensor bounds): gradients to the input and to
+/// each bound, broadcasting, one bound or two, and bounds that cross (`min > max`: the result is
+/// `max`), first and second order.
+#[test]
+fn clamp_with_tensor_bounds() {
+    kiln::manual_seed(4);
+    type Op = fn(&[Tensor]) -> Tensor;
+    // (name, op, shapes and value ranges of x, min, max)
+    let both: Op = |t| t[0].clamp_tensor(Some(&t[1]), Some(&t[2]));
+    let cases: &[(&str, Op, &[(&[usize], (f64, f64))])] = &[
+        ("both", both, &[(&[2, 3], (-2.0, 2.0)), (&[2, 3], (-1.0, 0.0)), (&[2, 3], (0.0, 1.0))]),
+        ("both broadcast", both, &[(&[2, 3], (-2.0, 2.0)), (&[3], (-1.0, 0.0)), (&[2, 1], (0.0, 1.0))]),
+        ("bounds broadcast x", both, &[(&[3], (-2.0, 2.0)), (&[2, 3], (-1.0, 0.0)), (&[], (0.0, 1.0))]),
+        ("min above max", both, &[(&[2, 3], (-2.0, 2.0)), (&[2, 3], (0.5, 1.0)), (&[3], (-1.0, -0.5))]),
+        ("min only", |t| t[0].clamp_tensor(Some(&t[1]), None), &[(&[2, 3], (-2.0, 2.0)), (&[3], (-1.0, 1.0))]),
+        ("max only", |t| t[0].clamp_tensor(None, Some(&t[1])), &[(&[2, 3], (-2.0, 2.0)), (&[2, 1], (-1.0, 1.0))]),
+        ("in place", |t| (&t[0] * 1.0).clamp_tensor_(Some(&t[1]), Some(&t[2])).clone(), &[(&[2, 3], (-2.0, 2.0)), (&[3], (-1.0, 0.0)), (&[2, 3], (0.0, 1.0))]),
+    ];
+    for &(name, op, specs) in cases {
+        let inputs: Vec<Tensor> = specs.iter().map(|&(shape, (lo, hi))| leaf(shape, lo, hi)).collect();
+        check(&format!("clamp_tensor {name}"), op, &inputs, true);
+    }
+}
+
+/// The tie rules of PyTorch's `clamp_backward` and `clamp_backward_min_max` (computed by hand
+/// from them): the input gets the gradient where `min <= x <= max`, bounds included; `min`
+/// where `x < min < max`; `max` where `x > max` or `max < min`; NaN sends it nowhere but to a
+/// `max` below `min`. With `min == max`, an `x` below them sends it nowhere.
+#[test]
+fn clamp_tensor_gradient_at_the_bounds_like_pytorch() {
+    let grads = |xs: &[f64], lo: f64, hi: f64| {
+        let x = Tensor::from_slice(xs).requires_grad_(true);
+        let (l, h) = (x.full_like(lo).detach().requires_grad_(true), x.full_like(hi).detach().requires_grad_(true));
+        x.clamp_tensor(Some(&l), Some(&h)).sum().backward();
+        [&x, &l, &h].map(|t| t.grad().unwrap().to_vec::<f64>())
+    };
+    let xs = [-1.0, 0.0, 0.5, 1.0, 2.0, f64::NAN];
+    let [gx, gl, gh] = grads(&xs, 0.0, 1.0);
+    assert_eq!(gx, vec![0.0, 1.0, 1.0, 1.0, 0.0, 0.0]);
+    assert_eq!(gl, vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(gh, vec![0.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+    assert_eq!(grads(&xs, 1.0, 0.0), [vec![0.0; 6], vec![0.0; 6], vec![1.0; 6]]);
+    assert_eq!(grads(&[-1.0, 0.5, 2.0], 0.5, 0.5), [vec![0.0, 1.0, 0.0], vec![0.0; 3], vec![0.0, 0.0, 1.0]]);
+    // One bound: the input where x >= min (x <= max), the bound where x < min (x > max).
+    let x = Tensor::from_slice(&xs).requires_grad_(true);
+    let b = Tensor::from_slice(&[0.0]).requires_grad_(true);
+    (x.clamp_tensor(Some(&b), None).sum() + x.clamp_tensor(None, Some(&b)).sum() * 10.0).backward();
+    assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![10.0, 11.0, 1.0, 1.0, 1.0, 0.0]);
+    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![1.0 + 30.0]);
+    let name = |t: Tensor| t.grad_fn().unwrap().name().to_string();
+    assert_eq!(name(x.clamp_tensor(Some(&b), None)), "ClampBackward0");
+}

@@ -1,5 +1,6 @@
 //! Binary elementwise ops: arithmetic with broadcasting and PyTorch's type promotion, their
-//! in-place forms, `copy_`/`fill_`, the one-pass `clamp`/`clamp_min`/`clamp_max`, and the
+//! in-place forms, `copy_`/`fill_`, the one-pass `clamp`/`clamp_min`/`clamp_max` (and
+//! `clamp_tensor` with tensor bounds), and the
 //! operator overloads (the bitwise ones are in `bitwise.rs`). Rust numbers written into a
 //! tensor (`fill_`'s value, `pow`'s exponent, clamp's bounds) are checked by PyTorch's
 //! overflow rule (`scalar_fits`); arithmetic operands wrap as PyTorch's do.
@@ -8,7 +9,7 @@ use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
-use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace};
+use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace, map3};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::{result_type, OperandKind};
 use kiln_runtime::layout::broadcast_shapes;
@@ -659,6 +660,15 @@ impl ClampKind {
         }
     }
 
+    /// PyTorch's CPU kernel, which its dtype errors name.
+    fn kernel_name(self) -> &'static str {
+        match self {
+            ClampKind::Both => "clamp_scalar_cpu",
+            ClampKind::Min => "clamp_min_scalar_cpu",
+            ClampKind::Max => "clamp_max_scalar_cpu",
+        }
+    }
+
     fn grad_name(self) -> &'static str {
         match self {
             ClampKind::Both => "ClampBackward1",
@@ -674,9 +684,11 @@ impl ClampKind {
 /// bounds follow PyTorch's integer clamp: a bound past the side of the range that leaves every
 /// value alone is saturated (`u8.clamp(-1, 3)` clamps below at 0), while a lower bound above
 /// the dtype's largest value, or an upper bound below its smallest, is an error (no value of the
-/// dtype could be the result).
+/// dtype could be the result). A Bool result is refused, as PyTorch has no Bool clamp kernel
+/// (`bool_tensor.clamp(false, true)`; integer bounds promote a Bool tensor to i64 and work).
 #[track_caller]
-fn clamp_bounds(op: &'static str, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<(DType, Option<Scalar>, Option<Scalar>)> {
+fn clamp_bounds(kind: ClampKind, inplace: bool, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<(DType, Option<Scalar>, Option<Scalar>)> {
+    let op = kind.name(inplace);
     let mut operands: SmallVec<[(DType, OperandKind); 3]> = SmallVec::new();
     operands.push(Operand::Tensor(x.clone()).promotion());
     operands.extend([min, max].into_iter().flatten().map(|b| Operand::Scalar(b).promotion()));
@@ -687,9 +699,7 @@ fn clamp_bounds(op: &'static str, x: &Tensor, min: Option<Scalar>, max: Option<S
         }
         return Ok((dt, min, max));
     }
-    if dt == DType::Bool {
-        return Ok((dt, min, max));
-    }
+    check_clamp_dtype(op, kind.kernel_name(), dt)?;
     let (lo, hi) = match dt {
         DType::U8 => (0, u8::MAX as i64),
         DType::I32 => (i32::MIN as i64, i32::MAX as i64),
@@ -707,15 +717,28 @@ fn clamp_bounds(op: &'static str, x: &Tensor, min: Option<Scalar>, max: Option<S
     Ok((dt, min, max))
 }
 
+/// An error naming `op` when a clamp would compute in Bool: PyTorch's clamp kernels (`kernel`)
+/// take numbers only (`"clamp_scalar_cpu" not implemented for 'Bool'`).
+#[track_caller]
+fn check_clamp_dtype(op: &'static str, kernel: &str, dt: DType) -> Result<()> {
+    if dt == DType::Bool {
+        bail!(op, DType, "\"{kernel}\" not implemented for 'Bool' (clamp takes numeric tensors; cast with to_dtype first)");
+    }
+    Ok(())
+}
+
 /// Element types with a one-pass clamp kernel: `minimum(maximum(x, lo), hi)` per element with
 /// NaN-propagating `maximum`/`minimum` (so a NaN input stays NaN, a NaN bound gives NaN
-/// everywhere, and `lo > hi` gives `hi`, as PyTorch), floats in their compute type, integers
+/// there, and `lo > hi` gives `hi`, as PyTorch), floats in their compute type, integers
 /// and bools in i64.
 pub(crate) trait ClampElement: StorageElement {
     /// The clamp of `a`'s elements into a new contiguous buffer.
     fn clamp_buf(a: &[Self], la: &Layout, lo: Option<Self>, hi: Option<Self>) -> CpuBuf<Self>;
     /// The clamp of `dst`'s elements through `ld`, in place.
     fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>);
+    /// The clamp of `a`'s elements between the elements of `lo` and `hi` (tensor bounds; all
+    /// three layouts have the output's shape) into a new contiguous buffer.
+    fn clamp_tensors_buf(a: &[Self], la: &Layout, lo: &[Self], llo: &Layout, hi: &[Self], lhi: &Layout) -> CpuBuf<Self>;
 }
 
 /// Runs `$map` (map1 or map1_inplace) over `$a`, `$l`: each element converted with `$to`,
@@ -733,35 +756,26 @@ macro_rules! clamp_dispatch {
     }};
 }
 
-macro_rules! float_clamp_element {
-    ($($t:ty),*) => {$(
+/// [`ClampElement`] for `$t`: values converted with `$to`, clamped with `$max`/`$min`,
+/// converted back with `$from`.
+macro_rules! clamp_element {
+    ($to:expr, $from:expr, $max:expr, $min:expr; $($t:ty),*) => {$(
         impl ClampElement for $t {
             fn clamp_buf(a: &[Self], la: &Layout, lo: Option<Self>, hi: Option<Self>) -> CpuBuf<Self> {
-                clamp_dispatch!(map1, a, la, lo, hi, |v: $t| v.to_compute(), <$t>::from_compute,
-                    |a, b| BinaryOp::Maximum.eval(a, b), |a, b| BinaryOp::Minimum.eval(a, b))
+                clamp_dispatch!(map1, a, la, lo, hi, $to, $from, $max, $min)
             }
             fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>) {
-                clamp_dispatch!(map1_inplace, dst, ld, lo, hi, |v: $t| v.to_compute(), <$t>::from_compute,
-                    |a, b| BinaryOp::Maximum.eval(a, b), |a, b| BinaryOp::Minimum.eval(a, b))
+                clamp_dispatch!(map1_inplace, dst, ld, lo, hi, $to, $from, $max, $min)
+            }
+            fn clamp_tensors_buf(a: &[Self], la: &Layout, lo: &[Self], llo: &Layout, hi: &[Self], lhi: &Layout) -> CpuBuf<Self> {
+                map3(a, la, lo, llo, hi, lhi, |x: $t, l: $t, h: $t| $from($min($max($to(x), $to(l)), $to(h))))
             }
         }
     )*};
 }
-float_clamp_element!(f32, f64, half::f16, half::bf16);
-
-macro_rules! int_clamp_element {
-    ($($t:ty),*) => {$(
-        impl ClampElement for $t {
-            fn clamp_buf(a: &[Self], la: &Layout, lo: Option<Self>, hi: Option<Self>) -> CpuBuf<Self> {
-                clamp_dispatch!(map1, a, la, lo, hi, |v: $t| v.to_i64(), <$t>::from_i64, i64::max, i64::min)
-            }
-            fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>) {
-                clamp_dispatch!(map1_inplace, dst, ld, lo, hi, |v: $t| v.to_i64(), <$t>::from_i64, i64::max, i64::min)
-            }
-        }
-    )*};
-}
-int_clamp_element!(i64, i32, u8, bool);
+clamp_element!(|v: Self| v.to_compute(), Self::from_compute,
+    |a, b| BinaryOp::Maximum.eval(a, b), |a, b| BinaryOp::Minimum.eval(a, b); f32, f64, half::f16, half::bf16);
+clamp_element!(|v: Self| v.to_i64(), Self::from_i64, i64::max, i64::min; i64, i32, u8, bool);
 
 /// `clamp(x, min, max)` out of place, recorded for autograd (`ClampBackward1`, …): the gradient
 /// flows where `min < x < max` strictly, and is zero at the bounds, outside them and at NaN (as
@@ -769,7 +783,7 @@ int_clamp_element!(i64, i32, u8, bool);
 #[track_caller]
 fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
     let op = kind.name(false);
-    let (dt, lo, hi) = clamp_bounds(op, x, min, max)?;
+    let (dt, lo, hi) = clamp_bounds(kind, false, x, min, max)?;
     let out = if crate::capture::is_active() {
         // Captured as maximum/minimum nodes with run-time scalar bounds: the compiler fuses
         // them into one kernel (and a new bound reuses the plan).
@@ -809,7 +823,7 @@ fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scala
 #[track_caller]
 fn clamp_inplace(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<()> {
     let op = kind.name(true);
-    let (dt, lo, hi) = clamp_bounds(op, x, min, max)?;
+    let (dt, lo, hi) = clamp_bounds(kind, true, x, min, max)?;
     if dt != x.dtype() {
         let names = (super::reduce::scalar_type_name(dt), super::reduce::scalar_type_name(x.dtype()));
         bail!(op, DType, "result type {} can't be cast to the desired output type {}", names.0, names.1);
@@ -827,6 +841,125 @@ fn clamp_inplace(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<S
     })
 }
 
+/// The dtype and shape of `clamp(x, min, max)` with tensor bounds: PyTorch's `result_type` of
+/// the three (a 0-dim bound takes part as a 0-dim tensor), all broadcast together. At least one
+/// bound is needed, and two bounds must not make a Bool clamp (PyTorch's `clamp_cpu` kernel
+/// takes numbers; one bound is a `maximum`/`minimum`, which takes Bool).
+#[track_caller]
+fn clamp_tensor_meta(op: &'static str, x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<(DType, kiln_runtime::Shape)> {
+    if min.is_none() && max.is_none() {
+        bail!(op, Value, "torch.clamp: At least one of 'min' or 'max' must not be None");
+    }
+    let operands: SmallVec<[&Tensor; 3]> = [Some(x), min, max].into_iter().flatten().collect();
+    let promotions: SmallVec<[(DType, OperandKind); 3]> = operands.iter().map(|t| Operand::Tensor((*t).clone()).promotion()).collect();
+    let dt = result_type(&promotions);
+    if min.is_some() && max.is_some() {
+        check_clamp_dtype(op, "clamp_cpu", dt)?;
+    }
+    let shapes: SmallVec<[&[usize]; 3]> = operands.iter().map(|t| t.shape()).collect();
+    Ok((dt, broadcast_all(op, &shapes)?))
+}
+
+/// `clamp(x, min, max)` with tensor bounds, out of place, recorded for autograd
+/// (`ClampBackward0`) with PyTorch's `clamp_backward` and `clamp_backward_min_max`: `x` gets
+/// the gradient where `min <= x <= max` (bounds included), `min` where `x < min < max`, `max`
+/// where `x > max` or `max < min` (the result is `max` there); with one bound, `x` where
+/// `x >= min` (`x <= max`) and the bound where `x < min` (`x > max`).
+#[track_caller]
+fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+    let op = "clamp";
+    let (dt, shape) = clamp_tensor_meta(op, x, min, max)?;
+    let cast = |t: Option<&Tensor>| t.map(|t| t.try_to_dtype(dt)).transpose();
+    let (tx, tmin, tmax) = (x.try_to_dtype(dt)?, cast(min)?, cast(max)?);
+    let out = match (&tmin, &tmax) {
+        (Some(lo), Some(hi)) if !crate::capture::is_active() => {
+            // One pass: minimum(maximum(x, lo), hi) per element.
+            // A bound sharing `x`'s storage is read through a copy: one lock per storage.
+            let own = |t: &Tensor| if t.shares_storage_with(&tx) { t.deep_clone() } else { t.clone() };
+            let (lo, hi) = (own(lo), own(hi));
+            let at = |t: &Tensor| t.layout().broadcast_to(&shape).expect("shape was broadcast");
+            let (lx, llo, lhi) = (at(&tx), at(&lo), at(&hi));
+            let storage = tx.with_cpu(op, |sx, _| {
+                lo.with_cpu2(&hi, op, |slo, shi| {
+                    match_cpu!(sx, |a: T| T::wrap(T::clamp_tensors_buf(
+                        a, &lx, slo.as_buf::<T>().expect("same dtype"), &llo, shi.as_buf::<T>().expect("same dtype"), &lhi)))
+                })
+            })??;
+            Tensor::from_cpu_storage(storage, &shape)
+        }
+        // One bound, or captured: maximum/minimum nodes, which fusion puts in one kernel.
+        _ => {
+            let mut r = Operand::Tensor(tx);
+            for (op, bound) in [(BinaryOp::Maximum, &tmin), (BinaryOp::Minimum, &tmax)] {
+                if let Some(b) = bound {
+                    r = Operand::Tensor(binary_forward(op, &r, &Operand::Tensor(b.clone()))?);
+                }
+            }
+            match r {
+                Operand::Tensor(t) => t,
+                Operand::Scalar(_) => unreachable!("starts as a tensor"),
+            }
+        }
+    };
+    let inputs: SmallVec<[&Tensor; 3]> = [Some(x), min, max].into_iter().flatten().collect();
+    if !(dt.is_float() && autograd::is_recording(&inputs)) {
+        return Ok(out);
+    }
+    let saved = [Some(x), min, max].into_iter().flatten().map(Saved::of);
+    let (has_min, has_max) = (min.is_some(), max.is_some());
+    Ok(autograd::record(out, "ClampBackward0", &inputs, saved, move |ctx, g, s| {
+        let x = &s[0];
+        let (lo, hi) = (has_min.then(|| &s[1]), has_max.then(|| &s[1 + has_min as usize]));
+        let pick = |mask: Tensor| Tensor::where_(&mask, g, 0.0);
+        let gx = match (lo, hi) {
+            (Some(lo), Some(hi)) => x.ge(lo).logical_and(&x.le(hi)),
+            (Some(lo), None) => x.ge(lo),
+            (None, Some(hi)) => x.le(hi),
+            (None, None) => unreachable!("a clamp has at least one bound"),
+        };
+        let mut grads = grads![ctx.needs_input_grad(0).then(|| pick(gx))];
+        if let Some(lo) = lo {
+            let below = x.lt(lo);
+            let below = match hi {
+                Some(hi) => below.logical_and(&lo.lt(hi)),
+                None => below,
+            };
+            grads.push(ctx.needs_input_grad(1).then(|| pick(below)));
+        }
+        if let Some(hi) = hi {
+            let above = x.gt(hi);
+            let above = match lo {
+                Some(lo) => above.logical_or(&hi.lt(lo)),
+                None => above,
+            };
+            grads.push(ctx.needs_input_grad(1 + has_min as usize).then(|| pick(above)));
+        }
+        grads
+    }))
+}
+
+/// `clamp_` with tensor bounds: the broadcast shape must be `x`'s and the promoted dtype must
+/// cast to `x`'s (`i32.clamp_(f32 bound)` is an error; an i64 bound into i32 is computed in i64
+/// and written back). The clamp is computed out of place, then copied in (two passes).
+#[track_caller]
+fn clamp_tensor_inplace(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<()> {
+    let op = "clamp_";
+    let (dt, shape) = clamp_tensor_meta(op, x, min, max)?;
+    if !can_cast(dt, x.dtype()) {
+        let names = (super::reduce::scalar_type_name(dt), super::reduce::scalar_type_name(x.dtype()));
+        bail!(op, DType, "result type {} can't be cast to the desired output type {}", names.0, names.1);
+    }
+    if shape.as_slice() != x.shape() {
+        bail!(op, Shape, "output with shape {:?} doesn't match the broadcast shape {:?}", x.shape(), shape);
+    }
+    let inputs: SmallVec<[&Tensor; 3]> = [Some(x), min, max].into_iter().flatten().collect();
+    if autograd::is_recording(&inputs) {
+        return autograd::inplace(op, x, |old| clamp_tensor_out(old, min, max));
+    }
+    check_writable(op, x)?;
+    copy_into(x, &clamp_tensor_out(x, min, max)?)
+}
+
 impl Tensor {
     /// Limits values to `[min, max]` in one pass (`x.clamp(min, max)`). The dtype is promoted
     /// with the bounds (an integer tensor with a float bound gives f32); NaN stays NaN, a NaN
@@ -838,8 +971,9 @@ impl Tensor {
     }
 
     /// [`Tensor::clamp`] returning an error: a float bound past a float dtype's range
-    /// (`f32.clamp(-1e300, 1e300)`), or an integer lower bound above the dtype's largest value
-    /// (or upper bound below its smallest), as PyTorch.
+    /// (`f32.clamp(-1e300, 1e300)`), an integer lower bound above the dtype's largest value
+    /// (or upper bound below its smallest), or a clamp computing in Bool (a Bool tensor with
+    /// Bool bounds: `"clamp_scalar_cpu" not implemented for 'Bool'`), as PyTorch.
     #[track_caller]
     pub fn try_clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<Tensor> {
         clamp_out(ClampKind::Both, self, Some(min.into()), Some(max.into()))
@@ -910,10 +1044,53 @@ impl Tensor {
         clamp_inplace(ClampKind::Max, self, None, Some(max.into()))?;
         Ok(self)
     }
+
+    /// Limits values between tensors of bounds, elementwise (`torch.clamp(x, min=t, max=u)`
+    /// with tensor bounds): `min`, `max` and `self` broadcast together, the dtype is their
+    /// `result_type` (an f32 tensor with f64 bounds gives f64), and either bound may be `None`
+    /// (not both). NaN propagates from `self` and from the bounds, and where `min > max` the
+    /// result is `max`, as PyTorch. Gradients follow PyTorch's `clamp_backward_min_max`: `self`
+    /// gets it where `min <= self <= max` (the bounds included, unlike the scalar
+    /// [`Tensor::clamp`]), a bound where it was chosen.
+    ///
+    /// PyTorch overloads one `clamp` for numbers and tensors; Rust has no overloading, so tensor
+    /// bounds have their own name (and `Option`s for PyTorch's `None`). Panics where
+    /// [`Tensor::try_clamp_tensor`] returns an error.
+    #[track_caller]
+    pub fn clamp_tensor(&self, min: Option<&Tensor>, max: Option<&Tensor>) -> Tensor {
+        clamp_tensor_out(self, min, max).or_panic()
+    }
+
+    /// [`Tensor::clamp_tensor`] returning an error: no bound, shapes that cannot broadcast, or
+    /// two bounds with a Bool result (`"clamp_cpu" not implemented for 'Bool'`, as PyTorch).
+    #[track_caller]
+    pub fn try_clamp_tensor(&self, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+        clamp_tensor_out(self, min, max)
+    }
+
+    /// In-place [`Tensor::clamp_tensor`]: the bounds broadcast to this tensor's shape, and the
+    /// promoted dtype must cast to this tensor's (an i32 tensor refuses f32 bounds).
+    #[track_caller]
+    pub fn clamp_tensor_(&self, min: Option<&Tensor>, max: Option<&Tensor>) -> &Tensor {
+        clamp_tensor_inplace(self, min, max).or_panic();
+        self
+    }
+
+    /// [`Tensor::clamp_tensor_`] returning an error (nothing is written then).
+    #[track_caller]
+    pub fn try_clamp_tensor_(&self, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<&Tensor> {
+        clamp_tensor_inplace(self, min, max)?;
+        Ok(self)
+    }
 }
 
+/// The operator overloads of binary op `$op` (`BinaryOp::$op`): `&a op b` and `a op b` for a
+/// tensor on the left and anything that is an [`Operand`] on the right, `a op= b` in place,
+/// and a Rust number of each type in `[$lhs]` on the left; `$doc` documents the two
+/// value-returning impls. Used here for arithmetic and in `bitwise.rs` for `& | ^ << >>`.
 macro_rules! operator_overloads {
-    ($($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:ident;)*) => {$(
+    ($doc:literal; $lhs:tt; $($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:ident;)*) => {$(
+        #[doc = $doc]
         impl<R: Into<Operand>> std::ops::$Trait<R> for &Tensor {
             type Output = Tensor;
             #[track_caller]
@@ -922,6 +1099,7 @@ macro_rules! operator_overloads {
             }
         }
 
+        #[doc = $doc]
         impl<R: Into<Operand>> std::ops::$Trait<R> for Tensor {
             type Output = Tensor;
             #[track_caller]
@@ -938,12 +1116,15 @@ macro_rules! operator_overloads {
             }
         }
 
-        scalar_lhs_overloads!($Trait, $method, $op; f64, i64);
+        $crate::ops::binary::scalar_lhs_overloads!($Trait, $method, $op; $lhs);
     )*};
 }
+pub(crate) use operator_overloads;
 
+/// `2.0 - &x`, `1 << &x`, `true ^ &mask`: a Rust number of each listed type on the left of
+/// operator `$Trait` (Python's `__rsub__`, `__rlshift__`, …).
 macro_rules! scalar_lhs_overloads {
-    ($Trait:ident, $method:ident, $op:ident; $($t:ty),*) => {$(
+    ($Trait:ident, $method:ident, $op:ident; [$($t:ty),*]) => {$(
         impl std::ops::$Trait<&Tensor> for $t {
             type Output = Tensor;
             #[track_caller]
@@ -961,8 +1142,10 @@ macro_rules! scalar_lhs_overloads {
         }
     )*};
 }
+pub(crate) use scalar_lhs_overloads;
 
 operator_overloads! {
+    "PyTorch's arithmetic operator: broadcasting, with PyTorch's type promotion."; [f64, i64];
     Add, add, AddAssign, add_assign, Add;
     Sub, sub, SubAssign, sub_assign, Sub;
     Mul, mul, MulAssign, mul_assign, Mul;
@@ -1128,5 +1311,83 @@ mod tests {
         let x = Tensor::new(&[-1.0f32, 0.25, 3.0]);
         x.t().clamp_(0.0, 1.0);
         assert_eq!(x.to_vec::<f32>(), vec![0.0, 0.25, 1.0]);
+    }
+
+    /// PyTorch has no Bool clamp kernel: a clamp computing in Bool is refused, naming the op,
+    /// the dtype and the caller (integer bounds promote a Bool tensor to i64 and work).
+    #[test]
+    fn clamp_refuses_bool() {
+        let b = Tensor::new(&[true, false]);
+        let e = b.try_clamp(false, true).unwrap_err().to_string();
+        assert!(e.starts_with("clamp: \"clamp_scalar_cpu\" not implemented for 'Bool'"), "{e}");
+        assert!(e.contains("(at src/ops/binary.rs:"), "{e}");
+        assert!(b.try_clamp_min(false).unwrap_err().to_string().starts_with("clamp_min: \"clamp_min_scalar_cpu\" not implemented for 'Bool'"));
+        assert!(b.try_clamp_max_(true).unwrap_err().to_string().starts_with("clamp_max_: \"clamp_max_scalar_cpu\" not implemented for 'Bool'"));
+        let e = b.try_clamp_tensor(Some(&b), Some(&b)).unwrap_err().to_string();
+        assert!(e.starts_with("clamp: \"clamp_cpu\" not implemented for 'Bool'"), "{e}");
+        assert!(std::panic::catch_unwind(|| b.clamp(false, true)).is_err());
+        assert_eq!(b.to_vec::<bool>(), vec![true, false], "nothing written");
+        // What PyTorch computes: Bool with integer bounds is an i64 clamp; one Bool tensor bound
+        // is a maximum/minimum, which Bool has.
+        assert_eq!(b.clamp(0, 1).dtype(), DType::I64);
+        assert_eq!(b.clamp_tensor(Some(&Tensor::new(&[true])), None).to_vec::<bool>(), vec![true, true]);
+        assert_eq!(b.clamp_tensor(None, Some(&Tensor::new(&[false]))).to_vec::<bool>(), vec![false, false]);
+    }
+
+    #[test]
+    fn clamp_with_tensor_bounds() {
+        let x = Tensor::new(&[[-2.0f32, 0.5, 3.0], [f32::NAN, 1.0, -1.0]]);
+        let lo = Tensor::new(&[[0.0f32], [-0.5]]);
+        let hi = Tensor::new(&[1.0f32, f32::NAN, 2.0]);
+        // Broadcast [2, 3] x [2, 1] x [3]; NaN from x and from a bound; contiguous or not.
+        let c = x.clamp_tensor(Some(&lo), Some(&hi)).to_vec::<f32>();
+        let want = [0.0, f32::NAN, 2.0, f32::NAN, f32::NAN, -0.5];
+        assert!(c.iter().zip(&want).all(|(a, b)| a == b || (a.is_nan() && b.is_nan())), "{c:?}");
+        let xt = x.t().contiguous().t();
+        let ct = xt.clamp_tensor(Some(&lo), Some(&hi)).to_vec::<f32>();
+        assert!(ct.iter().zip(&c).all(|(a, b)| a == b || (a.is_nan() && b.is_nan())), "{ct:?}");
+        assert_eq!(x.clamp_tensor(Some(&lo), None).to_vec::<f32>()[..3], [0.0, 0.5, 3.0]);
+        let c = x.clamp_tensor(None, Some(&hi)).to_vec::<f32>();
+        assert!(c[0] == -2.0 && c[1].is_nan() && c[2] == 2.0 && c[3].is_nan() && c[4].is_nan() && c[5] == -1.0, "{c:?}");
+        // Bounds that are views of the clamped tensor itself.
+        let v = Tensor::new(&[3.0f32, 1.0, 2.0]);
+        assert_eq!(v.clamp_tensor(Some(&v.narrow(0, 1, 1)), Some(&v.narrow(0, 2, 1))).to_vec::<f32>(), vec![2.0, 1.0, 2.0]);
+        // min > max gives max.
+        let m = Tensor::new(&[5.0f32, -5.0]).clamp_tensor(Some(&Tensor::new(&[2.0f32])), Some(&Tensor::new(&[1.0f32])));
+        assert_eq!(m.to_vec::<f32>(), vec![1.0, 1.0]);
+        // result_type of the three: i32 with i64 bounds gives i64; a 0-dim f64 bound does not
+        // widen an f32 tensor, a 1-dim one does; an integer tensor with float bounds is float.
+        let i = Tensor::new(&[-3i32, 4, 9]);
+        let r = i.clamp_tensor(Some(&Tensor::new(&[0i64])), Some(&Tensor::new(&[5i64])));
+        assert_eq!((r.dtype(), r.to_vec::<i64>()), (DType::I64, vec![0, 4, 5]));
+        let f = Tensor::new(&[0.5f32, 2.0]);
+        assert_eq!(f.clamp_tensor(None, Some(&Tensor::scalar_opts(1.0, DType::F64))).dtype(), DType::F32);
+        assert_eq!(f.clamp_tensor(None, Some(&Tensor::new(&[1.0f64]))).dtype(), DType::F64);
+        assert_eq!(i.clamp_tensor(Some(&Tensor::new(&[0.5f32])), None).to_vec::<f32>(), vec![0.5, 4.0, 9.0]);
+        // Errors: no bound, shapes that cannot broadcast.
+        let e = f.try_clamp_tensor(None, None).unwrap_err().to_string();
+        assert!(e.starts_with("clamp: torch.clamp: At least one of 'min' or 'max' must not be None"), "{e}");
+        let e = f.try_clamp_tensor(Some(&Tensor::zeros(&[3])), None).unwrap_err().to_string();
+        assert!(e.starts_with("clamp: shapes [2] and [3] cannot broadcast (at src/ops/binary.rs:"), "{e}");
+    }
+
+    #[test]
+    fn clamp_tensor_in_place() {
+        let x = Tensor::new(&[[-2.0f32, 0.5], [3.0, 1.5]]);
+        x.t().clamp_tensor_(Some(&Tensor::new(&[0.0f32, 1.0])), Some(&Tensor::new(&[[1.0f32], [2.0]])));
+        assert_eq!(x.to_vec::<f32>(), vec![0.0, 0.5, 1.0, 1.5]);
+        // A bound that is the tensor itself (aliasing) and an i64 bound into i32 (computed in
+        // i64, written back); a float bound into i32 and a bound that would grow the shape
+        // are refused, and nothing is written.
+        let i = Tensor::new(&[-3i32, 4, 9]);
+        i.clamp_tensor_(None, Some(&Tensor::new(&[5i64])));
+        assert_eq!(i.to_vec::<i32>(), vec![-3, 4, 5]);
+        i.clamp_tensor_(Some(&i.narrow(0, 1, 1)), None);
+        assert_eq!(i.to_vec::<i32>(), vec![4, 4, 5]);
+        let e = i.try_clamp_tensor_(Some(&Tensor::new(&[0.5f32])), None).unwrap_err().to_string();
+        assert!(e.starts_with("clamp_: result type Float can't be cast to the desired output type Int"), "{e}");
+        let e = i.try_clamp_tensor_(Some(&Tensor::zeros(&[2, 3]).to_dtype(DType::I32)), None).unwrap_err().to_string();
+        assert!(e.starts_with("clamp_: output with shape [3] doesn't match the broadcast shape [2, 3]"), "{e}");
+        assert_eq!(i.to_vec::<i32>(), vec![4, 4, 5]);
     }
 }

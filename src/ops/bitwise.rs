@@ -106,62 +106,8 @@ impl Tensor {
     }
 }
 
-macro_rules! bitwise_operators {
-    ($($Trait:ident, $method:ident, $Assign:ident, $assign:ident, $op:ident;)*) => {$(
-        /// PyTorch's operator on integer and Bool tensors (logical on Bool); a float operand
-        /// panics.
-        impl<R: Into<Operand>> std::ops::$Trait<R> for &Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: R) -> Tensor {
-                binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &rhs.into()).or_panic()
-            }
-        }
-
-        /// PyTorch's operator on integer and Bool tensors (logical on Bool); a float operand
-        /// panics.
-        impl<R: Into<Operand>> std::ops::$Trait<R> for Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: R) -> Tensor {
-                binary(BinaryOp::$op, &Operand::Tensor(self), &rhs.into()).or_panic()
-            }
-        }
-
-        /// In place, as Python's augmented assignment on a tensor.
-        impl<R: Into<Operand>> std::ops::$Assign<R> for Tensor {
-            #[track_caller]
-            fn $assign(&mut self, rhs: R) {
-                binary_inplace(BinaryOp::$op, self, &rhs.into()).or_panic();
-            }
-        }
-
-        bitwise_scalar_lhs!($Trait, $method, $op; i64, bool);
-    )*};
-}
-
-/// `3 & &x`, `1 << &x`, `true ^ &mask`: a Rust number on the left (PyTorch's `__rand__`, …).
-macro_rules! bitwise_scalar_lhs {
-    ($Trait:ident, $method:ident, $op:ident; $($t:ty),*) => {$(
-        impl std::ops::$Trait<&Tensor> for $t {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: &Tensor) -> Tensor {
-                binary(BinaryOp::$op, &Operand::Scalar(self.into()), &Operand::Tensor(rhs.clone())).or_panic()
-            }
-        }
-
-        impl std::ops::$Trait<Tensor> for $t {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: Tensor) -> Tensor {
-                binary(BinaryOp::$op, &Operand::Scalar(self.into()), &Operand::Tensor(rhs)).or_panic()
-            }
-        }
-    )*};
-}
-
-bitwise_operators! {
+super::binary::operator_overloads! {
+    "PyTorch's operator on integer and Bool tensors (logical on Bool); a float operand panics."; [i64, bool];
     BitAnd, bitand, BitAndAssign, bitand_assign, BitAnd;
     BitOr, bitor, BitOrAssign, bitor_assign, BitOr;
     BitXor, bitxor, BitXorAssign, bitxor_assign, BitXor;

@@ -229,11 +229,11 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
     }
     check_writable(op, dst)?;
     let walk = walk_except(x.dim(), d);
-    let map = index.with_cpu(op, |si, _| {
-        let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
-        IndexMap::new(x.layout(), idx.shape(), &walk, &[arg], false)
-    })?;
-    let map = located(op, map)?;
+    // The scatter walks the index where it lies, its values checked in one read-only pass
+    // first (nothing is written when one is out of range). Its lock is held meanwhile, so an
+    // index sharing storage with `dst` or the source is read through a copy.
+    let aliased = dst.shares_storage_with(&idx) || matches!(&src, Source::Tensor(s) if s.shares_storage_with(&idx));
+    let idx = if aliased { idx.deep_clone() } else { idx };
     let values = match src {
         Source::Tensor(s) => {
             let ls = Layout::new(Shape::from_slice(idx.shape()), s.stride().into(), s.storage_offset());
@@ -241,7 +241,12 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
         }
         Source::Scalar(v) => Values::Scalar(v),
     };
-    write_indexed(op, dst, &map, values, accumulate)
+    let written = idx.with_cpu(op, |si, li| {
+        let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: li.clone(), dim: d };
+        let map = IndexMap::direct(x.layout(), idx.shape(), &walk, arg).validated();
+        map.map(|map| write_indexed(op, dst, &map, values, accumulate))
+    })?;
+    located(op, written)?
 }
 
 /// `g` padded with zeros at the end of each dim up to `shape`: the gradient of a source larger
@@ -926,6 +931,11 @@ mod tests {
         let x = Tensor::zeros(&[2, 3]);
         let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 3]]), &Tensor::ones(&[1, 2])));
         assert!(e.starts_with("scatter_: index 3 is out of bounds for dimension 1 with size 3"), "{e}");
+        assert_eq!(x.to_vec::<f32>(), vec![0.0; 6], "the valid index 0 was not written either");
+        // An index that is also the destination and the source: read as it was before.
+        let i = Tensor::new(&[0i64, 1, 1]);
+        i.scatter_add_(0, &i, &i);
+        assert_eq!(i.to_vec::<i64>(), vec![0, 3, 1]);
         let e = err(x.try_scatter_(1, &Tensor::new(&[[-1i64]]), &Tensor::ones(&[1, 1])));
         assert!(e.starts_with("scatter_: index -1 is out of bounds for dimension 1 with size 3"), "{e}");
         let e = err(x.try_scatter_(1, &Tensor::new(&[0i64]), &Tensor::ones(&[1])));

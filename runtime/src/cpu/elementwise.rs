@@ -138,6 +138,15 @@ pub fn map1<A: Element, O: Element>(a: &[A], la: &Layout, f: impl Fn(A) -> O + S
     out
 }
 
+/// A new contiguous buffer of `n` elements, filled in parallel chunks by `body(start, chunk)`.
+/// `map2` and `map3` allocate through it once their path is known: a transposed operand makes
+/// them recurse on an untransposed copy, and the recursive call allocates the output.
+fn filled<O: Element>(n: usize, body: impl Fn(usize, &mut [O]) + Sync + Send) -> CpuBuf<O> {
+    let mut out = CpuBuf::<O>::uninit(n);
+    for_chunks_mut(&mut out, GRAIN, body);
+    out
+}
+
 /// `out[i] = f(a[i], b[i])`; `la` and `lb` have the output's shape (broadcast already).
 pub fn map2<A: Element, B: Element, O: Element>(
     a: &[A],
@@ -148,42 +157,38 @@ pub fn map2<A: Element, B: Element, O: Element>(
 ) -> CpuBuf<O> {
     debug_assert_eq!(la.shape(), lb.shape());
     let n = la.numel();
-    let mut out = CpuBuf::<O>::uninit(n);
     if n == 0 {
-        return out;
+        return CpuBuf::uninit(0);
     }
     if la.is_contiguous() && lb.is_contiguous() {
         let a = &a[la.offset()..la.offset() + n];
         let b = &b[lb.offset()..lb.offset() + n];
-        for_chunks_mut(&mut out, GRAIN, |s, o| {
+        return filled(n, |s, o| {
             let e = s + o.len();
             for ((o, &x), &y) in o.iter_mut().zip(&a[s..e]).zip(&b[s..e]) {
                 *o = f(x, y);
             }
         });
-        return out;
     }
     if la.is_contiguous() && lb.strides().iter().all(|&s| s == 0) {
         let a = &a[la.offset()..la.offset() + n];
         let y = b[lb.offset()];
-        for_chunks_mut(&mut out, GRAIN, |s, o| {
+        return filled(n, |s, o| {
             let e = s + o.len();
             for (o, &x) in o.iter_mut().zip(&a[s..e]) {
                 *o = f(x, y);
             }
         });
-        return out;
     }
     if lb.is_contiguous() && la.strides().iter().all(|&s| s == 0) {
         let b = &b[lb.offset()..lb.offset() + n];
         let x = a[la.offset()];
-        for_chunks_mut(&mut out, GRAIN, |s, o| {
+        return filled(n, |s, o| {
             let e = s + o.len();
             for (o, &y) in o.iter_mut().zip(&b[s..e]) {
                 *o = f(x, y);
             }
         });
-        return out;
     }
     let c = collapse(la.shape(), [la.strides(), lb.strides()]);
     if wants_tiles(&c) {
@@ -192,7 +197,7 @@ pub fn map2<A: Element, B: Element, O: Element>(
         let (b, lb) = untransposed(&c, 1, b, lb, &mut cb);
         return map2(a, &la, b, &lb, f);
     }
-    for_chunks_mut(&mut out, GRAIN, |start, o| {
+    filled(n, |start, o| {
         let mut w = 0;
         c.walk([la.offset(), lb.offset()], start..start + o.len(), |[oa, ob], run, [sa, sb]| {
             let o = &mut o[w..w + run];
@@ -217,8 +222,7 @@ pub fn map2<A: Element, B: Element, O: Element>(
             }
             w += run;
         });
-    });
-    out
+    })
 }
 
 /// `out[i] = f(a[i], b[i], c[i])`; all layouts have the output's shape.
@@ -232,7 +236,6 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
     f: impl Fn(A, B, C) -> O + Sync + Send,
 ) -> CpuBuf<O> {
     let n = la.numel();
-    let mut out = CpuBuf::<O>::uninit(n);
     let col = collapse(la.shape(), [la.strides(), lb.strides(), lc.strides()]);
     if wants_tiles(&col) {
         let (mut ca, mut cb, mut cc) = (None, None, None);
@@ -241,7 +244,7 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
         let (c, lc) = untransposed(&col, 2, c, lc, &mut cc);
         return map3(a, &la, b, &lb, c, &lc, f);
     }
-    for_chunks_mut(&mut out, GRAIN, |start, o| {
+    filled(n, |start, o| {
         let mut w = 0;
         col.walk([la.offset(), lb.offset(), lc.offset()], start..start + o.len(), |[oa, ob, oc], run, [sa, sb, sc]| {
             for (i, o) in o[w..w + run].iter_mut().enumerate() {
@@ -249,8 +252,7 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
             }
             w += run;
         });
-    });
-    out
+    })
 }
 
 /// `dst[i] = f(dst[i], src[i])` through `ld`, which must not overlap itself; `ls` has `ld`'s

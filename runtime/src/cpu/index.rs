@@ -6,9 +6,10 @@
 //! dims *walk* a target dim (coordinate `i` is coordinate `i` of that dim); the remaining target
 //! dims get their coordinate from index tensors. [`IndexMap::new`] validates every index value
 //! once, before anything is written, and keeps the storage offset the indices contribute;
-//! [`scatter`] then only adds offsets and cannot reach outside the target. A gather into a new
-//! buffer may instead read one index tensor where it lies ([`IndexMap::direct`]) and check each
-//! value as it reads it.
+//! [`scatter`] then only adds offsets and cannot reach outside the target. One index tensor
+//! may instead be read where it lies ([`IndexMap::direct`]): a gather into a new buffer checks
+//! each value as it reads it, and `scatter`/`scatter_add` check them all in one read-only pass
+//! first ([`IndexMap::validated`]), with no offsets buffer to fill.
 
 use super::buffer::CpuBuf;
 use super::elementwise::SendPtr;
@@ -55,7 +56,7 @@ enum Offsets<'a> {
 /// Index tensors mapped onto a target layout: iteration position `p` is the target element at
 /// storage offset `base(p) + offsets(p) * mult`. Maps from [`IndexMap::new`] hold validated
 /// offsets; a map from [`IndexMap::direct`] reads raw index values, which [`gather`] checks as it
-/// goes.
+/// goes and [`IndexMap::validated`] checks before a [`scatter`].
 pub struct IndexMap<'a> {
     target: Layout,
     /// Iteration-shaped: the target's strides on walking dims, 0 elsewhere.
@@ -213,6 +214,33 @@ impl<'a> IndexMap<'a> {
         }
     }
 
+    /// This map once every raw value of a [`IndexMap::direct`] map is known to lie in
+    /// `0..size` (one read-only pass over the index, in parallel), so that [`scatter`] may
+    /// walk the index itself; else the first value outside, in row-major order. A map from
+    /// [`IndexMap::new`] is returned as it is.
+    pub fn validated(mut self) -> Result<IndexMap<'a>, BadIndex> {
+        let Some((dim, size)) = self.unchecked else {
+            return Ok(self);
+        };
+        let (offs, l) = (self.offsets(), &self.offsets_layout);
+        let c = collapse(l.shape(), [l.strides()]);
+        let first = First::new();
+        for_ranges(l.numel(), GRAIN, |range| {
+            let mut w = range.start;
+            c.walk([l.offset()], range, |[o], run, [s]| {
+                if let Some(i) = (0..run).find(|&i| offs[o + i * s] as u64 >= size as u64) {
+                    first.report(w + i, offs[o + i * s]);
+                }
+                w += run;
+            });
+        });
+        if let Some(value) = first.value() {
+            return Err(BadIndex { arg: 0, value, dim, size });
+        }
+        self.unchecked = None;
+        Ok(self)
+    }
+
     /// The iteration shape.
     pub fn shape(&self) -> &[usize] {
         self.base.shape()
@@ -284,7 +312,7 @@ pub fn scatter<T: Element>(dst: &mut [T], map: &IndexMap<'_>, src: &[T], ls: &La
     if numel(shape) == 0 {
         return;
     }
-    assert!(map.unchecked.is_none(), "scatter: index values must be validated first (IndexMap::new)");
+    assert!(map.unchecked.is_none(), "scatter: index values must be validated first (IndexMap::new or IndexMap::validated)");
     assert!(map.target.is_non_overlapping(), "scatter: the target's elements overlap");
     assert!(map.target.storage_end() <= dst.len(), "scatter: target layout outside its storage");
     assert!(ls.storage_end() <= src.len(), "scatter: source layout outside its storage");
@@ -547,6 +575,13 @@ mod tests {
         let big: Vec<i64> = (0..200_000).map(|i| if i == 150_001 || i == 199_999 { -9 } else { i % 3 }).collect();
         let e = IndexMap::new(&lx, &[200_000], &[None], &[arg(&big, Layout::contiguous(&[200_000]), 0)], true).err().unwrap();
         assert_eq!(e.value, -9);
+        // A direct map validated for a scatter: negatives are out of range too, and the first
+        // bad value in row-major order is reported whichever chunk finds it first.
+        let e = IndexMap::direct(&lx, &[200_000], &[None], arg(&big, Layout::contiguous(&[200_000]), 0)).validated().err().unwrap();
+        assert_eq!(e, BadIndex { arg: 0, value: -9, dim: 0, size: 3 });
+        let e = IndexMap::direct(&lx, &[4], &[None], arg(&idx, li, 0)).validated().err().unwrap();
+        assert_eq!(e.value, 7);
+        assert!(IndexMap::direct(&lx, &[3], &[None], arg(&[2, 0, 1], Layout::contiguous(&[3]), 0)).validated().is_ok());
     }
 
     #[test]
@@ -575,6 +610,12 @@ mod tests {
         scatter(&mut d, &m, &src, &li, |_, v| v);
         // view[0] = [2, 0, 1], view[1] = [0, 3, 4]; buffer[j*2 + i] = view[i][j]
         assert_eq!(d, [2.0, 0.0, 0.0, 3.0, 1.0, 4.0]);
+        // The index read where it lies (a transposed index, a strided target): the same writes.
+        let mut e = [0.0f32; 6];
+        let it = [2i64, 1, 0, 2];
+        let m = IndexMap::direct(&ld, &[2, 2], &[Some(0), None], arg(&it, Layout::contiguous(&[2, 2]).transpose(0, 1), 1)).validated().unwrap();
+        scatter(&mut e, &m, &src, &li, |_, v| v);
+        assert_eq!(e, d);
     }
 
     #[test]
