@@ -27,7 +27,7 @@ use kiln_runtime::DType;
 
 mod common;
 use common::reduce_run::{check, index, inst, sizes};
-use common::{make_input, Input, Lay};
+use common::{make_input, Lay};
 
 
 const SHAPES: [(&[usize], usize); 5] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1)];
