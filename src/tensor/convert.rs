@@ -44,7 +44,7 @@ impl<T: StorageElement> Deref for SliceGuard<'_, T> {
         if self.len == 0 {
             return &[]; // an empty view may sit past the end of its storage
         }
-        let Storage::Cpu(s) = &*self.guard;
+        let s = self.guard.as_cpu().expect("the device was checked when the guard was made");
         &s.as_buf::<T>().expect("dtype checked when the guard was made")[self.start..self.start + self.len]
     }
 }
