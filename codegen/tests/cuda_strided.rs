@@ -85,8 +85,9 @@ fn every_eager_kernel_compiles_to_cubin_for_sm80_and_sm90() {
     // One dim: a contiguous (collapsed) operand set; three dims: strided and broadcast views.
     let kernels: Vec<_> = [1, 3].into_iter().flat_map(|ndim| every_eager_kernel(ndim).unwrap()).collect();
     let compiled = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     std::thread::scope(|s| {
-        for chunk in kernels.chunks(kernels.len().div_ceil(2)) {
+        for chunk in kernels.chunks(kernels.len().div_ceil(threads)) {
             let compiled = &compiled;
             s.spawn(move || {
                 for k in chunk {

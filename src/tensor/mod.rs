@@ -14,7 +14,7 @@ pub use convert::SliceGuard;
 pub use create::{IntoScalar, NestedArray};
 pub use view::{IndexArgs, TensorIndexer};
 
-pub(crate) use convert::cast;
+pub(crate) use convert::{cast, cast_storage};
 pub(crate) use create::scalar_as;
 
 use crate::autograd::AutogradMeta;
