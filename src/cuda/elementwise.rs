@@ -28,7 +28,7 @@ pub(crate) fn common_device(op: &'static str, devices: &[(Device, bool)]) -> Res
     for &(d, zero_dim) in devices {
         if d != Device::Cuda(i) && !(d.is_cpu() && zero_dim) {
             let first = devices[0].0;
-            let (a, b) = if first == d { (Device::Cuda(i), d) } else { (first, d) };
+            let (a, b) = if first == d { (d, Device::Cuda(i)) } else { (first, d) };
             bail!(op, Device, "expected all tensors to be on the same device, but found {a} and {b}");
         }
     }
@@ -148,9 +148,12 @@ mod tests {
 
     #[test]
     fn dims_contiguous_in_every_operand_merge() {
-        // [2, 3, 4] contiguous with a broadcast row: the last two dims merge only in the output.
+        // [2, 3, 4] with a broadcast row: the outer dims merge (stride 0 stays 0), the row does
+        // not; a transposed operand keeps every dim.
         let (shape, st) = collapse_all(&[2, 3, 4], &[&[12, 4, 1], &[0, 0, 1], &[12, 4, 1]]);
-        assert_eq!((shape, st), (vec![2, 3, 4], vec![vec![12, 4, 1], vec![0, 0, 1], vec![12, 4, 1]]));
+        assert_eq!((shape, st), (vec![6, 4], vec![vec![4, 1], vec![0, 1], vec![4, 1]]));
+        let (shape, _) = collapse_all(&[2, 3, 4], &[&[1, 2, 6], &[12, 4, 1]]);
+        assert_eq!(shape, vec![2, 3, 4]);
         let (shape, st) = collapse_all(&[2, 1, 4], &[&[4, 4, 1], &[4, 9, 1]]);
         assert_eq!((shape, st), (vec![8], vec![vec![1], vec![1]]));
     }
