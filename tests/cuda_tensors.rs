@@ -46,6 +46,10 @@ fn without_a_gpu_cuda_tensors_fail_naming_the_op_and_line() {
         Tensor::new(&[1.0f32]).to(&Device::Cuda(0));
     });
     assert!(m.starts_with("to: no CUDA device available"), "{m}");
+    let m = panic_message(|| {
+        Tensor::randn_opts(&[2], DType::F32, Device::Cuda(0));
+    });
+    assert!(m.starts_with("randn: no CUDA device available"), "{m}");
     // The CPU is untouched: moving to the CPU is a no-op.
     assert!(x.to(&Device::Cpu).shares_storage_with(&x));
 }
@@ -141,6 +145,16 @@ test_device!(in_place_copy_and_fill_through_views, |d| {
     let e = sample(d);
     e.t().narrow(0, 0, 2).exp_();
     vec![x, y, z, h, e]
+});
+
+test_device!(random_numbers_are_the_cpus, |d| {
+    kiln::manual_seed(7);
+    let r = Tensor::rand_opts(&[5, 7], DType::F32, d);
+    let n = Tensor::randn_opts(&[300], DType::F64, d);
+    let i = Tensor::randint_opts(-5, 5, &[4, 4], DType::I32, d);
+    let v = Tensor::zeros_opts(&[4, 6], DType::F32, d);
+    v.t().narrow(0, 1, 3).uniform_(-1.0, 1.0);
+    vec![r, n, i, v]
 });
 
 #[test]

@@ -13,7 +13,7 @@ use kiln_runtime::cpu::strided::collapse;
 use kiln_runtime::cuda::{CudaBuffer, CudaStorage};
 use kiln_runtime::{DType, Device, Layout, Storage};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLockReadGuard};
+use std::sync::{Arc, Mutex};
 
 /// The device an op on operands on `devices` runs on, each given with whether the operand is
 /// 0-dim: every operand on one CUDA device, except 0-dim CPU tensors (scalars, which are copied
@@ -93,18 +93,7 @@ fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &m
     let strides: Vec<&[usize]> = layouts.iter().map(|l| l.strides()).chain([lo.strides()]).collect();
     let (shape, cstrides) = collapse_all(lo.shape(), &strides);
     let kernel = loaded(name, op, dtype, out.dtype(), shape.len(), ordinal)?;
-    // Read locks, one per distinct storage (two views of one storage share a lock).
-    let mut guards: Vec<RwLockReadGuard<'_, Storage>> = Vec::new();
-    let mut guard_of = Vec::with_capacity(moved.len());
-    for (j, t) in moved.iter().enumerate() {
-        match moved[..j].iter().position(|u| u.shares_storage_with(t)) {
-            Some(k) => guard_of.push(guard_of[k]),
-            None => {
-                guard_of.push(guards.len());
-                guards.push(t.read_storage());
-            }
-        }
-    }
+    let (guards, guard_of) = Tensor::read_storages(&moved);
     let mut ops: Vec<(&CudaBuffer, StridedOperand<'_>)> = Vec::with_capacity(moved.len());
     for ((&g, l), s) in guard_of.iter().zip(&layouts).zip(&cstrides) {
         let Storage::Cuda(b) = &*guards[g] else { unreachable!("inputs were moved to the device") };

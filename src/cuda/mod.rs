@@ -18,6 +18,16 @@ pub(crate) use transfer::{to_device, upload};
 use crate::error::{Error, ErrorKind};
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 
+/// An error ("no CUDA device available", as `op`'s) unless `device` can be used: for ops that
+/// must fail before doing anything else (drawing random numbers).
+#[track_caller]
+pub(crate) fn check_available(op: &'static str, device: kiln_runtime::Device) -> crate::error::Result<()> {
+    match device {
+        kiln_runtime::Device::Cuda(i) => kiln_runtime::cuda::device(op, i).map(drop).or_op(op),
+        kiln_runtime::Device::Cpu => Ok(()),
+    }
+}
+
 /// True when any of `tensors` is on a CUDA device: the op takes its CUDA branch (which checks
 /// that they all are, 0-dim CPU scalars aside).
 pub(crate) fn any_on_cuda(tensors: &[&crate::Tensor]) -> bool {

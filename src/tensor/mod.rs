@@ -289,6 +289,24 @@ impl Tensor {
         self.0.storage.data.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Read access to the storages of `tensors`: one lock per distinct storage (two views of
+    /// one storage share it), and for each tensor the index of its guard.
+    #[track_caller]
+    pub(crate) fn read_storages(tensors: &[Tensor]) -> (Vec<RwLockReadGuard<'_, Storage>>, Vec<usize>) {
+        let mut guards: Vec<RwLockReadGuard<'_, Storage>> = Vec::new();
+        let mut guard_of: Vec<usize> = Vec::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            match tensors[..i].iter().position(|u| u.shares_storage_with(t)) {
+                Some(j) => guard_of.push(guard_of[j]),
+                None => {
+                    guard_of.push(guards.len());
+                    guards.push(t.read_storage());
+                }
+            }
+        }
+        (guards, guard_of)
+    }
+
     /// Counts an in-place write (bumps the version) without touching the data.
     pub(crate) fn bump_version(&self) {
         self.0.storage.version.fetch_add(1, Ordering::Relaxed);
