@@ -144,7 +144,11 @@ test_device!(in_place_copy_and_fill_through_views, |d| {
     h.copy_(&Tensor::new(&[1.0f32, 2.0, 3.0, 4.0])); // from the CPU, broadcast
     let e = sample(d);
     e.t().narrow(0, 0, 2).exp_();
-    vec![x, y, z, h, e]
+    let s = Tensor::zeros_opts(&[2, 2], DType::I32, d);
+    s.copy_(&Tensor::new(&[5.0f64, 6.0, 7.0]).i(2)); // a 0-dim CPU view at offset 2
+    let c = Tensor::zeros(&[3]);
+    c.copy_(&sample(d).i((1, 1))); // a 0-dim CUDA tensor into a CPU one
+    vec![x, y, z, h, e, s, c]
 });
 
 test_device!(random_numbers_are_the_cpus, |d| {

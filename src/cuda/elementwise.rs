@@ -46,16 +46,16 @@ pub(crate) fn map(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)],
     Ok(Tensor::from_storage(Storage::Cuda(storage), shape))
 }
 
-/// Writes `src` (viewed through `ls`, already broadcast to `dst`'s shape) into `dst` in place,
-/// converted to `dst`'s dtype. `src` must not share storage with `dst` (copy it first).
+/// Writes `src` (viewed through `ls`, already broadcast to `dst`'s shape) into the CUDA tensor
+/// `dst` in place, converted to `dst`'s dtype. `src` is on `dst`'s device or a 0-dim CPU
+/// tensor, and must not share storage with `dst` (copy it first).
 #[track_caller]
 pub(crate) fn copy_into(name: &'static str, dst: &Tensor, src: &Tensor, ls: Layout) -> Result<()> {
-    let src = if src.device().is_cpu() && src.dim() == 0 { super::to_device(name, src, dst.device())? } else { src.clone() };
-    let ordinal = common_device(name, &[(dst.device(), false), (src.device(), false)])?;
-    debug_assert!(!dst.shares_storage_with(&src));
+    let ordinal = common_device(name, &[(dst.device(), false), (src.device(), src.dim() == 0)])?;
+    debug_assert!(!dst.shares_storage_with(src));
     let mut guard = dst.write_storage();
     let Storage::Cuda(d) = &mut *guard else { unreachable!("the destination's device is CUDA") };
-    launch(name, EagerOp::Copy, &[(&src, ls)], d, dst.layout(), src.dtype(), ordinal)
+    launch(name, EagerOp::Copy, &[(src, ls)], d, dst.layout(), src.dtype(), ordinal)
 }
 
 /// The kernel of `op` for these dtypes and dims on `cuda:ordinal`: emitted, compiled and

@@ -553,8 +553,10 @@ fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
         return Ok(());
     }
     let src = if src.shares_storage_with(dst) { src.deep_clone() } else { src.clone() };
-    // Across devices the source is copied over first (PyTorch's copy_ moves data).
-    let src = if src.device() != dst.device() && src.dim() > 0 { crate::cuda::to_device("copy_", &src, dst.device())? } else { src };
+    // Across devices the source is copied over first (PyTorch's copy_ moves data); a 0-dim
+    // CPU source joins a CUDA copy as it is.
+    let cpu_scalar = src.device().is_cpu() && src.dim() == 0;
+    let src = if src.device() != dst.device() && !cpu_scalar { crate::cuda::to_device("copy_", &src, dst.device())? } else { src };
     let ls = src.layout().broadcast_to(dst.shape()).expect("shape was broadcast");
     if crate::cuda::any_on_cuda(&[dst, &src]) {
         return crate::cuda::copy_into("copy_", dst, &src, ls);
