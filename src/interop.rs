@@ -36,7 +36,7 @@ impl<T: StorageElement> NdarrayView<'_, T> {
             // ndarray wants an empty array's strides to stay inside the slice; any strides do.
             return ArrayViewD::from_shape(dims, &[]).expect("an empty shape fits an empty slice");
         }
-        let Storage::Cpu(s) = &*self.guard;
+        let s = self.guard.as_cpu().expect("the device was checked when the view was made");
         let buf = s.as_buf::<T>().expect("dtype checked when the view was made");
         // A tensor's layout always lies inside its storage, and read-only ndarray views accept
         // overlapping (stride-0) layouts, so this cannot fail.

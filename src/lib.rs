@@ -55,6 +55,7 @@ extern crate self as kiln;
 
 pub mod autograd;
 pub mod capture;
+mod cuda;
 pub mod data;
 pub mod debug;
 pub mod error;

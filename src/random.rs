@@ -25,7 +25,6 @@
 
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
 use kiln_codegen::ir::RandDist;
-use crate::tensor::check_device_supported;
 use crate::Tensor;
 use kiln_runtime::cpu::elementwise::map2_inplace;
 use kiln_runtime::cpu::philox::{self, float_digits, Philox};
@@ -194,10 +193,9 @@ fn integer_bounds(dtype: DType) -> (i64, i64) {
     }
 }
 
-/// Errors for an unsupported device or dtype, bad parameters, or an overlapping destination.
+/// Errors for an unsupported dtype, bad parameters, or an overlapping destination.
 #[track_caller]
-fn check(op: &'static str, dtype: DType, device: Device, layout: &Layout, dist: Dist) -> Result<()> {
-    check_device_supported(op, device)?;
+fn check(op: &'static str, dtype: DType, layout: &Layout, dist: Dist) -> Result<()> {
     if matches!(dist, Dist::Uniform { .. } | Dist::Normal { .. }) && !dtype.is_float() {
         bail!(op, DType, "expected a floating-point dtype, but got {dtype}");
     }
@@ -348,22 +346,29 @@ pub(crate) fn rand_value(dist: RandDist, shape: &[usize], dtype: DType, draw: &P
 #[track_caller]
 fn sample(op: &'static str, shape: &[usize], dtype: DType, device: Device, dist: Dist) -> Result<Tensor> {
     let layout = Layout::contiguous(shape);
-    check(op, dtype, device, &layout, dist)?;
+    check(op, dtype, &layout, dist)?;
+    crate::cuda::check_available(op, device)?;
     let draw = default_generator().draw(layout.numel());
     match captured(dist, dtype, device) {
         Some(rand) if crate::capture::is_active() => Ok(crate::capture::rand(rand, &draw, shape, dtype)),
-        _ => generate(op, shape, dtype, dist, &draw),
+        // On CUDA: drawn on the host and copied over, so the numbers are the CPU's.
+        _ => crate::cuda::to_device(op, &generate(op, shape, dtype, dist, &draw)?, device),
     }
 }
 
 /// Overwrites `dst` with `dist` samples drawn from `generator` (the global one when `None`).
 #[track_caller]
 fn sample_into(op: &'static str, dst: &Tensor, dist: Dist, generator: Option<&mut Generator>) -> Result<()> {
-    check(op, dst.dtype(), dst.device(), dst.layout(), dist)?;
+    check(op, dst.dtype(), dst.layout(), dist)?;
     let draw = match generator {
         Some(g) => g.draw(dst.numel()),
         None => default_generator().draw(dst.numel()),
     };
+    if dst.device().is_cuda() {
+        // Drawn on the host in the view's element order, then copied into the view.
+        let src = crate::cuda::to_device(op, &generate(op, dst.shape(), dst.dtype(), dist, &draw)?, dst.device())?;
+        return crate::cuda::copy_into(op, dst, &src, src.layout().clone());
+    }
     dst.with_cpu_mut(op, |s, l| fill_storage(s, l, dist, &draw))?.ok_or_else(|| unsupported(op, dst.dtype()))
 }
 
@@ -563,27 +568,26 @@ mod tests {
     fn parameters_are_checked_before_drawing() {
         let l = Layout::contiguous(&[3]);
         let uni = Dist::Uniform { low: 0.0, high: 1.0 };
-        assert!(check("rand", DType::F32, Device::Cpu, &l, uni).is_ok());
-        let e = check("rand", DType::I64, Device::Cpu, &l, uni).unwrap_err();
+        assert!(check("rand", DType::F32, &l, uni).is_ok());
+        let e = check("rand", DType::I64, &l, uni).unwrap_err();
         assert_eq!((e.kind, e.message.as_str()), (ErrorKind::DType, "expected a floating-point dtype, but got int64"));
-        assert!(check("rand", DType::F32, Device::Cuda(0), &l, uni).is_err());
         let bad = Dist::Uniform { low: 2.0, high: 1.0 };
-        assert!(check("uniform_", DType::F32, Device::Cpu, &l, bad).is_err());
+        assert!(check("uniform_", DType::F32, &l, bad).is_err());
         let wide = Dist::Uniform { low: -60000.0, high: 60000.0 };
-        assert!(check("uniform_", DType::F16, Device::Cpu, &l, wide).is_err());
-        assert!(check("uniform_", DType::F32, Device::Cpu, &l, wide).is_ok());
-        assert!(check("normal_", DType::F64, Device::Cpu, &l, Dist::Normal { mean: 0.0, std: -1.0 }).is_err());
-        assert!(check("normal_", DType::F64, Device::Cpu, &l, Dist::Normal { mean: 0.0, std: f64::NAN }).is_err());
+        assert!(check("uniform_", DType::F16, &l, wide).is_err());
+        assert!(check("uniform_", DType::F32, &l, wide).is_ok());
+        assert!(check("normal_", DType::F64, &l, Dist::Normal { mean: 0.0, std: -1.0 }).is_err());
+        assert!(check("normal_", DType::F64, &l, Dist::Normal { mean: 0.0, std: f64::NAN }).is_err());
         let ints = |low, high| Dist::Integers { low, high };
-        assert!(check("randint", DType::U8, Device::Cpu, &l, ints(0, 256)).is_ok());
-        assert!(check("randint", DType::U8, Device::Cpu, &l, ints(0, 257)).is_err());
-        assert!(check("randint", DType::U8, Device::Cpu, &l, ints(-1, 5)).is_err());
-        assert!(check("randint", DType::Bool, Device::Cpu, &l, ints(0, 2)).is_ok());
-        assert!(check("randint", DType::I64, Device::Cpu, &l, ints(3, 3)).is_err());
-        assert!(check("randint", DType::F16, Device::Cpu, &l, ints(0, 2049)).is_ok());
-        assert!(check("randint", DType::F16, Device::Cpu, &l, ints(0, 2050)).is_err());
-        assert!(check("bernoulli_", DType::Bool, Device::Cpu, &l, Dist::Bernoulli { p: 1.5 }).is_err());
+        assert!(check("randint", DType::U8, &l, ints(0, 256)).is_ok());
+        assert!(check("randint", DType::U8, &l, ints(0, 257)).is_err());
+        assert!(check("randint", DType::U8, &l, ints(-1, 5)).is_err());
+        assert!(check("randint", DType::Bool, &l, ints(0, 2)).is_ok());
+        assert!(check("randint", DType::I64, &l, ints(3, 3)).is_err());
+        assert!(check("randint", DType::F16, &l, ints(0, 2049)).is_ok());
+        assert!(check("randint", DType::F16, &l, ints(0, 2050)).is_err());
+        assert!(check("bernoulli_", DType::Bool, &l, Dist::Bernoulli { p: 1.5 }).is_err());
         let expanded = Layout::contiguous(&[1]).broadcast_to(&[3]).unwrap();
-        assert!(check("bernoulli_", DType::F32, Device::Cpu, &expanded, Dist::Bernoulli { p: 0.5 }).is_err());
+        assert!(check("bernoulli_", DType::F32, &expanded, Dist::Bernoulli { p: 0.5 }).is_err());
     }
 }

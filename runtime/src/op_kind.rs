@@ -70,6 +70,13 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
+    /// Every unary op (the `name` match makes a new variant a compile error until it is named
+    /// there; list it here too).
+    pub const ALL: [UnaryOp; 29] = {
+        use UnaryOp::*;
+        [Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal, Square, BitNot]
+    };
+
     /// The op's name as PyTorch spells it.
     pub fn name(self) -> &'static str {
         use UnaryOp::*;
@@ -233,6 +240,12 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 14] = {
+        use BinaryOp::*;
+        [Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2, BitAnd, BitOr, BitXor, BitShl, BitShr]
+    };
+
     /// The op's name as PyTorch spells it.
     pub fn name(self) -> &'static str {
         use BinaryOp::*;
@@ -378,6 +391,9 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
+    /// Every comparison.
+    pub const ALL: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+
     /// The op's name as PyTorch spells it.
     pub fn name(self) -> &'static str {
         match self {

@@ -1,6 +1,7 @@
 //! Storage: one enum over devices, and on the CPU one variant per dtype.
 
 use crate::cpu::CpuBuf;
+use crate::cuda::CudaStorage;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use half::{bf16, f16};
@@ -156,10 +157,13 @@ impl CpuStorage {
     }
 }
 
-/// A tensor's storage on its device. CUDA storage joins this enum when CUDA support lands.
+/// A tensor's storage on its device: one enum over devices. CPU kernels see the `Cpu` variant
+/// only (the tensor layer routes other devices elsewhere first).
 pub enum Storage {
     /// Host memory.
     Cpu(CpuStorage),
+    /// Memory on one CUDA device.
+    Cuda(CudaStorage),
 }
 
 impl Storage {
@@ -167,6 +171,7 @@ impl Storage {
     pub fn device(&self) -> Device {
         match self {
             Storage::Cpu(_) => Device::Cpu,
+            Storage::Cuda(s) => Device::Cuda(s.ordinal()),
         }
     }
 
@@ -174,6 +179,7 @@ impl Storage {
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(s) => s.dtype(),
+            Storage::Cuda(s) => s.dtype(),
         }
     }
 
@@ -181,12 +187,29 @@ impl Storage {
     pub fn len(&self) -> usize {
         match self {
             Storage::Cpu(s) => s.len(),
+            Storage::Cuda(s) => s.len(),
         }
     }
 
     /// True when the storage holds no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The CPU storage, when the storage is on the CPU.
+    pub fn as_cpu(&self) -> Option<&CpuStorage> {
+        match self {
+            Storage::Cpu(s) => Some(s),
+            Storage::Cuda(_) => None,
+        }
+    }
+
+    /// The CPU storage, writable, when the storage is on the CPU.
+    pub fn as_cpu_mut(&mut self) -> Option<&mut CpuStorage> {
+        match self {
+            Storage::Cpu(s) => Some(s),
+            Storage::Cuda(_) => None,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::ops::Operand;
 use crate::tensor::Tensor;
 use kiln_codegen::ir::{draw_of_scalars, Node, NodeId, NodeKind, Use};
 use kiln_codegen::passes::ScalarArg;
-use kiln_runtime::{match_cpu, CpuStorage, Layout, Storage};
+use kiln_runtime::{match_cpu, CpuStorage, Layout};
 
 /// What running a plan counted.
 #[derive(Clone, Debug, Default)]
@@ -68,7 +68,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                     .iter()
                     .zip(&lowered.loads)
                     .map(|(s, u)| {
-                        let Storage::Cpu(s) = &**s;
+                        let s = s.as_cpu().expect("kiln::compile runs on CPU tensors only (CUDA capture is not built yet)");
                         let base = match_cpu!(s, |b: T| b.as_ptr() as *const u8);
                         base.wrapping_add(u.layout.offset() * s.dtype().size_in_bytes())
                     })

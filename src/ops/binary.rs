@@ -271,7 +271,7 @@ int_binary_element!(i64, i32, u8, bool);
 /// `x ^ e` for a float tensor and the scalar exponents PyTorch computes without `powf`
 /// (2, 3, 0.5, -0.5, -1, -2: products, square roots and reciprocals), as its CPU kernel does.
 fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
-    if !x.dtype().is_float() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
+    if !x.dtype().is_float() || x.device().is_cuda() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
         return None;
     }
     let out = x.with_cpu("pow", |s, l| {
@@ -470,6 +470,9 @@ fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     if crate::capture::is_active() {
         return Ok(crate::capture::elementwise(NodeKind::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt));
     }
+    if crate::cuda::any_on_cuda(&[&ta, &tb]) {
+        return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt, dt);
+    }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, &la, sb.as_buf::<T>().expect("same dtype"), &lb)))
     })?;
@@ -509,6 +512,11 @@ pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<
         crate::capture::assign(dst, &r);
         return Ok(());
     }
+    if crate::cuda::any_on_cuda(&[dst, &tb]) {
+        // Out of place, then copied into the destination's view.
+        check_writable(op.name(), dst)?;
+        return copy_into(dst, &binary_forward(op, &a, b)?);
+    }
     if tb.shares_storage_with(dst) {
         tb = tb.deep_clone();
     }
@@ -546,7 +554,14 @@ fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
         return Ok(());
     }
     let src = if src.shares_storage_with(dst) { src.deep_clone() } else { src.clone() };
+    // Across devices the source is copied over first (PyTorch's copy_ moves data); a 0-dim
+    // CPU source joins a CUDA copy as it is.
+    let cpu_scalar = src.device().is_cpu() && src.dim() == 0;
+    let src = if src.device() != dst.device() && !cpu_scalar { crate::cuda::to_device("copy_", &src, dst.device())? } else { src };
     let ls = src.layout().broadcast_to(dst.shape()).expect("shape was broadcast");
+    if crate::cuda::any_on_cuda(&[dst, &src]) {
+        return crate::cuda::copy_into("copy_", dst, &src, ls);
+    }
     dst.with_cpu_write("copy_", &src, |sd, ss| {
         match_cpu!(sd, |d: D| match_cpu!(ss, |s: S| map2_inplace(d, dst.layout(), s, &ls, |_: D, v: S| crate::tensor::cast::<S, D>(v))))
     })
@@ -589,6 +604,12 @@ impl Tensor {
         check_writable("fill_", self)?;
         if crate::capture::is_active() {
             crate::capture::assign(self, &crate::capture::scalar(v, self.dtype()));
+            return Ok(self);
+        }
+        if self.device().is_cuda() {
+            let value = Tensor::scalar_wrapping(v, self.dtype());
+            let lv = value.layout().broadcast_to(self.shape()).expect("a 0-dim tensor broadcasts to any shape");
+            crate::cuda::copy_into("fill_", self, &value, lv)?;
             return Ok(self);
         }
         self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v))))?;

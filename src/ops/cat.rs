@@ -15,9 +15,8 @@ use kiln_runtime::cpu::parallel::{for_chunks_mut, GRAIN};
 use kiln_runtime::cpu::strided::{collapse, Collapsed};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::storage::StorageElement;
-use kiln_runtime::{match_dtype, DType, Storage};
+use kiln_runtime::{match_dtype, DType};
 use std::borrow::Borrow;
-use std::sync::RwLockReadGuard;
 
 impl Tensor {
     /// Concatenates tensors along `dim` (`torch.cat`): all must have the same shape except in
@@ -212,23 +211,13 @@ fn join<T: StorageElement>(parts: &[Tensor], shape: &[usize], dim: usize, inner:
         return out;
     }
     // One read lock per distinct storage (two inputs may be views of one tensor).
-    let mut guards: Vec<RwLockReadGuard<'_, Storage>> = Vec::new();
-    let mut guard_of: Vec<usize> = Vec::with_capacity(parts.len());
-    for (i, p) in parts.iter().enumerate() {
-        match parts[..i].iter().position(|q| q.shares_storage_with(p)) {
-            Some(j) => guard_of.push(guard_of[j]),
-            None => {
-                guard_of.push(guards.len());
-                guards.push(p.read_storage());
-            }
-        }
-    }
+    let (guards, guard_of) = Tensor::read_storages(parts);
     let mut start = 0;
     let pieces: Vec<Part<'_, T>> = parts
         .iter()
         .zip(&guard_of)
         .map(|(p, &g)| {
-            let Storage::Cpu(s) = &*guards[g];
+            let s = guards[g].as_cpu().expect("cat checked that its inputs are on the CPU");
             let width = p.shape()[dim] * inner;
             start += width;
             Part {

@@ -30,6 +30,9 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     if capture::is_active() {
         return Ok(capture::elementwise(NodeKind::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
     }
+    if crate::cuda::any_on_cuda(&[&ta, &tb]) {
+        return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, dt, DType::Bool);
+    }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |x: T| {
             let y = sb.as_buf::<T>().expect("same dtype");
@@ -134,6 +137,9 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     let ly = ty.layout().broadcast_to(&shape).expect("shape was broadcast");
     if capture::is_active() {
         return Ok(capture::elementwise(NodeKind::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt));
+    }
+    if crate::cuda::any_on_cuda(&[cond, &tx, &ty]) {
+        return crate::cuda::map("where", kiln_codegen::cuda::EagerOp::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt, dt);
     }
     let out = cond.with_cpu("where", |sc, _| {
         let c = sc.as_buf::<bool>().expect("bool");

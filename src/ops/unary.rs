@@ -101,6 +101,9 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
 /// The eager kernel of [`unary`] (`x` already of the result dtype).
 #[track_caller]
 fn unary_eager(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    if x.device().is_cuda() {
+        return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Unary(op), &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype());
+    }
     let out = x.with_cpu(op.name(), |s, l| {
         if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous() && l.numel() > 0) {
             let mut o = CpuBuf::<f32>::uninit(l.numel());
@@ -232,6 +235,11 @@ pub(crate) fn unary_inplace(op: UnaryOp, x: &Tensor) -> Result<()> {
     super::binary::check_writable(op.name(), x)?;
     if crate::capture::is_active() {
         crate::capture::assign(x, &unary(op, x)?);
+        return Ok(());
+    }
+    if x.device().is_cuda() {
+        // Out of place, then copied into the view.
+        x.try_copy_(&unary_eager(op, x)?)?;
         return Ok(());
     }
     x.with_cpu_mut(op.name(), |s, l| match_cpu!(s, |d: T| T::unary_inplace(op, d, l)))

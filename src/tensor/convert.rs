@@ -3,6 +3,7 @@
 use super::Tensor;
 use crate::autograd::{self, grads};
 use crate::error::{bail, OrPanic, Result};
+use kiln_codegen::cuda::EagerOp;
 use kiln_runtime::cpu::elementwise::map1;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, match_dtype, CpuStorage, DType, Device, Element, Storage};
@@ -30,7 +31,8 @@ pub(crate) fn cast_storage(src: &CpuStorage, layout: &kiln_runtime::Layout, dtyp
     match_cpu!(src, |buf: S| match_dtype!(dtype, |D| D::wrap(map1(buf, layout, cast::<S, D>))))
 }
 
-/// A borrow of a contiguous CPU tensor's elements; holds the storage's read lock.
+/// A borrow of a contiguous CPU tensor's elements; holds the storage's read lock (CUDA
+/// tensors have no host slice: `as_slice` refuses them).
 pub struct SliceGuard<'a, T> {
     guard: RwLockReadGuard<'a, Storage>,
     start: usize,
@@ -44,7 +46,7 @@ impl<T: StorageElement> Deref for SliceGuard<'_, T> {
         if self.len == 0 {
             return &[]; // an empty view may sit past the end of its storage
         }
-        let Storage::Cpu(s) = &*self.guard;
+        let s = self.guard.as_cpu().expect("the device was checked when the guard was made");
         &s.as_buf::<T>().expect("dtype checked when the guard was made")[self.start..self.start + self.len]
     }
 }
@@ -65,6 +67,8 @@ impl Tensor {
         }
         let out = if crate::capture::is_active() {
             crate::capture::elementwise(kiln_codegen::ir::NodeKind::Cast, &[(self, self.layout().clone())], self.shape(), dtype)
+        } else if self.device().is_cuda() {
+            crate::cuda::map("to", EagerOp::Copy, &[(self, self.layout().clone())], self.shape(), self.dtype(), dtype)?
         } else {
             Tensor::from_cpu_storage(self.with_cpu("to", |s, l| cast_storage(s, l, dtype))?, self.shape())
         };
@@ -81,14 +85,20 @@ impl Tensor {
         self.try_to(device).or_panic()
     }
 
-    /// [`Tensor::to`] returning an error when the device cannot be used by this build.
+    /// [`Tensor::to`] returning an error when the device cannot be used (no CUDA device
+    /// available, or a failed copy). The copy is contiguous; between two CUDA devices it goes
+    /// through the host. The gradient moves back to this tensor's device.
     #[track_caller]
     pub fn try_to(&self, device: &Device) -> Result<Tensor> {
         if *device == self.device() {
             return Ok(self.clone());
         }
-        super::check_device_supported("to", *device)?;
-        bail!("to", Device, "cannot move a tensor from {} to {device}", self.device())
+        let out = crate::cuda::to_device("to", self, *device)?;
+        if autograd::is_recording(&[self]) {
+            let back = self.device();
+            return Ok(autograd::record(out, "ToCopyBackward0", &[self], [], move |_, g, _| grads![Some(g.to(&back))]));
+        }
+        Ok(out)
     }
 
     /// A contiguous tensor with the same values: the same handle when already contiguous.
@@ -108,6 +118,8 @@ impl Tensor {
     pub fn deep_clone(&self) -> Tensor {
         let out = if crate::capture::is_active() {
             crate::capture::elementwise(kiln_codegen::ir::NodeKind::Cast, &[(self, self.layout().clone())], self.shape(), self.dtype())
+        } else if self.device().is_cuda() {
+            crate::cuda::map("clone", EagerOp::Copy, &[(self, self.layout().clone())], self.shape(), self.dtype(), self.dtype()).or_panic()
         } else {
             Tensor::from_cpu_storage(self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic(), self.shape())
         };
@@ -122,7 +134,13 @@ impl Tensor {
         if T::DTYPE != self.dtype() {
             bail!(op, DType, "the tensor has dtype {}, but {} was asked for", self.dtype(), T::DTYPE);
         }
-        self.check_device_supported(op)
+        Ok(())
+    }
+
+    /// This tensor, or for a CUDA tensor a copy on the host (for reading values out).
+    #[track_caller]
+    fn on_host(&self, op: &'static str) -> Result<Tensor> {
+        crate::cuda::to_device(op, self, Device::Cpu)
     }
 
     /// The elements in row-major order (`x.flatten().tolist()`); `T` must be the tensor's
@@ -136,7 +154,7 @@ impl Tensor {
     #[track_caller]
     pub fn try_to_vec<T: StorageElement>(&self) -> Result<Vec<T>> {
         self.check_elem::<T>("to_vec")?;
-        self.with_cpu("to_vec", |s, l| map1(s.as_buf::<T>().expect("dtype checked"), l, |x| x).to_vec())
+        self.on_host("to_vec")?.with_cpu("to_vec", |s, l| map1(s.as_buf::<T>().expect("dtype checked"), l, |x| x).to_vec())
     }
 
     /// The rows of a 2-D tensor.
@@ -174,7 +192,7 @@ impl Tensor {
         if self.numel() != 1 {
             bail!("item", Shape, "a Tensor with {} elements cannot be converted to Scalar (shape {:?})", self.numel(), self.shape());
         }
-        self.with_cpu("item", |s, l| match_cpu!(s, |b: S| cast::<S, T>(b[l.offset()])))
+        self.on_host("item")?.with_cpu("item", |s, l| match_cpu!(s, |b: S| cast::<S, T>(b[l.offset()])))
     }
 
     /// A borrow of the elements of a contiguous CPU tensor, without copying.
@@ -187,6 +205,7 @@ impl Tensor {
     #[track_caller]
     pub fn try_as_slice<T: StorageElement>(&self) -> Result<SliceGuard<'_, T>> {
         self.check_elem::<T>("as_slice")?;
+        self.check_device_supported("as_slice")?;
         if !self.is_contiguous() {
             bail!("as_slice", Shape, "the tensor is not contiguous (shape {:?}, strides {:?}); call contiguous() first", self.shape(), self.stride());
         }
@@ -226,6 +245,6 @@ mod tests {
         let b = a.deep_clone();
         assert!(!a.shares_storage_with(&b));
         assert!(a.clone().shares_storage_with(&a));
-        assert!(a.try_to(&Device::Cuda(0)).unwrap_err().to_string().contains("CUDA support is not built yet"));
+
     }
 }

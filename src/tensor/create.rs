@@ -1,12 +1,14 @@
 //! Creating tensors: from data, filled, ranges, identity, and the `*_like`/`new_*` forms.
 
-use super::{check_device_supported, Tensor};
+use super::Tensor;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::layout::numel;
 use kiln_runtime::storage::StorageElement;
-use kiln_runtime::{match_dtype, CpuStorage, DType, Device, Element, Shape};
+use crate::cuda::OrOp;
+use kiln_runtime::cuda::CudaStorage;
+use kiln_runtime::{match_dtype, CpuStorage, DType, Device, Element, Shape, Storage};
 
 /// Rust values that are (nested) arrays of one element type: `[[1.0f32, 2.0], [3.0, 4.0]]`,
 /// `vec![vec![1i64, 2], vec![3, 4]]`, or a single element (a 0-dim tensor).
@@ -178,13 +180,18 @@ impl Tensor {
     }
 
     /// [`Tensor::full_opts`] returning an error for a value `dtype` cannot hold without
-    /// overflow, or a device this build cannot use.
+    /// overflow, or a device that cannot be used (no CUDA device available). On CUDA the values
+    /// are made on the host and copied over (one upload; a fill kernel would save the host
+    /// buffer).
     #[track_caller]
     pub fn try_full_opts(shape: &[usize], value: impl IntoScalar, dtype: DType, device: Device) -> Result<Tensor> {
-        check_device_supported("full", device)?;
         let v: Scalar = value.into();
         crate::ops::check_scalar_fits("full", v, dtype)?;
-        Ok(Tensor::from_cpu_storage(filled_storage(dtype, numel(shape), v), shape))
+        let host = filled_storage(dtype, numel(shape), v);
+        match device {
+            Device::Cpu => Ok(Tensor::from_cpu_storage(host, shape)),
+            Device::Cuda(i) => crate::cuda::upload("full", &host, shape, i),
+        }
     }
 
     /// A tensor of `shape` filled with `value`; the dtype follows the value (`F32` for floats,
@@ -212,8 +219,13 @@ impl Tensor {
     /// held (always valid numbers of the dtype, never undefined behaviour).
     #[track_caller]
     pub fn empty_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
-        check_device_supported("empty", device).or_panic();
-        Tensor::from_cpu_storage(CpuStorage::uninit(dtype, numel(shape)), shape)
+        match device {
+            Device::Cpu => Tensor::from_cpu_storage(CpuStorage::uninit(dtype, numel(shape)), shape),
+            Device::Cuda(i) => {
+                let s = CudaStorage::uninit("empty", i, dtype, numel(shape)).or_op("empty").or_panic();
+                Tensor::from_storage(Storage::Cuda(s), shape)
+            }
+        }
     }
 
     /// f32 zeros.
@@ -376,11 +388,5 @@ mod tests {
         let x = Tensor::zeros(&[2, 3]).to_dtype(DType::F64);
         let y = x.new_ones(&[4]);
         assert_eq!((y.dtype(), y.shape()), (DType::F64, &[4usize][..]));
-    }
-
-    #[test]
-    #[should_panic(expected = "CUDA support is not built yet")]
-    fn cuda_creation_is_a_clear_error() {
-        Tensor::zeros_opts(&[2], DType::F32, Device::Cuda(0));
     }
 }

@@ -239,7 +239,9 @@ impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let summarize = self.numel() > THRESHOLD;
         let shown: Vec<_> = self.shape().iter().map(|&s| shown_indices(s, summarize)).collect();
-        let values = self.with_cpu("print", |s, l| read_values(s, l, &shown)).ok();
+        // A CUDA tensor prints a host copy of its values.
+        let host = crate::cuda::to_device("print", self, Device::Cpu).ok();
+        let values = host.and_then(|h| h.with_cpu("print", |s, l| read_values(s, l, &shown)).ok());
         let autograd = match self.grad_fn() {
             Some(g) => Some(format!("grad_fn={g}")),
             None if self.requires_grad() => Some("requires_grad=True".to_string()),

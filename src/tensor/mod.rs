@@ -14,7 +14,7 @@ pub use convert::SliceGuard;
 pub use create::{IntoScalar, NestedArray};
 pub use view::{IndexArgs, TensorIndexer};
 
-pub(crate) use convert::cast;
+pub(crate) use convert::{cast, cast_storage};
 pub(crate) use create::scalar_as;
 
 use crate::autograd::AutogradMeta;
@@ -67,8 +67,7 @@ impl StorageCell {
     /// Takes the data out, leaving an empty storage of the same dtype.
     pub(crate) fn take(&self) -> Storage {
         let mut g = self.data.write().unwrap_or_else(|e| e.into_inner());
-        let Storage::Cpu(s) = &*g;
-        let empty = Storage::Cpu(CpuStorage::uninit(s.dtype(), 0));
+        let empty = Storage::Cpu(CpuStorage::uninit(g.dtype(), 0));
         std::mem::replace(&mut *g, empty)
     }
 
@@ -132,9 +131,15 @@ impl WeakTensor {
 impl Tensor {
     /// A contiguous tensor over new CPU storage; `shape` must have `storage.len()` elements.
     pub(crate) fn from_cpu_storage(storage: CpuStorage, shape: &[usize]) -> Tensor {
+        Self::from_storage(Storage::Cpu(storage), shape)
+    }
+
+    /// A contiguous tensor over new storage on its device; `shape` must have `storage.len()`
+    /// elements.
+    pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
         debug_assert_eq!(storage.len(), kiln_runtime::layout::numel(shape));
-        let dtype = storage.dtype();
-        Tensor(TensorImpl::new(StorageCell::new(Storage::Cpu(storage)), Layout::contiguous(shape), dtype, Device::Cpu))
+        let (dtype, device) = (storage.dtype(), storage.device());
+        Tensor(TensorImpl::new(StorageCell::new(storage), Layout::contiguous(shape), dtype, device))
     }
 
     /// A contiguous tensor over a new typed CPU buffer.
@@ -284,6 +289,24 @@ impl Tensor {
         self.0.storage.data.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Read access to the storages of `tensors`: one lock per distinct storage (two views of
+    /// one storage share it), and for each tensor the index of its guard.
+    #[track_caller]
+    pub(crate) fn read_storages(tensors: &[Tensor]) -> (Vec<RwLockReadGuard<'_, Storage>>, Vec<usize>) {
+        let mut guards: Vec<RwLockReadGuard<'_, Storage>> = Vec::new();
+        let mut guard_of: Vec<usize> = Vec::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            match tensors[..i].iter().position(|u| u.shares_storage_with(t)) {
+                Some(j) => guard_of.push(guard_of[j]),
+                None => {
+                    guard_of.push(guards.len());
+                    guards.push(t.read_storage());
+                }
+            }
+        }
+        (guards, guard_of)
+    }
+
     /// Counts an in-place write (bumps the version) without touching the data.
     pub(crate) fn bump_version(&self) {
         self.0.storage.version.fetch_add(1, Ordering::Relaxed);
@@ -303,9 +326,7 @@ impl Tensor {
     pub(crate) fn with_cpu<R>(&self, op: &'static str, f: impl FnOnce(&CpuStorage, &Layout) -> R) -> Result<R> {
         self.check_device_supported(op)?;
         let guard = self.read_storage();
-        match &*guard {
-            Storage::Cpu(s) => Ok(f(s, self.layout())),
-        }
+        Ok(f(cpu_part(op, &guard)?, self.layout()))
     }
 
     /// Runs `f` with the CPU storage of two tensors, taking one lock when they share storage.
@@ -320,18 +341,16 @@ impl Tensor {
         self.check_device_supported(op)?;
         crate::capture::before_eager_access(&other.0.storage, false);
         let ga = self.read_storage();
-        let Storage::Cpu(a) = &*ga;
+        let a = cpu_part(op, &ga)?;
         if self.shares_storage_with(other) {
             return Ok(f(a, a));
         }
         let gb = other.read_storage();
-        let Storage::Cpu(b) = &*gb;
-        Ok(f(a, b))
+        Ok(f(a, cpu_part(op, &gb)?))
     }
 
     /// Runs `f` with this tensor's CPU storage writable and `src`'s readable, for in-place ops.
-    /// `src` must not share storage with `self` (copy it first); locks are taken in address
-    /// order so that two threads writing into each other's sources cannot deadlock.
+    /// `src` must not share storage with `self` (copy it first).
     #[track_caller]
     pub(crate) fn with_cpu_write<R>(
         &self,
@@ -341,6 +360,17 @@ impl Tensor {
     ) -> Result<R> {
         self.check_same_device(op, src)?;
         self.check_device_supported(op)?;
+        self.with_storage_write(src, |w, r| {
+            let w = w.as_cpu_mut().ok_or_else(|| not_on_cuda(op))?;
+            Ok(f(w, cpu_part(op, r)?))
+        })
+    }
+
+    /// Runs `f` with this tensor's storage (any device) writable and `src`'s readable. `src`
+    /// must not share storage with `self`; locks are taken in address order so that two
+    /// threads writing into each other's sources cannot deadlock.
+    #[track_caller]
+    pub(crate) fn with_storage_write<R>(&self, src: &Tensor, f: impl FnOnce(&mut Storage, &Storage) -> R) -> R {
         debug_assert!(!self.shares_storage_with(src));
         // Realize a pending capture before taking either lock (realizing writes storages).
         crate::capture::before_eager_access(&src.0.storage, false);
@@ -354,9 +384,7 @@ impl Tensor {
             gr = src.read_storage();
             gw = self.write_storage();
         }
-        let Storage::Cpu(w) = &mut *gw;
-        let Storage::Cpu(r) = &*gr;
-        Ok(f(w, r))
+        f(&mut gw, &gr)
     }
 
     /// Runs `f` with this tensor's CPU storage writable (an in-place write with no other input).
@@ -364,7 +392,7 @@ impl Tensor {
     pub(crate) fn with_cpu_mut<R>(&self, op: &'static str, f: impl FnOnce(&mut CpuStorage, &Layout) -> R) -> Result<R> {
         self.check_device_supported(op)?;
         let mut g = self.write_storage();
-        let Storage::Cpu(w) = &mut *g;
+        let w = g.as_cpu_mut().ok_or_else(|| not_on_cuda(op))?;
         Ok(f(w, self.layout()))
     }
 
@@ -406,11 +434,24 @@ pub(crate) fn normalize_dim(op: &'static str, dim: i64, ndim: usize) -> Result<u
     Ok(if dim < 0 { (dim + n) as usize } else { dim as usize })
 }
 
-/// An error unless this build can run ops on `device`.
+/// An error unless `op` has a kernel for tensors on `device` (every op runs on the CPU; on CUDA
+/// only the ops ported so far, which take their CUDA branch before reaching a CPU kernel).
 #[track_caller]
 pub(crate) fn check_device_supported(op: &'static str, device: Device) -> Result<()> {
-    if let Device::Cuda(i) = device {
-        bail!(op, Device, "CUDA support is not built yet (tensor on cuda:{i})");
+    if device.is_cuda() {
+        return Err(not_on_cuda(op));
     }
     Ok(())
+}
+
+/// The error of an op that has no CUDA kernel yet.
+#[track_caller]
+pub(crate) fn not_on_cuda(op: &'static str) -> crate::Error {
+    crate::Error::new(op, crate::ErrorKind::Unsupported, format!("`{op}` is not implemented for CUDA tensors yet; move the tensor to the CPU with .to(&Device::Cpu) first"))
+}
+
+/// The CPU part of a storage, or the "not implemented for CUDA" error of `op`.
+#[track_caller]
+pub(crate) fn cpu_part<'a>(op: &'static str, s: &'a Storage) -> Result<&'a CpuStorage> {
+    s.as_cpu().ok_or_else(|| not_on_cuda(op))
 }

@@ -9,6 +9,7 @@
 
 use super::ops::{self, Ct};
 use crate::expr::Expr;
+use kiln_runtime::op_kind::BinaryOp;
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
 use std::collections::{BTreeSet, HashMap};
@@ -36,7 +37,7 @@ pub struct ElementwiseKernel {
 }
 
 /// The short name of a dtype in kernel names.
-fn dtype_tag(d: DType) -> &'static str {
+pub(super) fn dtype_tag(d: DType) -> &'static str {
     match d {
         DType::Bool => "b8",
         DType::U8 => "u8",
@@ -65,7 +66,7 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
     if has_integer_op(expr) {
         return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("bitwise ops are integer ops; a {dtype} kernel cannot compute them: {expr}")));
     }
-    let mut body = Body { ct, lines: Vec::new(), seen: HashMap::new(), helpers: BTreeSet::new() };
+    let mut body = Body::new(ct);
     let result = body.emit(expr);
     if matches!(dtype, DType::F16) {
         body.helpers.insert("kiln_f16");
@@ -73,19 +74,10 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
     if matches!(dtype, DType::BF16) {
         body.helpers.insert("kiln_bf16");
     }
-    let t = ct.c_type();
     let mut src = String::new();
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: elementwise {} over {num_inputs} input(s)", dtype_tag(dtype));
     let _ = writeln!(src, "// {expr}");
-    for h in &body.helpers {
-        src.push_str(&ops::helper(h, ct));
-    }
-    let params: Vec<String> = (0..num_inputs).map(|i| format!("{t} x{i}")).collect();
-    let _ = writeln!(src, "__device__ __forceinline__ {t} kiln_body({}) {{", params.join(", "));
-    for l in &body.lines {
-        let _ = writeln!(src, "    {l}");
-    }
-    let _ = writeln!(src, "    return {result};\n}}");
+    src.push_str(&body.device_fn(&result, num_inputs));
 
     let (store_t, load, store, vec) = match dtype {
         DType::F32 => ("float", "", "", Some(("float4", 4usize))),
@@ -133,7 +125,7 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
 
 /// True when `expr` uses an op defined on integers only (bitwise ops, shifts, bitwise not),
 /// which a float kernel cannot compute.
-fn has_integer_op(e: &Expr) -> bool {
+pub(super) fn has_integer_op(e: &Expr) -> bool {
     match e {
         Expr::Input(_) | Expr::Const(_) => false,
         Expr::Unary(op, a) => op.is_int_only() || has_integer_op(a),
@@ -145,7 +137,7 @@ fn has_integer_op(e: &Expr) -> bool {
 }
 
 /// The largest input index `expr` reads.
-fn max_input(e: &Expr) -> Option<usize> {
+pub(super) fn max_input(e: &Expr) -> Option<usize> {
     match e {
         Expr::Input(i) => Some(*i),
         Expr::Const(_) => None,
@@ -155,35 +147,63 @@ fn max_input(e: &Expr) -> Option<usize> {
     }
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a of `bytes`: kernel names from their source.
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// The body of `kiln_body`: one `const T tK = …;` per distinct subexpression.
-struct Body {
-    ct: Ct,
-    lines: Vec<String>,
+pub(super) struct Body {
+    pub(super) ct: Ct,
+    pub(super) lines: Vec<String>,
     seen: HashMap<String, String>,
-    helpers: BTreeSet<&'static str>,
+    pub(super) helpers: BTreeSet<&'static str>,
 }
 
 impl Body {
+    /// An empty body computing in `ct`.
+    pub(super) fn new(ct: Ct) -> Body {
+        Body { ct, lines: Vec::new(), seen: HashMap::new(), helpers: BTreeSet::new() }
+    }
+
+    /// The helpers it uses and `kiln_body(x0, …)`, the `__device__` function returning `result`.
+    pub(super) fn device_fn(&self, result: &str, num_inputs: usize) -> String {
+        let t = self.ct.c_type();
+        let mut src: String = self.helpers.iter().map(|h| ops::helper(h, self.ct)).collect();
+        let params: Vec<String> = (0..num_inputs).map(|i| format!("{t} x{i}")).collect();
+        let _ = writeln!(src, "__device__ __forceinline__ {t} kiln_body({}) {{", params.join(", "));
+        for l in &self.lines {
+            let _ = writeln!(src, "    {l}");
+        }
+        let _ = writeln!(src, "    return {result};\n}}");
+        src
+    }
+
     /// The name (temporary, parameter or literal) holding `e`'s value.
-    fn emit(&mut self, e: &Expr) -> String {
+    pub(super) fn emit(&mut self, e: &Expr) -> String {
         let ct = self.ct;
         let rhs = match e {
             Expr::Input(i) => return format!("x{i}"),
             Expr::Const(c) => return ct.lit(*c),
             Expr::Unary(op, a) => {
                 let a = self.emit(a);
-                ops::unary(*op, &a, ct)
+                match ct {
+                    Ct::I64 => ops::unary_int(*op, &a).expect("integer kernels are checked to hold integer ops"),
+                    _ => ops::unary(*op, &a, ct),
+                }
             }
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.emit(a), self.emit(b));
-                if matches!(op, kiln_runtime::op_kind::BinaryOp::Rem) {
-                    self.helpers.insert("kiln_rem");
+                match (op, ct) {
+                    (BinaryOp::Rem, Ct::I64) => self.helpers.insert("kiln_rem_i64"),
+                    (BinaryOp::Pow, Ct::I64) => self.helpers.insert("kiln_pow_i64"),
+                    (BinaryOp::Rem, _) => self.helpers.insert("kiln_rem"),
+                    _ => false,
+                };
+                match ct {
+                    Ct::I64 => ops::binary_int(*op, &a, &b).expect("integer kernels are checked to hold integer ops"),
+                    _ => ops::binary(*op, &a, &b, ct),
                 }
-                ops::binary(*op, &a, &b, ct)
             }
             Expr::Cmp(op, a, b) => {
                 let (a, b) = (self.emit(a), self.emit(b));
@@ -213,6 +233,7 @@ impl Body {
         let ct = self.ct;
         let t = ct.c_type();
         match (d, ct) {
+            (_, Ct::I64) => unreachable!("casts in integer kernels are refused before emission"),
             (DType::F64, _) | (DType::F32, Ct::F32) => a.to_string(),
             (DType::F32, Ct::F64) => format!("(double)(float){a}"),
             (DType::F16, Ct::F32) => {

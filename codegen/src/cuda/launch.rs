@@ -1,7 +1,9 @@
 //! Running a generated elementwise kernel on device buffers.
 
 use super::emit::{ElementwiseKernel, ELEMENTWISE_BLOCK};
+use super::strided::StridedKernel;
 use kiln_runtime::cuda::{self, CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, LaunchDims, Param};
+use kiln_runtime::DType;
 
 /// An [`ElementwiseKernel`] compiled for, and loaded on, one device: launch it many times
 /// without looking anything up again.
@@ -67,14 +69,7 @@ impl LoadedElementwise {
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|b| KernelArg::In(b)).collect();
         args.push(KernelArg::Out(out));
         args.push(KernelArg::U64(n as u64));
-        self.kernel
-            .launch(LaunchDims { grid, block: ELEMENTWISE_BLOCK, shared_bytes: 0 }, &mut args)
-            .map_err(|mut e| {
-                if e.kind == CudaErrorKind::InvalidArgument {
-                    e.op = op;
-                }
-                e
-            })
+        launch_as(op, &self.kernel, grid, &mut args)
     }
 }
 
@@ -82,4 +77,104 @@ impl LoadedElementwise {
 /// [`LoadedElementwise::run`].
 pub fn run_elementwise(k: &ElementwiseKernel, inputs: &[&CudaBuffer], out: &mut CudaBuffer, n: usize) -> Result<(), CudaError> {
     LoadedElementwise::load(k, out.ordinal())?.run(inputs, out, n)
+}
+
+/// Where a strided operand's elements are in its buffer: element `c` (a coordinate of the
+/// kernel's index space) is at `offset + Σ c_m · strides_m`, in elements.
+#[derive(Clone, Copy, Debug)]
+pub struct StridedOperand<'a> {
+    /// Element offset of coordinate 0.
+    pub offset: usize,
+    /// Stride of each dim, in elements (0 for a broadcast dim).
+    pub strides: &'a [usize],
+}
+
+impl StridedOperand<'_> {
+    /// One past the largest element index the operand reaches over `shape` (0 when empty).
+    fn end(&self, shape: &[usize]) -> usize {
+        if shape.contains(&0) {
+            return 0;
+        }
+        self.offset + shape.iter().zip(self.strides).map(|(&n, &s)| (n - 1) * s).sum::<usize>() + 1
+    }
+}
+
+/// A [`StridedKernel`] compiled for, and loaded on, one device.
+#[derive(Clone, Debug)]
+pub struct LoadedStrided {
+    kernel: CudaKernel,
+    inputs: Vec<DType>,
+    out: DType,
+    ndim: usize,
+    max_grid: u32,
+}
+
+impl LoadedStrided {
+    /// Compiles `k` for `cuda:ordinal`'s arch (through the kernel cache) and loads it there.
+    pub fn load(k: &StridedKernel, ordinal: usize) -> Result<LoadedStrided, CudaError> {
+        let dev = cuda::device("cuda_elementwise", ordinal)?;
+        let compiled = cuda::compile(&k.source, &k.name, dev.arch())?;
+        let mut params = vec![Param::In; k.inputs.len()];
+        params.push(Param::Out);
+        params.extend(std::iter::repeat_n(Param::U64, 1 + k.ndim + (k.inputs.len() + 1) * (k.ndim + 1)));
+        let kernel = CudaKernel::load(ordinal, &compiled, params)?;
+        Ok(LoadedStrided { kernel, inputs: k.inputs.clone(), out: k.out, ndim: k.ndim, max_grid: dev.sm_count() * 16 })
+    }
+
+    /// The loaded kernel (name, device, signature).
+    pub fn kernel(&self) -> &CudaKernel {
+        &self.kernel
+    }
+
+    /// Computes every element of `shape`: `out[view] = expr(inputs[0][view], …)`. Errors (op
+    /// `cuda_elementwise`, nothing launched) when the number of inputs, of dims or of strides
+    /// differs from the kernel's, a view reaches past its buffer, or a buffer is on another
+    /// device.
+    pub fn run(&self, inputs: &[(&CudaBuffer, StridedOperand<'_>)], out: &mut CudaBuffer, out_view: StridedOperand<'_>, shape: &[usize]) -> Result<(), CudaError> {
+        let op = "cuda_elementwise";
+        let bad = |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        if inputs.len() != self.inputs.len() {
+            return bad(format!("takes {} input(s), {} given", self.inputs.len(), inputs.len()));
+        }
+        if shape.len() != self.ndim {
+            return bad(format!("indexes {} dim(s), shape {shape:?} given", self.ndim));
+        }
+        let dtypes = self.inputs.iter().chain([&self.out]);
+        let views = inputs.iter().map(|(b, v)| (&**b, v)).chain([(&*out, &out_view)]);
+        for (j, (&d, (b, v))) in dtypes.zip(views).enumerate() {
+            if v.strides.len() != self.ndim {
+                return bad(format!("operand {j} has {} strides for {} dim(s)", v.strides.len(), self.ndim));
+            }
+            let (end, held) = (v.end(shape), b.len_bytes() / d.size_in_bytes());
+            if end > held {
+                return bad(format!("operand {j} reaches element {} of a buffer of {held} {d} elements", end - 1));
+            }
+        }
+        let n = kiln_runtime::layout::numel(shape);
+        if n == 0 {
+            return Ok(());
+        }
+        let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
+        let mut words: Vec<u64> = vec![n as u64];
+        words.extend(shape.iter().map(|&s| s as u64));
+        for v in inputs.iter().map(|(_, v)| v).chain([&out_view]) {
+            words.push(v.offset as u64);
+            words.extend(v.strides.iter().map(|&s| s as u64));
+        }
+        let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
+        args.push(KernelArg::Out(out));
+        args.extend(words.into_iter().map(KernelArg::U64));
+        launch_as(op, &self.kernel, grid, &mut args)
+    }
+}
+
+/// Launches `kernel` on `grid` blocks of [`ELEMENTWISE_BLOCK`] threads; a signature mismatch
+/// is reported as `op`'s.
+fn launch_as(op: &'static str, kernel: &CudaKernel, grid: u32, args: &mut [KernelArg<'_>]) -> Result<(), CudaError> {
+    kernel.launch(LaunchDims { grid, block: ELEMENTWISE_BLOCK, shared_bytes: 0 }, args).map_err(|mut e| {
+        if e.kind == CudaErrorKind::InvalidArgument {
+            e.op = op;
+        }
+        e
+    })
 }

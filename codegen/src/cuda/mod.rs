@@ -2,14 +2,21 @@
 //!
 //! - [`ops`]: the CUDA C formula of every op kind (PyTorch's semantics).
 //! - [`emit`]: [`emit_elementwise`], one kernel per expression and dtype.
+//! - [`strided`]: [`emit_strided`], a kernel over strided operands of any dtypes (shapes and
+//!   strides as arguments): the eager CUDA ops.
+//! - [`eager`]: the kernel of each eager CUDA op ([`eager_kernel`]) and the list of them all.
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
 //! `KILN_DEBUG=kernels` prints each kernel's source the first time the process compiles it.
 
+pub mod eager;
 pub mod emit;
 pub mod launch;
 pub mod ops;
+pub mod strided;
 
+pub use eager::{eager_kernel, eager_ops, every_eager_kernel, EagerOp};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
-pub use launch::{run_elementwise, LoadedElementwise};
+pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
+pub use strided::{emit_strided, StridedKernel, MAX_DIMS};

@@ -1,4 +1,6 @@
-//! The CUDA C formula of every op kind, for a compute type of `float` or `double`.
+//! The CUDA C formula of every op kind, for a compute type of `float`, `double` or (for
+//! integer and bool tensors) `long long`, with the CPU kernels' integer semantics: computed in
+//! i64, wrapping (through unsigned arithmetic, which C++ defines), then narrowed on store.
 //!
 //! Operands are always names of SSA temporaries (never expressions with side effects or cost),
 //! so a formula may mention an operand more than once.
@@ -12,6 +14,8 @@ pub enum Ct {
     F32,
     /// `double` (for f64).
     F64,
+    /// `long long` (for i64, i32, u8 and bool: the CPU kernels compute integers in i64).
+    I64,
 }
 
 impl Ct {
@@ -20,21 +24,43 @@ impl Ct {
         match self {
             Ct::F32 => "float",
             Ct::F64 => "double",
+            Ct::I64 => "long long",
         }
     }
 
-    /// A CUDA math function's name for this type: `expf` or `exp`.
+    /// The compute type of a dtype: f16 and bf16 compute in `float`, integers and bool in
+    /// `long long`.
+    pub fn of(dtype: kiln_runtime::DType) -> Ct {
+        use kiln_runtime::DType::*;
+        match dtype {
+            F32 | F16 | BF16 => Ct::F32,
+            F64 => Ct::F64,
+            I64 | I32 | U8 | Bool => Ct::I64,
+        }
+    }
+
+    /// A CUDA math function's name for this type: `expf` or `exp` (integer kernels call none).
     pub fn func(self, base: &str) -> String {
         match self {
             Ct::F32 => format!("{base}f"),
-            Ct::F64 => base.to_string(),
+            Ct::F64 | Ct::I64 => base.to_string(),
         }
     }
 
     /// A literal of this type for `v` (inf and NaN through bit patterns; negative values
-    /// parenthesized).
+    /// parenthesized; an integer literal is `v` truncated toward zero).
     pub fn lit(self, v: f64) -> String {
         match self {
+            Ct::I64 => {
+                let i = v as i64;
+                if i == i64::MIN {
+                    "(-9223372036854775807LL - 1LL)".into()
+                } else if i < 0 {
+                    format!("({i}LL)")
+                } else {
+                    format!("{i}LL")
+                }
+            }
             Ct::F32 => {
                 let f = v as f32;
                 if f.is_nan() {
@@ -61,7 +87,51 @@ impl Ct {
     }
 }
 
-/// `op(a)` in CUDA C, with PyTorch's semantics (see `UnaryOp::eval`).
+/// Wrapping i64 arithmetic on `long long` operands: `a op b` computed in `unsigned long long`.
+fn wrapping(a: &str, op: &str, b: &str) -> String {
+    format!("(long long)((unsigned long long){a} {op} (unsigned long long){b})")
+}
+
+/// `op(a)` on `long long`, as `UnaryOp::eval_int`; `None` for ops that are not integer ops
+/// (their integer inputs compute in a float dtype).
+pub fn unary_int(op: UnaryOp, a: &str) -> Option<String> {
+    use UnaryOp::*;
+    Some(match op {
+        Neg => wrapping("0", "-", a),
+        Abs => format!("({a} < 0LL) ? {} : {a}", wrapping("0", "-", a)),
+        Relu => format!("({a} > 0LL) ? {a} : 0LL"),
+        Floor | Ceil | Round | Trunc => a.to_string(),
+        Sign => format!("(long long)(({a} > 0LL) - ({a} < 0LL))"),
+        Square => wrapping(a, "*", a),
+        BitNot => format!("~{a}"),
+        _ => return None,
+    })
+}
+
+/// `op(a, b)` on `long long`, as `BinaryOp::eval_int`; `Rem` and `Pow` call the helpers
+/// `kiln_rem_i64` / `kiln_pow_i64`. `None` for `Div` and `Atan2`, which integer operands
+/// compute in a float dtype.
+pub fn binary_int(op: BinaryOp, a: &str, b: &str) -> Option<String> {
+    use BinaryOp::*;
+    Some(match op {
+        Add => wrapping(a, "+", b),
+        Sub => wrapping(a, "-", b),
+        Mul => wrapping(a, "*", b),
+        Rem => format!("kiln_rem_i64({a}, {b})"),
+        Pow => format!("kiln_pow_i64({a}, {b})"),
+        Maximum => format!("({a} > {b}) ? {a} : {b}"),
+        Minimum => format!("({a} < {b}) ? {a} : {b}"),
+        BitAnd => format!("{a} & {b}"),
+        BitOr => format!("{a} | {b}"),
+        BitXor => format!("{a} ^ {b}"),
+        // A shift < 0 or >= 64 gives 0 (left) or the sign fill (right), as the CPU kernels.
+        BitShl => format!("({b} >= 0LL && {b} < 64LL) ? (long long)((unsigned long long){a} << {b}) : 0LL"),
+        BitShr => format!("{a} >> (({b} >= 0LL && {b} < 64LL) ? {b} : 63LL)"),
+        Div | Atan2 => return None,
+    })
+}
+
+/// `op(a)` in CUDA C, with PyTorch's semantics (see `UnaryOp::eval`), for a float compute type.
 pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
     use UnaryOp::*;
     let l = |v: f64| ct.lit(v);
@@ -110,7 +180,7 @@ pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
     }
 }
 
-/// `op(a, b)` in CUDA C. `Rem` calls the helper `kiln_rem` (see [`helpers`]).
+/// `op(a, b)` in CUDA C for a float compute type. `Rem` calls the helper `kiln_rem` (see [`helpers`]).
 pub fn binary(op: BinaryOp, a: &str, b: &str, ct: Ct) -> String {
     use BinaryOp::*;
     match op {
@@ -146,6 +216,12 @@ pub fn cmp(op: CmpOp, a: &str, b: &str, ct: Ct) -> String {
 pub fn helper(name: &str, ct: Ct) -> String {
     let t = ct.c_type();
     match name {
+        // As BinaryOp::eval_int: wrapping (MIN % -1 is 0), the divisor's sign; a zero divisor
+        // gives 0 instead of a fault (the CPU path refuses it before computing).
+        "kiln_rem_i64" => "__device__ __forceinline__ long long kiln_rem_i64(long long a, long long b) {\n    if (b == 0LL || b == -1LL) return 0LL;\n    long long r = a % b;\n    return (r != 0LL && ((r < 0LL) != (b < 0LL))) ? r + b : r;\n}\n".into(),
+        // As BinaryOp::eval_int: a negative exponent gives 1/a^|b| truncated, else wrapping
+        // square-and-multiply over the exponent's bits (clamped to u32::MAX as `wrapping_pow`).
+        "kiln_pow_i64" => "__device__ __forceinline__ long long kiln_pow_i64(long long a, long long b) {\n    if (b < 0LL) return a == 1LL ? 1LL : (a == -1LL ? ((b & 1LL) ? -1LL : 1LL) : 0LL);\n    unsigned long long e = b > 4294967295LL ? 4294967295ULL : (unsigned long long)b;\n    unsigned long long base = (unsigned long long)a, r = 1ULL;\n    while (e) {\n        if (e & 1ULL) r *= base;\n        base *= base;\n        e >>= 1;\n    }\n    return (long long)r;\n}\n".into(),
         // Python's modulo: the result has the sign of the divisor (torch.remainder).
         "kiln_rem" => format!(
             "__device__ __forceinline__ {t} kiln_rem({t} a, {t} b) {{\n    {t} r = {}(a, b);\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}}\n",

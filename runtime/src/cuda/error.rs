@@ -43,6 +43,17 @@ impl CudaError {
         CudaError { op, kind, message: message.into() }
     }
 
+    /// The same error reported as `op`'s (a tensor op calling the runtime): the runtime
+    /// function's name moves into the message, except for "no CUDA device available", which
+    /// needs no more detail.
+    pub fn in_op(mut self, op: &'static str) -> CudaError {
+        if self.op != op && self.kind != CudaErrorKind::NoDevice {
+            self.message = format!("{} (in {})", self.message, self.op);
+        }
+        self.op = op;
+        self
+    }
+
     /// A driver failure of `op`, with the driver's error name and text.
     pub fn driver(op: &'static str, what: &str, e: cudarc::driver::DriverError) -> CudaError {
         CudaError::new(op, CudaErrorKind::Driver, format!("{what} failed: {}", driver_message(e)))

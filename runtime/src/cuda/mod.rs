@@ -8,6 +8,7 @@
 //! - [`alloc`]: the caching allocator and its statistics.
 //! - [`buffer`]: [`CudaBuffer`], device bytes with host↔device copies.
 //! - [`nvrtc`] / [`compile`]: loading NVRTC, compiling CUDA C to CUBIN, the kernel cache.
+//! - [`storage`]: [`CudaStorage`], a tensor's typed elements on a device.
 //! - [`kernel`]: loading CUBIN and launching with checked arguments; `KILN_CUDA_SYNC=1`.
 
 pub mod alloc;
@@ -17,6 +18,7 @@ pub mod context;
 pub mod error;
 pub mod kernel;
 pub mod nvrtc;
+pub mod storage;
 
 pub use alloc::{empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, CudaMemoryStats};
 pub use buffer::{CudaBuffer, DeviceElement};
@@ -25,3 +27,4 @@ pub use context::{device, device_count, is_available, no_device, synchronize, Cu
 pub use error::{CudaError, CudaErrorKind, Result};
 pub use kernel::{launch_blocking, set_launch_blocking, CudaKernel, KernelArg, LaunchDims, Param};
 pub use nvrtc::{nvrtc_available, NvrtcInfo};
+pub use storage::CudaStorage;

@@ -1,0 +1,64 @@
+//! CUDA tensors: moving storage between devices and running eager ops on the device.
+//!
+//! - [`transfer`]: host↔device copies of tensors (`to`, `to_vec`, printing, creation).
+//! - [`elementwise`]: eager elementwise ops (unary, binary, comparisons, `where`, casts,
+//!   copies and fills) as strided kernels from the CUDA C emitter, each a fused group of one
+//!   op; compiled once per (op, dtypes, dims) and device, and kept loaded.
+//!
+//! An op with no CUDA kernel yet fails with "`op` is not implemented for CUDA tensors yet"
+//! (see `tensor::check_device_supported`); without a GPU, making a CUDA tensor fails with the
+//! runtime's "no CUDA device available", named after the op and the caller's line.
+
+pub(crate) mod elementwise;
+pub(crate) mod transfer;
+
+pub(crate) use elementwise::{copy_into, map};
+pub(crate) use transfer::{to_device, upload};
+
+use crate::error::{Error, ErrorKind};
+use kiln_runtime::cuda::{CudaError, CudaErrorKind};
+
+/// An error ("no CUDA device available", as `op`'s) unless `device` can be used: for ops that
+/// must fail before doing anything else (drawing random numbers).
+#[track_caller]
+pub(crate) fn check_available(op: &'static str, device: kiln_runtime::Device) -> crate::error::Result<()> {
+    match device {
+        kiln_runtime::Device::Cuda(i) => kiln_runtime::cuda::device(op, i).map(drop).or_op(op),
+        kiln_runtime::Device::Cpu => Ok(()),
+    }
+}
+
+/// True when any of `tensors` is on a CUDA device: the op takes its CUDA branch (which checks
+/// that they all are, 0-dim CPU scalars aside).
+pub(crate) fn any_on_cuda(tensors: &[&crate::Tensor]) -> bool {
+    tensors.iter().any(|t| t.device().is_cuda())
+}
+
+/// A runtime result as kiln's, its error reported as `op`'s at the caller's line (a method,
+/// not a `map_err` closure, so that `#[track_caller]` reaches the user's line).
+pub(crate) trait OrOp<T> {
+    /// The value, or the runtime's error as kiln's error of `op`.
+    fn or_op(self, op: &'static str) -> crate::error::Result<T>;
+}
+
+impl<T> OrOp<T> for Result<T, CudaError> {
+    #[track_caller]
+    fn or_op(self, op: &'static str) -> crate::error::Result<T> {
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(error(op, e)),
+        }
+    }
+}
+
+/// A runtime error as kiln's error of `op`, located at the caller.
+#[track_caller]
+fn error(op: &'static str, e: CudaError) -> Error {
+    let e = e.in_op(op);
+    let kind = match e.kind {
+        CudaErrorKind::Unsupported => ErrorKind::Unsupported,
+        CudaErrorKind::InvalidArgument => ErrorKind::Value,
+        _ => ErrorKind::Device,
+    };
+    Error::new(op, kind, e.message)
+}
