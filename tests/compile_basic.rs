@@ -159,8 +159,11 @@ fn clamp_with_tensor_bounds_fuses_and_matches_eager() {
     };
     let ((le, ge), (lc, gc)) = (grads(false), grads(true));
     close(&lc, &le, 1e-5);
-    for (c, e) in gc.iter().zip(&ge) {
-        close(c, e, 0.0);
+    // x's gradient is elementwise (exact); the bounds' are sums over their broadcast dims,
+    // which a compiled reduction adds in another order (within an f32 ulp, see ReduceKernel).
+    close(&gc[0], &ge[0], 0.0);
+    for (c, e) in gc[1..].iter().zip(&ge[1..]) {
+        close(c, e, 2e-7);
     }
     assert!(ge[1].sum().item::<f32>() != 0.0 && ge[2].sum().item::<f32>() != 0.0, "both bounds were chosen somewhere");
 }
