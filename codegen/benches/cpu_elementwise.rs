@@ -11,7 +11,8 @@ use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
 use kiln_runtime::DType;
-use std::time::Instant;
+mod common;
+use common::best_of;
 
 fn inst(op: InstOp, dtype: DType) -> Inst {
     Inst { op, dtype }
@@ -44,18 +45,6 @@ fn gelu_chain() -> ElementwiseKernel {
     ];
     let input = |inner| KernelInput { dtype: d, inner };
     ElementwiseKernel { rank: 2, inputs: vec![input(InnerStride::Unit), input(InnerStride::Broadcast)], scalars: 1, insts, outputs: vec![17] }
-}
-
-/// Seconds per call of `f`, best of `reps` after a warm-up.
-fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
 }
 
 fn main() {

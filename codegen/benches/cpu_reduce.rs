@@ -14,7 +14,8 @@ use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{Epilogue, InnerStride, Inst, InstOp, KernelArgs, KernelInput, ReduceKernel, ReduceStage};
 use kiln_runtime::op_kind::{BinaryOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
-use std::time::Instant;
+mod common;
+use common::best_of;
 
 const ROWS: usize = 8192;
 const N: usize = 1024;
@@ -59,18 +60,6 @@ fn softmax() -> ReduceKernel {
     let epilogue = vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2)), i(InstOp::Reduced(1)), i(InstOp::Binary(Div, 3, 4))];
     let unit = KernelInput { dtype: DType::F32, inner: InnerStride::Unit };
     ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![unit; 3], scalars: 2, stages: vec![max, sum], epilogue: Some(Epilogue { insts: epilogue, outputs: vec![5] }) }
-}
-
-/// Seconds per call of `f`, best of `reps` after a warm-up.
-fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
 }
 
 /// Times `k` over [ROWS, N] (x varying, two row vectors, two stage outputs, one epilogue
