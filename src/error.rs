@@ -20,6 +20,11 @@ pub enum ErrorKind {
     Unsupported,
     /// A file or I/O failure.
     Io,
+    /// A process-group failure (`kiln::distributed`): not initialized, a peer that disagrees
+    /// on a collective, the communication library reporting an error.
+    Distributed,
+    /// A collective that did not complete within the process group's timeout.
+    Timeout,
 }
 
 /// An error from a kiln op: `op: message (at file:line)`.

@@ -49,6 +49,12 @@
 //!   argument: pass a tuple for several). Inside a compiled call an index error of an op whose
 //!   kernel runs later (gather, scatter, …) panics when the step's graph runs, not at the op's
 //!   line. `KILN_DEBUG` and `KILN_DUMP_DIR` play the role of `TORCH_LOGS` (see [`debug`]).
+//! - [`distributed`]: `rank()`, `world_size()` and every collective return [`Result`]; there is
+//!   no `async_op=True` (collectives wait, bounded by the group's timeout), no process subgroups,
+//!   and `ReduceOp::Avg` is computed as a sum divided by the world size. `DistributedDataParallel`
+//!   finishes its gradient all-reduces before `backward()` returns, treats a parameter without
+//!   a gradient as zeros (PyTorch errors unless `find_unused_parameters=True`), and a compiled
+//!   step under it is not supported yet.
 
 // Lets `#[derive(Module)]` (which names `::kiln`) work inside this crate too.
 extern crate self as kiln;
@@ -58,6 +64,7 @@ pub mod capture;
 mod cuda;
 pub mod data;
 pub mod debug;
+pub mod distributed;
 pub mod error;
 #[cfg(feature = "ndarray")]
 pub mod interop;

@@ -321,6 +321,14 @@ impl Tensor {
         self.0.storage.data.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Exclusive access to the storage *without* counting a write (the version stays): for a
+    /// collective that only sends from it but must keep writers out while the transport reads.
+    #[track_caller]
+    pub(crate) fn lock_storage_exclusive(&self) -> RwLockWriteGuard<'_, Storage> {
+        crate::capture::before_eager_access(&self.0.storage, false);
+        self.0.storage.data.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Runs `f` on this tensor's CPU storage and layout; a clear error for other devices.
     #[track_caller]
     pub(crate) fn with_cpu<R>(&self, op: &'static str, f: impl FnOnce(&CpuStorage, &Layout) -> R) -> Result<R> {

@@ -1,0 +1,173 @@
+//! The MPI transport (cargo feature `mpi`): the system's MPI through the `mpi` crate, every
+//! collective started non-blocking (`MPI_Iallreduce`, `MPI_Ibcast`, …) on a duplicate of
+//! `MPI_COMM_WORLD` whose errors are returned, not fatal.
+
+use super::options::ReduceOp;
+use super::transport::{Call, Request, Transport, Wire};
+use crate::error::{Error, ErrorKind, Result};
+use mpi::ffi;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::AsRaw;
+use std::ffi::{c_int, c_void};
+
+/// A communicator of its own (so kiln's traffic never matches a user's MPI calls) and the
+/// requests in flight.
+pub(crate) struct MpiTransport {
+    /// Owns MPI's lifetime when kiln initialized it (`None` when the program had already).
+    universe: Option<mpi::environment::Universe>,
+    comm: SimpleCommunicator,
+    rank: usize,
+    world_size: usize,
+    /// In-flight requests by slot; `None` slots are free.
+    requests: Vec<Option<ffi::MPI_Request>>,
+}
+
+// SAFETY: MPI handles are plain values the library owns; MPI is initialized with
+// MPI_THREAD_SERIALIZED (or better) and every call on this transport runs under the process
+// group's mutex, so calls from different threads never overlap, which is what that level allows.
+unsafe impl Send for MpiTransport {}
+
+impl MpiTransport {
+    /// Initializes MPI (or joins a program that did) and duplicates the world communicator.
+    #[track_caller]
+    pub(crate) fn init() -> Result<MpiTransport> {
+        let universe = if mpi::environment::is_initialized() {
+            None
+        } else {
+            if mpi::environment::is_finalized() {
+                return Err(Error::new("init_process_group", ErrorKind::Distributed, "MPI was finalized earlier in this process (by destroy_process_group) and cannot be initialized twice"));
+            }
+            let (universe, level) = mpi::initialize_with_threading(mpi::Threading::Serialized).ok_or_else(|| {
+                Error::new("init_process_group", ErrorKind::Distributed, "MPI_Init_thread failed")
+            })?;
+            if level < mpi::Threading::Serialized {
+                return Err(Error::new("init_process_group", ErrorKind::Distributed, format!("the MPI library provides thread level {level:?}; kiln needs Serialized or better")));
+            }
+            Some(universe)
+        };
+        let comm = SimpleCommunicator::world().duplicate();
+        // SAFETY: `comm` is a valid communicator and MPI_ERRORS_RETURN a predefined handler.
+        let rc = unsafe { ffi::MPI_Comm_set_errhandler(comm.as_raw(), ffi::RSMPI_ERRORS_RETURN) };
+        check("init_process_group", rc)?;
+        let (rank, world_size) = (comm.rank() as usize, comm.size() as usize);
+        Ok(MpiTransport { universe, comm, rank, world_size, requests: Vec::new() })
+    }
+
+    /// The library's version line (`MPI_Get_library_version`).
+    pub(crate) fn library_version() -> String {
+        mpi::environment::library_version().unwrap_or_else(|_| "unknown MPI".into())
+    }
+}
+
+/// The MPI datatype of `wire`.
+fn datatype(wire: Wire) -> ffi::MPI_Datatype {
+    // SAFETY: reading the predefined datatype handles mpi-sys exports as statics.
+    unsafe {
+        match wire {
+            Wire::F32 => ffi::RSMPI_FLOAT,
+            Wire::F64 => ffi::RSMPI_DOUBLE,
+            Wire::I64 => ffi::RSMPI_INT64_T,
+            Wire::I32 => ffi::RSMPI_INT32_T,
+            Wire::U8 => ffi::RSMPI_UINT8_T,
+            Wire::Bool => ffi::RSMPI_C_BOOL,
+        }
+    }
+}
+
+/// The MPI reduction of `op` on `wire` elements (Bool: or for Sum/Max, and for Product/Min).
+fn reduction(op: ReduceOp, wire: Wire) -> ffi::MPI_Op {
+    // SAFETY: reading the predefined operation handles mpi-sys exports as statics.
+    unsafe {
+        match (op, wire == Wire::Bool) {
+            (ReduceOp::Sum | ReduceOp::Max, true) => ffi::RSMPI_LOR,
+            (ReduceOp::Product | ReduceOp::Min, true) => ffi::RSMPI_LAND,
+            (ReduceOp::Sum | ReduceOp::Avg, false) => ffi::RSMPI_SUM,
+            (ReduceOp::Max, false) => ffi::RSMPI_MAX,
+            (ReduceOp::Min, false) => ffi::RSMPI_MIN,
+            (ReduceOp::Product, false) => ffi::RSMPI_PROD,
+            (ReduceOp::Avg, true) => unreachable!("Avg on Bool is refused before the transport"),
+        }
+    }
+}
+
+/// An error carrying MPI's text for a failed return code.
+#[track_caller]
+fn check(op: &'static str, rc: c_int) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    let mut text = vec![0u8; 512];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING (256 in Open MPI and MPICH) bytes and more.
+    unsafe { ffi::MPI_Error_string(rc, text.as_mut_ptr().cast(), &mut len) };
+    text.truncate(len.max(0) as usize);
+    Err(Error::new(op, ErrorKind::Distributed, format!("MPI error {rc}: {}", String::from_utf8_lossy(&text))))
+}
+
+impl Transport for MpiTransport {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    unsafe fn start(&mut self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<Request> {
+        let n = c_int::try_from(count).map_err(|_| {
+            Error::new("distributed", ErrorKind::Value, format!("{count} elements in one collective; MPI counts stop at 2^31 - 1 (split the tensor)"))
+        })?;
+        let (dt, comm) = (datatype(wire), self.comm.as_raw());
+        // SAFETY (of the null request): MPI overwrites it before returning success.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: the caller guarantees the buffers' sizes and lifetimes (see the trait).
+        let rc = unsafe {
+            match call {
+                Call::AllReduce(op) => ffi::MPI_Iallreduce(send, recv, n, dt, reduction(op, wire), comm, &mut req),
+                Call::Broadcast { root } => {
+                    // The root sends from `send`; the others receive into `recv`.
+                    let buf = if root == self.rank { send as *mut c_void } else { recv };
+                    ffi::MPI_Ibcast(buf, n, dt, root as c_int, comm, &mut req)
+                }
+                Call::AllGather => ffi::MPI_Iallgather(send, n, dt, recv, n, dt, comm, &mut req),
+                Call::ReduceScatter(op) => ffi::MPI_Ireduce_scatter_block(send, recv, n, dt, reduction(op, wire), comm, &mut req),
+                Call::Barrier => ffi::MPI_Ibarrier(comm, &mut req),
+            }
+        };
+        check("distributed", rc)?;
+        let slot = match self.requests.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.requests.push(None);
+                self.requests.len() - 1
+            }
+        };
+        self.requests[slot] = Some(req);
+        Ok(Request(slot))
+    }
+
+    fn test(&mut self, request: &Request) -> Result<bool> {
+        let Some(req) = self.requests.get_mut(request.0).and_then(Option::as_mut) else {
+            return Ok(true);
+        };
+        let mut flag: c_int = 0;
+        // SAFETY: `req` is a live request this transport started; MPI_STATUS_IGNORE is allowed.
+        let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+        check("distributed", rc)?;
+        if flag != 0 {
+            self.requests[request.0] = None;
+        }
+        Ok(flag != 0)
+    }
+
+    fn abort(&mut self, code: i32) -> ! {
+        self.comm.abort(code)
+    }
+
+    fn finalize(self: Box<Self>) {
+        let MpiTransport { universe, comm, .. } = *self;
+        drop(comm);
+        // Dropping the universe calls MPI_Finalize (when kiln initialized MPI).
+        drop(universe);
+    }
+}
