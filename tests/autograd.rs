@@ -313,3 +313,46 @@ fn deep_chain_backpropagates_iteratively() {
     assert_eq!(f64s(&x.grad().unwrap()), vec![1.0]);
     drop(y); // dropping a 100k-deep graph must not overflow the stack either
 }
+
+#[test]
+fn post_accumulate_grad_hooks_see_the_accumulated_grad() {
+    use std::sync::{Arc, Mutex};
+    let x = Tensor::ones(&[2]).requires_grad_(true);
+    let seen: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
+    let s = seen.clone();
+    let handle = x.register_post_accumulate_grad_hook(move |t| s.lock().unwrap().push(t.grad().unwrap().to_vec::<f32>()));
+    (&x * 3.0).sum().backward();
+    (&x * 2.0).sum().backward();
+    assert_eq!(*seen.lock().unwrap(), vec![vec![3.0, 3.0], vec![5.0, 5.0]]);
+    handle.remove();
+    (&x * 1.0).sum().backward();
+    assert_eq!(seen.lock().unwrap().len(), 2, "a removed hook ran");
+    let y = &x * 2.0;
+    let refused = catch_unwind(AssertUnwindSafe(|| y.register_post_accumulate_grad_hook(|_| {})));
+    assert!(refused.is_err(), "a post-accumulate hook on a non-leaf was accepted");
+}
+
+#[test]
+fn queued_callbacks_run_when_backward_ends_and_their_errors_fail_it() {
+    use std::sync::{Arc, Mutex};
+    let y = Tensor::ones(&[1]).requires_grad_(true);
+    let order: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    let o = order.clone();
+    y.register_post_accumulate_grad_hook(move |_| {
+        o.lock().unwrap().push("hook");
+        let o = o.clone();
+        kiln::autograd::queue_callback(move || {
+            o.lock().unwrap().push("callback");
+            Ok(())
+        });
+    });
+    (&y * 2.0).sum().backward();
+    assert_eq!(*order.lock().unwrap(), vec!["hook", "callback"]);
+    kiln::autograd::queue_callback(|| Err(kiln::Error::new("callback", kiln::ErrorKind::Value, "boom")));
+    let e = (&y * 2.0).sum().try_backward_with_opts(None, Default::default()).unwrap_err();
+    assert!(e.message.contains("boom"), "{e}");
+    // The hook ran; its callback, queued after the failing one, was dropped with the queue.
+    assert_eq!(*order.lock().unwrap(), vec!["hook", "callback", "hook"]);
+    (&y * 2.0).sum().backward();
+    assert_eq!(order.lock().unwrap().len(), 5, "the next backward runs only its own callback");
+}

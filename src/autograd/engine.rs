@@ -94,7 +94,7 @@ pub(crate) fn run(
         }
         let input_grads = match grad {
             None => Grads::from_elem(None, node.inputs.len()),
-            Some(g) => run_node(&node, g, opts.create_graph, retain, capture.is_some())?,
+            Some(g) => run_node(&node, g, opts.create_graph, retain, capture.is_some()).inspect_err(|_| super::callbacks::clear())?,
         };
         for (info, g) in node.inputs.iter().zip(input_grads) {
             let Some(edge) = &info.edge else { continue };
@@ -108,6 +108,7 @@ pub(crate) fn run(
             }
         }
     }
+    super::callbacks::run_queued()?;
     Ok(captured)
 }
 
@@ -129,6 +130,8 @@ fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, captu
                 let hooks: Vec<_> = leaf.autograd().lock().hooks.iter().map(|(_, h)| h.clone()).collect();
                 let g = hooks.iter().fold(g, |g, h| h(&g).unwrap_or(g));
                 accumulate_grad(leaf.autograd(), g, create_graph);
+                let post: Vec<_> = leaf.autograd().lock().post_accumulate_hooks.iter().map(|(_, h)| h.clone()).collect();
+                post.iter().for_each(|h| h(leaf));
             }
             Ok(Grads::new())
         }

@@ -8,6 +8,9 @@ use std::sync::{Arc, Weak};
 /// A hook on a gradient: sees it, and may return a replacement.
 pub(crate) type Hook = Arc<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;
 
+/// A hook run on a leaf after its `.grad` was updated (it sees the leaf).
+pub(crate) type PostAccumulateHook = Arc<dyn Fn(&Tensor) + Send + Sync>;
+
 static NEXT_HOOK_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Where a hook was registered.
@@ -16,6 +19,8 @@ enum HookOwner {
     Leaf(WeakTensor),
     /// A non-leaf's hooks (run by its `grad_fn` before the rule).
     Node(Weak<Node>),
+    /// A leaf's post-accumulate-grad hooks.
+    LeafPost(WeakTensor),
 }
 
 /// Removes the hook it was returned for (`handle.remove()`). Dropping the handle keeps the hook.
@@ -37,6 +42,11 @@ impl HookHandle {
             HookOwner::Node(w) => {
                 if let Some(n) = w.upgrade() {
                     keep(&mut n.lock_hooks().hooks);
+                }
+            }
+            HookOwner::LeafPost(w) => {
+                if let Some(t) = w.upgrade() {
+                    t.autograd().lock().post_accumulate_hooks.retain(|(id, _)| *id != self.id);
                 }
             }
         }
@@ -67,6 +77,22 @@ impl Tensor {
             }
         };
         HookHandle { owner, id }
+    }
+
+    /// Registers `hook` to run after this leaf's gradient has been accumulated into `.grad`
+    /// during backward (`x.register_post_accumulate_grad_hook(f)`); the hook receives the leaf
+    /// (read `.grad()` from it). Hooks run in registration order. This is where data-parallel
+    /// training learns that a parameter's gradient is ready.
+    ///
+    /// Panics when the tensor does not require grad or is not a leaf.
+    #[track_caller]
+    pub fn register_post_accumulate_grad_hook(&self, hook: impl Fn(&Tensor) + Send + Sync + 'static) -> HookHandle {
+        if !self.requires_grad() || self.autograd().grad_fn().is_some() {
+            panic!("{}", crate::Error::new("register_post_accumulate_grad_hook", crate::ErrorKind::Value, format!("post accumulate grad hooks can only be registered on leaf tensors that require grad (shape {:?}, dtype {})", self.shape(), self.dtype())));
+        }
+        let id = NEXT_HOOK_ID.fetch_add(1, Ordering::Relaxed);
+        self.autograd().lock().post_accumulate_hooks.push((id, Arc::new(hook)));
+        HookHandle { owner: HookOwner::LeafPost(self.downgrade()), id }
     }
 
     /// Makes this non-leaf keep its gradient in `.grad` during backward (`x.retain_grad()`); a

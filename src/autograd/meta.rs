@@ -1,7 +1,7 @@
 //! The autograd state every tensor carries: whether it requires grad, its `grad_fn`, its
 //! accumulated `.grad`, and its hooks.
 
-use super::hooks::Hook;
+use super::hooks::{Hook, PostAccumulateHook};
 use super::node::Node;
 use crate::tensor::Tensor;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +32,8 @@ pub(crate) struct MetaInner {
     pub retains_grad: bool,
     /// Hooks on a leaf's gradient (a non-leaf's hooks live on its `grad_fn`).
     pub hooks: Vec<(u64, Hook)>,
+    /// Hooks run on a leaf after its gradient was accumulated into `.grad`.
+    pub post_accumulate_hooks: Vec<(u64, PostAccumulateHook)>,
     /// Made by a view op while recording: in-place writes through it are refused.
     pub is_tracked_view: bool,
 }

@@ -11,6 +11,7 @@
 //! save makes the backward that needs it fail with PyTorch's message. In-place ops on a leaf that
 //! requires grad are refused while grad mode is on.
 
+mod callbacks;
 mod engine;
 mod function;
 mod gradcheck;
@@ -21,6 +22,7 @@ mod meta;
 mod node;
 mod tensor_api;
 
+pub use callbacks::queue_callback;
 pub use engine::BackwardOpts;
 pub use function::{Function, FunctionCtx};
 pub use gradcheck::{gradcheck, gradgradcheck, GradcheckError, GradcheckOpts};
