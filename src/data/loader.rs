@@ -3,6 +3,7 @@
 
 use super::collate::Collate;
 use super::dataset::Dataset;
+use super::distributed::Sampler;
 use super::sampler::{batch_seed, next_seed, randperm, ItemSeedGuard};
 use super::worker::WorkerPool;
 use crate::error::Result;
@@ -40,6 +41,7 @@ pub struct DataLoader<D: Dataset> {
     prefetch_factor: usize,
     pin_memory: bool,
     generator: Mutex<Option<Generator>>,
+    sampler: Option<Arc<dyn Sampler>>,
 }
 
 impl<D: Dataset + 'static> DataLoader<D> {
@@ -59,6 +61,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             prefetch_factor: 2,
             pin_memory: false,
             generator: Mutex::new(None),
+            sampler: None,
         }
     }
 
@@ -70,9 +73,22 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self
     }
 
-    /// Visit the items in a new random order every epoch (`shuffle=`).
+    /// Visit the items in a new random order every epoch (`shuffle=`). Panics together with
+    /// a [`sampler`](Self::sampler), as PyTorch refuses both.
+    #[track_caller]
     pub fn shuffle(mut self, shuffle: bool) -> Self {
+        assert!(!(shuffle && self.sampler.is_some()), "DataLoader: sampler option is mutually exclusive with shuffle");
         self.shuffle = shuffle;
+        self
+    }
+
+    /// Visit the indices `sampler` gives each epoch (`sampler=`), e.g. a
+    /// [`DistributedSampler`](super::DistributedSampler) shared with the caller, who calls its
+    /// `set_epoch`. Panics together with `shuffle(true)`, as PyTorch refuses both.
+    #[track_caller]
+    pub fn sampler<S: Sampler + 'static>(mut self, sampler: Arc<S>) -> Self {
+        assert!(!self.shuffle, "DataLoader: sampler option is mutually exclusive with shuffle");
+        self.sampler = Some(sampler);
         self
     }
 
@@ -138,7 +154,8 @@ impl<D: Dataset + 'static> DataLoader<D> {
 
     /// The number of batches per epoch (`len(loader)`).
     pub fn len(&self) -> usize {
-        num_batches(self.dataset.len(), self.batch_size, self.drop_last)
+        let items = self.sampler.as_ref().map_or(self.dataset.len(), |s| s.len());
+        num_batches(items, self.batch_size, self.drop_last)
     }
 
     /// Whether an epoch has no batches.
@@ -158,7 +175,11 @@ impl<D: Dataset + 'static> DataLoader<D> {
                 &mut fallback
             }
         };
-        let order = if self.shuffle { randperm(n, g) } else { (0..n).collect() };
+        let order = match &self.sampler {
+            Some(s) => s.indices(),
+            None if self.shuffle => randperm(n, g),
+            None => (0..n).collect(),
+        };
         (order, next_seed(g))
     }
 }

@@ -30,12 +30,14 @@
 
 mod collate;
 mod dataset;
+mod distributed;
 mod loader;
 mod sampler;
 mod split;
 mod worker;
 
 pub use collate::Collate;
+pub use distributed::{DistributedSampler, Sampler};
 pub use dataset::{Dataset, Subset, TensorDataset, TensorTuple};
 pub use loader::{DataLoader, DataLoaderIter};
 pub use sampler::{randperm, seed_item_generator, with_item_generator};
