@@ -14,6 +14,7 @@ mod dropout;
 mod flatten;
 pub mod functional;
 pub mod init;
+pub mod parallel;
 mod linear;
 mod loss;
 mod module;

@@ -1,0 +1,175 @@
+//! The reducer behind [`DistributedDataParallel`](super::DistributedDataParallel): told by
+//! post-accumulate-grad hooks which gradients are ready, it starts each bucket's all-reduce
+//! (non-blocking) as soon as the bucket is complete, in bucket order, and at the end of
+//! backward waits for all of them and writes the averaged gradients back.
+
+use super::bucket::Bucket;
+use crate::distributed::{divide, Call, ReduceOp, SendBuf, Wire, Work};
+use crate::error::{Error, ErrorKind, Result};
+use crate::tensor::Tensor;
+use kiln_runtime::{CpuStorage, Storage};
+use std::sync::{Arc, Mutex, Weak};
+
+/// The name in errors of a bucket's collective.
+const OP: &str = "all_reduce (DistributedDataParallel gradient bucket)";
+
+/// What the hooks share.
+pub(crate) struct Reducer {
+    params: Vec<Tensor>,
+    buckets: Vec<Bucket>,
+    /// Per parameter: its bucket.
+    bucket_of: Vec<usize>,
+    /// Per parameter: its gradient arrived in this backward.
+    ready: Vec<bool>,
+    /// Per bucket: gradients still to arrive.
+    pending: Vec<usize>,
+    /// Buckets launch in order: the next one to launch.
+    next_launch: usize,
+    /// Per bucket: its all-reduce, once launched.
+    in_flight: Vec<Option<Work>>,
+    world_size: usize,
+    /// Gradients are averaged (false under `no_sync`).
+    pub(crate) sync: bool,
+    /// A synchronizing backward is running (its finishing callback is queued).
+    active: bool,
+    /// The first failure of a launch, reported when backward finishes.
+    error: Option<Error>,
+}
+
+/// The reducer as the hooks hold it.
+pub(crate) type Shared = Arc<Mutex<Reducer>>;
+
+/// Locks the reducer (a panic elsewhere does not poison it).
+pub(crate) fn lock(r: &Mutex<Reducer>) -> std::sync::MutexGuard<'_, Reducer> {
+    r.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Reducer {
+    /// A reducer over `params` in `buckets`.
+    pub(crate) fn new(params: Vec<Tensor>, buckets: Vec<Bucket>, world_size: usize) -> Reducer {
+        let mut bucket_of = vec![0; params.len()];
+        for (b, bucket) in buckets.iter().enumerate() {
+            bucket.params.iter().for_each(|&p| bucket_of[p] = b);
+        }
+        let pending = buckets.iter().map(|b| b.params.len()).collect();
+        let in_flight = buckets.iter().map(|_| None).collect();
+        Reducer { ready: vec![false; params.len()], params, bucket_of, pending, next_launch: 0, in_flight, buckets, world_size, sync: true, active: false, error: None }
+    }
+
+    /// The number of buckets.
+    pub(crate) fn num_buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// A hook's report: parameter `p`'s gradient is in `.grad`. Launches every complete bucket
+    /// whose predecessors have launched, and drives the ones in flight.
+    pub(crate) fn mark_ready(&mut self, p: usize, me: &Weak<Mutex<Reducer>>) {
+        if !self.sync || self.ready[p] {
+            return;
+        }
+        if !self.active {
+            self.active = true;
+            let me = me.clone();
+            crate::autograd::queue_callback(move || {
+                let Some(r) = me.upgrade() else { return Ok(()) };
+                let result = lock(&r).finish();
+                result
+            });
+        }
+        self.ready[p] = true;
+        self.pending[self.bucket_of[p]] -= 1;
+        self.launch_ready();
+        self.poke();
+    }
+
+    /// Launches buckets in order while the next one is complete.
+    fn launch_ready(&mut self) {
+        while self.next_launch < self.buckets.len() && self.pending[self.next_launch] == 0 {
+            let b = self.next_launch;
+            self.next_launch += 1;
+            if self.error.is_some() {
+                continue;
+            }
+            match self.launch(b) {
+                Ok(work) => self.in_flight[b] = Some(work),
+                Err(e) => self.error = Some(e),
+            }
+        }
+    }
+
+    /// Flattens bucket `b`'s gradients (zeros for a parameter with none) into one buffer and
+    /// starts its all-reduce.
+    fn launch(&self, b: usize) -> Result<Work> {
+        let bucket = &self.buckets[b];
+        let wire = Wire::of(bucket.dtype);
+        let flat: Vec<Tensor> = bucket
+            .params
+            .iter()
+            .map(|&i| {
+                let p = &self.params[i];
+                p.grad().unwrap_or_else(|| p.detach().zeros_like()).detach().to_dtype(wire.dtype()).reshape(&[-1])
+            })
+            .collect();
+        let flat = {
+            let _off = crate::no_grad();
+            Tensor::cat(&flat, 0).contiguous()
+        };
+        let send = owned_storage(flat);
+        let recv = CpuStorage::uninit(wire.dtype(), bucket.numel);
+        // SAFETY: the send and receive buffers are owned by the work.
+        unsafe { Work::start(OP, Call::AllReduce(ReduceOp::Sum), wire, bucket.numel, SendBuf::Owned(send), Some(recv)) }
+    }
+
+    /// Drives the library's progress on the buckets in flight (MPI progresses inside its calls).
+    fn poke(&mut self) {
+        for work in self.in_flight.iter_mut().flatten() {
+            if let Err(e) = work.test() {
+                self.error.get_or_insert(e);
+                return;
+            }
+        }
+    }
+
+    /// The end of backward: launches what is left (parameters that got no gradient count as
+    /// zeros, so every rank runs the same collectives), waits for every bucket within the
+    /// group's timeout, and sets each gradient to its average over the ranks.
+    fn finish(&mut self) -> Result<()> {
+        self.active = false;
+        for p in 0..self.params.len() {
+            if !self.ready[p] {
+                self.ready[p] = true;
+                self.pending[self.bucket_of[p]] -= 1;
+            }
+        }
+        self.launch_ready();
+        let works: Vec<Option<Work>> = self.in_flight.iter_mut().map(Option::take).collect();
+        self.ready.iter_mut().for_each(|r| *r = false);
+        self.pending = self.buckets.iter().map(|b| b.params.len()).collect();
+        self.next_launch = 0;
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        for (bucket, work) in self.buckets.iter().zip(works) {
+            let work = work.ok_or_else(|| Error::new(OP, ErrorKind::Distributed, "a gradient bucket was never launched"))?;
+            let mut summed = work.wait()?.expect("an all-reduce receives");
+            divide(&mut summed, self.world_size as f64);
+            let flat = Tensor::from_cpu_storage(summed, &[bucket.numel]);
+            for (&i, &off) in bucket.params.iter().zip(&bucket.offsets) {
+                let p = &self.params[i];
+                let shape: Vec<i64> = p.shape().iter().map(|&d| d as i64).collect();
+                let g = flat.narrow(0, off as i64, p.numel()).view(&shape).to_dtype(p.dtype());
+                p.set_grad(Some(g));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The storage of a fresh contiguous tensor nothing else references, taken out of it.
+fn owned_storage(t: Tensor) -> CpuStorage {
+    drop(t.read_storage()); // realizes a pending capture, if any
+    match t.cell().take() {
+        Storage::Cpu(c) => c,
+        _ => unreachable!("gradient buckets live on the CPU"),
+    }
+}
