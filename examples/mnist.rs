@@ -5,97 +5,36 @@
 //! Writes `mnist_cnn.safetensors` with `--save-model`, and the loss/accuracy curve as
 //! `mnist_curve.svg`.
 
+mod common;
+
 use clap::Parser;
+use common::mnist::{datasets, evaluate, report, Net, TrainArgs};
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln::data::{DataLoader, Dataset};
-use kiln::nn::{self, functional as F, Module};
+use kiln::nn::{functional as F, Module};
 use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
-use kiln::vision::datasets::{Mnist, Split};
-use kiln::vision::transforms::{Compose, Normalize, ToTensor};
+use kiln::vision::datasets::Mnist;
 use kiln::{Device, Tensor};
-use std::path::PathBuf;
 use std::time::Instant;
 
 /// PyTorch MNIST Example
 #[derive(Parser, Debug)]
 struct Args {
-    /// input batch size for training
-    #[arg(long, default_value_t = 64)]
-    batch_size: usize,
-    /// input batch size for testing
-    #[arg(long, default_value_t = 1000)]
-    test_batch_size: usize,
-    /// number of epochs to train
-    #[arg(long, default_value_t = 14)]
-    epochs: usize,
-    /// learning rate
-    #[arg(long, default_value_t = 1.0)]
-    lr: f64,
-    /// Learning rate step gamma
-    #[arg(long, default_value_t = 0.7)]
-    gamma: f64,
+    #[command(flatten)]
+    train: TrainArgs,
     /// disables CUDA training
     #[arg(long)]
     no_cuda: bool,
-    /// quickly check a single pass
-    #[arg(long)]
-    dry_run: bool,
-    /// random seed
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// how many batches to wait before logging training status
-    #[arg(long, default_value_t = 10)]
-    log_interval: usize,
     /// For Saving the current Model
     #[arg(long)]
     save_model: bool,
-    /// directory of the MNIST IDX files (default: the embedded 8,000/2,000 subset)
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
     /// background threads that prepare batches
     #[arg(long, default_value_t = 0)]
     num_workers: usize,
     /// run each training step and test batch through kiln::compile (fused, JIT-compiled)
     #[arg(long)]
     compile: bool,
-}
-
-#[derive(Module)]
-struct Net {
-    conv1: nn::Conv2d,
-    conv2: nn::Conv2d,
-    dropout1: nn::Dropout,
-    dropout2: nn::Dropout,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-}
-
-impl Net {
-    fn new() -> Net {
-        Net {
-            conv1: nn::Conv2d::new(1, 32, 3),
-            conv2: nn::Conv2d::new(32, 64, 3),
-            dropout1: nn::Dropout::new(0.25),
-            dropout2: nn::Dropout::new(0.5),
-            fc1: nn::Linear::new(9216, 128),
-            fc2: nn::Linear::new(128, 10),
-        }
-    }
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = self.conv1.forward(x).relu();
-        let x = self.conv2.forward(&x).relu();
-        let x = F::max_pool2d(&x, 2);
-        let x = self.dropout1.forward(&x);
-        let x = x.flatten(1, -1);
-        let x = self.fc1.forward(&x).relu();
-        let x = self.dropout2.forward(&x);
-        let x = self.fc2.forward(&x);
-        x.log_softmax(1)
-    }
 }
 
 /// One epoch of training; returns the mean training loss.
@@ -131,11 +70,11 @@ fn train(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnis
         let loss = loss.item::<f32>() as f64;
         sum += loss;
         batches += 1;
-        if batch_idx % args.log_interval == 0 {
+        if batch_idx % args.train.log_interval == 0 {
             bar.set_message(format!("loss {loss:.6}"));
         }
         bar.inc(1);
-        if args.dry_run {
+        if args.train.dry_run {
             break;
         }
     }
@@ -146,48 +85,33 @@ fn train(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnis
 /// Evaluates on the test set; returns (mean loss, accuracy in %).
 fn test(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnist>) -> (f64, f64) {
     model.eval();
-    let (mut test_loss, mut correct, mut seen) = (0.0, 0i64, 0usize);
-    let _guard = kiln::no_grad();
     let mut forward = kiln::compile(|data: &Tensor| model.forward(data));
-    for (data, target) in loader {
-        let (data, target) = (data.to(device), target.to(device));
-        let output = if args.compile { forward.call(&data) } else { forward.call_eager(&data) };
-        test_loss += F::nll_loss_opts(&output, &target, &F::NllLossOpts { reduction: F::Reduction::Sum, ..Default::default() }).item::<f32>() as f64;
-        let pred = output.argmax_dim(1, true);
-        correct += pred.eq(&target.view(&[-1, 1])).sum().item::<i64>();
-        seen += target.numel();
-    }
-    test_loss /= seen as f64;
-    let accuracy = 100.0 * correct as f64 / seen as f64;
-    println!("\nTest set: Average loss: {test_loss:.4}, Accuracy: {correct}/{seen} ({accuracy:.0}%)\n");
-    (test_loss, accuracy)
+    let (loss, correct, seen) = evaluate(loader, device, |data| if args.compile { forward.call(data) } else { forward.call_eager(data) });
+    report(loss, correct, seen)
 }
 
 fn main() -> kiln::Result<()> {
     let args = Args::parse();
     let device = if args.no_cuda { Device::Cpu } else { Device::cuda_if_available(0) };
-    kiln::manual_seed(args.seed);
+    kiln::manual_seed(args.train.seed);
     // Adadelta's running averages decay into the denormal range late in training, where x86
     // arithmetic is many times slower; flushing them to zero kept epochs 9–14 at the speed of
     // the first ones (PyTorch has the same switch: torch.set_flush_denormal).
     kiln::set_flush_denormal(true);
 
-    let root = args.data_dir.clone().unwrap_or_else(kiln::vision::datasets::mnist::default_root);
-    let transform = || Compose::new((ToTensor, Normalize::new(&[0.1307], &[0.3081])));
-    let train_set = Mnist::new(&root, Split::Train)?.transform(transform());
-    let test_set = Mnist::new(&root, Split::Test)?.transform(transform());
+    let (train_set, test_set, root) = datasets(args.train.data_dir.as_deref())?;
     println!("{} training and {} test images from {}, on {device}", train_set.len(), test_set.len(), root.display());
-    let train_loader = DataLoader::new(train_set).batch_size(args.batch_size).shuffle(true).seed(args.seed).num_workers(args.num_workers);
-    let test_loader = DataLoader::new(test_set).batch_size(args.test_batch_size).num_workers(args.num_workers);
+    let train_loader = DataLoader::new(train_set).batch_size(args.train.batch_size).shuffle(true).seed(args.train.seed).num_workers(args.num_workers);
+    let test_loader = DataLoader::new(test_set).batch_size(args.train.test_batch_size).num_workers(args.num_workers);
 
     let mut model = Net::new();
     model.to(&device);
     println!("{model}");
-    let mut optimizer = Adadelta::new(model.parameters(), AdadeltaConfig { lr: args.lr, ..Default::default() });
-    let mut scheduler = StepLr::new(&mut optimizer, 1, args.gamma);
+    let mut optimizer = Adadelta::new(model.parameters(), AdadeltaConfig { lr: args.train.lr, ..Default::default() });
+    let mut scheduler = StepLr::new(&mut optimizer, 1, args.train.gamma);
 
     let mut curve = Vec::new();
-    for epoch in 1..=args.epochs {
+    for epoch in 1..=args.train.epochs {
         let start = Instant::now();
         let train_loss = train(&args, &mut model, &device, &train_loader, &mut optimizer, epoch);
         let train_secs = start.elapsed().as_secs_f64();
@@ -195,7 +119,7 @@ fn main() -> kiln::Result<()> {
         println!("epoch {epoch}: {train_secs:.1} s training, {:.1} s in all", start.elapsed().as_secs_f64());
         curve.push((epoch, train_loss, test_loss, accuracy));
         scheduler.step(&mut optimizer);
-        if args.dry_run {
+        if args.train.dry_run {
             break;
         }
     }

@@ -2,7 +2,7 @@
 //! log-softmax), scaled down, trains the same compiled and eager with Adadelta, with no graph
 //! break: convolutions, pooling and dropout (and their backward ops) are captured.
 
-use kiln::nn::{self, functional as F, Module};
+use kiln::nn::{functional as F, Module};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
 use kiln::prelude::*;
 
@@ -12,40 +12,13 @@ use seeded::seeded;
 
 /// `examples/mnist`'s Net at a smaller size: input `1×12×12`, conv1 1→4 k3, conv2 4→8 k3,
 /// max-pool 2 (→ 8×4×4), fc1 128→16, fc2 16→10.
-#[derive(Module)]
-struct Net {
-    conv1: nn::Conv2d,
-    conv2: nn::Conv2d,
-    dropout1: nn::Dropout,
-    dropout2: nn::Dropout,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-}
+#[path = "../examples/common/mnist.rs"]
+#[allow(dead_code)]
+mod mnist;
+use mnist::Net;
 
-impl Net {
-    fn new() -> Net {
-        Net {
-            conv1: nn::Conv2d::new(1, 4, 3),
-            conv2: nn::Conv2d::new(4, 8, 3),
-            dropout1: nn::Dropout::new(0.25),
-            dropout2: nn::Dropout::new(0.5),
-            fc1: nn::Linear::new(8 * 4 * 4, 16),
-            fc2: nn::Linear::new(16, 10),
-        }
-    }
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = F::relu(&self.conv1.forward(x));
-        let x = F::relu(&self.conv2.forward(&x));
-        let x = F::max_pool2d(&x, 2);
-        let x = self.dropout1.forward(&x);
-        let x = x.flatten(1, -1);
-        let x = F::relu(&self.fc1.forward(&x));
-        let x = self.dropout2.forward(&x);
-        F::log_softmax(&self.fc2.forward(&x), 1)
-    }
+fn small_net() -> Net {
+    Net::with_sizes(4, 8, 8 * 4 * 4, 16)
 }
 
 const STEPS: usize = 4;
@@ -54,7 +27,7 @@ const STEPS: usize = 4;
 /// breaks of each compiled call.
 fn train(compiled: bool) -> (Vec<f32>, Vec<Vec<f32>>, Vec<usize>) {
     kiln::manual_seed(11);
-    let net = Net::new();
+    let net = small_net();
     let mut opt = Adadelta::new(net.parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() });
     let x = Tensor::randn(&[8, 1, 12, 12]);
     let y = Tensor::randint(0, 10, &[8]);
@@ -105,7 +78,7 @@ fn mnist_net_adadelta_compiled_matches_eager() {
 fn mnist_net_eval_forward_compiled_matches_eager() {
     let _g = seeded();
     kiln::manual_seed(5);
-    let mut net = Net::new();
+    let mut net = small_net();
     net.eval();
     let x = Tensor::randn(&[8, 1, 12, 12]);
     let eager = net.forward(&x).to_vec::<f32>();
