@@ -1,0 +1,142 @@
+//! `kiln::distributed` and `DistributedDataParallel` across processes: each test runs the
+//! `kiln-dist-check` program (tests/programs/dist_check.rs) under `mpirun -np 2` in one mode
+//! and checks what both ranks report. Without the `mpi` feature, or without `mpirun`, the
+//! tests print that they skip.
+
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The program's collective timeout (its `TIMEOUT`).
+const TIMEOUT: Duration = Duration::from_secs(3);
+/// Launching and tearing down an mpirun job on a loaded two-core machine.
+const SLACK: Duration = Duration::from_secs(30);
+
+/// One mpirun job at a time: the timing assertions assume the cores are not shared with another
+/// job of this file.
+static JOBS: Mutex<()> = Mutex::new(());
+
+/// What a job printed and how it ended.
+struct Job {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `kiln-dist-check MODE` under `mpirun -np 2`, killed after `limit`; `None` (after
+/// printing why) when this build or machine cannot.
+fn run(mode: &str, limit: Duration) -> Option<Job> {
+    if !cfg!(feature = "mpi") {
+        eprintln!("skipping: kiln was built without the `mpi` feature (cargo test --features mpi)");
+        return None;
+    }
+    let version = match Command::new("mpirun").arg("--version").output() {
+        Ok(v) if v.status.success() => String::from_utf8_lossy(&v.stdout).into_owned() + &String::from_utf8_lossy(&v.stderr),
+        _ => {
+            eprintln!("skipping: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)");
+            return None;
+        }
+    };
+    let _one = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = Command::new("mpirun");
+    if version.contains("Open MPI") || version.contains("OpenRTE") {
+        // More ranks than cores is fine for a test; root (CI containers) must be allowed.
+        cmd.arg("--oversubscribe").env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    cmd.args(["-np", "2", env!("CARGO_BIN_EXE_kiln-dist-check"), mode]).env("KILN_NUM_THREADS", "1");
+    let start = Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("mpirun starts");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait on mpirun") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            let out = child.wait_with_output().expect("mpirun output");
+            panic!("mpirun {mode} still running after {limit:?}: a hang\nstdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = start.elapsed();
+    let out = child.wait_with_output().expect("mpirun output");
+    let job = Job { ok: status.success(), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), elapsed };
+    eprintln!("mpirun -np 2 kiln-dist-check {mode}: {status} after {elapsed:.1?}\nstdout:\n{}\nstderr:\n{}", job.stdout, job.stderr);
+    Some(job)
+}
+
+#[test]
+fn collectives_give_known_results_on_every_dtype() {
+    let Some(job) = run("collectives", Duration::from_secs(120)) else { return };
+    assert!(job.ok, "the collectives job failed");
+    assert!(job.stdout.contains("rank 0: collectives ok") && job.stdout.contains("rank 1: collectives ok"));
+}
+
+#[test]
+fn ddp_ranks_stay_bit_identical_and_match_one_process() {
+    let Some(job) = run("train", Duration::from_secs(120)) else { return };
+    assert!(job.ok, "the training job failed");
+    for rank in 0..2 {
+        assert!(job.stdout.contains(&format!("rank {rank}: train ok")));
+        let steps = job.stdout.lines().filter(|l| l.starts_with(&format!("rank {rank}: step")) && l.contains("bit-identical across ranks")).count();
+        assert_eq!(steps, 6, "rank {rank} reported {steps} checked steps");
+    }
+}
+
+#[test]
+fn a_hung_peer_makes_the_collective_time_out() {
+    let Some(job) = run("stall", TIMEOUT * 20) else { return };
+    // Rank 1 sleeps for 20 timeouts; the job must end long before, with kiln's error.
+    assert!(job.elapsed < TIMEOUT + SLACK, "took {:?}", job.elapsed);
+    assert!(job.stderr.contains("all_reduce: all_reduce timed out after 3s on rank 0 of 2: the other ranks did not take part"), "no timeout error");
+    assert!(job.stdout.contains("rank 0: stall ok"), "rank 0's checks after the timeout failed");
+    assert!(job.stderr.contains("kiln::distributed: aborting the job"));
+    assert!(!job.ok, "an aborted job must exit non-zero");
+}
+
+#[test]
+fn a_hung_peer_makes_ddp_backward_time_out() {
+    let Some(job) = run("ddp-stall", TIMEOUT * 20) else { return };
+    assert!(job.elapsed < TIMEOUT + SLACK, "took {:?}", job.elapsed);
+    assert!(job.stderr.contains("all_reduce (DistributedDataParallel gradient bucket) timed out after 3s on rank 0 of 2"), "no timeout error");
+    assert!(job.stdout.contains("rank 0: ddp-stall ok"));
+    assert!(!job.ok);
+}
+
+#[test]
+fn a_killed_peer_ends_the_job_within_the_timeout() {
+    let Some(job) = run("die", TIMEOUT * 20) else { return };
+    assert!(job.elapsed < TIMEOUT + SLACK, "took {:?}", job.elapsed);
+    assert!(!job.ok, "the job must fail");
+    assert!(job.stderr.contains("rank 1: killing itself"));
+    assert!(!job.stdout.contains("die ok"));
+    let told = job.stderr.contains("collective failed after its peer died") || job.stderr.contains("exited on signal 9");
+    assert!(told, "neither kiln nor mpirun said that rank 1 died");
+}
+
+// In-process checks that need no launcher (nothing here initializes MPI).
+
+#[test]
+fn collectives_without_a_process_group_fail_clearly() {
+    use kiln::distributed::{self as dist, ReduceOp};
+    assert!(!dist::is_initialized());
+    let e = dist::rank().unwrap_err();
+    assert!(e.message.contains("Default process group has not been initialized"), "{e}");
+    let e = dist::all_reduce(&kiln::Tensor::ones(&[2]), ReduceOp::Sum).unwrap_err();
+    assert_eq!(e.kind, kiln::ErrorKind::Distributed);
+    assert!(e.to_string().starts_with("all_reduce: Default process group has not been initialized"), "{e}");
+    assert!(dist::barrier().is_err() && dist::destroy_process_group().is_err());
+}
+
+#[test]
+fn nccl_says_it_is_not_available() {
+    use kiln::distributed::{self as dist, Backend, InitOptions};
+    let e = dist::init_process_group(Backend::Nccl, InitOptions::default()).unwrap_err();
+    assert_eq!(e.kind, kiln::ErrorKind::Unsupported);
+    assert!(e.message.contains("NCCL backend needs a CUDA build with a GPU; not available"), "{e}");
+    assert!(!dist::is_initialized());
+    if !cfg!(feature = "mpi") {
+        let e = dist::init_process_group(Backend::Mpi, InitOptions::default()).unwrap_err();
+        assert!(e.message.contains("`mpi` cargo feature"), "{e}");
+    }
+}
