@@ -68,6 +68,7 @@ Values of a tensor always are the exact values of its dtype (inputs were rounded
 when the case was made).
 """
 
+import itertools
 import math
 import os
 import struct
@@ -588,6 +589,35 @@ def make_clamp(w):
     w.case("clamp_min_/f64/contig", "clamp_min_", inplace["clamp_min_"], [T("f64", [4, 6], specials("f64")), S(0.5)], tol="exact", names=["x", "bound"])
     w.case("clamp_max_/u8/contig", "clamp_max_", inplace["clamp_max_"], [T("u8", [4, 6], specials("u8")), S(100)], tol="exact", names=["x", "bound"])
     w.case("clamp_max_/i32/max_below_range", "clamp_max_", inplace["clamp_max_"], [ints, S(-big)], names=["x", "bound"])
+    make_clamp_tensor_grad(w)
+
+
+def make_clamp_tensor_grad(w):
+    """`torch.clamp` with tensor bounds, forward and the gradients of all three operands, over
+    every combination of values below, at and above each other, infinities and NaN: the tie
+    rules (a tie splits the gradient in half) are only visible there."""
+    vals = [-INF, -1.0, 0.0, 0.5, 1.0, 2.0, INF, NAN]
+    grid = [list(c) for c in zip(*itertools.product(vals, repeat=3))]
+    pair = [list(c) for c in zip(*itertools.product(vals, repeat=2))]
+
+    def grads(*ts):
+        ts = [t.detach().requires_grad_(True) for t in ts]
+        return grads_of(ts, torch.clamp(ts[0], ts[1], ts[2] if len(ts) == 3 else None))
+
+    def grads_max(x, hi):
+        ts = [t.detach().requires_grad_(True) for t in (x, hi)]
+        return grads_of(ts, torch.clamp(ts[0], None, ts[1]))
+
+    def grads_of(ts, y):
+        y.backward(torch.ones_like(y))
+        return (y.detach(),) + tuple(t.grad for t in ts)
+
+    w.case("clamp_tensor_grad/f64/grid", "clamp_tensor_grad", grads, [T("f64", [len(grid[0])], g) for g in grid], tol="exact",
+           names=["x", "min", "max"])
+    w.case("clamp_tensor_min_grad/f64/grid", "clamp_tensor_min_grad", grads, [T("f64", [len(pair[0])], g) for g in pair],
+           tol="exact", names=["x", "min"])
+    w.case("clamp_tensor_max_grad/f64/grid", "clamp_tensor_max_grad", grads_max, [T("f64", [len(pair[0])], g) for g in pair],
+           tol="exact", names=["x", "max"])
 
 
 # Python numbers written into a tensor of each dtype (fill_, full): PyTorch checks that the

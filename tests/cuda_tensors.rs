@@ -176,7 +176,4 @@ fn mixed_devices_and_unported_ops_are_clear_errors() {
     assert_eq!((&g + &Tensor::scalar(2.0f32)).to_vec::<f32>(), vec![3.0; 6]);
     let e = g.try_matmul(&g.t()).unwrap_err().to_string();
     assert!(e.contains("is not implemented for CUDA tensors yet"), "{e}");
-    let e = std::panic::catch_unwind(|| g.sum()).expect_err("sum has no CUDA kernel yet");
-    let m = e.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(m.contains("is not implemented for CUDA tensors yet"), "{m}");
 }

@@ -118,8 +118,23 @@ fn inplace_unary(op: &str, x: &Tensor) {
 
 const BINARY: &[&str] = &[
     "add", "sub", "mul", "div", "remainder", "pow", "maximum", "minimum", "atan2", "clamp", "clamp_min", "clamp_max", "clamp_",
-    "clamp_min_", "clamp_max_", "fill_", "full",
+    "clamp_min_", "clamp_max_", "fill_", "full", "clamp_tensor_grad", "clamp_tensor_min_grad", "clamp_tensor_max_grad",
 ];
+
+/// `clamp_tensor` with bounds that require grad: the result, then the gradient of every
+/// operand for an all-ones output gradient (PyTorch's `y.backward(ones)`).
+fn clamp_tensor_grads(op: &str, args: &[Arg]) -> Outcome {
+    let ts: Vec<Tensor> = args.iter().map(|a| a.tensor().detach().requires_grad_(true)).collect();
+    let y = match op {
+        "clamp_tensor_grad" => ts[0].try_clamp_tensor(Some(&ts[1]), Some(&ts[2])),
+        "clamp_tensor_min_grad" => ts[0].try_clamp_tensor(Some(&ts[1]), None),
+        _ => ts[0].try_clamp_tensor(None, Some(&ts[1])),
+    };
+    outcome(y.map(|y| {
+        y.backward_with(&y.ones_like());
+        std::iter::once(y.detach()).chain(ts.iter().map(|t| t.grad().expect("every operand requires grad"))).collect()
+    }))
+}
 
 /// `s op x` with a Rust number on the left (the operator overloads for `f64` and `i64`).
 fn scalar_lhs(op: &str, s: Scalar, x: &Tensor) -> Option<Tensor> {
@@ -160,6 +175,7 @@ fn binary(case: &Case, args: &[Arg]) -> Outcome {
         "clamp_min_" => return inplace(x.try_clamp_min_(args[1].scalar())),
         "clamp_max_" => return inplace(x.try_clamp_max_(args[1].scalar())),
         "fill_" => return inplace(x.try_fill_(args[1].scalar())),
+        op if op.starts_with("clamp_tensor_") => return clamp_tensor_grads(op, args),
         _ => {}
     }
     let y = operand(&args[1]);

@@ -269,10 +269,10 @@ fn clamp_with_tensor_bounds() {
     }
 }
 
-/// The tie rules of PyTorch's `clamp_backward` and `clamp_backward_min_max` (computed by hand
-/// from them): the input gets the gradient where `min <= x <= max`, bounds included; `min`
-/// where `x < min < max`; `max` where `x > max` or `max < min`; NaN sends it nowhere but to a
-/// `max` below `min`. With `min == max`, an `x` below them sends it nowhere.
+/// The tie rules of PyTorch 2.15's `ClampBackward0` (every order of the three operands, with
+/// infinities and NaN, is checked against torch in `tests/elementwise_torch.rs`): a tie of `x`
+/// with one bound of an ordered pair splits the gradient; `x == min == max` gives it all to `x`;
+/// with one bound, a tie splits it as `maximum`/`minimum` do.
 #[test]
 fn clamp_tensor_gradient_at_the_bounds_like_pytorch() {
     let grads = |xs: &[f64], lo: f64, hi: f64| {
@@ -283,17 +283,17 @@ fn clamp_tensor_gradient_at_the_bounds_like_pytorch() {
     };
     let xs = [-1.0, 0.0, 0.5, 1.0, 2.0, f64::NAN];
     let [gx, gl, gh] = grads(&xs, 0.0, 1.0);
-    assert_eq!(gx, vec![0.0, 1.0, 1.0, 1.0, 0.0, 0.0]);
-    assert_eq!(gl, vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-    assert_eq!(gh, vec![0.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
-    assert_eq!(grads(&xs, 1.0, 0.0), [vec![0.0; 6], vec![0.0; 6], vec![1.0; 6]]);
-    assert_eq!(grads(&[-1.0, 0.5, 2.0], 0.5, 0.5), [vec![0.0, 1.0, 0.0], vec![0.0; 3], vec![0.0, 0.0, 1.0]]);
-    // One bound: the input where x >= min (x <= max), the bound where x < min (x > max).
+    assert_eq!(gx, vec![0.0, 0.5, 1.0, 0.5, 0.0, 1.0]);
+    assert_eq!(gl, vec![1.0, 0.5, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(gh, vec![0.0, 0.0, 0.0, 0.5, 1.0, 0.0]);
+    assert_eq!(grads(&xs, 1.0, 0.0), [vec![0.0, 0.0, 0.0, 0.0, 0.0, 1.0], vec![0.0; 6], vec![1.0; 6]]);
+    assert_eq!(grads(&[-1.0, 0.5, 2.0], 0.5, 0.5), [vec![0.0, 1.0, 0.0], vec![1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0]]);
+    // One bound: the larger (smaller) operand, a tie splits, NaN gives it to both.
     let x = Tensor::from_slice(&xs).requires_grad_(true);
     let b = Tensor::from_slice(&[0.0]).requires_grad_(true);
     (x.clamp_tensor(Some(&b), None).sum() + x.clamp_tensor(None, Some(&b)).sum() * 10.0).backward();
-    assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![10.0, 11.0, 1.0, 1.0, 1.0, 0.0]);
-    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![1.0 + 30.0]);
+    assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![10.0, 5.5, 1.0, 1.0, 1.0, 11.0]);
+    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![2.5 + 10.0 * 4.5]);
     let name = |t: Tensor| t.grad_fn().unwrap().name().to_string();
     assert_eq!(name(x.clamp_tensor(Some(&b), None)), "ClampBackward0");
 }

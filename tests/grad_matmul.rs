@@ -69,6 +69,33 @@ fn non_contiguous_operands() {
     gradgradcheck(|xs| xs[0].matmul(&xs[1]), &[a, leaf(&[3, 4])], GradcheckOpts::default()).unwrap();
 }
 
+/// An operand stored transposed (`linear`'s `x · wᵀ`, or `wᵀ · y`) gets its gradient in its own
+/// layout, as PyTorch's mm backward: `w.grad` comes out contiguous, so accumulating it copies
+/// nothing; the values still pass gradcheck, batched and with broadcast batch dims.
+#[test]
+fn transposed_operands_get_gradients_in_their_layout() {
+    let (x, w, g) = (leaf(&[4, 3]), leaf(&[5, 3]), constant(&[4, 5]));
+    x.matmul(&w.t()).backward_with(&g);
+    let gw = w.grad().unwrap();
+    assert!(gw.is_contiguous(), "w.grad strides {:?}", gw.stride());
+    assert!(gw.allclose(&g.t().matmul(&x.detach()), 1e-12, 1e-12));
+    let (w2, y) = (leaf(&[5, 3]), constant(&[5, 2]));
+    w2.t().matmul(&y).sum().backward();
+    assert!(w2.grad().unwrap().is_contiguous());
+    type Op = fn(&[Tensor]) -> Tensor;
+    let cases: &[(Op, &[usize], &[usize])] = &[
+        (|xs| xs[0].matmul(&xs[1].t()), &[4, 3], &[5, 3]),
+        (|xs| xs[1].t().matmul(&xs[0]), &[5, 2], &[5, 3]),
+        (|xs| xs[0].matmul(&xs[1].transpose(-1, -2)), &[2, 4, 3], &[2, 5, 3]),
+        (|xs| xs[1].transpose(-1, -2).matmul(&xs[0]), &[2, 4, 2], &[2, 4, 3]),
+        (|xs| xs[0].matmul(&xs[1].t()), &[2, 4, 3], &[5, 3]),
+    ];
+    for &(f, sa, sb) in cases {
+        gradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?}, {sb:?}: {e}"));
+        gradgradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?}, {sb:?}: {e}"));
+    }
+}
+
 #[test]
 fn strict_products_gradcheck_and_gradgradcheck() {
     type Op = fn(&Tensor, &Tensor) -> Tensor;

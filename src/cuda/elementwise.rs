@@ -5,15 +5,14 @@
 //! the sizes, strides and offsets passed as kernel arguments, so a kernel is compiled once per
 //! (op, dtypes, number of collapsed dims) and device, and every shape and view reuses it.
 
-use super::OrOp;
+use super::{LoadedKernels, OrOp};
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
 use kiln_codegen::cuda::{eager_kernel, EagerOp, LoadedStrided, StridedOperand};
 use kiln_runtime::cpu::strided::collapse;
 use kiln_runtime::cuda::{CudaBuffer, CudaStorage};
 use kiln_runtime::{DType, Device, Layout, Storage};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The device an op on operands on `devices` runs on, each given with whether the operand is
 /// 0-dim: every operand on one CUDA device, except 0-dim CPU tensors (scalars, which are copied
@@ -62,16 +61,13 @@ pub(crate) fn copy_into(name: &'static str, dst: &Tensor, src: &Tensor, ls: Layo
 /// loaded once per process.
 #[track_caller]
 fn loaded(name: &'static str, op: EagerOp, dtype: DType, out: DType, ndim: usize, ordinal: usize) -> Result<Arc<LoadedStrided>> {
-    type Key = (EagerOp, DType, DType, usize, usize);
-    static LOADED: Mutex<Option<HashMap<Key, Arc<LoadedStrided>>>> = Mutex::new(None);
+    static LOADED: LoadedKernels<(EagerOp, DType, DType, usize, usize), LoadedStrided> = LoadedKernels::new();
     let key = (op, dtype, out, ndim, ordinal);
-    if let Some(k) = LOADED.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(k.clone());
+    if let Some(k) = LOADED.get(&key) {
+        return Ok(k);
     }
     let kernel = eager_kernel(op, dtype, out, ndim).or_op(name)?;
-    let k = Arc::new(LoadedStrided::load(&kernel, ordinal).or_op(name)?);
-    LOADED.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key, k.clone());
-    Ok(k)
+    Ok(LOADED.insert(key, LoadedStrided::load(&kernel, ordinal).or_op(name)?))
 }
 
 /// Runs `op` over `inputs` into `out` viewed through `lo` (all of one shape after

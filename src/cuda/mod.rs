@@ -4,19 +4,51 @@
 //! - [`elementwise`]: eager elementwise ops (unary, binary, comparisons, `where`, casts,
 //!   copies and fills) as strided kernels from the CUDA C emitter, each a fused group of one
 //!   op; compiled once per (op, dtypes, dims) and device, and kept loaded.
+//! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
+//!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
+//!   and device.
 //!
 //! An op with no CUDA kernel yet fails with "`op` is not implemented for CUDA tensors yet"
 //! (see `tensor::check_device_supported`); without a GPU, making a CUDA tensor fails with the
 //! runtime's "no CUDA device available", named after the op and the caller's line.
 
 pub(crate) mod elementwise;
+pub(crate) mod reduce;
 pub(crate) mod transfer;
 
 pub(crate) use elementwise::{copy_into, map};
+pub(crate) use reduce::{along, reduce};
 pub(crate) use transfer::{to_device, upload};
 
 use crate::error::{Error, ErrorKind};
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+/// Kernels loaded in this process, by key (op, dtypes, dims, device): each is emitted,
+/// compiled and loaded once. A `static` of this type per kernel family.
+pub(crate) struct LoadedKernels<K, V>(Mutex<Option<HashMap<K, Arc<V>>>>);
+
+impl<K: Hash + Eq, V> LoadedKernels<K, V> {
+    /// An empty cache (usable in a `static`).
+    pub(crate) const fn new() -> Self {
+        LoadedKernels(Mutex::new(None))
+    }
+
+    /// The kernel loaded under `key`, if any.
+    pub(crate) fn get(&self, key: &K) -> Option<Arc<V>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(key).cloned())
+    }
+
+    /// Keeps `kernel` under `key` (a racing thread's copy may be replaced: both are the same
+    /// kernel) and returns it.
+    pub(crate) fn insert(&self, key: K, kernel: V) -> Arc<V> {
+        let k = Arc::new(kernel);
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key, k.clone());
+        k
+    }
+}
 
 /// An error ("no CUDA device available", as `op`'s) unless `device` can be used: for ops that
 /// must fail before doing anything else (drawing random numbers).

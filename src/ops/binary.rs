@@ -882,10 +882,15 @@ fn clamp_tensor_meta(op: &'static str, x: &Tensor, min: Option<&Tensor>, max: Op
 }
 
 /// `clamp(x, min, max)` with tensor bounds, out of place, recorded for autograd
-/// (`ClampBackward0`) with PyTorch's `clamp_backward` and `clamp_backward_min_max`: `x` gets
-/// the gradient where `min <= x <= max` (bounds included), `min` where `x < min < max`, `max`
-/// where `x > max` or `max < min` (the result is `max` there); with one bound, `x` where
-/// `x >= min` (`x <= max`) and the bound where `x < min` (`x > max`).
+/// (`ClampBackward0`). The gradients are PyTorch 2.15's, read off its results over every
+/// order of `x`, `min` and `max` with infinities and NaN (the fixtures
+/// `clamp_tensor_*grad/f64/grid`), which differ from the C++ source's `clamp_backward_min_max`
+/// at ties: away from ties `x` gets the gradient inside `[min, max]`, `min` below it and `max`
+/// above it or wherever `max < min`; a tie of `x` with one bound of an ordered pair
+/// (`min < max`) splits the gradient in half between them, while `x == min == max` gives it all to
+/// `x`. NaN anywhere gives the bounds nothing (but a `max` below `min`) and `x` the gradient
+/// unless a non-NaN bound excludes it. With one bound the rule is `maximum`'s (`minimum`'s):
+/// the larger (smaller) operand takes the gradient, a tie splits it, NaN gives it to both.
 #[track_caller]
 fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
     let op = "clamp";
@@ -931,31 +936,34 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
     Ok(autograd::record(out, "ClampBackward0", &inputs, saved, move |ctx, g, s| {
         let x = &s[0];
         let (lo, hi) = (has_min.then(|| &s[1]), has_max.then(|| &s[1 + has_min as usize]));
-        let pick = |mask: Tensor| Tensor::where_(&mask, g, 0.0);
-        let gx = match (lo, hi) {
-            (Some(lo), Some(hi)) => x.ge(lo).logical_and(&x.le(hi)),
-            (Some(lo), None) => x.ge(lo),
-            (None, Some(hi)) => x.le(hi),
+        // The gradient where `full`, half of it where `half` (never both), 0 elsewhere.
+        let share = |full: Tensor, half: &Tensor| Tensor::where_(&full, g, Tensor::where_(half, g * 0.5, 0.0));
+        let needs = |i| ctx.needs_input_grad(i);
+        match (lo, hi) {
+            (Some(lo), Some(hi)) => {
+                let ordered = lo.lt(hi);
+                let ties_lo = x.eq(lo).logical_and(&ordered);
+                let ties_hi = x.eq(hi).logical_and(&ordered);
+                grads![
+                    needs(0).then(|| {
+                        let split = ties_lo.logical_or(&ties_hi);
+                        share(x.lt(lo).logical_or(&x.gt(hi)).logical_or(&split).logical_not(), &split)
+                    }),
+                    needs(1).then(|| share(x.lt(lo).logical_and(&lo.le(hi)), &ties_lo)),
+                    needs(2).then(|| share(hi.lt(lo).logical_or(&x.gt(hi).logical_and(&lo.le(hi))), &ties_hi)),
+                ]
+            }
+            // `maximum(x, min)`'s rule: `x.le(min).logical_not()` is "x > min or NaN".
+            (Some(lo), None) => grads![
+                needs(0).then(|| share(x.le(lo).logical_not(), &x.eq(lo))),
+                needs(1).then(|| share(x.ge(lo).logical_not(), &x.eq(lo))),
+            ],
+            (None, Some(hi)) => grads![
+                needs(0).then(|| share(x.ge(hi).logical_not(), &x.eq(hi))),
+                needs(1).then(|| share(x.le(hi).logical_not(), &x.eq(hi))),
+            ],
             (None, None) => unreachable!("a clamp has at least one bound"),
-        };
-        let mut grads = grads![ctx.needs_input_grad(0).then(|| pick(gx))];
-        if let Some(lo) = lo {
-            let below = x.lt(lo);
-            let below = match hi {
-                Some(hi) => below.logical_and(&lo.lt(hi)),
-                None => below,
-            };
-            grads.push(ctx.needs_input_grad(1).then(|| pick(below)));
         }
-        if let Some(hi) = hi {
-            let above = x.gt(hi);
-            let above = match lo {
-                Some(lo) => above.logical_or(&hi.lt(lo)),
-                None => above,
-            };
-            grads.push(ctx.needs_input_grad(1 + has_min as usize).then(|| pick(above)));
-        }
-        grads
     }))
 }
 

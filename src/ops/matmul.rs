@@ -232,9 +232,15 @@ fn node_name(op: &'static str, da: usize, db: usize) -> &'static str {
 /// Records the node of `out = a @ b` (any of `matmul`'s cases). Each operand is saved only when
 /// the other one needs its gradient, as PyTorch does (so an in-place write to an input that
 /// the backward does not read is allowed).
+///
+/// As PyTorch's `mm_mat1_backward`/`mm_mat2_backward`, an operand stored transposed (a
+/// `w.t()` view of a contiguous matrix, as `linear` makes) gets its gradient in the same
+/// transposed layout: `(gᵀ a)ᵀ` rather than `aᵀ g`, so the view's backward hands `w` a
+/// contiguous gradient and accumulating it into `.grad` copies nothing.
 fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tensor {
     let (da, db) = (a.dim(), b.dim());
     let (need_a, need_b) = (a.requires_grad(), b.requires_grad());
+    let (a_transposed, b_transposed) = (da > 1 && stored_transposed(a), db > 1 && stored_transposed(b));
     let saved = [need_b.then(|| Saved::of(a)), need_a.then(|| Saved::of(b))];
     autograd::record(out, node_name(op, da, db), &[a, b], saved.into_iter().flatten(), move |ctx, g, s| {
         let a = need_b.then(|| &s[0]);
@@ -244,8 +250,13 @@ fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tens
         let g = if da == 1 { g.unsqueeze(-2) } else { g };
         let grad_a = ctx.needs_input_grad(0).then(|| {
             let b = b.expect("rhs saved");
-            let bt = if db == 1 { b.unsqueeze(0) } else { b.transpose(-1, -2) };
-            let ga = g.matmul(&bt);
+            let ga = if db == 1 {
+                g.matmul(&b.unsqueeze(0))
+            } else if a_transposed {
+                b.matmul(&g.transpose(-1, -2)).transpose(-1, -2)
+            } else {
+                g.matmul(&b.transpose(-1, -2))
+            };
             if da == 1 {
                 ga.squeeze_dim(-2)
             } else {
@@ -254,8 +265,13 @@ fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tens
         });
         let grad_b = ctx.needs_input_grad(1).then(|| {
             let a = a.expect("lhs saved");
-            let at = if da == 1 { a.unsqueeze(1) } else { a.transpose(-1, -2) };
-            let gb = at.matmul(&g);
+            let gb = if da == 1 {
+                a.unsqueeze(1).matmul(&g)
+            } else if b_transposed {
+                g.transpose(-1, -2).matmul(a).transpose(-1, -2)
+            } else {
+                a.transpose(-1, -2).matmul(&g)
+            };
             if db == 1 {
                 gb.squeeze_dim(-1)
             } else {
@@ -264,6 +280,15 @@ fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tens
         });
         grads![grad_a, grad_b]
     })
+}
+
+/// True when `t`'s last two dims are stored column by column (`t` is the transpose of a
+/// contiguous matrix, or a batch of them): PyTorch's test `strides[0] == 1 && strides[1] ==
+/// sizes[0]` on those dims.
+fn stored_transposed(t: &Tensor) -> bool {
+    let (shape, strides) = (t.shape(), t.stride());
+    let r = shape.len();
+    strides[r - 2] == 1 && strides[r - 1] == shape[r - 2] && shape[r - 1] > 1 && shape[r - 2] > 1
 }
 
 /// The CPU product of two storages of one dtype, `None` for mixed dtypes or `Bool`.

@@ -25,6 +25,7 @@
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::{normalize_dim, Tensor};
+use kiln_codegen::cuda::CudaReduce;
 use kiln_runtime::cpu::reduce::{self as kernel, OrdElement, ReducePlan, SumElement};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::num_like::Float;
@@ -214,6 +215,7 @@ impl Reduction {
         name: &'static str,
         t: &Tensor,
         (op, divide): (ReduceOp, Option<i64>),
+        cuda: Option<(CudaReduce, i64)>,
         kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
     ) -> Result<Tensor> {
         let generated = matches!(t.dtype(), DType::F32 | DType::F64 | DType::I64 | DType::I32);
@@ -221,8 +223,8 @@ impl Reduction {
             ReduceOp::Sum | ReduceOp::Prod if !t.dtype().is_float() => DType::I64,
             _ => t.dtype(),
         };
-        if !crate::capture::is_active() || !generated || t.dim() > 64 {
-            return self.run(name, t, dtype, kernel);
+        if !crate::capture::is_active() || !generated || t.dim() > 64 || t.device().is_cuda() {
+            return self.run(name, t, dtype, cuda, kernel);
         }
         let (mask, shape) = (self.mask.clone(), self.shape.clone());
         Ok(crate::capture::reduce(op, divide, t, &self.mask, &self.shape, dtype, move |ins| {
@@ -232,14 +234,22 @@ impl Reduction {
     }
 
     /// Runs `kernel` on `t`'s storage with this reduction's plan; the result gets this shape.
+    /// A CUDA `t` runs the `cuda` reduction (with its parameter) instead; `None`: the op has
+    /// no CUDA kernel.
     #[track_caller]
     fn run(
         &self,
         op: &'static str,
         t: &Tensor,
         dtype: DType,
+        cuda: Option<(CudaReduce, i64)>,
         kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
     ) -> Result<Tensor> {
+        if t.device().is_cuda() {
+            let Some((kind, param)) = cuda else { return Err(crate::tensor::not_on_cuda(op)) };
+            debug_assert_eq!(kind.out_dtype(t.dtype()), dtype);
+            return Ok(crate::cuda::reduce(op, kind, t, &self.mask, &self.shape, param)?.0);
+        }
         if crate::capture::is_active() {
             let (mask, shape) = (self.mask.clone(), self.shape.clone());
             return Ok(crate::capture::opaque(op, &[t], &self.shape, dtype, move |ins| {
@@ -283,8 +293,10 @@ impl GradShapes {
     /// equal to their result `out` (among the NaNs when the result is NaN), zero elsewhere.
     fn evenly_distribute(&self, x: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
         let out = self.keep(out);
-        let hit = x.eq(&out).logical_or(&x.ne(x).logical_and(&out.ne(&out)));
-        let hit = hit.to_dtype(x.dtype());
+        // eq and both-NaN exclude each other: their sum is the "or", as 0/1 of x's dtype
+        // (comparisons and arithmetic only, which every device runs).
+        let dt = x.dtype();
+        let hit = x.eq(&out).to_dtype(dt) + x.ne(x).to_dtype(dt) * out.ne(&out).to_dtype(dt);
         let ties = hit.sum_dim(self.dims.clone(), true);
         self.keep(g) / ties * hit
     }
@@ -333,7 +345,13 @@ fn reduce_values(t: &Tensor, name: &'static str, grad_name: &'static str, op: Re
     if matches!(op, ReduceOp::Max | ReduceOp::Min) {
         red.check_nonempty(name, t)?;
     }
-    let out = red.run_fusable(name, t, (op, None), move |s, plan| match op {
+    let cuda = match op {
+        ReduceOp::Sum => CudaReduce::Sum,
+        ReduceOp::Prod => CudaReduce::Prod,
+        ReduceOp::Max => CudaReduce::Max,
+        ReduceOp::Min => CudaReduce::Min,
+    };
+    let out = red.run_fusable(name, t, (op, None), Some((cuda, 0)), move |s, plan| match op {
         ReduceOp::Sum => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Sum, |a, _| T::from_acc(a)))),
         ReduceOp::Prod => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::Prod, |a, _| T::from_acc(a)))),
         ReduceOp::Max => {
@@ -379,7 +397,7 @@ fn check_mean_dtype(op: &'static str, t: &Tensor) -> Result<()> {
 fn mean_impl(t: &Tensor, grad_name: &'static str, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("mean", t, dims, keepdim)?;
     check_mean_dtype("mean", t)?;
-    let out = red.run_fusable("mean", t, (ReduceOp::Sum, Some(0)), divided_sum(0.0))?;
+    let out = red.run_fusable("mean", t, (ReduceOp::Sum, Some(0)), Some((CudaReduce::Mean, 0)), divided_sum(0.0))?;
     if !recording(t, &out) {
         return Ok(out);
     }
@@ -396,7 +414,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
     if !t.dtype().is_float() {
         bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
     }
-    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
+    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !t.device().is_cuda() {
         let out = {
             let _no_grad = crate::no_grad();
             let var = captured_var(&red, op, t, correction)?;
@@ -408,8 +426,9 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
         };
         return finish_var(&red, t, out, correction as f64, sqrt);
     }
+    let cuda = Some((CudaReduce::Var { sqrt }, correction));
     let correction = correction as f64;
-    let out = red.run(op, t, t.dtype(), move |s, plan| {
+    let out = red.run(op, t, t.dtype(), cuda, move |s, plan| {
         match_float!(s, |b: T| {
             let means = kernel::reduce(b, plan, &kernel::Sum, |a, n| a / n as f64);
             wrap(kernel::reduce(b, plan, &kernel::SqDev(&means), |(m2, _), n| {
@@ -431,7 +450,7 @@ fn captured_var(red: &Reduction, op: &'static str, t: &Tensor, correction: i64) 
     let mean = t.try_mean_dim(dims, true)?;
     let dev = t.try_sub(&mean)?;
     let squares = dev.try_mul(&dev)?;
-    red.run_fusable(op, &squares, (ReduceOp::Sum, Some(correction)), divided_sum(correction as f64))
+    red.run_fusable(op, &squares, (ReduceOp::Sum, Some(correction)), None, divided_sum(correction as f64))
 }
 
 /// The eager kernel of a float sum divided by `max(n - correction, 0)` (a mean for 0).
@@ -469,7 +488,7 @@ fn finish_var(red: &Reduction, t: &Tensor, out: Tensor, correction: f64, sqrt: b
 fn logsumexp_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
     let red = Reduction::new("logsumexp", t, dims, keepdim)?;
     let x = if t.dtype().is_float() { t.clone() } else { t.try_to_dtype(DType::F32)? };
-    let out = red.run("logsumexp", &x, x.dtype(), |s, plan| {
+    let out = red.run("logsumexp", &x, x.dtype(), Some((CudaReduce::LogSumExp, 0)), |s, plan| {
         match_float!(s, |b: T| {
             let inf = <T as FloatElement>::Compute::c(f64::INFINITY);
             let shifts = kernel::reduce(b, plan, &kernel::MinMax::<true>, |m, _| {
@@ -503,7 +522,7 @@ fn arg_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: Option<i64>, kee
         bail!(op, DType, "does not support bool input");
     }
     red.check_nonempty(op, t)?;
-    red.run(op, t, DType::I64, |s, plan| {
+    red.run(op, t, DType::I64, Some((CudaReduce::Arg { max: MAX, values: false }, 0)), |s, plan| {
         match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::ArgMinMax::<MAX>, |(_, i), _| i as i64)))
     })
 }
@@ -513,14 +532,19 @@ fn arg_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: Option<i64>, kee
 fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let red = Reduction::new(op, t, &[dim], keepdim)?;
     red.check_nonempty(op, t)?;
-    let (values, indices) = t.with_cpu(op, |s, l| {
-        let plan = ReducePlan::new(l, &red.mask);
-        match_cpu!(s, |b: T| {
-            let (v, i) = kernel::min_max_with_indices::<T, MAX>(b, &plan);
-            (wrap(v), i)
-        })
-    })?;
-    let (values, indices) = (Tensor::from_cpu_storage(values, &red.shape), Tensor::from_buf(indices, &red.shape));
+    let (values, indices) = if t.device().is_cuda() {
+        let (v, i) = crate::cuda::reduce(op, CudaReduce::Arg { max: MAX, values: true }, t, &red.mask, &red.shape, 0)?;
+        (v, i.expect("max_dim/min_dim kernels write indices"))
+    } else {
+        let (values, indices) = t.with_cpu(op, |s, l| {
+            let plan = ReducePlan::new(l, &red.mask);
+            match_cpu!(s, |b: T| {
+                let (v, i) = kernel::min_max_with_indices::<T, MAX>(b, &plan);
+                (wrap(v), i)
+            })
+        })?;
+        (Tensor::from_cpu_storage(values, &red.shape), Tensor::from_buf(indices, &red.shape))
+    };
     if !recording(t, &values) {
         return Ok((values, indices));
     }
@@ -532,7 +556,7 @@ fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keep
         for &d in &sh.dims {
             along[d as usize] = sh.input[d as usize];
         }
-        let positions = Tensor::arange(sh.count as i64).reshape(&along);
+        let positions = Tensor::arange(sh.count as i64).reshape(&along).to(&s[0].device());
         let onehot = positions.eq(&sh.keep(&s[0])).to_dtype(g.dtype());
         grads![Some(sh.keep(g) * onehot)]
     });
@@ -546,7 +570,6 @@ fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: Option<&[i6
     let dims = match dims {
         None => &[][..],
         Some([]) => {
-            t.check_device_supported(op)?;
             let truth = t.try_ne(0)?;
             return if t.dtype() == DType::U8 { truth.try_to_dtype(DType::U8) } else { Ok(truth) };
         }
@@ -554,7 +577,8 @@ fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: Option<&[i6
     };
     let red = Reduction::new(op, t, dims, keepdim)?;
     let dtype = if t.dtype() == DType::U8 { DType::U8 } else { DType::Bool };
-    red.run(op, t, dtype, |s, plan| match s {
+    let cuda = if ALL { CudaReduce::All } else { CudaReduce::Any };
+    red.run(op, t, dtype, Some((cuda, 0)), |s, plan| match s {
         CpuStorage::U8(b) => wrap(kernel::reduce(b, plan, &kernel::AllAny::<ALL>, |a, _| a as u8)),
         _ => match_cpu!(s, |b: T| wrap(kernel::reduce(b, plan, &kernel::AllAny::<ALL>, |a, _| a))),
     })
@@ -563,13 +587,16 @@ fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: Option<&[i6
 #[track_caller]
 fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     let d = t.normalize_dim("cumsum", dim)?;
-    t.check_device_supported("cumsum")?;
-    let (outer, n, inner) = split_at_dim(t.shape(), d);
-    let x = t.contiguous();
-    let storage = x.with_cpu("cumsum", |s, l| {
-        match_cpu!(s, |b: T| wrap(kernel::cumsum(contiguous_elems(b, l), outer, n, inner)))
-    })?;
-    let out = Tensor::from_cpu_storage(storage, t.shape());
+    let out = if t.device().is_cuda() {
+        crate::cuda::along("cumsum", CudaReduce::CumSum, t, d)?
+    } else {
+        let (outer, n, inner) = split_at_dim(t.shape(), d);
+        let x = t.contiguous();
+        let storage = x.with_cpu("cumsum", |s, l| {
+            match_cpu!(s, |b: T| wrap(kernel::cumsum(contiguous_elems(b, l), outer, n, inner)))
+        })?;
+        Tensor::from_cpu_storage(storage, t.shape())
+    };
     if !(out.dtype().is_float() && autograd::is_recording(&[t])) {
         return Ok(out);
     }

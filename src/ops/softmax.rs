@@ -5,7 +5,8 @@
 //! `"softmax_lastdim_kernel_impl" not implemented for 'Long'` for integers, and so does kiln.
 //! Non-contiguous input is copied to a contiguous one first; the kernel then takes the innermost
 //! dim row by row, or an outer dim a tile of columns at a time (see
-//! `kiln_runtime::cpu::reduce::softmax`). The result is contiguous.
+//! `kiln_runtime::cpu::reduce::softmax`). On CUDA one kernel reads any view, a row per warp or
+//! block (`kiln_codegen::cuda::reduce`). The result is contiguous.
 //!
 //! Inside a compiled step (f32/f64) both are written with primitives instead (the row max, then
 //! a sum of shifted exponentials, one kernel of two stages that divides, or subtracts the log,
@@ -35,8 +36,7 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
     if !t.dtype().is_float() {
         bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));
     }
-    t.check_device_supported(op)?;
-    let out = if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
+    let out = if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !t.device().is_cuda() {
         captured(t, d as i64, log)
     } else {
         eager(t, op, d, log)?
@@ -73,6 +73,10 @@ fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
 /// The eager kernel along dim `d` (deferred inside a compiled step).
 #[track_caller]
 fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
+    if t.device().is_cuda() {
+        // A strided kernel: any view, no contiguous copy first.
+        return crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, t, d);
+    }
     let (outer, n, inner) = split_at_dim(t.shape(), d);
     let x = t.contiguous();
     crate::capture::deferred(op, &[&x], t.shape(), t.dtype(), move |ins| {

@@ -19,19 +19,10 @@ pub struct LoadedElementwise {
 impl LoadedElementwise {
     /// Compiles `k` for `cuda:ordinal`'s arch (through the kernel cache) and loads it there.
     pub fn load(k: &ElementwiseKernel, ordinal: usize) -> Result<LoadedElementwise, CudaError> {
-        let dev = cuda::device("cuda_elementwise", ordinal)?;
-        let compiled = cuda::compile(&k.source, &k.name, dev.arch())?;
         let mut params = vec![Param::In; k.num_inputs];
-        params.push(Param::Out);
-        params.push(Param::U64);
-        let kernel = CudaKernel::load(ordinal, &compiled, params)?;
-        Ok(LoadedElementwise {
-            kernel,
-            num_inputs: k.num_inputs,
-            elem_bytes: k.dtype.size_in_bytes(),
-            vector_width: k.vector_width,
-            max_grid: dev.sm_count() * 16,
-        })
+        params.extend([Param::Out, Param::U64]);
+        let (kernel, max_grid) = load_on("cuda_elementwise", &k.source, &k.name, ordinal, params)?;
+        Ok(LoadedElementwise { kernel, num_inputs: k.num_inputs, elem_bytes: k.dtype.size_in_bytes(), vector_width: k.vector_width, max_grid })
     }
 
     /// The loaded kernel (name, device, signature).
@@ -69,7 +60,7 @@ impl LoadedElementwise {
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|b| KernelArg::In(b)).collect();
         args.push(KernelArg::Out(out));
         args.push(KernelArg::U64(n as u64));
-        launch_as(op, &self.kernel, grid, &mut args)
+        launch_as(op, &self.kernel, grid, ELEMENTWISE_BLOCK, &mut args)
     }
 }
 
@@ -91,7 +82,7 @@ pub struct StridedOperand<'a> {
 
 impl StridedOperand<'_> {
     /// One past the largest element index the operand reaches over `shape` (0 when empty).
-    fn end(&self, shape: &[usize]) -> usize {
+    pub(super) fn end(&self, shape: &[usize]) -> usize {
         if shape.contains(&0) {
             return 0;
         }
@@ -112,13 +103,11 @@ pub struct LoadedStrided {
 impl LoadedStrided {
     /// Compiles `k` for `cuda:ordinal`'s arch (through the kernel cache) and loads it there.
     pub fn load(k: &StridedKernel, ordinal: usize) -> Result<LoadedStrided, CudaError> {
-        let dev = cuda::device("cuda_elementwise", ordinal)?;
-        let compiled = cuda::compile(&k.source, &k.name, dev.arch())?;
         let mut params = vec![Param::In; k.inputs.len()];
         params.push(Param::Out);
         params.extend(std::iter::repeat_n(Param::U64, 1 + k.ndim + (k.inputs.len() + 1) * (k.ndim + 1)));
-        let kernel = CudaKernel::load(ordinal, &compiled, params)?;
-        Ok(LoadedStrided { kernel, inputs: k.inputs.clone(), out: k.out, ndim: k.ndim, max_grid: dev.sm_count() * 16 })
+        let (kernel, max_grid) = load_on("cuda_elementwise", &k.source, &k.name, ordinal, params)?;
+        Ok(LoadedStrided { kernel, inputs: k.inputs.clone(), out: k.out, ndim: k.ndim, max_grid })
     }
 
     /// The loaded kernel (name, device, signature).
@@ -164,14 +153,23 @@ impl LoadedStrided {
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
         args.push(KernelArg::Out(out));
         args.extend(words.into_iter().map(KernelArg::U64));
-        launch_as(op, &self.kernel, grid, &mut args)
+        launch_as(op, &self.kernel, grid, ELEMENTWISE_BLOCK, &mut args)
     }
 }
 
-/// Launches `kernel` on `grid` blocks of [`ELEMENTWISE_BLOCK`] threads; a signature mismatch
-/// is reported as `op`'s.
-fn launch_as(op: &'static str, kernel: &CudaKernel, grid: u32, args: &mut [KernelArg<'_>]) -> Result<(), CudaError> {
-    kernel.launch(LaunchDims { grid, block: ELEMENTWISE_BLOCK, shared_bytes: 0 }, args).map_err(|mut e| {
+/// Compiles `source` (the kernel `name`) for `cuda:ordinal`'s arch through the kernel cache
+/// and loads it there with the signature `params`; also the grid cap of its launches (16
+/// blocks per SM; grid-stride loops cover the rest). Errors are `op`'s.
+pub(super) fn load_on(op: &'static str, source: &str, name: &str, ordinal: usize, params: Vec<Param>) -> Result<(CudaKernel, u32), CudaError> {
+    let dev = cuda::device(op, ordinal)?;
+    let compiled = cuda::compile(source, name, dev.arch())?;
+    Ok((CudaKernel::load(ordinal, &compiled, params)?, dev.sm_count() * 16))
+}
+
+/// Launches `kernel` on `grid` blocks of `block` threads; a signature mismatch is reported as
+/// `op`'s.
+pub(super) fn launch_as(op: &'static str, kernel: &CudaKernel, grid: u32, block: u32, args: &mut [KernelArg<'_>]) -> Result<(), CudaError> {
+    kernel.launch(LaunchDims { grid, block, shared_bytes: 0 }, args).map_err(|mut e| {
         if e.kind == CudaErrorKind::InvalidArgument {
             e.op = op;
         }

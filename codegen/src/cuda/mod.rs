@@ -5,6 +5,9 @@
 //! - [`strided`]: [`emit_strided`], a kernel over strided operands of any dtypes (shapes and
 //!   strides as arguments): the eager CUDA ops.
 //! - [`eager`]: the kernel of each eager CUDA op ([`eager_kernel`]) and the list of them all.
+//! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
+//!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
+//! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
@@ -14,9 +17,13 @@ pub mod eager;
 pub mod emit;
 pub mod launch;
 pub mod ops;
+pub mod reduce;
+pub mod reduce_launch;
 pub mod strided;
 
 pub use eager::{eager_kernel, eager_ops, every_eager_kernel, EagerOp};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
+pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
+pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};

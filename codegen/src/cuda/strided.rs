@@ -40,7 +40,7 @@ pub struct StridedKernel {
 }
 
 /// The C type a dtype is stored as on the device (bool as a 0/1 byte, f16/bf16 as 16-bit words).
-fn storage_type(d: DType) -> &'static str {
+pub(super) fn storage_type(d: DType) -> &'static str {
     match d {
         DType::F32 => "float",
         DType::F64 => "double",
@@ -52,7 +52,7 @@ fn storage_type(d: DType) -> &'static str {
 }
 
 /// `v`, stored as `d`, converted to the compute type `ct`.
-fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
+pub(super) fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
     let v = match d {
         DType::F16 => {
             body.helpers.insert("kiln_f16");
@@ -73,7 +73,7 @@ fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
 }
 
 /// `v` of the compute type `ct`, converted to `d`'s stored form as the CPU cast does.
-fn store(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
+pub(super) fn store(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
     let float = ct != Ct::I64;
     match d {
         DType::F32 if ct == Ct::F32 => v.to_string(),
