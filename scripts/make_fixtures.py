@@ -600,23 +600,22 @@ def make_clamp_tensor_grad(w):
     grid = [list(c) for c in zip(*itertools.product(vals, repeat=3))]
     pair = [list(c) for c in zip(*itertools.product(vals, repeat=2))]
 
-    def grads(*ts):
-        ts = [t.detach().requires_grad_(True) for t in ts]
-        return grads_of(ts, torch.clamp(ts[0], ts[1], ts[2] if len(ts) == 3 else None))
+    def grads(bounds):
+        """The clamp with operand 1 (and 2) as the bounds `bounds` names: its result and the
+        gradient of every operand for an all-ones output gradient."""
+        def run(*ts):
+            ts = [t.detach().requires_grad_(True) for t in ts]
+            given = iter(ts[1:])
+            y = torch.clamp(ts[0], *[next(given) if b in bounds else None for b in ("min", "max")])
+            y.backward(torch.ones_like(y))
+            return (y.detach(),) + tuple(t.grad for t in ts)
+        return run
 
-    def grads_max(x, hi):
-        ts = [t.detach().requires_grad_(True) for t in (x, hi)]
-        return grads_of(ts, torch.clamp(ts[0], None, ts[1]))
-
-    def grads_of(ts, y):
-        y.backward(torch.ones_like(y))
-        return (y.detach(),) + tuple(t.grad for t in ts)
-
-    w.case("clamp_tensor_grad/f64/grid", "clamp_tensor_grad", grads, [T("f64", [len(grid[0])], g) for g in grid], tol="exact",
+    w.case("clamp_tensor_grad/f64/grid", "clamp_tensor_grad", grads("min max"), [T("f64", [len(grid[0])], g) for g in grid], tol="exact",
            names=["x", "min", "max"])
-    w.case("clamp_tensor_min_grad/f64/grid", "clamp_tensor_min_grad", grads, [T("f64", [len(pair[0])], g) for g in pair],
+    w.case("clamp_tensor_min_grad/f64/grid", "clamp_tensor_min_grad", grads("min"), [T("f64", [len(pair[0])], g) for g in pair],
            tol="exact", names=["x", "min"])
-    w.case("clamp_tensor_max_grad/f64/grid", "clamp_tensor_max_grad", grads_max, [T("f64", [len(pair[0])], g) for g in pair],
+    w.case("clamp_tensor_max_grad/f64/grid", "clamp_tensor_max_grad", grads("max"), [T("f64", [len(pair[0])], g) for g in pair],
            tol="exact", names=["x", "max"])
 
 
