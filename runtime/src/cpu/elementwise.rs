@@ -44,6 +44,77 @@ fn wants_tiles<const N: usize>(c: &Collapsed<N>) -> bool {
     (0..N).any(|k| is_transposed(c, k))
 }
 
+/// One operand over an innermost run of `n` elements: `n` values at stride 1, one value repeated
+/// (stride 0), or any other stride.
+#[derive(Clone, Copy)]
+enum Run<'a, T> {
+    Dense(&'a [T]),
+    Repeat(Repeat<T>),
+    Strided(&'a [T], usize),
+}
+
+impl<'a, T: Copy> Run<'a, T> {
+    /// The run of `n` elements of `data` from `offset` with `stride`.
+    #[inline(always)]
+    fn new(data: &'a [T], offset: usize, stride: usize, n: usize) -> Self {
+        match stride {
+            1 => Run::Dense(&data[offset..offset + n]),
+            0 => Run::Repeat(Repeat(data[offset])),
+            s => Run::Strided(&data[offset..], s),
+        }
+    }
+}
+
+/// One value standing for every element of a run.
+#[derive(Clone, Copy)]
+struct Repeat<T>(T);
+
+/// Element `i` of a run; each source type gets its own loop in [`fill2`] and [`fill3`].
+trait RunSource<T>: Copy {
+    fn at(self, i: usize) -> T;
+}
+
+impl<T: Copy> RunSource<T> for &[T] {
+    #[inline(always)]
+    fn at(self, i: usize) -> T {
+        self[i]
+    }
+}
+
+impl<T: Copy> RunSource<T> for Repeat<T> {
+    #[inline(always)]
+    fn at(self, _: usize) -> T {
+        self.0
+    }
+}
+
+impl<T: Copy> RunSource<T> for Run<'_, T> {
+    #[inline(always)]
+    fn at(self, i: usize) -> T {
+        match self {
+            Run::Dense(d) => d[i],
+            Run::Repeat(r) => r.0,
+            Run::Strided(d, s) => d[i * s],
+        }
+    }
+}
+
+/// `o[i] = f(a[i], b[i])` over one run.
+#[inline(always)]
+fn fill2<A, B, O>(o: &mut [O], a: impl RunSource<A>, b: impl RunSource<B>, f: &impl Fn(A, B) -> O) {
+    for (i, o) in o.iter_mut().enumerate() {
+        *o = f(a.at(i), b.at(i));
+    }
+}
+
+/// `o[i] = f(a[i], b[i], c[i])` over one run.
+#[inline(always)]
+fn fill3<A, B, C, O>(o: &mut [O], a: impl RunSource<A>, b: impl RunSource<B>, c: impl RunSource<C>, f: &impl Fn(A, B, C) -> O) {
+    for (i, o) in o.iter_mut().enumerate() {
+        *o = f(a.at(i), b.at(i), c.at(i));
+    }
+}
+
 /// `out = f(a)` for a contiguous `out` of `c`'s shape, where `a` (at `base`) is transposed in
 /// the last two dims: each TILE×TILE tile is first read column by column — along `a`'s dense
 /// direction, whole cache lines at a time — into a buffer that stays in L1, then written out
@@ -201,24 +272,12 @@ pub fn map2<A: Element, B: Element, O: Element>(
         let mut w = 0;
         c.walk([la.offset(), lb.offset()], start..start + o.len(), |[oa, ob], run, [sa, sb]| {
             let o = &mut o[w..w + run];
-            if sa == 1 && sb == 1 {
-                for ((o, &x), &y) in o.iter_mut().zip(&a[oa..oa + run]).zip(&b[ob..ob + run]) {
-                    *o = f(x, y);
-                }
-            } else if sa == 1 && sb == 0 {
-                let y = b[ob];
-                for (o, &x) in o.iter_mut().zip(&a[oa..oa + run]) {
-                    *o = f(x, y);
-                }
-            } else if sa == 0 && sb == 1 {
-                let x = a[oa];
-                for (o, &y) in o.iter_mut().zip(&b[ob..ob + run]) {
-                    *o = f(x, y);
-                }
-            } else {
-                for (i, o) in o.iter_mut().enumerate() {
-                    *o = f(a[oa + i * sa], b[ob + i * sb]);
-                }
+            let (a, b) = (Run::new(a, oa, sa, run), Run::new(b, ob, sb, run));
+            match (a, b) {
+                (Run::Dense(a), Run::Dense(b)) => fill2(o, a, b, &f),
+                (Run::Dense(a), Run::Repeat(b)) => fill2(o, a, b, &f),
+                (Run::Repeat(a), Run::Dense(b)) => fill2(o, a, b, &f),
+                (a, b) => fill2(o, a, b, &f),
             }
             w += run;
         });
@@ -247,8 +306,16 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
     filled(n, |start, o| {
         let mut w = 0;
         col.walk([la.offset(), lb.offset(), lc.offset()], start..start + o.len(), |[oa, ob, oc], run, [sa, sb, sc]| {
-            for (i, o) in o[w..w + run].iter_mut().enumerate() {
-                *o = f(a[oa + i * sa], b[ob + i * sb], c[oc + i * sc]);
+            let o = &mut o[w..w + run];
+            let (a, b, c) = (Run::new(a, oa, sa, run), Run::new(b, ob, sb, run), Run::new(c, oc, sc, run));
+            // The dense and repeated combinations get loops of their own, which rustc vectorizes
+            // (`where(mask, g, 0)`, ReLU's gradient, is dense, dense, repeated).
+            match (a, b, c) {
+                (Run::Dense(a), Run::Dense(b), Run::Dense(c)) => fill3(o, a, b, c, &f),
+                (Run::Dense(a), Run::Dense(b), Run::Repeat(c)) => fill3(o, a, b, c, &f),
+                (Run::Dense(a), Run::Repeat(b), Run::Dense(c)) => fill3(o, a, b, c, &f),
+                (Run::Dense(a), Run::Repeat(b), Run::Repeat(c)) => fill3(o, a, b, c, &f),
+                (a, b, c) => fill3(o, a, b, c, &f),
             }
             w += run;
         });
@@ -286,6 +353,18 @@ pub fn map2_inplace<D: Element, S: Element>(
     for_ranges(n, GRAIN, |range| {
         let base = base;
         c.walk([ld.offset(), ls.offset()], range, |[od, os], run, [sd, ss]| {
+            if sd == 1 && ss == 0 {
+                // A repeated source (a scalar operand such as `buf.mul_(momentum)`): a plain
+                // loop over the destination run, which rustc vectorizes.
+                let y = src[os];
+                // SAFETY: as below; the run `od..od + run` lies in `dst` and belongs to this
+                // thread's range alone.
+                let d = unsafe { std::slice::from_raw_parts_mut(base.0.add(od), run) };
+                for o in d {
+                    *o = f(*o, y);
+                }
+                return;
+            }
             for i in 0..run {
                 // SAFETY: `ld` is non-overlapping (checked above) and its extent lies inside
                 // `dst`, so each linear index maps to a distinct in-bounds element; the ranges
@@ -383,6 +462,53 @@ mod tests {
         map2_inplace(&mut d, &ld, &s, &ls, |x, y| x * 100 + y);
         // d viewed as [3,2]: (i,j) -> d[j*3+i]
         assert_eq!(d, vec![1, 103, 205, 302, 404, 506]);
+    }
+
+    /// Every element of `out` (contiguous, `shape`) against `f` applied through `index_of`.
+    fn check3(shape: &[usize], ops: [(&[i64], &Layout); 3], out: &[i64]) {
+        let [(a, la), (b, lb), (c, lc)] = ops;
+        let n: usize = shape.iter().product();
+        for (i, &got) in out.iter().enumerate().take(n) {
+            let mut rest = i;
+            let mut idx = vec![0; shape.len()];
+            for d in (0..shape.len()).rev() {
+                idx[d] = rest % shape[d];
+                rest /= shape[d];
+            }
+            assert_eq!(got, a[la.index_of(&idx)] * 100 + b[lb.index_of(&idx)] * 10 + c[lc.index_of(&idx)], "element {i}");
+        }
+    }
+
+    #[test]
+    fn map3_runs_dense_repeated_and_strided_operands() {
+        let shape = [3usize, 5];
+        let dense = Layout::contiguous(&shape);
+        let scalar = Layout::contiguous(&[]).broadcast_to(&shape).unwrap();
+        let row = Layout::contiguous(&[5]).broadcast_to(&shape).unwrap();
+        let column = Layout::contiguous(&[3, 1]).broadcast_to(&shape).unwrap();
+        let every_other = Layout::contiguous(&[3, 10]).slice_step(1, 0, 5, 2);
+        let layouts = [&dense, &scalar, &row, &column, &every_other];
+        let (ra, rb, rc): (Vec<i64>, Vec<i64>, Vec<i64>) = ((0..30).collect(), (0..30).map(|v| v % 7).collect(), (0..30).rev().collect());
+        for la in layouts {
+            for lb in layouts {
+                for lc in layouts {
+                    let out = map3(&ra, la, &rb, lb, &rc, lc, |x, y, z| x * 100 + y * 10 + z);
+                    check3(&shape, [(&ra, la), (&rb, lb), (&rc, lc)], &out);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn inplace_with_a_repeated_source() {
+        let mut d: Vec<f32> = (0..40).map(|v| v as f32).collect();
+        let ld = Layout::contiguous(&[4, 10]).narrow(1, 2, 6); // rows of 6, stride 10
+        let ls = Layout::contiguous(&[]).broadcast_to(&[4, 6]).unwrap();
+        map2_inplace(&mut d, &ld, &[0.5f32], &ls, |x, y| x * y);
+        for (i, &v) in d.iter().enumerate() {
+            let want = if (2..8).contains(&(i % 10)) { i as f32 * 0.5 } else { i as f32 };
+            assert_eq!(v, want, "element {i}");
+        }
     }
 
     #[test]
