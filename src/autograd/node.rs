@@ -166,8 +166,12 @@ impl Drop for Node {
     fn drop(&mut self) {
         let mut stack: Vec<Arc<Node>> = Vec::new();
         unlink(self, &mut stack);
-        while let Some(n) = stack.pop() {
-            if let Ok(mut node) = Arc::try_unwrap(n) {
+        while let Some(mut n) = stack.pop() {
+            // Unlink in place when this is the only handle (no move of the node out of its
+            // Arc); a node that weak handles still point at is moved out and unlinked.
+            if let Some(node) = Arc::get_mut(&mut n) {
+                unlink(node, &mut stack);
+            } else if let Ok(mut node) = Arc::try_unwrap(n) {
                 unlink(&mut node, &mut stack);
             }
         }
