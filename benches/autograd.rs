@@ -10,7 +10,7 @@ use kiln::prelude::*;
 use std::hint::black_box;
 
 mod common;
-use common::time;
+use common::time_interleaved;
 
 const CHAIN: usize = 10_000;
 
@@ -68,15 +68,17 @@ fn main() {
 
     // Bookkeeping on 1-element tensors.
     let x = Tensor::new(&[1.0f32]);
-    let plain = time(5, || {
-        black_box(chain(&x));
-    });
     let xg = Tensor::new(&[1.0f32]).requires_grad_(true);
-    let recorded = time(5, || {
+    let mut plain = || {
+        black_box(chain(&x));
+    };
+    let mut recorded = || {
         let y = chain(&xg);
         y.backward();
         xg.zero_grad();
-    });
+    };
+    let t = time_interleaved(9, &mut [&mut plain, &mut recorded]);
+    let (plain, recorded) = (t[0], t[1]);
     let per_op = (recorded - plain) / CHAIN as f64 * 1e6;
     rows.push(format!(
         "| autograd bookkeeping, chain of {CHAIN} ops on 1 element (forward + backward) | {:.2} µs/op total, {per_op:.2} µs/op over the kernels | {:.2} µs/op (forward, no recording) | {:.2} | ≤ 2 µs/op total | {} |",
@@ -90,18 +92,19 @@ fn main() {
     kiln::manual_seed(0);
     let m = Mlp::new();
     let input = Tensor::randn(&[128, 784]);
-    let auto = time(15, || {
+    // The four timings interleave, round by round, so machine noise falls on all of them alike.
+    let mut auto = || {
         let acts = m.forward(&input);
         acts[2].square().mean().backward();
         for p in m.w.iter().chain(&m.b) {
             p.zero_grad();
         }
-    });
-    let forward_only = time(15, || {
+    };
+    let mut forward_only = || {
         let acts = m.forward(&input);
         black_box(acts[2].square().mean());
-    });
-    let by_hand = time(15, || {
+    };
+    let mut by_hand = || {
         let acts = {
             let _g = kiln::no_grad();
             m.forward(&input)
@@ -109,12 +112,14 @@ fn main() {
         let _g = kiln::no_grad();
         black_box(acts[2].square().mean());
         black_box(manual_backward(&m, &input, &acts));
-    });
-    let forward_plain = time(15, || {
+    };
+    let mut forward_plain = || {
         let _g = kiln::no_grad();
         let acts = m.forward(&input);
         black_box(acts[2].square().mean());
-    });
+    };
+    let t = time_interleaved(31, &mut [&mut auto, &mut forward_only, &mut by_hand, &mut forward_plain]);
+    let (auto, forward_only, by_hand, forward_plain) = (t[0], t[1], t[2], t[3]);
     let (auto_bwd, hand_bwd) = (auto - forward_only, by_hand - forward_plain);
     let ratio = auto_bwd / hand_bwd;
     rows.push(format!(

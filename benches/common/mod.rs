@@ -18,25 +18,68 @@ pub fn time(reps: usize, mut f: impl FnMut()) -> f64 {
     t[reps / 2]
 }
 
+/// Median seconds of each of `fs` over `reps` rounds, after two warm-up rounds; each round runs
+/// every `f` once, in turn, so a slow stretch of the machine (other load, a VM's steal time)
+/// falls on all of them alike rather than on whichever was being timed then.
+#[allow(dead_code)]
+pub fn time_interleaved(reps: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    let mut t = vec![Vec::with_capacity(reps); fs.len()];
+    for round in 0..reps + 2 {
+        for (f, t) in fs.iter_mut().zip(&mut t) {
+            let s = Instant::now();
+            f();
+            if round >= 2 {
+                t.push(s.elapsed().as_secs_f64());
+            }
+        }
+    }
+    t.into_iter()
+        .map(|mut t| {
+            t.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            t[reps / 2]
+        })
+        .collect()
+}
+
+/// Row-major f32 operands for a list of matrix products `(m, k, n)`, each run through the gemm
+/// crate with kiln's thread count.
+#[allow(dead_code)]
+pub struct GemmProducts {
+    products: Vec<((usize, usize, usize), Vec<f32>, Vec<f32>, Vec<f32>)>,
+}
+
+#[allow(dead_code)]
+impl GemmProducts {
+    /// Fresh operands for each product.
+    pub fn new(products: &[(usize, usize, usize)]) -> GemmProducts {
+        let products = products.iter().map(|&(m, k, n)| ((m, k, n), vec![0.5f32; m * k], vec![0.25f32; k * n], vec![0.0f32; m * n])).collect();
+        GemmProducts { products }
+    }
+
+    /// Runs every product once.
+    pub fn run(&mut self) {
+        let threads = kiln::get_num_threads();
+        let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+        for ((m, k, n), a, b, c) in &mut self.products {
+            let (m, k, n) = (*m, *k, *n);
+            // SAFETY: a is m*k, b is k*n, c is m*n, all row-major and alive for the call; c is
+            // not aliased.
+            unsafe {
+                gemm::gemm(
+                    m, n, k, c.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1, k as isize, b.as_ptr(), 1, n as isize,
+                    0.0f32, 1.0f32, false, false, false, par,
+                );
+            }
+            black_box(&c);
+        }
+    }
+}
+
 /// One gemm `m x k` by `k x n` (row-major, fresh operands) timed with gemm's threading: seconds.
 #[allow(dead_code)]
 pub fn gemm_secs(m: usize, k: usize, n: usize) -> f64 {
-    let a = vec![0.5f32; m * k];
-    let b = vec![0.25f32; k * n];
-    let mut c = vec![0.0f32; m * n];
-    let threads = kiln::get_num_threads();
-    let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    time(9, || {
-        // SAFETY: a is m*k, b is k*n, c is m*n, all row-major and alive for the call; c is
-        // not aliased.
-        unsafe {
-            gemm::gemm(
-                m, n, k, c.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1, k as isize, b.as_ptr(), 1, n as isize,
-                0.0f32, 1.0f32, false, false, false, par,
-            );
-        }
-        black_box(&c);
-    })
+    let mut g = GemmProducts::new(&[(m, k, n)]);
+    time(9, || g.run())
 }
 
 /// The faster of a single-threaded and a pool-parallel copy of `elems` f32 values: the
