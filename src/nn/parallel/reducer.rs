@@ -51,9 +51,18 @@ impl Reducer {
         for (b, bucket) in buckets.iter().enumerate() {
             bucket.params.iter().for_each(|&p| bucket_of[p] = b);
         }
-        let pending = buckets.iter().map(|b| b.params.len()).collect();
         let in_flight = buckets.iter().map(|_| None).collect();
-        Reducer { ready: vec![false; params.len()], params, bucket_of, pending, next_launch: 0, in_flight, buckets, world_size, sync: true, active: false, error: None }
+        let mut r = Reducer { ready: Vec::new(), params, bucket_of, pending: Vec::new(), next_launch: 0, in_flight, buckets, world_size, sync: true, active: false, error: None };
+        r.reset();
+        r
+    }
+
+    /// The state before a backward: no gradient ready, every bucket waiting for all of its
+    /// parameters, none launched.
+    fn reset(&mut self) {
+        self.ready = vec![false; self.params.len()];
+        self.pending = self.buckets.iter().map(|b| b.params.len()).collect();
+        self.next_launch = 0;
     }
 
     /// The number of buckets.
@@ -143,9 +152,7 @@ impl Reducer {
         }
         self.launch_ready();
         let works: Vec<Option<Work>> = self.in_flight.iter_mut().map(Option::take).collect();
-        self.ready.iter_mut().for_each(|r| *r = false);
-        self.pending = self.buckets.iter().map(|b| b.params.len()).collect();
-        self.next_launch = 0;
+        self.reset();
         if let Some(e) = self.error.take() {
             return Err(e);
         }
