@@ -239,3 +239,35 @@ fn augmented_loader_is_reproducible_across_workers() {
     let flipped_only = Cifar10::new(&dir, false).unwrap().transform(RandomHorizontalFlip::new(0.0));
     assert_eq!(flipped_only.get(0).0.dtype(), DType::F32);
 }
+
+/// The blitz example (`examples/cifar10_blitz.rs`) end to end on a folder of files in the
+/// official binary format: it trains, saves its checkpoint and reports the test accuracy of
+/// the 3 test images, eager and compiled. `cargo test` builds the examples beside the test
+/// binaries; a run that did not build them (`--test vision_cifar` alone) says that it skips.
+#[test]
+fn blitz_example_trains_on_files_in_the_format() {
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().and_then(Path::parent).unwrap().join("examples").join(format!("cifar10_blitz{}", std::env::consts::EXE_SUFFIX));
+    if !example.exists() {
+        println!("skipped: {} is not built (the README's `cargo test` command builds it)", example.display());
+        return;
+    }
+    let dir = cifar_dir("example");
+    for compile in [false, true] {
+        let mut cmd = std::process::Command::new(&example);
+        cmd.current_dir(&dir).args(["--data-dir", ".", "--epochs", "2", "--batch-size", "2", "--num-workers", "1", "--log-interval", "5"]);
+        if compile {
+            cmd.arg("--compile");
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "compile {compile}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        // 10 training images in batches of 2: one running-loss line per epoch.
+        assert_eq!(stdout.lines().filter(|l| l.contains("] loss: ")).count(), 2, "{stdout}");
+        assert!(stdout.contains("Finished Training"), "{stdout}");
+        assert!(stdout.contains("Accuracy of the network on the 3 test images: "), "{stdout}");
+        assert_eq!(stdout.lines().filter(|l| l.starts_with("Accuracy for class: ")).count(), 10, "{stdout}");
+        let saved = kiln::load(dir.join("cifar_net.safetensors")).unwrap();
+        assert_eq!(saved.get("conv1.weight").expect("conv1.weight saved").shape(), &[6, 3, 5, 5]);
+    }
+}
