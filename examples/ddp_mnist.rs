@@ -7,7 +7,7 @@
 //!     cargo build --release --features mpi --example ddp_mnist
 //!     mpirun -np 2 target/release/examples/ddp_mnist
 //!
-//! `--batch-size` is per process (the global batch is `world size × batch size`). Rank 0 prints
+//! `--compile` runs each step through `kiln::compile`. `--batch-size` is per process (the global batch is `world size × batch size`). Rank 0 prints
 //! the progress and evaluates on the test set after each epoch.
 
 mod common;
@@ -32,6 +32,10 @@ struct Args {
     /// seconds a collective may wait for the other processes
     #[arg(long, default_value_t = 300)]
     timeout: u64,
+    /// run each training step through kiln::compile (the all-reduce runs right after backward,
+    /// at one graph break)
+    #[arg(long)]
+    compile: bool,
 }
 
 fn main() -> kiln::Result<()> {
@@ -76,11 +80,15 @@ fn main() -> kiln::Result<()> {
 /// One epoch of data-parallel training; rank 0 logs the loss averaged over the processes.
 fn model_train(args: &Args, model: &DistributedDataParallel<Net>, loader: &DataLoader<kiln::vision::datasets::Mnist>, optimizer: &mut Adadelta, epoch: usize, rank: usize) -> kiln::Result<()> {
     let batches = loader.len();
-    for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
+    let mut step = kiln::compile(|(data, target): (&Tensor, &Tensor)| {
         optimizer.zero_grad();
-        let loss = F::nll_loss(&model.forward(&data), &target);
+        let loss = F::nll_loss(&model.forward(data), target);
         loss.backward(); // gradients are averaged over the processes before this returns
         optimizer.step();
+        loss
+    });
+    for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
+        let loss = if args.compile { step.call((&data, &target)) } else { step.call_eager((&data, &target)) };
         if batch_idx % args.train.log_interval == 0 || args.train.dry_run {
             let mean = Tensor::full(&[1], loss.item::<f32>() as f64);
             dist::all_reduce(&mean, ReduceOp::Avg)?;

@@ -84,6 +84,17 @@ fn ddp_ranks_stay_bit_identical_and_match_one_process() {
 }
 
 #[test]
+fn compiled_ddp_steps_match_one_process() {
+    let Some(job) = run("train-compiled", Duration::from_secs(120)) else { return };
+    assert!(job.ok, "the compiled training job failed:\n{}\n{}", job.stdout, job.stderr);
+    for rank in 0..2 {
+        assert!(job.stdout.contains(&format!("rank {rank}: train-compiled ok")));
+        let steps = job.stdout.lines().filter(|l| l.starts_with(&format!("rank {rank}: step")) && l.contains("bit-identical across ranks")).count();
+        assert_eq!(steps, 6, "rank {rank} reported {steps} checked steps");
+    }
+}
+
+#[test]
 fn a_hung_peer_makes_the_collective_time_out() {
     let Some(job) = run("stall", TIMEOUT * 20) else { return };
     // Rank 1 sleeps for 20 timeouts; the job must end long before, with kiln's error.

@@ -28,6 +28,7 @@ fn main() {
     let result = match mode.as_str() {
         "collectives" => collectives(rank),
         "train" => train(rank),
+        "train-compiled" => train_compiled(rank),
         "stall" => stall(rank),
         "ddp-stall" => ddp_stall(rank),
         "die" => die(rank),
@@ -167,10 +168,9 @@ fn compare(ddp: &[Tensor], reference: &[Tensor]) -> Result<(f32, bool), String> 
     Ok((worst, bits(&outs[0]) == bits(&outs[1])))
 }
 
-fn train(rank: usize) -> Result<(), String> {
-    const B: usize = 8;
-    const TOL: f32 = 1e-5;
-    // Rank 1 starts from other weights: DDP must broadcast rank 0's.
+/// Rank 1 starts from other weights (DDP must broadcast rank 0's); a reference model on one
+/// process starts from the same weights as the DDP replica.
+fn ddp_and_reference(rank: usize) -> Result<(DistributedDataParallel<Mlp>, Mlp), String> {
     kiln::manual_seed(rank as u64);
     let opts = DdpOptions { bucket_cap_mb: 1e-3, ..Default::default() }; // ~1 KiB buckets
     let ddp = DistributedDataParallel::new(Mlp::new(), opts).map_err(|e| e.to_string())?;
@@ -178,9 +178,31 @@ fn train(rank: usize) -> Result<(), String> {
     ensure(ddp.named_parameters()[0].0 == "module.fc1.weight", || format!("names: {}", ddp.named_parameters()[0].0))?;
     let mut reference = Mlp::new();
     reference.load_state_dict(&ddp.module().state_dict()).map_err(|e| e.to_string())?;
-    let cfg = || optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() };
-    let mut opt = optim::Sgd::new(ddp.parameters(), cfg());
-    let mut ref_opt = optim::Sgd::new(reference.parameters(), cfg());
+    Ok((ddp, reference))
+}
+
+fn sgd(params: Vec<Tensor>) -> optim::Sgd {
+    optim::Sgd::new(params, optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })
+}
+
+/// One eager step of the reference model on the whole batch, then the comparison with DDP.
+fn check_step(rank: usize, step: usize, ddp: &DistributedDataParallel<Mlp>, reference: &Mlp, ref_opt: &mut optim::Sgd, (x, y): (&Tensor, &Tensor)) -> Result<(), String> {
+    const TOL: f32 = 1e-5;
+    ref_opt.zero_grad();
+    F::mse_loss(&reference.forward(x), y).backward();
+    ref_opt.step();
+    let (worst, identical) = compare(&ddp.parameters(), &reference.parameters())?;
+    ensure(identical, || format!("step {step}: the ranks' parameters differ"))?;
+    ensure(worst <= TOL, || format!("step {step}: max |ddp - single process| = {worst:e} > {TOL:e}"))?;
+    println!("rank {rank}: step {step}: bit-identical across ranks, max |ddp - single process| = {worst:.2e}");
+    Ok(())
+}
+
+fn train(rank: usize) -> Result<(), String> {
+    const B: usize = 8;
+    let (ddp, reference) = ddp_and_reference(rank)?;
+    let mut opt = sgd(ddp.parameters());
+    let mut ref_opt = sgd(reference.parameters());
     let shard = |x: &Tensor| x.narrow(0, (rank * B) as i64, B);
     for step in 0..6 {
         let (x, y) = batch(step, B);
@@ -198,13 +220,32 @@ fn train(rank: usize) -> Result<(), String> {
             F::mse_loss(&ddp.forward(&shard(&x)), &shard(&y)).backward();
         }
         opt.step();
-        ref_opt.zero_grad();
-        F::mse_loss(&reference.forward(&x), &y).backward();
-        ref_opt.step();
-        let (worst, identical) = compare(&ddp.parameters(), &reference.parameters())?;
-        ensure(identical, || format!("step {step}: the ranks' parameters differ"))?;
-        ensure(worst <= TOL, || format!("step {step}: max |ddp - single process| = {worst:e} > {TOL:e}"))?;
-        println!("rank {rank}: step {step}: bit-identical across ranks, max |ddp - single process| = {worst:.2e}");
+        check_step(rank, step, &ddp, &reference, &mut ref_opt, (&x, &y))?;
+    }
+    Ok(())
+}
+
+/// DDP steps through `kiln::compile`: the gradients are averaged right after backward, at one
+/// graph break per call, and the replicas stay equal to each other and to one process.
+fn train_compiled(rank: usize) -> Result<(), String> {
+    const B: usize = 8;
+    let (ddp, reference) = ddp_and_reference(rank)?;
+    let mut opt = sgd(ddp.parameters());
+    let mut ref_opt = sgd(reference.parameters());
+    let mut step_fn = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
+        opt.zero_grad();
+        let loss = F::mse_loss(&ddp.forward(x), y);
+        loss.backward();
+        opt.step();
+        loss
+    });
+    for step in 0..6 {
+        let (x, y) = batch(step, B);
+        let shard = |t: &Tensor| t.narrow(0, (rank * B) as i64, B);
+        step_fn.call((&shard(&x), &shard(&y)));
+        let breaks = step_fn.stats().graph_breaks;
+        ensure(breaks == 1, || format!("step {step}: {breaks} graph breaks (one expected: the all-reduce after backward)"))?;
+        check_step(rank, step, &ddp, &reference, &mut ref_opt, (&x, &y))?;
     }
     Ok(())
 }

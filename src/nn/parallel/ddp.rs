@@ -41,6 +41,9 @@ impl Default for DdpOptions {
 ///   engine, as PyTorch's). A parameter that got no gradient counts as zeros. A bucket that does
 ///   not complete within the group's timeout makes `backward()` panic with the timeout error
 ///   (`try_backward_with_opts` returns it).
+/// - Inside [`kiln::compile`](crate::compile) the averaging runs right after backward, at one
+///   graph break (the gradients are realized there); the optimizer's update is captured after
+///   it. Communication then does not overlap backward.
 /// - [`no_sync`](Self::no_sync) skips the averaging, for gradient accumulation: the first
 ///   backward after the guard drops averages the accumulated gradients.
 /// - As a [`Module`] it forwards to the wrapped module, which is its child named `module`:

@@ -87,28 +87,41 @@ impl Reducer {
         }
         self.ready[p] = true;
         self.pending[self.bucket_of[p]] -= 1;
-        self.launch_ready();
-        self.poke();
+        // Inside `kiln::compile` the gradients are lazy: launching a bucket now would realize
+        // the trace (a graph break) once per bucket. There every bucket launches in `finish`,
+        // right after backward, at one break.
+        if !crate::capture::is_active() {
+            self.launch_ready();
+            self.poke();
+        }
     }
 
-    /// Launches buckets in order while the next one is complete.
+    /// Launches buckets in order while the next one is complete. Every such bucket is flattened
+    /// before any is read, so inside `kiln::compile` (where `finish` launches them all) the
+    /// trace is realized at one graph break.
     fn launch_ready(&mut self) {
+        let first = self.next_launch;
         while self.next_launch < self.buckets.len() && self.pending[self.next_launch] == 0 {
-            let b = self.next_launch;
             self.next_launch += 1;
-            if self.error.is_some() {
-                continue;
-            }
-            match self.launch(b) {
+        }
+        if self.error.is_some() {
+            return;
+        }
+        let flats: Vec<Tensor> = (first..self.next_launch).map(|b| self.flatten(b)).collect();
+        for (b, flat) in (first..self.next_launch).zip(flats) {
+            match self.start(b, flat) {
                 Ok(work) => self.in_flight[b] = Some(work),
-                Err(e) => self.error = Some(e),
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
             }
         }
     }
 
-    /// Flattens bucket `b`'s gradients (zeros for a parameter with none) into one buffer and
-    /// starts its all-reduce.
-    fn launch(&self, b: usize) -> Result<Work> {
+    /// Bucket `b`'s gradients (zeros for a parameter with none) in one flat tensor of the wire
+    /// dtype.
+    fn flatten(&self, b: usize) -> Tensor {
         let bucket = &self.buckets[b];
         let wire = Wire::of(bucket.dtype);
         let flat: Vec<Tensor> = bucket
@@ -119,10 +132,14 @@ impl Reducer {
                 p.grad().unwrap_or_else(|| p.detach().zeros_like()).detach().to_dtype(wire.dtype()).reshape(&[-1])
             })
             .collect();
-        let flat = {
-            let _off = crate::no_grad();
-            Tensor::cat(&flat, 0).contiguous()
-        };
+        let _off = crate::no_grad();
+        Tensor::cat(&flat, 0).contiguous()
+    }
+
+    /// Starts bucket `b`'s all-reduce of its flattened gradients.
+    fn start(&self, b: usize, flat: Tensor) -> Result<Work> {
+        let bucket = &self.buckets[b];
+        let wire = Wire::of(bucket.dtype);
         let send = owned_storage(flat);
         let recv = CpuStorage::uninit(wire.dtype(), bucket.numel);
         // SAFETY: the send and receive buffers are owned by the work.
