@@ -185,15 +185,19 @@ test_device!(bad_indices_are_the_cpus_errors_and_write_nothing, |d| {
     let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape(&[2, 3]).to(&d);
     let bad = Tensor::new(&[[0i64, 3, 1], [5, 0, -1]]).to(&d);
     let msg = |e: kiln::Error| e.to_string();
+    let line = line!() + 1;
     let e = msg(x.try_gather(1, &bad).unwrap_err());
     assert!(e.starts_with("gather: index 3 is out of bounds for dimension 1 with size 3"), "{e}");
+    assert!(e.ends_with(&format!("(at tests/cuda_indexing.rs:{line})")), "the caller's line: {e}");
     let e = msg(x.try_index_select(0, &Tensor::new(&[1i64, -2, 7]).to(&d)).unwrap_err());
     assert!(e.starts_with("index_select: index -2 is out of bounds for dimension 0 with size 2"), "{e}");
     let e = msg(x.try_scatter(0, &bad, &x).unwrap_err());
     assert!(e.starts_with("scatter: index 3 is out of bounds for dimension 0 with size 2"), "{e}");
     let y = x.deep_clone();
+    let line = line!() + 1;
     let e = msg(y.try_scatter_add_(1, &bad, &x).unwrap_err());
     assert!(e.starts_with("scatter_add_: index 3 is out of bounds for dimension 1 with size 3"), "{e}");
+    assert!(e.ends_with(&format!("(at tests/cuda_indexing.rs:{line})")), "the caller's line: {e}");
     assert!(y.equal(&x), "a failed scatter_add_ wrote {y}");
     // A CPU index for a CUDA tensor (or the reverse) names both devices.
     if d.is_cuda() {
