@@ -1,5 +1,5 @@
 //! Logical and bitwise ops, `masked_fill`, and indexing along a dim (`gather`, `index_select`,
-//! `scatter`, `scatter_add`) on CUDA tensors, and the class-index losses built on them
+//! `scatter`, `scatter_add`, `index_fill`, `one_hot`) on CUDA tensors, and the class-index losses built on them
 //! (`cross_entropy`, `nll_loss`). Each `test_device!` body runs on the CPU and, when a GPU is
 //! present, on cuda:0, and the two result lists are compared (exact for integers and bool);
 //! out-of-range indices must give the same error on both devices and write nothing.
@@ -179,6 +179,31 @@ test_device!(gather_and_scatter_gradients, |d| {
     let out = (x.gather(1, &idx) * &w).sum() + (x.scatter(1, &distinct, &src) * 2.0).sum() + picked.square().sum();
     out.backward();
     vec![out.detach(), x.grad().unwrap(), src.grad().unwrap()]
+});
+
+test_device!(index_fill_and_one_hot, |d| {
+    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape(&[3, 4]).to(&d);
+    let cols = Tensor::new(&[-1i64, 1, -4]).to(&d);
+    let a = x.index_fill(1, &cols, -2.5);
+    let b = x.deep_clone();
+    b.t().index_fill_(1, &Tensor::new(&[2i64, 0]).to(&d).narrow(0, 1, 1), 7.0);
+    let i = Tensor::new(&[[3i64, -1], [0, 2]]).to(&d).index_fill(0, &Tensor::scalar(-2i64).to(&d), 9);
+    let e = x.try_index_fill(1, &Tensor::new(&[0i64, -5]).to(&d), 1.0).unwrap_err().to_string();
+    assert!(e.starts_with("index_fill: index -5 is out of bounds for dimension 1 with size 4"), "{e}");
+    let labels = Tensor::new(&[[2i64, 0], [1, 3]]).to(&d);
+    let e = Tensor::new(&[1i64, 4]).to(&d).try_one_hot(3).unwrap_err().to_string();
+    assert!(e.starts_with("one_hot: class values must be smaller than num_classes, got 4 (num_classes = 3)"), "{e}");
+    let e = Tensor::new(&[1i64, -1]).to(&d).try_one_hot(-1).unwrap_err().to_string();
+    assert!(e.starts_with("one_hot: class values must be non-negative, got -1"), "{e}");
+    vec![
+        a,
+        b,
+        i,
+        labels.one_hot(-1),
+        labels.t().one_hot(5),
+        Tensor::scalar(1i64).to(&d).one_hot(2),
+        Tensor::zeros_opts(&[0], DType::I64, d).one_hot(3),
+    ]
 });
 
 test_device!(bad_indices_are_the_cpus_errors_and_write_nothing, |d| {

@@ -1,11 +1,11 @@
 //! Indexing along one dim on CUDA tensors (`gather`, `index_select`, `scatter`,
-//! `scatter_add`) as kernels from the CUDA C emitter (`kiln_codegen::cuda::index`).
+//! `scatter_add`, `index_fill`) as kernels from the CUDA C emitter (`kiln_codegen::cuda::index`).
 //!
 //! The op layer (`ops::index`) keeps its checks (dtypes, dims, shapes) and hands over the
 //! *iteration shape* with iteration-shaped layouts: the target (the gathered input or the
 //! scatter's destination, stride 0 along the indexed dim), the index and the values. Before
 //! any launch the index values are validated on the device with two generated reductions
-//! (`amin`, `amax`, read back: one sync); when one is out of range the index is copied to the
+//! (`min`, `max`, each value read back); when one is out of range the index is copied to the
 //! host to name the first bad value in row-major order, as the CPU's error does, and nothing
 //! is launched. The kernels check each value again, so no index reaches outside the target.
 
@@ -32,19 +32,31 @@ fn loaded(name: &'static str, kind: IndexKind, dtype: DType, ndim: usize, ordina
     Ok(LOADED.insert(key, LoadedIndex::load(&kernel, ordinal).or_op(name)?))
 }
 
-/// An error unless every value of the CUDA int64 tensor `index` lies in `0..size` (the first
-/// bad one in row-major order is named). Nothing to check when `index` is empty.
+/// The smallest and largest value of the CUDA int64 tensor `t` (two reduction kernels, each
+/// value read back), or `None` when `t` is empty.
 #[track_caller]
-fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize) -> Result<()> {
-    if index.numel() == 0 {
-        return Ok(());
+pub(crate) fn min_max(t: &Tensor) -> Result<Option<(i64, i64)>> {
+    if t.numel() == 0 {
+        return Ok(None);
     }
-    let (lo, hi) = (index.try_min()?.try_item::<i64>()?, index.try_max()?.try_item::<i64>()?);
-    if lo >= 0 && (hi as u64) < size as u64 {
-        return Ok(());
+    Ok(Some((t.try_min()?.try_item::<i64>()?, t.try_max()?.try_item::<i64>()?)))
+}
+
+/// An error unless every value of the CUDA int64 tensor `index` lies in `0..size` (in
+/// `-size..size` when `allow_negative`), naming the first bad one in row-major order. Nothing
+/// to check when `index` is empty.
+#[track_caller]
+fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize, allow_negative: bool) -> Result<()> {
+    let n = size as i64;
+    let first = if allow_negative { -n } else { 0 };
+    let ok = |v: i64| v >= first && v < n;
+    match min_max(index)? {
+        Some((lo, hi)) if !(ok(lo) && ok(hi)) => {
+            let bad = index.to_vec::<i64>().into_iter().find(|&v| !ok(v));
+            Err(out_of_bounds(op, bad.expect("min/max saw a bad value"), dim, size))
+        }
+        _ => Ok(()),
     }
-    let bad = index.to_vec::<i64>().into_iter().find(|&v| v < 0 || v as u64 >= size as u64);
-    Err(out_of_bounds(op, bad.expect("amin/amax saw a bad value"), dim, size))
 }
 
 /// The ordinal of the CUDA device all of `tensors` are on (0-dim CPU tensors excepted: none
@@ -86,7 +98,7 @@ impl Space {
 #[track_caller]
 pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li: &Layout, shape: &[usize], out_shape: &[usize]) -> Result<Tensor> {
     let ordinal = device_of(op, &[x, index])?;
-    check_range(op, index, d, x.shape()[d])?;
+    check_range(op, index, d, x.shape()[d], false)?;
     let lo = Layout::contiguous(shape);
     let space = Space::new(x.layout(), d, shape, li, &lo);
     let mut out = CudaStorage::uninit(op, ordinal, x.dtype(), lo.numel()).or_op(op)?;
@@ -119,12 +131,43 @@ pub(crate) fn scatter(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, 
         bail!(op, Unsupported, "{op} on CUDA {what}, and use_deterministic_algorithms(true) is set (index shape {:?}, self shape {:?}); run it on the CPU or turn the mode off", index.shape(), dst.shape());
     }
     let src = if src.device().is_cpu() { super::to_device(op, src, Device::Cuda(ordinal))? } else { src.clone() };
-    check_range(op, index, d, dst.shape()[d])?;
-    let li = index.layout();
-    let space = Space::new(dst.layout(), d, index.shape(), li, ls);
+    check_range(op, index, d, dst.shape()[d], false)?;
+    launch_scatter(op, dst, d, (index, index.layout(), index.shape()), (&src, ls), accumulate, ordinal)
+}
+
+/// `dst[.., index[k], ..] = value` along dim `d` of the CUDA tensor `dst` (at least 1-dim) for
+/// every entry of the int64 vector `index` (0- or 1-dim, on `dst`'s device; negative entries
+/// count from the end), in place. Validates every entry first: nothing is written when one is
+/// out of range. A plain scatter of one value: deterministic whatever the index holds.
+#[track_caller]
+pub(crate) fn fill_along(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, value: crate::scalar::Scalar) -> Result<()> {
+    let ordinal = device_of(op, &[dst, index])?;
+    let size = dst.shape()[d];
+    let mut shape = dst.shape().to_vec();
+    shape[d] = index.numel();
+    if kiln_runtime::layout::numel(&shape) == 0 {
+        return Ok(()); // nothing visited, nothing checked (as on the CPU)
+    }
+    check_range(op, index, d, size, true)?;
+    // In -size..size now: the divisor-signed remainder counts negative entries from the end.
+    let wrapped = index.try_remainder(size as i64)?;
+    let mut strides = vec![0; shape.len()];
+    strides[d] = usize::from(wrapped.dim() == 1);
+    let li = Layout::new(shape.as_slice().into(), strides.into(), 0);
+    let fill = super::to_device(op, &Tensor::scalar_wrapping(value, dst.dtype()), Device::Cuda(ordinal))?;
+    let ls = Layout::new(shape.as_slice().into(), vec![0; shape.len()].into(), 0);
+    launch_scatter(op, dst, d, (&wrapped, &li, &shape), (&fill, &ls), false, ordinal)
+}
+
+/// Launches the scatter of `src` (through its layout `ls`) into `dst` along `d` at the
+/// positions of `index` (with its iteration-shaped layout and the iteration shape), all on
+/// `cuda:ordinal` and the index values already validated.
+#[track_caller]
+fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): (&Tensor, &Layout, &[usize]), (src, ls): (&Tensor, &Layout), accumulate: bool, ordinal: usize) -> Result<()> {
+    let space = Space::new(dst.layout(), d, shape, li, ls);
     let kind = if accumulate { IndexKind::ScatterAdd } else { IndexKind::Scatter };
     let kernel = loaded(op, kind, dst.dtype(), space.shape.len(), ordinal)?;
-    let operands = [index.clone(), src];
+    let operands = [index.clone(), src.clone()];
     let (guards, at) = Tensor::read_storages(&operands);
     let (Storage::Cuda(si), Storage::Cuda(ss)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
     let mut w = dst.write_storage();

@@ -480,6 +480,10 @@ fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, val
     let x = at_least_1d(dst);
     let shape = with_len(x.shape(), d, index.numel());
     check_writable(op, dst)?;
+    if crate::cuda::any_on_cuda(&[dst, index]) {
+        let index = if index.shares_storage_with(dst) { index.deep_clone() } else { index.clone() };
+        return crate::cuda::index::fill_along(op, &x, d, &index, value);
+    }
     let map = index.with_cpu(op, |si, _| {
         let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
         IndexMap::new(x.layout(), &shape, &walk_except(x.dim(), d), &[arg], true)
@@ -867,7 +871,11 @@ impl Tensor {
         if num_classes < -1 {
             bail!(OP, Value, "num_classes must be -1 or non-negative, got {num_classes}");
         }
-        let range = self.with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l))?;
+        let range = if self.device().is_cuda() {
+            crate::cuda::index::min_max(self)?
+        } else {
+            self.with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l))?
+        };
         if let Some((lo, _)) = range.filter(|&(lo, _)| lo < 0) {
             bail!(OP, Value, "class values must be non-negative, got {lo}");
         }
@@ -880,6 +888,14 @@ impl Tensor {
             bail!(OP, Value, "class values must be smaller than num_classes, got {hi} (num_classes = {classes})");
         }
         let classes = classes as usize;
+        if self.device().is_cuda() {
+            // A 1 scattered along the new last dim of zeros (the values are checked already).
+            let mut shape = self.shape().to_vec();
+            shape.push(classes);
+            let out = Tensor::zeros_opts(&shape, DType::I64, self.device());
+            out.try_scatter_value_(-1, &self.unsqueeze(-1), 1i64)?;
+            return Ok(out);
+        }
         let buf = self.with_cpu(OP, |s, l| kernels::one_hot(s.as_buf::<i64>().expect("dtype checked"), l, classes))?;
         let mut shape = Shape::from_slice(self.shape());
         shape.push(classes);
