@@ -106,12 +106,15 @@ pub fn set_flush_denormal(on: bool) -> bool {
 /// Refuses or replaces every kernel whose result depends on scheduling
 /// (`torch.use_deterministic_algorithms`). Off by default, as in PyTorch.
 ///
-/// Every kernel kiln has today is deterministic already: CPU reductions, `scatter_add`,
-/// `index_put` with accumulation and the generated kernels combine partial results in a fixed
-/// order (no atomics, no racing accumulation), and random numbers come from counter-based
-/// Philox streams, so for a given thread count results are the same run after run with or
-/// without this mode. The mode is recorded (see [`are_deterministic_algorithms_enabled`]) for
-/// kernels with a scheduling-dependent fast path, which must check it.
+/// On the CPU every kernel is deterministic already: reductions, `scatter_add`, `index_put`
+/// with accumulation and the generated kernels combine partial results in a fixed order (no
+/// atomics, no racing accumulation), and random numbers come from counter-based Philox
+/// streams, so for a given thread count results are the same run after run with or without
+/// this mode. On CUDA, `scatter_add` accumulates with atomics and a `scatter` of a tensor
+/// keeps any one value where indices repeat: with this mode on, both are refused with an
+/// error (and so are the gradients built on them: `gather`, `index_select`, `embedding`).
+/// Kernels with a scheduling-dependent path check the mode
+/// ([`are_deterministic_algorithms_enabled`]).
 pub fn use_deterministic_algorithms(mode: bool) {
     kiln_runtime::set_deterministic_algorithms(mode)
 }

@@ -1,12 +1,12 @@
 //! The strided CUDA emitter behind eager CUDA ops: its text and errors (always), and NVRTC
-//! compiling every eager op's kernel (every unary/binary/compare op × dtype, `where`, every
-//! cast, contiguous and strided) to CUBIN for sm_80 and sm_90 (skipping with a printed line
+//! compiling every eager op's kernel (every unary/binary/compare/logical op × dtype, `where`,
+//! every cast, contiguous and strided) to CUBIN for sm_80 and sm_90 (skipping with a printed line
 //! when NVRTC is absent).
 
 use kiln_codegen::cuda::{eager_kernel, eager_ops, emit_strided, every_eager_kernel, EagerOp, MAX_DIMS};
 use kiln_codegen::Expr;
 use kiln_runtime::cuda::{self, CudaErrorKind};
-use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 use kiln_runtime::DType;
 
 #[test]
@@ -34,6 +34,21 @@ fn integer_kernels_compute_in_i64_and_wrap() {
     assert!(k.source.contains("x0 >> ((x1 >= 0LL && x1 < 64LL) ? x1 : 63LL)"), "{}", k.source);
     let k = eager_kernel(EagerOp::Unary(UnaryOp::BitNot), DType::Bool, DType::Bool, 1).unwrap();
     assert!(k.source.contains("(unsigned char)((kiln_body((long long)(in0[p0]))) != 0LL)"), "{}", k.source);
+}
+
+#[test]
+fn logical_ops_test_truth_with_comparisons() {
+    // On the truth of each operand (non-zero is true): `where` and `!=`, so any compute type.
+    let and = eager_kernel(EagerOp::Logical(LogicalOp::And), DType::Bool, DType::Bool, 1).unwrap().source;
+    assert!(and.contains("const long long t0 = (x1 != 0LL) ? 1LL : 0LL;") && and.contains("const long long t1 = (x0 != 0LL) ? t0 : 0LL;"), "{and}");
+    assert!(and.contains("out[po] = (unsigned char)((kiln_body((long long)(in0[p0]), (long long)(in1[p1]))) != 0LL);"), "{and}");
+    let or = eager_kernel(EagerOp::Logical(LogicalOp::Or), DType::Bool, DType::Bool, 1).unwrap().source;
+    assert!(or.contains("(x0 != 0LL) ? 1LL : t0"), "{or}");
+    let xor = eager_kernel(EagerOp::Logical(LogicalOp::Xor), DType::Bool, DType::Bool, 1).unwrap().source;
+    assert!(xor.contains("(t0 != t1) ? 1LL : 0LL"), "{xor}");
+    // Not reads the input's own dtype: NaN is true (NaN == 0 is false), -0.0 false.
+    let not = eager_kernel(EagerOp::Not, DType::F16, DType::Bool, 1).unwrap().source;
+    assert!(not.contains("(x0 == 0.0f) ? 1.0f : 0.0f") && not.contains("kiln_f16_to_f32(in0[p0])"), "{not}");
 }
 
 #[test]
@@ -70,9 +85,11 @@ fn invalid_kernels_are_errors() {
 fn the_eager_op_set_covers_every_op_and_dtype() {
     let ops = eager_ops();
     // Float dtypes: 28 unary, 9 binary; integer and bool dtypes: 10 unary, 12 binary; each
-    // dtype: 6 comparisons, where, 8 casts.
-    assert_eq!(ops.len(), 4 * (28 + 9) + 4 * (10 + 12) + 8 * (6 + 1 + 8));
+    // dtype: 6 comparisons, logical not, where, 8 casts; Bool: 3 logical ops.
+    assert_eq!(ops.len(), 4 * (28 + 9) + 4 * (10 + 12) + 8 * (6 + 1 + 1 + 8) + 3);
     assert!(ops.contains(&(EagerOp::Binary(BinaryOp::BitXor), DType::Bool, DType::Bool)));
+    assert!(ops.contains(&(EagerOp::Logical(LogicalOp::Xor), DType::Bool, DType::Bool)));
+    assert!(ops.contains(&(EagerOp::Not, DType::F16, DType::Bool)) && ops.contains(&(EagerOp::Not, DType::I32, DType::Bool)));
     assert!(ops.contains(&(EagerOp::Copy, DType::BF16, DType::I32)));
     assert!(!ops.contains(&(EagerOp::Unary(UnaryOp::Sqrt), DType::I64, DType::I64)));
 }

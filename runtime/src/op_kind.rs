@@ -432,6 +432,9 @@ pub enum LogicalOp {
 }
 
 impl LogicalOp {
+    /// Every logical op of two operands.
+    pub const ALL: [LogicalOp; 3] = [LogicalOp::And, LogicalOp::Or, LogicalOp::Xor];
+
     /// The op's name as PyTorch spells it.
     pub fn name(self) -> &'static str {
         match self {

@@ -101,7 +101,7 @@ fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &m
 
 /// `shape` and the operands' `strides` collapsed together (size-1 dims dropped, dims
 /// contiguous in every operand merged): fewer dims, less index math per element.
-fn collapse_all(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
+pub(super) fn collapse_all(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
     fn go<const N: usize>(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
         let c = collapse::<N>(shape, std::array::from_fn(|k| strides[k]));
         (c.shape.to_vec(), c.strides.iter().map(|s| s.to_vec()).collect())
@@ -110,7 +110,7 @@ fn collapse_all(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<u
         2 => go::<2>(shape, strides),
         3 => go::<3>(shape, strides),
         4 => go::<4>(shape, strides),
-        n => unreachable!("eager ops have 1 to 3 inputs, not {}", n - 1),
+        n => unreachable!("eager and indexing kernels have 2 to 4 operands, not {n}"),
     }
 }
 

@@ -4,6 +4,9 @@
 //! - [`elementwise`]: eager elementwise ops (unary, binary, comparisons, `where`, casts,
 //!   copies and fills) as strided kernels from the CUDA C emitter, each a fused group of one
 //!   op; compiled once per (op, dtypes, dims) and device, and kept loaded.
+//! - [`index`]: `gather`/`index_select` and `scatter`/`scatter_add` along one dim, as indexing
+//!   kernels from the same emitter (`kiln_codegen::cuda::index`), index values validated on
+//!   the device before the launch.
 //! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
@@ -13,6 +16,7 @@
 //! runtime's "no CUDA device available", named after the op and the caller's line.
 
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod reduce;
 pub(crate) mod transfer;
 

@@ -8,6 +8,7 @@
 use super::binary::{broadcast_all, check_writable, Operand};
 use crate::autograd::{self, grads, Grads, Saved};
 use crate::capture;
+use kiln_codegen::cuda::EagerOp;
 use kiln_codegen::ir::NodeKind;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
@@ -31,7 +32,7 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
         return Ok(capture::elementwise(NodeKind::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
     }
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
-        return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, dt, DType::Bool);
+        return crate::cuda::map(op.name(), EagerOp::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, dt, DType::Bool);
     }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |x: T| {
@@ -56,6 +57,9 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
     if capture::is_active() {
         return Ok(capture::elementwise(NodeKind::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
+    }
+    if crate::cuda::any_on_cuda(&[&ta, &tb]) {
+        return crate::cuda::map(op.name(), EagerOp::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool, DType::Bool);
     }
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
@@ -139,7 +143,7 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
         return Ok(capture::elementwise(NodeKind::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt));
     }
     if crate::cuda::any_on_cuda(&[cond, &tx, &ty]) {
-        return crate::cuda::map("where", kiln_codegen::cuda::EagerOp::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt, dt);
+        return crate::cuda::map("where", EagerOp::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt, dt);
     }
     let out = cond.with_cpu("where", |sc, _| {
         let c = sc.as_buf::<bool>().expect("bool");
@@ -203,6 +207,10 @@ impl Tensor {
     /// Logical not of each element's truth, as a Bool tensor.
     #[track_caller]
     pub fn logical_not(&self) -> Tensor {
+        if self.device().is_cuda() && !capture::is_active() {
+            // One kernel, `x == 0` in the input's dtype (no cast to Bool first).
+            return crate::cuda::map("logical_not", EagerOp::Not, &[(self, self.layout().clone())], self.shape(), self.dtype(), DType::Bool).or_panic();
+        }
         let t = self.to_dtype(DType::Bool);
         if capture::is_active() {
             return capture::elementwise(NodeKind::Not, &[(&t, t.layout().clone())], t.shape(), DType::Bool);
@@ -232,6 +240,31 @@ impl Tensor {
         })
     }
 
+    /// A copy with the 0-dim tensor `value` (converted to this tensor's dtype) where `mask` is
+    /// true (`x.masked_fill(mask, value_tensor)`), broadcasting as [`Tensor::masked_fill`]
+    /// does: the value stays on its device (or is a CPU scalar), so a CUDA
+    /// value needs no copy to the host. Gradients reach this tensor where the mask is false and
+    /// `value` as the sum over the filled positions (`where`'s rule).
+    #[track_caller]
+    pub fn masked_fill_tensor(&self, mask: &Tensor, value: &Tensor) -> Tensor {
+        self.try_masked_fill_tensor(mask, value).or_panic()
+    }
+
+    /// [`Tensor::masked_fill_tensor`] returning an error: a value that is not 0-dim, a mask
+    /// that is not Bool, shapes that do not broadcast, mixed devices.
+    #[track_caller]
+    pub fn try_masked_fill_tensor(&self, mask: &Tensor, value: &Tensor) -> Result<Tensor> {
+        const OP: &str = "masked_fill";
+        if value.dim() != 0 {
+            bail!(OP, Shape, "masked_fill only supports a 0-dimensional value tensor, but got tensor with {} dimension(s) (shape {:?})", value.dim(), value.shape());
+        }
+        if mask.dtype() != DType::Bool {
+            masked_fill_check(OP, self, mask)?;
+        }
+        let value = value.try_to_dtype(self.dtype())?;
+        where_recorded(mask, &Operand::Tensor(value), &Operand::Tensor(self.clone()))
+    }
+
     /// Writes `value` where `mask` (broadcast to this tensor's shape) is true, in place.
     #[track_caller]
     pub fn masked_fill_(&self, mask: &Tensor, value: impl Into<Scalar>) -> &Tensor {
@@ -241,6 +274,14 @@ impl Tensor {
         check_writable("masked_fill_", self).or_panic();
         if autograd::is_recording(&[self]) {
             autograd::inplace("masked_fill_", self, |old| Ok(old.masked_fill(mask, v))).or_panic();
+            return self;
+        }
+        if crate::cuda::any_on_cuda(&[self, mask]) {
+            // Out of place, then copied into this tensor's view (the where reads the old values
+            // first, so a mask sharing storage with this tensor is read before the write).
+            let fill = Operand::Tensor(Tensor::scalar_wrapping(v, self.dtype()));
+            let filled = select_where(mask, &fill, &Operand::Tensor(self.clone())).or_panic();
+            crate::cuda::copy_into("masked_fill_", self, &filled, filled.layout().clone()).or_panic();
             return self;
         }
         let mask = if mask.shares_storage_with(self) { mask.deep_clone() } else { mask.clone() };

@@ -101,12 +101,14 @@ fn widened_index(op: &'static str, index: &Tensor) -> Result<Tensor> {
 fn located<T>(op: &'static str, r: std::result::Result<T, BadIndex>) -> Result<T> {
     match r {
         Ok(v) => Ok(v),
-        Err(b) => Err(Error::new(
-            op,
-            ErrorKind::Index,
-            format!("index {} is out of bounds for dimension {} with size {}", b.value, b.dim, b.size),
-        )),
+        Err(b) => Err(out_of_bounds(op, b.value, b.dim, b.size)),
     }
+}
+
+/// The error of an index value outside its dim, on every device.
+#[track_caller]
+pub(crate) fn out_of_bounds(op: &'static str, value: i64, dim: usize, size: usize) -> Error {
+    Error::new(op, ErrorKind::Index, format!("index {value} is out of bounds for dimension {dim} with size {size}"))
 }
 
 /// A 0-dim tensor seen as a 1-element vector (PyTorch's scalar rule for gather and scatter).
@@ -241,6 +243,13 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
         }
         Source::Scalar(v) => Values::Scalar(v),
     };
+    if crate::cuda::any_on_cuda(&[dst, &idx]) || matches!(&values, Values::Tensor(s, _) if s.device().is_cuda()) {
+        let (src, ls) = match values {
+            Values::Tensor(s, ls) => (s, ls),
+            Values::Scalar(v) => (Tensor::scalar_wrapping(v, dst.dtype()), Layout::new(Shape::from_slice(idx.shape()), SmallVec::from_elem(0, idx.dim()), 0)),
+        };
+        return crate::cuda::index::scatter(op, &x, d, &idx, &src, &ls, accumulate);
+    }
     let written = idx.with_cpu(op, |si, li| {
         let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: li.clone(), dim: d };
         let map = IndexMap::direct(x.layout(), idx.shape(), &walk, arg).validated();
@@ -471,6 +480,10 @@ fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, val
     let x = at_least_1d(dst);
     let shape = with_len(x.shape(), d, index.numel());
     check_writable(op, dst)?;
+    if crate::cuda::any_on_cuda(&[dst, index]) {
+        let index = if index.shares_storage_with(dst) { index.deep_clone() } else { index.clone() };
+        return crate::cuda::index::fill_along(op, &x, d, &index, value);
+    }
     let map = index.with_cpu(op, |si, _| {
         let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
         IndexMap::new(x.layout(), &shape, &walk_except(x.dim(), d), &[arg], true)
@@ -544,6 +557,10 @@ impl Tensor {
         let result_shape = out_shape.clone();
         let out = crate::capture::deferred(OP, &[self, index], &result_shape, self.dtype(), move |ins| {
             let (x, index) = (at_least_1d(&ins[0]), &ins[1]);
+            if crate::cuda::any_on_cuda(&[&x, index]) {
+                let index = at_least_1d(index);
+                return crate::cuda::index::gather(OP, &x, d, &index, &vector_along(&index, &shape, d), &shape, &out_shape);
+            }
             let out = ins[0].with_cpu2(index, OP, |sx, si| {
                 let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
                 let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
@@ -555,16 +572,18 @@ impl Tensor {
             return Ok(out);
         }
         // The gradient adds each entry of `g` back at the position it was read from (repeated
-        // indices accumulate): an accumulating index_put at `[:, .., index]`.
+        // indices accumulate): a scatter_add along `d` of the index spread over `g`'s shape
+        // (a view), which every device runs.
         let (xshape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
         Ok(autograd::record(out, "IndexSelectBackward0", &[self], [Saved::of(index)], move |_, g, s| {
             if xshape.is_empty() {
                 return grads![Some(g.clone())];
             }
-            let index = s[0].reshape(&[-1]);
-            let mut indices: Vec<Option<&Tensor>> = vec![None; d];
-            indices.push(Some(&index));
-            grads![Some(zeros(&xshape, dtype, device).index_put(&indices, g, true))]
+            let mut along = vec![1i64; xshape.len()];
+            along[d] = -1;
+            let gshape: Vec<i64> = g.shape().iter().map(|&n| n as i64).collect();
+            let index = s[0].reshape(&along).expand(&gshape);
+            grads![Some(zeros(&xshape, dtype, device).scatter_add(d as i64, &index, g))]
         }))
     }
 
@@ -594,6 +613,9 @@ impl Tensor {
         }
         let out = crate::capture::deferred(OP, &[self, index], index.shape(), self.dtype(), move |ins| {
             let (x, idx) = (at_least_1d(&ins[0]), at_least_1d(&ins[1]));
+            if crate::cuda::any_on_cuda(&[&x, &idx]) {
+                return crate::cuda::index::gather(OP, &x, d, &idx, idx.layout(), idx.shape(), ins[1].shape());
+            }
             let out = ins[0].with_cpu2(&ins[1], OP, |sx, si| {
                 let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
                 let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
@@ -849,7 +871,11 @@ impl Tensor {
         if num_classes < -1 {
             bail!(OP, Value, "num_classes must be -1 or non-negative, got {num_classes}");
         }
-        let range = self.with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l))?;
+        let range = if self.device().is_cuda() {
+            crate::cuda::index::min_max(self)?
+        } else {
+            self.with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l))?
+        };
         if let Some((lo, _)) = range.filter(|&(lo, _)| lo < 0) {
             bail!(OP, Value, "class values must be non-negative, got {lo}");
         }
@@ -862,6 +888,14 @@ impl Tensor {
             bail!(OP, Value, "class values must be smaller than num_classes, got {hi} (num_classes = {classes})");
         }
         let classes = classes as usize;
+        if self.device().is_cuda() {
+            // A 1 scattered along the new last dim of zeros (the values are checked already).
+            let mut shape = self.shape().to_vec();
+            shape.push(classes);
+            let out = Tensor::zeros_opts(&shape, DType::I64, self.device());
+            out.try_scatter_value_(-1, &self.unsqueeze(-1), 1i64)?;
+            return Ok(out);
+        }
         let buf = self.with_cpu(OP, |s, l| kernels::one_hot(s.as_buf::<i64>().expect("dtype checked"), l, classes))?;
         let mut shape = Shape::from_slice(self.shape());
         shape.push(classes);

@@ -38,5 +38,6 @@ mod unary;
 pub use binary::Operand;
 pub(crate) use binary::binary;
 pub(crate) use compare::{compare, logical};
+pub(crate) use index::out_of_bounds;
 pub(crate) use unary::unary;
 pub(crate) use binary::{can_cast, check_scalar_fits};

@@ -293,10 +293,8 @@ impl GradShapes {
     /// equal to their result `out` (among the NaNs when the result is NaN), zero elsewhere.
     fn evenly_distribute(&self, x: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
         let out = self.keep(out);
-        // eq and both-NaN exclude each other: their sum is the "or", as 0/1 of x's dtype
-        // (comparisons and arithmetic only, which every device runs).
-        let dt = x.dtype();
-        let hit = x.eq(&out).to_dtype(dt) + x.ne(x).to_dtype(dt) * out.ne(&out).to_dtype(dt);
+        let both_nan = x.ne(x).logical_and(&out.ne(&out));
+        let hit = x.eq(&out).logical_or(&both_nan).to_dtype(x.dtype());
         let ties = hit.sum_dim(self.dims.clone(), true);
         self.keep(g) / ties * hit
     }

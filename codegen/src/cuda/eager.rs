@@ -5,7 +5,7 @@
 use super::strided::{emit_strided, StridedKernel};
 use crate::expr::Expr;
 use kiln_runtime::cuda::CudaError;
-use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 use kiln_runtime::DType;
 
 /// An eager elementwise op on CUDA tensors.
@@ -17,6 +17,11 @@ pub enum EagerOp {
     Binary(BinaryOp),
     /// `op(a, b)`: two inputs of the operand dtype, a Bool output.
     Cmp(CmpOp),
+    /// `op(a, b)` on the operands' truth (non-zero is true, NaN too): two inputs of the
+    /// operand dtype, a Bool output.
+    Logical(LogicalOp),
+    /// Logical not (`x == 0`): one input of the operand dtype, a Bool output.
+    Not,
     /// `where(cond, a, b)`: a Bool condition and two inputs of the operand dtype.
     Where,
     /// A strided copy converting the operand dtype to the output dtype (casts, `contiguous`,
@@ -32,6 +37,8 @@ impl EagerOp {
             EagerOp::Unary(op) => Expr::Unary(op, x(0)),
             EagerOp::Binary(op) => Expr::Binary(op, x(0), x(1)),
             EagerOp::Cmp(op) => Expr::Cmp(op, x(0), x(1)),
+            EagerOp::Logical(op) => logical(op),
+            EagerOp::Not => Expr::Cmp(CmpOp::Eq, x(0), Box::new(Expr::Const(0.0))),
             EagerOp::Where => Expr::Where(x(0), x(1), x(2)),
             EagerOp::Copy => Expr::Input(0),
         }
@@ -40,10 +47,23 @@ impl EagerOp {
     /// The dtypes of the inputs for an operand dtype.
     pub fn inputs(self, dtype: DType) -> Vec<DType> {
         match self {
-            EagerOp::Unary(_) | EagerOp::Copy => vec![dtype],
-            EagerOp::Binary(_) | EagerOp::Cmp(_) => vec![dtype, dtype],
+            EagerOp::Unary(_) | EagerOp::Not | EagerOp::Copy => vec![dtype],
+            EagerOp::Binary(_) | EagerOp::Cmp(_) | EagerOp::Logical(_) => vec![dtype, dtype],
             EagerOp::Where => vec![DType::Bool, dtype, dtype],
         }
+    }
+}
+
+/// `op` of inputs 0 and 1 on their truth, with comparisons and `where` only, so it computes in
+/// any compute type (a NaN is true: `NaN != 0`, and `where` tests `cond != 0`).
+fn logical(op: LogicalOp) -> Expr {
+    let x = |i| Box::new(Expr::Input(i));
+    let c = |v| Box::new(Expr::Const(v));
+    let truth = |i| Box::new(Expr::Cmp(CmpOp::Ne, x(i), c(0.0)));
+    match op {
+        LogicalOp::And => Expr::Where(x(0), truth(1), c(0.0)),
+        LogicalOp::Or => Expr::Where(x(0), c(1.0), truth(1)),
+        LogicalOp::Xor => Expr::Cmp(CmpOp::Ne, truth(0), truth(1)),
     }
 }
 
@@ -55,7 +75,9 @@ pub fn eager_kernel(op: EagerOp, dtype: DType, out: DType, ndim: usize) -> Resul
 
 /// Every (op, operand dtype, output dtype) the tensor layer can ask for: float ops on float
 /// dtypes, integer ops (those that keep integer dtypes) on integer and bool dtypes,
-/// comparisons and `where` on every dtype, copies between every pair of dtypes.
+/// comparisons, logical not and `where` on every dtype, the logical ops of two operands on Bool
+/// (the op layer converts their operands to Bool first, as on the CPU), copies between every
+/// pair of dtypes.
 pub fn eager_ops() -> Vec<(EagerOp, DType, DType)> {
     let mut v = Vec::new();
     for d in DType::ALL {
@@ -70,6 +92,10 @@ pub fn eager_ops() -> Vec<(EagerOp, DType, DType)> {
             }
         }
         v.extend(CmpOp::ALL.iter().map(|&op| (EagerOp::Cmp(op), d, DType::Bool)));
+        if d == DType::Bool {
+            v.extend(LogicalOp::ALL.iter().map(|&op| (EagerOp::Logical(op), d, DType::Bool)));
+        }
+        v.push((EagerOp::Not, d, DType::Bool));
         v.push((EagerOp::Where, d, d));
         v.extend(DType::ALL.iter().map(|&out| (EagerOp::Copy, d, out)));
     }

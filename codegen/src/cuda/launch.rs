@@ -88,6 +88,31 @@ impl StridedOperand<'_> {
         }
         self.offset + shape.iter().zip(self.strides).map(|(&n, &s)| (n - 1) * s).sum::<usize>() + 1
     }
+
+    /// An error message unless operand `j`, of `dtype` in `buf`, has one stride per dim of
+    /// `shape` and stays inside the buffer over `shape`.
+    pub(super) fn check(&self, j: usize, dtype: DType, buf: &CudaBuffer, shape: &[usize]) -> Result<(), String> {
+        if self.strides.len() != shape.len() {
+            return Err(format!("operand {j} has {} strides for {} dim(s)", self.strides.len(), shape.len()));
+        }
+        let (end, held) = (self.end(shape), buf.len_bytes() / dtype.size_in_bytes());
+        if end > held {
+            return Err(format!("operand {j} reaches element {} of a buffer of {held} {dtype} elements", end - 1));
+        }
+        Ok(())
+    }
+}
+
+/// The argument words of an index space (see `strided::index_space_params`): the element
+/// count, the sizes, then each view's offset and strides.
+pub(super) fn index_space_words(shape: &[usize], views: &[&StridedOperand<'_>]) -> Vec<u64> {
+    let mut words: Vec<u64> = vec![kiln_runtime::layout::numel(shape) as u64];
+    words.extend(shape.iter().map(|&s| s as u64));
+    for v in views {
+        words.push(v.offset as u64);
+        words.extend(v.strides.iter().map(|&s| s as u64));
+    }
+    words
 }
 
 /// A [`StridedKernel`] compiled for, and loaded on, one device.
@@ -131,12 +156,8 @@ impl LoadedStrided {
         let dtypes = self.inputs.iter().chain([&self.out]);
         let views = inputs.iter().map(|(b, v)| (&**b, v)).chain([(&*out, &out_view)]);
         for (j, (&d, (b, v))) in dtypes.zip(views).enumerate() {
-            if v.strides.len() != self.ndim {
-                return bad(format!("operand {j} has {} strides for {} dim(s)", v.strides.len(), self.ndim));
-            }
-            let (end, held) = (v.end(shape), b.len_bytes() / d.size_in_bytes());
-            if end > held {
-                return bad(format!("operand {j} reaches element {} of a buffer of {held} {d} elements", end - 1));
+            if let Err(m) = v.check(j, d, b, shape) {
+                return bad(m);
             }
         }
         let n = kiln_runtime::layout::numel(shape);
@@ -144,12 +165,8 @@ impl LoadedStrided {
             return Ok(());
         }
         let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
-        let mut words: Vec<u64> = vec![n as u64];
-        words.extend(shape.iter().map(|&s| s as u64));
-        for v in inputs.iter().map(|(_, v)| v).chain([&out_view]) {
-            words.push(v.offset as u64);
-            words.extend(v.strides.iter().map(|&s| s as u64));
-        }
+        let views: Vec<&StridedOperand<'_>> = inputs.iter().map(|(_, v)| v).chain([&out_view]).collect();
+        let words = index_space_words(shape, &views);
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
         args.push(KernelArg::Out(out));
         args.extend(words.into_iter().map(KernelArg::U64));

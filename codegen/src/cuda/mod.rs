@@ -5,6 +5,9 @@
 //! - [`strided`]: [`emit_strided`], a kernel over strided operands of any dtypes (shapes and
 //!   strides as arguments): the eager CUDA ops.
 //! - [`eager`]: the kernel of each eager CUDA op ([`eager_kernel`]) and the list of them all.
+//! - [`index`]: [`emit_index`], gather/index_select, scatter and scatter_add along one dim
+//!   over strided operands (the index adds `k · stride` to the target's offset).
+//! - [`index_launch`]: checked launches of those ([`LoadedIndex`]).
 //! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
 //!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
 //! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
@@ -15,6 +18,8 @@
 
 pub mod eager;
 pub mod emit;
+pub mod index;
+pub mod index_launch;
 pub mod launch;
 pub mod ops;
 pub mod reduce;
@@ -22,6 +27,8 @@ pub mod reduce_launch;
 pub mod strided;
 
 pub use eager::{eager_kernel, eager_ops, every_eager_kernel, EagerOp};
+pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
+pub use index_launch::{IndexedDim, LoadedIndex};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};

@@ -155,18 +155,38 @@ pub fn emit_strided(expr: &Expr, inputs: &[DType], compute: DType, out: DType, n
 
     let k = inputs.len();
     let operands: Vec<String> = (0..k).map(|j| format!("p{j}")).chain(["po".to_string()]).collect();
+    let operands: Vec<&str> = operands.iter().map(String::as_str).collect();
     let mut sig: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
     sig.push(format!("{}* __restrict__ out", storage_type(out)));
-    sig.push("unsigned long long n".into());
+    sig.extend(index_space_params(&operands, ndim));
+    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    open_index_loop(&mut src, &operands, ndim);
+    let _ = writeln!(src, "        out[po] = {value};\n    }}\n}}");
+
+    let name = format!("kiln_sew_{}_{:016x}", dtype_tag(out), fnv1a(src.as_bytes()));
+    let source = src.replace("KILN_NAME", &name);
+    Ok(StridedKernel { name, source, inputs: inputs.to_vec(), out, ndim })
+}
+
+/// The parameters of a strided index space over `ndim` dims: `n` (the element count), each
+/// dim's size, then for each operand `p` its element offset `p_off` and strides `p_st0 …`.
+pub(super) fn index_space_params(operands: &[&str], ndim: usize) -> Vec<String> {
+    let mut sig = vec!["unsigned long long n".to_string()];
     sig.extend((0..ndim).map(|m| format!("unsigned long long size{m}")));
-    for p in &operands {
+    for p in operands {
         sig.push(format!("unsigned long long {p}_off"));
         sig.extend((0..ndim).map(|m| format!("unsigned long long {p}_st{m}")));
     }
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    sig
+}
+
+/// Opens the grid-stride loop over the index space of [`index_space_params`]: inside it, `i`
+/// is the linear index and each operand's name holds its element's offset. The caller writes
+/// the body and closes the loop and the function (`    }\n}\n`).
+pub(super) fn open_index_loop(src: &mut String, operands: &[&str], ndim: usize) {
     src.push_str("    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;\n");
     src.push_str("    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n");
-    for p in &operands {
+    for p in operands {
         let _ = writeln!(src, "        unsigned long long {p} = {p}_off;");
     }
     if ndim > 0 {
@@ -179,14 +199,9 @@ pub fn emit_strided(expr: &Expr, inputs: &[DType], compute: DType, out: DType, n
         } else {
             let _ = writeln!(src, "        {{\n            const unsigned long long c = r % size{m};\n            r /= size{m};");
         }
-        for p in &operands {
+        for p in operands {
             let _ = writeln!(src, "            {p} += c * {p}_st{m};");
         }
         src.push_str("        }\n");
     }
-    let _ = writeln!(src, "        out[po] = {value};\n    }}\n}}");
-
-    let name = format!("kiln_sew_{}_{:016x}", dtype_tag(out), fnv1a(src.as_bytes()));
-    let source = src.replace("KILN_NAME", &name);
-    Ok(StridedKernel { name, source, inputs: inputs.to_vec(), out, ndim })
 }

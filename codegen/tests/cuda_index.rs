@@ -1,0 +1,90 @@
+//! The CUDA indexing emitter (gather/index_select, scatter, scatter_add along one dim): its
+//! text and errors (always), and NVRTC compiling every (kind, dtype) kernel for 0, 1 and 3 dims
+//! to CUBIN for sm_80 and sm_90 (skipping with a printed line when NVRTC is absent).
+
+use kiln_codegen::cuda::{emit_index, index_ops, IndexKind, MAX_DIMS};
+use kiln_runtime::cuda::{self, CudaErrorKind};
+use kiln_runtime::DType;
+
+#[test]
+fn the_index_adds_its_stride_to_the_target() {
+    let k = emit_index(IndexKind::Gather, DType::F32, 2).unwrap();
+    let s = &k.source;
+    assert!(k.name.starts_with("kiln_idx_gather_f32_"), "{}", k.name);
+    assert!(
+        s.contains("const float* __restrict__ t, const long long* __restrict__ idx, float* __restrict__ v, unsigned long long n, unsigned long long size0, unsigned long long size1, unsigned long long pt_off, unsigned long long pt_st0, unsigned long long pt_st1, unsigned long long pi_off,"),
+        "{s}"
+    );
+    assert!(s.contains("unsigned long long pv_st1, unsigned long long dim_size, unsigned long long dim_stride)"), "{s}");
+    assert!(s.contains("const long long k = idx[pi];") && s.contains("const unsigned long long at = pt + (unsigned long long)k * dim_stride;"), "{s}");
+    // Out-of-range values never reach memory: a gather writes 0 there.
+    assert!(s.contains("if (k < 0LL || (unsigned long long)k >= dim_size) { v[pv] = (float)0; continue; }"), "{s}");
+    assert!(s.contains("v[pv] = t[at];"), "{s}");
+    // Another shape, view or indexed dim is the same kernel.
+    assert_eq!(k, emit_index(IndexKind::Gather, DType::F32, 2).unwrap());
+    assert_ne!(k.name, emit_index(IndexKind::Gather, DType::F32, 1).unwrap().name);
+}
+
+#[test]
+fn scatters_write_the_target_and_skip_bad_indices() {
+    let k = emit_index(IndexKind::Scatter, DType::I32, 1).unwrap();
+    let s = &k.source;
+    assert!(s.contains("int* __restrict__ t, const long long* __restrict__ idx, const int* __restrict__ v,"), "{s}");
+    assert!(s.contains("(unsigned long long)k >= dim_size) { continue; }") && s.contains("t[at] = v[pv];"), "{s}");
+}
+
+#[test]
+fn scatter_add_is_atomic_in_every_dtype() {
+    let src = |d| emit_index(IndexKind::ScatterAdd, d, 1).unwrap().source;
+    assert!(src(DType::F32).contains("atomicAdd(&t[at], v[pv]);"));
+    assert!(src(DType::F64).contains("atomicAdd(&t[at], v[pv]);"));
+    assert!(src(DType::I32).contains("atomicAdd(&t[at], v[pv]);"));
+    assert!(src(DType::I64).contains("atomicAdd((unsigned long long*)&t[at], (unsigned long long)v[pv]);"));
+    // No `__restrict__` on a target the word-wide CAS of a neighbour may touch.
+    assert!(src(DType::F32).contains("(float* t, const long long* __restrict__ idx"));
+    let h = src(DType::F16);
+    assert!(h.contains("kiln_atomic_add(&t[at], v[pv]);") && h.contains("atomicCAS(w, seen, (seen & ~(0xffffu << shift)) | (s << shift))"), "{h}");
+    assert!(h.contains("kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b))"), "one rounding, as the CPU: {h}");
+    assert!(src(DType::BF16).contains("kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b))"));
+    let u = src(DType::U8);
+    assert!(u.contains("(unsigned char)(a + b)") && u.contains("0xffu << shift"), "wrapping byte add: {u}");
+    assert!(src(DType::Bool).contains("(unsigned char)((a | b) != 0)"), "bool adds as or");
+}
+
+#[test]
+fn too_many_dims_is_an_error() {
+    let e = emit_index(IndexKind::Gather, DType::F32, MAX_DIMS + 1).unwrap_err();
+    assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
+    assert!(e.message.contains("indexing kernels index at most 8"), "{e}");
+    assert!(emit_index(IndexKind::ScatterAdd, DType::Bool, MAX_DIMS).is_ok());
+}
+
+#[test]
+fn the_index_op_set_covers_every_kind_and_dtype() {
+    let ops = index_ops();
+    assert_eq!(ops.len(), 3 * 8);
+    assert!(ops.contains(&(IndexKind::ScatterAdd, DType::BF16)) && ops.contains(&(IndexKind::Gather, DType::Bool)));
+}
+
+#[test]
+fn every_index_kernel_compiles_to_cubin_for_sm80_and_sm90() {
+    if !cuda::nvrtc_available() {
+        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
+    }
+    // Zero dims: one element (every dim collapsed away); one: contiguous; three: strided views.
+    let kernels: Vec<_> = [0, 1, 3].into_iter().flat_map(|nd| index_ops().into_iter().map(move |(k, d)| emit_index(k, d, nd).unwrap())).collect();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for chunk in kernels.chunks(kernels.len().div_ceil(threads)) {
+            s.spawn(move || {
+                for k in chunk {
+                    for arch in [80, 90] {
+                        let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
+                        assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
+                    }
+                }
+            });
+        }
+    });
+    println!("{} indexing kernels compiled to CUBIN", kernels.len() * 2);
+}

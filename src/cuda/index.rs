@@ -1,0 +1,177 @@
+//! Indexing along one dim on CUDA tensors (`gather`, `index_select`, `scatter`,
+//! `scatter_add`, `index_fill`) as kernels from the CUDA C emitter (`kiln_codegen::cuda::index`).
+//!
+//! The op layer (`ops::index`) keeps its checks (dtypes, dims, shapes) and hands over the
+//! *iteration shape* with iteration-shaped layouts: the target (the gathered input or the
+//! scatter's destination, stride 0 along the indexed dim), the index and the values. Before
+//! any launch the index values are validated on the device with two generated reductions
+//! (`min`, `max`, each value read back); when one is out of range the index is copied to the
+//! host to name the first bad value in row-major order, as the CPU's error does, and nothing
+//! is launched. The kernels check each value again, so no index reaches outside the target.
+
+use super::elementwise::{collapse_all, common_device};
+use super::{LoadedKernels, OrOp};
+use crate::error::{bail, Result};
+use crate::ops::out_of_bounds;
+use crate::tensor::Tensor;
+use kiln_codegen::cuda::{emit_index, IndexKind, IndexedDim, LoadedIndex, StridedOperand};
+use kiln_runtime::cuda::CudaStorage;
+use kiln_runtime::{DType, Device, Layout, Storage};
+use std::sync::Arc;
+
+/// The kernel of `kind` for `dtype` over `ndim` dims on `cuda:ordinal`: emitted, compiled and
+/// loaded once per process.
+#[track_caller]
+fn loaded(name: &'static str, kind: IndexKind, dtype: DType, ndim: usize, ordinal: usize) -> Result<Arc<LoadedIndex>> {
+    static LOADED: LoadedKernels<(IndexKind, DType, usize, usize), LoadedIndex> = LoadedKernels::new();
+    let key = (kind, dtype, ndim, ordinal);
+    if let Some(k) = LOADED.get(&key) {
+        return Ok(k);
+    }
+    let kernel = emit_index(kind, dtype, ndim).or_op(name)?;
+    Ok(LOADED.insert(key, LoadedIndex::load(&kernel, ordinal).or_op(name)?))
+}
+
+/// The smallest and largest value of the CUDA int64 tensor `t` (two reduction kernels, each
+/// value read back), or `None` when `t` is empty.
+#[track_caller]
+pub(crate) fn min_max(t: &Tensor) -> Result<Option<(i64, i64)>> {
+    if t.numel() == 0 {
+        return Ok(None);
+    }
+    Ok(Some((t.try_min()?.try_item::<i64>()?, t.try_max()?.try_item::<i64>()?)))
+}
+
+/// An error unless every value of the CUDA int64 tensor `index` lies in `0..size` (in
+/// `-size..size` when `allow_negative`), naming the first bad one in row-major order. Nothing
+/// to check when `index` is empty.
+#[track_caller]
+fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize, allow_negative: bool) -> Result<()> {
+    let n = size as i64;
+    let first = if allow_negative { -n } else { 0 };
+    let ok = |v: i64| v >= first && v < n;
+    match min_max(index)? {
+        Some((lo, hi)) if !(ok(lo) && ok(hi)) => {
+            let bad = index.to_vec::<i64>().into_iter().find(|&v| !ok(v));
+            Err(out_of_bounds(op, bad.expect("min/max saw a bad value"), dim, size))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The ordinal of the CUDA device all of `tensors` are on (0-dim CPU tensors excepted: none
+/// here), or an error naming the op and both devices.
+#[track_caller]
+fn device_of(op: &'static str, tensors: &[&Tensor]) -> Result<usize> {
+    let devices: Vec<(Device, bool)> = tensors.iter().map(|t| (t.device(), false)).collect();
+    common_device(op, &devices)
+}
+
+/// The index space of an op along dim `d`: the iteration shape and the target's
+/// iteration-shaped layout (`x`'s strides on the other dims, 0 along `d`), the indexed dim,
+/// and the three operands' strides collapsed together.
+struct Space {
+    shape: Vec<usize>,
+    strides: Vec<Vec<usize>>,
+    dim: IndexedDim,
+}
+
+impl Space {
+    /// `x` (at least 1-dim) indexed along `d`, walked over `shape` by layouts `index` and
+    /// `values`.
+    fn new(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout) -> Space {
+        let mut target: Vec<usize> = x.strides().to_vec();
+        target[d] = 0;
+        let (shape, strides) = collapse_all(shape, &[&target, index.strides(), values.strides()]);
+        Space { shape, strides, dim: IndexedDim { size: x.shape()[d], stride: x.strides()[d] } }
+    }
+
+    /// Operand `j`'s view at element offset `offset`.
+    fn view(&self, j: usize, offset: usize) -> StridedOperand<'_> {
+        StridedOperand { offset, strides: &self.strides[j] }
+    }
+}
+
+/// `out[p] = x[.., index[p], ..]` along dim `d` of the CUDA tensor `x` (at least 1-dim) for
+/// each position `p` of `shape`, the index read through `li` (iteration-shaped): a new
+/// contiguous tensor of `out_shape` (the same element count as `shape`).
+#[track_caller]
+pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li: &Layout, shape: &[usize], out_shape: &[usize]) -> Result<Tensor> {
+    let ordinal = device_of(op, &[x, index])?;
+    check_range(op, index, d, x.shape()[d], false)?;
+    let lo = Layout::contiguous(shape);
+    let space = Space::new(x.layout(), d, shape, li, &lo);
+    let mut out = CudaStorage::uninit(op, ordinal, x.dtype(), lo.numel()).or_op(op)?;
+    let kernel = loaded(op, IndexKind::Gather, x.dtype(), space.shape.len(), ordinal)?;
+    {
+        let operands = [x.clone(), index.clone()];
+        let (guards, at) = Tensor::read_storages(&operands);
+        let (Storage::Cuda(sx), Storage::Cuda(si)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
+        let t = (sx.buffer(), space.view(0, x.layout().offset()));
+        let i = (si.buffer(), space.view(1, li.offset()));
+        kernel.gather(t, i, (out.buffer_mut(), space.view(2, 0)), &space.shape, space.dim).or_op(op)?;
+    }
+    Ok(Tensor::from_storage(Storage::Cuda(out), out_shape))
+}
+
+/// `dst[.., index[p], ..] = src[p]` (or `+=` when `accumulate`) along dim `d` of the CUDA
+/// tensor `dst` (at least 1-dim, not sharing storage with `index` or `src`) for each position
+/// `p` of the index's shape, `src` read through `ls` (index-shaped). Validates every index
+/// value first: nothing is written when one is out of range. `src` is a tensor on `dst`'s
+/// device, or 0-dim (a scalar source, broadcast by `ls`; it may be on the CPU). Under
+/// `use_deterministic_algorithms(true)` a scatter whose result may depend on scheduling (a
+/// `scatter_add`, or a scatter of a non-0-dim source, whose repeated positions keep any one
+/// of their values) is refused.
+#[track_caller]
+pub(crate) fn scatter(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, src: &Tensor, ls: &Layout, accumulate: bool) -> Result<()> {
+    // A 0-dim source (a scalar) may come from the host; the rest must be on one CUDA device.
+    let ordinal = common_device(op, &[(dst.device(), false), (index.device(), false), (src.device(), src.dim() == 0)])?;
+    if crate::are_deterministic_algorithms_enabled() && (accumulate || src.dim() > 0) {
+        let what = if accumulate { "adds into repeated positions in a scheduling-dependent order" } else { "keeps any one of the values written at a repeated position" };
+        bail!(op, Unsupported, "{op} on CUDA {what}, and use_deterministic_algorithms(true) is set (index shape {:?}, self shape {:?}); run it on the CPU or turn the mode off", index.shape(), dst.shape());
+    }
+    let src = if src.device().is_cpu() { super::to_device(op, src, Device::Cuda(ordinal))? } else { src.clone() };
+    check_range(op, index, d, dst.shape()[d], false)?;
+    launch_scatter(op, dst, d, (index, index.layout(), index.shape()), (&src, ls), accumulate, ordinal)
+}
+
+/// `dst[.., index[k], ..] = value` along dim `d` of the CUDA tensor `dst` (at least 1-dim) for
+/// every entry of the int64 vector `index` (0- or 1-dim, on `dst`'s device; negative entries
+/// count from the end), in place. Validates every entry first: nothing is written when one is
+/// out of range. A plain scatter of one value: deterministic whatever the index holds.
+#[track_caller]
+pub(crate) fn fill_along(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, value: crate::scalar::Scalar) -> Result<()> {
+    let ordinal = device_of(op, &[dst, index])?;
+    let size = dst.shape()[d];
+    let mut shape = dst.shape().to_vec();
+    shape[d] = index.numel();
+    if kiln_runtime::layout::numel(&shape) == 0 {
+        return Ok(()); // nothing visited, nothing checked (as on the CPU)
+    }
+    check_range(op, index, d, size, true)?;
+    // In -size..size now: the divisor-signed remainder counts negative entries from the end.
+    let wrapped = index.try_remainder(size as i64)?;
+    let mut strides = vec![0; shape.len()];
+    strides[d] = usize::from(wrapped.dim() == 1);
+    let li = Layout::new(shape.as_slice().into(), strides.into(), 0);
+    let fill = super::to_device(op, &Tensor::scalar_wrapping(value, dst.dtype()), Device::Cuda(ordinal))?;
+    let ls = Layout::new(shape.as_slice().into(), vec![0; shape.len()].into(), 0);
+    launch_scatter(op, dst, d, (&wrapped, &li, &shape), (&fill, &ls), false, ordinal)
+}
+
+/// Launches the scatter of `src` (through its layout `ls`) into `dst` along `d` at the
+/// positions of `index` (with its iteration-shaped layout and the iteration shape), all on
+/// `cuda:ordinal` and the index values already validated.
+#[track_caller]
+fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): (&Tensor, &Layout, &[usize]), (src, ls): (&Tensor, &Layout), accumulate: bool, ordinal: usize) -> Result<()> {
+    let space = Space::new(dst.layout(), d, shape, li, ls);
+    let kind = if accumulate { IndexKind::ScatterAdd } else { IndexKind::Scatter };
+    let kernel = loaded(op, kind, dst.dtype(), space.shape.len(), ordinal)?;
+    let operands = [index.clone(), src.clone()];
+    let (guards, at) = Tensor::read_storages(&operands);
+    let (Storage::Cuda(si), Storage::Cuda(ss)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
+    let mut w = dst.write_storage();
+    let Storage::Cuda(sd) = &mut *w else { unreachable!("devices were checked") };
+    let t = (sd.buffer_mut(), space.view(0, dst.layout().offset()));
+    kernel.scatter(t, (si.buffer(), space.view(1, li.offset())), (ss.buffer(), space.view(2, ls.offset())), &space.shape, space.dim).or_op(op)
+}
