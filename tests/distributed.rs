@@ -72,26 +72,26 @@ fn collectives_give_known_results_on_every_dtype() {
     assert!(job.stdout.contains("rank 0: collectives ok") && job.stdout.contains("rank 1: collectives ok"));
 }
 
-#[test]
-fn ddp_ranks_stay_bit_identical_and_match_one_process() {
-    let Some(job) = run("train", Duration::from_secs(120)) else { return };
-    assert!(job.ok, "the training job failed");
+/// Runs a training `mode` and checks that each rank finished and reported its 6 steps with
+/// bit-identical parameters across ranks (and within tolerance of one process).
+fn check_training(mode: &str) {
+    let Some(job) = run(mode, Duration::from_secs(120)) else { return };
+    assert!(job.ok, "the {mode} job failed:\n{}\n{}", job.stdout, job.stderr);
     for rank in 0..2 {
-        assert!(job.stdout.contains(&format!("rank {rank}: train ok")));
+        assert!(job.stdout.contains(&format!("rank {rank}: {mode} ok")));
         let steps = job.stdout.lines().filter(|l| l.starts_with(&format!("rank {rank}: step")) && l.contains("bit-identical across ranks")).count();
         assert_eq!(steps, 6, "rank {rank} reported {steps} checked steps");
     }
 }
 
 #[test]
+fn ddp_ranks_stay_bit_identical_and_match_one_process() {
+    check_training("train");
+}
+
+#[test]
 fn compiled_ddp_steps_match_one_process() {
-    let Some(job) = run("train-compiled", Duration::from_secs(120)) else { return };
-    assert!(job.ok, "the compiled training job failed:\n{}\n{}", job.stdout, job.stderr);
-    for rank in 0..2 {
-        assert!(job.stdout.contains(&format!("rank {rank}: train-compiled ok")));
-        let steps = job.stdout.lines().filter(|l| l.starts_with(&format!("rank {rank}: step")) && l.contains("bit-identical across ranks")).count();
-        assert_eq!(steps, 6, "rank {rank} reported {steps} checked steps");
-    }
+    check_training("train-compiled");
 }
 
 #[test]

@@ -168,9 +168,20 @@ fn compare(ddp: &[Tensor], reference: &[Tensor]) -> Result<(f32, bool), String> 
     Ok((worst, bits(&outs[0]) == bits(&outs[1])))
 }
 
-/// Rank 1 starts from other weights (DDP must broadcast rank 0's); a reference model on one
-/// process starts from the same weights as the DDP replica.
-fn ddp_and_reference(rank: usize) -> Result<(DistributedDataParallel<Mlp>, Mlp), String> {
+/// Per-rank batch rows.
+const B: usize = 8;
+
+/// A DDP replica and a reference model on one process that starts from the same weights, each
+/// with SGD-momentum.
+struct Training {
+    ddp: DistributedDataParallel<Mlp>,
+    opt: optim::Sgd,
+    reference: Mlp,
+    ref_opt: optim::Sgd,
+}
+
+/// Rank 1 starts from other weights: DDP must broadcast rank 0's.
+fn training(rank: usize) -> Result<Training, String> {
     kiln::manual_seed(rank as u64);
     let opts = DdpOptions { bucket_cap_mb: 1e-3, ..Default::default() }; // ~1 KiB buckets
     let ddp = DistributedDataParallel::new(Mlp::new(), opts).map_err(|e| e.to_string())?;
@@ -178,11 +189,13 @@ fn ddp_and_reference(rank: usize) -> Result<(DistributedDataParallel<Mlp>, Mlp),
     ensure(ddp.named_parameters()[0].0 == "module.fc1.weight", || format!("names: {}", ddp.named_parameters()[0].0))?;
     let mut reference = Mlp::new();
     reference.load_state_dict(&ddp.module().state_dict()).map_err(|e| e.to_string())?;
-    Ok((ddp, reference))
+    let sgd = |params| optim::Sgd::new(params, optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    Ok(Training { opt: sgd(ddp.parameters()), ref_opt: sgd(reference.parameters()), ddp, reference })
 }
 
-fn sgd(params: Vec<Tensor>) -> optim::Sgd {
-    optim::Sgd::new(params, optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })
+/// Rank `rank`'s rows of a global batch.
+fn shard(t: &Tensor, rank: usize) -> Tensor {
+    t.narrow(0, (rank * B) as i64, B)
 }
 
 /// One eager step of the reference model on the whole batch, then the comparison with DDP.
@@ -199,25 +212,21 @@ fn check_step(rank: usize, step: usize, ddp: &DistributedDataParallel<Mlp>, refe
 }
 
 fn train(rank: usize) -> Result<(), String> {
-    const B: usize = 8;
-    let (ddp, reference) = ddp_and_reference(rank)?;
-    let mut opt = sgd(ddp.parameters());
-    let mut ref_opt = sgd(reference.parameters());
-    let shard = |x: &Tensor| x.narrow(0, (rank * B) as i64, B);
+    let Training { ddp, mut opt, reference, mut ref_opt } = training(rank)?;
     for step in 0..6 {
         let (x, y) = batch(step, B);
+        let (xs, ys) = (shard(&x, rank), shard(&y, rank));
         opt.zero_grad();
         if step % 3 == 2 {
             // Gradient accumulation: two half-batches, the first under no_sync.
             let h = B / 2;
-            let (xs, ys) = (shard(&x), shard(&y));
             {
                 let _guard = ddp.no_sync();
                 F::mse_loss(&ddp.forward(&xs.narrow(0, 0, h)), &ys.narrow(0, 0, h)).mul(0.5).backward();
             }
             F::mse_loss(&ddp.forward(&xs.narrow(0, h as i64, h)), &ys.narrow(0, h as i64, h)).mul(0.5).backward();
         } else {
-            F::mse_loss(&ddp.forward(&shard(&x)), &shard(&y)).backward();
+            F::mse_loss(&ddp.forward(&xs), &ys).backward();
         }
         opt.step();
         check_step(rank, step, &ddp, &reference, &mut ref_opt, (&x, &y))?;
@@ -228,10 +237,7 @@ fn train(rank: usize) -> Result<(), String> {
 /// DDP steps through `kiln::compile`: the gradients are averaged right after backward, at one
 /// graph break per call, and the replicas stay equal to each other and to one process.
 fn train_compiled(rank: usize) -> Result<(), String> {
-    const B: usize = 8;
-    let (ddp, reference) = ddp_and_reference(rank)?;
-    let mut opt = sgd(ddp.parameters());
-    let mut ref_opt = sgd(reference.parameters());
+    let Training { ddp, mut opt, reference, mut ref_opt } = training(rank)?;
     let mut step_fn = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();
         let loss = F::mse_loss(&ddp.forward(x), y);
@@ -241,8 +247,7 @@ fn train_compiled(rank: usize) -> Result<(), String> {
     });
     for step in 0..6 {
         let (x, y) = batch(step, B);
-        let shard = |t: &Tensor| t.narrow(0, (rank * B) as i64, B);
-        step_fn.call((&shard(&x), &shard(&y)));
+        step_fn.call((&shard(&x, rank), &shard(&y, rank)));
         let breaks = step_fn.stats().graph_breaks;
         ensure(breaks == 1, || format!("step {step}: {breaks} graph breaks (one expected: the all-reduce after backward)"))?;
         check_step(rank, step, &ddp, &reference, &mut ref_opt, (&x, &y))?;
