@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 mod common;
-use common::{memcpy_secs, time, time_interleaved, GemmProducts};
+use common::{time, time_against_memcpy, time_interleaved, GemmProducts};
 #[path = "../tests/common/blitz_net.rs"]
 mod blitz_net;
 #[path = "common/mlp.rs"]
@@ -28,8 +28,6 @@ fn row(case: &str, eager: f64, compiled: f64, baseline: &str, ratio: String, tar
     println!("| {case} | {:.2} ms | {:.2} ms | {:.2}× | {baseline} | {ratio} | {target} |", eager * 1e3, compiled * 1e3, eager / compiled);
 }
 
-/// Seconds per SGD-momentum training step of `net`, eager and compiled, and the compiled
-/// step's first (cold) call.
 /// Seconds of one training step of `net` on `(x, y)`, eager and compiled, the first two
 /// compiled calls together (cold), and the step's matrix `products` through gemm; the eager,
 /// compiled and gemm timings alternate round by round so that machine noise falls on all three.
@@ -91,13 +89,12 @@ fn gelu() {
     let n = 4096;
     let (x, a, b) = (Tensor::randn(&[n, n]), Tensor::randn(&[n, n]), Tensor::randn(&[n]));
     let mut gelu = kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b));
-    let compiled = time(7, || {
+    let (compiled, copy16) = time_against_memcpy(9, 2 * n * n, || {
         black_box(gelu.call((&x, &a, &b)));
     });
     let eager = time(5, || {
         black_box(gelu_chain(&x, &a, &b));
     });
-    let copy16 = memcpy_secs(2 * n * n);
     row("`gelu_tanh(x*a+b)` [4096²] f32, primitive ops", eager, compiled, &format!("memcpy 16 B/elem {:.2} ms", copy16 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy16 / compiled), "≥ 3× eager, ≥ 80%");
 }
 
@@ -109,9 +106,8 @@ fn adam() {
     let mut opt = Adam::new(vec![p.clone()], AdamConfig::default());
     opt.step(); // creates the state
     let mut adam = kiln::compile(|()| opt.step());
-    let compiled = time(7, || adam.call(()));
+    let (compiled, copy28) = time_against_memcpy(9, len * 7 / 2, || adam.call(()));
     let eager = time(5, || adam.call_eager(()));
-    let copy28 = memcpy_secs(len * 7 / 2);
     row("Adam update, 16M f32 parameter", eager, compiled, &format!("memcpy 28 B/elem {:.2} ms", copy28 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy28 / compiled), "≥ 80%");
 }
 
@@ -125,13 +121,12 @@ fn cross_entropy() {
         l.grad().expect("grad")
     };
     let mut ce_step = kiln::compile(ce);
-    let compiled = time(7, || {
+    let (compiled, copy8) = time_against_memcpy(9, 8192 * 1000, || {
         black_box(ce_step.call((&logits, &target)));
     });
     let eager = time(5, || {
         black_box(ce_step.call_eager((&logits, &target)));
     });
-    let copy8 = memcpy_secs(8192 * 1000);
     row("softmax + cross-entropy fwd+bwd [8192, 1000]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 50%");
 }
 
@@ -143,13 +138,12 @@ fn layer_norm() {
         let _g = kiln::no_grad();
         ln.forward(x)
     });
-    let compiled = time(7, || {
+    let (compiled, copy8) = time_against_memcpy(9, 8192 * 1024, || {
         black_box(ln_step.call(&xs));
     });
     let eager = time(5, || {
         black_box(ln_step.call_eager(&xs));
     });
-    let copy8 = memcpy_secs(8192 * 1024);
     row("LayerNorm(1024) forward [8192, 1024]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 70%");
 }
 

@@ -82,19 +82,48 @@ pub fn gemm_secs(m: usize, k: usize, n: usize) -> f64 {
     time(9, || g.run())
 }
 
+/// Source and destination of the memcpy baseline: `elems` f32 values, copied on one thread or
+/// across the pool.
+#[allow(dead_code)]
+pub struct Memcpy {
+    src: Vec<f32>,
+    dst: Vec<f32>,
+}
+
+#[allow(dead_code)]
+impl Memcpy {
+    /// Buffers for a copy of `elems` f32 values.
+    pub fn new(elems: usize) -> Memcpy {
+        Memcpy { src: vec![1.0f32; elems], dst: vec![0.0f32; elems] }
+    }
+
+    /// One single-threaded copy.
+    pub fn single(&mut self) {
+        self.dst.copy_from_slice(black_box(&self.src));
+        black_box(&self.dst);
+    }
+
+    /// One copy split across kiln's pool.
+    pub fn parallel(&mut self) {
+        kiln_runtime::cpu::parallel::copy(&mut self.dst, black_box(&self.src));
+        black_box(&self.dst);
+    }
+}
+
 /// The faster of a single-threaded and a pool-parallel copy of `elems` f32 values: the
 /// memcpy baseline (seconds).
 #[allow(dead_code)]
 pub fn memcpy_secs(elems: usize) -> f64 {
-    let src = vec![1.0f32; elems];
-    let mut dst = vec![0.0f32; elems];
-    let single = time(9, || {
-        dst.copy_from_slice(black_box(&src));
-        black_box(&dst);
-    });
-    let parallel = time(9, || {
-        kiln_runtime::cpu::parallel::copy(&mut dst, black_box(&src));
-        black_box(&dst);
-    });
-    single.min(parallel)
+    let mut m = Memcpy::new(elems);
+    time(9, || m.single()).min(time(9, || m.parallel()))
+}
+
+/// Median seconds of `f` and of the memcpy baseline of `elems` f32 values (the faster of its
+/// single-threaded and parallel forms), timed interleaved round by round over `reps` rounds.
+#[allow(dead_code)]
+pub fn time_against_memcpy(reps: usize, elems: usize, mut f: impl FnMut()) -> (f64, f64) {
+    let mut m = Memcpy::new(elems);
+    let m = std::cell::RefCell::new(&mut m);
+    let t = time_interleaved(reps, &mut [&mut f, &mut || m.borrow_mut().single(), &mut || m.borrow_mut().parallel()]);
+    (t[0], t[1].min(t[2]))
 }

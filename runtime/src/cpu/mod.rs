@@ -11,6 +11,8 @@ pub mod parallel;
 pub mod philox;
 pub mod pool;
 pub mod reduce;
+#[cfg(target_arch = "x86_64")]
+mod slice_avx512;
 pub mod slice_math;
 pub mod sort;
 pub mod special;
