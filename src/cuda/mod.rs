@@ -7,6 +7,8 @@
 //! - [`index`]: `gather`/`index_select` and `scatter`/`scatter_add` along one dim, as indexing
 //!   kernels from the same emitter (`kiln_codegen::cuda::index`), index values validated on
 //!   the device before the launch.
+//! - [`matmul`]: matrix products (`matmul`, `mm`, `bmm`, `mv`, `dot`, and `linear` through
+//!   them) as cuBLAS strided-batched calls, transposed views passed as flags.
 //! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
@@ -17,10 +19,12 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod matmul;
 pub(crate) mod reduce;
 pub(crate) mod transfer;
 
 pub(crate) use elementwise::{copy_into, map};
+pub(crate) use matmul::matmul;
 pub(crate) use reduce::{along, reduce};
 pub(crate) use transfer::{to_device, upload};
 
