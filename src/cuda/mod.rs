@@ -7,6 +7,8 @@
 //! - [`index`]: `gather`/`index_select` and `scatter`/`scatter_add` along one dim, as indexing
 //!   kernels from the same emitter (`kiln_codegen::cuda::index`), index values validated on
 //!   the device before the launch.
+//! - [`join`]: `cat` and `stack`, each input copied into its slice of the output by the
+//!   strided copy kernel.
 //! - [`matmul`]: matrix products (`matmul`, `mm`, `bmm`, `mv`, `dot`, and `linear` through
 //!   them) as cuBLAS strided-batched calls, transposed views passed as flags.
 //! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
@@ -19,6 +21,7 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod join;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
 pub(crate) mod transfer;
