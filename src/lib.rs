@@ -60,6 +60,7 @@
 extern crate self as kiln;
 
 pub mod autograd;
+pub mod backends;
 pub mod capture;
 mod cuda;
 pub mod data;

@@ -7,6 +7,13 @@
 //! - [`index`]: `gather`/`index_select` and `scatter`/`scatter_add` along one dim, as indexing
 //!   kernels from the same emitter (`kiln_codegen::cuda::index`), index values validated on
 //!   the device before the launch.
+//! - [`join`]: `cat` and `stack`, each input copied into its slice of the output by the
+//!   strided copy kernel.
+//! - [`matmul`]: matrix products (`matmul`, `mm`, `bmm`, `mv`, `dot`, and `linear` through
+//!   them) as cuBLAS strided-batched calls, transposed views passed as flags.
+//! - [`pool`]: `max_pool2d` (values and argmax indices), `avg_pool2d` and their gradients as
+//!   pooling kernels from the same emitter (`kiln_codegen::cuda::pool`); the gradients gather,
+//!   so they are deterministic.
 //! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
@@ -17,10 +24,14 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod join;
+pub(crate) mod matmul;
+pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod transfer;
 
 pub(crate) use elementwise::{copy_into, map};
+pub(crate) use matmul::matmul;
 pub(crate) use reduce::{along, reduce};
 pub(crate) use transfer::{to_device, upload};
 
@@ -45,6 +56,17 @@ impl<K: Hash + Eq, V> LoadedKernels<K, V> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(key).cloned())
     }
 
+    /// The kernel under `key`, loading it with `load` the first time (a racing thread may
+    /// load it too: both are the same kernel); a load error is `op`'s, at the caller's line.
+    #[track_caller]
+    pub(crate) fn get_or_load(&self, op: &'static str, key: K, load: impl FnOnce() -> Result<V, CudaError>) -> crate::error::Result<Arc<V>> {
+        if let Some(k) = self.get(&key) {
+            return Ok(k);
+        }
+        let kernel = load().or_op(op)?;
+        Ok(self.insert(key, kernel))
+    }
+
     /// Keeps `kernel` under `key` (a racing thread's copy may be replaced: both are the same
     /// kernel) and returns it.
     pub(crate) fn insert(&self, key: K, kernel: V) -> Arc<V> {
@@ -61,6 +83,14 @@ pub(crate) fn check_available(op: &'static str, device: kiln_runtime::Device) ->
     match device {
         kiln_runtime::Device::Cuda(i) => kiln_runtime::cuda::device(op, i).map(drop).or_op(op),
         kiln_runtime::Device::Cpu => Ok(()),
+    }
+}
+
+/// The ordinal of a tensor the op layer sent down a CUDA branch (so it is on a CUDA device).
+pub(crate) fn ordinal_of(t: &crate::Tensor) -> usize {
+    match t.device() {
+        kiln_runtime::Device::Cuda(i) => i,
+        kiln_runtime::Device::Cpu => unreachable!("a CUDA kernel was asked for a CPU tensor"),
     }
 }
 

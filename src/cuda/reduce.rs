@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 use kiln_codegen::cuda::{emit_reduce, CudaReduce, LoadedReduce, ReduceDims};
 use kiln_runtime::cuda::CudaStorage;
-use kiln_runtime::{DType, Device, Storage};
+use kiln_runtime::{DType, Storage};
 use std::sync::Arc;
 
 /// The kernel of `kind` for `dtype` and these dims on `cuda:ordinal`: emitted, compiled and
@@ -29,18 +29,10 @@ fn loaded(name: &'static str, kind: CudaReduce, dtype: DType, dims: &ReduceDims,
     Ok(LOADED.insert(key, LoadedReduce::load(&kernel, ordinal).or_op(name)?))
 }
 
-/// The ordinal of the CUDA tensor `t`.
-fn ordinal(t: &Tensor) -> usize {
-    match t.device() {
-        Device::Cuda(i) => i,
-        Device::Cpu => unreachable!("a CUDA kernel was asked for a CPU tensor"),
-    }
-}
-
 /// Runs `kind` on the CUDA tensor `t` over `dims` into `out` (at `out_offset`) and `idx`.
 #[track_caller]
 fn launch(name: &'static str, kind: CudaReduce, t: &Tensor, dims: &ReduceDims, out: &mut CudaStorage, idx: Option<&mut CudaStorage>, param: i64) -> Result<()> {
-    let kernel = loaded(name, kind, t.dtype(), dims, ordinal(t))?;
+    let kernel = loaded(name, kind, t.dtype(), dims, super::ordinal_of(t))?;
     let guard = t.read_storage();
     let Storage::Cuda(x) = &*guard else { unreachable!("the tensor's device is CUDA") };
     kernel.run(x.buffer(), t.layout().offset(), dims, out.buffer_mut(), 0, idx.map(|s| s.buffer_mut()), param as u64).or_op(name)
@@ -55,7 +47,7 @@ pub(crate) fn reduce(name: &'static str, kind: CudaReduce, t: &Tensor, reduced: 
     let l = t.layout();
     let dims = ReduceDims::new(l.shape(), l.strides(), None, reduced);
     debug_assert_eq!(dims.n_out(), kiln_runtime::layout::numel(shape));
-    let uninit = |dtype: DType| CudaStorage::uninit(name, ordinal(t), dtype, dims.n_out()).or_op(name);
+    let uninit = |dtype: DType| CudaStorage::uninit(name, super::ordinal_of(t), dtype, dims.n_out()).or_op(name);
     let mut out = uninit(kind.out_dtype(t.dtype()))?;
     let mut idx = if kind.has_indices() { Some(uninit(DType::I64)?) } else { None };
     launch(name, kind, t, &dims, &mut out, idx.as_mut(), param)?;
@@ -72,7 +64,7 @@ pub(crate) fn along(name: &'static str, kind: CudaReduce, t: &Tensor, dim: usize
     let reduced: Vec<bool> = (0..t.dim()).map(|d| d == dim).collect();
     let out_strides = kiln_runtime::layout::contiguous_strides(t.shape());
     let dims = ReduceDims::new(l.shape(), l.strides(), Some(&out_strides), &reduced);
-    let mut out = CudaStorage::uninit(name, ordinal(t), kind.out_dtype(t.dtype()), t.numel()).or_op(name)?;
+    let mut out = CudaStorage::uninit(name, super::ordinal_of(t), kind.out_dtype(t.dtype()), t.numel()).or_op(name)?;
     launch(name, kind, t, &dims, &mut out, None, 0)?;
     Ok(Tensor::from_storage(Storage::Cuda(out), t.shape()))
 }

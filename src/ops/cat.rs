@@ -5,6 +5,9 @@
 //! each input's rows are copied with `copy_from_slice` where its elements are adjacent and walked
 //! with their strides otherwise; only transposed layouts are made contiguous first (tiled).
 //!
+//! On CUDA each input is copied into its slice of the output by the strided copy kernel,
+//! converting its dtype on the way (`crate::cuda::join`).
+//!
 //! Autograd: each input's gradient is its slice of the output's (`narrow` for `cat`, `select`
 //! for `stack`), cast back to the input's dtype by the engine.
 
@@ -109,7 +112,6 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
     let Some(first) = tensors.first() else {
         bail!(op, Value, "expected a non-empty list of tensors");
     };
-    first.check_device_supported(op)?;
     for (i, t) in tensors.iter().enumerate() {
         first.check_same_device(op, t)?;
         if t.dim() == 0 {
@@ -146,6 +148,10 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
             );
         }
         shape[d] += t.shape()[d];
+    }
+    if let kiln_runtime::Device::Cuda(ordinal) = first.device() {
+        let parts: Vec<&Tensor> = kept.iter().map(|&(_, t)| t).collect();
+        return crate::cuda::join::cat(op, &parts, d, &shape, dtype, ordinal);
     }
     let parts = kept
         .iter()

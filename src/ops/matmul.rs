@@ -4,7 +4,9 @@
 //! Every product goes through one function that lines the operands up as `[batch..., m, k]` and
 //! `[batch..., k, n]` views (a 1-D lhs becomes a `[1, k]` row, a 1-D rhs a `[k, 1]` column, the
 //! batch dims broadcast with stride 0, nothing copied) and calls
-//! [`kiln_runtime::cpu::matmul::matmul`]. Both operands must have the same dtype (no promotion,
+//! [`kiln_runtime::cpu::matmul::matmul`] on the CPU, or cuBLAS for CUDA tensors
+//! (`crate::cuda::matmul`: f32, f64, f16 and bf16; TF32 only after
+//! `kiln::backends::cuda::matmul::set_allow_tf32(true)`). Both operands must have the same dtype (no promotion,
 //! as in PyTorch); `Bool` is not supported.
 //!
 //! Autograd: every product records one node whose rule is the same for all cases: with the
@@ -188,7 +190,12 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if db > 1 {
         shape.push(n);
     }
-    let out = if crate::capture::is_active() {
+    let out = if crate::cuda::any_on_cuda(&[a, b]) {
+        if a.dtype() != b.dtype() {
+            return unsupported(op, a, b);
+        }
+        crate::cuda::matmul(op, a, &la, b, &lb, &shape)?
+    } else if crate::capture::is_active() {
         if a.dtype() != b.dtype() || a.dtype() == kiln_runtime::DType::Bool {
             return unsupported(op, a, b);
         }

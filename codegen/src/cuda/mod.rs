@@ -8,6 +8,9 @@
 //! - [`index`]: [`emit_index`], gather/index_select, scatter and scatter_add along one dim
 //!   over strided operands (the index adds `k · stride` to the target's offset).
 //! - [`index_launch`]: checked launches of those ([`LoadedIndex`]).
+//! - [`pool`]: [`emit_pool`], max pooling (with argmax indices) and average pooling over
+//!   contiguous planes, and their gradients as gathers (deterministic, no atomics).
+//! - [`pool_launch`]: checked launches of those ([`LoadedPool`]).
 //! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
 //!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
 //! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
@@ -22,6 +25,8 @@ pub mod index;
 pub mod index_launch;
 pub mod launch;
 pub mod ops;
+pub mod pool;
+pub mod pool_launch;
 pub mod reduce;
 pub mod reduce_launch;
 pub mod strided;
@@ -31,6 +36,8 @@ pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
 pub use index_launch::{IndexedDim, LoadedIndex};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
+pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
+pub use pool_launch::LoadedPool;
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};

@@ -12,6 +12,8 @@ pub enum CudaErrorKind {
     NoDevice,
     /// NVRTC (the runtime compiler) could not be loaded.
     NoNvrtc,
+    /// cuBLAS (libcublas) could not be loaded.
+    NoCublas,
     /// NVRTC rejected a kernel's source (the message holds its log).
     Compile,
     /// A driver call failed (allocation, copy, module load, synchronize).

@@ -10,8 +10,11 @@
 //! - [`nvrtc`] / [`compile`]: loading NVRTC, compiling CUDA C to CUBIN, the kernel cache.
 //! - [`storage`]: [`CudaStorage`], a tensor's typed elements on a device.
 //! - [`kernel`]: loading CUBIN and launching with checked arguments; `KILN_CUDA_SYNC=1`.
+//! - [`blas`]: cuBLAS batched matrix products (one handle per device, on its stream) and the
+//!   TF32 switch.
 
 pub mod alloc;
+pub mod blas;
 pub mod buffer;
 pub mod compile;
 pub mod context;
@@ -21,6 +24,7 @@ pub mod nvrtc;
 pub mod storage;
 
 pub use alloc::{empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, CudaMemoryStats};
+pub use blas::{allow_tf32, cublas_available, gemm, set_allow_tf32, GemmOperand, GemmShape, MatrixLayout};
 pub use buffer::{CudaBuffer, DeviceElement};
 pub use compile::{compile, compile_stats, Compiled, CompileStats, Origin};
 pub use context::{device, device_count, is_available, no_device, synchronize, CudaDevice};

@@ -6,6 +6,9 @@
 //!   indices;
 //! - average and adaptive average pooling are linear maps `A`: the backward is `Aᵀ` (a kernel
 //!   of its own), and the backward of `Aᵀ` is `A` again.
+//!
+//! CUDA tensors take `crate::cuda::pool`'s generated kernels for max and average pooling and
+//! their gradients (adaptive average pooling is not ported yet).
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Result};
@@ -78,6 +81,8 @@ pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
             }))
         });
         (vals, idx)
+    } else if x.device().is_cuda() {
+        crate::cuda::pool::max_pool(&p.geom, x, &p.y_shape)?
     } else {
         max_pool_now(&p.geom, x, &p.y_shape)
     };
@@ -111,13 +116,11 @@ fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]
 pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
     float_only(gy)?;
     let (g, x_shape) = (p.geom, p.x_shape.clone());
-    let out = crate::capture::deferred("max_pool2d_backward", &[gy, idx], &p.x_shape, gy.dtype(), move |ins| {
-        let (gc, ic) = (contiguous(&ins[0]), contiguous(&ins[1]));
-        Ok(match gc.dtype() {
-            DType::F64 => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()), &x_shape),
-            _ => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()), &x_shape),
-        })
-    })?;
+    let out = if gy.device().is_cuda() {
+        crate::cuda::pool::max_pool_backward(&g, gy, idx, &x_shape)?
+    } else {
+        max_scatter_cpu(g, gy, idx, x_shape)?
+    };
     if !autograd::is_recording(&[gy]) {
         return Ok(out);
     }
@@ -128,6 +131,18 @@ pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Te
         let shape: Vec<i64> = p.y_shape.iter().map(|&d| d as i64).collect();
         grads![Some(picked.reshape(&shape))]
     }))
+}
+
+/// [`max_scatter`]'s CPU kernel (inside a compiled step, an opaque node).
+fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) -> Result<Tensor> {
+    let shape = x_shape.clone();
+    crate::capture::deferred("max_pool2d_backward", &[gy, idx], &shape, gy.dtype(), move |ins| {
+        let (gc, ic) = (contiguous(&ins[0]), contiguous(&ins[1]));
+        Ok(match gc.dtype() {
+            DType::F64 => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()), &x_shape),
+            _ => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()), &x_shape),
+        })
+    })
 }
 
 /// The average (or adaptive average) pooling `A·x`, recording `AvgPool2DBackward0` or
@@ -164,6 +179,12 @@ fn linear(p: &Arc<Pool>, t: &Tensor, adjoint: bool) -> Result<Tensor> {
         (_, true) => "avg_pool2d_backward",
     };
     let shape = if adjoint { &p.x_shape } else { &p.y_shape };
+    if t.device().is_cuda() {
+        return match p.kind {
+            Kind::Avg(mode) => crate::cuda::pool::avg_pool(&p.geom, mode, t, adjoint, shape),
+            _ => Err(crate::tensor::not_on_cuda(name)),
+        };
+    }
     let p2 = p.clone();
     crate::capture::deferred(name, &[t], shape, t.dtype(), move |ins| {
         let tc = contiguous(&ins[0]);
