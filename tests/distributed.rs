@@ -95,6 +95,20 @@ fn compiled_ddp_steps_match_one_process() {
 }
 
 #[test]
+fn find_unused_parameters_averages_what_some_rank_used() {
+    check_training("unused");
+}
+
+#[test]
+fn a_parameter_without_gradient_fails_backward_on_every_rank() {
+    let Some(job) = run("unused-error", Duration::from_secs(120)) else { return };
+    assert!(job.ok, "the unused-error job failed");
+    assert!(job.stdout.contains("rank 0: unused-error ok") && job.stdout.contains("rank 1: unused-error ok"));
+    assert!(job.stderr.contains("Parameters which did not receive grad for rank 1: a.weight, a.bias, b.weight, b.bias"));
+    assert!(job.stderr.contains("Enable unused parameter detection with `DdpOptions { find_unused_parameters: true, .. }`"));
+}
+
+#[test]
 fn a_hung_peer_makes_the_collective_time_out() {
     let Some(job) = run("stall", TIMEOUT * 20) else { return };
     // Rank 1 sleeps for 20 timeouts; the job must end long before, with kiln's error.
