@@ -56,6 +56,8 @@
 //! **Threads.** MPI is initialized with `MPI_THREAD_SERIALIZED`; every call into it goes through
 //! the process group's mutex, so collectives may be called from any thread (one at a time).
 
+#[cfg(feature = "mpi")]
+mod chunks;
 mod collectives;
 mod env;
 mod exchange;

@@ -3,6 +3,8 @@
 //! run, the first argument:
 //!
 //! - `collectives`: every collective on known values, every dtype, views, mismatches.
+//! - `chunks`: collectives split into pieces (run with `KILN_DIST_MAX_CHUNK=3`): values that
+//!   differ per element and rank land where they belong.
 //! - `train`: DDP training; every step both ranks must end with bit-identical parameters, equal
 //!   within 1e-5 to one process training on the concatenated batch (also with `no_sync`).
 //! - `unused`: DDP with `find_unused_parameters` on a net with a branch only rank 0 uses and
@@ -32,6 +34,7 @@ fn main() {
     let rank = dist::rank().unwrap();
     let result = match mode.as_str() {
         "collectives" => collectives(rank),
+        "chunks" => chunks(rank),
         "train" => train(rank),
         "train-compiled" => train_compiled(rank),
         "unused" => unused(rank),
@@ -133,6 +136,40 @@ fn collectives(rank: usize) -> Result<(), String> {
     // The sampler shards by rank.
     let s = DistributedSampler::for_process_group(5).map_err(|e| e.to_string())?.shuffle(false);
     ensure(s.indices() == if rank == 0 { vec![0, 2, 4] } else { vec![1, 3, 0] }, || format!("sampler: {:?}", s.indices()))?;
+    Ok(())
+}
+
+/// Every collective on tensors larger than the piece limit the test sets (3 elements), with
+/// values that differ per element and rank, so a piece in the wrong place shows.
+fn chunks(rank: usize) -> Result<(), String> {
+    let limit = std::env::var("KILN_DIST_MAX_CHUNK").unwrap_or_default();
+    ensure(limit == "3", || format!("run with KILN_DIST_MAX_CHUNK=3, not {limit:?}"))?;
+    let r = rank as f64;
+    let ramp = |n: usize, base: f64| Tensor::arange_step(0.0, n as f64, 1.0).add(base);
+    let floats = |t: &Tensor| t.to_dtype(DType::F64).to_vec::<f64>();
+    let want = |n: usize, f: &dyn Fn(f64) -> f64| (0..n).map(|i| f(i as f64)).collect::<Vec<f64>>();
+    for dtype in [DType::F32, DType::I64, DType::U8] {
+        let t = ramp(10, 100.0 * r).to_dtype(dtype);
+        dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
+        ensure(floats(&t) == want(10, &|i: f64| 2.0 * i + 100.0), || format!("all_reduce Sum {dtype}: {t}"))?;
+    }
+    let t = ramp(7, 0.0).mul(if rank == 0 { -1.0 } else { 1.0 }).to_dtype(DType::F64);
+    dist::all_reduce(&t, ReduceOp::Max).map_err(|e| e.to_string())?;
+    ensure(floats(&t) == want(7, &|i: f64| i), || format!("all_reduce Max: {t}"))?;
+    let t = ramp(8, 10.0 * r).to_dtype(DType::I32);
+    dist::broadcast(&t, 1).map_err(|e| e.to_string())?;
+    ensure(floats(&t) == want(8, &|i: f64| i + 10.0), || format!("broadcast: {t}"))?;
+    let outs = [Tensor::zeros(&[5]), Tensor::zeros(&[5])];
+    dist::all_gather(&outs, &ramp(5, 10.0 * r)).map_err(|e| e.to_string())?;
+    for (q, o) in outs.iter().enumerate() {
+        ensure(floats(o) == want(5, &|i: f64| i + 10.0 * q as f64), || format!("all_gather from rank {q}: {o}"))?;
+    }
+    // Input q of rank r is 100 q + 10 r + i; rank r gets the sum over ranks of input r.
+    let inputs: Vec<Tensor> = (0..2).map(|q| ramp(4, 100.0 * q as f64 + 10.0 * r)).collect();
+    let out = Tensor::zeros(&[4]);
+    dist::reduce_scatter(&out, &inputs, ReduceOp::Sum).map_err(|e| e.to_string())?;
+    ensure(floats(&out) == want(4, &|i: f64| 2.0 * (100.0 * r + i) + 10.0), || format!("reduce_scatter: {out}"))?;
+    dist::barrier().map_err(|e| e.to_string())?;
     Ok(())
 }
 
