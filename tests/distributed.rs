@@ -27,6 +27,11 @@ struct Job {
 /// Runs `kiln-dist-check MODE` under `mpirun -np 2`, killed after `limit`; `None` (after
 /// printing why) when this build or machine cannot.
 fn run(mode: &str, limit: Duration) -> Option<Job> {
+    run_with(mode, limit, &[])
+}
+
+/// [`run`] with extra environment variables for the ranks.
+fn run_with(mode: &str, limit: Duration, vars: &[(&str, &str)]) -> Option<Job> {
     if !cfg!(feature = "mpi") {
         eprintln!("skipping: kiln was built without the `mpi` feature (cargo test --features mpi)");
         return None;
@@ -45,6 +50,7 @@ fn run(mode: &str, limit: Duration) -> Option<Job> {
         cmd.arg("--oversubscribe").env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
     cmd.args(["-np", "2", env!("CARGO_BIN_EXE_kiln-dist-check"), mode]).env("KILN_NUM_THREADS", "1");
+    cmd.envs(vars.iter().copied());
     let start = Instant::now();
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("mpirun starts");
     let status = loop {
@@ -72,6 +78,14 @@ fn collectives_give_known_results_on_every_dtype() {
     assert!(job.stdout.contains("rank 0: collectives ok") && job.stdout.contains("rank 1: collectives ok"));
 }
 
+#[test]
+fn collectives_split_into_pieces_give_the_same_results() {
+    // Pieces of at most 3 elements stand in for MPI's 2^31 - 1 (too big for a test).
+    let Some(job) = run_with("chunks", Duration::from_secs(120), &[("KILN_DIST_MAX_CHUNK", "3")]) else { return };
+    assert!(job.ok, "the chunks job failed");
+    assert!(job.stdout.contains("rank 0: chunks ok") && job.stdout.contains("rank 1: chunks ok"));
+}
+
 /// Runs a training `mode` and checks that each rank finished and reported its 6 steps with
 /// bit-identical parameters across ranks (and within tolerance of one process).
 fn check_training(mode: &str) {
@@ -92,6 +106,20 @@ fn ddp_ranks_stay_bit_identical_and_match_one_process() {
 #[test]
 fn compiled_ddp_steps_match_one_process() {
     check_training("train-compiled");
+}
+
+#[test]
+fn find_unused_parameters_averages_what_some_rank_used() {
+    check_training("unused");
+}
+
+#[test]
+fn a_parameter_without_gradient_fails_backward_on_every_rank() {
+    let Some(job) = run("unused-error", Duration::from_secs(120)) else { return };
+    assert!(job.ok, "the unused-error job failed");
+    assert!(job.stdout.contains("rank 0: unused-error ok") && job.stdout.contains("rank 1: unused-error ok"));
+    assert!(job.stderr.contains("Parameters which did not receive grad for rank 1: a.weight, a.bias, b.weight, b.bias"));
+    assert!(job.stderr.contains("Enable unused parameter detection with `DdpOptions { find_unused_parameters: true, .. }`"));
 }
 
 #[test]

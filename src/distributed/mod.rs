@@ -15,7 +15,9 @@
 //! **Backends.** [`Backend::Mpi`] (cargo feature `mpi`) runs on the system's MPI library (Open
 //! MPI or MPICH, through the `mpi` crate) between CPU processes started by `mpirun`; rank and
 //! world size come from MPI, and `RANK`/`WORLD_SIZE` (or the options), when set, must agree.
-//! [`Backend::Nccl`] is accepted by the API and answers that it is not available yet.
+//! [`Backend::Nccl`] is accepted by the API and answers that it is not available yet; its
+//! rendezvous, [`EnvRendezvous`] (`env://`: `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`)
+//! over a [`TcpStore`] that rank 0 serves, is in place and usable on its own.
 //! [`nn::parallel::DistributedDataParallel`](crate::nn::parallel::DistributedDataParallel)
 //! builds on these collectives; `docs/distributed.md` shows the launch.
 //!
@@ -56,6 +58,8 @@
 //! **Threads.** MPI is initialized with `MPI_THREAD_SERIALIZED`; every call into it goes through
 //! the process group's mutex, so collectives may be called from any thread (one at a time).
 
+#[cfg(feature = "mpi")]
+mod chunks;
 mod collectives;
 mod env;
 mod exchange;
@@ -64,12 +68,16 @@ mod group;
 mod mpi_backend;
 mod nccl;
 mod options;
+mod rendezvous;
+mod store;
 mod transport;
 mod work;
 
 pub use collectives::{all_gather, all_reduce, barrier, broadcast, reduce_scatter};
 pub use group::{destroy_process_group, get_backend, init_process_group, is_initialized, rank, world_size};
 pub use options::{Backend, InitOptions, ReduceOp, DEFAULT_TIMEOUT};
+pub use rendezvous::EnvRendezvous;
+pub use store::TcpStore;
 pub(crate) use exchange::divide;
 pub(crate) use transport::{Call, Wire};
 pub(crate) use work::{SendBuf, Work};

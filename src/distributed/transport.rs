@@ -38,6 +38,15 @@ impl Wire {
         Wire::native(dtype).unwrap_or(Wire::F32)
     }
 
+    /// The bytes of one element.
+    pub(crate) fn bytes(self) -> usize {
+        match self {
+            Wire::F64 | Wire::I64 => 8,
+            Wire::F32 | Wire::I32 => 4,
+            Wire::U8 | Wire::Bool => 1,
+        }
+    }
+
     /// The dtype of a tensor holding wire elements.
     pub(crate) fn dtype(self) -> DType {
         match self {

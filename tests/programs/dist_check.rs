@@ -3,8 +3,15 @@
 //! run, the first argument:
 //!
 //! - `collectives`: every collective on known values, every dtype, views, mismatches.
+//! - `chunks`: collectives split into pieces (run with `KILN_DIST_MAX_CHUNK=3`): values that
+//!   differ per element and rank land where they belong.
 //! - `train`: DDP training; every step both ranks must end with bit-identical parameters, equal
 //!   within 1e-5 to one process training on the concatenated batch (also with `no_sync`).
+//! - `unused`: DDP with `find_unused_parameters` on a net with a branch only rank 0 uses and
+//!   one no rank uses: bit-identical parameters, equal to one process, `.grad` of the branch no
+//!   rank used stays `None`.
+//! - `unused-error`: the same net without `find_unused_parameters`: backward fails at once on
+//!   both ranks, naming the parameters each got no gradient for, and the ranks stay in step.
 //! - `stall`: rank 1 stops taking part; rank 0's all-reduce must fail with the timeout error.
 //! - `ddp-stall`: rank 1 stops before backward; rank 0's backward must fail with the timeout.
 //! - `die`: rank 1 kills itself mid-run; the job must end within the timeout.
@@ -27,8 +34,11 @@ fn main() {
     let rank = dist::rank().unwrap();
     let result = match mode.as_str() {
         "collectives" => collectives(rank),
+        "chunks" => chunks(rank),
         "train" => train(rank),
         "train-compiled" => train_compiled(rank),
+        "unused" => unused(rank),
+        "unused-error" => unused_error(rank),
         "stall" => stall(rank),
         "ddp-stall" => ddp_stall(rank),
         "die" => die(rank),
@@ -129,6 +139,40 @@ fn collectives(rank: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Every collective on tensors larger than the piece limit the test sets (3 elements), with
+/// values that differ per element and rank, so a piece in the wrong place shows.
+fn chunks(rank: usize) -> Result<(), String> {
+    let limit = std::env::var("KILN_DIST_MAX_CHUNK").unwrap_or_default();
+    ensure(limit == "3", || format!("run with KILN_DIST_MAX_CHUNK=3, not {limit:?}"))?;
+    let r = rank as f64;
+    let ramp = |n: usize, base: f64| Tensor::arange_step(0.0, n as f64, 1.0).add(base);
+    let floats = |t: &Tensor| t.to_dtype(DType::F64).to_vec::<f64>();
+    let want = |n: usize, f: &dyn Fn(f64) -> f64| (0..n).map(|i| f(i as f64)).collect::<Vec<f64>>();
+    for dtype in [DType::F32, DType::I64, DType::U8] {
+        let t = ramp(10, 100.0 * r).to_dtype(dtype);
+        dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
+        ensure(floats(&t) == want(10, &|i: f64| 2.0 * i + 100.0), || format!("all_reduce Sum {dtype}: {t}"))?;
+    }
+    let t = ramp(7, 0.0).mul(if rank == 0 { -1.0 } else { 1.0 }).to_dtype(DType::F64);
+    dist::all_reduce(&t, ReduceOp::Max).map_err(|e| e.to_string())?;
+    ensure(floats(&t) == want(7, &|i: f64| i), || format!("all_reduce Max: {t}"))?;
+    let t = ramp(8, 10.0 * r).to_dtype(DType::I32);
+    dist::broadcast(&t, 1).map_err(|e| e.to_string())?;
+    ensure(floats(&t) == want(8, &|i: f64| i + 10.0), || format!("broadcast: {t}"))?;
+    let outs = [Tensor::zeros(&[5]), Tensor::zeros(&[5])];
+    dist::all_gather(&outs, &ramp(5, 10.0 * r)).map_err(|e| e.to_string())?;
+    for (q, o) in outs.iter().enumerate() {
+        ensure(floats(o) == want(5, &|i: f64| i + 10.0 * q as f64), || format!("all_gather from rank {q}: {o}"))?;
+    }
+    // Input q of rank r is 100 q + 10 r + i; rank r gets the sum over ranks of input r.
+    let inputs: Vec<Tensor> = (0..2).map(|q| ramp(4, 100.0 * q as f64 + 10.0 * r)).collect();
+    let out = Tensor::zeros(&[4]);
+    dist::reduce_scatter(&out, &inputs, ReduceOp::Sum).map_err(|e| e.to_string())?;
+    ensure(floats(&out) == want(4, &|i: f64| 2.0 * (100.0 * r + i) + 10.0), || format!("reduce_scatter: {out}"))?;
+    dist::barrier().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 /// A small model with several parameter tensors (so several gradient buckets).
 #[derive(Module)]
 struct Mlp {
@@ -189,8 +233,12 @@ fn training(rank: usize) -> Result<Training, String> {
     ensure(ddp.named_parameters()[0].0 == "module.fc1.weight", || format!("names: {}", ddp.named_parameters()[0].0))?;
     let mut reference = Mlp::new();
     reference.load_state_dict(&ddp.module().state_dict()).map_err(|e| e.to_string())?;
-    let sgd = |params| optim::Sgd::new(params, optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     Ok(Training { opt: sgd(ddp.parameters()), ref_opt: sgd(reference.parameters()), ddp, reference })
+}
+
+/// The optimizer of every training mode.
+fn sgd(params: Vec<Tensor>) -> optim::Sgd {
+    optim::Sgd::new(params, optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })
 }
 
 /// Rank `rank`'s rows of a global batch.
@@ -198,13 +246,14 @@ fn shard(t: &Tensor, rank: usize) -> Tensor {
     t.narrow(0, (rank * B) as i64, B)
 }
 
-/// One eager step of the reference model on the whole batch, then the comparison with DDP.
-fn check_step(rank: usize, step: usize, ddp: &DistributedDataParallel<Mlp>, reference: &Mlp, ref_opt: &mut optim::Sgd, (x, y): (&Tensor, &Tensor)) -> Result<(), String> {
+/// One eager step of the reference model (`reference`, its parameters) on `ref_loss`, the loss
+/// of the whole batch in one process, then the comparison with DDP's parameters.
+fn check_step(rank: usize, step: usize, ddp: &[Tensor], reference: &[Tensor], ref_opt: &mut optim::Sgd, ref_loss: Tensor) -> Result<(), String> {
     const TOL: f32 = 1e-5;
     ref_opt.zero_grad();
-    F::mse_loss(&reference.forward(x), y).backward();
+    ref_loss.backward();
     ref_opt.step();
-    let (worst, identical) = compare(&ddp.parameters(), &reference.parameters())?;
+    let (worst, identical) = compare(ddp, reference)?;
     ensure(identical, || format!("step {step}: the ranks' parameters differ"))?;
     ensure(worst <= TOL, || format!("step {step}: max |ddp - single process| = {worst:e} > {TOL:e}"))?;
     println!("rank {rank}: step {step}: bit-identical across ranks, max |ddp - single process| = {worst:.2e}");
@@ -229,7 +278,7 @@ fn train(rank: usize) -> Result<(), String> {
             F::mse_loss(&ddp.forward(&xs), &ys).backward();
         }
         opt.step();
-        check_step(rank, step, &ddp, &reference, &mut ref_opt, (&x, &y))?;
+        check_step(rank, step, &ddp.parameters(), &reference.parameters(), &mut ref_opt, F::mse_loss(&reference.forward(&x), &y))?;
     }
     Ok(())
 }
@@ -250,8 +299,83 @@ fn train_compiled(rank: usize) -> Result<(), String> {
         step_fn.call((&shard(&x, rank), &shard(&y, rank)));
         let breaks = step_fn.stats().graph_breaks;
         ensure(breaks == 1, || format!("step {step}: {breaks} graph breaks (one expected: the all-reduce after backward)"))?;
-        check_step(rank, step, &ddp, &reference, &mut ref_opt, (&x, &y))?;
+        check_step(rank, step, &ddp.parameters(), &reference.parameters(), &mut ref_opt, F::mse_loss(&reference.forward(&x), &y))?;
     }
+    Ok(())
+}
+
+/// A trunk and two heads: head `a` is added to the output where `use_a` says, head `b` never.
+#[derive(Module)]
+struct Branchy {
+    trunk: nn::Linear,
+    a: nn::Linear,
+    b: nn::Linear,
+    use_a: bool,
+}
+
+impl Branchy {
+    fn new(use_a: bool) -> Branchy {
+        Branchy { trunk: nn::Linear::new(6, 8), a: nn::Linear::new(8, 3), b: nn::Linear::new(8, 3), use_a }
+    }
+
+    fn run(&self, x: &Tensor, use_a: bool) -> Tensor {
+        let h = self.trunk.forward(x).tanh();
+        let out = h.narrow(1, 0, 3);
+        if use_a {
+            &out + &self.a.forward(&h)
+        } else {
+            out
+        }
+    }
+}
+
+impl Module for Branchy {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.run(x, self.use_a)
+    }
+}
+
+/// `find_unused_parameters`: rank 0 uses head `a`, rank 1 does not, no rank uses head `b`.
+/// The reference process computes each half of the batch as its rank does.
+fn unused(rank: usize) -> Result<(), String> {
+    kiln::manual_seed(rank as u64);
+    let opts = DdpOptions { bucket_cap_mb: 1e-4, find_unused_parameters: true, ..Default::default() }; // ~100-byte buckets
+    let ddp = DistributedDataParallel::new(Branchy::new(rank == 0), opts).map_err(|e| e.to_string())?;
+    let mut reference = Branchy::new(true);
+    reference.load_state_dict(&ddp.module().state_dict()).map_err(|e| e.to_string())?;
+    let (mut opt, mut ref_opt) = (sgd(ddp.parameters()), sgd(reference.parameters()));
+    for step in 0..6 {
+        let (x, y) = batch(step, B);
+        opt.zero_grad();
+        F::mse_loss(&ddp.forward(&shard(&x, rank)), &shard(&y, rank)).backward();
+        for (name, p) in ddp.named_parameters() {
+            let unused_everywhere = name.starts_with("module.b.");
+            ensure(p.grad().is_none() == unused_everywhere, || format!("step {step}: {name} has grad {:?}", p.grad().map(|g| g.shape().to_vec())))?;
+        }
+        opt.step();
+        let half = |r: usize| F::mse_loss(&reference.run(&shard(&x, r), r == 0), &shard(&y, r));
+        let ref_loss = (&half(0) + &half(1)).mul(0.5);
+        check_step(rank, step, &ddp.parameters(), &reference.parameters(), &mut ref_opt, ref_loss)?;
+    }
+    Ok(())
+}
+
+/// Without `find_unused_parameters` the same net fails backward on both ranks at once (no
+/// timeout), naming what each rank got no gradient for; the ranks are still in step after.
+fn unused_error(rank: usize) -> Result<(), String> {
+    let ddp = DistributedDataParallel::new(Branchy::new(rank == 0), DdpOptions::default()).map_err(|e| e.to_string())?;
+    let (x, y) = batch(0, B);
+    let start = std::time::Instant::now();
+    let loss = F::mse_loss(&ddp.forward(&shard(&x, rank)), &shard(&y, rank));
+    let e = loss.try_backward_with_opts(None, BackwardOpts::default()).err().ok_or("backward without gradients for some parameters succeeded")?;
+    eprintln!("rank {rank}: backward failed as expected after {:.1?}: {e}", start.elapsed());
+    ensure(start.elapsed() < TIMEOUT, || "the error came only after the timeout".into())?;
+    let missing = if rank == 0 { "b.weight, b.bias" } else { "a.weight, a.bias, b.weight, b.bias" };
+    let want = format!("Parameters which did not receive grad for rank {rank}: {missing}\n");
+    ensure(e.message.contains(&want) && e.message.contains("find_unused_parameters: true"), || format!("the error does not say {want:?}"))?;
+    let t = Tensor::ones(&[2]);
+    dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
+    ensure(t.to_vec::<f32>() == vec![2.0; 2], || "the group after the error".into())?;
     Ok(())
 }
 

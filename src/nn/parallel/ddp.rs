@@ -17,11 +17,16 @@ pub struct DdpOptions {
     /// Broadcast the module's buffers from rank 0 before each forward (`broadcast_buffers=`,
     /// default true).
     pub broadcast_buffers: bool,
+    /// Allow parameters that take no part in computing the loss (`find_unused_parameters=`,
+    /// default false): after each forward, the parameters the output's autograd graph does
+    /// not reach are marked ready at once, and a parameter no rank used keeps its `.grad`.
+    /// Off, a parameter that gets no gradient makes backward fail with an error naming it.
+    pub find_unused_parameters: bool,
 }
 
 impl Default for DdpOptions {
     fn default() -> Self {
-        DdpOptions { bucket_cap_mb: 25.0, broadcast_buffers: true }
+        DdpOptions { bucket_cap_mb: 25.0, broadcast_buffers: true, find_unused_parameters: false }
     }
 }
 
@@ -38,9 +43,16 @@ impl Default for DdpOptions {
 ///   soon as its last gradient arrives (buckets start in order on every rank, as MPI requires),
 ///   so communication overlaps the rest of backward. Every bucket is finished, and each
 ///   `.grad` holds the average, **before `backward()` returns** (a callback queued on the
-///   engine, as PyTorch's). A parameter that got no gradient counts as zeros. A bucket that does
-///   not complete within the group's timeout makes `backward()` panic with the timeout error
-///   (`try_backward_with_opts` returns it).
+///   engine, as PyTorch's). A bucket that does not complete within the group's timeout makes
+///   `backward()` panic with the timeout error (`try_backward_with_opts` returns it).
+/// - **Unused parameters.** By default every parameter must get a gradient in every averaging
+///   backward; one that does not makes that backward fail (after averaging it as zeros, so the
+///   ranks stay in step) with PyTorch's advice and the names of the parameters this rank got no
+///   gradient for. With [`DdpOptions::find_unused_parameters`], forward walks the autograd
+///   graph of its output and marks the parameters it does not reach ready at once; the ranks
+///   then share which parameters any of them used: a parameter used on some ranks is averaged
+///   with zeros from the others and gets its `.grad` on every rank, and one no rank used keeps
+///   its `.grad` untouched (`None` after `zero_grad`), as in PyTorch.
 /// - Inside [`kiln::compile`](crate::compile) the averaging runs right after backward, at one
 ///   graph break (the gradients are realized there); the optimizer's update is captured after
 ///   it. Communication then does not overlap backward.
@@ -69,7 +81,7 @@ impl<M: Module> DistributedDataParallel<M> {
     pub fn new(module: M, opts: DdpOptions) -> Result<Self> {
         const OP: &str = "DistributedDataParallel";
         let world_size = dist::world_size()?;
-        let params: Vec<Tensor> = module.parameters().into_iter().filter(|p| p.requires_grad()).collect();
+        let (names, params): (Vec<String>, Vec<Tensor>) = module.named_parameters().into_iter().filter(|(_, p)| p.requires_grad()).unzip();
         verify_shapes(OP, &params)?;
         {
             let _off = crate::no_grad();
@@ -78,7 +90,7 @@ impl<M: Module> DistributedDataParallel<M> {
             }
         }
         let buckets = bucket::assign(&params, (opts.bucket_cap_mb * (1 << 20) as f64).max(1.0) as usize);
-        let reducer: Shared = Arc::new(Mutex::new(Reducer::new(params.clone(), buckets, world_size)));
+        let reducer: Shared = Arc::new(Mutex::new(Reducer::new(params.clone(), names, buckets, world_size, opts.find_unused_parameters)));
         let hooks = params
             .iter()
             .enumerate()
@@ -175,7 +187,9 @@ impl<M: Module> Visit for DistributedDataParallel<M> {
 
 impl<M: Module> Module for DistributedDataParallel<M> {
     /// Broadcasts the buffers from rank 0 (with `broadcast_buffers`), then runs the wrapped
-    /// module. Panics when the broadcast fails (a peer gone, the timeout).
+    /// module; with `find_unused_parameters` (and grad mode on, outside `no_sync`) marks the
+    /// parameters the output does not depend on as ready. Panics when the broadcast fails (a
+    /// peer gone, the timeout).
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
         if self.opts.broadcast_buffers {
@@ -184,6 +198,10 @@ impl<M: Module> Module for DistributedDataParallel<M> {
                 dist::broadcast(&b, 0).or_panic();
             }
         }
-        self.module.forward(input)
+        let output = self.module.forward(input);
+        if self.opts.find_unused_parameters && crate::autograd::is_grad_enabled() {
+            reducer::lock(&self.reducer).mark_unused(&output);
+        }
+        output
     }
 }

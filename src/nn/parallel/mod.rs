@@ -4,6 +4,7 @@
 
 mod bucket;
 mod ddp;
+mod graph;
 mod reducer;
 
 pub use ddp::{DdpOptions, DistributedDataParallel, NoSync};
