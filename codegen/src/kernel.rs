@@ -90,6 +90,23 @@ pub enum InstOp {
     },
 }
 
+impl InstOp {
+    /// The same op with each operand `v` replaced by `f(v)`.
+    pub fn map_vals(self, f: impl Fn(Val) -> Val) -> InstOp {
+        use InstOp::*;
+        match self {
+            Unary(op, a) => Unary(op, f(a)),
+            Binary(op, a, b) => Binary(op, f(a), f(b)),
+            Cmp(op, a, b) => Cmp(op, f(a), f(b)),
+            Logical(op, a, b) => Logical(op, f(a), f(b)),
+            Not(a) => Not(f(a)),
+            Where(c, a, b) => Where(f(c), f(a), f(b)),
+            Cast(a) => Cast(f(a)),
+            Load(_) | Scalar(_) | Const(_) | Reduced(_) | Rand { .. } => self,
+        }
+    }
+}
+
 /// A fused elementwise kernel over an iteration space of `rank` dims (sizes and input strides
 /// are run-time arguments; see [`KernelArgs`]). Each output is written contiguously in the
 /// iteration space's row-major order.

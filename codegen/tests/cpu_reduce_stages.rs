@@ -30,7 +30,9 @@ use common::reduce_run::{check, index, inst, sizes};
 use common::{make_input, Lay};
 
 
-const SHAPES: [(&[usize], usize); 5] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1)];
+/// Shapes and reduced dims; rows of 1003 fit the row buffer that keeps a stage's tiled exp for
+/// the epilogue (`cpu/kept_rows.rs`, 4096 elements), rows of 4500 do not.
+const SHAPES: [(&[usize], usize); 6] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1), (&[2, 4500], 1)];
 
 /// Every dtype, shape and inner stride of x: calls `f(dtype, shape, rr, x_inner, label)`.
 fn each_case(name: &str, mut f: impl FnMut(DType, &[usize], usize, InnerStride, &str)) {
@@ -83,6 +85,35 @@ fn softmax_is_one_kernel() {
         for o in 0..n_out {
             let want_max = (0..n_red).map(|r| x.at(&index(shape, rr, o, r))).fold(f64::NEG_INFINITY, f64::max);
             assert_eq!(got.stages[0][o], want_max, "{label}: row {o}'s max");
+            let s: f64 = got.epi[0][o * n_red..(o + 1) * n_red].iter().sum();
+            assert!((s - 1.0).abs() < 1e-4, "{label}: row {o} sums to {s}");
+        }
+    });
+}
+
+#[test]
+fn softmax_through_log_sum_exp_shares_the_stage_exp() {
+    // The epilogue `exp(x - max - log Σ)` (log-softmax's backward form): the kernel computes it
+    // as `exp(x - max) · exp(-log Σ)` from the Σ stage's kept exps when tiled.
+    each_case("softmax via log Σ", |dtype, shape, rr, x_inner, label| {
+        let mut k = softmax_kernel(dtype, shape.len(), rr, x_inner);
+        let i = |op| inst(op, dtype);
+        let epilogue = vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+            i(InstOp::Reduced(1)),
+            i(InstOp::Unary(UnaryOp::Log, 3)),
+            i(InstOp::Binary(BinaryOp::Sub, 2, 4)),
+            i(InstOp::Unary(UnaryOp::Exp, 5)),
+        ];
+        k.epilogue = Some(Epilogue { insts: epilogue, outputs: vec![6] });
+        let ck = CpuKernel::compile_reduce(&k, "lse").unwrap();
+        assert_eq!(ck.is_tiled(), tiles(dtype, rr, x_inner), "{label}");
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 11, false);
+        let got = check(&k, shape, std::slice::from_ref(&x), &[], label);
+        let (n_out, n_red) = sizes(&k, shape);
+        for o in 0..n_out {
             let s: f64 = got.epi[0][o * n_red..(o + 1) * n_red].iter().sum();
             assert!((s - 1.0).abs() < 1e-4, "{label}: row {o} sums to {s}");
         }

@@ -329,6 +329,7 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
             &out_ptr,
             &sizes,
             tiles::UNROLL,
+            None,
             |cx, live| emit_pre(cx, &k.insts, live, scalars_p, vty),
             |_, _| {},
             |cx, r, j, _, _, vals| {

@@ -16,8 +16,9 @@
 use super::emit::{emit_element, emit_pre, live_set, per_output_pre, plan, store_outputs, PerValue, Plan};
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
-use super::tiles::{self, TileBody, Tiling};
-use crate::kernel::{ElementwiseKernel, Epilogue, ReduceKernel};
+use super::kept_rows;
+use super::tiles::{self, RowKeep, TileBody, Tiling};
+use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel, Val};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
 
 /// The epilogue's code-generation state, set up in the entry block.
@@ -38,8 +39,11 @@ pub(crate) struct EpiloguePass {
 impl EpiloguePass {
     /// Checks the epilogue's types, picks its plan and emits its constants and scalars (in the
     /// entry block: `scalars_p` is the scalars pointer).
-    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value) -> Result<EpiloguePass, String> {
-        let ek = ElementwiseKernel { rank: k.rank, inputs: k.inputs.clone(), scalars: k.scalars, insts: ep.insts.clone(), outputs: ep.outputs.clone() };
+    /// `stage_exps` are the tiled exps of the stages (a stage's instructions and the exp's
+    /// operand), whose values the epilogue may share ([`kept_rows::share_exps`]).
+    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value, stage_exps: &[(&[Inst], Val)]) -> Result<EpiloguePass, String> {
+        let (insts, at) = kept_rows::share_exps(&ep.insts, stage_exps);
+        let ek = ElementwiseKernel { rank: k.rank, inputs: k.inputs.clone(), scalars: k.scalars, insts, outputs: ep.outputs.iter().map(|&v| at[v as usize]).collect() };
         let live = live_set(&ek);
         for (n, inst) in ek.insts.iter().enumerate() {
             if live[n] {
@@ -65,11 +69,22 @@ impl EpiloguePass {
         self.tiling.is_some()
     }
 
+    /// How its rows are tiled, if they are.
+    pub(crate) fn tiling(&self) -> Option<&Tiling> {
+        self.tiling.as_ref()
+    }
+
+    /// Its instructions (after [`kept_rows::share_exps`]).
+    pub(crate) fn insts(&self) -> &[Inst] {
+        &self.ek.insts
+    }
+
     /// Emits the pass for output `row` (in the current block, after every stage's value is
     /// stored; `reduced[s]` is stage `s`'s value, of its output dtype): `base` holds the inputs'
-    /// addresses at the output's outer index, `out_base` the epilogue's output pointers. Leaves
-    /// the builder in a new block after the loops.
-    pub(crate) fn emit(&self, cx: &mut Cx, sp: &Space, base: &[Value], row: Value, reduced: &[Value], out_base: &[Value]) -> Result<(), String> {
+    /// addresses at the output's outer index, `out_base` the epilogue's output pointers;
+    /// `keep` a tiled stage whose values a reduction stage left in the row buffer. Leaves the
+    /// builder in a new block after the loops.
+    pub(crate) fn emit(&self, cx: &mut Cx, sp: &Space, base: &[Value], row: Value, reduced: &[Value], out_base: &[Value], keep: Option<RowKeep>) -> Result<(), String> {
         // Run m of this output starts at element (row·n_mid + m)·inner of each output.
         let first_run = cx.b.ins().imul(row, sp.n_mid);
         let inner = sp.inner();
@@ -92,7 +107,7 @@ impl EpiloguePass {
             let zero = cx.b.ins().iconst(sp.ptr, 0);
             let out_ptr = out_ptrs(cx, zero);
             let sizes: Vec<i64> = self.ek.outputs.iter().map(|&o| self.ek.dtype(o).size_in_bytes() as i64).collect();
-            return tiles::emit_row(cx, &Self::body(&self.ek), t, sp, base, &out_ptr, &sizes, tiles::UNROLL, |_, _| Ok(pre.clone()), |_, _| {}, |cx, r, j, _, _, vals| {
+            return tiles::emit_row(cx, &Self::body(&self.ek), t, sp, base, &out_ptr, &sizes, tiles::UNROLL, keep, |_, _| Ok(pre.clone()), |_, _| {}, |cx, r, j, _, _, vals| {
                 store_outputs(cx, &self.ek, r, j, vals);
                 Ok(())
             });

@@ -17,6 +17,7 @@ mod emit;
 mod epilogue;
 mod helpers;
 mod jit;
+mod kept_rows;
 pub mod math;
 mod ops;
 mod reduce;

@@ -18,14 +18,15 @@ use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, ve
 use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
-use super::tiles::{self, TileBody, Tiling};
-use crate::kernel::{ReduceKernel, ReduceStage};
+use super::kept_rows::{same_value, ROW_CACHE};
+use super::tiles::{self, RowKeep, TileBody, Tiling};
+use crate::kernel::{Inst, InstOp, ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
-use kiln_runtime::op_kind::ReduceOp;
+use kiln_runtime::op_kind::{ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 use std::cell::RefCell;
 
@@ -366,7 +367,9 @@ impl StagePass<'_, '_> {
     /// values `earlier` entering the prologue like run-time scalars, then combine, scale,
     /// convert and store at `out_base + row`. Returns the stored value (of the stage's output
     /// dtype); leaves the builder in the block after the loops.
-    fn emit(&self, cx: &mut Cx, k: &ReduceKernel, sp: &Space, base: &[Value], row: Value, earlier: &[Value], out_base: Value) -> Result<Value, String> {
+    /// `keep`: a tiled stage whose values go to the row buffer for the epilogue.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(&self, cx: &mut Cx, k: &ReduceKernel, sp: &Space, base: &[Value], row: Value, earlier: &[Value], out_base: Value, keep: Option<RowKeep>) -> Result<Value, String> {
         let StagePlan { st, live, rd, vty, .. } = self.plan;
         let (st, rd, vty) = (*st, *rd, *vty);
         self.accs.reset(cx, st.op, rd);
@@ -380,7 +383,7 @@ impl StagePass<'_, '_> {
         if let Some(t) = &self.plan.tiling {
             self.accs.park(cx, true);
             let around = |cx: &mut Cx, start: bool| self.accs.park(cx, !start);
-            tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, |_, _| Ok(pre.clone()), around, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
+            tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, keep, |_, _| Ok(pre.clone()), around, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
             self.accs.park(cx, false);
         } else {
             let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
@@ -432,10 +435,25 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
         let accs = Accs::declare(&mut cx, plan.vacc, aty, plan.st.op);
         stages.push(StagePass { plan, accs, pre, scale });
     }
+    let stage_exps: Vec<(&[Inst], Val)> = plans
+        .iter()
+        .filter_map(|p| Some((p, p.tiling.as_ref()?)))
+        .flat_map(|(p, t)| {
+            t.stage_values().filter_map(move |(inst, _)| match p.st.insts[inst].op {
+                InstOp::Unary(UnaryOp::Exp, a) => Some((&p.st.insts[..], a)),
+                _ => None,
+            })
+        })
+        .collect();
     let epilogue = match &k.epilogue {
-        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p)?),
+        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p, &stage_exps)?),
         None => None,
     };
+    // A stage's tiled value that the epilogue computes again: kept in a row buffer.
+    let keep = epilogue.as_ref().and_then(|e| kept_stage(&plans, e)).map(|(s, stage, ep_stage)| {
+        let slot = cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (ROW_CACHE * 4) as u32, 6));
+        (s, RowKeep { stage, slot, reuse: false }, RowKeep { stage: ep_stage, slot, reuse: true })
+    });
     let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, o_rank);
 
     let out_head = cx.b.create_block();
@@ -454,11 +472,12 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     let base = sp.outer_ptrs(&mut cx, &a.in_base, row);
     let mut values = Vec::with_capacity(n_stages);
     for (s, stage) in stages.iter().enumerate() {
-        let v = stage.emit(&mut cx, k, &sp, &base, row, &values, a.out_base[s])?;
+        let kept = keep.filter(|kp| kp.0 == s).map(|kp| kp.1);
+        let v = stage.emit(&mut cx, k, &sp, &base, row, &values, a.out_base[s], kept)?;
         values.push(v);
     }
     if let Some(e) = &epilogue {
-        e.emit(&mut cx, &sp, &base, row, &values, &a.out_base[n_stages..])?;
+        e.emit(&mut cx, &sp, &base, row, &values, &a.out_base[n_stages..], keep.map(|kp| kp.2))?;
     }
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
     cx.b.ins().jump(out_head, &[BlockArg::Value(next_row)]);
@@ -470,6 +489,19 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     b.finalize(frontend_config);
     let tiled = plans.iter().any(|p| p.tiling.is_some()) || epilogue.as_ref().is_some_and(EpiloguePass::is_tiled);
     Ok((plans.iter().all(|p| p.vty.is_some()), tiled))
+}
+
+/// The first tiled stage value of a reduction stage that the tiled epilogue `e` computes too
+/// (the same routine on the same value, [`same_value`]): the reduction stage's index, its
+/// tile stage's and the epilogue's tile stage's.
+fn kept_stage(plans: &[StagePlan], e: &EpiloguePass) -> Option<(usize, usize, usize)> {
+    let et = e.tiling()?;
+    plans.iter().enumerate().find_map(|(s, p)| {
+        p.tiling.as_ref()?.stage_values().enumerate().find_map(|(ts, (inst, routine))| {
+            let ets = et.stage_values().position(|(einst, eroutine)| eroutine == routine && same_value(&p.st.insts, inst as Val, e.insts(), einst as Val))?;
+            Some((s, ts, ets))
+        })
+    })
 }
 
 /// A scalar value of `dtype` in the scalar accumulator's type: f32 promoted to f64 (exactly),

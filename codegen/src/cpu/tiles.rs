@@ -33,6 +33,7 @@
 
 use super::emit::{data_flags, emit_values_given, live_cut, per_output_known, PerValue, Row};
 use super::helpers;
+use super::kept_rows::ROW_CACHE;
 use super::ops::Cx;
 use super::runs::{emit_runs, Pass, Space};
 use crate::kernel::{Inst, InnerStride, InstOp, KernelInput, ReduceKernel, Val};
@@ -86,6 +87,26 @@ pub(crate) struct Tiling {
     stages: Vec<Stage>,
     /// The live instructions of the final pass (every stage given).
     last: Vec<bool>,
+}
+
+impl Tiling {
+    /// Each stage's instruction (the value its routine computes) and routine, in stage order.
+    pub(crate) fn stage_values(&self) -> impl Iterator<Item = (usize, &'static str)> + '_ {
+        self.stages.iter().map(|s| (s.inst, s.routine))
+    }
+}
+
+/// A stage of a tiled pass whose values the row keeps in a buffer of
+/// [`super::kept_rows::ROW_CACHE`] f32 (see [`super::kept_rows`]), while the row fits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowKeep {
+    /// The stage (an index into the pass's [`Tiling`] stages).
+    pub stage: usize,
+    /// The row buffer.
+    pub slot: StackSlot,
+    /// True: an earlier pass of the row filled the buffer, so this pass reads it and skips the
+    /// stage's work; false: this pass's routine writes its output there.
+    pub reuse: bool,
 }
 
 /// True for ops too costly to compute in two passes of a tile (inline polynomials and helper
@@ -171,7 +192,7 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
 /// `around(cx, true)` and `around(cx, false)` run just before and just after each tile's
 /// final pass (a reduction stage loads and stores its accumulators there); `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
 /// (stores at `row.out_ptr`, or a fold) given every live value `vals`; its vector loop unrolls
-/// `unroll` vectors.
+/// `unroll` vectors. `keep` names a stage whose values go to, or come from, a row buffer.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_row<'a, 'b>(
     cx: &mut Cx<'a, 'b>,
@@ -182,6 +203,7 @@ pub(crate) fn emit_row<'a, 'b>(
     out_ptr: &[Value],
     out_sizes: &[i64],
     unroll: usize,
+    keep: Option<RowKeep>,
     mut pre: impl FnMut(&mut Cx<'a, 'b>, &[bool]) -> Result<PerValue, String>,
     mut around: impl FnMut(&mut Cx<'a, 'b>, bool),
     mut finish: impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
@@ -227,6 +249,18 @@ pub(crate) fn emit_row<'a, 'b>(
     }
     let tout = carried[unit.len()..].to_vec();
     let bufs: Vec<Value> = slots.iter().map(|&s| cx.b.ins().stack_addr(ptr, s, 0)).collect();
+    // Where each stage's values are: its tile buffer, or the kept stage's part of the row
+    // buffer while the row fits there.
+    let mut addrs = bufs.clone();
+    let fits = keep.map(|k| {
+        let cap = cx.b.ins().iconst(ptr, ROW_CACHE as i64);
+        let fits = cx.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, sp.inner(), cap);
+        let row = cx.b.ins().stack_addr(ptr, k.slot, 0);
+        let off = cx.b.ins().imul_imm_s(j0, f32_size);
+        let at = cx.b.ins().iadd(row, off);
+        addrs[k.stage] = cx.b.ins().select(fits, at, bufs[k.stage]);
+        fits
+    });
     // The tile as a space of its own: the inner size is the tile's length.
     let mut dims = sp.dims.to_vec();
     *dims.last_mut().expect("rank ≥ 1") = len;
@@ -239,7 +273,7 @@ pub(crate) fn emit_row<'a, 'b>(
         for (s, stage) in t.stages.iter().enumerate() {
             if live[stage.inst] {
                 let off = cx.b.ins().imul_imm_s(j, f32_size);
-                let addr = cx.b.ins().iadd(bufs[s], off);
+                let addr = cx.b.ins().iadd(addrs[s], off);
                 vals[stage.inst] = Some(cx.b.ins().load(vt.unwrap_or(types::F32), data_flags(), addr, 0));
             }
         }
@@ -247,8 +281,19 @@ pub(crate) fn emit_row<'a, 'b>(
     };
 
     for (s, stage) in t.stages.iter().enumerate() {
+        // A reused stage's work runs only when the row did not fit the buffer.
+        let reused = match (keep, fits) {
+            (Some(k), Some(fits)) if k.stage == s && k.reuse => {
+                let work = cx.b.create_block();
+                let after = cx.b.create_block();
+                cx.b.ins().brif(fits, after, &[], work, &[]);
+                cx.b.switch_to_block(work);
+                Some(after)
+            }
+            _ => None,
+        };
         let src = match stage.source {
-            Source::Stage(e) => bufs[e],
+            Source::Stage(e) => addrs[e],
             Source::Input(i) => tin[i],
             Source::Pass => {
                 // Emitted per pass, so that few float values stay live across the routine's
@@ -270,7 +315,11 @@ pub(crate) fn emit_row<'a, 'b>(
                 bufs[s]
             }
         };
-        cx.call_void(stage.routine, &[src, bufs[s], len]);
+        cx.call_void(stage.routine, &[src, addrs[s], len]);
+        if let Some(after) = reused {
+            cx.b.ins().jump(after, &[]);
+            cx.b.switch_to_block(after);
+        }
     }
 
     let pre = pre(cx, &t.last)?;
