@@ -18,7 +18,7 @@ use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
 use super::kept_rows;
 use super::tiles::{self, RowKeep, TileBody, Tiling};
-use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel, Val};
+use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
 
 /// The epilogue's code-generation state, set up in the entry block.
@@ -39,10 +39,10 @@ pub(crate) struct EpiloguePass {
 impl EpiloguePass {
     /// Checks the epilogue's types, picks its plan and emits its constants and scalars (in the
     /// entry block: `scalars_p` is the scalars pointer).
-    /// `stage_exps` are the tiled exps of the stages (a stage's instructions and the exp's
-    /// operand), whose values the epilogue may share ([`kept_rows::share_exps`]).
-    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value, stage_exps: &[(&[Inst], Val)]) -> Result<EpiloguePass, String> {
-        let (insts, at) = kept_rows::share_exps(&ep.insts, stage_exps);
+    /// Log-softmax's `exp(x - max - log Σ)` is first rewritten to share the Σ stage's exp
+    /// ([`kept_rows::share_exps`]).
+    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value) -> Result<EpiloguePass, String> {
+        let (insts, at) = kept_rows::share_exps(&ep.insts, &k.stages);
         let ek = ElementwiseKernel { rank: k.rank, inputs: k.inputs.clone(), scalars: k.scalars, insts, outputs: ep.outputs.iter().map(|&v| at[v as usize]).collect() };
         let live = live_set(&ek);
         for (n, inst) in ek.insts.iter().enumerate() {

@@ -11,13 +11,14 @@
 //! elements, and the epilogue's tiles read it with no operand pass and no routine call. Rows
 //! longer than the buffer take the old path (a run-time test per tile).
 //!
-//! The rewrite changes the epilogue's result by the rounding of one product (a few ulp); the
-//! stage's max shift keeps `exp(x - max)` in `[0, 1]` and `Σ ≥ 1`, so neither factor
-//! overflows where the fused form did not.
+//! The rewrite is made only for that log-softmax shape (`p = y - max y` from a Max stage,
+//! `q = log Σ exp(p)` from a Sum stage, neither scaled), where `exp(p)` is in `[0, 1]` and
+//! `exp(-q)` in `[1/n, 1]`: it changes the result by the rounding of one product (a few
+//! ulp), and neither factor overflows or underflows where the fused form did not. For any
+//! other `exp(p - q)` the factors could (`exp(50) · exp(-120)` is `inf · 0` in f32).
 
-use super::emit::per_output_known;
-use crate::kernel::{Inst, InstOp, Val};
-use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
+use crate::kernel::{Inst, InstOp, ReduceStage, Val};
+use kiln_runtime::op_kind::{BinaryOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
 /// Elements of the row buffer (16 KiB of f32: the row stays in L1 with the tile buffers).
@@ -55,20 +56,41 @@ fn same(xs: &[Inst], a: Val, ys: &[Inst], b: Val, memo: &mut [Option<bool>]) -> 
     r
 }
 
-/// `insts` (an epilogue's instructions) with each f32 `exp(p - q)` whose `q` is computed once
-/// per output (and `p` is not) rewritten to `exp(p) · exp(-q)` when one of `stage_exps` (a
-/// stage's instructions and the operand of its tiled exp) computes `exp(p)`; the order and
-/// every other instruction are kept, operands renumbered. Also returns where each old value
-/// went.
-pub(crate) fn share_exps(insts: &[Inst], stage_exps: &[(&[Inst], Val)]) -> (Vec<Inst>, Vec<Val>) {
-    let known = per_output_known(insts);
+/// True when value `q` of the epilogue `insts` is `log Σ exp(p)`, the log of an unscaled
+/// Sum stage of `stages` whose reduced value is `exp(p)`, and `p` is `y - max y` with the max
+/// an unscaled Max stage over `y`: log-softmax's shape (see the module documentation).
+fn log_softmax_shape(insts: &[Inst], stages: &[ReduceStage], p: Val, q: Val) -> bool {
+    let stage_of = |v: Val, op: ReduceOp| match insts[v as usize].op {
+        InstOp::Reduced(s) => stages.get(s as usize).filter(|st| st.op == op && st.scale.is_none()),
+        _ => None,
+    };
+    let sum = match insts[q as usize].op {
+        InstOp::Unary(UnaryOp::Log, r) => stage_of(r, ReduceOp::Sum),
+        _ => None,
+    };
+    let sum_of_exp_p = sum.is_some_and(|st| match st.insts[st.reduced as usize].op {
+        InstOp::Unary(UnaryOp::Exp, e) => same_value(&st.insts, e, insts, p),
+        _ => false,
+    });
+    let max_shifted = match insts[p as usize].op {
+        InstOp::Binary(BinaryOp::Sub, y, m) => stage_of(m, ReduceOp::Max).is_some_and(|st| same_value(&st.insts, st.reduced, insts, y)),
+        _ => false,
+    };
+    sum_of_exp_p && max_shifted
+}
+
+/// `insts` (an epilogue's instructions) with each f32 `exp(p - q)` of log-softmax's shape
+/// over `stages` ([`log_softmax_shape`]) rewritten to `exp(p) · exp(-q)`, so that `exp(p)`
+/// is the Σ stage's value; the order and every other instruction are kept, operands
+/// renumbered. Also returns where each old value went.
+pub(crate) fn share_exps(insts: &[Inst], stages: &[ReduceStage]) -> (Vec<Inst>, Vec<Val>) {
     let mut out: Vec<Inst> = Vec::with_capacity(insts.len() + 3);
     let mut at: Vec<Val> = Vec::with_capacity(insts.len());
     for inst in insts {
         let new = |v: Val| at[v as usize];
         let shared = match inst.op {
             InstOp::Unary(UnaryOp::Exp, a) if inst.dtype == DType::F32 => match insts[a as usize].op {
-                InstOp::Binary(BinaryOp::Sub, p, q) if known[q as usize] && !known[p as usize] && stage_exps.iter().any(|&(xs, e)| same_value(xs, e, insts, p)) => Some((new(p), new(q))),
+                InstOp::Binary(BinaryOp::Sub, p, q) if log_softmax_shape(insts, stages, p, q) => Some((new(p), new(q))),
                 _ => None,
             },
             _ => None,
@@ -104,6 +126,13 @@ mod tests {
         vec![f32(Load(0)), f32(Reduced(0)), f32(Binary(BinaryOp::Sub, 0, 1)), f32(Unary(UnaryOp::Exp, 2))]
     }
 
+    /// Softmax's stages: `max x`, then `Σ exp(x - max)`.
+    fn softmax_stages() -> Vec<ReduceStage> {
+        let max = ReduceStage { insts: vec![f32(InstOp::Load(0))], reduced: 0, op: ReduceOp::Max, output: DType::F32, scale: None };
+        let sum = ReduceStage { insts: stage(), reduced: 3, op: ReduceOp::Sum, output: DType::F32, scale: None };
+        vec![max, sum]
+    }
+
     #[test]
     fn same_value_compares_structure_not_positions() {
         use InstOp::*;
@@ -120,7 +149,6 @@ mod tests {
     #[test]
     fn exp_of_a_shifted_stage_value_becomes_a_product() {
         use InstOp::*;
-        let xs = stage();
         // Epilogue: exp(x - max - log Σ) + 1.
         let ep = vec![
             f32(Load(0)),
@@ -133,7 +161,8 @@ mod tests {
             f32(Const(1.0)),
             f32(Binary(BinaryOp::Add, 6, 7)),
         ];
-        let (got, at) = share_exps(&ep, &[(&xs, 2)]);
+        let stages = softmax_stages();
+        let (got, at) = share_exps(&ep, &stages);
         // The first six instructions stay; the exp becomes four.
         let mut want = ep[..6].to_vec();
         want.extend([
@@ -147,6 +176,14 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(at, vec![0, 1, 2, 3, 4, 5, 9, 10, 11]);
         // Without a stage computing exp(x - max), nothing changes.
-        assert_eq!(share_exps(&ep, &[]), (ep.clone(), (0..ep.len() as Val).collect()));
+        let unchanged = (ep.clone(), (0..ep.len() as Val).collect::<Vec<Val>>());
+        assert_eq!(share_exps(&ep, &[]), unchanged);
+        // Nor when the shift is not a max (exp(x - m) could overflow), or the Σ is scaled.
+        let mut not_max = softmax_stages();
+        not_max[0].op = ReduceOp::Min;
+        assert_eq!(share_exps(&ep, &not_max), unchanged);
+        let mut scaled = softmax_stages();
+        scaled[1].scale = Some(0);
+        assert_eq!(share_exps(&ep, &scaled), unchanged);
     }
 }

@@ -20,13 +20,13 @@ use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
 use super::kept_rows::{same_value, ROW_CACHE};
 use super::tiles::{self, RowKeep, TileBody, Tiling};
-use crate::kernel::{Inst, InstOp, ReduceKernel, ReduceStage, Val};
+use crate::kernel::{ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
-use kiln_runtime::op_kind::{ReduceOp, UnaryOp};
+use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::DType;
 use std::cell::RefCell;
 
@@ -435,18 +435,8 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
         let accs = Accs::declare(&mut cx, plan.vacc, aty, plan.st.op);
         stages.push(StagePass { plan, accs, pre, scale });
     }
-    let stage_exps: Vec<(&[Inst], Val)> = plans
-        .iter()
-        .filter_map(|p| Some((p, p.tiling.as_ref()?)))
-        .flat_map(|(p, t)| {
-            t.stage_values().filter_map(move |(inst, _)| match p.st.insts[inst].op {
-                InstOp::Unary(UnaryOp::Exp, a) => Some((&p.st.insts[..], a)),
-                _ => None,
-            })
-        })
-        .collect();
     let epilogue = match &k.epilogue {
-        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p, &stage_exps)?),
+        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p)?),
         None => None,
     };
     // A stage's tiled value that the epilogue computes again: kept in a row buffer.

@@ -42,7 +42,10 @@ pub struct TcpStore {
     /// The master's server (kept alive as long as this store).
     server: Option<Server>,
     conn: Mutex<Conn>,
+    /// `host:port`, for messages.
     addr: String,
+    /// The port (the one picked when the master was given port 0).
+    port: u16,
     timeout: Duration,
 }
 
@@ -73,12 +76,12 @@ impl TcpStore {
         let stream = connect(OP, &addr, timeout)?;
         let clone = stream.try_clone().map_err(|e| Error::new(OP, ErrorKind::Distributed, format!("{addr}: {e}")))?;
         let conn = Conn { reader: BufReader::new(stream), writer: BufWriter::new(clone) };
-        Ok(TcpStore { server, conn: Mutex::new(conn), addr, timeout })
+        Ok(TcpStore { server, conn: Mutex::new(conn), addr, port, timeout })
     }
 
     /// The port of the store (the one picked when the master was given port 0).
     pub fn port(&self) -> u16 {
-        self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
+        self.port
     }
 
     /// Whether this process serves the store.
