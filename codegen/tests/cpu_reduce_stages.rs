@@ -22,7 +22,7 @@
 
 use kiln_codegen::cpu::CpuKernel;
 use kiln_codegen::kernel::{Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
-use kiln_runtime::op_kind::{BinaryOp, ReduceOp, UnaryOp};
+use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
 mod common;
@@ -218,6 +218,37 @@ fn cross_entropy_pieces_hoist_per_output_values() {
         let t = make_input(dtype, shape, rr, Lay::Full(x_inner), 19, true);
         let got = check(&k, shape, &[x, t], &[], label);
         assert!(got.stages[2].iter().all(|&v| v < 0.0), "{label}: Σ t·log_softmax(x) is negative for positive t");
+    });
+}
+
+#[test]
+fn one_hot_sums_count_equal_elements() {
+    // Σ where(x == t, a, b) (cross-entropy's gradient sums its one-hot mask this way): x
+    // small integers with repeats (so a row holds t zero, one or several times), t and a one
+    // value per output, b a constant 0 or a run-time scalar; t on either side of the `==`.
+    each_case("one_hot", |dtype, shape, rr, x_inner, label| {
+        let i = |op| inst(op, dtype);
+        let round = |mut x: common::Input| {
+            x.vals.iter_mut().for_each(|v| *v = (*v * 2.0).round());
+            x
+        };
+        for (b, t_first) in [(InstOp::Const(0.0), false), (InstOp::Scalar(0), true)] {
+            let cmp = if t_first { InstOp::Cmp(CmpOp::Eq, 1, 0) } else { InstOp::Cmp(CmpOp::Eq, 0, 1) };
+            let insts = vec![i(InstOp::Load(0)), i(InstOp::Load(1)), i(InstOp::Load(2)), i(b), inst(cmp, DType::Bool), i(InstOp::Where(4, 2, 3))];
+            let k = ReduceKernel {
+                rank: shape.len(),
+                reduce_rank: rr,
+                inputs: vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: InnerStride::Broadcast }, KernelInput { dtype, inner: InnerStride::Broadcast }],
+                scalars: 1,
+                stages: vec![stage(insts, 5, ReduceOp::Sum, dtype, None)],
+                epilogue: None,
+            };
+            let x = round(make_input(dtype, shape, rr, Lay::Full(x_inner), 37, false));
+            let t = round(make_input(dtype, shape, rr, Lay::PerOutput, 41, false));
+            let a = make_input(dtype, shape, rr, Lay::PerOutput, 43, false);
+            let got = check(&k, shape, &[x, t, a], &[0.25], label);
+            assert!(got.stages[0].iter().any(|&v| v != 0.0), "{label}: some row holds its t");
+        }
     });
 }
 

@@ -13,7 +13,7 @@ use crate::ir::{draw_of_scalars, RandDist};
 use cranelift_codegen::ir::{types, AbiParam, Signature, Type};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
-use kiln_runtime::cpu::slice_math;
+use kiln_runtime::cpu::{row_reduce, slice_math};
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 
 /// One callable helper: symbol name, address and C signature.
@@ -164,12 +164,24 @@ slice_helpers!(
 );
 
 /// Every helper.
+/// The native row routines of [`super::native_rows`], under the names its `RowCall::helper` gives.
+fn row_all(v: &mut Vec<Helper>) {
+    use types::{F32, F64, I64};
+    let f = row_reduce::row_fns();
+    v.push(Helper { name: "kiln_row_sum_f32", ptr: f.sum as *const u8, params: &[I64, I64], ret: Some(F64) });
+    v.push(Helper { name: "kiln_row_max_f32", ptr: f.max as *const u8, params: &[I64, I64], ret: Some(F32) });
+    v.push(Helper { name: "kiln_row_sq_dev_sum_f32", ptr: f.sq_dev_sum as *const u8, params: &[I64, F32, I64], ret: Some(F64) });
+    v.push(Helper { name: "kiln_row_exp_sum_f32", ptr: f.exp_sum as *const u8, params: &[I64, F32, I64, I64], ret: Some(F64) });
+    v.push(Helper { name: "kiln_row_count_eq_f32", ptr: f.count_eq as *const u8, params: &[I64, F32, I64], ret: Some(I64) });
+}
+
 fn all() -> Vec<Helper> {
     let mut v = Vec::new();
     unary_all(&mut v);
     binary_all(&mut v);
     rand_all(&mut v);
     slice_all(&mut v);
+    row_all(&mut v);
     v.push(Helper { name: POW_I64, ptr: pow_i64 as *const u8, params: &[types::I64, types::I64], ret: Some(types::I64) });
     v
 }

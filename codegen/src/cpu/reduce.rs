@@ -19,6 +19,7 @@ use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
 use super::kept_rows::{same_value, ROW_CACHE};
+use super::native_rows::{broadcast_load, native_row, NativeRow, RowCall};
 use super::tiles::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -169,6 +170,12 @@ impl Accs {
         }
     }
 
+    /// Sets the scalar accumulator to `acc` (an f64 or i64) and the vector ones, already
+    /// reset, stay at the identity: what [`Accs::combine`] then gives is `acc`.
+    fn reset_to(&self, cx: &mut Cx, acc: Value) {
+        cx.b.def_var(self.scalar, acc);
+    }
+
     /// Stores every accumulator into its stack slot (`park`) or loads it back (`!park`). A
     /// tiled sweep keeps them parked across the slice routines' calls: a value live across a
     /// call lives in memory (every vector register is caller-saved), and register allocation
@@ -313,6 +320,9 @@ struct StagePlan<'k> {
     /// How its rows are tiled, when its transcendentals run as slice routines
     /// ([`super::tiles`]).
     tiling: Option<Tiling>,
+    /// The native routine that sweeps each row, when one fits ([`super::native_rows`]): it
+    /// replaces the loops (the tiling stays to match a kept row with the epilogue's).
+    native: Option<NativeRow>,
 }
 
 impl<'k> StagePlan<'k> {
@@ -339,7 +349,8 @@ impl<'k> StagePlan<'k> {
             (Some(t), _) => VecAcc::Same(t),
         };
         let tiling = tiles::reduction_tiling(k, &Self::body(k, st), &live, vty);
-        Ok(StagePlan { st, live, rd, vty, vacc, tiling })
+        let native = native_row(k, st);
+        Ok(StagePlan { st, live, rd, vty, vacc, tiling, native })
     }
 
     /// What the stage's sweep computes, as a tiled pass sees it: its prologue, whose root is
@@ -380,7 +391,10 @@ impl StagePass<'_, '_> {
         };
         // The per-output values, once per output (every pass of every tile reads them).
         let pre = per_output_pre(cx, &st.insts, live, &self.pre, vty, earlier)?;
-        if let Some(t) = &self.plan.tiling {
+        if let Some(native) = self.plan.native {
+            let acc = native_sweep(cx, k, st, native, &pre, sp, base, keep);
+            self.accs.reset_to(cx, acc);
+        } else if let Some(t) = &self.plan.tiling {
             self.accs.park(cx, true);
             let around = |cx: &mut Cx, start: bool| self.accs.park(cx, !start);
             tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, keep, |_, _| Ok(pre.clone()), around, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
@@ -402,6 +416,64 @@ impl StagePass<'_, '_> {
         let addr = cx.b.ins().iadd(out_base, off);
         cx.b.ins().store(data_flags(), out, addr, 0);
         Ok(out)
+    }
+}
+
+/// The f64 result of native stage `native` (of stage `st` of `k`) over the output's row
+/// (inputs at `base`, `pre` holding the per-output values): one routine call. `keep`: the routine also writes its exps
+/// to the row buffer while the row fits there.
+#[allow(clippy::too_many_arguments)]
+fn native_sweep(cx: &mut Cx, k: &ReduceKernel, st: &ReduceStage, native: NativeRow, pre: &PerValue, sp: &Space, base: &[Value], keep: Option<RowKeep>) -> Value {
+    let (src, n) = (base[native.input], sp.inner());
+    let given = |cx: &mut Cx, v: Val| match broadcast_load(k, &st.insts, v) {
+        Some(i) => cx.b.ins().load(types::F32, data_flags(), base[i], 0),
+        None => pre.0[v as usize].expect("a per-output value is computed before the loops"),
+    };
+    let name = native.call.helper();
+    match native.call {
+        RowCall::Sum => cx.call(name, &[src, n]),
+        RowCall::Max => {
+            let m = cx.call(name, &[src, n]);
+            cx.b.ins().fpromote(types::F64, m)
+        }
+        RowCall::SqDevSum(c) => {
+            let c = given(cx, c);
+            cx.call(name, &[src, c, n])
+        }
+        RowCall::CountEq { t, a, b } => {
+            let t = given(cx, t);
+            let equal = cx.call(name, &[src, t, n]);
+            let rest = cx.b.ins().isub(n, equal);
+            // `a·count`, and 0 (not a NaN from inf·0) when the count is 0.
+            let term = |cx: &mut Cx, v: Val, count: Value| {
+                let v = given(cx, v);
+                let v = cx.b.ins().fpromote(types::F64, v);
+                let c = cx.b.ins().fcvt_from_uint(types::F64, count);
+                let prod = cx.b.ins().fmul(v, c);
+                let zero = cx.b.ins().f64const(0.0);
+                let none = cx.b.ins().icmp_imm_u(IntCC::Equal, count, 0);
+                cx.b.ins().select(none, zero, prod)
+            };
+            let (ta, tb) = (term(cx, a, equal), term(cx, b, rest));
+            cx.b.ins().fadd(ta, tb)
+        }
+        RowCall::ExpSum(c) => {
+            let c = match c {
+                Some(c) => given(cx, c),
+                None => cx.b.ins().f32const(0.0),
+            };
+            let dst = match keep {
+                Some(k) => {
+                    let cap = cx.b.ins().iconst(sp.ptr, ROW_CACHE as i64);
+                    let fits = cx.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, n, cap);
+                    let row = cx.b.ins().stack_addr(sp.ptr, k.slot, 0);
+                    let null = cx.b.ins().iconst(sp.ptr, 0);
+                    cx.b.ins().select(fits, row, null)
+                }
+                None => cx.b.ins().iconst(sp.ptr, 0),
+            };
+            cx.call(name, &[src, c, dst, n])
+        }
     }
 }
 

@@ -34,6 +34,8 @@ pub fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduce
             InstOp::Binary(BinaryOp::Mul, x, y) => a(x) * a(y),
             InstOp::Binary(BinaryOp::Div, x, y) => a(x) / a(y),
             InstOp::Cmp(CmpOp::Gt, x, y) => (a(x) > a(y)) as i64 as f64,
+            InstOp::Cmp(CmpOp::Eq, x, y) => (a(x) == a(y)) as i64 as f64,
+            InstOp::Where(c, x, y) => if a(c) != 0.0 { a(x) } else { a(y) },
             InstOp::Cast(x) => a(x),
             op => panic!("the reference does not evaluate {op:?}"),
         };

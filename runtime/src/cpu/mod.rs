@@ -12,6 +12,9 @@ pub mod philox;
 pub mod pool;
 pub mod reduce;
 #[cfg(target_arch = "x86_64")]
+mod row_avx512;
+pub mod row_reduce;
+#[cfg(target_arch = "x86_64")]
 mod slice_avx512;
 pub mod slice_math;
 pub mod sort;

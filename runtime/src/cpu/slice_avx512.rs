@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 /// e^x on 16 lanes: [`super::slice_math::exp_fma`] bit for bit.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn exp16(x: __m512) -> __m512 {
+pub(super) fn exp16(x: __m512) -> __m512 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;

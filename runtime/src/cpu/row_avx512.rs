@@ -1,0 +1,160 @@
+//! The AVX-512F forms of [`super::row_reduce`]'s row routines: 16 lanes, two vectors per
+//! iteration (independent accumulator chains), the row's last partial vector masked. Sums
+//! promote each half of a vector to eight f64 lanes (exactly) and add there.
+
+use super::row_reduce::RowFns;
+use super::slice_avx512::exp16;
+use std::arch::x86_64::*;
+
+/// The mask of the first `k < 16` lanes.
+#[inline(always)]
+fn first(k: usize) -> __mmask16 {
+    ((1u32 << k) - 1) as __mmask16
+}
+
+/// The 16 f32 lanes of `v` promoted to two 8-lane f64 vectors, added to `acc`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn add_wide(acc: &mut [__m512d; 2], v: __m512) {
+    let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))));
+    acc[0] = _mm512_add_pd(acc[0], lo);
+    acc[1] = _mm512_add_pd(acc[1], hi);
+}
+
+/// `Σ f(x)` over the row, where `f` maps a vector of 16 elements and lanes past the row's end
+/// must count 0: `f(x, mask)` gets the lanes that are in the row.
+///
+/// # Safety
+/// `src` valid to read `n` f32; the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn sum_with(src: *const f32, n: usize, f: impl Fn(__m512, __mmask16) -> __m512) -> f64 {
+    let zero = _mm512_setzero_pd();
+    let mut acc = [[zero; 2]; 2];
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: i + 32 <= n: both vectors lie inside the row.
+        let (a, b) = unsafe { (_mm512_loadu_ps(src.add(i)), _mm512_loadu_ps(src.add(i + 16))) };
+        add_wide(&mut acc[0], f(a, 0xffff));
+        add_wide(&mut acc[1], f(b, 0xffff));
+        i += 32;
+    }
+    while i < n {
+        let m = if n - i >= 16 { 0xffff } else { first(n - i) };
+        // SAFETY: the masked load reads lanes i..min(i + 16, n) only; masked-off lanes do not fault.
+        let a = unsafe { _mm512_maskz_loadu_ps(m, src.add(i)) };
+        add_wide(&mut acc[0], f(a, m));
+        i += 16;
+    }
+    let s = _mm512_add_pd(_mm512_add_pd(acc[0][0], acc[0][1]), _mm512_add_pd(acc[1][0], acc[1][1]));
+    _mm512_reduce_add_pd(s)
+}
+
+/// The sum routine.
+///
+/// # Safety
+/// As [`super::row_reduce::RowSumFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe extern "C" fn sum(src: *const f32, n: usize) -> f64 {
+    // SAFETY: the caller upholds the contract; masked-off lanes load as 0.
+    unsafe { sum_with(src, n, |x, _| x) }
+}
+
+/// The squared-deviation sum routine.
+///
+/// # Safety
+/// As [`super::row_reduce::RowSqDevSumFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize) -> f64 {
+    let c = _mm512_set1_ps(c);
+    // SAFETY: the caller upholds the contract; masked-off lanes' deviation is zeroed.
+    unsafe {
+        sum_with(src, n, |x, m| {
+            let d = _mm512_maskz_sub_ps(m, x, c);
+            _mm512_mul_ps(d, d)
+        })
+    }
+}
+
+/// The max routine: `maxps` keeps the accumulator when a lane is NaN, so NaN lanes are
+/// flagged in a mask and give the NaN result at the end.
+///
+/// # Safety
+/// As [`super::row_reduce::RowMaxFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe extern "C" fn max(src: *const f32, n: usize) -> f32 {
+    let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
+    let (mut a0, mut a1) = (ninf, ninf);
+    let mut nan: __mmask16 = 0;
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: i + 32 <= n: both vectors lie inside the row.
+        let (a, b) = unsafe { (_mm512_loadu_ps(src.add(i)), _mm512_loadu_ps(src.add(i + 16))) };
+        a0 = _mm512_max_ps(a, a0);
+        a1 = _mm512_max_ps(b, a1);
+        nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b);
+        i += 32;
+    }
+    while i < n {
+        let m = if n - i >= 16 { 0xffff } else { first(n - i) };
+        // SAFETY: the masked load reads lanes i..min(i + 16, n) only; the others are -inf.
+        let a = unsafe { _mm512_mask_loadu_ps(ninf, m, src.add(i)) };
+        a0 = _mm512_max_ps(a, a0);
+        nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a);
+        i += 16;
+    }
+    if nan != 0 {
+        return f32::NAN;
+    }
+    _mm512_reduce_max_ps(_mm512_max_ps(a0, a1))
+}
+
+/// The exp-sum routine: [`exp16`] of `x - c`, stored unless `dst` is null, and summed.
+///
+/// # Safety
+/// As [`super::row_reduce::RowExpSumFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize) -> f64 {
+    let c = _mm512_set1_ps(c);
+    let keep = !dst.is_null();
+    let zero = _mm512_setzero_pd();
+    let mut acc = [zero; 2];
+    let mut i = 0;
+    while i < n {
+        let m = if n - i >= 16 { 0xffff } else { first(n - i) };
+        // SAFETY: the masked load reads lanes i..min(i + 16, n) only.
+        let x = unsafe { _mm512_maskz_loadu_ps(m, src.add(i)) };
+        let y = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(x, c)));
+        if keep {
+            // SAFETY: dst is valid for n f32; the masked store writes lanes i..min(i + 16, n)
+            // only, after their loads (in place is fine).
+            unsafe { _mm512_mask_storeu_ps(dst.add(i), m, y) };
+        }
+        add_wide(&mut acc, y);
+        i += 16;
+    }
+    _mm512_reduce_add_pd(_mm512_add_pd(acc[0], acc[1]))
+}
+
+/// The equal-count routine: one compare into a mask and a popcount per 16 elements.
+///
+/// # Safety
+/// As [`super::row_reduce::RowCountEqFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe extern "C" fn count_eq(src: *const f32, t: f32, n: usize) -> usize {
+    let t = _mm512_set1_ps(t);
+    let mut count = 0;
+    let mut i = 0;
+    while i < n {
+        let m = if n - i >= 16 { 0xffff } else { first(n - i) };
+        // SAFETY: the masked load reads lanes i..min(i + 16, n) only; the compare is masked
+        // to them too.
+        let x = unsafe { _mm512_maskz_loadu_ps(m, src.add(i)) };
+        count += _mm512_mask_cmp_ps_mask::<_CMP_EQ_OQ>(m, x, t).count_ones() as usize;
+        i += 16;
+    }
+    count
+}
+
+/// The routines.
+pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq };

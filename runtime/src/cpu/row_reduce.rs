@@ -1,0 +1,338 @@
+//! Native reductions of one contiguous f32 row, for the reduction stages of the JIT's kernels
+//! (`kiln-codegen`'s `cpu/native_rows.rs`): the sweeps of softmax, log-softmax, cross-entropy
+//! and layer norm. Cranelift's x86-64 back end emits 128-bit vectors only; these routines run
+//! 16 lanes with AVX-512F (`row_avx512.rs`), rustc's autovectorized loops with AVX2+FMA, and
+//! plain loops elsewhere ([`row_fns`] picks once, and the JIT keeps the pointers).
+//!
+//! What each computes, over `src[0..n]`:
+//! - [`RowFns::sum`]: `Σ x`;
+//! - [`RowFns::max`]: the maximum, NaN when any element is NaN (as the eager `amax`);
+//! - [`RowFns::sq_dev_sum`]: `Σ (x - c)²`, the square taken in f32;
+//! - [`RowFns::exp_sum`]: `Σ e^(x - c)`, also writing each `e^(x - c)` to `dst` unless it is
+//!   null. The exp is the tiled kernels' `Exp` slice routine ([`super::slice_math::slice_fn`])
+//!   bit for bit, so a value kept here equals the one a tile would compute;
+//! - [`RowFns::count_eq`]: how many elements equal `t` (the sum of a one-hot mask: the
+//!   cross-entropy gradient's `Σ where(eq(iota, target), g, 0)`).
+//!
+//! Sums add each f32 term, promoted exactly, into f64 lanes: at least as accurate as the
+//! JIT's own loops (f32 groups of four, then f64).
+
+use super::slice_math::exp_fma;
+use super::vecmath;
+
+/// `Σ src[i]` for `i < n`, in f64.
+///
+/// # Safety
+/// `src` must be valid to read `n` f32.
+pub type RowSumFn = unsafe extern "C" fn(src: *const f32, n: usize) -> f64;
+
+/// The maximum of `src[..n]` (NaN if any is NaN; -inf when `n` is 0).
+///
+/// # Safety
+/// As [`RowSumFn`].
+pub type RowMaxFn = unsafe extern "C" fn(src: *const f32, n: usize) -> f32;
+
+/// `Σ (src[i] - c)²` for `i < n`, each square in f32, summed in f64.
+///
+/// # Safety
+/// As [`RowSumFn`].
+pub type RowSqDevSumFn = unsafe extern "C" fn(src: *const f32, c: f32, n: usize) -> f64;
+
+/// `Σ e^(src[i] - c)` for `i < n`, in f64; also `dst[i] = e^(src[i] - c)` unless `dst` is null.
+///
+/// # Safety
+/// `src` must be valid to read `n` f32; `dst` null or valid to write `n` f32, not overlapping
+/// `src` unless equal to it.
+pub type RowExpSumFn = unsafe extern "C" fn(src: *const f32, c: f32, dst: *mut f32, n: usize) -> f64;
+
+/// How many of `src[..n]` equal `t` (IEEE equality: a NaN equals nothing, `-0 == +0`).
+///
+/// # Safety
+/// As [`RowSumFn`].
+pub type RowCountEqFn = unsafe extern "C" fn(src: *const f32, t: f32, n: usize) -> usize;
+
+/// The row routines for this CPU.
+#[derive(Clone, Copy)]
+pub struct RowFns {
+    /// `Σ x`.
+    pub sum: RowSumFn,
+    /// `max x`.
+    pub max: RowMaxFn,
+    /// `Σ (x - c)²`.
+    pub sq_dev_sum: RowSqDevSumFn,
+    /// `Σ e^(x - c)`, keeping the exps.
+    pub exp_sum: RowExpSumFn,
+    /// `#{x == t}`.
+    pub count_eq: RowCountEqFn,
+}
+
+/// Lanes of the portable loops' f64 accumulators (rustc vectorizes them).
+const LANES: usize = 8;
+
+/// The row `src[..n]` as a slice (an empty one for `n == 0`, whatever `src` is).
+///
+/// # Safety
+/// `src` valid to read `n` f32 when `n > 0`.
+#[inline(always)]
+unsafe fn row<'a>(src: *const f32, n: usize) -> &'a [f32] {
+    if n == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller guarantees `n` readable f32 at `src`.
+        unsafe { std::slice::from_raw_parts(src, n) }
+    }
+}
+
+/// `Σ f(x)` over `xs` in [`LANES`] f64 accumulators (each term promoted exactly).
+#[inline(always)]
+fn sum_lanes(xs: &[f32], f: impl Fn(f32) -> f32) -> f64 {
+    let mut acc = [0f64; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += f(x) as f64;
+        }
+    }
+    let tail: f64 = chunks.remainder().iter().map(|&x| f(x) as f64).sum();
+    acc.iter().sum::<f64>() + tail
+}
+
+/// The maximum of `xs` in [`LANES`] accumulators, NaN when any element is.
+#[inline(always)]
+fn max_lanes(xs: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut nan = false;
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = if x > *a { x } else { *a };
+            nan |= x.is_nan();
+        }
+    }
+    for &x in chunks.remainder() {
+        acc[0] = if x > acc[0] { x } else { acc[0] };
+        nan |= x.is_nan();
+    }
+    if nan {
+        f32::NAN
+    } else {
+        acc.iter().fold(f32::NEG_INFINITY, |m, &a| if a > m { a } else { m })
+    }
+}
+
+/// `Σ e(x - c)`, writing each term to `dst` unless null.
+///
+/// # Safety
+/// As [`RowExpSumFn`].
+#[inline(always)]
+unsafe fn exp_sum_with(src: *const f32, c: f32, dst: *mut f32, n: usize, e: impl Fn(f32) -> f32) -> f64 {
+    if dst.is_null() {
+        // SAFETY: the caller upholds the contract.
+        return sum_lanes(unsafe { row(src, n) }, |x| e(x - c));
+    }
+    let mut acc = [0f64; LANES];
+    let full = n / LANES * LANES;
+    let mut i = 0;
+    while i < full {
+        // Read a whole group before writing it, so an in-place call is fine and the loop
+        // vectorizes without alias checks.
+        // SAFETY: i + LANES <= n: the group lies inside both rows.
+        let x = unsafe { src.add(i).cast::<[f32; LANES]>().read_unaligned() };
+        let y = x.map(|x| e(x - c));
+        for (a, &y) in acc.iter_mut().zip(&y) {
+            *a += y as f64;
+        }
+        // SAFETY: as above.
+        unsafe { dst.add(i).cast::<[f32; LANES]>().write_unaligned(y) };
+        i += LANES;
+    }
+    let mut tail = 0.0;
+    for j in full..n {
+        // SAFETY: j < n; each element is read before it is written.
+        unsafe {
+            let y = e(*src.add(j) - c);
+            *dst.add(j) = y;
+            tail += y as f64;
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+macro_rules! portable_row_fns {
+    ($name:ident, $($feature:literal)?, $exp:path) => {
+        /// The portable row routines, compiled for the target features named.
+        mod $name {
+            use super::*;
+
+            $(#[target_feature(enable = $feature)])?
+            pub(super) unsafe extern "C" fn sum(src: *const f32, n: usize) -> f64 {
+                // SAFETY: the caller upholds RowSumFn's contract.
+                sum_lanes(unsafe { row(src, n) }, |x| x)
+            }
+
+            $(#[target_feature(enable = $feature)])?
+            pub(super) unsafe extern "C" fn max(src: *const f32, n: usize) -> f32 {
+                // SAFETY: the caller upholds RowMaxFn's contract.
+                max_lanes(unsafe { row(src, n) })
+            }
+
+            $(#[target_feature(enable = $feature)])?
+            pub(super) unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize) -> f64 {
+                // SAFETY: the caller upholds RowSqDevSumFn's contract.
+                sum_lanes(unsafe { row(src, n) }, |x| (x - c) * (x - c))
+            }
+
+            $(#[target_feature(enable = $feature)])?
+            pub(super) unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize) -> f64 {
+                // SAFETY: the caller upholds RowExpSumFn's contract.
+                unsafe { exp_sum_with(src, c, dst, n, $exp) }
+            }
+
+            $(#[target_feature(enable = $feature)])?
+            pub(super) unsafe extern "C" fn count_eq(src: *const f32, t: f32, n: usize) -> usize {
+                // SAFETY: the caller upholds RowCountEqFn's contract.
+                unsafe { row(src, n) }.iter().filter(|&&x| x == t).count()
+            }
+
+            /// The routines.
+            pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq };
+        }
+    };
+}
+
+portable_row_fns!(plain, , vecmath::exp_f32);
+#[cfg(target_arch = "x86_64")]
+portable_row_fns!(avx2, "avx2,fma", exp_fma);
+
+/// The row routines this CPU runs best: AVX-512F, AVX2+FMA, or the portable loops. The exp of
+/// [`RowFns::exp_sum`] is the one [`super::slice_math::slice_fn`] picks for the same CPU.
+pub fn row_fns() -> RowFns {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return super::row_avx512::FNS;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return avx2::FNS;
+        }
+    }
+    plain::FNS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op_kind::UnaryOp;
+
+    /// Rows of every length up to 70 (each partial group) and a long one, with values over
+    /// several orders of magnitude.
+    fn rows() -> Vec<Vec<f32>> {
+        let mut s = 0x2545_f491_u32;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32 - 0.5) * 40.0
+        };
+        (0..=70).chain([1000, 4500]).map(|n| (0..n).map(|_| next()).collect()).collect()
+    }
+
+    fn all_fns() -> Vec<RowFns> {
+        let mut v = vec![plain::FNS, row_fns()];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            v.push(avx2::FNS);
+        }
+        v
+    }
+
+    /// Relative agreement of an f64 sum with the exact-ish f64 reference.
+    fn close(got: f64, want: f64) -> bool {
+        (got - want).abs() <= 1e-12 * want.abs().max(1.0)
+    }
+
+    #[test]
+    fn sums_and_squared_deviations_match_an_f64_loop() {
+        for f in all_fns() {
+            for xs in rows() {
+                let want: f64 = xs.iter().map(|&x| x as f64).sum();
+                // SAFETY: `xs` holds `xs.len()` f32.
+                let got = unsafe { (f.sum)(xs.as_ptr(), xs.len()) };
+                assert!(close(got, want), "sum of {} elements: {got} vs {want}", xs.len());
+                let c = 1.25f32;
+                let want: f64 = xs.iter().map(|&x| ((x - c) * (x - c)) as f64).sum();
+                // SAFETY: as above.
+                let got = unsafe { (f.sq_dev_sum)(xs.as_ptr(), c, xs.len()) };
+                assert!(close(got, want), "squared deviations of {} elements: {got} vs {want}", xs.len());
+            }
+        }
+    }
+
+    #[test]
+    fn count_eq_counts_ieee_equal_elements() {
+        for f in all_fns() {
+            for xs in rows() {
+                let mut xs: Vec<f32> = xs.iter().map(|x| x.round() % 7.0).collect();
+                if xs.len() > 3 {
+                    xs[1] = -0.0;
+                    xs[2] = f32::NAN;
+                }
+                for t in [0.0, 3.0, -5.0, 9.0, f32::NAN] {
+                    let want = xs.iter().filter(|&&x| x == t).count();
+                    // SAFETY: `xs` holds `xs.len()` f32.
+                    assert_eq!(unsafe { (f.count_eq)(xs.as_ptr(), t, xs.len()) }, want, "{t} in {} elements", xs.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn max_is_the_eager_maximum_and_propagates_nan() {
+        for f in all_fns() {
+            for mut xs in rows() {
+                let want = xs.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                // SAFETY: `xs` holds `xs.len()` f32.
+                assert_eq!(unsafe { (f.max)(xs.as_ptr(), xs.len()) }, want, "{} elements", xs.len());
+                if let Some(last) = xs.last_mut() {
+                    *last = f32::NAN;
+                    // SAFETY: as above.
+                    assert!(unsafe { (f.max)(xs.as_ptr(), xs.len()) }.is_nan(), "a NaN in the last of {} elements", xs.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exp_sum_keeps_the_slice_routines_exps_in_and_out_of_place() {
+        let exp = crate::cpu::slice_math::slice_fn(UnaryOp::Exp).expect("exp has a slice routine");
+        let f = row_fns();
+        for xs in rows() {
+            let c = 3.5f32;
+            let shifted: Vec<f32> = xs.iter().map(|&x| x - c).collect();
+            let mut want = vec![0f32; xs.len()];
+            // SAFETY: both buffers hold `xs.len()` f32 and are disjoint.
+            unsafe { exp(shifted.as_ptr(), want.as_mut_ptr(), xs.len()) };
+            let want_sum: f64 = want.iter().map(|&y| y as f64).sum();
+            let mut got = vec![f32::NAN; xs.len()];
+            // SAFETY: as above.
+            let sum = unsafe { (f.exp_sum)(xs.as_ptr(), c, got.as_mut_ptr(), xs.len()) };
+            assert_eq!(got.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), want.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), "{} elements", xs.len());
+            assert!(close(sum, want_sum), "{sum} vs {want_sum}");
+            // SAFETY: `xs` is readable; a null `dst` is not written.
+            let no_keep = unsafe { (f.exp_sum)(xs.as_ptr(), c, std::ptr::null_mut(), xs.len()) };
+            assert!(close(no_keep, want_sum));
+            let mut in_place = xs.clone();
+            // SAFETY: in place: src == dst, both `xs.len()` f32.
+            let sum = unsafe { (f.exp_sum)(in_place.as_ptr(), c, in_place.as_mut_ptr(), xs.len()) };
+            assert_eq!(in_place.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), want.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
+            assert!(close(sum, want_sum));
+        }
+        // NaN and the range's ends, as the slice routine gives them.
+        let xs = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 200.0, -200.0, 0.0];
+        let mut got = [0f32; 6];
+        // SAFETY: both hold 6 f32.
+        let sum = unsafe { (f.exp_sum)(xs.as_ptr(), 0.0, got.as_mut_ptr(), 6) };
+        assert!(got[0].is_nan() && sum.is_nan());
+        assert_eq!(&got[1..], &[f32::INFINITY, 0.0, f32::INFINITY, 0.0, 1.0]);
+    }
+}
