@@ -1,7 +1,7 @@
 //! `max_pool2d` (values and indices) and `avg_pool2d` on CUDA tensors against the CPU
 //! (`test_device!`): padding, stride, dilation, ceil mode, the divisor rules, NaN and ties,
-//! transposed and sliced inputs, unbatched input, f64/f16/bf16, first and second gradients;
-//! and the errors of what is not ported (`adaptive_avg_pool2d`).
+//! transposed and sliced inputs, unbatched input, f64/f16/bf16, first and second gradients.
+//! (`adaptive_avg_pool2d` is tested beside the convolutions, in `cuda_conv.rs`.)
 
 #[path = "common/device.rs"]
 #[macro_use]
@@ -65,6 +65,9 @@ test_device!(avg_pool_divisors_and_views, |d| {
         out.push(F::avg_pool2d_opts(&x, &o));
     }
     out.push(F::avg_pool2d_opts(&x.transpose(2, 3), &avg_opts([2, 3], [2, 2], [1, 1], true, false, None)));
+    // A narrowed batch: contiguous, but at an offset into its storage.
+    out.push(F::avg_pool2d(&x.narrow(0, 1, 1), 2));
+    out.push(F::max_pool2d(&x.narrow(0, 1, 1), 2));
     for dtype in [DType::F64, DType::F16, DType::BF16] {
         out.push(F::avg_pool2d_opts(&x.to_dtype(dtype), &avg_opts([3, 3], [2, 2], [1, 1], false, true, None)));
     }
@@ -84,17 +87,4 @@ test_device!(pooling_gradients_of_first_and_second_order, |d| {
     // The gradient's own gradient: gather at the argmax and the average again.
     (&g * &g).sum().backward();
     vec![m, a, g, x.grad().expect("the second-order gradient")]
-});
-
-test_device!(unported_pooling_is_an_error_on_cuda, |d| {
-    let x = image(&[1, 2, 6, 6], false, d);
-    let r = F::try_adaptive_avg_pool2d(&x, [3, 3]);
-    if d.is_cuda() {
-        let e = r.unwrap_err().to_string();
-        assert!(e.starts_with("adaptive_avg_pool2d: `adaptive_avg_pool2d` is not implemented for CUDA tensors yet"), "{e}");
-        assert!(e.contains("tests/cuda_pooling.rs:"), "the caller's line: {e}");
-    } else {
-        assert_eq!(r.expect("runs on the CPU").shape(), &[1, 2, 3, 3]);
-    }
-    vec![]
 });

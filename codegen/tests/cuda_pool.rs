@@ -1,9 +1,10 @@
-//! The CUDA pooling emitter (max pooling with indices, average pooling, their gradients): its
-//! text and errors (always), NVRTC compiling every (kind, dtype) kernel to CUBIN for sm_80 and
-//! sm_90 (skipping with a printed line when NVRTC is absent), and, on a GPU, every kernel
-//! against the CPU kernels of `kiln_runtime::cpu::pool` (bit for bit: same windows, same
-//! summation order) over geometries with padding, dilation, overlapping windows and ceil-mode
-//! edges.
+//! The CUDA pooling emitter (max pooling with indices, average and adaptive average pooling,
+//! their gradients): its text and errors (always), the adaptive windows' inverse rule the
+//! gradient gathers with (always), NVRTC compiling every (kind, dtype) kernel to CUBIN for
+//! sm_80 and sm_90 (skipping with a printed line when NVRTC is absent), and, on a GPU, every
+//! kernel against the CPU kernels of `kiln_runtime::cpu::pool` (bit for bit: same windows,
+//! same summation order) over geometries with padding, dilation, overlapping windows and
+//! ceil-mode edges, and adaptive pooling up and down.
 
 use kiln_codegen::cuda::{emit_pool, pool_ops, LoadedPool, PoolKind, POOL_GEOMETRY_WORDS};
 use kiln_runtime::cpu::pool::{self as cpu, AvgMode, PoolGeom};
@@ -40,13 +41,47 @@ fn gradients_are_gathers_without_atomics() {
 }
 
 #[test]
+fn adaptive_kernels_use_pytorchs_windows() {
+    let f = emit_pool(PoolKind::AdaptiveForward, DType::F32).unwrap();
+    assert!(f.name.starts_with("kiln_pool_adaptive_avg_pool2d_f32_"), "{}", f.name);
+    let s = &f.source;
+    assert!(s.contains("const long long y0 = oy * h / oh, y1 = ((oy + 1) * h + oh - 1) / oh;"), "{s}");
+    assert!(s.contains("const long long x0 = ox * w / ow, x1 = ((ox + 1) * w + ow - 1) / ow;"), "{s}");
+    assert!(s.contains("y[i] = s / (float)((y1 - y0) * (x1 - x0));"), "{s}");
+    let b = emit_pool(PoolKind::AdaptiveBackward, DType::F64).unwrap().source;
+    assert!(!b.contains("atomic"), "{b}");
+    // The output windows covering an input row: the same rule, the sizes' roles swapped.
+    assert!(b.contains("const long long oy0 = iy * oh / h, oy1 = ((iy + 1) * oh + h - 1) / h;"), "{b}");
+    assert!(b.contains("g += gy[(p * oh + oy) * ow + ox] / (double)((y1 - y0) * (x1 - x0));") && b.contains("gx[i] = g;"), "{b}");
+}
+
+/// The rule the adaptive gradient gathers with: input `i` of `len` lies in output `o`'s
+/// window (`adaptive_range(o, out, len)`) exactly when `o` lies in
+/// `adaptive_range(i, len, out)`, for every size pair, shrinking and growing.
+#[test]
+fn adaptive_windows_covering_an_input_follow_the_swapped_rule() {
+    for len in 1..=13 {
+        for out in 1..=13 {
+            for i in 0..len {
+                let (o0, o1) = cpu::adaptive_range(i, len, out);
+                for o in 0..out {
+                    let (i0, i1) = cpu::adaptive_range(o, out, len);
+                    assert_eq!((i0..i1).contains(&i), (o0..o1).contains(&o), "len {len}, out {out}, input {i}, output {o}");
+                }
+                assert!(o0 < o1 && o1 <= out, "every input is in some window: len {len}, out {out}, input {i}");
+            }
+        }
+    }
+}
+
+#[test]
 fn integer_and_half_dtypes_are_errors() {
     for d in [DType::F16, DType::BF16, DType::I64] {
         let e = emit_pool(PoolKind::AvgForward, d).unwrap_err();
         assert_eq!(e.kind, CudaErrorKind::Unsupported);
         assert!(e.message.contains("CUDA pooling kernels take float32 and float64"), "{e}");
     }
-    assert_eq!(pool_ops().len(), 8);
+    assert_eq!(pool_ops().len(), 12);
 }
 
 #[test]
@@ -117,6 +152,20 @@ fn pool_kernels_match_the_cpu_bit_for_bit_on_a_gpu() {
             avg_b.run(&g, mode, &[&dgy], &mut [&mut gx]).unwrap();
             assert!(same(&gx.to_vec::<f32>().unwrap(), &cpu::avg_pool2d_backward(&g, mode, &gy)), "avg_pool2d backward, {g:?}, {mode:?}");
         }
+    }
+    // Adaptive pooling, shrinking (overlapping windows), growing (repeated inputs) and mixed.
+    let (ada_f, ada_b) = (load(PoolKind::AdaptiveForward), load(PoolKind::AdaptiveBackward));
+    for (planes, h, w, oh, ow) in [(6, 28, 28, 7, 7), (3, 10, 7, 4, 3), (2, 3, 5, 7, 8), (4, 9, 2, 4, 5), (5, 1, 1, 1, 1)] {
+        let g = PoolGeom { planes, h, w, oh, ow, kernel: [1, 1], stride: [1, 1], pad: [0, 0], dilation: [1, 1] };
+        let (il, ol) = (planes * h * w, planes * oh * ow);
+        let x = values(il);
+        let gy: Vec<f32> = (0..ol).map(|i| ((i * 13 + 5) % 11) as f32 - 5.0).collect();
+        let (dx, dgy) = (CudaBuffer::from_slice(0, &x).unwrap(), CudaBuffer::from_slice(0, &gy).unwrap());
+        let (mut y, mut gx) = (CudaBuffer::alloc(0, ol * 4).unwrap(), CudaBuffer::alloc(0, il * 4).unwrap());
+        ada_f.run(&g, modes[0], &[&dx], &mut [&mut y]).unwrap();
+        assert!(same(&y.to_vec::<f32>().unwrap(), &cpu::adaptive_avg_pool2d_forward(planes, h, w, oh, ow, &x)), "adaptive_avg_pool2d, {g:?}");
+        ada_b.run(&g, modes[0], &[&dgy], &mut [&mut gx]).unwrap();
+        assert!(same(&gx.to_vec::<f32>().unwrap(), &cpu::adaptive_avg_pool2d_backward(planes, h, w, oh, ow, &gy)), "adaptive backward, {g:?}");
     }
     // A launch with a buffer too small is refused before anything runs.
     let g = geometries()[0];

@@ -1,6 +1,9 @@
 //! CUDA tensors: moving storage between devices and running eager ops on the device.
 //!
 //! - [`transfer`]: host↔device copies of tensors (`to`, `to_vec`, printing, creation).
+//! - [`conv`]: `conv2d`/`conv1d` and their gradients: `im2col`/`col2im` kernels from the
+//!   CUDA C emitter (`kiln_codegen::cuda::im2col`; `col2im` gathers, so it is deterministic)
+//!   around batched cuBLAS products.
 //! - [`elementwise`]: eager elementwise ops (unary, binary, comparisons, `where`, casts,
 //!   copies and fills) as strided kernels from the CUDA C emitter, each a fused group of one
 //!   op; compiled once per (op, dtypes, dims) and device, and kept loaded.
@@ -22,6 +25,7 @@
 //! (see `tensor::check_device_supported`); without a GPU, making a CUDA tensor fails with the
 //! runtime's "no CUDA device available", named after the op and the caller's line.
 
+pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod join;
@@ -84,6 +88,17 @@ pub(crate) fn check_available(op: &'static str, device: kiln_runtime::Device) ->
         kiln_runtime::Device::Cuda(i) => kiln_runtime::cuda::device(op, i).map(drop).or_op(op),
         kiln_runtime::Device::Cpu => Ok(()),
     }
+}
+
+/// `t` when its elements are contiguous from its storage's first one (what a kernel reading
+/// a plain buffer needs), else a contiguous copy, without recording: a contiguous view with
+/// an offset (a narrowed batch) is copied too.
+pub(crate) fn dense(t: &crate::Tensor) -> crate::Tensor {
+    if t.is_contiguous() && t.layout().offset() == 0 {
+        return t.clone();
+    }
+    let _off = crate::autograd::no_grad();
+    t.deep_clone()
 }
 
 /// The ordinal of a tensor the op layer sent down a CUDA branch (so it is on a CUDA device).

@@ -1,4 +1,5 @@
-//! 2-d pooling of CUDA tensors (`max_pool2d`, `avg_pool2d` and their gradients) as kernels from
+//! 2-d pooling of CUDA tensors (`max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d` and their
+//! gradients) as kernels from
 //! the CUDA C emitter (`kiln_codegen::cuda::pool`), over contiguous `(planes, H, W)` memory.
 //!
 //! The op layer (`nn::functional::pool`) keeps its checks and geometry and widens f16/bf16 to
@@ -6,7 +7,6 @@
 //! each result. The gradients gather rather than scatter, so they are deterministic.
 
 use super::{LoadedKernels, OrOp};
-use crate::autograd;
 use crate::error::Result;
 use crate::tensor::Tensor;
 use kiln_codegen::cuda::{emit_pool, LoadedPool, PoolKind};
@@ -33,10 +33,7 @@ fn run(op: &'static str, kind: PoolKind, g: &PoolGeom, mode: AvgMode, inputs: &[
         inputs[0].check_same_device(op, t)?;
     }
     let kernel = loaded(op, kind, dtype, ordinal)?;
-    let contiguous: Vec<Tensor> = {
-        let _off = autograd::no_grad();
-        inputs.iter().map(|t| t.contiguous()).collect()
-    };
+    let contiguous: Vec<Tensor> = inputs.iter().map(|t| super::dense(t)).collect();
     let mut outs = outputs
         .iter()
         .map(|&(shape, d)| CudaStorage::uninit(op, ordinal, d, kiln_runtime::layout::numel(shape)).or_op(op))
@@ -56,8 +53,8 @@ fn run(op: &'static str, kind: PoolKind, g: &PoolGeom, mode: AvgMode, inputs: &[
     Ok(outs.into_iter().zip(outputs).map(|(s, &(shape, _))| Tensor::from_storage(Storage::Cuda(s), shape)).collect())
 }
 
-/// The average pooling mode max pooling's kernels ignore.
-const NO_MODE: AvgMode = AvgMode { count_include_pad: true, divisor_override: None };
+/// The average pooling mode the max and adaptive pooling kernels ignore.
+pub(crate) const NO_MODE: AvgMode = AvgMode { count_include_pad: true, divisor_override: None };
 
 /// Max pooling of the CUDA tensor `x` (f32 or f64, `g.planes` planes): the values and the
 /// int64 argmax indices within each plane, both of `shape`.
@@ -76,11 +73,10 @@ pub(crate) fn max_pool_backward(g: &PoolGeom, gy: &Tensor, idx: &Tensor, x_shape
     Ok(run(op, PoolKind::MaxBackward, g, NO_MODE, &[gy, idx], &[(x_shape, gy.dtype())])?.remove(0))
 }
 
-/// Average pooling of the CUDA tensor `t` (`adjoint: false`, a result of `shape`), or its
-/// gradient (`adjoint: true`: `t` is the output gradient, the result has the input's
-/// `shape`).
+/// Average or adaptive average pooling (`kind`: `AvgForward` or `AdaptiveForward`) of the
+/// CUDA tensor `t`, a result of `shape`; or its gradient (`AvgBackward`, `AdaptiveBackward`:
+/// `t` is the output gradient, `shape` the input's). `mode` is read by the average kinds.
 #[track_caller]
-pub(crate) fn avg_pool(g: &PoolGeom, mode: AvgMode, t: &Tensor, adjoint: bool, shape: &[usize]) -> Result<Tensor> {
-    let (op, kind) = if adjoint { ("avg_pool2d_backward", PoolKind::AvgBackward) } else { ("avg_pool2d", PoolKind::AvgForward) };
+pub(crate) fn avg_pool(op: &'static str, kind: PoolKind, g: &PoolGeom, mode: AvgMode, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
     Ok(run(op, kind, g, mode, &[t], &[(shape, t.dtype())])?.remove(0))
 }

@@ -8,9 +8,15 @@
 //! - [`index`]: [`emit_index`], gather/index_select, scatter and scatter_add along one dim
 //!   over strided operands (the index adds `k · stride` to the target's offset).
 //! - [`index_launch`]: checked launches of those ([`LoadedIndex`]).
-//! - [`pool`]: [`emit_pool`], max pooling (with argmax indices) and average pooling over
-//!   contiguous planes, and their gradients as gathers (deterministic, no atomics).
+//! - [`pool`]: [`emit_pool`], max pooling (with argmax indices), average and adaptive average
+//!   pooling over contiguous planes, and their gradients as gathers (deterministic, no
+//!   atomics).
 //! - [`pool_launch`]: checked launches of those ([`LoadedPool`]).
+//! - [`im2col`]: [`emit_col`], a convolution's `im2col` columns and `col2im`, its adjoint, as
+//!   a gather (deterministic, no atomics).
+//! - [`im2col_launch`]: checked launches of those ([`LoadedCol`]).
+//! - [`grid`]: the skeleton pooling and column kernels share (one thread per element written,
+//!   the geometry as arguments).
 //! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
 //!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
 //! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
@@ -21,6 +27,9 @@
 
 pub mod eager;
 pub mod emit;
+mod grid;
+pub mod im2col;
+pub mod im2col_launch;
 pub mod index;
 pub mod index_launch;
 pub mod launch;
@@ -34,6 +43,8 @@ pub mod strided;
 pub use eager::{eager_kernel, eager_ops, every_eager_kernel, EagerOp};
 pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
 pub use index_launch::{IndexedDim, LoadedIndex};
+pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
+pub use im2col_launch::LoadedCol;
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};

@@ -1,5 +1,6 @@
 //! 2-d pooling kernels over contiguous planes (`planes x h x w` in, `planes x oh x ow` out):
-//! max pooling with argmax indices and its gradient, average pooling and its gradient.
+//! max pooling with argmax indices and its gradient, average pooling and its gradient,
+//! adaptive average pooling and its gradient.
 //!
 //! Each kernel is a grid-stride loop with one thread per element it writes; the geometry
 //! (sizes, window, stride, padding, dilation, the average's divisor rule) is passed as
@@ -13,15 +14,14 @@
 //! order with the CPU's roundings.
 //!
 //! Signature: the buffers (max forward `x, y, idx`; max backward `gy, idx, gx`; average
-//! forward `x, y`; average backward `gy, gx`), then `n` (elements written) and the geometry
-//! words `h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad, divisor` (divisor 0:
-//! none), every number `unsigned long long`.
+//! and adaptive forward `x, y`; average and adaptive backward `gy, gx`), then `n` (elements
+//! written) and the geometry words `h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw,
+//! count_include_pad, divisor` (divisor 0: none), every number `unsigned long long`.
 
-use super::emit::{dtype_tag, fnv1a, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
+use super::grid::{emit_grid_kernel, GridBuffer};
 use super::strided::storage_type;
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
-use std::fmt::Write;
 
 /// The geometry words after `n`, in order.
 pub const POOL_GEOMETRY_WORDS: [&str; 14] = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "count_include_pad", "divisor"];
@@ -39,11 +39,21 @@ pub enum PoolKind {
     /// The gradient of average pooling: each input element sums the output gradients of the
     /// windows covering it, each divided by its window's divisor.
     AvgBackward,
+    /// Adaptive average pooling: output `(oy, ox)` averages input rows
+    /// `floor(oy*h/oh)..ceil((oy+1)*h/oh)` and the columns likewise (PyTorch's rule; the
+    /// window, stride, padding and dilation words are unused).
+    AdaptiveForward,
+    /// The gradient of adaptive average pooling: each input element sums, in ascending
+    /// window order, the output gradients of the windows covering it, each divided by its
+    /// window's size. Input row `iy` lies in the windows `floor(iy*oh/h)..ceil((iy+1)*oh/h)`
+    /// (the same rule with the roles swapped), and likewise for columns.
+    AdaptiveBackward,
 }
 
 impl PoolKind {
     /// Every kind.
-    pub const ALL: [PoolKind; 4] = [PoolKind::MaxForward, PoolKind::MaxBackward, PoolKind::AvgForward, PoolKind::AvgBackward];
+    pub const ALL: [PoolKind; 6] =
+        [PoolKind::MaxForward, PoolKind::MaxBackward, PoolKind::AvgForward, PoolKind::AvgBackward, PoolKind::AdaptiveForward, PoolKind::AdaptiveBackward];
 
     /// The kind's name in kernel names and messages.
     pub fn name(self) -> &'static str {
@@ -52,6 +62,8 @@ impl PoolKind {
             PoolKind::MaxBackward => "max_pool2d_backward",
             PoolKind::AvgForward => "avg_pool2d",
             PoolKind::AvgBackward => "avg_pool2d_backward",
+            PoolKind::AdaptiveForward => "adaptive_avg_pool2d",
+            PoolKind::AdaptiveBackward => "adaptive_avg_pool2d_backward",
         }
     }
 
@@ -61,15 +73,15 @@ impl PoolKind {
         match self {
             PoolKind::MaxForward => &[("x", false, false), ("y", false, true), ("idx", true, true)],
             PoolKind::MaxBackward => &[("gy", false, false), ("idx", true, false), ("gx", false, true)],
-            PoolKind::AvgForward => &[("x", false, false), ("y", false, true)],
-            PoolKind::AvgBackward => &[("gy", false, false), ("gx", false, true)],
+            PoolKind::AvgForward | PoolKind::AdaptiveForward => &[("x", false, false), ("y", false, true)],
+            PoolKind::AvgBackward | PoolKind::AdaptiveBackward => &[("gy", false, false), ("gx", false, true)],
         }
     }
 
     /// True when the kernel writes one element per input element (a gradient), false when one
     /// per output element.
     pub fn writes_input_shape(self) -> bool {
-        matches!(self, PoolKind::MaxBackward | PoolKind::AvgBackward)
+        matches!(self, PoolKind::MaxBackward | PoolKind::AvgBackward | PoolKind::AdaptiveBackward)
     }
 }
 
@@ -96,6 +108,18 @@ const AVG_WINDOW: &str = "\
         const bool empty = y0 >= y1 || x0 >= x1;
         const long long div = divisor != 0 ? divisor : (count_include_pad != 0 ? pool_size : (y1 - y0) * (x1 - x0));
 ";
+
+/// C expressions of PyTorch's adaptive window along one dim: output `o` of `out` covers input
+/// `floor(o*len/out)..ceil((o+1)*len/out)` (`kiln_runtime::cpu::pool::adaptive_range`).
+fn adaptive_range(o: &str, out: &str, len: &str) -> (String, String) {
+    (format!("{o} * {len} / {out}"), format!("(({o} + 1) * {len} + {out} - 1) / {out}"))
+}
+
+/// Declares the adaptive window `y0..y1`, `x0..x1` of output `(oy, ox)`, `indent` deep.
+fn adaptive_window(indent: &str) -> String {
+    let ((y0, y1), (x0, x1)) = (adaptive_range("oy", "oh", "h"), adaptive_range("ox", "ow", "w"));
+    format!("{indent}const long long y0 = {y0}, y1 = {y1};\n{indent}const long long x0 = {x0}, x1 = {x1};\n")
+}
 
 /// The loop body of `kind` with values of C type `t`.
 fn body(kind: PoolKind, t: &str, neg_inf: &str) -> String {
@@ -171,6 +195,38 @@ fn body(kind: PoolKind, t: &str, neg_inf: &str) -> String {
         gx[i] = g;
 "
         ),
+        PoolKind::AdaptiveForward => format!(
+            "\
+        const long long ox = (long long)(i % ow), oy = (long long)((i / ow) % oh), p = (long long)(i / (ow * oh));
+{window}        const {t}* plane = x + p * h * w;
+        {t} s = ({t})0;
+        for (long long yy = y0; yy < y1; ++yy) {{
+            for (long long xx = x0; xx < x1; ++xx) s += plane[yy * w + xx];
+        }}
+        y[i] = s / ({t})((y1 - y0) * (x1 - x0));
+",
+            window = adaptive_window("        ")
+        ),
+        PoolKind::AdaptiveBackward => {
+            // The output windows covering input (iy, ix): the adaptive rule with the roles of
+            // the input and output sizes swapped.
+            let ((oy0, oy1), (ox0, ox1)) = (adaptive_range("iy", "h", "oh"), adaptive_range("ix", "w", "ow"));
+            format!(
+                "\
+        const long long ix = (long long)(i % w), iy = (long long)((i / w) % h), p = (long long)(i / (w * h));
+        const long long oy0 = {oy0}, oy1 = {oy1};
+        const long long ox0 = {ox0}, ox1 = {ox1};
+        {t} g = ({t})0;
+        for (long long oy = oy0; oy < oy1; ++oy) {{
+            for (long long ox = ox0; ox < ox1; ++ox) {{
+{window}                g += gy[(p * oh + oy) * ow + ox] / ({t})((y1 - y0) * (x1 - x0));
+            }}
+        }}
+        gx[i] = g;
+",
+                window = adaptive_window("                ")
+            )
+        }
     }
 }
 
@@ -186,33 +242,9 @@ pub fn emit_pool(kind: PoolKind, dtype: DType) -> Result<PoolKernel, CudaError> 
         }
     };
     let t = storage_type(dtype);
-    let mut sig: Vec<String> = kind
-        .buffers()
-        .iter()
-        .map(|&(name, is_index, written)| {
-            let ty = if is_index { "long long" } else { t };
-            let c = if written { "" } else { "const " };
-            format!("{c}{ty}* __restrict__ {name}")
-        })
-        .collect();
-    sig.push("unsigned long long n".into());
-    // Taken unsigned (as every kernel argument), used signed: padding makes windows start
-    // before the input.
-    sig.extend(POOL_GEOMETRY_WORDS.iter().map(|g| format!("unsigned long long {g}_")));
-
-    let mut src = String::new();
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {} ({})", kind.name(), dtype_tag(dtype));
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
-    for g in POOL_GEOMETRY_WORDS {
-        let _ = writeln!(src, "    const long long {g} = (long long){g}_;");
-    }
-    src.push_str("    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;\n");
-    src.push_str("    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n");
-    src.push_str(&body(kind, t, neg_inf));
-    src.push_str("    }\n}\n");
-
-    let name = format!("kiln_pool_{}_{}_{:016x}", kind.name(), dtype_tag(dtype), fnv1a(src.as_bytes()));
-    let source = src.replace("KILN_NAME", &name);
+    let buffers: Vec<GridBuffer<'_>> =
+        kind.buffers().iter().map(|&(name, is_index, written)| GridBuffer { name, ty: if is_index { "long long" } else { t }, written }).collect();
+    let (name, source) = emit_grid_kernel("pool", kind.name(), dtype, &buffers, &POOL_GEOMETRY_WORDS, &body(kind, t, neg_inf));
     Ok(PoolKernel { name, source, kind, dtype })
 }
 

@@ -83,7 +83,7 @@ impl ConvGeom {
     }
     /// True when the column matrix of a group is that group's input itself (1x1 kernel, stride
     /// 1, no padding).
-    fn col_is_input(&self) -> bool {
+    pub fn col_is_input(&self) -> bool {
         self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0] && self.oh == self.h && self.ow == self.w
     }
     /// The output columns `ox` whose input column `ox*s + kj*d - p` lies in `0..w`, for kernel

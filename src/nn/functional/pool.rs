@@ -6,8 +6,8 @@
 //! (`MaxPool2DWithIndicesBackward0`, `AvgPool2DBackward0`, `AdaptiveAvgPool2DBackward0`) are
 //! differentiable again (see `ops`). f32 and f64 compute natively; f16 and bf16 compute in f32
 //! and round once (the result's `grad_fn` is then `ToCopyBackward0`); integer dtypes are
-//! refused, as in PyTorch. On CUDA, max and average pooling and their gradients run as
-//! generated kernels (`crate::cuda::pool`); adaptive average pooling is CPU-only for now.
+//! refused, as in PyTorch. On CUDA, max, average and adaptive average pooling and their
+//! gradients run as generated kernels (`crate::cuda::pool`).
 
 mod ops;
 
@@ -140,7 +140,6 @@ pub fn adaptive_avg_pool2d(input: &Tensor, output_size: [usize; 2]) -> Tensor {
 #[track_caller]
 pub fn try_adaptive_avg_pool2d(input: &Tensor, output_size: [usize; 2]) -> Result<Tensor> {
     let op = "adaptive_avg_pool2d";
-    input.check_device_supported(op)?;
     let (planes, h, w) = planes(op, input)?;
     let [oh, ow] = output_size;
     let geom = PoolGeom { planes, h, w, oh, ow, kernel: [1, 1], stride: [1, 1], pad: [0, 0], dilation: [1, 1] };

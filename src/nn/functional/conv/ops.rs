@@ -104,7 +104,7 @@ pub(super) fn weight_grad(c: &Arc<Conv>, x: &Tensor, gy: &Tensor) -> Result<Tens
 }
 
 /// Runs one product on contiguous copies of its operands (without recording), as a new
-/// tensor of `shape`. Operands have one float dtype (f32 or f64), checked by the caller.
+/// tensor of `shape`, on the operands' device. Operands have one float dtype (f32 or f64), checked by the caller.
 /// Inside a compiled step the kernel call is an opaque node, run on the realized operands.
 #[track_caller]
 fn launch(p: Product, c: &Conv, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, shape: &[usize]) -> Result<Tensor> {
@@ -123,9 +123,18 @@ fn launch(p: Product, c: &Conv, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, s
     crate::capture::deferred(name, &inputs, shape, dtype, move |ins| launch_now(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape))
 }
 
-/// [`launch`]'s kernel call on realized operands.
+/// [`launch`]'s kernel call on realized operands: the CPU kernels, or, with an operand on
+/// CUDA, `crate::cuda::conv`'s columns and cuBLAS products.
 fn launch_now(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, shape: &[usize]) -> Result<Tensor> {
     let _off = autograd::no_grad();
+    if crate::cuda::any_on_cuda(&[a, b]) {
+        let out = match p {
+            Product::Forward => crate::cuda::conv::forward(g, a, b, bias)?,
+            Product::InputGrad => crate::cuda::conv::input_grad(g, a, b)?,
+            Product::WeightGrad => crate::cuda::conv::weight_grad(g, a, b)?,
+        };
+        return out.try_reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
+    }
     let a = a.contiguous();
     // Each operand is read under its own storage lock: one sharing storage with an earlier one
     // (`conv2d(&x, &x, ..)`) is copied, so that no lock is taken twice by this thread.

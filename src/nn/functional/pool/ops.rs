@@ -7,12 +7,13 @@
 //! - average and adaptive average pooling are linear maps `A`: the backward is `Aᵀ` (a kernel
 //!   of its own), and the backward of `Aᵀ` is `A` again.
 //!
-//! CUDA tensors take `crate::cuda::pool`'s generated kernels for max and average pooling and
-//! their gradients (adaptive average pooling is not ported yet).
+//! CUDA tensors take `crate::cuda::pool`'s generated kernels for max, average and adaptive
+//! average pooling and their gradients.
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
+use kiln_codegen::cuda::PoolKind;
 use kiln_runtime::cpu::pool::{self as kernels, AvgMode, PoolGeom};
 use kiln_runtime::dtype::num_like::Float;
 use kiln_runtime::storage::StorageElement;
@@ -180,10 +181,14 @@ fn linear(p: &Arc<Pool>, t: &Tensor, adjoint: bool) -> Result<Tensor> {
     };
     let shape = if adjoint { &p.x_shape } else { &p.y_shape };
     if t.device().is_cuda() {
-        return match p.kind {
-            Kind::Avg(mode) => crate::cuda::pool::avg_pool(&p.geom, mode, t, adjoint, shape),
-            _ => Err(crate::tensor::not_on_cuda(name)),
+        let (kind, mode) = match (p.kind, adjoint) {
+            (Kind::Avg(m), false) => (PoolKind::AvgForward, m),
+            (Kind::Avg(m), true) => (PoolKind::AvgBackward, m),
+            (Kind::Adaptive, false) => (PoolKind::AdaptiveForward, crate::cuda::pool::NO_MODE),
+            (Kind::Adaptive, true) => (PoolKind::AdaptiveBackward, crate::cuda::pool::NO_MODE),
+            (Kind::Max, _) => unreachable!("max pooling is not linear"),
         };
+        return crate::cuda::pool::avg_pool(name, kind, &p.geom, mode, t, shape);
     }
     let p2 = p.clone();
     crate::capture::deferred(name, &[t], shape, t.dtype(), move |ins| {
