@@ -120,6 +120,8 @@ fn a_parameter_without_gradient_fails_backward_on_every_rank() {
     assert!(job.stdout.contains("rank 0: unused-error ok") && job.stdout.contains("rank 1: unused-error ok"));
     assert!(job.stderr.contains("Parameters which did not receive grad for rank 1: a.weight, a.bias, b.weight, b.bias"));
     assert!(job.stderr.contains("Enable unused parameter detection with `DdpOptions { find_unused_parameters: true, .. }`"));
+    // Raised at the end of backward inside DDP's reducer, located at the program's backward call.
+    assert!(job.stderr.contains("(at tests/programs/dist_check.rs:") && !job.stderr.contains("reducer.rs"), "the error does not name the caller's line");
 }
 
 #[test]
