@@ -40,7 +40,7 @@ cargo test --release --no-run --message-format=json \
     --test cuda_im2col | collect
 # Separately, so that `--lib` does not pull in kiln's own (CPU) unit tests.
 cargo test --release --no-run --message-format=json -p kiln --test cuda_tensors --test cuda_reductions --test cuda_indexing \
-    --test cuda_matmul --test cuda_cat --test cuda_pooling --test cuda_conv | collect
+    --test cuda_matmul --test cuda_cat --test cuda_pooling --test cuda_conv --test cuda_nccl | collect
 echo "building CUDA bench binaries (release)…"
 cargo bench --no-run --message-format=json -p kiln-codegen --bench cuda_elementwise | collect
 

@@ -13,9 +13,9 @@ mkdir -p "$LOG_DIR"
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$(mktemp -d /tmp/kiln-kernels.XXXXXX)}
 START=$(date +%s)
 
-# --- libraries: NVRTC and cuBLAS from the Python (torch) environment or a CUDA toolkit -------
+# --- libraries: NVRTC, cuBLAS and NCCL from the Python (torch) environment or a CUDA toolkit --
 libdirs=()
-add_dir() { [ -d "$1" ] && ls "$1"/libnvrtc.so* "$1"/libcublas.so* >/dev/null 2>&1 && libdirs+=("$1"); return 0; }
+add_dir() { [ -d "$1" ] && ls "$1"/libnvrtc.so* "$1"/libcublas.so* "$1"/libnccl.so* >/dev/null 2>&1 && libdirs+=("$1"); return 0; }
 for py in ${VIRTUAL_ENV:+"$VIRTUAL_ENV/bin/python"} python3 python; do
     command -v "$py" >/dev/null 2>&1 || continue
     while IFS= read -r d; do add_dir "$d"; done < <(timeout 60 "$py" - <<'PY' 2>/dev/null
@@ -27,7 +27,7 @@ except Exception:
     pass
 roots += sys.path
 for r in roots:
-    for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cublas/lib", "nvidia/cu12/lib", "torch/lib"):
+    for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cublas/lib", "nvidia/nccl/lib", "nvidia/cu12/lib", "torch/lib"):
         p = os.path.join(r, sub)
         if os.path.isdir(p):
             print(p)
@@ -36,6 +36,16 @@ PY
     break
 done
 for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do add_dir "$d"; done
+# NCCL: cudarc opens libnccl.so (or .so.13/.so.12), but pip's nvidia-nccl-cu13/-cu12 wheels (and
+# apt's libnccl2 without libnccl-dev) ship only libnccl.so.2: link it under a name cudarc tries.
+# Nothing is downloaded here (a GPU machine may have no network): without libnccl the NCCL tests
+# print that they skip.
+nccl_so=$(for d in ${libdirs[@]+"${libdirs[@]}"} /usr/lib/x86_64-linux-gnu; do ls "$d"/libnccl.so.2 2>/dev/null; done | head -1)
+if [ -n "$nccl_so" ] && ! ls "$(dirname "$nccl_so")"/libnccl.so >/dev/null 2>&1; then
+    nccl_link_dir=$(mktemp -d /tmp/kiln-nccl.XXXXXX)
+    ln -s "$nccl_so" "$nccl_link_dir/libnccl.so"
+    libdirs+=("$nccl_link_dir")
+fi
 if [ ${#libdirs[@]} -gt 0 ]; then
     uniq_dirs=$(printf '%s\n' "${libdirs[@]}" | awk '!seen[$0]++' | paste -sd: -)
     export LD_LIBRARY_PATH="$uniq_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -45,6 +55,7 @@ echo "== kiln gpu-check $(date -u +%FT%TZ)"
 gpu_line=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null | head -1)
 echo "GPU: ${gpu_line:-none (nvidia-smi not available or no device)}"
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+echo "libnccl: ${nccl_so:-not found (pip install nvidia-nccl-cu13 on the machine; the NCCL tests will skip)}"
 echo "logs: $LOG_DIR"
 
 if ! ls "$BIN_DIR"/* >/dev/null 2>&1; then

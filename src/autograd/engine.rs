@@ -108,7 +108,7 @@ pub(crate) fn run(
             }
         }
     }
-    super::callbacks::run_queued()?;
+    super::callbacks::run_queued(std::panic::Location::caller())?;
     Ok(captured)
 }
 

@@ -2,33 +2,33 @@
 //! `reduce_scatter`, `barrier`): checks, the cross-rank agreement check, then
 //! [`exchange`](super::exchange::exchange) and the write-back.
 
-use super::exchange::{cuda_refused, divide, exchange, received, sendable, staged, write_back};
+use super::exchange::{exchange, finish_average, fresh, received, sendable, staged, wrong_device, write_back};
 use super::group::with_group;
 use super::options::ReduceOp;
 use super::transport::{Call, Wire};
 use super::work::{SendBuf, Work};
 use crate::error::{Error, ErrorKind, Result};
 use crate::tensor::Tensor;
-use kiln_runtime::{CpuStorage, DType, Device};
+use kiln_runtime::{DType, Device};
 
 /// Reduces `tensor` across all ranks in place (`dist.all_reduce(tensor, op)`): afterwards
-/// every rank holds the same result. CPU tensors of every dtype; `Avg` needs a floating-point
-/// dtype; F16/BF16 reduce in F32 and round once. Autograd does not see the write (as in
-/// PyTorch).
+/// every rank holds the same result. Tensors of every dtype, on the CPU for MPI and on the
+/// rank's GPU for NCCL; `Avg` needs a floating-point dtype; F16/BF16 reduce in F32 and round
+/// once. Autograd does not see the write (as in PyTorch).
 ///
-/// Errors: no process group, a CUDA tensor, ranks that disagree on the dtype or element count,
-/// the group's timeout passing (see the module docs).
+/// Errors: no process group, a tensor on a device the backend does not move, ranks that
+/// disagree on the dtype or element count, the group's timeout passing (see the module docs).
 #[track_caller]
 pub fn all_reduce(tensor: &Tensor, op: ReduceOp) -> Result<()> {
     const OP: &str = "all_reduce";
-    check_cpu(OP, tensor)?;
+    check_device(OP, tensor)?;
     check_reduce(OP, op, tensor.dtype())?;
     let n = tensor.numel();
     agree(OP, Call::AllReduce(op), tensor.dtype(), n)?;
     let src = if sendable(tensor) { tensor.clone() } else { staged(tensor) };
     let mut out = exchange(OP, &src, Call::AllReduce(op), n, n)?;
     if op == ReduceOp::Avg {
-        divide(&mut out, with_group(OP, |g| Ok(g.transport.world_size()))? as f64);
+        finish_average(&mut out, with_group(OP, |g| Ok(g.transport.world_size()))?);
     }
     write_back(tensor, received(out, tensor.shape()));
     Ok(())
@@ -40,7 +40,7 @@ pub fn all_reduce(tensor: &Tensor, op: ReduceOp) -> Result<()> {
 #[track_caller]
 pub fn broadcast(tensor: &Tensor, src: usize) -> Result<()> {
     const OP: &str = "broadcast";
-    check_cpu(OP, tensor)?;
+    check_device(OP, tensor)?;
     let (rank, world_size) = with_group(OP, |g| Ok((g.transport.rank(), g.transport.world_size())))?;
     if src >= world_size {
         return Err(Error::new(OP, ErrorKind::Value, format!("src={src} is not a rank of a group of {world_size}")));
@@ -52,7 +52,7 @@ pub fn broadcast(tensor: &Tensor, src: usize) -> Result<()> {
         let send = if sendable(tensor) { tensor.clone() } else { staged(tensor) };
         exchange(OP, &send, Call::Broadcast { root: src }, n, 0)?;
     } else {
-        let recv = Some(CpuStorage::uninit(wire.dtype(), n));
+        let recv = Some(fresh(OP, tensor.device(), wire.dtype(), n)?);
         // SAFETY: receivers send nothing; `recv` is owned by the work.
         let work = unsafe { Work::start(OP, Call::Broadcast { root: src }, wire, n, SendBuf::None, recv) }?;
         let out = work.wait()?.expect("broadcast receives");
@@ -69,7 +69,7 @@ pub fn broadcast(tensor: &Tensor, src: usize) -> Result<()> {
 #[track_caller]
 pub fn all_gather(outputs: &[Tensor], tensor: &Tensor) -> Result<()> {
     const OP: &str = "all_gather";
-    check_cpu(OP, tensor)?;
+    check_device(OP, tensor)?;
     let world_size = with_group(OP, |g| Ok(g.transport.world_size()))?;
     check_list(OP, "outputs", outputs, world_size, tensor.numel())?;
     let n = tensor.numel();
@@ -90,7 +90,7 @@ pub fn all_gather(outputs: &[Tensor], tensor: &Tensor) -> Result<()> {
 #[track_caller]
 pub fn reduce_scatter(output: &Tensor, inputs: &[Tensor], op: ReduceOp) -> Result<()> {
     const OP: &str = "reduce_scatter";
-    check_cpu(OP, output)?;
+    check_device(OP, output)?;
     check_reduce(OP, op, output.dtype())?;
     let world_size = with_group(OP, |g| Ok(g.transport.world_size()))?;
     check_list(OP, "inputs", inputs, world_size, output.numel())?;
@@ -101,7 +101,7 @@ pub fn reduce_scatter(output: &Tensor, inputs: &[Tensor], op: ReduceOp) -> Resul
     let send = staged(&Tensor::cat(&flat, 0));
     let mut out = exchange(OP, &send, Call::ReduceScatter(op), n, n)?;
     if op == ReduceOp::Avg {
-        divide(&mut out, world_size as f64);
+        finish_average(&mut out, world_size);
     }
     write_back(output, received(out, output.shape()));
     Ok(())
@@ -122,7 +122,7 @@ pub fn barrier() -> Result<()> {
 fn agree(op: &'static str, call: Call, dtype: DType, count: usize) -> Result<()> {
     let mine = [call.code(), dtype_code(dtype), count as i64];
     let probe: Vec<i64> = mine.iter().copied().chain(mine.iter().map(|v| -v)).collect();
-    let probe = Tensor::from_vec(probe, &[6]);
+    let probe = on_group_device(op, Tensor::from_vec(probe, &[6]))?;
     let out = exchange(op, &probe, Call::AllReduce(ReduceOp::Max), 6, 6)?;
     let ext: Vec<i64> = received(out, &[6]).to_vec();
     let (max, min) = (&ext[..3], [-ext[3], -ext[4], -ext[5]]);
@@ -148,12 +148,23 @@ fn dtype_code(dtype: DType) -> i64 {
     [DType::Bool, DType::U8, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64].iter().position(|d| *d == dtype).unwrap_or(99) as i64
 }
 
-/// Refuses tensors this backend cannot move (CUDA).
+/// Refuses tensors the group's backend cannot move: MPI moves CPU tensors, NCCL CUDA tensors
+/// on the rank's device. The error names the op, both devices and the caller's line.
 #[track_caller]
-fn check_cpu(op: &'static str, t: &Tensor) -> Result<()> {
-    match t.device() {
-        Device::Cpu => Ok(()),
-        _ => Err(cuda_refused(op)),
+fn check_device(op: &'static str, t: &Tensor) -> Result<()> {
+    let (backend, want) = with_group(op, |g| Ok((g.backend, g.transport.device())))?;
+    if t.device() == want {
+        return Ok(());
+    }
+    Err(wrong_device(op, backend, want, t.device()))
+}
+
+/// `t` (a small CPU tensor kiln made) on the device the group's transport moves.
+#[track_caller]
+pub(crate) fn on_group_device(op: &'static str, t: Tensor) -> Result<Tensor> {
+    match with_group(op, |g| Ok(g.transport.device()))? {
+        Device::Cpu => Ok(t),
+        cuda => t.try_to(&cuda),
     }
 }
 
@@ -166,14 +177,15 @@ fn check_reduce(op: &'static str, reduce: ReduceOp, dtype: DType) -> Result<()> 
     Ok(())
 }
 
-/// Checks a per-rank list: `world_size` tensors of `numel` elements each, on the CPU.
+/// Checks a per-rank list: `world_size` tensors of `numel` elements each, on the backend's
+/// device.
 #[track_caller]
 fn check_list(op: &'static str, what: &str, list: &[Tensor], world_size: usize, numel: usize) -> Result<()> {
     if list.len() != world_size {
         return Err(Error::new(op, ErrorKind::Value, format!("{what} has {} tensors; the group has {world_size} ranks", list.len())));
     }
     for (i, t) in list.iter().enumerate() {
-        check_cpu(op, t)?;
+        check_device(op, t)?;
         if t.numel() != numel {
             return Err(Error::new(op, ErrorKind::Shape, format!("{what}[{i}] has shape {:?} ({} elements); expected {numel} elements", t.shape(), t.numel())));
         }

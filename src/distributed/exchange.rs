@@ -1,12 +1,15 @@
 //! Tensors on the wire: the one primitive every collective uses ([`exchange`]: send from a
-//! tensor's elements, receive into a fresh buffer), staging for tensors the transport cannot
-//! read in place, and writing results back.
+//! tensor's elements, receive into a fresh buffer on the same device), staging for tensors the
+//! transport cannot read in place, and writing results back. Host buffers for MPI, device
+//! buffers of the rank's GPU for NCCL.
 
 use super::transport::{Call, Wire};
-use super::work::{storage_ptr, storage_ptr_mut, SendBuf, Work};
+use super::work::{any_storage_ptr, storage_ptr, storage_ptr_mut, SendBuf, Work};
+use crate::cuda::OrOp;
 use crate::error::{Error, ErrorKind, Result};
 use crate::tensor::Tensor;
-use kiln_runtime::CpuStorage;
+use kiln_runtime::cuda::CudaStorage;
+use kiln_runtime::{CpuStorage, DType, Device, Storage};
 use std::ffi::c_void;
 
 /// Whether the transport can send straight from `t`'s storage: contiguous, and of a dtype it
@@ -28,28 +31,45 @@ pub(crate) fn staged(t: &Tensor) -> Tensor {
 }
 
 /// Runs `call` with `t` (contiguous, native wire dtype) as the send buffer, receiving
-/// `recv_len` elements into a fresh storage, which it returns. `t`'s storage is locked
-/// exclusively while the transport reads it. If the collective never completes, `t` gets a
-/// copy of its storage and the original is leaked (the library may still read it).
+/// `recv_len` elements into a fresh storage on `t`'s device, which it returns. `t`'s storage is
+/// locked exclusively while the transport reads it. If the collective never completes, a CPU
+/// `t` gets a copy of its storage and the original is leaked (the library may still read it);
+/// a CUDA `t` keeps its storage: NCCL runs on the device's one stream, so the block can only be
+/// reused by work queued after the collective.
 #[track_caller]
-pub(crate) fn exchange(op: &'static str, t: &Tensor, call: Call, count: usize, recv_len: usize) -> Result<CpuStorage> {
+pub(crate) fn exchange(op: &'static str, t: &Tensor, call: Call, count: usize, recv_len: usize) -> Result<Storage> {
     let wire = Wire::native(t.dtype()).expect("exchange: a native wire dtype");
     debug_assert!(t.is_contiguous());
     let mut guard = t.lock_storage_exclusive();
-    let cpu = guard.as_cpu_mut().ok_or_else(|| cuda_refused(op))?;
-    // SAFETY: `t` is contiguous over `numel` elements from its offset, inside the storage.
-    let send = unsafe { (storage_ptr(cpu) as *const u8).add(t.storage_offset() * t.element_size()) } as *const c_void;
-    let recv = (recv_len > 0).then(|| CpuStorage::uninit(wire.dtype(), recv_len));
+    let base = any_storage_ptr(&mut guard);
+    // SAFETY (of the offset): `t` is contiguous over `numel` elements from its offset, inside
+    // the storage; `wrapping_add` because a device address is not a host allocation.
+    let send = (base as *const u8).wrapping_add(t.storage_offset() * t.element_size()) as *const c_void;
+    let recv = if recv_len > 0 { Some(fresh(op, t.device(), wire.dtype(), recv_len)?) } else { None };
     // SAFETY: the exclusive guard keeps `send` alive and unwritten until `wait` returns; on an
-    // error the storage is replaced and the original leaked below.
+    // error a CPU storage is replaced and the original leaked below.
     let work = unsafe { Work::start(op, call, wire, count, SendBuf::Borrowed(send), recv) }?;
     match work.wait() {
-        Ok(recv) => Ok(recv.unwrap_or_else(|| CpuStorage::uninit(wire.dtype(), 0))),
+        Ok(recv) => match recv {
+            Some(r) => Ok(r),
+            None => fresh(op, t.device(), wire.dtype(), 0),
+        },
         Err(e) => {
-            let copy = copy_storage(cpu);
-            std::mem::forget(std::mem::replace(cpu, copy));
+            if let Storage::Cpu(cpu) = &mut *guard {
+                let copy = copy_storage(cpu);
+                std::mem::forget(std::mem::replace(cpu, copy));
+            }
             Err(e)
         }
+    }
+}
+
+/// A storage of `len` elements of `dtype` with unspecified contents on `device`.
+#[track_caller]
+pub(crate) fn fresh(op: &'static str, device: Device, dtype: DType, len: usize) -> Result<Storage> {
+    match device {
+        Device::Cpu => Ok(Storage::Cpu(CpuStorage::uninit(dtype, len))),
+        Device::Cuda(i) => Ok(Storage::Cuda(CudaStorage::uninit(op, i, dtype, len).or_op(op)?)),
     }
 }
 
@@ -77,19 +97,34 @@ pub(crate) fn write_back(t: &Tensor, values: Tensor) {
 }
 
 /// A tensor over a received storage.
-pub(crate) fn received(values: CpuStorage, shape: &[usize]) -> Tensor {
-    Tensor::from_cpu_storage(values, shape)
+pub(crate) fn received(values: Storage, shape: &[usize]) -> Tensor {
+    Tensor::from_storage(values, shape)
 }
 
-/// The error for a CUDA tensor given to a CPU transport.
+/// The error for a tensor on a device the group's backend does not move: names the op, the
+/// backend, the device it wants, the tensor's device, and (through `#[track_caller]`) the
+/// caller's line.
 #[track_caller]
-pub(crate) fn cuda_refused(op: &'static str) -> Error {
-    Error::new(op, ErrorKind::Device, "the MPI backend moves CPU tensors only; this tensor is on CUDA (move it with .to(&Device::Cpu), or use the NCCL backend once available)")
+pub(crate) fn wrong_device(op: &'static str, backend: super::Backend, want: Device, got: Device) -> Error {
+    let how = match want {
+        Device::Cpu => "CPU tensors only (use Backend::Nccl for CUDA tensors)".to_string(),
+        Device::Cuda(i) => format!("CUDA tensors on this rank's device cuda:{i} only (LOCAL_RANK picks it)"),
+    };
+    Error::new(op, ErrorKind::Device, format!("the {backend} backend moves {how}; this tensor is on {got} (move it with .to(&Device::{want:?}))"))
+}
+
+/// Finishes a [`ReduceOp::Avg`](super::ReduceOp::Avg) the transport computed as a sum: a CPU
+/// result (MPI sums) is divided by the world size; a CUDA one is already the average (NCCL's
+/// `ncclAvg`).
+pub(crate) fn finish_average(s: &mut Storage, world_size: usize) {
+    if let Storage::Cpu(c) = s {
+        divide(c, world_size as f64);
+    }
 }
 
 /// Divides every element of a storage by `by` in place (`ReduceOp::Avg` after a sum; computed
 /// in f64 and rounded once).
-pub(crate) fn divide(s: &mut CpuStorage, by: f64) {
+fn divide(s: &mut CpuStorage, by: f64) {
     use kiln_runtime::dtype::Element;
     kiln_runtime::match_cpu!(s, |b: T| b.iter_mut().for_each(|x| *x = T::from_f64(x.to_f64() / by)))
 }

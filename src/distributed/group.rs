@@ -47,8 +47,12 @@ pub(crate) fn not_initialized(op: &'static str) -> Error {
 /// environment for [`Backend::Mpi`]); `RANK`/`WORLD_SIZE` or `opts.rank`/`opts.world_size`,
 /// when given, must agree with it.
 ///
+/// [`Backend::Nccl`] meets the other ranks at `MASTER_ADDR:MASTER_PORT` (rank 0 hands out
+/// NCCL's unique id) and joins the communicator on GPU `LOCAL_RANK` (see `docs/distributed.md`).
+///
 /// Errors: a group already initialized, a backend this build or machine lacks (the `mpi`
-/// feature; NCCL is not available yet), a launcher environment that disagrees with the backend.
+/// feature; libnccl or a CUDA device for NCCL), a launcher environment that disagrees with the
+/// backend, a rendezvous that fails or times out.
 #[track_caller]
 pub fn init_process_group(backend: Backend, opts: InitOptions) -> Result<()> {
     const OP: &str = "init_process_group";
@@ -60,7 +64,7 @@ pub fn init_process_group(backend: Backend, opts: InitOptions) -> Result<()> {
         return Err(Error::new(OP, ErrorKind::Value, "timeout must be positive"));
     }
     let env = super::env::from_process()?;
-    let transport = start_backend(backend)?;
+    let transport = start_backend(backend, &opts)?;
     let (rank, world_size) = (transport.rank(), transport.world_size());
     let expected = [
         env.as_ref().map(|e| (e.rank, e.world_size, e.source)),
@@ -81,15 +85,15 @@ pub fn init_process_group(backend: Backend, opts: InitOptions) -> Result<()> {
     Ok(())
 }
 
-/// The transport of `backend`, or why this build cannot have it.
+/// The transport of `backend`, or why this build or machine cannot have it.
 #[track_caller]
-fn start_backend(backend: Backend) -> Result<Box<dyn Transport>> {
+fn start_backend(backend: Backend, opts: &InitOptions) -> Result<Box<dyn Transport>> {
     match backend {
         #[cfg(feature = "mpi")]
         Backend::Mpi => Ok(Box::new(super::mpi_backend::MpiTransport::init()?)),
         #[cfg(not(feature = "mpi"))]
         Backend::Mpi => Err(Error::new("init_process_group", ErrorKind::Unsupported, "the MPI backend needs kiln built with the `mpi` cargo feature (and an MPI library: apt-get install openmpi-bin libopenmpi-dev)")),
-        Backend::Nccl => Err(super::nccl::unavailable()),
+        Backend::Nccl => Ok(Box::new(super::nccl::NcclTransport::init(opts)?)),
     }
 }
 

@@ -15,13 +15,18 @@
 //! **Backends.** [`Backend::Mpi`] (cargo feature `mpi`) runs on the system's MPI library (Open
 //! MPI or MPICH, through the `mpi` crate) between CPU processes started by `mpirun`; rank and
 //! world size come from MPI, and `RANK`/`WORLD_SIZE` (or the options), when set, must agree.
-//! [`Backend::Nccl`] is accepted by the API and answers that it is not available yet; its
-//! rendezvous, [`EnvRendezvous`] (`env://`: `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`)
-//! over a [`TcpStore`] that rank 0 serves, is in place and usable on its own.
+//! [`Backend::Nccl`] runs NCCL (libnccl, loaded at run time through cudarc) between GPUs, one
+//! process per GPU: rank and world size from the launcher (`RANK`/`WORLD_SIZE`, or `mpirun`'s),
+//! the GPU from `LOCAL_RANK`, and NCCL's unique id handed out by rank 0 through the
+//! [`EnvRendezvous`] (`env://`: `MASTER_ADDR`, `MASTER_PORT`) over a [`TcpStore`] it serves.
+//! Without libnccl or a GPU, initializing it is an error naming what is missing. It has not
+//! yet run on a GPU (see `docs/distributed.md`).
 //! [`nn::parallel::DistributedDataParallel`](crate::nn::parallel::DistributedDataParallel)
 //! builds on these collectives; `docs/distributed.md` shows the launch.
 //!
-//! **Tensors.** Collectives take CPU tensors of every dtype. Contiguous tensors of a dtype MPI
+//! **Tensors.** Collectives take tensors of every dtype on the backend's device: the CPU for
+//! MPI, the rank's GPU for NCCL (queued on the device's stream; the description below is MPI's,
+//! NCCL's buffers being device memory). Contiguous tensors of a dtype MPI
 //! reduces natively (F32, F64, I64, I32, U8, Bool) are sent straight from their storage, and the
 //! result is received into a fresh buffer that becomes the tensor's storage when the tensor is
 //! all of it (no copy), else is copied in. Other tensors (views with gaps, F16/BF16 which
@@ -78,7 +83,8 @@ pub use group::{destroy_process_group, get_backend, init_process_group, is_initi
 pub use options::{Backend, InitOptions, ReduceOp, DEFAULT_TIMEOUT};
 pub use rendezvous::EnvRendezvous;
 pub use store::TcpStore;
-pub(crate) use exchange::divide;
+pub(crate) use collectives::on_group_device;
+pub(crate) use exchange::{finish_average, fresh};
 pub(crate) use transport::{Call, Wire};
 pub(crate) use work::{SendBuf, Work};
 

@@ -208,6 +208,10 @@ impl Transport for MpiTransport {
         self.world_size
     }
 
+    fn device(&self) -> kiln_runtime::Device {
+        kiln_runtime::Device::Cpu
+    }
+
     unsafe fn start(&mut self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<Request> {
         let flight = if count <= self.max_chunk {
             // SAFETY: the caller guarantees the buffers (see the trait).

@@ -10,8 +10,9 @@ pub enum Backend {
     /// MPI between CPU processes (the system's Open MPI or MPICH through the `mpi` crate;
     /// cargo feature `mpi`), launched by `mpirun`.
     Mpi,
-    /// NCCL between GPUs, one process per GPU. Not available yet: initializing it returns an
-    /// error that says so.
+    /// NCCL between GPUs, one process per GPU (libnccl loaded at run time; launched with
+    /// `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`). Without libnccl or a
+    /// CUDA device, initializing it returns an error naming what is missing.
     Nccl,
 }
 

@@ -4,7 +4,7 @@
 
 use super::options::ReduceOp;
 use crate::error::Result;
-use kiln_runtime::DType;
+use kiln_runtime::{DType, Device};
 use std::ffi::c_void;
 
 /// The element types a transport moves and reduces natively. F16 and BF16 tensors travel as
@@ -101,6 +101,9 @@ pub(crate) trait Transport: Send {
     fn rank(&self) -> usize;
     /// The number of processes.
     fn world_size(&self) -> usize;
+    /// Where the tensors this transport moves live: the CPU for MPI, the rank's GPU for NCCL
+    /// (whose buffers are device addresses).
+    fn device(&self) -> Device;
     /// Starts `call` on `count` elements of type `wire` (see [`Call`] for the buffer sizes).
     ///
     /// # Safety

@@ -1,14 +1,15 @@
 //! A collective in flight ([`Work`]) and the deadline every wait on it keeps.
 //!
-//! Waiting polls the transport (`MPI_Test`, which also drives MPI's progress) until the
-//! request completes or the group's timeout passes. A request that never completes keeps its
-//! buffers: the library may still read or write them, so they are leaked, never freed or
-//! handed back.
+//! Waiting polls the transport (`MPI_Test`, which also drives MPI's progress; an event query
+//! for NCCL) until the request completes or the group's timeout passes. A request that never
+//! completes keeps its buffers: the library may still read or write them, so they are leaked,
+//! never freed or handed back. Buffers are host memory for MPI and device memory of the rank's
+//! GPU for NCCL.
 
 use super::group::{self, mark_aborted};
 use super::transport::{Call, Request, Wire};
 use crate::error::{Error, ErrorKind, Result};
-use kiln_runtime::CpuStorage;
+use kiln_runtime::{CpuStorage, Storage};
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ pub(crate) enum SendBuf {
     /// Nothing (a barrier, or a broadcast's receivers).
     None,
     /// A buffer the work owns (and leaks if the request never completes).
-    Owned(CpuStorage),
+    Owned(Storage),
     /// A buffer the caller keeps alive and unwritten until [`Work::wait`] returns, and leaks if
     /// it returns a timeout or transport error.
     Borrowed(*const c_void),
@@ -31,8 +32,8 @@ pub(crate) struct Work {
     timeout: Duration,
     rank: usize,
     world_size: usize,
-    send: Option<CpuStorage>,
-    recv: Option<CpuStorage>,
+    send: Option<Storage>,
+    recv: Option<Storage>,
 }
 
 /// The address of a CPU storage's first element.
@@ -45,6 +46,15 @@ pub(crate) fn storage_ptr_mut(s: &mut CpuStorage) -> *mut c_void {
     kiln_runtime::match_cpu!(s, |b: T| b.as_mut_ptr() as *mut c_void)
 }
 
+/// The address of a storage's first element: a host address on the CPU, a device address
+/// (as a pointer) on CUDA, which is what the NCCL transport takes.
+pub(crate) fn any_storage_ptr(s: &mut Storage) -> *mut c_void {
+    match s {
+        Storage::Cpu(c) => storage_ptr_mut(c),
+        Storage::Cuda(c) => c.buffer().device_ptr() as *mut c_void,
+    }
+}
+
 impl Work {
     /// Starts `call` on `count` elements of `wire` from `send` into `recv` (sizes as
     /// [`Call`] says; `recv` must be a fresh storage nothing else references).
@@ -53,14 +63,14 @@ impl Work {
     /// A [`SendBuf::Borrowed`] pointer must be valid for the call's reads until [`Work::wait`]
     /// returns, and forever when it returns an error (the caller leaks it then).
     #[track_caller]
-    pub(crate) unsafe fn start(op: &'static str, call: Call, wire: Wire, count: usize, send: SendBuf, mut recv: Option<CpuStorage>) -> Result<Work> {
+    pub(crate) unsafe fn start(op: &'static str, call: Call, wire: Wire, count: usize, send: SendBuf, mut recv: Option<Storage>) -> Result<Work> {
         group::with_group(op, |g| {
             let (send_ptr, send) = match send {
                 SendBuf::None => (std::ptr::null(), None),
                 SendBuf::Borrowed(p) => (p, None),
-                SendBuf::Owned(s) => (storage_ptr(&s), Some(s)),
+                SendBuf::Owned(mut s) => (any_storage_ptr(&mut s) as *const c_void, Some(s)),
             };
-            let recv_ptr = recv.as_mut().map_or(std::ptr::null_mut(), storage_ptr_mut);
+            let recv_ptr = recv.as_mut().map_or(std::ptr::null_mut(), any_storage_ptr);
             // SAFETY: owned buffers live in the Work until completion (or are leaked), recv is
             // fresh and unaliased, and the caller vouches for a borrowed send buffer.
             let request = unsafe { g.transport.start(call, wire, send_ptr, recv_ptr, count) }
@@ -97,7 +107,7 @@ impl Work {
     /// Waits until the collective completes and returns the receive buffer; fails once the
     /// group's timeout has passed since the start (and aborts the group: see the module docs).
     #[track_caller]
-    pub(crate) fn wait(mut self) -> Result<Option<CpuStorage>> {
+    pub(crate) fn wait(mut self) -> Result<Option<Storage>> {
         let deadline = self.started + self.timeout;
         let mut polls = 0u32;
         loop {

@@ -367,8 +367,10 @@ fn unused_error(rank: usize) -> Result<(), String> {
     let (x, y) = batch(0, B);
     let start = std::time::Instant::now();
     let loss = F::mse_loss(&ddp.forward(&shard(&x, rank)), &shard(&y, rank));
-    let e = loss.try_backward_with_opts(None, BackwardOpts::default()).err().ok_or("backward without gradients for some parameters succeeded")?;
+    let (e, line) = (loss.try_backward_with_opts(None, BackwardOpts::default()).err().ok_or("backward without gradients for some parameters succeeded")?, line!());
     eprintln!("rank {rank}: backward failed as expected after {:.1?}: {e}", start.elapsed());
+    // The error is raised by DDP's callback at the end of backward, but names this line.
+    ensure(e.location.file().ends_with("dist_check.rs") && e.location.line() == line, || format!("the error names {}, not dist_check.rs:{line}", e.location))?;
     ensure(start.elapsed() < TIMEOUT, || "the error came only after the timeout".into())?;
     let missing = if rank == 0 { "b.weight, b.bias" } else { "a.weight, a.bias, b.weight, b.bias" };
     let want = format!("Parameters which did not receive grad for rank {rank}: {missing}\n");

@@ -14,6 +14,8 @@ pub enum CudaErrorKind {
     NoNvrtc,
     /// cuBLAS (libcublas) could not be loaded.
     NoCublas,
+    /// NCCL (libnccl) could not be loaded, or is too old.
+    NoNccl,
     /// NVRTC rejected a kernel's source (the message holds its log).
     Compile,
     /// A driver call failed (allocation, copy, module load, synchronize).

@@ -12,6 +12,7 @@
 //! - [`kernel`]: loading CUBIN and launching with checked arguments; `KILN_CUDA_SYNC=1`.
 //! - [`blas`]: cuBLAS batched matrix products (one handle per device, on its stream) and the
 //!   TF32 switch.
+//! - [`nccl`]: NCCL communicators and collectives on device buffers, on the device's stream.
 
 pub mod alloc;
 pub mod blas;
@@ -20,6 +21,7 @@ pub mod compile;
 pub mod context;
 pub mod error;
 pub mod kernel;
+pub mod nccl;
 pub mod nvrtc;
 pub mod storage;
 

@@ -157,7 +157,7 @@ fn verify_shapes(op: &'static str, params: &[Tensor]) -> Result<()> {
         sig.extend(p.shape().iter().map(|&d| d as i64));
     }
     let disagree = || Error::new(op, ErrorKind::Shape, "the ranks' modules have different parameters (number, order or shapes): DDP needs the same model on every rank".to_string());
-    let local = Tensor::from_vec(sig.clone(), &[sig.len()]);
+    let local = dist::on_group_device(op, Tensor::from_vec(sig.clone(), &[sig.len()]))?;
     let (hi, lo) = (local.deep_clone(), local.deep_clone());
     dist::all_reduce(&hi, ReduceOp::Max).map_err(|e| if e.kind == ErrorKind::Distributed { disagree() } else { e })?;
     dist::all_reduce(&lo, ReduceOp::Min)?;

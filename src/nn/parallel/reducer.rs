@@ -4,10 +4,10 @@
 //! backward waits for all of them and writes the averaged gradients back.
 
 use super::bucket::Bucket;
-use crate::distributed::{divide, Call, ReduceOp, SendBuf, Wire, Work};
+use crate::distributed::{finish_average, fresh, on_group_device, Call, ReduceOp, SendBuf, Wire, Work};
 use crate::error::{Error, ErrorKind, Result};
 use crate::tensor::Tensor;
-use kiln_runtime::{CpuStorage, DType, Storage};
+use kiln_runtime::Storage;
 use std::sync::{Arc, Mutex, Weak};
 
 /// The name in errors of a bucket's collective.
@@ -173,14 +173,14 @@ impl Reducer {
         Tensor::cat(&flat, 0).contiguous()
     }
 
-    /// Starts bucket `b`'s all-reduce of its flattened gradients.
+    /// Starts bucket `b`'s all-reduce (average) of its flattened gradients, on their device.
     fn start(&self, b: usize, flat: Tensor) -> Result<Work> {
         let bucket = &self.buckets[b];
         let wire = Wire::of(bucket.dtype);
+        let recv = fresh(OP, flat.device(), wire.dtype(), bucket.numel)?;
         let send = owned_storage(flat);
-        let recv = CpuStorage::uninit(wire.dtype(), bucket.numel);
         // SAFETY: the send and receive buffers are owned by the work.
-        unsafe { Work::start(OP, Call::AllReduce(ReduceOp::Sum), wire, bucket.numel, SendBuf::Owned(send), Some(recv)) }
+        unsafe { Work::start(OP, Call::AllReduce(ReduceOp::Avg), wire, bucket.numel, SendBuf::Owned(send), Some(recv)) }
     }
 
     /// Drives the library's progress on the buckets in flight (MPI progresses inside its calls).
@@ -226,8 +226,8 @@ impl Reducer {
         for (bucket, work) in self.buckets.iter().zip(works) {
             let work = work.ok_or_else(|| Error::new(OP, ErrorKind::Distributed, "a gradient bucket was never launched"))?;
             let mut summed = work.wait()?.expect("an all-reduce receives");
-            divide(&mut summed, self.world_size as f64);
-            let flat = Tensor::from_cpu_storage(summed, &[bucket.numel]);
+            finish_average(&mut summed, self.world_size);
+            let flat = Tensor::from_storage(summed, &[bucket.numel]);
             for (&i, &off) in bucket.params.iter().zip(&bucket.offsets) {
                 if !used_anywhere[i] {
                     continue;
@@ -271,8 +271,9 @@ impl Reducer {
 fn start_used_map(used: &[bool]) -> Result<Work> {
     const USED: &str = "all_reduce (DistributedDataParallel used parameters)";
     let bytes: Vec<u8> = used.iter().map(|&u| u as u8).collect();
-    let send = owned_storage(Tensor::from_vec(bytes, &[used.len()]));
-    let recv = CpuStorage::uninit(DType::U8, used.len());
+    let map = on_group_device(USED, Tensor::from_vec(bytes, &[used.len()]))?;
+    let recv = fresh(USED, map.device(), Wire::U8.dtype(), used.len())?;
+    let send = owned_storage(map);
     // SAFETY: the send and receive buffers are owned by the work.
     unsafe { Work::start(USED, Call::AllReduce(ReduceOp::Max), Wire::U8, used.len(), SendBuf::Owned(send), Some(recv)) }
 }
@@ -281,14 +282,11 @@ fn start_used_map(used: &[bool]) -> Result<Work> {
 fn wait_used_map(work: Work) -> Result<Vec<bool>> {
     let any = work.wait()?.expect("an all-reduce receives");
     let n = any.len();
-    Ok(Tensor::from_cpu_storage(any, &[n]).to_vec::<u8>().into_iter().map(|u| u != 0).collect())
+    Ok(Tensor::from_storage(any, &[n]).to_vec::<u8>().into_iter().map(|u| u != 0).collect())
 }
 
 /// The storage of a fresh contiguous tensor nothing else references, taken out of it.
-fn owned_storage(t: Tensor) -> CpuStorage {
+fn owned_storage(t: Tensor) -> Storage {
     drop(t.read_storage()); // realizes a pending capture, if any
-    match t.cell().take() {
-        Storage::Cpu(c) => c,
-        _ => unreachable!("gradient buckets live on the CPU"),
-    }
+    t.cell().take()
 }
