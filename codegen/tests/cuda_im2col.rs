@@ -10,6 +10,8 @@ use kiln_runtime::cpu::conv::{self as cpu, ConvGeom};
 use kiln_runtime::cuda::{self, CudaBuffer, CudaErrorKind};
 use kiln_runtime::DType;
 
+mod common;
+
 /// A geometry of `n` images of `c_in` channels, `groups` groups, kernel `k`, stride `s`,
 /// padding `p` before (and `p_after` after) the input, dilation `d`.
 #[allow(clippy::too_many_arguments)]
@@ -85,17 +87,11 @@ fn launch_sizes_count_every_image_and_channel() {
 
 #[test]
 fn every_col_kernel_compiles_to_cubin_for_sm80_and_sm90() {
-    if !cuda::nvrtc_available() {
-        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
-    }
-    for (kind, dtype) in col_ops() {
+    let kernels: Vec<(String, String)> = col_ops().into_iter().map(|(kind, dtype)| {
         let k = emit_col(kind, dtype).unwrap();
-        for arch in [80, 90] {
-            let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
-            assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
-        }
-    }
-    println!("{} column kernels compiled to CUBIN", col_ops().len() * 2);
+        (k.name, k.source)
+    }).collect();
+    common::compile_each_to_cubin("column", &kernels);
 }
 
 /// `g` as the CPU kernels' one-group geometry over all of its planes (`n * c_in`), which

@@ -11,6 +11,8 @@ use kiln_runtime::cpu::pool::{self as cpu, AvgMode, PoolGeom};
 use kiln_runtime::cuda::{self, CudaBuffer, CudaErrorKind};
 use kiln_runtime::DType;
 
+mod common;
+
 #[test]
 fn kernels_take_buffers_then_the_geometry() {
     let k = emit_pool(PoolKind::MaxForward, DType::F32).unwrap();
@@ -86,17 +88,11 @@ fn integer_and_half_dtypes_are_errors() {
 
 #[test]
 fn every_pool_kernel_compiles_to_cubin_for_sm80_and_sm90() {
-    if !cuda::nvrtc_available() {
-        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
-    }
-    for (kind, dtype) in pool_ops() {
+    let kernels: Vec<(String, String)> = pool_ops().into_iter().map(|(kind, dtype)| {
         let k = emit_pool(kind, dtype).unwrap();
-        for arch in [80, 90] {
-            let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
-            assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
-        }
-    }
-    println!("{} pooling kernels compiled to CUBIN", pool_ops().len() * 2);
+        (k.name, k.source)
+    }).collect();
+    common::compile_each_to_cubin("pooling", &kernels);
 }
 
 /// Geometries: plain 2x2, overlapping 3x3 windows with stride 2 and padding, dilation,

@@ -225,15 +225,7 @@ impl Transport for MpiTransport {
                 flight => flight,
             }
         };
-        let slot = match self.requests.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.requests.push(None);
-                self.requests.len() - 1
-            }
-        };
-        self.requests[slot] = Some(flight);
-        Ok(Request(slot))
+        Ok(Request::store(&mut self.requests, flight))
     }
 
     fn test(&mut self, request: &Request) -> Result<bool> {

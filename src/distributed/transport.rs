@@ -94,6 +94,22 @@ impl Call {
 #[derive(Debug)]
 pub(crate) struct Request(pub(crate) usize);
 
+impl Request {
+    /// Puts `x` in the first free slot of `slots` (a new one when none is free) and returns
+    /// the request naming that slot.
+    pub(crate) fn store<T>(slots: &mut Vec<Option<T>>, x: T) -> Request {
+        let slot = match slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                slots.push(None);
+                slots.len() - 1
+            }
+        };
+        slots[slot] = Some(x);
+        Request(slot)
+    }
+}
+
 /// What a backend provides. Implementations are used under the process group's lock only, so
 /// no two calls run at once.
 pub(crate) trait Transport: Send {

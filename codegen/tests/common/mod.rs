@@ -1,7 +1,8 @@
 //! Helpers shared by the reduction kernel tests (`cpu_reduce.rs`, `cpu_reduce_epilogue.rs`):
 //! input layouts over an iteration space, seeded input data, the bytes of buffers, and the
 //! arguments of a call (also used by `cpu_kernels.rs`); [`reference`] the scalar reference of
-//! elementwise kernels (`cpu_kernels.rs`, `cpu_tiles.rs`).
+//! elementwise kernels (`cpu_kernels.rs`, `cpu_tiles.rs`); [`compile_each_to_cubin`] the NVRTC
+//! check of the CUDA kernel tests.
 
 // Each test binary uses its own subset.
 #![allow(dead_code)]
@@ -152,4 +153,21 @@ pub fn kernel_args_at(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64]
         row_end: rows.end,
         index_base,
     }
+}
+
+/// Compiles each `(name, source)` CUDA kernel to CUBIN for sm_80 and sm_90 with NVRTC, panicking
+/// on any error (with the source); without NVRTC prints a skip line instead. `what` names the
+/// kernels in the printed lines.
+pub fn compile_each_to_cubin(what: &str, kernels: &[(String, String)]) {
+    use kiln_runtime::cuda;
+    if !cuda::nvrtc_available() {
+        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
+    }
+    for (name, source) in kernels {
+        for arch in [80, 90] {
+            let c = cuda::compile(source, name, arch).unwrap_or_else(|e| panic!("{name} (sm_{arch}): {e}\n{source}"));
+            assert_eq!(&c.cubin[..4], b"\x7fELF", "{name}: not a CUBIN");
+        }
+    }
+    println!("{} {what} kernels compiled to CUBIN", kernels.len() * 2);
 }

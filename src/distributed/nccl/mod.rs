@@ -67,15 +67,7 @@ impl Transport for NcclTransport {
         // reuses a block only for work queued later on the same stream.
         unsafe { comm.enqueue(OP, l.call, wire.dtype(), l.send, l.recv, l.count) }.or_op(OP)?;
         let event = comm.record(OP).or_op(OP)?;
-        let slot = match self.requests.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.requests.push(None);
-                self.requests.len() - 1
-            }
-        };
-        self.requests[slot] = Some(event);
-        Ok(Request(slot))
+        Ok(Request::store(&mut self.requests, event))
     }
 
     fn test(&mut self, request: &Request) -> Result<bool> {
