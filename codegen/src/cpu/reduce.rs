@@ -472,7 +472,13 @@ fn native_sweep(cx: &mut Cx, k: &ReduceKernel, st: &ReduceStage, native: NativeR
                 }
                 None => cx.b.ins().iconst(sp.ptr, 0),
             };
-            cx.call(name, &[src, c, dst, n])
+            // The next output's row, one step along the last kept dim (past the last row, a
+            // harmless prefetch hint).
+            let next = match sp.o_rank {
+                0 => src,
+                o => cx.b.ins().iadd(src, sp.strides[native.input][o - 1]),
+            };
+            cx.call(name, &[src, c, dst, n, next])
         }
     }
 }

@@ -109,12 +109,13 @@ unsafe extern "C" fn max(src: *const f32, n: usize) -> f32 {
     _mm512_reduce_max_ps(_mm512_max_ps(a0, a1))
 }
 
-/// The exp-sum routine: [`exp16`] of `x - c`, stored unless `dst` is null, and summed.
+/// The exp-sum routine: [`exp16`] of `x - c`, stored unless `dst` is null, and summed; each
+/// 16 elements (one cache line) prefetch the same line of the `next` row.
 ///
 /// # Safety
 /// As [`super::row_reduce::RowExpSumFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
-unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize) -> f64 {
+unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, next: *const f32) -> f64 {
     let c = _mm512_set1_ps(c);
     let keep = !dst.is_null();
     let zero = _mm512_setzero_pd();
@@ -124,6 +125,8 @@ unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize) -
         let m = if n - i >= 16 { 0xffff } else { first(n - i) };
         // SAFETY: the masked load reads lanes i..min(i + 16, n) only.
         let x = unsafe { _mm512_maskz_loadu_ps(m, src.add(i)) };
+        // A prefetch only hints the cache: it never faults, whatever the address.
+        _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(i).cast());
         let y = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(x, c)));
         if keep {
             // SAFETY: dst is valid for n f32; the masked store writes lanes i..min(i + 16, n)

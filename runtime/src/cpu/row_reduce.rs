@@ -39,11 +39,14 @@ pub type RowMaxFn = unsafe extern "C" fn(src: *const f32, n: usize) -> f32;
 pub type RowSqDevSumFn = unsafe extern "C" fn(src: *const f32, c: f32, n: usize) -> f64;
 
 /// `Σ e^(src[i] - c)` for `i < n`, in f64; also `dst[i] = e^(src[i] - c)` unless `dst` is null.
+/// `next` is a hint: the row the caller reads next (`n` f32 there are prefetched into the
+/// cache while this row's exps are computed, so the next row's first sweep finds them there
+/// instead of waiting on memory; any address is fine, a prefetch never faults).
 ///
 /// # Safety
 /// `src` must be valid to read `n` f32; `dst` null or valid to write `n` f32, not overlapping
 /// `src` unless equal to it.
-pub type RowExpSumFn = unsafe extern "C" fn(src: *const f32, c: f32, dst: *mut f32, n: usize) -> f64;
+pub type RowExpSumFn = unsafe extern "C" fn(src: *const f32, c: f32, dst: *mut f32, n: usize, next: *const f32) -> f64;
 
 /// How many of `src[..n]` equal `t` (IEEE equality: a NaN equals nothing, `-0 == +0`).
 ///
@@ -183,7 +186,7 @@ macro_rules! portable_row_fns {
             }
 
             $(#[target_feature(enable = $feature)])?
-            pub(super) unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize) -> f64 {
+            pub(super) unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, _next: *const f32) -> f64 {
                 // SAFETY: the caller upholds RowExpSumFn's contract.
                 unsafe { exp_sum_with(src, c, dst, n, $exp) }
             }
@@ -315,15 +318,15 @@ mod tests {
             let want_sum: f64 = want.iter().map(|&y| y as f64).sum();
             let mut got = vec![f32::NAN; xs.len()];
             // SAFETY: as above.
-            let sum = unsafe { (f.exp_sum)(xs.as_ptr(), c, got.as_mut_ptr(), xs.len()) };
+            let sum = unsafe { (f.exp_sum)(xs.as_ptr(), c, got.as_mut_ptr(), xs.len(), xs.as_ptr()) };
             assert_eq!(got.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), want.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), "{} elements", xs.len());
             assert!(close(sum, want_sum), "{sum} vs {want_sum}");
             // SAFETY: `xs` is readable; a null `dst` is not written.
-            let no_keep = unsafe { (f.exp_sum)(xs.as_ptr(), c, std::ptr::null_mut(), xs.len()) };
+            let no_keep = unsafe { (f.exp_sum)(xs.as_ptr(), c, std::ptr::null_mut(), xs.len(), std::ptr::null()) };
             assert!(close(no_keep, want_sum));
             let mut in_place = xs.clone();
             // SAFETY: in place: src == dst, both `xs.len()` f32.
-            let sum = unsafe { (f.exp_sum)(in_place.as_ptr(), c, in_place.as_mut_ptr(), xs.len()) };
+            let sum = unsafe { (f.exp_sum)(in_place.as_ptr(), c, in_place.as_mut_ptr(), xs.len(), usize::MAX as *const f32) };
             assert_eq!(in_place.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), want.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
             assert!(close(sum, want_sum));
         }
@@ -331,7 +334,7 @@ mod tests {
         let xs = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 200.0, -200.0, 0.0];
         let mut got = [0f32; 6];
         // SAFETY: both hold 6 f32.
-        let sum = unsafe { (f.exp_sum)(xs.as_ptr(), 0.0, got.as_mut_ptr(), 6) };
+        let sum = unsafe { (f.exp_sum)(xs.as_ptr(), 0.0, got.as_mut_ptr(), 6, xs.as_ptr()) };
         assert!(got[0].is_nan() && sum.is_nan());
         assert_eq!(&got[1..], &[f32::INFINITY, 0.0, f32::INFINITY, 0.0, 1.0]);
     }
