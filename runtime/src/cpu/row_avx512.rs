@@ -139,22 +139,37 @@ unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, n
     _mm512_reduce_add_pd(_mm512_add_pd(acc[0], acc[1]))
 }
 
-/// The equal-count routine: one compare into a mask and a popcount per 16 elements.
+/// The equal-count routine: per 16 elements, one compare into a mask that adds 1 to the
+/// matching lanes of a vector of counts (no scalar popcount chain); the row's last partial
+/// vector is counted from its masked compare.
 ///
 /// # Safety
 /// As [`super::row_reduce::RowCountEqFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn count_eq(src: *const f32, t: f32, n: usize) -> usize {
     let t = _mm512_set1_ps(t);
+    let ones = _mm512_set1_epi32(1);
+    let full = n - n % 16;
     let mut count = 0;
     let mut i = 0;
-    while i < n {
-        let m = if n - i >= 16 { 0xffff } else { first(n - i) };
-        // SAFETY: the masked load reads lanes i..min(i + 16, n) only; the compare is masked
-        // to them too.
-        let x = unsafe { _mm512_maskz_loadu_ps(m, src.add(i)) };
+    while i < full {
+        // A lane gains at most 1 per vector: blocks of at most 2^26 vectors keep the 32-bit
+        // lane counts, and their 16-lane sum (at most 2^30), exact.
+        let block_end = full.min(i.saturating_add(16 << 26));
+        let mut lanes = _mm512_setzero_si512();
+        while i < block_end {
+            // SAFETY: i + 16 <= full <= n: the vector lies inside the row.
+            let x = unsafe { _mm512_loadu_ps(src.add(i)) };
+            lanes = _mm512_mask_add_epi32(lanes, _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(x, t), lanes, ones);
+            i += 16;
+        }
+        count += _mm512_reduce_add_epi32(lanes) as u32 as usize;
+    }
+    if full < n {
+        let m = first(n - full);
+        // SAFETY: the masked load reads lanes full..n only; the compare is masked to them too.
+        let x = unsafe { _mm512_maskz_loadu_ps(m, src.add(full)) };
         count += _mm512_mask_cmp_ps_mask::<_CMP_EQ_OQ>(m, x, t).count_ones() as usize;
-        i += 16;
     }
     count
 }
