@@ -163,7 +163,6 @@ slice_helpers!(
     (GeluTanh, "kiln_vm_gelu_tanh_f32"),
 );
 
-/// Every helper.
 /// The native row routines of [`super::native_rows`], under the names its `RowCall::helper` gives.
 fn row_all(v: &mut Vec<Helper>) {
     use types::{F32, F64, I64};
@@ -175,6 +174,7 @@ fn row_all(v: &mut Vec<Helper>) {
     v.push(Helper { name: "kiln_row_count_eq_f32", ptr: f.count_eq as *const u8, params: &[I64, F32, I64], ret: Some(I64) });
 }
 
+/// Every helper.
 fn all() -> Vec<Helper> {
     let mut v = Vec::new();
     unary_all(&mut v);
