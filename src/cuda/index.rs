@@ -46,7 +46,7 @@ pub(crate) fn min_max(t: &Tensor) -> Result<Option<(i64, i64)>> {
 /// `-size..size` when `allow_negative`), naming the first bad one in row-major order. Nothing
 /// to check when `index` is empty.
 #[track_caller]
-fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize, allow_negative: bool) -> Result<()> {
+pub(crate) fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize, allow_negative: bool) -> Result<()> {
     let n = size as i64;
     let first = if allow_negative { -n } else { 0 };
     let ok = |v: i64| v >= first && v < n;

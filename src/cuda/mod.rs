@@ -1,6 +1,8 @@
 //! CUDA tensors: moving storage between devices and running eager ops on the device.
 //!
 //! - [`transfer`]: host↔device copies of tensors (`to`, `to_vec`, printing, creation).
+//! - [`advanced`]: advanced indexing (`index`, `index_put_`): each element's storage offset
+//!   computed by elementwise kernels, then the gather/scatter kernels of [`index`].
 //! - [`conv`]: `conv2d`/`conv1d` and their gradients: `im2col`/`col2im` kernels from the
 //!   CUDA C emitter (`kiln_codegen::cuda::im2col`; `col2im` gathers, so it is deterministic)
 //!   around batched cuBLAS products.
@@ -21,10 +23,16 @@
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
 //!
+//! - [`select`]: `nonzero` and `masked_select` through the compaction kernels (count, scan,
+//!   write; the count read back).
+//! - [`sort`]: `sort`, `argsort`, `topk` through the bitonic sort kernels (stable, the CPU's
+//!   order), the sorted dim moved last.
+//!
 //! An op with no CUDA kernel yet fails with "`op` is not implemented for CUDA tensors yet"
 //! (see `tensor::check_device_supported`); without a GPU, making a CUDA tensor fails with the
 //! runtime's "no CUDA device available", named after the op and the caller's line.
 
+pub(crate) mod advanced;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod index;
@@ -32,6 +40,8 @@ pub(crate) mod join;
 pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod select;
+pub(crate) mod sort;
 pub(crate) mod transfer;
 
 pub(crate) use elementwise::{copy_into, map};

@@ -286,7 +286,7 @@ fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Sour
     let out = match &src {
         Source::Tensor(s) if crate::capture::is_active() => {
             crate::capture::opaque(op, &[x, index, s], x.shape(), x.dtype(), move |ins| {
-                let out = ins[0].try_copy_for(op)?;
+                let out = ins[0].deep_clone();
                 scatter_into(op, &out, dim, &ins[1], Source::Tensor(ins[2].clone()), accumulate)?;
                 Ok(out)
             })
@@ -294,13 +294,13 @@ fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Sour
         Source::Scalar(v) if crate::capture::is_active() => {
             let v = *v;
             crate::capture::opaque(op, &[x, index], x.shape(), x.dtype(), move |ins| {
-                let out = ins[0].try_copy_for(op)?;
+                let out = ins[0].deep_clone();
                 scatter_into(op, &out, dim, &ins[1], Source::Scalar(v), accumulate)?;
                 Ok(out)
             })
         }
         _ => {
-            let out = x.try_copy_for(op)?;
+            let out = x.deep_clone();
             scatter_into(op, &out, dim, index, src.clone(), accumulate)?;
             out
         }
@@ -358,24 +358,27 @@ fn restore_indices<'a>(present: &[bool], saved: &'a [Tensor]) -> Vec<Option<&'a 
 }
 
 /// Advanced indexing `x[indices]` resolved: the result shape, which result dims walk which dims
-/// of `x`, and each index tensor's int64 values with their result-shaped layout and the dim of
-/// `x` they index.
+/// of `x`, and each index tensor (int64, on `x`'s device) with its result-shaped layout over a
+/// contiguous copy of it and the dim of `x` it indexes.
 struct Advanced {
     shape: Shape,
     walk: Vec<Option<usize>>,
-    indices: Vec<(Vec<i64>, Layout, usize)>,
+    indices: Vec<(Tensor, Layout, usize)>,
 }
 
 impl Advanced {
-    /// The index arguments of the kernels, borrowing the values.
-    fn args(&self) -> Vec<IndexArg<'_>> {
-        self.indices.iter().map(|(data, layout, dim)| IndexArg { data, layout: layout.clone(), dim: *dim }).collect()
-    }
-
-    /// Validates the index values against `x` (negative values count from the end).
+    /// Validates the index values against the CPU tensor `x` (negative values count from the
+    /// end) into the CPU kernels' map.
     #[track_caller]
     fn map(&self, op: &'static str, x: &Tensor) -> Result<IndexMap<'static>> {
-        located(op, IndexMap::new(x.layout(), &self.shape, &self.walk, &self.args(), true))
+        let values: Vec<Vec<i64>> = self.indices.iter().map(|(t, _, _)| t.to_vec::<i64>()).collect();
+        let args: Vec<IndexArg<'_>> = self.indices.iter().zip(&values).map(|((_, layout, dim), data)| IndexArg { data, layout: layout.clone(), dim: *dim }).collect();
+        located(op, IndexMap::new(x.layout(), &self.shape, &self.walk, &args, true))
+    }
+
+    /// The resolved index as the CUDA path takes it.
+    fn resolved(&self) -> crate::cuda::advanced::Resolved<'_> {
+        crate::cuda::advanced::Resolved { shape: &self.shape, walk: &self.walk, indices: &self.indices }
     }
 }
 
@@ -446,7 +449,7 @@ fn advanced(op: &'static str, x: &Tensor, entries: &[Option<&Tensor>]) -> Result
             let lb = Layout::contiguous(t.shape()).broadcast_to(&b).expect("shapes were broadcast");
             let mut strides: SmallVec<[usize; 6]> = SmallVec::from_elem(0, shape.len());
             strides[b_at..b_at + b.len()].copy_from_slice(lb.strides());
-            (t.to_vec::<i64>(), Layout::new(shape.clone(), strides, 0), *d)
+            (t.clone(), Layout::new(shape.clone(), strides, 0), *d)
         })
         .collect();
     Ok(Advanced { shape, walk, indices })
@@ -464,6 +467,9 @@ fn index_put_into(op: &'static str, dst: &Tensor, indices: &[Option<&Tensor>], v
         bail!(op, Shape, "shape mismatch: value tensor of shape {:?} cannot be broadcast to indexing result of shape {:?}", values.shape(), adv.shape);
     }
     check_writable(op, dst)?;
+    if dst.device().is_cuda() {
+        return crate::cuda::advanced::put(op, dst, &adv.resolved(), &unaliased(dst, values), accumulate);
+    }
     let map = adv.map(op, dst)?;
     let src = unaliased(dst, values);
     let ls = src.layout().broadcast_to(&adv.shape).expect("shape checked");
@@ -495,7 +501,7 @@ fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, val
 /// A copy of `x` written by [`index_put_into`], recorded for autograd (`IndexPutBackward0`).
 #[track_caller]
 fn index_put_out(op: &'static str, x: &Tensor, indices: &[Option<&Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
-    let out = x.try_copy_for(op)?;
+    let out = x.deep_clone();
     index_put_into(op, &out, indices, values, accumulate)?;
     if !autograd::is_recording(&[x, values]) {
         return Ok(out);
@@ -518,7 +524,7 @@ fn index_put_out(op: &'static str, x: &Tensor, indices: &[Option<&Tensor>], valu
 #[track_caller]
 fn index_fill_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<Tensor> {
     super::binary::check_scalar_fits(op, value, x.dtype())?;
-    let out = x.try_copy_for(op)?;
+    let out = x.deep_clone();
     index_fill_into(op, &out, dim, index, value)?;
     if !autograd::is_recording(&[x]) {
         return Ok(out);
@@ -755,9 +761,13 @@ impl Tensor {
     pub fn try_index(&self, indices: &(impl TensorIndices + ?Sized)) -> Result<Tensor> {
         const OP: &str = "index";
         let adv = advanced(OP, self, &indices.entries())?;
-        let map = adv.map(OP, self)?;
-        let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
-        let out = Tensor::from_cpu_storage(located(OP, out)?, &adv.shape);
+        let out = if self.device().is_cuda() {
+            crate::cuda::advanced::index(OP, self, &adv.resolved())?
+        } else {
+            let map = adv.map(OP, self)?;
+            let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
+            Tensor::from_cpu_storage(located(OP, out)?, &adv.shape)
+        };
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }
@@ -818,14 +828,19 @@ impl Tensor {
             bail!(OP, DType, "expected a bool mask, got {} (shape {:?})", mask.dtype(), mask.shape());
         }
         let shape = broadcast_all(OP, &[self.shape(), mask.shape()])?;
-        let ls = self.layout().broadcast_to(&shape).expect("shape was broadcast");
-        let lm = mask.layout().broadcast_to(&shape).expect("shape was broadcast");
-        let out = self.with_cpu2(mask, OP, |sx, sm| {
-            let m = sm.as_buf::<bool>().expect("dtype checked");
-            match_cpu!(sx, |b: T| T::wrap(kernels::masked_select(b, &ls, m, &lm)))
-        })?;
-        let n = out.len();
-        let out = Tensor::from_cpu_storage(out, &[n]);
+        let out = if crate::cuda::any_on_cuda(&[self, mask]) {
+            self.check_same_device(OP, mask)?;
+            crate::cuda::select::masked_select(OP, self, mask, &shape)?
+        } else {
+            let ls = self.layout().broadcast_to(&shape).expect("shape was broadcast");
+            let lm = mask.layout().broadcast_to(&shape).expect("shape was broadcast");
+            let out = self.with_cpu2(mask, OP, |sx, sm| {
+                let m = sm.as_buf::<bool>().expect("dtype checked");
+                match_cpu!(sx, |b: T| T::wrap(kernels::masked_select(b, &ls, m, &lm)))
+            })?;
+            let n = out.len();
+            Tensor::from_cpu_storage(out, &[n])
+        };
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }
@@ -849,6 +864,9 @@ impl Tensor {
     /// [`Tensor::nonzero`] returning an error for an unsupported device.
     #[track_caller]
     pub fn try_nonzero(&self) -> Result<Tensor> {
+        if self.device().is_cuda() {
+            return crate::cuda::select::nonzero("nonzero", self);
+        }
         let (buf, n) = self.with_cpu("nonzero", |s, l| match_cpu!(s, |b: T| kernels::nonzero(b, l)))?;
         Ok(Tensor::from_buf(buf, &[n, self.dim()]))
     }
@@ -901,13 +919,6 @@ impl Tensor {
         shape.push(classes);
         debug_assert_eq!(numel(&shape), buf.len());
         Ok(Tensor::from_buf(buf, &shape))
-    }
-
-    /// A contiguous copy to write an out-of-place result into, or the device error.
-    #[track_caller]
-    fn try_copy_for(&self, op: &'static str) -> Result<Tensor> {
-        self.check_device_supported(op)?;
-        Ok(self.deep_clone())
     }
 }
 

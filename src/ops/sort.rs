@@ -1,7 +1,7 @@
 //! Sorting along a dim: `sort` (always stable), `argsort`, `topk`.
 //!
 //! NaN sorts as the largest value and `-0.0` equals `0.0`, as in PyTorch. Every dtype sorts
-//! (bool as false < true).
+//! (bool as false < true), on the CPU and on CUDA (`crate::cuda::sort`, the same order).
 //!
 //! Autograd: the values of `sort` and `topk` are differentiable; their gradient goes back to the
 //! positions the values came from (a `scatter` into zeros, differentiable again).
@@ -14,15 +14,19 @@ use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, CpuStorage, Layout, Shape};
 
 /// Runs a row kernel along `dim` (0-dim tensors are seen as one row of one element) and wraps
-/// its values and positions as tensors of `self`'s shape with `dim` of size `k`.
+/// its values and positions as tensors of `self`'s shape with `dim` of size `k`. A CUDA `x`
+/// takes the first `k` of each row sorted instead (`descending` for `sort`'s order or `topk`'s
+/// `largest`): what both kernels pick, `topk` always in sorted order there.
 #[track_caller]
 fn along_dim(
     op: &'static str,
     x: &Tensor,
-    d: usize,
-    k: usize,
+    (d, k, descending): (usize, usize, bool),
     kernel: impl FnOnce(&CpuStorage, &Layout) -> (CpuStorage, CpuStorage),
 ) -> Result<(Tensor, Tensor)> {
+    if x.device().is_cuda() {
+        return crate::cuda::sort::sorted_rows(op, x, d, k, descending);
+    }
     let (values, indices) = x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
     let mut shape = Shape::from_slice(x.shape());
     if let Some(n) = shape.get_mut(d) {
@@ -48,7 +52,7 @@ fn record_values(name: &'static str, x: &Tensor, d: usize, (values, indices): (T
 #[track_caller]
 fn sort(op: &'static str, x: &Tensor, d: usize, descending: bool) -> Result<(Tensor, Tensor)> {
     let n = x.shape().get(d).copied().unwrap_or(1);
-    along_dim(op, x, d, n, |s, l| {
+    along_dim(op, x, (d, n, descending), |s, l| {
         match_cpu!(s, |b: T| {
             let (v, i) = kernels::sort(b, l, d, descending);
             (T::wrap(v), i64::wrap(i))
@@ -103,7 +107,7 @@ impl Tensor {
         }
         // PyTorch returns a 0-dim tensor's element for k = 0 too: a 0-dim result has one.
         let k = if self.dim() == 0 { 1 } else { k };
-        let picked = along_dim("topk", self, d, k, |s, l| {
+        let picked = along_dim("topk", self, (d, k, largest), |s, l| {
             match_cpu!(s, |b: T| {
                 let (v, i) = kernels::topk(b, l, d, k, largest, sorted);
                 (T::wrap(v), i64::wrap(i))

@@ -20,11 +20,19 @@
 //! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
 //!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
 //! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
+//! - [`sort`]: [`emit_sort`], a stable bitonic sort of contiguous rows ((key, position)
+//!   pairs in shared memory, global steps for rows longer than a tile): sort, argsort, topk.
+//! - [`sort_launch`]: the launch plan ([`SortPlan`]) and checked launches ([`LoadedSort`]).
+//! - [`compact`]: [`emit_compact`], count / scan / write kernels turning a bool buffer into the
+//!   coordinates of its set flags (nonzero, masked_select).
+//! - [`compact_launch`]: checked launches of those ([`LoadedCompact`]).
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
 //! `KILN_DEBUG=kernels` prints each kernel's source the first time the process compiles it.
 
+pub mod compact;
+pub mod compact_launch;
 pub mod eager;
 pub mod emit;
 mod grid;
@@ -38,8 +46,12 @@ pub mod pool;
 pub mod pool_launch;
 pub mod reduce;
 pub mod reduce_launch;
+pub mod sort;
+pub mod sort_launch;
 pub mod strided;
 
+pub use compact::{compact_chunks, emit_compact, CompactKernel, CompactStage, COMPACT_BLOCK, COMPACT_CHUNK, COMPACT_ITEMS};
+pub use compact_launch::LoadedCompact;
 pub use eager::{eager_kernel, eager_ops, every_eager_kernel, EagerOp};
 pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
 pub use index_launch::{IndexedDim, LoadedIndex};
@@ -51,4 +63,6 @@ pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
 pub use pool_launch::LoadedPool;
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
+pub use sort::{emit_sort, sort_kernels, SortKernel, SortStage, SORT_TILE, SORT_TILE_BLOCK};
+pub use sort_launch::{LoadedSort, SortLaunch, SortPlan, SortScratch, SORT_MAX_LEN};
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};
