@@ -20,6 +20,10 @@
 //! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
 //!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
 //! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
+//! - [`fused`]: [`emit_fused`], a fused elementwise group of `kiln::compile` (an IR
+//!   `ElementwiseKernel`) as one kernel: views as strided loads, sizes, strides and scalars
+//!   as arguments.
+//! - [`fused_launch`]: checked launches of those ([`LoadedFused`]).
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
@@ -27,6 +31,8 @@
 
 pub mod eager;
 pub mod emit;
+pub mod fused;
+pub mod fused_launch;
 mod grid;
 pub mod im2col;
 pub mod im2col_launch;
@@ -45,6 +51,8 @@ pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
 pub use index_launch::{IndexedDim, LoadedIndex};
 pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
 pub use im2col_launch::LoadedCol;
+pub use fused::{emit_fused, FusedKernel};
+pub use fused_launch::{FusedOperand, LoadedFused};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
