@@ -27,10 +27,11 @@ pub(crate) fn graph(graph: &Graph, live: &[bool], fusion: &Fusion) {
     let _ = std::fs::write(d.join(format!("step-{n}.dot")), to_dot(graph, live, fusion));
 }
 
-/// Writes a kernel's source as `NAME.clif`.
-pub(crate) fn kernel(name: &str, summary: &str, clif: &str) {
+/// Writes a kernel's source as `NAME.EXT` (`clif` for the CPU's, `cu` for CUDA C).
+pub(crate) fn kernel(name: &str, summary: &str, source: &str, ext: &str) {
     let Some(d) = dir() else { return };
-    let _ = std::fs::write(d.join(format!("{name}.clif")), format!("; {summary}\n{clif}"));
+    let comment = if ext == "cu" { "//" } else { ";" };
+    let _ = std::fs::write(d.join(format!("{name}.{ext}")), format!("{comment} {summary}\n{source}"));
 }
 
 /// The graph in Graphviz's language.
