@@ -1,5 +1,6 @@
 //! `KILN_DUMP_DIR=dir`: each new plan's graph as `step-N.dot` (fusion groups coloured,
-//! forward/backward/update in labelled clusters) and each new kernel's CLIF as `NAME.clif`.
+//! forward/backward/update in labelled clusters) and each new kernel's source: CLIF as
+//! `NAME.clif` (CPU), CUDA C as `NAME.cu`.
 
 use kiln_codegen::ir::{Graph, NodeKind, Phase};
 use kiln_codegen::passes::Fusion;

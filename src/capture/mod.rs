@@ -19,7 +19,9 @@
 //! finds the outputs (storages still alive), hashes the graph's structure, and runs the cached
 //! plan for that hash or builds one ([`plan`]: common subexpressions, fusion, lowering,
 //! ordering with liveness, Cranelift kernels from the kernel cache), then installs each
-//! output's buffer into its storage. Reductions (sum, mean, prod, amax/amin) are `Reduce` nodes,
+//! output's buffer into its storage. On CUDA the same graph gets its own plan (nodes carry
+//! their devices): fused elementwise groups become CUDA C kernels, everything else runs its
+//! eager CUDA kernel (reductions are not fused on CUDA yet; see `ARCHITECTURE.md`). Reductions (sum, mean, prod, amax/amin) are `Reduce` nodes,
 //! fused with the elementwise work they reduce. Ops without an expression (matmul, conv, …)
 //! are *opaque* nodes: their eager implementation runs inside the plan on realized inputs.
 //!
