@@ -183,6 +183,28 @@ fn without_a_gpu_a_cuda_step_fails_naming_the_op() {
     assert_close("cpu", &cpu.call(&x), &gelu_chain(&x), 1e-5, 1e-6);
 }
 
+#[test]
+fn planning_for_cuda_fuses_elementwise_work_and_runs_reductions_eagerly() {
+    let _g = seeded();
+    let x = Tensor::linspace(-2.0, 2.0, 48).view(&[6, 8]);
+    let b = Tensor::linspace(0.0, 1.0, 8);
+    let f = |(x, b): (&Tensor, &Tensor)| (&(x.t() * 2.0) + &b.view(&[8, 1])).relu().sum_dim(1, false).exp();
+    let mut step = kiln::compile(f);
+    let (out, planned) = step.call_planning_for((&x, &b), Device::Cuda(0));
+    // The CPU run is the ordinary one (its reduction fused with its prologue).
+    assert_close("planned run", &out, &f((&x, &b)), 1e-5, 1e-6);
+    let cpu = step.kernels();
+    assert!(cpu.iter().all(|k| k.backend == "cranelift") && cpu.len() == 2, "{cpu:?}");
+    // For CUDA: the transposed read and the broadcast bias feed one fused kernel, the sum is
+    // its eager reduction kernel (not fused on CUDA yet), the exp a second fused kernel.
+    let ops: Vec<&str> = planned.iter().map(|k| k.ops.as_str()).collect();
+    assert_eq!(ops, ["mul add relu", "exp"], "{planned:?}");
+    assert!(planned.iter().all(|k| k.backend == "cuda"));
+    let s = &planned[0].source;
+    assert!(s.contains("unsigned long long size1") && s.contains("p0_st1") && s.contains("unsigned long long s0)"), "{s}");
+    compile_each_to_cubin("planned elementwise", &planned);
+}
+
 /// Compiles each kernel to CUBIN for sm_80 and sm_90, panicking on any NVRTC error; prints a
 /// skip line without NVRTC.
 fn compile_each_to_cubin(what: &str, kernels: &[kiln::capture::KernelInfo]) {
