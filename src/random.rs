@@ -316,7 +316,7 @@ fn eager_dist(dist: RandDist) -> Dist {
 /// The `Rand` node a draw of `dist` records inside a compiled step: standard uniform or normal
 /// f32/f64 samples on the CPU; `None` for what stays eager.
 fn captured(dist: Dist, dtype: DType, device: Device) -> Option<RandDist> {
-    if !matches!(dtype, DType::F32 | DType::F64) || device != Device::Cpu {
+    if !matches!(dtype, DType::F32 | DType::F64) || crate::capture::captures_as_cuda(device) {
         return None;
     }
     match dist {

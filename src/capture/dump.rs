@@ -1,5 +1,6 @@
 //! `KILN_DUMP_DIR=dir`: each new plan's graph as `step-N.dot` (fusion groups coloured,
-//! forward/backward/update in labelled clusters) and each new kernel's CLIF as `NAME.clif`.
+//! forward/backward/update in labelled clusters) and each new kernel's source: CLIF as
+//! `NAME.clif` (CPU), CUDA C as `NAME.cu`.
 
 use kiln_codegen::ir::{Graph, NodeKind, Phase};
 use kiln_codegen::passes::Fusion;
@@ -27,10 +28,11 @@ pub(crate) fn graph(graph: &Graph, live: &[bool], fusion: &Fusion) {
     let _ = std::fs::write(d.join(format!("step-{n}.dot")), to_dot(graph, live, fusion));
 }
 
-/// Writes a kernel's source as `NAME.clif`.
-pub(crate) fn kernel(name: &str, summary: &str, clif: &str) {
+/// Writes a kernel's source as `NAME.EXT` (`clif` for the CPU's, `cu` for CUDA C).
+pub(crate) fn kernel(name: &str, summary: &str, source: &str, ext: &str) {
     let Some(d) = dir() else { return };
-    let _ = std::fs::write(d.join(format!("{name}.clif")), format!("; {summary}\n{clif}"));
+    let comment = if ext == "cu" { "//" } else { ";" };
+    let _ = std::fs::write(d.join(format!("{name}.{ext}")), format!("{comment} {summary}\n{source}"));
 }
 
 /// The graph in Graphviz's language.

@@ -1,14 +1,15 @@
-//! Running a plan: kernels on freshly allocated buffers, opaque nodes by their eager
-//! implementations, values freed after their last use.
+//! Running a plan: kernels on freshly allocated buffers (CPU kernels here, CUDA kernels
+//! through `crate::cuda::fused`), opaque nodes by their eager implementations (which run on
+//! any device), values freed after their last use.
 
-use super::kernels;
+use super::kernels::{self, KernelCode};
 use super::plan::{Plan, PlanStep};
 use super::trace::Trace;
 use crate::error::Result;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
-use kiln_codegen::ir::{draw_of_scalars, Node, NodeId, NodeKind, Use};
-use kiln_codegen::passes::ScalarArg;
+use kiln_codegen::ir::{draw_of_scalars, Graph, Node, NodeId, NodeKind, Use};
+use kiln_codegen::passes::{LoweredGroup, ScalarArg};
 use kiln_runtime::{match_cpu, CpuStorage, Layout};
 
 /// What running a plan counted.
@@ -44,7 +45,9 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
     let mut counts = RunCounts::default();
     for (id, n) in g.nodes.iter().enumerate() {
         if let NodeKind::Input { slot, len } = n.kind {
-            values.0[id] = Some(Tensor::over_cell(trace.inputs[slot as usize].clone(), Layout::contiguous(&[len]), n.dtype));
+            let cell = trace.inputs[slot as usize].clone();
+            let device = Tensor::cell_device(&cell);
+            values.0[id] = Some(Tensor::over_cell(cell, Layout::contiguous(&[len]), n.dtype, device));
         }
     }
     for &id in &plan.scalar_tensors {
@@ -60,7 +63,19 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                 values.0[*id as usize] = Some(v);
                 counts.eager += 1;
             }
-            PlanStep::Group { lowered, kernel: Some(kernel), .. } => {
+            PlanStep::Group { lowered, kernel: Some(kernel), members } => {
+                let scalars = kernel_scalars(lowered, g, trace);
+                if let KernelCode::Cuda { kernel: cuda, .. } = &kernel.code {
+                    let inputs: Vec<Tensor> = lowered.loads.iter().map(|u| values.get(u.node).clone()).collect();
+                    let outs = crate::cuda::fused::run(cuda, g.device(members[0]), &inputs, lowered, &scalars, |o| (g.node(o).shape.as_slice(), g.node(o).dtype))?;
+                    counts.kernels += 1;
+                    counts.bytes += group_bytes(lowered, g);
+                    for (o, v) in lowered.outputs.iter().zip(outs) {
+                        values.0[*o as usize] = Some(v);
+                    }
+                    free_after(&mut values, frees);
+                    continue;
+                }
                 let outs: Vec<CpuStorage> = lowered.outputs.iter().map(|&o| CpuStorage::uninit(g.node(o).dtype, g.node(o).numel())).collect();
                 let inputs: Vec<Tensor> = lowered.loads.iter().map(|u| values.get(u.node).clone()).collect();
                 let guards: Vec<_> = inputs.iter().map(|t| t.read_storage()).collect();
@@ -78,25 +93,12 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                 // SAFETY: every input view lies inside its (locked, alive) storage: capture
                 // checked it against the storage when the op was recorded; the outputs are new
                 // buffers of the group's numel, disjoint from everything else.
-                let scalars: Vec<f64> = lowered
-                    .scalars
-                    .iter()
-                    .map(|&a| match a {
-                        ScalarArg::Value(v) => v,
-                        ScalarArg::Node(n) => match g.node(n).kind {
-                            NodeKind::Scalar { slot } => trace.scalars[slot as usize].to_f64(),
-                            _ => unreachable!("kernel scalars are Scalar nodes"),
-                        },
-                    })
-                    .collect();
                 unsafe { kernels::launch(kernel, lowered, &in_ptrs, &out_ptrs, &scalars, g) };
                 drop(guards);
                 counts.kernels += 1;
-                let numel: usize = lowered.shape.iter().product();
-                counts.bytes += lowered.loads.iter().map(|u| g.node(u.node).dtype.size_in_bytes()).sum::<usize>() * numel;
+                counts.bytes += group_bytes(lowered, g);
                 for (o, s) in lowered.outputs.iter().zip(outs) {
                     values.0[*o as usize] = Some(Tensor::from_cpu_storage(s, &g.node(*o).shape));
-                    counts.bytes += g.node(*o).numel() * g.node(*o).dtype.size_in_bytes();
                 }
             }
             PlanStep::Group { members, kernel: None, .. } => {
@@ -109,11 +111,39 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                 }
             }
         }
-        for &f in frees {
-            values.0[f as usize] = None;
-        }
+        free_after(&mut values, frees);
     }
     Ok((values.0, counts))
+}
+
+/// Frees the values a step read last.
+fn free_after(values: &mut Values, frees: &[NodeId]) {
+    for &f in frees {
+        values.0[f as usize] = None;
+    }
+}
+
+/// The run-time scalars of a group's kernel, in its order.
+fn kernel_scalars(lowered: &LoweredGroup, g: &Graph, trace: &Trace) -> Vec<f64> {
+    lowered
+        .scalars
+        .iter()
+        .map(|&a| match a {
+            ScalarArg::Value(v) => v,
+            ScalarArg::Node(n) => match g.node(n).kind {
+                NodeKind::Scalar { slot } => trace.scalars[slot as usize].to_f64(),
+                _ => unreachable!("kernel scalars are Scalar nodes"),
+            },
+        })
+        .collect()
+}
+
+/// The bytes a group's kernel reads (each load once per element of the iteration space) and
+/// writes.
+fn group_bytes(lowered: &LoweredGroup, g: &Graph) -> usize {
+    let numel: usize = lowered.shape.iter().product();
+    let read = lowered.loads.iter().map(|u| g.node(u.node).dtype.size_in_bytes()).sum::<usize>() * numel;
+    read + lowered.outputs.iter().map(|&o| g.node(o).numel() * g.node(o).dtype.size_in_bytes()).sum::<usize>()
 }
 
 /// A node's value must be a contiguous tensor of its shape and dtype at offset 0 that owns

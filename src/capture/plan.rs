@@ -4,14 +4,16 @@ use super::kernels::{self, CompiledKernel};
 use crate::debug::{self, Topic};
 use kiln_codegen::ir::{structural_hash, Graph, NodeId};
 use kiln_codegen::passes::{self, LoweredGroup, StepKind};
+use kiln_runtime::Device;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One step of a plan.
 pub(crate) enum PlanStep {
-    /// A fused elementwise group: a compiled kernel, or (when the JIT refuses it, e.g. for
-    /// f16) its members run one by one eagerly.
+    /// A fused elementwise group: a kernel of its device's back end (Cranelift on the CPU,
+    /// CUDA C on CUDA), or (when the back end refuses it, e.g. f16 on the CPU, reductions on
+    /// CUDA) its members run one by one eagerly.
     Group {
         /// The kernel's bindings and iteration space.
         lowered: LoweredGroup,
@@ -78,7 +80,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
             StepKind::Group(gid) => {
                 let members = fusion.groups[gid as usize].clone();
                 let lowered = passes::lower_group(&graph, &members, fusion.parts[gid as usize].as_ref(), |m| fusion.materialized[m as usize]);
-                let kernel = match kernels::get_or_compile(&lowered.kernel, &graph, &members) {
+                let kernel = match group_device(&graph, &members).and_then(|device| kernels::get_or_compile(&lowered.kernel, &graph, &members, device)) {
                     Ok((k, hit)) => {
                         records.push(KernelRecord { kernel: k.clone(), cache_hit: hit });
                         Some(k)
@@ -111,12 +113,21 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
     Plan { graph, canonical, scalar_tensors, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
 }
 
+/// The device of a group's members (the device its kernel runs on), or why they have none.
+fn group_device(graph: &Graph, members: &[NodeId]) -> Result<Device, String> {
+    let device = graph.device(members[0]);
+    match members.iter().find(|&&m| graph.device(m) != device) {
+        None => Ok(device),
+        Some(&m) => Err(format!("its members are on {device} and {} (node {m})", graph.device(m))),
+    }
+}
+
 /// A listing of the live nodes, one per line.
 pub(crate) fn describe(g: &Graph, live: &[bool]) -> String {
     let mut s = format!("graph: {} nodes, outputs {:?}\n", g.nodes.len(), g.outputs);
     for (i, n) in g.nodes.iter().enumerate().filter(|(i, _)| live[*i]) {
         let reads: Vec<String> = n.reads.iter().map(|u| format!("%{}{}", u.node, if u.layout.is_contiguous() && u.layout.offset() == 0 { String::new() } else { format!("{:?}/{:?}+{}", u.layout.shape(), u.layout.strides(), u.layout.offset()) })).collect();
-        s += &format!("  %{i} = {}({}) : {:?} {} [{:?}]\n", n.kind.name(), reads.join(", "), n.shape.as_slice(), n.dtype, g.phases[i]);
+        s += &format!("  %{i} = {}({}) : {:?} {} {} [{:?}]\n", n.kind.name(), reads.join(", "), n.shape.as_slice(), n.dtype, g.device(i as NodeId), g.phases[i]);
     }
     s
 }

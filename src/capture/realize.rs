@@ -54,6 +54,12 @@ fn realize_trace(mut trace: Trace) {
     graph.outputs = outputs.iter().map(|(_, n)| *n).collect();
     graph.outputs.sort_unstable();
     graph.outputs.dedup();
+    if trace.target.is_some() {
+        // Planned for the target (not run, not cached); the tensors are the CPU's, and so is
+        // the plan that runs.
+        report::note_planned(Arc::new(plan::build(graph.clone())));
+        graph.devices.fill(kiln_runtime::Device::Cpu);
+    }
     let hashing = Instant::now();
     let (plan, hit, hash) = plan::lookup_or_build(&graph);
     let hash_and_build = hashing.elapsed();

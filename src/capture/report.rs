@@ -38,6 +38,9 @@ pub(crate) struct CallReport {
     /// Per realized graph: its hash and (under `KILN_DEBUG=recompiles`) a description of its
     /// inputs and nodes, to say what changed on a miss.
     pub(crate) graphs: Vec<(u64, bool, Vec<String>)>,
+    /// Per realized graph, the plan built for the trace's target device when it has one
+    /// (`CompiledStep::call_planning_for`): built, never run.
+    pub(crate) planned: Vec<Arc<Plan>>,
 }
 
 thread_local! {
@@ -53,6 +56,11 @@ pub(crate) fn note_break(at: &'static Location<'static>) {
 pub(crate) fn note_graph(hash: u64, graph: &Graph, hit: bool) {
     let signature = if debug::enabled(Topic::Recompiles) { signature(graph) } else { Vec::new() };
     REPORT.with(|r| r.borrow_mut().graphs.push((hash, hit, signature)));
+}
+
+/// Notes a plan built for the trace's target device.
+pub(crate) fn note_planned(plan: Arc<Plan>) {
+    REPORT.with(|rep| rep.borrow_mut().planned.push(plan));
 }
 
 /// Notes a realized graph.

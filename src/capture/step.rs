@@ -20,7 +20,7 @@ use std::time::Duration;
 /// assert!((compiled.item::<f32>() - eager.item::<f32>()).abs() < 1e-3);
 /// ```
 pub fn compile<F>(f: F) -> CompiledStep<F> {
-    CompiledStep { f, last: CallStats::default(), plans: Vec::new(), previous: Vec::new() }
+    CompiledStep { f, last: CallStats::default(), plans: Vec::new(), previous: Vec::new(), planned: Vec::new() }
 }
 
 /// A compiled closure: [`CompiledStep::call`] runs it; [`CompiledStep::kernels`] and
@@ -32,20 +32,42 @@ pub struct CompiledStep<F> {
     plans: Vec<(Arc<Plan>, bool)>,
     /// The previous call's graphs (hash and signature), to say what changed on a recompile.
     previous: Vec<(u64, bool, Vec<String>)>,
+    /// The plans the last call built for a target device ([`CompiledStep::call_planning_for`]).
+    planned: Vec<Arc<Plan>>,
+}
+
+/// The kernels of `plans` (each with whether it came from the plan cache), in order.
+fn kernel_infos(plans: &[(Arc<Plan>, bool)]) -> Vec<KernelInfo> {
+    let mut out = Vec::new();
+    for (plan, plan_hit) in plans {
+        for k in &plan.kernels {
+            out.push(KernelInfo {
+                name: k.kernel.name.clone(),
+                backend: k.kernel.backend(),
+                ops: k.kernel.summary.clone(),
+                source: k.kernel.source().to_string(),
+                compile_time: k.kernel.compile_time(),
+                cache_hit: k.cache_hit || *plan_hit,
+            });
+        }
+    }
+    out
 }
 
 /// One generated kernel of the last call.
 #[derive(Clone, Debug)]
 pub struct KernelInfo {
-    /// Its name: `k` + the hash of its content.
+    /// Its name: `k` + the hash of its content (CPU), `kiln_fused_` + its source's hash
+    /// (CUDA).
     pub name: String,
-    /// The back end that generated it (`"cranelift"`).
+    /// The back end that generated it: `"cranelift"` (CPU) or `"cuda"` (CUDA C).
     pub backend: &'static str,
     /// The ops fused into it, in order.
     pub ops: String,
-    /// Its source text (CLIF for the CPU).
+    /// Its source text (CLIF for the CPU, CUDA C for CUDA).
     pub source: String,
-    /// How long generating and compiling it took.
+    /// How long generating and compiling it took (for CUDA, generating the C source: NVRTC
+    /// compiles it when it is first loaded on the device).
     pub compile_time: Duration,
     /// True when the kernel cache already held it when its plan was built.
     pub cache_hit: bool,
@@ -116,22 +138,34 @@ impl<F> CompiledStep<F> {
         (self.f)(args)
     }
 
-    /// The generated kernels of the last call's plans, in the order they run.
-    pub fn kernels(&self) -> Vec<KernelInfo> {
-        let mut out = Vec::new();
-        for (plan, plan_hit) in &self.plans {
-            for k in &plan.kernels {
-                out.push(KernelInfo {
-                    name: k.kernel.name.clone(),
-                    backend: "cranelift",
-                    ops: k.kernel.summary.clone(),
-                    source: k.kernel.jit.clif().to_string(),
-                    compile_time: k.kernel.jit.compile_time(),
-                    cache_hit: k.cache_hit || *plan_hit,
-                });
+    /// Calls the step as [`CompiledStep::call`] does, on its (CPU) tensors, and also plans
+    /// each of the call's graphs for `target` as a step whose tensors live there would
+    /// (the same capture decisions, passes, memory plan and kernels), without running that
+    /// plan: returns the result and the kernels of those plans, in the order they would run
+    /// (`backend` `"cuda"` for a CUDA target). A machine without the device can so list,
+    /// read or NVRTC-compile what a step generates for it. The stats and
+    /// [`CompiledStep::kernels`] describe the CPU run.
+    pub fn call_planning_for<A, R>(&mut self, args: A, target: kiln_runtime::Device) -> (R, Vec<KernelInfo>)
+    where
+        F: FnMut(A) -> R,
+    {
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                trace::set_target(None);
             }
         }
-        out
+        trace::set_target(Some(target));
+        let reset = Reset;
+        let out = self.call(args);
+        drop(reset);
+        let planned: Vec<(Arc<Plan>, bool)> = std::mem::take(&mut self.planned).into_iter().map(|p| (p, false)).collect();
+        (out, kernel_infos(&planned))
+    }
+
+    /// The generated kernels of the last call's plans, in the order they run.
+    pub fn kernels(&self) -> Vec<KernelInfo> {
+        kernel_infos(&self.plans)
     }
 
     /// What the last call did and where its time went.
@@ -170,6 +204,7 @@ impl<F> CompiledStep<F> {
             s.run_time += r.run_time;
         }
         self.plans = rep.realizations.iter().map(|r| (r.plan.clone(), r.plan_hit)).collect();
+        self.planned = rep.planned;
         self.previous = rep.graphs;
         self.last = s;
     }

@@ -7,7 +7,7 @@ use crate::tensor::{StorageCell, Tensor};
 use kiln_codegen::ir::{draw_words, Graph, Node, NodeId, NodeKind, Phase, RandDist, Use};
 use kiln_runtime::cpu::philox::Philox;
 use kiln_runtime::op_kind::ReduceOp;
-use kiln_runtime::{DType, Layout};
+use kiln_runtime::{DType, Device, Layout};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,12 +36,16 @@ pub(crate) struct Trace {
     pub(crate) phase: Phase,
     /// When the trace began (for the step's tracing time).
     pub(crate) started: Instant,
+    /// The device the graph is planned for when it is not the tensors' own (see
+    /// [`set_target`]): every node the tensors would put on the CPU goes on it, 0-dim values
+    /// made of CPU scalars aside.
+    pub(crate) target: Option<Device>,
 }
 
 static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
 
 impl Trace {
-    fn new() -> Trace {
+    fn new(target: Option<Device>) -> Trace {
         Trace {
             id: NEXT_TRACE.fetch_add(1, Ordering::Relaxed),
             graph: Graph::default(),
@@ -51,6 +55,7 @@ impl Trace {
             cells: Vec::new(),
             phase: Phase::Forward,
             started: Instant::now(),
+            target,
         }
     }
 
@@ -64,21 +69,36 @@ impl Trace {
         let len = cell.len();
         let slot = self.inputs.len() as u32;
         self.inputs.push(cell.clone());
-        let node = self.push(NodeKind::Input { slot, len }, &[len], t.dtype(), SmallVec::new());
+        let device = self.target.unwrap_or(t.device());
+        let node = self.push(NodeKind::Input { slot, len }, &[len], t.dtype(), SmallVec::new(), device);
         cell.capture.set(self.id, node, false, len);
         Use { node, layout }
     }
 
-    fn push(&mut self, kind: NodeKind, shape: &[usize], dtype: DType, reads: SmallVec<[Use; 3]>) -> NodeId {
-        self.graph.push(Node { kind, shape: shape.into(), dtype, reads }, self.phase)
+    fn push(&mut self, kind: NodeKind, shape: &[usize], dtype: DType, reads: SmallVec<[Use; 3]>, device: Device) -> NodeId {
+        self.graph.push_on(Node { kind, shape: shape.into(), dtype, reads }, self.phase, device)
     }
 
-    /// A new tensor whose storage `node` computes.
+    /// The device of an op node reading `reads`: the first CUDA device among the nodes read
+    /// (an op on CUDA tensors may read 0-dim CPU scalars), else the CPU.
+    fn device_of(&self, reads: &[Use]) -> Device {
+        reads.iter().map(|u| self.graph.device(u.node)).find(Device::is_cuda).unwrap_or(Device::Cpu)
+    }
+
+    /// A new tensor whose storage `node` computes, on the node's device (on the CPU when the
+    /// trace only plans for another device: its tensors are the CPU's).
     fn lazy_tensor(&mut self, node: NodeId, shape: &[usize], dtype: DType) -> Tensor {
         let len = kiln_runtime::layout::numel(shape);
         let cell = StorageCell::lazy(dtype, CellCapture::lazy(self.id, node, len));
         self.cells.push(Arc::downgrade(&cell));
-        Tensor::over_cell(cell, Layout::contiguous(shape), dtype)
+        let device = if self.target.is_some() { Device::Cpu } else { self.graph.device(node) };
+        Tensor::over_cell(cell, Layout::contiguous(shape), dtype, device)
+    }
+
+    /// Appends an op node on the device its reads give, and returns it.
+    fn push_op(&mut self, kind: NodeKind, shape: &[usize], dtype: DType, reads: SmallVec<[Use; 3]>) -> NodeId {
+        let device = self.device_of(&reads);
+        self.push(kind, shape, dtype, reads, device)
     }
 }
 
@@ -89,6 +109,8 @@ struct State {
     trace: Option<Trace>,
     /// Nonzero while a trace is being realized: ops run eagerly then.
     suspended: u32,
+    /// The device new traces plan for instead of their tensors' (see [`set_target`]).
+    target: Option<Device>,
 }
 
 thread_local! {
@@ -116,7 +138,7 @@ pub(crate) fn begin() -> bool {
         if s.trace.is_some() {
             return false;
         }
-        s.trace = Some(Trace::new());
+        s.trace = Some(Trace::new(s.target));
         true
     })
 }
@@ -128,7 +150,7 @@ pub(crate) fn take_for_realize(resume: bool) -> Option<Trace> {
         let mut s = s.borrow_mut();
         let t = s.trace.take();
         if resume {
-            s.trace = Some(Trace::new());
+            s.trace = Some(Trace::new(s.target));
         }
         s.suspended += 1;
         t
@@ -138,6 +160,38 @@ pub(crate) fn take_for_realize(resume: bool) -> Option<Trace> {
 /// Ends a realization begun by [`take_for_realize`].
 pub(crate) fn finish_realize() {
     STATE.with(|s| s.borrow_mut().suspended -= 1);
+}
+
+/// Plans this thread's traces for `target` (`None`: for their tensors' devices) from the next
+/// trace on: ops are captured as they would be on that device and nodes the CPU tensors would
+/// put on the CPU go on it, so the plan built for it is the one a step on that device builds,
+/// while the tensors, and the plan that runs, stay the CPU's.
+pub(crate) fn set_target(target: Option<Device>) {
+    STATE.with(|s| s.borrow_mut().target = target);
+}
+
+/// The device this thread's traces plan for instead of their tensors', if any.
+pub(crate) fn target() -> Option<Device> {
+    STATE.with(|s| s.borrow().target)
+}
+
+/// True when an op on `device` is captured as on CUDA: `device` is a CUDA device, or the
+/// trace plans for one. Ops whose capture differs on CUDA ask this: reductions, softmax and
+/// the cross-entropy pick run their eager CUDA kernels as opaque nodes, random draws are made
+/// eagerly (on the host) and copied over.
+pub(crate) fn captures_as_cuda(device: Device) -> bool {
+    device.is_cuda() || target().is_some_and(|t| t.is_cuda())
+}
+
+/// An error unless the operands of a captured op can meet on one device (as eager ops
+/// require: one device, 0-dim CPU scalars joining a CUDA op); `op` names it.
+#[track_caller]
+pub(crate) fn check_devices(op: &'static str, operands: &[&Tensor]) -> Result<()> {
+    if crate::cuda::any_on_cuda(operands) {
+        let devices: Vec<(Device, bool)> = operands.iter().map(|t| (t.device(), t.dim() == 0)).collect();
+        crate::cuda::elementwise::common_device(op, &devices)?;
+    }
+    Ok(())
 }
 
 /// Sets the phase new nodes are labelled with (the autograd engine calls this).
@@ -183,7 +237,7 @@ pub(crate) fn before_eager_access(cell: &StorageCell, write: bool) {
 pub(crate) fn elementwise(kind: NodeKind, reads: &[(&Tensor, Layout)], shape: &[usize], dtype: DType) -> Tensor {
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = reads.iter().map(|(x, l)| t.use_of(x, l.clone())).collect();
-        let node = t.push(kind, shape, dtype, uses);
+        let node = t.push_op(kind, shape, dtype, uses);
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -193,7 +247,7 @@ pub(crate) fn scalar(value: Scalar, dtype: DType) -> Tensor {
     with_trace(|t| {
         let slot = t.scalars.len() as u32;
         t.scalars.push(value);
-        let node = t.push(NodeKind::Scalar { slot }, &[], dtype, SmallVec::new());
+        let node = t.push(NodeKind::Scalar { slot }, &[], dtype, SmallVec::new(), Device::Cpu);
         t.lazy_tensor(node, &[], dtype)
     })
 }
@@ -209,11 +263,11 @@ pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType)
             .map(|word| {
                 let slot = t.scalars.len() as u32;
                 t.scalars.push(Scalar::Int(word as i64));
-                let node = t.push(NodeKind::Scalar { slot }, &[], DType::I64, SmallVec::new());
+                let node = t.push(NodeKind::Scalar { slot }, &[], DType::I64, SmallVec::new(), Device::Cpu);
                 Use { node, layout: Layout::contiguous(&[]) }
             })
             .collect();
-        let node = t.push(NodeKind::Rand(dist), shape, dtype, reads);
+        let node = t.push(NodeKind::Rand(dist), shape, dtype, reads, Device::Cpu);
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -228,7 +282,7 @@ pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dt
         let mut h = kiln_codegen::kernel::ahash_hasher();
         std::hash::Hash::hash(name, &mut h);
         let key = std::hash::Hasher::finish(&h);
-        let node = t.push(NodeKind::Opaque { name, key, index }, shape, dtype, uses);
+        let node = t.push_op(NodeKind::Opaque { name, key, index }, shape, dtype, uses);
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -242,7 +296,7 @@ pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[
         let index = t.closures.len() as u32;
         t.closures.push(Some(Box::new(eager)));
         let dims = mask.iter().enumerate().filter(|(_, &r)| r).fold(0u64, |m, (d, _)| m | 1 << d);
-        let node = t.push(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
+        let node = t.push_op(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -263,7 +317,7 @@ pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
             let base = t.use_of(dst, Layout::contiguous(&[len]));
             let region = dst.layout().clone();
             let v = t.use_of(value, value.layout().broadcast_to(dst.shape()).expect("the caller checked the shapes"));
-            t.push(NodeKind::Assign { len, region }, &[len], dst.dtype(), SmallVec::from_iter([base, v]))
+            t.push_op(NodeKind::Assign { len, region }, &[len], dst.dtype(), SmallVec::from_iter([base, v]))
         };
         cell.capture.set(t.id, node, true, len);
         t.cells.push(Arc::downgrade(&cell));

@@ -6,6 +6,8 @@
 //! - [`conv`]: `conv2d`/`conv1d` and their gradients: `im2col`/`col2im` kernels from the
 //!   CUDA C emitter (`kiln_codegen::cuda::im2col`; `col2im` gathers, so it is deterministic)
 //!   around batched cuBLAS products.
+//! - [`fused`]: `kiln::compile`'s fused elementwise groups, one kernel each from the CUDA C
+//!   emitter (`kiln_codegen::cuda::fused`), loaded once per process and device.
 //! - [`elementwise`]: eager elementwise ops (unary, binary, comparisons, `where`, casts,
 //!   copies and fills) as strided kernels from the CUDA C emitter, each a fused group of one
 //!   op; compiled once per (op, dtypes, dims) and device, and kept loaded.
@@ -35,6 +37,7 @@
 pub(crate) mod advanced;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
+pub(crate) mod fused;
 pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod matmul;

@@ -468,6 +468,7 @@ fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
     if crate::capture::is_active() {
+        crate::capture::check_devices(op.name(), &[&ta, &tb])?;
         return Ok(crate::capture::elementwise(NodeKind::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt));
     }
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
@@ -507,6 +508,7 @@ pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<
     let mut tb = b.to_tensor(dt);
     if crate::capture::is_active() {
         check_writable(op.name(), dst)?;
+        crate::capture::check_devices(op.name(), &[dst, &tb])?;
         let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
         let r = crate::capture::elementwise(NodeKind::Binary(op), &[(dst, dst.layout().clone()), (&tb, lb)], dst.shape(), dt);
         crate::capture::assign(dst, &r);

@@ -29,6 +29,7 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
     if capture::is_active() {
+        capture::check_devices(op.name(), &[&ta, &tb])?;
         return Ok(capture::elementwise(NodeKind::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
     }
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
@@ -56,6 +57,7 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
     if capture::is_active() {
+        capture::check_devices(op.name(), &[&ta, &tb])?;
         return Ok(capture::elementwise(NodeKind::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
     }
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
@@ -140,6 +142,7 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     let lx = tx.layout().broadcast_to(&shape).expect("shape was broadcast");
     let ly = ty.layout().broadcast_to(&shape).expect("shape was broadcast");
     if capture::is_active() {
+        capture::check_devices("where", &[cond, &tx, &ty])?;
         return Ok(capture::elementwise(NodeKind::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt));
     }
     if crate::cuda::any_on_cuda(&[cond, &tx, &ty]) {

@@ -194,7 +194,10 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         if a.dtype() != b.dtype() {
             return unsupported(op, a, b);
         }
-        crate::cuda::matmul(op, a, &la, b, &lb, &shape)?
+        crate::capture::check_devices(op, &[a, b])?;
+        // Inside a compiled step, an opaque node running the same cuBLAS call.
+        let out_shape = shape.clone();
+        crate::capture::deferred(op, &[a, b], &shape, a.dtype(), move |ins| crate::cuda::matmul(op, &ins[0], &la, &ins[1], &lb, &out_shape))?
     } else if crate::capture::is_active() {
         if a.dtype() != b.dtype() || a.dtype() == kiln_runtime::DType::Bool {
             return unsupported(op, a, b);

@@ -19,7 +19,7 @@
 
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
-use kiln_runtime::{DType, Device};
+use kiln_runtime::DType;
 
 /// The captured form of `x.gather(d, index)` when capture is on and the gather is a pick along
 /// the last dim by a realized index (see the module docs); `None` when it is not one (the
@@ -29,7 +29,7 @@ pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tens
     let last = x.dim().checked_sub(1)?;
     let is_pick = crate::capture::is_active()
         && matches!(x.dtype(), DType::F32 | DType::F64)
-        && x.device() == Device::Cpu
+        && !crate::capture::captures_as_cuda(x.device())
         && d == last
         && index.dim() == x.dim()
         && index.shape()[last] == 1

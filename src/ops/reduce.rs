@@ -223,7 +223,7 @@ impl Reduction {
             ReduceOp::Sum | ReduceOp::Prod if !t.dtype().is_float() => DType::I64,
             _ => t.dtype(),
         };
-        if !crate::capture::is_active() || !generated || t.dim() > 64 || t.device().is_cuda() {
+        if !crate::capture::is_active() || !generated || t.dim() > 64 || crate::capture::captures_as_cuda(t.device()) {
             return self.run(name, t, dtype, cuda, kernel);
         }
         let (mask, shape) = (self.mask.clone(), self.shape.clone());
@@ -248,7 +248,9 @@ impl Reduction {
         if t.device().is_cuda() {
             let Some((kind, param)) = cuda else { return Err(crate::tensor::not_on_cuda(op)) };
             debug_assert_eq!(kind.out_dtype(t.dtype()), dtype);
-            return Ok(crate::cuda::reduce(op, kind, t, &self.mask, &self.shape, param)?.0);
+            // Inside a compiled step, an opaque node running the same kernel.
+            let (mask, shape) = (self.mask.clone(), self.shape.clone());
+            return crate::capture::deferred(op, &[t], &self.shape, dtype, move |ins| Ok(crate::cuda::reduce(op, kind, &ins[0], &mask, &shape, param)?.0));
         }
         if crate::capture::is_active() {
             let (mask, shape) = (self.mask.clone(), self.shape.clone());
@@ -412,7 +414,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
     if !t.dtype().is_float() {
         bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
     }
-    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !t.device().is_cuda() {
+    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !crate::capture::captures_as_cuda(t.device()) {
         let out = {
             let _no_grad = crate::no_grad();
             let var = captured_var(&red, op, t, correction)?;

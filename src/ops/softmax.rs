@@ -36,7 +36,7 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
     if !t.dtype().is_float() {
         bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));
     }
-    let out = if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !t.device().is_cuda() {
+    let out = if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !crate::capture::captures_as_cuda(t.device()) {
         captured(t, d as i64, log)
     } else {
         eager(t, op, d, log)?
@@ -74,8 +74,9 @@ fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
 #[track_caller]
 fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
     if t.device().is_cuda() {
-        // A strided kernel: any view, no contiguous copy first.
-        return crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, t, d);
+        // A strided kernel: any view, no contiguous copy first (inside a compiled step, an
+        // opaque node running it).
+        return crate::capture::deferred(op, &[t], t.shape(), t.dtype(), move |ins| crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, &ins[0], d));
     }
     let (outer, n, inner) = split_at_dim(t.shape(), d);
     let x = t.contiguous();

@@ -147,9 +147,14 @@ impl Tensor {
         Self::from_cpu_storage(T::wrap(buf), shape)
     }
 
-    /// A tensor over an existing storage (no copy), without autograd history.
-    pub(crate) fn over_cell(cell: Arc<StorageCell>, layout: Layout, dtype: DType) -> Tensor {
-        Tensor(TensorImpl::new(cell, layout, dtype, Device::Cpu))
+    /// A tensor on `device` over an existing storage (no copy), without autograd history.
+    pub(crate) fn over_cell(cell: Arc<StorageCell>, layout: Layout, dtype: DType, device: Device) -> Tensor {
+        Tensor(TensorImpl::new(cell, layout, dtype, device))
+    }
+
+    /// The device of a storage's data (of a lazy one: the CPU placeholder's).
+    pub(crate) fn cell_device(cell: &StorageCell) -> Device {
+        cell.data.read().unwrap_or_else(|e| e.into_inner()).device()
     }
 
     /// The storage this tensor views.

@@ -9,7 +9,6 @@
 
 use super::ops::{self, Ct};
 use crate::expr::Expr;
-use kiln_runtime::op_kind::BinaryOp;
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
 use std::collections::{BTreeSet, HashMap};
@@ -187,23 +186,13 @@ impl Body {
             Expr::Const(c) => return ct.lit(*c),
             Expr::Unary(op, a) => {
                 let a = self.emit(a);
-                match ct {
-                    Ct::I64 => ops::unary_int(*op, &a).expect("integer kernels are checked to hold integer ops"),
-                    _ => ops::unary(*op, &a, ct),
-                }
+                ops::unary_in(*op, &a, ct).expect("kernels are checked to hold only ops their compute type computes")
             }
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.emit(a), self.emit(b));
-                match (op, ct) {
-                    (BinaryOp::Rem, Ct::I64) => self.helpers.insert("kiln_rem_i64"),
-                    (BinaryOp::Pow, Ct::I64) => self.helpers.insert("kiln_pow_i64"),
-                    (BinaryOp::Rem, _) => self.helpers.insert("kiln_rem"),
-                    _ => false,
-                };
-                match ct {
-                    Ct::I64 => ops::binary_int(*op, &a, &b).expect("integer kernels are checked to hold integer ops"),
-                    _ => ops::binary(*op, &a, &b, ct),
-                }
+                let (formula, helper) = ops::binary_in(*op, &a, &b, ct).expect("kernels are checked to hold only ops their compute type computes");
+                self.helpers.extend(helper);
+                formula
             }
             Expr::Cmp(op, a, b) => {
                 let (a, b) = (self.emit(a), self.emit(b));

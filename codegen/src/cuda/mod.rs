@@ -26,6 +26,10 @@
 //! - [`compact`]: [`emit_compact`], count / scan / write kernels turning a bool buffer into the
 //!   coordinates of its set flags (nonzero, masked_select).
 //! - [`compact_launch`]: checked launches of those ([`LoadedCompact`]).
+//! - [`fused`]: [`emit_fused`], a fused elementwise group of `kiln::compile` (an IR
+//!   `ElementwiseKernel`) as one kernel: views as strided loads, sizes, strides and scalars
+//!   as arguments.
+//! - [`fused_launch`]: checked launches of those ([`LoadedFused`]).
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
@@ -35,6 +39,8 @@ pub mod compact;
 pub mod compact_launch;
 pub mod eager;
 pub mod emit;
+pub mod fused;
+pub mod fused_launch;
 mod grid;
 pub mod im2col;
 pub mod im2col_launch;
@@ -57,6 +63,8 @@ pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
 pub use index_launch::{IndexedDim, LoadedIndex};
 pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
 pub use im2col_launch::LoadedCol;
+pub use fused::{emit_fused, FusedKernel};
+pub use fused_launch::{FusedOperand, LoadedFused};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};

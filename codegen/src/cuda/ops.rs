@@ -131,6 +131,34 @@ pub fn binary_int(op: BinaryOp, a: &str, b: &str) -> Option<String> {
     })
 }
 
+/// `op(a)` in the compute type `ct`: [`unary_int`] for `long long`, else [`unary`]; `None`
+/// when `ct` cannot compute it (a float op on integers, `bitwise_not` on floats).
+pub fn unary_in(op: UnaryOp, a: &str, ct: Ct) -> Option<String> {
+    match ct {
+        Ct::I64 => unary_int(op, a),
+        _ if op.is_int_only() => None,
+        _ => Some(unary(op, a, ct)),
+    }
+}
+
+/// `op(a, b)` in the compute type `ct` ([`binary_int`] for `long long`, else [`binary`]) and
+/// the [`helper`] the formula calls, if any; `None` when `ct` cannot compute it (true division
+/// on integers, bitwise ops on floats).
+pub fn binary_in(op: BinaryOp, a: &str, b: &str, ct: Ct) -> Option<(String, Option<&'static str>)> {
+    let helper = match (op, ct) {
+        (BinaryOp::Rem, Ct::I64) => Some("kiln_rem_i64"),
+        (BinaryOp::Pow, Ct::I64) => Some("kiln_pow_i64"),
+        (BinaryOp::Rem, _) => Some("kiln_rem"),
+        _ => None,
+    };
+    let formula = match ct {
+        Ct::I64 => binary_int(op, a, b)?,
+        _ if op.is_bitwise() => return None,
+        _ => binary(op, a, b, ct),
+    };
+    Some((formula, helper))
+}
+
 /// `op(a)` in CUDA C, with PyTorch's semantics (see `UnaryOp::eval`), for a float compute type.
 pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
     use UnaryOp::*;

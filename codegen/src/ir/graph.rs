@@ -4,7 +4,7 @@
 use kiln_runtime::cpu::philox::{self, Philox};
 use kiln_runtime::dtype::FloatElement;
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
-use kiln_runtime::{DType, Layout, Shape};
+use kiln_runtime::{DType, Device, Layout, Shape};
 use smallvec::SmallVec;
 
 /// A node's index in [`Graph::nodes`].
@@ -224,6 +224,9 @@ pub struct Graph {
     pub phases: Vec<Phase>,
     /// Nodes whose values leave the step (a live tensor's storage, or an assigned storage).
     pub outputs: Vec<NodeId>,
+    /// The device each node's value lives on, which picks the back end of the kernel that
+    /// computes it: part of the structural hash, so a plan is built per device.
+    pub devices: Vec<Device>,
 }
 
 impl Graph {
@@ -232,12 +235,23 @@ impl Graph {
         &self.nodes[id as usize]
     }
 
-    /// Appends a node and returns its id.
+    /// Appends a node whose value lives on the CPU and returns its id.
     pub fn push(&mut self, node: Node, phase: Phase) -> NodeId {
+        self.push_on(node, phase, Device::Cpu)
+    }
+
+    /// Appends a node whose value lives on `device` and returns its id.
+    pub fn push_on(&mut self, node: Node, phase: Phase, device: Device) -> NodeId {
         debug_assert!(node.reads.iter().all(|u| (u.node as usize) < self.nodes.len()));
         self.nodes.push(node);
         self.phases.push(phase);
+        self.devices.push(device);
         (self.nodes.len() - 1) as NodeId
+    }
+
+    /// The device node `id`'s value lives on.
+    pub fn device(&self, id: NodeId) -> Device {
+        self.devices[id as usize]
     }
 
     /// How many times each node is read (by nodes and by the output list).

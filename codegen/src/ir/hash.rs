@@ -5,13 +5,14 @@ use crate::kernel::ahash_hasher;
 use std::hash::{Hash, Hasher};
 
 /// Hashes everything a plan depends on: each node's kind and attributes (an opaque op's key),
-/// shape, dtype and reads (node and exact layout), and the output list. Values of inputs and
-/// scalars are not part of it: they are arguments of the plan.
+/// device, shape, dtype and reads (node and exact layout), and the output list.
+/// Values of inputs and scalars are not part of it: they are arguments of the plan.
 pub fn structural_hash(g: &Graph) -> u64 {
     let mut h = ahash_hasher();
     g.nodes.len().hash(&mut h);
-    for n in &g.nodes {
+    for (n, d) in g.nodes.iter().zip(&g.devices) {
         hash_kind(&n.kind, &mut h);
+        d.hash(&mut h);
         n.shape.hash(&mut h);
         n.dtype.hash(&mut h);
         n.reads.len().hash(&mut h);
@@ -45,7 +46,7 @@ mod tests {
     use super::*;
     use crate::ir::{Node, Phase, Use};
     use kiln_runtime::op_kind::UnaryOp;
-    use kiln_runtime::{DType, Layout};
+    use kiln_runtime::{DType, Device, Layout};
     use smallvec::smallvec;
 
     fn chain(len: usize, op: UnaryOp) -> Graph {
@@ -64,6 +65,18 @@ mod tests {
         assert_eq!(structural_hash(&chain(4, UnaryOp::Exp)), structural_hash(&chain(4, UnaryOp::Exp)));
         assert_ne!(structural_hash(&chain(4, UnaryOp::Exp)), structural_hash(&chain(5, UnaryOp::Exp)));
         assert_ne!(structural_hash(&chain(4, UnaryOp::Exp)), structural_hash(&chain(4, UnaryOp::Log)));
+    }
+
+    #[test]
+    fn hash_holds_the_device() {
+        let on = |device| {
+            let mut g = chain(4, UnaryOp::Exp);
+            g.devices = vec![device; 2];
+            structural_hash(&g)
+        };
+        assert_eq!(on(Device::Cpu), structural_hash(&chain(4, UnaryOp::Exp)));
+        assert_ne!(on(Device::Cpu), on(Device::Cuda(0)));
+        assert_ne!(on(Device::Cuda(0)), on(Device::Cuda(1)));
     }
 
     #[test]

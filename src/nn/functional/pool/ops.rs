@@ -67,19 +67,21 @@ pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
         let (vals_slot, idx_slot) = (Rc::new(RefCell::new(None)), Rc::new(RefCell::new(None)));
         let (vs, is) = (vals_slot.clone(), idx_slot.clone());
         let vals = crate::capture::opaque("max_pool2d", &[x], &p.y_shape, x.dtype(), move |ins| {
-            Ok(vs.take().unwrap_or_else(|| {
-                let (v, i) = max_pool_now(&g, &ins[0], &shape);
-                *is.borrow_mut() = Some(i);
-                v
-            }))
+            if let Some(v) = vs.take() {
+                return Ok(v);
+            }
+            let (v, i) = max_pool_on_device(&g, &ins[0], &shape)?;
+            *is.borrow_mut() = Some(i);
+            Ok(v)
         });
         let shape = p.y_shape.clone();
         let idx = crate::capture::opaque("max_pool2d_indices", &[x], &p.y_shape, DType::I64, move |ins| {
-            Ok(idx_slot.take().unwrap_or_else(|| {
-                let (v, i) = max_pool_now(&g, &ins[0], &shape);
-                *vals_slot.borrow_mut() = Some(v);
-                i
-            }))
+            if let Some(i) = idx_slot.take() {
+                return Ok(i);
+            }
+            let (v, i) = max_pool_on_device(&g, &ins[0], &shape)?;
+            *vals_slot.borrow_mut() = Some(v);
+            Ok(i)
         });
         (vals, idx)
     } else if x.device().is_cuda() {
@@ -106,6 +108,14 @@ fn max_pool_now(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> (Tensor, Tensor) {
     }
 }
 
+/// The max-pool kernel of `x`'s device (realized): values and indices as tensors of `shape`.
+fn max_pool_on_device(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> Result<(Tensor, Tensor)> {
+    if x.device().is_cuda() {
+        return crate::cuda::pool::max_pool(g, x, shape);
+    }
+    Ok(max_pool_now(g, x, shape))
+}
+
 /// The max-pool kernel's values and indices as tensors of `shape`.
 fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> (Tensor, Tensor) {
     let (v, i) = kernels::max_pool2d_forward(g, &x.as_slice::<T>());
@@ -118,7 +128,9 @@ pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Te
     float_only(gy)?;
     let (g, x_shape) = (p.geom, p.x_shape.clone());
     let out = if gy.device().is_cuda() {
-        crate::cuda::pool::max_pool_backward(&g, gy, idx, &x_shape)?
+        // Inside a compiled step, an opaque node running the same kernel.
+        let shape = x_shape.clone();
+        crate::capture::deferred("max_pool2d_backward", &[gy, idx], &x_shape, gy.dtype(), move |ins| crate::cuda::pool::max_pool_backward(&g, &ins[0], &ins[1], &shape))?
     } else {
         max_scatter_cpu(g, gy, idx, x_shape)?
     };

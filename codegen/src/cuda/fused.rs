@@ -1,0 +1,160 @@
+//! A fused elementwise group of `kiln::compile` (a [`kernel::ElementwiseKernel`], what
+//! `passes::lower_group` makes of a captured group) as one CUDA C kernel.
+//!
+//! The kernel follows the IR's meaning instruction by instruction: every instruction computes
+//! in its dtype's compute type ([`Ct::of`]: f16/bf16 in `float`, integers and bool in
+//! `long long`) with the formulas of [`super::ops`], and its value is rounded to its dtype
+//! (f16/bf16 rounded, i32/u8 wrapped, bool made 0/1) exactly where the eager op would round,
+//! so a fused kernel equals the chain of eager CUDA kernels it replaces.
+//!
+//! **Sizes, strides, offsets and scalars are arguments**: one kernel per group structure
+//! (instructions, input and output dtypes, rank), so a new batch size, another view of an
+//! input or a new learning rate reuses the compiled kernel. Signature: `in0 … in{k-1}`,
+//! `out0 … out{m-1}`, `n`, `size0 … size{r-1}`, then for each input `p` its element offset
+//! `p_off` and its strides `p_st0 …` (signed strides passed as their two's complement: the
+//! unsigned index arithmetic wraps to the right element), then the scalars `s0 …` as the bits
+//! of an f64. Element `i` (row-major over the sizes) reads each input through its view and
+//! writes `out_o[i]`: outputs are contiguous.
+//!
+//! [`kernel::ElementwiseKernel`]: crate::kernel::ElementwiseKernel
+
+use super::emit::{dtype_tag, fnv1a, Body, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
+use super::ops::{self, Ct};
+use super::strided::{index_space_params, load, open_index_loop, storage_type, store};
+use crate::kernel::{ElementwiseKernel, Inst, InstOp};
+use kiln_runtime::cuda::{CudaError, CudaErrorKind};
+use kiln_runtime::op_kind::LogicalOp;
+use kiln_runtime::DType;
+use std::fmt::Write;
+
+/// The most bytes of kernel parameters a fused kernel takes (CUDA's classic limit; a group
+/// needing more runs its ops one by one).
+pub const MAX_PARAM_BYTES: usize = 4096;
+
+/// A generated fused kernel: its CUDA C and what a launch needs to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusedKernel {
+    /// The `extern "C"` kernel's name (`kiln_fused_<hash of the source>`).
+    pub name: String,
+    /// The CUDA C source.
+    pub source: String,
+    /// The dtype of each input buffer.
+    pub inputs: Vec<DType>,
+    /// The dtype of each output buffer.
+    pub outputs: Vec<DType>,
+    /// Dims of the index space.
+    pub rank: usize,
+    /// Run-time scalars it takes.
+    pub scalars: usize,
+}
+
+impl FusedKernel {
+    /// The number of 64-bit parameters after the buffers: `n`, the sizes, each input's offset
+    /// and strides, the scalars.
+    pub fn words(&self) -> usize {
+        1 + self.rank + self.inputs.len() * (1 + self.rank) + self.scalars
+    }
+}
+
+/// Emits the CUDA kernel of `k`. Errors (op `cuda_codegen`): an invalid kernel
+/// (`InvalidArgument`), or one the CUDA emitter does not generate (`Unsupported`: random
+/// draws, an op its compute type cannot compute, more than [`MAX_PARAM_BYTES`] of parameters).
+pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
+    let op = "cuda_codegen";
+    k.validate().map_err(|m| CudaError::new(op, CudaErrorKind::InvalidArgument, format!("invalid fused kernel: {m}")))?;
+    let unsupported = |m: String| CudaError::new(op, CudaErrorKind::Unsupported, m);
+    let inputs: Vec<DType> = k.inputs.iter().map(|i| i.dtype).collect();
+    let outputs: Vec<DType> = k.outputs.iter().map(|&v| k.dtype(v)).collect();
+    let fused = FusedKernel { name: String::new(), source: String::new(), inputs, outputs, rank: k.rank, scalars: k.scalars };
+    let param_bytes = 8 * (fused.inputs.len() + fused.outputs.len() + fused.words());
+    if param_bytes > MAX_PARAM_BYTES {
+        return Err(unsupported(format!("a fused kernel over {} inputs and {} dims takes {param_bytes} bytes of parameters, over {MAX_PARAM_BYTES}", k.inputs.len(), k.rank)));
+    }
+
+    // Helpers: `helpers` collects the ct-independent ones (f16/bf16 conversions, integer rem
+    // and pow); float `kiln_rem` is an overload per compute type.
+    let mut helpers = Body::new(Ct::F32);
+    let mut rem_types: Vec<Ct> = Vec::new();
+    let mut lines: Vec<String> = Vec::with_capacity(k.insts.len());
+    for (v, inst) in k.insts.iter().enumerate() {
+        let ct = Ct::of(inst.dtype);
+        let value = inst_value(k, inst, &mut helpers, &mut rem_types).map_err(|m| unsupported(format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype)))?;
+        lines.push(format!("            const {} v{v} = {value};", ct.c_type()));
+    }
+    let stores: Vec<String> = k.outputs.iter().enumerate().map(|(o, &v)| format!("            out{o}[i] = {};", store(k.dtype(v), &format!("v{v}"), Ct::of(k.dtype(v)), &mut helpers))).collect();
+
+    let mut src = String::new();
+    let tags = |ds: &[DType]| ds.iter().map(|&d| dtype_tag(d)).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused elementwise ({}) -> ({}) over {} dim(s), {} scalar(s)", tags(&fused.inputs), tags(&fused.outputs), k.rank, k.scalars);
+    src.extend(helpers.helpers.iter().map(|h| ops::helper(h, Ct::F32)));
+    src.extend(rem_types.iter().map(|&ct| ops::helper("kiln_rem", ct)));
+    let operands: Vec<String> = (0..fused.inputs.len()).map(|j| format!("p{j}")).collect();
+    let operands: Vec<&str> = operands.iter().map(String::as_str).collect();
+    let mut sig: Vec<String> = fused.inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
+    sig.extend(fused.outputs.iter().enumerate().map(|(o, &d)| format!("{}* __restrict__ out{o}", storage_type(d))));
+    sig.extend(index_space_params(&operands, k.rank));
+    sig.extend((0..k.scalars).map(|j| format!("unsigned long long s{j}")));
+    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    open_index_loop(&mut src, &operands, k.rank);
+    src.push_str("        {\n");
+    for l in lines.iter().chain(&stores) {
+        src.push_str(l);
+        src.push('\n');
+    }
+    src.push_str("        }\n    }\n}\n");
+
+    let name = format!("kiln_fused_{:016x}", fnv1a(src.as_bytes()));
+    let source = src.replace("KILN_NAME", &name);
+    Ok(FusedKernel { name, source, ..fused })
+}
+
+/// `v` (of the compute type `ct`) rounded to what `d` holds, as an eager result of dtype `d`
+/// is: the store's conversion, then the load's back to the compute type of `d`.
+fn round_to(d: DType, v: &str, ct: Ct, helpers: &mut Body) -> String {
+    let stored = store(d, v, ct, helpers);
+    load(d, &stored, Ct::of(d), helpers)
+}
+
+/// The right-hand side computing instruction `inst` of `k` (operands are the `v<N>`
+/// temporaries), or why the CUDA emitter does not generate it.
+fn inst_value(k: &ElementwiseKernel, inst: &Inst, helpers: &mut Body, rem_types: &mut Vec<Ct>) -> Result<String, String> {
+    let d = inst.dtype;
+    let ct = Ct::of(d);
+    let val = |v: u32| format!("v{v}");
+    let zero_of = |v: u32| Ct::of(k.dtype(v)).lit(0.0);
+    let truth = |v: u32| format!("({} != {})", val(v), zero_of(v));
+    Ok(match inst.op {
+        InstOp::Load(i) => load(k.inputs[i as usize].dtype, &format!("in{i}[p{i}]"), ct, helpers),
+        InstOp::Scalar(j) => round_to(d, &format!("__longlong_as_double((long long)s{j})"), Ct::F64, helpers),
+        InstOp::Const(c) => round_to(d, &Ct::F64.lit(c), Ct::F64, helpers),
+        InstOp::Unary(op, a) => {
+            let f = ops::unary_in(op, &val(a), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
+            round_to(d, &f, ct, helpers)
+        }
+        InstOp::Binary(op, a, b) => {
+            let (f, helper) = ops::binary_in(op, &val(a), &val(b), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
+            match helper {
+                Some("kiln_rem") if !rem_types.contains(&ct) => rem_types.push(ct),
+                Some("kiln_rem") | None => {}
+                Some(h) => {
+                    helpers.helpers.insert(h);
+                }
+            }
+            round_to(d, &f, ct, helpers)
+        }
+        InstOp::Cmp(op, a, b) => ops::cmp(op, &val(a), &val(b), Ct::I64),
+        InstOp::Logical(op, a, b) => {
+            let c = match op {
+                LogicalOp::And => "&&",
+                LogicalOp::Or => "||",
+                LogicalOp::Xor => "!=",
+            };
+            format!("({} {c} {}) ? 1LL : 0LL", truth(a), truth(b))
+        }
+        InstOp::Not(a) => format!("({} == {}) ? 1LL : 0LL", val(a), zero_of(a)),
+        InstOp::Where(c, a, b) => format!("({} != 0LL) ? {} : {}", val(c), val(a), val(b)),
+        InstOp::Cast(a) => round_to(d, &val(a), Ct::of(k.dtype(a)), helpers),
+        InstOp::Rand { .. } => return Err("random draws are not generated in CUDA kernels yet".into()),
+        InstOp::Reduced(_) => return Err("a reduced value outside a reduction kernel".into()),
+    })
+}

@@ -1,0 +1,134 @@
+//! Checked launches of fused kernels ([`super::fused`]).
+
+use super::emit::ELEMENTWISE_BLOCK;
+use super::fused::FusedKernel;
+use super::launch::{launch_as, load_on};
+use kiln_runtime::cuda::{CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, Param};
+use kiln_runtime::DType;
+
+/// Where a fused kernel's input elements are in its buffer: coordinate `c` of the index space
+/// is element `offset + Σ c_m · strides_m` (strides may be negative or 0).
+#[derive(Clone, Copy, Debug)]
+pub struct FusedOperand<'a> {
+    /// Element offset of coordinate 0.
+    pub offset: usize,
+    /// Stride of each dim, in elements.
+    pub strides: &'a [isize],
+}
+
+impl FusedOperand<'_> {
+    /// The lowest and one past the highest element the operand reaches over `shape` (`None`
+    /// when it reaches below element 0; `(0, 0)` when `shape` is empty).
+    fn range(&self, shape: &[usize]) -> Option<(usize, usize)> {
+        if shape.contains(&0) {
+            return Some((0, 0));
+        }
+        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
+        for (&n, &s) in shape.iter().zip(self.strides) {
+            let reach = (n as i128 - 1) * s as i128;
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+        (lo >= 0).then_some((lo as usize, hi as usize + 1))
+    }
+}
+
+/// A [`FusedKernel`] compiled for, and loaded on, one device.
+#[derive(Clone, Debug)]
+pub struct LoadedFused {
+    kernel: CudaKernel,
+    inputs: Vec<DType>,
+    outputs: Vec<DType>,
+    rank: usize,
+    scalars: usize,
+    max_grid: u32,
+}
+
+impl LoadedFused {
+    /// Compiles `k` for `cuda:ordinal`'s arch (through the runtime's NVRTC cache) and loads it
+    /// there.
+    pub fn load(k: &FusedKernel, ordinal: usize) -> Result<LoadedFused, CudaError> {
+        let mut params = vec![Param::In; k.inputs.len()];
+        params.extend(std::iter::repeat_n(Param::Out, k.outputs.len()));
+        params.extend(std::iter::repeat_n(Param::U64, k.words()));
+        let (kernel, max_grid) = load_on("cuda_fused", &k.source, &k.name, ordinal, params)?;
+        Ok(LoadedFused { kernel, inputs: k.inputs.clone(), outputs: k.outputs.clone(), rank: k.rank, scalars: k.scalars, max_grid })
+    }
+
+    /// The loaded kernel (name, device, signature).
+    pub fn kernel(&self) -> &CudaKernel {
+        &self.kernel
+    }
+
+    /// Computes every element of `shape` into the contiguous `outputs`, reading each input
+    /// through its view, with the run-time `scalars`. Errors (op `cuda_fused`, nothing
+    /// launched) when the counts of inputs, outputs, dims, strides or scalars differ from the
+    /// kernel's, a view reaches outside its buffer, an output holds fewer elements than
+    /// `shape`, or a buffer is on another device.
+    pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
+        let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() || scalars.len() != self.scalars {
+            return bad(format!(
+                "takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given",
+                self.inputs.len(),
+                self.outputs.len(),
+                self.scalars,
+                inputs.len(),
+                outputs.len(),
+                scalars.len()
+            ));
+        }
+        if shape.len() != self.rank {
+            return bad(format!("indexes {} dim(s), shape {shape:?} given", self.rank));
+        }
+        let n = kiln_runtime::layout::numel(shape);
+        for (j, ((b, v), &d)) in inputs.iter().zip(&self.inputs).enumerate() {
+            if v.strides.len() != shape.len() {
+                return bad(format!("input {j} has {} strides for {} dim(s)", v.strides.len(), shape.len()));
+            }
+            let held = b.len_bytes() / d.size_in_bytes();
+            match v.range(shape) {
+                Some((_, end)) if end <= held => {}
+                _ => return bad(format!("input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}", v.offset, v.strides)),
+            }
+        }
+        for (o, (b, &d)) in outputs.iter().zip(&self.outputs).enumerate() {
+            if b.len_bytes() < n * d.size_in_bytes() {
+                return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let mut words: Vec<u64> = vec![n as u64];
+        words.extend(shape.iter().map(|&s| s as u64));
+        for (_, v) in inputs {
+            words.push(v.offset as u64);
+            // Two's complement: the kernel's wrapping unsigned arithmetic adds a negative stride.
+            words.extend(v.strides.iter().map(|&s| s as i64 as u64));
+        }
+        words.extend(scalars.iter().map(|s| s.to_bits()));
+        let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
+        let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
+        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
+        args.extend(words.into_iter().map(KernelArg::U64));
+        launch_as("cuda_fused", &self.kernel, grid, ELEMENTWISE_BLOCK, &mut args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FusedOperand;
+
+    #[test]
+    fn operand_ranges_follow_signed_strides() {
+        let v = FusedOperand { offset: 5, strides: &[-2, 1] };
+        assert_eq!(v.range(&[3, 4]), Some((1, 9)));
+        assert_eq!(FusedOperand { offset: 3, strides: &[-2, 1] }.range(&[3, 4]), None);
+        assert_eq!(FusedOperand { offset: 0, strides: &[0, 0] }.range(&[7, 9]), Some((0, 1)));
+        assert_eq!(FusedOperand { offset: 9, strides: &[4, 1] }.range(&[0, 4]), Some((0, 0)));
+    }
+}
