@@ -18,7 +18,7 @@ impl Module for Mlp {
 
 /// Losses of `steps` SGD-momentum steps on a small MLP, compiled or eager, and the final
 /// first-layer weight.
-fn train(compiled: bool, steps: usize) -> (Vec<f32>, Tensor, Vec<(usize, usize)>) {
+fn train(compiled: bool, steps: usize) -> (Vec<f32>, Tensor, Vec<(usize, usize, usize)>) {
     kiln::manual_seed(7);
     let net = Mlp { fc1: nn::Linear::new(20, 32), fc2: nn::Linear::new(32, 10) };
     let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
@@ -38,7 +38,8 @@ fn train(compiled: bool, steps: usize) -> (Vec<f32>, Tensor, Vec<(usize, usize)>
         let mut step = kiln::compile(&mut body);
         for _ in 0..steps {
             losses.push(step.call((&x, &y)).item::<f32>());
-            breaks.push((step.stats().graph_breaks, step.stats().kernels_launched));
+            let s = step.stats();
+            breaks.push((s.graph_breaks, s.kernels_launched, s.concurrent_pairs));
         }
     } else {
         for _ in 0..steps {
@@ -60,7 +61,10 @@ fn mlp_sgd_momentum_matches_eager() {
         assert!((x - y).abs() <= 1e-5, "{x} vs {y}");
     }
     assert!(eager[5] < eager[0], "training lowers the loss: {eager:?}");
-    assert!(breaks.iter().all(|&(b, _)| b == 0), "graph breaks per step: {breaks:?}");
+    assert!(breaks.iter().all(|&(b, _, _)| b == 0), "graph breaks per step: {breaks:?}");
+    // fc2's weight gradient (gᵀ·h: 10x32 over 16) and its input gradient (g·W: 16x32 over 10)
+    // read the same g and not each other: they run at once, one thread each.
+    assert!(breaks.iter().all(|&(_, _, pairs)| pairs == 1), "concurrent product pairs per step: {breaks:?}");
     // The steady step (after the first, which also creates the momentum buffers): bias + ReLU,
     // its gradient, the loss pieces, one update kernel per parameter shape, and the reductions
     // over classes (log_softmax's max and sum, its backward sum, the target's pick: a masked

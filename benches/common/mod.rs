@@ -42,36 +42,63 @@ pub fn time_interleaved(reps: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
 }
 
 /// Row-major f32 operands for a list of matrix products `(m, k, n)`, each run through the gemm
-/// crate with kiln's thread count.
+/// crate with the faster of its two threading modes for that product: split across kiln's
+/// threads, or on one thread (measured when the operands are made; small products run slower
+/// split). This is the best each product does as a library call on its own.
 #[allow(dead_code)]
 pub struct GemmProducts {
-    products: Vec<((usize, usize, usize), Vec<f32>, Vec<f32>, Vec<f32>)>,
+    products: Vec<Product>,
+}
+
+/// One product's operands and the threading it runs with.
+struct Product {
+    dims: (usize, usize, usize),
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+    par: gemm::Parallelism,
+}
+
+impl Product {
+    fn run(&mut self) {
+        let (m, k, n) = self.dims;
+        // SAFETY: a is m*k, b is k*n, c is m*n, all row-major and alive for the call; c is
+        // not aliased.
+        unsafe {
+            gemm::gemm(
+                m, n, k, self.c.as_mut_ptr(), 1, n as isize, false, self.a.as_ptr(), 1, k as isize, self.b.as_ptr(), 1, n as isize,
+                0.0f32, 1.0f32, false, false, false, self.par,
+            );
+        }
+        black_box(&self.c);
+    }
 }
 
 #[allow(dead_code)]
 impl GemmProducts {
-    /// Fresh operands for each product.
+    /// Fresh operands for each product, and its faster threading mode.
     pub fn new(products: &[(usize, usize, usize)]) -> GemmProducts {
-        let products = products.iter().map(|&(m, k, n)| ((m, k, n), vec![0.5f32; m * k], vec![0.25f32; k * n], vec![0.0f32; m * n])).collect();
+        let threads = kiln::get_num_threads();
+        let products = products
+            .iter()
+            .map(|&(m, k, n)| {
+                let mut p = Product { dims: (m, k, n), a: vec![0.5f32; m * k], b: vec![0.25f32; k * n], c: vec![0.0f32; m * n], par: gemm::Parallelism::None };
+                if threads > 1 {
+                    let alone = time(7, || p.run());
+                    p.par = gemm::Parallelism::Rayon(threads);
+                    if time(7, || p.run()) >= alone {
+                        p.par = gemm::Parallelism::None;
+                    }
+                }
+                p
+            })
+            .collect();
         GemmProducts { products }
     }
 
     /// Runs every product once.
     pub fn run(&mut self) {
-        let threads = kiln::get_num_threads();
-        let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        for ((m, k, n), a, b, c) in &mut self.products {
-            let (m, k, n) = (*m, *k, *n);
-            // SAFETY: a is m*k, b is k*n, c is m*n, all row-major and alive for the call; c is
-            // not aliased.
-            unsafe {
-                gemm::gemm(
-                    m, n, k, c.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1, k as isize, b.as_ptr(), 1, n as isize,
-                    0.0f32, 1.0f32, false, false, false, par,
-                );
-            }
-            black_box(&c);
-        }
+        self.products.iter_mut().for_each(Product::run);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::kernels::{self, KernelCode};
 use super::plan::{Plan, PlanStep};
-use super::trace::Trace;
+use super::trace::{as_realizing, OpaqueFn, Trace};
 use crate::error::Result;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
@@ -19,6 +19,8 @@ pub(crate) struct RunCounts {
     pub(crate) kernels: usize,
     /// Nodes run by their eager implementations.
     pub(crate) eager: usize,
+    /// Pairs of nodes run at once.
+    pub(crate) concurrent: usize,
     /// Bytes the kernels read and wrote.
     pub(crate) bytes: usize,
 }
@@ -54,8 +56,24 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
         let NodeKind::Scalar { slot } = g.node(id).kind else { unreachable!("only Scalar nodes are listed") };
         values.0[id as usize] = Some(Tensor::scalar_wrapping(trace.scalars[slot as usize], g.node(id).dtype));
     }
-    for (step, frees) in plan.steps.iter().zip(&plan.frees) {
+    let mut skip_next = false;
+    for (i, (step, frees)) in plan.steps.iter().zip(&plan.frees).enumerate() {
+        if std::mem::take(&mut skip_next) {
+            free_after(&mut values, frees);
+            continue;
+        }
         match step {
+            PlanStep::Node(id) if plan.concurrent[i] => {
+                let PlanStep::Node(next) = plan.steps[i + 1] else { unreachable!("a concurrent pair is two nodes") };
+                let (outs, at_once) = run_pair(g.node(*id), g.node(next), &values, trace)?;
+                counts.concurrent += at_once as usize;
+                for (n, v) in [*id, next].into_iter().zip(outs) {
+                    check_value(g.node(n), &v);
+                    values.0[n as usize] = Some(v);
+                    counts.eager += 1;
+                }
+                skip_next = true;
+            }
             PlanStep::Node(id) => {
                 let node = g.node(*id);
                 let v = run_node(node, &values, trace)?;
@@ -169,6 +187,33 @@ fn flat(t: Tensor) -> Tensor {
     }
 }
 
+/// Runs two independent opaque nodes (a concurrent pair of the schedule) at once, one thread
+/// each, when both implementations may run on another thread (then the flag is true); else one
+/// after the other.
+fn run_pair(a: &Node, b: &Node, values: &Values, trace: &mut Trace) -> Result<([Tensor; 2], bool)> {
+    let take = |trace: &mut Trace, node: &Node| match node.kind {
+        NodeKind::Opaque { index, .. } => trace.closures[index as usize].take(),
+        _ => None,
+    };
+    match (take(trace, a), take(trace, b)) {
+        (Some(OpaqueFn::Sendable(fa)), Some(OpaqueFn::Sendable(fb))) => {
+            let inputs = |n: &Node| -> Vec<Tensor> { n.reads.iter().map(|u| values.view(u)).collect() };
+            let (ia, ib) = (inputs(a), inputs(b));
+            let (ra, rb) = kiln_runtime::cpu::parallel::join_serial(move || as_realizing(|| fa(&ia)), move || as_realizing(|| fb(&ib)));
+            Ok(([flat(ra?), flat(rb?)], true))
+        }
+        (fa, fb) => {
+            // Put them back for `run_node`.
+            for (node, f) in [(a, fa), (b, fb)] {
+                if let (NodeKind::Opaque { index, .. }, Some(f)) = (&node.kind, f) {
+                    trace.closures[*index as usize] = Some(f);
+                }
+            }
+            Ok(([run_node(a, values, trace)?, run_node(b, values, trace)?], false))
+        }
+    }
+}
+
 /// Runs one node eagerly.
 fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
     let r = |i: usize| values.view(&node.reads[i]);
@@ -201,7 +246,7 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
         NodeKind::Opaque { index, .. } | NodeKind::Reduce { index, .. } => {
             let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();
             let f = trace.closures[index as usize].take().unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name()));
-            f(&inputs)?
+            f.call(&inputs)?
         }
         NodeKind::Input { .. } | NodeKind::Scalar { .. } => unreachable!("sources are values from the start"),
     }))

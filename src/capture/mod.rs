@@ -42,4 +42,4 @@ mod trace;
 
 pub(crate) use cell::CellCapture;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo};
-pub(crate) use trace::{assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, opaque, rand, reduce, scalar, set_phase};
+pub(crate) use trace::{assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, opaque, opaque_sendable, rand, reduce, scalar, set_phase};

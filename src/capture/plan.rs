@@ -39,6 +39,8 @@ pub(crate) struct Plan {
     pub(crate) scalar_tensors: Vec<NodeId>,
     /// Per step, the values to free after it.
     pub(crate) frees: Vec<Vec<NodeId>>,
+    /// Per step, true when it runs at once with the next (see `kiln_codegen::passes::concurrent`).
+    pub(crate) concurrent: Vec<bool>,
     /// Peak bytes of intermediates (the memory plan).
     pub(crate) peak_bytes: usize,
     /// The kernels this plan uses, as listed by `CompiledStep::kernels`.
@@ -110,7 +112,7 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
         debug::log(Topic::Graph, describe(&graph, &live));
     }
     super::dump::graph(&graph, &live, &fusion);
-    Plan { graph, canonical, scalar_tensors, steps, frees: schedule.frees, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
+    Plan { graph, canonical, scalar_tensors, steps, frees: schedule.frees, concurrent: schedule.concurrent, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
 }
 
 /// The device of a group's members (the device its kernel runs on), or why they have none.

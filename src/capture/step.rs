@@ -86,6 +86,8 @@ pub struct CallStats {
     pub kernels_launched: usize,
     /// Nodes run by their eager implementations (matmul, reductions, conv, …).
     pub eager_ops: usize,
+    /// Pairs of independent matrix products that ran at once, one thread each (CPU plans).
+    pub concurrent_pairs: usize,
     /// Bytes the generated kernels read and wrote.
     pub bytes_moved: usize,
     /// The largest peak of intermediate buffers among the graphs (the memory plan).
@@ -195,6 +197,7 @@ impl<F> CompiledStep<F> {
             s.nodes += r.plan.graph.nodes.len();
             s.kernels_launched += r.counts.kernels;
             s.eager_ops += r.counts.eager;
+            s.concurrent_pairs += r.counts.concurrent;
             s.bytes_moved += r.counts.bytes;
             s.peak_bytes = s.peak_bytes.max(r.plan.peak_bytes);
             s.plan_cache_hits += r.plan_hit as usize;

@@ -15,7 +15,23 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 /// An opaque op's eager implementation, run on the realized inputs when the trace is realized.
-pub(crate) type OpaqueFn = Box<dyn FnOnce(&[Tensor]) -> Result<Tensor>>;
+pub(crate) enum OpaqueFn {
+    /// Runs on the thread that realizes the trace.
+    Local(Box<dyn FnOnce(&[Tensor]) -> Result<Tensor>>),
+    /// May run on another of kiln's threads, concurrently with another step (see
+    /// `exec::run`'s concurrent pairs).
+    Sendable(Box<dyn FnOnce(&[Tensor]) -> Result<Tensor> + Send>),
+}
+
+impl OpaqueFn {
+    /// Runs it on `inputs`.
+    pub(crate) fn call(self, inputs: &[Tensor]) -> Result<Tensor> {
+        match self {
+            OpaqueFn::Local(f) => f(inputs),
+            OpaqueFn::Sendable(f) => f(inputs),
+        }
+    }
+}
 
 /// One step's DAG under construction, with what realizing it needs.
 pub(crate) struct Trace {
@@ -162,6 +178,22 @@ pub(crate) fn finish_realize() {
     STATE.with(|s| s.borrow_mut().suspended -= 1);
 }
 
+/// Runs `f` on this thread as the realizing thread runs a plan's steps: eager, storages read
+/// as they are now (a step of a plan run on another of kiln's threads reads what the plan's own
+/// thread would read; the trace's writes take effect only when the plan has run).
+pub(crate) fn as_realizing<R>(f: impl FnOnce() -> R) -> R {
+    /// Ends the suspension even when `f` panics.
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            finish_realize();
+        }
+    }
+    STATE.with(|s| s.borrow_mut().suspended += 1);
+    let _end = End;
+    f()
+}
+
 /// Plans this thread's traces for `target` (`None`: for their tensors' devices) from the next
 /// trace on: ops are captured as they would be on that device and nodes the CPU tensors would
 /// put on the CPU go on it, so the plan built for it is the one a step on that device builds,
@@ -275,10 +307,21 @@ pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType)
 /// Appends an op without an expression: `run` computes it from the realized `inputs` (seen
 /// through their layouts) when the trace is realized; its result has `shape` and `dtype`.
 pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static) -> Tensor {
+    push_opaque(name, inputs, shape, dtype, OpaqueFn::Local(Box::new(run)))
+}
+
+/// [`opaque`] for an implementation that may run on another of kiln's threads (a matrix
+/// product: two independent ones of a compiled step run at once).
+pub(crate) fn opaque_sendable(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
+    push_opaque(name, inputs, shape, dtype, OpaqueFn::Sendable(Box::new(run)))
+}
+
+/// The node of an opaque op and its lazy tensor.
+fn push_opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: OpaqueFn) -> Tensor {
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = inputs.iter().map(|x| t.use_of(x, x.layout().clone())).collect();
         let index = t.closures.len() as u32;
-        t.closures.push(Some(Box::new(run)));
+        t.closures.push(Some(run));
         let mut h = kiln_codegen::kernel::ahash_hasher();
         std::hash::Hash::hash(name, &mut h);
         let key = std::hash::Hasher::finish(&h);
@@ -294,7 +337,7 @@ pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[
     with_trace(|t| {
         let read = t.use_of(input, input.layout().clone());
         let index = t.closures.len() as u32;
-        t.closures.push(Some(Box::new(eager)));
+        t.closures.push(Some(OpaqueFn::Local(Box::new(eager))));
         let dims = mask.iter().enumerate().filter(|(_, &r)| r).fold(0u64, |m, (d, _)| m | 1 << d);
         let node = t.push_op(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
         t.lazy_tensor(node, shape, dtype)

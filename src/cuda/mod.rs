@@ -152,6 +152,7 @@ fn error(op: &'static str, e: CudaError) -> Error {
     let kind = match e.kind {
         CudaErrorKind::Unsupported => ErrorKind::Unsupported,
         CudaErrorKind::InvalidArgument => ErrorKind::Value,
+        CudaErrorKind::Timeout => ErrorKind::Timeout,
         _ => ErrorKind::Device,
     };
     Error::new(op, kind, e.message)

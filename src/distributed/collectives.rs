@@ -14,7 +14,7 @@ use kiln_runtime::{DType, Device};
 /// Reduces `tensor` across all ranks in place (`dist.all_reduce(tensor, op)`): afterwards
 /// every rank holds the same result. Tensors of every dtype, on the CPU for MPI and on the
 /// rank's GPU for NCCL; `Avg` needs a floating-point dtype; F16/BF16 reduce in F32 and round
-/// once. Autograd does not see the write (as in PyTorch).
+/// once on the CPU, and in their own type through NCCL (as PyTorch's NCCL backend). Autograd does not see the write (as in PyTorch).
 ///
 /// Errors: no process group, a tensor on a device the backend does not move, ranks that
 /// disagree on the dtype or element count, the group's timeout passing (see the module docs).
@@ -47,7 +47,7 @@ pub fn broadcast(tensor: &Tensor, src: usize) -> Result<()> {
     }
     let n = tensor.numel();
     agree(OP, Call::Broadcast { root: src }, tensor.dtype(), n)?;
-    let wire = Wire::of(tensor.dtype());
+    let wire = Wire::of(tensor.dtype(), tensor.device());
     if rank == src {
         let send = if sendable(tensor) { tensor.clone() } else { staged(tensor) };
         exchange(OP, &send, Call::Broadcast { root: src }, n, 0)?;
@@ -96,7 +96,7 @@ pub fn reduce_scatter(output: &Tensor, inputs: &[Tensor], op: ReduceOp) -> Resul
     check_list(OP, "inputs", inputs, world_size, output.numel())?;
     let n = output.numel();
     agree(OP, Call::ReduceScatter(op), output.dtype(), n)?;
-    let wire = Wire::of(output.dtype());
+    let wire = Wire::of(output.dtype(), output.device());
     let flat: Vec<Tensor> = inputs.iter().map(|t| t.detach().to_dtype(wire.dtype()).reshape(&[-1])).collect();
     let send = staged(&Tensor::cat(&flat, 0));
     let mut out = exchange(OP, &send, Call::ReduceScatter(op), n, n)?;

@@ -15,14 +15,15 @@ use std::ffi::c_void;
 /// Whether the transport can send straight from `t`'s storage: contiguous, and of a dtype it
 /// moves natively.
 pub(crate) fn sendable(t: &Tensor) -> bool {
-    t.is_contiguous() && Wire::native(t.dtype()).is_some()
+    t.is_contiguous() && Wire::native(t.dtype(), t.device()).is_some()
 }
 
-/// A fresh contiguous tensor of wire elements holding `t`'s values (F16/BF16 widened to F32),
+/// A fresh contiguous tensor of wire elements holding `t`'s values (F16/BF16 widened to F32 on
+/// the CPU),
 /// sharing storage with nothing.
 pub(crate) fn staged(t: &Tensor) -> Tensor {
     let _off = crate::no_grad();
-    let s = t.detach().to_dtype(Wire::of(t.dtype()).dtype()).contiguous();
+    let s = t.detach().to_dtype(Wire::of(t.dtype(), t.device()).dtype()).contiguous();
     if s.shares_storage_with(t) || s.storage_offset() != 0 || s.storage_len() != s.numel() {
         s.deep_clone()
     } else {
@@ -38,7 +39,7 @@ pub(crate) fn staged(t: &Tensor) -> Tensor {
 /// reused by work queued after the collective.
 #[track_caller]
 pub(crate) fn exchange(op: &'static str, t: &Tensor, call: Call, count: usize, recv_len: usize) -> Result<Storage> {
-    let wire = Wire::native(t.dtype()).expect("exchange: a native wire dtype");
+    let wire = Wire::native(t.dtype(), t.device()).expect("exchange: a native wire dtype");
     debug_assert!(t.is_contiguous());
     let mut guard = t.lock_storage_exclusive();
     let base = any_storage_ptr(&mut guard);

@@ -7,12 +7,16 @@ use crate::error::Result;
 use kiln_runtime::{DType, Device};
 use std::ffi::c_void;
 
-/// The element types a transport moves and reduces natively. F16 and BF16 tensors travel as
-/// F32 (MPI has no half-precision reductions).
+/// The element types a transport moves and reduces natively. On the CPU (MPI) F16 and BF16
+/// tensors travel as F32, reduced in F32 and rounded once (MPI has no half-precision
+/// reductions); on CUDA (NCCL) they travel as themselves and NCCL reduces them, as PyTorch's
+/// NCCL backend does (half the bytes; each step's sum rounded to the half type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wire {
     F32,
     F64,
+    F16,
+    BF16,
     I64,
     I32,
     U8,
@@ -20,8 +24,9 @@ pub(crate) enum Wire {
 }
 
 impl Wire {
-    /// The wire type of `dtype`, or `None` for the dtypes staged through F32.
-    pub(crate) fn native(dtype: DType) -> Option<Wire> {
+    /// The wire type of `dtype` on a transport for `device`, or `None` for the dtypes staged
+    /// through F32 there (F16 and BF16 on the CPU).
+    pub(crate) fn native(dtype: DType, device: Device) -> Option<Wire> {
         Some(match dtype {
             DType::F32 => Wire::F32,
             DType::F64 => Wire::F64,
@@ -29,13 +34,16 @@ impl Wire {
             DType::I32 => Wire::I32,
             DType::U8 => Wire::U8,
             DType::Bool => Wire::Bool,
+            DType::F16 if device.is_cuda() => Wire::F16,
+            DType::BF16 if device.is_cuda() => Wire::BF16,
             DType::F16 | DType::BF16 => return None,
         })
     }
 
-    /// The wire type `dtype` travels as (F16 and BF16 as F32).
-    pub(crate) fn of(dtype: DType) -> Wire {
-        Wire::native(dtype).unwrap_or(Wire::F32)
+    /// The wire type `dtype` travels as on a transport for `device` (F16 and BF16 as F32 on
+    /// the CPU).
+    pub(crate) fn of(dtype: DType, device: Device) -> Wire {
+        Wire::native(dtype, device).unwrap_or(Wire::F32)
     }
 
     /// The bytes of one element.
@@ -43,6 +51,7 @@ impl Wire {
         match self {
             Wire::F64 | Wire::I64 => 8,
             Wire::F32 | Wire::I32 => 4,
+            Wire::F16 | Wire::BF16 => 2,
             Wire::U8 | Wire::Bool => 1,
         }
     }
@@ -52,6 +61,8 @@ impl Wire {
         match self {
             Wire::F32 => DType::F32,
             Wire::F64 => DType::F64,
+            Wire::F16 => DType::F16,
+            Wire::BF16 => DType::BF16,
             Wire::I64 => DType::I64,
             Wire::I32 => DType::I32,
             Wire::U8 => DType::U8,
@@ -134,4 +145,27 @@ pub(crate) trait Transport: Send {
     fn abort(&mut self, code: i32) -> !;
     /// Shuts the library down cleanly.
     fn finalize(self: Box<Self>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_types_travel_as_f32_on_the_cpu_and_as_themselves_on_cuda() {
+        for dtype in DType::ALL {
+            let cpu = Wire::of(dtype, Device::Cpu);
+            let cuda = Wire::of(dtype, Device::Cuda(0));
+            match dtype {
+                DType::F16 | DType::BF16 => {
+                    assert_eq!((Wire::native(dtype, Device::Cpu), cpu), (None, Wire::F32));
+                    assert_eq!((cuda.dtype(), cuda.bytes()), (dtype, 2));
+                }
+                _ => {
+                    assert_eq!(cpu, cuda, "{dtype}");
+                    assert_eq!((cpu.dtype(), cpu.bytes()), (dtype, dtype.size_in_bytes()), "{dtype}");
+                }
+            }
+        }
+    }
 }

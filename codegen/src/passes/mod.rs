@@ -1,7 +1,8 @@
 //! The passes from a captured graph to a plan: dead nodes and common subexpressions
 //! ([`cse`]), fusion ([`fusion`]), lowering groups to kernels ([`lower`]), and ordering with
-//! memory planning ([`schedule`]).
+//! memory planning ([`schedule`], with the products that run two at once: [`concurrent`]).
 
+pub mod concurrent;
 pub mod cse;
 mod epilogue;
 pub mod fusion;

@@ -1,5 +1,6 @@
 //! Ordering the plan's steps and planning memory by liveness.
 
+use super::concurrent::{balanced, cpu_product_work};
 use super::fusion::Fusion;
 use crate::ir::{Graph, NodeId, NodeKind};
 use std::cmp::Reverse;
@@ -19,6 +20,9 @@ pub enum StepKind {
 pub struct Schedule {
     /// The steps, each after every step it reads from.
     pub steps: Vec<StepKind>,
+    /// Per step, true when it runs at once with the next step (two independent CPU matrix
+    /// products of similar size, see [`super::concurrent`]); the next step's flag is false.
+    pub concurrent: Vec<bool>,
     /// Per step, the values (nodes) no later step reads, freed once it has run (graph outputs
     /// and inputs are never freed).
     pub frees: Vec<Vec<NodeId>>,
@@ -26,8 +30,9 @@ pub struct Schedule {
     pub peak_bytes: usize,
 }
 
-/// Orders the live nodes' steps topologically (ties broken by trace order) and computes the
-/// last use of every intermediate value. Groups that materialize nothing are dead (reductions
+/// Orders the live nodes' steps topologically (ties broken by trace order, except that a CPU
+/// matrix product is followed by another ready one of similar size, the two marked to run at
+/// once) and computes the last use of every intermediate value. Groups that materialize nothing are dead (reductions
 /// recompute them) and get no step; members that stay inside their kernel get no buffer
 /// ([`Fusion::materialized`]).
 pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
@@ -89,13 +94,27 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
     }
     let mut ready: BinaryHeap<Reverse<(NodeId, u32)>> =
         (0..steps.len() as u32).filter(|&s| indegree[s as usize] == 0).map(|s| Reverse((first_node[s as usize], s))).collect();
+    let product_work = |s: u32| match steps[s as usize] {
+        StepKind::Node(id) => cpu_product_work(g, id),
+        StepKind::Group(_) => None,
+    };
     let mut order: Vec<u32> = Vec::with_capacity(steps.len());
+    let mut concurrent: Vec<bool> = Vec::with_capacity(steps.len());
     while let Some(Reverse((_, s))) = ready.pop() {
+        // A partner is taken from what is ready before `s` ran, so it cannot read `s`.
+        let partner = product_work(s).and_then(|w| take_ready(&mut ready, |t| product_work(t).is_some_and(|v| balanced(w, v))));
         order.push(s);
-        for &t in &succ[s as usize] {
-            indegree[t as usize] -= 1;
-            if indegree[t as usize] == 0 {
-                ready.push(Reverse((first_node[t as usize], t)));
+        concurrent.push(partner.is_some());
+        for done in std::iter::once(s).chain(partner) {
+            if done != s {
+                order.push(done);
+                concurrent.push(false);
+            }
+            for &t in &succ[done as usize] {
+                indegree[t as usize] -= 1;
+                if indegree[t as usize] == 0 {
+                    ready.push(Reverse((first_node[t as usize], t)));
+                }
             }
         }
     }
@@ -127,8 +146,15 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
         if is_output[id] || !materialized(id as NodeId) {
             continue;
         }
-        let born = position[s as usize];
-        let dies = last[id].unwrap_or(born).max(born);
+        // The two steps of a concurrent pair hold their values over both.
+        let mut born = position[s as usize];
+        if born > 0 && concurrent[born - 1] {
+            born -= 1;
+        }
+        let mut dies = last[id].unwrap_or(born).max(born);
+        if concurrent[dies] {
+            dies += 1;
+        }
         frees[dies].push(id as NodeId);
         let bytes = (g.nodes[id].numel() * g.nodes[id].dtype.size_in_bytes()) as isize;
         bytes_at[born] += bytes;
@@ -140,5 +166,15 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
         live_bytes += b;
         peak = peak.max(live_bytes);
     }
-    Schedule { steps: order.iter().map(|&s| steps[s as usize].clone()).collect(), frees, peak_bytes: peak as usize }
+    Schedule { steps: order.iter().map(|&s| steps[s as usize].clone()).collect(), concurrent, frees, peak_bytes: peak as usize }
+}
+
+/// Removes and returns the first ready step (in the heap's order) that `wanted` accepts.
+fn take_ready(ready: &mut BinaryHeap<Reverse<(NodeId, u32)>>, wanted: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut all = std::mem::take(ready).into_sorted_vec();
+    // Sorted ascending by `Reverse`: the heap's next pop is last.
+    let pos = all.iter().rposition(|Reverse((_, t))| wanted(*t));
+    let found = pos.map(|p| all.remove(p).0 .1);
+    *ready = all.into();
+    found
 }

@@ -32,6 +32,12 @@ const PAR_WORK: usize = 1 << 16;
 /// Multiply-adds from which one product is big enough to be split across threads by itself.
 const BIG_WORK: usize = 1 << 20;
 
+/// The smallest `m`, `n` and `k` of a product that `gemm` splits across threads. Measured on
+/// the MLP step's products through `gemm` on 2 threads (2026-12-03): split, a product with
+/// one side of 10 ran 1.5-3.8x slower than on one thread (128x512x10: 71 vs 24 us,
+/// 128x10x512: 104 vs 27 us), while 1024x16x1024 still gained 1.9x.
+const MIN_SPLIT_SIDE: usize = 16;
+
 /// Element types with a matrix product: every dtype but `Bool`.
 pub trait MatmulElement: Element {
     /// The batched product; see [`matmul`].
@@ -176,7 +182,7 @@ impl Geometry {
             let (oa, ob) = self.offsets(i);
             kernel(self, oa, ob, o, split)
         };
-        if nb > 1 && work < BIG_WORK && nb.saturating_mul(work) >= PAR_WORK {
+        if nb > 1 && work < BIG_WORK && nb.saturating_mul(work) >= PAR_WORK && num_threads() > 1 {
             let per_task = PAR_WORK.div_ceil(work);
             pool().install(|| out.par_chunks_mut(mn).with_min_len(per_task).enumerate().for_each(|p| each(p, false)));
         } else {
@@ -221,7 +227,7 @@ fn gemm_matmul<T: Element>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> CpuBuf
     let g = Geometry::new(a, la, b, lb);
     g.run(|g, oa, ob, out: &mut [T], split| {
         let threads = num_threads();
-        let split = split && threads > 1 && g.work() >= gemm::get_threading_threshold();
+        let split = split && threads > 1 && g.work() >= gemm::get_threading_threshold() && g.m.min(g.n).min(g.k) >= MIN_SPLIT_SIDE;
         // SAFETY (both calls): `g` was made by `Geometry::new` from `a`, `b` and their layouts,
         // and `run` passes the offsets `g.offsets` gives for its batch indices.
         if split {

@@ -2,10 +2,12 @@
 //!
 //! kiln runs its kernels on its own rayon pool, sized by [`set_num_threads`], by
 //! `KILN_NUM_THREADS`, else `OMP_NUM_THREADS`, else the number of cores. Work below a grain size
-//! runs inline on the caller's thread, so small ops pay no scheduling cost.
+//! runs inline on the caller's thread, so small ops pay no scheduling cost. [`join_serial`]
+//! runs two jobs at once, each on one thread (every kernel inside them runs unsplit).
 
 use rayon::prelude::*;
 use std::ops::Range;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -51,9 +53,38 @@ pub fn set_num_threads(n: usize) {
     *POOL.write().unwrap_or_else(|e| e.into_inner()) = Some(build_pool(n));
 }
 
-/// The number of CPU worker threads (`torch.get_num_threads`).
+thread_local! {
+    /// True while this thread runs one arm of [`join_serial`]: its kernels do not split.
+    static SERIAL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The number of CPU worker threads (`torch.get_num_threads`); 1 inside an arm of
+/// [`join_serial`], whose kernels run on their own thread.
 pub fn num_threads() -> usize {
-    pool().current_num_threads()
+    if SERIAL.get() {
+        1
+    } else {
+        pool().current_num_threads()
+    }
+}
+
+/// Runs `a` and `b` at once on two of the pool's threads, every kernel inside each running
+/// unsplit on its thread (two independent matrix products of a compiled step: small products
+/// scale poorly across threads, so two at once on one thread each beat one after the other on
+/// all). With a pool of one thread they run one after the other.
+pub fn join_serial<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+    fn serial<R>(f: impl FnOnce() -> R) -> R {
+        /// Restores the flag even when `f` panics (the panic then crosses the join).
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                SERIAL.set(self.0);
+            }
+        }
+        let _restore = Restore(SERIAL.replace(true));
+        f()
+    }
+    pool().install(|| rayon::join(|| serial(a), || serial(b)))
 }
 
 /// Flushes denormal floats to zero (and reads denormal inputs as zero) on the calling thread and
@@ -91,7 +122,7 @@ fn apply_flush_denormal(on: bool) {
 }
 
 fn chunk_count(len: usize, grain: usize) -> usize {
-    if len <= grain {
+    if len <= grain || SERIAL.get() {
         1
     } else {
         (len / grain).clamp(1, num_threads() * 4)
@@ -153,6 +184,27 @@ pub fn copy<T: Copy + Send + Sync>(out: &mut [T], src: &[T]) {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn join_serial_runs_both_arms_unsplit_and_restores_splitting() {
+        let outside = num_threads();
+        let arm = || {
+            let threads = num_threads();
+            let chunks = chunk_count(1 << 24, GRAIN);
+            let sum = AtomicUsize::new(0);
+            for_ranges(1 << 20, GRAIN, |r| {
+                sum.fetch_add(r.len(), Ordering::Relaxed);
+            });
+            (threads, chunks, sum.into_inner())
+        };
+        let (a, b) = join_serial(arm, arm);
+        assert_eq!((a.0, a.1, a.2), (1, 1, 1 << 20));
+        assert_eq!((b.0, b.1, b.2), (1, 1, 1 << 20));
+        assert_eq!(num_threads(), outside);
+        if outside > 1 {
+            assert!(chunk_count(1 << 24, GRAIN) > 1);
+        }
+    }
 
     #[test]
     fn ranges_cover_everything_once() {

@@ -28,6 +28,8 @@ pub enum CudaErrorKind {
     OutOfMemory,
     /// Something this build does not support yet (a dtype, an op).
     Unsupported,
+    /// A wait on the device or on peers (NCCL) outlasted its timeout.
+    Timeout,
 }
 
 /// An error from the CUDA layer: `op: message`.

@@ -33,7 +33,7 @@ impl NcclTransport {
         setup::check_available()?;
         let (rank, world_size, id) = setup::rendezvous(opts)?;
         let ordinal = setup::local_device(|k| std::env::var(k).ok(), rank, kiln_runtime::cuda::device_count())?;
-        let comm = NcclComm::init(setup::OP, ordinal, world_size, rank, &id).or_op(setup::OP)?;
+        let comm = NcclComm::init(setup::OP, ordinal, world_size, rank, &id, opts.timeout).or_op(setup::OP)?;
         let scratch = CudaBuffer::zeros(ordinal, 1).or_op(setup::OP)?;
         Ok(NcclTransport { comm: Some(comm), scratch, requests: Vec::new() })
     }

@@ -160,7 +160,7 @@ impl Reducer {
     /// dtype.
     fn flatten(&self, b: usize) -> Tensor {
         let bucket = &self.buckets[b];
-        let wire = Wire::of(bucket.dtype);
+        let wire = Wire::of(bucket.dtype, self.params[bucket.params[0]].device());
         let flat: Vec<Tensor> = bucket
             .params
             .iter()
@@ -176,7 +176,7 @@ impl Reducer {
     /// Starts bucket `b`'s all-reduce (average) of its flattened gradients, on their device.
     fn start(&self, b: usize, flat: Tensor) -> Result<Work> {
         let bucket = &self.buckets[b];
-        let wire = Wire::of(bucket.dtype);
+        let wire = Wire::of(bucket.dtype, flat.device());
         let recv = fresh(OP, flat.device(), wire.dtype(), bucket.numel)?;
         let send = owned_storage(flat);
         // SAFETY: the send and receive buffers are owned by the work.

@@ -3,12 +3,14 @@
 
 use super::super::context::{device, CudaDevice};
 use super::super::error::{CudaError, CudaErrorKind, Result};
+use super::nonblocking::{non_blocking_config, wait_ready};
 use super::types::{data_type, red_op, NcclReduce, UniqueId};
 use crate::dtype::DType;
 use cudarc::driver::result::event;
 use cudarc::nccl::{result, sys};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A collective as NCCL runs it (buffer sizes as [`NcclComm::enqueue`] says).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +35,8 @@ pub struct NcclComm {
     dev: Arc<CudaDevice>,
     rank: usize,
     world_size: usize,
+    /// The longest wait on NCCL (the process group's timeout).
+    timeout: Duration,
 }
 
 // SAFETY: an NCCL communicator may be used from any thread as long as calls on it do not
@@ -40,8 +44,11 @@ pub struct NcclComm {
 // mutex only, so no two run at once.
 unsafe impl Send for NcclComm {}
 
-/// NCCL's name and text for a result code.
+/// NCCL's name and text for a result code (the name alone when no libnccl is loaded).
 pub(crate) fn result_name(r: sys::ncclResult_t) -> String {
+    if !super::nccl_available() {
+        return format!("{r:?}");
+    }
     // SAFETY: a result code reaches here only from a call into a loaded libnccl; the returned
     // string is static and NUL-terminated (or null, checked).
     let text = unsafe { sys::ncclGetErrorString(r) };
@@ -59,20 +66,31 @@ fn failed(op: &'static str, what: &str, r: sys::ncclResult_t) -> CudaError {
 
 impl NcclComm {
     /// Joins the communicator of `world_size` ranks named by `id` as `rank`, on `cuda:ordinal`
-    /// (`ncclCommInitRank`; it returns once every rank has called it).
+    /// (a non-blocking `ncclCommInitRankConfig`, done once every rank has joined; see
+    /// [`super::nonblocking`]). Every later wait on NCCL is bounded by `timeout` too.
     ///
     /// Errors: no libnccl, no such device, NCCL's own failure (ranks that disagree on
-    /// `world_size`, a network error).
-    pub fn init(op: &'static str, ordinal: usize, world_size: usize, rank: usize, id: &UniqueId) -> Result<NcclComm> {
-        super::nccl_version(op)?;
+    /// `world_size`, a network error), or kind `Timeout` when the other ranks have not all
+    /// joined within `timeout` (the half-made communicator is aborted).
+    pub fn init(op: &'static str, ordinal: usize, world_size: usize, rank: usize, id: &UniqueId, timeout: Duration) -> Result<NcclComm> {
+        let version = super::nccl_version(op)?;
         let dev = device(op, ordinal)?;
         let (n, r) = (int(op, "world size", world_size)?, int(op, "rank", rank)?);
         dev.bind(op)?;
         let mut comm: sys::ncclComm_t = std::ptr::null_mut();
-        // SAFETY: `comm` is a valid out-parameter, the id is a full ncclUniqueId, and the
-        // device's context is current, so NCCL picks that device.
-        unsafe { result::comm_init_rank(&mut comm, n, id.0, r) }.map_err(|e| failed(op, "ncclCommInitRank", e.0))?;
-        Ok(NcclComm { comm, dev, rank, world_size })
+        let mut config = non_blocking_config(version);
+        // SAFETY: `comm` is a valid out-parameter, the id is a full ncclUniqueId, `config` is a
+        // filled ncclConfig_t that outlives the call (NCCL copies it), and the device's context
+        // is current, so NCCL picks that device.
+        unsafe { result::comm_init_rank_config(&mut comm, n, id.0, r, &mut config) }.map_err(|e| failed(op, "ncclCommInitRankConfig", e.0))?;
+        let what = format!("NCCL communicator setup (rank {rank} of {world_size} on cuda:{ordinal})");
+        // SAFETY (both): `comm` is the communicator NCCL just began to make; it is polled or
+        // aborted, never used after the abort.
+        if let Err(e) = wait_ready(op, &what, timeout, || unsafe { async_state(comm) }) {
+            let _ = unsafe { result::comm_abort(comm) };
+            return Err(e);
+        }
+        Ok(NcclComm { comm, dev, rank, world_size, timeout })
     }
 
     /// The ordinal of the communicator's device.
@@ -113,7 +131,15 @@ impl NcclComm {
                 Collective::ReduceScatter(o) => result::reduce_scatter(s, r, count, dt, red_op(o), self.comm, stream),
             }
         };
-        res.map(drop).map_err(|e| failed(op, &format!("NCCL {call:?} of {count} {dtype} elements"), e.0))
+        let what = format!("NCCL {call:?} of {count} {dtype} elements");
+        match res.map_err(|e| failed(op, &what, e.0))? {
+            // A non-blocking communicator may still be queueing the call (connecting to a peer
+            // the first time): wait until it is on the stream, so an event recorded next
+            // follows it.
+            // SAFETY: a live communicator.
+            result::NcclStatus::InProgress => wait_ready(op, &what, self.timeout, || unsafe { async_state(self.comm) }),
+            _ => Ok(()),
+        }
     }
 
     /// An event recorded on the device's stream now: it completes when everything queued so far
@@ -137,15 +163,11 @@ impl NcclComm {
             Err(e) if e.0 == cudarc::driver::sys::cudaError_enum::CUDA_ERROR_NOT_READY => {}
             Err(e) => return Err(CudaError::driver(op, "waiting for an NCCL collective", e)),
         }
-        let mut state = sys::ncclResult_t::ncclSuccess;
-        // SAFETY: a live communicator and a valid out-parameter.
-        let r = unsafe { sys::ncclCommGetAsyncError(self.comm, &mut state) };
-        for code in [r, state] {
-            if !matches!(code, sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress) {
-                return Err(failed(op, "the communicator", code));
-            }
+        // SAFETY: a live communicator.
+        match unsafe { async_state(self.comm) } {
+            sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(false),
+            code => Err(failed(op, "the communicator", code)),
         }
-        Ok(false)
     }
 
     /// Aborts the communicator (`ncclCommAbort`): collectives in flight stop, so the process can
@@ -176,6 +198,20 @@ impl Drop for NcclEvent {
     fn drop(&mut self) {
         // SAFETY: a live event, destroyed once; the driver releases it when it completes.
         let _ = unsafe { event::destroy(self.0) };
+    }
+}
+
+/// The communicator's state (`ncclCommGetAsyncError`): `ncclSuccess`, `ncclInProgress` while
+/// a non-blocking call is still running, or the error it met (also when the query fails).
+///
+/// # Safety
+/// `comm` must be a live communicator (or one being made).
+unsafe fn async_state(comm: sys::ncclComm_t) -> sys::ncclResult_t {
+    let mut state = sys::ncclResult_t::ncclSuccess;
+    // SAFETY: the caller vouches for `comm`; `state` is a valid out-parameter.
+    match unsafe { sys::ncclCommGetAsyncError(comm, &mut state) } {
+        sys::ncclResult_t::ncclSuccess => state,
+        failed_query => failed_query,
     }
 }
 

@@ -4,9 +4,11 @@
 //! - [`types`]: the unique id as bytes, reductions, element types.
 //! - [`comm`]: a communicator on one device, collectives queued on the device's stream, events
 //!   to poll them.
+//! - `nonblocking`: the non-blocking communicator config and the bounded wait on NCCL.
 
 pub mod comm;
 pub mod library;
+mod nonblocking;
 pub mod types;
 
 pub use comm::{Collective, NcclComm, NcclEvent};
