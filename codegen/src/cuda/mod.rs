@@ -30,6 +30,10 @@
 //!   `ElementwiseKernel`) as one kernel: views as strided loads, sizes, strides and scalars
 //!   as arguments.
 //! - [`fused_launch`]: checked launches of those ([`LoadedFused`]).
+//! - [`philox`]: [`emit_rand`], the CPU generator's Philox numbers as device functions (a C
+//!   subset that is host C too, so a test compares them with the CPU's) and the eager
+//!   `rand`/`randn` kernels; fused kernels call the same functions for `InstOp::Rand`.
+//! - [`rand_launch`]: checked launches of those ([`LoadedRand`]).
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
@@ -48,8 +52,10 @@ pub mod index;
 pub mod index_launch;
 pub mod launch;
 pub mod ops;
+pub mod philox;
 pub mod pool;
 pub mod pool_launch;
+pub mod rand_launch;
 pub mod reduce;
 pub mod reduce_launch;
 pub mod sort;
@@ -67,6 +73,8 @@ pub use fused::{emit_fused, FusedKernel};
 pub use fused_launch::{FusedOperand, LoadedFused};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
+pub use philox::{emit_rand, philox_functions, rand_kernels, RandKernel, RandKind, HOST_PRELUDE, RAND_WORDS};
+pub use rand_launch::LoadedRand;
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
 pub use pool_launch::LoadedPool;
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
