@@ -58,7 +58,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
         match step {
             PlanStep::Node(id) => {
                 let node = g.node(*id);
-                let v = run_node(node, &values, trace)?;
+                let v = run_node(node, g.device(*id), &values, trace)?;
                 check_value(node, &v);
                 values.0[*id as usize] = Some(v);
                 counts.eager += 1;
@@ -104,7 +104,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
             PlanStep::Group { members, kernel: None, .. } => {
                 for &m in members {
                     let node = g.node(m);
-                    let v = run_node(node, &values, trace)?;
+                    let v = run_node(node, g.device(m), &values, trace)?;
                     check_value(node, &v);
                     values.0[m as usize] = Some(v);
                     counts.eager += 1;
@@ -169,8 +169,8 @@ fn flat(t: Tensor) -> Tensor {
     }
 }
 
-/// Runs one node eagerly.
-fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
+/// Runs one node eagerly (a source of values, such as a draw, on `device`).
+fn run_node(node: &Node, device: kiln_runtime::Device, values: &Values, trace: &mut Trace) -> Result<Tensor> {
     let r = |i: usize| values.view(&node.reads[i]);
     let operand = |i: usize| Operand::Tensor(r(i));
     Ok(flat(match node.kind {
@@ -196,7 +196,7 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
         }
         NodeKind::Rand(dist) => {
             let scalars: [f64; 4] = std::array::from_fn(|i| r(i).item::<f64>());
-            crate::random::rand_value(dist, &node.shape, node.dtype, &draw_of_scalars(scalars))?
+            crate::random::rand_value(dist, &node.shape, node.dtype, &draw_of_scalars(scalars), device)?
         }
         NodeKind::Opaque { index, .. } | NodeKind::Reduce { index, .. } => {
             let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();
