@@ -314,9 +314,10 @@ fn eager_dist(dist: RandDist) -> Dist {
 }
 
 /// The `Rand` node a draw of `dist` records inside a compiled step: standard uniform or normal
-/// f32/f64 samples on the CPU; `None` for what stays eager.
-fn captured(dist: Dist, dtype: DType, device: Device) -> Option<RandDist> {
-    if !matches!(dtype, DType::F32 | DType::F64) || crate::capture::captures_as_cuda(device) {
+/// f32/f64 samples (on any device: CUDA kernels draw the CPU's numbers too); `None` for what
+/// stays eager.
+fn captured(dist: Dist, dtype: DType) -> Option<RandDist> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
         return None;
     }
     match dist {
@@ -335,10 +336,27 @@ fn generate(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &
     Ok(Tensor::from_cpu_storage(storage, shape))
 }
 
-/// The value of a `Rand` node computed eagerly (a plan's fallback): the same numbers as
-/// `rand`/`randn` of `dtype` drawing `draw`.
-pub(crate) fn rand_value(dist: RandDist, shape: &[usize], dtype: DType, draw: &Philox) -> Result<Tensor> {
-    generate(dist.name(), shape, dtype, eager_dist(dist), draw)
+/// A new tensor of `dist` samples of `draw` on `device`: uniform and normal values on CUDA are
+/// drawn there by the device Philox kernels, anything else on the host and copied over (the
+/// CPU generator's numbers either way).
+#[track_caller]
+fn generate_on(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &Philox, device: Device) -> Result<Tensor> {
+    use crate::cuda::random::DeviceDist;
+    let on_device = match dist {
+        Dist::Uniform { low, high } => Some(DeviceDist::Uniform { low, high }),
+        Dist::Normal { mean, std } => Some(DeviceDist::Normal { mean, std }),
+        Dist::Integers { .. } | Dist::Bernoulli { .. } => None,
+    };
+    match on_device {
+        Some(d) if device.is_cuda() && dtype.is_float() => crate::cuda::random::generate(op, shape, dtype, d, draw, device),
+        _ => crate::cuda::to_device(op, &generate(op, shape, dtype, dist, draw)?, device),
+    }
+}
+
+/// The value of a `Rand` node computed eagerly on `device` (a plan's fallback): the same
+/// numbers as `rand`/`randn` of `dtype` drawing `draw`.
+pub(crate) fn rand_value(dist: RandDist, shape: &[usize], dtype: DType, draw: &Philox, device: Device) -> Result<Tensor> {
+    generate_on(dist.name(), shape, dtype, eager_dist(dist), draw, device)
 }
 
 /// A new tensor of `dist` samples (inside a compiled step, a `Rand` node when [`captured`]
@@ -349,10 +367,9 @@ fn sample(op: &'static str, shape: &[usize], dtype: DType, device: Device, dist:
     check(op, dtype, &layout, dist)?;
     crate::cuda::check_available(op, device)?;
     let draw = default_generator().draw(layout.numel());
-    match captured(dist, dtype, device) {
-        Some(rand) if crate::capture::is_active() => Ok(crate::capture::rand(rand, &draw, shape, dtype)),
-        // On CUDA: drawn on the host and copied over, so the numbers are the CPU's.
-        _ => crate::cuda::to_device(op, &generate(op, shape, dtype, dist, &draw)?, device),
+    match captured(dist, dtype) {
+        Some(rand) if crate::capture::is_active() => Ok(crate::capture::rand(rand, &draw, shape, dtype, device)),
+        _ => generate_on(op, shape, dtype, dist, &draw, device),
     }
 }
 
@@ -365,8 +382,9 @@ fn sample_into(op: &'static str, dst: &Tensor, dist: Dist, generator: Option<&mu
         None => default_generator().draw(dst.numel()),
     };
     if dst.device().is_cuda() {
-        // Drawn on the host in the view's element order, then copied into the view.
-        let src = crate::cuda::to_device(op, &generate(op, dst.shape(), dst.dtype(), dist, &draw)?, dst.device())?;
+        // Drawn in the view's element order (on the device for uniform and normal values),
+        // then copied into the view.
+        let src = generate_on(op, dst.shape(), dst.dtype(), dist, &draw, dst.device())?;
         return crate::cuda::copy_into(op, dst, &src, src.layout().clone());
     }
     dst.with_cpu_mut(op, |s, l| fill_storage(s, l, dist, &draw))?.ok_or_else(|| unsupported(op, dst.dtype()))

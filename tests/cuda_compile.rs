@@ -259,3 +259,61 @@ fn the_mnist_step_planned_for_cuda_compiles_with_nvrtc() {
     }
     compile_each_to_cubin("MNIST step (planned for cuda:0)", &unique);
 }
+
+/// Dropout, then a normal draw added: two random draws fused with their consumers.
+fn noisy_dropout(x: &Tensor) -> Tensor {
+    let dropped = F::dropout(x, 0.3, true) * 2.0;
+    &dropped + &(Tensor::randn_like(x) * 0.1)
+}
+
+#[test]
+fn planning_for_cuda_generates_random_draws_inside_fused_kernels() {
+    let _g = seeded();
+    let x = Tensor::linspace(-2.0, 2.0, 48).view(&[6, 8]);
+    let mut step = kiln::compile(|x: &Tensor| noisy_dropout(x));
+    kiln::manual_seed(5);
+    let (out, planned) = step.call_planning_for(&x, Device::Cuda(0));
+    // The CPU run (the ordinary compiled step) draws what eager code draws.
+    kiln::manual_seed(5);
+    assert_close("planned run", &out, &noisy_dropout(&x), 1e-6, 1e-6);
+    // For CUDA: both draws are generated in the one kernel that consumes them, from the
+    // draws' seeds and offsets as run-time scalars (no draw is a graph input).
+    assert_eq!(planned.len(), 1, "{:?}", planned.iter().map(|k| &k.ops).collect::<Vec<_>>());
+    let (ops, s) = (&planned[0].ops, &planned[0].source);
+    assert!(ops.contains("rand") && ops.contains("randn"), "{ops}");
+    assert!(s.contains("kiln_uniform_at_f32(kiln_draw_word(") && s.contains("kiln_normal_at_f32(kiln_draw_word("), "{s}");
+    compile_each_to_cubin("random draws (planned for cuda:0)", &planned);
+}
+
+#[test]
+fn dropout_compiled_on_cuda_equals_eager() {
+    let _g = seeded();
+    if !gpu("dropout_compiled_on_cuda_equals_eager") {
+        return;
+    }
+    let cuda = Device::Cuda(0);
+    for dtype in [DType::F32, DType::F64] {
+        let x = Tensor::linspace(-3.0, 3.0, 4001).to_dtype(dtype).to(&cuda);
+        // Dropout alone: the same mask and values, exactly (uniform draws are the CPU's bit
+        // for bit on both paths, and the fused kernel rounds each op as the eager kernels do).
+        let mut drop = kiln::compile(|x: &Tensor| F::dropout(x, 0.3, true));
+        kiln::manual_seed(9);
+        let compiled = drop.call(&x);
+        assert_eq!(drop.stats().eager_ops, 0, "{dtype}: the draw is fused");
+        kiln::manual_seed(9);
+        assert_close(&format!("{dtype} dropout"), &compiled, &F::dropout(&x, 0.3, true), 0.0, 0.0);
+        // With a normal draw too, on three calls of one plan (fresh numbers each call).
+        let mut step = kiln::compile(|x: &Tensor| noisy_dropout(x));
+        for call in 0..3 {
+            kiln::manual_seed(17 + call);
+            let compiled = step.call(&x);
+            assert!(step.kernels().iter().any(|k| k.ops.contains("rand")), "{dtype}: {:?}", step.kernels());
+            kiln::manual_seed(17 + call);
+            let eager = noisy_dropout(&x);
+            assert_close(&format!("{dtype} call {call}"), &compiled, &eager, 1e-5, 1e-6);
+            // Eager on the device equals eager on the CPU for the same seed.
+            kiln::manual_seed(17 + call);
+            assert_close(&format!("{dtype} call {call}, CPU"), &eager, &noisy_dropout(&x.to(&Device::Cpu)), 1e-5, 1e-6);
+        }
+    }
+}

@@ -178,3 +178,28 @@ fn mixed_devices_are_clear_errors() {
     let e = g.try_matmul(&c.t()).unwrap_err().to_string();
     assert!(e.starts_with("matmul:") && e.contains("cuda:0") && e.contains("cpu"), "{e}");
 }
+
+#[test]
+fn device_draws_give_the_cpus_numbers_and_advance_the_generator_alike() {
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping");
+    }
+    let cuda = Device::Cuda(0);
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let draw = |d: Device| {
+            kiln::manual_seed(21);
+            let u = Tensor::rand_opts(&[1001], dtype, d);
+            let n = Tensor::randn_opts(&[3, 333], dtype, d);
+            let v = Tensor::zeros_opts(&[40, 30], dtype, d);
+            v.t().narrow(0, 3, 20).uniform_(-2.0, 5.0);
+            v.narrow(1, 0, 7).normal_(1.0, 3.0);
+            (u, n, v, kiln::random::get_rng_state())
+        };
+        let (cu, cn, cv, cstate) = draw(Device::Cpu);
+        let (gu, gn, gv, gstate) = draw(cuda);
+        assert_eq!(gstate, cstate, "{dtype}: the generator advanced differently");
+        // Uniform values bit for bit (compared as f64, exact for every dtype).
+        assert_eq!(gu.to(&Device::Cpu).to_dtype(DType::F64).to_vec::<f64>(), cu.to_dtype(DType::F64).to_vec::<f64>(), "{dtype}: rand");
+        device::assert_same(&format!("device draws {dtype}"), &[cn, cv], &[gn, gv]);
+    }
+}

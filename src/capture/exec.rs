@@ -65,7 +65,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
         match step {
             PlanStep::Node(id) if plan.concurrent[i] => {
                 let PlanStep::Node(next) = plan.steps[i + 1] else { unreachable!("a concurrent pair is two nodes") };
-                let (outs, at_once) = run_pair(g.node(*id), g.node(next), &values, trace)?;
+                let (outs, at_once) = run_pair(g.node(*id), g.node(next), g.device(*id), &values, trace)?;
                 counts.concurrent += at_once as usize;
                 for (n, v) in [*id, next].into_iter().zip(outs) {
                     check_value(g.node(n), &v);
@@ -76,7 +76,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
             }
             PlanStep::Node(id) => {
                 let node = g.node(*id);
-                let v = run_node(node, &values, trace)?;
+                let v = run_node(node, g.device(*id), &values, trace)?;
                 check_value(node, &v);
                 values.0[*id as usize] = Some(v);
                 counts.eager += 1;
@@ -122,7 +122,7 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
             PlanStep::Group { members, kernel: None, .. } => {
                 for &m in members {
                     let node = g.node(m);
-                    let v = run_node(node, &values, trace)?;
+                    let v = run_node(node, g.device(m), &values, trace)?;
                     check_value(node, &v);
                     values.0[m as usize] = Some(v);
                     counts.eager += 1;
@@ -190,7 +190,7 @@ fn flat(t: Tensor) -> Tensor {
 /// Runs two independent opaque nodes (a concurrent pair of the schedule) at once, one thread
 /// each, when both implementations may run on another thread (then the flag is true); else one
 /// after the other.
-fn run_pair(a: &Node, b: &Node, values: &Values, trace: &mut Trace) -> Result<([Tensor; 2], bool)> {
+fn run_pair(a: &Node, b: &Node, device: kiln_runtime::Device, values: &Values, trace: &mut Trace) -> Result<([Tensor; 2], bool)> {
     let take = |trace: &mut Trace, node: &Node| match node.kind {
         NodeKind::Opaque { index, .. } => trace.closures[index as usize].take(),
         _ => None,
@@ -209,13 +209,13 @@ fn run_pair(a: &Node, b: &Node, values: &Values, trace: &mut Trace) -> Result<([
                     trace.closures[*index as usize] = Some(f);
                 }
             }
-            Ok(([run_node(a, values, trace)?, run_node(b, values, trace)?], false))
+            Ok(([run_node(a, device, values, trace)?, run_node(b, device, values, trace)?], false))
         }
     }
 }
 
-/// Runs one node eagerly.
-fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
+/// Runs one node eagerly (a source of values, such as a draw, on `device`).
+fn run_node(node: &Node, device: kiln_runtime::Device, values: &Values, trace: &mut Trace) -> Result<Tensor> {
     let r = |i: usize| values.view(&node.reads[i]);
     let operand = |i: usize| Operand::Tensor(r(i));
     Ok(flat(match node.kind {
@@ -241,7 +241,7 @@ fn run_node(node: &Node, values: &Values, trace: &mut Trace) -> Result<Tensor> {
         }
         NodeKind::Rand(dist) => {
             let scalars: [f64; 4] = std::array::from_fn(|i| r(i).item::<f64>());
-            crate::random::rand_value(dist, &node.shape, node.dtype, &draw_of_scalars(scalars))?
+            crate::random::rand_value(dist, &node.shape, node.dtype, &draw_of_scalars(scalars), device)?
         }
         NodeKind::Opaque { index, .. } | NodeKind::Reduce { index, .. } => {
             let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();

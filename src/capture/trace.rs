@@ -284,11 +284,12 @@ pub(crate) fn scalar(value: Scalar, dtype: DType) -> Tensor {
     })
 }
 
-/// A lazy tensor of `dist` samples (F32 or F64) whose elements are those of `draw` (already
-/// reserved from its generator): four `Scalar` nodes carry the draw's seed and offset (run-time
-/// arguments, so the plan is reused while every call draws fresh numbers) and a `Rand` node
-/// reads them, so the numbers are generated inside the kernel that consumes them.
-pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType) -> Tensor {
+/// A lazy tensor of `dist` samples (F32 or F64) on `device` whose elements are those of `draw`
+/// (already reserved from its generator): four `Scalar` nodes carry the draw's seed and offset
+/// (run-time arguments, so the plan is reused while every call draws fresh numbers) and a
+/// `Rand` node reads them, so the numbers are generated inside the kernel that consumes them
+/// (a Cranelift or a CUDA kernel: both give the CPU generator's numbers).
+pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType, device: Device) -> Tensor {
     with_trace(|t| {
         let reads = draw_words(draw)
             .into_iter()
@@ -299,7 +300,8 @@ pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType)
                 Use { node, layout: Layout::contiguous(&[]) }
             })
             .collect();
-        let node = t.push(NodeKind::Rand(dist), shape, dtype, reads, Device::Cpu);
+        let device = t.target.unwrap_or(device);
+        let node = t.push(NodeKind::Rand(dist), shape, dtype, reads, device);
         t.lazy_tensor(node, shape, dtype)
     })
 }

@@ -4,11 +4,13 @@
 //! first. Dims are collapsed (size-1 dims dropped, dims contiguous in every operand merged) and
 //! the sizes, strides and offsets passed as kernel arguments, so a kernel is compiled once per
 //! (op, dtypes, number of collapsed dims) and device, and every shape and view reuses it.
+//! When the collapsed operands are one contiguous (or broadcast) dim and aligned, the op's
+//! vector kernel runs instead (`kiln_codegen::cuda::vector`: 16-byte accesses).
 
 use super::{LoadedKernels, OrOp};
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
-use kiln_codegen::cuda::{eager_kernel, EagerOp, LoadedStrided, StridedOperand};
+use kiln_codegen::cuda::{eager_kernel, eager_vector_kernel, vector_launch, EagerOp, LoadedStrided, LoadedVector, StridedOperand, VectorOperand};
 use kiln_runtime::cpu::strided::collapse;
 use kiln_runtime::cuda::{CudaBuffer, CudaStorage};
 use kiln_runtime::{DType, Device, Layout, Storage};
@@ -88,15 +90,41 @@ fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &m
     }
     let strides: Vec<&[usize]> = layouts.iter().map(|l| l.strides()).chain([lo.strides()]).collect();
     let (shape, cstrides) = collapse_all(lo.shape(), &strides);
-    let kernel = loaded(name, op, dtype, out.dtype(), shape.len(), ordinal)?;
     let (guards, guard_of) = Tensor::read_storages(&moved);
-    let mut ops: Vec<(&CudaBuffer, StridedOperand<'_>)> = Vec::with_capacity(moved.len());
-    for ((&g, l), s) in guard_of.iter().zip(&layouts).zip(&cstrides) {
-        let Storage::Cuda(b) = &*guards[g] else { unreachable!("inputs were moved to the device") };
-        ops.push((b.buffer(), StridedOperand { offset: l.offset(), strides: s }));
+    let buffers: Vec<&CudaBuffer> = guard_of
+        .iter()
+        .map(|&g| match &*guards[g] {
+            Storage::Cuda(b) => b.buffer(),
+            Storage::Cpu(_) => unreachable!("inputs were moved to the device"),
+        })
+        .collect();
+    // The contiguous fast path when every operand allows it (16-byte accesses).
+    let dtypes: Vec<DType> = moved.iter().map(Tensor::dtype).chain([out.dtype()]).collect();
+    let addresses: Vec<u64> = buffers.iter().map(|b| b.device_ptr()).chain([out.buffer().device_ptr()]).collect();
+    let offsets: Vec<usize> = layouts.iter().map(Layout::offset).chain([lo.offset()]).collect();
+    let operands: Vec<VectorOperand<'_>> = (0..dtypes.len()).map(|j| VectorOperand { dtype: dtypes[j], strides: &cstrides[j], offset: offsets[j], address: addresses[j] }).collect();
+    if let Some(broadcast) = vector_launch(&shape, &operands) {
+        let kernel = loaded_vector(name, op, dtype, out.dtype(), broadcast, ordinal)?;
+        let ins: Vec<(&CudaBuffer, usize)> = buffers.iter().zip(&offsets).map(|(&b, &o)| (b, o)).collect();
+        return kernel.run(&ins, out.buffer_mut(), lo.offset(), shape[0]).or_op(name);
     }
+    let kernel = loaded(name, op, dtype, out.dtype(), shape.len(), ordinal)?;
+    let ops: Vec<(&CudaBuffer, StridedOperand<'_>)> = buffers.iter().zip(&offsets).zip(&cstrides).map(|((&b, &offset), s)| (b, StridedOperand { offset, strides: s })).collect();
     let out_view = StridedOperand { offset: lo.offset(), strides: &cstrides[inputs.len()] };
     kernel.run(&ops, out.buffer_mut(), out_view, &shape).or_op(name)
+}
+
+/// The vector kernel of `op` for these dtypes and broadcast inputs on `cuda:ordinal`:
+/// emitted, compiled and loaded once per process.
+#[track_caller]
+fn loaded_vector(name: &'static str, op: EagerOp, dtype: DType, out: DType, broadcast: Vec<bool>, ordinal: usize) -> Result<Arc<LoadedVector>> {
+    static LOADED: LoadedKernels<(EagerOp, DType, DType, Vec<bool>, usize), LoadedVector> = LoadedKernels::new();
+    let key = (op, dtype, out, broadcast, ordinal);
+    if let Some(k) = LOADED.get(&key) {
+        return Ok(k);
+    }
+    let kernel = eager_vector_kernel(op, dtype, out, &key.3).or_op(name)?;
+    Ok(LOADED.insert(key, LoadedVector::load(&kernel, ordinal).or_op(name)?))
 }
 
 /// `shape` and the operands' `strides` collapsed together (size-1 dims dropped, dims

@@ -21,6 +21,8 @@
 //! - [`pool`]: `max_pool2d` (values and argmax indices), `avg_pool2d` and their gradients as
 //!   pooling kernels from the same emitter (`kiln_codegen::cuda::pool`); the gradients gather,
 //!   so they are deterministic.
+//! - [`random`]: `rand`/`randn`/`uniform_`/`normal_` drawn on the device by the Philox
+//!   kernels of `kiln_codegen::cuda::philox` (the CPU generator's numbers).
 //! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
@@ -42,6 +44,7 @@ pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod matmul;
 pub(crate) mod pool;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod select;
 pub(crate) mod sort;

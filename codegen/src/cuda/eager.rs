@@ -3,6 +3,7 @@
 //! here only, so [`every_eager_kernel`] is exactly the set the NVRTC test compiles.
 
 use super::strided::{emit_strided, StridedKernel};
+use super::vector::{emit_vector, VectorKernel};
 use crate::expr::Expr;
 use kiln_runtime::cuda::CudaError;
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
@@ -71,6 +72,12 @@ fn logical(op: LogicalOp) -> Expr {
 /// dims, computing in `dtype`'s compute type.
 pub fn eager_kernel(op: EagerOp, dtype: DType, out: DType, ndim: usize) -> Result<StridedKernel, CudaError> {
     emit_strided(&op.expr(), &op.inputs(dtype), dtype, out, ndim)
+}
+
+/// The contiguous fast path of [`eager_kernel`] (see [`super::vector`]): inputs contiguous,
+/// or one value where `broadcast`.
+pub fn eager_vector_kernel(op: EagerOp, dtype: DType, out: DType, broadcast: &[bool]) -> Result<VectorKernel, CudaError> {
+    emit_vector(&op.expr(), &op.inputs(dtype), dtype, out, broadcast)
 }
 
 /// Every (op, operand dtype, output dtype) the tensor layer can ask for: float ops on float

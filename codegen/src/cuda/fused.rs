@@ -57,8 +57,8 @@ impl FusedKernel {
 }
 
 /// Emits the CUDA kernel of `k`. Errors (op `cuda_codegen`): an invalid kernel
-/// (`InvalidArgument`), or one the CUDA emitter does not generate (`Unsupported`: random
-/// draws, an op its compute type cannot compute, more than [`MAX_PARAM_BYTES`] of parameters).
+/// (`InvalidArgument`), or one the CUDA emitter does not generate (`Unsupported`: an op
+/// its compute type cannot compute, more than [`MAX_PARAM_BYTES`] of parameters).
 pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
     let op = "cuda_codegen";
     k.validate().map_err(|m| CudaError::new(op, CudaErrorKind::InvalidArgument, format!("invalid fused kernel: {m}")))?;
@@ -154,7 +154,11 @@ fn inst_value(k: &ElementwiseKernel, inst: &Inst, helpers: &mut Body, rem_types:
         InstOp::Not(a) => format!("({} == {}) ? 1LL : 0LL", val(a), zero_of(a)),
         InstOp::Where(c, a, b) => format!("({} != 0LL) ? {} : {}", val(c), val(a), val(b)),
         InstOp::Cast(a) => round_to(d, &val(a), Ct::of(k.dtype(a)), helpers),
-        InstOp::Rand { .. } => return Err("random draws are not generated in CUDA kernels yet".into()),
+        InstOp::Rand { dist, params } => {
+            // The CPU generator's numbers (`super::philox`), seed and offset as run-time scalars.
+            helpers.helpers.insert("kiln_philox");
+            super::philox::fused_draw(dist, d, params).ok_or_else(|| format!("random draws of {d} are not generated"))?
+        }
         InstOp::Reduced(_) => return Err("a reduced value outside a reduction kernel".into()),
     })
 }

@@ -30,6 +30,14 @@
 //!   `ElementwiseKernel`) as one kernel: views as strided loads, sizes, strides and scalars
 //!   as arguments.
 //! - [`fused_launch`]: checked launches of those ([`LoadedFused`]).
+//! - [`philox`]: [`emit_rand`], the CPU generator's Philox numbers as device functions (a C
+//!   subset that is host C too, so a test compares them with the CPU's) and the eager
+//!   `rand`/`randn` kernels; fused kernels call the same functions for `InstOp::Rand`.
+//! - [`rand_launch`]: checked launches of those ([`LoadedRand`]).
+//! - [`vector`]: [`emit_vector`], the eager kernels' contiguous fast path (16-byte accesses
+//!   when every operand is contiguous or broadcast and aligned) and its launch decision
+//!   ([`vector_launch`]).
+//! - [`vector_launch`](mod@vector_launch): checked launches of those ([`LoadedVector`]).
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.
 //!
@@ -48,17 +56,21 @@ pub mod index;
 pub mod index_launch;
 pub mod launch;
 pub mod ops;
+pub mod philox;
 pub mod pool;
 pub mod pool_launch;
+pub mod rand_launch;
 pub mod reduce;
 pub mod reduce_launch;
 pub mod sort;
 pub mod sort_launch;
 pub mod strided;
+pub mod vector;
+pub mod vector_launch;
 
 pub use compact::{compact_chunks, emit_compact, CompactKernel, CompactStage, COMPACT_BLOCK, COMPACT_CHUNK, COMPACT_ITEMS};
 pub use compact_launch::LoadedCompact;
-pub use eager::{eager_kernel, eager_ops, every_eager_kernel, EagerOp};
+pub use eager::{eager_kernel, eager_ops, eager_vector_kernel, every_eager_kernel, EagerOp};
 pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
 pub use index_launch::{IndexedDim, LoadedIndex};
 pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
@@ -67,10 +79,14 @@ pub use fused::{emit_fused, FusedKernel};
 pub use fused_launch::{FusedOperand, LoadedFused};
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
+pub use philox::{emit_rand, philox_functions, rand_kernels, RandKernel, RandKind, HOST_PRELUDE, RAND_WORDS};
+pub use rand_launch::LoadedRand;
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
 pub use pool_launch::LoadedPool;
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
 pub use sort::{emit_sort, sort_kernels, SortKernel, SortStage, SORT_TILE, SORT_TILE_BLOCK};
 pub use sort_launch::{LoadedSort, SortLaunch, SortPlan, SortScratch, SORT_MAX_LEN};
+pub use vector::{emit_vector, vector_launch, vector_width, VectorKernel, VectorOperand, VECTOR_BYTES};
+pub use vector_launch::LoadedVector;
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};

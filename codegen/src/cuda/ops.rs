@@ -265,6 +265,8 @@ __device__ __forceinline__ unsigned short kiln_f64_to_f16(double d) {\n    unsig
 __device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {\n    unsigned int u = __float_as_uint(f);\n    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n    u += 0x7fffu + ((u >> 16) & 1u);\n    return (unsigned short)(u >> 16);\n}\n\
 __device__ __forceinline__ unsigned short kiln_f64_to_bf16(double d) {\n    float f = __double2float_rz(d);\n    if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);\n    return kiln_f32_to_bf16(f);\n}\n"
             .into(),
+        // Philox draws of fused kernels: the CPU generator's numbers.
+        "kiln_philox" => super::philox::fused_draw_functions(),
         _ => unreachable!("unknown helper {name}"),
     }
 }

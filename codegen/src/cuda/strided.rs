@@ -131,27 +131,13 @@ fn check_ops(expr: &Expr, ct: Ct) -> Result<(), String> {
 /// into an output of `out`. Errors (op `cuda_codegen`, `InvalidArgument`): an input index past
 /// `inputs`, more than [`MAX_DIMS`] dims, or an op the compute type cannot compute.
 pub fn emit_strided(expr: &Expr, inputs: &[DType], compute: DType, out: DType, ndim: usize) -> Result<StridedKernel, CudaError> {
-    let bad = |m: String| Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, m));
-    let ct = Ct::of(compute);
-    if let Some(i) = max_input(expr).filter(|&i| i >= inputs.len()) {
-        return bad(format!("the expression reads input {i} but the kernel has {} input(s): {expr}", inputs.len()));
-    }
     if ndim > MAX_DIMS {
-        return bad(format!("{ndim} dims after collapsing; strided kernels index at most {MAX_DIMS}"));
+        return Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, format!("{ndim} dims after collapsing; strided kernels index at most {MAX_DIMS}")));
     }
-    if let Err(m) = check_ops(expr, ct) {
-        return bad(m);
-    }
-    let mut body = Body::new(ct);
-    let result = body.emit(expr);
+    let (mut body, mut src) = prepare(expr, inputs, compute, out, &format!("strided elementwise over {ndim} dim(s)"))?;
+    let ct = body.ct;
     let loads: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| load(d, &format!("in{j}[p{j}]"), ct, &mut body)).collect();
     let value = store(out, &format!("kiln_body({})", loads.join(", ")), ct, &mut body);
-
-    let tags: Vec<&str> = inputs.iter().map(|&d| dtype_tag(d)).collect();
-    let mut src = String::new();
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: strided elementwise ({}) -> {} in {} over {ndim} dim(s)", tags.join(", "), dtype_tag(out), ct.c_type());
-    let _ = writeln!(src, "// {expr}");
-    src.push_str(&body.device_fn(&result, inputs.len()));
 
     let k = inputs.len();
     let operands: Vec<String> = (0..k).map(|j| format!("p{j}")).chain(["po".to_string()]).collect();
@@ -166,6 +152,36 @@ pub fn emit_strided(expr: &Expr, inputs: &[DType], compute: DType, out: DType, n
     let name = format!("kiln_sew_{}_{:016x}", dtype_tag(out), fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);
     Ok(StridedKernel { name, source, inputs: inputs.to_vec(), out, ndim })
+}
+
+/// The checks and common start of an eager kernel computing `expr` in `compute`'s compute
+/// type over `inputs` into `out`: the body (`kiln_body`; the helpers of the operands'
+/// conversions already written) and the source's first lines (a comment naming the kernel `what` is, the expression, the
+/// device function). Errors (op `cuda_codegen`, `InvalidArgument`): an input index past
+/// `inputs`, or an op the compute type cannot compute.
+pub(super) fn prepare(expr: &Expr, inputs: &[DType], compute: DType, out: DType, what: &str) -> Result<(Body, String), CudaError> {
+    let bad = |m: String| Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, m));
+    let ct = Ct::of(compute);
+    if let Some(i) = max_input(expr).filter(|&i| i >= inputs.len()) {
+        return bad(format!("the expression reads input {i} but the kernel has {} input(s): {expr}", inputs.len()));
+    }
+    if let Err(m) = check_ops(expr, ct) {
+        return bad(m);
+    }
+    let mut body = Body::new(ct);
+    let result = body.emit(expr);
+    // The conversions every load and the store will use register their helpers now, so that
+    // the device function's text (written below) includes them.
+    for &d in inputs {
+        load(d, "x", ct, &mut body);
+    }
+    store(out, "x", ct, &mut body);
+    let tags: Vec<&str> = inputs.iter().map(|&d| dtype_tag(d)).collect();
+    let mut src = String::new();
+    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {what} ({}) -> {} in {}", tags.join(", "), dtype_tag(out), ct.c_type());
+    let _ = writeln!(src, "// {expr}");
+    src.push_str(&body.device_fn(&result, inputs.len()));
+    Ok((body, src))
 }
 
 /// The parameters of a strided index space over `ndim` dims: `n` (the element count), each

@@ -234,6 +234,14 @@ pub fn uniform_at<T: FloatElement>(draw: &Philox, i: u64, low: f64, high: f64) -
     rule.value(draw.units::<T::Compute>(i / 4, rule.grid)[(i % 4) as usize])
 }
 
+/// The parameters of [`uniform`]'s rule for `T` on `[low, high)`, each as the f64 it is
+/// exactly: `lo` and `span` (`high - low`) in `T`'s compute type, then `low` and `high` as `T`
+/// holds them. A device kernel computing `lo + u·span` with them gives [`uniform`]'s values.
+pub fn uniform_params<T: FloatElement>(low: f64, high: f64) -> [f64; 4] {
+    let r = Uniform::<T>::new(low, high);
+    [r.lo.to_f64(), r.span.to_f64(), r.lo_t.to_f64(), r.hi_t.to_f64()]
+}
+
 /// The normal rule (see the module docs) for one float type: the filler and [`normal_at`]
 /// both go through [`Normal::pair`].
 struct Normal<T: FloatElement> {
@@ -279,6 +287,13 @@ pub fn normal_at<T: FloatElement>(draw: &Philox, i: u64, mean: f64, std: f64) ->
     let rule = Normal::<T>::new(mean, std);
     let lane = (i % 4) as usize;
     rule.pair(&draw.units::<T::Compute>(i / 4, rule.grid), lane & 2)[lane & 1]
+}
+
+/// The parameters of [`normal`]'s rule for `T`: `mean` and `std` in `T`'s compute type, as
+/// the f64s they are exactly.
+pub fn normal_params<T: FloatElement>(mean: f64, std: f64) -> [f64; 2] {
+    let r = Normal::<T>::new(mean, std);
+    [r.mean.to_f64(), r.std.to_f64()]
 }
 
 /// Integers in `[low, low + range)` by 64-bit multiply–shift, converted to `T` (`range >= 1`).
