@@ -37,17 +37,15 @@ impl FusedOperand<'_> {
 }
 
 /// An error message unless a launch's counts of inputs, outputs and scalars (`given`) are the
-/// kernel's (`takes`).
-pub(super) fn check_counts(takes: [usize; 3], given: [usize; 3]) -> Result<(), String> {
-    if takes == given {
-        return Ok(());
+/// kernel's (`takes`), `shape` has the kernel's `rank`, and each input (of the dtype
+/// `dtypes[j]`) has one stride per dim and its view stays inside its buffer.
+pub(super) fn check_launch(takes: [usize; 3], given: [usize; 3], rank: usize, inputs: &[(&CudaBuffer, FusedOperand<'_>)], dtypes: &[DType], shape: &[usize]) -> Result<(), String> {
+    if takes != given {
+        return Err(format!("takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given", takes[0], takes[1], takes[2], given[0], given[1], given[2]));
     }
-    Err(format!("takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given", takes[0], takes[1], takes[2], given[0], given[1], given[2]))
-}
-
-/// An error message unless each input (of the dtype `dtypes[j]`) has one stride per dim of
-/// `shape` and its view stays inside its buffer.
-pub(super) fn check_operands(inputs: &[(&CudaBuffer, FusedOperand<'_>)], dtypes: &[DType], shape: &[usize]) -> Result<(), String> {
+    if shape.len() != rank {
+        return Err(format!("indexes {rank} dim(s), shape {shape:?} given"));
+    }
     for (j, ((b, v), &d)) in inputs.iter().zip(dtypes).enumerate() {
         if v.strides.len() != shape.len() {
             return Err(format!("input {j} has {} strides for {} dim(s)", v.strides.len(), shape.len()));
@@ -108,16 +106,11 @@ impl LoadedFused {
     /// `shape`, or a buffer is on another device.
     pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
         let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
-        if let Err(m) = check_counts([self.inputs.len(), self.outputs.len(), self.scalars], [inputs.len(), outputs.len(), scalars.len()]) {
+        let given = [inputs.len(), outputs.len(), scalars.len()];
+        if let Err(m) = check_launch([self.inputs.len(), self.outputs.len(), self.scalars], given, self.rank, inputs, &self.inputs, shape) {
             return bad(m);
-        }
-        if shape.len() != self.rank {
-            return bad(format!("indexes {} dim(s), shape {shape:?} given", self.rank));
         }
         let n = kiln_runtime::layout::numel(shape);
-        if let Err(m) = check_operands(inputs, &self.inputs, shape) {
-            return bad(m);
-        }
         for (o, (b, &d)) in outputs.iter().zip(&self.outputs).enumerate() {
             if b.len_bytes() < n * d.size_in_bytes() {
                 return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));

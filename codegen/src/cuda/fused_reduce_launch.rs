@@ -1,6 +1,6 @@
 //! Checked launches of fused reduction kernels ([`super::fused_reduce`]).
 
-use super::fused_launch::{check_counts, check_operands, operand_words, FusedOperand};
+use super::fused_launch::{check_launch, operand_words, FusedOperand};
 use super::fused_reduce::FusedReduceKernel;
 use super::launch::{launch_as, load_on};
 use super::reduce::{CudaReduce, REDUCE_BLOCK};
@@ -56,13 +56,8 @@ impl LoadedFusedReduce {
     /// another device.
     pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
         let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
-        if let Err(m) = check_counts([self.inputs.len(), self.outputs.len(), self.scalars], [inputs.len(), outputs.len(), scalars.len()]) {
-            return bad(m);
-        }
-        if shape.len() != self.rank {
-            return bad(format!("indexes {} dim(s), shape {shape:?} given", self.rank));
-        }
-        if let Err(m) = check_operands(inputs, &self.inputs, shape) {
+        let given = [inputs.len(), outputs.len(), scalars.len()];
+        if let Err(m) = check_launch([self.inputs.len(), self.outputs.len(), self.scalars], given, self.rank, inputs, &self.inputs, shape) {
             return bad(m);
         }
         let kept = self.rank - self.reduce_rank;
