@@ -37,7 +37,7 @@ echo "building CUDA test binaries (release)…"
 cargo test --release --no-run --message-format=json \
     -p kiln-runtime --lib --test cuda_runtime \
     -p kiln-codegen --test cuda_codegen --test cuda_strided --test cuda_reduce --test cuda_index --test cuda_pool \
-    --test cuda_im2col --test cuda_sort --test cuda_fused --test cuda_philox --test cuda_vector | collect
+    --test cuda_im2col --test cuda_sort --test cuda_fused --test cuda_philox --test cuda_vector --test cuda_fused_reduce | collect
 # Separately, so that `--lib` does not pull in kiln's own (CPU) unit tests.
 cargo test --release --no-run --message-format=json -p kiln --test cuda_tensors --test cuda_reductions --test cuda_indexing \
     --test cuda_matmul --test cuda_cat --test cuda_pooling --test cuda_conv --test cuda_nccl --test cuda_sorting --test cuda_compile | collect

@@ -1,14 +1,16 @@
 //! `kiln::compile` on CUDA tensors.
 //!
 //! With a GPU: compiled equals eager on CUDA for an elementwise chain (one fused kernel), for
-//! broadcasts and views, for an MLP's training steps (the loss trajectory within 1e-4
-//! relative), and after a recompile on a new shape (the kernels come from the cache: sizes
-//! are kernel arguments). Without one those print a skip line, and a step that moves a tensor
+//! broadcasts and views, for softmax, log-softmax, layer norm and cross-entropy in f32 and
+//! f16 (fused reduction kernels: 1, 1, at most 2 and at most 6 launches), for an MLP's training steps (the
+//! loss trajectory within 1e-4 relative), and after a recompile on a new shape (the kernels
+//! come from the cache: sizes are kernel arguments). Without one those print a skip line, and a step that moves a tensor
 //! to CUDA fails with "no CUDA device available" naming the op.
 //!
-//! Always: the compiled MNIST training step is planned for `cuda:0` on the CPU
-//! (`CompiledStep::call_planning_for`) and every CUDA kernel of that plan is compiled by
-//! NVRTC to CUBIN for sm_80 and sm_90 (skipping with a printed line without NVRTC).
+//! Always: softmax, log-softmax, layer norm, cross-entropy and the compiled MNIST training
+//! step are planned for `cuda:0` on the CPU (`CompiledStep::call_planning_for`), their CUDA
+//! launches counted, and every CUDA kernel of those plans is compiled by NVRTC to CUBIN for
+//! sm_80 and sm_90 (skipping with a printed line without NVRTC).
 
 use kiln::nn::{functional as F, Module};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer, Sgd, SgdConfig};
@@ -150,6 +152,50 @@ fn mlp_training_steps_equal_eager_on_cuda() {
     assert!(eager[4] < eager[0], "training lowers the loss: {eager:?}");
 }
 
+/// Runs `f` on `args` eagerly and compiled (on CUDA tensors): the results agree within
+/// `rtol`/`atol` and the compiled call launches at most `max_launches` kernels (generated
+/// plus eager).
+fn compiled_equals_eager<A: Copy>(what: &str, f: impl Fn(A) -> Tensor, args: A, max_launches: usize, (rtol, atol): (f64, f64)) {
+    let eager = f(args);
+    let mut step = kiln::compile(&f);
+    let compiled = step.call(args);
+    assert_eq!(compiled.device(), Device::Cuda(0), "{what}");
+    assert_close(what, &compiled, &eager, rtol, atol);
+    let s = step.stats();
+    assert!(s.kernels_launched >= 1 && s.kernels_launched + s.eager_ops <= max_launches, "{what}: {s:?}, kernels {:?}", step.kernels());
+}
+
+#[test]
+fn softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda() {
+    if !gpu("softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda") {
+        return;
+    }
+    let _g = seeded();
+    kiln::manual_seed(7);
+    let cuda = Device::Cuda(0);
+    // Stated tolerance: f32 within 1e-5 relative (the compiled sums accumulate in f64, the
+    // eager softmax's in f32); f16 within one f16 ulp or so (both compute in f32 and round
+    // once; sums add in another order).
+    for dtype in [DType::F32, DType::F16] {
+        let tol = if dtype == DType::F32 { (1e-5, 1e-6) } else { (2e-3, 2e-3) };
+        // Long rows (a block per row) and short ones (a warp per row, as MNIST's 10 classes).
+        for (rows, cols) in [(37usize, 1000usize), (64, 10)] {
+            let what = |op: &str| format!("{op} {dtype} [{rows}, {cols}]");
+            let x = (Tensor::randn(&[rows, cols]) * 3.0).to_dtype(dtype).to(&cuda);
+            let w = Tensor::randn(&[cols]).to_dtype(dtype).to(&cuda);
+            let b = Tensor::randn(&[cols]).to_dtype(dtype).to(&cuda);
+            let y = Tensor::randint(0, cols as i64, &[rows]).to(&cuda);
+            compiled_equals_eager(&what("softmax"), |x: &Tensor| x.softmax(1), &x, 1, tol);
+            compiled_equals_eager(&what("log_softmax"), |x: &Tensor| x.log_softmax(1), &x, 1, tol);
+            let ln = |(x, w, b): (&Tensor, &Tensor, &Tensor)| F::layer_norm(x, &[cols], Some(w), Some(b), 1e-5);
+            compiled_equals_eager(&what("layer_norm"), ln, (&x, &w, &b), 2, tol);
+            // One kernel over the logits, the batch sums, and the small kernels the CPU plan
+            // has too (5 launches planned for f32; f16 casts around the log-softmax).
+            compiled_equals_eager(&what("cross_entropy"), |(x, y): (&Tensor, &Tensor)| F::cross_entropy(x, y), (&x, &y), 6, tol);
+        }
+    }
+}
+
 #[test]
 fn a_new_shape_recompiles_from_cached_kernels() {
     if !gpu("a_new_shape_recompiles_from_cached_kernels") {
@@ -184,7 +230,7 @@ fn without_a_gpu_a_cuda_step_fails_naming_the_op() {
 }
 
 #[test]
-fn planning_for_cuda_fuses_elementwise_work_and_runs_reductions_eagerly() {
+fn planning_for_cuda_fuses_elementwise_work_and_reductions() {
     let _g = seeded();
     let x = Tensor::linspace(-2.0, 2.0, 48).view(&[6, 8]);
     let b = Tensor::linspace(0.0, 1.0, 8);
@@ -195,14 +241,56 @@ fn planning_for_cuda_fuses_elementwise_work_and_runs_reductions_eagerly() {
     assert_close("planned run", &out, &f((&x, &b)), 1e-5, 1e-6);
     let cpu = step.kernels();
     assert!(cpu.iter().all(|k| k.backend == "cranelift") && cpu.len() == 2, "{cpu:?}");
-    // For CUDA: the transposed read and the broadcast bias feed one fused kernel, the sum is
-    // its eager reduction kernel (not fused on CUDA yet), the exp a second fused kernel.
+    // For CUDA the same passes make the same groups: the transposed read and the broadcast
+    // bias feed the sum's prologue in one reduction kernel, the exp is a second kernel.
     let ops: Vec<&str> = planned.iter().map(|k| k.ops.as_str()).collect();
-    assert_eq!(ops, ["mul add relu", "exp"], "{planned:?}");
+    assert_eq!(ops, cpu.iter().map(|k| k.ops.as_str()).collect::<Vec<_>>(), "{planned:?}");
     assert!(planned.iter().all(|k| k.backend == "cuda"));
+    assert_eq!(step.stats().planned_eager_ops, 0);
     let s = &planned[0].source;
-    assert!(s.contains("unsigned long long size1") && s.contains("p0_st1") && s.contains("unsigned long long s0)"), "{s}");
-    compile_each_to_cubin("planned elementwise", &planned);
+    assert!(planned[0].name.starts_with("kiln_fused_red_"), "{}", planned[0].name);
+    assert!(s.contains("unsigned long long ks0") && s.contains("p0_r0") && s.contains("kiln_group_reduce"), "{s}");
+    assert!(planned[1].name.starts_with("kiln_fused_") && planned[1].source.contains("unsigned long long size0"), "{}", planned[1].source);
+    compile_each_to_cubin("planned elementwise and reduction", &planned);
+}
+
+/// Plans `f` on `inputs` for `cuda:0`: the planned kernels (every one compiled to CUBIN) and
+/// the launches a CUDA call would make (generated kernels plus nodes run eagerly).
+fn planned_launches<A: Copy, R>(what: &str, f: impl FnMut(A) -> R, inputs: A) -> (Vec<kiln::capture::KernelInfo>, usize) {
+    let mut step = kiln::compile(f);
+    let (_, planned) = step.call_planning_for(inputs, Device::Cuda(0));
+    assert!(planned.iter().all(|k| k.backend == "cuda"), "{what}: {planned:?}");
+    compile_each_to_cubin(what, &planned);
+    let launches = planned.len() + step.stats().planned_eager_ops;
+    (planned, launches)
+}
+
+#[test]
+fn softmax_layer_norm_and_cross_entropy_plan_as_few_cuda_kernels_as_on_the_cpu() {
+    let _g = seeded();
+    kiln::manual_seed(5);
+    let x = Tensor::randn(&[6, 40]);
+    let w = Tensor::randn(&[40]);
+    let b = Tensor::randn(&[40]);
+    let y = Tensor::randint(0, 40, &[6]);
+    let names = |k: &[kiln::capture::KernelInfo]| k.iter().map(|k| format!("{} ({})", k.name, k.ops)).collect::<Vec<_>>();
+    let (k, n) = planned_launches("softmax", |x: &Tensor| x.softmax(1), &x);
+    assert_eq!(n, 1, "{:?}", names(&k));
+    assert!(k[0].name.starts_with("kiln_fused_red_"), "{:?}", names(&k));
+    let (k, n) = planned_launches("log_softmax", |x: &Tensor| x.log_softmax(-1), &x);
+    assert_eq!(n, 1, "{:?}", names(&k));
+    let (k, n) = planned_launches("layer norm", |(x, w, b): (&Tensor, &Tensor, &Tensor)| F::layer_norm(x, &[40], Some(w), Some(b), 1e-5), (&x, &w, &b));
+    assert_eq!(n, 1, "{:?}", names(&k));
+    // Cross-entropy: one kernel over the logits (max, Σ exp, the pick as a third stage), the
+    // batch sums in one more, and three small kernels the CPU plan has too (the targets'
+    // ignore mask and cast, the final division): not yet the 2 the issue asks for.
+    let ce = |(x, y): (&Tensor, &Tensor)| F::cross_entropy(x, y);
+    let (k, n) = planned_launches("cross-entropy", ce, (&x, &y));
+    assert_eq!(k.iter().filter(|k| k.name.starts_with("kiln_fused_red_")).count(), 2, "{:?}", names(&k));
+    assert!(k.iter().filter(|k| k.ops.contains("exp")).count() == 1 && n <= 5, "{n} launches: {:?}", names(&k));
+    let mut cpu = kiln::compile(ce);
+    cpu.call((&x, &y));
+    assert_eq!(n, cpu.kernels().len() + cpu.stats().eager_ops, "the CUDA plan is the CPU's: {:?}", names(&k));
 }
 
 /// Compiles each kernel to CUBIN for sm_80 and sm_90, panicking on any NVRTC error; prints a
@@ -246,6 +334,17 @@ fn the_mnist_step_planned_for_cuda_compiles_with_nvrtc() {
     for k in &kernels {
         assert!(k.name.starts_with("kiln_fused_") && k.source.contains(&k.name), "{}", k.name);
     }
+    // Reductions fuse on CUDA as on the CPU: the log-softmax, the NLL pick and its mean, the
+    // gradient's row sums are generated kernels. What a CUDA call launches:
+    // Before reductions fused on CUDA: 12 generated kernels + 24 eager nodes (6 matmuls, 5
+    // conv and 3 pooling kernels, the scatter, log_softmax, the gather and 7 sums) = 36. Now
+    // the plan is the CPU's: the loss's reductions are 3 kernels, but the optimizer's
+    // updates no longer join across parameters (fusion's level rule counts the fused
+    // reductions), so more launches in all; see ARCHITECTURE.md.
+    let eager = step.stats().planned_eager_ops;
+    println!("MNIST step planned for cuda:0: {} generated kernels + {eager} eager nodes = {} launches", kernels.len(), kernels.len() + eager);
+    assert!(kernels.iter().filter(|k| k.name.starts_with("kiln_fused_red_")).count() >= 3, "{:?}", kernels.iter().map(|k| &k.ops).collect::<Vec<_>>());
+    assert_eq!((kernels.len(), eager), (36, 18));
     // The CPU run under planning is the ordinary compiled step: a second call takes the plan
     // from the cache and plans the same kernels.
     let (_, again) = step.call_planning_for((&x, &y), Device::Cuda(0));

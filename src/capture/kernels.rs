@@ -1,9 +1,9 @@
 //! The kernel cache and the parallel launch of compiled elementwise and reduction kernels
-//! (CPU kernels; CUDA kernels launch through `crate::cuda::fused`).
+//! (CPU kernels; CUDA kernels, elementwise and reduction, launch through `crate::cuda::fused`).
 
 use crate::debug::{self, Topic};
 use kiln_codegen::cpu::CpuKernel;
-use kiln_codegen::cuda::{emit_fused, FusedKernel};
+use kiln_codegen::cuda::{emit_fused, emit_fused_reduce, FusedKernel, FusedReduceKernel};
 use kiln_codegen::ir::{Graph, NodeId};
 use kiln_codegen::kernel::KernelArgs;
 use kiln_codegen::passes::{GroupKernel, LoweredGroup};
@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 /// A generated kernel, named by its content hash.
 pub(crate) struct CompiledKernel {
-    /// `k` + the kernel's structural hash in hex (CPU), `kiln_fused_` + its source's (CUDA).
+    /// `k` + the kernel's structural hash in hex (CPU), `kiln_fused_` (`kiln_fused_red_` for a
+    /// reduction) + its source's (CUDA).
     pub(crate) name: String,
     /// What the kernel computes, in words (the ops of its members).
     pub(crate) summary: String,
@@ -30,10 +31,37 @@ pub(crate) enum KernelCode {
     /// CUDA C, compiled by NVRTC and loaded on the device when it first runs.
     Cuda {
         /// The kernel.
-        kernel: FusedKernel,
+        kernel: CudaCode,
         /// How long emitting it took.
         emit_time: Duration,
     },
+}
+
+/// A CUDA kernel of a plan: a fused elementwise group or a fused reduction group.
+pub(crate) enum CudaCode {
+    /// One thread per element (`kiln_codegen::cuda::emit_fused`).
+    Elementwise(FusedKernel),
+    /// A warp or a block per row: stages, then the epilogue
+    /// (`kiln_codegen::cuda::emit_fused_reduce`).
+    Reduce(FusedReduceKernel),
+}
+
+impl CudaCode {
+    /// The kernel's name.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            CudaCode::Elementwise(k) => &k.name,
+            CudaCode::Reduce(k) => &k.name,
+        }
+    }
+
+    /// The CUDA C source.
+    pub(crate) fn source(&self) -> &str {
+        match self {
+            CudaCode::Elementwise(k) => &k.source,
+            CudaCode::Reduce(k) => &k.source,
+        }
+    }
 }
 
 impl CompiledKernel {
@@ -49,7 +77,7 @@ impl CompiledKernel {
     pub(crate) fn source(&self) -> &str {
         match &self.code {
             KernelCode::Cpu(jit) => jit.clif(),
-            KernelCode::Cuda { kernel, .. } => &kernel.source,
+            KernelCode::Cuda { kernel, .. } => kernel.source(),
         }
     }
 
@@ -89,12 +117,12 @@ pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId],
         }
     }
     let (name, code) = if cuda {
-        let GroupKernel::Elementwise(k) = k else {
-            return Err("reduction kernels are not generated for CUDA yet (its nodes run their eager CUDA kernels)".into());
-        };
         let started = Instant::now();
-        let kernel = emit_fused(k).map_err(|e| e.to_string())?;
-        (kernel.name.clone(), KernelCode::Cuda { kernel, emit_time: started.elapsed() })
+        let kernel = match k {
+            GroupKernel::Elementwise(k) => CudaCode::Elementwise(emit_fused(k).map_err(|e| e.to_string())?),
+            GroupKernel::Reduce(k) => CudaCode::Reduce(emit_fused_reduce(k).map_err(|e| e.to_string())?),
+        };
+        (kernel.name().to_string(), KernelCode::Cuda { kernel, emit_time: started.elapsed() })
     } else {
         let name = format!("k{:016x}", hash.0);
         let jit = match k {

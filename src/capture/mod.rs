@@ -20,8 +20,8 @@
 //! plan for that hash or builds one ([`plan`]: common subexpressions, fusion, lowering,
 //! ordering with liveness, Cranelift kernels from the kernel cache), then installs each
 //! output's buffer into its storage. On CUDA the same graph gets its own plan (nodes carry
-//! their devices): fused elementwise groups become CUDA C kernels, everything else runs its
-//! eager CUDA kernel (reductions are not fused on CUDA yet; see `ARCHITECTURE.md`). Reductions (sum, mean, prod, amax/amin) are `Reduce` nodes,
+//! their devices): fused elementwise and reduction groups become CUDA C kernels, everything
+//! else runs its eager CUDA kernel (see `ARCHITECTURE.md`). Reductions (sum, mean, prod, amax/amin) are `Reduce` nodes,
 //! fused with the elementwise work they reduce. Ops without an expression (matmul, conv, …)
 //! are *opaque* nodes: their eager implementation runs inside the plan on realized inputs.
 //!
@@ -41,5 +41,6 @@ mod step;
 mod trace;
 
 pub(crate) use cell::CellCapture;
+pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo};
 pub(crate) use trace::{assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, opaque, opaque_sendable, rand, reduce, scalar, set_phase};

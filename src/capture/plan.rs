@@ -115,6 +115,21 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
     Plan { graph, canonical, scalar_tensors, steps, frees: schedule.frees, concurrent: schedule.concurrent, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
 }
 
+impl Plan {
+    /// How many nodes running the plan runs by their eager implementations (what
+    /// `RunCounts::eager` counts when it runs).
+    pub(crate) fn eager_nodes(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                PlanStep::Node(_) => 1,
+                PlanStep::Group { members, kernel: None, .. } => members.len(),
+                PlanStep::Group { kernel: Some(_), .. } => 0,
+            })
+            .sum()
+    }
+}
+
 /// The device of a group's members (the device its kernel runs on), or why they have none.
 fn group_device(graph: &Graph, members: &[NodeId]) -> Result<Device, String> {
     let device = graph.device(members[0]);

@@ -88,6 +88,11 @@ pub struct CallStats {
     pub eager_ops: usize,
     /// Pairs of independent matrix products that ran at once, one thread each (CPU plans).
     pub concurrent_pairs: usize,
+    /// After [`CompiledStep::call_planning_for`]: the nodes the plans built for the target
+    /// would run by their eager implementations there (opaque ops, assignments, nodes of
+    /// groups its back end refused); with [`KernelInfo`]s of those plans, what a call on the
+    /// target launches. 0 after [`CompiledStep::call`].
+    pub planned_eager_ops: usize,
     /// Bytes the generated kernels read and wrote.
     pub bytes_moved: usize,
     /// The largest peak of intermediate buffers among the graphs (the memory plan).
@@ -162,6 +167,7 @@ impl<F> CompiledStep<F> {
         let out = self.call(args);
         drop(reset);
         let planned: Vec<(Arc<Plan>, bool)> = std::mem::take(&mut self.planned).into_iter().map(|p| (p, false)).collect();
+        self.last.planned_eager_ops = planned.iter().map(|(p, _)| p.eager_nodes()).sum();
         (out, kernel_infos(&planned))
     }
 

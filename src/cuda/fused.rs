@@ -1,11 +1,13 @@
-//! `kiln::compile`'s fused elementwise kernels on CUDA: one launch per fused group, the
-//! kernel from `kiln_codegen::cuda::emit_fused` (emitted when the plan is built), compiled by
-//! NVRTC and loaded once per process and device.
+//! `kiln::compile`'s fused kernels on CUDA: one launch per fused group, the kernel from
+//! `kiln_codegen::cuda::emit_fused` (elementwise) or `emit_fused_reduce` (a reduction with its
+//! prologues, stages and epilogue), emitted when the plan is built, compiled by NVRTC and
+//! loaded once per process and device.
 
 use super::{LoadedKernels, OrOp};
 use crate::error::Result;
 use crate::tensor::Tensor;
-use kiln_codegen::cuda::{FusedKernel, FusedOperand, LoadedFused};
+use crate::capture::CudaCode;
+use kiln_codegen::cuda::{FusedOperand, LoadedFused, LoadedFusedReduce};
 use kiln_codegen::ir::NodeId;
 use kiln_codegen::passes::LoweredGroup;
 use kiln_runtime::cuda::{CudaBuffer, CudaStorage};
@@ -17,10 +19,11 @@ const OP: &str = "kiln::compile";
 /// Runs `kernel`, the kernel of group `lowered`, on `device`: `inputs[k]` is the value load
 /// `k` reads (its view is the load's layout, its strides the lowered ones; a CPU value, such
 /// as a 0-dim scalar, is copied over first), `scalars` its run-time scalars. Returns one new
-/// contiguous tensor per output, shaped and typed as `node(o)` says.
+/// contiguous tensor per output, shaped and typed as `node(o)` says (a reduction's stage
+/// outputs hold one element per row, its epilogue's the whole iteration space).
 #[track_caller]
 pub(crate) fn run<'g>(
-    kernel: &FusedKernel,
+    kernel: &CudaCode,
     device: Device,
     inputs: &[Tensor],
     lowered: &LoweredGroup,
@@ -29,7 +32,12 @@ pub(crate) fn run<'g>(
 ) -> Result<Vec<Tensor>> {
     let Device::Cuda(ordinal) = device else { unreachable!("CUDA kernels run in plans for a CUDA device") };
     static LOADED: LoadedKernels<(String, usize), LoadedFused> = LoadedKernels::new();
-    let loaded = LOADED.get_or_load(OP, (kernel.name.clone(), ordinal), || LoadedFused::load(kernel, ordinal))?;
+    static LOADED_REDUCE: LoadedKernels<(String, usize), LoadedFusedReduce> = LoadedKernels::new();
+    let key = (kernel.name().to_string(), ordinal);
+    let loaded = match kernel {
+        CudaCode::Elementwise(k) => Loaded::Elementwise(LOADED.get_or_load(OP, key, || LoadedFused::load(k, ordinal))?),
+        CudaCode::Reduce(k) => Loaded::Reduce(LOADED_REDUCE.get_or_load(OP, key, || LoadedFusedReduce::load(k, ordinal))?),
+    };
     let moved: Vec<Tensor> = inputs.iter().map(|t| if t.device() == device { Ok(t.clone()) } else { super::to_device(OP, t, device) }).collect::<Result<_>>()?;
     let mut outs: Vec<CudaStorage> = lowered
         .outputs
@@ -48,7 +56,19 @@ pub(crate) fn run<'g>(
             operands.push((b.buffer(), FusedOperand { offset: u.layout.offset(), strides: &lowered.strides[k * rank..(k + 1) * rank] }));
         }
         let mut buffers: Vec<&mut CudaBuffer> = outs.iter_mut().map(CudaStorage::buffer_mut).collect();
-        loaded.run(&operands, &mut buffers, &lowered.shape, scalars).or_op(OP)?;
+        match &loaded {
+            Loaded::Elementwise(k) => k.run(&operands, &mut buffers, &lowered.shape, scalars),
+            Loaded::Reduce(k) => k.run(&operands, &mut buffers, &lowered.shape, scalars),
+        }
+        .or_op(OP)?;
     }
     Ok(lowered.outputs.iter().zip(outs).map(|(&o, s)| Tensor::from_storage(Storage::Cuda(s), node(o).0)).collect())
+}
+
+/// A fused kernel loaded on a device.
+enum Loaded {
+    /// An elementwise group's.
+    Elementwise(std::sync::Arc<LoadedFused>),
+    /// A reduction group's.
+    Reduce(std::sync::Arc<LoadedFusedReduce>),
 }

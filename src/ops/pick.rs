@@ -29,7 +29,6 @@ pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tens
     let last = x.dim().checked_sub(1)?;
     let is_pick = crate::capture::is_active()
         && matches!(x.dtype(), DType::F32 | DType::F64)
-        && !crate::capture::captures_as_cuda(x.device())
         && d == last
         && index.dim() == x.dim()
         && index.shape()[last] == 1
@@ -64,6 +63,8 @@ pub(crate) fn masked_pick(x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor
         DType::F64 => (Tensor::from_vec((0..classes).map(|c| c as f64).collect(), &iota_shape), index.try_to_dtype(DType::F64)?),
         _ => (Tensor::from_vec((0..classes as i64).collect(), &iota_shape), index.clone()),
     };
+    // The class indices live where `x` does (a CUDA step reads them as a device input).
+    let iota = if x.device() == iota.device() { iota } else { iota.try_to(&x.device())? };
     let hit = iota.try_eq(&index)?;
     Tensor::try_where(&hit, x, 0.0)?.try_sum_dim(d as i64, true)
 }

@@ -218,16 +218,23 @@ impl Reduction {
         cuda: Option<(CudaReduce, i64)>,
         kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
     ) -> Result<Tensor> {
-        let generated = matches!(t.dtype(), DType::F32 | DType::F64 | DType::I64 | DType::I32);
+        // The CUDA emitter also generates f16/bf16 reductions (accumulating in f32).
+        let half = matches!(t.dtype(), DType::F16 | DType::BF16) && crate::capture::captures_as_cuda(t.device());
+        let generated = half || matches!(t.dtype(), DType::F32 | DType::F64 | DType::I64 | DType::I32);
         let dtype = match op {
             ReduceOp::Sum | ReduceOp::Prod if !t.dtype().is_float() => DType::I64,
             _ => t.dtype(),
         };
-        if !crate::capture::is_active() || !generated || t.dim() > 64 || crate::capture::captures_as_cuda(t.device()) {
+        if !crate::capture::is_active() || !generated || t.dim() > 64 {
             return self.run(name, t, dtype, cuda, kernel);
         }
         let (mask, shape) = (self.mask.clone(), self.shape.clone());
+        // The node's eager fallback (a reduction fusion leaves alone, such as a sum over
+        // leading dims) runs on the value's device.
         Ok(crate::capture::reduce(op, divide, t, &self.mask, &self.shape, dtype, move |ins| {
+            if ins[0].device().is_cuda() {
+                return cuda_fallback(name, &ins[0], &mask, &shape, cuda, divide);
+            }
             let storage = ins[0].with_cpu(name, |s, l| kernel(s, &ReducePlan::new(l, &mask)))?;
             Ok(Tensor::from_cpu_storage(storage, &shape))
         }))
@@ -414,7 +421,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
     if !t.dtype().is_float() {
         bail!(op, DType, "std and var only support floating point dtypes (got {})", t.dtype());
     }
-    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) && !crate::capture::captures_as_cuda(t.device()) {
+    if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
         let out = {
             let _no_grad = crate::no_grad();
             let var = captured_var(&red, op, t, correction)?;
@@ -451,6 +458,22 @@ fn captured_var(red: &Reduction, op: &'static str, t: &Tensor, correction: i64) 
     let dev = t.try_sub(&mean)?;
     let squares = dev.try_mul(&dev)?;
     red.run_fusable(op, &squares, (ReduceOp::Sum, Some(correction)), None, divided_sum(correction as f64))
+}
+
+/// The eager CUDA kernel of a captured reduction of the CUDA tensor `t` (`mask`: the reduced
+/// dims; the result shaped `shape`): `cuda`'s kind and parameter, or, for a sum divided by
+/// `max(n - correction, 0)` with no kind of its own (a variance's), the sum, then the division.
+#[track_caller]
+fn cuda_fallback(name: &'static str, t: &Tensor, mask: &[bool], shape: &[usize], cuda: Option<(CudaReduce, i64)>, divide: Option<i64>) -> Result<Tensor> {
+    match (cuda, divide) {
+        (Some((kind, param)), _) => Ok(crate::cuda::reduce(name, kind, t, mask, shape, param)?.0),
+        (None, Some(correction)) => {
+            let n: usize = t.shape().iter().zip(mask).filter(|(_, &r)| r).map(|(&s, _)| s).product();
+            let sum = crate::cuda::reduce(name, CudaReduce::Sum, t, mask, shape, 0)?.0;
+            sum.try_div((n as f64 - correction as f64).max(0.0))
+        }
+        (None, None) => Err(crate::tensor::not_on_cuda(name)),
+    }
 }
 
 /// The eager kernel of a float sum divided by `max(n - correction, 0)` (a mean for 0).

@@ -71,23 +71,16 @@ pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
         return Err(unsupported(format!("a fused kernel over {} inputs and {} dims takes {param_bytes} bytes of parameters, over {MAX_PARAM_BYTES}", k.inputs.len(), k.rank)));
     }
 
-    // Helpers: `helpers` collects the ct-independent ones (f16/bf16 conversions, integer rem
-    // and pow); float `kiln_rem` is an overload per compute type.
-    let mut helpers = Body::new(Ct::F32);
-    let mut rem_types: Vec<Ct> = Vec::new();
-    let mut lines: Vec<String> = Vec::with_capacity(k.insts.len());
-    for (v, inst) in k.insts.iter().enumerate() {
-        let ct = Ct::of(inst.dtype);
-        let value = inst_value(k, inst, &mut helpers, &mut rem_types).map_err(|m| unsupported(format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype)))?;
-        lines.push(format!("            const {} v{v} = {value};", ct.c_type()));
-    }
-    let stores: Vec<String> = k.outputs.iter().enumerate().map(|(o, &v)| format!("            out{o}[i] = {};", store(k.dtype(v), &format!("v{v}"), Ct::of(k.dtype(v)), &mut helpers))).collect();
+    let mut insts = InstEmitter::new();
+    let inputs = &fused.inputs;
+    let lines = insts.lines(inputs, &k.insts).map_err(unsupported)?;
+    let stores: Vec<String> = k.outputs.iter().enumerate().map(|(o, &v)| format!("            out{o}[i] = {};", insts.store(k.dtype(v), v))).collect();
+    let lines: Vec<String> = lines.into_iter().map(|l| format!("            {l}")).collect();
 
     let mut src = String::new();
     let tags = |ds: &[DType]| ds.iter().map(|&d| dtype_tag(d)).collect::<Vec<_>>().join(", ");
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused elementwise ({}) -> ({}) over {} dim(s), {} scalar(s)", tags(&fused.inputs), tags(&fused.outputs), k.rank, k.scalars);
-    src.extend(helpers.helpers.iter().map(|h| ops::helper(h, Ct::F32)));
-    src.extend(rem_types.iter().map(|&ct| ops::helper("kiln_rem", ct)));
+    src.push_str(&insts.helper_source());
     let operands: Vec<String> = (0..fused.inputs.len()).map(|j| format!("p{j}")).collect();
     let operands: Vec<&str> = operands.iter().map(String::as_str).collect();
     let mut sig: Vec<String> = fused.inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
@@ -110,55 +103,110 @@ pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
 
 /// `v` (of the compute type `ct`) rounded to what `d` holds, as an eager result of dtype `d`
 /// is: the store's conversion, then the load's back to the compute type of `d`.
-fn round_to(d: DType, v: &str, ct: Ct, helpers: &mut Body) -> String {
+pub(super) fn round_to(d: DType, v: &str, ct: Ct, helpers: &mut Body) -> String {
     let stored = store(d, v, ct, helpers);
     load(d, &stored, Ct::of(d), helpers)
 }
 
-/// The right-hand side computing instruction `inst` of `k` (operands are the `v<N>`
-/// temporaries), or why the CUDA emitter does not generate it.
-fn inst_value(k: &ElementwiseKernel, inst: &Inst, helpers: &mut Body, rem_types: &mut Vec<Ct>) -> Result<String, String> {
-    let d = inst.dtype;
-    let ct = Ct::of(d);
-    let val = |v: u32| format!("v{v}");
-    let zero_of = |v: u32| Ct::of(k.dtype(v)).lit(0.0);
-    let truth = |v: u32| format!("({} != {})", val(v), zero_of(v));
-    Ok(match inst.op {
-        InstOp::Load(i) => load(k.inputs[i as usize].dtype, &format!("in{i}[p{i}]"), ct, helpers),
-        InstOp::Scalar(j) => round_to(d, &format!("__longlong_as_double((long long)s{j})"), Ct::F64, helpers),
-        InstOp::Const(c) => round_to(d, &Ct::F64.lit(c), Ct::F64, helpers),
-        InstOp::Unary(op, a) => {
-            let f = ops::unary_in(op, &val(a), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
-            round_to(d, &f, ct, helpers)
+/// Emits IR instructions as CUDA C statements (`const <ct> v<N> = …;`, reading input `i`'s
+/// element as `in<i>[p<i>]` and a reduction stage's value as `red<s>`), collecting the
+/// helpers they use: what the fused elementwise and fused reduction kernels share.
+pub(super) struct InstEmitter {
+    /// Collects the compute-type-independent helpers (f16/bf16 conversions, integer rem and
+    /// pow).
+    helpers: Body,
+    /// The compute types float `kiln_rem` is needed in (an overload each).
+    rem_types: Vec<Ct>,
+}
+
+impl InstEmitter {
+    /// An emitter that has used no helper yet.
+    pub(super) fn new() -> InstEmitter {
+        InstEmitter { helpers: Body::new(Ct::F32), rem_types: Vec::new() }
+    }
+
+    /// One statement per instruction of `insts` (whose loads read inputs of the dtypes
+    /// `inputs`), or why one is not generated.
+    pub(super) fn lines(&mut self, inputs: &[DType], insts: &[Inst]) -> Result<Vec<String>, String> {
+        let mut lines = Vec::with_capacity(insts.len());
+        for (v, inst) in insts.iter().enumerate() {
+            let value = self.value(inputs, insts, inst).map_err(|m| format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype))?;
+            lines.push(format!("const {} v{v} = {value};", Ct::of(inst.dtype).c_type()));
         }
-        InstOp::Binary(op, a, b) => {
-            let (f, helper) = ops::binary_in(op, &val(a), &val(b), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
-            match helper {
-                Some("kiln_rem") if !rem_types.contains(&ct) => rem_types.push(ct),
-                Some("kiln_rem") | None => {}
-                Some(h) => {
-                    helpers.helpers.insert(h);
-                }
+        Ok(lines)
+    }
+
+    /// Value `v<v>` (of dtype `d`) converted to `d`'s stored form.
+    pub(super) fn store(&mut self, d: DType, v: u32) -> String {
+        store(d, &format!("v{v}"), Ct::of(d), &mut self.helpers)
+    }
+
+    /// `v` of compute type `ct` rounded to what `d` holds ([`round_to`]).
+    pub(super) fn round_to(&mut self, d: DType, v: &str, ct: Ct) -> String {
+        round_to(d, v, ct, &mut self.helpers)
+    }
+
+    /// `v` of compute type `ct` converted to `d`'s stored form.
+    pub(super) fn store_expr(&mut self, d: DType, v: &str, ct: Ct) -> String {
+        store(d, v, ct, &mut self.helpers)
+    }
+
+    /// The source of every helper the emitted statements use.
+    pub(super) fn helper_source(&self) -> String {
+        let mut src: String = self.helpers.helpers.iter().map(|h| ops::helper(h, Ct::F32)).collect();
+        src.extend(self.rem_types.iter().map(|&ct| ops::helper("kiln_rem", ct)));
+        src
+    }
+
+    /// The right-hand side computing `inst` (operands are the `v<N>` temporaries), or why
+    /// the CUDA emitter does not generate it.
+    fn value(&mut self, inputs: &[DType], insts: &[Inst], inst: &Inst) -> Result<String, String> {
+        let d = inst.dtype;
+        let ct = Ct::of(d);
+        let helpers = &mut self.helpers;
+        let val = |v: u32| format!("v{v}");
+        let zero_of = |v: u32| Ct::of(insts[v as usize].dtype).lit(0.0);
+        let truth = |v: u32| format!("({} != {})", val(v), zero_of(v));
+        Ok(match inst.op {
+            InstOp::Load(i) => load(inputs[i as usize], &format!("in{i}[p{i}]"), ct, helpers),
+            InstOp::Scalar(j) => round_to(d, &format!("__longlong_as_double((long long)s{j})"), Ct::F64, helpers),
+            InstOp::Const(c) => round_to(d, &Ct::F64.lit(c), Ct::F64, helpers),
+            InstOp::Unary(op, a) => {
+                let f = ops::unary_in(op, &val(a), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
+                round_to(d, &f, ct, helpers)
             }
-            round_to(d, &f, ct, helpers)
-        }
-        InstOp::Cmp(op, a, b) => ops::cmp(op, &val(a), &val(b), Ct::I64),
-        InstOp::Logical(op, a, b) => {
-            let c = match op {
-                LogicalOp::And => "&&",
-                LogicalOp::Or => "||",
-                LogicalOp::Xor => "!=",
-            };
-            format!("({} {c} {}) ? 1LL : 0LL", truth(a), truth(b))
-        }
-        InstOp::Not(a) => format!("({} == {}) ? 1LL : 0LL", val(a), zero_of(a)),
-        InstOp::Where(c, a, b) => format!("({} != 0LL) ? {} : {}", val(c), val(a), val(b)),
-        InstOp::Cast(a) => round_to(d, &val(a), Ct::of(k.dtype(a)), helpers),
-        InstOp::Rand { dist, params } => {
-            // The CPU generator's numbers (`super::philox`), seed and offset as run-time scalars.
-            helpers.helpers.insert("kiln_philox");
-            super::philox::fused_draw(dist, d, params).ok_or_else(|| format!("random draws of {d} are not generated"))?
-        }
-        InstOp::Reduced(_) => return Err("a reduced value outside a reduction kernel".into()),
-    })
+            InstOp::Binary(op, a, b) => {
+                let (f, helper) = ops::binary_in(op, &val(a), &val(b), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
+                match helper {
+                    Some("kiln_rem") if !self.rem_types.contains(&ct) => self.rem_types.push(ct),
+                    Some("kiln_rem") | None => {}
+                    Some(h) => {
+                        helpers.helpers.insert(h);
+                    }
+                }
+                round_to(d, &f, ct, helpers)
+            }
+            InstOp::Cmp(op, a, b) => ops::cmp(op, &val(a), &val(b), Ct::I64),
+            InstOp::Logical(op, a, b) => {
+                let c = match op {
+                    LogicalOp::And => "&&",
+                    LogicalOp::Or => "||",
+                    LogicalOp::Xor => "!=",
+                };
+                format!("({} {c} {}) ? 1LL : 0LL", truth(a), truth(b))
+            }
+            InstOp::Not(a) => format!("({} == {}) ? 1LL : 0LL", val(a), zero_of(a)),
+            InstOp::Where(c, a, b) => format!("({} != 0LL) ? {} : {}", val(c), val(a), val(b)),
+            InstOp::Cast(a) => round_to(d, &val(a), Ct::of(insts[a as usize].dtype), helpers),
+            InstOp::Rand { dist, params } => {
+                // The CPU generator's numbers (`super::philox`), seed and offset as run-time
+                // scalars.
+                helpers.helpers.insert("kiln_philox");
+                super::philox::fused_draw(dist, d, params).ok_or_else(|| format!("random draws of {d} are not generated"))?
+            }
+            // Validation admits it only in reduction kernels, which declare `red<s>` (the
+            // stage's value, rounded to its output dtype, in that dtype's compute type).
+            InstOp::Reduced(s) => format!("red{s}"),
+        })
+    }
 }

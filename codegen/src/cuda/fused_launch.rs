@@ -19,7 +19,7 @@ pub struct FusedOperand<'a> {
 impl FusedOperand<'_> {
     /// The lowest and one past the highest element the operand reaches over `shape` (`None`
     /// when it reaches below element 0; `(0, 0)` when `shape` is empty).
-    fn range(&self, shape: &[usize]) -> Option<(usize, usize)> {
+    pub(super) fn range(&self, shape: &[usize]) -> Option<(usize, usize)> {
         if shape.contains(&0) {
             return Some((0, 0));
         }
@@ -34,6 +34,42 @@ impl FusedOperand<'_> {
         }
         (lo >= 0).then_some((lo as usize, hi as usize + 1))
     }
+}
+
+/// An error message unless a launch's counts of inputs, outputs and scalars (`given`) are the
+/// kernel's (`takes`), `shape` has the kernel's `rank`, and each input (of the dtype
+/// `dtypes[j]`) has one stride per dim and its view stays inside its buffer.
+pub(super) fn check_launch(takes: [usize; 3], given: [usize; 3], rank: usize, inputs: &[(&CudaBuffer, FusedOperand<'_>)], dtypes: &[DType], shape: &[usize]) -> Result<(), String> {
+    if takes != given {
+        return Err(format!("takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given", takes[0], takes[1], takes[2], given[0], given[1], given[2]));
+    }
+    if shape.len() != rank {
+        return Err(format!("indexes {rank} dim(s), shape {shape:?} given"));
+    }
+    for (j, ((b, v), &d)) in inputs.iter().zip(dtypes).enumerate() {
+        if v.strides.len() != shape.len() {
+            return Err(format!("input {j} has {} strides for {} dim(s)", v.strides.len(), shape.len()));
+        }
+        let held = b.len_bytes() / d.size_in_bytes();
+        match v.range(shape) {
+            Some((_, end)) if end <= held => {}
+            _ => return Err(format!("input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}", v.offset, v.strides)),
+        }
+    }
+    Ok(())
+}
+
+/// The launch words after a fused kernel's leading counts: the sizes of `shape`, each input's
+/// offset and strides, then the scalars' bits.
+pub(super) fn operand_words(inputs: &[(&CudaBuffer, FusedOperand<'_>)], shape: &[usize], scalars: &[f64]) -> Vec<u64> {
+    let mut words: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
+    for (_, v) in inputs {
+        words.push(v.offset as u64);
+        // Two's complement: the kernel's wrapping unsigned arithmetic adds a negative stride.
+        words.extend(v.strides.iter().map(|&s| s as i64 as u64));
+    }
+    words.extend(scalars.iter().map(|s| s.to_bits()));
+    words
 }
 
 /// A [`FusedKernel`] compiled for, and loaded on, one device.
@@ -70,31 +106,11 @@ impl LoadedFused {
     /// `shape`, or a buffer is on another device.
     pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
         let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
-        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() || scalars.len() != self.scalars {
-            return bad(format!(
-                "takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given",
-                self.inputs.len(),
-                self.outputs.len(),
-                self.scalars,
-                inputs.len(),
-                outputs.len(),
-                scalars.len()
-            ));
-        }
-        if shape.len() != self.rank {
-            return bad(format!("indexes {} dim(s), shape {shape:?} given", self.rank));
+        let given = [inputs.len(), outputs.len(), scalars.len()];
+        if let Err(m) = check_launch([self.inputs.len(), self.outputs.len(), self.scalars], given, self.rank, inputs, &self.inputs, shape) {
+            return bad(m);
         }
         let n = kiln_runtime::layout::numel(shape);
-        for (j, ((b, v), &d)) in inputs.iter().zip(&self.inputs).enumerate() {
-            if v.strides.len() != shape.len() {
-                return bad(format!("input {j} has {} strides for {} dim(s)", v.strides.len(), shape.len()));
-            }
-            let held = b.len_bytes() / d.size_in_bytes();
-            match v.range(shape) {
-                Some((_, end)) if end <= held => {}
-                _ => return bad(format!("input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}", v.offset, v.strides)),
-            }
-        }
         for (o, (b, &d)) in outputs.iter().zip(&self.outputs).enumerate() {
             if b.len_bytes() < n * d.size_in_bytes() {
                 return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
@@ -104,13 +120,7 @@ impl LoadedFused {
             return Ok(());
         }
         let mut words: Vec<u64> = vec![n as u64];
-        words.extend(shape.iter().map(|&s| s as u64));
-        for (_, v) in inputs {
-            words.push(v.offset as u64);
-            // Two's complement: the kernel's wrapping unsigned arithmetic adds a negative stride.
-            words.extend(v.strides.iter().map(|&s| s as i64 as u64));
-        }
-        words.extend(scalars.iter().map(|s| s.to_bits()));
+        words.extend(operand_words(inputs, shape, scalars));
         let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
         args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));

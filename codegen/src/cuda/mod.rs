@@ -30,6 +30,10 @@
 //!   `ElementwiseKernel`) as one kernel: views as strided loads, sizes, strides and scalars
 //!   as arguments.
 //! - [`fused_launch`]: checked launches of those ([`LoadedFused`]).
+//! - [`fused_reduce`]: [`emit_fused_reduce`], a fused reduction group of `kiln::compile` (an
+//!   IR `ReduceKernel`: prologues, reduction stages over the trailing dims, the epilogue) as
+//!   one kernel, a warp or a block per row: softmax, layer norm, cross-entropy in one launch.
+//! - [`fused_reduce_launch`]: checked launches of those ([`LoadedFusedReduce`]).
 //! - [`philox`]: [`emit_rand`], the CPU generator's Philox numbers as device functions (a C
 //!   subset that is host C too, so a test compares them with the CPU's) and the eager
 //!   `rand`/`randn` kernels; fused kernels call the same functions for `InstOp::Rand`.
@@ -49,6 +53,8 @@ pub mod eager;
 pub mod emit;
 pub mod fused;
 pub mod fused_launch;
+pub mod fused_reduce;
+pub mod fused_reduce_launch;
 mod grid;
 pub mod im2col;
 pub mod im2col_launch;
@@ -77,6 +83,8 @@ pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
 pub use im2col_launch::LoadedCol;
 pub use fused::{emit_fused, FusedKernel};
 pub use fused_launch::{FusedOperand, LoadedFused};
+pub use fused_reduce::{emit_fused_reduce, FusedReduceKernel};
+pub use fused_reduce_launch::LoadedFusedReduce;
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
 pub use philox::{emit_rand, philox_functions, rand_kernels, RandKernel, RandKind, HOST_PRELUDE, RAND_WORDS};

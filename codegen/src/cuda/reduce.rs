@@ -195,7 +195,7 @@ pub struct ReduceKernel {
 
 /// What every reduction kernel uses: the (value, index) pair of arg-reductions, warp shuffles,
 /// the group reduction, and the NaN-aware picks.
-const PRELUDE: &str = r#"template <typename T> struct KilnArg { T v; long long i; };
+pub(super) const PRELUDE: &str = r#"template <typename T> struct KilnArg { T v; long long i; };
 template <typename T> __device__ __forceinline__ T kiln_shfl(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 template <typename T> __device__ __forceinline__ KilnArg<T> kiln_shfl(KilnArg<T> a, int m) {
     KilnArg<T> r;
@@ -233,7 +233,7 @@ template <bool MAX, typename T> __device__ __forceinline__ KilnArg<T> kiln_pick_
 "#;
 
 /// The accumulator of sums, products, means and variances for input of `dtype`.
-fn acc_type(dtype: DType) -> Ct {
+pub(super) fn acc_type(dtype: DType) -> Ct {
     match dtype {
         DType::F32 | DType::F64 => Ct::F64,
         DType::F16 | DType::BF16 => Ct::F32,
@@ -263,7 +263,7 @@ fn wrapping(a: &str, op: &str, b: &str) -> String {
 }
 
 /// `a + b` or `a * b` in the accumulator type (wrapping for integers).
-fn arith(acc: Ct, a: &str, op: &str, b: &str) -> String {
+pub(super) fn arith(acc: Ct, a: &str, op: &str, b: &str) -> String {
     if acc == Ct::I64 {
         wrapping(a, op, b)
     } else {
@@ -272,7 +272,7 @@ fn arith(acc: Ct, a: &str, op: &str, b: &str) -> String {
 }
 
 /// `v` (of the compute type) widened to the accumulator type.
-fn widen(acc: Ct, ct: Ct, v: &str) -> String {
+pub(super) fn widen(acc: Ct, ct: Ct, v: &str) -> String {
     if acc == ct {
         v.to_string()
     } else {
@@ -281,7 +281,7 @@ fn widen(acc: Ct, ct: Ct, v: &str) -> String {
 }
 
 /// The lowest (`max`) or highest value of the compute type: the identity of max/min.
-fn extreme(ct: Ct, max: bool) -> String {
+pub(super) fn extreme(ct: Ct, max: bool) -> String {
     match ct {
         Ct::I64 if max => "(-9223372036854775807LL - 1LL)".into(),
         Ct::I64 => "9223372036854775807LL".into(),
@@ -341,7 +341,7 @@ fn passes(kind: CudaReduce, ct: Ct, acc: Ct) -> (Vec<Pass>, String, Ct) {
 
 /// Lines adding the coordinates of the linear index `idx` over `sizes{0..n}` (row-major) times
 /// each operand's strides (`{prefix}{m}`) to its offset variable.
-fn decompose(src: &mut String, indent: &str, idx: &str, sizes: &str, n: usize, operands: &[(&str, &str)]) {
+pub(super) fn decompose(src: &mut String, indent: &str, idx: &str, sizes: &str, n: usize, operands: &[(&str, &str)]) {
     if n == 0 {
         return;
     }

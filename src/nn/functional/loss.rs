@@ -375,7 +375,7 @@ fn nll_parts(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_in
     let safe = target.masked_fill(&ignored, 0i64);
     // Inside a compiled step, a pick along the last dim is a masked sum that fuses (the
     // targets are checked already); see `ops/pick.rs`.
-    let picked = if crate::capture::is_active() && !crate::capture::captures_as_cuda(input.device()) && cd as usize + 1 == input.dim() {
+    let picked = if crate::capture::is_active() && cd as usize + 1 == input.dim() {
         crate::ops::pick::masked_pick(input, cd as usize, &safe.unsqueeze(cd))?
     } else {
         input.try_gather(cd, &safe.unsqueeze(cd))?

@@ -1,0 +1,84 @@
+//! Checked launches of fused reduction kernels ([`super::fused_reduce`]).
+
+use super::fused_launch::{check_launch, operand_words, FusedOperand};
+use super::fused_reduce::FusedReduceKernel;
+use super::launch::{launch_as, load_on};
+use super::reduce::{CudaReduce, REDUCE_BLOCK};
+use super::reduce_launch::reduce_geometry;
+use kiln_runtime::cuda::{CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, Param};
+use kiln_runtime::DType;
+
+/// A [`FusedReduceKernel`] compiled for, and loaded on, one device.
+#[derive(Clone, Debug)]
+pub struct LoadedFusedReduce {
+    kernel: CudaKernel,
+    inputs: Vec<DType>,
+    outputs: Vec<DType>,
+    stages: usize,
+    rank: usize,
+    reduce_rank: usize,
+    scalars: usize,
+    max_grid: u32,
+}
+
+impl LoadedFusedReduce {
+    /// Compiles `k` for `cuda:ordinal`'s arch (through the runtime's NVRTC cache) and loads it
+    /// there.
+    pub fn load(k: &FusedReduceKernel, ordinal: usize) -> Result<LoadedFusedReduce, CudaError> {
+        let mut params = vec![Param::In; k.inputs.len()];
+        params.extend(std::iter::repeat_n(Param::Out, k.outputs.len()));
+        params.extend(std::iter::repeat_n(Param::U64, k.words()));
+        let (kernel, max_grid) = load_on("cuda_fused", &k.source, &k.name, ordinal, params)?;
+        Ok(LoadedFusedReduce {
+            kernel,
+            inputs: k.inputs.clone(),
+            outputs: k.outputs.clone(),
+            stages: k.stages,
+            rank: k.rank,
+            reduce_rank: k.reduce_rank,
+            scalars: k.scalars,
+            max_grid,
+        })
+    }
+
+    /// The loaded kernel (name, device, signature).
+    pub fn kernel(&self) -> &CudaKernel {
+        &self.kernel
+    }
+
+    /// Reduces the iteration space `shape` (kept dims, then the kernel's reduced dims): each
+    /// stage's values into its output (one element per row, row-major over the kept dims),
+    /// each epilogue output over the whole of `shape` (row-major), reading each input through
+    /// its view, with the run-time `scalars`. A warp reduces a row of up to
+    /// [`super::WARP_ROW_MAX`] elements, a block a longer one. Errors (op `cuda_fused`, nothing
+    /// launched) when the counts of inputs, outputs, dims, strides or scalars differ from the
+    /// kernel's, a view reaches outside its buffer, an output is too small, or a buffer is on
+    /// another device.
+    pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
+        let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        let given = [inputs.len(), outputs.len(), scalars.len()];
+        if let Err(m) = check_launch([self.inputs.len(), self.outputs.len(), self.scalars], given, self.rank, inputs, &self.inputs, shape) {
+            return bad(m);
+        }
+        let kept = self.rank - self.reduce_rank;
+        let n_out: usize = shape[..kept].iter().product();
+        let n_red: usize = shape[kept..].iter().product();
+        for (o, (b, &d)) in outputs.iter().zip(&self.outputs).enumerate() {
+            let n = if o < self.stages { n_out } else { n_out * n_red };
+            if b.len_bytes() < n * d.size_in_bytes() {
+                return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
+            }
+        }
+        if n_out == 0 {
+            return Ok(());
+        }
+        // The eager reductions' geometry (any non-scan kind chooses the same).
+        let geometry = reduce_geometry(CudaReduce::Sum, n_out, n_red, self.max_grid);
+        let mut words: Vec<u64> = vec![n_out as u64, n_red as u64, geometry.group as u64];
+        words.extend(operand_words(inputs, shape, scalars));
+        let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
+        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
+        args.extend(words.into_iter().map(KernelArg::U64));
+        launch_as("cuda_fused", &self.kernel, geometry.grid, REDUCE_BLOCK, &mut args)
+    }
+}
