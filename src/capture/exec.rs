@@ -56,9 +56,9 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
         let NodeKind::Scalar { slot } = g.node(id).kind else { unreachable!("only Scalar nodes are listed") };
         values.0[id as usize] = Some(Tensor::scalar_wrapping(trace.scalars[slot as usize], g.node(id).dtype));
     }
-    let mut skip_next = false;
     for (i, (step, frees)) in plan.steps.iter().zip(&plan.frees).enumerate() {
-        if std::mem::take(&mut skip_next) {
+        if i > 0 && plan.concurrent[i - 1] {
+            // The second of a pair: it ran with the first.
             free_after(&mut values, frees);
             continue;
         }
@@ -72,7 +72,6 @@ pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>
                     values.0[n as usize] = Some(v);
                     counts.eager += 1;
                 }
-                skip_next = true;
             }
             PlanStep::Node(id) => {
                 let node = g.node(*id);
@@ -191,27 +190,23 @@ fn flat(t: Tensor) -> Tensor {
 /// each, when both implementations may run on another thread (then the flag is true); else one
 /// after the other.
 fn run_pair(a: &Node, b: &Node, device: kiln_runtime::Device, values: &Values, trace: &mut Trace) -> Result<([Tensor; 2], bool)> {
-    let take = |trace: &mut Trace, node: &Node| match node.kind {
-        NodeKind::Opaque { index, .. } => trace.closures[index as usize].take(),
+    let closure = |node: &Node| match node.kind {
+        NodeKind::Opaque { index, .. } => Some(index as usize),
         _ => None,
     };
-    match (take(trace, a), take(trace, b)) {
-        (Some(OpaqueFn::Sendable(fa)), Some(OpaqueFn::Sendable(fb))) => {
-            let inputs = |n: &Node| -> Vec<Tensor> { n.reads.iter().map(|u| values.view(u)).collect() };
-            let (ia, ib) = (inputs(a), inputs(b));
-            let (ra, rb) = kiln_runtime::cpu::parallel::join_serial(move || as_realizing(|| fa(&ia)), move || as_realizing(|| fb(&ib)));
-            Ok(([flat(ra?), flat(rb?)], true))
-        }
-        (fa, fb) => {
-            // Put them back for `run_node`.
-            for (node, f) in [(a, fa), (b, fb)] {
-                if let (NodeKind::Opaque { index, .. }, Some(f)) = (&node.kind, f) {
-                    trace.closures[*index as usize] = Some(f);
-                }
-            }
-            Ok(([run_node(a, device, values, trace)?, run_node(b, device, values, trace)?], false))
-        }
+    let sendable = |trace: &Trace, node: &Node| closure(node).is_some_and(|i| matches!(trace.closures[i], Some(OpaqueFn::Sendable(_))));
+    if !(sendable(trace, a) && sendable(trace, b)) {
+        return Ok(([run_node(a, device, values, trace)?, run_node(b, device, values, trace)?], false));
     }
+    let mut take = |node: &Node| match closure(node).and_then(|i| trace.closures[i].take()) {
+        Some(OpaqueFn::Sendable(f)) => f,
+        _ => unreachable!("checked above"),
+    };
+    let (fa, fb) = (take(a), take(b));
+    let inputs = |n: &Node| -> Vec<Tensor> { n.reads.iter().map(|u| values.view(u)).collect() };
+    let (ia, ib) = (inputs(a), inputs(b));
+    let (ra, rb) = kiln_runtime::cpu::parallel::join_serial(move || as_realizing(|| fa(&ia)), move || as_realizing(|| fb(&ib)));
+    Ok(([flat(ra?), flat(rb?)], true))
 }
 
 /// Runs one node eagerly (a source of values, such as a draw, on `device`).

@@ -209,8 +209,7 @@ pub(crate) fn target() -> Option<Device> {
 
 /// True when an op on `device` is captured as on CUDA: `device` is a CUDA device, or the
 /// trace plans for one. Ops whose capture differs on CUDA ask this: f16/bf16 reductions and
-/// softmax are captured (the CUDA emitter generates them; the CPU's does not), random draws
-/// are made eagerly (on the host) and copied over.
+/// softmax are captured (the CUDA emitter generates them; the CPU's does not).
 pub(crate) fn captures_as_cuda(device: Device) -> bool {
     device.is_cuda() || target().is_some_and(|t| t.is_cuda())
 }

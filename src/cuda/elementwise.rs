@@ -64,12 +64,7 @@ pub(crate) fn copy_into(name: &'static str, dst: &Tensor, src: &Tensor, ls: Layo
 #[track_caller]
 fn loaded(name: &'static str, op: EagerOp, dtype: DType, out: DType, ndim: usize, ordinal: usize) -> Result<Arc<LoadedStrided>> {
     static LOADED: LoadedKernels<(EagerOp, DType, DType, usize, usize), LoadedStrided> = LoadedKernels::new();
-    let key = (op, dtype, out, ndim, ordinal);
-    if let Some(k) = LOADED.get(&key) {
-        return Ok(k);
-    }
-    let kernel = eager_kernel(op, dtype, out, ndim).or_op(name)?;
-    Ok(LOADED.insert(key, LoadedStrided::load(&kernel, ordinal).or_op(name)?))
+    LOADED.get_or_load(name, (op, dtype, out, ndim, ordinal), || LoadedStrided::load(&eager_kernel(op, dtype, out, ndim)?, ordinal))
 }
 
 /// Runs `op` over `inputs` into `out` viewed through `lo` (all of one shape after
@@ -119,12 +114,8 @@ fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &m
 #[track_caller]
 fn loaded_vector(name: &'static str, op: EagerOp, dtype: DType, out: DType, broadcast: Vec<bool>, ordinal: usize) -> Result<Arc<LoadedVector>> {
     static LOADED: LoadedKernels<(EagerOp, DType, DType, Vec<bool>, usize), LoadedVector> = LoadedKernels::new();
-    let key = (op, dtype, out, broadcast, ordinal);
-    if let Some(k) = LOADED.get(&key) {
-        return Ok(k);
-    }
-    let kernel = eager_vector_kernel(op, dtype, out, &key.3).or_op(name)?;
-    Ok(LOADED.insert(key, LoadedVector::load(&kernel, ordinal).or_op(name)?))
+    let kernel = || LoadedVector::load(&eager_vector_kernel(op, dtype, out, &broadcast)?, ordinal);
+    LOADED.get_or_load(name, (op, dtype, out, broadcast.clone(), ordinal), kernel)
 }
 
 /// `shape` and the operands' `strides` collapsed together (size-1 dims dropped, dims

@@ -32,9 +32,9 @@ pub struct Schedule {
 
 /// Orders the live nodes' steps topologically (ties broken by trace order, except that a CPU
 /// matrix product is followed by another ready one of similar size, the two marked to run at
-/// once) and computes the last use of every intermediate value. Groups that materialize nothing are dead (reductions
-/// recompute them) and get no step; members that stay inside their kernel get no buffer
-/// ([`Fusion::materialized`]).
+/// once) and computes the last use of every intermediate value. Groups that materialize
+/// nothing are dead (reductions recompute them) and get no step; members that stay inside
+/// their kernel get no buffer ([`Fusion::materialized`]).
 pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
     let n = g.nodes.len();
     let materialized = |id: NodeId| fusion.materialized[id as usize];
@@ -105,11 +105,11 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
         let partner = product_work(s).and_then(|w| take_ready(&mut ready, |t| product_work(t).is_some_and(|v| balanced(w, v))));
         order.push(s);
         concurrent.push(partner.is_some());
+        if let Some(p) = partner {
+            order.push(p);
+            concurrent.push(false);
+        }
         for done in std::iter::once(s).chain(partner) {
-            if done != s {
-                order.push(done);
-                concurrent.push(false);
-            }
             for &t in &succ[done as usize] {
                 indegree[t as usize] -= 1;
                 if indegree[t as usize] == 0 {
