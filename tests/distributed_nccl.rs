@@ -25,8 +25,14 @@ fn init_without_nccl_or_a_gpu_names_what_is_missing() {
 
 #[test]
 fn unique_ids_round_trip_through_the_store() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let master = TcpStore::new("127.0.0.1", port, true, Duration::from_secs(10)).unwrap();
+    // A port the OS just called free can be taken again before the store listens on it (CI
+    // saw "Address already in use"): try a few.
+    let (port, master) = (0..5)
+        .find_map(|_| {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            TcpStore::new("127.0.0.1", port, true, Duration::from_secs(10)).ok().map(|m| (port, m))
+        })
+        .expect("the master store listens on one of 5 free ports");
     let worker = TcpStore::new("127.0.0.1", port, false, Duration::from_secs(10)).unwrap();
     // Every byte value, including the ones a C `char` holds as negative.
     let bytes: Vec<u8> = (0..UNIQUE_ID_BYTES).map(|i| (i * 2 + 1) as u8).collect();
