@@ -6,14 +6,17 @@
 //! index): uniform values (f32, f64, and the f32 compute value of f16 draws) equal the CPU's
 //! bit for bit, f64 normal values too (the same libm), and f32 normal values are within the
 //! stated 3-ulp bound (f32 transcendentals computed in double and rounded once, where the CPU
-//! calls libm's `logf`/`cosf`/`sinf`), equal for at least 95% of elements. Without `cc` the
-//! test prints a skip line.
+//! calls libm's `logf`/`cosf`/`sinf`), equal for at least 95% of elements; the integer groups
+//! (`randint`/`random_`: ranges of 1, 2, non-powers of two, 2^32, and 64-bit ranges up to
+//! 2^64 − 1) and Bernoulli groups (p = 0, 1, tiny, 1 − tiny, 0.3, 0.5) equal the CPU's exactly.
+//! Without `cc` the tests print a skip line.
 //!
-//! With NVRTC: every eager random kernel and fused kernels with draws (dropout's mask, a
-//! normal draw added to an input) compiled to CUBIN for sm_80 and sm_90.
+//! With NVRTC: every eager random kernel (uniform and normal on 4 float dtypes, integers and
+//! Bernoulli on all 8) and fused kernels with draws (dropout's mask, a normal draw added to an
+//! input) compiled to CUBIN for sm_80 and sm_90.
 //!
-//! With a GPU: the eager kernels against the CPU fillers (uniform bit for bit, normal within
-//! the bound) on every float dtype.
+//! With a GPU: the eager kernels against the CPU fillers (uniform, integers and Bernoulli bit
+//! for bit, normal within the bound) on every dtype they serve.
 
 mod common;
 
@@ -21,7 +24,7 @@ use half::{bf16, f16};
 use kiln_codegen::cuda::{emit_fused, emit_rand, philox_functions, rand_kernels, LoadedRand, RandKind, HOST_PRELUDE};
 use kiln_codegen::ir::RandDist;
 use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput};
-use kiln_runtime::cpu::philox::{self, normal_params, uniform_params, Philox};
+use kiln_runtime::cpu::philox::{self, bernoulli_threshold, integer_range, normal_params, uniform_params, Philox};
 use kiln_runtime::cuda::{self, CudaBuffer, CudaErrorKind};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp};
 use kiln_runtime::DType;
@@ -106,14 +109,14 @@ fn host_program(bulk: u64) -> String {
     s
 }
 
-/// Compiles and runs `program` with the host C compiler; `None` (after a printed skip line)
-/// when there is no `cc`.
-fn run_c(program: &str) -> Option<String> {
+/// Compiles and runs `program` with the host C compiler in a folder of its own named after
+/// `name` (tests run in parallel); `None` (after a printed skip line) when there is no `cc`.
+fn run_c(name: &str, program: &str) -> Option<String> {
     if Command::new("cc").arg("--version").output().is_err() {
         println!("no host C compiler (cc), skipping the host run of the device functions");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!("kiln_philox_{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("kiln_philox_{}_{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (src, exe) = (dir.join("philox.c"), dir.join("philox"));
     std::fs::write(&src, program).unwrap();
@@ -158,7 +161,7 @@ fn hex64(s: &str) -> u64 {
 #[test]
 fn host_compiled_device_functions_give_the_cpu_generators_numbers() {
     let bulk = 40_000u64;
-    let Some(out) = run_c(&host_program(bulk)) else { return };
+    let Some(out) = run_c("floats", &host_program(bulk)) else { return };
     let draws = draws();
     let u16p = uniform_params::<f16>(-3.0, 2.5);
     let (lo_t, hi_t) = (f16::from_f64(u16p[2]), f16::from_f64(u16p[3]));
@@ -209,6 +212,116 @@ fn host_compiled_device_functions_give_the_cpu_generators_numbers() {
     let share = exact as f64 / normals as f64;
     println!("{elements} elements x 4 uniform kinds bit for bit; f32 normal values equal to the CPU's: {exact} of {normals} ({:.2}%), the rest within the bound", 100.0 * share);
     assert!(share >= 0.95, "only {:.2}% of f32 normal values equal the CPU's", 100.0 * share);
+}
+
+/// The `[low, high)` ranges the integer checks cover: one value, two, small and large
+/// non-powers of two, 2^32, i64 ranges past 2^63 and the widest one (2^64 − 1).
+const RANGES: [(i64, i64); 9] = [
+    (-1, 0),
+    (0, 2),
+    (-5, 5),
+    (-3, 1_000_003),
+    (0, 1 << 32),
+    (i64::MIN / 2, i64::MAX / 2 + 12_345),
+    (i64::MIN, 0x7fff_ffff_ffff_fff0),
+    (i64::MIN, i64::MAX),
+    (i64::MAX - 10, i64::MAX),
+];
+
+/// The Bernoulli probabilities the checks cover: the extremes, one word's worth, values near
+/// them, and two ordinary ones.
+const PROBS: [f64; 7] = [0.0, 1.0, 0.5, 0.3, 1.0 / 4_294_967_296.0, 1e-9, 1.0 - 1e-12];
+
+/// Groups of every draw the integer and Bernoulli checks cover.
+const GROUPS: u64 = 64;
+
+/// The C program printing, per draw, range (or probability) and group, the four values of
+/// `kiln_integer_group` (lines `I`) and `kiln_bernoulli_group` (lines `P`).
+fn integer_program() -> String {
+    let draws = draws();
+    let list = |xs: Vec<String>| xs.join(", ");
+    let mut s = String::from(HOST_PRELUDE);
+    s.push_str("#include <stdio.h>\n#include <string.h>\n");
+    s.push_str(&philox_functions());
+    s.push_str("static double db(unsigned long long b) { double x; memcpy(&x, &b, 8); return x; }\n");
+    let _ = writeln!(s, "static const unsigned long long seeds[] = {{{}}};", list(draws.iter().map(|p| format!("{}ULL", p.seed())).collect()));
+    let _ = writeln!(s, "static const unsigned long long offsets[] = {{{}}};", list(draws.iter().map(|p| format!("{}ULL", p.offset())).collect()));
+    let _ = writeln!(s, "static const unsigned long long lows[] = {{{}}};", list(RANGES.iter().map(|r| format!("{}ULL", r.0 as u64)).collect()));
+    let _ = writeln!(s, "static const unsigned long long ranges[] = {{{}}};", list(RANGES.iter().map(|r| format!("{}ULL", integer_range(r.0, r.1))).collect()));
+    let _ = writeln!(s, "static const unsigned long long thresholds[] = {{{}}};", list(PROBS.iter().map(|&p| format!("0x{:016x}ULL", bernoulli_threshold(p).to_bits())).collect()));
+    s.push_str("int main(void) {\n    long long v[4];\n");
+    let _ = writeln!(s, "    for (unsigned d = 0; d < {}; ++d) for (unsigned long long g = 0; g < {GROUPS}ULL; ++g) {{", draws.len());
+    let _ = writeln!(s, "        for (unsigned r = 0; r < {}; ++r) {{", RANGES.len());
+    s.push_str("            kiln_integer_group(seeds[d], offsets[d], g, (long long)lows[r], ranges[r], v);\n");
+    s.push_str("            printf(\"I %u %u %llu %lld %lld %lld %lld\\n\", d, r, g, v[0], v[1], v[2], v[3]);\n        }\n");
+    let _ = writeln!(s, "        for (unsigned k = 0; k < {}; ++k) {{", PROBS.len());
+    s.push_str("            kiln_bernoulli_group(seeds[d], offsets[d], g, db(thresholds[k]), v);\n");
+    s.push_str("            printf(\"P %u %u %llu %lld %lld %lld %lld\\n\", d, k, g, v[0], v[1], v[2], v[3]);\n        }\n    }\n    return 0;\n}\n");
+    s
+}
+
+#[test]
+fn host_compiled_integer_and_bernoulli_functions_equal_the_cpus() {
+    let Some(out) = run_c("integers", &integer_program()) else { return };
+    let draws = draws();
+    let n = (GROUPS * 4) as usize;
+    // The CPU fillers' values of each (draw, range) and (draw, probability), group 0 first.
+    let ints: Vec<Vec<Vec<i64>>> = draws
+        .iter()
+        .map(|d| {
+            RANGES
+                .iter()
+                .map(|&(low, high)| {
+                    let mut v = vec![0i64; n];
+                    philox::integers(&mut v, d, low, integer_range(low, high));
+                    v
+                })
+                .collect()
+        })
+        .collect();
+    let bits: Vec<Vec<Vec<u8>>> = draws
+        .iter()
+        .map(|d| {
+            PROBS
+                .iter()
+                .map(|&p| {
+                    let mut v = vec![0u8; n];
+                    philox::bernoulli(&mut v, d, p);
+                    v
+                })
+                .collect()
+        })
+        .collect();
+    let (mut int_groups, mut bernoulli_groups) = (0usize, 0usize);
+    for line in out.lines() {
+        let w: Vec<&str> = line.split(' ').collect();
+        let (d, k, g) = (w[1].parse::<usize>().unwrap(), w[2].parse::<usize>().unwrap(), w[3].parse::<usize>().unwrap());
+        let got: Vec<i64> = w[4..8].iter().map(|x| x.parse::<i64>().unwrap()).collect();
+        let at = format!("seed {} offset {} group {g}", draws[d].seed(), draws[d].offset());
+        match w[0] {
+            "I" => {
+                let (low, high) = RANGES[k];
+                assert_eq!(got, ints[d][k][4 * g..4 * g + 4], "integers in [{low}, {high}), {at}");
+                assert!(got.iter().all(|&x| x >= low && x < high), "integers in [{low}, {high}) left the range: {got:?}, {at}");
+                int_groups += 1;
+            }
+            "P" => {
+                let want: Vec<i64> = bits[d][k][4 * g..4 * g + 4].iter().map(|&x| x as i64).collect();
+                assert_eq!(got, want, "bernoulli p={}, {at}", PROBS[k]);
+                bernoulli_groups += 1;
+            }
+            other => panic!("unexpected line {other:?}"),
+        }
+    }
+    let groups = draws.len() * GROUPS as usize;
+    assert_eq!((int_groups, bernoulli_groups), (groups * RANGES.len(), groups * PROBS.len()));
+    // p = 0 never and p = 1 always gives 1; range 1 always gives `low`.
+    assert!(bits.iter().all(|d| d[0].iter().all(|&x| x == 0) && d[1].iter().all(|&x| x == 1)));
+    assert!(ints.iter().all(|d| d[0].iter().all(|&x| x == -1)));
+    // The widest range reaches both halves of i64; p = 0.5 gives both values.
+    assert!(ints.iter().flat_map(|d| &d[7]).any(|&x| x < 0) && ints.iter().flat_map(|d| &d[7]).any(|&x| x > 0));
+    assert!(bits.iter().flat_map(|d| &d[2]).any(|&x| x == 0) && bits.iter().flat_map(|d| &d[2]).any(|&x| x == 1));
+    println!("{} integer and {} Bernoulli values equal the CPU's", 4 * int_groups, 4 * bernoulli_groups);
 }
 
 /// An elementwise kernel of rank 2 over one f32/f64 input `x` with a draw's four scalars.
@@ -263,6 +376,15 @@ fn kernels_call_the_shared_functions_with_the_cpu_parameters() {
     let f = philox_functions();
     assert!(f.contains("return __fadd_rn(lo, __fmul_rn(u, span));") && f.contains("__fmul_rn(6.2831855f, ub)"), "{f}");
     assert!(f.contains("(float)log((double)__fsub_rn(1.0f, ua))"), "{f}");
+    // Integers and Bernoulli values: computed as long long, stored as the CPU converts them.
+    let k = emit_rand(RandKind::Integers, DType::F16).unwrap();
+    assert!(k.name.starts_with("kiln_rand_integers_f16_"), "{}", k.name);
+    let s = &k.source;
+    assert!(s.contains("const long long low = (long long)p0;") && s.contains("const unsigned long long range = p1;"), "{s}");
+    assert!(s.contains("kiln_integer_group(seed, offset, g, low, range, c);") && s.contains("out[g * 4ULL + l] = kiln_f64_to_f16((double)(v));"), "{s}");
+    let s = emit_rand(RandKind::Bernoulli, DType::Bool).unwrap().source;
+    assert!(s.contains("kiln_bernoulli_group(seed, offset, g, threshold, c);") && s.contains("out[g * 4ULL + l] = (unsigned char)((v) != 0LL);"), "{s}");
+    assert!(f.contains("__umul64hi(w[l], range)"), "{f}");
     let e = emit_rand(RandKind::Normal, DType::I64).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
     assert!(e.to_string().contains("floating-point dtype, not int64"), "{e}");
@@ -277,7 +399,7 @@ fn kernels_call_the_shared_functions_with_the_cpu_parameters() {
 #[test]
 fn random_kernels_compile_to_cubin() {
     let mut kernels: Vec<(String, String)> = rand_kernels().into_iter().map(|k| (k.name, k.source)).collect();
-    assert_eq!(kernels.len(), 8);
+    assert_eq!(kernels.len(), 2 * 4 + 2 * 8);
     for d in [DType::F32, DType::F64] {
         for k in [dropout(d), noisy(d)] {
             let f = emit_fused(&k).unwrap();
@@ -298,8 +420,8 @@ fn eager_kernels_match_the_cpu_fillers_on_a_gpu() {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
             let loaded = LoadedRand::load(&emit_rand(kind, dtype).unwrap(), 0).unwrap();
             let mut out = CudaBuffer::alloc(0, n * dtype.size_in_bytes()).unwrap();
-            let params = device_params(kind, dtype);
-            loaded.run(&mut out, n, draw.seed(), draw.offset(), params).unwrap();
+            let words = device_params(kind, dtype).map(f64::to_bits);
+            loaded.run(&mut out, n, draw.seed(), draw.offset(), words).unwrap();
             let (got, want) = match dtype {
                 DType::F32 => (out.to_vec::<f32>().unwrap().iter().map(|&x| x as f64).collect::<Vec<_>>(), cpu_fill::<f32>(kind, n, &draw)),
                 DType::F64 => (out.to_vec::<f64>().unwrap(), cpu_fill::<f64>(kind, n, &draw)),
@@ -330,8 +452,82 @@ fn eager_kernels_match_the_cpu_fillers_on_a_gpu() {
     }
     let loaded = LoadedRand::load(&emit_rand(RandKind::Uniform, DType::F32).unwrap(), 0).unwrap();
     let mut small = CudaBuffer::alloc(0, 16).unwrap();
-    let e = loaded.run(&mut small, 5, 1, 0, [0.0, 1.0, 0.0, 1.0]).unwrap_err();
+    let e = loaded.run(&mut small, 5, 1, 0, [0.0f64, 1.0, 0.0, 1.0].map(f64::to_bits)).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument, "{e}");
+}
+
+#[test]
+fn integer_and_bernoulli_kernels_match_the_cpu_fillers_on_a_gpu() {
+    if !cuda::is_available() || !cuda::nvrtc_available() {
+        return println!("no CUDA device, skipping");
+    }
+    let draw = Philox::new(0x5eed_1234_abcd, 4 * 1001);
+    let n = 100_003;
+    // Per dtype, a range it holds exactly (the op layer's rule) and a probability.
+    let cases = [
+        (DType::I64, (i64::MIN, i64::MAX), 0.3),
+        (DType::I32, (-1_000_003, 7), 0.5),
+        (DType::U8, (0, 256), 1.0),
+        (DType::Bool, (0, 2), 0.0),
+        (DType::F32, (-(1 << 24), 1 << 24), 0.7),
+        (DType::F64, (-(1 << 53), 1 << 53), 1e-9),
+        (DType::F16, (-2048, 2049), 0.25),
+        (DType::BF16, (-256, 257), 0.9),
+    ];
+    for (dtype, (low, high), p) in cases {
+        for kind in [RandKind::Integers, RandKind::Bernoulli] {
+            let loaded = LoadedRand::load(&emit_rand(kind, dtype).unwrap(), 0).unwrap();
+            let mut out = CudaBuffer::alloc(0, n * dtype.size_in_bytes()).unwrap();
+            let words = match kind {
+                RandKind::Integers => [low as u64, integer_range(low, high), 0, 0],
+                _ => [bernoulli_threshold(p).to_bits(), 0, 0, 0],
+            };
+            loaded.run(&mut out, n, draw.seed(), draw.offset(), words).unwrap();
+            let what = format!("{dtype} {}", kind.name());
+            let want = |t: DType| CpuInts { kind, n, draw, range: (low, high), p, dtype: t };
+            match dtype {
+                DType::I64 => assert_equal(&what, &out.to_vec::<i64>().unwrap(), &want(dtype).fill::<i64>()),
+                DType::I32 => assert_equal(&what, &out.to_vec::<i32>().unwrap(), &want(dtype).fill::<i32>()),
+                DType::U8 => assert_equal(&what, &out.to_vec::<u8>().unwrap(), &want(dtype).fill::<u8>()),
+                DType::Bool => assert_equal(&what, &out.to_vec::<u8>().unwrap(), &want(dtype).fill::<bool>().into_iter().map(u8::from).collect::<Vec<_>>()),
+                DType::F32 => assert_equal(&what, &out.to_vec::<f32>().unwrap(), &want(dtype).fill::<f32>()),
+                DType::F64 => assert_equal(&what, &out.to_vec::<f64>().unwrap(), &want(dtype).fill::<f64>()),
+                DType::F16 => assert_equal(&what, &out.to_vec::<f16>().unwrap(), &want(dtype).fill::<f16>()),
+                DType::BF16 => assert_equal(&what, &out.to_vec::<bf16>().unwrap(), &want(dtype).fill::<bf16>()),
+            }
+        }
+    }
+}
+
+/// One integer or Bernoulli draw as the CPU fills it.
+struct CpuInts {
+    kind: RandKind,
+    n: usize,
+    draw: Philox,
+    range: (i64, i64),
+    p: f64,
+    dtype: DType,
+}
+
+impl CpuInts {
+    /// The CPU filler's `n` values in `T` (the dtype's element type).
+    fn fill<T: kiln_runtime::Element>(&self) -> Vec<T> {
+        assert_eq!(T::DTYPE, self.dtype);
+        let mut v = vec![T::zero(); self.n];
+        match self.kind {
+            RandKind::Integers => philox::integers(&mut v, &self.draw, self.range.0, integer_range(self.range.0, self.range.1)),
+            _ => philox::bernoulli(&mut v, &self.draw, self.p),
+        }
+        v
+    }
+}
+
+/// Panics at the first element where the device's values differ from the CPU's.
+fn assert_equal<T: PartialEq + std::fmt::Debug>(what: &str, got: &[T], want: &[T]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        panic!("{what} element {i}: device {:?}, CPU {:?}", got[i], want[i]);
+    }
 }
 
 /// The parameters a device draw of `kind` and `dtype` takes (uniform on [-3, 2.5), normal
@@ -344,6 +540,7 @@ fn device_params(kind: RandKind, dtype: DType) -> [f64; 4] {
                 let [m, s] = normal_params::<T>(1.5, 0.25);
                 [m, s, 0.0, 0.0]
             }
+            RandKind::Integers | RandKind::Bernoulli => unreachable!("float kinds only"),
         }
     }
     match dtype {
@@ -360,6 +557,7 @@ fn cpu_fill<T: kiln_runtime::FloatElement>(kind: RandKind, n: usize, draw: &Phil
     match kind {
         RandKind::Uniform => philox::uniform(&mut v, draw, -3.0, 2.5),
         RandKind::Normal => philox::normal(&mut v, draw, 1.5, 0.25),
+        RandKind::Integers | RandKind::Bernoulli => unreachable!("float kinds only"),
     }
     v.iter().map(|x| x.to_f64()).collect()
 }

@@ -36,7 +36,8 @@
 //! - [`fused_reduce_launch`]: checked launches of those ([`LoadedFusedReduce`]).
 //! - [`philox`]: [`emit_rand`], the CPU generator's Philox numbers as device functions (a C
 //!   subset that is host C too, so a test compares them with the CPU's) and the eager
-//!   `rand`/`randn` kernels; fused kernels call the same functions for `InstOp::Rand`.
+//!   `rand`/`randn`/`randint`/`bernoulli_` kernels; fused kernels call the same functions for
+//!   `InstOp::Rand`.
 //! - [`rand_launch`]: checked launches of those ([`LoadedRand`]).
 //! - [`vector`]: [`emit_vector`], the eager kernels' contiguous fast path (16-byte accesses
 //!   when every operand is contiguous or broadcast and aligned) and its launch decision

@@ -1,10 +1,11 @@
 //! Philox 4x32-10 on the device: the CPU generator's numbers (`kiln_runtime::cpu::philox`)
-//! as CUDA C device functions, and the eager kernels of `rand`/`randn`/`uniform_`/`normal_`.
+//! as CUDA C device functions, and the eager kernels of `rand`/`randn`/`uniform_`/`normal_`,
+//! `randint`/`random_` and `bernoulli_`.
 //!
 //! [`philox_functions`] is the text every random kernel includes. It is written in the subset
-//! of C that is also host C: `__device__`/`__forceinline__` and the IEEE intrinsics
+//! of C that is also host C: `__device__`/`__forceinline__`, the IEEE intrinsics
 //! (`__fmul_rn`, `__fadd_rn`, `__fsub_rn`, `__fdiv_rn`, `__fsqrt_rn` and their `__d` forms)
-//! are the only CUDA words, so a test defines them away, compiles the same text with the host's
+//! and `__umul64hi` are the only CUDA words, so a test defines them away, compiles the same text with the host's
 //! C compiler and compares its numbers with the CPU generator's ([`HOST_PRELUDE`]).
 //!
 //! **The same numbers.** Element `i` of the draw `(seed, offset)` is lane `i % 4` of group
@@ -19,7 +20,9 @@
 //! misround about 1–2% of the grid), so an f32 normal value is within 3 ulp of |z|
 //! (relative) of the CPU's and equal to it for ~98% of elements; f64 draws use CUDA's double
 //! `log` (1 ulp) and `sin`/`cos` (2 ulp), so they are within 4 ulp of the CPU's (host libm
-//! double functions: < 1 ulp).
+//! double functions: < 1 ulp). Integers and Bernoulli values are integer arithmetic on the
+//! same words, so they are the CPU's exactly: `low + ((w64 · range) >> 64)` (the high word of
+//! the 128-bit product, `__umul64hi`, added with wrap-around) and `(double)w32 < p · 2^32`.
 
 use super::emit::{dtype_tag, fnv1a, Body, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 use super::ops::Ct;
@@ -37,6 +40,12 @@ pub enum RandKind {
     Uniform,
     /// Normal: parameters `mean`, `std` (compute type): `philox::normal_params`.
     Normal,
+    /// Integers in `[low, low + range)` (`randint`, `random_`), in any dtype that holds them:
+    /// words `low` (an `i64`'s bits) and `range` (`philox::integer_range`).
+    Integers,
+    /// Ones with probability `p`, zeros otherwise (`bernoulli_`), in any dtype: word 0 the
+    /// bits of the f64 `philox::bernoulli_threshold(p)`.
+    Bernoulli,
 }
 
 impl RandKind {
@@ -45,13 +54,21 @@ impl RandKind {
         match self {
             RandKind::Uniform => "uniform",
             RandKind::Normal => "normal",
+            RandKind::Integers => "integers",
+            RandKind::Bernoulli => "bernoulli",
         }
+    }
+
+    /// True for the kinds whose values need a floating-point dtype (uniform, normal).
+    pub fn needs_float(self) -> bool {
+        matches!(self, RandKind::Uniform | RandKind::Normal)
     }
 }
 
 /// A generated eager random kernel. Signature: `out, n, seed, offset, p0, p1, p2, p3`, all
-/// but `out` `unsigned long long`, the parameters as the bits of an f64. One thread per
-/// group of four elements (grid-stride), each writing the group's elements below `n`.
+/// but `out` `unsigned long long`, the parameters as [`RandKind`] says (float parameters as
+/// the bits of an f64). One thread per group of four elements (grid-stride), each writing the
+/// group's elements below `n`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RandKernel {
     /// The `extern "C"` kernel's name (`kiln_rand_<kind>_<dtype>_<hash>`).
@@ -60,7 +77,7 @@ pub struct RandKernel {
     pub source: String,
     /// The distribution.
     pub kind: RandKind,
-    /// The output's dtype (a float dtype).
+    /// The output's dtype (a float dtype for uniform and normal values).
     pub dtype: DType,
 }
 
@@ -81,13 +98,20 @@ pub const HOST_PRELUDE: &str = "#include <math.h>\n\
 #define __dmul_rn(a, b) ((double)(a) * (double)(b))\n\
 #define __dadd_rn(a, b) ((double)(a) + (double)(b))\n\
 #define __dsub_rn(a, b) ((double)(a) - (double)(b))\n\
-#define __dsqrt_rn(a) sqrt(a)\n";
+#define __dsqrt_rn(a) sqrt(a)\n\
+#define __umul64hi(a, b) ((unsigned long long)(((unsigned __int128)(a) * (unsigned __int128)(b)) >> 64))\n";
 
 /// The device functions of the CPU generator (C subset; see the module docs), each in an
 /// `f32` and an `f64` form (`_x` below):
 ///
 /// - `kiln_philox4x32_10(c, k0, k1)`: the block function, in place on the counter `c[4]`;
 /// - `kiln_philox_plane(seed, offset, group, plane, w)`: the four words of a group;
+/// - `kiln_philox_words64(seed, offset, group, w)`: its four 64-bit words (plane 0 high,
+///   plane 1 low);
+/// - `kiln_integer_group(seed, offset, group, low, range, v)`: the four integers
+///   `low + ((w64 · range) >> 64)` of a group (wrapping, as `long long`);
+/// - `kiln_bernoulli_group(seed, offset, group, threshold, v)`: the four values
+///   `w32 < threshold` (0 or 1, as `long long`) of a group;
 /// - `kiln_philox_units_f32(seed, offset, group, bits, u)`: four uniforms of `bits` (≤ 24)
 ///   random bits; `kiln_philox_units_f64(seed, offset, group, bits, u)`: of 53 bits (`bits`
 ///   is ignored);
@@ -134,16 +158,31 @@ __device__ __forceinline__ void kiln_philox_units_f32(unsigned long long seed, u
     const float scale = __fdiv_rn(1.0f, (float)(1u << bits));
     for (int l = 0; l < 4; ++l) u[l] = __fmul_rn((float)(w[l] >> (32u - bits)), scale);
 }
-// Four uniforms in [0, 1) with 53 random bits from 64-bit words (plane 0 high, plane 1 low).
-__device__ __forceinline__ void kiln_philox_units_f64(unsigned long long seed, unsigned long long offset, unsigned long long group, unsigned int bits, double u[4]) {
+// The four 64-bit words of a group: plane 0 high, plane 1 low.
+__device__ __forceinline__ void kiln_philox_words64(unsigned long long seed, unsigned long long offset, unsigned long long group, unsigned long long w[4]) {
     unsigned int a[4], b[4];
-    (void)bits;
     kiln_philox_plane(seed, offset, group, 0u, a);
     kiln_philox_plane(seed, offset, group, 1u, b);
-    for (int l = 0; l < 4; ++l) {
-        const unsigned long long w = ((unsigned long long)a[l] << 32) | (unsigned long long)b[l];
-        u[l] = __dmul_rn((double)(w >> 11), 1.1102230246251565e-16);
-    }
+    for (int l = 0; l < 4; ++l) w[l] = ((unsigned long long)a[l] << 32) | (unsigned long long)b[l];
+}
+// Four uniforms in [0, 1) with 53 random bits from 64-bit words.
+__device__ __forceinline__ void kiln_philox_units_f64(unsigned long long seed, unsigned long long offset, unsigned long long group, unsigned int bits, double u[4]) {
+    unsigned long long w[4];
+    (void)bits;
+    kiln_philox_words64(seed, offset, group, w);
+    for (int l = 0; l < 4; ++l) u[l] = __dmul_rn((double)(w[l] >> 11), 1.1102230246251565e-16);
+}
+// Four integers in [low, low + range) by multiply-shift: low + high word of w64 * range, wrapping.
+__device__ __forceinline__ void kiln_integer_group(unsigned long long seed, unsigned long long offset, unsigned long long group, long long low, unsigned long long range, long long v[4]) {
+    unsigned long long w[4];
+    kiln_philox_words64(seed, offset, group, w);
+    for (int l = 0; l < 4; ++l) v[l] = (long long)((unsigned long long)low + __umul64hi(w[l], range));
+}
+// Four Bernoulli values: 1 where the 32-bit word is below threshold = p * 2^32 (exact in double).
+__device__ __forceinline__ void kiln_bernoulli_group(unsigned long long seed, unsigned long long offset, unsigned long long group, double threshold, long long v[4]) {
+    unsigned int w[4];
+    kiln_philox_plane(seed, offset, group, 0u, w);
+    for (int l = 0; l < 4; ++l) v[l] = ((double)w[l] < threshold) ? 1LL : 0LL;
 }
 ",
     );
@@ -215,30 +254,45 @@ pub(super) fn ct_suffix(ct: Ct) -> &'static str {
     }
 }
 
-/// Emits the eager kernel filling a contiguous buffer of float `dtype` with `kind` values of
-/// the draw `(seed, offset)`. Errors (op `cuda_codegen`, `InvalidArgument`): a dtype that is not
-/// floating point.
+/// Emits the eager kernel filling a contiguous buffer of `dtype` with `kind` values of the
+/// draw `(seed, offset)`. Errors (op `cuda_codegen`, `InvalidArgument`): uniform or normal
+/// values of a dtype that is not floating point.
 pub fn emit_rand(kind: RandKind, dtype: DType) -> Result<RandKernel, CudaError> {
-    if !dtype.is_float() {
+    if kind.needs_float() && !dtype.is_float() {
         return Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, format!("random {} values need a floating-point dtype, not {dtype}", kind.name())));
     }
-    let ct = Ct::of(dtype);
+    // Integers and Bernoulli values are computed as `long long` and stored as the CPU's
+    // `T::from_i64` converts them (exact: the op layer checked that the dtype holds the range).
+    let ct = if kind.needs_float() { Ct::of(dtype) } else { Ct::I64 };
     let (t, x) = (ct.c_type(), ct_suffix(ct));
     let mut body = Body::new(ct);
-    // The value as the dtype holds it, in the compute type (rounded for f16/bf16).
-    let rounded = load(dtype, &store(dtype, "c[l]", ct, &mut body), ct, &mut body);
     let out = store(dtype, "v", ct, &mut body);
-    let p = |k: usize| format!("({t})__longlong_as_double((long long)p{k})");
-    let (group, value) = match kind {
-        RandKind::Uniform => (
-            format!("kiln_uniform_group_{x}(seed, offset, g, {}u, lo, span, c)", float_digits(dtype)),
-            format!("const {t} v = kiln_below_{x}({rounded}, low, high);"),
+    let float_param = |k: usize, name: &str| format!("const {t} {name} = ({t})__longlong_as_double((long long)p{k});");
+    let (params, group, value): (Vec<String>, String, String) = match kind {
+        RandKind::Uniform => {
+            // The value as the dtype holds it, in the compute type (rounded for f16/bf16).
+            let rounded = load(dtype, &store(dtype, "c[l]", ct, &mut body), ct, &mut body);
+            (
+                ["lo", "span", "low", "high"].iter().enumerate().map(|(k, n)| float_param(k, n)).collect(),
+                format!("kiln_uniform_group_{x}(seed, offset, g, {}u, lo, span, c)", float_digits(dtype)),
+                format!("const {t} v = kiln_below_{x}({rounded}, low, high);"),
+            )
+        }
+        RandKind::Normal => (
+            ["mean", "std"].iter().enumerate().map(|(k, n)| float_param(k, n)).collect(),
+            format!("kiln_normal_group_{x}(seed, offset, g, mean, std, c)"),
+            format!("const {t} v = c[l];"),
         ),
-        RandKind::Normal => (format!("kiln_normal_group_{x}(seed, offset, g, mean, std, c)"), format!("const {t} v = c[l];")),
-    };
-    let names: &[&str] = match kind {
-        RandKind::Uniform => &["lo", "span", "low", "high"],
-        RandKind::Normal => &["mean", "std"],
+        RandKind::Integers => (
+            vec!["const long long low = (long long)p0;".into(), "const unsigned long long range = p1;".into()],
+            "kiln_integer_group(seed, offset, g, low, range, c)".into(),
+            "const long long v = c[l];".into(),
+        ),
+        RandKind::Bernoulli => (
+            vec!["const double threshold = __longlong_as_double((long long)p0);".into()],
+            "kiln_bernoulli_group(seed, offset, g, threshold, c)".into(),
+            "const long long v = c[l];".into(),
+        ),
     };
     let mut src = String::new();
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: random {} {}", kind.name(), dtype_tag(dtype));
@@ -249,8 +303,8 @@ pub fn emit_rand(kind: RandKind, dtype: DType) -> Result<RandKernel, CudaError> 
         "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}* __restrict__ out, unsigned long long n, unsigned long long seed, unsigned long long offset, unsigned long long p0, unsigned long long p1, unsigned long long p2, unsigned long long p3) {{",
         storage_type(dtype)
     );
-    for (k, name) in names.iter().enumerate() {
-        let _ = writeln!(src, "    const {t} {name} = {};", p(k));
+    for p in &params {
+        let _ = writeln!(src, "    {p}");
     }
     src.push_str("    const unsigned long long groups = (n + 3ULL) / 4ULL;\n");
     src.push_str("    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;\n");
@@ -262,12 +316,13 @@ pub fn emit_rand(kind: RandKind, dtype: DType) -> Result<RandKernel, CudaError> 
     Ok(RandKernel { name, source, kind, dtype })
 }
 
-/// Every eager random kernel: both kinds on f32, f64, f16 and bf16.
+/// Every eager random kernel: uniform and normal values on f32, f64, f16 and bf16; integers
+/// and Bernoulli values on every dtype.
 pub fn rand_kernels() -> Vec<RandKernel> {
     let mut all = Vec::new();
-    for kind in [RandKind::Uniform, RandKind::Normal] {
-        for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-            all.push(emit_rand(kind, dtype).expect("float dtypes have random kernels"));
+    for kind in [RandKind::Uniform, RandKind::Normal, RandKind::Integers, RandKind::Bernoulli] {
+        for &dtype in DType::ALL.iter().filter(|d| d.is_float() || !kind.needs_float()) {
+            all.push(emit_rand(kind, dtype).expect("every listed dtype has this kind's kernel"));
         }
     }
     all

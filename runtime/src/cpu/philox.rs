@@ -296,6 +296,12 @@ pub fn normal_params<T: FloatElement>(mean: f64, std: f64) -> [f64; 2] {
     [r.mean.to_f64(), r.std.to_f64()]
 }
 
+/// The `range` of [`integers`] for `[low, high)` (`low < high`): `high - low` as a `u64`
+/// (every `i64` interval fits).
+pub fn integer_range(low: i64, high: i64) -> u64 {
+    (high as i128 - low as i128) as u64
+}
+
 /// Integers in `[low, low + range)` by 64-bit multiply–shift, converted to `T` (`range >= 1`).
 pub fn integers<T: Element>(out: &mut [T], draw: &Philox, low: i64, range: u64) {
     fill_groups(out, |g| {
@@ -306,9 +312,15 @@ pub fn integers<T: Element>(out: &mut [T], draw: &Philox, low: i64, range: u64) 
     });
 }
 
+/// The threshold of [`bernoulli`]'s rule for `p`: `p · 2^32` (exact), so a 32-bit word `w`
+/// gives 1 when `(w as f64) < threshold`.
+pub fn bernoulli_threshold(p: f64) -> f64 {
+    p * 4_294_967_296.0
+}
+
 /// Ones with probability `p` and zeros otherwise, as `T`.
 pub fn bernoulli<T: Element>(out: &mut [T], draw: &Philox, p: f64) {
-    let threshold = p * 4_294_967_296.0;
+    let threshold = bernoulli_threshold(p);
     fill_groups(out, |g| draw.words32(g).map(|w| if (w as f64) < threshold { T::one() } else { T::zero() }));
 }
 
