@@ -162,10 +162,14 @@ pub fn set_rng_state(state: GeneratorState) {
 
 /// What to draw; parameters are validated by [`check`] before any draw is reserved.
 #[derive(Clone, Copy, Debug)]
-enum Dist {
+pub(crate) enum Dist {
+    /// Uniform on `[low, high)` (float dtypes).
     Uniform { low: f64, high: f64 },
+    /// Normal with `mean` and `std` (float dtypes).
     Normal { mean: f64, std: f64 },
+    /// Integers in `[low, high)` (any dtype holding them).
     Integers { low: i64, high: i64 },
+    /// Ones with probability `p`, zeros otherwise (any dtype).
     Bernoulli { p: f64 },
 }
 
@@ -288,7 +292,7 @@ fn fill_storage(storage: &mut CpuStorage, layout: &Layout, dist: Dist, draw: &Ph
             match_float_cpu!(storage, |b: T| write_through(b, layout, |o| philox::normal::<T>(o, draw, mean, std)))
         }
         Dist::Integers { low, high } => {
-            let range = (high as i128 - low as i128) as u64;
+            let range = philox::integer_range(low, high);
             match_cpu!(storage, |b: T| write_through(b, layout, |o| philox::integers::<T>(o, draw, low, range)));
             Some(())
         }
@@ -336,20 +340,14 @@ fn generate(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &
     Ok(Tensor::from_cpu_storage(storage, shape))
 }
 
-/// A new tensor of `dist` samples of `draw` on `device`: uniform and normal values on CUDA are
-/// drawn there by the device Philox kernels, anything else on the host and copied over (the
-/// CPU generator's numbers either way).
+/// A new tensor of `dist` samples of `draw` on `device` (parameters and dtype [`check`]ed): on
+/// CUDA drawn there by the device Philox kernels, the CPU generator's numbers either way.
 #[track_caller]
 fn generate_on(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &Philox, device: Device) -> Result<Tensor> {
-    use crate::cuda::random::DeviceDist;
-    let on_device = match dist {
-        Dist::Uniform { low, high } => Some(DeviceDist::Uniform { low, high }),
-        Dist::Normal { mean, std } => Some(DeviceDist::Normal { mean, std }),
-        Dist::Integers { .. } | Dist::Bernoulli { .. } => None,
-    };
-    match on_device {
-        Some(d) if device.is_cuda() && dtype.is_float() => crate::cuda::random::generate(op, shape, dtype, d, draw, device),
-        _ => crate::cuda::to_device(op, &generate(op, shape, dtype, dist, draw)?, device),
+    if device.is_cuda() {
+        crate::cuda::random::generate(op, shape, dtype, dist, draw, device)
+    } else {
+        generate(op, shape, dtype, dist, draw)
     }
 }
 
@@ -382,8 +380,7 @@ fn sample_into(op: &'static str, dst: &Tensor, dist: Dist, generator: Option<&mu
         None => default_generator().draw(dst.numel()),
     };
     if dst.device().is_cuda() {
-        // Drawn in the view's element order (on the device for uniform and normal values),
-        // then copied into the view.
+        // Drawn on the device in the view's element order, then copied into the view.
         let src = generate_on(op, dst.shape(), dst.dtype(), dist, &draw, dst.device())?;
         return crate::cuda::copy_into(op, dst, &src, src.layout().clone());
     }

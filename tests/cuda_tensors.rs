@@ -203,3 +203,47 @@ fn device_draws_give_the_cpus_numbers_and_advance_the_generator_alike() {
         device::assert_same(&format!("device draws {dtype}"), &[cn, cv], &[gn, gv]);
     }
 }
+
+#[test]
+fn device_integer_and_bernoulli_draws_give_the_cpus_numbers_and_advance_the_generator_alike() {
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping");
+    }
+    // Per dtype a range it holds (non-powers of two, the widest i64 range, a whole u8).
+    let cases = [
+        (DType::I64, i64::MIN, i64::MAX),
+        (DType::I32, -7, 1_000_003),
+        (DType::U8, 0, 256),
+        (DType::Bool, 0, 2),
+        (DType::F32, -100, 37),
+        (DType::F64, -(1 << 53), 1 << 53),
+        (DType::F16, -2048, 2049),
+        (DType::BF16, 0, 3),
+    ];
+    for (dtype, low, high) in cases {
+        let draw = |d: Device| {
+            kiln::manual_seed(33);
+            let mut g = kiln::random::Generator::with_seed(5);
+            let r = Tensor::randint_opts(low, high, &[1001], dtype, d);
+            let v = Tensor::zeros_opts(&[40, 30], dtype, d);
+            v.t().narrow(0, 3, 20).random_(low, high);
+            let b = Tensor::zeros_opts(&[7, 13], dtype, d);
+            b.bernoulli_(0.3);
+            let never = Tensor::ones_opts(&[9], dtype, d);
+            never.bernoulli_(0.0);
+            let always = Tensor::zeros_opts(&[9], dtype, d);
+            always.bernoulli_(1.0);
+            let w = Tensor::zeros_opts(&[3, 5], dtype, d);
+            w.t().bernoulli_with_(0.5, &mut g);
+            w.narrow(1, 1, 3).random_with_(low, high, &mut g);
+            let values: Vec<Vec<i64>> = [r, v, b, never, always, w].iter().map(|t| t.to(&Device::Cpu).to_dtype(DType::I64).to_vec::<i64>()).collect();
+            (values, kiln::random::get_rng_state(), g.get_state())
+        };
+        let (cpu, cpu_state, cpu_g) = draw(Device::Cpu);
+        let (gpu, gpu_state, gpu_g) = draw(Device::Cuda(0));
+        assert_eq!((gpu_state, gpu_g), (cpu_state, cpu_g), "{dtype}: the generators advanced differently");
+        assert_eq!(gpu, cpu, "{dtype}: randint, random_, bernoulli_ (p = 0.3, 0, 1), with a generator");
+        assert!(cpu[3].iter().all(|&x| x == 0) && cpu[4].iter().all(|&x| x == 1), "{dtype}: p = 0 and p = 1");
+        assert!(cpu[0].iter().all(|&x| x >= low && x < high), "{dtype}: randint left [{low}, {high})");
+    }
+}
