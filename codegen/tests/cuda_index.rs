@@ -1,9 +1,11 @@
-//! The CUDA indexing emitter (gather/index_select, scatter, scatter_add along one dim): its
-//! text and errors (always), and NVRTC compiling every (kind, dtype) kernel for 0, 1 and 3 dims
-//! to CUBIN for sm_80 and sm_90 (skipping with a printed line when NVRTC is absent).
+//! The CUDA indexing emitter (gather/index_select, scatter, scatter_add along one dim) and the
+//! device bounds check of index values: their text and errors (always), and NVRTC compiling
+//! every (kind, dtype) kernel for 0, 1 and 3 dims and the bounds check for 0 to 8 dims to
+//! CUBIN for sm_80 and sm_90 (skipping with a printed line when NVRTC is absent). With a GPU:
+//! the bounds check's flag over contiguous and strided views, at both edges of the range.
 
-use kiln_codegen::cuda::{emit_index, index_ops, IndexKind, MAX_DIMS};
-use kiln_runtime::cuda::{self, CudaErrorKind};
+use kiln_codegen::cuda::{emit_bounds, emit_index, index_ops, IndexKind, LoadedBounds, StridedOperand, MAX_DIMS};
+use kiln_runtime::cuda::{self, CudaBuffer, CudaErrorKind};
 use kiln_runtime::DType;
 
 #[test]
@@ -87,4 +89,70 @@ fn every_index_kernel_compiles_to_cubin_for_sm80_and_sm90() {
         }
     });
     println!("{} indexing kernels compiled to CUBIN", kernels.len() * 2);
+}
+
+#[test]
+fn the_bounds_check_raises_one_flag_word() {
+    let k = emit_bounds(2).unwrap();
+    let s = &k.source;
+    assert!(k.name.starts_with("kiln_idx_bounds_2d_"), "{}", k.name);
+    assert!(
+        s.contains("(const long long* __restrict__ idx, unsigned int* __restrict__ flag, unsigned long long n, unsigned long long size0, unsigned long long size1, unsigned long long pi_off, unsigned long long pi_st0, unsigned long long pi_st1, unsigned long long lo, unsigned long long hi)"),
+        "{s}"
+    );
+    assert!(s.contains("const long long k = idx[pi];") && s.contains("if (k < (long long)lo || k >= (long long)hi) *flag = 1u;"), "{s}");
+    assert_ne!(k.name, emit_bounds(1).unwrap().name);
+    let e = emit_bounds(MAX_DIMS + 1).unwrap_err();
+    assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
+    assert!(e.message.contains("the bounds check indexes at most 8"), "{e}");
+}
+
+#[test]
+fn every_bounds_check_compiles_to_cubin_for_sm80_and_sm90() {
+    if !cuda::nvrtc_available() {
+        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
+    }
+    for nd in 0..=MAX_DIMS {
+        let k = emit_bounds(nd).unwrap();
+        for arch in [80, 90] {
+            let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
+            assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
+        }
+    }
+    println!("{} bounds-check kernels compiled to CUBIN", 2 * (MAX_DIMS + 1));
+}
+
+#[test]
+fn the_bounds_flag_is_raised_by_any_value_outside_the_range_on_a_gpu() {
+    if !cuda::is_available() || !cuda::nvrtc_available() {
+        return println!("no CUDA device, skipping");
+    }
+    // 3 x 1000 values in -5..5 (the edges included); a bad value placed at one position.
+    let mut values: Vec<i64> = (0..3000).map(|i| (i % 10) - 5).collect();
+    let one = LoadedBounds::load(&emit_bounds(1).unwrap(), 0).unwrap();
+    let two = LoadedBounds::load(&emit_bounds(2).unwrap(), 0).unwrap();
+    let check = |values: &[i64], lo: i64, hi: i64| {
+        let buf = CudaBuffer::from_slice(0, values).unwrap();
+        let flat = one.all_within((&buf, StridedOperand { offset: 0, strides: &[1] }), &[values.len()], lo, hi).unwrap();
+        // The transposed view [1000, 3] (strides 1, 1000) of the same values.
+        let strided = two.all_within((&buf, StridedOperand { offset: 0, strides: &[1, 1000] }), &[1000, 3], lo, hi).unwrap();
+        assert_eq!(flat, strided, "[{lo}, {hi})");
+        flat
+    };
+    assert!(check(&values, -5, 5));
+    assert!(!check(&values, -4, 5), "-5 is below -4");
+    assert!(!check(&values, -5, 4), "4 is not below 4");
+    assert!(check(&values, i64::MIN, i64::MAX));
+    values[2999] = 5;
+    assert!(!check(&values, -5, 5), "the last value");
+    values[2999] = -5;
+    values[1234] = i64::MIN;
+    assert!(!check(&values, -5, 5), "i64::MIN");
+    // An offset view that skips the bad value, and an empty view.
+    let buf = CudaBuffer::from_slice(0, &values).unwrap();
+    assert!(one.all_within((&buf, StridedOperand { offset: 1235, strides: &[1] }), &[1765], -5, 5).unwrap());
+    assert!(one.all_within((&buf, StridedOperand { offset: 0, strides: &[1] }), &[0], 0, 0).unwrap());
+    // A view past the buffer is refused before any launch.
+    let e = one.all_within((&buf, StridedOperand { offset: 1, strides: &[1] }), &[3000], -5, 5).unwrap_err();
+    assert_eq!(e.kind, CudaErrorKind::InvalidArgument, "{e}");
 }

@@ -8,6 +8,9 @@
 //! - [`index`]: [`emit_index`], gather/index_select, scatter and scatter_add along one dim
 //!   over strided operands (the index adds `k · stride` to the target's offset).
 //! - [`index_launch`]: checked launches of those ([`LoadedIndex`]).
+//! - [`bounds`]: [`emit_bounds`], the device-side bounds check of an int64 index (a flag word
+//!   raised by any value outside a range) that the indexing ops run before their kernels.
+//! - [`bounds_launch`]: the checked launch and flag read-back ([`LoadedBounds`]).
 //! - [`pool`]: [`emit_pool`], max pooling (with argmax indices), average and adaptive average
 //!   pooling over contiguous planes, and their gradients as gathers (deterministic, no
 //!   atomics).
@@ -48,6 +51,8 @@
 //!
 //! `KILN_DEBUG=kernels` prints each kernel's source the first time the process compiles it.
 
+pub mod bounds;
+pub mod bounds_launch;
 pub mod compact;
 pub mod compact_launch;
 pub mod eager;
@@ -75,6 +80,8 @@ pub mod strided;
 pub mod vector;
 pub mod vector_launch;
 
+pub use bounds::{emit_bounds, BoundsKernel};
+pub use bounds_launch::LoadedBounds;
 pub use compact::{compact_chunks, emit_compact, CompactKernel, CompactStage, COMPACT_BLOCK, COMPACT_CHUNK, COMPACT_ITEMS};
 pub use compact_launch::LoadedCompact;
 pub use eager::{eager_kernel, eager_ops, eager_vector_kernel, every_eager_kernel, EagerOp};
