@@ -126,10 +126,11 @@ pub(super) fn collapse_all(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>
         (c.shape.to_vec(), c.strides.iter().map(|s| s.to_vec()).collect())
     }
     match strides.len() {
+        1 => go::<1>(shape, strides),
         2 => go::<2>(shape, strides),
         3 => go::<3>(shape, strides),
         4 => go::<4>(shape, strides),
-        n => unreachable!("eager and indexing kernels have 2 to 4 operands, not {n}"),
+        n => unreachable!("bounds checks, eager and indexing kernels have 1 to 4 operands, not {n}"),
     }
 }
 

@@ -4,17 +4,18 @@
 //! The op layer (`ops::index`) keeps its checks (dtypes, dims, shapes) and hands over the
 //! *iteration shape* with iteration-shaped layouts: the target (the gathered input or the
 //! scatter's destination, stride 0 along the indexed dim), the index and the values. Before
-//! any launch the index values are validated on the device with two generated reductions
-//! (`min`, `max`, each value read back); when one is out of range the index is copied to the
-//! host to name the first bad value in row-major order, as the CPU's error does, and nothing
-//! is launched. The kernels check each value again, so no index reaches outside the target.
+//! any launch the index values are validated on the device by the bounds kernel
+//! (`kiln_codegen::cuda::bounds`: one pass raising a flag word, the 4-byte flag read back, so
+//! one synchronization per op); when it is raised the index is copied to the host to name the
+//! first bad value in row-major order, as the CPU's error does, and nothing is launched. The
+//! kernels check each value again, so no index reaches outside the target.
 
 use super::elementwise::{collapse_all, common_device};
 use super::{LoadedKernels, OrOp};
 use crate::error::{bail, Result};
 use crate::ops::out_of_bounds;
 use crate::tensor::Tensor;
-use kiln_codegen::cuda::{emit_index, IndexKind, IndexedDim, LoadedIndex, StridedOperand};
+use kiln_codegen::cuda::{emit_bounds, emit_index, IndexKind, IndexedDim, LoadedBounds, LoadedIndex, StridedOperand};
 use kiln_runtime::cuda::CudaStorage;
 use kiln_runtime::{DType, Device, Layout, Storage};
 use std::sync::Arc;
@@ -33,7 +34,8 @@ fn loaded(name: &'static str, kind: IndexKind, dtype: DType, ndim: usize, ordina
 }
 
 /// The smallest and largest value of the CUDA int64 tensor `t` (two reduction kernels, each
-/// value read back), or `None` when `t` is empty.
+/// value read back), or `None` when `t` is empty: what `one_hot` needs (its class count may
+/// come from the largest value).
 #[track_caller]
 pub(crate) fn min_max(t: &Tensor) -> Result<Option<(i64, i64)>> {
     if t.numel() == 0 {
@@ -43,20 +45,32 @@ pub(crate) fn min_max(t: &Tensor) -> Result<Option<(i64, i64)>> {
 }
 
 /// An error unless every value of the CUDA int64 tensor `index` lies in `0..size` (in
-/// `-size..size` when `allow_negative`), naming the first bad one in row-major order. Nothing
-/// to check when `index` is empty.
+/// `-size..size` when `allow_negative`), naming the first bad one in row-major order: one
+/// device pass and a 4-byte read-back ([`all_within`]); only when a value is out of range is
+/// the index copied to the host to find it. Nothing to check when `index` is empty.
 #[track_caller]
 pub(crate) fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize, allow_negative: bool) -> Result<()> {
     let n = size as i64;
     let first = if allow_negative { -n } else { 0 };
-    let ok = |v: i64| v >= first && v < n;
-    match min_max(index)? {
-        Some((lo, hi)) if !(ok(lo) && ok(hi)) => {
-            let bad = index.to_vec::<i64>().into_iter().find(|&v| !ok(v));
-            Err(out_of_bounds(op, bad.expect("min/max saw a bad value"), dim, size))
-        }
-        _ => Ok(()),
+    if index.numel() == 0 || all_within(op, index, first, n)? {
+        return Ok(());
     }
+    let bad = index.to_vec::<i64>().into_iter().find(|&v| v < first || v >= n);
+    Err(out_of_bounds(op, bad.expect("the device flagged a value out of range"), dim, size))
+}
+
+/// True when every value of the CUDA int64 tensor `index` lies in `lo..hi`: the bounds kernel
+/// over its view (dims collapsed), its flag read back (waits for the device's queued work).
+#[track_caller]
+fn all_within(op: &'static str, index: &Tensor, lo: i64, hi: i64) -> Result<bool> {
+    let ordinal = device_of(op, &[index])?;
+    let (shape, strides) = collapse_all(index.shape(), &[index.layout().strides()]);
+    static LOADED: LoadedKernels<(usize, usize), LoadedBounds> = LoadedKernels::new();
+    let kernel = LOADED.get_or_load(op, (shape.len(), ordinal), || LoadedBounds::load(&emit_bounds(shape.len())?, ordinal))?;
+    let storage = index.read_storage();
+    let Storage::Cuda(s) = &*storage else { unreachable!("device_of found a CUDA device") };
+    let view = StridedOperand { offset: index.layout().offset(), strides: &strides[0] };
+    kernel.all_within((s.buffer(), view), &shape, lo, hi).or_op(op)
 }
 
 /// The ordinal of the CUDA device all of `tensors` are on (0-dim CPU tensors excepted: none
