@@ -1,6 +1,7 @@
-//! `KILN_DEBUG` topics, read at run time: `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks`
-//! (or `all`) prints what the graph compiler does, to standard error, one `[kiln topic]` line
-//! (or block) per event.
+//! `KILN_DEBUG` topics, read at run time:
+//! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,data` (or `all`) prints what the
+//! graph compiler (and, under `data`, the data loader) does, to standard error, one
+//! `[kiln topic]` line (or block) per event.
 
 use std::sync::OnceLock;
 
@@ -19,10 +20,12 @@ pub enum Topic {
     Recompiles,
     /// Each graph break, with the user's `file:line`.
     Breaks,
+    /// Data loader decisions: `pin_memory(true)` without a CUDA device (batches stay unpinned).
+    Data,
 }
 
 impl Topic {
-    const ALL: [Topic; 6] = [Topic::Graph, Topic::Fusion, Topic::Kernels, Topic::Cache, Topic::Recompiles, Topic::Breaks];
+    const ALL: [Topic; 7] = [Topic::Graph, Topic::Fusion, Topic::Kernels, Topic::Cache, Topic::Recompiles, Topic::Breaks, Topic::Data];
 
     /// The topic's name in `KILN_DEBUG`.
     pub fn name(self) -> &'static str {
@@ -33,6 +36,7 @@ impl Topic {
             Topic::Cache => "cache",
             Topic::Recompiles => "recompiles",
             Topic::Breaks => "breaks",
+            Topic::Data => "data",
         }
     }
 
@@ -78,5 +82,6 @@ mod tests {
         assert_eq!(parse("kernels"), Topic::Kernels.bit());
         assert_eq!(parse("graph, breaks,bogus"), Topic::Graph.bit() | Topic::Breaks.bit());
         assert_eq!(parse("all") & Topic::Cache.bit(), Topic::Cache.bit());
+        assert_eq!(parse("data"), Topic::Data.bit());
     }
 }

@@ -4,7 +4,9 @@
 //! broadcasts and views, for softmax, log-softmax, layer norm and cross-entropy in f32 and
 //! f16 (fused reduction kernels: 1, 1, at most 2 and at most 6 launches), for an MLP's training steps (the
 //! loss trajectory within 1e-4 relative), and after a recompile on a new shape (the kernels
-//! come from the cache: sizes are kernel arguments). Without one those print a skip line, and a step that moves a tensor
+//! come from the cache: sizes are kernel arguments), and for a fused chain over contiguous,
+//! broadcast, misaligned and odd-length inputs (the vector variant and its fallback). Without
+//! one those print a skip line, and a step that moves a tensor
 //! to CUDA fails with "no CUDA device available" naming the op.
 //!
 //! Always: softmax, log-softmax, layer norm, cross-entropy and the compiled MNIST training
@@ -73,6 +75,40 @@ fn elementwise_chain_is_one_cuda_kernel_equal_to_eager() {
             _ => (1.6e-2, 1e-2),
         };
         assert_close(&format!("gelu chain {dtype}"), &compiled, &gelu_chain(&x), rtol, atol);
+    }
+}
+
+#[test]
+fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
+    if !gpu("fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager") {
+        return;
+    }
+    let cuda = Device::Cuda(0);
+    let f = |x: &Tensor, y: &Tensor, s: &Tensor| &(&gelu_chain(x) * y) + s;
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let tol = if dtype == DType::F32 { (1e-5, 1e-6) } else { (2e-2, 1e-2) };
+        // Whole vectors, a tail, fewer elements than one vector.
+        for n in [4096, 4099, 7] {
+            let base = Tensor::linspace(-3.0, 3.0, n + 3).to_dtype(dtype).to(&cuda);
+            let other = Tensor::linspace(2.0, -1.0, n + 3).to_dtype(dtype).to(&cuda);
+            let s = Tensor::full(&[1], 0.5).to_dtype(dtype).to(&cuda); // broadcast: one value
+            // Views at offset 0 (aligned: the vector variant) and off the 16-byte boundary
+            // (the strided kernel), alone and mixed.
+            for (ox, oy) in [(0, 0), (1, 1), (0, 3), (2, 0)] {
+                let (x, y) = (base.narrow(0, ox, n), other.narrow(0, oy, n));
+                let mut step = kiln::compile(|(x, y, s): (&Tensor, &Tensor, &Tensor)| f(x, y, s));
+                let compiled = step.call((&x, &y, &s));
+                assert_eq!(step.stats().kernels_launched, 1, "{dtype} n={n} offsets {ox}, {oy}");
+                let (rtol, atol) = tol;
+                assert_close(&format!("{dtype} n={n} offsets {ox}, {oy}"), &compiled, &f(&x, &y, &s), rtol, atol);
+            }
+            if n % 64 == 0 {
+                // Rank 2, contiguous: still one flat run.
+                let (x, y) = (base.narrow(0, 0, n).view(&[64, -1]), other.narrow(0, 0, n).view(&[64, -1]));
+                let mut step = kiln::compile(|(x, y, s): (&Tensor, &Tensor, &Tensor)| f(x, y, s));
+                assert_close(&format!("{dtype} [64, {}]", n / 64), &step.call((&x, &y, &s)), &f(&x, &y, &s), tol.0, tol.1);
+            }
+        }
     }
 }
 

@@ -1,11 +1,12 @@
-//! The CUDA emitter of `kiln::compile`'s fused elementwise groups: its text (always), and
-//! NVRTC compiling every kernel it emits for a set of representative lowered groups (GELU
-//! chains, broadcasts and views, casts, `where` and comparisons, every dtype) to CUBIN for
-//! sm_80 and sm_90 (skipping with a printed line when NVRTC is absent).
+//! The CUDA emitter of `kiln::compile`'s fused elementwise groups: its text and the launch
+//! decision of the vector variants (always), and NVRTC compiling every kernel it emits, strided
+//! and vector, for a set of representative lowered groups (GELU chains, broadcasts and views,
+//! casts, `where` and comparisons, random draws, every dtype) to CUBIN for sm_80 and sm_90
+//! (skipping with a printed line when NVRTC is absent).
 
 mod common;
 
-use kiln_codegen::cuda::{emit_fused, FusedKernel};
+use kiln_codegen::cuda::{emit_fused, fused_vector_launch, FusedKernel, FusedOperand};
 use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput, Val};
 use kiln_codegen::ir::RandDist;
 use kiln_runtime::cuda::CudaErrorKind;
@@ -136,7 +137,29 @@ fn representative() -> Vec<(String, ElementwiseKernel)> {
     let ra = k.push(InstOp::Binary(BinaryOp::Rem, a, a), DType::F32);
     let rb = k.push(InstOp::Binary(BinaryOp::Rem, b, b), DType::F64);
     v.push(("rem f32 and f64".into(), k.out(&[ra, rb])));
+    for d in [DType::F32, DType::F64] {
+        v.push((format!("dropout {d}"), dropout(d)));
+    }
     v
+}
+
+/// Dropout as captured, with a `randn` draw added: `where(rand < p, 0, x / (1 - p)) + randn`
+/// over an f16 input cast to `d` (the draws of `d`, the mask, a mixed-width vector).
+fn dropout(d: DType) -> ElementwiseKernel {
+    let mut k = K::new(2, &[(DType::F16, InnerStride::Unit)], 9);
+    let x = k.push(InstOp::Load(0), DType::F16);
+    let xd = k.push(InstOp::Cast(x), d);
+    let u = k.push(InstOp::Rand { dist: RandDist::Uniform, params: 0 }, d);
+    let p = k.push(InstOp::Scalar(8), d);
+    let keep = k.push(InstOp::Cmp(CmpOp::Ge, u, p), DType::Bool);
+    let one = k.push(InstOp::Const(1.0), d);
+    let q = k.push(InstOp::Binary(BinaryOp::Sub, one, p), d);
+    let scaled = k.push(InstOp::Binary(BinaryOp::Div, xd, q), d);
+    let zero = k.push(InstOp::Const(0.0), d);
+    let y = k.push(InstOp::Where(keep, scaled, zero), d);
+    let n = k.push(InstOp::Rand { dist: RandDist::Normal, params: 4 }, d);
+    let r = k.push(InstOp::Binary(BinaryOp::Add, y, n), d);
+    k.out(&[r, keep])
 }
 
 fn emit_all() -> Vec<(String, FusedKernel)> {
@@ -221,7 +244,69 @@ fn unsupported_groups_are_errors_not_panics() {
 
 #[test]
 fn nvrtc_compiles_every_representative_group() {
-    let kernels: Vec<(String, String)> = emit_all().into_iter().map(|(_, k)| (k.name, k.source)).collect();
-    assert!(kernels.len() > 50, "{} kernels", kernels.len());
-    common::compile_each_to_cubin("fused elementwise", &kernels);
+    let kernels: Vec<(String, String)> = emit_all().into_iter().flat_map(|(_, k)| [(k.name, k.source), (k.vector.name, k.vector.source)]).collect();
+    assert!(kernels.len() > 100, "{} kernels", kernels.len());
+    common::compile_each_to_cubin("fused elementwise (strided and vector)", &kernels);
+}
+
+#[test]
+fn vector_variants_move_16_bytes_and_finish_with_a_tail() {
+    let k = emit_fused(&broadcast_axpy(DType::F32)).unwrap();
+    let (v, s) = (&k.vector, &k.vector.source);
+    assert_eq!(v.width, 4);
+    assert!(v.name.starts_with("kiln_fused_vec_") && v.name != k.name);
+    assert!(s.contains("struct __align__(16) kiln_v4_f32 { float e[4]; };"), "{s}");
+    assert!(s.contains("float* __restrict__ out0, unsigned long long n, unsigned long long p0_off, unsigned long long p0_bc, unsigned long long p1_off, unsigned long long p1_bc, unsigned long long s0)"), "{s}");
+    assert!(s.contains("a1 = *reinterpret_cast<const kiln_v4_f32*>(in1 + p1_off + v * 4ULL);"), "{s}");
+    assert!(s.contains("for (int k = 0; k < 4; ++k) a0.e[k] = in0[p0_off];"), "{s}");
+    assert!(s.contains("const float v0 = a0.e[k];") && s.contains("r0.e[k] = v4;"), "{s}");
+    assert!(s.contains("*reinterpret_cast<kiln_v4_f32*>(out0 + v * 4ULL) = r0;"), "{s}");
+    // The tail reads through the same instructions, at the element's offset.
+    assert!(s.contains("for (unsigned long long i = nv * 4ULL + tid; i < n; i += stride) {"), "{s}");
+    assert!(s.contains("const unsigned long long p1 = p1_bc ? p1_off : p1_off + i;") && s.contains("const float v1 = in1[p1];") && s.contains("out0[i] = v4;"), "{s}");
+    assert!(!s.contains("const unsigned long long i = v * 4ULL + k;"), "no draw, no index: {s}");
+    // Half dtypes move 8 elements; the widest operand sets the width (f16 in, f64 and bool out).
+    let s = emit_fused(&gelu_chain(DType::BF16, InnerStride::Unit)).unwrap().vector.source;
+    assert!(s.contains("struct __align__(16) kiln_v8_bf16 { unsigned short e[8]; };") && s.contains("const float v0 = kiln_bf16_to_f32(a0.e[k]);"), "{s}");
+    let k = emit_fused(&dropout(DType::F64)).unwrap();
+    let s = &k.vector.source;
+    assert_eq!(k.vector.width, 2);
+    assert!(s.contains("struct __align__(4) kiln_v2_f16") && s.contains("struct __align__(2) kiln_v2_b8"), "{s}");
+    // Draws take the element's row-major index, as in the strided kernel.
+    assert!(s.contains("const unsigned long long i = v * 2ULL + k;") && s.contains("kiln_normal_at_f64("), "{s}");
+}
+
+/// The vector launch decision over `shape` for inputs `(dtype, address, offset, strides)`
+/// and outputs `(dtype, address)`.
+fn decide(shape: &[usize], inputs: &[(DType, u64, usize, &[isize])], outputs: &[(DType, u64)]) -> Option<Vec<bool>> {
+    let ins: Vec<(DType, u64, FusedOperand<'_>)> = inputs.iter().map(|&(d, a, offset, strides)| (d, a, FusedOperand { offset, strides })).collect();
+    fused_vector_launch(shape, &ins, outputs)
+}
+
+#[test]
+fn vector_launch_decision() {
+    let (f32_, f16_, bool_) = (DType::F32, DType::F16, DType::Bool);
+    let base = 0x7000_0000_0000u64;
+    let out = [(f32_, base + 0x1000)];
+    // Contiguous operands go vector, at any rank (size-1 dims aside), with scalar broadcasts.
+    assert_eq!(decide(&[4, 6], &[(f32_, base, 0, &[6, 1])], &out), Some(vec![false]));
+    assert_eq!(decide(&[2, 1, 8], &[(f32_, base, 0, &[8, 99, 1]), (f32_, base, 3, &[0, 0, 0])], &out), Some(vec![false, true]));
+    assert_eq!(decide(&[5, 1], &[(f32_, base, 7, &[0, 0]), (f32_, base, 4, &[1, 1])], &out), Some(vec![true, false]));
+    // A broadcast row, a transposed view, a reversed view fall back to the strided kernel.
+    assert_eq!(decide(&[4, 6], &[(f32_, base, 0, &[0, 1])], &out), None);
+    assert_eq!(decide(&[4, 6], &[(f32_, base, 0, &[1, 4])], &out), None);
+    assert_eq!(decide(&[8], &[(f32_, base, 7, &[-1])], &out), None);
+    // Offsets and addresses off the 16-byte boundary, and runs shorter than one vector, too.
+    assert_eq!(decide(&[4, 6], &[(f32_, base, 2, &[6, 1])], &out), None);
+    assert_eq!(decide(&[4, 6], &[(f32_, base, 4, &[6, 1])], &out), Some(vec![false]));
+    assert_eq!(decide(&[4, 6], &[(f32_, base + 4, 0, &[6, 1])], &out), None);
+    assert_eq!(decide(&[4, 6], &[(f32_, base, 0, &[6, 1])], &[(f32_, base + 8)]), None);
+    assert_eq!(decide(&[3], &[(f32_, base, 0, &[1])], &out), None);
+    assert_eq!(decide(&[], &[(f32_, base, 0, &[])], &out), None);
+    // The widest operand sets the width: f16 alone moves 8 (offset 4 is off), with an f32
+    // output 4 (offset 4 is on); a second output must be aligned as well.
+    assert_eq!(decide(&[64], &[(f16_, base, 4, &[1])], &[(f16_, base)]), None);
+    assert_eq!(decide(&[64], &[(f16_, base, 4, &[1])], &[(f32_, base)]), Some(vec![false]));
+    assert_eq!(decide(&[64], &[(f32_, base, 0, &[1])], &[(f32_, base), (bool_, base + 0x100)]), Some(vec![false]));
+    assert_eq!(decide(&[64], &[(f32_, base, 0, &[1])], &[(f32_, base), (bool_, base + 0x101)]), None);
 }

@@ -136,6 +136,25 @@ impl CpuStorage {
         self.len() * self.dtype().size_in_bytes()
     }
 
+    /// The elements' bytes, for copies to a device (`bool`s as bytes 0/1).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: every storage element type (f32, f64, f16, bf16, i64, i32, u8, bool) is plain
+        // data without padding, and the buffer holds `nbytes()` initialized bytes, so they are
+        // valid `u8`s for as long as `self` is borrowed.
+        match_cpu!(self, |b: T| unsafe { std::slice::from_raw_parts(b.byte_ptr(), self.nbytes()) })
+    }
+
+    /// A copy in page-locked host memory (see [`crate::cuda::pinned`]); needs a CUDA device
+    /// (`op` names the caller in the "no CUDA device available" error).
+    pub fn pinned_copy(&self, op: &'static str) -> crate::cuda::Result<CpuStorage> {
+        match_cpu!(self, |b: T| Ok(T::wrap(CpuBuf::pinned_from_slice(op, b)?)))
+    }
+
+    /// Whether the elements live in page-locked host memory.
+    pub fn is_pinned(&self) -> bool {
+        match_cpu!(self, |b: T| b.is_pinned())
+    }
+
     /// `len` zeros of `dtype`.
     pub fn zeros(dtype: DType, len: usize) -> CpuStorage {
         match_dtype!(dtype, |T| T::wrap(CpuBuf::<T>::zeros(len)))

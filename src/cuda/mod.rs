@@ -1,6 +1,7 @@
 //! CUDA tensors: moving storage between devices and running eager ops on the device.
 //!
-//! - [`transfer`]: host↔device copies of tensors (`to`, `to_vec`, printing, creation).
+//! - [`transfer`]: host↔device copies of tensors (`to`, `to_non_blocking` from pinned memory,
+//!   `to_vec`, printing, creation).
 //! - [`advanced`]: advanced indexing (`index`, `index_put_`): each element's storage offset
 //!   computed by elementwise kernels, then the gather/scatter kernels of [`index`].
 //! - [`conv`]: `conv2d`/`conv1d` and their gradients: `im2col`/`col2im` kernels from the
@@ -53,7 +54,7 @@ pub(crate) mod transfer;
 pub(crate) use elementwise::{copy_into, map};
 pub(crate) use matmul::matmul;
 pub(crate) use reduce::{along, reduce};
-pub(crate) use transfer::{to_device, upload};
+pub(crate) use transfer::{to_device, to_device_non_blocking, upload};
 
 use crate::error::{Error, ErrorKind};
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};

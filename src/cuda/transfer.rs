@@ -23,8 +23,7 @@ pub(crate) fn to_device(op: &'static str, x: &Tensor, device: Device) -> Result<
         let host = x.with_cpu(op, |s, l| crate::tensor::cast_storage(s, l, x.dtype()))?;
         return upload(op, &host, x.shape(), i);
     }
-    let whole = x.is_contiguous() && x.storage_offset() == 0 && x.numel() == x.storage_len();
-    let x = if whole { x.clone() } else { super::map(op, kiln_codegen::cuda::EagerOp::Copy, &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype())? };
+    let x = if x.covers_storage() { x.clone() } else { super::map(op, kiln_codegen::cuda::EagerOp::Copy, &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype())? };
     let host = {
         let guard = x.read_storage();
         let Storage::Cuda(s) = &*guard else { unreachable!("the tensor's device is CUDA") };
@@ -34,4 +33,22 @@ pub(crate) fn to_device(op: &'static str, x: &Tensor, device: Device) -> Result<
         Device::Cpu => Ok(Tensor::from_cpu_storage(host, x.shape())),
         Device::Cuda(i) => upload(op, &host, x.shape(), i),
     }
+}
+
+/// `x` on `device` as [`to_device`] makes it, except that a pinned CPU tensor that is its whole
+/// storage goes to a CUDA device straight from its pinned block: the copy is queued without
+/// waiting (`CudaBuffer::copy_from_slice` keeps the block out of reuse until it ran).
+#[track_caller]
+pub(crate) fn to_device_non_blocking(op: &'static str, x: &Tensor, device: Device) -> Result<Tensor> {
+    if let Device::Cuda(i) = device {
+        if x.device().is_cpu() && x.covers_storage() {
+            let guard = x.read_storage();
+            if let Storage::Cpu(s) = &*guard {
+                if s.is_pinned() {
+                    return upload(op, s, x.shape(), i);
+                }
+            }
+        }
+    }
+    to_device(op, x, device)
 }

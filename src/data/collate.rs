@@ -19,6 +19,14 @@ pub trait Collate: Sized + Send {
     /// Combines `items` (at least one) into a batch; an error for items that do not fit together
     /// (tensors of different shapes, `Vec`s of different lengths).
     fn collate(items: Vec<Self>) -> Result<Self::Batch>;
+
+    /// The batch with its tensors in page-locked host memory, for a loader with
+    /// [`pin_memory(true)`](super::DataLoader::pin_memory) on a machine with a CUDA device.
+    /// The default leaves a batch of your own type as it is; override it to pin its tensors
+    /// (with [`Tensor::try_pin_memory`]).
+    fn pin_batch(batch: Self::Batch) -> Result<Self::Batch> {
+        Ok(batch)
+    }
 }
 
 impl Collate for Tensor {
@@ -26,6 +34,10 @@ impl Collate for Tensor {
     #[track_caller]
     fn collate(items: Vec<Tensor>) -> Result<Tensor> {
         Tensor::try_stack(&items, 0)
+    }
+    #[track_caller]
+    fn pin_batch(batch: Tensor) -> Result<Tensor> {
+        batch.try_pin_memory()
     }
 }
 
@@ -37,6 +49,10 @@ macro_rules! collate_numbers {
             fn collate(items: Vec<$t>) -> Result<Tensor> {
                 let n = items.len();
                 Tensor::try_from_vec(items, &[n])
+            }
+            #[track_caller]
+            fn pin_batch(batch: Tensor) -> Result<Tensor> {
+                batch.try_pin_memory()
             }
         }
     )*};
@@ -65,6 +81,10 @@ impl<T: Collate> Collate for Vec<T> {
         }
         columns.into_iter().map(T::collate).collect()
     }
+    #[track_caller]
+    fn pin_batch(batch: Vec<T::Batch>) -> Result<Vec<T::Batch>> {
+        batch.into_iter().map(T::pin_batch).collect()
+    }
 }
 
 macro_rules! collate_tuples {
@@ -78,6 +98,10 @@ macro_rules! collate_tuples {
                     $($v.push(item.$i);)+
                 }
                 Ok(($($t::collate($v)?,)+))
+            }
+            #[track_caller]
+            fn pin_batch(batch: Self::Batch) -> Result<Self::Batch> {
+                Ok(($($t::pin_batch(batch.$i)?,)+))
             }
         }
     )*};

@@ -114,8 +114,15 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self
     }
 
-    /// Accepted for PyTorch compatibility (`pin_memory=`); a no-op while batches live on the CPU.
+    /// Yield batches whose tensors are in page-locked host memory (`pin_memory=`), so that
+    /// [`Tensor::to_non_blocking`](crate::Tensor::to_non_blocking) copies them to a CUDA device
+    /// without waiting; the workers (or the consuming thread) pin each batch after collating it
+    /// ([`Collate::pin_batch`]). Without a CUDA device, as in PyTorch, batches stay unpinned and
+    /// `KILN_DEBUG=data` prints one line saying so.
     pub fn pin_memory(mut self, pin_memory: bool) -> Self {
+        if pin_memory && !crate::Device::cuda_is_available() {
+            crate::debug::log(crate::debug::Topic::Data, "DataLoader: pin_memory(true) but no CUDA device is available; batches stay unpinned");
+        }
         self.pin_memory = pin_memory;
         self
     }
@@ -191,8 +198,14 @@ where
     /// One epoch: an iterator over its batches.
     pub fn iter(&self) -> DataLoaderIter<D> {
         let (order, epoch_seed) = self.next_epoch();
-        let plan =
-            Arc::new(EpochPlan { dataset: self.dataset.clone(), order, batch_size: self.batch_size, num_batches: self.len(), epoch_seed });
+        let plan = Arc::new(EpochPlan {
+            dataset: self.dataset.clone(),
+            order,
+            batch_size: self.batch_size,
+            num_batches: self.len(),
+            epoch_seed,
+            pin: self.pin_memory && crate::Device::cuda_is_available(),
+        });
         let inner = if self.num_workers == 0 || plan.num_batches == 0 {
             Inner::Serial { plan, next: 0 }
         } else {
@@ -231,19 +244,26 @@ struct EpochPlan<D: Dataset> {
     batch_size: usize,
     num_batches: usize,
     epoch_seed: u64,
+    /// Pin each batch (`pin_memory(true)` with a CUDA device present).
+    pin: bool,
 }
 
 impl<D: Dataset> EpochPlan<D>
 where
     D::Item: Collate,
 {
-    /// Fetches and collates batch `b`, with the item generator seeded for it.
+    /// Fetches and collates batch `b`, with the item generator seeded for it, and pins it when
+    /// the loader asks for pinned batches.
     fn assemble(&self, b: usize) -> Result<<D::Item as Collate>::Batch> {
         let _seed = ItemSeedGuard::new(batch_seed(self.epoch_seed, b));
         let start = b * self.batch_size;
         let end = (start + self.batch_size).min(self.order.len());
         let items: Vec<D::Item> = self.order[start..end].iter().map(|&i| self.dataset.get(i)).collect();
-        <D::Item as Collate>::collate(items)
+        let batch = <D::Item as Collate>::collate(items)?;
+        if self.pin {
+            return <D::Item as Collate>::pin_batch(batch);
+        }
+        Ok(batch)
     }
 }
 

@@ -90,10 +90,34 @@ impl Tensor {
     /// through the host. The gradient moves back to this tensor's device.
     #[track_caller]
     pub fn try_to(&self, device: &Device) -> Result<Tensor> {
+        self.moved_to(device, false)
+    }
+
+    /// The tensor on another device without waiting for the copy (`x.to(device,
+    /// non_blocking=True)`). From a [pinned](Tensor::pin_memory) CPU tensor that is its whole
+    /// storage to a CUDA device, the copy is queued on the device's stream and this returns at
+    /// once; ops on the result queue behind it on that stream, so they see the copied values.
+    /// The pinned block stays out of reuse until the copy ran, even if this tensor is dropped;
+    /// writing to it in place before then races with the copy, as in PyTorch. Every other move
+    /// is [`Tensor::to`]'s (pageable memory is staged before the call returns).
+    #[track_caller]
+    pub fn to_non_blocking(&self, device: &Device) -> Tensor {
+        self.try_to_non_blocking(device).or_panic()
+    }
+
+    /// [`Tensor::to_non_blocking`] returning an error when the device cannot be used.
+    #[track_caller]
+    pub fn try_to_non_blocking(&self, device: &Device) -> Result<Tensor> {
+        self.moved_to(device, true)
+    }
+
+    /// The move behind `to` and `to_non_blocking`, recording the gradient's way back.
+    #[track_caller]
+    fn moved_to(&self, device: &Device, non_blocking: bool) -> Result<Tensor> {
         if *device == self.device() {
             return Ok(self.clone());
         }
-        let out = crate::cuda::to_device("to", self, *device)?;
+        let out = if non_blocking { crate::cuda::to_device_non_blocking("to", self, *device)? } else { crate::cuda::to_device("to", self, *device)? };
         if autograd::is_recording(&[self]) {
             let back = self.device();
             return Ok(autograd::record(out, "ToCopyBackward0", &[self], [], move |_, g, _| grads![Some(g.to(&back))]));

@@ -8,6 +8,7 @@
 mod convert;
 mod create;
 mod display;
+mod pin;
 mod view;
 
 pub use convert::SliceGuard;
@@ -284,6 +285,12 @@ impl Tensor {
     /// Number of elements in the underlying storage.
     pub(crate) fn storage_len(&self) -> usize {
         self.0.storage.len()
+    }
+
+    /// True when the tensor's elements are its whole storage in order (contiguous, from the
+    /// first element, nothing left over), so the storage can be copied as it is.
+    pub(crate) fn covers_storage(&self) -> bool {
+        self.is_contiguous() && self.storage_offset() == 0 && self.numel() == self.storage_len()
     }
 
     /// Read access to the storage. A storage that a capture has yet to compute is realized

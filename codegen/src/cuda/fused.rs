@@ -14,11 +14,14 @@
 //! `p_off` and its strides `p_st0 …` (signed strides passed as their two's complement: the
 //! unsigned index arithmetic wraps to the right element), then the scalars `s0 …` as the bits
 //! of an f64. Element `i` (row-major over the sizes) reads each input through its view and
-//! writes `out_o[i]`: outputs are contiguous.
+//! writes `out_o[i]`: outputs are contiguous. Each kernel comes with its vector variant
+//! ([`super::fused_vector`]), which the launch picks when every input is one contiguous run
+//! or one broadcast value and all are aligned.
 //!
 //! [`kernel::ElementwiseKernel`]: crate::kernel::ElementwiseKernel
 
 use super::emit::{dtype_tag, fnv1a, Body, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
+use super::fused_vector::{emit_fused_vector, FusedVectorKernel};
 use super::ops::{self, Ct};
 use super::strided::{index_space_params, load, open_index_loop, storage_type, store};
 use crate::kernel::{ElementwiseKernel, Inst, InstOp};
@@ -46,14 +49,23 @@ pub struct FusedKernel {
     pub rank: usize,
     /// Run-time scalars it takes.
     pub scalars: usize,
+    /// The variant with 16-byte accesses, for launches whose inputs are contiguous runs or
+    /// broadcast values ([`super::fused_vector`]).
+    pub vector: FusedVectorKernel,
 }
 
 impl FusedKernel {
     /// The number of 64-bit parameters after the buffers: `n`, the sizes, each input's offset
     /// and strides, the scalars.
     pub fn words(&self) -> usize {
-        1 + self.rank + self.inputs.len() * (1 + self.rank) + self.scalars
+        words(self.inputs.len(), self.rank, self.scalars)
     }
+}
+
+/// The 64-bit parameters after the buffers of a kernel over `inputs` inputs, `rank` dims and
+/// `scalars` scalars ([`FusedKernel::words`]).
+fn words(inputs: usize, rank: usize, scalars: usize) -> usize {
+    1 + rank + inputs * (1 + rank) + scalars
 }
 
 /// Emits the CUDA kernel of `k`. Errors (op `cuda_codegen`): an invalid kernel
@@ -65,11 +77,13 @@ pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
     let unsupported = |m: String| CudaError::new(op, CudaErrorKind::Unsupported, m);
     let inputs: Vec<DType> = k.inputs.iter().map(|i| i.dtype).collect();
     let outputs: Vec<DType> = k.outputs.iter().map(|&v| k.dtype(v)).collect();
-    let fused = FusedKernel { name: String::new(), source: String::new(), inputs, outputs, rank: k.rank, scalars: k.scalars };
-    let param_bytes = 8 * (fused.inputs.len() + fused.outputs.len() + fused.words());
+    let param_bytes = 8 * (inputs.len() + outputs.len() + words(inputs.len(), k.rank, k.scalars));
     if param_bytes > MAX_PARAM_BYTES {
         return Err(unsupported(format!("a fused kernel over {} inputs and {} dims takes {param_bytes} bytes of parameters, over {MAX_PARAM_BYTES}", k.inputs.len(), k.rank)));
     }
+    // The vector variant takes fewer parameters (an offset and a flag per input, no sizes).
+    let vector = emit_fused_vector(k, &inputs, &outputs).map_err(unsupported)?;
+    let fused = FusedKernel { name: String::new(), source: String::new(), inputs, outputs, rank: k.rank, scalars: k.scalars, vector };
 
     let mut insts = InstEmitter::new();
     let inputs = &fused.inputs;
@@ -83,8 +97,7 @@ pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
     src.push_str(&insts.helper_source());
     let operands: Vec<String> = (0..fused.inputs.len()).map(|j| format!("p{j}")).collect();
     let operands: Vec<&str> = operands.iter().map(String::as_str).collect();
-    let mut sig: Vec<String> = fused.inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
-    sig.extend(fused.outputs.iter().enumerate().map(|(o, &d)| format!("{}* __restrict__ out{o}", storage_type(d))));
+    let mut sig = buffer_params(&fused.inputs, &fused.outputs);
     sig.extend(index_space_params(&operands, k.rank));
     sig.extend((0..k.scalars).map(|j| format!("unsigned long long s{j}")));
     let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
@@ -99,6 +112,13 @@ pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
     let name = format!("kiln_fused_{:016x}", fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);
     Ok(FusedKernel { name, source, ..fused })
+}
+
+/// The buffer parameters of a fused kernel: `in<j>` per input, `out<o>` per output.
+pub(super) fn buffer_params(inputs: &[DType], outputs: &[DType]) -> Vec<String> {
+    let mut sig: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
+    sig.extend(outputs.iter().enumerate().map(|(o, &d)| format!("{}* __restrict__ out{o}", storage_type(d))));
+    sig
 }
 
 /// `v` (of the compute type `ct`) rounded to what `d` holds, as an eager result of dtype `d`
@@ -126,11 +146,16 @@ impl InstEmitter {
     }
 
     /// One statement per instruction of `insts` (whose loads read inputs of the dtypes
-    /// `inputs`), or why one is not generated.
+    /// `inputs`, input `i`'s element as `in<i>[p<i>]`), or why one is not generated.
     pub(super) fn lines(&mut self, inputs: &[DType], insts: &[Inst]) -> Result<Vec<String>, String> {
+        self.lines_reading(inputs, insts, |i| format!("in{i}[p{i}]"))
+    }
+
+    /// [`InstEmitter::lines`] with input `i`'s element (in its stored form) read as `read(i)`.
+    pub(super) fn lines_reading(&mut self, inputs: &[DType], insts: &[Inst], read: fn(u32) -> String) -> Result<Vec<String>, String> {
         let mut lines = Vec::with_capacity(insts.len());
         for (v, inst) in insts.iter().enumerate() {
-            let value = self.value(inputs, insts, inst).map_err(|m| format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype))?;
+            let value = self.value(inputs, insts, inst, read).map_err(|m| format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype))?;
             lines.push(format!("const {} v{v} = {value};", Ct::of(inst.dtype).c_type()));
         }
         Ok(lines)
@@ -160,7 +185,7 @@ impl InstEmitter {
 
     /// The right-hand side computing `inst` (operands are the `v<N>` temporaries), or why
     /// the CUDA emitter does not generate it.
-    fn value(&mut self, inputs: &[DType], insts: &[Inst], inst: &Inst) -> Result<String, String> {
+    fn value(&mut self, inputs: &[DType], insts: &[Inst], inst: &Inst, read: fn(u32) -> String) -> Result<String, String> {
         let d = inst.dtype;
         let ct = Ct::of(d);
         let helpers = &mut self.helpers;
@@ -168,7 +193,7 @@ impl InstEmitter {
         let zero_of = |v: u32| Ct::of(insts[v as usize].dtype).lit(0.0);
         let truth = |v: u32| format!("({} != {})", val(v), zero_of(v));
         Ok(match inst.op {
-            InstOp::Load(i) => load(inputs[i as usize], &format!("in{i}[p{i}]"), ct, helpers),
+            InstOp::Load(i) => load(inputs[i as usize], &read(i), ct, helpers),
             InstOp::Scalar(j) => round_to(d, &format!("__longlong_as_double((long long)s{j})"), Ct::F64, helpers),
             InstOp::Const(c) => round_to(d, &Ct::F64.lit(c), Ct::F64, helpers),
             InstOp::Unary(op, a) => {

@@ -2,9 +2,11 @@
 
 use super::emit::ELEMENTWISE_BLOCK;
 use super::fused::FusedKernel;
+use super::fused_vector::{fused_vector_launch, FusedVectorKernel};
 use super::launch::{launch_as, load_on};
 use kiln_runtime::cuda::{CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, Param};
 use kiln_runtime::DType;
+use std::sync::OnceLock;
 
 /// Where a fused kernel's input elements are in its buffer: coordinate `c` of the index space
 /// is element `offset + Σ c_m · strides_m` (strides may be negative or 0).
@@ -72,10 +74,14 @@ pub(super) fn operand_words(inputs: &[(&CudaBuffer, FusedOperand<'_>)], shape: &
     words
 }
 
-/// A [`FusedKernel`] compiled for, and loaded on, one device.
+/// A [`FusedKernel`] compiled for, and loaded on, one device; its vector variant is compiled
+/// and loaded on the first launch that takes it.
 #[derive(Clone, Debug)]
 pub struct LoadedFused {
     kernel: CudaKernel,
+    vector: FusedVectorKernel,
+    vector_kernel: OnceLock<CudaKernel>,
+    ordinal: usize,
     inputs: Vec<DType>,
     outputs: Vec<DType>,
     rank: usize,
@@ -91,7 +97,30 @@ impl LoadedFused {
         params.extend(std::iter::repeat_n(Param::Out, k.outputs.len()));
         params.extend(std::iter::repeat_n(Param::U64, k.words()));
         let (kernel, max_grid) = load_on("cuda_fused", &k.source, &k.name, ordinal, params)?;
-        Ok(LoadedFused { kernel, inputs: k.inputs.clone(), outputs: k.outputs.clone(), rank: k.rank, scalars: k.scalars, max_grid })
+        Ok(LoadedFused {
+            kernel,
+            vector: k.vector.clone(),
+            vector_kernel: OnceLock::new(),
+            ordinal,
+            inputs: k.inputs.clone(),
+            outputs: k.outputs.clone(),
+            rank: k.rank,
+            scalars: k.scalars,
+            max_grid,
+        })
+    }
+
+    /// The vector variant, compiled and loaded on first use.
+    fn vector_kernel(&self) -> Result<&CudaKernel, CudaError> {
+        if let Some(k) = self.vector_kernel.get() {
+            return Ok(k);
+        }
+        let mut params = vec![Param::In; self.inputs.len()];
+        params.extend(std::iter::repeat_n(Param::Out, self.outputs.len()));
+        params.extend(std::iter::repeat_n(Param::U64, FusedVectorKernel::words(self.inputs.len(), self.scalars)));
+        let (kernel, _) = load_on("cuda_fused", &self.vector.source, &self.vector.name, self.ordinal, params)?;
+        // A racing thread may have loaded it too: both are the same kernel.
+        Ok(self.vector_kernel.get_or_init(|| kernel))
     }
 
     /// The loaded kernel (name, device, signature).
@@ -100,8 +129,9 @@ impl LoadedFused {
     }
 
     /// Computes every element of `shape` into the contiguous `outputs`, reading each input
-    /// through its view, with the run-time `scalars`. Errors (op `cuda_fused`, nothing
-    /// launched) when the counts of inputs, outputs, dims, strides or scalars differ from the
+    /// through its view, with the run-time `scalars`: by the vector variant when
+    /// [`fused_vector_launch`] accepts the operands, else by the strided kernel. Errors (op
+    /// `cuda_fused`, nothing launched) when the counts of inputs, outputs, dims, strides or scalars differ from the
     /// kernel's, a view reaches outside its buffer, an output holds fewer elements than
     /// `shape`, or a buffer is on another device.
     pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
@@ -119,6 +149,11 @@ impl LoadedFused {
         if n == 0 {
             return Ok(());
         }
+        let vector_inputs: Vec<(DType, u64, FusedOperand<'_>)> = inputs.iter().zip(&self.inputs).map(|((b, v), &d)| (d, b.device_ptr(), *v)).collect();
+        let vector_outputs: Vec<(DType, u64)> = outputs.iter().zip(&self.outputs).map(|(b, &d)| (d, b.device_ptr())).collect();
+        if let Some(broadcast) = fused_vector_launch(shape, &vector_inputs, &vector_outputs) {
+            return self.run_vector(inputs, outputs, n, &broadcast, scalars);
+        }
         let mut words: Vec<u64> = vec![n as u64];
         words.extend(operand_words(inputs, shape, scalars));
         let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
@@ -126,6 +161,24 @@ impl LoadedFused {
         args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
         args.extend(words.into_iter().map(KernelArg::U64));
         launch_as("cuda_fused", &self.kernel, grid, ELEMENTWISE_BLOCK, &mut args)
+    }
+
+    /// Launches the vector variant over `n` elements (checked by `run`), `broadcast` saying
+    /// which inputs are one value.
+    fn run_vector(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], n: usize, broadcast: &[bool], scalars: &[f64]) -> Result<(), CudaError> {
+        let kernel = self.vector_kernel()?;
+        let width = self.vector.width;
+        let work = (n / width).max(n % width).max(1);
+        let grid = work.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
+        let mut words: Vec<u64> = vec![n as u64];
+        for ((_, v), &b) in inputs.iter().zip(broadcast) {
+            words.extend([v.offset as u64, b as u64]);
+        }
+        words.extend(scalars.iter().map(|s| s.to_bits()));
+        let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
+        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
+        args.extend(words.into_iter().map(KernelArg::U64));
+        launch_as("cuda_fused", kernel, grid, ELEMENTWISE_BLOCK, &mut args)
     }
 }
 

@@ -32,7 +32,11 @@
 //! - [`fused`]: [`emit_fused`], a fused elementwise group of `kiln::compile` (an IR
 //!   `ElementwiseKernel`) as one kernel: views as strided loads, sizes, strides and scalars
 //!   as arguments.
-//! - [`fused_launch`]: checked launches of those ([`LoadedFused`]).
+//! - [`fused_launch`]: checked launches of those ([`LoadedFused`]), through the vector variant
+//!   when the operands allow it.
+//! - [`fused_vector`]: each fused kernel's vector variant ([`FusedVectorKernel`]: 16-byte
+//!   accesses, a scalar tail) and its launch decision ([`fused_vector_launch`], the eager
+//!   [`vector_launch_outputs`] over inputs read as flat runs).
 //! - [`fused_reduce`]: [`emit_fused_reduce`], a fused reduction group of `kiln::compile` (an
 //!   IR `ReduceKernel`: prologues, reduction stages over the trailing dims, the epilogue) as
 //!   one kernel, a warp or a block per row: softmax, layer norm, cross-entropy in one launch.
@@ -59,6 +63,7 @@ pub mod eager;
 pub mod emit;
 pub mod fused;
 pub mod fused_launch;
+pub mod fused_vector;
 pub mod fused_reduce;
 pub mod fused_reduce_launch;
 mod grid;
@@ -91,6 +96,7 @@ pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
 pub use im2col_launch::LoadedCol;
 pub use fused::{emit_fused, FusedKernel};
 pub use fused_launch::{FusedOperand, LoadedFused};
+pub use fused_vector::{fused_vector_launch, FusedVectorKernel};
 pub use fused_reduce::{emit_fused_reduce, FusedReduceKernel};
 pub use fused_reduce_launch::LoadedFusedReduce;
 pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
@@ -103,6 +109,6 @@ pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKern
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
 pub use sort::{emit_sort, sort_kernels, SortKernel, SortStage, SORT_TILE, SORT_TILE_BLOCK};
 pub use sort_launch::{LoadedSort, SortLaunch, SortPlan, SortScratch, SORT_MAX_LEN};
-pub use vector::{emit_vector, vector_launch, vector_width, VectorKernel, VectorOperand, VECTOR_BYTES};
+pub use vector::{emit_vector, vector_launch, vector_launch_outputs, vector_width, VectorKernel, VectorOperand, VECTOR_BYTES};
 pub use vector_launch::LoadedVector;
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};

@@ -72,11 +72,17 @@ impl VectorOperand<'_> {
 /// contiguous operand aligned to its vector access ([`vector_width`] elements); `None` for
 /// the strided kernel.
 pub fn vector_launch(shape: &[usize], operands: &[VectorOperand<'_>]) -> Option<Vec<bool>> {
-    let [n] = shape else { return None };
-    let dtypes: Vec<DType> = operands.iter().map(|o| o.dtype).collect();
-    let width = vector_width(&dtypes);
     let (out, inputs) = operands.split_last()?;
-    if *n < width || out.strides != [1] || !out.aligned(width) {
+    vector_launch_outputs(shape, inputs, std::slice::from_ref(out))
+}
+
+/// [`vector_launch`] for a kernel with several outputs (a fused group's): every output must
+/// be contiguous and aligned, the vector width is that of all operands' dtypes.
+pub fn vector_launch_outputs(shape: &[usize], inputs: &[VectorOperand<'_>], outputs: &[VectorOperand<'_>]) -> Option<Vec<bool>> {
+    let [n] = shape else { return None };
+    let dtypes: Vec<DType> = inputs.iter().chain(outputs).map(|o| o.dtype).collect();
+    let width = vector_width(&dtypes);
+    if *n < width || outputs.iter().any(|o| o.strides != [1] || !o.aligned(width)) {
         return None;
     }
     inputs
@@ -89,6 +95,25 @@ pub fn vector_launch(shape: &[usize], operands: &[VectorOperand<'_>]) -> Option<
         .collect()
 }
 
+/// The name of the aligned struct of `width` elements of `d` ([`vector_structs`]).
+pub(super) fn vector_type(d: DType, width: usize) -> String {
+    format!("kiln_v{}_{}", width, dtype_tag(d))
+}
+
+/// One aligned struct of `width` elements per distinct dtype of `dtypes` (the operands read
+/// or written as vectors): the compiler loads and stores one as one vector instruction.
+pub(super) fn vector_structs(dtypes: &[DType], width: usize) -> String {
+    let mut src = String::new();
+    let mut declared: Vec<DType> = Vec::new();
+    for &d in dtypes {
+        if !declared.contains(&d) {
+            declared.push(d);
+            let _ = writeln!(src, "struct __align__({}) {} {{ {} e[{width}]; }};", width * d.size_in_bytes(), vector_type(d, width), storage_type(d));
+        }
+    }
+    src
+}
+
 /// Emits the vector kernel computing `expr` in `compute`'s compute type over inputs of
 /// `inputs` (contiguous, or one value where `broadcast`) into a contiguous output of `out`.
 /// Errors as [`super::emit_strided`]'s.
@@ -98,16 +123,9 @@ pub fn emit_vector(expr: &Expr, inputs: &[DType], compute: DType, out: DType, br
     let width = vector_width(&all);
     let (mut body, mut src) = prepare(expr, inputs, compute, out, &format!("vector elementwise x{width}"))?;
     let ct = body.ct;
-    // One aligned struct per contiguous operand's access: the compiler loads and stores it
-    // as one vector instruction.
-    let vec_type = |d: DType| format!("kiln_v{}_{}", width, dtype_tag(d));
-    let mut declared: Vec<DType> = Vec::new();
-    for (&d, &b) in all.iter().zip(broadcast.iter().chain([&false])) {
-        if !b && !declared.contains(&d) {
-            declared.push(d);
-            let _ = writeln!(src, "struct __align__({}) {} {{ {} e[{width}]; }};", width * d.size_in_bytes(), vec_type(d), storage_type(d));
-        }
-    }
+    let contiguous: Vec<DType> = all.iter().zip(broadcast.iter().chain([&false])).filter(|(_, &b)| !b).map(|(&d, _)| d).collect();
+    src.push_str(&vector_structs(&contiguous, width));
+    let vec_type = |d: DType| vector_type(d, width);
     let mut sig: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
     sig.push(format!("{}* __restrict__ out", storage_type(out)));
     sig.push("unsigned long long n".into());

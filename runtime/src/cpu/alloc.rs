@@ -63,13 +63,16 @@ fn alloc_layout(class: usize) -> AllocLayout {
     AllocLayout::from_size_align(class, align).expect("size class overflows isize")
 }
 
-/// A block of CPU memory from the caching allocator; returned to the free lists on drop.
+/// A block of CPU memory from the caching allocator, or a page-locked block from the CUDA
+/// runtime's pinned cache ([`crate::cuda::pinned`]; not counted in this allocator's
+/// statistics); returned to its cache on drop.
 ///
 /// Its bytes are always initialized: fresh blocks are zeroed, reused blocks hold what their last
 /// owner wrote.
 pub struct RawBuffer {
     ptr: NonNull<u8>,
     class: usize,
+    pinned: bool,
 }
 
 // SAFETY: a RawBuffer is the unique owner of its block; access goes through the typed buffer that
@@ -94,7 +97,7 @@ impl RawBuffer {
             hit
         });
         if let Some(ptr) = reused {
-            return (RawBuffer { ptr, class }, false);
+            return (RawBuffer { ptr, class, pinned: false }, false);
         }
         let layout = alloc_layout(class);
         // SAFETY: the layout has a non-zero size (class >= 64) and a power-of-two alignment.
@@ -103,7 +106,19 @@ impl RawBuffer {
         if class >= LARGE_THRESHOLD {
             advise_huge_pages(ptr, class);
         }
-        (RawBuffer { ptr, class }, true)
+        (RawBuffer { ptr, class, pinned: false }, true)
+    }
+
+    /// A page-locked block of at least `bytes` bytes (needs a CUDA device: `op` names the
+    /// caller in the "no CUDA device available" error).
+    pub fn acquire_pinned(op: &'static str, bytes: usize) -> crate::cuda::Result<RawBuffer> {
+        let (ptr, class) = crate::cuda::pinned::allocate(op, bytes)?;
+        Ok(RawBuffer { ptr, class, pinned: true })
+    }
+
+    /// Whether the block is page-locked (from [`RawBuffer::acquire_pinned`]).
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
     }
 
     /// The start of the block.
@@ -119,6 +134,9 @@ impl RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
+        if self.pinned {
+            return crate::cuda::pinned::release(self.ptr);
+        }
         let (ptr, class) = (self.ptr, self.class);
         with_cache(|c| {
             c.stats.allocated -= class;

@@ -46,6 +46,21 @@ impl<T: Element> CpuBuf<T> {
         buf
     }
 
+    /// A copy of `data` in page-locked host memory (see [`crate::cuda::pinned`]), which a
+    /// host→device copy reads asynchronously; needs a CUDA device (`op` names the caller in
+    /// the "no CUDA device available" error).
+    pub fn pinned_from_slice(op: &'static str, data: &[T]) -> crate::cuda::Result<Self> {
+        let bytes = std::mem::size_of_val(data);
+        let mut buf = CpuBuf { raw: RawBuffer::acquire_pinned(op, bytes)?, len: data.len(), _elem: PhantomData };
+        crate::cpu::parallel::copy(&mut buf, data);
+        Ok(buf)
+    }
+
+    /// Whether the elements live in page-locked host memory ([`CpuBuf::pinned_from_slice`]).
+    pub fn is_pinned(&self) -> bool {
+        self.raw.is_pinned()
+    }
+
     /// A buffer whose element `i` is `f(i)`, computed in parallel.
     pub fn from_fn(len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Self {
         let mut buf = Self::uninit(len);
@@ -56,6 +71,11 @@ impl<T: Element> CpuBuf<T> {
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The start of the elements' bytes (`len * size_of::<T>()` initialized bytes).
+    pub(crate) fn byte_ptr(&self) -> *const u8 {
+        self.raw.as_ptr()
     }
 
     /// True when the buffer holds no element.

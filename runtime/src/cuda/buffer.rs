@@ -64,7 +64,11 @@ impl CudaBuffer {
         Ok(buf)
     }
 
-    /// Copies `data` (host) into the start of this buffer.
+    /// Copies `data` (host) into the start of this buffer, queued on the device's stream. From
+    /// pageable memory the driver stages the bytes before this returns; from page-locked
+    /// memory ([`super::pinned`]) the copy runs later, while the host goes on, and the pinned
+    /// block is not reused before it ran (the caller must not write `data` meanwhile, as with
+    /// PyTorch's `non_blocking=True`).
     pub fn copy_from_slice<T: DeviceElement>(&mut self, data: &[T]) -> Result<()> {
         let op = "CudaBuffer::copy_from_slice";
         let bytes = std::mem::size_of_val(data);
@@ -75,10 +79,17 @@ impl CudaBuffer {
             return Ok(());
         }
         self.dev.bind(op)?;
-        // SAFETY: the destination range lies inside this buffer. From pageable host memory the
-        // driver stages the bytes before returning, so `data` may be dropped afterwards.
-        unsafe { cudarc::driver::result::memcpy_htod_async(self.ptr, data, self.dev.stream().cu_stream()) }
-            .map_err(|e| CudaError::driver(op, "host-to-device copy", e))
+        // SAFETY: `T` is a plain number type without padding (DeviceElement), so its bytes are
+        // initialized `u8`s, borrowed as long as `data`.
+        let raw = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
+        let stream = self.dev.stream().cu_stream();
+        let dst = self.ptr;
+        super::pinned::record_copies(op, &self.dev, raw, || {
+            // SAFETY: the destination range lies inside this buffer. A pageable source is staged
+            // before the call returns; a pinned one stays allocated (and out of reuse) until the
+            // event `record_copies` queues after this copy has completed.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, stream) }.map_err(|e| CudaError::driver(op, "host-to-device copy", e))
+        })
     }
 
     /// The buffer's bytes as `len_bytes / size_of::<T>()` values of `T` (waits for queued work).

@@ -7,6 +7,8 @@
 //! - [`context`]: driver discovery, one context and one stream per device ([`device`]).
 //! - [`alloc`]: the caching allocator and its statistics.
 //! - [`buffer`]: [`CudaBuffer`], device bytes with host↔device copies.
+//! - [`pinned`]: page-locked host blocks (`pin_memory`) and the events that keep a block out
+//!   of reuse until the asynchronous copies reading it have run.
 //! - [`nvrtc`] / [`compile`]: loading NVRTC, compiling CUDA C to CUBIN, the kernel cache.
 //! - [`storage`]: [`CudaStorage`], a tensor's typed elements on a device.
 //! - [`kernel`]: loading CUBIN and launching with checked arguments; `KILN_CUDA_SYNC=1`.
@@ -23,6 +25,7 @@ pub mod error;
 pub mod kernel;
 pub mod nccl;
 pub mod nvrtc;
+pub mod pinned;
 pub mod storage;
 
 pub use alloc::{empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, CudaMemoryStats};

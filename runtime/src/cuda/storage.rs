@@ -28,20 +28,11 @@ impl CudaStorage {
         Ok(CudaStorage { buf, dtype, len })
     }
 
-    /// A copy of `src` (host) on `cuda:ordinal`.
+    /// A copy of `src` (host) on `cuda:ordinal`: waits for nothing when `src` is pinned (see
+    /// [`CudaBuffer::copy_from_slice`]).
     pub fn from_cpu(op: &'static str, src: &CpuStorage, ordinal: usize) -> Result<CudaStorage> {
-        let buf = match src {
-            // Bytes 0/1: the device sees them as `unsigned char`.
-            CpuStorage::Bool(b) => CudaBuffer::from_slice(ordinal, &b.iter().map(|&v| v as u8).collect::<Vec<u8>>()),
-            CpuStorage::F32(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-            CpuStorage::F64(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-            CpuStorage::F16(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-            CpuStorage::BF16(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-            CpuStorage::I64(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-            CpuStorage::I32(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-            CpuStorage::U8(b) => CudaBuffer::from_slice(ordinal, &b[..]),
-        }
-        .map_err(|e| e.in_op(op))?;
+        // Bools are bytes 0/1: the device sees them as `unsigned char`.
+        let buf = CudaBuffer::from_slice(ordinal, src.as_bytes()).map_err(|e| e.in_op(op))?;
         Ok(CudaStorage { buf, dtype: src.dtype(), len: src.len() })
     }
 
