@@ -252,6 +252,59 @@ fn one_hot_sums_count_equal_elements() {
     });
 }
 
+/// The cross-entropy gradient as one kernel over logits x (0), `iota` (1: the class index of
+/// each element), the target t (2) and the picked gradient a (3), one value per output: the
+/// max, `Σ exp(x - max)`, `S = Σ where(iota == t, a, 0)`, then the epilogue
+/// `where(iota == t, a, 0) - exp(x - max - log Σ)·S` (log-softmax's backward). Tiled f32 rows
+/// that fit the row buffer run the epilogue as one native routine call over the kept exps
+/// (`cpu/native_epilogue.rs`); rows of 4500 run the loops.
+#[test]
+fn the_cross_entropy_gradient_is_one_kernel() {
+    each_case("cross_entropy grad", |dtype, shape, rr, x_inner, label| {
+        let i = |op| inst(op, dtype);
+        let mut k = softmax_kernel(dtype, shape.len(), rr, x_inner);
+        let hot = |insts: &mut Vec<Inst>| {
+            let at = insts.len() as u32;
+            insts.extend([i(InstOp::Load(1)), i(InstOp::Load(2)), inst(InstOp::Cmp(CmpOp::Eq, at, at + 1), DType::Bool), i(InstOp::Load(3)), i(InstOp::Const(0.0)), i(InstOp::Where(at + 2, at + 3, at + 4))]);
+            at + 5
+        };
+        let mut picked = Vec::new();
+        let reduced = hot(&mut picked);
+        k.stages.push(stage(picked, reduced, ReduceOp::Sum, dtype, None));
+        let mut epilogue = vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+            i(InstOp::Reduced(1)),
+            i(InstOp::Unary(UnaryOp::Log, 3)),
+            i(InstOp::Binary(BinaryOp::Sub, 2, 4)),
+            i(InstOp::Unary(UnaryOp::Exp, 5)),
+            i(InstOp::Reduced(2)),
+            i(InstOp::Binary(BinaryOp::Mul, 6, 7)),
+        ];
+        let w = hot(&mut epilogue);
+        epilogue.push(i(InstOp::Binary(BinaryOp::Sub, w, 8)));
+        k.epilogue = Some(Epilogue { outputs: vec![epilogue.len() as u32 - 1], insts: epilogue });
+        k.inputs.extend([KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: InnerStride::Broadcast }, KernelInput { dtype, inner: InnerStride::Broadcast }]);
+        let ck = CpuKernel::compile_reduce(&k, "ce_grad").unwrap();
+        assert_eq!(ck.is_tiled(), tiles(dtype, rr, x_inner), "{label}");
+        let (n_out, n_red) = sizes(&k, shape);
+        let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 29, false);
+        let mut iota = make_input(dtype, shape, rr, Lay::OverReduced, 1, false);
+        iota.vals = (0..iota.vals.len()).map(|j| j as f64).collect();
+        let mut t = make_input(dtype, shape, rr, Lay::PerOutput, 1, false);
+        t.vals = (0..n_out).map(|o| ((o * 7 + 3) % n_red) as f64).collect();
+        let a = make_input(dtype, shape, rr, Lay::PerOutput, 31, false);
+        let a_vals = a.vals.clone();
+        let got = check(&k, shape, &[x, iota, t, a], &[], label);
+        // Each row of the gradient sums to a - a·Σ softmax = 0.
+        for o in 0..n_out {
+            let s: f64 = got.epi[0][o * n_red..(o + 1) * n_red].iter().sum();
+            assert!(s.abs() < 1e-4 * (1.0 + a_vals[o].abs()), "{label}: row {o} sums to {s}");
+        }
+    });
+}
+
 #[test]
 fn independent_stages() {
     // Σ x (input 0) and max y (input 1, its own layout), read by an epilogue x·Reduced(1) -

@@ -19,6 +19,7 @@ mod helpers;
 mod jit;
 mod kept_rows;
 pub mod math;
+mod native_epilogue;
 mod native_rows;
 mod ops;
 mod reduce;

@@ -20,7 +20,9 @@
 //! The routines add each f32 term into f64 lanes (the Cranelift loops add groups of four in
 //! f32 first), and the exp is the tiled kernels' `Exp` slice routine bit for bit.
 
-use super::emit::per_output_known;
+use super::emit::{data_flags, per_output_known, PerValue};
+use super::ops::Cx;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
 use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
@@ -76,7 +78,7 @@ pub(crate) fn native_row(k: &ReduceKernel, st: &ReduceStage) -> Option<NativeRow
     }
     let insts = &st.insts;
     let computed = per_output_known(insts);
-    let known: Vec<bool> = (0..insts.len()).map(|v| computed[v] || broadcast_load(k, insts, v as Val).is_some()).collect();
+    let known: Vec<bool> = (0..insts.len()).map(|v| computed[v] || broadcast_load(&k.inputs, insts, v as Val).is_some()).collect();
     let f32_known = |v: Val| known[v as usize] && insts[v as usize].dtype == DType::F32;
     // The unit-stride f32 input `v` loads, if it is such a load.
     let row_input = |v: Val| match insts[v as usize].op {
@@ -115,15 +117,24 @@ pub(crate) fn native_row(k: &ReduceKernel, st: &ReduceStage) -> Option<NativeRow
 
 /// The input that value `v` loads, when it is a load of an input broadcast along the row
 /// (the same element for the whole row: one value per output).
-pub(crate) fn broadcast_load(k: &ReduceKernel, insts: &[Inst], v: Val) -> Option<usize> {
+pub(crate) fn broadcast_load(inputs: &[KernelInput], insts: &[Inst], v: Val) -> Option<usize> {
     match insts[v as usize].op {
-        InstOp::Load(i) if k.inputs[i as usize].inner == InnerStride::Broadcast => Some(i as usize),
+        InstOp::Load(i) if inputs[i as usize].inner == InnerStride::Broadcast => Some(i as usize),
         _ => None,
     }
 }
 
+/// The f32 value `v`, known once per output, for a routine's argument: the load of a
+/// broadcast input at `base`, or the per-output value [`super::emit::per_output_pre`] computed.
+pub(crate) fn per_output_arg(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], pre: &PerValue, base: &[Value], v: Val) -> Value {
+    match broadcast_load(inputs, insts, v) {
+        Some(i) => cx.b.ins().load(types::F32, data_flags(), base[i], 0),
+        None => pre.0[v as usize].expect("a per-output value is computed before the loops"),
+    }
+}
+
 /// True for an f32 input read with stride 1 along the reduced dim.
-fn unit_f32(input: &KernelInput) -> bool {
+pub(crate) fn unit_f32(input: &KernelInput) -> bool {
     input.inner == InnerStride::Unit && input.dtype == DType::F32
 }
 

@@ -19,7 +19,7 @@ use super::epilogue::EpiloguePass;
 use super::ops::{clif_type, Cx};
 use super::runs::{emit_runs, Pass, Space};
 use super::kept_rows::{same_value, ROW_CACHE};
-use super::native_rows::{broadcast_load, native_row, NativeRow, RowCall};
+use super::native_rows::{native_row, per_output_arg, NativeRow, RowCall};
 use super::tiles::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -425,10 +425,7 @@ impl StagePass<'_, '_> {
 #[allow(clippy::too_many_arguments)]
 fn native_sweep(cx: &mut Cx, k: &ReduceKernel, st: &ReduceStage, native: NativeRow, pre: &PerValue, sp: &Space, base: &[Value], keep: Option<RowKeep>) -> Value {
     let (src, n) = (base[native.input], sp.inner());
-    let given = |cx: &mut Cx, v: Val| match broadcast_load(k, &st.insts, v) {
-        Some(i) => cx.b.ins().load(types::F32, data_flags(), base[i], 0),
-        None => pre.0[v as usize].expect("a per-output value is computed before the loops"),
-    };
+    let given = |cx: &mut Cx, v: Val| per_output_arg(cx, &k.inputs, &st.insts, pre, base, v);
     let name = native.call.helper();
     match native.call {
         RowCall::Sum => cx.call(name, &[src, n]),

@@ -174,5 +174,66 @@ unsafe extern "C" fn count_eq(src: *const f32, t: f32, n: usize) -> usize {
     count
 }
 
+/// The lanes of row `p` at `i` under mask `m`, or `none` when `p` is null.
+///
+/// # Safety
+/// `p` null, or valid to read the lanes of `m` at `i`.
+#[inline(always)]
+unsafe fn lanes_or(p: *const f32, i: usize, m: __mmask16, none: __m512) -> Option<__m512> {
+    // SAFETY: the masked load reads only the lanes of `m`, inside the row by the caller's word.
+    (!p.is_null()).then(|| unsafe { _mm512_mask_loadu_ps(none, m, p.add(i)) })
+}
+
+/// The layer-norm epilogue routine.
+///
+/// # Safety
+/// As [`super::row_reduce::RowNormAffineFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize) {
+    let (mv, rv) = (_mm512_set1_ps(m), _mm512_set1_ps(r));
+    let zero = _mm512_setzero_ps();
+    let mut i = 0;
+    while i < n {
+        let k = if n - i >= 16 { 0xffff } else { first(n - i) };
+        // SAFETY: the masked loads read lanes i..min(i + 16, n) of rows the caller made valid
+        // for n f32 (w and b only when not null); the masked store writes the same lanes, after
+        // their loads (in place is fine).
+        unsafe {
+            let mut y = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, src.add(i)), mv), rv);
+            if let Some(wv) = lanes_or(w, i, k, zero) {
+                y = _mm512_mul_ps(y, wv);
+            }
+            if let Some(bv) = lanes_or(b, i, k, zero) {
+                y = _mm512_add_ps(y, bv);
+            }
+            _mm512_mask_storeu_ps(dst.add(i), k, y);
+        }
+        i += 16;
+    }
+}
+
+/// The cross-entropy gradient's epilogue routine: the compare of each 16 lanes is a mask that
+/// picks `a` or `z`.
+///
+/// # Safety
+/// As [`super::row_reduce::RowOneHotSubFn`], on a CPU with AVX-512F.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn onehot_sub(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize) {
+    let (tv, av, zv, ev, sv) = (_mm512_set1_ps(t), _mm512_set1_ps(a), _mm512_set1_ps(z), _mm512_set1_ps(e), _mm512_set1_ps(s));
+    let mut i = 0;
+    while i < n {
+        let m = if n - i >= 16 { 0xffff } else { first(n - i) };
+        // SAFETY: the masked loads read lanes i..min(i + 16, n) of rows valid for n f32; the
+        // masked store writes the same lanes, after their loads (in place is fine).
+        unsafe {
+            let hot = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_maskz_loadu_ps(m, iota.add(i)), tv), zv, av);
+            let y = _mm512_sub_ps(hot, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, k.add(i)), ev), sv));
+            _mm512_mask_storeu_ps(dst.add(i), m, y);
+        }
+        i += 16;
+    }
+}
+
 /// The routines.
-pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq };
+pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq, norm_affine, onehot_sub };

@@ -14,6 +14,14 @@
 //! - [`RowFns::count_eq`]: how many elements equal `t` (the sum of a one-hot mask: the
 //!   cross-entropy gradient's `Σ where(eq(iota, target), g, 0)`).
 //!
+//! And two epilogue sweeps (`kiln-codegen`'s `cpu/native_epilogue.rs`), each writing `dst[0..n]`
+//! with the same f32 operations, in the same order, as the JIT's loops (no FMA), so the
+//! results are the same bits:
+//! - [`RowFns::norm_affine`]: `((x - m)·r)·w + b`, layer norm's normalization (`w`, `b` rows,
+//!   either left out);
+//! - [`RowFns::onehot_sub`]: `where(iota == t, a, z) - (k·e)·s`, the cross-entropy gradient
+//!   (`k` the kept exps of the row, `e` and `s` one value per row).
+//!
 //! Sums add each f32 term, promoted exactly, into f64 lanes: at least as accurate as the
 //! JIT's own loops (f32 groups of four, then f64).
 
@@ -54,6 +62,22 @@ pub type RowExpSumFn = unsafe extern "C" fn(src: *const f32, c: f32, dst: *mut f
 /// As [`RowSumFn`].
 pub type RowCountEqFn = unsafe extern "C" fn(src: *const f32, t: f32, n: usize) -> usize;
 
+/// `dst[i] = ((src[i] - m)·r)·w[i] + b[i]` for `i < n`, each operation rounded in f32 (no
+/// FMA); a null `w` leaves out the product with it, a null `b` the sum.
+///
+/// # Safety
+/// `src`, and `w`, `b` unless null, valid to read `n` f32; `dst` valid to write `n` f32, not
+/// overlapping them unless equal to `src`.
+pub type RowNormAffineFn = unsafe extern "C" fn(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize);
+
+/// `dst[i] = (if iota[i] == t { a } else { z }) - (k[i]·e)·s` for `i < n`, each operation
+/// rounded in f32.
+///
+/// # Safety
+/// `iota` and `k` valid to read `n` f32; `dst` valid to write `n` f32, not overlapping them
+/// unless equal to one of them.
+pub type RowOneHotSubFn = unsafe extern "C" fn(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize);
+
 /// The row routines for this CPU.
 #[derive(Clone, Copy)]
 pub struct RowFns {
@@ -67,6 +91,10 @@ pub struct RowFns {
     pub exp_sum: RowExpSumFn,
     /// `#{x == t}`.
     pub count_eq: RowCountEqFn,
+    /// Layer norm's `((x - m)·r)·w + b`.
+    pub norm_affine: RowNormAffineFn,
+    /// Cross-entropy's gradient `where(iota == t, a, z) - (k·e)·s`.
+    pub onehot_sub: RowOneHotSubFn,
 }
 
 /// Lanes of the portable loops' f64 accumulators (rustc vectorizes them).
@@ -161,6 +189,43 @@ unsafe fn exp_sum_with(src: *const f32, c: f32, dst: *mut f32, n: usize, e: impl
     acc.iter().sum::<f64>() + tail
 }
 
+/// [`RowNormAffineFn`]'s loop: `w` and `b` as given (null: left out), elementwise.
+///
+/// # Safety
+/// As [`RowNormAffineFn`].
+#[inline(always)]
+unsafe fn norm_affine_with(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize) {
+    for i in 0..n {
+        // SAFETY: i < n; each element is read before it is written.
+        unsafe {
+            let mut y = (*src.add(i) - m) * r;
+            if !w.is_null() {
+                y *= *w.add(i);
+            }
+            if !b.is_null() {
+                y += *b.add(i);
+            }
+            *dst.add(i) = y;
+        }
+    }
+}
+
+/// [`RowOneHotSubFn`]'s loop.
+///
+/// # Safety
+/// As [`RowOneHotSubFn`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn onehot_sub_with(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize) {
+    for i in 0..n {
+        // SAFETY: i < n; each element is read before it is written.
+        unsafe {
+            let hot = if *iota.add(i) == t { a } else { z };
+            *dst.add(i) = hot - (*k.add(i) * e) * s;
+        }
+    }
+}
+
 macro_rules! portable_row_fns {
     ($name:ident, $($feature:literal)?, $exp:path) => {
         /// The portable row routines, compiled for the target features named.
@@ -197,8 +262,21 @@ macro_rules! portable_row_fns {
                 unsafe { row(src, n) }.iter().filter(|&&x| x == t).count()
             }
 
+            $(#[target_feature(enable = $feature)])?
+            pub(super) unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize) {
+                // SAFETY: the caller upholds RowNormAffineFn's contract.
+                unsafe { norm_affine_with(src, m, r, w, b, dst, n) }
+            }
+
+            $(#[target_feature(enable = $feature)])?
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe extern "C" fn onehot_sub(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize) {
+                // SAFETY: the caller upholds RowOneHotSubFn's contract.
+                unsafe { onehot_sub_with(iota, t, a, z, k, e, s, dst, n) }
+            }
+
             /// The routines.
-            pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq };
+            pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq, norm_affine, onehot_sub };
         }
     };
 }
@@ -337,5 +415,51 @@ mod tests {
         let sum = unsafe { (f.exp_sum)(xs.as_ptr(), 0.0, got.as_mut_ptr(), 6, xs.as_ptr()) };
         assert!(got[0].is_nan() && sum.is_nan());
         assert_eq!(&got[1..], &[f32::INFINITY, 0.0, f32::INFINITY, 0.0, 1.0]);
+    }
+
+    /// The epilogue sweeps against their scalar definitions, bit for bit, with and without
+    /// `w` and `b`, in place, and with special values in the rows.
+    #[test]
+    fn epilogue_sweeps_equal_their_scalar_forms_bit_for_bit() {
+        let bits = |v: &[f32]| v.iter().map(|y| y.to_bits()).collect::<Vec<_>>();
+        for f in all_fns() {
+            for mut xs in rows() {
+                let n = xs.len();
+                if n > 5 {
+                    xs[3] = f32::NAN;
+                    xs[4] = f32::INFINITY;
+                }
+                let w: Vec<f32> = xs.iter().rev().map(|x| x * 0.25 + 1.0).collect();
+                let b: Vec<f32> = xs.iter().map(|x| x * -0.5).collect();
+                let (m, r) = (0.75f32, 1.0f32 / 3.0);
+                for (wp, bp) in [(true, true), (true, false), (false, true), (false, false)] {
+                    let want: Vec<f32> = (0..n)
+                        .map(|i| {
+                            let y = (xs[i] - m) * r;
+                            let y = if wp { y * w[i] } else { y };
+                            if bp { y + b[i] } else { y }
+                        })
+                        .collect();
+                    let (wq, bq) = (if wp { w.as_ptr() } else { std::ptr::null() }, if bp { b.as_ptr() } else { std::ptr::null() });
+                    let mut got = vec![0f32; n];
+                    // SAFETY: every row holds n f32; dst is disjoint from the sources.
+                    unsafe { (f.norm_affine)(xs.as_ptr(), m, r, wq, bq, got.as_mut_ptr(), n) };
+                    assert_eq!(bits(&got), bits(&want), "norm_affine of {n} elements, w {wp}, b {bp}");
+                    let mut in_place = xs.clone();
+                    // SAFETY: in place: src == dst, n f32.
+                    unsafe { (f.norm_affine)(in_place.as_ptr(), m, r, wq, bq, in_place.as_mut_ptr(), n) };
+                    assert_eq!(bits(&in_place), bits(&want), "norm_affine in place, {n} elements");
+                }
+                let iota: Vec<f32> = (0..n).map(|i| i as f32).collect();
+                for t in [0.0, 2.0, (n as f32 - 1.0).max(0.0), -1.0, f32::NAN] {
+                    let (a, z, e, s) = (-0.125f32, 0.0f32, 0.9f32, 1.0f32 / 7.0);
+                    let want: Vec<f32> = (0..n).map(|i| (if iota[i] == t { a } else { z }) - (xs[i] * e) * s).collect();
+                    let mut got = vec![0f32; n];
+                    // SAFETY: every row holds n f32; dst is disjoint from the sources.
+                    unsafe { (f.onehot_sub)(iota.as_ptr(), t, a, z, xs.as_ptr(), e, s, got.as_mut_ptr(), n) };
+                    assert_eq!(bits(&got), bits(&want), "onehot_sub of {n} elements, target {t}");
+                }
+            }
+        }
     }
 }
