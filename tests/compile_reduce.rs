@@ -219,10 +219,38 @@ fn cross_entropy_forward_backward_match_eager() {
     close(&lc, &le, 1e-5);
     close(&gc, &ge, 1e-5);
     assert_eq!(eager_ops, 0, "{eager_ops} eager ops");
-    assert!(kernels <= 6, "{kernels} kernels");
     // The max, Σ exp, the pick, the gradient's Σ and the gradient itself: one sweep of the
-    // logits (`passes/stages.rs`); the other kernels work on one value per row.
+    // logits (`passes/stages.rs`); the mean and the gradient's `-g/n` per row are the others.
+    assert!(kernels <= 3, "{kernels} kernels");
     assert_eq!(over_logits, 1, "{over_logits} kernels compute exp over the logits");
+}
+
+/// Cross-entropy's forward alone is at most two kernels when no target is ignored: the one
+/// over the logits (max, `Σ exp`, the pick) and the mean. With an ignored target (or class
+/// weights) the mask and the weights' sum add kernels, and the value still equals eager.
+#[test]
+fn cross_entropy_forward_is_two_kernels() {
+    let _seeded = seeded();
+    kiln::manual_seed(10);
+    let logits = Tensor::randn(&[16, 7]);
+    for ignored in [false, true] {
+        let mut t: Vec<i64> = (0..16).map(|i| (i * 5 + 2) % 7).collect();
+        if ignored {
+            t[3] = -100;
+        }
+        let target = Tensor::from_vec(t, &[16]);
+        let eager = kiln::nn::functional::cross_entropy(&logits, &target);
+        let mut step = kiln::compile(|(x, t): (&Tensor, &Tensor)| kiln::nn::functional::cross_entropy(x, t));
+        let loss = step.call((&logits, &target));
+        close(&loss, &eager, 1e-6);
+        let (kernels, eager_ops) = (step.stats().kernels_launched, step.stats().eager_ops);
+        assert_eq!(eager_ops, 0, "ignored {ignored}");
+        if ignored {
+            assert!(kernels > 2, "the mask and the weights' sum are kernels: {kernels}");
+        } else {
+            assert_eq!(kernels, 2, "{:?}", step.kernels().iter().map(|k| &k.ops).collect::<Vec<_>>());
+        }
+    }
 }
 
 /// A gather of one element per row along the last dim, captured as a masked sum: the value

@@ -40,15 +40,51 @@ pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tens
 #[track_caller]
 fn checked_pick(op: &'static str, x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor> {
     let classes = x.shape()[d];
-    if let Some(bad) = index.try_to_vec::<i64>()?.into_iter().find(|&i| i < 0 || i >= classes as i64) {
+    let values = index.try_to_vec::<i64>()?;
+    if let Some(&bad) = values.iter().find(|&&i| i < 0 || i >= classes as i64) {
         bail!(op, Index, "index {bad} is out of bounds for dimension {d} with size {classes}");
     }
-    masked_pick(x, d, index)
+    masked_pick_known(x, d, index.shape(), &values)
+}
+
+/// [`masked_pick`] by an index whose values are known on the host (`values`, row-major over
+/// `index_shape`, checked by the caller): the index enters the step as an input already in
+/// the comparison's dtype, so no kernel casts it.
+#[track_caller]
+pub(crate) fn masked_pick_known(x: &Tensor, d: usize, index_shape: &[usize], values: &[i64]) -> Result<Tensor> {
+    let index = class_indices(x, d, values.iter().copied(), index_shape)?;
+    masked_pick(x, d, &index)
+}
+
+/// Class indices `values` (row-major over `shape`) as a tensor in the comparison's dtype for
+/// `x` along `d`, where `x` lives (a CUDA step reads them as a device input).
+fn class_indices(x: &Tensor, d: usize, values: impl Iterator<Item = i64>, shape: &[usize]) -> Result<Tensor> {
+    let t = match compare_dtype(x, d) {
+        DType::F32 => Tensor::from_vec(values.map(|i| i as f32).collect(), shape),
+        DType::F64 => Tensor::from_vec(values.map(|i| i as f64).collect(), shape),
+        _ => Tensor::from_vec(values.collect(), shape),
+    };
+    if x.device() == t.device() {
+        Ok(t)
+    } else {
+        t.try_to(&x.device())
+    }
+}
+
+/// The dtype `masked_pick` compares class indices in for `x` along `d`: `x`'s float dtype
+/// when every class index is exact in it, else int64.
+fn compare_dtype(x: &Tensor, d: usize) -> DType {
+    match x.dtype() {
+        DType::F32 if x.shape()[d] <= 1 << 24 => DType::F32,
+        DType::F64 => DType::F64,
+        _ => DType::I64,
+    }
 }
 
 /// `where(arange(C) == index, x, 0)` summed over dim `d` (kept, size 1), `C` being `x`'s size
-/// there: `x.gather(d, index)` for an int64 `index` of `x`'s shape but size 1 along `d`, whose
-/// values are in `[0, C)`; a row whose index is outside that range gives 0 (unchecked).
+/// there: `x.gather(d, index)` for an int64 `index` (or one already in the comparison's dtype,
+/// see [`masked_pick_known`]) of `x`'s shape but size 1 along `d`, whose values are in
+/// `[0, C)`; a row whose index is outside that range gives 0 (unchecked).
 ///
 /// The comparison is made in `x`'s float dtype when that is exact (fewer than 2^24 classes for
 /// f32: every integer up to there is a float, and no other integer rounds into `[0, C)`), so
@@ -58,13 +94,8 @@ pub(crate) fn masked_pick(x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor
     let classes = x.shape()[d];
     let mut iota_shape = vec![1usize; x.dim() - d];
     iota_shape[0] = classes;
-    let (iota, index) = match x.dtype() {
-        DType::F32 if classes <= 1 << 24 => (Tensor::from_vec((0..classes).map(|c| c as f32).collect(), &iota_shape), index.try_to_dtype(DType::F32)?),
-        DType::F64 => (Tensor::from_vec((0..classes).map(|c| c as f64).collect(), &iota_shape), index.try_to_dtype(DType::F64)?),
-        _ => (Tensor::from_vec((0..classes as i64).collect(), &iota_shape), index.clone()),
-    };
-    // The class indices live where `x` does (a CUDA step reads them as a device input).
-    let iota = if x.device() == iota.device() { iota } else { iota.try_to(&x.device())? };
+    let iota = class_indices(x, d, 0..classes as i64, &iota_shape)?;
+    let index = if index.dtype() == iota.dtype() { index.clone() } else { index.try_to_dtype(iota.dtype())? };
     let hit = iota.try_eq(&index)?;
     Tensor::try_where(&hit, x, 0.0)?.try_sum_dim(d as i64, true)
 }

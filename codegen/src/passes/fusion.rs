@@ -125,12 +125,13 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     let n = g.nodes.len();
     let mut f = Fusion { group_of: vec![None; n], ..Fusion::default() };
     let levels = reduction_levels(g);
+    let feeds = feeds_reduction(g);
     let mut group_level: Vec<u32> = Vec::new();
     for id in 0..n as NodeId {
         if !live[id as usize] || !g.node(id).kind.is_elementwise() {
             continue;
         }
-        let gid = match choose_group(g, &f, id, &levels, &group_level) {
+        let gid = match choose_group(g, &f, id, &levels, &feeds, &group_level) {
             Ok(gid) => gid,
             Err(reason) => {
                 if let Some(reason) = reason {
@@ -314,12 +315,28 @@ fn reduction_levels(g: &Graph) -> Vec<u32> {
     level
 }
 
+/// Per node, whether a reduction reads it, directly or through elementwise nodes.
+fn feeds_reduction(g: &Graph) -> Vec<bool> {
+    let mut feeds = vec![false; g.nodes.len()];
+    for (n, node) in g.nodes.iter().enumerate().rev() {
+        let reduces = matches!(node.kind, NodeKind::Reduce { .. });
+        if reduces || (feeds[n] && node.kind.is_elementwise()) {
+            for u in &node.reads {
+                feeds[u.node as usize] = true;
+            }
+        }
+    }
+    feeds
+}
+
 /// The group `id` joins, or why it cannot join any (`None`: it has no elementwise producer, so
 /// there was nothing to refuse). Horizontally, `id` joins no group with a member after more
-/// reductions than it (`levels` per node, `group_level` per group): the group's step would wait
-/// for a reduction `id` does not need, which can keep a later reduction over the same rows from
-/// joining that reduction's kernel (cross-entropy's target cast beside `log Σ`).
-fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], group_level: &[u32]) -> Result<u32, Option<String>> {
+/// reductions than it (`levels` per node, `group_level` per group) when a reduction reads `id`
+/// (`feeds`): the group's step would wait for a reduction `id` does not need, which can keep
+/// that later reduction over the same rows from joining the earlier one's kernel
+/// (cross-entropy's target cast beside `log Σ`). Nodes no reduction reads (an optimizer's
+/// update beside its gradient's chain) may wait.
+fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], feeds: &[bool], group_level: &[u32]) -> Result<u32, Option<String>> {
     let node = g.node(id);
     let mut reason = None;
     for u in &node.reads {
@@ -343,7 +360,7 @@ fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], group_level: 
     // Horizontal: the latest groups of this shape that nothing this node reads depends on.
     let recent = f.groups.iter().enumerate().rev().filter(|(_, m)| g.node(m[0]).shape == node.shape).take(HORIZONTAL_WINDOW);
     for (gid, _) in recent {
-        if group_level[gid] <= levels[id as usize] && may_join(g, f, id, gid as u32).is_ok() {
+        if (group_level[gid] <= levels[id as usize] || !feeds[id as usize]) && may_join(g, f, id, gid as u32).is_ok() {
             return Ok(gid as u32);
         }
     }
@@ -392,6 +409,31 @@ mod tests {
         let f = fuse(&g, &[true; 4]);
         assert_eq!(f.groups, vec![vec![a], vec![b]]);
         assert!(f.refusals[0].1.contains("cycle"), "{:?}", f.refusals);
+    }
+
+    /// The level rule holds for nodes a reduction reads, not for the others: beside a group
+    /// after a row sum, a node of the same shape that no reduction reads (an optimizer's
+    /// update) joins it; one whose value is summed again starts its own kernel.
+    #[test]
+    fn only_nodes_a_reduction_reads_keep_out_of_groups_after_a_reduction() {
+        use kiln_runtime::op_kind::ReduceOp;
+        for summed in [false, true] {
+            let mut g = Graph::default();
+            let c = Layout::contiguous(&[4, 4]);
+            let x = push(&mut g, NodeKind::Input { slot: 0, len: 16 }, &[4, 4], &[]);
+            let y = push(&mut g, NodeKind::Input { slot: 1, len: 16 }, &[4, 4], &[]);
+            let sum = NodeKind::Reduce { op: ReduceOp::Sum, dims: 0b10, divide: None, index: 0 };
+            let r = push(&mut g, sum.clone(), &[4, 1], &[(x, c.clone())]);
+            let after = push(&mut g, NodeKind::Binary(BinaryOp::Mul), &[4, 4], &[(x, c.clone()), (r, Layout::contiguous(&[4, 1]).broadcast_to(&[4, 4]).expect("broadcasts"))]);
+            let beside = push(&mut g, NodeKind::Unary(UnaryOp::Exp), &[4, 4], &[(y, c.clone())]);
+            g.outputs.extend([after, beside]);
+            if summed {
+                let total = push(&mut g, sum, &[4, 1], &[(beside, c.clone())]);
+                g.outputs.push(total);
+            }
+            let f = fuse(&g, &vec![true; g.nodes.len()]);
+            assert_eq!(f.group_of[beside as usize] == f.group_of[after as usize], !summed, "summed: {summed}, groups {:?}", f.groups);
+        }
     }
 
     /// Random DAGs of elementwise and opaque nodes over two shapes: fusion never makes a

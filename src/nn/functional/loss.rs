@@ -325,16 +325,19 @@ pub fn try_nll_loss_opts(input: &Tensor, target: &Tensor, opts: &NllLossOpts) ->
 }
 
 /// The per-target pieces of an NLL loss: the unreduced loss, each target's weight (0 where
-/// ignored) and the ignore mask.
+/// ignored) and the ignore mask; `all_weighed_one`: no weight and nothing ignored, so every
+/// target weighs 1 and the mean is the loss's own.
 struct NllParts {
     loss: Tensor,
     target_weight: Tensor,
     ignored: Tensor,
+    all_weighed_one: bool,
 }
 
 #[track_caller]
 fn nll_reduce(p: NllParts, reduction: Reduction) -> Result<Tensor> {
     match reduction {
+        Reduction::Mean if p.all_weighed_one => p.loss.try_mean(),
         Reduction::Mean => p.loss.try_sum()?.try_div(&p.target_weight.try_sum()?),
         r => reduce(p.loss, r),
     }
@@ -362,10 +365,30 @@ fn nll_pick(op: &'static str, input: &Tensor, target: &Tensor, weight: Option<&T
         return Err(err(op, ErrorKind::Shape, format!("expected target of shape {expected:?} for input of shape {:?}, got target of shape {:?}", input.shape(), target.shape())));
     }
     let weight = class_weight(op, weight, classes, input.dtype())?;
-    if let Some(bad) = target.contiguous().to_vec::<i64>().into_iter().find(|&t| t != ignore_index && (t < 0 || t >= classes as i64)) {
+    let values = target.contiguous().to_vec::<i64>();
+    if let Some(bad) = values.iter().find(|&&t| t != ignore_index && (t < 0 || t >= classes as i64)) {
         return Err(err(op, ErrorKind::Index, format!("target {bad} is out of bounds: input of shape {:?} has {classes} classes (target shape {:?})", input.shape(), target.shape())));
     }
+    if weight.is_none() && !values.contains(&ignore_index) && crate::capture::is_active() && cd + 1 == input.dim() {
+        return named(op, nll_parts_all_kept(input, target.shape(), &values));
+    }
     named(op, nll_parts(input, &target, weight.as_ref(), ignore_index))
+}
+
+/// [`NllParts`] inside a compiled step when no target is ignored and there is no weight
+/// (the targets are read on the host for their bounds anyway, and each call traces again):
+/// the pick by the known targets, no mask, and a plain mean. The captured loss is then the
+/// log-probabilities' kernel and the mean's: no kernels for the mask, the targets' cast or
+/// the weights' sum (the mean differs from `Σ loss / Σ 1` by the rounding of one division).
+#[track_caller]
+fn nll_parts_all_kept(input: &Tensor, target_shape: &[usize], values: &[i64]) -> Result<NllParts> {
+    let cd = class_dim(input);
+    let mut index_shape = target_shape.to_vec();
+    index_shape.insert(cd, 1);
+    let picked = crate::ops::pick::masked_pick_known(input, cd, &index_shape, values)?.squeeze_dim(cd as i64);
+    let target_weight = Tensor::ones_opts(target_shape, input.dtype(), input.device());
+    let ignored = Tensor::zeros_opts(target_shape, DType::Bool, input.device());
+    Ok(NllParts { loss: -picked, target_weight, ignored, all_weighed_one: true })
 }
 
 #[track_caller]
@@ -387,7 +410,7 @@ fn nll_parts(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_in
         None => keep,
     };
     let loss = -(picked * &target_weight);
-    Ok(NllParts { loss, target_weight, ignored })
+    Ok(NllParts { loss, target_weight, ignored, all_weighed_one: false })
 }
 
 fn shape_i64(shape: &[usize]) -> Vec<i64> {
