@@ -91,23 +91,28 @@ fn softmax_is_one_kernel() {
     });
 }
 
+/// `exp(x - max - log Σ)` over x (input 0) with the max and `Σ` stage values 0 and 1: the
+/// softmax as log-softmax's backward computes it (values 0..7, the last the softmax).
+fn softmax_via_log_sum(dtype: DType) -> Vec<Inst> {
+    let i = |op| inst(op, dtype);
+    vec![
+        i(InstOp::Load(0)),
+        i(InstOp::Reduced(0)),
+        i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+        i(InstOp::Reduced(1)),
+        i(InstOp::Unary(UnaryOp::Log, 3)),
+        i(InstOp::Binary(BinaryOp::Sub, 2, 4)),
+        i(InstOp::Unary(UnaryOp::Exp, 5)),
+    ]
+}
+
 #[test]
 fn softmax_through_log_sum_exp_shares_the_stage_exp() {
     // The epilogue `exp(x - max - log Σ)` (log-softmax's backward form): the kernel computes it
     // as `exp(x - max) · exp(-log Σ)` from the Σ stage's kept exps when tiled.
     each_case("softmax via log Σ", |dtype, shape, rr, x_inner, label| {
         let mut k = softmax_kernel(dtype, shape.len(), rr, x_inner);
-        let i = |op| inst(op, dtype);
-        let epilogue = vec![
-            i(InstOp::Load(0)),
-            i(InstOp::Reduced(0)),
-            i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
-            i(InstOp::Reduced(1)),
-            i(InstOp::Unary(UnaryOp::Log, 3)),
-            i(InstOp::Binary(BinaryOp::Sub, 2, 4)),
-            i(InstOp::Unary(UnaryOp::Exp, 5)),
-        ];
-        k.epilogue = Some(Epilogue { insts: epilogue, outputs: vec![6] });
+        k.epilogue = Some(Epilogue { insts: softmax_via_log_sum(dtype), outputs: vec![6] });
         let ck = CpuKernel::compile_reduce(&k, "lse").unwrap();
         assert_eq!(ck.is_tiled(), tiles(dtype, rr, x_inner), "{label}");
         let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 11, false);
@@ -271,17 +276,8 @@ fn the_cross_entropy_gradient_is_one_kernel() {
         let mut picked = Vec::new();
         let reduced = hot(&mut picked);
         k.stages.push(stage(picked, reduced, ReduceOp::Sum, dtype, None));
-        let mut epilogue = vec![
-            i(InstOp::Load(0)),
-            i(InstOp::Reduced(0)),
-            i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
-            i(InstOp::Reduced(1)),
-            i(InstOp::Unary(UnaryOp::Log, 3)),
-            i(InstOp::Binary(BinaryOp::Sub, 2, 4)),
-            i(InstOp::Unary(UnaryOp::Exp, 5)),
-            i(InstOp::Reduced(2)),
-            i(InstOp::Binary(BinaryOp::Mul, 6, 7)),
-        ];
+        let mut epilogue = softmax_via_log_sum(dtype);
+        epilogue.extend([i(InstOp::Reduced(2)), i(InstOp::Binary(BinaryOp::Mul, 6, 7))]);
         let w = hot(&mut epilogue);
         epilogue.push(i(InstOp::Binary(BinaryOp::Sub, w, 8)));
         k.epilogue = Some(Epilogue { outputs: vec![epilogue.len() as u32 - 1], insts: epilogue });
