@@ -111,10 +111,12 @@ pub fn set_flush_denormal(on: bool) -> bool {
 /// with accumulation and the generated kernels combine partial results in a fixed order (no
 /// atomics, no racing accumulation), and random numbers come from counter-based Philox
 /// streams, so for a given thread count results are the same run after run with or without
-/// this mode. On CUDA, `scatter_add` accumulates with atomics and a `scatter` of a tensor
-/// keeps any one value where indices repeat: with this mode on, both are refused with an
-/// error (and so are the gradients built on them: `gather`, `index_select`, `embedding`).
-/// Kernels with a scheduling-dependent path check the mode
+/// this mode. On CUDA, `scatter_add` accumulates with atomics by default; with this mode on
+/// it runs a kernel adding in the CPU's order instead (one thread per line of the scatter
+/// dim: the CPU's result bit for bit), so the gradients built on it (`gather`,
+/// `index_select`, `embedding`, `cross_entropy`/`nll_loss`) run too. A `scatter` of a tensor
+/// (which keeps any one value where indices repeat) and an accumulating `index_put_` are
+/// refused with an error. Kernels with a scheduling-dependent path check the mode
 /// ([`are_deterministic_algorithms_enabled`]).
 pub fn use_deterministic_algorithms(mode: bool) {
     kiln_runtime::set_deterministic_algorithms(mode)

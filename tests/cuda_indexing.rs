@@ -13,8 +13,9 @@ use kiln::nn::functional::{CrossEntropyOpts, NllLossOpts, Reduction};
 use kiln::{DType, Device, Tensor};
 use std::sync::Mutex;
 
-/// Held by the tests that run `scatter_add` (directly or in a gradient), so that the one test
-/// switching `use_deterministic_algorithms` (process-wide) cannot refuse their CUDA runs.
+/// Held by the tests that run `scatter_add` (directly or in a gradient), so that the tests
+/// switching `use_deterministic_algorithms` (process-wide) cannot change which kernel their
+/// CUDA runs take, or refuse them.
 static DETERMINISM: Mutex<()> = Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
@@ -271,8 +272,67 @@ test_device!(max_min_gradients_share_ties, |d| {
     vec![x.grad().unwrap(), y.grad().unwrap()]
 });
 
+/// `n` values of mixed signs and magnitudes (1e-2 to 1e2), so that the order of float additions
+/// shows in the last bits of a sum.
+fn mixed(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (if i % 3 == 0 { -1.0 } else { 1.0 }) * ((i * 7919) % 1000) as f32 / 7.0 * 10f32.powi((i % 5) as i32 - 2)).collect()
+}
+
+/// `n` int64 indices in `0..k` repeating in an irregular order, as a tensor of `shape` on `d`.
+fn repeated(shape: &[usize], k: usize, d: Device) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec((0..n).map(|i| ((i * 5 + i / 7) % k) as i64).collect(), shape).to(&d)
+}
+
+/// The values of the f32 or f16 tensor `t` as f32 bits, read on the host.
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to(&Device::Cpu).to_dtype(DType::F32).contiguous().to_vec::<f32>().into_iter().map(f32::to_bits).collect()
+}
+
+/// Runs `f` on cuda:0 under `use_deterministic_algorithms(true)`, restoring the mode (off)
+/// before a panic in `f` goes on.
+fn deterministic<T>(f: impl FnOnce() -> T) -> T {
+    kiln::use_deterministic_algorithms(true);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    kiln::use_deterministic_algorithms(false);
+    r.unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
 #[test]
-fn deterministic_mode_refuses_cuda_scatter_add() {
+fn deterministic_scatter_add_equals_the_cpu_bit_for_bit() {
+    let _g = lock();
+    // Along dim 0 and the last dim, through transposed and narrowed views of the target, the
+    // index and the source; 48 or 64 additions into each of 3 or 4 positions per line.
+    let run = |d: Device, dtype: DType| -> Vec<Tensor> {
+        let src = Tensor::from_vec(mixed(64 * 50), &[64, 50]).to_dtype(dtype).to(&d);
+        let src = src.narrow(1, 1, 48).t(); // [48, 64], strides [1, 50]
+        let idx0 = repeated(&[64, 48], 4, d).t(); // [48, 64] in 0..4
+        let idx1 = repeated(&[48, 70], 3, d).narrow(1, 2, 64); // [48, 64] in 0..3
+        let base = Tensor::from_vec(mixed(64 * 4), &[64, 4]).to_dtype(dtype).to(&d);
+        let along0 = base.t().scatter_add(0, &idx0, &src);
+        let in_place = base.deep_clone();
+        in_place.t().scatter_add_(0, &idx0, &src);
+        let along1 = Tensor::zeros_opts(&[48, 3], dtype, d).scatter_add(1, &idx1, &src);
+        let last_t = Tensor::zeros_opts(&[3, 48], dtype, d);
+        last_t.t().scatter_add_(1, &idx1, &src);
+        vec![along0, in_place, along1, last_t]
+    };
+    let cpu = [DType::F32, DType::F16].map(|dtype| run(Device::Cpu, dtype));
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping the CUDA run");
+    }
+    for (dtype, cpu) in [DType::F32, DType::F16].into_iter().zip(cpu) {
+        let cuda = deterministic(|| run(Device::Cuda(0), dtype));
+        for (k, (c, g)) in cpu.iter().zip(&cuda).enumerate() {
+            assert_eq!(g.device(), Device::Cuda(0));
+            assert_eq!((g.shape(), g.dtype()), (c.shape(), dtype));
+            assert_eq!(bits(g), bits(c), "{dtype:?} result {k}: the CPU's sums bit for bit");
+        }
+    }
+}
+
+#[test]
+fn deterministic_mode_refuses_only_a_cuda_scatter_of_a_tensor() {
     if !Device::cuda_is_available() {
         return println!("no CUDA device, skipping");
     }
@@ -280,15 +340,44 @@ fn deterministic_mode_refuses_cuda_scatter_add() {
     let d = Device::Cuda(0);
     let x = Tensor::zeros_opts(&[4], DType::F32, d);
     let idx = Tensor::new(&[0i64, 0, 1]).to(&d);
-    let src = Tensor::ones_opts(&[3], DType::F32, d);
-    kiln::use_deterministic_algorithms(true);
-    let add = x.try_scatter_add(0, &idx, &src).map(drop);
-    let put = x.try_scatter(0, &idx, &src).map(drop);
-    let value = x.try_scatter_value(0, &idx, 1.0).map(drop);
-    kiln::use_deterministic_algorithms(false);
-    let e = add.unwrap_err().to_string();
-    assert!(e.starts_with("scatter_add: scatter_add on CUDA adds into repeated positions in a scheduling-dependent order, and use_deterministic_algorithms(true) is set"), "{e}");
-    assert!(put.unwrap_err().to_string().contains("keeps any one of the values"));
+    let src = Tensor::new(&[1.0f32, 2.0, 4.0]).to(&d);
+    let (add, put, value, bad) = deterministic(|| {
+        let add = x.try_scatter_add(0, &idx, &src).map(|t| t.to_vec::<f32>());
+        let put = x.try_scatter(0, &idx, &src).map(drop);
+        let value = x.try_scatter_value(0, &idx, 1.0).map(drop);
+        let bad = x.try_scatter_add_(0, &Tensor::new(&[0i64, 4]).to(&d), &src).map(drop);
+        (add, put, value, bad)
+    });
+    assert_eq!(add.expect("scatter_add is deterministic on CUDA now"), vec![3.0, 4.0, 0.0, 0.0]);
+    let e = put.unwrap_err().to_string();
+    assert!(e.starts_with("scatter: scatter on CUDA keeps any one of the values written at a repeated position, and use_deterministic_algorithms(true) is set (index shape [3], self shape [4])"), "{e}");
     value.expect("a scalar scatter writes one value wherever indices repeat: deterministic");
-    assert_eq!(x.try_scatter_add(0, &idx, &src).unwrap().to_vec::<f32>(), vec![2.0, 1.0, 0.0, 0.0]);
+    // The bounds check still runs first, and nothing is written.
+    let e = bad.unwrap_err().to_string();
+    assert!(e.contains("index 4 is out of bounds for dimension 0 with size 4"), "{e}");
+    assert_eq!(x.to_vec::<f32>(), vec![0.0; 4]);
+}
+
+#[test]
+fn deterministic_mode_runs_embedding_and_cross_entropy_gradients_on_cuda() {
+    let _g = lock();
+    let run = |d: Device| -> Vec<Tensor> {
+        // 200 lookups of 10 rows: each row's gradient sums 20 upstream rows.
+        let weight = Tensor::from_vec(mixed(10 * 6), &[10, 6]).to(&d).requires_grad_(true);
+        let ids = repeated(&[20, 10], 10, d);
+        let up = Tensor::from_vec(mixed(200 * 6), &[20, 10, 6]).to(&d);
+        (&F::embedding(&ids, &weight, None) * &up).sum().backward();
+        let logits = Tensor::from_vec(mixed(32 * 5), &[32, 5]).to(&d).requires_grad_(true);
+        let target = repeated(&[32], 5, d);
+        F::cross_entropy(&logits, &target).backward();
+        vec![weight.grad().unwrap(), logits.grad().unwrap()]
+    };
+    let cpu = run(Device::Cpu);
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping the CUDA run");
+    }
+    let cuda = deterministic(|| run(Device::Cuda(0)));
+    assert_eq!(bits(&cuda[0]), bits(&cpu[0]), "the embedding gradient adds in the CPU's order");
+    // The cross-entropy gradient goes through CUDA's exp: equal up to its rounding.
+    device::assert_same("deterministic gradients", &cpu, &cuda);
 }

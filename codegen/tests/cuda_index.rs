@@ -1,5 +1,6 @@
-//! The CUDA indexing emitter (gather/index_select, scatter, scatter_add along one dim) and the
-//! device bounds check of index values: their text and errors (always), and NVRTC compiling
+//! The CUDA indexing emitter (gather/index_select, scatter, scatter_add along one dim, atomic
+//! and deterministic) and the device bounds check of index values: their text and errors
+//! (always), and NVRTC compiling
 //! every (kind, dtype) kernel for 0, 1 and 3 dims and the bounds check for 0 to 8 dims to
 //! CUBIN for sm_80 and sm_90 (skipping with a printed line when NVRTC is absent). With a GPU:
 //! the bounds check's flag over contiguous and strided views, at both edges of the range.
@@ -54,6 +55,33 @@ fn scatter_add_is_atomic_in_every_dtype() {
 }
 
 #[test]
+fn deterministic_scatter_add_walks_each_line_in_order_without_atomics() {
+    let src = |d| emit_index(IndexKind::ScatterAddLines, d, 2).unwrap().source;
+    let f = src(DType::F32);
+    assert!(emit_index(IndexKind::ScatterAddLines, DType::F32, 2).unwrap().name.starts_with("kiln_idx_scatter_add_lines_f32_"));
+    // The line's three words follow dim_stride; each thread owns its target elements.
+    assert!(f.contains("float* __restrict__ t, const long long* __restrict__ idx, const float* __restrict__ v,"), "{f}");
+    assert!(f.contains("unsigned long long dim_stride, unsigned long long line_len, unsigned long long line_pi, unsigned long long line_pv)"), "{f}");
+    assert!(f.contains("for (unsigned long long j = 0; j < line_len; ++j) {"), "{f}");
+    assert!(f.contains("const long long k = idx[pi + j * line_pi];"), "{f}");
+    assert!(f.contains("if (k < 0LL || (unsigned long long)k >= dim_size) { continue; }"), "bad indices skipped: {f}");
+    assert!(f.contains("const float a = t[at]; const float b = v[pv + j * line_pv]; t[at] = a + b;"), "{f}");
+    // The CPU's sums: f16/bf16 rounded once through double, integers wrapping, bool as or.
+    let h = src(DType::F16);
+    assert!(h.contains("t[at] = kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b));"), "{h}");
+    assert!(src(DType::BF16).contains("t[at] = kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b));"));
+    assert!(src(DType::I32).contains("t[at] = (int)((unsigned int)a + (unsigned int)b);"));
+    assert!(src(DType::I64).contains("t[at] = (long long)((unsigned long long)a + (unsigned long long)b);"));
+    assert!(src(DType::U8).contains("t[at] = (unsigned char)(a + b);"));
+    assert!(src(DType::Bool).contains("t[at] = (unsigned char)((a | b) != 0);"));
+    for d in DType::ALL {
+        let s = src(d);
+        assert!(!s.contains("atomic"), "{d:?}: no atomics in the deterministic kernel: {s}");
+    }
+    assert_ne!(f, emit_index(IndexKind::ScatterAdd, DType::F32, 2).unwrap().source);
+}
+
+#[test]
 fn too_many_dims_is_an_error() {
     let e = emit_index(IndexKind::Gather, DType::F32, MAX_DIMS + 1).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
@@ -64,8 +92,9 @@ fn too_many_dims_is_an_error() {
 #[test]
 fn the_index_op_set_covers_every_kind_and_dtype() {
     let ops = index_ops();
-    assert_eq!(ops.len(), 3 * 8);
+    assert_eq!(ops.len(), 4 * 8);
     assert!(ops.contains(&(IndexKind::ScatterAdd, DType::BF16)) && ops.contains(&(IndexKind::Gather, DType::Bool)));
+    assert!(ops.contains(&(IndexKind::ScatterAddLines, DType::F16)) && ops.contains(&(IndexKind::ScatterAddLines, DType::Bool)));
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! arrives here as its `nonzero` columns (on the device).
 
 use super::{dense, ordinal_of};
-use crate::error::Result;
+use crate::error::{bail, Result};
 use crate::tensor::Tensor;
 use kiln_runtime::{DType, Device, Layout};
 
@@ -72,9 +72,13 @@ pub(crate) fn index(op: &'static str, x: &Tensor, adv: &Resolved<'_>) -> Result<
 /// plain write where positions repeat keeps one of the values (not necessarily the last, as on
 /// the CPU); an accumulating one adds in a scheduling-dependent order. Under
 /// `use_deterministic_algorithms(true)` both are refused unless `values` is 0-dim and the write
-/// is plain (one value everywhere).
+/// is plain (one value everywhere): the positions form one flat line, which the deterministic
+/// scatter_add would walk on a single thread.
 #[track_caller]
 pub(crate) fn put(op: &'static str, dst: &Tensor, adv: &Resolved<'_>, values: &Tensor, accumulate: bool) -> Result<()> {
+    if accumulate && crate::are_deterministic_algorithms_enabled() {
+        bail!(op, Unsupported, "{op} on CUDA adds into repeated positions with atomics (the deterministic scatter_add would walk its one flat line of positions on a single thread), and use_deterministic_algorithms(true) is set (values shape {:?}, self shape {:?}); run it on the CPU or turn the mode off", values.shape(), dst.shape());
+    }
     let _off = crate::autograd::no_grad();
     let at = offsets(op, dst, adv)?;
     let m = at.numel();

@@ -9,13 +9,17 @@
 //! one synchronization per op); when it is raised the index is copied to the host to name the
 //! first bad value in row-major order, as the CPU's error does, and nothing is launched. The
 //! kernels check each value again, so no index reaches outside the target.
+//!
+//! Under `use_deterministic_algorithms(true)`, `scatter_add` runs the line kernel
+//! ([`IndexKind::ScatterAddLines`]: one thread per line of the scatter dim, adding in order, so
+//! the CPU's result bit for bit); otherwise the atomic one, faster on wide lines.
 
 use super::elementwise::{collapse_all, common_device};
 use super::{LoadedKernels, OrOp};
 use crate::error::{bail, Result};
 use crate::ops::out_of_bounds;
 use crate::tensor::Tensor;
-use kiln_codegen::cuda::{emit_bounds, emit_index, IndexKind, IndexedDim, LoadedBounds, LoadedIndex, StridedOperand};
+use kiln_codegen::cuda::{emit_bounds, emit_index, IndexKind, IndexedDim, LoadedBounds, LoadedIndex, ScatterLine, StridedOperand};
 use kiln_runtime::cuda::CudaStorage;
 use kiln_runtime::{DType, Device, Layout, Storage};
 use std::sync::Arc;
@@ -100,6 +104,17 @@ impl Space {
         Space { shape, strides, dim: IndexedDim { size: x.shape()[d], stride: x.strides()[d] } }
     }
 
+    /// The deterministic scatter_add's space: `shape` without dim `d` (each position a line
+    /// along `d`, dims collapsed), and the line (its length and the index's and the values'
+    /// strides along `d`); otherwise as [`Space::new`].
+    fn lines(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout) -> (Space, ScatterLine) {
+        let drop_d = |v: &[usize]| -> Vec<usize> { v.iter().enumerate().filter(|&(m, _)| m != d).map(|(_, &s)| s).collect() };
+        let strides = [drop_d(x.strides()), drop_d(index.strides()), drop_d(values.strides())];
+        let (outer, strides) = collapse_all(&drop_d(shape), &[&strides[0], &strides[1], &strides[2]]);
+        let line = ScatterLine { len: shape[d], idx_stride: index.strides()[d], src_stride: values.strides()[d] };
+        (Space { shape: outer, strides, dim: IndexedDim { size: x.shape()[d], stride: x.strides()[d] } }, line)
+    }
+
     /// Operand `j`'s view at element offset `offset`.
     fn view(&self, j: usize, offset: usize) -> StridedOperand<'_> {
         StridedOperand { offset, strides: &self.strides[j] }
@@ -133,16 +148,16 @@ pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li:
 /// `p` of the index's shape, `src` read through `ls` (index-shaped). Validates every index
 /// value first: nothing is written when one is out of range. `src` is a tensor on `dst`'s
 /// device, or 0-dim (a scalar source, broadcast by `ls`; it may be on the CPU). Under
-/// `use_deterministic_algorithms(true)` a scatter whose result may depend on scheduling (a
-/// `scatter_add`, or a scatter of a non-0-dim source, whose repeated positions keep any one
+/// `use_deterministic_algorithms(true)` a `scatter_add` adds in the CPU's order (one thread per
+/// line of dim `d`), and a scatter of a non-0-dim source (whose repeated positions keep any one
 /// of their values) is refused.
 #[track_caller]
 pub(crate) fn scatter(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, src: &Tensor, ls: &Layout, accumulate: bool) -> Result<()> {
     // A 0-dim source (a scalar) may come from the host; the rest must be on one CUDA device.
     let ordinal = common_device(op, &[(dst.device(), false), (index.device(), false), (src.device(), src.dim() == 0)])?;
-    if crate::are_deterministic_algorithms_enabled() && (accumulate || src.dim() > 0) {
-        let what = if accumulate { "adds into repeated positions in a scheduling-dependent order" } else { "keeps any one of the values written at a repeated position" };
-        bail!(op, Unsupported, "{op} on CUDA {what}, and use_deterministic_algorithms(true) is set (index shape {:?}, self shape {:?}); run it on the CPU or turn the mode off", index.shape(), dst.shape());
+    // scatter_add has a deterministic kernel (below); a plain scatter of a tensor has none.
+    if crate::are_deterministic_algorithms_enabled() && !accumulate && src.dim() > 0 {
+        bail!(op, Unsupported, "{op} on CUDA keeps any one of the values written at a repeated position, and use_deterministic_algorithms(true) is set (index shape {:?}, self shape {:?}); run it on the CPU or turn the mode off", index.shape(), dst.shape());
     }
     let src = if src.device().is_cpu() { super::to_device(op, src, Device::Cuda(ordinal))? } else { src.clone() };
     check_range(op, index, d, dst.shape()[d], false)?;
@@ -178,8 +193,19 @@ pub(crate) fn fill_along(op: &'static str, dst: &Tensor, d: usize, index: &Tenso
 /// `cuda:ordinal` and the index values already validated.
 #[track_caller]
 fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): (&Tensor, &Layout, &[usize]), (src, ls): (&Tensor, &Layout), accumulate: bool, ordinal: usize) -> Result<()> {
-    let space = Space::new(dst.layout(), d, shape, li, ls);
-    let kind = if accumulate { IndexKind::ScatterAdd } else { IndexKind::Scatter };
+    // Deterministic scatter_add: one thread per line of dim `d`, adding in order.
+    let ordered = accumulate && crate::are_deterministic_algorithms_enabled();
+    let (space, line) = if ordered {
+        let (space, line) = Space::lines(dst.layout(), d, shape, li, ls);
+        (space, Some(line))
+    } else {
+        (Space::new(dst.layout(), d, shape, li, ls), None)
+    };
+    let kind = match (accumulate, ordered) {
+        (false, _) => IndexKind::Scatter,
+        (true, false) => IndexKind::ScatterAdd,
+        (true, true) => IndexKind::ScatterAddLines,
+    };
     let kernel = loaded(op, kind, dst.dtype(), space.shape.len(), ordinal)?;
     let operands = [index.clone(), src.clone()];
     let (guards, at) = Tensor::read_storages(&operands);
@@ -187,5 +213,10 @@ fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): 
     let mut w = dst.write_storage();
     let Storage::Cuda(sd) = &mut *w else { unreachable!("devices were checked") };
     let t = (sd.buffer_mut(), space.view(0, dst.layout().offset()));
-    kernel.scatter(t, (si.buffer(), space.view(1, li.offset())), (ss.buffer(), space.view(2, ls.offset())), &space.shape, space.dim).or_op(op)
+    let (i, v) = ((si.buffer(), space.view(1, li.offset())), (ss.buffer(), space.view(2, ls.offset())));
+    match line {
+        Some(line) => kernel.scatter_lines(t, i, v, &space.shape, space.dim, line),
+        None => kernel.scatter(t, i, v, &space.shape, space.dim),
+    }
+    .or_op(op)
 }

@@ -26,6 +26,15 @@
 //! the order of the additions depends on scheduling: float sums may differ in the last bits
 //! from run to run. A plain `scatter` with repeated indices keeps one of the written values,
 //! not necessarily the last.
+//!
+//! [`IndexKind::ScatterAddLines`] is the deterministic `scatter_add`: its index space leaves
+//! out the scatter dim, so each thread owns one *line* (a position of every other dim) and
+//! walks it along the scatter dim in order, adding each source value into the target element
+//! its index names. Every target element is written by one thread only, in the CPU's
+//! row-major order, with the CPU's sum (the same expression as the atomic kernels'), so the
+//! result equals the CPU's bit for bit and no atomics are needed. Three more parameters
+//! follow `dim_stride`: `line_len` (the index's size along the scatter dim) and the index's
+//! and the values' strides along it, `line_pi` and `line_pv`.
 
 use super::emit::{dtype_tag, fnv1a, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 use super::ops::{helper, Ct};
@@ -43,11 +52,14 @@ pub enum IndexKind {
     Scatter,
     /// `t[pt + k·dim_stride] += v[pv]`, atomically (scatter_add).
     ScatterAdd,
+    /// `t[pt + k·dim_stride] += v[pv]` along each line of the scatter dim, in order, one
+    /// thread per line: the deterministic scatter_add (no atomics; the CPU's result).
+    ScatterAddLines,
 }
 
 impl IndexKind {
     /// Every kind.
-    pub const ALL: [IndexKind; 3] = [IndexKind::Gather, IndexKind::Scatter, IndexKind::ScatterAdd];
+    pub const ALL: [IndexKind; 4] = [IndexKind::Gather, IndexKind::Scatter, IndexKind::ScatterAdd, IndexKind::ScatterAddLines];
 
     /// The kind's name in kernel names and messages.
     pub fn name(self) -> &'static str {
@@ -55,6 +67,7 @@ impl IndexKind {
             IndexKind::Gather => "gather",
             IndexKind::Scatter => "scatter",
             IndexKind::ScatterAdd => "scatter_add",
+            IndexKind::ScatterAddLines => "scatter_add_lines",
         }
     }
 
@@ -62,6 +75,12 @@ impl IndexKind {
     /// gather).
     pub fn writes_target(self) -> bool {
         self != IndexKind::Gather
+    }
+
+    /// The number of parameter words after `dim_stride` (the line's length and the index's
+    /// and values' strides along it for [`IndexKind::ScatterAddLines`]).
+    pub fn line_words(self) -> usize {
+        if self == IndexKind::ScatterAddLines { 3 } else { 0 }
     }
 }
 
@@ -80,8 +99,29 @@ pub struct IndexKernel {
     pub ndim: usize,
 }
 
-/// The statement storing or accumulating `val` (stored form of `dtype`) at `t[at]`, and the
-/// helpers it needs.
+/// The CPU's `add` of `a` and `b` (stored form of `dtype`) as a CUDA C expression of the stored
+/// type, and the helpers it needs: floats round once (f16 and bf16 through `double`, exact
+/// for their sums), integers wrap, bool is "or".
+fn sum_of(dtype: DType, helpers: &mut Vec<String>) -> &'static str {
+    match dtype {
+        DType::F32 | DType::F64 => "a + b",
+        // Unsigned arithmetic: the wrapping sum's bits, with no signed overflow.
+        DType::I32 => "(int)((unsigned int)a + (unsigned int)b)",
+        DType::I64 => "(long long)((unsigned long long)a + (unsigned long long)b)",
+        DType::F16 => {
+            helpers.push(helper("kiln_f16", Ct::F32));
+            "kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b))"
+        }
+        DType::BF16 => {
+            helpers.push(helper("kiln_bf16", Ct::F32));
+            "kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b))"
+        }
+        DType::U8 => "(unsigned char)(a + b)",
+        DType::Bool => "(unsigned char)((a | b) != 0)",
+    }
+}
+
+/// The statement storing or accumulating `v[pv]` at `t[at]`, and the helpers it needs.
 fn store(kind: IndexKind, dtype: DType, helpers: &mut Vec<String>) -> String {
     match kind {
         IndexKind::Gather => "v[pv] = t[at];".into(),
@@ -91,20 +131,17 @@ fn store(kind: IndexKind, dtype: DType, helpers: &mut Vec<String>) -> String {
             // Wrapping: the same bits as a signed sum.
             DType::I64 => "atomicAdd((unsigned long long*)&t[at], (unsigned long long)v[pv]);".into(),
             _ => {
-                let (bits, sum) = match dtype {
-                    DType::F16 => (16, "kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b))"),
-                    DType::BF16 => (16, "kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b))"),
-                    DType::U8 => (8, "(unsigned char)(a + b)"),
-                    _ => (8, "(unsigned char)((a | b) != 0)"),
-                };
-                if bits == 16 {
-                    let h = if dtype == DType::F16 { "kiln_f16" } else { "kiln_bf16" };
-                    helpers.push(helper(h, Ct::F32));
-                }
+                let bits = if matches!(dtype, DType::F16 | DType::BF16) { 16 } else { 8 };
+                let sum = sum_of(dtype, helpers);
                 helpers.push(narrow_atomic_add(storage_type(dtype), bits, sum));
                 "kiln_atomic_add(&t[at], v[pv]);".into()
             }
         },
+        // This thread alone writes `t[at]`: a plain read, add and store.
+        IndexKind::ScatterAddLines => {
+            let ty = storage_type(dtype);
+            format!("const {ty} a = t[at]; const {ty} b = v[pv]; t[at] = {};", sum_of(dtype, helpers))
+        }
     }
 }
 
@@ -149,14 +186,27 @@ pub fn emit_index(kind: IndexKind, dtype: DType, ndim: usize) -> Result<IndexKer
     let mut sig = vec![format!("{t_const}{ty}*{restrict} t"), "const long long* __restrict__ idx".into(), format!("{v_const}{ty}* __restrict__ v")];
     sig.extend(index_space_params(&["pt", "pi", "pv"], ndim));
     sig.extend(["unsigned long long dim_size".to_string(), "unsigned long long dim_stride".to_string()]);
+    if kind == IndexKind::ScatterAddLines {
+        sig.extend(["line_len", "line_pi", "line_pv"].map(|p| format!("unsigned long long {p}")));
+    }
     let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
     open_index_loop(&mut src, &["pt", "pi", "pv"], ndim);
-    src.push_str("        const long long k = idx[pi];\n");
     // Validated before the launch; checked again so that no index reaches outside the target.
     let skip = if kind == IndexKind::Gather { format!("v[pv] = ({ty})0; continue;") } else { "continue;".into() };
-    let _ = writeln!(src, "        if (k < 0LL || (unsigned long long)k >= dim_size) {{ {skip} }}");
-    src.push_str("        const unsigned long long at = pt + (unsigned long long)k * dim_stride;\n");
-    let _ = writeln!(src, "        {stmt}\n    }}\n}}");
+    let indexed = |src: &mut String, pad: &str, pi: &str| {
+        let _ = writeln!(src, "{pad}const long long k = idx[{pi}];");
+        let _ = writeln!(src, "{pad}if (k < 0LL || (unsigned long long)k >= dim_size) {{ {skip} }}");
+        let _ = writeln!(src, "{pad}const unsigned long long at = pt + (unsigned long long)k * dim_stride;");
+    };
+    if kind == IndexKind::ScatterAddLines {
+        // The thread's line along the scatter dim, in order.
+        src.push_str("        for (unsigned long long j = 0; j < line_len; ++j) {\n");
+        indexed(&mut src, "            ", "pi + j * line_pi");
+        let _ = writeln!(src, "            {}\n        }}\n    }}\n}}", stmt.replace("v[pv]", "v[pv + j * line_pv]"));
+    } else {
+        indexed(&mut src, "        ", "pi");
+        let _ = writeln!(src, "        {stmt}\n    }}\n}}");
+    }
 
     let name = format!("kiln_idx_{}_{}_{:016x}", kind.name(), dtype_tag(dtype), fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);

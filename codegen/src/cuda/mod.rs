@@ -7,7 +7,8 @@
 //! - [`eager`]: the kernel of each eager CUDA op ([`eager_kernel`]) and the list of them all.
 //! - [`index`]: [`emit_index`], gather/index_select, scatter and scatter_add along one dim
 //!   over strided operands (the index adds `k · stride` to the target's offset).
-//! - [`index_launch`]: checked launches of those ([`LoadedIndex`]).
+//! - [`index_launch`]: checked launches of those ([`LoadedIndex`]; the deterministic
+//!   scatter_add walks one line of the scatter dim per thread, [`ScatterLine`]).
 //! - [`bounds`]: [`emit_bounds`], the device-side bounds check of an int64 index (a flag word
 //!   raised by any value outside a range) that the indexing ops run before their kernels.
 //! - [`bounds_launch`]: the checked launch and flag read-back ([`LoadedBounds`]).
@@ -91,7 +92,7 @@ pub use compact::{compact_chunks, emit_compact, CompactKernel, CompactStage, COM
 pub use compact_launch::LoadedCompact;
 pub use eager::{eager_kernel, eager_ops, eager_vector_kernel, every_eager_kernel, EagerOp};
 pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
-pub use index_launch::{IndexedDim, LoadedIndex};
+pub use index_launch::{IndexedDim, LoadedIndex, ScatterLine};
 pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
 pub use im2col_launch::LoadedCol;
 pub use fused::{emit_fused, FusedKernel};
