@@ -38,24 +38,47 @@ impl FusedOperand<'_> {
     }
 }
 
-/// An error message unless a launch's counts of inputs, outputs and scalars (`given`) are the
-/// kernel's (`takes`), `shape` has the kernel's `rank`, and each input (of the dtype
-/// `dtypes[j]`) has one stride per dim and its view stays inside its buffer.
-pub(super) fn check_launch(takes: [usize; 3], given: [usize; 3], rank: usize, inputs: &[(&CudaBuffer, FusedOperand<'_>)], dtypes: &[DType], shape: &[usize]) -> Result<(), String> {
+/// A fused kernel's signature, as its launches are checked against it.
+pub(super) struct Signature<'a> {
+    /// The kernel's name (for the messages).
+    pub name: &'a str,
+    /// Each input's dtype.
+    pub inputs: &'a [DType],
+    /// Each output's dtype.
+    pub outputs: &'a [DType],
+    /// Run-time scalars it takes.
+    pub scalars: usize,
+    /// Dims of its iteration space.
+    pub rank: usize,
+}
+
+/// Checks a launch of `sig` (op `cuda_fused`, `InvalidArgument`): the counts of inputs,
+/// outputs and scalars, `shape` of the kernel's rank, each input with one stride per dim and
+/// its view inside its buffer, and each output `o` holding `out_elems(o)` elements (called
+/// only once `shape` has the kernel's rank).
+pub(super) fn check_launch(sig: &Signature<'_>, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &[&mut CudaBuffer], scalars: &[f64], shape: &[usize], out_elems: impl Fn(usize) -> usize) -> Result<(), CudaError> {
+    let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", sig.name)));
+    let (takes, given) = ([sig.inputs.len(), sig.outputs.len(), sig.scalars], [inputs.len(), outputs.len(), scalars.len()]);
     if takes != given {
-        return Err(format!("takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given", takes[0], takes[1], takes[2], given[0], given[1], given[2]));
+        return bad(format!("takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given", takes[0], takes[1], takes[2], given[0], given[1], given[2]));
     }
-    if shape.len() != rank {
-        return Err(format!("indexes {rank} dim(s), shape {shape:?} given"));
+    if shape.len() != sig.rank {
+        return bad(format!("indexes {} dim(s), shape {shape:?} given", sig.rank));
     }
-    for (j, ((b, v), &d)) in inputs.iter().zip(dtypes).enumerate() {
+    for (j, ((b, v), &d)) in inputs.iter().zip(sig.inputs).enumerate() {
         if v.strides.len() != shape.len() {
-            return Err(format!("input {j} has {} strides for {} dim(s)", v.strides.len(), shape.len()));
+            return bad(format!("input {j} has {} strides for {} dim(s)", v.strides.len(), shape.len()));
         }
         let held = b.len_bytes() / d.size_in_bytes();
         match v.range(shape) {
             Some((_, end)) if end <= held => {}
-            _ => return Err(format!("input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}", v.offset, v.strides)),
+            _ => return bad(format!("input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}", v.offset, v.strides)),
+        }
+    }
+    for (o, (b, &d)) in outputs.iter().zip(sig.outputs).enumerate() {
+        let n = out_elems(o);
+        if b.len_bytes() < n * d.size_in_bytes() {
+            return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
         }
     }
     Ok(())
@@ -128,6 +151,11 @@ impl LoadedFused {
         &self.kernel
     }
 
+    /// What its launches are checked against.
+    fn signature(&self) -> Signature<'_> {
+        Signature { name: self.kernel.name(), inputs: &self.inputs, outputs: &self.outputs, scalars: self.scalars, rank: self.rank }
+    }
+
     /// Computes every element of `shape` into the contiguous `outputs`, reading each input
     /// through its view, with the run-time `scalars`: by the vector variant when
     /// [`fused_vector_launch`] accepts the operands, else by the strided kernel. Errors (op
@@ -135,17 +163,8 @@ impl LoadedFused {
     /// kernel's, a view reaches outside its buffer, an output holds fewer elements than
     /// `shape`, or a buffer is on another device.
     pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
-        let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
-        let given = [inputs.len(), outputs.len(), scalars.len()];
-        if let Err(m) = check_launch([self.inputs.len(), self.outputs.len(), self.scalars], given, self.rank, inputs, &self.inputs, shape) {
-            return bad(m);
-        }
         let n = kiln_runtime::layout::numel(shape);
-        for (o, (b, &d)) in outputs.iter().zip(&self.outputs).enumerate() {
-            if b.len_bytes() < n * d.size_in_bytes() {
-                return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
-            }
-        }
+        check_launch(&self.signature(), inputs, outputs, scalars, shape, |_| n)?;
         if n == 0 {
             return Ok(());
         }

@@ -1,11 +1,11 @@
 //! Checked launches of fused reduction kernels ([`super::fused_reduce`]).
 
-use super::fused_launch::{check_launch, operand_words, FusedOperand};
+use super::fused_launch::{check_launch, operand_words, FusedOperand, Signature};
 use super::fused_reduce::FusedReduceKernel;
 use super::launch::{launch_as, load_on};
 use super::reduce::{CudaReduce, REDUCE_BLOCK};
 use super::reduce_launch::reduce_geometry;
-use kiln_runtime::cuda::{CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, Param};
+use kiln_runtime::cuda::{CudaBuffer, CudaError, CudaKernel, KernelArg, Param};
 use kiln_runtime::DType;
 
 /// A [`FusedReduceKernel`] compiled for, and loaded on, one device.
@@ -55,20 +55,15 @@ impl LoadedFusedReduce {
     /// kernel's, a view reaches outside its buffer, an output is too small, or a buffer is on
     /// another device.
     pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
-        let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
-        let given = [inputs.len(), outputs.len(), scalars.len()];
-        if let Err(m) = check_launch([self.inputs.len(), self.outputs.len(), self.scalars], given, self.rank, inputs, &self.inputs, shape) {
-            return bad(m);
-        }
+        let sig = Signature { name: self.kernel.name(), inputs: &self.inputs, outputs: &self.outputs, scalars: self.scalars, rank: self.rank };
         let kept = self.rank - self.reduce_rank;
-        let n_out: usize = shape[..kept].iter().product();
-        let n_red: usize = shape[kept..].iter().product();
-        for (o, (b, &d)) in outputs.iter().zip(&self.outputs).enumerate() {
-            let n = if o < self.stages { n_out } else { n_out * n_red };
-            if b.len_bytes() < n * d.size_in_bytes() {
-                return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
-            }
-        }
+        // Each stage's output holds one element per row, each epilogue output the whole space.
+        let rows = |shape: &[usize]| -> (usize, usize) { (shape[..kept].iter().product(), shape[kept..].iter().product()) };
+        check_launch(&sig, inputs, outputs, scalars, shape, |o| {
+            let (n_out, n_red) = rows(shape);
+            if o < self.stages { n_out } else { n_out * n_red }
+        })?;
+        let (n_out, n_red) = rows(shape);
         if n_out == 0 {
             return Ok(());
         }
