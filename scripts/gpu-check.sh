@@ -36,16 +36,10 @@ PY
     break
 done
 for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do add_dir "$d"; done
-# NCCL: cudarc opens libnccl.so (or .so.13/.so.12), but pip's nvidia-nccl-cu13/-cu12 wheels (and
-# apt's libnccl2 without libnccl-dev) ship only libnccl.so.2: link it under a name cudarc tries.
-# Nothing is downloaded here (a GPU machine may have no network): without libnccl the NCCL tests
-# print that they skip.
+# NCCL: kiln opens libnccl.so.2 itself, by name or where a wheel put it (runtime/src/cuda/nccl/
+# library.rs), so no link is needed; this only reports which file is there. Nothing is downloaded
+# here (a GPU machine may have no network): without libnccl the NCCL tests print that they skip.
 nccl_so=$(for d in ${libdirs[@]+"${libdirs[@]}"} /usr/lib/x86_64-linux-gnu; do ls "$d"/libnccl.so.2 2>/dev/null; done | head -1)
-if [ -n "$nccl_so" ] && ! ls "$(dirname "$nccl_so")"/libnccl.so >/dev/null 2>&1; then
-    nccl_link_dir=$(mktemp -d /tmp/kiln-nccl.XXXXXX)
-    ln -s "$nccl_so" "$nccl_link_dir/libnccl.so"
-    libdirs+=("$nccl_link_dir")
-fi
 if [ ${#libdirs[@]} -gt 0 ]; then
     uniq_dirs=$(printf '%s\n' "${libdirs[@]}" | awk '!seen[$0]++' | paste -sd: -)
     export LD_LIBRARY_PATH="$uniq_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

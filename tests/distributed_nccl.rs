@@ -17,7 +17,7 @@ fn init_without_nccl_or_a_gpu_names_what_is_missing() {
     let e = dist::init_process_group(Backend::Nccl, InitOptions::with_timeout(Duration::from_secs(5))).expect_err("NCCL started without libnccl or a GPU");
     assert_eq!((e.op, e.kind), ("init_process_group", ErrorKind::Device));
     assert!(e.message.starts_with("the NCCL backend cannot start on this machine: "), "{e}");
-    assert_eq!(e.message.contains("NCCL (libnccl.so) not found"), !lib, "{e}");
+    assert_eq!(e.message.contains("NCCL (libnccl.so.2) not found"), !lib, "{e}");
     assert_eq!(e.message.contains("no CUDA device available"), !gpu, "{e}");
     assert!(e.location.file().ends_with("distributed_nccl.rs"), "{e}");
     assert!(!dist::is_initialized());
@@ -43,4 +43,16 @@ fn unique_ids_round_trip_through_the_store() {
     assert_eq!(got.as_bytes().to_vec(), bytes);
     let e = UniqueId::from_bytes("test", &bytes[..100]).unwrap_err();
     assert!(e.message.contains("an NCCL unique id has 128 bytes, got 100"), "{e}");
+}
+
+#[test]
+fn an_installed_nccl_makes_unique_ids_without_a_gpu() {
+    if !nccl::nccl_available() {
+        return println!("skipping: no libnccl (pip install nvidia-nccl-cu13 runs this test)");
+    }
+    println!("NCCL {} from {:?}", nccl::version_text(nccl::nccl_version("test").unwrap()), nccl::nccl_library_path().unwrap());
+    // ncclGetUniqueId names this host and a port; it needs no device, and two ids differ.
+    let (a, b) = (UniqueId::new("test").unwrap(), UniqueId::new("test").unwrap());
+    assert!(a.as_bytes().iter().any(|&x| x != 0));
+    assert_ne!(a, b);
 }

@@ -7,7 +7,9 @@ use super::nonblocking::{non_blocking_config, wait_ready};
 use super::types::{data_type, red_op, NcclReduce, UniqueId};
 use crate::dtype::DType;
 use cudarc::driver::result::event;
-use cudarc::nccl::{result, sys};
+use super::api::NcclApi;
+use super::library::api;
+use cudarc::nccl::sys;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +34,7 @@ pub enum Collective {
 /// One rank's communicator (`ncclComm_t`) on `cuda:ordinal`, destroyed on drop.
 pub struct NcclComm {
     comm: sys::ncclComm_t,
+    nccl: &'static NcclApi,
     dev: Arc<CudaDevice>,
     rank: usize,
     world_size: usize,
@@ -46,12 +49,10 @@ unsafe impl Send for NcclComm {}
 
 /// NCCL's name and text for a result code (the name alone when no libnccl is loaded).
 pub(crate) fn result_name(r: sys::ncclResult_t) -> String {
-    if !super::nccl_available() {
-        return format!("{r:?}");
-    }
-    // SAFETY: a result code reaches here only from a call into a loaded libnccl; the returned
-    // string is static and NUL-terminated (or null, checked).
-    let text = unsafe { sys::ncclGetErrorString(r) };
+    let Ok(nccl) = api("result_name") else { return format!("{r:?}") };
+    // SAFETY: a loaded libnccl's function; the returned string is static and NUL-terminated
+    // (or null, checked).
+    let text = unsafe { (nccl.get_error_string)(r) };
     if text.is_null() {
         return format!("{r:?}");
     }
@@ -73,7 +74,7 @@ impl NcclComm {
     /// `world_size`, a network error), or kind `Timeout` when the other ranks have not all
     /// joined within `timeout` (the half-made communicator is aborted).
     pub fn init(op: &'static str, ordinal: usize, world_size: usize, rank: usize, id: &UniqueId, timeout: Duration) -> Result<NcclComm> {
-        let version = super::nccl_version(op)?;
+        let (nccl, version) = (api(op)?, super::nccl_version(op)?);
         let dev = device(op, ordinal)?;
         let (n, r) = (int(op, "world size", world_size)?, int(op, "rank", rank)?);
         dev.bind(op)?;
@@ -82,15 +83,18 @@ impl NcclComm {
         // SAFETY: `comm` is a valid out-parameter, the id is a full ncclUniqueId, `config` is a
         // filled ncclConfig_t that outlives the call (NCCL copies it), and the device's context
         // is current, so NCCL picks that device.
-        unsafe { result::comm_init_rank_config(&mut comm, n, id.0, r, &mut config) }.map_err(|e| failed(op, "ncclCommInitRankConfig", e.0))?;
+        let init = unsafe { (nccl.comm_init_rank_config)(&mut comm, n, id.0, r, &mut config) };
+        if !in_flight(init) {
+            return Err(failed(op, "ncclCommInitRankConfig", init));
+        }
         let what = format!("NCCL communicator setup (rank {rank} of {world_size} on cuda:{ordinal})");
         // SAFETY (both): `comm` is the communicator NCCL just began to make; it is polled or
         // aborted, never used after the abort.
-        if let Err(e) = wait_ready(op, &what, timeout, || unsafe { async_state(comm) }) {
-            let _ = unsafe { result::comm_abort(comm) };
+        if let Err(e) = wait_ready(op, &what, timeout, || unsafe { async_state(nccl, comm) }) {
+            let _ = unsafe { (nccl.comm_abort)(comm) };
             return Err(e);
         }
-        Ok(NcclComm { comm, dev, rank, world_size, timeout })
+        Ok(NcclComm { comm, nccl, dev, rank, world_size, timeout })
     }
 
     /// The ordinal of the communicator's device.
@@ -123,22 +127,24 @@ impl NcclComm {
         let (dt, s, r) = (data_type(dtype), send as *const c_void, recv as *mut c_void);
         // SAFETY: the caller vouches for the buffers; the communicator is live and its device's
         // context is current; `stream` belongs to that context.
+        let (nccl, comm) = (self.nccl, self.comm);
         let res = unsafe {
             match call {
-                Collective::AllReduce(o) => result::all_reduce(s, r, count, dt, red_op(o), self.comm, stream),
-                Collective::Broadcast { root } => result::broadcast(s, r, count, dt, int(op, "root", root)?, self.comm, stream),
-                Collective::AllGather => result::all_gather(s, r, count, dt, self.comm, stream),
-                Collective::ReduceScatter(o) => result::reduce_scatter(s, r, count, dt, red_op(o), self.comm, stream),
+                Collective::AllReduce(o) => (nccl.all_reduce)(s, r, count, dt, red_op(o), comm, stream),
+                Collective::Broadcast { root } => (nccl.broadcast)(s, r, count, dt, int(op, "root", root)?, comm, stream),
+                Collective::AllGather => (nccl.all_gather)(s, r, count, dt, comm, stream),
+                Collective::ReduceScatter(o) => (nccl.reduce_scatter)(s, r, count, dt, red_op(o), comm, stream),
             }
         };
         let what = format!("NCCL {call:?} of {count} {dtype} elements");
-        match res.map_err(|e| failed(op, &what, e.0))? {
+        match res {
+            sys::ncclResult_t::ncclSuccess => Ok(()),
             // A non-blocking communicator may still be queueing the call (connecting to a peer
             // the first time): wait until it is on the stream, so an event recorded next
             // follows it.
             // SAFETY: a live communicator.
-            result::NcclStatus::InProgress => wait_ready(op, &what, self.timeout, || unsafe { async_state(self.comm) }),
-            _ => Ok(()),
+            sys::ncclResult_t::ncclInProgress => wait_ready(op, &what, self.timeout, || unsafe { async_state(nccl, comm) }),
+            code => Err(failed(op, &what, code)),
         }
     }
 
@@ -164,7 +170,7 @@ impl NcclComm {
             Err(e) => return Err(CudaError::driver(op, "waiting for an NCCL collective", e)),
         }
         // SAFETY: a live communicator.
-        match unsafe { async_state(self.comm) } {
+        match unsafe { async_state(self.nccl, self.comm) } {
             sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(false),
             code => Err(failed(op, "the communicator", code)),
         }
@@ -175,7 +181,7 @@ impl NcclComm {
     pub fn abort(self) {
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: a live communicator, never used again (no Drop runs).
-        let _ = unsafe { result::comm_abort(me.comm) };
+        let _ = unsafe { (me.nccl.comm_abort)(me.comm) };
         // SAFETY: `dev` is read out once and dropped; `me` is never used again.
         drop(unsafe { std::ptr::read(&me.dev) });
     }
@@ -184,7 +190,7 @@ impl NcclComm {
 impl Drop for NcclComm {
     fn drop(&mut self) {
         // SAFETY: a live communicator, destroyed once (ncclCommDestroy waits for queued work).
-        let _ = unsafe { result::comm_destroy(self.comm) };
+        let _ = unsafe { (self.nccl.comm_destroy)(self.comm) };
     }
 }
 
@@ -205,14 +211,19 @@ impl Drop for NcclEvent {
 /// a non-blocking call is still running, or the error it met (also when the query fails).
 ///
 /// # Safety
-/// `comm` must be a live communicator (or one being made).
-unsafe fn async_state(comm: sys::ncclComm_t) -> sys::ncclResult_t {
+/// `comm` must be a live communicator (or one being made) of the library `nccl`.
+unsafe fn async_state(nccl: &NcclApi, comm: sys::ncclComm_t) -> sys::ncclResult_t {
     let mut state = sys::ncclResult_t::ncclSuccess;
     // SAFETY: the caller vouches for `comm`; `state` is a valid out-parameter.
-    match unsafe { sys::ncclCommGetAsyncError(comm, &mut state) } {
+    match unsafe { (nccl.comm_get_async_error)(comm, &mut state) } {
         sys::ncclResult_t::ncclSuccess => state,
         failed_query => failed_query,
     }
+}
+
+/// Whether a call's result lets the (non-blocking) operation go on: success or in progress.
+fn in_flight(r: sys::ncclResult_t) -> bool {
+    matches!(r, sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress)
 }
 
 /// A size as NCCL's `int`, or an error naming it.

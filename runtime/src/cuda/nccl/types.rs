@@ -23,10 +23,13 @@ impl UniqueId {
     /// A new id from NCCL (`ncclGetUniqueId`: it names this host and a port rank 0's NCCL
     /// listens on). Errors: no libnccl.
     pub fn new(op: &'static str) -> Result<UniqueId> {
-        super::nccl_version(op)?;
-        cudarc::nccl::result::get_uniqueid()
-            .map(UniqueId)
-            .map_err(|e| CudaError::new(op, CudaErrorKind::Driver, format!("ncclGetUniqueId failed: {}", super::comm::result_name(e.0))))
+        let nccl = super::library::api(op)?;
+        let mut id = sys::ncclUniqueId { internal: [0; UNIQUE_ID_BYTES] };
+        // SAFETY: a loaded libnccl's function; `id` is a valid out-parameter.
+        match unsafe { (nccl.get_unique_id)(&mut id) } {
+            sys::ncclResult_t::ncclSuccess => Ok(UniqueId(id)),
+            r => Err(CudaError::new(op, CudaErrorKind::Driver, format!("ncclGetUniqueId failed: {}", super::comm::result_name(r)))),
+        }
     }
 
     /// The id's 128 bytes, to send to the other ranks.
