@@ -1,5 +1,6 @@
-//! Random tensors: the global generator, [`manual_seed`], `rand`/`randn`/`randint` and the
-//! in-place `uniform_`/`normal_`/`random_`/`bernoulli_`.
+//! Random tensors: the global generator, [`manual_seed`], `rand`/`randn`/`randint`, the
+//! in-place `uniform_`/`normal_`/`random_`/`bernoulli_`, and `bernoulli` of a tensor of
+//! probabilities (`bernoulli`).
 //!
 //! Every generator is a counter-based Philox 4x32-10 stream: a seed and an offset. A draw of `n`
 //! elements takes the generator's current `(seed, offset)` and advances the offset by `n` rounded
@@ -31,6 +32,8 @@ use kiln_runtime::cpu::philox::{self, float_digits, Philox};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::{match_cpu, CpuStorage, DType, Device, Element, Layout};
 use std::sync::{Mutex, MutexGuard};
+
+mod bernoulli;
 
 /// The seed of a generator nobody seeded (PyTorch's default CPU seed).
 pub const DEFAULT_SEED: u64 = 67_280_421_310_721;

@@ -183,3 +183,35 @@ fn dropout_of_half_types_falls_back_to_the_same_numbers() {
         assert_same(&compiled.to_dtype(DType::F32), &eager.to_dtype(DType::F32), &format!("dropout {dtype}"));
     }
 }
+
+/// `bernoulli` of a tensor of probabilities: inside a compiled step the draw and the comparison
+/// are one kernel, equal to eager bit for bit; the probabilities of a step's input are checked,
+/// and a cached plan draws fresh numbers.
+#[test]
+fn bernoulli_of_probabilities_equals_eager_in_one_kernel() {
+    let _seeded = seeded();
+    for dtype in [DType::F32, DType::F64] {
+        kiln::manual_seed(12);
+        let p = Tensor::rand_opts(&[37, 19], dtype, Device::Cpu);
+        kiln::manual_seed(13);
+        let eager = p.bernoulli();
+        kiln::manual_seed(13);
+        let mut step = kiln::compile(|p: &Tensor| p.bernoulli());
+        let compiled = step.call(&p);
+        assert_same(&compiled, &eager, &format!("bernoulli {dtype}"));
+        assert_eq!((step.kernels().len(), step.stats().eager_ops), (1, 0), "{dtype}: {:?}", step.kernels());
+        assert_ne!(bits(&step.call(&p)), bits(&compiled), "{dtype}: a fresh draw");
+    }
+    // A p computed inside the step (a sigmoid) is not read; still one kernel, still == eager.
+    let x = Tensor::randn(&[40, 8]);
+    kiln::manual_seed(14);
+    let eager = x.sigmoid().bernoulli();
+    kiln::manual_seed(14);
+    let mut step = kiln::compile(|x: &Tensor| x.sigmoid().bernoulli());
+    assert_same(&step.call(&x), &eager, "bernoulli of a sigmoid");
+    assert_eq!(step.kernels().len(), 1, "{:?}", step.kernels());
+    // A step input outside [0, 1] is refused, naming the op.
+    let mut step = kiln::compile(|p: &Tensor| p.try_bernoulli());
+    let e = step.call(&Tensor::from_slice(&[0.5f32, 2.0])).unwrap_err();
+    assert!(e.message.contains("expected every probability to be in [0, 1]"), "{e}");
+}

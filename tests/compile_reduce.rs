@@ -253,6 +253,30 @@ fn cross_entropy_forward_is_two_kernels() {
     }
 }
 
+/// Label smoothing inside a compiled step, with and without an ignored target (the fast
+/// path without the mask, and the masked graph), for every reduction: == eager within 1e-6.
+#[test]
+fn cross_entropy_with_label_smoothing_equals_eager() {
+    use kiln::nn::functional::{try_cross_entropy_opts, CrossEntropyOpts, Reduction};
+    let _seeded = seeded();
+    kiln::manual_seed(12);
+    let logits = Tensor::randn(&[12, 6]);
+    for ignored in [false, true] {
+        let mut t: Vec<i64> = (0..12).map(|i| (i * 5 + 1) % 6).collect();
+        if ignored {
+            t[7] = -100;
+        }
+        let target = Tensor::from_vec(t, &[12]);
+        for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+            let opts = CrossEntropyOpts { label_smoothing: 0.1, reduction, ..Default::default() };
+            let eager = try_cross_entropy_opts(&logits, &target, &opts).unwrap();
+            let mut step = kiln::compile(|(x, t): (&Tensor, &Tensor)| try_cross_entropy_opts(x, t, &opts).unwrap());
+            close(&step.call((&logits, &target)), &eager, 1e-6);
+            assert_eq!(step.stats().eager_ops, 0, "ignored {ignored}, {reduction:?}");
+        }
+    }
+}
+
 /// A gather of one element per row along the last dim, captured as a masked sum: the value
 /// and the gradient equal eager, for f32 and f64, on a transposed input; an index out of
 /// range is the eager error; a gather along another dim still runs the index kernel.

@@ -62,6 +62,15 @@ impl CudaCode {
             CudaCode::Reduce(k) => &k.source,
         }
     }
+
+    /// The name and source of the variant with 16-byte accesses that a launch takes when its
+    /// inputs allow (elementwise kernels only).
+    pub(crate) fn vector_variant(&self) -> Option<(&str, &str)> {
+        match self {
+            CudaCode::Elementwise(k) => Some((&k.vector.name, &k.vector.source)),
+            CudaCode::Reduce(_) => None,
+        }
+    }
 }
 
 impl CompiledKernel {
@@ -78,6 +87,14 @@ impl CompiledKernel {
         match &self.code {
             KernelCode::Cpu(jit) => jit.clif(),
             KernelCode::Cuda { kernel, .. } => kernel.source(),
+        }
+    }
+
+    /// The name and source of a CUDA elementwise kernel's 16-byte-access variant.
+    pub(crate) fn vector_variant(&self) -> Option<(&str, &str)> {
+        match &self.code {
+            KernelCode::Cpu(_) => None,
+            KernelCode::Cuda { kernel, .. } => kernel.vector_variant(),
         }
     }
 
@@ -136,8 +153,14 @@ pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId],
     debug::log(Topic::Cache, format!("kernel {} miss: generated in {:.1?}", kernel.name, kernel.compile_time()));
     if debug::enabled(Topic::Kernels) {
         debug::log(Topic::Kernels, format!("kernel {} ({}, {}):\n{}", kernel.name, kernel.backend(), kernel.summary, kernel.source()));
+        if let Some((name, source)) = kernel.vector_variant() {
+            debug::log(Topic::Kernels, format!("kernel {name} (cuda, the 16-byte-access variant of {}):\n{source}", kernel.name));
+        }
     }
     super::dump::kernel(&kernel.name, &kernel.summary, kernel.source(), if cuda { "cu" } else { "clif" });
+    if let Some((name, source)) = kernel.vector_variant() {
+        super::dump::kernel(name, &kernel.summary, source, "cu");
+    }
     let mut cache = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= KERNEL_CACHE_CAP {
         cache.pop_front();

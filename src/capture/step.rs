@@ -46,6 +46,7 @@ fn kernel_infos(plans: &[(Arc<Plan>, bool)]) -> Vec<KernelInfo> {
                 backend: k.kernel.backend(),
                 ops: k.kernel.summary.clone(),
                 source: k.kernel.source().to_string(),
+                vector_variant: k.kernel.vector_variant().map(|(name, source)| KernelVariant { name: name.to_string(), source: source.to_string() }),
                 compile_time: k.kernel.compile_time(),
                 cache_hit: k.cache_hit || *plan_hit,
             });
@@ -66,11 +67,24 @@ pub struct KernelInfo {
     pub ops: String,
     /// Its source text (CLIF for the CPU, CUDA C for CUDA).
     pub source: String,
+    /// A CUDA elementwise kernel's variant with 16-byte loads and stores, which a launch runs
+    /// instead when its inputs are contiguous runs or broadcast values, suitably aligned
+    /// (`None` for CPU kernels and reductions).
+    pub vector_variant: Option<KernelVariant>,
     /// How long generating and compiling it took (for CUDA, generating the C source: NVRTC
     /// compiles it when it is first loaded on the device).
     pub compile_time: Duration,
     /// True when the kernel cache already held it when its plan was built.
     pub cache_hit: bool,
+}
+
+/// A second form of a generated kernel that launches pick between ([`KernelInfo::vector_variant`]).
+#[derive(Clone, Debug)]
+pub struct KernelVariant {
+    /// Its `extern "C"` name.
+    pub name: String,
+    /// Its CUDA C source.
+    pub source: String,
 }
 
 /// What the last call did and where its time went.

@@ -324,22 +324,26 @@ pub fn try_nll_loss_opts(input: &Tensor, target: &Tensor, opts: &NllLossOpts) ->
     named(OP, nll_reduce(picked, opts.reduction))
 }
 
-/// The per-target pieces of an NLL loss: the unreduced loss, each target's weight (0 where
-/// ignored) and the ignore mask; `all_weighed_one`: no weight and nothing ignored, so every
-/// target weighs 1 and the mean is the loss's own.
+/// The per-target pieces of an NLL loss: the unreduced loss and, unless every target weighs
+/// 1 (no weight and nothing ignored, so the mean is the loss's own), each target's weight (0
+/// where ignored) and the ignore mask.
 struct NllParts {
     loss: Tensor,
-    target_weight: Tensor,
+    weighed: Option<TargetWeights>,
+}
+
+/// Each target's weight (0 where ignored) and the ignore mask.
+struct TargetWeights {
+    weight: Tensor,
     ignored: Tensor,
-    all_weighed_one: bool,
 }
 
 #[track_caller]
 fn nll_reduce(p: NllParts, reduction: Reduction) -> Result<Tensor> {
-    match reduction {
-        Reduction::Mean if p.all_weighed_one => p.loss.try_mean(),
-        Reduction::Mean => p.loss.try_sum()?.try_div(&p.target_weight.try_sum()?),
-        r => reduce(p.loss, r),
+    match (reduction, p.weighed) {
+        (Reduction::Mean, None) => p.loss.try_mean(),
+        (Reduction::Mean, Some(w)) => p.loss.try_sum()?.try_div(&w.weight.try_sum()?),
+        (r, _) => reduce(p.loss, r),
     }
 }
 
@@ -386,9 +390,7 @@ fn nll_parts_all_kept(input: &Tensor, target_shape: &[usize], values: &[i64]) ->
     let mut index_shape = target_shape.to_vec();
     index_shape.insert(cd, 1);
     let picked = crate::ops::pick::masked_pick_known(input, cd, &index_shape, values)?.squeeze_dim(cd as i64);
-    let target_weight = Tensor::ones_opts(target_shape, input.dtype(), input.device());
-    let ignored = Tensor::zeros_opts(target_shape, DType::Bool, input.device());
-    Ok(NllParts { loss: -picked, target_weight, ignored, all_weighed_one: true })
+    Ok(NllParts { loss: -picked, weighed: None })
 }
 
 #[track_caller]
@@ -410,7 +412,7 @@ fn nll_parts(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_in
         None => keep,
     };
     let loss = -(picked * &target_weight);
-    Ok(NllParts { loss, target_weight, ignored, all_weighed_one: false })
+    Ok(NllParts { loss, weighed: Some(TargetWeights { weight: target_weight, ignored }) })
 }
 
 fn shape_i64(shape: &[usize]) -> Vec<i64> {
@@ -479,11 +481,16 @@ fn cross_entropy_smoothed(logp: &Tensor, parts: NllParts, weight: Option<&Tensor
         Some(w) => logp * along_class_dim(w, logp)?,
         None => logp.clone(),
     };
-    let smooth = (-weighted.try_sum_dim(cd, false)?).masked_fill(&parts.ignored, 0.0);
-    let smooth = match reduction {
-        Reduction::None => smooth,
-        Reduction::Sum => smooth.sum(),
-        Reduction::Mean => smooth.sum() / parts.target_weight.sum(),
+    let smooth = -weighted.try_sum_dim(cd, false)?;
+    let smooth = match &parts.weighed {
+        Some(w) => smooth.masked_fill(&w.ignored, 0.0),
+        None => smooth,
+    };
+    let smooth = match (reduction, &parts.weighed) {
+        (Reduction::None, _) => smooth,
+        (Reduction::Sum, _) => smooth.sum(),
+        (Reduction::Mean, None) => smooth.mean(),
+        (Reduction::Mean, Some(w)) => smooth.sum() / w.weight.sum(),
     };
     let nll = nll_reduce(parts, reduction)?;
     Ok(nll * (1.0 - ls) + smooth * (ls / classes))
