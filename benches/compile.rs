@@ -15,6 +15,8 @@ use common::{time, time_against_memcpy, time_interleaved, GemmProducts};
 mod blitz_net;
 #[path = "common/mlp.rs"]
 mod mlp;
+#[path = "common/peak.rs"]
+mod peak;
 use mlp::Mlp;
 
 /// `gelu_tanh(x*a + b)` written as primitive ops.
@@ -147,13 +149,28 @@ fn layer_norm() {
     row("LayerNorm(1024) forward [8192, 1024]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 70%");
 }
 
-/// Case `mlp`: MLP training step against its matrix products through gemm.
+/// Case `mlp`: MLP training step against its matrix products through gemm, and all three
+/// against the machine's measured FMA peak.
 fn mlp() {
     let mlp = Mlp::new();
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
-    let t = train_step(&mlp, &x, &y, &linear_products(128, &[(784, 512), (512, 512), (512, 10)], false));
+    let products = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false);
+    let t = train_step(&mlp, &x, &y, &products);
     row("MLP 784-512-512-10 step, batch 128, SGD momentum", t.eager, t.compiled, &format!("gemm {:.2} ms", t.gemm * 1e3), format!("{:.2}× gemm", t.compiled / t.gemm), "≤ 1.25× gemm, ≥ 1.3× eager");
     println!("| MLP step, first two calls (cold: trace + compile + run) | | {:.1} ms | | | | ≤ 300 ms |", t.cold * 1e3);
+    let threads = kiln::get_num_threads();
+    let Some((peak, how)) = peak::peak_flops(threads) else { return println!("| MLP vs peak | no AVX2/FMA: peak not measured | | | | | |") };
+    let flop: f64 = products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum();
+    let pct = |secs: f64| 100.0 * flop / secs / peak;
+    println!(
+        "| MLP products' {:.0} MFLOP vs the measured peak ({how} loop, {threads} threads: {:.0} GFLOP/s) | {:.0}% of peak | {:.0}% of peak | | gemm {:.0}% of peak | ≥ 1.3× eager needs {:.0}% | |",
+        flop / 1e6,
+        peak / 1e9,
+        pct(t.eager),
+        pct(t.compiled),
+        pct(t.gemm),
+        1.3 * pct(t.eager)
+    );
 }
 
 /// Case `cifar`: The blitz CIFAR net at batch 64 against its gemm bound.
