@@ -3,7 +3,9 @@
 //! `pin_memory(true)` yields unpinned batches after one `KILN_DEBUG=data` line. With one:
 //! pinned copies keep their values, `to_non_blocking` from pinned memory gives the values of
 //! `to`, even when the pinned tensor is dropped (or its block reused) right after the call,
-//! and a pinning loader yields pinned batches.
+//! `to_non_blocking(&Device::Cpu)` from a device gives pinned tensors with the values of `to`
+//! however soon they are read (and whatever the device does after the call), and a pinning
+//! loader yields pinned batches.
 
 use kiln::data::{DataLoader, TensorDataset};
 use kiln::{DType, Device, Tensor};
@@ -43,6 +45,9 @@ fn without_a_gpu_pin_memory_fails_naming_the_op_and_line() {
     let e = x.try_to_non_blocking(&Device::Cuda(0)).unwrap_err();
     assert!(e.to_string().starts_with("to: no CUDA device available"), "{e}");
     assert!(x.to_non_blocking(&Device::Cpu).shares_storage_with(&x));
+    Device::Cpu.synchronize().unwrap();
+    let e = Device::Cuda(0).synchronize().unwrap_err();
+    assert!(e.to_string().starts_with("synchronize: no CUDA device available"), "{e}");
 }
 
 #[test]
@@ -162,4 +167,92 @@ fn a_pinning_loader_yields_pinned_batches() {
             assert_eq!((gx.to_vec::<f32>(), gy.to_vec::<i64>()), (x.to_vec::<f32>(), y.to_vec::<i64>()));
         }
     }
+}
+
+/// `n` f32 values on `device` computed there (so the copy back queues behind a kernel): `i / 7`.
+fn computed_on(device: &Device, n: usize) -> Tensor {
+    &Tensor::arange(n as i64).to_dtype(DType::F32).to(device) / 7.0
+}
+
+#[test]
+fn non_blocking_copies_to_the_cpu_are_pinned_and_give_the_values_of_to() {
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping");
+    }
+    let d = Device::Cuda(0);
+    let n = 3_000_001;
+    let x = computed_on(&d, n);
+    let y = x.to_non_blocking(&Device::Cpu);
+    assert_eq!((y.device(), y.shape(), y.dtype()), (Device::Cpu, &[n][..], DType::F32));
+    assert!(y.is_pinned() && y.is_contiguous());
+    // Read at once: the read waits for the copy.
+    assert_eq!(y.to_vec::<f32>(), x.to(&Device::Cpu).to_vec::<f32>());
+    // Every dtype, and views (made contiguous on the device first).
+    let small = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), &[4, 6]).to(&d);
+    for x in [small.to_dtype(DType::F64), small.to_dtype(DType::F16), small.to_dtype(DType::BF16), small.to_dtype(DType::I64), small.to_dtype(DType::I32), small.abs().to_dtype(DType::U8), small.gt(0.0), small.t(), small.narrow(1, 2, 3)] {
+        let y = x.to_non_blocking(&Device::Cpu);
+        assert!(y.is_pinned() && y.is_contiguous(), "{:?}", x.dtype());
+        assert_eq!((y.shape(), y.dtype()), (x.shape(), x.dtype()));
+        assert_eq!(y.to_dtype(DType::F64).to_vec::<f64>(), x.to(&Device::Cpu).to_dtype(DType::F64).to_vec::<f64>(), "{:?}", x.dtype());
+    }
+    // Each access path waits: item, printing, a CPU op, an in-place write, a device sync.
+    let total = computed_on(&d, n).sum();
+    assert_eq!(total.to_non_blocking(&Device::Cpu).item::<f32>(), total.item::<f32>());
+    assert_eq!(format!("{}", computed_on(&d, 3).to_non_blocking(&Device::Cpu)), format!("{}", computed_on(&d, 3).to(&Device::Cpu)));
+    let want: Vec<f32> = (0..n).map(|i| i as f32 / 7.0 * 2.0).collect();
+    assert_eq!((&computed_on(&d, n).to_non_blocking(&Device::Cpu) * 2.0).to_vec::<f32>(), want);
+    let y = computed_on(&d, n).to_non_blocking(&Device::Cpu);
+    y.narrow(0, 0, 2).fill_(-1.0);
+    assert_eq!(y.narrow(0, 0, 3).to_vec::<f32>(), vec![-1.0, -1.0, 2.0 / 7.0], "the write lands after the copy");
+    let y = computed_on(&d, n).to_non_blocking(&Device::Cpu);
+    d.synchronize().unwrap();
+    assert_eq!(y.narrow(0, n as i64 - 1, 1).item::<f32>(), (n - 1) as f32 / 7.0);
+    // Gradients flow back to the device.
+    let w = Tensor::ones(&[3]).to(&d).requires_grad_(true);
+    (&w.to_non_blocking(&Device::Cpu) * 3.0).sum().backward();
+    assert_eq!(w.grad().unwrap().to_vec::<f32>(), vec![3.0; 3]);
+}
+
+#[test]
+fn device_writes_after_a_non_blocking_copy_to_the_cpu_do_not_change_it() {
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping");
+    }
+    let d = Device::Cuda(0);
+    let n = 3_000_001;
+    let mut copies = Vec::new();
+    for k in 0..6 {
+        let x = Tensor::full(&[n], k as f32 + 0.5).to(&d);
+        let y = x.to_non_blocking(&Device::Cpu);
+        // Queued behind the copy on the stream: the copy has read the old values.
+        x.fill_(-7.0);
+        x.add_(1.0);
+        copies.push(y);
+        // A copy dropped unread: its block must not be handed out while the copy may write it.
+        drop(Tensor::full(&[n], 99.0).to(&d).to_non_blocking(&Device::Cpu));
+    }
+    for (k, y) in copies.iter().enumerate() {
+        let want = k as f32 + 0.5;
+        let got = y.to_vec::<f32>();
+        assert!(got.iter().all(|&v| v == want), "copy {k}: expected {want}, found {:?}", got.iter().find(|&&v| v != want));
+    }
+}
+
+#[test]
+fn non_blocking_round_trips_device_host_device() {
+    if !Device::cuda_is_available() {
+        return println!("no CUDA device, skipping");
+    }
+    let d = Device::Cuda(0);
+    let n = 3_000_001;
+    let x = computed_on(&d, n);
+    let back = x.to_non_blocking(&Device::Cpu).to_non_blocking(&d);
+    assert_eq!(back.device(), d);
+    assert_eq!((&back - &x).abs().max().item::<f32>(), 0.0);
+    // Several hops in a row, each result used on the device at once.
+    let mut t = x.clone();
+    for _ in 0..3 {
+        t = &t.to_non_blocking(&Device::Cpu).to_non_blocking(&d) + 1.0;
+    }
+    assert_eq!((&t - &(&x + 3.0)).abs().max().item::<f32>(), 0.0);
 }

@@ -38,6 +38,18 @@ impl Device {
         crate::cuda::device_count()
     }
 
+    /// Waits until all work queued on this device has finished (PyTorch's
+    /// `torch.cuda.synchronize(device)`): on `Cuda(i)`, every kernel and copy on its stream,
+    /// including the device→host copies of `to_non_blocking(&Device::Cpu)`, which are complete
+    /// when this returns. A no-op for `Cpu`. Fails without such a device, or with the
+    /// asynchronous error (a kernel fault) the queued work raised.
+    pub fn synchronize(&self) -> crate::cuda::Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Cuda(i) => crate::cuda::synchronize(*i),
+        }
+    }
+
     /// `Cuda(i)` when a CUDA device is available, `Cpu` otherwise (PyTorch's
     /// `torch.device("cuda:0" if torch.cuda.is_available() else "cpu")`).
     pub fn cuda_if_available(i: usize) -> Device {
@@ -74,5 +86,12 @@ mod tests {
         assert_eq!(Device::cuda_if_available(0), want);
         assert_eq!(Device::cuda_if_available(usize::MAX), Device::Cpu);
         assert_eq!(Device::cuda_is_available(), Device::cuda_device_count() > 0);
+    }
+
+    #[test]
+    fn synchronize_is_a_no_op_on_the_cpu_and_needs_the_device_on_cuda() {
+        Device::Cpu.synchronize().unwrap();
+        let e = Device::Cuda(usize::MAX).synchronize().unwrap_err();
+        assert!(e.to_string().starts_with("synchronize: no CUDA device available"), "{e}");
     }
 }

@@ -1,7 +1,7 @@
 //! CUDA tensors: moving storage between devices and running eager ops on the device.
 //!
-//! - [`transfer`]: host↔device copies of tensors (`to`, `to_non_blocking` from pinned memory,
-//!   `to_vec`, printing, creation).
+//! - [`transfer`]: host↔device copies of tensors (`to`, `to_non_blocking` from pinned memory
+//!   and to pinned memory, `to_vec`, printing, creation).
 //! - [`advanced`]: advanced indexing (`index`, `index_put_`): each element's storage offset
 //!   computed by elementwise kernels, then the gather/scatter kernels of [`index`].
 //! - [`conv`]: `conv2d`/`conv1d` and their gradients: `im2col`/`col2im` kernels from the

@@ -23,25 +23,35 @@ pub(crate) fn to_device(op: &'static str, x: &Tensor, device: Device) -> Result<
         let host = x.with_cpu(op, |s, l| crate::tensor::cast_storage(s, l, x.dtype()))?;
         return upload(op, &host, x.shape(), i);
     }
-    let x = if x.covers_storage() { x.clone() } else { super::map(op, kiln_codegen::cuda::EagerOp::Copy, &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype())? };
-    let host = {
-        let guard = x.read_storage();
-        let Storage::Cuda(s) = &*guard else { unreachable!("the tensor's device is CUDA") };
-        s.to_cpu(op).or_op(op)?
-    };
+    let host = download(op, x, false)?;
     match device {
         Device::Cpu => Ok(Tensor::from_cpu_storage(host, x.shape())),
         Device::Cuda(i) => upload(op, &host, x.shape(), i),
     }
 }
 
-/// `x` on `device` as [`to_device`] makes it, except that a pinned CPU tensor that is its whole
-/// storage goes to a CUDA device straight from its pinned block: the copy is queued without
-/// waiting (`CudaBuffer::copy_from_slice` keeps the block out of reuse until it ran).
+/// A contiguous host copy of CUDA tensor `x`'s values (a view is made contiguous on its
+/// device first): waited for, or with `non_blocking` queued into pinned memory that waits for
+/// the copy at its first host access ([`CudaStorage::to_cpu_non_blocking`]).
+#[track_caller]
+fn download(op: &'static str, x: &Tensor, non_blocking: bool) -> Result<CpuStorage> {
+    let _off = crate::autograd::no_grad();
+    let x = if x.covers_storage() { x.clone() } else { super::map(op, kiln_codegen::cuda::EagerOp::Copy, &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype())? };
+    let guard = x.read_storage();
+    let Storage::Cuda(s) = &*guard else { unreachable!("the tensor's device is CUDA") };
+    let host = if non_blocking { s.to_cpu_non_blocking(op) } else { s.to_cpu(op) };
+    host.or_op(op)
+}
+
+/// `x` on `device` as [`to_device`] makes it, except for two moves that return without
+/// waiting for their copy. A pinned CPU tensor that is its whole storage goes to a CUDA device
+/// straight from its pinned block: the copy is queued (`CudaBuffer::copy_from_slice` keeps the
+/// block out of reuse until it ran). A CUDA tensor comes to the CPU in pinned memory that the
+/// copy fills later: the first host access of the result waits for it ([`download`]).
 #[track_caller]
 pub(crate) fn to_device_non_blocking(op: &'static str, x: &Tensor, device: Device) -> Result<Tensor> {
-    if let Device::Cuda(i) = device {
-        if x.device().is_cpu() && x.covers_storage() {
+    match device {
+        Device::Cuda(i) if x.device().is_cpu() && x.covers_storage() => {
             let guard = x.read_storage();
             if let Storage::Cpu(s) = &*guard {
                 if s.is_pinned() {
@@ -49,6 +59,8 @@ pub(crate) fn to_device_non_blocking(op: &'static str, x: &Tensor, device: Devic
                 }
             }
         }
+        Device::Cpu if x.device().is_cuda() => return Ok(Tensor::from_cpu_storage(download(op, x, true)?, x.shape())),
+        _ => {}
     }
     to_device(op, x, device)
 }

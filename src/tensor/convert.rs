@@ -94,12 +94,25 @@ impl Tensor {
     }
 
     /// The tensor on another device without waiting for the copy (`x.to(device,
-    /// non_blocking=True)`). From a [pinned](Tensor::pin_memory) CPU tensor that is its whole
-    /// storage to a CUDA device, the copy is queued on the device's stream and this returns at
-    /// once; ops on the result queue behind it on that stream, so they see the copied values.
-    /// The pinned block stays out of reuse until the copy ran, even if this tensor is dropped;
-    /// writing to it in place before then races with the copy, as in PyTorch. Every other move
-    /// is [`Tensor::to`]'s (pageable memory is staged before the call returns).
+    /// non_blocking=True)`).
+    ///
+    /// - From a [pinned](Tensor::pin_memory) CPU tensor that is its whole storage to a CUDA
+    ///   device, the copy is queued on the device's stream and this returns at once; ops on the
+    ///   result queue behind it on that stream, so they see the copied values. The pinned block
+    ///   stays out of reuse until the copy ran, even if this tensor is dropped; writing to it in
+    ///   place before then races with the copy, as in PyTorch.
+    /// - From a CUDA tensor to the CPU, the result is a contiguous tensor in pinned memory
+    ///   ([`Tensor::is_pinned`]) that a copy queued on the device's stream (behind the work
+    ///   computing the tensor) fills while the host goes on; later work on the device, writes
+    ///   to the source included, does not change it. Unlike PyTorch, whose result holds
+    ///   undefined values until the stream is synchronized, kiln is safe here: the first host
+    ///   access of the result's storage (`to_vec`, `item`, printing, a CPU op, an in-place
+    ///   write, a copy back to a device) waits for the copy, so it is never seen half-done;
+    ///   `Device::synchronize` completes it too. Dropping it unread waits for nothing: its block
+    ///   is reused only once the copy has run. Bool tensors are read back waiting (each byte is
+    ///   checked), then pinned.
+    /// - Every other move is [`Tensor::to`]'s (pageable memory is staged before the call
+    ///   returns); to the CPU from the CPU it is the same handle.
     #[track_caller]
     pub fn to_non_blocking(&self, device: &Device) -> Tensor {
         self.try_to_non_blocking(device).or_panic()

@@ -1,5 +1,6 @@
 //! Page-locked ("pinned") host memory for tensors: `pin_memory` and `is_pinned`. A pinned
-//! tensor is what [`Tensor::to_non_blocking`] copies to a CUDA device without waiting.
+//! tensor is what [`Tensor::to_non_blocking`] copies to a CUDA device without waiting, and
+//! what it returns from a CUDA device to the CPU.
 
 use super::{cast_storage, Tensor};
 use crate::autograd::{self, grads};
@@ -36,7 +37,9 @@ impl Tensor {
     }
 
     /// Whether the tensor's storage is page-locked host memory (`x.is_pinned()`): true for
-    /// [`Tensor::pin_memory`]'s results and their views, false for CUDA tensors.
+    /// [`Tensor::pin_memory`]'s results, for [`Tensor::to_non_blocking`]'s from a CUDA
+    /// tensor to the CPU, and their views; false for CUDA tensors. Does not wait for a
+    /// non-blocking copy still filling the storage.
     #[track_caller]
     pub fn is_pinned(&self) -> bool {
         matches!(&*self.read_storage(), Storage::Cpu(s) if s.is_pinned())

@@ -11,7 +11,7 @@
 use ahash::AHashMap;
 use std::alloc::{self, Layout as AllocLayout};
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 const SMALL_ALIGN: usize = 64;
 const LARGE_THRESHOLD: usize = 1 << 20;
@@ -63,20 +63,42 @@ fn alloc_layout(class: usize) -> AllocLayout {
     AllocLayout::from_size_align(class, align).expect("size class overflows isize")
 }
 
+/// A write into a block that the host does not make itself and that may still be in flight
+/// when the block's owner gets it back (the DMA of a device→host copy: see
+/// [`RawBuffer::set_pending`]).
+pub(crate) trait Fence: Send + Sync {
+    /// Blocks until the write has finished. An error means it may not have: the block must be
+    /// neither read nor reused.
+    fn wait(&self) -> Result<(), String>;
+    /// Whether the write has finished, without blocking; false when that cannot be told.
+    fn is_complete(&self) -> bool;
+}
+
+/// A block's write in flight, and whether a host access has waited for it already.
+struct Pending {
+    fence: Box<dyn Fence>,
+    waited: OnceLock<()>,
+}
+
 /// A block of CPU memory from the caching allocator, or a page-locked block from the CUDA
 /// runtime's pinned cache ([`crate::cuda::pinned`]; not counted in this allocator's
 /// statistics); returned to its cache on drop.
 ///
 /// Its bytes are always initialized: fresh blocks are zeroed, reused blocks hold what their last
-/// owner wrote.
+/// owner wrote. A block may carry a write still in flight (`set_pending`): every host access
+/// goes through [`RawBuffer::as_ptr`], which waits for it the first time, so the write is never
+/// observed half-done.
 pub struct RawBuffer {
     ptr: NonNull<u8>,
     class: usize,
     pinned: bool,
+    pending: Option<Pending>,
 }
 
 // SAFETY: a RawBuffer is the unique owner of its block; access goes through the typed buffer that
-// owns it, which follows Rust's borrowing rules.
+// owns it, which follows Rust's borrowing rules, and through `as_ptr`, which first waits (once,
+// for every thread: `OnceLock` makes the others block until the first waiter is done, and
+// publishes the block's bytes to them) for a write in flight. `Fence` is `Send + Sync`.
 unsafe impl Send for RawBuffer {}
 unsafe impl Sync for RawBuffer {}
 
@@ -97,7 +119,7 @@ impl RawBuffer {
             hit
         });
         if let Some(ptr) = reused {
-            return (RawBuffer { ptr, class, pinned: false }, false);
+            return (RawBuffer { ptr, class, pinned: false, pending: None }, false);
         }
         let layout = alloc_layout(class);
         // SAFETY: the layout has a non-zero size (class >= 64) and a power-of-two alignment.
@@ -106,14 +128,14 @@ impl RawBuffer {
         if class >= LARGE_THRESHOLD {
             advise_huge_pages(ptr, class);
         }
-        (RawBuffer { ptr, class, pinned: false }, true)
+        (RawBuffer { ptr, class, pinned: false, pending: None }, true)
     }
 
     /// A page-locked block of at least `bytes` bytes (needs a CUDA device: `op` names the
     /// caller in the "no CUDA device available" error).
     pub fn acquire_pinned(op: &'static str, bytes: usize) -> crate::cuda::Result<RawBuffer> {
         let (ptr, class) = crate::cuda::pinned::allocate(op, bytes)?;
-        Ok(RawBuffer { ptr, class, pinned: true })
+        Ok(RawBuffer { ptr, class, pinned: true, pending: None })
     }
 
     /// Whether the block is page-locked (from [`RawBuffer::acquire_pinned`]).
@@ -121,9 +143,28 @@ impl RawBuffer {
         self.pinned
     }
 
-    /// The start of the block.
+    /// The start of the block, once a write in flight (`set_pending`) has finished: the first
+    /// call waits for it (and panics if the wait fails: the bytes may still be changing).
+    #[inline]
     pub fn as_ptr(&self) -> *mut u8 {
+        if let Some(p) = &self.pending {
+            p.waited.get_or_init(|| {
+                if let Err(e) = p.fence.wait() {
+                    panic!("waiting for an asynchronous copy into host memory failed: {e}");
+                }
+            });
+        }
         self.ptr.as_ptr()
+    }
+
+    /// Records that `fence`'s write into the block (queued through a pointer taken before this
+    /// call) may still be in flight: the next host access waits for it, and dropping the block
+    /// before then hands it to its cache only once the write has finished (a pinned block is
+    /// kept out of reuse until then, a CPU one is waited for). A write pending already is
+    /// waited for first.
+    pub(crate) fn set_pending(&mut self, fence: Box<dyn Fence>) {
+        self.as_ptr();
+        self.pending = Some(Pending { fence, waited: OnceLock::new() });
     }
 
     /// The usable size of the block in bytes.
@@ -134,8 +175,13 @@ impl RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
+        let in_flight = self.pending.take().filter(|p| p.waited.get().is_none()).map(|p| p.fence);
         if self.pinned {
-            return crate::cuda::pinned::release(self.ptr);
+            return crate::cuda::pinned::release(self.ptr, in_flight);
+        }
+        if in_flight.is_some_and(|f| f.wait().is_err()) {
+            // The write may still land: the block is leaked rather than handed out again.
+            return;
         }
         let (ptr, class) = (self.ptr, self.class);
         with_cache(|c| {

@@ -1,6 +1,6 @@
 //! `CpuBuf<T>`: a typed, fixed-length array in a block of the caching allocator.
 
-use super::alloc::RawBuffer;
+use super::alloc::{Fence, RawBuffer};
 use crate::dtype::Element;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -16,8 +16,23 @@ impl<T: Element> CpuBuf<T> {
     /// A buffer whose contents are unspecified (old values of a reused block, or zeros), for
     /// kernels that write every element before anything reads them.
     pub fn uninit(len: usize) -> Self {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("buffer size overflows usize");
-        let (raw, fresh) = RawBuffer::acquire(bytes);
+        let (raw, fresh) = RawBuffer::acquire(Self::bytes(len));
+        Self::from_raw(raw, len, fresh)
+    }
+
+    /// [`CpuBuf::uninit`] in page-locked host memory (see [`crate::cuda::pinned`]); needs a
+    /// CUDA device (`op` names the caller in the "no CUDA device available" error).
+    pub fn pinned_uninit(op: &'static str, len: usize) -> crate::cuda::Result<Self> {
+        Ok(Self::from_raw(RawBuffer::acquire_pinned(op, Self::bytes(len))?, len, false))
+    }
+
+    /// The bytes `len` elements take.
+    fn bytes(len: usize) -> usize {
+        len.checked_mul(std::mem::size_of::<T>()).expect("buffer size overflows usize")
+    }
+
+    /// `len` elements in `raw` (`fresh`: its bytes are all zero).
+    fn from_raw(raw: RawBuffer, len: usize, fresh: bool) -> Self {
         let buf = CpuBuf { raw, len, _elem: PhantomData };
         if !fresh && T::DTYPE == crate::DType::Bool {
             // A reused block may hold bytes other than 0/1, which are not valid `bool`s.
@@ -50,10 +65,16 @@ impl<T: Element> CpuBuf<T> {
     /// host→device copy reads asynchronously; needs a CUDA device (`op` names the caller in
     /// the "no CUDA device available" error).
     pub fn pinned_from_slice(op: &'static str, data: &[T]) -> crate::cuda::Result<Self> {
-        let bytes = std::mem::size_of_val(data);
-        let mut buf = CpuBuf { raw: RawBuffer::acquire_pinned(op, bytes)?, len: data.len(), _elem: PhantomData };
+        let mut buf = Self::pinned_uninit(op, data.len())?;
         crate::cpu::parallel::copy(&mut buf, data);
         Ok(buf)
+    }
+
+    /// Records that `fence`'s write into the elements (queued through a slice borrowed before
+    /// this call) may still be in flight: the next access waits for it (see
+    /// [`RawBuffer::set_pending`]).
+    pub(crate) fn set_pending(&mut self, fence: Box<dyn Fence>) {
+        self.raw.set_pending(fence)
     }
 
     /// Whether the elements live in page-locked host memory ([`CpuBuf::pinned_from_slice`]).
@@ -86,17 +107,21 @@ impl<T: Element> CpuBuf<T> {
 
 impl<T: Element> Deref for CpuBuf<T> {
     type Target = [T];
+    #[inline]
     fn deref(&self) -> &[T] {
         // SAFETY: the block holds at least len * size_of::<T>() initialized bytes (fresh blocks
         // are zeroed, reused ones were written by earlier owners; Bool blocks are re-zeroed so
-        // every byte is 0 or 1), it is aligned to at least 64 bytes, and `self` owns it.
+        // every byte is 0 or 1), it is aligned to at least 64 bytes, and `self` owns it. A copy
+        // still writing it has finished: `as_ptr` waits for it before returning.
         unsafe { std::slice::from_raw_parts(self.raw.as_ptr().cast::<T>(), self.len) }
     }
 }
 
 impl<T: Element> DerefMut for CpuBuf<T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: as in `deref`, and `&mut self` guarantees exclusive access.
+        // SAFETY: as in `deref` (the copy in flight included), and `&mut self` guarantees
+        // exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.raw.as_ptr().cast::<T>(), self.len) }
     }
 }
@@ -118,6 +143,103 @@ impl<T: Element> std::fmt::Debug for CpuBuf<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::thread::JoinHandle;
+
+    /// The stand-in for a device→host DMA on the CPU: a thread that sleeps, then writes every
+    /// element of a buffer; waiting joins it. Counts the waits; `fail` makes them report an
+    /// error (after the write, so nothing races with the test's checks).
+    struct LateWrite {
+        writer: Mutex<Option<JoinHandle<()>>>,
+        waits: Arc<AtomicUsize>,
+        fail: bool,
+    }
+
+    impl Fence for LateWrite {
+        fn wait(&self) -> Result<(), String> {
+            self.waits.fetch_add(1, Ordering::SeqCst);
+            if let Some(h) = self.writer.lock().unwrap().take() {
+                h.join().unwrap();
+            }
+            if self.fail {
+                return Err("the copy faulted".into());
+            }
+            Ok(())
+        }
+
+        fn is_complete(&self) -> bool {
+            self.writer.lock().unwrap().as_ref().is_none_or(|h| h.is_finished())
+        }
+    }
+
+    /// Starts a late write of `value` into every element of `buf`, sets it as the buffer's
+    /// pending write, and returns the counter of its waits.
+    fn late_write(buf: &mut CpuBuf<f32>, value: f32, fail: bool) -> Arc<AtomicUsize> {
+        let (addr, len) = (buf.as_mut_ptr() as usize, buf.len());
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            // SAFETY: the buffer outlives this thread (every access and the drop join it first,
+            // through the fence) and nothing else touches its elements until then.
+            unsafe { std::slice::from_raw_parts_mut(addr as *mut f32, len) }.fill(value);
+        });
+        let waits = Arc::new(AtomicUsize::new(0));
+        buf.set_pending(Box::new(LateWrite { writer: Mutex::new(Some(writer)), waits: waits.clone(), fail }));
+        waits
+    }
+
+    #[test]
+    fn a_pending_write_is_waited_for_once_at_the_first_read() {
+        let mut buf = CpuBuf::<f32>::zeros(100_000);
+        let waits = late_write(&mut buf, 2.5, false);
+        assert_eq!((waits.load(Ordering::SeqCst), buf.len(), buf.is_pinned()), (0, 100_000, false), "len and is_pinned do not wait");
+        assert!(buf.iter().all(|&v| v == 2.5), "the first read sees the whole write");
+        assert_eq!(buf[99_999] + buf.clone()[0], 5.0);
+        assert_eq!(waits.load(Ordering::SeqCst), 1, "later accesses do not wait again");
+        // A second pending write: the next access waits for it, not for the first one again.
+        let again = late_write(&mut buf, -1.0, false);
+        assert_eq!(format!("{:?}", &buf[..2]), "[-1.0, -1.0]");
+        assert_eq!((waits.load(Ordering::SeqCst), again.load(Ordering::SeqCst)), (1, 1));
+    }
+
+    #[test]
+    fn a_pending_write_is_waited_for_by_writes_clones_threads_and_drops() {
+        // A write in place lands after the pending one, never under it.
+        let mut buf = CpuBuf::<f32>::zeros(50_000);
+        let waits = late_write(&mut buf, 1.0, false);
+        buf[7] = 9.0;
+        assert_eq!((buf[6], buf[7], waits.load(Ordering::SeqCst)), (1.0, 9.0, 1));
+        // A clone copies the finished values.
+        let waits = late_write(&mut buf, 3.0, false);
+        assert!(buf.clone().iter().all(|&v| v == 3.0));
+        assert_eq!(waits.load(Ordering::SeqCst), 1);
+        // Readers on several threads at once: one waits, all see the write.
+        let waits = late_write(&mut buf, 4.0, false);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| assert!(buf.iter().all(|&v| v == 4.0)));
+            }
+        });
+        assert_eq!(waits.load(Ordering::SeqCst), 1);
+        // Dropped before any access: the block goes back to the cache only after the write.
+        let mut dropped = CpuBuf::<f32>::zeros(50_000);
+        let waits = late_write(&mut dropped, 5.0, false);
+        drop(dropped);
+        assert_eq!(waits.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_failed_pending_write_panics_at_access_and_keeps_the_block() {
+        let mut buf = CpuBuf::<f32>::zeros(1000);
+        let waits = late_write(&mut buf, 1.0, true);
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| buf[0])).unwrap_err();
+        let msg = e.downcast_ref::<String>().unwrap();
+        assert_eq!(msg, "waiting for an asynchronous copy into host memory failed: the copy faulted");
+        // Still not waited for: every access panics; the drop waits and then leaks the block.
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| buf.to_vec())).is_err());
+        drop(buf);
+        assert_eq!(waits.load(Ordering::SeqCst), 3);
+    }
 
     #[test]
     fn reused_bool_block_holds_valid_bools() {

@@ -3,6 +3,7 @@
 use super::alloc::{allocate, release};
 use super::context::{device, CudaDevice};
 use super::error::{CudaError, CudaErrorKind, Result};
+use cudarc::driver::CudaEvent;
 use std::sync::Arc;
 
 /// Element types that can be copied to and from a [`CudaBuffer`]: plain numbers for which every
@@ -114,6 +115,37 @@ impl CudaBuffer {
             e
         })?;
         Ok(out)
+    }
+
+    /// Queues a copy of the buffer's bytes into `dst` (host memory of exactly `len_bytes`
+    /// bytes) on the device's stream and returns the event recorded after it: `dst` holds the
+    /// bytes once the event has completed. Into page-locked memory ([`super::pinned`]) the copy
+    /// is a DMA that runs later, while the host goes on.
+    ///
+    /// # Safety
+    ///
+    /// Until the event has completed, `dst` must be neither read, written nor freed: the
+    /// caller hands the event to the block as its pending write (`CpuBuf::set_pending`), which
+    /// makes every host access and the block's reuse wait for it.
+    pub(crate) unsafe fn copy_to_pinned<T: DeviceElement>(&self, dst: &mut [T]) -> Result<CudaEvent> {
+        let op = "CudaBuffer::copy_to_pinned";
+        let bytes = std::mem::size_of_val(dst);
+        if bytes != self.len {
+            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("a buffer of {} bytes copied into {bytes} bytes", self.len)));
+        }
+        self.dev.bind(op)?;
+        if bytes > 0 {
+            // SAFETY: the source range is this buffer's bytes and `dst` has exactly that many;
+            // every bit pattern is a valid `T` (DeviceElement). The caller keeps `dst` untouched
+            // and alive until the event below has completed (this function's contract).
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, self.ptr, self.dev.stream().cu_stream()) }
+                .map_err(|e| CudaError::driver(op, "device-to-host copy", e))?;
+        }
+        self.dev.stream().record_event(None).map_err(|e| {
+            // Without an event nothing could wait for the copy: finish it before `dst` goes back.
+            let _ = self.dev.synchronize();
+            CudaError::driver(op, "recording the copy's event", e)
+        })
     }
 
     /// Copies `src`'s bytes (same device) into the start of this buffer, on the device's stream.

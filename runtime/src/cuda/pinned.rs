@@ -1,5 +1,5 @@
 //! Page-locked ("pinned") host memory: a caching allocator of `cuMemHostAlloc` blocks, and the
-//! bookkeeping that lets a host→device copy from such a block run asynchronously.
+//! bookkeeping that lets copies between such a block and a device run asynchronously.
 //!
 //! A copy from pageable memory is staged by the driver before `cuMemcpyHtoDAsync` returns; a
 //! copy from a pinned block is a DMA that reads the block *later*, while the host goes on. So
@@ -7,6 +7,12 @@
 //! ([`record_copies`]), and a freed block is handed out again only once all of its events have
 //! completed: the bytes a queued copy reads cannot be reused under it, whatever the tensor
 //! layer does with the storage meanwhile (PyTorch's `CachingHostAllocator` does the same).
+//!
+//! The other way, a `cuMemcpyDtoHAsync` into a pinned block writes it later
+//! (`CudaBuffer::copy_to_pinned`): its event is the block's pending write
+//! (`RawBuffer::set_pending`), which the first host access waits for; a block dropped before
+//! that gets the event here, as a copy reading it would, so it is not reused while the copy
+//! may still write it.
 //!
 //! Blocks are allocated with `CU_MEMHOSTALLOC_PORTABLE` (pinned for every context), in the CPU
 //! allocator's size classes, zeroed when fresh (a [`RawBuffer`](crate::cpu::alloc::RawBuffer)'s
@@ -20,25 +26,38 @@
 //! hand it out again. PyTorch's `pin_memory()` is a copy too.
 
 use super::context::{device, CudaDevice};
-use super::error::{CudaError, CudaErrorKind, Result};
-use crate::cpu::alloc::size_class;
+use super::error::{driver_message, CudaError, CudaErrorKind, Result};
+use crate::cpu::alloc::{size_class, Fence};
 use ahash::AHashMap;
 use cudarc::driver::CudaEvent;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-/// A pinned block and the events of the copies that read it.
+/// An event recorded after a copy on a device's stream: the copy has run once it completed.
+impl Fence for CudaEvent {
+    fn wait(&self) -> std::result::Result<(), String> {
+        self.synchronize().map_err(driver_message)
+    }
+
+    /// An event whose query fails counts as pending: a block is never reused rather than
+    /// reused too early.
+    fn is_complete(&self) -> bool {
+        self.context().bind_to_thread().and_then(|()| self.try_is_complete()).unwrap_or(false)
+    }
+}
+
+/// A pinned block and the events of the copies that read it (or of a copy writing it that was
+/// still queued when the block was freed).
 struct Block {
     class: usize,
-    copies: Vec<CudaEvent>,
+    copies: Vec<Box<dyn Fence>>,
 }
 
 impl Block {
-    /// Forgets the copies that have completed; true when none is left. An event whose query
-    /// fails counts as pending: the block is never reused rather than reused too early.
+    /// Forgets the copies that have completed; true when none is left.
     fn settle(&mut self) -> bool {
-        self.copies.retain(|e| !e.context().bind_to_thread().and_then(|()| e.try_is_complete()).unwrap_or(false));
+        self.copies.retain(|e| !e.is_complete());
         self.copies.is_empty()
     }
 }
@@ -85,11 +104,13 @@ pub(crate) fn allocate(op: &'static str, bytes: usize) -> Result<(NonNull<u8>, u
     Ok((ptr, class))
 }
 
-/// Returns a block from [`allocate`] to the free list; it is reused once its copies are done.
-pub(crate) fn release(ptr: NonNull<u8>) {
+/// Returns a block from [`allocate`] to the free list, with the write into it that may still
+/// be in flight (a device→host copy nothing waited for); it is reused once its copies are done.
+pub(crate) fn release(ptr: NonNull<u8>, in_flight: Option<Box<dyn Fence>>) {
     let addr = ptr.as_ptr() as usize;
     with_cache(|c| {
-        let block = c.live.remove(&addr).expect("a released pinned block is live");
+        let mut block = c.live.remove(&addr).expect("a released pinned block is live");
+        block.copies.extend(in_flight);
         c.free.entry(block.class).or_default().push((addr, block));
     });
 }
@@ -110,7 +131,7 @@ pub(crate) fn record_copies(op: &'static str, dev: &CudaDevice, data: &[u8], cop
         let Some(block) = block_of(c, data) else { return Ok(()) };
         block.settle();
         let event = dev.stream().record_event(None).map_err(|e| CudaError::driver(op, "recording the copy's event", e))?;
-        block.copies.push(event);
+        block.copies.push(Box::new(event));
         Ok(())
     })
 }

@@ -6,6 +6,23 @@ use crate::cpu::CpuBuf;
 use crate::dtype::DType;
 use crate::storage::{CpuStorage, StorageElement};
 
+/// Runs `$body` with `$T` naming the element type of `$dtype`, any dtype but `Bool`: the types
+/// whose device bytes are copied back as they are (a device byte of a bool is checked first).
+macro_rules! match_bits {
+    ($dtype:expr, |$T:ident| $body:expr) => {
+        match $dtype {
+            DType::F32 => { type $T = f32; $body }
+            DType::F64 => { type $T = f64; $body }
+            DType::F16 => { type $T = half::f16; $body }
+            DType::BF16 => { type $T = half::bf16; $body }
+            DType::I64 => { type $T = i64; $body }
+            DType::I32 => { type $T = i32; $body }
+            DType::U8 => { type $T = u8; $body }
+            DType::Bool => unreachable!("bools are read back as bytes"),
+        }
+    };
+}
+
 /// `len` elements of `dtype` on one CUDA device. Bools are stored as bytes holding 0 or 1 (the
 /// layout of Rust's `bool`), every other dtype as its own bits.
 pub struct CudaStorage {
@@ -38,20 +55,33 @@ impl CudaStorage {
 
     /// A host copy of every element (waits for the device's queued work).
     pub fn to_cpu(&self, op: &'static str) -> Result<CpuStorage> {
-        fn read<T: StorageElement + super::DeviceElement>(buf: &CudaBuffer) -> Result<CpuStorage> {
-            Ok(T::wrap(CpuBuf::from_slice(&buf.to_vec::<T>()?)))
-        }
-        let out = match self.dtype {
-            DType::Bool => self.buf.to_vec::<u8>().map(|v| bool::wrap(CpuBuf::from_slice(&v.iter().map(|&b| b != 0).collect::<Vec<bool>>()))),
-            DType::F32 => read::<f32>(&self.buf),
-            DType::F64 => read::<f64>(&self.buf),
-            DType::F16 => read::<half::f16>(&self.buf),
-            DType::BF16 => read::<half::bf16>(&self.buf),
-            DType::I64 => read::<i64>(&self.buf),
-            DType::I32 => read::<i32>(&self.buf),
-            DType::U8 => read::<u8>(&self.buf),
+        let out = if self.dtype == DType::Bool {
+            self.buf.to_vec::<u8>().map(|v| bool::wrap(CpuBuf::from_slice(&v.iter().map(|&b| b != 0).collect::<Vec<bool>>())))
+        } else {
+            match_bits!(self.dtype, |T| self.buf.to_vec::<T>().map(|v| T::wrap(CpuBuf::from_slice(&v))))
         };
         out.map_err(|e| e.in_op(op))
+    }
+
+    /// A host copy of every element in page-locked memory, without waiting: the copy is queued
+    /// on the device's stream behind the work that writes the elements, the first host access
+    /// of the result (a read or a write) waits for it, so it is never seen half-done, and its
+    /// block is not reused before the copy ran, even if the result is dropped unread. Bools are read back as [`CudaStorage::to_cpu`] does (waiting: each
+    /// byte is checked to be a valid `bool`), then pinned.
+    pub fn to_cpu_non_blocking(&self, op: &'static str) -> Result<CpuStorage> {
+        if self.dtype == DType::Bool {
+            return self.to_cpu(op)?.pinned_copy(op);
+        }
+        match_bits!(self.dtype, |T| {
+            let mut host = CpuBuf::<T>::pinned_uninit(op, self.len)?;
+            // SAFETY: `host` is untouched until the event completed: it is set as the block's
+            // pending write right below, before anything else can see the buffer, and from then
+            // on every host access (`RawBuffer::as_ptr`) waits for it and a drop keeps the
+            // block out of reuse until it completed (`pinned::release`).
+            let event = unsafe { self.buf.copy_to_pinned(&mut host) }.map_err(|e| e.in_op(op))?;
+            host.set_pending(Box::new(event));
+            Ok(T::wrap(host))
+        })
     }
 
     /// The dtype of the elements.
