@@ -145,7 +145,7 @@ mod tests {
             0 => (values.to_vec::<f32>(), Layout::new(lines.as_slice().into(), vec![0; lines.len()].into(), 0)),
             _ => (values.broadcast_to(shape).contiguous().to_vec::<f32>(), dense.clone()),
         };
-        host::scatter(&mut t, &at, &v, (&target, b, &lines), &dense, &ls, true, accumulate);
+        host::scatter(&mut t, &at, &v, (&target, b, &lines), &dense, &ls, accumulate);
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
         assert_eq!(bits(t), bits(out.to_vec::<f32>()), "shape {shape:?}, accumulate {accumulate}");
     }

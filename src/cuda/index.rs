@@ -232,15 +232,14 @@ pub(super) mod host {
     use kiln_codegen::cuda::ScatterLine;
     use kiln_runtime::Layout;
 
-    /// The f32 scatter (or scatter_add, `add`) of `v` into the storage `t` at the values of
-    /// `idx` (storages of the views `li` and `ls`) along dim `d` of the target layout `x`,
-    /// over `shape`: [`plan`]'s space walked thread by thread as the generated kernels walk it.
-    /// With `ordered` (a line kernel), asserts that no two threads write one target element,
-    /// which makes the result independent of scheduling.
-    #[allow(clippy::too_many_arguments)]
-    pub(in crate::cuda) fn scatter(t: &mut [f32], idx: &[i64], v: &[f32], (x, d, shape): (&Layout, usize, &[usize]), li: &Layout, ls: &Layout, ordered: bool, add: bool) {
-        let (space, line) = plan(x, d, shape, li, ls, ordered);
-        run(t, idx, v, &space, [x.offset(), li.offset(), ls.offset()], line, add);
+    /// The f32 line kernel's scatter (or scatter_add, `add`) of `v` into the storage `t` at
+    /// the values of `idx` (storages of the views `li` and `ls`) along dim `d` of the target
+    /// layout `x`, over `shape`: [`plan`]'s ordered space walked thread by thread as the
+    /// generated kernel walks it. Asserts that no two threads write one target element, which
+    /// makes the result independent of scheduling.
+    pub(in crate::cuda) fn scatter(t: &mut [f32], idx: &[i64], v: &[f32], (x, d, shape): (&Layout, usize, &[usize]), li: &Layout, ls: &Layout, add: bool) {
+        let (space, line) = plan(x, d, shape, li, ls, true);
+        run(t, idx, v, &space, [x.offset(), li.offset(), ls.offset()], line.expect("an ordered plan has a line"), add);
     }
 
     /// `n` f32 values of mixed signs and magnitudes: the order of additions shows in the bits.
@@ -249,10 +248,10 @@ pub(super) mod host {
     }
 
     /// Each thread `i` of `space`: its position decomposed innermost dim first (the kernels'
-    /// `open_index_loop`), then its line (or its one position) in order.
-    fn run(t: &mut [f32], idx: &[i64], v: &[f32], space: &Space, offsets: [usize; 3], line: Option<ScatterLine>, add: bool) {
+    /// `open_index_loop`), then its line in order.
+    fn run(t: &mut [f32], idx: &[i64], v: &[f32], space: &Space, offsets: [usize; 3], line: ScatterLine, add: bool) {
         let mut owner: Vec<Option<usize>> = vec![None; t.len()];
-        let (len, line_pi, line_pv) = line.map_or((1, 0, 0), |l| (l.len, l.idx_stride, l.src_stride));
+        let ScatterLine { len, idx_stride: line_pi, src_stride: line_pv } = line;
         for i in 0..space.shape.iter().product::<usize>() {
             let (mut p, mut r) = (offsets, i);
             for m in (0..space.shape.len()).rev() {
@@ -269,7 +268,7 @@ pub(super) mod host {
                 let b = v[p[2] + j * line_pv];
                 t[at] = if add { t[at] + b } else { b };
                 let first = *owner[at].get_or_insert(i);
-                assert!(line.is_none() || first == i, "element {at} written by threads {first} and {i}");
+                assert_eq!(first, i, "element {at} written by two threads");
             }
         }
     }
@@ -299,7 +298,7 @@ mod tests {
         let x = view(parent).layout().clone();
         let ls = Layout::new(idx.shape().into(), src.stride().into(), src.storage_offset());
         let (i, v) = (idx_parent.to_vec::<i64>(), src_parent.to_vec::<f32>());
-        host::scatter(&mut t, &i, &v, (&x, d, idx.shape()), idx.layout(), &ls, true, add);
+        host::scatter(&mut t, &i, &v, (&x, d, idx.shape()), idx.layout(), &ls, add);
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
         assert_eq!(bits(t), bits(out.to_vec::<f32>()), "dim {d}, add {add}");
     }
