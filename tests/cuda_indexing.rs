@@ -317,22 +317,83 @@ fn deterministic_scatter_add_equals_the_cpu_bit_for_bit() {
         last_t.t().scatter_add_(1, &idx1, &src);
         vec![along0, in_place, along1, last_t]
     };
+    same_bits_as_cpu("scatter_add", run);
+}
+
+/// Compares `run`'s results on the CPU and (under the deterministic mode) on cuda:0 bit for
+/// bit, for f32 and f16; `what` names the op in failures.
+fn same_bits_as_cpu(what: &str, run: impl Fn(Device, DType) -> Vec<Tensor>) {
     let cpu = [DType::F32, DType::F16].map(|dtype| run(Device::Cpu, dtype));
     if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping the CUDA run");
+        return println!("no CUDA device, skipping the CUDA run of {what}");
     }
     for (dtype, cpu) in [DType::F32, DType::F16].into_iter().zip(cpu) {
         let cuda = deterministic(|| run(Device::Cuda(0), dtype));
         for (k, (c, g)) in cpu.iter().zip(&cuda).enumerate() {
             assert_eq!(g.device(), Device::Cuda(0));
             assert_eq!((g.shape(), g.dtype()), (c.shape(), dtype));
-            assert_eq!(bits(g), bits(c), "{dtype:?} result {k}: the CPU's sums bit for bit");
+            assert_eq!(bits(g), bits(c), "{what}, {dtype:?} result {k}: the CPU's bits");
         }
     }
 }
 
 #[test]
-fn deterministic_mode_refuses_only_a_cuda_scatter_of_a_tensor() {
+fn deterministic_scatter_keeps_the_cpus_last_write() {
+    let _g = lock();
+    // Along dim 0 and the last dim, through transposed and narrowed views of the target, the
+    // index and the source; each line writes 48 or 64 different values into 3 or 4 positions.
+    same_bits_as_cpu("scatter", |d, dtype| {
+        let src = Tensor::from_vec(mixed(64 * 50), &[64, 50]).to_dtype(dtype).to(&d);
+        let src = src.narrow(1, 1, 48).t(); // [48, 64], strides [1, 50]
+        let idx0 = repeated(&[64, 48], 4, d).t(); // [48, 64] in 0..4
+        let idx1 = repeated(&[48, 70], 3, d).narrow(1, 2, 64); // [48, 64] in 0..3
+        let base = Tensor::from_vec(mixed(64 * 4), &[64, 4]).to_dtype(dtype).to(&d);
+        let along0 = base.t().scatter(0, &idx0, &src);
+        let in_place = base.deep_clone();
+        in_place.t().scatter_(0, &idx0, &src);
+        let along1 = Tensor::zeros_opts(&[48, 3], dtype, d).scatter(1, &idx1, &src);
+        let last_t = Tensor::zeros_opts(&[3, 48], dtype, d);
+        last_t.t().scatter_(1, &idx1, &src);
+        // A 1-D scatter: one line of 1000 writes into 7 positions.
+        let flat = Tensor::zeros_opts(&[7], dtype, d).scatter(0, &repeated(&[1000], 7, d), &Tensor::from_vec(mixed(1000), &[1000]).to_dtype(dtype).to(&d));
+        vec![along0, in_place, along1, last_t, flat]
+    });
+}
+
+#[test]
+fn deterministic_index_put_equals_the_cpu_bit_for_bit() {
+    let _g = lock();
+    // x[rows] (+)= v on [M, D] (one line per column), x[:, cols] (+)= v on the last dim, both
+    // through a transposed target; two index tensors apart (x3[i, :, j]); a bool mask; one
+    // value broadcast; an index of every element (a single line).
+    same_bits_as_cpu("index_put_", |d, dtype| {
+        let f = |n: usize, shape: &[usize]| Tensor::from_vec(mixed(n), shape).to_dtype(dtype).to(&d);
+        let rows = repeated(&[300], 10, d); // 300 rows of 10, 30 times each
+        let cols = repeated(&[40], 6, d).narrow(0, 1, 36);
+        let (i, j) = (repeated(&[4, 30], 3, d), repeated(&[30, 4], 5, d).t());
+        let mut out = Vec::new();
+        for acc in [false, true] {
+            let x = f(16 * 10, &[16, 10]).t(); // [10, 16], strides [1, 10]
+            x.index_put_(&[&rows], &f(300 * 16, &[300, 16]), acc);
+            let y = f(10 * 6, &[10, 6]).t(); // [6, 10], strides [1, 6]
+            y.index_put_(&[None, Some(&cols)], &f(6 * 36 * 2, &[6, 72]).narrow(1, 0, 36), acc);
+            let z = f(3 * 7 * 5, &[3, 7, 5]);
+            z.index_put_(&[Some(&i), None, Some(&j)], &f(120 * 7, &[4, 30, 7]), acc);
+            let m = f(6 * 8, &[6, 8]);
+            m.index_put_(&m.gt(0.0), &f(1, &[1]), acc);
+            let one = f(10 * 16, &[10, 16]);
+            one.index_put_(&[&rows], &Tensor::scalar(0.375f32).to_dtype(dtype).to(&d), acc);
+            let all = f(5, &[5]);
+            all.index_put_(&[&repeated(&[2000], 5, d)], &f(2000, &[2000]), acc);
+            let t = f(10 * 16, &[10, 16]).index_put(&[&rows], &f(16, &[16]), acc);
+            out.extend([x, y, z, m, one, all, t]);
+        }
+        out
+    });
+}
+
+#[test]
+fn deterministic_mode_runs_every_cuda_scatter() {
     if !Device::cuda_is_available() {
         return println!("no CUDA device, skipping");
     }
@@ -343,15 +404,14 @@ fn deterministic_mode_refuses_only_a_cuda_scatter_of_a_tensor() {
     let src = Tensor::new(&[1.0f32, 2.0, 4.0]).to(&d);
     let (add, put, value, bad) = deterministic(|| {
         let add = x.try_scatter_add(0, &idx, &src).map(|t| t.to_vec::<f32>());
-        let put = x.try_scatter(0, &idx, &src).map(drop);
-        let value = x.try_scatter_value(0, &idx, 1.0).map(drop);
+        let put = x.try_scatter(0, &idx, &src).map(|t| t.to_vec::<f32>());
+        let value = x.try_scatter_value(0, &idx, 1.0).map(|t| t.to_vec::<f32>());
         let bad = x.try_scatter_add_(0, &Tensor::new(&[0i64, 4]).to(&d), &src).map(drop);
         (add, put, value, bad)
     });
-    assert_eq!(add.expect("scatter_add is deterministic on CUDA now"), vec![3.0, 4.0, 0.0, 0.0]);
-    let e = put.unwrap_err().to_string();
-    assert!(e.starts_with("scatter: scatter on CUDA keeps any one of the values written at a repeated position, and use_deterministic_algorithms(true) is set (index shape [3], self shape [4])"), "{e}");
-    value.expect("a scalar scatter writes one value wherever indices repeat: deterministic");
+    assert_eq!(add.expect("scatter_add is deterministic on CUDA"), vec![3.0, 4.0, 0.0, 0.0]);
+    assert_eq!(put.expect("scatter of a tensor is deterministic on CUDA"), vec![2.0, 4.0, 0.0, 0.0], "the last write wins");
+    assert_eq!(value.expect("a scalar scatter writes one value wherever indices repeat"), vec![1.0, 1.0, 0.0, 0.0]);
     // The bounds check still runs first, and nothing is written.
     let e = bad.unwrap_err().to_string();
     assert!(e.contains("index 4 is out of bounds for dimension 0 with size 4"), "{e}");

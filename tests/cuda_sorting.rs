@@ -14,7 +14,8 @@ use kiln::{DType, Device, Tensor};
 use std::sync::Mutex;
 
 /// Held by the tests whose CUDA runs scatter (sort/topk/index gradients, `index_put_`), so that
-/// the one test switching `use_deterministic_algorithms` (process-wide) cannot refuse them.
+/// the one test switching `use_deterministic_algorithms` (process-wide) cannot change which
+/// kernels they run.
 static DETERMINISM: Mutex<()> = Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
@@ -275,23 +276,25 @@ fn mixed_devices_are_refused_naming_the_op() {
 }
 
 #[test]
-fn deterministic_mode_refuses_scheduling_dependent_puts() {
+fn deterministic_mode_runs_every_put_in_the_cpus_order() {
     if !Device::cuda_is_available() {
         return println!("no CUDA device, skipping");
     }
     let _g = lock();
     let x = Tensor::zeros_opts(&[4], DType::F32, Device::Cuda(0));
-    let i = Tensor::new(&[1i64, 1]).to(&Device::Cuda(0));
+    let i = Tensor::new(&[1i64, 1, 2]).to(&Device::Cuda(0));
+    let values = Tensor::new(&[1.0f32, 2.0, 4.0]).to(&Device::Cuda(0));
     kiln::use_deterministic_algorithms(true);
-    let e = x.try_index_put_(&i, &Tensor::new(&[1.0f32, 2.0]).to(&Device::Cuda(0)), true).map(drop);
-    // One value everywhere is deterministic: it runs.
-    let ok = x.try_index_put_(&i, &Tensor::scalar(3.0f32).to(&Device::Cuda(0)), false).map(drop);
-    // Sorting is deterministic: it runs too.
+    let added = x.try_index_put(&i, &values, true).map(|t| t.to_vec::<f32>());
+    // A plain put keeps the last value written at a repeated position, as the CPU.
+    let plain = x.try_index_put(&i, &values, false).map(|t| t.to_vec::<f32>());
+    // One value everywhere, and sorting (deterministic): they run too.
+    let one = x.try_index_put_(&i, &Tensor::scalar(3.0f32).to(&Device::Cuda(0)), false).map(drop);
     let sorted = x.try_sort(0, false).map(drop);
     kiln::use_deterministic_algorithms(false);
-    let e = e.unwrap_err().to_string();
-    assert!(e.starts_with("index_put_: index_put_ on CUDA adds into repeated positions"), "{e}");
-    ok.unwrap();
+    assert_eq!(added.unwrap(), vec![0.0, 3.0, 4.0, 0.0]);
+    assert_eq!(plain.unwrap(), vec![0.0, 2.0, 4.0, 0.0]);
+    one.unwrap();
     sorted.unwrap();
-    assert_eq!(x.to_vec::<f32>(), vec![0.0, 3.0, 0.0, 0.0]);
+    assert_eq!(x.to_vec::<f32>(), vec![0.0, 3.0, 3.0, 0.0]);
 }

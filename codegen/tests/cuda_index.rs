@@ -1,6 +1,6 @@
 //! The CUDA indexing emitter (gather/index_select, scatter, scatter_add along one dim, atomic
-//! and deterministic) and the device bounds check of index values: their text and errors
-//! (always), and NVRTC compiling
+//! and deterministic: the line kernels storing and adding) and the device bounds check of
+//! index values: their text and errors (always), and NVRTC compiling
 //! every (kind, dtype) kernel for 0, 1 and 3 dims and the bounds check for 0 to 8 dims to
 //! CUBIN for sm_80 and sm_90 (skipping with a printed line when NVRTC is absent). With a GPU:
 //! the bounds check's flag over contiguous and strided views, at both edges of the range.
@@ -82,6 +82,44 @@ fn deterministic_scatter_add_walks_each_line_in_order_without_atomics() {
 }
 
 #[test]
+fn deterministic_scatter_stores_along_each_line_in_order_without_atomics() {
+    let src = |d, nd| emit_index(IndexKind::ScatterLines, d, nd).unwrap().source;
+    let k = emit_index(IndexKind::ScatterLines, DType::F16, 2).unwrap();
+    assert!(k.name.starts_with("kiln_idx_scatter_lines_f16_"), "{}", k.name);
+    let f = src(DType::F32, 2);
+    assert!(f.contains("float* __restrict__ t, const long long* __restrict__ idx, const float* __restrict__ v,"), "{f}");
+    assert!(f.contains("unsigned long long dim_stride, unsigned long long line_len, unsigned long long line_pi, unsigned long long line_pv)"), "{f}");
+    // Each thread walks its line in order and stores: the last write of a repeated index wins.
+    assert!(f.contains("for (unsigned long long j = 0; j < line_len; ++j) {"), "{f}");
+    assert!(f.contains("const long long k = idx[pi + j * line_pi];"), "{f}");
+    assert!(f.contains("if (k < 0LL || (unsigned long long)k >= dim_size) { continue; }"), "bad indices skipped: {f}");
+    assert!(f.contains("t[at] = v[pv + j * line_pv];"), "{f}");
+    for d in DType::ALL {
+        for nd in [0, 1, 3] {
+            let s = src(d, nd);
+            assert!(!s.contains("atomic"), "{d:?}, {nd} dims: no atomics in the deterministic kernel: {s}");
+            assert!(s.contains("t[at] = v[pv + j * line_pv];"), "{d:?}: a plain store: {s}");
+        }
+    }
+    // The storing and adding line kernels differ only in their statement.
+    let add = emit_index(IndexKind::ScatterAddLines, DType::F32, 2).unwrap().source;
+    assert_ne!(f, add);
+    assert_eq!(f.lines().count(), add.lines().count());
+}
+
+#[test]
+fn scatter_kinds_by_accumulation_and_order() {
+    assert_eq!(IndexKind::scatter(false, false), IndexKind::Scatter);
+    assert_eq!(IndexKind::scatter(true, false), IndexKind::ScatterAdd);
+    assert_eq!(IndexKind::scatter(false, true), IndexKind::ScatterLines);
+    assert_eq!(IndexKind::scatter(true, true), IndexKind::ScatterAddLines);
+    let lines: Vec<IndexKind> = IndexKind::ALL.into_iter().filter(|k| k.walks_lines()).collect();
+    assert_eq!(lines, [IndexKind::ScatterLines, IndexKind::ScatterAddLines]);
+    assert!(IndexKind::ALL.iter().all(|k| k.line_words() == if k.walks_lines() { 3 } else { 0 }));
+    assert!(IndexKind::ALL.iter().all(|&k| k.writes_target() == (k != IndexKind::Gather)));
+}
+
+#[test]
 fn too_many_dims_is_an_error() {
     let e = emit_index(IndexKind::Gather, DType::F32, MAX_DIMS + 1).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
@@ -92,9 +130,10 @@ fn too_many_dims_is_an_error() {
 #[test]
 fn the_index_op_set_covers_every_kind_and_dtype() {
     let ops = index_ops();
-    assert_eq!(ops.len(), 4 * 8);
+    assert_eq!(ops.len(), 5 * 8);
     assert!(ops.contains(&(IndexKind::ScatterAdd, DType::BF16)) && ops.contains(&(IndexKind::Gather, DType::Bool)));
     assert!(ops.contains(&(IndexKind::ScatterAddLines, DType::F16)) && ops.contains(&(IndexKind::ScatterAddLines, DType::Bool)));
+    assert!(ops.contains(&(IndexKind::ScatterLines, DType::F16)) && ops.contains(&(IndexKind::ScatterLines, DType::BF16)));
 }
 
 #[test]

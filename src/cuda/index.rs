@@ -12,11 +12,13 @@
 //!
 //! Under `use_deterministic_algorithms(true)`, `scatter_add` runs the line kernel
 //! ([`IndexKind::ScatterAddLines`]: one thread per line of the scatter dim, adding in order, so
-//! the CPU's result bit for bit); otherwise the atomic one, faster on wide lines.
+//! the CPU's result bit for bit); otherwise the atomic one, faster on wide lines. A plain
+//! scatter whose values may differ along a line runs its storing twin there
+//! ([`IndexKind::ScatterLines`]: the last write in the CPU's order wins).
 
 use super::elementwise::{collapse_all, common_device};
 use super::{LoadedKernels, OrOp};
-use crate::error::{bail, Result};
+use crate::error::Result;
 use crate::ops::out_of_bounds;
 use crate::tensor::Tensor;
 use kiln_codegen::cuda::{emit_bounds, emit_index, IndexKind, IndexedDim, LoadedBounds, LoadedIndex, ScatterLine, StridedOperand};
@@ -104,9 +106,9 @@ impl Space {
         Space { shape, strides, dim: IndexedDim { size: x.shape()[d], stride: x.strides()[d] } }
     }
 
-    /// The deterministic scatter_add's space: `shape` without dim `d` (each position a line
-    /// along `d`, dims collapsed), and the line (its length and the index's and the values'
-    /// strides along `d`); otherwise as [`Space::new`].
+    /// The line kernels' space: `shape` without dim `d` (each position a line along `d`,
+    /// dims collapsed), and the line (its length and the index's and the values' strides
+    /// along `d`); otherwise as [`Space::new`].
     fn lines(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout) -> (Space, ScatterLine) {
         let drop_d = |v: &[usize]| -> Vec<usize> { v.iter().enumerate().filter(|&(m, _)| m != d).map(|(_, &s)| s).collect() };
         let strides = [drop_d(x.strides()), drop_d(index.strides()), drop_d(values.strides())];
@@ -118,6 +120,18 @@ impl Space {
     /// Operand `j`'s view at element offset `offset`.
     fn view(&self, j: usize, offset: usize) -> StridedOperand<'_> {
         StridedOperand { offset, strides: &self.strides[j] }
+    }
+}
+
+/// The launch plan of a scatter into `x` along `d` over `shape` (layouts as [`Space::new`]'s):
+/// with `ordered`, the line kernels' space and line ([`Space::lines`]), otherwise the space
+/// of one thread per position and no line.
+fn plan(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout, ordered: bool) -> (Space, Option<ScatterLine>) {
+    if ordered {
+        let (space, line) = Space::lines(x, d, shape, index, values);
+        (space, Some(line))
+    } else {
+        (Space::new(x, d, shape, index, values), None)
     }
 }
 
@@ -148,17 +162,13 @@ pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li:
 /// `p` of the index's shape, `src` read through `ls` (index-shaped). Validates every index
 /// value first: nothing is written when one is out of range. `src` is a tensor on `dst`'s
 /// device, or 0-dim (a scalar source, broadcast by `ls`; it may be on the CPU). Under
-/// `use_deterministic_algorithms(true)` a `scatter_add` adds in the CPU's order (one thread per
-/// line of dim `d`), and a scatter of a non-0-dim source (whose repeated positions keep any one
-/// of their values) is refused.
+/// `use_deterministic_algorithms(true)` the positions are applied in the CPU's order (one
+/// thread per line of dim `d`, see [`launch_scatter`]): a `scatter_add` adds in that order and
+/// a plain scatter keeps the last value written at a repeated position, both the CPU's result.
 #[track_caller]
 pub(crate) fn scatter(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, src: &Tensor, ls: &Layout, accumulate: bool) -> Result<()> {
     // A 0-dim source (a scalar) may come from the host; the rest must be on one CUDA device.
     let ordinal = common_device(op, &[(dst.device(), false), (index.device(), false), (src.device(), src.dim() == 0)])?;
-    // scatter_add has a deterministic kernel (below); a plain scatter of a tensor has none.
-    if crate::are_deterministic_algorithms_enabled() && !accumulate && src.dim() > 0 {
-        bail!(op, Unsupported, "{op} on CUDA keeps any one of the values written at a repeated position, and use_deterministic_algorithms(true) is set (index shape {:?}, self shape {:?}); run it on the CPU or turn the mode off", index.shape(), dst.shape());
-    }
     let src = if src.device().is_cpu() { super::to_device(op, src, Device::Cuda(ordinal))? } else { src.clone() };
     check_range(op, index, d, dst.shape()[d], false)?;
     launch_scatter(op, dst, d, (index, index.layout(), index.shape()), (&src, ls), accumulate, ordinal)
@@ -190,23 +200,16 @@ pub(crate) fn fill_along(op: &'static str, dst: &Tensor, d: usize, index: &Tenso
 
 /// Launches the scatter of `src` (through its layout `ls`) into `dst` along `d` at the
 /// positions of `index` (with its iteration-shaped layout and the iteration shape), all on
-/// `cuda:ordinal` and the index values already validated.
+/// `cuda:ordinal` and the index values already validated. Under the deterministic mode a
+/// scatter_add, and a plain scatter whose source varies along `d` (so that repeated positions
+/// may be written different values), run a line kernel: one thread per line of dim `d`,
+/// walking it in order, as the CPU does. A plain scatter of one value along each line (a
+/// scalar, `index_fill`) writes the same bits in any order and keeps the wider kernel.
 #[track_caller]
 fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): (&Tensor, &Layout, &[usize]), (src, ls): (&Tensor, &Layout), accumulate: bool, ordinal: usize) -> Result<()> {
-    // Deterministic scatter_add: one thread per line of dim `d`, adding in order.
-    let ordered = accumulate && crate::are_deterministic_algorithms_enabled();
-    let (space, line) = if ordered {
-        let (space, line) = Space::lines(dst.layout(), d, shape, li, ls);
-        (space, Some(line))
-    } else {
-        (Space::new(dst.layout(), d, shape, li, ls), None)
-    };
-    let kind = match (accumulate, ordered) {
-        (false, _) => IndexKind::Scatter,
-        (true, false) => IndexKind::ScatterAdd,
-        (true, true) => IndexKind::ScatterAddLines,
-    };
-    let kernel = loaded(op, kind, dst.dtype(), space.shape.len(), ordinal)?;
+    let ordered = crate::are_deterministic_algorithms_enabled() && (accumulate || ls.strides()[d] != 0);
+    let (space, line) = plan(dst.layout(), d, shape, li, ls, ordered);
+    let kernel = loaded(op, IndexKind::scatter(accumulate, ordered), dst.dtype(), space.shape.len(), ordinal)?;
     let operands = [index.clone(), src.clone()];
     let (guards, at) = Tensor::read_storages(&operands);
     let (Storage::Cuda(si), Storage::Cuda(ss)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
@@ -219,4 +222,102 @@ fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): 
         None => kernel.scatter(t, i, v, &space.shape, space.dim),
     }
     .or_op(op)
+}
+
+/// The scatter kernels' threads run on the host over a launch plan, for unit tests of the
+/// plans' index arithmetic against the CPU's ops.
+#[cfg(test)]
+pub(super) mod host {
+    use super::{plan, Space};
+    use kiln_codegen::cuda::ScatterLine;
+    use kiln_runtime::Layout;
+
+    /// The f32 line kernel's scatter (or scatter_add, `add`) of `v` into the storage `t` at
+    /// the values of `idx` (storages of the views `li` and `ls`) along dim `d` of the target
+    /// layout `x`, over `shape`: [`plan`]'s ordered space walked thread by thread as the
+    /// generated kernel walks it. Asserts that no two threads write one target element, which
+    /// makes the result independent of scheduling.
+    pub(in crate::cuda) fn scatter(t: &mut [f32], idx: &[i64], v: &[f32], (x, d, shape): (&Layout, usize, &[usize]), li: &Layout, ls: &Layout, add: bool) {
+        let (space, line) = plan(x, d, shape, li, ls, true);
+        run(t, idx, v, &space, [x.offset(), li.offset(), ls.offset()], line.expect("an ordered plan has a line"), add);
+    }
+
+    /// `n` f32 values of mixed signs and magnitudes: the order of additions shows in the bits.
+    pub(in crate::cuda) fn mixed(n: usize) -> Vec<f32> {
+        (0..n).map(|i| (if i % 3 == 0 { -1.0 } else { 1.0 }) * ((i * 7919) % 1000) as f32 / 7.0 * 10f32.powi((i % 5) as i32 - 2)).collect()
+    }
+
+    /// Each thread `i` of `space`: its position decomposed innermost dim first (the kernels'
+    /// `open_index_loop`), then its line in order.
+    fn run(t: &mut [f32], idx: &[i64], v: &[f32], space: &Space, offsets: [usize; 3], line: ScatterLine, add: bool) {
+        let mut owner: Vec<Option<usize>> = vec![None; t.len()];
+        let ScatterLine { len, idx_stride: line_pi, src_stride: line_pv } = line;
+        for i in 0..space.shape.iter().product::<usize>() {
+            let (mut p, mut r) = (offsets, i);
+            for m in (0..space.shape.len()).rev() {
+                let c = if m == 0 { r } else { r % space.shape[m] };
+                r /= space.shape[m].max(1);
+                p.iter_mut().zip(&space.strides).for_each(|(p, s)| *p += c * s[m]);
+            }
+            for j in 0..len {
+                let k = idx[p[1] + j * line_pi];
+                if k < 0 || k as usize >= space.dim.size {
+                    continue;
+                }
+                let at = p[0] + k as usize * space.dim.stride;
+                let b = v[p[2] + j * line_pv];
+                t[at] = if add { t[at] + b } else { b };
+                let first = *owner[at].get_or_insert(i);
+                assert_eq!(first, i, "element {at} written by two threads");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host::{self, mixed};
+    use crate::Tensor;
+    use kiln_runtime::Layout;
+
+    /// An int64 `[rows, cols]` tensor of values in `0..k` repeating irregularly.
+    fn repeated(rows: usize, cols: usize, k: usize) -> Tensor {
+        Tensor::from_vec((0..rows * cols).map(|i| ((i * 5 + i / 7) % k) as i64).collect(), &[rows, cols])
+    }
+
+    /// The CPU's scatter (`add`: scatter_add) into the view `view(parent)` along `d` against
+    /// the line plan run on the host over the same storages, bit for bit.
+    fn same_as_cpu(parent: &Tensor, view: impl Fn(&Tensor) -> Tensor, d: usize, (idx_parent, idx): (&Tensor, &Tensor), (src_parent, src): (&Tensor, &Tensor), add: bool) {
+        let out = parent.deep_clone();
+        if add {
+            view(&out).scatter_add_(d as i64, idx, src);
+        } else {
+            view(&out).scatter_(d as i64, idx, src);
+        }
+        let mut t = parent.to_vec::<f32>();
+        let x = view(parent).layout().clone();
+        let ls = Layout::new(idx.shape().into(), src.stride().into(), src.storage_offset());
+        let (i, v) = (idx_parent.to_vec::<i64>(), src_parent.to_vec::<f32>());
+        host::scatter(&mut t, &i, &v, (&x, d, idx.shape()), idx.layout(), &ls, add);
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(t), bits(out.to_vec::<f32>()), "dim {d}, add {add}");
+    }
+
+    #[test]
+    fn the_line_plans_apply_repeated_positions_in_the_cpus_order() {
+        let parent = Tensor::from_vec(mixed(30), &[6, 5]);
+        let transposed = |p: &Tensor| p.t(); // [5, 6], strides [1, 5]
+        // Along dim 0: a narrowed index [7, 6] (values in 0..5) and a transposed source.
+        let (ip, sp) = (repeated(7, 10, 5), Tensor::from_vec(mixed(56), &[8, 7]));
+        let (idx, src) = (ip.narrow(1, 2, 6), sp.t());
+        // Along the last dim: a transposed index [5, 9] (values in 0..6), a narrowed source.
+        let (ip1, sp1) = (repeated(9, 5, 6), Tensor::from_vec(mixed(60), &[5, 12]));
+        let (idx1, src1) = (ip1.t(), sp1.narrow(1, 3, 9));
+        for add in [false, true] {
+            same_as_cpu(&parent, transposed, 0, (&ip, &idx), (&sp, &src), add);
+            same_as_cpu(&parent, transposed, 1, (&ip1, &idx1), (&sp1, &src1), add);
+            // A contiguous target: the index narrowed to its 5 columns.
+            same_as_cpu(&parent, |p| p.clone(), 0, (&ip, &idx.narrow(1, 0, 5)), (&sp, &src), add);
+        }
+    }
 }

@@ -32,9 +32,12 @@
 //! walks it along the scatter dim in order, adding each source value into the target element
 //! its index names. Every target element is written by one thread only, in the CPU's
 //! row-major order, with the CPU's sum (the same expression as the atomic kernels'), so the
-//! result equals the CPU's bit for bit and no atomics are needed. Three more parameters
-//! follow `dim_stride`: `line_len` (the index's size along the scatter dim) and the index's
-//! and the values' strides along it, `line_pi` and `line_pv`.
+//! result equals the CPU's bit for bit and no atomics are needed. [`IndexKind::ScatterLines`]
+//! walks the lines the same way and stores instead of adding: where indices repeat along a
+//! line, the last write in the CPU's order wins (the deterministic `scatter` and plain
+//! `index_put_`). Three more parameters follow `dim_stride` in both: `line_len` (the index's
+//! size along the scatter dim) and the index's and the values' strides along it, `line_pi` and
+//! `line_pv`.
 
 use super::emit::{dtype_tag, fnv1a, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 use super::ops::{helper, Ct};
@@ -52,6 +55,9 @@ pub enum IndexKind {
     Scatter,
     /// `t[pt + k·dim_stride] += v[pv]`, atomically (scatter_add).
     ScatterAdd,
+    /// `t[pt + k·dim_stride] = v[pv]` along each line of the scatter dim, in order, one
+    /// thread per line: the deterministic scatter (the last write wins, as on the CPU).
+    ScatterLines,
     /// `t[pt + k·dim_stride] += v[pv]` along each line of the scatter dim, in order, one
     /// thread per line: the deterministic scatter_add (no atomics; the CPU's result).
     ScatterAddLines,
@@ -59,7 +65,19 @@ pub enum IndexKind {
 
 impl IndexKind {
     /// Every kind.
-    pub const ALL: [IndexKind; 4] = [IndexKind::Gather, IndexKind::Scatter, IndexKind::ScatterAdd, IndexKind::ScatterAddLines];
+    pub const ALL: [IndexKind; 5] = [IndexKind::Gather, IndexKind::Scatter, IndexKind::ScatterAdd, IndexKind::ScatterLines, IndexKind::ScatterAddLines];
+
+    /// The scatter kernel that adds (`accumulate`) or stores, along lines in order
+    /// (`ordered`: [`IndexKind::ScatterAddLines`], [`IndexKind::ScatterLines`]) or one
+    /// thread per position.
+    pub fn scatter(accumulate: bool, ordered: bool) -> IndexKind {
+        match (accumulate, ordered) {
+            (false, false) => IndexKind::Scatter,
+            (true, false) => IndexKind::ScatterAdd,
+            (false, true) => IndexKind::ScatterLines,
+            (true, true) => IndexKind::ScatterAddLines,
+        }
+    }
 
     /// The kind's name in kernel names and messages.
     pub fn name(self) -> &'static str {
@@ -67,6 +85,7 @@ impl IndexKind {
             IndexKind::Gather => "gather",
             IndexKind::Scatter => "scatter",
             IndexKind::ScatterAdd => "scatter_add",
+            IndexKind::ScatterLines => "scatter_lines",
             IndexKind::ScatterAddLines => "scatter_add_lines",
         }
     }
@@ -77,10 +96,16 @@ impl IndexKind {
         self != IndexKind::Gather
     }
 
+    /// True for the kinds whose threads each walk a line of the scatter dim in order
+    /// ([`IndexKind::ScatterLines`], [`IndexKind::ScatterAddLines`]).
+    pub fn walks_lines(self) -> bool {
+        matches!(self, IndexKind::ScatterLines | IndexKind::ScatterAddLines)
+    }
+
     /// The number of parameter words after `dim_stride` (the line's length and the index's
-    /// and values' strides along it for [`IndexKind::ScatterAddLines`]).
+    /// and values' strides along it for the kinds that [walk lines](IndexKind::walks_lines)).
     pub fn line_words(self) -> usize {
-        if self == IndexKind::ScatterAddLines { 3 } else { 0 }
+        if self.walks_lines() { 3 } else { 0 }
     }
 }
 
@@ -125,7 +150,8 @@ fn sum_of(dtype: DType, helpers: &mut Vec<String>) -> &'static str {
 fn store(kind: IndexKind, dtype: DType, helpers: &mut Vec<String>) -> String {
     match kind {
         IndexKind::Gather => "v[pv] = t[at];".into(),
-        IndexKind::Scatter => "t[at] = v[pv];".into(),
+        // Along a line in order (ScatterLines), the last write of a repeated index wins.
+        IndexKind::Scatter | IndexKind::ScatterLines => "t[at] = v[pv];".into(),
         IndexKind::ScatterAdd => match dtype {
             DType::F32 | DType::F64 | DType::I32 => "atomicAdd(&t[at], v[pv]);".into(),
             // Wrapping: the same bits as a signed sum.
@@ -186,7 +212,7 @@ pub fn emit_index(kind: IndexKind, dtype: DType, ndim: usize) -> Result<IndexKer
     let mut sig = vec![format!("{t_const}{ty}*{restrict} t"), "const long long* __restrict__ idx".into(), format!("{v_const}{ty}* __restrict__ v")];
     sig.extend(index_space_params(&["pt", "pi", "pv"], ndim));
     sig.extend(["unsigned long long dim_size".to_string(), "unsigned long long dim_stride".to_string()]);
-    if kind == IndexKind::ScatterAddLines {
+    if kind.walks_lines() {
         sig.extend(["line_len", "line_pi", "line_pv"].map(|p| format!("unsigned long long {p}")));
     }
     let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
@@ -198,7 +224,7 @@ pub fn emit_index(kind: IndexKind, dtype: DType, ndim: usize) -> Result<IndexKer
         let _ = writeln!(src, "{pad}if (k < 0LL || (unsigned long long)k >= dim_size) {{ {skip} }}");
         let _ = writeln!(src, "{pad}const unsigned long long at = pt + (unsigned long long)k * dim_stride;");
     };
-    if kind == IndexKind::ScatterAddLines {
+    if kind.walks_lines() {
         // The thread's line along the scatter dim, in order.
         src.push_str("        for (unsigned long long j = 0; j < line_len; ++j) {\n");
         indexed(&mut src, "            ", "pi + j * line_pi");

@@ -16,7 +16,8 @@ pub struct IndexedDim {
     pub stride: usize,
 }
 
-/// The line a thread of a [`IndexKind::ScatterAddLines`] kernel walks along the scatter dim:
+/// The line a thread of a [`IndexKind::ScatterLines`] or [`IndexKind::ScatterAddLines`]
+/// kernel walks along the scatter dim:
 /// the index's size along that dim and the index's and the source's strides along it, in
 /// elements.
 #[derive(Clone, Copy, Debug)]
@@ -65,7 +66,7 @@ impl LoadedIndex {
 
     /// A scatter (or scatter_add, as the kernel's kind) over `shape`: `target[view +
     /// idx[view] · dim.stride] = src[view]` (or `+=`). Errors (op `cuda_index`, nothing
-    /// launched) when the kernel is a gather or a [`IndexKind::ScatterAddLines`] one, the
+    /// launched) when the kernel is a gather or one that [walks lines](IndexKind::walks_lines), the
     /// number of dims or of strides differs from the kernel's, or a view (the target's over the
     /// whole indexed dim) reaches past its buffer.
     pub fn scatter(&self, target: (&mut CudaBuffer, StridedOperand<'_>), idx: (&CudaBuffer, StridedOperand<'_>), src: (&CudaBuffer, StridedOperand<'_>), shape: &[usize], dim: IndexedDim) -> Result<(), CudaError> {
@@ -77,12 +78,13 @@ impl LoadedIndex {
         self.launch(&mut args, [&t, &i, &v], shape, dim, &[])
     }
 
-    /// The deterministic scatter_add of an [`IndexKind::ScatterAddLines`] kernel: one thread
-    /// per position of `shape` (the index space without the scatter dim) walks its `line` in
-    /// order, `target[view + idx[view + j·line.idx_stride] · dim.stride] += src[view +
-    /// j·line.src_stride]`. The views are checked over `shape` with the line as one more dim
-    /// (the target's stride 0 along it). Errors (op `cuda_index`, nothing launched) as
-    /// [`LoadedIndex::scatter`]'s, and when the kernel is of another kind.
+    /// The deterministic scatter (or scatter_add) of an [`IndexKind::ScatterLines`] (or
+    /// [`IndexKind::ScatterAddLines`]) kernel: one thread per position of `shape` (the index
+    /// space without the scatter dim) walks its `line` in order, `target[view + idx[view +
+    /// j·line.idx_stride] · dim.stride] = src[view + j·line.src_stride]` (or `+=`). The views
+    /// are checked over `shape` with the line as one more dim (the target's stride 0 along
+    /// it). Errors (op `cuda_index`, nothing launched) as [`LoadedIndex::scatter`]'s, and when
+    /// the kernel is of another kind.
     pub fn scatter_lines(&self, target: (&mut CudaBuffer, StridedOperand<'_>), idx: (&CudaBuffer, StridedOperand<'_>), src: (&CudaBuffer, StridedOperand<'_>), shape: &[usize], dim: IndexedDim, line: ScatterLine) -> Result<(), CudaError> {
         let along = |v: &StridedOperand<'_>, s: usize| v.strides.iter().copied().chain([s]).collect::<Vec<_>>();
         let (st, si, sv) = (along(&target.1, 0), along(&idx.1, line.idx_stride), along(&src.1, line.src_stride));
@@ -92,7 +94,9 @@ impl LoadedIndex {
             (idx.0, StridedOperand { offset: idx.1.offset, strides: &si }),
             (src.0, StridedOperand { offset: src.1.offset, strides: &sv }),
         ];
-        self.check_kind(IndexKind::ScatterAddLines, shape)?;
+        // The kinds launched here: the line kernels, storing or adding.
+        let kind = if self.kind == IndexKind::ScatterLines { IndexKind::ScatterLines } else { IndexKind::ScatterAddLines };
+        self.check_kind(kind, shape)?;
         self.check_views(views, &full, dim)?;
         if line.len == 0 {
             return Ok(());
