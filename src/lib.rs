@@ -62,7 +62,7 @@ extern crate self as kiln;
 pub mod autograd;
 pub mod backends;
 pub mod capture;
-mod cuda;
+pub mod cuda;
 pub mod data;
 pub mod debug;
 pub mod distributed;

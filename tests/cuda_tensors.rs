@@ -54,6 +54,21 @@ fn without_a_gpu_cuda_tensors_fail_naming_the_op_and_line() {
     assert!(x.to(&Device::Cpu).shares_storage_with(&x));
 }
 
+/// `kiln::cuda` (PyTorch's `torch.cuda`): the device queries agree with `Device`'s, and without
+/// a GPU the per-device calls are errors naming the device, never panics.
+#[test]
+fn the_torch_cuda_functions_answer_without_a_gpu() {
+    assert_eq!(kiln::cuda::is_available(), Device::cuda_is_available());
+    assert_eq!(kiln::cuda::device_count(), Device::cuda_device_count());
+    if !no_gpu_or_skip() {
+        kiln::cuda::synchronize(0).unwrap();
+        return assert!(kiln::cuda::max_memory_allocated(0).unwrap() >= kiln::cuda::memory_allocated(0).unwrap());
+    }
+    for e in [kiln::cuda::synchronize(0).unwrap_err(), kiln::cuda::memory_allocated(0).unwrap_err(), kiln::cuda::empty_cache(0).unwrap_err()] {
+        assert!(e.to_string().contains("no CUDA device available (cuda:0 requested"), "{e}");
+    }
+}
+
 // ------------------------------------------------------------------ with a GPU (test_device!)
 
 /// A [3, 4] f32 tensor of varied values (negative, zero, fractional, large) on `d`.

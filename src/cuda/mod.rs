@@ -1,4 +1,9 @@
-//! CUDA tensors: moving storage between devices and running eager ops on the device.
+//! CUDA (`torch.cuda`): the process-wide functions users call, re-exported from the runtime
+//! ([`is_available`], [`device_count`], [`synchronize`], [`memory_allocated`],
+//! [`max_memory_allocated`], [`memory_reserved`], [`memory_stats`],
+//! [`reset_peak_memory_stats`], [`empty_cache`]; each takes the device's ordinal where
+//! PyTorch takes a device), and, inside the crate, CUDA tensors: moving storage between
+//! devices and running eager ops on the device.
 //!
 //! - [`transfer`]: host↔device copies of tensors (`to`, `to_non_blocking` from pinned memory
 //!   and to pinned memory, `to_vec`, printing, creation).
@@ -50,6 +55,10 @@ pub(crate) mod reduce;
 pub(crate) mod select;
 pub(crate) mod sort;
 pub(crate) mod transfer;
+
+pub use kiln_runtime::cuda::{
+    device_count, empty_cache, is_available, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, synchronize, CudaError, CudaMemoryStats,
+};
 
 pub(crate) use elementwise::{copy_into, map};
 pub(crate) use matmul::matmul;
