@@ -66,7 +66,7 @@ pub(crate) use reduce::{along, reduce};
 pub(crate) use transfer::{to_device, to_device_non_blocking, upload};
 
 use crate::error::{Error, ErrorKind};
-use kiln_runtime::cuda::{CudaError, CudaErrorKind};
+use kiln_runtime::cuda::CudaErrorKind;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
