@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the CUDA test and bench binaries in release and copies them into .gpu-bin/ at the repo
-# root, for scripts/gpu-check.sh to run on a GPU machine that has no Rust toolchain.
+# Builds the CUDA test and bench binaries in release, copies them into .gpu-bin/ at the repo
+# root, and packs them stripped into .gpu-bin.tar.xz (~30 MB: the kiln test binaries share most
+# of their code, which xz's 64 MiB window finds; the folder itself is ~350 MB, more than the
+# device tool carries), for scripts/gpu-check.sh to run on a GPU machine with no Rust toolchain.
 # Usage: scripts/gpu-build.sh        (CARGO_TARGET_DIR is honoured)
 # See docs/cuda.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=.gpu-bin
-rm -rf "$OUT_DIR"
+rm -rf "$OUT_DIR" "$OUT_DIR.tar.xz"
 mkdir -p "$OUT_DIR"
 export CARGO_INCREMENTAL=0
 
@@ -23,6 +25,8 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     t = m["target"]
+    if "bin" in t["kind"]:
+        continue  # a program a test runs (kiln-dist-check), not a test
     name = t["name"].replace("-", "_")
     if "bench" in t["kind"]:
         name = "bench_" + name
@@ -52,4 +56,8 @@ for b in "$OUT_DIR"/*; do
     esac
 done
 echo "glibc needed: $(objdump -T "$OUT_DIR"/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)"
+strip "$OUT_DIR"/*
 du -sh "$OUT_DIR"
+echo "packing $OUT_DIR.tar.xz (xz -9, one thread so the window spans the binaries; ~3 min)…"
+tar cf - "$OUT_DIR" | xz -9 -T1 > "$OUT_DIR.tar.xz"
+du -sh "$OUT_DIR.tar.xz"

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Runs the CUDA test and bench binaries built by scripts/gpu-build.sh on a GPU machine (no
 # cargo needed) and prints one summary table. Exit status: nonzero if any binary failed.
-# Usage: scripts/gpu-check.sh [BIN_DIR]      (default: .gpu-bin)
+# Usage: scripts/gpu-check.sh [BIN_DIR]      (default: .gpu-bin, unpacked from .gpu-bin.tar.xz
+# by Python's tarfile when only the archive is there)
 # Logs go to $OUT/gpu-check/ when $OUT is set, else to a temporary folder. See docs/cuda.md.
 set -u
 cd "$(dirname "$0")/.."
 BIN_DIR=${1:-.gpu-bin}
+if [ ! -d "$BIN_DIR" ] && [ -f "$BIN_DIR.tar.xz" ]; then
+    echo "unpacking $BIN_DIR.tar.xz"
+    python3 -c '
+import sys, tarfile
+with tarfile.open(sys.argv[1], "r:xz") as t:
+    t.extractall(".", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+' "$BIN_DIR.tar.xz"
+fi
 LOG_DIR=${OUT:+$OUT/gpu-check}
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/kiln-gpu-check.XXXXXX)}
 mkdir -p "$LOG_DIR"
@@ -15,7 +24,8 @@ START=$(date +%s)
 
 # --- libraries: NVRTC, cuBLAS and NCCL from the Python (torch) environment or a CUDA toolkit --
 libdirs=()
-add_dir() { [ -d "$1" ] && ls "$1"/libnvrtc.so* "$1"/libcublas.so* "$1"/libnccl.so* >/dev/null 2>&1 && libdirs+=("$1"); return 0; }
+# A folder counts when it holds any of the three (ls fails when one glob matches nothing).
+add_dir() { [ -d "$1" ] && ls "$1"/libnvrtc.so* "$1"/libcublas.so* "$1"/libnccl.so* 2>/dev/null | grep -q . && libdirs+=("$1"); return 0; }
 for py in ${VIRTUAL_ENV:+"$VIRTUAL_ENV/bin/python"} python3 python; do
     command -v "$py" >/dev/null 2>&1 || continue
     while IFS= read -r d; do add_dir "$d"; done < <(timeout 60 "$py" - <<'PY' 2>/dev/null
