@@ -47,6 +47,14 @@ fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usiz
     step.call((x, y));
     step.call((x, y)); // the steady graph (the first call also creates the momentum buffers)
     let cold = cold.elapsed().as_secs_f64();
+    // Warm-up: a large product's runs take the candidate spreads over threads in turn until
+    // each has its timed runs (at most 6 candidates x 5 runs), then keep the fastest.
+    let mut tuned = 0;
+    for _ in 0..WARM_UP_CALLS {
+        step.call((x, y));
+        tuned += step.stats().products_tuned;
+    }
+    println!("| (warm-up: {WARM_UP_CALLS} calls, in which {tuned} product shapes chose their spread over threads) | | | | | | |");
     let mut gemm = GemmProducts::new(products);
     let step = std::cell::RefCell::new(step);
     let t = time_interleaved(
@@ -63,6 +71,11 @@ fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usiz
     );
     StepTimes { compiled: t[0], eager: t[1], cold, gemm: t[2] }
 }
+
+/// Calls of a compiled training step before it is timed: by then every product shape has
+/// chosen its spread over threads (`kiln_runtime::cpu::product_split`: at most 6 candidates,
+/// 5 timed runs each).
+const WARM_UP_CALLS: usize = 40;
 
 /// What [`train_step`] measures, in seconds.
 struct StepTimes {

@@ -1,6 +1,6 @@
 //! `KILN_DEBUG` topics, read at run time:
-//! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,data` (or `all`) prints what the
-//! graph compiler (and, under `data`, the data loader) does, to standard error, one
+//! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,tuning,data` (or `all`) prints what
+//! the graph compiler (and, under `data`, the data loader) does, to standard error, one
 //! `[kiln topic]` line (or block) per event.
 
 use std::sync::OnceLock;
@@ -20,12 +20,15 @@ pub enum Topic {
     Recompiles,
     /// Each graph break, with the user's `file:line`.
     Breaks,
+    /// Each matrix product shape whose spread over threads a compiled plan measured: the
+    /// choice and every candidate's time.
+    Tuning,
     /// Data loader decisions: `pin_memory(true)` without a CUDA device (batches stay unpinned).
     Data,
 }
 
 impl Topic {
-    const ALL: [Topic; 7] = [Topic::Graph, Topic::Fusion, Topic::Kernels, Topic::Cache, Topic::Recompiles, Topic::Breaks, Topic::Data];
+    const ALL: [Topic; 8] = [Topic::Graph, Topic::Fusion, Topic::Kernels, Topic::Cache, Topic::Recompiles, Topic::Breaks, Topic::Tuning, Topic::Data];
 
     /// The topic's name in `KILN_DEBUG`.
     pub fn name(self) -> &'static str {
@@ -36,6 +39,7 @@ impl Topic {
             Topic::Cache => "cache",
             Topic::Recompiles => "recompiles",
             Topic::Breaks => "breaks",
+            Topic::Tuning => "tuning",
             Topic::Data => "data",
         }
     }
@@ -83,5 +87,6 @@ mod tests {
         assert_eq!(parse("graph, breaks,bogus"), Topic::Graph.bit() | Topic::Breaks.bit());
         assert_eq!(parse("all") & Topic::Cache.bit(), Topic::Cache.bit());
         assert_eq!(parse("data"), Topic::Data.bit());
+        assert_eq!(parse("tuning,cache"), Topic::Tuning.bit() | Topic::Cache.bit());
     }
 }

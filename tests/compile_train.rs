@@ -77,3 +77,37 @@ fn mlp_sgd_momentum_matches_eager() {
 
 /// The most generated kernels a steady 2-layer MLP training step (SGD with momentum) may take.
 const MLP_STEP_KERNELS: usize = 17;
+
+#[test]
+fn large_products_are_measured_once_per_shape_and_keep_eager_bits() {
+    // 72x200 @ 200x120 (the rhs transposed, as a linear layer's weight) and its gradients are
+    // above the size from which a compiled plan measures how to spread a product over threads.
+    // Values made without the global generator, which the other test of this file seeds.
+    let values = |n: usize, salt: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7919 + salt) % 1009) as f32 / 504.5 - 1.0).collect() };
+    let a = Tensor::from_vec(values(72 * 200, 1), &[72, 200]).requires_grad_(true);
+    let w = Tensor::from_vec(values(120 * 200, 2), &[120, 200]).requires_grad_(true);
+    let body = |(a, w): (&Tensor, &Tensor)| {
+        a.set_grad(None);
+        w.set_grad(None);
+        let y = a.matmul(&w.t());
+        (&y * &y).sum().backward();
+        (y, a.grad().expect("grad"), w.grad().expect("grad"))
+    };
+    let mut step = kiln::compile(body);
+    let eager = step.call_eager((&a, &w));
+    let threads = kiln::get_num_threads();
+    let mut tuned_at = Vec::new();
+    for call in 0..40 {
+        let compiled = step.call((&a, &w));
+        for (c, e) in [(&compiled.0, &eager.0), (&compiled.1, &eager.1), (&compiled.2, &eager.2)] {
+            assert_eq!(c.to_vec::<f32>(), e.to_vec::<f32>(), "call {call}: a spread changes speed, never bits");
+        }
+        tuned_at.extend(std::iter::repeat_n(call, step.stats().products_tuned));
+    }
+    // The forward product's runs take the candidate spreads in turn (6 for a 72x120 output on
+    // 2 threads, 5 runs each); the 30th call chooses. With one thread there is nothing to
+    // choose. The lhs gradient (72x120 @ 120x200) and the weight gradient (120x72 @ 72x200) run
+    // as a concurrent pair, one thread each, so they are never measured.
+    let want = if threads == 2 { vec![29] } else if threads > 2 { vec![tuned_at.first().copied().unwrap_or(0)] } else { vec![] };
+    assert_eq!(tuned_at, want, "calls that chose a product's spread on {threads} threads");
+}

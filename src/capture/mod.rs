@@ -43,4 +43,4 @@ mod trace;
 pub(crate) use cell::CellCapture;
 pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};
-pub(crate) use trace::{as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, opaque, opaque_sendable, rand, reduce, scalar, set_phase};
+pub(crate) use trace::{as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, opaque, rand, reduce, scalar, set_phase};

@@ -102,6 +102,10 @@ pub struct CallStats {
     pub eager_ops: usize,
     /// Pairs of independent matrix products that ran at once, one thread each (CPU plans).
     pub concurrent_pairs: usize,
+    /// Matrix product shapes whose spread over threads this call measured (a large CPU
+    /// product's first run in any compiled plan of the process; `KILN_DEBUG=tuning` prints
+    /// each choice). 0 once every shape of the step was measured.
+    pub products_tuned: usize,
     /// After [`CompiledStep::call_planning_for`]: the nodes the plans built for the target
     /// would run by their eager implementations there (opaque ops, assignments, nodes of
     /// groups its back end refused); with [`KernelInfo`]s of those plans, what a call on the
@@ -218,6 +222,7 @@ impl<F> CompiledStep<F> {
             s.kernels_launched += r.counts.kernels;
             s.eager_ops += r.counts.eager;
             s.concurrent_pairs += r.counts.concurrent;
+            s.products_tuned += r.counts.tuned;
             s.bytes_moved += r.counts.bytes;
             s.peak_bytes = s.peak_bytes.max(r.plan.peak_bytes);
             s.plan_cache_hits += r.plan_hit as usize;

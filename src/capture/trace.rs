@@ -14,24 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-/// An opaque op's eager implementation, run on the realized inputs when the trace is realized.
-pub(crate) enum OpaqueFn {
-    /// Runs on the thread that realizes the trace.
-    Local(Box<dyn FnOnce(&[Tensor]) -> Result<Tensor>>),
-    /// May run on another of kiln's threads, concurrently with another step (see
-    /// `exec::run`'s concurrent pairs).
-    Sendable(Box<dyn FnOnce(&[Tensor]) -> Result<Tensor> + Send>),
-}
-
-impl OpaqueFn {
-    /// Runs it on `inputs`.
-    pub(crate) fn call(self, inputs: &[Tensor]) -> Result<Tensor> {
-        match self {
-            OpaqueFn::Local(f) => f(inputs),
-            OpaqueFn::Sendable(f) => f(inputs),
-        }
-    }
-}
+/// An opaque op's eager implementation, run on the realized inputs when the trace is realized,
+/// on whichever of kiln's threads runs the plan (two independent products of a step run at
+/// once on two threads; see `exec::run`).
+pub(crate) type OpaqueFn = Box<dyn FnOnce(&[Tensor]) -> Result<Tensor> + Send>;
 
 /// One step's DAG under construction, with what realizing it needs.
 pub(crate) struct Trace {
@@ -307,18 +293,8 @@ pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType,
 
 /// Appends an op without an expression: `run` computes it from the realized `inputs` (seen
 /// through their layouts) when the trace is realized; its result has `shape` and `dtype`.
-pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static) -> Tensor {
-    push_opaque(name, inputs, shape, dtype, OpaqueFn::Local(Box::new(run)))
-}
-
-/// [`opaque`] for an implementation that may run on another of kiln's threads (a matrix
-/// product: two independent ones of a compiled step run at once).
-pub(crate) fn opaque_sendable(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
-    push_opaque(name, inputs, shape, dtype, OpaqueFn::Sendable(Box::new(run)))
-}
-
-/// The node of an opaque op and its lazy tensor.
-fn push_opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: OpaqueFn) -> Tensor {
+pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
+    let run: OpaqueFn = Box::new(run);
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = inputs.iter().map(|x| t.use_of(x, x.layout().clone())).collect();
         let index = t.closures.len() as u32;
@@ -334,11 +310,11 @@ fn push_opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: D
 /// Appends a reduction of `input` (seen through its layout) over the dims `mask` marks, with
 /// result `shape` and `dtype`, a sum divided as `divide` says (see `NodeKind::Reduce`); `eager` computes it from the realized input when no kernel is
 /// generated for it.
-pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[bool], shape: &[usize], dtype: DType, eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static) -> Tensor {
+pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[bool], shape: &[usize], dtype: DType, eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
     with_trace(|t| {
         let read = t.use_of(input, input.layout().clone());
         let index = t.closures.len() as u32;
-        t.closures.push(Some(OpaqueFn::Local(Box::new(eager))));
+        t.closures.push(Some(Box::new(eager)));
         let dims = mask.iter().enumerate().filter(|(_, &r)| r).fold(0u64, |m, (d, _)| m | 1 << d);
         let node = t.push_op(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
         t.lazy_tensor(node, shape, dtype)
@@ -378,7 +354,7 @@ pub(crate) fn deferred(
     inputs: &[&Tensor],
     shape: &[usize],
     dtype: DType,
-    compute: impl FnOnce(&[Tensor]) -> Result<Tensor> + 'static,
+    compute: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
 ) -> Result<Tensor> {
     let at = std::panic::Location::caller();
     let compute = move |ins: &[Tensor]| compute(ins).map_err(|e| crate::Error { location: at, ..e });

@@ -203,7 +203,7 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             return unsupported(op, a, b);
         }
         let out_shape = shape.clone();
-        crate::capture::opaque_sendable(op, &[a, b], &shape, a.dtype(), move |ins| {
+        crate::capture::opaque(op, &[a, b], &shape, a.dtype(), move |ins| {
             let storage = ins[0].with_cpu2(&ins[1], op, |sa, sb| product_storage(sa, &la, sb, &lb))?;
             Ok(Tensor::from_cpu_storage(storage.expect("dtypes checked when captured"), &out_shape))
         })

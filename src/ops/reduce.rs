@@ -216,7 +216,7 @@ impl Reduction {
         t: &Tensor,
         (op, divide): (ReduceOp, Option<i64>),
         cuda: Option<(CudaReduce, i64)>,
-        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
+        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + Send + 'static,
     ) -> Result<Tensor> {
         // The CUDA emitter also generates f16/bf16 reductions (accumulating in f32).
         let half = matches!(t.dtype(), DType::F16 | DType::BF16) && crate::capture::captures_as_cuda(t.device());
@@ -250,7 +250,7 @@ impl Reduction {
         t: &Tensor,
         dtype: DType,
         cuda: Option<(CudaReduce, i64)>,
-        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + 'static,
+        kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + Send + 'static,
     ) -> Result<Tensor> {
         if t.device().is_cuda() {
             let Some((kind, param)) = cuda else { return Err(crate::tensor::not_on_cuda(op)) };

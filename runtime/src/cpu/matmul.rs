@@ -14,12 +14,14 @@
 //!   that to the element type gives exactly PyTorch's wrapping result in the element type.
 //!
 //! Threads: a batch of small products is split over kiln's pool one product per task; a large
-//! product is split inside (`gemm` runs with `Parallelism::Rayon(num_threads())` inside
-//! [`pool`], so it never uses more threads than kiln is set to).
+//! product is spread over the pool as [`super::product_split`] decides (by a fixed rule in
+//! eager code, by a per-shape measurement inside compiled plans), never over more threads than
+//! kiln is set to.
 
 use super::buffer::CpuBuf;
 use super::elementwise::map1;
 use super::parallel::{num_threads, pool};
+use super::product_split::{run_product, ProductShape, RawProduct};
 use crate::dtype::{Element, FloatElement};
 use crate::layout::{numel, Layout, Shape, Strides};
 use half::{bf16, f16};
@@ -31,12 +33,6 @@ const PAR_WORK: usize = 1 << 16;
 
 /// Multiply-adds from which one product is big enough to be split across threads by itself.
 const BIG_WORK: usize = 1 << 20;
-
-/// The smallest `m`, `n` and `k` of a product that `gemm` splits across threads. Measured on
-/// the MLP step's products through `gemm` on 2 threads (2026-12-03): split, a product with
-/// one side of 10 ran 1.5-3.8x slower than on one thread (128x512x10: 71 vs 24 us,
-/// 128x10x512: 104 vs 27 us), while 1024x16x1024 still gained 1.9x.
-const MIN_SPLIT_SIDE: usize = 16;
 
 /// Element types with a matrix product: every dtype but `Bool`.
 pub trait MatmulElement: Element {
@@ -226,53 +222,37 @@ fn gemm_matmul<T: Element>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> CpuBuf
     };
     let g = Geometry::new(a, la, b, lb);
     g.run(|g, oa, ob, out: &mut [T], split| {
-        let threads = num_threads();
-        let split = split && threads > 1 && g.work() >= gemm::get_threading_threshold() && g.m.min(g.n).min(g.k) >= MIN_SPLIT_SIDE;
-        // SAFETY (both calls): `g` was made by `Geometry::new` from `a`, `b` and their layouts,
-        // and `run` passes the offsets `g.offsets` gives for its batch indices.
-        if split {
-            pool().install(|| unsafe { gemm_product(g, a, oa, b, ob, out, gemm::Parallelism::Rayon(threads)) });
-        } else {
-            unsafe { gemm_product(g, a, oa, b, ob, out, gemm::Parallelism::None) }
-        }
+        assert_eq!(out.len(), g.m * g.n);
+        let p = RawProduct {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            a: a.as_ptr().wrapping_add(oa),
+            a_rs: g.a.rs as isize,
+            a_cs: g.a.cs as isize,
+            b: b.as_ptr().wrapping_add(ob),
+            b_rs: g.b.rs as isize,
+            b_cs: g.b.cs as isize,
+            out: out.as_mut_ptr(),
+            out_rs: g.n as isize,
+        };
+        let shape = ProductShape {
+            dtype: T::DTYPE,
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            a_transposed: g.a.cs != 1,
+            b_transposed: g.b.cs != 1,
+            threads: if split { num_threads() } else { 1 },
+        };
+        // SAFETY: `g` was made by `Geometry::new` from `a`, `b` and their layouts, which checked
+        // that every element of every product lies inside `a` and `b`, and `run` passes the
+        // offsets `g.offsets` gives for its batch indices, so every lhs element
+        // `oa + i*rs + p*cs` (i < m, p < k) and rhs element is readable. `out` is exactly this
+        // product's m*n block (asserted), borrowed mutably for the call and written at
+        // `i*n + j`. `T` is f32 or f64 (the only `gemm_matmul` instances).
+        unsafe { run_product(&p, shape, gemm::get_threading_threshold(), T::zero(), T::one()) }
     })
-}
-
-/// One `gemm` call: `out` (`m x n`, row-major) = the lhs at offset `oa` times the rhs at `ob`.
-///
-/// # Safety
-/// `g` must come from `Geometry::new` on `a`, `b` and their layouts, and `oa`, `ob` from
-/// `g.offsets` (so that every element the product reads lies inside `a` and `b`).
-unsafe fn gemm_product<T: Element>(g: &Geometry, a: &[T], oa: usize, b: &[T], ob: usize, out: &mut [T], parallelism: gemm::Parallelism) {
-    assert_eq!(out.len(), g.m * g.n);
-    // SAFETY: `gemm` panics for element types it does not support (we pass f32 or f64). By the
-    // contract above every lhs element `oa + i*rs + p*cs` (i < m, p < k) and every rhs element
-    // lies in `a` or `b`, which `gemm` only reads. `out` holds exactly the m*n elements written
-    // at `i*n + j` and is borrowed mutably for the call; with `read_dst` false its old contents
-    // are not read.
-    unsafe {
-        gemm::gemm(
-            g.m,
-            g.n,
-            g.k,
-            out.as_mut_ptr(),
-            1,
-            g.n as isize,
-            false,
-            a.as_ptr().wrapping_add(oa),
-            g.a.cs as isize,
-            g.a.rs as isize,
-            b.as_ptr().wrapping_add(ob),
-            g.b.cs as isize,
-            g.b.rs as isize,
-            T::zero(),
-            T::one(),
-            false,
-            false,
-            false,
-            parallelism,
-        )
-    }
 }
 
 /// The product for `f16`/`bf16`: widened to `f32`, multiplied, rounded once.

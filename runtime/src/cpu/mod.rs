@@ -8,6 +8,7 @@ pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod parallel;
+pub mod product_split;
 pub mod philox;
 pub mod pool;
 pub mod reduce;

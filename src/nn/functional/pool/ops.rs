@@ -18,8 +18,7 @@ use kiln_runtime::cpu::pool::{self as kernels, AvgMode, PoolGeom};
 use kiln_runtime::dtype::num_like::Float;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::DType;
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Mutex, MutexGuard};
 use std::sync::Arc;
 
 /// Which pooling, with its parameters.
@@ -56,6 +55,17 @@ fn float_only(t: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// A slot shared by the two opaque nodes of a max pooling, locked (a panic in the other node
+/// leaves its value usable: the slot is written in one step).
+fn lock(slot: &Mutex<Option<Tensor>>) -> MutexGuard<'_, Option<Tensor>> {
+    slot.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The slot's value, taken out.
+fn take(slot: &Mutex<Option<Tensor>>) -> Option<Tensor> {
+    lock(slot).take()
+}
+
 /// Max pooling of `x`: the values (recording `MaxPool2DWithIndicesBackward0`) and the int64
 /// argmax indices within each plane.
 pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
@@ -64,23 +74,23 @@ pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
         // Two opaque nodes (an opaque node has one output) sharing one run of the kernel:
         // whichever runs first computes both and leaves the other's result for it.
         let (g, shape) = (p.geom, p.y_shape.clone());
-        let (vals_slot, idx_slot) = (Rc::new(RefCell::new(None)), Rc::new(RefCell::new(None)));
+        let (vals_slot, idx_slot) = (Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None)));
         let (vs, is) = (vals_slot.clone(), idx_slot.clone());
         let vals = crate::capture::opaque("max_pool2d", &[x], &p.y_shape, x.dtype(), move |ins| {
-            if let Some(v) = vs.take() {
+            if let Some(v) = take(&vs) {
                 return Ok(v);
             }
             let (v, i) = max_pool_on_device(&g, &ins[0], &shape)?;
-            *is.borrow_mut() = Some(i);
+            *lock(&is) = Some(i);
             Ok(v)
         });
         let shape = p.y_shape.clone();
         let idx = crate::capture::opaque("max_pool2d_indices", &[x], &p.y_shape, DType::I64, move |ins| {
-            if let Some(i) = idx_slot.take() {
+            if let Some(i) = take(&idx_slot) {
                 return Ok(i);
             }
             let (v, i) = max_pool_on_device(&g, &ins[0], &shape)?;
-            *vals_slot.borrow_mut() = Some(v);
+            *lock(&vals_slot) = Some(v);
             Ok(i)
         });
         (vals, idx)
