@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `sum(x)` | `kiln_row_sum_f32` |
 //! | `max(x)` | `kiln_row_max_f32` |
-//! | `sum((x - c)·(x - c))` | `kiln_row_sq_dev_sum_f32` |
+//! | `sum((x - c)·(x - c))` | `kiln_row_sq_dev_sum_f32` (which prefetches the next output's row meanwhile: the first sweep, the mean, found this one in memory) |
 //! | `sum(exp(x - c))`, `sum(exp(x))` | `kiln_row_exp_sum_f32` (which can also keep the exps in the epilogue's row buffer, see [`super::kept_rows`], and prefetches the next output's row meanwhile) |
 //! | `sum(where(x == t, a, b))` (either operand order) | `kiln_row_count_eq_f32`, then `a·k + b·(n - k)` (a term whose count is 0 is 0) |
 //!

@@ -435,7 +435,8 @@ fn native_sweep(cx: &mut Cx, k: &ReduceKernel, st: &ReduceStage, native: NativeR
         }
         RowCall::SqDevSum(c) => {
             let c = given(cx, c);
-            cx.call(name, &[src, c, n])
+            let next = next_row(cx, sp, native, src);
+            cx.call(name, &[src, c, n, next])
         }
         RowCall::CountEq { t, a, b } => {
             let t = given(cx, t);
@@ -469,14 +470,19 @@ fn native_sweep(cx: &mut Cx, k: &ReduceKernel, st: &ReduceStage, native: NativeR
                 }
                 None => cx.b.ins().iconst(sp.ptr, 0),
             };
-            // The next output's row, one step along the last kept dim (past the last row, a
-            // harmless prefetch hint).
-            let next = match sp.o_rank {
-                0 => src,
-                o => cx.b.ins().iadd(src, sp.strides[native.input][o - 1]),
-            };
+            let next = next_row(cx, sp, native, src);
             cx.call(name, &[src, c, dst, n, next])
         }
+    }
+}
+
+/// The address of the next output's row of `native`'s input (whose row starts at `src`), one
+/// step along the last kept dim: a prefetch hint for the routines that sweep a row a second
+/// time (past the last row, a harmless one).
+fn next_row(cx: &mut Cx, sp: &Space, native: NativeRow, src: Value) -> Value {
+    match sp.o_rank {
+        0 => src,
+        o => cx.b.ins().iadd(src, sp.strides[native.input][o - 1]),
     }
 }
 

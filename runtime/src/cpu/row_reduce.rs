@@ -40,11 +40,12 @@ pub type RowSumFn = unsafe extern "C" fn(src: *const f32, n: usize) -> f64;
 /// As [`RowSumFn`].
 pub type RowMaxFn = unsafe extern "C" fn(src: *const f32, n: usize) -> f32;
 
-/// `Σ (src[i] - c)²` for `i < n`, each square in f32, summed in f64.
+/// `Σ (src[i] - c)²` for `i < n`, each square in f32, summed in f64. `next` is a hint, as for
+/// [`RowExpSumFn`]: the row the caller reads next, prefetched meanwhile.
 ///
 /// # Safety
 /// As [`RowSumFn`].
-pub type RowSqDevSumFn = unsafe extern "C" fn(src: *const f32, c: f32, n: usize) -> f64;
+pub type RowSqDevSumFn = unsafe extern "C" fn(src: *const f32, c: f32, n: usize, next: *const f32) -> f64;
 
 /// `Σ e^(src[i] - c)` for `i < n`, in f64; also `dst[i] = e^(src[i] - c)` unless `dst` is null.
 /// `next` is a hint: the row the caller reads next (`n` f32 there are prefetched into the
@@ -245,7 +246,7 @@ macro_rules! portable_row_fns {
             }
 
             $(#[target_feature(enable = $feature)])?
-            pub(super) unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize) -> f64 {
+            pub(super) unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize, _next: *const f32) -> f64 {
                 // SAFETY: the caller upholds RowSqDevSumFn's contract.
                 sum_lanes(unsafe { row(src, n) }, |x| (x - c) * (x - c))
             }
@@ -343,7 +344,7 @@ mod tests {
                 let c = 1.25f32;
                 let want: f64 = xs.iter().map(|&x| ((x - c) * (x - c)) as f64).sum();
                 // SAFETY: as above.
-                let got = unsafe { (f.sq_dev_sum)(xs.as_ptr(), c, xs.len()) };
+                let got = unsafe { (f.sq_dev_sum)(xs.as_ptr(), c, xs.len(), xs.as_ptr()) };
                 assert!(close(got, want), "squared deviations of {} elements: {got} vs {want}", xs.len());
             }
         }
