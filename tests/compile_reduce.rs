@@ -157,6 +157,22 @@ fn softmax_log_softmax_and_layer_norm_are_one_kernel() {
     }
 }
 
+/// Layer norm with an output of 16 MiB, from which the CPU epilogue writes with non-temporal
+/// stores (`codegen/src/cpu/epilogue.rs`, `STREAM_BYTES`), and rows whose starts are not all
+/// 64-byte aligned (1000 f32): still the eager values.
+#[test]
+fn layer_norm_with_a_streamed_output_matches_eager() {
+    let _seeded = seeded();
+    kiln::manual_seed(9);
+    for cols in [1024, 1000] {
+        let x = Tensor::randn(&[(4 << 20) / cols + 1, cols]);
+        let (w, b) = (Tensor::randn(&[cols]), Tensor::randn(&[cols]));
+        let (e, c, kernels, _) = both(&x, |x| kiln::nn::functional::layer_norm(x, &[cols], Some(&w), Some(&b), 1e-5));
+        close(&c, &e, 1e-5);
+        assert_eq!(kernels, 1, "{cols} columns");
+    }
+}
+
 /// The MSE loss and its gradient: the loss is one kernel over the difference.
 #[test]
 fn mse_loss_and_backward_match_eager() {

@@ -64,12 +64,14 @@ pub type RowExpSumFn = unsafe extern "C" fn(src: *const f32, c: f32, dst: *mut f
 pub type RowCountEqFn = unsafe extern "C" fn(src: *const f32, t: f32, n: usize) -> usize;
 
 /// `dst[i] = ((src[i] - m)·r)·w[i] + b[i]` for `i < n`, each operation rounded in f32 (no
-/// FMA); a null `w` leaves out the product with it, a null `b` the sum.
+/// FMA); a null `w` leaves out the product with it, a null `b` the sum. With `stream` nonzero,
+/// the routine may write `dst` with non-temporal stores, which bypass the cache (for outputs too
+/// big to stay there: no cache line is read before it is overwritten); the values are the same.
 ///
 /// # Safety
 /// `src`, and `w`, `b` unless null, valid to read `n` f32; `dst` valid to write `n` f32, not
 /// overlapping them unless equal to `src`.
-pub type RowNormAffineFn = unsafe extern "C" fn(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize);
+pub type RowNormAffineFn = unsafe extern "C" fn(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize, stream: usize);
 
 /// `dst[i] = (if iota[i] == t { a } else { z }) - (k[i]·e)·s` for `i < n`, each operation
 /// rounded in f32.
@@ -264,7 +266,8 @@ macro_rules! portable_row_fns {
             }
 
             $(#[target_feature(enable = $feature)])?
-            pub(super) unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize) {
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize, _stream: usize) {
                 // SAFETY: the caller upholds RowNormAffineFn's contract.
                 unsafe { norm_affine_with(src, m, r, w, b, dst, n) }
             }
@@ -442,14 +445,21 @@ mod tests {
                         })
                         .collect();
                     let (wq, bq) = (if wp { w.as_ptr() } else { std::ptr::null() }, if bp { b.as_ptr() } else { std::ptr::null() });
-                    let mut got = vec![0f32; n];
-                    // SAFETY: every row holds n f32; dst is disjoint from the sources.
-                    unsafe { (f.norm_affine)(xs.as_ptr(), m, r, wq, bq, got.as_mut_ptr(), n) };
-                    assert_eq!(bits(&got), bits(&want), "norm_affine of {n} elements, w {wp}, b {bp}");
-                    let mut in_place = xs.clone();
-                    // SAFETY: in place: src == dst, n f32.
-                    unsafe { (f.norm_affine)(in_place.as_ptr(), m, r, wq, bq, in_place.as_mut_ptr(), n) };
-                    assert_eq!(bits(&in_place), bits(&want), "norm_affine in place, {n} elements");
+                    // Streamed or not, into a destination 64-byte aligned and not.
+                    let mut out = vec![0f32; n + 32];
+                    let aligned = (64 - out.as_ptr() as usize % 64) % 64 / 4;
+                    for (stream, off) in [0, 1].into_iter().flat_map(|s| [(s, aligned), (s, aligned + 1), (s, aligned + 7)]) {
+                        out.fill(0.0);
+                        // SAFETY: every row holds n f32; out[off..off + n] is inside out (off < 32)
+                        // and disjoint from the sources.
+                        unsafe { (f.norm_affine)(xs.as_ptr(), m, r, wq, bq, out.as_mut_ptr().add(off), n, stream) };
+                        assert_eq!(bits(&out[off..off + n]), bits(&want), "norm_affine of {n} elements, w {wp}, b {bp}, stream {stream}, offset {off}");
+                        assert!(out[..off].iter().chain(&out[off + n..]).all(|&y| y == 0.0), "norm_affine wrote outside its row");
+                        let mut in_place = xs.clone();
+                        // SAFETY: in place: src == dst, n f32.
+                        unsafe { (f.norm_affine)(in_place.as_ptr(), m, r, wq, bq, in_place.as_mut_ptr(), n, stream) };
+                        assert_eq!(bits(&in_place), bits(&want), "norm_affine in place, {n} elements, stream {stream}");
+                    }
                 }
                 let iota: Vec<f32> = (0..n).map(|i| i as f32).collect();
                 for t in [0.0, 2.0, (n as f32 - 1.0).max(0.0), -1.0, f32::NAN] {
