@@ -5,12 +5,12 @@
 use super::kernels::{self, KernelCode};
 use super::plan::{Plan, PlanStep};
 use super::trace::{as_realizing, Trace};
+use crate::debug::{self, Topic};
 use crate::error::Result;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
 use kiln_codegen::ir::{draw_of_scalars, Graph, Node, NodeId, NodeKind, Use};
 use kiln_codegen::passes::{LoweredGroup, ScalarArg};
-use crate::debug::{self, Topic};
 use kiln_runtime::cpu::product_split;
 use kiln_runtime::{match_cpu, CpuStorage, Layout};
 
@@ -25,8 +25,6 @@ pub(crate) struct RunCounts {
     pub(crate) concurrent: usize,
     /// Matrix product shapes whose spread over threads was measured.
     pub(crate) tuned: usize,
-    /// Those shapes and their choices (taken out for `KILN_DEBUG=tuning`).
-    pub(crate) tunings: Vec<product_split::TunedProduct>,
     /// Bytes the kernels read and wrote.
     pub(crate) bytes: usize,
 }
@@ -49,19 +47,15 @@ impl Values {
 /// (kept only for the plan's outputs) and what it counted. Large CPU matrix products run with
 /// the spread over threads measured for their shape (`kiln_runtime::cpu::product_split`).
 pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
-    let (values, mut counts) = if runs_on_pool(plan) {
+    if runs_on_pool(plan) {
         let grad = crate::autograd::is_grad_enabled();
         kiln_runtime::cpu::parallel::pool().install(|| {
             let _grad = crate::autograd::grad_mode(grad);
             as_realizing(|| run_measured(plan, trace))
-        })?
+        })
     } else {
-        run_measured(plan, trace)?
-    };
-    for tuned in std::mem::take(&mut counts.tunings) {
-        debug::log(Topic::Tuning, tuned.to_string());
+        run_measured(plan, trace)
     }
-    Ok((values, counts))
 }
 
 /// Whether `plan` runs on one of kiln's CPU threads rather than the caller's: when the pool
@@ -75,13 +69,16 @@ fn runs_on_pool(plan: &Plan) -> bool {
     kiln_runtime::cpu::parallel::num_threads() > 1 && plan.graph.devices.iter().all(|d| *d == kiln_runtime::Device::Cpu)
 }
 
-/// [`run_steps`] with large products spreading as measured for their shape, and the shapes
-/// chosen meanwhile (on this thread) in the counts.
+/// [`run_steps`] with large products spreading as measured for their shape; the shapes chosen
+/// meanwhile (on this thread) are counted and printed under `KILN_DEBUG=tuning`.
 fn run_measured(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
     product_split::take_new_tunings();
     let (values, mut counts) = product_split::with_tuned_products(|| run_steps(plan, trace))?;
-    counts.tunings = product_split::take_new_tunings();
-    counts.tuned = counts.tunings.len();
+    let tunings = product_split::take_new_tunings();
+    counts.tuned = tunings.len();
+    for tuned in tunings {
+        debug::log(Topic::Tuning, tuned.to_string());
+    }
     Ok((values, counts))
 }
 

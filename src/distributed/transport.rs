@@ -46,7 +46,8 @@ impl Wire {
         Wire::native(dtype, device).unwrap_or(Wire::F32)
     }
 
-    /// The bytes of one element.
+    /// The bytes of one element (the MPI transport sizes its messages with it).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn bytes(self) -> usize {
         match self {
             Wire::F64 | Wire::I64 => 8,

@@ -73,18 +73,20 @@ pub fn num_threads() -> usize {
 /// scale poorly across threads, so two at once on one thread each beat one after the other on
 /// all). With a pool of one thread they run one after the other.
 pub fn join_serial<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
-    fn serial<R>(f: impl FnOnce() -> R) -> R {
-        /// Restores the flag even when `f` panics (the panic then crosses the join).
-        struct Restore(bool);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                SERIAL.set(self.0);
-            }
+    pool().install(|| rayon::join(|| with_flag(&SERIAL, a), || with_flag(&SERIAL, b)))
+}
+
+/// Runs `f` with the thread-local `flag` set, then restores its old value, even when `f`
+/// panics (a panic in a join then crosses it with the flag restored).
+pub(super) fn with_flag<R>(flag: &'static std::thread::LocalKey<Cell<bool>>, f: impl FnOnce() -> R) -> R {
+    struct Restore(&'static std::thread::LocalKey<Cell<bool>>, bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            self.0.set(self.1);
         }
-        let _restore = Restore(SERIAL.replace(true));
-        f()
     }
-    pool().install(|| rayon::join(|| serial(a), || serial(b)))
+    let _restore = Restore(flag, flag.replace(true));
+    f()
 }
 
 /// Flushes denormal floats to zero (and reads denormal inputs as zero) on the calling thread and

@@ -21,7 +21,7 @@
 //! `k` order, so all of them give bit-identical results (tested): the choice changes speed
 //! only, never values.
 
-use super::parallel::{num_threads, pool};
+use super::parallel::{num_threads, pool, with_flag};
 use crate::dtype::DType;
 use rayon::prelude::*;
 use std::cell::{Cell, RefCell};
@@ -279,14 +279,7 @@ thread_local! {
 /// Runs `f` with per-shape measured spreads for the large products it runs on this thread
 /// (compiled plans run their steps inside this; eager code uses the fixed rule).
 pub fn with_tuned_products<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            TUNING.with(|t| t.set(self.0));
-        }
-    }
-    let _restore = Restore(TUNING.with(|t| t.replace(true)));
-    f()
+    with_flag(&TUNING, f)
 }
 
 /// The shapes whose spread this thread chose since the last call, in order (a compiled step

@@ -210,14 +210,9 @@ unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32,
     let head = if stream != 0 { ((64 - dst as usize % 64) % 64 / 4).min(n) } else { 0 };
     let mut i = 0;
     while i < n {
-        let k = if i == 0 && head > 0 {
-            first(head)
-        } else if n - i >= 16 {
-            0xffff
-        } else {
-            first(n - i)
-        };
-        // SAFETY: the masked loads read lanes i..min(i + 16, n) of rows the caller made valid
+        let lanes = if i < head { head } else { (n - i).min(16) };
+        let k = if lanes == 16 { 0xffff } else { first(lanes) };
+        // SAFETY: the masked loads read lanes i..i + lanes (lanes <= n - i) of rows the caller made valid
         // for n f32 (w and b only when not null); the masked store writes the same lanes, after
         // their loads (in place is fine).
         unsafe {
@@ -235,7 +230,7 @@ unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32,
                 _mm512_mask_storeu_ps(dst.add(i), k, y);
             }
         }
-        i += (k as u32).count_ones() as usize;
+        i += lanes;
     }
     if stream != 0 {
         // Orders the streamed stores before whatever the caller writes or publishes next.
