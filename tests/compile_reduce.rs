@@ -205,13 +205,22 @@ fn mse_loss_and_backward_match_eager() {
 /// Cross-entropy forward and backward on logits: compiled equals eager, and nothing runs
 /// eagerly: the class pick is a masked sum over the log-probabilities' producer and its
 /// gradient is elementwise (`ops/pick.rs`); every reduction over the logits' rows and the
-/// gradient are one kernel.
+/// gradient are one kernel. The second shape's gradient (over 16 MiB) is written with
+/// non-temporal stores (`codegen/src/cpu/epilogue.rs`, `STREAM_BYTES`), its rows of 1000 f32
+/// starting at every 64-byte phase.
 #[test]
 fn cross_entropy_forward_backward_match_eager() {
     let _seeded = seeded();
     kiln::manual_seed(8);
-    let logits = Tensor::randn(&[32, 10]);
-    let target = Tensor::randint(0, 10, &[32]);
+    for (rows, cols) in [(32, 10), ((4 << 20) / 1000 + 1, 1000)] {
+        cross_entropy_matches_eager(rows, cols);
+    }
+}
+
+/// [`cross_entropy_forward_backward_match_eager`] on logits `[rows, cols]`.
+fn cross_entropy_matches_eager(rows: usize, cols: usize) {
+    let logits = Tensor::randn(&[rows, cols]);
+    let target = Tensor::randint(0, cols as i64, &[rows]);
     let run = |compiled: bool| {
         let x = logits.detach().requires_grad_(true);
         let f = |(x, t): (&Tensor, &Tensor)| {
@@ -234,11 +243,11 @@ fn cross_entropy_forward_backward_match_eager() {
     let (lc, gc, (kernels, eager_ops, over_logits)) = run(true);
     close(&lc, &le, 1e-5);
     close(&gc, &ge, 1e-5);
-    assert_eq!(eager_ops, 0, "{eager_ops} eager ops");
+    assert_eq!(eager_ops, 0, "[{rows}, {cols}]: {eager_ops} eager ops");
     // The max, Σ exp, the pick, the gradient's Σ and the gradient itself: one sweep of the
     // logits (`passes/stages.rs`); the mean and the gradient's `-g/n` per row are the others.
-    assert!(kernels <= 3, "{kernels} kernels");
-    assert_eq!(over_logits, 1, "{over_logits} kernels compute exp over the logits");
+    assert!(kernels <= 3, "[{rows}, {cols}]: {kernels} kernels");
+    assert_eq!(over_logits, 1, "[{rows}, {cols}]: {over_logits} kernels compute exp over the logits");
 }
 
 /// Cross-entropy's forward alone is at most two kernels when no target is ignored: the one

@@ -116,7 +116,8 @@ impl EpiloguePass {
             }
             NativeEpilogue::OneHotSub { iota, t, a, z, k, e, s } => {
                 let args = [t, a, z, e, s].map(|v| arg(cx, v));
-                let call = |cx: &mut Cx, k: Value| cx.call_void(native.helper(), &[base[iota], args[0], args[1], args[2], k, args[3], args[4], dst, n]);
+                let stream = streams_output(cx, sp);
+                let call = |cx: &mut Cx, k: Value| cx.call_void(native.helper(), &[base[iota], args[0], args[1], args[2], k, args[3], args[4], dst, n, stream]);
                 match k {
                     KeptSource::Input(i) => call(cx, base[i]),
                     KeptSource::Kept(_) => {

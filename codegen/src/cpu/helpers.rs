@@ -174,7 +174,7 @@ fn row_all(v: &mut Vec<Helper>) {
     v.push(Helper { name: "kiln_row_exp_sum_f32", ptr: f.exp_sum as *const u8, params: &[I64, F32, I64, I64, I64], ret: Some(F64) });
     v.push(Helper { name: "kiln_row_count_eq_f32", ptr: f.count_eq as *const u8, params: &[I64, F32, I64], ret: Some(I64) });
     v.push(Helper { name: "kiln_row_norm_affine_f32", ptr: f.norm_affine as *const u8, params: &[I64, F32, F32, I64, I64, I64, I64, I64], ret: None });
-    v.push(Helper { name: "kiln_row_onehot_sub_f32", ptr: f.onehot_sub as *const u8, params: &[I64, F32, F32, F32, I64, F32, F32, I64, I64], ret: None });
+    v.push(Helper { name: "kiln_row_onehot_sub_f32", ptr: f.onehot_sub as *const u8, params: &[I64, F32, F32, F32, I64, F32, F32, I64, I64, I64], ret: None });
 }
 
 /// Every helper.

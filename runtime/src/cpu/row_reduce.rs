@@ -74,12 +74,12 @@ pub type RowCountEqFn = unsafe extern "C" fn(src: *const f32, t: f32, n: usize) 
 pub type RowNormAffineFn = unsafe extern "C" fn(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize, stream: usize);
 
 /// `dst[i] = (if iota[i] == t { a } else { z }) - (k[i]·e)·s` for `i < n`, each operation
-/// rounded in f32.
+/// rounded in f32; `stream` as [`RowNormAffineFn`]'s.
 ///
 /// # Safety
 /// `iota` and `k` valid to read `n` f32; `dst` valid to write `n` f32, not overlapping them
 /// unless equal to one of them.
-pub type RowOneHotSubFn = unsafe extern "C" fn(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize);
+pub type RowOneHotSubFn = unsafe extern "C" fn(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize, stream: usize);
 
 /// The row routines for this CPU.
 #[derive(Clone, Copy)]
@@ -274,7 +274,7 @@ macro_rules! portable_row_fns {
 
             $(#[target_feature(enable = $feature)])?
             #[allow(clippy::too_many_arguments)]
-            pub(super) unsafe extern "C" fn onehot_sub(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize) {
+            pub(super) unsafe extern "C" fn onehot_sub(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize, _stream: usize) {
                 // SAFETY: the caller upholds RowOneHotSubFn's contract.
                 unsafe { onehot_sub_with(iota, t, a, z, k, e, s, dst, n) }
             }
@@ -320,6 +320,13 @@ mod tests {
             (s as f32 / u32::MAX as f32 - 0.5) * 40.0
         };
         (0..=70).chain([1000, 4500]).map(|n| (0..n).map(|_| next()).collect()).collect()
+    }
+
+    /// The (stream flag, offset) pairs a row-writing routine is tried with: not streamed and
+    /// streamed, each into `out` at a 64-byte boundary and at two offsets past one.
+    fn streamed_offsets(out: &[f32]) -> impl Iterator<Item = (usize, usize)> {
+        let aligned = (64 - out.as_ptr() as usize % 64) % 64 / 4;
+        [0, 1].into_iter().flat_map(move |s| [(s, aligned), (s, aligned + 1), (s, aligned + 7)])
     }
 
     fn all_fns() -> Vec<RowFns> {
@@ -447,8 +454,7 @@ mod tests {
                     let (wq, bq) = (if wp { w.as_ptr() } else { std::ptr::null() }, if bp { b.as_ptr() } else { std::ptr::null() });
                     // Streamed or not, into a destination 64-byte aligned and not.
                     let mut out = vec![0f32; n + 32];
-                    let aligned = (64 - out.as_ptr() as usize % 64) % 64 / 4;
-                    for (stream, off) in [0, 1].into_iter().flat_map(|s| [(s, aligned), (s, aligned + 1), (s, aligned + 7)]) {
+                    for (stream, off) in streamed_offsets(&out) {
                         out.fill(0.0);
                         // SAFETY: every row holds n f32; out[off..off + n] is inside out (off < 32)
                         // and disjoint from the sources.
@@ -465,10 +471,15 @@ mod tests {
                 for t in [0.0, 2.0, (n as f32 - 1.0).max(0.0), -1.0, f32::NAN] {
                     let (a, z, e, s) = (-0.125f32, 0.0f32, 0.9f32, 1.0f32 / 7.0);
                     let want: Vec<f32> = (0..n).map(|i| (if iota[i] == t { a } else { z }) - (xs[i] * e) * s).collect();
-                    let mut got = vec![0f32; n];
-                    // SAFETY: every row holds n f32; dst is disjoint from the sources.
-                    unsafe { (f.onehot_sub)(iota.as_ptr(), t, a, z, xs.as_ptr(), e, s, got.as_mut_ptr(), n) };
-                    assert_eq!(bits(&got), bits(&want), "onehot_sub of {n} elements, target {t}");
+                    let mut out = vec![0f32; n + 32];
+                    for (stream, off) in streamed_offsets(&out) {
+                        out.fill(0.0);
+                        // SAFETY: every row holds n f32; out[off..off + n] is inside out (off < 32)
+                        // and disjoint from the sources.
+                        unsafe { (f.onehot_sub)(iota.as_ptr(), t, a, z, xs.as_ptr(), e, s, out.as_mut_ptr().add(off), n, stream) };
+                        assert_eq!(bits(&out[off..off + n]), bits(&want), "onehot_sub of {n} elements, target {t}, stream {stream}, offset {off}");
+                        assert!(out[..off].iter().chain(&out[off + n..]).all(|&y| y == 0.0), "onehot_sub wrote outside its row");
+                    }
                 }
             }
         }
