@@ -1,6 +1,6 @@
 //! How one matrix product through `gemm` is spread over kiln's threads, and, inside compiled
-//! plans, a per-shape choice of that spread measured once (as `torch.compile`'s max-autotune
-//! times its candidate kernels).
+//! plans, a per-shape choice of that spread measured in the plan's runs (as `torch.compile`'s
+//! max-autotune times its candidate kernels).
 //!
 //! The `gemm` crate splits a product across threads itself, but on the small products of a
 //! training step that split scales poorly and unevenly (measured 2026-12-03 on 2 threads:
@@ -13,9 +13,13 @@
 //! - **Compiled**: a product of at least [`TUNE_WORK`] multiply-adds looks its shape up in a
 //!   process-wide table. While the shape is new, its runs take the candidate spreads in turn
 //!   and are timed where they run (inside the step, with its caches and its neighbours); once
-//!   every candidate has [`ROUNDS`] times, the one with the smallest median is chosen for every
-//!   later run. Measuring this way costs no extra runs (a first version timed every candidate
-//!   on the first call, and a noisy moment there fixed a spread twice as slow as `gemm`'s).
+//!   every candidate has [`ROUNDS`] times, the one with the smallest median is chosen for the
+//!   runs that follow. Measuring this way costs no extra runs (a first version timed every
+//!   candidate on the first call, and a noisy moment there fixed a spread twice as slow as
+//!   `gemm`'s). The choice is measured again after [`REMEASURE_FIRST`] runs, then after four
+//!   times as many each time (up to [`REMEASURE_MAX`]): a choice made while the machine was
+//!   disturbed (a VM's other core taken away for the first runs, say) does not stay for the
+//!   plan's life, and a settled shape spends well under 1% of its runs measuring.
 //!
 //! Every spread computes each output element with the same `gemm` micro-kernel over the same
 //! `k` order, so all of them give bit-identical results (tested): the choice changes speed
@@ -43,6 +47,15 @@ pub const TUNE_WORK: usize = 1 << 20;
 
 /// Timed runs of each candidate before a shape's spread is chosen.
 pub const ROUNDS: usize = 5;
+
+/// Runs of a newly chosen spread before its shape is measured again.
+pub const REMEASURE_FIRST: u64 = 256;
+
+/// How much longer each later choice of a shape is kept than the one before.
+const REMEASURE_GROWTH: u64 = 4;
+
+/// The most runs a choice is kept before its shape is measured again.
+pub const REMEASURE_MAX: u64 = 1 << 16;
 
 /// Rows or columns of one block: a multiple of the widest `gemm` micro-kernel tile (16 `f32`
 /// rows of an AVX-512 register), so that no block ends in a partial tile it did not need.
@@ -260,10 +273,21 @@ impl fmt::Display for TunedProduct {
 
 /// What the table knows of one shape.
 enum Entry {
-    /// Still measuring: each candidate's times so far, and the candidate the next run takes.
-    Measuring { candidates: Vec<ProductSplit>, times: Vec<Vec<Duration>>, next: usize },
-    /// Measured: the fastest candidate.
-    Chosen(ProductSplit),
+    /// Still measuring: each candidate's times so far, the candidate the next run takes, and
+    /// how many runs the choice will be kept.
+    Measuring { candidates: Vec<ProductSplit>, times: Vec<Vec<Duration>>, next: usize, keep: u64 },
+    /// Measured: the fastest candidate, the runs left before the shape is measured again, and
+    /// how many runs it was kept for.
+    Chosen { split: ProductSplit, runs_left: u64, kept: u64 },
+}
+
+impl Entry {
+    /// A measurement of the spreads of an `m x n` product over `threads`, whose choice is kept
+    /// for `keep` runs.
+    fn measuring(m: usize, n: usize, threads: usize, keep: u64) -> Entry {
+        let candidates = candidates(m, n, threads);
+        Entry::Measuring { times: vec![Vec::with_capacity(ROUNDS); candidates.len()], candidates, next: 0, keep }
+    }
 }
 
 /// The shapes of this process, measured or being measured.
@@ -291,7 +315,7 @@ pub fn take_new_tunings() -> Vec<TunedProduct> {
 /// The spread chosen for `shape`, once its measurement is complete.
 pub fn tuned_split(shape: &ProductShape) -> Option<ProductSplit> {
     match table().as_ref()?.get(shape)? {
-        Entry::Chosen(split) => Some(*split),
+        Entry::Chosen { split, .. } => Some(*split),
         Entry::Measuring { .. } => None,
     }
 }
@@ -321,12 +345,15 @@ pub(super) unsafe fn run_product<T: 'static + Copy + Send + Sync>(p: &RawProduct
         if table.len() >= TABLE_CAP && !table.contains_key(&shape) {
             table.clear();
         }
-        let entry = table.entry(shape).or_insert_with(|| {
-            let candidates = candidates(p.m, p.n, shape.threads);
-            Entry::Measuring { times: vec![Vec::with_capacity(ROUNDS); candidates.len()], candidates, next: 0 }
-        });
+        let entry = table.entry(shape).or_insert_with(|| Entry::measuring(p.m, p.n, shape.threads, REMEASURE_FIRST));
+        if let Entry::Chosen { runs_left: 0, kept, .. } = *entry {
+            *entry = Entry::measuring(p.m, p.n, shape.threads, kept.saturating_mul(REMEASURE_GROWTH).min(REMEASURE_MAX));
+        }
         match entry {
-            Entry::Chosen(split) => (None, *split),
+            Entry::Chosen { split, runs_left, .. } => {
+                *runs_left -= 1;
+                (None, *split)
+            }
             Entry::Measuring { candidates, next, .. } => {
                 let turn = *next;
                 *next = (turn + 1) % candidates.len();
@@ -347,7 +374,7 @@ pub(super) unsafe fn run_product<T: 'static + Copy + Send + Sync>(p: &RawProduct
 fn record(shape: ProductShape, turn: usize, time: Duration) {
     let mut table = table();
     let Some(entry) = table.as_mut().and_then(|t| t.get_mut(&shape)) else { return };
-    let Entry::Measuring { candidates, times, .. } = entry else { return };
+    let Entry::Measuring { candidates, times, keep, .. } = entry else { return };
     times[turn].push(time);
     if times.iter().any(|t| t.len() < ROUNDS) {
         return;
@@ -361,7 +388,7 @@ fn record(shape: ProductShape, turn: usize, time: Duration) {
         })
         .collect();
     let chosen = medians.iter().min_by_key(|(_, t)| *t).expect("there are always candidates").0;
-    *entry = Entry::Chosen(chosen);
+    *entry = Entry::Chosen { split: chosen, runs_left: *keep, kept: *keep };
     NEW.with(|n| n.borrow_mut().push(TunedProduct { shape, chosen, times: medians }));
 }
 
@@ -473,6 +500,19 @@ mod tests {
         assert!(new[0].to_string().starts_with("product 96x80ᵀ @ 80x144 float32 on 2 threads: "), "{}", new[0]);
         assert!(run(true) == eager);
         assert!(take_new_tunings().is_empty(), "a chosen shape is looked up, not measured again");
+        // Measured again after REMEASURE_FIRST runs of the choice, with the same bits.
+        for r in 1..REMEASURE_FIRST {
+            assert!(tuned_split(&shape).is_some(), "measuring again after {r} runs");
+            assert!(run(true) == eager);
+        }
+        assert!(tuned_split(&shape).is_some() && take_new_tunings().is_empty());
+        for r in 0..runs {
+            assert!(run(true) == eager, "run {r} of the second measurement");
+            assert_eq!(tuned_split(&shape).is_some(), r + 1 == runs, "run {r} of {runs} of the second measurement");
+        }
+        let again = take_new_tunings();
+        assert_eq!((again.len(), again[0].shape), (1, shape));
+        assert!(matches!(table().as_ref().and_then(|t| t.get(&shape)), Some(Entry::Chosen { kept, .. }) if *kept == REMEASURE_FIRST * REMEASURE_GROWTH));
     }
 
     #[test]
