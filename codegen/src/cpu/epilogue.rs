@@ -43,14 +43,17 @@ pub(crate) struct EpiloguePass {
     /// The native routine that sweeps each output's row, when one fits
     /// ([`super::native_epilogue`]; see [`EpiloguePass::native_for`]).
     native: Option<NativeEpilogue>,
+    /// With a native routine: its `stream` argument, computed once per call from the sizes
+    /// ([`streams_output`]).
+    stream: Option<Value>,
 }
 
 impl EpiloguePass {
     /// Checks the epilogue's types, picks its plan and emits its constants and scalars (in the
-    /// entry block: `scalars_p` is the scalars pointer).
+    /// entry block: `scalars_p` is the scalars pointer, `sp` the kernel's space).
     /// Log-softmax's `exp(x - max - log Σ)` is first rewritten to share the Σ stage's exp
     /// ([`kept_rows::share_exps`]).
-    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value) -> Result<EpiloguePass, String> {
+    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value, sp: &Space) -> Result<EpiloguePass, String> {
         let (insts, at) = kept_rows::share_exps(&ep.insts, &k.stages);
         let ek = ElementwiseKernel { rank: k.rank, inputs: k.inputs.clone(), scalars: k.scalars, insts, outputs: ep.outputs.iter().map(|&v| at[v as usize]).collect() };
         let live = live_set(&ek);
@@ -66,7 +69,8 @@ impl EpiloguePass {
         let pre = emit_pre(cx, &ek.insts, &live, scalars_p, vty)?;
         let tiling = tiles::reduction_tiling(k, &Self::body(&ek), &live, vty);
         let native = native_epilogue(&ek.inputs, k.reduce_rank, &ek.insts, &ek.outputs);
-        Ok(EpiloguePass { ek, live, vty, pre, tiling, native })
+        let stream = native.map(|_| streams_output(cx, sp));
+        Ok(EpiloguePass { ek, live, vty, pre, tiling, native, stream })
     }
 
     /// What the epilogue's sweep computes, as a tiled pass sees it.
@@ -106,17 +110,16 @@ impl EpiloguePass {
         let dst = self.out_ptrs(cx, sp, first_run, out_base, zero)[0];
         let arg = |cx: &mut Cx, v: Val| per_output_arg(cx, &self.ek.inputs, &self.ek.insts, &pre, base, v);
         let n = sp.inner();
+        let stream = self.stream.expect("a native epilogue's stream flag is set up with it (`new`)");
         match native {
             NativeEpilogue::NormAffine { x, m, r, w, b } => {
                 let (m, r) = (arg(cx, m), arg(cx, r));
                 let null = cx.b.ins().iconst(sp.ptr, 0);
                 let (w, b) = (w.map_or(null, |i| base[i]), b.map_or(null, |i| base[i]));
-                let stream = streams_output(cx, sp);
                 cx.call_void(native.helper(), &[base[x], m, r, w, b, dst, n, stream]);
             }
             NativeEpilogue::OneHotSub { iota, t, a, z, k, e, s } => {
                 let args = [t, a, z, e, s].map(|v| arg(cx, v));
-                let stream = streams_output(cx, sp);
                 let call = |cx: &mut Cx, k: Value| cx.call_void(native.helper(), &[base[iota], args[0], args[1], args[2], k, args[3], args[4], dst, n, stream]);
                 match k {
                     KeptSource::Input(i) => call(cx, base[i]),
@@ -188,14 +191,15 @@ impl EpiloguePass {
 
 /// Bytes of an f32 epilogue output from which its native routine writes with non-temporal
 /// stores: an output this big does not stay in a 2-core machine's caches for its consumer, so
-/// reading each line in before overwriting it only adds memory traffic. Measured on layer norm
-/// [8192, 1024] (32 MB, 2026-12-04, 2-core AVX-512 Xeon): 2.88-2.98 ms streamed against
-/// 3.47-3.53 cached. (Session 13 found streaming through a row buffer slower on an AMD EPYC;
-/// this streams from the routine's registers.)
+/// reading each line in before overwriting it only adds memory traffic. Measured on a 2-core
+/// AVX-512 Xeon (2026-12-04): layer norm [8192, 1024] (32 MB out) 2.88-2.98 ms streamed
+/// against 3.47-3.53 cached; the cross-entropy gradient [8192, 1000], in a copy of its kernel's
+/// loop, 3.16-3.26 against 3.68-3.71 ms. (Session 13 found streaming through a row buffer
+/// slower on an AMD EPYC; this streams from the routines' registers.)
 const STREAM_BYTES: i64 = 16 << 20;
 
 /// 1 when the epilogue's f32 output (the whole space `sp`) has at least [`STREAM_BYTES`], else
-/// 0 (a value of the run: sizes are kernel arguments).
+/// 0 (a value of the call, emitted in the entry block: sizes are kernel arguments).
 fn streams_output(cx: &mut Cx, sp: &Space) -> Value {
     let mut elems = cx.b.ins().iconst(sp.ptr, 1);
     for &d in sp.dims {

@@ -516,8 +516,9 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
         let accs = Accs::declare(&mut cx, plan.vacc, aty, plan.st.op);
         stages.push(StagePass { plan, accs, pre, scale });
     }
+    let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, o_rank);
     let epilogue = match &k.epilogue {
-        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p)?),
+        Some(ep) => Some(EpiloguePass::new(&mut cx, k, ep, a.scalars_p, &sp)?),
         None => None,
     };
     // A stage's tiled value that the epilogue computes again: kept in a row buffer.
@@ -525,7 +526,6 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
         let slot = cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (ROW_CACHE * 4) as u32, 6));
         (s, RowKeep { stage, slot, reuse: false }, RowKeep { stage: ep_stage, slot, reuse: true })
     });
-    let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, o_rank);
 
     let out_head = cx.b.create_block();
     let out_body = cx.b.create_block();
