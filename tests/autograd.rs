@@ -356,3 +356,19 @@ fn queued_callbacks_run_when_backward_ends_and_their_errors_fail_it() {
     (&y * 2.0).sum().backward();
     assert_eq!(order.lock().unwrap().len(), 5, "the next backward runs only its own callback");
 }
+
+#[test]
+fn concurrent_backward_passes_accumulate_every_gradient() {
+    // Eight threads each run 200 backward passes into one shared leaf: every gradient lands.
+    let w = Tensor::zeros(&[3]).requires_grad_(true);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    (&w * 2.0).sum().backward();
+                }
+            });
+        }
+    });
+    assert_eq!(w.grad().expect("accumulated").to_vec::<f32>(), [3200.0; 3]);
+}

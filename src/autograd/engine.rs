@@ -1,7 +1,6 @@
 //! The backward engine: walks the graph from the roots in dependency order, without recursion,
 //! running each node's rule once all the gradients flowing into it have been summed.
 
-use super::meta::AutogradMeta;
 use super::node::{gradient_edge, Grads, Node, NodeKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::tensor::Tensor;
@@ -129,7 +128,7 @@ fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, captu
             if !capturing {
                 let hooks: Vec<_> = leaf.autograd().lock().hooks.iter().map(|(_, h)| h.clone()).collect();
                 let g = hooks.iter().fold(g, |g, h| h(&g).unwrap_or(g));
-                accumulate_grad(leaf.autograd(), g, create_graph);
+                accumulate_grad(leaf, g, create_graph);
                 let post: Vec<_> = leaf.autograd().lock().post_accumulate_hooks.iter().map(|(_, h)| h.clone()).collect();
                 post.iter().for_each(|h| h(leaf));
             }
@@ -142,7 +141,7 @@ fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, captu
             };
             let g = hooks.iter().fold(g, |g, h| h(&g).unwrap_or(g));
             if let Some(t) = retain_target.and_then(|w| w.upgrade()) {
-                accumulate_grad(t.autograd(), g.clone(), create_graph);
+                accumulate_grad(&t, g.clone(), create_graph);
             }
             let saved = node.unpack_saved()?;
             let grads = rule(&node.ctx(), &g, &saved);
@@ -203,21 +202,44 @@ pub(crate) fn sum_to_size(g: &Tensor, shape: &[usize]) -> Tensor {
     summed.reshape(&target)
 }
 
-/// Adds `g` into the `.grad` of the tensor `meta` belongs to: the first gradient is stored
-/// (copied when it may be shared with other tensors, so later in-place accumulation cannot reach
-/// them), later ones are summed. Without `create_graph` the stored gradient has no history.
-pub(crate) fn accumulate_grad(meta: &AutogradMeta, g: Tensor, create_graph: bool) {
-    let old = meta.lock().grad.take();
-    let new = match old {
-        None if create_graph => g,
-        None => g.detached_owned(),
-        Some(old) if create_graph => &old + &g,
-        Some(old) => {
-            let _off = super::no_grad();
-            (&old + &g).detach()
+/// Adds `g` into `leaf.grad`: the first gradient is stored (copied when it may be shared with
+/// other tensors, so later in-place accumulation cannot reach them), later ones are summed.
+/// Without `create_graph` the stored gradient has no history.
+///
+/// Atomic per tensor: the sum is computed outside the lock (it may record autograd history or
+/// append to a capture) and stored only if `.grad` is still the value it was computed from;
+/// otherwise (another thread's backward stored first) it is computed again from the new value.
+pub(crate) fn accumulate_grad(leaf: &Tensor, g: Tensor, create_graph: bool) {
+    let meta = leaf.autograd();
+    let mut g = Some(g);
+    loop {
+        let old = meta.lock().grad.clone();
+        let new = match (&old, g.take()) {
+            (None, Some(g)) if create_graph => g,
+            (None, Some(g)) => g.detached_owned(),
+            (Some(old), Some(mine)) => {
+                let _off = (!create_graph).then(super::no_grad);
+                let sum = old + &mine;
+                g = Some(mine);
+                if create_graph { sum } else { sum.detach() }
+            }
+            (_, None) => unreachable!("the gradient is put back after every attempt"),
+        };
+        let mut inner = meta.lock();
+        let unchanged = match (&inner.grad, &old) {
+            (None, None) => true,
+            (Some(now), Some(then)) => now.is_same(then),
+            _ => false,
+        };
+        if unchanged {
+            crate::capture::journal_grad(leaf, &inner.grad);
+            inner.grad = Some(new);
+            return;
         }
-    };
-    meta.lock().grad = Some(new);
+        if old.is_none() {
+            g = Some(new); // the (detached) gradient: add it to the one stored meanwhile
+        }
+    }
 }
 
 /// The edges of `roots` (tensors that must require grad), for [`run`].

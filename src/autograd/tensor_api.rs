@@ -69,12 +69,25 @@ impl Tensor {
                 panic!("{}", crate::Error::new("set_grad", crate::ErrorKind::Shape, format!("assigned grad has shape {:?} and dtype {}, but the tensor has shape {:?} and dtype {}", g.shape(), g.dtype(), self.shape(), self.dtype())));
             }
         }
-        self.autograd().lock().grad = grad;
+        self.replace_grad(grad);
     }
 
     /// Sets `.grad` to `None`, as PyTorch's `zero_grad()` does by default.
     pub fn zero_grad(&self) {
-        self.autograd().lock().grad = None;
+        self.replace_grad(None);
+    }
+
+    /// Replaces `.grad`; inside a compiled call, the call's journal keeps the old one (see
+    /// `capture::journal`).
+    fn replace_grad(&self, grad: Option<Tensor>) {
+        let mut inner = self.autograd().lock();
+        crate::capture::journal_grad(self, &inner.grad);
+        inner.grad = grad;
+    }
+
+    /// Puts back a `.grad` that a failed compiled call changed (not journaled again).
+    pub(crate) fn restore_grad(&self, grad: Option<Tensor>) {
+        self.autograd().lock().grad = grad;
     }
 
     /// Computes the gradient of this scalar with respect to the leaves of its graph and adds it

@@ -16,12 +16,26 @@ pub(crate) struct CellCapture {
     lazy: AtomicBool,
     /// The storage's length while it is lazy.
     len: AtomicUsize,
+    /// The storage holds no data yet: a trace made it and has not been realized. (A realized
+    /// storage that a trace assigns is lazy but keeps its data, which stays valid, and
+    /// readable by other threads, until the trace installs the new value.)
+    unwritten: AtomicBool,
+    /// The trace that would have computed this storage failed (see [`super::journal`]): its
+    /// data will never exist.
+    abandoned: AtomicBool,
 }
 
 impl CellCapture {
     /// The state of a storage that `node` of `trace` will compute.
     pub(crate) fn lazy(trace: u64, node: NodeId, len: usize) -> CellCapture {
-        CellCapture { trace: AtomicU64::new(trace), node: AtomicU32::new(node), lazy: AtomicBool::new(true), len: AtomicUsize::new(len) }
+        CellCapture {
+            trace: AtomicU64::new(trace),
+            node: AtomicU32::new(node),
+            lazy: AtomicBool::new(true),
+            len: AtomicUsize::new(len),
+            unwritten: AtomicBool::new(true),
+            abandoned: AtomicBool::new(false),
+        }
     }
 
     /// The trace that refers to this storage (0: none).
@@ -32,6 +46,16 @@ impl CellCapture {
     /// Whether the data is stale until the trace is realized.
     pub(crate) fn is_lazy(&self) -> bool {
         self.lazy.load(Ordering::Acquire)
+    }
+
+    /// Whether the storage has no data yet (made by a trace that has not been realized).
+    pub(crate) fn is_unwritten(&self) -> bool {
+        self.unwritten.load(Ordering::Acquire)
+    }
+
+    /// Whether the trace that would have computed this storage failed.
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
     }
 
     /// The planned length of a lazy storage.
@@ -54,7 +78,19 @@ impl CellCapture {
 
     /// Forgets the trace (the storage is realized).
     pub(crate) fn clear(&self) {
+        self.unwritten.store(false, Ordering::Release);
         self.lazy.store(false, Ordering::Release);
         self.trace.store(0, Ordering::Release);
+    }
+
+    /// Forgets a trace that failed: a storage that had data keeps it (it was never
+    /// overwritten: traces install results only when they have run), and one the trace was
+    /// to compute is marked abandoned, so reading it is a clear error.
+    pub(crate) fn roll_back(&self) {
+        if self.is_unwritten() {
+            self.abandoned.store(true, Ordering::Release);
+        } else {
+            self.clear();
+        }
     }
 }

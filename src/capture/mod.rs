@@ -33,6 +33,7 @@
 mod cell;
 mod dump;
 mod exec;
+mod journal;
 mod kernels;
 mod plan;
 mod realize;
@@ -41,6 +42,7 @@ mod step;
 mod trace;
 
 pub(crate) use cell::CellCapture;
+pub(crate) use journal::{Outcome, Transaction};
 pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};
-pub(crate) use trace::{as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, opaque, rand, reduce, scalar, set_phase};
+pub(crate) use trace::{as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, journal_grad, opaque, rand, reduce, scalar, set_phase, transaction};

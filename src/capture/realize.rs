@@ -66,12 +66,17 @@ fn realize_trace(mut trace: Trace) {
     debug::log(Topic::Cache, format!("plan {hash:016x} {} ({} nodes, {} steps)", if hit { "hit" } else { "miss" }, graph.nodes.len(), plan.steps.len()));
     report::note_graph(hash, &graph, hit);
     let running = Instant::now();
+    // Until the outputs are installed, a failure (an op's error, a panic in a kernel) leaves
+    // every storage the trace touched as it was.
+    let mut rollback = RollBack { id: trace.id, cells: trace.inputs.iter().chain(outputs.iter().map(|(c, _)| c)).cloned().collect(), armed: true };
     let (mut values, counts) = match exec::run(&plan, &mut trace) {
         Ok(v) => v,
         Err(e) => panic!("kiln::compile: an op failed while the step ran: {e}"),
     };
+    rollback.armed = false;
     // Install: each output storage takes its node's value (a copy when two storages end with
-    // the same value, or when the value is another input's storage).
+    // the same value, or when the value is another input's storage). The data an older
+    // storage held is journaled, so that a call failing after this graph break undoes it.
     let mut remaining: Vec<u32> = vec![0; plan.graph.nodes.len()];
     for (_, node) in &outputs {
         remaining[plan.canonical[*node as usize] as usize] += 1;
@@ -86,8 +91,12 @@ fn realize_trace(mut trace: Trace) {
         } else {
             take_storage(values[n].take().expect("outputs are kept"))
         };
-        cell.install(storage);
+        let had_data = !cell.capture.is_unwritten();
+        let old = cell.install(storage);
         cell.capture.clear();
+        if had_data {
+            trace::journal_installed(cell, old);
+        }
     }
     clear_inputs(&trace);
     report::note_realization(Realization {
@@ -99,6 +108,29 @@ fn realize_trace(mut trace: Trace) {
         run_time: running.elapsed(),
         counts,
     });
+}
+
+/// Rolls back the storages a trace reads and writes when dropped armed (see
+/// [`Trace::roll_back`]): a realization that fails before installing its outputs.
+struct RollBack {
+    /// The trace's id.
+    id: u64,
+    /// Its inputs and outputs.
+    cells: Vec<Arc<StorageCell>>,
+    /// Still to be rolled back on drop.
+    armed: bool,
+}
+
+impl Drop for RollBack {
+    fn drop(&mut self) {
+        if self.armed {
+            for cell in &self.cells {
+                if cell.capture.trace() == self.id {
+                    cell.capture.roll_back();
+                }
+            }
+        }
+    }
 }
 
 /// The storage of a value tensor, moved out (copied when someone else shares it).

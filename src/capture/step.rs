@@ -137,12 +137,18 @@ impl<F> CompiledStep<F> {
         if !trace::begin() {
             return (self.f)(args); // nested inside another compiled call: part of its graph
         }
+        /// Undoes the call when it unwinds (a panic in the closure, or an op failing while a
+        /// graph runs): the trace being captured is rolled back and the journal restored.
         struct End;
         impl Drop for End {
             fn drop(&mut self) {
                 if std::thread::panicking() {
-                    let _ = trace::take_for_realize(false);
+                    if let Some(t) = trace::take_for_realize(false) {
+                        t.roll_back();
+                    }
                     trace::finish_realize();
+                    trace::end_call(false);
+                    drop(report::take());
                 }
             }
         }
@@ -150,6 +156,7 @@ impl<F> CompiledStep<F> {
         let out = (self.f)(args);
         realize::realize(None);
         drop(guard);
+        trace::end_call(true);
         self.finish_call();
         out
     }

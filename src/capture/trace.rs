@@ -1,6 +1,7 @@
 //! The trace being captured on this thread, and the calls ops make to append to it.
 
 use super::cell::CellCapture;
+use super::journal::{Journal, Transaction};
 use crate::error::Result;
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
@@ -113,6 +114,8 @@ struct State {
     suspended: u32,
     /// The device new traces plan for instead of their tensors' (see [`set_target`]).
     target: Option<Device>,
+    /// The undo journal of the compiled call running on this thread (see [`super::journal`]).
+    journal: Option<Journal>,
 }
 
 thread_local! {
@@ -132,8 +135,22 @@ fn with_trace<R>(f: impl FnOnce(&mut Trace) -> R) -> R {
     STATE.with(|s| f(s.borrow_mut().trace.as_mut().expect("called only while capturing")))
 }
 
-/// Starts capturing on this thread; false when a trace is already being captured (a nested
-/// `compile` joins the outer one).
+impl Trace {
+    /// Forgets this trace after a failure: the storages it read or was to write no longer
+    /// refer to it; those that had data keep it (nothing was installed), those it was to
+    /// compute are abandoned.
+    pub(crate) fn roll_back(&self) {
+        let written = self.cells.iter().filter_map(Weak::upgrade);
+        for cell in self.inputs.iter().cloned().chain(written) {
+            if cell.capture.trace() == self.id {
+                cell.capture.roll_back();
+            }
+        }
+    }
+}
+
+/// Starts a compiled call on this thread: capturing, with a fresh undo journal; false when a
+/// call is running already (a nested `compile` joins the outer one).
 pub(crate) fn begin() -> bool {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
@@ -141,8 +158,58 @@ pub(crate) fn begin() -> bool {
             return false;
         }
         s.trace = Some(Trace::new(s.target));
+        s.journal = Some(Journal::new());
         true
     })
+}
+
+/// Ends the compiled call begun by [`begin`]: its changes stand (`ok`) or are undone.
+pub(crate) fn end_call(ok: bool) {
+    let journal = STATE.with(|s| s.borrow_mut().journal.take());
+    match journal {
+        Some(j) if ok => j.commit(),
+        Some(j) => j.abort(),
+        None => {}
+    }
+}
+
+/// The outcome handle of the compiled call running on this thread, if any: state that a call
+/// changes outside tensors (an optimizer's step counts) keeps a copy until it is known.
+pub(crate) fn transaction() -> Option<Transaction> {
+    STATE.with(|s| s.borrow().journal.as_ref().map(|j| j.transaction().clone()))
+}
+
+/// Journals `old`, the `.grad` of `tensor` before this thread's compiled call changes it (the
+/// first change only; nothing outside a compiled call).
+pub(crate) fn journal_grad(tensor: &Tensor, old: &Option<Tensor>) {
+    STATE.with(|s| {
+        if let Some(j) = s.borrow_mut().journal.as_mut() {
+            j.save_grad(tensor, old.clone());
+        }
+    })
+}
+
+/// Journals `old`, the data `cell` held before a realization of this thread's compiled call
+/// replaced it (storages made during the call, and later changes, are not journaled).
+pub(crate) fn journal_installed(cell: &Arc<StorageCell>, old: kiln_runtime::Storage) {
+    STATE.with(|s| {
+        if let Some(j) = s.borrow_mut().journal.as_mut() {
+            j.save_storage(cell, old);
+        }
+    })
+}
+
+/// Journals a copy of `cell`'s data before an eager op inside this thread's compiled call
+/// writes it (only for storages older than the call, once each).
+fn journal_before_write(cell: &Arc<StorageCell>) {
+    let wanted = STATE.with(|s| {
+        let s = s.borrow();
+        s.suspended == 0 && s.journal.as_ref().is_some_and(|j| j.wants_storage(cell))
+    });
+    if wanted {
+        let copy = as_realizing(|| cell.copy_data());
+        journal_installed(cell, copy);
+    }
 }
 
 /// Takes the trace out for realizing, putting a fresh one in its place when `resume`; ops
@@ -221,31 +288,40 @@ pub(crate) fn set_phase(phase: Phase) {
 }
 
 /// Called before an eager op reads (`write`: writes) `cell`'s data: realizes the trace first
-/// when the data is stale, or when an eager write would change what the trace reads.
+/// when the data is stale, or when an eager write would change what the trace reads; inside
+/// a compiled call, journals the data an eager write is about to change.
+///
+/// A storage that another thread's trace assigns keeps its data until that trace installs the
+/// new value, so it reads as it was before that step; a storage another thread's trace is
+/// still to compute, or that a failed call was to compute, has no data: reading it is an
+/// error naming the caller's line.
 #[track_caller]
-pub(crate) fn before_eager_access(cell: &StorageCell, write: bool) {
+pub(crate) fn before_eager_access(cell: &Arc<StorageCell>, write: bool) {
     let id = cell.capture.trace();
-    if id == 0 {
-        return;
-    }
-    let location = std::panic::Location::caller();
-    let must_realize = STATE.with(|s| {
-        let s = s.borrow();
-        if s.suspended > 0 {
-            return false;
-        }
-        match &s.trace {
-            Some(t) if t.id == id => write || cell.capture.is_lazy(),
-            _ => {
-                if cell.capture.is_lazy() {
-                    panic!("a tensor computed inside kiln::compile on another thread (or by a step that panicked) was read at {location}; read it on the thread that runs the step");
-                }
-                false
+    if id != 0 {
+        let location = std::panic::Location::caller();
+        let must_realize = STATE.with(|s| {
+            let s = s.borrow();
+            if s.suspended > 0 {
+                return false;
             }
+            match &s.trace {
+                Some(t) if t.id == id => write || cell.capture.is_lazy(),
+                _ if cell.capture.is_abandoned() => {
+                    panic!("a tensor that a kiln::compile call was computing when it failed was read at {location}: that call's results do not exist (the tensors it would have updated kept their values; call the step again)");
+                }
+                _ if cell.capture.is_lazy() && cell.capture.is_unwritten() => {
+                    panic!("a tensor computed inside kiln::compile on another thread was read at {location} before that step ended; read it on the thread that runs the step, or after the call returns");
+                }
+                _ => false,
+            }
+        });
+        if must_realize {
+            super::realize::realize(Some(location));
         }
-    });
-    if must_realize {
-        super::realize::realize(Some(location));
+    }
+    if write {
+        journal_before_write(cell);
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::param_group::ParamGroup;
 use super::state::{StateStore, StateTensors};
+use crate::capture::{Outcome, Transaction};
 use crate::error::{bail, OrPanic, Result};
 use crate::{StateDict, Tensor};
 use std::collections::BTreeMap;
@@ -44,8 +45,10 @@ pub trait Optimizer {
 /// An optimization algorithm's hyperparameters, per-parameter state and update rule: the
 /// configuration type of [`Optim`] (`SgdConfig`, `AdamConfig`, …).
 pub trait OptimizerConfig: Clone + std::fmt::Debug {
-    /// The per-parameter state (momentum buffers, moment estimates, step counts).
-    type State;
+    /// The per-parameter state (momentum buffers, moment estimates, step counts). `Clone`
+    /// (of the handles: the tensors' data is not copied) so that a step inside a compiled call
+    /// that fails can be undone.
+    type State: Clone;
     /// PyTorch's class name (`"SGD"`, `"Adam"`), used in messages.
     const NAME: &'static str;
     /// Whether state is created for every parameter when it is added (Adagrad) rather than at
@@ -85,6 +88,10 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug {
 pub struct Optim<C: OptimizerConfig> {
     groups: Vec<ParamGroup<C>>,
     state: StateStore<C::State>,
+    /// The state as it was before the first step inside a compiled call, kept until the call's
+    /// outcome is known: a failed call leaves the optimizer as it found it (the tensors' data
+    /// is restored by the call's journal; step counts and new buffers by this copy).
+    before_call: Option<(Transaction, StateStore<C::State>)>,
 }
 
 impl<C: OptimizerConfig> Optim<C> {
@@ -113,7 +120,7 @@ impl<C: OptimizerConfig> Optim<C> {
         if groups.is_empty() {
             bail!(C::NAME, Value, "optimizer got an empty parameter list");
         }
-        let mut opt = Optim { groups: Vec::new(), state: StateStore::default() };
+        let mut opt = Optim { groups: Vec::new(), state: StateStore::default(), before_call: None };
         for g in groups {
             opt.try_add_param_group(g)?;
         }
@@ -147,6 +154,7 @@ impl<C: OptimizerConfig> Optim<C> {
                 bail!(C::NAME, Value, "some parameters appear in more than one parameter group (parameter {i} of the group, shape {:?})", p.shape());
             }
         }
+        self.settle();
         if C::EAGER_STATE {
             for p in &group.params {
                 self.state.get_or_insert_with(p, || group.config.init_state(p));
@@ -168,7 +176,27 @@ impl<C: OptimizerConfig> Optim<C> {
 
     /// The state of `param` (`opt.state[p]`); `None` before its first update.
     pub fn state(&self, param: &Tensor) -> Option<&C::State> {
-        self.state.get(param)
+        self.current_state().get(param)
+    }
+
+    /// The state as it stands: the copy kept before a compiled call that failed, else the
+    /// live one.
+    fn current_state(&self) -> &StateStore<C::State> {
+        match &self.before_call {
+            Some((call, saved)) if call.outcome() == Outcome::Aborted => saved,
+            _ => &self.state,
+        }
+    }
+
+    /// Resolves the copy kept before a compiled call whose outcome is now known: dropped when
+    /// the call succeeded, put back when it failed.
+    fn settle(&mut self) {
+        let Some((call, _)) = &self.before_call else { return };
+        match call.outcome() {
+            Outcome::Open => {}
+            Outcome::Committed => self.before_call = None,
+            Outcome::Aborted => self.state = self.before_call.take().expect("matched above").1,
+        }
     }
 
     /// Reads groups' hyperparameters and state from `sd` without changing `self`.
@@ -232,6 +260,12 @@ impl<C: OptimizerConfig> Optim<C> {
 
 impl<C: OptimizerConfig> Optimizer for Optim<C> {
     fn step(&mut self) {
+        self.settle();
+        if let Some(call) = crate::capture::transaction() {
+            if !self.before_call.as_ref().is_some_and(|(c, _)| c.is_same(&call)) {
+                self.before_call = Some((call, self.state.clone()));
+            }
+        }
         let _no_grad = crate::no_grad();
         for group in &self.groups {
             for p in &group.params {
@@ -285,7 +319,7 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
         for (g, group) in self.groups.iter().enumerate() {
             let mut ids = Vec::with_capacity(group.params.len());
             for p in &group.params {
-                if let Some(state) = self.state.get(p) {
+                if let Some(state) = self.current_state().get(p) {
                     for (name, t) in group.config.state_tensors(state) {
                         sd.insert(format!("state.{index}.{name}"), t.deep_clone());
                     }
@@ -303,6 +337,7 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
 
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
         let (configs, states) = self.read_state_dict(sd)?;
+        self.settle();
         for (group, config) in self.groups.iter_mut().zip(configs) {
             group.config = config;
         }

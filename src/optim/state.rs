@@ -47,6 +47,12 @@ impl<S> StateStore<S> {
     }
 }
 
+impl<S: Clone> Clone for StateStore<S> {
+    fn clone(&self) -> Self {
+        StateStore { entries: self.entries.clone(), cursor: AtomicUsize::new(self.cursor.load(Ordering::Relaxed)) }
+    }
+}
+
 impl<S> StateStore<S> {
     /// A store holding `entries`.
     pub(crate) fn from_entries(entries: Vec<(Tensor, S)>) -> Self {

@@ -30,6 +30,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 pub struct StorageCell {
     data: RwLock<Storage>,
     version: AtomicU64,
+    /// Storages are numbered in the order they are made: a compiled call journals only the
+    /// storages older than the call ([`crate::capture`]'s journal).
+    serial: u64,
     /// Some view of this storage was made by a view op that recorded autograd history: an
     /// in-place write to the storage under grad mode would leave that view's history stale, so
     /// autograd refuses it.
@@ -39,11 +42,21 @@ pub struct StorageCell {
     pub(crate) capture: crate::capture::CellCapture,
 }
 
+/// The serial number the next storage gets.
+static NEXT_STORAGE: AtomicU64 = AtomicU64::new(0);
+
+/// The serial number the next storage will get: every storage made before this call has a
+/// smaller one.
+pub(crate) fn next_storage_serial() -> u64 {
+    NEXT_STORAGE.load(Ordering::Relaxed)
+}
+
 impl StorageCell {
     fn new(storage: Storage) -> Arc<StorageCell> {
         Arc::new(StorageCell {
             data: RwLock::new(storage),
             version: AtomicU64::new(0),
+            serial: NEXT_STORAGE.fetch_add(1, Ordering::Relaxed),
             tracked_views: AtomicBool::new(false),
             capture: crate::capture::CellCapture::default(),
         })
@@ -55,14 +68,37 @@ impl StorageCell {
         Arc::new(StorageCell {
             data: RwLock::new(Storage::Cpu(CpuStorage::uninit(dtype, 0))),
             version: AtomicU64::new(0),
+            serial: NEXT_STORAGE.fetch_add(1, Ordering::Relaxed),
             tracked_views: AtomicBool::new(false),
             capture,
         })
     }
 
     /// Replaces the data (a trace's realized result); not an in-place write of the user's.
-    pub(crate) fn install(&self, storage: Storage) {
-        *self.data.write().unwrap_or_else(|e| e.into_inner()) = storage;
+    /// Returns the data it held.
+    pub(crate) fn install(&self, storage: Storage) -> Storage {
+        std::mem::replace(&mut *self.data.write().unwrap_or_else(|e| e.into_inner()), storage)
+    }
+
+    /// A copy of the data, on its device (for a compiled call's undo journal: the caller runs
+    /// it eagerly, outside any capture).
+    pub(crate) fn copy_data(self: &Arc<Self>) -> Storage {
+        let (dtype, device, len) = {
+            let data = self.data.read().unwrap_or_else(|e| e.into_inner());
+            (data.dtype(), data.device(), data.len())
+        };
+        let whole = Tensor::over_cell(self.clone(), Layout::contiguous(&[len]), dtype, device);
+        whole.deep_clone().cell().take()
+    }
+
+    /// This storage's serial number (see [`next_storage_serial`]).
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Counts a change of the data (autograd's saved tensors compare versions).
+    pub(crate) fn bump_version(&self) {
+        self.version.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Takes the data out, leaving an empty storage of the same dtype.
@@ -321,7 +357,13 @@ impl Tensor {
 
     /// Counts an in-place write (bumps the version) without touching the data.
     pub(crate) fn bump_version(&self) {
-        self.0.storage.version.fetch_add(1, Ordering::Relaxed);
+        self.0.storage.bump_version();
+    }
+
+    /// The address of this tensor's shared part: equal for handles of one tensor (clones),
+    /// distinct for distinct tensors alive at once.
+    pub(crate) fn impl_address(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 
     /// Write access to the storage; counts as an in-place write (bumps the version). A
