@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::panic::Location;
+use std::sync::Arc;
 
 /// What went wrong, for callers that branch on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,10 +26,16 @@ pub enum ErrorKind {
     Distributed,
     /// A collective that did not complete within the process group's timeout.
     Timeout,
+    /// Memory the system refused to give (or a size no allocation can have).
+    OutOfMemory,
 }
 
 /// An error from a kiln op: `op: message (at file:line)`.
-#[derive(Clone, Debug)]
+///
+/// `Debug` prints the same text as `Display` (as `anyhow` does), so a `main` returning
+/// [`Result`] reports it readably; [`std::error::Error::source`] gives the cause, when a
+/// lower layer (I/O, safetensors, CUDA) had one.
+#[derive(Clone)]
 pub struct Error {
     /// The op that failed, as PyTorch names it.
     pub op: &'static str,
@@ -38,13 +45,27 @@ pub struct Error {
     pub message: String,
     /// The user's line that called the op.
     pub location: &'static Location<'static>,
+    /// The lower-level error that caused this one, if any.
+    pub cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
     /// A new error located at the caller (through `#[track_caller]` chains).
     #[track_caller]
     pub fn new(op: &'static str, kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { op, kind, message: message.into(), location: Location::caller() }
+        Error::at(op, kind, message, Location::caller())
+    }
+
+    /// A new error located at `location`: the caller's line captured at a public entry point,
+    /// for errors made inside closures or deferred work, which `#[track_caller]` cannot reach.
+    pub fn at(op: &'static str, kind: ErrorKind, message: impl Into<String>, location: &'static Location<'static>) -> Error {
+        Error { op, kind, message: message.into(), location, cause: None }
+    }
+
+    /// This error with `cause` as its [`std::error::Error::source`].
+    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.cause = Some(Arc::new(cause));
+        self
     }
 }
 
@@ -54,7 +75,23 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)?;
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            write!(f, "\n\nCaused by:\n    {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_deref().map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// `Result` with kiln's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -93,5 +130,17 @@ mod tests {
         let e = Error::new("add", ErrorKind::Shape, "shapes [2, 3] and [4] cannot broadcast");
         let s = e.to_string();
         assert!(s.starts_with("add: shapes [2, 3] and [4] cannot broadcast (at src/error.rs:"), "{s}");
+    }
+
+    #[test]
+    fn debug_reads_as_the_message_and_source_keeps_the_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = Error::new("load", ErrorKind::Io, "cannot read x.safetensors").caused_by(io);
+        let debug = format!("{e:?}");
+        assert!(debug.starts_with("load: cannot read x.safetensors (at src/error.rs:"), "{debug}");
+        assert!(debug.ends_with("Caused by:\n    no such file"), "{debug}");
+        let source = std::error::Error::source(&e).expect("a cause");
+        assert_eq!(source.to_string(), "no such file");
+        assert!(std::error::Error::source(&Error::new("add", ErrorKind::Shape, "x")).is_none());
     }
 }

@@ -10,16 +10,24 @@ use crate::{DType, StateDict, Tensor};
 use half::{bf16, f16};
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use std::collections::HashMap;
-use std::path::Path;
+use std::fs::File;
+use std::panic::Location;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Writes `state` to `path` as a safetensors file.
+/// Writes `state` to `path` as a safetensors file, atomically: the file is written under a
+/// temporary name in the same directory, flushed to disk, renamed over `path` and the directory
+/// flushed, so a crash, a kill or a full disk during a save leaves either the old file or the
+/// new one, never a truncated one. (A save killed midway may leave its temporary file,
+/// `.NAME.kiln-tmp-*`, beside the target; a failed save removes it.)
 #[track_caller]
 pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
+    let at = Location::caller();
     let path = path.as_ref();
     let mut blobs = Vec::with_capacity(state.len());
     for (name, t) in state.iter() {
         if !t.device().is_cpu() {
-            return Err(Error::new("save", ErrorKind::Device, format!("tensor {name} is on {}; move it to the CPU first", t.device())));
+            return Err(Error::at("save", ErrorKind::Device, format!("tensor {name} is on {}; move it to the CPU first", t.device()), at));
         }
         blobs.push((name.to_string(), st_dtype(t.dtype()), t.shape().to_vec(), le_bytes(t)));
     }
@@ -27,23 +35,64 @@ pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
         .iter()
         .map(|(name, dtype, shape, bytes)| {
             let view = TensorView::new(*dtype, shape.clone(), bytes)
-                .map_err(|e| Error::new("save", ErrorKind::Value, format!("tensor {name}: {e}")))?;
+                .map_err(|e| Error::at("save", ErrorKind::Value, format!("tensor {name}: {e}"), at).caused_by(e))?;
             Ok((name.as_str(), view))
         })
         .collect::<Result<Vec<_>>>()?;
     let metadata: HashMap<String, String> = state.metadata_entries().clone().into_iter().collect();
     let metadata = (!metadata.is_empty()).then_some(metadata);
-    safetensors::tensor::serialize_to_file(views, metadata, path)
-        .map_err(|e| Error::new("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display())))
+    let cannot = |e: std::io::Error| Error::at("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display()), at).caused_by(e);
+    let tmp = temporary_beside(path).map_err(cannot)?;
+    let written = safetensors::tensor::serialize_to_file(views, metadata, &tmp)
+        .map_err(|e| Error::at("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display()), at).caused_by(e))
+        .and_then(|()| replace_durably(&tmp, path).map_err(cannot));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
-/// Reads a safetensors file written by [`save`] or by PyTorch.
+/// A fresh temporary path in `path`'s directory (`.NAME.kiln-tmp-PID-N`).
+fn temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let tmp = format!(".{}.kiln-tmp-{}-{}", name.to_string_lossy(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    Ok(path.with_file_name(tmp))
+}
+
+/// Flushes `tmp` to disk, renames it over `target` and flushes the directory, so the rename
+/// survives a crash.
+fn replace_durably(tmp: &Path, target: &Path) -> std::io::Result<()> {
+    File::open(tmp)?.sync_all()?;
+    std::fs::rename(tmp, target)?;
+    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // Directories can be opened and flushed on Unix; elsewhere the rename is as durable as the
+    // file system makes it.
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Reads a safetensors file written by [`save`] or by PyTorch. A PyTorch checkpoint written by
+/// `torch.save` (`.pt`/`.pth`: a zip archive, or a pickle in the legacy format) is recognised
+/// and the error says how to convert it.
 #[track_caller]
 pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
+    let at = Location::caller();
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::new("load", ErrorKind::Io, format!("cannot read {}: {e}", path.display())))?;
-    let bad = |what: String| Error::new("load", ErrorKind::Io, format!("{} is not a valid safetensors file: {what}", path.display()));
-    let file = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::at("load", ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e))?;
+    let bad = |what: String| Error::at("load", ErrorKind::Io, format!("{} is not a valid safetensors file: {what}", path.display()), at);
+    let file = match SafeTensors::deserialize(&bytes) {
+        Ok(file) => file,
+        Err(e) => {
+            return Err(match torch_save_format(&bytes) {
+                Some(format) => Error::at("load", ErrorKind::Io, format!("{} is {format}, not a safetensors file; kiln reads safetensors. Convert it in Python: `import torch; from safetensors.torch import save_file; save_file(torch.load('{0}', map_location='cpu'), 'out.safetensors')` (for a whole pickled module, save its state_dict())", path.display()), at),
+                None => bad(e.to_string()),
+            }
+            .caused_by(e))
+        }
+    };
     let mut tensors = file.tensors();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     let mut state = StateDict::new();
@@ -51,13 +100,23 @@ pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
         let t = from_view(&view).map_err(|e| bad(format!("tensor {name}: {e}")))?;
         state.insert(name, t);
     }
-    let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
+    let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()).caused_by(e))?;
     if let Some(entries) = metadata.metadata() {
         for (k, v) in entries {
             state.set_metadata(k.clone(), v.clone());
         }
     }
     Ok(state)
+}
+
+/// What a file that is not safetensors looks like when `torch.save` wrote it: its zip archive
+/// (PyTorch 1.6 and later) or a pickle (the legacy format: protocol 2 to 5).
+fn torch_save_format(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [b'P', b'K', 3, 4, ..] => Some("a zip archive (a PyTorch checkpoint written by torch.save, .pt/.pth)"),
+        [0x80, 2..=5, ..] => Some("a Python pickle (a PyTorch checkpoint in torch.save's legacy format, .pt/.pth)"),
+        _ => None,
+    }
 }
 
 fn st_dtype(dtype: DType) -> StDtype {
@@ -149,7 +208,51 @@ mod tests {
         let err = load(&path).unwrap_err().to_string();
         assert!(err.contains("not a valid safetensors file") && err.contains(&path.display().to_string()), "{err}");
         std::fs::remove_file(&path).unwrap();
-        let err = load("/nonexistent/kiln.safetensors").unwrap_err().to_string();
-        assert!(err.contains("cannot read /nonexistent/kiln.safetensors"), "{err}");
+        let err = load("/nonexistent/kiln.safetensors").unwrap_err();
+        assert!(err.to_string().contains("cannot read /nonexistent/kiln.safetensors"), "{err}");
+        let cause = std::error::Error::source(&err).and_then(|c| c.downcast_ref::<std::io::Error>()).expect("the io error");
+        assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn pytorch_checkpoints_are_named_with_how_to_convert() {
+        let dir = std::env::temp_dir().join(format!("kiln-pth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The starts of torch.save's two formats: a zip archive's local header, and a
+        // protocol-2 pickle (legacy `_use_new_zipfile_serialization=False`).
+        for (name, bytes, says) in [
+            ("new.pth", &b"PK\x03\x04\x00\x00\x08\x08archive/data.pkl"[..], "a zip archive"),
+            ("legacy.pth", &b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02"[..], "a Python pickle"),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let err = load(&path).unwrap_err().to_string();
+            assert!(err.contains(says) && err.contains("torch.save") && err.contains("save_file(torch.load("), "{err}");
+            assert!(!err.contains("header too large"), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_save_leaves_the_target_and_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("kiln-save-fail-{}", std::process::id()));
+        let target = dir.join("ckpt.safetensors");
+        // The target is a directory: the final rename fails.
+        std::fs::create_dir_all(target.join("inside")).unwrap();
+        let mut sd = StateDict::new();
+        sd.insert("w", Tensor::ones(&[4]));
+        let err = save(&sd, &target).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Io, "{err}");
+        assert!(target.join("inside").is_dir(), "the target is untouched");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["ckpt.safetensors"], "no temporary file is left");
+        // A successful save leaves only its file.
+        let ok = dir.join("ok.safetensors");
+        save(&sd, &ok).unwrap();
+        save(&sd, &ok).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        assert_eq!(names, ["ckpt.safetensors", "ok.safetensors"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

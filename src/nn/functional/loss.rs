@@ -63,7 +63,7 @@ impl From<Reduction> for KlDivReduction {
 /// Renames an error from an inner op after the public op `op` (keeping the inner op's name in
 /// the message and the caller's location).
 pub(super) fn named<T>(op: &'static str, r: Result<T>) -> Result<T> {
-    r.map_err(|e| if e.op == op { e } else { Error { op, kind: e.kind, message: format!("{} (in {})", e.message, e.op), location: e.location } })
+    r.map_err(|e| if e.op == op { e } else { Error { op, message: format!("{} (in {})", e.message, e.op), ..e } })
 }
 
 /// An error located at the caller.
