@@ -25,6 +25,8 @@ pub enum ErrorKind {
     Distributed,
     /// A collective that did not complete within the process group's timeout.
     Timeout,
+    /// Memory the system refused to allocate (the message names the bytes requested).
+    OutOfMemory,
 }
 
 /// An error from a kiln op: `op: message (at file:line)`.

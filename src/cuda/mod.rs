@@ -166,6 +166,7 @@ fn error(op: &'static str, e: CudaError) -> Error {
         CudaErrorKind::Unsupported => ErrorKind::Unsupported,
         CudaErrorKind::InvalidArgument => ErrorKind::Value,
         CudaErrorKind::Timeout => ErrorKind::Timeout,
+        CudaErrorKind::OutOfMemory => ErrorKind::OutOfMemory,
         _ => ErrorKind::Device,
     };
     Error::new(op, kind, e.message)
