@@ -26,7 +26,7 @@ pub enum ErrorKind {
     Distributed,
     /// A collective that did not complete within the process group's timeout.
     Timeout,
-    /// Memory the system refused to give (or a size no allocation can have).
+    /// Memory the system refused to allocate (the message names the bytes requested).
     OutOfMemory,
 }
 

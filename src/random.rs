@@ -361,16 +361,22 @@ pub(crate) fn rand_value(dist: RandDist, shape: &[usize], dtype: DType, draw: &P
 }
 
 /// A new tensor of `dist` samples (inside a compiled step, a `Rand` node when [`captured`]
-/// allows).
+/// allows). A shape too large for a tensor, or CPU memory the system refuses, is an error
+/// before any number is drawn: the generator does not advance.
 #[track_caller]
 fn sample(op: &'static str, shape: &[usize], dtype: DType, device: Device, dist: Dist) -> Result<Tensor> {
+    crate::tensor::check_shape(op, shape)?;
     let layout = Layout::contiguous(shape);
     check(op, dtype, &layout, dist)?;
     crate::cuda::check_available(op, device)?;
+    let node = captured(dist, dtype).filter(|_| crate::capture::is_active());
+    if node.is_none() && device == Device::Cpu {
+        crate::tensor::reserve(op, shape, dtype)?;
+    }
     let draw = default_generator().draw(layout.numel());
-    match captured(dist, dtype) {
-        Some(rand) if crate::capture::is_active() => Ok(crate::capture::rand(rand, &draw, shape, dtype, device)),
-        _ => generate_on(op, shape, dtype, dist, &draw, device),
+    match node {
+        Some(rand) => Ok(crate::capture::rand(rand, &draw, shape, dtype, device)),
+        None => generate_on(op, shape, dtype, dist, &draw, device),
     }
 }
 

@@ -155,6 +155,8 @@ fn from_view(view: &TensorView<'_>) -> std::result::Result<Tensor, String> {
         data.chunks_exact(N).map(|c| from_le(c.try_into().expect("chunk of N bytes"))).collect()
     }
     let (data, shape) = (view.data(), view.shape());
+    // An empty tensor's other dims can still be too large (their strides overflow).
+    crate::tensor::check_shape("load", shape).map_err(|e| e.message)?;
     Ok(match view.dtype() {
         StDtype::F32 => Tensor::from_vec(values(data, f32::from_le_bytes), shape),
         StDtype::F64 => Tensor::from_vec(values(data, f64::from_le_bytes), shape),

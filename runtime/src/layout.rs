@@ -12,16 +12,86 @@ pub type Shape = SmallVec<[usize; 6]>;
 /// Strides in elements, one per dimension.
 pub type Strides = SmallVec<[usize; 6]>;
 
-/// The number of elements of a shape (1 for a 0-dim shape).
-pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+/// The most elements a tensor's shape may have: 2^60 - 1. Its bytes in the widest dtype (8
+/// bytes) then stay within `isize::MAX`, Rust's allocation limit, whatever dtype the elements
+/// take later (`to_dtype`, an f64 result), and so do its contiguous strides and every offset
+/// into it; compiled kernels index it with `i64` arithmetic that cannot overflow.
+pub const MAX_NUMEL: usize = isize::MAX as usize / 8;
+
+/// Why a shape cannot be a tensor's (see [`checked_numel`]); displayed as the end of a
+/// sentence that starts with the shape: "shape [..] has too many elements (…)".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeError {
+    /// The product of the sizes overflows 64 bits.
+    Overflow,
+    /// The product fits 64 bits but exceeds [`MAX_NUMEL`] (the product).
+    TooLarge(usize),
+    /// The shape has a zero size, but its other sizes multiply past [`MAX_NUMEL`]: its
+    /// contiguous strides would overflow (PyTorch: "Stride calculation overflowed").
+    Strides,
 }
 
-/// Row-major (C-contiguous) strides for a shape.
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShapeError::Overflow => write!(f, "has too many elements (the count overflows 64 bits)"),
+            ShapeError::TooLarge(n) => write!(
+                f,
+                "has too many elements ({n}; a tensor holds at most 2^60 - 1 = {MAX_NUMEL}, so that its size in bytes stays within isize::MAX in every dtype)"
+            ),
+            ShapeError::Strides => write!(
+                f,
+                "is too large: its nonzero sizes multiply past 2^60 - 1 = {MAX_NUMEL}, so its strides would overflow (even though it holds no element)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// The number of elements of a shape that a tensor may have: at most [`MAX_NUMEL`], and with
+/// its nonzero sizes multiplying to at most [`MAX_NUMEL`] too (so that its contiguous strides
+/// fit). Every shape a user can give goes through this check before a layout is made of it.
+pub fn checked_numel(shape: &[usize]) -> Result<usize, ShapeError> {
+    let mut span: usize = 1;
+    let mut overflowed = false;
+    for &d in shape {
+        match span.checked_mul(d.max(1)) {
+            Some(p) => span = p,
+            None => overflowed = true,
+        }
+    }
+    let empty = shape.contains(&0);
+    match (empty, overflowed) {
+        (true, _) if overflowed || span > MAX_NUMEL => Err(ShapeError::Strides),
+        (true, _) => Ok(0),
+        (false, true) => Err(ShapeError::Overflow),
+        (false, false) if span > MAX_NUMEL => Err(ShapeError::TooLarge(span)),
+        (false, false) => Ok(span),
+    }
+}
+
+/// The number of elements of a shape (1 for a 0-dim shape). The shape is one that passed
+/// [`checked_numel`] (or a part of one); a product that overflows panics, in release builds
+/// too, rather than wrapping to a wrong count.
+pub fn numel(shape: &[usize]) -> usize {
+    if shape.contains(&0) {
+        return 0;
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or_else(|| panic!("the element count of shape {shape:?} overflows usize (the shape skipped kiln's shape checks)"))
+}
+
+/// Row-major (C-contiguous) strides for a shape (one that passed [`checked_numel`]: a stride
+/// that overflows panics rather than wrapping).
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut strides: Strides = SmallVec::from_elem(1, shape.len());
     for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * shape[d + 1].max(1);
+        strides[d] = strides[d + 1]
+            .checked_mul(shape[d + 1].max(1))
+            .unwrap_or_else(|| panic!("the strides of shape {shape:?} overflow usize (the shape skipped kiln's shape checks)"));
     }
     strides
 }
@@ -297,6 +367,36 @@ mod tests {
         assert_eq!(n.view(&[2, 3, 2, 1]).unwrap().strides()[..3], [12, 4, 1]);
         assert!(n.view(&[12]).is_none());
         assert_eq!(l.transpose(0, 1).view(&[3, 2, 2, 2]).unwrap().strides(), &[4, 12, 2, 1]);
+    }
+
+    #[test]
+    fn checked_counts_and_their_limits() {
+        assert_eq!(checked_numel(&[]), Ok(1));
+        assert_eq!(checked_numel(&[2, 3, 4]), Ok(24));
+        assert_eq!(checked_numel(&[0, 5]), Ok(0));
+        assert_eq!(checked_numel(&[MAX_NUMEL]), Ok(MAX_NUMEL));
+        assert_eq!(checked_numel(&[MAX_NUMEL, 1, 0]), Ok(0));
+        // The product wraps to 2 in 64 bits: the wrapping count the issue reported.
+        assert_eq!(checked_numel(&[(1 << 63) + 1, 2]), Err(ShapeError::Overflow));
+        assert_eq!(checked_numel(&[1 << 32, 1 << 32]), Err(ShapeError::Overflow));
+        assert_eq!(checked_numel(&[MAX_NUMEL + 1]), Err(ShapeError::TooLarge(MAX_NUMEL + 1)));
+        assert_eq!(checked_numel(&[1 << 31, 1 << 31]), Err(ShapeError::TooLarge(1 << 62)));
+        // A zero size anywhere, even after the overflow, still leaves strides that overflow.
+        assert_eq!(checked_numel(&[1 << 40, 1 << 40, 0]), Err(ShapeError::Strides));
+        assert_eq!(checked_numel(&[0, 1 << 61]), Err(ShapeError::Strides));
+        assert_eq!(
+            format!("shape {:?} {}", [(1usize << 63) + 1, 2], ShapeError::Overflow),
+            "shape [9223372036854775809, 2] has too many elements (the count overflows 64 bits)"
+        );
+    }
+
+    #[test]
+    fn unchecked_products_panic_instead_of_wrapping() {
+        // In release builds too: the count is computed with checked arithmetic.
+        assert_eq!(numel(&[1 << 40, 1 << 40, 0]), 0);
+        let e = std::panic::catch_unwind(|| numel(&[(1 << 63) + 1, 2])).unwrap_err();
+        assert!(e.downcast_ref::<String>().unwrap().contains("overflows usize"));
+        assert!(std::panic::catch_unwind(|| contiguous_strides(&[0, 1 << 40, 1 << 40])).is_err());
     }
 
     #[test]

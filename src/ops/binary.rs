@@ -8,11 +8,11 @@
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
-use crate::tensor::Tensor;
+use crate::tensor::{reserve, Tensor};
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace, map3};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::{result_type, OperandKind};
-use kiln_runtime::layout::broadcast_shapes;
+use kiln_runtime::layout::{broadcast_shapes, checked_numel};
 use kiln_codegen::ir::NodeKind;
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 use kiln_runtime::storage::StorageElement;
@@ -152,18 +152,20 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
     from.category() <= to.category()
 }
 
-/// The shape operands broadcast to, or an error naming the op and the shapes.
+/// The shape operands broadcast to, or an error naming the op and the shapes (also when the
+/// result is too large for a tensor: `[2^33, 1]` and `[1, 2^33]` broadcast to 2^66 elements).
 #[track_caller]
 pub(crate) fn broadcast_all(op: &'static str, shapes: &[&[usize]]) -> Result<kiln_runtime::Shape> {
+    let list = || shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<String>>().join(" and ");
     let mut out = kiln_runtime::Shape::new();
     for s in shapes {
         match broadcast_shapes(&out, s) {
             Some(b) => out = b,
-            None => {
-                let list: Vec<String> = shapes.iter().map(|s| format!("{s:?}")).collect();
-                bail!(op, Shape, "shapes {} cannot broadcast", list.join(" and "))
-            }
+            None => bail!(op, Shape, "shapes {} cannot broadcast", list()),
         }
+    }
+    if let Err(e) = checked_numel(&out) {
+        bail!(op, Shape, "shapes {} broadcast to {out:?}, which {e}", list());
     }
     Ok(out)
 }
@@ -270,9 +272,13 @@ int_binary_element!(i64, i32, u8, bool);
 
 /// `x ^ e` for a float tensor and the scalar exponents PyTorch computes without `powf`
 /// (2, 3, 0.5, -0.5, -1, -2: products, square roots and reciprocals), as its CPU kernel does.
+#[track_caller]
 fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
     if !x.dtype().is_float() || x.device().is_cuda() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
         return None;
+    }
+    if let Err(e) = reserve("pow", x.shape(), x.dtype()) {
+        return Some(Err(e));
     }
     let out = x.with_cpu("pow", |s, l| {
         match_cpu_float!(s, |a: T| {
@@ -474,6 +480,7 @@ fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
         return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt, dt);
     }
+    reserve(op.name(), &shape, dt)?;
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, &la, sb.as_buf::<T>().expect("same dtype"), &lb)))
     })?;
@@ -822,6 +829,7 @@ fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scala
         }
     } else {
         let xt = x.try_to_dtype(dt)?;
+        reserve(op, x.shape(), dt)?;
         let storage = xt.with_cpu(op, |s, l| {
             match_cpu!(s, |a: T| T::wrap(T::clamp_buf(a, l, lo.map(crate::tensor::scalar_as::<T>), hi.map(crate::tensor::scalar_as::<T>))))
         })?;
@@ -907,6 +915,7 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
             let (lo, hi) = (own(lo), own(hi));
             let at = |t: &Tensor| t.layout().broadcast_to(&shape).expect("shape was broadcast");
             let (lx, llo, lhi) = (at(&tx), at(&lo), at(&hi));
+            reserve(op, &shape, dt)?;
             let storage = tx.with_cpu(op, |sx, _| {
                 lo.with_cpu2(&hi, op, |slo, shi| {
                     match_cpu!(sx, |a: T| T::wrap(T::clamp_tensors_buf(

@@ -13,7 +13,7 @@
 
 use crate::autograd::{self, Grads};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{normalize_dim, Tensor};
+use crate::tensor::{check_shape, normalize_dim, reserve, Tensor};
 use kiln_runtime::cpu::parallel::{for_chunks_mut, GRAIN};
 use kiln_runtime::cpu::strided::{collapse, Collapsed};
 use kiln_runtime::cpu::CpuBuf;
@@ -147,8 +147,11 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
                 t.shape()
             );
         }
-        shape[d] += t.shape()[d];
+        shape[d] = shape[d].saturating_add(t.shape()[d]);
     }
+    // The sizes along `dim` add up past what a tensor holds (a sum past 64 bits saturates,
+    // which the check refuses too).
+    check_shape(op, &shape)?;
     if let kiln_runtime::Device::Cuda(ordinal) = first.device() {
         let parts: Vec<&Tensor> = kept.iter().map(|&(_, t)| t).collect();
         return crate::cuda::join::cat(op, &parts, d, &shape, dtype, ordinal);
@@ -163,6 +166,7 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
     let out_shape = shape.clone();
     // Inside a compiled step the join is an opaque node, run on the realized parts.
     crate::capture::deferred(op, &refs, &shape, dtype, move |ins| {
+        reserve(op, &out_shape, dtype)?;
         let storage = match_dtype!(dtype, |T| T::wrap(join::<T>(ins, &out_shape, d, inner)));
         Ok(Tensor::from_cpu_storage(storage, &out_shape))
     })

@@ -12,7 +12,7 @@ use kiln_codegen::cuda::EagerOp;
 use kiln_codegen::ir::NodeKind;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
-use crate::tensor::{scalar_as, Tensor};
+use crate::tensor::{reserve, scalar_as, Tensor};
 use kiln_runtime::cpu::elementwise::{map1, map2, map2_inplace, map3};
 use kiln_runtime::dtype::result_type;
 use kiln_runtime::op_kind::{CmpOp, LogicalOp};
@@ -35,6 +35,7 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
         return crate::cuda::map(op.name(), EagerOp::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, dt, DType::Bool);
     }
+    reserve(op.name(), &shape, DType::Bool)?;
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         match_cpu!(sa, |x: T| {
             let y = sb.as_buf::<T>().expect("same dtype");
@@ -63,6 +64,7 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
         return crate::cuda::map(op.name(), EagerOp::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool, DType::Bool);
     }
+    reserve(op.name(), &shape, DType::Bool)?;
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
         let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
         macro_rules! go {
@@ -148,6 +150,7 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     if crate::cuda::any_on_cuda(&[cond, &tx, &ty]) {
         return crate::cuda::map("where", EagerOp::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt, dt);
     }
+    reserve("where", &shape, dt)?;
     let out = cond.with_cpu("where", |sc, _| {
         let c = sc.as_buf::<bool>().expect("bool");
         tx.with_cpu2(&ty, "where", |sx, sy| {
@@ -218,6 +221,7 @@ impl Tensor {
         if capture::is_active() {
             return capture::elementwise(NodeKind::Not, &[(&t, t.layout().clone())], t.shape(), DType::Bool);
         }
+        reserve("logical_not", self.shape(), DType::Bool).or_panic();
         let out = t.with_cpu("logical_not", |s, l| map1(s.as_buf::<bool>().expect("bool"), l, |v| !v)).or_panic();
         Tensor::from_buf(out, self.shape())
     }

@@ -19,7 +19,7 @@ use super::binary::{broadcast_all, check_writable};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
 use crate::scalar::Scalar;
-use crate::tensor::{scalar_as, IntoScalar, Tensor};
+use crate::tensor::{check_shape, reserve, scalar_as, IntoScalar, Tensor};
 use kiln_runtime::cpu::index::{self as kernels, BadIndex, IndexArg, IndexMap};
 use kiln_runtime::layout::numel;
 use kiln_runtime::storage::StorageElement;
@@ -443,6 +443,8 @@ fn advanced(op: &'static str, x: &Tensor, entries: &[Option<&Tensor>]) -> Result
         walk.extend(b.iter().map(|_| None));
         (0..ndim).filter(|d| !dims.contains(d)).for_each(|d| push_walk(&mut shape, &mut walk, d));
     }
+    // The index shape times the dims kept whole may be more than a tensor holds.
+    check_shape(op, &shape)?;
     let indices = picked
         .iter()
         .map(|(d, t)| {
@@ -559,6 +561,7 @@ impl Tensor {
             bail!(OP, Index, "index to a 0-dim tensor can have only 1 value, got {}", index.numel());
         }
         let shape = with_len(at_least_1d(self).shape(), d, index.numel());
+        check_shape(OP, &shape)?;
         let out_shape: Shape = if self.dim() == 0 { Shape::new() } else { shape.clone() };
         let result_shape = out_shape.clone();
         let out = crate::capture::deferred(OP, &[self, index], &result_shape, self.dtype(), move |ins| {
@@ -567,6 +570,7 @@ impl Tensor {
                 let index = at_least_1d(index);
                 return crate::cuda::index::gather(OP, &x, d, &index, &vector_along(&index, &shape, d), &shape, &out_shape);
             }
+            reserve(OP, &out_shape, x.dtype())?;
             let out = ins[0].with_cpu2(index, OP, |sx, si| {
                 let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
                 let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
@@ -622,6 +626,7 @@ impl Tensor {
             if crate::cuda::any_on_cuda(&[&x, &idx]) {
                 return crate::cuda::index::gather(OP, &x, d, &idx, idx.layout(), idx.shape(), ins[1].shape());
             }
+            reserve(OP, ins[1].shape(), x.dtype())?;
             let out = ins[0].with_cpu2(&ins[1], OP, |sx, si| {
                 let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
                 let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
@@ -765,6 +770,7 @@ impl Tensor {
             crate::cuda::advanced::index(OP, self, &adv.resolved())?
         } else {
             let map = adv.map(OP, self)?;
+            reserve(OP, &adv.shape, self.dtype())?;
             let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
             Tensor::from_cpu_storage(located(OP, out)?, &adv.shape)
         };
@@ -899,24 +905,25 @@ impl Tensor {
         }
         let classes = match (num_classes, range) {
             (n, None) if n <= 0 => bail!(OP, Value, "can not infer the total number of classes from an empty tensor"),
-            (-1, Some((_, hi))) => hi + 1,
+            // Saturates for i64::MAX, a class count that the shape check refuses.
+            (-1, Some((_, hi))) => hi.saturating_add(1),
             (n, _) => n,
         };
+        let mut shape = Shape::from_slice(self.shape());
+        shape.push(classes as usize);
+        check_shape(OP, &shape)?;
         if let Some((_, hi)) = range.filter(|&(_, hi)| hi >= classes) {
             bail!(OP, Value, "class values must be smaller than num_classes, got {hi} (num_classes = {classes})");
         }
         let classes = classes as usize;
         if self.device().is_cuda() {
             // A 1 scattered along the new last dim of zeros (the values are checked already).
-            let mut shape = self.shape().to_vec();
-            shape.push(classes);
-            let out = Tensor::zeros_opts(&shape, DType::I64, self.device());
+            let out = Tensor::try_zeros_opts(&shape, DType::I64, self.device())?;
             out.try_scatter_value_(-1, &self.unsqueeze(-1), 1i64)?;
             return Ok(out);
         }
+        reserve(OP, &shape, DType::I64)?;
         let buf = self.with_cpu(OP, |s, l| kernels::one_hot(s.as_buf::<i64>().expect("dtype checked"), l, classes))?;
-        let mut shape = Shape::from_slice(self.shape());
-        shape.push(classes);
         debug_assert_eq!(numel(&shape), buf.len());
         Ok(Tensor::from_buf(buf, &shape))
     }

@@ -21,7 +21,7 @@
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{check_shape, reserve, Tensor};
 use kiln_runtime::cpu::matmul::matmul as cpu_matmul;
 use kiln_runtime::layout::broadcast_shapes;
 use kiln_runtime::{CpuStorage, Layout, Shape};
@@ -183,12 +183,20 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         (Some(la), Some(lb)) => (la, lb),
         _ => unreachable!("batch dims {batch_a:?} and {batch_b:?} broadcast to {batch:?}"),
     };
-    let mut shape = batch;
+    let mut shape = batch.clone();
     if da > 1 {
         shape.push(m);
     }
     if db > 1 {
         shape.push(n);
+    }
+    // The operands broadcast over the batch dims, and the result, must be tensor shapes:
+    // [2^32, 1] @ [1, 2^32] would have 2^64 elements.
+    for s in [full(m, k), full(k, n), shape.clone()] {
+        check_shape(op, &s).map_err(|mut e| {
+            e.message = format!("shapes {:?} and {:?} cannot be multiplied: the {}", a.shape(), b.shape(), e.message);
+            e
+        })?;
     }
     let out = if crate::cuda::any_on_cuda(&[a, b]) {
         if a.dtype() != b.dtype() {
@@ -208,6 +216,7 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             Ok(Tensor::from_cpu_storage(storage.expect("dtypes checked when captured"), &out_shape))
         })
     } else {
+        reserve(op, &shape, a.dtype())?;
         match a.with_cpu2(b, op, |sa, sb| product_storage(sa, &la, sb, &lb))? {
             Some(storage) => Tensor::from_cpu_storage(storage, &shape),
             None => return unsupported(op, a, b),

@@ -24,7 +24,7 @@
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{normalize_dim, Tensor};
+use crate::tensor::{normalize_dim, reserve, Tensor};
 use kiln_codegen::cuda::CudaReduce;
 use kiln_runtime::cpu::reduce::{self as kernel, OrdElement, ReducePlan, SumElement};
 use kiln_runtime::cpu::CpuBuf;
@@ -266,6 +266,7 @@ impl Reduction {
                 Ok(Tensor::from_cpu_storage(storage, &shape))
             }));
         }
+        reserve(op, &self.shape, dtype)?;
         let storage = t.with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &self.mask)))?;
         Ok(Tensor::from_cpu_storage(storage, &self.shape))
     }
@@ -559,6 +560,7 @@ fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keep
         let (v, i) = crate::cuda::reduce(op, CudaReduce::Arg { max: MAX, values: true }, t, &red.mask, &red.shape, 0)?;
         (v, i.expect("max_dim/min_dim kernels write indices"))
     } else {
+        reserve(op, &red.shape, t.dtype())?;
         let (values, indices) = t.with_cpu(op, |s, l| {
             let plan = ReducePlan::new(l, &red.mask);
             match_cpu!(s, |b: T| {
@@ -615,6 +617,7 @@ fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     } else {
         let (outer, n, inner) = split_at_dim(t.shape(), d);
         let x = t.contiguous();
+        reserve("cumsum", t.shape(), t.dtype())?;
         let storage = x.with_cpu("cumsum", |s, l| {
             match_cpu!(s, |b: T| wrap(kernel::cumsum(contiguous_elems(b, l), outer, n, inner)))
         })?;

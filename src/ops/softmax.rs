@@ -25,7 +25,7 @@
 use super::reduce::{contiguous_elems, match_float, scalar_type_name, split_at_dim, wrap};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{reserve, Tensor};
 use kiln_runtime::cpu::reduce as kernel;
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::{CpuStorage, DType};
@@ -87,6 +87,7 @@ fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
     let x = t.contiguous();
     crate::capture::deferred(op, &[&x], t.shape(), t.dtype(), move |ins| {
         let x = &ins[0];
+        reserve(op, x.shape(), x.dtype())?;
         let storage = x.with_cpu(op, |s, l| {
             match_float!(s, |b: T| {
                 let src = contiguous_elems(b, l);

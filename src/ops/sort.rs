@@ -8,7 +8,7 @@
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{reserve, Tensor};
 use kiln_runtime::cpu::sort as kernels;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, CpuStorage, Layout, Shape};
@@ -27,11 +27,12 @@ fn along_dim(
     if x.device().is_cuda() {
         return crate::cuda::sort::sorted_rows(op, x, d, k, descending);
     }
-    let (values, indices) = x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
     let mut shape = Shape::from_slice(x.shape());
     if let Some(n) = shape.get_mut(d) {
         *n = k;
     }
+    reserve(op, &shape, x.dtype())?;
+    let (values, indices) = x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
     Ok((Tensor::from_cpu_storage(values, &shape), Tensor::from_cpu_storage(indices, &shape)))
 }
 

@@ -2,7 +2,7 @@
 
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{reserve, Tensor};
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
 use kiln_runtime::cpu::{vecmath, CpuBuf};
 use kiln_runtime::op_kind::UnaryOp;
@@ -104,6 +104,7 @@ fn unary_eager(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     if x.device().is_cuda() {
         return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Unary(op), &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype());
     }
+    reserve(op.name(), x.shape(), x.dtype())?;
     let out = x.with_cpu(op.name(), |s, l| {
         if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous() && l.numel() > 0) {
             let mut o = CpuBuf::<f32>::uninit(l.numel());

@@ -70,6 +70,7 @@ impl Tensor {
         } else if self.device().is_cuda() {
             crate::cuda::map("to", EagerOp::Copy, &[(self, self.layout().clone())], self.shape(), self.dtype(), dtype)?
         } else {
+            super::reserve("to", self.shape(), dtype)?;
             Tensor::from_cpu_storage(self.with_cpu("to", |s, l| cast_storage(s, l, dtype))?, self.shape())
         };
         if dtype.is_float() && autograd::is_recording(&[self]) {
@@ -158,6 +159,7 @@ impl Tensor {
         } else if self.device().is_cuda() {
             crate::cuda::map("clone", EagerOp::Copy, &[(self, self.layout().clone())], self.shape(), self.dtype(), self.dtype()).or_panic()
         } else {
+            super::reserve("clone", self.shape(), self.dtype()).or_panic();
             Tensor::from_cpu_storage(self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic(), self.shape())
         };
         if autograd::is_recording(&[self]) {

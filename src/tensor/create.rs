@@ -1,10 +1,10 @@
 //! Creating tensors: from data, filled, ranges, identity, and the `*_like`/`new_*` forms.
 
+use super::size::reserve;
 use super::Tensor;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use kiln_runtime::cpu::CpuBuf;
-use kiln_runtime::layout::numel;
 use kiln_runtime::storage::StorageElement;
 use crate::cuda::OrOp;
 use kiln_runtime::cuda::CudaStorage;
@@ -116,13 +116,18 @@ impl Tensor {
             Ok(s) => s,
             Err(msg) => bail!("tensor", Shape, "{msg}"),
         };
-        let mut flat = Vec::with_capacity(numel(&shape));
+        // Rows of zero-length arrays take no memory, so a shape like [usize::MAX, 0] can come in.
+        let n = reserve("tensor", &shape, <A::Elem as Element>::DTYPE)?;
+        let mut flat = Vec::with_capacity(n);
         data.flatten_into(&mut flat);
         Ok(Tensor::from_buf(CpuBuf::from_slice(&flat), &shape))
     }
 
-    /// A 1-D tensor holding a copy of `data` (`torch.tensor(list)`).
+    /// A 1-D tensor holding a copy of `data` (`torch.tensor(list)`); memory the system refuses
+    /// panics, naming the bytes.
+    #[track_caller]
     pub fn from_slice<T: StorageElement>(data: &[T]) -> Tensor {
+        reserve("tensor", &[data.len()], T::DTYPE).or_panic();
         Tensor::from_buf(CpuBuf::from_slice(data), &[data.len()])
     }
 
@@ -132,12 +137,15 @@ impl Tensor {
         Self::try_from_vec(data, shape).or_panic()
     }
 
-    /// [`Tensor::from_vec`] returning an error when `data.len()` is not the shape's size.
+    /// [`Tensor::from_vec`] returning an error when `data.len()` is not the shape's size (a
+    /// shape whose count overflows is an error, never a count that wraps to `data.len()`).
     #[track_caller]
     pub fn try_from_vec<T: StorageElement>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
-        if data.len() != numel(shape) {
-            bail!("from_vec", Shape, "{} elements cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape));
+        let n = super::check_shape("from_vec", shape)?;
+        if data.len() != n {
+            bail!("from_vec", Shape, "{} elements cannot fill shape {shape:?} ({n} elements)", data.len());
         }
+        reserve("from_vec", shape, T::DTYPE)?;
         Ok(Tensor::from_buf(CpuBuf::from_slice(&data), shape))
     }
 
@@ -180,18 +188,13 @@ impl Tensor {
     }
 
     /// [`Tensor::full_opts`] returning an error for a value `dtype` cannot hold without
-    /// overflow, or a device that cannot be used (no CUDA device available). On CUDA the values
-    /// are made on the host and copied over (one upload; a fill kernel would save the host
-    /// buffer).
+    /// overflow, a shape too large for a tensor (see [`kiln_runtime::layout::MAX_NUMEL`]),
+    /// memory the system refuses (`ErrorKind::OutOfMemory`, naming the bytes), or a device that
+    /// cannot be used (no CUDA device available). On CUDA the values are made on the host and
+    /// copied over (one upload; a fill kernel would save the host buffer).
     #[track_caller]
     pub fn try_full_opts(shape: &[usize], value: impl IntoScalar, dtype: DType, device: Device) -> Result<Tensor> {
-        let v: Scalar = value.into();
-        crate::ops::check_scalar_fits("full", v, dtype)?;
-        let host = filled_storage(dtype, numel(shape), v);
-        match device {
-            Device::Cpu => Ok(Tensor::from_cpu_storage(host, shape)),
-            Device::Cuda(i) => crate::cuda::upload("full", &host, shape, i),
-        }
+        filled("full", shape, value.into(), dtype, device)
     }
 
     /// A tensor of `shape` filled with `value`; the dtype follows the value (`F32` for floats,
@@ -199,91 +202,146 @@ impl Tensor {
     /// panics, as there).
     #[track_caller]
     pub fn full(shape: &[usize], value: impl IntoScalar) -> Tensor {
+        Self::try_full(shape, value).or_panic()
+    }
+
+    /// [`Tensor::full`] returning an error (see [`Tensor::try_full_opts`]).
+    #[track_caller]
+    pub fn try_full(shape: &[usize], value: impl IntoScalar) -> Result<Tensor> {
         let v: Scalar = value.into();
-        Self::full_opts(shape, v, v.default_dtype(), Device::Cpu)
+        Self::try_full_opts(shape, v, v.default_dtype(), Device::Cpu)
     }
 
     /// Zeros of `dtype` on `device`.
     #[track_caller]
     pub fn zeros_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
-        Self::full_opts(shape, 0, dtype, device)
+        Self::try_zeros_opts(shape, dtype, device).or_panic()
+    }
+
+    /// [`Tensor::zeros_opts`] returning an error for a shape too large for a tensor, memory the
+    /// system refuses (`ErrorKind::OutOfMemory`), or a device that cannot be used.
+    #[track_caller]
+    pub fn try_zeros_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        filled("zeros", shape, Scalar::Int(0), dtype, device)
     }
 
     /// Ones of `dtype` on `device`.
     #[track_caller]
     pub fn ones_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
-        Self::full_opts(shape, 1, dtype, device)
+        Self::try_ones_opts(shape, dtype, device).or_panic()
+    }
+
+    /// [`Tensor::ones_opts`] returning an error (see [`Tensor::try_zeros_opts`]).
+    #[track_caller]
+    pub fn try_ones_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        filled("ones", shape, Scalar::Int(1), dtype, device)
     }
 
     /// An uninitialized tensor of `dtype` on `device`: its values are whatever the reused memory
     /// held (always valid numbers of the dtype, never undefined behaviour).
     #[track_caller]
     pub fn empty_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+        Self::try_empty_opts(shape, dtype, device).or_panic()
+    }
+
+    /// [`Tensor::empty_opts`] returning an error (see [`Tensor::try_zeros_opts`]).
+    #[track_caller]
+    pub fn try_empty_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         match device {
-            Device::Cpu => Tensor::from_cpu_storage(CpuStorage::uninit(dtype, numel(shape)), shape),
+            Device::Cpu => Ok(Tensor::from_cpu_storage(CpuStorage::uninit(dtype, reserve("empty", shape, dtype)?), shape)),
             Device::Cuda(i) => {
-                let s = CudaStorage::uninit("empty", i, dtype, numel(shape)).or_op("empty").or_panic();
-                Tensor::from_storage(Storage::Cuda(s), shape)
+                let s = CudaStorage::uninit("empty", i, dtype, super::check_shape("empty", shape)?).or_op("empty")?;
+                Ok(Tensor::from_storage(Storage::Cuda(s), shape))
             }
         }
     }
 
     /// f32 zeros.
+    #[track_caller]
     pub fn zeros(shape: &[usize]) -> Tensor {
         Self::zeros_opts(shape, DType::F32, Device::Cpu)
     }
 
+    /// [`Tensor::zeros`] returning an error (see [`Tensor::try_zeros_opts`]).
+    #[track_caller]
+    pub fn try_zeros(shape: &[usize]) -> Result<Tensor> {
+        Self::try_zeros_opts(shape, DType::F32, Device::Cpu)
+    }
+
     /// f32 ones.
+    #[track_caller]
     pub fn ones(shape: &[usize]) -> Tensor {
         Self::ones_opts(shape, DType::F32, Device::Cpu)
     }
 
+    /// [`Tensor::ones`] returning an error (see [`Tensor::try_zeros_opts`]).
+    #[track_caller]
+    pub fn try_ones(shape: &[usize]) -> Result<Tensor> {
+        Self::try_ones_opts(shape, DType::F32, Device::Cpu)
+    }
+
     /// An uninitialized f32 tensor (see [`Tensor::empty_opts`]).
+    #[track_caller]
     pub fn empty(shape: &[usize]) -> Tensor {
         Self::empty_opts(shape, DType::F32, Device::Cpu)
     }
 
+    /// [`Tensor::empty`] returning an error (see [`Tensor::try_zeros_opts`]).
+    #[track_caller]
+    pub fn try_empty(shape: &[usize]) -> Result<Tensor> {
+        Self::try_empty_opts(shape, DType::F32, Device::Cpu)
+    }
+
     /// Zeros with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn zeros_like(&self) -> Tensor {
         Self::zeros_opts(self.shape(), self.dtype(), self.device())
     }
 
     /// Ones with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn ones_like(&self) -> Tensor {
         Self::ones_opts(self.shape(), self.dtype(), self.device())
     }
 
     /// `value` everywhere, with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn full_like(&self, value: impl IntoScalar) -> Tensor {
         Self::full_opts(self.shape(), value, self.dtype(), self.device())
     }
 
     /// Uninitialized, with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn empty_like(&self) -> Tensor {
         Self::empty_opts(self.shape(), self.dtype(), self.device())
     }
 
     /// Zeros of a new shape with this tensor's dtype and device.
+    #[track_caller]
     pub fn new_zeros(&self, shape: &[usize]) -> Tensor {
         Self::zeros_opts(shape, self.dtype(), self.device())
     }
 
     /// Ones of a new shape with this tensor's dtype and device.
+    #[track_caller]
     pub fn new_ones(&self, shape: &[usize]) -> Tensor {
         Self::ones_opts(shape, self.dtype(), self.device())
     }
 
     /// `value` in a new shape with this tensor's dtype and device.
+    #[track_caller]
     pub fn new_full(&self, shape: &[usize], value: impl IntoScalar) -> Tensor {
         Self::full_opts(shape, value, self.dtype(), self.device())
     }
 
     /// Uninitialized, in a new shape with this tensor's dtype and device.
+    #[track_caller]
     pub fn new_empty(&self, shape: &[usize]) -> Tensor {
         Self::empty_opts(shape, self.dtype(), self.device())
     }
 
     /// `data` as a tensor with this tensor's dtype and device (`x.new_tensor(data)`).
+    #[track_caller]
     pub fn new_tensor<A: NestedArray>(&self, data: &A) -> Tensor {
         Tensor::new(data).to_dtype(self.dtype())
     }
@@ -301,13 +359,17 @@ impl Tensor {
         Self::try_arange_step(start, end, step).or_panic()
     }
 
-    /// [`Tensor::arange_step`] returning an error for a zero step or a range that runs the
-    /// wrong way.
+    /// [`Tensor::arange_step`] returning an error for a zero step, a range that runs the wrong
+    /// way, a bound that is not finite, or more elements than a tensor can hold (the count is
+    /// computed without overflow: `arange_step(i64::MIN, i64::MAX, 1)` is an error).
     #[track_caller]
     pub fn try_arange_step(start: impl IntoScalar, end: impl IntoScalar, step: impl IntoScalar) -> Result<Tensor> {
         let (start, end, step): (Scalar, Scalar, Scalar) = (start.into(), end.into(), step.into());
         let all_int = [start, end, step].iter().all(|s| !matches!(s, Scalar::Float(_)));
         let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+        if !(s.is_finite() && e.is_finite() && st.is_finite()) {
+            bail!("arange", Value, "unsupported range: {s} -> {e} (step {st})");
+        }
         if st == 0.0 {
             bail!("arange", Value, "step must be nonzero");
         }
@@ -316,16 +378,28 @@ impl Tensor {
         }
         if all_int {
             let (s, e, st) = (start.to_i64(), end.to_i64(), step.to_i64());
-            let n = ((e - s) as i128 + st as i128 - st.signum() as i128) / st as i128;
-            let n = n.max(0) as usize;
+            let n = (e as i128 - s as i128 + st as i128 - st.signum() as i128) / st as i128;
+            let n = usize::try_from(n.max(0)).unwrap_or(usize::MAX);
+            reserve("arange", &[n], DType::I64)?;
             return Ok(Tensor::from_buf(CpuBuf::from_fn(n, |i| s + i as i64 * st), &[n]));
         }
+        // Saturates past usize::MAX, which the shape check refuses.
         let n = ((e - s) / st).ceil().max(0.0) as usize;
+        reserve("arange", &[n], DType::F32)?;
         Ok(Tensor::from_buf(CpuBuf::from_fn(n, |i| (s + i as f64 * st) as f32), &[n]))
     }
 
     /// `steps` evenly spaced f32 values from `start` to `end` inclusive (`torch.linspace`).
+    #[track_caller]
     pub fn linspace(start: f64, end: f64, steps: usize) -> Tensor {
+        Self::try_linspace(start, end, steps).or_panic()
+    }
+
+    /// [`Tensor::linspace`] returning an error for more steps than a tensor can hold, or memory
+    /// the system refuses.
+    #[track_caller]
+    pub fn try_linspace(start: f64, end: f64, steps: usize) -> Result<Tensor> {
+        reserve("linspace", &[steps], DType::F32)?;
         let step = if steps > 1 { (end - start) / (steps - 1) as f64 } else { 0.0 };
         // Like PyTorch, fill the second half from the end so that the last value is exactly `end`.
         let half = steps / 2;
@@ -336,18 +410,42 @@ impl Tensor {
                 (end - step * (steps - 1 - i) as f64) as f32
             }
         });
-        Tensor::from_buf(buf, &[steps])
+        Ok(Tensor::from_buf(buf, &[steps]))
     }
 
     /// The n×n f32 identity matrix (`torch.eye(n)`).
+    #[track_caller]
     pub fn eye(n: usize) -> Tensor {
         Self::eye_rect(n, n)
     }
 
     /// An n×m f32 matrix with ones on the diagonal (`torch.eye(n, m)`).
+    #[track_caller]
     pub fn eye_rect(n: usize, m: usize) -> Tensor {
-        let buf = CpuBuf::from_fn(n * m, |i| if i / m.max(1) == i % m.max(1) { 1.0f32 } else { 0.0 });
-        Tensor::from_buf(buf, &[n, m])
+        Self::try_eye_rect(n, m).or_panic()
+    }
+
+    /// [`Tensor::eye_rect`] returning an error for a shape too large for a tensor (`n * m` is
+    /// never computed with overflow), or memory the system refuses.
+    #[track_caller]
+    pub fn try_eye_rect(n: usize, m: usize) -> Result<Tensor> {
+        let len = reserve("eye", &[n, m], DType::F32)?;
+        let buf = CpuBuf::from_fn(len, |i| if i / m.max(1) == i % m.max(1) { 1.0f32 } else { 0.0 });
+        Ok(Tensor::from_buf(buf, &[n, m]))
+    }
+}
+
+/// A new tensor of `shape` filled with `value` as `dtype` on `device`, for `op` (`full`,
+/// `zeros`, `ones`): the value must fit the dtype and the shape a tensor. On CUDA the values are
+/// made on the host (whose bytes are reserved there) and copied over.
+#[track_caller]
+fn filled(op: &'static str, shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Result<Tensor> {
+    crate::ops::check_scalar_fits(op, value, dtype)?;
+    let n = reserve(op, shape, dtype)?;
+    let host = filled_storage(dtype, n, value);
+    match device {
+        Device::Cpu => Ok(Tensor::from_cpu_storage(host, shape)),
+        Device::Cuda(i) => crate::cuda::upload(op, &host, shape, i),
     }
 }
 

@@ -9,6 +9,7 @@ mod convert;
 mod create;
 mod display;
 mod pin;
+mod size;
 mod view;
 
 pub use convert::SliceGuard;
@@ -17,6 +18,7 @@ pub use view::{IndexArgs, TensorIndexer};
 
 pub(crate) use convert::{cast, cast_storage};
 pub(crate) use create::scalar_as;
+pub(crate) use size::{check_shape, reserve};
 
 use crate::autograd::AutogradMeta;
 use crate::error::{bail, Result};

@@ -1,10 +1,10 @@
 //! Views: new layouts over the same storage, never a copy (except `reshape`, which copies only
 //! when no view exists, as in PyTorch).
 
-use super::{normalize_dim, Tensor};
+use super::{check_shape, normalize_dim, Tensor};
 use crate::autograd::{self, grads};
 use crate::error::{bail, OrPanic, Result};
-use kiln_runtime::layout::numel;
+use kiln_runtime::layout::{checked_numel, numel};
 use kiln_runtime::{Layout, Shape};
 use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
@@ -20,36 +20,43 @@ pub enum TensorIndexer {
     NewAxis,
 }
 
+/// An index as `i64`; a `usize` past `i64::MAX` saturates (out of range for every tensor, so
+/// an error for a position and a clamp for a range end) instead of wrapping to a negative index
+/// that would count from the end.
+fn saturating_i64(i: impl TryInto<i64>) -> i64 {
+    i.try_into().unwrap_or(i64::MAX)
+}
+
 macro_rules! indexer_from_int {
     ($($t:ty),*) => {$(
         impl From<$t> for TensorIndexer {
             fn from(i: $t) -> Self {
-                TensorIndexer::Select(i as i64)
+                TensorIndexer::Select(saturating_i64(i))
             }
         }
         impl From<Range<$t>> for TensorIndexer {
             fn from(r: Range<$t>) -> Self {
-                TensorIndexer::Narrow(Some(r.start as i64), Some(r.end as i64))
+                TensorIndexer::Narrow(Some(saturating_i64(r.start)), Some(saturating_i64(r.end)))
             }
         }
         impl From<RangeFrom<$t>> for TensorIndexer {
             fn from(r: RangeFrom<$t>) -> Self {
-                TensorIndexer::Narrow(Some(r.start as i64), None)
+                TensorIndexer::Narrow(Some(saturating_i64(r.start)), None)
             }
         }
         impl From<RangeTo<$t>> for TensorIndexer {
             fn from(r: RangeTo<$t>) -> Self {
-                TensorIndexer::Narrow(None, Some(r.end as i64))
+                TensorIndexer::Narrow(None, Some(saturating_i64(r.end)))
             }
         }
         impl From<RangeInclusive<$t>> for TensorIndexer {
             fn from(r: RangeInclusive<$t>) -> Self {
-                TensorIndexer::Narrow(Some(*r.start() as i64), Some(*r.end() as i64 + 1))
+                TensorIndexer::Narrow(Some(saturating_i64(*r.start())), Some(saturating_i64(*r.end()).saturating_add(1)))
             }
         }
         impl From<RangeToInclusive<$t>> for TensorIndexer {
             fn from(r: RangeToInclusive<$t>) -> Self {
-                TensorIndexer::Narrow(None, Some(r.end as i64 + 1))
+                TensorIndexer::Narrow(None, Some(saturating_i64(r.end).saturating_add(1)))
             }
         }
     )*};
@@ -92,23 +99,29 @@ index_tuple!(A, B, C, D);
 index_tuple!(A, B, C, D, E);
 index_tuple!(A, B, C, D, E, F);
 
-/// Resolves a `view`/`reshape` shape with at most one -1 against `numel`.
+/// Resolves a `view`/`reshape` shape with at most one -1 against `numel`. The product of the
+/// given sizes is checked (see [`check_shape`]): a shape whose count overflows is an error,
+/// never a count that wraps to the input's.
 #[track_caller]
 pub(crate) fn infer_shape(op: &'static str, from: &[usize], spec: &[i64]) -> Result<Shape> {
     let n = numel(from);
     let mut infer = None;
-    let mut known: usize = 1;
     for (i, &s) in spec.iter().enumerate() {
         match s {
             -1 if infer.is_none() => infer = Some(i),
             -1 => bail!(op, Shape, "only one dimension can be inferred (shape {spec:?})"),
             s if s < 0 => bail!(op, Shape, "invalid shape dimension {s} in {spec:?}"),
-            s => known *= s as usize,
+            _ => {}
         }
     }
+    let given: Shape = spec.iter().filter(|&&s| s >= 0).map(|&s| s as usize).collect();
+    let known = match checked_numel(&given) {
+        Ok(k) => k,
+        Err(e) => bail!(op, Shape, "shape {spec:?} {e}"),
+    };
     let mut shape: Shape = spec.iter().map(|&s| s.max(0) as usize).collect();
     if let Some(i) = infer {
-        if known == 0 || n % known != 0 {
+        if known == 0 || !n.is_multiple_of(known) {
             bail!(op, Shape, "shape {spec:?} is invalid for input of size {n} (shape {from:?})");
         }
         shape[i] = n / known;
@@ -333,7 +346,7 @@ impl Tensor {
         let d = self.normalize_dim("narrow", dim)?;
         let size = self.shape()[d] as i64;
         let s = if start < 0 { start + size } else { start };
-        if s < 0 || s > size || s + length as i64 > size {
+        if s < 0 || s > size || length > (size - s) as usize {
             bail!("narrow", Index, "start ({start}) + length ({length}) exceeds dimension size ({size}) of dim {dim} (shape {:?})", self.shape());
         }
         Ok(self.tracked_narrow(self.with_layout(self.layout().narrow(d, s as usize, length)), "SliceBackward0", d, s as usize))
@@ -464,9 +477,12 @@ impl Tensor {
         self.try_broadcast_to(shape).or_panic()
     }
 
-    /// [`Tensor::broadcast_to`] returning an error when the shapes are incompatible.
+    /// [`Tensor::broadcast_to`] returning an error when the shapes are incompatible or `shape`
+    /// is too large for a tensor (a view holds at most 2^60 - 1 elements too, see
+    /// [`kiln_runtime::layout::MAX_NUMEL`]).
     #[track_caller]
     pub fn try_broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        check_shape("broadcast_to", shape)?;
         match self.layout().broadcast_to(shape) {
             // The engine sums the gradient over the broadcast dims.
             Some(l) => Ok(self.tracked_view(self.with_layout(l), "ExpandBackward0", |g| g.clone())),
@@ -523,9 +539,10 @@ impl Tensor {
     #[track_caller]
     pub fn split_with_sizes(&self, sizes: &[usize], dim: i64) -> Vec<Tensor> {
         let d = self.normalize_dim("split_with_sizes", dim).or_panic();
-        let total: usize = sizes.iter().sum();
-        if total != self.shape()[d] {
-            panic!("{}", crate::Error::new("split_with_sizes", crate::ErrorKind::Shape, format!("split sizes {sizes:?} must sum to the size of dim {d} ({}), but sum to {total}", self.shape()[d])));
+        let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
+        if total != Some(self.shape()[d]) {
+            let sum = total.map_or("a count that overflows 64 bits".to_string(), |t| t.to_string());
+            panic!("{}", crate::Error::new("split_with_sizes", crate::ErrorKind::Shape, format!("split sizes {sizes:?} must sum to the size of dim {d} ({}), but sum to {sum}", self.shape()[d])));
         }
         let mut start = 0;
         sizes

@@ -49,18 +49,90 @@ fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
     f(cache)
 }
 
-/// The size class (capacity in bytes) that serves a request of `bytes`.
+/// The size class (capacity in bytes) that serves a request of `bytes`, which must be one a
+/// block can have (see [`checked_size_class`]; past that it panics).
 pub fn size_class(bytes: usize) -> usize {
-    if bytes < LARGE_THRESHOLD {
+    checked_size_class(bytes).unwrap_or_else(|| panic!("no block of {bytes} bytes can exist (its size class passes isize::MAX)"))
+}
+
+/// The size class that serves a request of `bytes`; `None` when no block that large can exist
+/// (a class past `isize::MAX`, Rust's allocation limit).
+pub fn checked_size_class(bytes: usize) -> Option<usize> {
+    let class = if bytes < LARGE_THRESHOLD {
         bytes.max(SMALL_ALIGN).next_power_of_two()
     } else {
-        bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE
+        bytes.div_ceil(HUGE_PAGE).checked_mul(HUGE_PAGE)?
+    };
+    alloc_layout(class).map(|_| class)
+}
+
+/// The layout of a block of a size class; `None` past `isize::MAX`.
+fn alloc_layout(class: usize) -> Option<AllocLayout> {
+    let align = if class >= LARGE_THRESHOLD { HUGE_PAGE } else { SMALL_ALIGN };
+    AllocLayout::from_size_align(class, align).ok()
+}
+
+/// An allocation the system refused, or one too large to ask for (past `isize::MAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocError {
+    /// The bytes requested.
+    pub bytes: usize,
+}
+
+impl std::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "out of memory: the system refused to allocate {} bytes ({})", self.bytes, human_bytes(self.bytes))
     }
 }
 
-fn alloc_layout(class: usize) -> AllocLayout {
-    let align = if class >= LARGE_THRESHOLD { HUGE_PAGE } else { SMALL_ALIGN };
-    AllocLayout::from_size_align(class, align).expect("size class overflows isize")
+impl std::error::Error for AllocError {}
+
+/// A byte count in binary units with one decimal (`3.0 GiB`), for messages.
+pub fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// A fresh zeroed block of a size class from the system; `None` when the system refuses it
+/// (the cached blocks are kept: [`empty_cache`] returns them, for a caller that wants to try
+/// again).
+fn system_alloc(class: usize) -> Option<NonNull<u8>> {
+    let layout = alloc_layout(class)?;
+    // SAFETY: the layout has a non-zero size (class >= 64) and a power-of-two alignment.
+    let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+    if class >= LARGE_THRESHOLD {
+        advise_huge_pages(ptr, class);
+    }
+    Some(ptr)
+}
+
+/// Makes sure the free lists hold a block that serves `bytes`, taking it from the system when
+/// they do not, so that the next [`RawBuffer::acquire`] of that size (an op's output, which the
+/// op reserved before running its kernel) is served without asking the system: an allocation
+/// the system refuses is reported here, as an error, instead of failing inside a kernel. A
+/// block another thread takes in between is not a fault: that acquire then asks the system.
+pub fn reserve(bytes: usize) -> Result<(), AllocError> {
+    let class = checked_size_class(bytes).ok_or(AllocError { bytes })?;
+    if with_cache(|c| c.free.get(&class).is_some_and(|list| !list.is_empty())) {
+        return Ok(());
+    }
+    let ptr = system_alloc(class).ok_or(AllocError { bytes })?;
+    with_cache(|c| {
+        c.stats.system_allocs += 1;
+        c.stats.cached += class;
+        c.free.entry(class).or_default().push(ptr);
+    });
+    Ok(())
 }
 
 /// A write into a block that the host does not make itself and that may still be in flight
@@ -103,32 +175,37 @@ unsafe impl Send for RawBuffer {}
 unsafe impl Sync for RawBuffer {}
 
 impl RawBuffer {
-    /// A block of at least `bytes` bytes, and whether it is freshly zeroed (true) or reused.
-    pub fn acquire(bytes: usize) -> (RawBuffer, bool) {
-        let class = size_class(bytes);
-        let reused = with_cache(|c| {
+    /// A block of at least `bytes` bytes, and whether it is freshly zeroed (true) or reused; an
+    /// error when the system refuses the memory (or `bytes` is past `isize::MAX`).
+    pub fn try_acquire(bytes: usize) -> Result<(RawBuffer, bool), AllocError> {
+        let class = checked_size_class(bytes).ok_or(AllocError { bytes })?;
+        let hit = with_cache(|c| {
             let hit = c.free.get_mut(&class).and_then(Vec::pop);
             if hit.is_some() {
                 c.stats.cached -= class;
                 c.stats.cache_hits += 1;
-            } else {
-                c.stats.system_allocs += 1;
+                c.stats.allocated += class;
+                c.stats.max_allocated = c.stats.max_allocated.max(c.stats.allocated);
             }
-            c.stats.allocated += class;
-            c.stats.max_allocated = c.stats.max_allocated.max(c.stats.allocated);
             hit
         });
-        if let Some(ptr) = reused {
-            return (RawBuffer { ptr, class, pinned: false, pending: None }, false);
+        if let Some(ptr) = hit {
+            return Ok((RawBuffer { ptr, class, pinned: false, pending: None }, false));
         }
-        let layout = alloc_layout(class);
-        // SAFETY: the layout has a non-zero size (class >= 64) and a power-of-two alignment.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
-        if class >= LARGE_THRESHOLD {
-            advise_huge_pages(ptr, class);
-        }
-        (RawBuffer { ptr, class, pinned: false, pending: None }, true)
+        let ptr = system_alloc(class).ok_or(AllocError { bytes })?;
+        with_cache(|c| {
+            c.stats.system_allocs += 1;
+            c.stats.allocated += class;
+            c.stats.max_allocated = c.stats.max_allocated.max(c.stats.allocated);
+        });
+        Ok((RawBuffer { ptr, class, pinned: false, pending: None }, true))
+    }
+
+    /// [`RawBuffer::try_acquire`] for the kernels' own allocations: a refusal panics with the
+    /// bytes requested (an unwinding panic, never an abort). Ops reserve their outputs first
+    /// ([`reserve`]), so a refusal there is an error naming the op instead.
+    pub fn acquire(bytes: usize) -> (RawBuffer, bool) {
+        Self::try_acquire(bytes).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A page-locked block of at least `bytes` bytes (needs a CUDA device: `op` names the
@@ -232,9 +309,10 @@ pub fn empty_cache() {
     });
     for (class, ptrs) in blocks {
         for ptr in ptrs {
+            let layout = alloc_layout(class).expect("a cached block's class has a layout");
             // SAFETY: each pointer came from alloc_zeroed with alloc_layout(class) and is owned
             // by the cache alone, which just gave it up.
-            unsafe { alloc::dealloc(ptr.as_ptr(), alloc_layout(class)) };
+            unsafe { alloc::dealloc(ptr.as_ptr(), layout) };
         }
     }
 }
@@ -251,6 +329,52 @@ mod tests {
         assert_eq!(size_class(1 << 20), 2 << 20);
         assert_eq!(size_class(64 << 20), 64 << 20);
         assert_eq!(size_class((64 << 20) + 1), 66 << 20);
+        // Past isize::MAX (with the class's rounding) no block can exist.
+        assert_eq!(checked_size_class(64 << 20), Some(64 << 20));
+        assert_eq!(checked_size_class(isize::MAX as usize), None);
+        assert_eq!(checked_size_class(usize::MAX), None);
+    }
+
+    /// 2^50 bytes (1 PiB): more than the 47-bit user address space Linux gives a process by
+    /// default, so the system refuses it whatever the overcommit setting (nothing is touched).
+    const REFUSED: usize = 1 << 50;
+
+    #[test]
+    fn a_refused_allocation_is_an_error_and_leaves_the_counters() {
+        let class = size_class(REFUSED);
+        assert_eq!(RawBuffer::try_acquire(REFUSED).err(), Some(AllocError { bytes: REFUSED }));
+        assert_eq!(reserve(REFUSED), Err(AllocError { bytes: REFUSED }));
+        assert_eq!(RawBuffer::try_acquire(usize::MAX).err(), Some(AllocError { bytes: usize::MAX }));
+        assert_eq!(with_cache(|c| c.free.get(&class).map_or(0, Vec::len)), 0, "nothing was listed");
+        assert!(memory_stats().allocated < class, "nothing was counted as allocated");
+        assert_eq!(
+            AllocError { bytes: REFUSED }.to_string(),
+            "out of memory: the system refused to allocate 1125899906842624 bytes (1.0 PiB)"
+        );
+        // The infallible form unwinds with the same message instead of aborting the process.
+        let e = std::panic::catch_unwind(|| drop(RawBuffer::acquire(REFUSED))).unwrap_err();
+        assert!(e.downcast_ref::<String>().unwrap().starts_with("out of memory: the system refused to allocate 1125899906842624 bytes"));
+    }
+
+    #[test]
+    fn a_reserved_block_serves_the_next_acquire() {
+        // A size no other test uses, so parallel tests cannot take the block in between.
+        let bytes = 5 * HUGE_PAGE + 777;
+        let listed = || with_cache(|c| c.free.get(&(6 * HUGE_PAGE)).map_or(0, Vec::len));
+        reserve(bytes).unwrap();
+        assert_eq!(listed(), 1);
+        reserve(bytes).unwrap();
+        assert_eq!(listed(), 1, "a class already listed is not reserved twice");
+        let (b, fresh) = RawBuffer::try_acquire(bytes).unwrap();
+        assert!(!fresh, "the reserved block is taken from the free list");
+        assert_eq!((b.capacity(), listed()), (6 * HUGE_PAGE, 0));
+    }
+
+    #[test]
+    fn byte_counts_read_in_binary_units() {
+        assert_eq!(human_bytes(1000), "1000 bytes");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+        assert_eq!(human_bytes(usize::MAX), "16.0 EiB");
     }
 
     #[test]

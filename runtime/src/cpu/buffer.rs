@@ -26,9 +26,12 @@ impl<T: Element> CpuBuf<T> {
         Ok(Self::from_raw(RawBuffer::acquire_pinned(op, Self::bytes(len))?, len, false))
     }
 
-    /// The bytes `len` elements take.
+    /// The bytes `len` elements take. Tensors hold at most [`crate::layout::MAX_NUMEL`]
+    /// elements, whose bytes fit; a count past that (a kernel's own buffer) panics, naming it.
     fn bytes(len: usize) -> usize {
-        len.checked_mul(std::mem::size_of::<T>()).expect("buffer size overflows usize")
+        let size = std::mem::size_of::<T>();
+        len.checked_mul(size)
+            .unwrap_or_else(|| panic!("a buffer of {len} {} elements ({size} bytes each) needs more bytes than usize can count", T::DTYPE))
     }
 
     /// `len` elements in `raw` (`fresh`: its bytes are all zero).
@@ -239,6 +242,17 @@ mod tests {
         assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| buf.to_vec())).is_err());
         drop(buf);
         assert_eq!(waits.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn sizes_past_memory_panic_with_the_request_instead_of_aborting() {
+        let e = std::panic::catch_unwind(|| CpuBuf::<f64>::uninit(usize::MAX / 4)).unwrap_err();
+        let msg = e.downcast_ref::<String>().unwrap();
+        assert!(msg.starts_with("a buffer of 4611686018427387903 float64 elements (8 bytes each) needs more bytes"), "{msg}");
+        // 2^47 f64 = 2^50 bytes: past the address space a Linux process gets, so always refused.
+        let e = std::panic::catch_unwind(|| CpuBuf::<f64>::zeros(1 << 47)).unwrap_err();
+        let msg = e.downcast_ref::<String>().unwrap();
+        assert!(msg.starts_with("out of memory: the system refused to allocate 1125899906842624 bytes"), "{msg}");
     }
 
     #[test]

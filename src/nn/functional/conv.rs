@@ -12,7 +12,7 @@
 mod ops;
 
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{check_shape, Tensor};
 use kiln_runtime::cpu::conv::ConvGeom;
 use kiln_runtime::DType;
 use ops::Conv;
@@ -98,6 +98,33 @@ fn convolution<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: O
     }
 }
 
+/// Along each spatial dim: the dilated kernel's extent, the padding before the input, and
+/// the padded input's size.
+struct Extents<const N: usize> {
+    spans: [usize; N],
+    lo: [usize; N],
+    padded: [usize; N],
+}
+
+/// The [`Extents`] of a convolution, `None` when one passes 64 bits (a padding or dilation
+/// near `usize::MAX`): computed with checked arithmetic, never wrapped. `"same"` padding puts
+/// the odd zero after.
+fn extents<const N: usize>(spatial: &[usize], kernel: &[usize], opts: &ConvOpts<N>) -> Option<Extents<N>> {
+    let mut e = Extents { spans: [0; N], lo: [0; N], padded: [0; N] };
+    for d in 0..N {
+        let span = opts.dilation[d].checked_mul(kernel[d] - 1)?.checked_add(1)?;
+        let (before, after) = match opts.padding {
+            Padding::Explicit(p) => (p[d], p[d]),
+            Padding::Valid => (0, 0),
+            Padding::Same => ((span - 1) / 2, span - 1 - (span - 1) / 2),
+        };
+        e.spans[d] = span;
+        e.lo[d] = before;
+        e.padded[d] = spatial[d].checked_add(before)?.checked_add(after)?;
+    }
+    Some(e)
+}
+
 /// Validates the operands and options and works out the geometry (PyTorch's checks and
 /// messages, with both shapes).
 #[track_caller]
@@ -152,25 +179,15 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
             w.shape()[1] * groups
         );
     }
-    // Padding before and after each spatial dim.
-    let (lo, hi): ([usize; N], [usize; N]) = match opts.padding {
-        Padding::Explicit(p) => (p, p),
-        Padding::Valid => ([0; N], [0; N]),
-        Padding::Same => {
-            if opts.stride.iter().any(|&s| s != 1) {
-                bail!(op, Value, "padding='same' is not supported for strided convolutions (stride {:?})", opts.stride);
-            }
-            let total: [usize; N] = std::array::from_fn(|d| opts.dilation[d] * (kernel[d] - 1));
-            (std::array::from_fn(|d| total[d] / 2), std::array::from_fn(|d| total[d] - total[d] / 2))
-        }
+    if matches!(opts.padding, Padding::Same) && opts.stride.iter().any(|&s| s != 1) {
+        bail!(op, Value, "padding='same' is not supported for strided convolutions (stride {:?})", opts.stride);
+    }
+    let Some(Extents { spans, lo, padded }) = extents(spatial, kernel, opts) else {
+        bail!(op, Shape, "the padded input or the dilated kernel is larger than 64 bits can count ({}, padding {:?}, dilation {:?})", shapes(), opts.padding, opts.dilation);
     };
     let mut out = [0usize; N];
     for d in 0..N {
-        let padded = spatial[d] + lo[d] + hi[d];
-        let span = opts.dilation[d] * (kernel[d] - 1) + 1;
-        if padded < span {
-            let padded: Vec<usize> = (0..N).map(|d| spatial[d] + lo[d] + hi[d]).collect();
-            let spans: Vec<usize> = (0..N).map(|d| opts.dilation[d] * (kernel[d] - 1) + 1).collect();
+        if padded[d] < spans[d] {
             bail!(
                 op,
                 Shape,
@@ -178,7 +195,7 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
                 shapes()
             );
         }
-        out[d] = (padded - span) / opts.stride[d] + 1;
+        out[d] = (padded[d] - spans[d]) / opts.stride[d] + 1;
     }
     // A 1-d convolution is a 2-d one of height 1.
     let two = |v: &[usize], fill: usize| -> [usize; 2] { if N == 1 { [fill, v[0]] } else { [v[0], v[1]] } };
@@ -200,6 +217,7 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
     };
     let mut y_shape = if batched { vec![n, c_out] } else { vec![c_out] };
     y_shape.extend_from_slice(&out);
+    check_shape(op, &y_shape)?;
     Ok(Conv { geom, x_shape: x.shape().to_vec(), w_shape: w.shape().to_vec(), y_shape, channel_dim: batched as usize })
 }
 

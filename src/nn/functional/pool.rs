@@ -12,7 +12,7 @@
 mod ops;
 
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{check_shape, Tensor};
 use kiln_runtime::cpu::pool::{AvgMode, PoolGeom};
 use kiln_runtime::DType;
 use ops::{Kind, Pool};
@@ -142,8 +142,10 @@ pub fn try_adaptive_avg_pool2d(input: &Tensor, output_size: [usize; 2]) -> Resul
     let op = "adaptive_avg_pool2d";
     let (planes, h, w) = planes(op, input)?;
     let [oh, ow] = output_size;
+    let y_shape = out_shape(input, oh, ow);
+    check_shape(op, &y_shape)?;
     let geom = PoolGeom { planes, h, w, oh, ow, kernel: [1, 1], stride: [1, 1], pad: [0, 0], dilation: [1, 1] };
-    let p = Pool { geom, kind: Kind::Adaptive, x_shape: input.shape().to_vec(), y_shape: out_shape(input, oh, ow) };
+    let p = Pool { geom, kind: Kind::Adaptive, x_shape: input.shape().to_vec(), y_shape };
     let x = as_float(op, input)?;
     Ok(ops::avg(&Arc::new(p), &x)?.to_dtype(input.dtype()))
 }
@@ -181,10 +183,14 @@ fn out_shape(x: &Tensor, oh: usize, ow: usize) -> Vec<usize> {
     out
 }
 
-/// PyTorch's `pooling_output_shape`: the number of windows along one dim.
-fn out_len(len: usize, k: usize, pad: usize, stride: usize, dilation: usize, ceil_mode: bool) -> isize {
-    let (len, k, pad, stride, dilation) = (len as isize, k as isize, pad as isize, stride as isize, dilation as isize);
-    let num = len + 2 * pad - dilation * (k - 1) - 1 + if ceil_mode { stride - 1 } else { 0 };
+/// PyTorch's `pooling_output_shape`: the number of windows along one dim (`k` and `stride`
+/// positive). Computed in 128 bits, so that sizes near `usize::MAX` give the true count
+/// (a window larger than the padded input gives a count below 1) instead of wrapping.
+fn out_len(len: usize, k: usize, pad: usize, stride: usize, dilation: usize, ceil_mode: bool) -> i128 {
+    let (len, k, pad, stride, dilation) = (len as i128, k as i128, pad as i128, stride as i128, dilation as i128);
+    // At most 2^64 · 2^64: saturates only at the very top of i128, far below any length.
+    let span = dilation.saturating_mul(k - 1);
+    let num = (len + 2 * pad).saturating_sub(span) - 1 + if ceil_mode { stride - 1 } else { 0 };
     let mut out = num.div_euclid(stride) + 1;
     if ceil_mode && (out - 1) * stride >= len + pad {
         out -= 1;
@@ -223,9 +229,12 @@ fn window_plan(
     if oh < 1 || ow < 1 {
         bail!(op, Shape, "given input of shape {:?}, the calculated output size is {oh}x{ow}: output size is too small", x.shape());
     }
-    let (oh, ow) = (oh as usize, ow as usize);
+    // Past usize (a padding near usize::MAX), saturated for the shape check to refuse.
+    let (oh, ow) = (usize::try_from(oh).unwrap_or(usize::MAX), usize::try_from(ow).unwrap_or(usize::MAX));
+    let y_shape = out_shape(x, oh, ow);
+    check_shape(op, &y_shape)?;
     let geom = PoolGeom { planes, h, w, oh, ow, kernel, stride, pad, dilation };
-    Ok(Pool { geom, kind, x_shape: x.shape().to_vec(), y_shape: out_shape(x, oh, ow) })
+    Ok(Pool { geom, kind, x_shape: x.shape().to_vec(), y_shape })
 }
 
 #[cfg(test)]
@@ -240,5 +249,11 @@ mod tests {
         // ceil mode drops a window that would start in the right padding: len 4, k 2, s 2, p 1
         assert_eq!(out_len(4, 2, 1, 2, 1, true), 3);
         assert_eq!(out_len(1, 3, 0, 1, 1, false), -1);
+        // Sizes near usize::MAX are counted, not wrapped: a huge window leaves no output, a
+        // huge padding a count past usize.
+        assert!(out_len(4, usize::MAX, 0, 1, 1, false) < 1);
+        assert!(out_len(4, 3, 0, 1, usize::MAX, false) < 1);
+        assert_eq!(out_len(4, usize::MAX, usize::MAX / 2, 1, 1, false), 4);
+        assert_eq!(out_len(usize::MAX, 1, 0, 1, 1, false), usize::MAX as i128);
     }
 }

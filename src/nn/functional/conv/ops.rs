@@ -141,6 +141,7 @@ fn launch_now(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Te
     let own = |t: &Tensor, others: &[&Tensor]| if others.iter().any(|o| o.shares_storage_with(t)) { t.deep_clone() } else { t.contiguous() };
     let b = own(b, &[&a]);
     let bias = bias.map(|t| own(t, &[&a, &b]));
+    crate::tensor::reserve("convolution", shape, a.dtype())?;
     match a.dtype() {
         DType::F32 => Ok(run::<f32>(p, g, &a, &b, bias.as_ref(), shape)),
         DType::F64 => Ok(run::<f64>(p, g, &a, &b, bias.as_ref(), shape)),
