@@ -71,14 +71,14 @@ impl Tensor {
         Tensor::from_buf(buf, array.shape())
     }
 
-    /// A standard-layout copy of the elements as an `ArrayD` (`t.numpy()`, but copied); `T` must
-    /// be the tensor's element type.
+    /// A standard-layout copy of the elements as an `ArrayD` (`t.numpy()`, but copied), as `T`
+    /// (cast when it is not the tensor's element type, as [`Tensor::to_vec`] does).
     #[track_caller]
     pub fn to_ndarray<T: StorageElement>(&self) -> ArrayD<T> {
         self.try_to_ndarray().or_panic()
     }
 
-    /// [`Tensor::to_ndarray`] returning an error on a dtype mismatch or an unusable device.
+    /// [`Tensor::to_ndarray`] returning an error for an unusable device.
     #[track_caller]
     pub fn try_to_ndarray<T: StorageElement>(&self) -> Result<ArrayD<T>> {
         let data = self.try_to_vec::<T>()?;

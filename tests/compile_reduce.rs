@@ -386,3 +386,21 @@ fn chained_softmax_over_a_size_one_dim_keeps_every_output() {
         close(g, w, 0.0);
     }
 }
+
+#[test]
+fn softmax_of_an_empty_tensor_is_empty_as_eager() {
+    // An empty reduced dim ([3, 0] along 1) and an empty batch ([0, 4] along 1), with backward.
+    for (shape, dim) in [([3usize, 0], 1i64), ([0, 4], 1), ([0, 4], 0)] {
+        for log in [false, true] {
+            let x = Tensor::zeros(&shape).requires_grad_(true);
+            let mut step = kiln::compile(|x: &Tensor| {
+                let y = if log { x.log_softmax(dim) } else { x.softmax(dim) };
+                y.sum().backward();
+                y
+            });
+            let y = step.call(&x);
+            assert_eq!(y.shape(), &shape, "{shape:?} dim {dim} log {log}");
+            assert_eq!(x.grad().expect("a gradient").shape(), &shape);
+        }
+    }
+}

@@ -150,3 +150,21 @@ fn embedding_padding_row_gets_no_gradient() {
     // 0-dim indices give one row
     assert_eq!(F::embedding(&Tensor::scalar(2i64), &w, None).shape(), &[2]);
 }
+
+#[test]
+fn batch_norm_of_an_empty_batch_in_training_is_empty_and_keeps_the_statistics() {
+    // PyTorch returns an empty output (still connected to weight and bias) and leaves the
+    // running statistics alone; only num_batches_tracked counts the call.
+    let bn = kiln::nn::BatchNorm1d::new(4);
+    let x = Tensor::zeros(&[0, 4]).requires_grad_(true);
+    let y = kiln::nn::Module::forward(&bn, &x);
+    assert_eq!(y.shape(), &[0, 4]);
+    assert_eq!(bn.running_mean.as_ref().expect("tracked").to_vec::<f32>(), [0.0; 4]);
+    assert_eq!(bn.running_var.as_ref().expect("tracked").to_vec::<f32>(), [1.0; 4]);
+    y.sum().backward();
+    assert_eq!(bn.weight.as_ref().expect("affine").grad().expect("a gradient").to_vec::<f32>(), [0.0; 4]);
+    assert_eq!(x.grad().expect("a gradient").shape(), &[0, 4]);
+    // One value per channel is still refused, as PyTorch refuses it.
+    let e = F::try_batch_norm(&Tensor::zeros(&[1, 4]), None, None, None, None, true, 0.1, 1e-5).unwrap_err();
+    assert!(e.to_string().contains("more than 1 value per channel"), "{e}");
+}

@@ -37,9 +37,12 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
         bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));
     }
     let half = matches!(t.dtype(), DType::F16 | DType::BF16);
-    let out = if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
+    // An empty input has no rows to reduce: the eager kernel (deferred inside a compiled
+    // step) returns it empty, where the captured max over an empty dim would be refused.
+    let capture = crate::capture::is_active() && t.numel() > 0;
+    let out = if capture && matches!(t.dtype(), DType::F32 | DType::F64) {
         captured(t, d as i64, log)
-    } else if crate::capture::is_active() && half && crate::capture::captures_as_cuda(t.device()) {
+    } else if capture && half && crate::capture::captures_as_cuda(t.device()) {
         // On CUDA, f16/bf16 as the eager kernel computes them: in f32, rounded once.
         let _no_grad = crate::no_grad();
         captured(&t.try_to_dtype(DType::F32)?, d as i64, log).try_to_dtype(t.dtype())?

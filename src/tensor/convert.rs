@@ -182,18 +182,20 @@ impl Tensor {
         crate::cuda::to_device(op, self, Device::Cpu)
     }
 
-    /// The elements in row-major order (`x.flatten().tolist()`); `T` must be the tensor's
-    /// element type.
+    /// The elements in row-major order (`x.flatten().tolist()`), as `T`: when `T` is not the
+    /// tensor's element type the values are cast as [`Tensor::to_dtype`] casts them (as `item`
+    /// does, and as PyTorch's `tolist()` gives numbers whatever the dtype).
     #[track_caller]
     pub fn to_vec<T: StorageElement>(&self) -> Vec<T> {
         self.try_to_vec().or_panic()
     }
 
-    /// [`Tensor::to_vec`] returning an error on a dtype mismatch.
+    /// [`Tensor::to_vec`] returning an error (a device the values cannot be read from).
     #[track_caller]
     pub fn try_to_vec<T: StorageElement>(&self) -> Result<Vec<T>> {
-        self.check_elem::<T>("to_vec")?;
-        self.on_host("to_vec")?.with_cpu("to_vec", |s, l| map1(s.as_buf::<T>().expect("dtype checked"), l, |x| x).to_vec())
+        let host = self.on_host("to_vec")?;
+        let typed = if T::DTYPE == self.dtype() { host } else { host.try_to_dtype(T::DTYPE)? };
+        typed.with_cpu("to_vec", |s, l| map1(s.as_buf::<T>().expect("the dtype is T's"), l, |x| x).to_vec())
     }
 
     /// The rows of a 2-D tensor.
@@ -273,9 +275,18 @@ mod tests {
         assert_eq!(m.to_vec2::<i32>(), vec![vec![1, 2, 3], vec![4, 5, 6]]);
         assert_eq!(Tensor::new(&2.5f64).item::<f32>(), 2.5);
         assert_eq!(&*m.as_slice::<i32>(), &[1, 2, 3, 4, 5, 6]);
-        let e = m.try_to_vec::<f32>().unwrap_err().to_string();
-        assert!(e.starts_with("to_vec: the tensor has dtype int32, but float32 was asked for"), "{e}");
+        let e = m.try_as_slice::<f32>().err().expect("a borrow must have the tensor's type").to_string();
+        assert!(e.starts_with("as_slice: the tensor has dtype int32, but float32 was asked for"), "{e}");
         assert!(m.try_item::<f32>().is_err());
+    }
+
+    #[test]
+    fn to_vec_casts_to_the_element_type_asked_for() {
+        let x = Tensor::new(&[[1.5f32, -2.0], [3.0, 0.25]]);
+        assert_eq!(x.to_vec::<f64>(), [1.5, -2.0, 3.0, 0.25]);
+        assert_eq!(x.t().to_vec::<i64>(), [1, 3, -2, 0]);
+        assert_eq!(x.to_vec2::<f64>(), [[1.5, -2.0], [3.0, 0.25]]);
+        assert_eq!(Tensor::new(&[true, false]).to_vec::<f32>(), [1.0, 0.0]);
     }
 
     #[test]

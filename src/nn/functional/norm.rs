@@ -93,7 +93,11 @@ pub fn try_batch_norm(
     pshape[1] = c as i64;
     let dims: Vec<i64> = std::iter::once(0).chain(2..input.dim() as i64).collect();
     let x = named(OP, input.try_to_dtype(compute_dtype(input.dtype())))?;
-    let normalized = if training {
+    let normalized = if training && input.numel() == 0 {
+        // As PyTorch: an empty batch normalizes to an empty output (still connected to the
+        // weight and bias) and leaves the running statistics alone.
+        x
+    } else if training {
         let count = input.numel() / c.max(1);
         if count <= 1 {
             return Err(err(OP, ErrorKind::Value, format!("expected more than 1 value per channel when training, got input of shape {:?}", input.shape())));
