@@ -113,6 +113,22 @@ impl<T> OrPanic<T> for Result<T> {
     }
 }
 
+/// Moves a `Result`'s error to the caller's line: for public entry points whose work runs in
+/// closures, iterators or trait objects that `#[track_caller]` cannot reach (the error would
+/// otherwise name a line inside kiln).
+pub(crate) trait AtCaller<T> {
+    /// The same result, an error located at the caller.
+    fn at_caller(self) -> Result<T>;
+}
+
+impl<T> AtCaller<T> for Result<T> {
+    #[track_caller]
+    fn at_caller(self) -> Result<T> {
+        let location = Location::caller();
+        self.map_err(|e| Error { location, ..e })
+    }
+}
+
 /// Shorthand for returning an error located at the caller.
 macro_rules! bail {
     ($op:expr, $kind:ident, $($fmt:tt)*) => {

@@ -245,12 +245,13 @@ pub(crate) fn accumulate_grad(leaf: &Tensor, g: Tensor, create_graph: bool) {
 /// The edges of `roots` (tensors that must require grad), for [`run`].
 #[track_caller]
 pub(crate) fn root_edges(op: &'static str, roots: &[&Tensor]) -> Result<Vec<Arc<Node>>> {
+    let at = std::panic::Location::caller();
     roots
         .iter()
         .enumerate()
         .map(|(i, t)| {
             gradient_edge(t).ok_or_else(|| {
-                Error::new(op, ErrorKind::Value, format!("element {i} of tensors does not require grad and does not have a grad_fn (shape {:?}, dtype {})", t.shape(), t.dtype()))
+                Error::at(op, ErrorKind::Value, format!("element {i} of tensors does not require grad and does not have a grad_fn (shape {:?}, dtype {})", t.shape(), t.dtype()), at)
             })
         })
         .collect::<Result<Vec<_>>>()

@@ -35,7 +35,7 @@ pub(crate) use meta::AutogradMeta;
 pub(crate) use inplace::inplace;
 pub(crate) use node::{grads, is_recording, record, record_view, Grads, Saved};
 
-use crate::error::{bail, Result};
+use crate::error::{bail, AtCaller, Result};
 use crate::tensor::Tensor;
 
 /// Options of [`grad`].
@@ -84,7 +84,7 @@ pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], grad_outputs: Option<&[&Ten
         start.push((root, g));
     }
     let bopts = BackwardOpts { retain_graph: opts.retain_graph, create_graph: opts.create_graph };
-    let grads = engine::run(start, bopts, Some(&targets))?;
+    let grads = engine::run(start, bopts, Some(&targets)).at_caller()?;
     if !opts.allow_unused {
         if let Some(i) = grads.iter().position(Option::is_none) {
             bail!("grad", Value, "one of the differentiated tensors (input {i}, shape {:?}) appears to not have been used in the graph; set allow_unused: true if this is the desired behavior", inputs[i].shape());

@@ -2,7 +2,7 @@
 
 use super::engine::{self, BackwardOpts};
 use super::node::GradFn;
-use crate::error::{bail, OrPanic, Result};
+use crate::error::{bail, AtCaller, OrPanic, Result};
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -116,7 +116,7 @@ impl Tensor {
     pub fn try_backward_with_opts(&self, gradient: Option<&Tensor>, opts: BackwardOpts) -> Result<()> {
         let root = engine::root_edges("backward", &[self])?.remove(0);
         let g = output_gradient("backward", self, gradient)?;
-        engine::run(vec![(root, g)], opts, None)?;
+        engine::run(vec![(root, g)], opts, None).at_caller()?;
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use super::dataset::Dataset;
 use super::distributed::Sampler;
 use super::sampler::{batch_seed, next_seed, randperm, ItemSeedGuard};
 use super::worker::WorkerPool;
-use crate::error::Result;
+use crate::error::{AtCaller, Result};
 use crate::random::{default_generator, Generator};
 use std::sync::{Arc, Mutex};
 
@@ -290,6 +290,9 @@ where
 {
     type Item = <D::Item as Collate>::Batch;
 
+    /// The next batch. A batch that cannot be assembled (items that cannot be collated, a
+    /// failing transform) panics with the error at the caller's line (the `for` loop's).
+    #[track_caller]
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             Inner::Serial { plan, next } => {
@@ -298,7 +301,7 @@ where
                 }
                 let b = *next;
                 *next += 1;
-                match plan.assemble(b) {
+                match plan.assemble(b).at_caller() {
                     Ok(batch) => Some(batch),
                     Err(e) => panic!("DataLoader: batch {b} could not be assembled: {e}"),
                 }

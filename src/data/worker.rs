@@ -60,7 +60,7 @@ impl<B: Send + 'static> WorkerPool<B> {
                         }
                         let outcome = match catch_unwind(AssertUnwindSafe(|| assemble(b))) {
                             Ok(Ok(batch)) => Ok(batch),
-                            Ok(Err(e)) => Err(format!("batch {b} could not be assembled: {e}")),
+                            Ok(Err(e)) => Err(format!("batch {b} could not be assembled: {}: {}", e.op, e.message)),
                             Err(payload) => Err(format!("worker {w} panicked while assembling batch {b}: {}", panic_message(&*payload))),
                         };
                         if result_tx.send((b, outcome)).is_err() {
@@ -96,8 +96,10 @@ impl<B: Send + 'static> WorkerPool<B> {
     }
 
     /// The next batch in order, waiting for it; `None` after the last. Panics with the worker's
-    /// message if assembling it failed.
+    /// message, at the caller's line, if assembling it failed.
+    #[track_caller]
     pub(crate) fn next_batch(&mut self) -> Option<B> {
+        let at = std::panic::Location::caller();
         if self.next_to_yield >= self.num_batches {
             return None;
         }
@@ -110,7 +112,7 @@ impl<B: Send + 'static> WorkerPool<B> {
                 Ok((b, outcome)) => {
                     self.ready.insert(b, outcome);
                 }
-                Err(_) => panic!("DataLoader: the worker threads exited before delivering batch {want}"),
+                Err(_) => panic!("DataLoader: the worker threads exited before delivering batch {want} (at {at})"),
             }
         };
         self.next_to_yield += 1;
@@ -119,7 +121,7 @@ impl<B: Send + 'static> WorkerPool<B> {
             Ok(batch) => Some(batch),
             Err(message) => {
                 self.shutdown();
-                panic!("DataLoader: {message}")
+                panic!("DataLoader: {message} (at {at})")
             }
         }
     }

@@ -6,7 +6,7 @@
 //! `train`/`eval`, `zero_grad`, …) is provided on top of the walk, with PyTorch's dotted names
 //! and order: a module's own parameters, then its own buffers, then each child's, recursively.
 
-use crate::error::{bail, OrPanic, Result};
+use crate::error::{bail, AtCaller, OrPanic, Result};
 use crate::{DType, Device, StateDict, Tensor};
 use std::fmt;
 
@@ -334,7 +334,7 @@ pub trait Module: Visit {
     /// [`Module::to`] returning an error when the device cannot be used.
     #[track_caller]
     fn try_to(&mut self, device: &Device) -> Result<()> {
-        map_tensors(self.as_dyn_mut(), &mut |t| t.try_to(device))
+        map_tensors(self.as_dyn_mut(), &mut |t| t.try_to(device)).at_caller()
     }
 
     /// Converts every floating-point parameter and buffer to `dtype` (integer buffers such as

@@ -5,7 +5,7 @@
 use super::param_group::ParamGroup;
 use super::state::{StateStore, StateTensors};
 use crate::capture::{Outcome, Transaction};
-use crate::error::{bail, OrPanic, Result};
+use crate::error::{bail, AtCaller, OrPanic, Result};
 use crate::{StateDict, Tensor};
 use std::collections::BTreeMap;
 
@@ -137,7 +137,7 @@ impl<C: OptimizerConfig> Optim<C> {
     /// a non-leaf or non-float parameter, or a parameter already in a group.
     #[track_caller]
     pub fn try_add_param_group(&mut self, group: ParamGroup<C>) -> Result<()> {
-        group.config.validate()?;
+        group.config.validate().at_caller()?;
         if group.params.is_empty() {
             bail!(C::NAME, Value, "optimizer got an empty parameter list");
         }
@@ -335,8 +335,9 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
         sd
     }
 
+    #[track_caller]
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
-        let (configs, states) = self.read_state_dict(sd)?;
+        let (configs, states) = self.read_state_dict(sd).at_caller()?;
         self.settle();
         for (group, config) in self.groups.iter_mut().zip(configs) {
             group.config = config;
