@@ -113,6 +113,13 @@ impl<T> OrPanic<T> for Result<T> {
     }
 }
 
+/// Panics with an error of `op` located at the caller (`op: message (at file:line)`): for the
+/// checks of constructors and other panicking APIs that have no `try_` form.
+#[track_caller]
+pub(crate) fn fail(op: &'static str, kind: ErrorKind, message: impl Into<String>) -> ! {
+    panic!("{}", Error::new(op, kind, message))
+}
+
 /// Moves a `Result`'s error to the caller's line: for public entry points whose work runs in
 /// closures, iterators or trait objects that `#[track_caller]` cannot reach (the error would
 /// otherwise name a line inside kiln).

@@ -308,10 +308,10 @@ pub(crate) fn before_eager_access(cell: &Arc<StorageCell>, write: bool) {
             match &s.trace {
                 Some(t) if t.id == id => write || cell.capture.is_lazy(),
                 _ if cell.capture.is_abandoned() => {
-                    panic!("a tensor that a kiln::compile call was computing when it failed was read at {location}: that call's results do not exist (the tensors it would have updated kept their values; call the step again)");
+                    panic!("{}", crate::Error::at("kiln::compile", crate::ErrorKind::Value, "a tensor that a compiled call was computing when it failed was read: that call's results do not exist (the tensors it would have updated kept their values; call the step again)", location));
                 }
                 _ if cell.capture.is_lazy() && cell.capture.is_unwritten() => {
-                    panic!("a tensor computed inside kiln::compile on another thread was read at {location} before that step ended; read it on the thread that runs the step, or after the call returns");
+                    panic!("{}", crate::Error::at("kiln::compile", crate::ErrorKind::Value, "a tensor computed inside a compiled call on another thread was read before that call ended; read it on the thread that runs the step, or after the call returns", location));
                 }
                 _ => false,
             }

@@ -342,7 +342,7 @@ pub trait Module: Visit {
     #[track_caller]
     fn to_dtype(&mut self, dtype: DType) {
         if !dtype.is_float() {
-            panic!("to_dtype: modules can only be converted to a floating point dtype, got {dtype}");
+            crate::error::fail("to_dtype", crate::ErrorKind::DType, format!("modules can only be converted to a floating point dtype, got {dtype}"));
         }
         map_tensors(self.as_dyn_mut(), &mut |t| Ok(if t.dtype().is_float() { t.to_dtype(dtype) } else { t.clone() }))
             .or_panic()

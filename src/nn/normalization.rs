@@ -194,7 +194,7 @@ impl GroupNorm {
     #[track_caller]
     pub fn with_opts(num_groups: usize, num_channels: usize, eps: f64, affine: bool) -> GroupNorm {
         if num_groups == 0 || num_channels % num_groups != 0 {
-            panic!("GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})");
+            crate::error::fail("GroupNorm", crate::ErrorKind::Value, format!("num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"));
         }
         GroupNorm {
             weight: affine.then(|| Tensor::ones(&[num_channels]).requires_grad_(true)),

@@ -34,7 +34,12 @@ pub(super) fn captured_pick(op: &'static str, x: &Tensor, d: usize, index: &Tens
         && index.shape()[last] == 1
         && index.shape()[..last] == x.shape()[..last]
         && !index.cell().capture.is_lazy();
-    is_pick.then(|| checked_pick(op, x, last, index))
+    // Not `then(|| …)`: a closure would end the #[track_caller] chain.
+    if is_pick {
+        Some(checked_pick(op, x, last, index))
+    } else {
+        None
+    }
 }
 
 #[track_caller]

@@ -140,6 +140,7 @@ impl Tensor {
     }
 
     /// A contiguous tensor with the same values: the same handle when already contiguous.
+    #[track_caller]
     pub fn contiguous(&self) -> Tensor {
         if self.is_contiguous() {
             self.clone()

@@ -19,7 +19,9 @@ impl CosineAnnealingLr {
     /// A cosine schedule of half-period `t_max` steps down to `eta_min`.
     #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> CosineAnnealingLr {
-        assert!(t_max > 0, "CosineAnnealingLR: T_max must be positive");
+        if t_max == 0 {
+            crate::error::fail("CosineAnnealingLR", crate::ErrorKind::Value, "T_max must be positive");
+        }
         CosineAnnealingLr { base: Base::new(Base::current_lrs(opt)), t_max: t_max as i64, eta_min }.started(opt)
     }
 }

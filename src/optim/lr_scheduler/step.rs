@@ -18,7 +18,9 @@ impl StepLr {
     /// A schedule decaying `opt`'s learning rates by `gamma` every `step_size` steps.
     #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> StepLr {
-        assert!(step_size > 0, "StepLR: step_size must be positive");
+        if step_size == 0 {
+            crate::error::fail("StepLR", crate::ErrorKind::Value, "step_size must be positive");
+        }
         StepLr { base: Base::new(Base::current_lrs(opt)), step_size: step_size as i64, gamma }.started(opt)
     }
 }

@@ -3,7 +3,7 @@
 use super::idx::read_maybe_gz;
 use super::image_item;
 use crate::data::Dataset;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{AtCaller, Error, ErrorKind, Result};
 use crate::vision::transforms::Transform;
 use crate::Tensor;
 use std::path::Path;
@@ -53,7 +53,7 @@ impl Cifar10 {
                     format!("cannot find {name} in {} or {}", root.display(), root.join("cifar-10-batches-bin").display()),
                 ));
             }
-            read_batch(&path, &mut images, &mut labels)?;
+            read_batch(&path, &mut images, &mut labels).at_caller()?;
         }
         Ok(Cifar10 { data: Arc::new(CifarData { images, labels }), transform: None })
     }

@@ -3,7 +3,7 @@
 use super::idx::{read_idx, IdxArray};
 use super::{image_item, Split};
 use crate::data::Dataset;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{AtCaller, Error, ErrorKind, Result};
 use crate::vision::transforms::Transform;
 use crate::Tensor;
 use std::path::{Path, PathBuf};
@@ -85,8 +85,8 @@ impl Mnist {
     #[track_caller]
     pub fn from_files(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Mnist> {
         let (image_path, label_path) = (images.as_ref(), labels.as_ref());
-        let images = read_idx(image_path).map_err(relabel)?;
-        let labels = read_idx(label_path).map_err(relabel)?;
+        let images = read_idx(image_path).map_err(relabel).at_caller()?;
+        let labels = read_idx(label_path).map_err(relabel).at_caller()?;
         Mnist::from_idx(images, image_path, labels, label_path)
     }
 
