@@ -25,6 +25,31 @@ mod tensors;
 #[path = "bad_inputs/training.rs"]
 mod training;
 
+/// A one-layer network for the cases that need a module.
+#[derive(kiln::nn::Module)]
+pub struct Net {
+    fc: kiln::nn::Linear,
+}
+
+impl kiln::nn::Module for Net {
+    fn forward(&self, x: &kiln::Tensor) -> kiln::Tensor {
+        self.fc.forward(x)
+    }
+}
+
+/// A dataset whose items cannot be stacked (item `i` has `i + 1` elements).
+pub struct Ragged;
+
+impl kiln::data::Dataset for Ragged {
+    type Item = kiln::Tensor;
+    fn len(&self) -> usize {
+        4
+    }
+    fn get(&self, index: usize) -> kiln::Tensor {
+        kiln::Tensor::zeros(&[index + 1])
+    }
+}
+
 /// How a case ended without a panic: the error that refused the input, or `None` when the input
 /// was accepted (for cases where PyTorch accepts it too).
 pub type Outcome = Option<kiln::Error>;

@@ -67,7 +67,6 @@ impl<D: Dataset + 'static> DataLoader<D> {
 
     /// Items per batch (`batch_size=`). Panics for 0 (a programming error).
     #[track_caller]
-    #[track_caller]
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         if batch_size == 0 {
             crate::error::fail("DataLoader", crate::ErrorKind::Value, "batch_size should be a positive integer, but got 0");

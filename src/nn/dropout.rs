@@ -7,7 +7,6 @@ use crate::Tensor;
 
 /// Checks a dropout probability.
 #[track_caller]
-#[track_caller]
 fn check_p(layer: &'static str, p: f64) -> f64 {
     if !(0.0..=1.0).contains(&p) {
         crate::error::fail(layer, crate::ErrorKind::Value, format!("dropout probability has to be between 0 and 1, but got {p}"));

@@ -1,6 +1,6 @@
 //! Bad files and state: checkpoints, state dicts, MNIST and CIFAR-10 folders.
 
-use super::{either, refused, Cases};
+use super::{either, refused, Cases, Net};
 use kiln::nn::{self, Module};
 use kiln::prelude::*;
 use kiln::vision::datasets::{Cifar10, Mnist, Split};
@@ -56,17 +56,6 @@ fn mnist(images: &[u8], labels: &[u8]) -> PathBuf {
     std::fs::write(dir.join("train-images-idx3-ubyte"), images).expect("write");
     std::fs::write(dir.join("train-labels-idx1-ubyte"), labels).expect("write");
     dir
-}
-
-#[derive(Module)]
-struct Net {
-    fc: nn::Linear,
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        self.fc.forward(x)
-    }
 }
 
 pub fn add(c: &mut Cases) {

@@ -1,36 +1,12 @@
 //! Bad inputs around training: autograd, optimizers, data loading and `kiln::compile`.
 
-use super::{either, panics, refused, Cases, Outcome};
-use kiln::data::{random_split, DataLoader, Dataset, Subset, TensorDataset};
+use super::{either, panics, refused, Cases, Net, Outcome, Ragged};
+use kiln::data::{random_split, DataLoader, Subset, TensorDataset};
 use kiln::nn::{self, Module};
 use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
 use kiln::StateDict;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// A dataset whose items cannot be stacked (item `i` has `i + 1` elements).
-struct Ragged;
-
-impl Dataset for Ragged {
-    type Item = Tensor;
-    fn len(&self) -> usize {
-        4
-    }
-    fn get(&self, index: usize) -> Tensor {
-        Tensor::zeros(&[index + 1])
-    }
-}
-
-#[derive(Module)]
-struct Net {
-    fc: nn::Linear,
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        self.fc.forward(x)
-    }
-}
 
 pub fn add(c: &mut Cases) {
     autograd(c);
@@ -104,7 +80,7 @@ fn optimizers(c: &mut Cases) {
         sd.insert("state.0.momentum_buffer", Tensor::ones(&[5]));
         refused(opt.load_state_dict(&sd))
     });
-    c.add("optimizer/lr-of-missing-group", move || panics(|| drop(Sgd::new(params(), SgdConfig::default()).lr(3))));
+    c.add("optimizer/lr-of-missing-group", move || panics(|| { let _ = Sgd::new(params(), SgdConfig::default()).lr(3); }));
 }
 
 fn data(c: &mut Cases) {
@@ -192,7 +168,7 @@ fn compiled(c: &mut Cases) {
         });
         assert!(catch_unwind(AssertUnwindSafe(|| step.call(&x()))).is_err());
         let orphan = kept.lock().unwrap().take().expect("kept");
-        panics(|| drop(orphan.sum().item::<f32>()))
+        panics(|| { let _ = orphan.sum().item::<f32>(); })
     });
     c.add("compile/bad-index-after-an-update-then-recover", || {
         let w = Tensor::ones(&[3]);
