@@ -37,7 +37,7 @@ fn without_a_gpu_cuda_tensors_fail_naming_the_op_and_line() {
     let m = panic_message(|| {
         Tensor::zeros_opts(&[2], DType::F32, Device::Cuda(0));
     });
-    assert!(m.starts_with("full: no CUDA device available") && m.contains("tests/cuda_tensors.rs:"), "{m}");
+    assert!(m.starts_with("zeros: no CUDA device available") && m.contains("tests/cuda_tensors.rs:"), "{m}");
     let m = panic_message(|| {
         Tensor::empty_opts(&[2], DType::I64, Device::Cuda(1));
     });
