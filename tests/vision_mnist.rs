@@ -12,6 +12,10 @@ use kiln::{DType, ErrorKind};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+#[path = "common/idx.rs"]
+mod idx;
+use idx::idx;
+
 /// A fresh directory for one test.
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("kiln-vision-mnist-{}-{name}", std::process::id()));
@@ -20,15 +24,6 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// An IDX file of unsigned bytes: magic `0 0 8 ndim`, the dims, the data.
-fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
-    let mut out = vec![0, 0, 8, dims.len() as u8];
-    for d in dims {
-        out.extend_from_slice(&d.to_be_bytes());
-    }
-    out.extend_from_slice(data);
-    out
-}
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut e = GzEncoder::new(Vec::new(), Compression::default());

@@ -7,6 +7,10 @@ use kiln::vision::datasets::{Cifar10, Mnist, Split};
 use kiln::StateDict;
 use std::path::PathBuf;
 
+#[path = "../common/idx.rs"]
+mod idx;
+use idx::idx;
+
 /// A fresh file of this child's, holding `bytes`.
 fn file(name: &str, bytes: &[u8]) -> PathBuf {
     let dir = folder("files");
@@ -40,15 +44,6 @@ fn with_header(json: &str, data: &[u8]) -> Vec<u8> {
     bytes
 }
 
-/// An IDX file: magic (dtype 0x08 = u8, `dims.len()` dims), sizes, then `data`.
-fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
-    let mut bytes = vec![0, 0, 8, dims.len() as u8];
-    for d in dims {
-        bytes.extend_from_slice(&d.to_be_bytes());
-    }
-    bytes.extend_from_slice(data);
-    bytes
-}
 
 /// An MNIST folder holding these training images and labels files.
 fn mnist(images: &[u8], labels: &[u8]) -> PathBuf {
