@@ -26,15 +26,6 @@ use seeded::seeded;
 #[allow(dead_code)]
 mod mnist;
 
-/// True when a CUDA device is available; else prints that `test` skips its CUDA run.
-fn gpu(test: &str) -> bool {
-    let ok = Device::cuda_is_available();
-    if !ok {
-        println!("no CUDA device, skipping {test}");
-    }
-    ok
-}
-
 /// Panics unless `a` and `b` have one shape and dtype and values within `rtol`·|b| + `atol`.
 fn assert_close(what: &str, a: &Tensor, b: &Tensor, rtol: f64, atol: f64) {
     assert_eq!((a.shape(), a.dtype()), (b.shape(), b.dtype()), "{what}: shape or dtype");
@@ -52,10 +43,8 @@ fn gelu_chain(x: &Tensor) -> Tensor {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn elementwise_chain_is_one_cuda_kernel_equal_to_eager() {
-    if !gpu("elementwise_chain_is_one_cuda_kernel_equal_to_eager") {
-        return;
-    }
     let cuda = Device::Cuda(0);
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         let x = Tensor::linspace(-4.0, 4.0, 3000).to_dtype(dtype).view(&[30, 100]).to(&cuda);
@@ -79,10 +68,8 @@ fn elementwise_chain_is_one_cuda_kernel_equal_to_eager() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
-    if !gpu("fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager") {
-        return;
-    }
     let cuda = Device::Cuda(0);
     let f = |x: &Tensor, y: &Tensor, s: &Tensor| &(&gelu_chain(x) * y) + s;
     for dtype in [DType::F32, DType::F16, DType::BF16] {
@@ -113,10 +100,8 @@ fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn broadcasts_views_casts_and_where_equal_eager() {
-    if !gpu("broadcasts_views_casts_and_where_equal_eager") {
-        return;
-    }
     let cuda = Device::Cuda(0);
     let f = |x: &Tensor, b: &Tensor, n: &Tensor| -> Vec<Tensor> {
         // A transposed view, a narrowed one, a broadcast row, a run-time scalar, a comparison
@@ -172,10 +157,8 @@ fn mlp_losses(device: Device, compiled: bool, steps: usize) -> Vec<f32> {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn mlp_training_steps_equal_eager_on_cuda() {
-    if !gpu("mlp_training_steps_equal_eager_on_cuda") {
-        return;
-    }
     let _g = seeded();
     let cuda = Device::Cuda(0);
     let eager = mlp_losses(cuda, false, 5);
@@ -202,10 +185,8 @@ fn compiled_equals_eager<A: Copy>(what: &str, f: impl Fn(A) -> Tensor, args: A, 
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda() {
-    if !gpu("softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda") {
-        return;
-    }
     let _g = seeded();
     kiln::manual_seed(7);
     let cuda = Device::Cuda(0);
@@ -233,10 +214,8 @@ fn softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn a_new_shape_recompiles_from_cached_kernels() {
-    if !gpu("a_new_shape_recompiles_from_cached_kernels") {
-        return;
-    }
     let cuda = Device::Cuda(0);
     let mut step = kiln::compile(|x: &Tensor| gelu_chain(x));
     let a = Tensor::linspace(-2.0, 2.0, 64).view(&[4, 16]).to(&cuda);
@@ -332,8 +311,8 @@ fn softmax_layer_norm_and_cross_entropy_plan_as_few_cuda_kernels_as_on_the_cpu()
 /// on any NVRTC error; prints a skip line without NVRTC.
 fn compile_each_to_cubin(what: &str, kernels: &[kiln::capture::KernelInfo]) {
     use kiln_runtime::cuda;
-    if !cuda::nvrtc_available() {
-        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
+    if !cuda::nvrtc_for_tests(what) {
+        return;
     }
     let mut compiled = 0;
     for k in kernels {
@@ -428,11 +407,9 @@ fn planning_for_cuda_generates_random_draws_inside_fused_kernels() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn dropout_compiled_on_cuda_equals_eager() {
     let _g = seeded();
-    if !gpu("dropout_compiled_on_cuda_equals_eager") {
-        return;
-    }
     let cuda = Device::Cuda(0);
     for dtype in [DType::F32, DType::F64] {
         let x = Tensor::linspace(-3.0, 3.0, 4001).to_dtype(dtype).to(&cuda);

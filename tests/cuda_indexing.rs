@@ -299,6 +299,7 @@ fn deterministic<T>(f: impl FnOnce() -> T) -> T {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn deterministic_scatter_add_equals_the_cpu_bit_for_bit() {
     let _g = lock();
     // Along dim 0 and the last dim, through transposed and narrowed views of the target, the
@@ -324,9 +325,6 @@ fn deterministic_scatter_add_equals_the_cpu_bit_for_bit() {
 /// bit, for f32 and f16; `what` names the op in failures.
 fn same_bits_as_cpu(what: &str, run: impl Fn(Device, DType) -> Vec<Tensor>) {
     let cpu = [DType::F32, DType::F16].map(|dtype| run(Device::Cpu, dtype));
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping the CUDA run of {what}");
-    }
     for (dtype, cpu) in [DType::F32, DType::F16].into_iter().zip(cpu) {
         let cuda = deterministic(|| run(Device::Cuda(0), dtype));
         for (k, (c, g)) in cpu.iter().zip(&cuda).enumerate() {
@@ -338,6 +336,7 @@ fn same_bits_as_cpu(what: &str, run: impl Fn(Device, DType) -> Vec<Tensor>) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn deterministic_scatter_keeps_the_cpus_last_write() {
     let _g = lock();
     // Along dim 0 and the last dim, through transposed and narrowed views of the target, the
@@ -361,6 +360,7 @@ fn deterministic_scatter_keeps_the_cpus_last_write() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn deterministic_index_put_equals_the_cpu_bit_for_bit() {
     let _g = lock();
     // x[rows] (+)= v on [M, D] (one line per column), x[:, cols] (+)= v on the last dim, both
@@ -393,10 +393,8 @@ fn deterministic_index_put_equals_the_cpu_bit_for_bit() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn deterministic_mode_runs_every_cuda_scatter() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let _g = lock();
     let d = Device::Cuda(0);
     let x = Tensor::zeros_opts(&[4], DType::F32, d);
@@ -419,6 +417,7 @@ fn deterministic_mode_runs_every_cuda_scatter() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn deterministic_mode_runs_embedding_and_cross_entropy_gradients_on_cuda() {
     let _g = lock();
     let run = |d: Device| -> Vec<Tensor> {
@@ -433,9 +432,6 @@ fn deterministic_mode_runs_embedding_and_cross_entropy_gradients_on_cuda() {
         vec![weight.grad().unwrap(), logits.grad().unwrap()]
     };
     let cpu = run(Device::Cpu);
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping the CUDA run");
-    }
     let cuda = deterministic(|| run(Device::Cuda(0)));
     assert_eq!(bits(&cuda[0]), bits(&cpu[0]), "the embedding gradient adds in the CPU's order");
     // The cross-entropy gradient goes through CUDA's exp: equal up to its rounding.

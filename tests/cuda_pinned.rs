@@ -94,10 +94,8 @@ fn without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug() {
 // ------------------------------------------------------------------ with a GPU
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn pinned_copies_keep_values_dtypes_and_views() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let base = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), &[4, 6]);
     for x in [base.clone(), base.to_dtype(DType::F16), base.to_dtype(DType::BF16), base.to_dtype(DType::I64), base.gt(0.0), base.t(), base.narrow(1, 2, 3)] {
         let p = x.pin_memory();
@@ -119,10 +117,8 @@ fn pinned_copies_keep_values_dtypes_and_views() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn non_blocking_copies_then_use_give_the_values_of_to() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let d = Device::Cuda(0);
     let n = 3_000_001; // large enough for the copy to outlast the call
     let mut on_device = Vec::new();
@@ -154,10 +150,8 @@ fn non_blocking_copies_then_use_give_the_values_of_to() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn a_pinning_loader_yields_pinned_batches() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let plain = DataLoader::new(rows(7)).batch_size(3);
     for workers in [0, 2] {
         let pinning = DataLoader::new(rows(7)).batch_size(3).num_workers(workers).pin_memory(true);
@@ -175,10 +169,8 @@ fn computed_on(device: &Device, n: usize) -> Tensor {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn non_blocking_copies_to_the_cpu_are_pinned_and_give_the_values_of_to() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let d = Device::Cuda(0);
     let n = 3_000_001;
     let x = computed_on(&d, n);
@@ -214,10 +206,8 @@ fn non_blocking_copies_to_the_cpu_are_pinned_and_give_the_values_of_to() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn device_writes_after_a_non_blocking_copy_to_the_cpu_do_not_change_it() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let d = Device::Cuda(0);
     let n = 3_000_001;
     let mut copies = Vec::new();
@@ -239,10 +229,8 @@ fn device_writes_after_a_non_blocking_copy_to_the_cpu_do_not_change_it() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn non_blocking_round_trips_device_host_device() {
-    if !Device::cuda_is_available() {
-        return println!("no CUDA device, skipping");
-    }
     let d = Device::Cuda(0);
     let n = 3_000_001;
     let x = computed_on(&d, n);

@@ -160,12 +160,7 @@ fn unsupported_and_invalid_kernels_are_errors() {
 // ---------------------------------------------------------------- NVRTC (runs where NVRTC loads)
 
 fn nvrtc_or_skip() -> bool {
-    if cuda::nvrtc_available() {
-        true
-    } else {
-        println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
-        false
-    }
+    cuda::nvrtc_for_tests("an NVRTC compile test")
 }
 
 #[test]
@@ -240,13 +235,13 @@ fn debug_child() {
 /// GPU tests share one device and its allocator statistics: one at a time.
 static GPU: Mutex<()> = Mutex::new(());
 
-fn gpu_or_skip() -> Option<std::sync::MutexGuard<'static, ()>> {
-    if cuda::is_available() {
-        Some(GPU.lock().unwrap_or_else(|e| e.into_inner()))
-    } else {
-        println!("no CUDA device, skipping ({})", cuda::no_device("test", 0));
-        None
+/// The GPU lock, for tests that need a CUDA device (ignored unless asked for; a missing
+/// device fails them).
+fn gpu() -> std::sync::MutexGuard<'static, ()> {
+    if let Err(e) = cuda::device("test", 0) {
+        panic!("this test needs a CUDA device: {e}");
     }
+    GPU.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// xorshift64*: reproducible inputs without a dependency.
@@ -362,8 +357,9 @@ fn check_on_gpu(e: &Expr, ninputs: usize, dtype: DType, n: usize, seed: u64) -> 
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn every_op_matches_the_reference_on_gpu() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let n = 10_001; // not a multiple of the vector width: the tail loop runs too
     for (i, (e, ninputs)) in all_exprs().into_iter().enumerate() {
         for dtype in [DType::F32, DType::F64] {
@@ -374,8 +370,9 @@ fn every_op_matches_the_reference_on_gpu() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn half_precision_kernels_match_on_gpu() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let exprs = [(Expr::unary(UnaryOp::Relu, x(0)), 1), (Expr::unary(UnaryOp::Gelu, x(0)), 1), (Expr::unary(UnaryOp::Exp, x(0)), 1), (bin(BinaryOp::Add, x(0), x(1)), 2), (gelu_chain(), 3)];
     for (e, ninputs) in exprs {
         for dtype in [DType::F16, DType::BF16] {
@@ -385,8 +382,9 @@ fn half_precision_kernels_match_on_gpu() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn mismatched_elementwise_launches_are_errors() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let k = emit_elementwise(&bin(BinaryOp::Add, x(0), x(1)), 2, DType::F32).unwrap();
     let loaded = LoadedElementwise::load(&k, 0).unwrap();
     let a = CudaBuffer::from_slice(0, &[1.0f32; 100]).unwrap();

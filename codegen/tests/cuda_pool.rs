@@ -8,7 +8,7 @@
 
 use kiln_codegen::cuda::{emit_pool, pool_ops, LoadedPool, PoolKind, POOL_GEOMETRY_WORDS};
 use kiln_runtime::cpu::pool::{self as cpu, AvgMode, PoolGeom};
-use kiln_runtime::cuda::{self, CudaBuffer, CudaErrorKind};
+use kiln_runtime::cuda::{CudaBuffer, CudaErrorKind};
 use kiln_runtime::DType;
 
 mod common;
@@ -119,10 +119,8 @@ fn same(a: &[f32], b: &[f32]) -> bool {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn pool_kernels_match_the_cpu_bit_for_bit_on_a_gpu() {
-    if !cuda::is_available() || !cuda::nvrtc_available() {
-        return println!("no CUDA device, skipping");
-    }
     let load = |kind| LoadedPool::load(&emit_pool(kind, DType::F32).unwrap(), 0).unwrap();
     let (max_f, max_b, avg_f, avg_b) = (load(PoolKind::MaxForward), load(PoolKind::MaxBackward), load(PoolKind::AvgForward), load(PoolKind::AvgBackward));
     let modes = [AvgMode { count_include_pad: true, divisor_override: None }, AvgMode { count_include_pad: false, divisor_override: None }, AvgMode { count_include_pad: true, divisor_override: Some(3) }];

@@ -97,8 +97,8 @@ fn covered() -> Vec<ReduceKernel> {
 
 #[test]
 fn reduction_kernels_compile_to_cubin_for_sm80_and_sm90() {
-    if !cuda::nvrtc_available() {
-        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
+    if !cuda::nvrtc_for_tests("reduction_kernels_compile_to_cubin_for_sm80_and_sm90") {
+        return;
     }
     let kernels = covered();
     let program = reduce_program(&kernels);

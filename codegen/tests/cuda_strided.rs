@@ -96,8 +96,8 @@ fn the_eager_op_set_covers_every_op_and_dtype() {
 
 #[test]
 fn every_eager_kernel_compiles_to_cubin_for_sm80_and_sm90() {
-    if !cuda::nvrtc_available() {
-        return println!("NVRTC not found, skipping ({})", cuda::nvrtc::nvrtc("test").unwrap_err());
+    if !cuda::nvrtc_for_tests("every_eager_kernel_compiles_to_cubin_for_sm80_and_sm90") {
+        return;
     }
     // One dim: a contiguous (collapsed) operand set; three dims: strided and broadcast views.
     let kernels: Vec<_> = [1, 3].into_iter().flat_map(|ndim| every_eager_kernel(ndim).unwrap()).collect();

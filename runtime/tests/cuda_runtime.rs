@@ -64,16 +64,12 @@ fn launch_blocking_can_be_switched() {
 
 fn nvrtc_or_skip() -> bool {
     setup();
-    match cuda::nvrtc::nvrtc("test") {
-        Ok(info) => {
-            println!("NVRTC {}.{} ({})", info.version.0, info.version.1, info.path.as_ref().map(|p| p.display().to_string()).unwrap_or("found by name".into()));
-            true
-        }
-        Err(e) => {
-            println!("NVRTC not found, skipping ({e})");
-            false
-        }
+    if !cuda::nvrtc_for_tests("an NVRTC test") {
+        return false;
     }
+    let info = cuda::nvrtc::nvrtc("test").expect("loaded");
+    println!("NVRTC {}.{} ({})", info.version.0, info.version.1, info.path.as_ref().map(|p| p.display().to_string()).unwrap_or("found by name".into()));
+    true
 }
 
 const ADD_ONE: &str = "extern \"C\" __global__ void add_one(const float* x, float* y, unsigned long long n) {\n    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = x[i] + 1.0f;\n}\n";
@@ -139,21 +135,19 @@ fn compile_errors_are_errors() {
 /// GPU tests share the allocator statistics of device 0: one at a time.
 static GPU: Mutex<()> = Mutex::new(());
 
-fn gpu_or_skip() -> Option<std::sync::MutexGuard<'static, ()>> {
+/// The GPU lock, for tests that need a CUDA device (ignored unless asked for; a missing
+/// device fails them).
+fn gpu() -> std::sync::MutexGuard<'static, ()> {
     setup();
-    if cuda::is_available() {
-        let dev = cuda::device("test", 0).unwrap();
-        println!("{} (sm_{}, {} SMs)", dev.name(), dev.arch(), dev.sm_count());
-        Some(GPU.lock().unwrap_or_else(|e| e.into_inner()))
-    } else {
-        println!("no CUDA device, skipping ({})", cuda::no_device("test", 0));
-        None
-    }
+    let dev = cuda::device("test", 0).unwrap_or_else(|e| panic!("this test needs a CUDA device: {e}"));
+    println!("{} (sm_{}, {} SMs)", dev.name(), dev.arch(), dev.sm_count());
+    GPU.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn copies_round_trip() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let f: Vec<f32> = (0..10_000).map(|i| i as f32 * 0.25 - 7.0).collect();
     assert_eq!(CudaBuffer::from_slice(0, &f).unwrap().to_vec::<f32>().unwrap(), f);
     let d: Vec<f64> = (0..777).map(|i| (i as f64).sin()).collect();
@@ -180,8 +174,9 @@ fn copies_round_trip() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn allocator_reuses_blocks_and_counts() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     cuda::synchronize(0).unwrap();
     let base = cuda::memory_stats(0).unwrap();
     let a = CudaBuffer::alloc(0, 3000).unwrap();
@@ -219,8 +214,9 @@ fn load_add_one() -> CudaKernel {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn launches_a_compiled_kernel() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let k = load_add_one();
     let n = 10_000usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
@@ -236,8 +232,9 @@ fn launches_a_compiled_kernel() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn mismatched_launches_are_errors() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let k = load_add_one();
     let xb = CudaBuffer::from_slice(0, &[1.0f32; 4]).unwrap();
     let mut y = CudaBuffer::alloc(0, 16).unwrap();
@@ -262,8 +259,9 @@ const TRAP: &str = "extern \"C\" __global__ void kiln_test_trap(float* p) { if (
 /// poisons the CUDA context for the rest of the process, so this runs in a child process: the
 /// test binary itself, filtered to [`sync_child`].
 #[test]
+#[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn kiln_cuda_sync_reports_a_fault_at_its_launch() {
-    let Some(_g) = gpu_or_skip() else { return };
+    let _g = gpu();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "sync_child", "--nocapture", "--test-threads=1"])
         .env("KILN_CUDA_SYNC", "1")

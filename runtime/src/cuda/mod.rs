@@ -35,5 +35,5 @@ pub use compile::{compile, compile_stats, Compiled, CompileStats, Origin};
 pub use context::{device, device_count, is_available, no_device, synchronize, CudaDevice};
 pub use error::{CudaError, CudaErrorKind, Result};
 pub use kernel::{launch_blocking, set_launch_blocking, CudaKernel, KernelArg, LaunchDims, Param};
-pub use nvrtc::{nvrtc_available, NvrtcInfo};
+pub use nvrtc::{nvrtc_available, nvrtc_for_tests, NvrtcInfo};
 pub use storage::CudaStorage;
