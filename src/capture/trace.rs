@@ -2,7 +2,7 @@
 
 use super::cell::CellCapture;
 use super::journal::{Journal, Transaction};
-use crate::error::Result;
+use crate::error::{AtCaller, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
 use kiln_codegen::ir::{draw_words, Graph, Node, NodeId, NodeKind, Phase, RandDist, Use};
@@ -369,8 +369,11 @@ pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType,
 
 /// Appends an op without an expression: `run` computes it from the realized `inputs` (seen
 /// through their layouts) when the trace is realized; its result has `shape` and `dtype`.
+/// Errors `run` returns then name the caller's line (`run` is a closure, which
+/// `#[track_caller]` can't reach).
+#[track_caller]
 pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
-    let run: OpaqueFn = Box::new(run);
+    let run = at_caller_when_run(run);
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = inputs.iter().map(|x| t.use_of(x, x.layout().clone())).collect();
         let index = t.closures.len() as u32;
@@ -385,16 +388,27 @@ pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dt
 
 /// Appends a reduction of `input` (seen through its layout) over the dims `mask` marks, with
 /// result `shape` and `dtype`, a sum divided as `divide` says (see `NodeKind::Reduce`); `eager` computes it from the realized input when no kernel is
-/// generated for it.
+/// generated for it (its errors name the caller's line, as [`opaque`]'s do).
+#[track_caller]
 pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[bool], shape: &[usize], dtype: DType, eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
+    let eager = at_caller_when_run(eager);
     with_trace(|t| {
         let read = t.use_of(input, input.layout().clone());
         let index = t.closures.len() as u32;
-        t.closures.push(Some(Box::new(eager)));
+        t.closures.push(Some(eager));
         let dims = mask.iter().enumerate().filter(|(_, &r)| r).fold(0u64, |m, (d, _)| m | 1 << d);
         let node = t.push_op(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
         t.lazy_tensor(node, shape, dtype)
     })
+}
+
+/// `run` boxed for a trace, its errors moved to the caller's line: the line that recorded the
+/// op, which is the user's through `#[track_caller]` chains (an error surfaces when the step
+/// runs, far from that line).
+#[track_caller]
+fn at_caller_when_run(run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> OpaqueFn {
+    let at = std::panic::Location::caller();
+    Box::new(move |ins: &[Tensor]| run(ins).map_err(|e| crate::Error { location: at, ..e }))
 }
 
 /// Records `dst = value` in place (value broadcast to `dst`'s shape, of `dst`'s dtype): the
@@ -432,11 +446,9 @@ pub(crate) fn deferred(
     dtype: DType,
     compute: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
 ) -> Result<Tensor> {
-    let at = std::panic::Location::caller();
-    let compute = move |ins: &[Tensor]| compute(ins).map_err(|e| crate::Error { location: at, ..e });
     if is_active() {
         return Ok(opaque(op, inputs, shape, dtype, compute));
     }
     let owned: SmallVec<[Tensor; 3]> = inputs.iter().map(|t| (*t).clone()).collect();
-    compute(&owned)
+    compute(&owned).at_caller()
 }

@@ -15,7 +15,9 @@ pub trait Dataset: Send + Sync {
     /// The number of items (`len(dataset)`).
     fn len(&self) -> usize;
 
-    /// Item `index`, for `index < len()` (may panic otherwise).
+    /// Item `index`, for `index < len()` (may panic otherwise). `#[track_caller]`, so that a
+    /// failing item (a transform's error) names the caller's line, through `dyn` too.
+    #[track_caller]
     fn get(&self, index: usize) -> Self::Item;
 
     /// Whether the dataset has no items.

@@ -255,12 +255,19 @@ where
     D::Item: Collate,
 {
     /// Fetches and collates batch `b`, with the item generator seeded for it, and pins it when
-    /// the loader asks for pinned batches.
+    /// the loader asks for pinned batches. Errors and the panics of `Dataset::get` (a failing
+    /// transform) name the caller's line: the user's `for` line when the consuming thread
+    /// assembles.
+    #[track_caller]
     fn assemble(&self, b: usize) -> Result<<D::Item as Collate>::Batch> {
         let _seed = ItemSeedGuard::new(batch_seed(self.epoch_seed, b));
         let start = b * self.batch_size;
         let end = (start + self.batch_size).min(self.order.len());
-        let items: Vec<D::Item> = self.order[start..end].iter().map(|&i| self.dataset.get(i)).collect();
+        let mut items: Vec<D::Item> = Vec::with_capacity(end - start);
+        // A loop, not a closure, so that `get` sees the caller's line.
+        for &i in &self.order[start..end] {
+            items.push(self.dataset.get(i));
+        }
         let batch = <D::Item as Collate>::collate(items)?;
         if self.pin {
             return <D::Item as Collate>::pin_batch(batch);

@@ -23,11 +23,13 @@ pub struct Linear {
 
 impl Linear {
     /// A linear layer with a bias (`nn.Linear(in_features, out_features)`).
+    #[track_caller]
     pub fn new(in_features: usize, out_features: usize) -> Linear {
         Linear::with_bias(in_features, out_features, true)
     }
 
     /// A linear layer with or without a bias (`nn.Linear(in, out, bias=False)`).
+    #[track_caller]
     pub fn with_bias(in_features: usize, out_features: usize, bias: bool) -> Linear {
         let weight = Tensor::empty(&[out_features, in_features]);
         kaiming_uniform_(&weight, Nonlinearity::LeakyRelu(5f64.sqrt()), FanMode::FanIn);

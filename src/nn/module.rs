@@ -344,7 +344,8 @@ pub trait Module: Visit {
         if !dtype.is_float() {
             crate::error::fail("to_dtype", crate::ErrorKind::DType, format!("modules can only be converted to a floating point dtype, got {dtype}"));
         }
-        map_tensors(self.as_dyn_mut(), &mut |t| Ok(if t.dtype().is_float() { t.to_dtype(dtype) } else { t.clone() }))
+        map_tensors(self.as_dyn_mut(), &mut |t| if t.dtype().is_float() { t.try_to_dtype(dtype) } else { Ok(t.clone()) })
+            .at_caller()
             .or_panic()
     }
 

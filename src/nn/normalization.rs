@@ -41,11 +41,13 @@ macro_rules! batch_norm_layer {
 
         impl $name {
             #[doc = concat!("`nn.", stringify!($name), "(num_features)`: eps 1e-5, momentum 0.1, affine, tracking running stats.")]
+            #[track_caller]
             pub fn new(num_features: usize) -> $name {
                 $name::with_opts(num_features, 1e-5, Some(0.1), true, true)
             }
 
             #[doc = concat!("`nn.", stringify!($name), "(num_features, eps, momentum, affine, track_running_stats)`.")]
+            #[track_caller]
             pub fn with_opts(num_features: usize, eps: f64, momentum: Option<f64>, affine: bool, track_running_stats: bool) -> $name {
                 let c = num_features;
                 let track = track_running_stats;
@@ -140,15 +142,23 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     /// `nn.LayerNorm(normalized_shape)`: eps 1e-5, with elementwise affine.
+    #[track_caller]
     pub fn new(normalized_shape: &[usize]) -> LayerNorm {
         LayerNorm::with_opts(normalized_shape, 1e-5, true)
     }
 
     /// `nn.LayerNorm(normalized_shape, eps, elementwise_affine)`.
+    #[track_caller]
     pub fn with_opts(normalized_shape: &[usize], eps: f64, elementwise_affine: bool) -> LayerNorm {
+        // Not in closures: a shape too large to allocate is reported at the caller's line.
+        let (weight, bias) = if elementwise_affine {
+            (Some(Tensor::ones(normalized_shape).requires_grad_(true)), Some(Tensor::zeros(normalized_shape).requires_grad_(true)))
+        } else {
+            (None, None)
+        };
         LayerNorm {
-            weight: elementwise_affine.then(|| Tensor::ones(normalized_shape).requires_grad_(true)),
-            bias: elementwise_affine.then(|| Tensor::zeros(normalized_shape).requires_grad_(true)),
+            weight,
+            bias,
             normalized_shape: normalized_shape.to_vec(),
             eps,
         }

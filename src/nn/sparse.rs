@@ -18,6 +18,7 @@ pub struct Embedding {
 
 impl Embedding {
     /// `nn.Embedding(num_embeddings, embedding_dim)`.
+    #[track_caller]
     pub fn new(num_embeddings: usize, embedding_dim: usize) -> Embedding {
         Embedding::with_padding(num_embeddings, embedding_dim, None)
     }

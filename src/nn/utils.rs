@@ -25,6 +25,7 @@ fn vector_norm(x: &Tensor, norm_type: f64) -> Tensor {
 /// The total `norm_type`-norm of the gradients of `params` (those with a gradient), as if they
 /// were concatenated into one vector: the norm of the per-tensor norms, as PyTorch computes it.
 /// A 0-dim tensor in the first gradient's dtype (f32 0.0 when no parameter has a gradient).
+#[track_caller]
 pub fn get_total_norm(params: &[Tensor], norm_type: f64) -> Tensor {
     let _no_grad = crate::no_grad();
     let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();
@@ -39,6 +40,7 @@ pub fn get_total_norm(params: &[Tensor], norm_type: f64) -> Tensor {
 /// (`torch.nn.utils.clip_grad_norm_`). The scale is `min(max_norm / (total + 1e-6), 1)`.
 /// A non-finite total norm scales the gradients to NaN, as PyTorch's default does; use
 /// [`try_clip_grad_norm_`] for `error_if_nonfinite=True`.
+#[track_caller]
 pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Tensor {
     let total = get_total_norm(params, norm_type);
     clip_grads_with_norm_(params, max_norm, &total);
@@ -60,6 +62,7 @@ pub fn try_clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> 
 
 /// Multiplies every gradient of `params` by `min(max_norm / (total_norm + 1e-6), 1)`
 /// (`torch.nn.utils.clip_grads_with_norm_`).
+#[track_caller]
 pub fn clip_grads_with_norm_(params: &[Tensor], max_norm: f64, total_norm: &Tensor) {
     let _no_grad = crate::no_grad();
     let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();

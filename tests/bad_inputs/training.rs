@@ -99,6 +99,19 @@ fn data(c: &mut Cases) {
             })
         });
     }
+    for workers in [0usize, 2] {
+        c.add(format!("data-loader/failing-transform-{workers}-workers"), move || {
+            // Normalize needs a tensor image: on pixels (no ToTensor first) it fails per item.
+            let mnist = kiln::vision::datasets::Mnist::embedded(kiln::vision::datasets::Split::Test).expect("the embedded digits");
+            let bad = mnist.transform(kiln::vision::transforms::Normalize::new(&[0.5], &[0.5]));
+            panics(|| {
+                for batch in &DataLoader::new(bad).batch_size(2).num_workers(workers) {
+                    drop(batch);
+                    break;
+                }
+            })
+        });
+    }
     c.add("data-loader/batch-size-zero", || panics(|| drop(DataLoader::new(Ragged).batch_size(0))));
 }
 
@@ -144,6 +157,16 @@ fn compiled(c: &mut Cases) {
     c.add("compile/cross-entropy-target-out-of-range", move || {
         let target = Tensor::from_slice(&[0i64, 1, 7, 0]);
         let mut step = kiln::compile(|x: &Tensor| nn::CrossEntropyLoss::new().forward(x, &target));
+        panics(|| drop(step.call(&x())))
+    });
+    c.add("compile/scatter-out-of-range", move || {
+        let index = Tensor::full_opts(&[4, 1], 9, DType::I64, Device::Cpu);
+        let mut step = kiln::compile(|x: &Tensor| x.scatter(1, &index, &Tensor::ones(&[4, 1])) * 2.0);
+        panics(|| drop(step.call(&x())))
+    });
+    c.add("compile/scatter-add-out-of-range", move || {
+        let index = Tensor::full_opts(&[1, 3], -7, DType::I64, Device::Cpu);
+        let mut step = kiln::compile(|x: &Tensor| x.scatter_add(0, &index, &Tensor::ones(&[1, 3])).sum());
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/shape-mismatch", move || {

@@ -44,6 +44,7 @@ enum Product {
 const BACKWARD_BACKWARD: &str = "ConvolutionBackwardBackward0";
 
 /// The convolution of `x` by `w` (plus `bias`), recording `ConvolutionBackward0`.
+#[track_caller]
 pub(super) fn forward(c: &Arc<Conv>, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let out = launch(Product::Forward, c, x, w, bias, &c.y_shape)?;
     let mut inputs = vec![x, w];
@@ -71,6 +72,7 @@ pub(super) fn forward(c: &Arc<Conv>, x: &Tensor, w: &Tensor, bias: Option<&Tenso
 
 /// The transposed convolution `convᵀ(gy, w)` (the gradient of `forward` with respect to its
 /// input), of the input's shape.
+#[track_caller]
 pub(super) fn input_grad(c: &Arc<Conv>, gy: &Tensor, w: &Tensor) -> Result<Tensor> {
     let out = launch(Product::InputGrad, c, gy, w, None, &c.x_shape)?;
     if !autograd::is_recording(&[gy, w]) {
@@ -88,6 +90,7 @@ pub(super) fn input_grad(c: &Arc<Conv>, gy: &Tensor, w: &Tensor) -> Result<Tenso
 
 /// `Σ_n gy·im2col(x)ᵀ` (the gradient of `forward` with respect to its weight), of the
 /// weight's shape.
+#[track_caller]
 pub(super) fn weight_grad(c: &Arc<Conv>, x: &Tensor, gy: &Tensor) -> Result<Tensor> {
     let out = launch(Product::WeightGrad, c, x, gy, None, &c.w_shape)?;
     if !autograd::is_recording(&[x, gy]) {

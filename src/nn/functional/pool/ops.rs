@@ -68,6 +68,7 @@ fn take(slot: &Mutex<Option<Tensor>>) -> Option<Tensor> {
 
 /// Max pooling of `x`: the values (recording `MaxPool2DWithIndicesBackward0`) and the int64
 /// argmax indices within each plane.
+#[track_caller]
 pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
     float_only(x)?;
     let (vals, idx) = if crate::capture::is_active() {
@@ -134,6 +135,7 @@ fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]
 
 /// The gradient of max pooling: `gy` added into zeros of the input's shape at the argmax
 /// positions `idx`. Its own gradient is `G` gathered at `idx`.
+#[track_caller]
 pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
     float_only(gy)?;
     let (g, x_shape) = (p.geom, p.x_shape.clone());
@@ -157,6 +159,7 @@ pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Te
 }
 
 /// [`max_scatter`]'s CPU kernel (inside a compiled step, an opaque node).
+#[track_caller]
 fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) -> Result<Tensor> {
     let shape = x_shape.clone();
     crate::capture::deferred("max_pool2d_backward", &[gy, idx], &shape, gy.dtype(), move |ins| {
@@ -170,6 +173,7 @@ fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) 
 
 /// The average (or adaptive average) pooling `A·x`, recording `AvgPool2DBackward0` or
 /// `AdaptiveAvgPool2DBackward0` whose rule is [`avg_adjoint`].
+#[track_caller]
 pub(super) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
     let out = linear(p, x, false)?;
     if !autograd::is_recording(&[x]) {
@@ -181,6 +185,7 @@ pub(super) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
 }
 
 /// `Aᵀ·gy`: the gradient of [`avg`], differentiable (its gradient is `A` again).
+#[track_caller]
 pub(super) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
     let out = linear(p, gy, true)?;
     if !autograd::is_recording(&[gy]) {
@@ -193,6 +198,7 @@ pub(super) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
 
 /// Runs `A` (or `Aᵀ` when `adjoint`) on `t` without recording (inside a compiled step, as an
 /// opaque node).
+#[track_caller]
 fn linear(p: &Arc<Pool>, t: &Tensor, adjoint: bool) -> Result<Tensor> {
     float_only(t)?;
     let name = match (p.kind, adjoint) {
