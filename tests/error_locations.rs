@@ -1,7 +1,8 @@
 //! Every error a caller causes names the caller's line: for one error of each kind (shape,
 //! dtype, index, value, io, autograd, state dict, optimizer, scheduler, module, dataset,
 //! transform, data loader, distributed, compile), the reported file is this test file, never
-//! one of kiln's sources.
+//! one of kiln's sources. And a `main` returning `kiln::Result` prints the error's message and
+//! its cause, not the raw struct.
 
 use kiln::data::{DataLoader, Dataset, Subset, TensorDataset};
 use kiln::distributed::{self as dist, ReduceOp, TcpStore};
@@ -209,4 +210,18 @@ fn distributed_errors_name_the_callers_line() {
     let taken = std::net::TcpListener::bind("0.0.0.0:0").expect("a free port");
     let port = taken.local_addr().expect("its address").port();
     assert_here("a store's port in use", TcpStore::new("127.0.0.1", port, true, Duration::from_millis(200)).map(drop));
+}
+
+/// `fn main() -> kiln::Result<()>` failing: stderr reads `Error: op: message (at file:line)`
+/// and the cause, as `anyhow` prints it, never `Error { op: …, location: Location { … } }`.
+#[test]
+fn main_returning_a_kiln_error_prints_the_message_and_its_cause() {
+    let missing = temp("main-missing.safetensors");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln-main-error")).arg(&missing).output().expect("run kiln-main-error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with(&format!("Error: load: cannot read {}: ", missing.display())), "{stderr}");
+    assert!(stderr.contains("(at tests/programs/main_error.rs:"), "{stderr}");
+    assert!(stderr.contains("\n\nCaused by:\n    No such file or directory"), "{stderr}");
+    assert!(!stderr.contains("Error {") && !stderr.contains("Location"), "{stderr}");
 }
