@@ -1,14 +1,23 @@
 //! Every error a caller causes names the caller's line: for one error of each kind (shape,
-//! dtype, index, value, io, autograd, state dict, optimizer, module, dataset, data loader,
-//! compile), the reported file is this test file, never one of kiln's sources.
+//! dtype, index, value, io, autograd, state dict, optimizer, scheduler, module, dataset,
+//! transform, data loader, distributed, compile), the reported file is this test file, never
+//! one of kiln's sources. And a `main` returning `kiln::Result` prints the error's message and
+//! its cause, not the raw struct.
 
-use kiln::data::{DataLoader, Dataset, TensorDataset};
+use kiln::data::{DataLoader, Dataset, Subset, TensorDataset};
+use kiln::distributed::{self as dist, ReduceOp, TcpStore};
 use kiln::nn::{self, Module};
+use kiln::optim::lr_scheduler::{LrScheduler, OneCycleLr, OneCycleLrConfig, ReduceLrOnPlateau, StepLr};
 use kiln::optim::{Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
+use kiln::vision::datasets::idx::read_idx;
 use kiln::vision::datasets::{Cifar10, Mnist, Split};
+use kiln::vision::transforms::{RandomCrop, Transform};
+use kiln::vision::{Image, Pixels};
 use kiln::{Error, StateDict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
 
 const HERE: &str = "tests/error_locations.rs";
 
@@ -152,4 +161,67 @@ fn compiled_step_errors_name_the_callers_line() {
     assert_panics_here("index_select inside compile", || drop(step.call(&x)));
     let mut step = kiln::compile(|x: &Tensor| x.gather(1, &Tensor::from_vec(vec![7i64; 8], &[4, 2])) + 1.0);
     assert_panics_here("gather inside compile", || drop(step.call(&x)));
+}
+
+#[test]
+fn scheduler_errors_name_the_callers_line() {
+    let w = Tensor::zeros(&[2]).requires_grad_(true);
+    let mut opt = Sgd::new(vec![w], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let empty = StateDict::new();
+    let mut step = StepLr::new(&mut opt, 2, 0.5);
+    assert_here("StepLR state dict", step.load_state_dict(&empty));
+    let mut boxed: Box<dyn LrScheduler> = Box::new(StepLr::new(&mut opt, 2, 0.5));
+    assert_here("a scheduler behind dyn", boxed.load_state_dict(&empty));
+    let mut one_cycle = OneCycleLr::new(&mut opt, OneCycleLrConfig::new(0.1, 10));
+    let mut bad = one_cycle.state_dict();
+    bad.set_metadata("min_lr", "not a number");
+    assert_here("OneCycleLR list", one_cycle.load_state_dict(&bad));
+    let mut plateau = ReduceLrOnPlateau::new(&mut opt, Default::default());
+    assert_here("ReduceLROnPlateau state dict", plateau.load_state_dict(&empty));
+}
+
+#[test]
+fn dataset_and_transform_errors_name_the_callers_line() {
+    let shared = Arc::new(TensorDataset::new(Tensor::zeros(&[2, 3])).expect("a dataset"));
+    assert_panics_here("dataset index", || drop(shared.get(2)));
+    let boxed: Box<dyn Dataset<Item = Tensor>> = Box::new(shared.clone());
+    assert_panics_here("dataset behind dyn", || drop(boxed.get(5)));
+    let subset: Subset<TensorDataset<Tensor>> = Subset::new(shared, vec![0, 1, 1]).expect("a subset");
+    assert_panics_here("subset index", || drop(subset.get(3)));
+    let crop: Box<dyn Transform> = Box::new(RandomCrop::new(8));
+    let pixels = Pixels::new(vec![0; 16], 1, 4, 4).expect("4x4 pixels");
+    assert_here("transform behind dyn", crop.apply(Image::Pixels(pixels)).map(drop));
+}
+
+#[test]
+fn file_reader_errors_name_the_callers_line_and_keep_the_cause() {
+    let folder = temp("a-folder-not-a-file");
+    std::fs::create_dir_all(&folder).expect("a folder");
+    let e = read_idx(&folder).expect_err("a folder is not an IDX file");
+    assert_eq!(e.location.file(), HERE, "{e}");
+    let cause = std::error::Error::source(&e).and_then(|c| c.downcast_ref::<std::io::Error>());
+    assert!(cause.is_some(), "the io error is the source: {e:?}");
+}
+
+#[test]
+fn distributed_errors_name_the_callers_line() {
+    assert_here("rank without a group", dist::rank().map(drop));
+    assert_here("all_reduce without a group", dist::all_reduce(&Tensor::zeros(&[2]), ReduceOp::Sum));
+    let taken = std::net::TcpListener::bind("0.0.0.0:0").expect("a free port");
+    let port = taken.local_addr().expect("its address").port();
+    assert_here("a store's port in use", TcpStore::new("127.0.0.1", port, true, Duration::from_millis(200)).map(drop));
+}
+
+/// `fn main() -> kiln::Result<()>` failing: stderr reads `Error: op: message (at file:line)`
+/// and the cause, as `anyhow` prints it, never `Error { op: …, location: Location { … } }`.
+#[test]
+fn main_returning_a_kiln_error_prints_the_message_and_its_cause() {
+    let missing = temp("main-missing.safetensors");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln-main-error")).arg(&missing).output().expect("run kiln-main-error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with(&format!("Error: load: cannot read {}: ", missing.display())), "{stderr}");
+    assert!(stderr.contains("(at tests/programs/main_error.rs:"), "{stderr}");
+    assert!(stderr.contains("\n\nCaused by:\n    No such file or directory"), "{stderr}");
+    assert!(!stderr.contains("Error {") && !stderr.contains("Location"), "{stderr}");
 }

@@ -17,13 +17,16 @@ pub trait Collate: Sized + Send {
     type Batch: Send + 'static;
 
     /// Combines `items` (at least one) into a batch; an error for items that do not fit together
-    /// (tensors of different shapes, `Vec`s of different lengths).
+    /// (tensors of different shapes, `Vec`s of different lengths), at the caller's line
+    /// (`#[track_caller]` in every implementation).
+    #[track_caller]
     fn collate(items: Vec<Self>) -> Result<Self::Batch>;
 
     /// The batch with its tensors in page-locked host memory, for a loader with
     /// [`pin_memory(true)`](super::DataLoader::pin_memory) on a machine with a CUDA device.
     /// The default leaves a batch of your own type as it is; override it to pin its tensors
     /// (with [`Tensor::try_pin_memory`]).
+    #[track_caller]
     fn pin_batch(batch: Self::Batch) -> Result<Self::Batch> {
         Ok(batch)
     }

@@ -1,6 +1,6 @@
 //! The [`Dataset`] trait and the generic datasets: [`TensorDataset`] and [`Subset`].
 
-use crate::error::{bail, Result};
+use crate::error::{bail, fail, ErrorKind, Result};
 use crate::Tensor;
 use std::sync::Arc;
 
@@ -15,8 +15,8 @@ pub trait Dataset: Send + Sync {
     /// The number of items (`len(dataset)`).
     fn len(&self) -> usize;
 
-    /// Item `index`, for `index < len()` (may panic otherwise). `#[track_caller]`, so that a
-    /// failing item (a transform's error) names the caller's line, through `dyn` too.
+    /// Item `index`, for `index < len()` (may panic otherwise). `#[track_caller]` in every
+    /// implementation, so a panic names the line that asked for the item.
     #[track_caller]
     fn get(&self, index: usize) -> Self::Item;
 
@@ -138,7 +138,7 @@ impl<T: TensorTuple> Dataset for TensorDataset<T> {
         self.len
     }
     fn get(&self, index: usize) -> T {
-        assert!(index < self.len, "TensorDataset: index {index} is out of range for {} items", self.len);
+        check_index("TensorDataset", index, self.len);
         self.tensors.row(index)
     }
 }
@@ -187,6 +187,16 @@ impl<D: Dataset + ?Sized> Dataset for Subset<D> {
         self.indices.len()
     }
     fn get(&self, index: usize) -> D::Item {
+        check_index("Subset", index, self.indices.len());
         self.dataset.get(self.indices[index])
+    }
+}
+
+/// Panics, at the caller's line, unless `index` is below `len`, the number of items of the
+/// dataset `op` (PyTorch's `IndexError`).
+#[track_caller]
+pub(crate) fn check_index(op: &'static str, index: usize, len: usize) {
+    if index >= len {
+        fail(op, ErrorKind::Index, format!("index {index} is out of range for {len} items"));
     }
 }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 /// fractions (floats summing to 1; each subset gets `floor(n * f)` items and the remainder is
 /// handed out one item at a time, round-robin from the first subset, as PyTorch does).
 pub trait SplitLengths {
-    /// The length of each subset of a dataset of `n` items, or an error.
+    /// The length of each subset of a dataset of `n` items, or an error at the caller's line
+    /// (`#[track_caller]` in every implementation).
+    #[track_caller]
     fn resolve(&self, n: usize) -> Result<Vec<usize>>;
 }
 

@@ -3,6 +3,7 @@
 //! (`RANK`, `WORLD_SIZE`) set them.
 
 use crate::error::{Error, ErrorKind, Result};
+use std::panic::Location;
 
 /// Rank and world size as the environment gives them, with the variable names they came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,9 +23,10 @@ const PAIRS: [(&str, &str); 3] =
 pub(crate) fn read(var: impl Fn(&str) -> Option<String>) -> Result<Option<LaunchEnv>> {
     for (rank_var, size_var) in PAIRS {
         let (Some(rank), Some(size)) = (var(rank_var), var(size_var)) else { continue };
+        let at = Location::caller();
         let parse = |name: &str, value: &str| {
             value.trim().parse::<usize>().map_err(|_| {
-                Error::new("init_process_group", ErrorKind::Value, format!("{name}={value:?} is not a non-negative integer"))
+                Error::at("init_process_group", ErrorKind::Value, format!("{name}={value:?} is not a non-negative integer"), at)
             })
         };
         let (rank, world_size) = (parse(rank_var, &rank)?, parse(size_var, &size)?);

@@ -29,7 +29,7 @@ pub(crate) fn lock() -> MutexGuard<'static, Option<Group>> {
 #[track_caller]
 pub(crate) fn with_group<R>(op: &'static str, f: impl FnOnce(&mut Group) -> Result<R>) -> Result<R> {
     let mut guard = lock();
-    let group = guard.as_mut().ok_or_else(|| not_initialized(op))?;
+    let Some(group) = guard.as_mut() else { return Err(not_initialized(op)) };
     if let Some(reason) = &group.aborted {
         return Err(Error::new(op, ErrorKind::Distributed, format!("the process group was aborted earlier: {reason}")));
     }
@@ -105,19 +105,28 @@ pub fn is_initialized() -> bool {
 /// This process's rank in the default group (`dist.get_rank()`).
 #[track_caller]
 pub fn rank() -> Result<usize> {
-    lock().as_ref().map(|g| g.transport.rank()).ok_or_else(|| not_initialized("get_rank"))
+    match lock().as_ref() {
+        Some(g) => Ok(g.transport.rank()),
+        None => Err(not_initialized("get_rank")),
+    }
 }
 
 /// The number of processes in the default group (`dist.get_world_size()`).
 #[track_caller]
 pub fn world_size() -> Result<usize> {
-    lock().as_ref().map(|g| g.transport.world_size()).ok_or_else(|| not_initialized("get_world_size"))
+    match lock().as_ref() {
+        Some(g) => Ok(g.transport.world_size()),
+        None => Err(not_initialized("get_world_size")),
+    }
 }
 
 /// The default group's backend (`dist.get_backend()`).
 #[track_caller]
 pub fn get_backend() -> Result<Backend> {
-    lock().as_ref().map(|g| g.backend).ok_or_else(|| not_initialized("get_backend"))
+    match lock().as_ref() {
+        Some(g) => Ok(g.backend),
+        None => Err(not_initialized("get_backend")),
+    }
 }
 
 /// Tears the default group down (`dist.destroy_process_group()`): finalizes the library. After
@@ -126,7 +135,7 @@ pub fn get_backend() -> Result<Backend> {
 /// initialized again in the same process.
 #[track_caller]
 pub fn destroy_process_group() -> Result<()> {
-    let group = lock().take().ok_or_else(|| not_initialized("destroy_process_group"))?;
+    let Some(group) = lock().take() else { return Err(not_initialized("destroy_process_group")) };
     let Group { mut transport, aborted, .. } = group;
     if let Some(reason) = aborted {
         eprintln!("kiln::distributed: aborting the job: {reason}");

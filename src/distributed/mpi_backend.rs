@@ -43,17 +43,19 @@ impl MpiTransport {
     /// Initializes MPI (or joins a program that did) and duplicates the world communicator.
     #[track_caller]
     pub(crate) fn init() -> Result<MpiTransport> {
-        let max_chunk = chunks::max_chunk(std::env::var(chunks::MAX_CHUNK_VAR).ok())
-            .map_err(|e| Error::new("init_process_group", ErrorKind::Value, e))?;
+        let max_chunk = match chunks::max_chunk(std::env::var(chunks::MAX_CHUNK_VAR).ok()) {
+            Ok(n) => n,
+            Err(e) => return Err(Error::new("init_process_group", ErrorKind::Value, e)),
+        };
         let universe = if mpi::environment::is_initialized() {
             None
         } else {
             if mpi::environment::is_finalized() {
                 return Err(Error::new("init_process_group", ErrorKind::Distributed, "MPI was finalized earlier in this process (by destroy_process_group) and cannot be initialized twice"));
             }
-            let (universe, level) = mpi::initialize_with_threading(mpi::Threading::Serialized).ok_or_else(|| {
-                Error::new("init_process_group", ErrorKind::Distributed, "MPI_Init_thread failed")
-            })?;
+            let Some((universe, level)) = mpi::initialize_with_threading(mpi::Threading::Serialized) else {
+                return Err(Error::new("init_process_group", ErrorKind::Distributed, "MPI_Init_thread failed"));
+            };
             if level < mpi::Threading::Serialized {
                 return Err(Error::new("init_process_group", ErrorKind::Distributed, format!("the MPI library provides thread level {level:?}; kiln needs Serialized or better")));
             }

@@ -5,6 +5,7 @@
 
 use super::store::TcpStore;
 use crate::error::{Error, ErrorKind, Result};
+use std::panic::Location;
 use std::time::Duration;
 
 /// A process's place in the job and the store it shares with the others.
@@ -32,12 +33,13 @@ impl EnvRendezvous {
     #[track_caller]
     pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>, timeout: Duration) -> Result<EnvRendezvous> {
         const OP: &str = "rendezvous (env://)";
+        let at = Location::caller();
         let get = |name: &str, what: &str| {
-            var(name).ok_or_else(|| Error::new(OP, ErrorKind::Value, format!("{name} is not set: the env:// rendezvous needs {what}")))
+            var(name).ok_or_else(|| Error::at(OP, ErrorKind::Value, format!("{name} is not set: the env:// rendezvous needs {what}"), at))
         };
         let number = |name: &str, what: &str| -> Result<usize> {
             let v = get(name, what)?;
-            v.trim().parse().map_err(|_| Error::new(OP, ErrorKind::Value, format!("{name}={v:?} is not a non-negative integer")))
+            v.trim().parse().map_err(|_| Error::at(OP, ErrorKind::Value, format!("{name}={v:?} is not a non-negative integer"), at))
         };
         let rank = number("RANK", "this process's rank")?;
         let world_size = number("WORLD_SIZE", "the number of processes")?;
@@ -46,10 +48,11 @@ impl EnvRendezvous {
         }
         let addr = get("MASTER_ADDR", "the address of rank 0")?;
         let port = number("MASTER_PORT", "the port rank 0 listens on")?;
-        let port = u16::try_from(port).map_err(|_| Error::new(OP, ErrorKind::Value, format!("MASTER_PORT={port} is not a TCP port")))?;
-        let store = TcpStore::new(addr.trim(), port, rank == 0, timeout).map_err(|e| {
-            Error::new(OP, e.kind, format!("rank {rank} of {world_size}: {}", e.message))
-        })?;
+        let Ok(port) = u16::try_from(port) else {
+            return Err(Error::new(OP, ErrorKind::Value, format!("MASTER_PORT={port} is not a TCP port")));
+        };
+        let store = TcpStore::new(addr.trim(), port, rank == 0, timeout)
+            .map_err(|e| Error { op: OP, message: format!("rank {rank} of {world_size}: {}", e.message), location: at, ..e })?;
         Ok(EnvRendezvous { rank, world_size, store })
     }
 

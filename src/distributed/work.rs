@@ -11,6 +11,7 @@ use super::transport::{Call, Request, Wire};
 use crate::error::{Error, ErrorKind, Result};
 use kiln_runtime::{CpuStorage, Storage};
 use std::ffi::c_void;
+use std::panic::Location;
 use std::time::{Duration, Instant};
 
 /// What a collective sends from.
@@ -64,6 +65,7 @@ impl Work {
     /// returns, and forever when it returns an error (the caller leaks it then).
     #[track_caller]
     pub(crate) unsafe fn start(op: &'static str, call: Call, wire: Wire, count: usize, send: SendBuf, mut recv: Option<Storage>) -> Result<Work> {
+        let at = Location::caller();
         group::with_group(op, |g| {
             let (send_ptr, send) = match send {
                 SendBuf::None => (std::ptr::null(), None),
@@ -74,7 +76,7 @@ impl Work {
             // SAFETY: owned buffers live in the Work until completion (or are leaked), recv is
             // fresh and unaliased, and the caller vouches for a borrowed send buffer.
             let request = unsafe { g.transport.start(call, wire, send_ptr, recv_ptr, count) }
-                .map_err(|e| Error::new(op, e.kind, e.message))?;
+                .map_err(|e| Error { op, location: at, ..e })?;
             let (rank, world_size) = (g.transport.rank(), g.transport.world_size());
             Ok(Work { op, request: Some(request), started: Instant::now(), timeout: g.timeout, rank, world_size, send, recv })
         })
@@ -87,7 +89,7 @@ impl Work {
         let Some(request) = &self.request else { return Ok(true) };
         let done = {
             let mut guard = group::lock();
-            let g = guard.as_mut().ok_or_else(|| group::not_initialized(self.op))?;
+            let Some(g) = guard.as_mut() else { return Err(group::not_initialized(self.op)) };
             g.transport.test(request)
         };
         match done {

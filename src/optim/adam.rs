@@ -84,6 +84,7 @@ struct Hyper {
     decoupled: bool,
 }
 
+#[track_caller]
 fn validate(name: &'static str, h: &Hyper) -> Result<()> {
     non_negative(name, &[("learning rate", h.lr), ("epsilon value", h.eps)])?;
     check(name, (0.0..1.0).contains(&h.betas.0), || format!("Invalid beta parameter at index 0: {}", h.betas.0))?;
@@ -133,6 +134,7 @@ fn state_tensors(s: &AdamState) -> Vec<(&'static str, Tensor)> {
     v
 }
 
+#[track_caller]
 fn load_state(h: &Hyper, saved: &mut StateTensors<'_>) -> Result<AdamState> {
     Ok(AdamState {
         step: saved.step()?,

@@ -38,7 +38,9 @@ pub trait Optimizer {
     /// format is in the [module docs](crate::optim)).
     fn state_dict(&self) -> StateDict;
     /// Restores a state written by [`Optimizer::state_dict`]; an error naming what differs
-    /// (group count, group sizes, tensor shapes, unknown names) leaves the optimizer unchanged.
+    /// (group count, group sizes, tensor shapes, unknown names) leaves the optimizer unchanged
+    /// and names the caller's line (`#[track_caller]` in every implementation).
+    #[track_caller]
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()>;
 }
 
@@ -56,6 +58,7 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug {
     const EAGER_STATE: bool = false;
 
     /// An error for an invalid value (a negative learning rate, a beta outside `[0, 1)`, …).
+    #[track_caller]
     fn validate(&self) -> Result<()>;
     /// The learning rate.
     fn lr(&self) -> f64;
@@ -72,6 +75,7 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug {
     /// `(name, value)` of every hyperparameter, PyTorch's names, values as text.
     fn hyperparameters(&self) -> Vec<(&'static str, String)>;
     /// Sets one hyperparameter from its text; an error for unknown names or unreadable values.
+    #[track_caller]
     fn set_hyperparameter(&mut self, key: &str, value: &str) -> Result<()>;
     /// The state of a parameter before its first update.
     fn init_state(&self, param: &Tensor) -> Self::State;
@@ -80,6 +84,7 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug {
     /// The state's tensors with PyTorch's names (`step` as a 0-dim f32 tensor).
     fn state_tensors(&self, state: &Self::State) -> Vec<(&'static str, Tensor)>;
     /// Rebuilds a state from saved tensors.
+    #[track_caller]
     fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<Self::State>;
 }
 
@@ -200,6 +205,7 @@ impl<C: OptimizerConfig> Optim<C> {
     }
 
     /// Reads groups' hyperparameters and state from `sd` without changing `self`.
+    #[track_caller]
     fn read_state_dict(&self, sd: &StateDict) -> Result<(Vec<C>, Vec<(Tensor, C::State)>)> {
         let meta = sd.metadata_entries();
         let saved_groups = (0..).take_while(|g| meta.contains_key(&format!("param_groups.{g}.params"))).count();
@@ -211,9 +217,9 @@ impl<C: OptimizerConfig> Optim<C> {
         let mut configs = Vec::with_capacity(saved_groups);
         for (g, group) in self.groups.iter().enumerate() {
             let text = &meta[&format!("param_groups.{g}.params")];
-            let ids: Vec<usize> = text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse()).collect::<Result<_, _>>().map_err(|_| {
-                crate::Error::new("load_state_dict", crate::ErrorKind::Value, format!("param_groups.{g}.params has the unreadable value {text:?}"))
-            })?;
+            let Ok(ids) = text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse()).collect::<Result<Vec<usize>, _>>() else {
+                bail!("load_state_dict", Value, "param_groups.{g}.params has the unreadable value {text:?}");
+            };
             if ids.len() != group.params.len() {
                 bail!("load_state_dict", Value, "parameter group {g} has {} parameters in the loaded state dict, but {} in the optimizer", ids.len(), group.params.len());
             }

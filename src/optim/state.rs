@@ -81,6 +81,7 @@ impl<'a> StateTensors<'a> {
     }
 
     /// The state tensor `name`, if saved: shaped like the parameter, as a copy in its dtype.
+    #[track_caller]
     pub fn optional(&mut self, name: &str) -> Result<Option<Tensor>> {
         let Some(t) = self.take_raw(name) else { return Ok(None) };
         if t.shape() != self.param.shape() {
@@ -91,6 +92,7 @@ impl<'a> StateTensors<'a> {
     }
 
     /// The state tensor `name`; an error naming it when it was not saved.
+    #[track_caller]
     pub fn required(&mut self, name: &str) -> Result<Tensor> {
         match self.optional(name)? {
             Some(t) => Ok(t),
@@ -99,6 +101,7 @@ impl<'a> StateTensors<'a> {
     }
 
     /// The `step` count (a one-element tensor).
+    #[track_caller]
     pub fn step(&mut self) -> Result<f64> {
         let Some(t) = self.take_raw("step") else {
             bail!("load_state_dict", Value, "state.{}.step is missing from the state dict", self.index)
@@ -110,6 +113,7 @@ impl<'a> StateTensors<'a> {
     }
 
     /// An error for every saved tensor nothing asked for.
+    #[track_caller]
     pub(crate) fn finish(self, optimizer: &str) -> Result<()> {
         if let Some(e) = self.entries.iter().find(|e| !e.2) {
             bail!("load_state_dict", Value, "unexpected state tensor state.{}.{} for {optimizer} (with these hyperparameters)", self.index, e.0);
@@ -164,6 +168,7 @@ impl HyperValue for (f64, f64) {
 }
 
 /// Parses `value` as the hyperparameter `key` of `optimizer`.
+#[track_caller]
 pub(crate) fn parse_hyper<T: HyperValue>(optimizer: &str, key: &str, value: &str) -> Result<T> {
     match T::parse_text(value) {
         Some(v) => Ok(v),
@@ -218,6 +223,7 @@ pub(crate) use lr_and_momentum;
 
 /// An error for the first `(what, value)` whose value is not `>= 0` (NaN included): PyTorch's
 /// `Invalid {what}: {value}` checks of the constructors.
+#[track_caller]
 pub(crate) fn non_negative(optimizer: &'static str, values: &[(&str, f64)]) -> Result<()> {
     for &(what, v) in values {
         check(optimizer, v >= 0.0, || format!("Invalid {what}: {v}"))?;
@@ -226,6 +232,7 @@ pub(crate) fn non_negative(optimizer: &'static str, values: &[(&str, f64)]) -> R
 }
 
 /// An error unless `ok`: PyTorch's "Invalid … value" checks of the constructors.
+#[track_caller]
 pub(crate) fn check(optimizer: &'static str, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if !ok {
         return Err(crate::Error::new(optimizer, crate::ErrorKind::Value, what()));

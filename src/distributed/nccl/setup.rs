@@ -42,7 +42,9 @@ pub(super) fn local_device(var: impl Fn(&str) -> Option<String>, rank: usize, de
     let Some((name, value)) = LOCAL_RANK_VARS.iter().find_map(|n| var(n).map(|v| (*n, v))) else {
         return Ok(rank % devices.max(1));
     };
-    let local: usize = value.trim().parse().map_err(|_| Error::new(OP, ErrorKind::Value, format!("{name}={value:?} is not a non-negative integer")))?;
+    let Ok(local) = value.trim().parse::<usize>() else {
+        return Err(Error::new(OP, ErrorKind::Value, format!("{name}={value:?} is not a non-negative integer")));
+    };
     if local >= devices {
         return Err(Error::new(OP, ErrorKind::Device, format!("{name}={local}, but this machine has {devices} CUDA device(s): start one process per GPU")));
     }

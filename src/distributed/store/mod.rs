@@ -10,6 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use server::Server;
 use std::io::{BufReader, BufWriter};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::panic::Location;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use wire::{read_reply, write_request, Reply, Request};
@@ -65,8 +66,10 @@ impl TcpStore {
     #[track_caller]
     pub fn new(host: &str, port: u16, is_master: bool, timeout: Duration) -> Result<TcpStore> {
         const OP: &str = "TcpStore::new";
+        let at = Location::caller();
+        let failed = |what: String, e: std::io::Error| Error::at(OP, ErrorKind::Distributed, format!("{what}: {e}"), at).caused_by(e);
         let server = if is_master {
-            let s = Server::start(port).map_err(|e| Error::new(OP, ErrorKind::Distributed, format!("the master cannot listen on port {port}: {e}")))?;
+            let s = Server::start(port).map_err(|e| failed(format!("the master cannot listen on port {port}"), e))?;
             Some(s)
         } else {
             None
@@ -74,7 +77,7 @@ impl TcpStore {
         let port = server.as_ref().map_or(port, Server::port);
         let addr = format!("{host}:{port}");
         let stream = connect(OP, &addr, timeout)?;
-        let clone = stream.try_clone().map_err(|e| Error::new(OP, ErrorKind::Distributed, format!("{addr}: {e}")))?;
+        let clone = stream.try_clone().map_err(|e| failed(addr.clone(), e))?;
         let conn = Conn { reader: BufReader::new(stream), writer: BufWriter::new(clone) };
         Ok(TcpStore { server, conn: Mutex::new(conn), addr, port, timeout })
     }
@@ -145,7 +148,10 @@ impl TcpStore {
     /// Sends `request` and reads the reply, allowing the server `wait` (plus slack) to answer.
     #[track_caller]
     fn call(&self, op: &'static str, request: Request, wait: Duration) -> Result<Reply> {
-        let lost = |e: std::io::Error| Error::new(op, ErrorKind::Distributed, format!("lost the store at {}: {e} (did the master, rank 0, exit?)", self.addr));
+        let at = Location::caller();
+        let lost = |e: std::io::Error| {
+            Error::at(op, ErrorKind::Distributed, format!("lost the store at {}: {e} (did the master, rank 0, exit?)", self.addr), at).caused_by(e)
+        };
         let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         conn.reader.get_ref().set_read_timeout(Some(wait + REPLY_SLACK)).map_err(lost)?;
         write_request(&mut conn.writer, &request).map_err(lost)?;
@@ -163,9 +169,11 @@ impl TcpStore {
 #[track_caller]
 fn connect(op: &'static str, addr: &str, timeout: Duration) -> Result<TcpStream> {
     let deadline = Instant::now() + timeout;
+    let at = Location::caller();
     let mut last = None;
     loop {
-        let targets = addr.to_socket_addrs().map_err(|e| Error::new(op, ErrorKind::Distributed, format!("cannot resolve {addr}: {e}")))?;
+        let targets =
+            addr.to_socket_addrs().map_err(|e| Error::at(op, ErrorKind::Distributed, format!("cannot resolve {addr}: {e}"), at).caused_by(e))?;
         for target in targets {
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
             match TcpStream::connect_timeout(&target, left) {

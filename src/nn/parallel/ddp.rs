@@ -7,6 +7,7 @@ use crate::distributed::{self as dist, ReduceOp};
 use crate::error::{Error, ErrorKind, OrPanic, Result};
 use crate::nn::{FieldVisitor, FieldVisitorMut, Module, Visit};
 use crate::tensor::Tensor;
+use std::panic::Location;
 use std::sync::{Arc, Mutex};
 
 /// Options of [`DistributedDataParallel::new`] (PyTorch's keyword arguments).
@@ -156,7 +157,8 @@ fn verify_shapes(op: &'static str, params: &[Tensor]) -> Result<()> {
         sig.push(p.dim() as i64);
         sig.extend(p.shape().iter().map(|&d| d as i64));
     }
-    let disagree = || Error::new(op, ErrorKind::Shape, "the ranks' modules have different parameters (number, order or shapes): DDP needs the same model on every rank".to_string());
+    let at = Location::caller();
+    let disagree = || Error::at(op, ErrorKind::Shape, "the ranks' modules have different parameters (number, order or shapes): DDP needs the same model on every rank", at);
     let local = dist::on_group_device(op, Tensor::from_vec(sig.clone(), &[sig.len()]))?;
     let (hi, lo) = (local.deep_clone(), local.deep_clone());
     dist::all_reduce(&hi, ReduceOp::Max).map_err(|e| if e.kind == ErrorKind::Distributed { disagree() } else { e })?;

@@ -65,12 +65,14 @@ impl Base {
     }
 
     /// Reads the counters from `sd`'s metadata.
+    #[track_caller]
     pub fn load(sd: &StateDict, name: &str) -> Result<Base> {
         Ok(Base { last_epoch: get(sd, name, "last_epoch")?, step_count: get(sd, name, "_step_count")?, base_lrs: get_list(sd, name, "base_lrs")?, last_lr: get_list(sd, name, "_last_lr")? })
     }
 
     /// [`Base::load`], then an error unless the loaded base has one learning rate per group of
     /// `self` (the scheduler's current base).
+    #[track_caller]
     pub fn load_matching(&self, sd: &StateDict, name: &str) -> Result<Base> {
         let loaded = Base::load(sd, name)?;
         check_groups(name, &loaded, self)?;
@@ -98,6 +100,7 @@ pub(super) trait EpochSchedule: WithBase + Sized {
     /// Writes the settings (not the counters) into `sd`'s metadata.
     fn save_settings(&self, sd: &mut StateDict);
     /// The scheduler of counters `base` with the settings read from `sd`'s metadata.
+    #[track_caller]
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self>;
 
     /// The constructor's step: sets the initial learning rates and returns the scheduler.
@@ -125,6 +128,7 @@ pub(super) trait EpochSchedule: WithBase + Sized {
 
     /// Restores what [`EpochSchedule::save`] wrote, changing nothing on an error
     /// ([`LrScheduler::load_state_dict`](super::LrScheduler::load_state_dict)).
+    #[track_caller]
     fn load(&mut self, sd: &StateDict) -> Result<()> {
         let base = self.base().load_matching(sd, Self::NAME)?;
         *self = Self::load_settings(base, sd)?;
@@ -179,6 +183,7 @@ pub(super) fn show_list(v: &[f64]) -> String {
 
 /// The metadata entry `key` parsed as a `T`; an error naming the key when it is absent or
 /// unreadable.
+#[track_caller]
 pub(super) fn get<T: std::str::FromStr>(sd: &StateDict, name: &str, key: &str) -> Result<T> {
     let Some(text) = sd.metadata(key) else {
         bail!("load_state_dict", Value, "{name} state dict has no entry {key:?}");
@@ -190,14 +195,19 @@ pub(super) fn get<T: std::str::FromStr>(sd: &StateDict, name: &str, key: &str) -
 }
 
 /// The metadata entry `key` parsed as comma-separated `T`s (empty text: an empty list).
+#[track_caller]
 pub(super) fn get_list<T: std::str::FromStr>(sd: &StateDict, name: &str, key: &str) -> Result<Vec<T>> {
     let Some(text) = sd.metadata(key) else {
         bail!("load_state_dict", Value, "{name} state dict has no entry {key:?}");
     };
-    text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse::<T>()).collect::<Result<Vec<T>, _>>().map_err(|_| crate::Error::new("load_state_dict", crate::ErrorKind::Value, format!("{name} state dict entry {key:?} has the unreadable value {text:?}")))
+    match text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse::<T>()).collect() {
+        Ok(list) => Ok(list),
+        Err(_) => bail!("load_state_dict", Value, "{name} state dict entry {key:?} has the unreadable value {text:?}"),
+    }
 }
 
 /// An error unless the loaded base has one learning rate per group of the scheduler.
+#[track_caller]
 fn check_groups(name: &str, loaded: &Base, current: &Base) -> Result<()> {
     if loaded.base_lrs.len() != current.base_lrs.len() {
         bail!("load_state_dict", Value, "{name} state dict has {} base_lrs, but the scheduler has {} parameter groups", loaded.base_lrs.len(), current.base_lrs.len());
@@ -207,6 +217,7 @@ fn check_groups(name: &str, loaded: &Base, current: &Base) -> Result<()> {
 
 /// The metadata entry `key`, which must be one of the names in `choices`, as its value; an error
 /// naming the key, what it holds and the names expected.
+#[track_caller]
 pub(super) fn get_choice<T: Copy>(sd: &StateDict, name: &str, key: &str, choices: &[(&str, T)]) -> Result<T> {
     let text = sd.metadata(key);
     match choices.iter().find(|(k, _)| Some(*k) == text) {

@@ -47,6 +47,8 @@ pub trait LrScheduler {
     /// The scheduler's counters and settings, as metadata.
     fn state_dict(&self) -> StateDict;
     /// Restores what [`LrScheduler::state_dict`] wrote; an error names a missing or unreadable
-    /// entry and changes nothing.
+    /// entry and changes nothing; it names the caller's line (`#[track_caller]` in every
+    /// implementation).
+    #[track_caller]
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()>;
 }

@@ -268,7 +268,10 @@ impl LrScheduler for OneCycleLr {
         const NAME: &str = "OneCycleLR";
         let base = self.base.load_matching(sd, NAME)?;
         let anneal_strategy = get_choice(sd, NAME, "anneal_strategy", &[("cos", AnnealStrategy::Cos), ("linear", AnnealStrategy::Linear)])?;
-        let lists: Vec<Vec<f64>> = ["max_lr", "initial_lr", "min_lr", "max_momentum", "base_momentum"].iter().map(|k| get_list(sd, NAME, k)).collect::<Result<_>>()?;
+        let mut lists: Vec<Vec<f64>> = Vec::with_capacity(5);
+        for key in ["max_lr", "initial_lr", "min_lr", "max_momentum", "base_momentum"] {
+            lists.push(get_list(sd, NAME, key)?);
+        }
         if lists.iter().any(|l| l.len() != base.base_lrs.len()) {
             bail!("load_state_dict", Value, "{NAME} state dict has per-group lists of the wrong length (expected {})", base.base_lrs.len());
         }

@@ -186,6 +186,7 @@ impl ReduceLrOnPlateau {
 
     /// Restores what [`ReduceLrOnPlateau::state_dict`] wrote; an error names a missing or
     /// unreadable entry and changes nothing.
+    #[track_caller]
     pub fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
         const NAME: &str = "ReduceLROnPlateau";
         let mode = get_choice(sd, NAME, "mode", &[("min", PlateauMode::Min), ("max", PlateauMode::Max)])?;

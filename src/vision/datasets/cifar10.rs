@@ -2,10 +2,11 @@
 
 use super::idx::read_maybe_gz;
 use super::image_item;
-use crate::data::Dataset;
+use crate::data::{check_index, Dataset};
 use crate::error::{AtCaller, Error, ErrorKind, Result};
 use crate::vision::transforms::Transform;
 use crate::Tensor;
+use std::panic::Location;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -94,7 +95,8 @@ impl Cifar10 {
 #[track_caller]
 fn read_batch(path: &Path, images: &mut Vec<u8>, labels: &mut Vec<u8>) -> Result<()> {
     let bytes = read_maybe_gz("Cifar10", path)?;
-    let bad = |message: String| Error::new("Cifar10", ErrorKind::Value, format!("{}: {message}", path.display()));
+    let at = Location::caller();
+    let bad = |message: String| Error::at("Cifar10", ErrorKind::Value, format!("{}: {message}", path.display()), at);
     if bytes.is_empty() {
         return Err(bad("the file is empty (expected 3073-byte records)".into()));
     }
@@ -124,7 +126,7 @@ impl Dataset for Cifar10 {
     }
 
     fn get(&self, index: usize) -> (Tensor, i64) {
-        assert!(index < self.len(), "Cifar10: index {index} is out of range for {} items", self.len());
+        check_index("Cifar10", index, self.len());
         let image = image_item("Cifar10", index, self.image_bytes(index), [3, 32, 32], self.transform.as_ref());
         (image, self.label(index) as i64)
     }

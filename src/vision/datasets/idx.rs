@@ -4,6 +4,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
+use std::panic::Location;
 use std::path::Path;
 
 /// An IDX array of unsigned bytes.
@@ -35,17 +36,19 @@ fn bad(path: &Path, message: impl std::fmt::Display) -> Error {
 }
 
 /// Reads a file whole, decompressing it if it is gzipped (recognized by its first two bytes,
-/// `1f 8b`, whatever its name).
+/// `1f 8b`, whatever its name). An error keeps the I/O error as its source.
 #[track_caller]
 pub fn read_maybe_gz(op: &'static str, path: &Path) -> Result<Vec<u8>> {
-    let raw = std::fs::read(path).map_err(|e| Error::new(op, ErrorKind::Io, format!("{}: cannot read the file: {e}", path.display())))?;
+    let at = Location::caller();
+    let cannot = |what: &str, e: std::io::Error| Error::at(op, ErrorKind::Io, format!("{}: {what}: {e}", path.display()), at).caused_by(e);
+    let raw = std::fs::read(path).map_err(|e| cannot("cannot read the file", e))?;
     if raw.len() < 2 || raw[..2] != [0x1f, 0x8b] {
         return Ok(raw);
     }
     let mut out = Vec::new();
     flate2::read::MultiGzDecoder::new(&raw[..])
         .read_to_end(&mut out)
-        .map_err(|e| Error::new(op, ErrorKind::Io, format!("{}: not a valid gzip stream: {e}", path.display())))?;
+        .map_err(|e| cannot("not a valid gzip stream", e))?;
     Ok(out)
 }
 

@@ -2,7 +2,7 @@
 
 use super::idx::{read_idx, IdxArray};
 use super::{image_item, Split};
-use crate::data::Dataset;
+use crate::data::{check_index, Dataset};
 use crate::error::{AtCaller, Error, ErrorKind, Result};
 use crate::vision::transforms::Transform;
 use crate::Tensor;
@@ -171,7 +171,7 @@ impl Dataset for Mnist {
     }
 
     fn get(&self, index: usize) -> (Tensor, i64) {
-        assert!(index < self.len(), "Mnist: index {index} is out of range for {} items", self.len());
+        check_index("Mnist", index, self.len());
         let image = image_item("Mnist", index, self.image_bytes(index), [1, SIDE, SIDE], self.transform.as_ref());
         (image, self.label(index) as i64)
     }

@@ -30,7 +30,7 @@ pub enum Split {
 
 /// An item's image as a tensor: `transform` applied to its bytes (then `ToTensor` if it left
 /// pixels), or `ToTensor` alone. Panics with the dataset's name and the item on a transform
-/// error (`Dataset::get` is infallible).
+/// error (`Dataset::get` is infallible), at the line that asked for the item.
 #[track_caller]
 pub(crate) fn image_item(dataset: &str, index: usize, bytes: &[u8], shape: [usize; 3], transform: Option<&Arc<dyn Transform>>) -> Tensor {
     let pixels = Pixels::new(bytes.to_vec(), shape[0], shape[1], shape[2]).expect("stored images have their shape's size");
@@ -38,10 +38,7 @@ pub(crate) fn image_item(dataset: &str, index: usize, bytes: &[u8], shape: [usiz
         None => pixels.to_tensor(),
         Some(t) => match t.apply(Image::Pixels(pixels)) {
             Ok(image) => image.into_tensor(),
-            Err(e) => {
-                let e = crate::Error { location: std::panic::Location::caller(), ..e };
-                panic!("{dataset}: the transform failed on item {index}: {e}")
-            }
+            Err(e) => panic!("{dataset}: the transform failed on item {index}: {e}"),
         },
     }
 }

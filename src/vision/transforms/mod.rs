@@ -28,7 +28,9 @@ use std::any::Any;
 /// An image transform. Errors (an image of the wrong kind or size) are returned, and a dataset
 /// that applies the transform turns them into a panic naming the item.
 pub trait Transform: Any + Send + Sync {
-    /// The transformed image.
+    /// The transformed image. `#[track_caller]` in every implementation, so an error names
+    /// the line that applied the transform.
+    #[track_caller]
     fn apply(&self, image: Image) -> Result<Image>;
 }
 
