@@ -371,13 +371,17 @@ UNARY = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu, "softplus": F.softplus,
     "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
     "trunc": torch.trunc, "sign": torch.sign, "reciprocal": torch.reciprocal, "square": torch.square,
+    # Composite ops (src/ops/composite.rs), at PyTorch's default parameters:
+    "softsign": F.softsign, "tanhshrink": F.tanhshrink, "logsigmoid": F.logsigmoid,
+    "relu6": F.relu6, "hardtanh": F.hardtanh, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish,
+    "leaky_relu": F.leaky_relu, "elu": F.elu, "celu": F.celu, "selu": F.selu,
 }
 # Correctly rounded in IEEE arithmetic (or exact), so kiln must match PyTorch bit for bit.
 # (Not sqrt: PyTorch's f64 sqrt is not correctly rounded, sqrt(0.5) is 1 ulp low.)
-EXACT_UNARY = {"neg", "abs", "relu", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square"}
+EXACT_UNARY = {"neg", "abs", "relu", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square", "relu6", "hardtanh"}
 
 
-KEEPS_INT = {"neg", "abs", "relu", "floor", "ceil", "round", "trunc", "sign", "square"}
+KEEPS_INT = {"neg", "abs", "relu", "floor", "ceil", "round", "trunc", "sign", "square", "relu6", "hardtanh"}
 
 
 def make_unary():

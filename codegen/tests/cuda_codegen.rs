@@ -9,11 +9,10 @@ use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
 use kiln_runtime::DType;
 use std::sync::Mutex;
 
-/// Every unary op; the match makes a new variant a compile error here until it is listed.
-const UNARY: [UnaryOp; 28] = {
-    use UnaryOp::*;
-    [Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal, Square]
-};
+/// Every unary op with a float form, from the unary op table (a new row is covered here).
+fn unary_float_ops() -> impl Iterator<Item = UnaryOp> {
+    UnaryOp::ALL.iter().copied().filter(|op| !op.is_int_only())
+}
 const BINARY: [BinaryOp; 9] = {
     use BinaryOp::*;
     [Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2]
@@ -21,12 +20,7 @@ const BINARY: [BinaryOp; 9] = {
 const CMP: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
 
 #[allow(dead_code)]
-fn exhaustive(u: UnaryOp, b: BinaryOp, c: CmpOp) {
-    use UnaryOp::*;
-    match u {
-        Neg | Abs | Exp | Exp2 | Log | Log2 | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Sigmoid | Relu | Gelu | GeluTanh | Silu | Softplus | Erf | Floor | Ceil | Round | Trunc | Sign | Reciprocal | Square => {}
-        BitNot => {} // integer-only: refused by the float emitter (`integer_ops_are_refused`)
-    }
+fn exhaustive(b: BinaryOp, c: CmpOp) {
     match b {
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Atan2 => {}
         BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::BitShl | BinaryOp::BitShr => {} // integer-only, as BitNot
@@ -60,7 +54,7 @@ fn gelu_chain_primitive() -> Expr {
 
 /// Every expression the NVRTC test compiles: (expression, number of inputs).
 fn all_exprs() -> Vec<(Expr, usize)> {
-    let mut v: Vec<(Expr, usize)> = UNARY.iter().map(|&op| (Expr::unary(op, x(0)), 1)).collect();
+    let mut v: Vec<(Expr, usize)> = unary_float_ops().map(|op| (Expr::unary(op, x(0)), 1)).collect();
     v.extend(BINARY.iter().map(|&op| (bin(op, x(0), x(1)), 2)));
     v.extend(CMP.iter().map(|&op| (Expr::Cmp(op, Box::new(x(0)), Box::new(x(1))), 2)));
     v.push((Expr::Where(Box::new(Expr::Cmp(CmpOp::Gt, Box::new(x(0)), Box::new(Expr::Const(0.0)))), Box::new(x(1)), Box::new(Expr::Const(f64::NEG_INFINITY))), 2));

@@ -38,37 +38,48 @@ activation!(
     Tanh, |x| x.tanh()
 );
 
-/// `x` for positive `x`, `negative_slope · x` otherwise (default slope 0.01).
-#[derive(crate::nn::Module, Clone, Copy, Debug)]
-#[module(extra_repr = "describe")]
-pub struct LeakyReLU {
-    /// Slope for negative inputs.
-    pub negative_slope: f64,
+/// Defines the module of each composite activation (`nn.Mish()`, `nn.ELU(alpha=1.0)`, …): its
+/// parameters as fields with PyTorch's defaults, printed as PyTorch prints them.
+macro_rules! composite_modules {
+    ($($name:ident ($($p:ident = $default:literal),*) $module:ident $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+        #[doc = concat!("Applies ", $doc, " (`nn.", stringify!($module), "`; [`F::", stringify!($name), "`]).")]
+        #[derive(crate::nn::Module, Clone, Copy, Debug)]
+        #[module(extra_repr = "describe")]
+        pub struct $module {
+            $(
+                #[doc = concat!("`", stringify!($p), "` (default ", stringify!($default), ").")]
+                pub $p: f64,
+            )*
+        }
+
+        impl $module {
+            #[doc = concat!("`nn.", stringify!($module), "(", $(stringify!($p), ", ",)* ")`.")]
+            pub fn new($($p: f64),*) -> $module {
+                $module { $($p),* }
+            }
+
+            fn describe(&self) -> String {
+                let parts: Vec<String> = vec![$(format!("{}={}", stringify!($p), py_float(self.$p))),*];
+                parts.join(", ")
+            }
+        }
+
+        impl Default for $module {
+            fn default() -> $module {
+                $module::new($($default),*)
+            }
+        }
+
+        impl Module for $module {
+            #[track_caller]
+            fn forward(&self, x: &Tensor) -> Tensor {
+                F::$name(x, $(self.$p),*)
+            }
+        }
+    )*};
 }
 
-impl LeakyReLU {
-    /// `nn.LeakyReLU(negative_slope)`.
-    pub fn new(negative_slope: f64) -> LeakyReLU {
-        LeakyReLU { negative_slope }
-    }
-
-    fn describe(&self) -> String {
-        format!("negative_slope={}", py_float(self.negative_slope))
-    }
-}
-
-impl Default for LeakyReLU {
-    fn default() -> LeakyReLU {
-        LeakyReLU::new(0.01)
-    }
-}
-
-impl Module for LeakyReLU {
-    #[track_caller]
-    fn forward(&self, x: &Tensor) -> Tensor {
-        F::leaky_relu(x, self.negative_slope)
-    }
-}
+crate::ops::composite_unary_table!(composite_modules);
 
 /// GELU, exact (`nn.GELU()`) or with the tanh approximation (`nn.GELU(approximate='tanh')`).
 #[derive(crate::nn::Module, Clone, Copy, Debug, Default)]

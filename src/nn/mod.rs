@@ -24,7 +24,10 @@ mod repr;
 mod sparse;
 pub mod utils;
 
-pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
+pub use activation::{
+    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, ReLU, Sigmoid, Softmax, Softsign, Tanh, Tanhshrink, CELU, ELU,
+    GELU, ReLU6, SELU, SiLU,
+};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};
 pub use dropout::{Dropout, Dropout2d};

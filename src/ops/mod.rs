@@ -27,6 +27,7 @@ mod binary;
 mod bitwise;
 mod cat;
 mod compare;
+mod composite;
 mod index;
 mod matmul;
 pub(crate) mod pick;
@@ -36,6 +37,11 @@ mod sort;
 mod unary;
 
 pub use binary::Operand;
+#[doc(hidden)]
+pub use composite::COMPOSITE_UNARY;
+pub(crate) use composite::composite_unary_table;
+#[doc(hidden)]
+pub use unary::UNARY_METHODS;
 pub(crate) use binary::binary;
 pub(crate) use compare::{compare, logical};
 pub(crate) use index::out_of_bounds;

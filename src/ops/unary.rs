@@ -5,7 +5,7 @@ use crate::error::{bail, OrPanic, Result};
 use crate::tensor::{reserve, Tensor};
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
 use kiln_runtime::cpu::{vecmath, CpuBuf};
-use kiln_runtime::op_kind::UnaryOp;
+use kiln_runtime::op_kind::{UnaryOp, UnarySaves};
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, DType, Element, FloatElement, Layout};
 
@@ -27,7 +27,7 @@ macro_rules! float_unary_element {
                         map1(a, la, |x: $t| <$t>::from_compute($o.eval(x.to_compute())))
                     };
                 }
-                all_unary_ops!(op, go)
+                kiln_runtime::unary_op_table!(dispatch_unary, op, go)
             }
             fn unary_inplace(op: UnaryOp, dst: &mut [Self], ld: &Layout) {
                 macro_rules! go {
@@ -35,7 +35,7 @@ macro_rules! float_unary_element {
                         map1_inplace(dst, ld, |x: $t| <$t>::from_compute($o.eval(x.to_compute())))
                     };
                 }
-                all_unary_ops!(op, go)
+                kiln_runtime::unary_op_table!(dispatch_unary, op, go)
             }
         }
     )*};
@@ -54,13 +54,13 @@ macro_rules! int_unary_element {
     )*};
 }
 
-macro_rules! all_unary_ops {
-    ($op:expr, $go:ident) => {
-        const_dispatch!($op, UnaryOp {
-            Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid,
-            Relu, Gelu, GeluTanh, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal,
-            Square, BitNot
-        }, $go)
+/// `match op { UnaryOp::X => go!(UnaryOp::X), … }` over every row of the unary op table (each
+/// op's kernel monomorphized): `kiln_runtime::unary_op_table!(dispatch_unary, op, go)`.
+macro_rules! dispatch_unary {
+    (($op:expr, $go:ident) $($v:ident $name:literal $int:ident $saves:ident $grad_fn:literal [$($m:ident)*] $doc:literal;)*) => {
+        match $op {
+            $(UnaryOp::$v => $go!(UnaryOp::$v),)*
+        }
     };
 }
 
@@ -117,62 +117,18 @@ fn unary_eager(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     Ok(Tensor::from_cpu_storage(out, x.shape()))
 }
 
-/// What a unary op's backward rule reads: its input, its output, or nothing.
-enum UnarySaves {
-    Input,
-    Output,
-    Nothing,
-}
-
-/// PyTorch's grad_fn name for `op` and what its rule saves.
-fn unary_autograd(op: UnaryOp) -> (&'static str, UnarySaves) {
-    use UnaryOp::*;
-    use UnarySaves::*;
-    match op {
-        Neg => ("NegBackward0", Nothing),
-        Abs => ("AbsBackward0", Input),
-        Exp => ("ExpBackward0", Output),
-        Exp2 => ("Exp2Backward0", Output),
-        Log => ("LogBackward0", Input),
-        Log2 => ("Log2Backward0", Input),
-        Log1p => ("Log1PBackward0", Input),
-        Expm1 => ("Expm1Backward0", Output),
-        Sqrt => ("SqrtBackward0", Output),
-        Rsqrt => ("RsqrtBackward0", Output),
-        Sin => ("SinBackward0", Input),
-        Cos => ("CosBackward0", Input),
-        Tan => ("TanBackward0", Output),
-        Tanh => ("TanhBackward0", Output),
-        Sigmoid => ("SigmoidBackward0", Output),
-        Relu => ("ReluBackward0", Output),
-        Gelu | GeluTanh => ("GeluBackward0", Input),
-        Silu => ("SiluBackward0", Input),
-        Softplus => ("SoftplusBackward0", Input),
-        Erf => ("ErfBackward0", Input),
-        Floor => ("FloorBackward0", Nothing),
-        Ceil => ("CeilBackward0", Nothing),
-        Round => ("RoundBackward0", Nothing),
-        Trunc => ("TruncBackward0", Nothing),
-        Sign => ("SignBackward0", Nothing),
-        Reciprocal => ("ReciprocalBackward0", Output),
-        Square => ("PowBackward0", Input),
-        BitNot => ("BitwiseNotBackward0", Nothing), // integer results never record
-    }
-}
-
 /// Records `out = op(x)` with its backward rule.
 fn record_unary(op: UnaryOp, x: &Tensor, out: Tensor) -> Tensor {
-    let (name, saves) = unary_autograd(op);
-    let saved = match saves {
+    let saved = match op.saves() {
         UnarySaves::Input => Some(Saved::of(x)),
         UnarySaves::Output => Some(Saved::Output),
         UnarySaves::Nothing => None,
     };
-    autograd::record(out, name, &[x], saved, move |_, g, s| grads![Some(unary_grad(op, g, s.first()))])
+    autograd::record(out, op.grad_fn_name(), &[x], saved, move |_, g, s| grads![Some(unary_grad(op, g, s.first()))])
 }
 
 /// The gradient of `op` at the saved tensor `s` (the input or the output, as
-/// [`unary_autograd`] says), written with tensor ops so that it is differentiable again.
+/// [`UnaryOp::saves`] says), written with tensor ops so that it is differentiable again.
 fn unary_grad(op: UnaryOp, g: &Tensor, s: Option<&Tensor>) -> Tensor {
     use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, LN_2, PI};
     use UnaryOp::*;
@@ -247,54 +203,31 @@ pub(crate) fn unary_inplace(op: UnaryOp, x: &Tensor) -> Result<()> {
 }
 
 macro_rules! unary_methods {
-    ($($name:ident, $inplace:ident, $op:ident, $what:literal;)*) => {
-        impl Tensor {$(
-            #[doc = concat!("Elementwise ", $what, ".")]
+    ($($op:ident $name:literal $int:ident $saves:ident $grad_fn:literal [$($method:ident $inplace:ident)?] $doc:literal;)*) => {
+        impl Tensor {$($(
+            #[doc = concat!("Elementwise ", $doc, " (`torch.", $name, "`).")]
             #[track_caller]
-            pub fn $name(&self) -> Tensor {
+            pub fn $method(&self) -> Tensor {
                 unary(UnaryOp::$op, self).or_panic()
             }
 
-            #[doc = concat!("In-place [`Tensor::", stringify!($name), "`].")]
+            #[doc = concat!("In-place [`Tensor::", stringify!($method), "`].")]
             #[track_caller]
             pub fn $inplace(&self) -> &Tensor {
                 unary_inplace(UnaryOp::$op, self).or_panic();
                 self
             }
-        )*}
+        )?)*}
+
+        /// Every unary op with generated methods: the op, its method and its in-place method
+        /// (for tests that go through each op's public name).
+        #[doc(hidden)]
+        pub const UNARY_METHODS: &[(UnaryOp, fn(&Tensor) -> Tensor, fn(&Tensor) -> &Tensor)] =
+            &[$($((UnaryOp::$op, Tensor::$method, Tensor::$inplace),)?)*];
     };
 }
 
-unary_methods! {
-    neg, neg_, Neg, "negation `-x`";
-    abs, abs_, Abs, "absolute value";
-    exp, exp_, Exp, "exponential `e^x`";
-    exp2, exp2_, Exp2, "`2^x`";
-    log, log_, Log, "natural logarithm";
-    log2, log2_, Log2, "base-2 logarithm";
-    log1p, log1p_, Log1p, "`ln(1 + x)`, accurate near 0";
-    expm1, expm1_, Expm1, "`e^x - 1`, accurate near 0";
-    sqrt, sqrt_, Sqrt, "square root";
-    rsqrt, rsqrt_, Rsqrt, "reciprocal square root `1/√x`";
-    sin, sin_, Sin, "sine";
-    cos, cos_, Cos, "cosine";
-    tan, tan_, Tan, "tangent";
-    tanh, tanh_, Tanh, "hyperbolic tangent";
-    sigmoid, sigmoid_, Sigmoid, "logistic sigmoid `1/(1+e^-x)`";
-    relu, relu_, Relu, "rectified linear unit `max(x, 0)`";
-    gelu, gelu_, Gelu, "GELU, exact form `x·Φ(x)` (`F.gelu(x)`)";
-    gelu_tanh, gelu_tanh_, GeluTanh, "GELU, tanh approximation (`F.gelu(x, approximate='tanh')`)";
-    silu, silu_, Silu, "SiLU (swish) `x·sigmoid(x)`";
-    softplus, softplus_, Softplus, "softplus `ln(1+e^x)` with PyTorch's defaults (β=1, threshold 20)";
-    erf, erf_, Erf, "error function";
-    floor, floor_, Floor, "round toward −∞";
-    ceil, ceil_, Ceil, "round toward +∞";
-    round, round_, Round, "round half to even";
-    trunc, trunc_, Trunc, "round toward zero";
-    sign, sign_, Sign, "sign (−1, 0 or 1)";
-    reciprocal, reciprocal_, Reciprocal, "reciprocal `1/x`";
-    square, square_, Square, "square `x²`";
-}
+kiln_runtime::unary_op_table!(unary_methods);
 
 impl std::ops::Neg for &Tensor {
     type Output = Tensor;

@@ -29,21 +29,21 @@ pub(crate) struct Helper {
 }
 
 macro_rules! unary_helpers {
-    ($($op:ident),* $(,)?) => {
+    ($($op:ident $name:literal $int:ident $saves:ident $grad_fn:literal [$($m:ident)*] $doc:literal;)*) => {
         /// The helper symbol for unary `op` on f32 (`f64 == false`) or f64.
         pub(crate) fn unary_name(op: UnaryOp, f64: bool) -> &'static str {
+            assert!(!op.is_int_only(), "{} is an integer op: it has no float helper", op.name());
             match (op, f64) {
                 $(
                     (UnaryOp::$op, false) => concat!("kiln_f32_", stringify!($op)),
                     (UnaryOp::$op, true) => concat!("kiln_f64_", stringify!($op)),
                 )*
-                (UnaryOp::BitNot, _) => unreachable!("bitwise_not is an integer op: it has no float helper"),
             }
         }
 
         fn unary_all(v: &mut Vec<Helper>) {
             $(
-                {
+                if !UnaryOp::$op.is_int_only() {
                     extern "C" fn f32_fn(x: f32) -> f32 {
                         UnaryOp::$op.eval(x)
                     }
@@ -58,10 +58,7 @@ macro_rules! unary_helpers {
     };
 }
 
-unary_helpers!(
-    Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu,
-    Softplus, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal, Square,
-);
+kiln_runtime::unary_op_table!(unary_helpers);
 
 macro_rules! binary_helpers {
     ($($op:ident),* $(,)?) => {

@@ -88,7 +88,7 @@ pub fn eager_vector_kernel(op: EagerOp, dtype: DType, out: DType, broadcast: &[b
 pub fn eager_ops() -> Vec<(EagerOp, DType, DType)> {
     let mut v = Vec::new();
     for d in DType::ALL {
-        for op in UnaryOp::ALL {
+        for &op in UnaryOp::ALL {
             if (d.is_float() && !op.is_int_only()) || (!d.is_float() && op.keeps_int_dtype()) {
                 v.push((EagerOp::Unary(op), d, d));
             }

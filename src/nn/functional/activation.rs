@@ -9,11 +9,17 @@ pub fn relu(input: &Tensor) -> Tensor {
     input.relu()
 }
 
-/// `x` where `x > 0`, else `negative_slope · x` (PyTorch's default slope is 0.01).
-#[track_caller]
-pub fn leaky_relu(input: &Tensor, negative_slope: f64) -> Tensor {
-    Tensor::where_(&input.gt(0.0), input, &(input * negative_slope))
+macro_rules! composite_functions {
+    ($($name:ident ($($p:ident = $default:literal),*) $module:ident $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+        #[doc = concat!($doc, " (`F.", stringify!($name), "`; [`Tensor::", stringify!($name), "`]).")]
+        #[track_caller]
+        pub fn $name(input: &Tensor, $($p: f64),*) -> Tensor {
+            input.$name($($p),*)
+        }
+    )*};
 }
+
+crate::ops::composite_unary_table!(composite_functions);
 
 /// GELU, exact form `x·Φ(x)`.
 #[track_caller]

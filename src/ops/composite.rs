@@ -1,0 +1,135 @@
+//! Composite elementwise ops: activations defined as **decompositions** into primitive ops
+//! (the rows of `kiln_runtime::unary_op_table!`, `where_`, `clamp`, arithmetic). One row here
+//! gives the `Tensor` method, the `F::` function (`nn::functional`), the `nn::` module and the
+//! test lists; eager, autograd, capture inside `kiln::compile` and the CUDA and CPU code
+//! generators all work through the primitives, so none of them knows these ops by name.
+//! docs/adding-an-op.md says how to add one.
+//!
+//! Choices: f16 and bf16 inputs are computed as PyTorch computes them (in f32, rounded once, for
+//! the ops PyTorch has a kernel for; step by step for the ones it decomposes too); where PyTorch has no integer kernel
+//! (`mish` on `int64`), the decomposition computes in the default float dtype, as the primitives
+//! it calls do; the backward graph is the primitives' (grad_fn names are theirs, not
+//! `MishBackward0`).
+
+/// The table of composite elementwise ops, handed to the macro `$then`, one row per op:
+///
+/// `name(param = default, …) Module Compute "doc" |x| decomposition;`
+///
+/// - `name`: PyTorch's `F.name`; also the `Tensor` method;
+/// - `params`: `f64` parameters with PyTorch's defaults (the method and the `F::` function
+///   take them in this order; the module holds them as fields);
+/// - `Module`: PyTorch's `nn.Module` name;
+/// - `Compute`: `InF32` computes f16 and bf16 inputs in f32 and rounds once (PyTorch's kernel
+///   for the op does); `AsInput` computes in the input's dtype (PyTorch decomposes the op too,
+///   rounding after each step);
+/// - the decomposition: a `Tensor` expression of `x: &Tensor` and the parameters, written so
+///   that its gradient equals PyTorch's everywhere: finite wherever PyTorch's is (no `where_`
+///   whose unused branch overflows: clamp that branch's argument) and equal at the kinks
+///   (a clamp's gradient is zero at its bounds, so a bound must not sit on a point where the
+///   op is smooth).
+macro_rules! composite_unary_table {
+    ($then:ident) => {
+        $then! {
+            softsign() Softsign AsInput "softsign `x / (1 + |x|)`"
+                |x| x / (x.abs() + 1);
+            tanhshrink() Tanhshrink AsInput "tanhshrink `x − tanh(x)`"
+                |x| x - x.tanh();
+            logsigmoid() LogSigmoid InF32 "log-sigmoid `ln(1/(1+e^−x))`"
+                |x| crate::Tensor::where_(&x.lt(0.0), x - x.clamp_max(1.0).exp().log1p(), -(-x.clamp_min(-1.0)).exp().log1p());
+            hardtanh(min_val = -1.0, max_val = 1.0) Hardtanh AsInput "hard tanh: `x` clamped to `[min_val, max_val]`"
+                |x| x.clamp(bound(x, min_val), bound(x, max_val));
+            relu6() ReLU6 AsInput "ReLU6 `min(max(x, 0), 6)`"
+                |x| x.hardtanh(0.0, 6.0);
+            hardsigmoid() Hardsigmoid InF32 "hard sigmoid `relu6(x + 3) / 6`"
+                |x| (x + 3.0).relu6() / 6.0;
+            hardswish() Hardswish InF32 "hard swish `x·relu6(x + 3) / 6`"
+                |x| x * (x + 3.0).relu6() / 6.0;
+            leaky_relu(negative_slope = 0.01) LeakyReLU InF32 "leaky ReLU: `x` where `x > 0`, `negative_slope·x` otherwise"
+                |x| crate::Tensor::where_(&x.gt(0.0), x, x * negative_slope);
+            elu(alpha = 1.0) ELU InF32 "ELU: `x` where `x > 0`, `alpha·(e^x − 1)` otherwise"
+                |x| crate::Tensor::where_(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * alpha);
+            celu(alpha = 1.0) CELU InF32 "CELU: `max(0, x) + min(0, alpha·(e^(x/alpha) − 1))`"
+                |x| crate::Tensor::where_(&x.gt(0.0), x, (x / alpha).clamp_max(1.0).expm1() * alpha);
+            selu() SELU InF32 "SELU: `scale·elu(x, alpha)` with PyTorch's fixed `alpha` and `scale`"
+                |x| crate::Tensor::where_(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * 1.673_263_242_354_377_2) * 1.050_700_987_355_480_5;
+        }
+    };
+}
+
+pub(crate) use composite_unary_table;
+
+macro_rules! composite_methods {
+    ($($name:ident ($($p:ident = $default:literal),*) $module:ident $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {
+        impl crate::Tensor {$(
+            #[doc = concat!("Elementwise ", $doc, " (`F.", stringify!($name), "`), a decomposition into primitive ops.")]
+            #[track_caller]
+            pub fn $name(&self, $($p: f64),*) -> crate::Tensor {
+                let (upcast, low) = compute_input(self, Compute::$compute);
+                let $x = upcast.as_ref().unwrap_or(self);
+                let out = $body;
+                match low {
+                    Some(dtype) => out.to_dtype(dtype),
+                    None => out,
+                }
+            }
+        )*}
+
+        /// Every composite op with its parameters at PyTorch's defaults (for tests that go
+        /// through each op's public name): `(name, op)`.
+        #[doc(hidden)]
+        pub const COMPOSITE_UNARY: &[(&str, fn(&crate::Tensor) -> crate::Tensor)] =
+            &[$((stringify!($name), |x| x.$name($($default),*)),)*];
+    };
+}
+
+composite_unary_table!(composite_methods);
+
+/// A clamp bound for `x`: truncated to an integer on integer inputs, so that the result keeps
+/// the integer dtype, as PyTorch's `hardtanh` does.
+fn bound(x: &crate::Tensor, v: f64) -> crate::Scalar {
+    if x.dtype().is_float() {
+        v.into()
+    } else {
+        (v as i64).into()
+    }
+}
+
+/// The dtype a composite op computes in (the table's `Compute` column).
+#[derive(Clone, Copy, PartialEq)]
+enum Compute {
+    /// f16 and bf16 inputs in f32, rounded back once.
+    InF32,
+    /// The input's dtype.
+    AsInput,
+}
+
+/// The tensor a composite op computes on (`None`: the input itself) and the dtype to round its
+/// result back to (`None`: keep it).
+#[track_caller]
+fn compute_input(x: &crate::Tensor, compute: Compute) -> (Option<crate::Tensor>, Option<crate::DType>) {
+    match x.dtype() {
+        dtype @ (crate::DType::F16 | crate::DType::BF16) if compute == Compute::InF32 => (Some(x.to_dtype(crate::DType::F32)), Some(dtype)),
+        _ => (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Tensor;
+
+    #[test]
+    fn decompositions_match_pytorch_on_a_few_points() {
+        // torch.nn.functional.<op>(torch.tensor([-2., 0., 3.], dtype=torch.float64))
+        let x = Tensor::new(&[-2.0f64, 0.0, 3.0]);
+        let cases: [(&str, Tensor, [f64; 3]); 3] = [
+            ("hardswish", x.hardswish(), [-0.333_333_333_333_333_3, 0.0, 3.0]),
+            ("selu", x.selu(), [-1.520_166_468_595_694_8, 0.0, 3.152_102_962_066_441_4]),
+            ("hardtanh", x.hardtanh(-1.0, 2.0), [-1.0, 0.0, 2.0]),
+        ];
+        for (name, got, want) in cases {
+            for (g, w) in got.to_vec::<f64>().iter().zip(want) {
+                assert!((g - w).abs() < 1e-14, "{name}: {g} != {w}");
+            }
+        }
+    }
+}
