@@ -394,7 +394,23 @@ def make_unary():
             views = dt in ("f32", "bf16") or (dt in INTS + ["bool"] and op in KEEPS_INT)
             for label, t in layouts(dt, views=views, full=dt == "f32"):
                 w.case(f"{op}/{dt}/{label}", op, fn, [t], tol=tol, sample=SAMPLE if label == "large" else None)
+    # The gradient of every op at its kinks and special points, in f64 (op `NAME_grad`:
+    # x.grad after F(x).sum().backward()). The tolerance allows PyTorch's f32 constants in f64
+    # kernels (hardsigmoid's 1/6).
+    for op, fn in UNARY.items():
+        w.case(f"{op}/grad", f"{op}_grad", grad_of(fn), [T("f64", [len(GRAD_POINTS)], GRAD_POINTS)], tol="1e-7 1e-12")
     return w
+
+
+GRAD_POINTS = [-7.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, 25.0]
+
+
+def grad_of(fn):
+    def g(x):
+        x = x.detach().requires_grad_(True)
+        fn(x).sum().backward()
+        return x.grad
+    return g
 
 
 # ---------------------------------------------------------------- binary

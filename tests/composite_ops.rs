@@ -2,8 +2,8 @@
 //! from its table, is captured as its decomposition into primitive ops, fused into one
 //! generated CPU kernel whose result equals eager's, differentiated in the same graph, and
 //! planned for `cuda:0` as CUDA C that NVRTC compiles (skipping with a printed line without
-//! NVRTC). Their values and gradients against PyTorch are in `elementwise_torch.rs` and
-//! `grad_elementwise.rs`.
+//! NVRTC). Their values and gradients against PyTorch are in `elementwise_torch.rs` (the
+//! `unary.txt` fixture), their finite-difference checks in `grad_elementwise.rs`.
 
 use kiln::nn::{functional as F, Module};
 use kiln::ops::COMPOSITE_UNARY;

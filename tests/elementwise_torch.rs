@@ -1,6 +1,7 @@
 //! Every elementwise op against PyTorch: the cases in `tests/fixtures/{unary,binary}.txt`
 //! (made by `scripts/make_fixtures.py`) cover each dtype, type promotion, special values and
-//! contiguous, transposed, narrowed, expanded, 0-dim, zero-size and large (parallel) inputs.
+//! contiguous, transposed, narrowed, expanded, 0-dim, zero-size and large (parallel) inputs;
+//! `unary.txt` also holds each unary op's f64 gradient at its kinks and special points.
 //! Each test runs all cases of its file and lists every failure at the end.
 
 mod common;
@@ -31,10 +32,28 @@ fn unary(op: &str, x: &Tensor) -> Option<Tensor> {
     COMPOSITE_UNARY.iter().find(|(name, _)| *name == op).map(|(_, f)| f(x))
 }
 
+/// `x.grad` after `op(x).sum().backward()`, for a case named `OP_grad`.
+fn unary_grad(op: &str, x: &Tensor) -> Option<Tensor> {
+    let x = x.detach().requires_grad_(true);
+    unary(op, &x)?.sum().backward();
+    Some(x.grad().expect("x requires grad"))
+}
+
+/// Values of every unary op, and its gradient at kinks and special points, against PyTorch.
 #[test]
 fn unary_ops_match_pytorch() {
-    let cases = run_fixture("unary.txt", |case, args| unary(&case.op, args[0].tensor()).map(|t| Ok(vec![t])));
-    assert_covers(&cases, &unary_names());
+    let cases = run_fixture("unary.txt", |case, args| {
+        let x = args[0].tensor();
+        let out = match case.op.strip_suffix("_grad") {
+            Some(op) => unary_grad(op, x),
+            None => unary(&case.op, x),
+        };
+        out.map(|t| Ok(vec![t]))
+    });
+    let names = unary_names();
+    assert_covers(&cases, &names);
+    let grads: Vec<String> = names.iter().map(|n| format!("{n}_grad")).collect();
+    assert_covers(&cases, &grads.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
 /// The in-place form, through the same view, gives the out-of-place result when the dtype is
