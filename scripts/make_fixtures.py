@@ -372,7 +372,7 @@ UNARY = {
     "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
     "trunc": torch.trunc, "sign": torch.sign, "reciprocal": torch.reciprocal, "square": torch.square,
     # Composite ops (src/ops/composite.rs), at PyTorch's default parameters:
-    "softsign": F.softsign, "tanhshrink": F.tanhshrink, "logsigmoid": F.logsigmoid,
+    "mish": F.mish, "softsign": F.softsign, "tanhshrink": F.tanhshrink, "logsigmoid": F.logsigmoid,
     "relu6": F.relu6, "hardtanh": F.hardtanh, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish,
     "leaky_relu": F.leaky_relu, "elu": F.elu, "celu": F.celu, "selu": F.selu,
 }

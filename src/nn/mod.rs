@@ -25,7 +25,7 @@ mod sparse;
 pub mod utils;
 
 pub use activation::{
-    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, ReLU, Sigmoid, Softmax, Softsign, Tanh, Tanhshrink, CELU, ELU,
+    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, Sigmoid, Softmax, Softsign, Tanh, Tanhshrink, CELU, ELU,
     GELU, ReLU6, SELU, SiLU,
 };
 pub use container::{ModuleList, Sequential};

@@ -30,6 +30,8 @@
 macro_rules! composite_unary_table {
     ($then:ident) => {
         $then! {
+            mish() Mish InF32 "Mish `x·tanh(softplus(x))`"
+                |x| x * x.softplus().tanh();
             softsign() Softsign AsInput "softsign `x / (1 + |x|)`"
                 |x| x / (x.abs() + 1);
             tanhshrink() Tanhshrink AsInput "tanhshrink `x − tanh(x)`"
