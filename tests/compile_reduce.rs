@@ -157,6 +157,46 @@ fn softmax_log_softmax_and_layer_norm_are_one_kernel() {
     }
 }
 
+/// The native routines the kernels of `step`'s last call call.
+fn calls<F>(step: &kiln::CompiledStep<F>) -> Vec<String> {
+    step.kernels().iter().flat_map(|k| k.native_calls.clone()).collect()
+}
+
+/// The native row routines run where the fast paths are meant to: the kernels of softmax,
+/// log_softmax, layer norm and cross-entropy (forward and backward) call them, so a change that
+/// silently drops a fast path fails here even though the values would still match.
+#[test]
+fn softmax_layer_norm_and_cross_entropy_kernels_call_the_native_row_routines() {
+    let _seeded = seeded();
+    kiln::manual_seed(12);
+    let x = Tensor::randn(&[24, 96]);
+    let (w, b) = (Tensor::randn(&[96]), Tensor::randn(&[96]));
+    let target = Tensor::randint(0, 96, &[24]);
+    let expect = |name: &str, calls: Vec<String>, routines: &[&str]| {
+        for r in routines {
+            assert!(calls.iter().any(|c| c == r), "{name}: its kernels call {calls:?}, not {r}");
+        }
+    };
+    let mut softmax = kiln::compile(|x: &Tensor| x.softmax(-1));
+    softmax.call(&x);
+    expect("softmax", calls(&softmax), &["kiln_row_max_f32", "kiln_row_exp_sum_f32"]);
+    let mut log_softmax = kiln::compile(|x: &Tensor| x.log_softmax(-1));
+    log_softmax.call(&x);
+    expect("log_softmax", calls(&log_softmax), &["kiln_row_max_f32", "kiln_row_exp_sum_f32"]);
+    let mut layer_norm = kiln::compile(|x: &Tensor| kiln::nn::functional::layer_norm(x, &[96], Some(&w), Some(&b), 1e-5));
+    layer_norm.call(&x);
+    expect("layer_norm", calls(&layer_norm), &["kiln_row_sum_f32", "kiln_row_sq_dev_sum_f32", "kiln_row_norm_affine_f32"]);
+    let logits = x.detach().requires_grad_(true);
+    let mut ce = kiln::compile(|(x, t): (&Tensor, &Tensor)| {
+        let loss = kiln::nn::functional::cross_entropy(x, t);
+        loss.backward();
+        loss.detach()
+    });
+    ce.call((&logits, &target));
+    let routines = ["kiln_row_max_f32", "kiln_row_exp_sum_f32", "kiln_row_count_eq_f32", "kiln_row_onehot_sub_f32"];
+    expect("cross_entropy forward and backward", calls(&ce), &routines);
+}
+
 /// Layer norm with an output of 16 MiB, from which the CPU epilogue writes with non-temporal
 /// stores (`codegen/src/cpu/epilogue.rs`, `STREAM_BYTES`), and rows whose starts are not all
 /// 64-byte aligned (1000 f32): still the eager values.

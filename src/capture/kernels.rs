@@ -98,6 +98,15 @@ impl CompiledKernel {
         }
     }
 
+    /// The native routines the code calls (CPU: see `CpuKernel::native_calls`; CUDA kernels
+    /// call none).
+    pub(crate) fn native_calls(&self) -> &[String] {
+        match &self.code {
+            KernelCode::Cpu(jit) => jit.native_calls(),
+            KernelCode::Cuda { .. } => &[],
+        }
+    }
+
     /// How long generating it took (for CUDA the C source; NVRTC runs when it is loaded).
     pub(crate) fn compile_time(&self) -> Duration {
         match &self.code {
@@ -152,7 +161,11 @@ pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId],
     let kernel = Arc::new(CompiledKernel { name, summary: summary.join(" "), code });
     debug::log(Topic::Cache, format!("kernel {} miss: generated in {:.1?}", kernel.name, kernel.compile_time()));
     if debug::enabled(Topic::Kernels) {
-        debug::log(Topic::Kernels, format!("kernel {} ({}, {}):\n{}", kernel.name, kernel.backend(), kernel.summary, kernel.source()));
+        let calls = match kernel.native_calls() {
+            [] => String::new(),
+            calls => format!(", calls {}", calls.join(" ")),
+        };
+        debug::log(Topic::Kernels, format!("kernel {} ({}, {}{calls}):\n{}", kernel.name, kernel.backend(), kernel.summary, kernel.source()));
         if let Some((name, source)) = kernel.vector_variant() {
             debug::log(Topic::Kernels, format!("kernel {name} (cuda, the 16-byte-access variant of {}):\n{source}", kernel.name));
         }

@@ -46,6 +46,7 @@ fn kernel_infos(plans: &[(Arc<Plan>, bool)]) -> Vec<KernelInfo> {
                 backend: k.kernel.backend(),
                 ops: k.kernel.summary.clone(),
                 source: k.kernel.source().to_string(),
+                native_calls: k.kernel.native_calls().to_vec(),
                 vector_variant: k.kernel.vector_variant().map(|(name, source)| KernelVariant { name: name.to_string(), source: source.to_string() }),
                 compile_time: k.kernel.compile_time(),
                 cache_hit: k.cache_hit || *plan_hit,
@@ -67,6 +68,11 @@ pub struct KernelInfo {
     pub ops: String,
     /// Its source text (CLIF for the CPU, CUDA C for CUDA).
     pub source: String,
+    /// The native routines its code calls, by symbol, sorted: a layer norm's
+    /// `kiln_row_norm_affine_f32`, a softmax's `kiln_row_exp_sum_f32`, an f32 `tanh` tile's
+    /// `kiln_vm_tanh_f32`, a scalar helper such as `kiln_f64_Erf` (empty for CUDA kernels,
+    /// whose helpers are part of their source).
+    pub native_calls: Vec<String>,
     /// A CUDA elementwise kernel's variant with 16-byte loads and stores, which a launch runs
     /// instead when its inputs are contiguous runs or broadcast values, suitably aligned
     /// (`None` for CPU kernels and reductions).

@@ -39,6 +39,8 @@ pub struct CpuKernel {
     module: Option<JITModule>,
     entry: unsafe extern "C" fn(*const KernelArgs),
     clif: String,
+    /// The native routines the code calls, sorted ([`CpuKernel::native_calls`]).
+    native_calls: Vec<String>,
     compile_time: Duration,
     vectorized: bool,
     tiled: bool,
@@ -112,6 +114,10 @@ impl CpuKernel {
         ctx.func.signature = sig;
         let (vectorized, tiled) = build(&mut module, &mut ctx.func)?;
         let clif = ctx.func.display().to_string();
+        // Every import of the module is a helper the code calls (declared on first use).
+        let mut native_calls: Vec<String> =
+            module.declarations().get_functions().filter(|(_, d)| d.linkage == Linkage::Import).filter_map(|(_, d)| d.name.clone()).collect();
+        native_calls.sort();
         let disasm = std::env::var_os("KILN_CPU_DISASM").is_some();
         ctx.set_disasm(disasm);
         module.define_function(id, &mut ctx).map_err(|e| match e {
@@ -130,12 +136,20 @@ impl CpuKernel {
         // `fn(i64)` in the host's default calling convention, which is the C ABI of
         // `extern "C" fn(*const KernelArgs)` on a 64-bit host.
         let entry = unsafe { std::mem::transmute::<*const u8, unsafe extern "C" fn(*const KernelArgs)>(ptr) };
-        Ok(CpuKernel { module: Some(module), entry, clif, compile_time: t0.elapsed(), vectorized, tiled })
+        Ok(CpuKernel { module: Some(module), entry, clif, native_calls, compile_time: t0.elapsed(), vectorized, tiled })
     }
 
     /// The CLIF text of the generated function (for `KILN_DEBUG=kernels`).
     pub fn clif(&self) -> &str {
         &self.clif
+    }
+
+    /// The native routines the generated code calls, by symbol, sorted: the row sweeps of
+    /// `kiln_runtime::cpu::row_reduce` (`kiln_row_*`), the f32 slice routines of
+    /// `kiln_runtime::cpu::slice_math` (`kiln_vm_*`) and the scalar helpers (`kiln_f32_Erf`, …).
+    /// Empty when everything is inline code.
+    pub fn native_calls(&self) -> &[String] {
+        &self.native_calls
     }
 
     /// How long [`CpuKernel::compile`] (or [`CpuKernel::compile_reduce`]) took (validation, emission, Cranelift, finalization).
