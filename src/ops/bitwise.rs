@@ -106,7 +106,7 @@ impl Tensor {
     }
 }
 
-super::binary::operator_overloads! {
+super::overloads::operator_overloads! {
     "PyTorch's operator on integer and Bool tensors (logical on Bool); a float operand panics."; [i64, bool];
     BitAnd, bitand, BitAndAssign, bitand_assign, BitAnd;
     BitOr, bitor, BitOrAssign, bitor_assign, BitOr;

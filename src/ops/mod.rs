@@ -26,10 +26,12 @@ macro_rules! const_dispatch {
 mod binary;
 mod bitwise;
 mod cat;
+mod clamp;
 mod compare;
 mod composite;
 mod index;
 mod matmul;
+mod overloads;
 pub(crate) mod pick;
 mod reduce;
 mod softmax;
