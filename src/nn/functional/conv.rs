@@ -5,13 +5,12 @@
 //! The forward is im2col + gemm per image and group, parallel over the batch (runtime
 //! `cpu::conv`); the backward rule (`ConvolutionBackward0`) is made of differentiable ops of
 //! its own (the transposed convolution for the input, the im2col product for the weight; see
-//! `ops`), so gradients of every order work. f32 and f64 compute natively; f16 and bf16 are
+//! `crate::ops::conv`), so gradients of every order work. f32 and f64 compute natively; f16 and bf16 are
 //! computed in f32 and rounded once (the result's `grad_fn` is then `ToCopyBackward0`); integer
 //! dtypes are refused, as in PyTorch. A 1-d convolution runs as a 2-d one of height 1.
 
-mod ops;
-
 use crate::error::{bail, OrPanic, Result};
+use crate::ops::conv as ops;
 use crate::tensor::{check_shape, Tensor};
 use kiln_runtime::cpu::conv::ConvGeom;
 use kiln_runtime::DType;

@@ -4,14 +4,13 @@
 //! Windows, output sizes (`ceil_mode`), divisors (`count_include_pad`, `divisor_override`) and
 //! tie-breaking (the first maximum; NaN wins) follow PyTorch's CPU kernels. Backward rules
 //! (`MaxPool2DWithIndicesBackward0`, `AvgPool2DBackward0`, `AdaptiveAvgPool2DBackward0`) are
-//! differentiable again (see `ops`). f32 and f64 compute natively; f16 and bf16 compute in f32
+//! differentiable again (see `crate::ops::pool`). f32 and f64 compute natively; f16 and bf16 compute in f32
 //! and round once (the result's `grad_fn` is then `ToCopyBackward0`); integer dtypes are
 //! refused, as in PyTorch. On CUDA, max, average and adaptive average pooling and their
 //! gradients run as generated kernels (`crate::cuda::pool`).
 
-mod ops;
-
 use crate::error::{bail, OrPanic, Result};
+use crate::ops::pool as ops;
 use crate::tensor::{check_shape, Tensor};
 use kiln_runtime::cpu::pool::{AvgMode, PoolGeom};
 use kiln_runtime::DType;

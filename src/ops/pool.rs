@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// Which pooling, with its parameters.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     /// Max pooling (only its backward scatter runs through [`Pool`]).
     Max,
     /// Average pooling.
@@ -34,7 +34,7 @@ pub(super) enum Kind {
 
 /// One pooling: geometry, kind, and the caller's input and output shapes.
 #[derive(Debug)]
-pub(super) struct Pool {
+pub(crate) struct Pool {
     pub geom: PoolGeom,
     pub kind: Kind,
     pub x_shape: Vec<usize>,
@@ -69,7 +69,7 @@ fn take(slot: &Mutex<Option<Tensor>>) -> Option<Tensor> {
 /// Max pooling of `x`: the values (recording `MaxPool2DWithIndicesBackward0`) and the int64
 /// argmax indices within each plane.
 #[track_caller]
-pub(super) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
+pub(crate) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
     float_only(x)?;
     let (vals, idx) = if crate::capture::is_active() {
         // Two opaque nodes (an opaque node has one output) sharing one run of the kernel:
@@ -136,7 +136,7 @@ fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]
 /// The gradient of max pooling: `gy` added into zeros of the input's shape at the argmax
 /// positions `idx`. Its own gradient is `G` gathered at `idx`.
 #[track_caller]
-pub(super) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
+pub(crate) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
     float_only(gy)?;
     let (g, x_shape) = (p.geom, p.x_shape.clone());
     let out = if gy.device().is_cuda() {
@@ -174,7 +174,7 @@ fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) 
 /// The average (or adaptive average) pooling `A·x`, recording `AvgPool2DBackward0` or
 /// `AdaptiveAvgPool2DBackward0` whose rule is [`avg_adjoint`].
 #[track_caller]
-pub(super) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
+pub(crate) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
     let out = linear(p, x, false)?;
     if !autograd::is_recording(&[x]) {
         return Ok(out);
@@ -186,7 +186,7 @@ pub(super) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
 
 /// `Aᵀ·gy`: the gradient of [`avg`], differentiable (its gradient is `A` again).
 #[track_caller]
-pub(super) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
+pub(crate) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
     let out = linear(p, gy, true)?;
     if !autograd::is_recording(&[gy]) {
         return Ok(out);

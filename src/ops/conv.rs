@@ -23,7 +23,7 @@ use std::sync::Arc;
 /// caller sees them (unbatched and 1-d shapes included: the kernel reads the same memory as
 /// `(N, C, H, W)` with `N = 1` or `H = 1`).
 #[derive(Debug)]
-pub(super) struct Conv {
+pub(crate) struct Conv {
     pub geom: ConvGeom,
     pub x_shape: Vec<usize>,
     pub w_shape: Vec<usize>,
@@ -45,7 +45,7 @@ const BACKWARD_BACKWARD: &str = "ConvolutionBackwardBackward0";
 
 /// The convolution of `x` by `w` (plus `bias`), recording `ConvolutionBackward0`.
 #[track_caller]
-pub(super) fn forward(c: &Arc<Conv>, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+pub(crate) fn forward(c: &Arc<Conv>, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let out = launch(Product::Forward, c, x, w, bias, &c.y_shape)?;
     let mut inputs = vec![x, w];
     inputs.extend(bias);
@@ -73,7 +73,7 @@ pub(super) fn forward(c: &Arc<Conv>, x: &Tensor, w: &Tensor, bias: Option<&Tenso
 /// The transposed convolution `convᵀ(gy, w)` (the gradient of `forward` with respect to its
 /// input), of the input's shape.
 #[track_caller]
-pub(super) fn input_grad(c: &Arc<Conv>, gy: &Tensor, w: &Tensor) -> Result<Tensor> {
+pub(crate) fn input_grad(c: &Arc<Conv>, gy: &Tensor, w: &Tensor) -> Result<Tensor> {
     let out = launch(Product::InputGrad, c, gy, w, None, &c.x_shape)?;
     if !autograd::is_recording(&[gy, w]) {
         return Ok(out);
@@ -91,7 +91,7 @@ pub(super) fn input_grad(c: &Arc<Conv>, gy: &Tensor, w: &Tensor) -> Result<Tenso
 /// `Σ_n gy·im2col(x)ᵀ` (the gradient of `forward` with respect to its weight), of the
 /// weight's shape.
 #[track_caller]
-pub(super) fn weight_grad(c: &Arc<Conv>, x: &Tensor, gy: &Tensor) -> Result<Tensor> {
+pub(crate) fn weight_grad(c: &Arc<Conv>, x: &Tensor, gy: &Tensor) -> Result<Tensor> {
     let out = launch(Product::WeightGrad, c, x, gy, None, &c.w_shape)?;
     if !autograd::is_recording(&[x, gy]) {
         return Ok(out);
