@@ -212,6 +212,16 @@ fn check_int_operands(op: BinaryOp, dtype: DType, b: &Operand) -> Result<()> {
     }
 }
 
+/// `match op { BinaryOp::X => go!(BinaryOp::X), … }` over every row of the binary op table
+/// (each op's kernel monomorphized): `kiln_runtime::binary_op_table!(dispatch_binary, op, go)`.
+macro_rules! dispatch_binary {
+    (($op:expr, $go:ident) $($v:ident $name:literal $int:ident [$($m:ident)*] $doc:literal;)*) => {
+        match $op {
+            $(BinaryOp::$v => $go!(BinaryOp::$v),)*
+        }
+    };
+}
+
 /// Element types with a binary kernel: floats compute in their compute type, integers and
 /// bools in i64 with wrapping.
 pub(crate) trait BinaryElement: StorageElement {
@@ -230,7 +240,7 @@ macro_rules! float_binary_element {
                         map2(a, la, b, lb, |x: $t, y: $t| <$t>::from_compute($o.eval(x.to_compute(), y.to_compute())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2, BitAnd, BitOr, BitXor, BitShl, BitShr }, go)
+                kiln_runtime::binary_op_table!(dispatch_binary, op, go)
             }
             fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout) {
                 macro_rules! go {
@@ -238,7 +248,7 @@ macro_rules! float_binary_element {
                         map2_inplace(dst, ld, src, ls, |x: $t, y: $t| <$t>::from_compute($o.eval(x.to_compute(), y.to_compute())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Div, Rem, Pow, Maximum, Minimum, Atan2, BitAnd, BitOr, BitXor, BitShl, BitShr }, go)
+                kiln_runtime::binary_op_table!(dispatch_binary, op, go)
             }
         }
     )*};
@@ -254,7 +264,7 @@ macro_rules! int_binary_element {
                         map2(a, la, b, lb, |x: $t, y: $t| <$t>::from_i64($o.eval_int(x.to_i64(), y.to_i64())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, BitAnd, BitOr, BitXor, BitShl, BitShr, Div, Atan2 }, go)
+                kiln_runtime::binary_op_table!(dispatch_binary, op, go)
             }
             fn binary_inplace(op: BinaryOp, dst: &mut [Self], ld: &Layout, src: &[Self], ls: &Layout) {
                 macro_rules! go {
@@ -262,7 +272,7 @@ macro_rules! int_binary_element {
                         map2_inplace(dst, ld, src, ls, |x: $t, y: $t| <$t>::from_i64($o.eval_int(x.to_i64(), y.to_i64())))
                     };
                 }
-                const_dispatch!(op, BinaryOp { Add, Sub, Mul, Rem, Pow, Maximum, Minimum, BitAnd, BitOr, BitXor, BitShl, BitShr, Div, Atan2 }, go)
+                kiln_runtime::binary_op_table!(dispatch_binary, op, go)
             }
         }
     )*};
@@ -632,41 +642,38 @@ impl Tensor {
 }
 
 macro_rules! binary_methods {
-    ($($name:ident, $try_name:ident, $inplace:ident, $op:ident, $what:literal;)*) => {
+    ($($op:ident $name:literal $int:ident [$method:ident $try_method:ident $inplace:ident $try_inplace:ident] $doc:literal;)*) => {
         impl Tensor {$(
-            #[doc = concat!("Elementwise ", $what, ", broadcasting, with PyTorch's type promotion (`torch.", stringify!($name), "`).")]
+            #[doc = concat!("Elementwise ", $doc, ", broadcasting, with PyTorch's type promotion (`torch.", $name, "`).")]
             #[track_caller]
-            pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
+            pub fn $method(&self, other: impl Into<Operand>) -> Tensor {
                 binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &other.into()).or_panic()
             }
 
-            #[doc = concat!("[`Tensor::", stringify!($name), "`] returning an error for shapes that cannot broadcast.")]
+            #[doc = concat!("[`Tensor::", stringify!($method), "`] returning an error (operands of a dtype the op refuses, shapes that cannot broadcast).")]
             #[track_caller]
-            pub fn $try_name(&self, other: impl Into<Operand>) -> Result<Tensor> {
+            pub fn $try_method(&self, other: impl Into<Operand>) -> Result<Tensor> {
                 binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &other.into())
             }
 
-            #[doc = concat!("In-place ", $what, ": the result keeps this tensor's shape and dtype.")]
+            #[doc = concat!("In-place [`Tensor::", stringify!($method), "`]: the result keeps this tensor's shape and dtype (an i32 tensor takes an i64 operand, wrapping; a float result cannot be written into an integer tensor).")]
             #[track_caller]
             pub fn $inplace(&self, other: impl Into<Operand>) -> &Tensor {
                 binary_inplace(BinaryOp::$op, self, &other.into()).or_panic();
                 self
             }
+
+            #[doc = concat!("[`Tensor::", stringify!($inplace), "`] returning an error (nothing is written then).")]
+            #[track_caller]
+            pub fn $try_inplace(&self, other: impl Into<Operand>) -> Result<&Tensor> {
+                binary_inplace(BinaryOp::$op, self, &other.into())?;
+                Ok(self)
+            }
         )*}
     };
 }
 
-binary_methods! {
-    add, try_add, add_, Add, "sum `self + other`";
-    sub, try_sub, sub_, Sub, "difference `self - other`";
-    mul, try_mul, mul_, Mul, "product `self * other`";
-    div, try_div, div_, Div, "true division `self / other` (integers divide as floats)";
-    remainder, try_remainder, remainder_, Rem, "Python-style remainder (the sign of the divisor)";
-    pow, try_pow, pow_, Pow, "power `self ^ exponent`";
-    maximum, try_maximum, maximum_, Maximum, "maximum (NaN propagates)";
-    minimum, try_minimum, minimum_, Minimum, "minimum (NaN propagates)";
-    atan2, try_atan2, atan2_, Atan2, "`atan2(self, other)`";
-}
+kiln_runtime::binary_op_table!(binary_methods);
 
 #[cfg(test)]
 mod tests {

@@ -20,46 +20,6 @@ use crate::tensor::Tensor;
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 use kiln_runtime::DType;
 
-macro_rules! bitwise_methods {
-    ($($name:ident, $try_name:ident, $inplace:ident, $try_inplace:ident, $op:ident, $what:literal;)*) => {
-        impl Tensor {$(
-            #[doc = concat!("Elementwise ", $what, " of integer or Bool tensors, broadcasting, with PyTorch's type promotion (`torch.", stringify!($name), "`).")]
-            #[track_caller]
-            pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
-                binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &other.into()).or_panic()
-            }
-
-            #[doc = concat!("[`Tensor::", stringify!($name), "`] returning an error for float operands or shapes that cannot broadcast.")]
-            #[track_caller]
-            pub fn $try_name(&self, other: impl Into<Operand>) -> Result<Tensor> {
-                binary(BinaryOp::$op, &Operand::Tensor(self.clone()), &other.into())
-            }
-
-            #[doc = concat!("In-place [`Tensor::", stringify!($name), "`]: the result keeps this tensor's shape and dtype (an i32 tensor takes an i64 operand, wrapping; a Bool tensor refuses an integer one).")]
-            #[track_caller]
-            pub fn $inplace(&self, other: impl Into<Operand>) -> &Tensor {
-                binary_inplace(BinaryOp::$op, self, &other.into()).or_panic();
-                self
-            }
-
-            #[doc = concat!("[`Tensor::", stringify!($inplace), "`] returning an error (nothing is written then).")]
-            #[track_caller]
-            pub fn $try_inplace(&self, other: impl Into<Operand>) -> Result<&Tensor> {
-                binary_inplace(BinaryOp::$op, self, &other.into())?;
-                Ok(self)
-            }
-        )*}
-    };
-}
-
-bitwise_methods! {
-    bitwise_and, try_bitwise_and, bitwise_and_, try_bitwise_and_, BitAnd, "bitwise and `self & other`";
-    bitwise_or, try_bitwise_or, bitwise_or_, try_bitwise_or_, BitOr, "bitwise or `self | other`";
-    bitwise_xor, try_bitwise_xor, bitwise_xor_, try_bitwise_xor_, BitXor, "bitwise exclusive or `self ^ other`";
-    bitwise_left_shift, try_bitwise_left_shift, bitwise_left_shift_, try_bitwise_left_shift_, BitShl, "left shift `self << other` (0 for a shift below 0 or past the width)";
-    bitwise_right_shift, try_bitwise_right_shift, bitwise_right_shift_, try_bitwise_right_shift_, BitShr, "arithmetic right shift `self >> other` (the sign fill for a shift below 0 or past the width)";
-}
-
 /// An error unless `t` is an integer or Bool tensor (PyTorch's words for `bitwise_not` on floats).
 #[track_caller]
 fn check_not_dtype(op: &'static str, t: &Tensor) -> Result<()> {

@@ -93,7 +93,7 @@ pub fn eager_ops() -> Vec<(EagerOp, DType, DType)> {
                 v.push((EagerOp::Unary(op), d, d));
             }
         }
-        for op in BinaryOp::ALL {
+        for &op in BinaryOp::ALL {
             if (d.is_float() && !op.is_bitwise()) || (!d.is_float() && op.keeps_int_dtype()) {
                 v.push((EagerOp::Binary(op), d, d));
             }
