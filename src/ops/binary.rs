@@ -670,6 +670,12 @@ macro_rules! binary_methods {
                 Ok(self)
             }
         )*}
+
+        /// Every binary op with its `try_` method (for tests that go through each op's public
+        /// name).
+        #[doc(hidden)]
+        pub const BINARY_METHODS: &[(BinaryOp, fn(&Tensor, Operand) -> Result<Tensor>)] =
+            &[$((BinaryOp::$op, |x, y| x.$try_method(y)),)*];
     };
 }
 

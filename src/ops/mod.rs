@@ -42,6 +42,8 @@ mod unary;
 
 pub use binary::Operand;
 #[doc(hidden)]
+pub use binary::BINARY_METHODS;
+#[doc(hidden)]
 pub use composite::COMPOSITE_UNARY;
 pub(crate) use composite::composite_unary_table;
 #[doc(hidden)]
