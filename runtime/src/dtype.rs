@@ -447,6 +447,22 @@ pub mod num_like {
         fn tan(self) -> Self;
         /// Hyperbolic tangent.
         fn tanh(self) -> Self;
+        /// Arcsine.
+        fn asin(self) -> Self;
+        /// Arccosine.
+        fn acos(self) -> Self;
+        /// Arctangent.
+        fn atan(self) -> Self;
+        /// Hyperbolic sine.
+        fn sinh(self) -> Self;
+        /// Hyperbolic cosine.
+        fn cosh(self) -> Self;
+        /// Inverse hyperbolic sine.
+        fn asinh(self) -> Self;
+        /// Inverse hyperbolic cosine.
+        fn acosh(self) -> Self;
+        /// Inverse hyperbolic tangent.
+        fn atanh(self) -> Self;
         /// Absolute value.
         fn abs(self) -> Self;
         /// Round toward -inf.
@@ -521,6 +537,38 @@ pub mod num_like {
                 #[inline(always)]
                 fn tanh(self) -> Self {
                     $tanh(self)
+                }
+                #[inline(always)]
+                fn asin(self) -> Self {
+                    $t::asin(self)
+                }
+                #[inline(always)]
+                fn acos(self) -> Self {
+                    $t::acos(self)
+                }
+                #[inline(always)]
+                fn atan(self) -> Self {
+                    $t::atan(self)
+                }
+                #[inline(always)]
+                fn sinh(self) -> Self {
+                    $t::sinh(self)
+                }
+                #[inline(always)]
+                fn cosh(self) -> Self {
+                    $t::cosh(self)
+                }
+                #[inline(always)]
+                fn asinh(self) -> Self {
+                    $t::asinh(self)
+                }
+                #[inline(always)]
+                fn acosh(self) -> Self {
+                    $t::acosh(self)
+                }
+                #[inline(always)]
+                fn atanh(self) -> Self {
+                    $t::atanh(self)
                 }
                 #[inline(always)]
                 fn abs(self) -> Self {

@@ -37,6 +37,14 @@ macro_rules! unary_op_table {
             Cos        "cos"         Float   Input   "CosBackward0"        [cos cos_]               "cosine";
             Tan        "tan"         Float   Output  "TanBackward0"        [tan tan_]               "tangent";
             Tanh       "tanh"        Float   Output  "TanhBackward0"       [tanh tanh_]             "hyperbolic tangent";
+            Asin       "asin"        Float   Input   "AsinBackward0"       [asin asin_]             "arcsine";
+            Acos       "acos"        Float   Input   "AcosBackward0"       [acos acos_]             "arccosine";
+            Atan       "atan"        Float   Input   "AtanBackward0"       [atan atan_]             "arctangent";
+            Sinh       "sinh"        Float   Input   "SinhBackward0"       [sinh sinh_]             "hyperbolic sine";
+            Cosh       "cosh"        Float   Input   "CoshBackward0"       [cosh cosh_]             "hyperbolic cosine";
+            Asinh      "asinh"       Float   Input   "AsinhBackward0"      [asinh asinh_]           "inverse hyperbolic sine";
+            Acosh      "acosh"       Float   Input   "AcoshBackward0"      [acosh acosh_]           "inverse hyperbolic cosine";
+            Atanh      "atanh"       Float   Input   "AtanhBackward0"      [atanh atanh_]           "inverse hyperbolic tangent";
             Sigmoid    "sigmoid"     Float   Output  "SigmoidBackward0"    [sigmoid sigmoid_]       "logistic sigmoid `1/(1+e^-x)`";
             Relu       "relu"        Keep    Output  "ReluBackward0"       [relu relu_]             "rectified linear unit `max(x, 0)` (NaN stays NaN)";
             Gelu       "gelu"        Float   Input   "GeluBackward0"       [gelu gelu_]             "GELU, exact form `x·Φ(x)` (`F.gelu(x)`)";
@@ -157,7 +165,7 @@ impl UnaryOp {
             Sign => x.signum(),
             Square => x.wrapping_mul(x),
             BitNot => !x,
-            Exp | Exp2 | Log | Log2 | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Sigmoid | Gelu | GeluTanh | Silu | Softplus | Erf | Reciprocal => {
+            Exp | Exp2 | Log | Log2 | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Asinh | Acosh | Atanh | Sigmoid | Gelu | GeluTanh | Silu | Softplus | Erf | Reciprocal => {
                 unreachable!("{} is not an integer op", self.name())
             }
         }
@@ -183,6 +191,14 @@ impl UnaryOp {
             Cos => x.cos(),
             Tan => x.tan(),
             Tanh => x.tanh(),
+            Asin => x.asin(),
+            Acos => x.acos(),
+            Atan => x.atan(),
+            Sinh => x.sinh(),
+            Cosh => x.cosh(),
+            Asinh => x.asinh(),
+            Acosh => x.acosh(),
+            Atanh => x.atanh(),
             Sigmoid => one / (one + (-x).exp()),
             Relu => {
                 if x > F::zero() || x.is_nan() {
