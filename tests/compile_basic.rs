@@ -107,7 +107,7 @@ fn inplace_writes_through_views() {
     let run = |x: &Tensor| {
         let y = x.deep_clone();
         y.i((.., 1)).add_(10.0);
-        y.t().mul_(&Tensor::from_slice(&[1.0f32, 2.0, 3.0]).unsqueeze(1));
+        y.t().mul_(Tensor::from_slice(&[1.0f32, 2.0, 3.0]).unsqueeze(1));
         x.add_(1.0);
         y
     };

@@ -41,10 +41,10 @@ test_device!(logical_ops_on_every_dtype_and_view, |d| {
         b.logical_not(),
         x.logical_and(&i),
         x.logical_or(&u),
-        i.logical_xor(&b.t().t()),
+        i.logical_xor(b.t().t()),
         b.logical_and(true),
         x.logical_or(0.0),
-        x.t().narrow(0, 1, 2).logical_xor(&i.t().narrow(0, 0, 2)),
+        x.t().narrow(0, 1, 2).logical_xor(i.t().narrow(0, 0, 2)),
         // Bool operators are the logical ops.
         !&b,
         &b & &i.ne(0),

@@ -235,7 +235,7 @@ test_device!(index_put_plain_and_accumulating, |d| {
     let scalar = base();
     scalar.index_put_(&[None, Some(&Tensor::new(&[3i64, -4]).to(&d))], &Tensor::scalar(7.0f32).to(&d), false);
     let masked = base();
-    masked.index_put_(&masked.eq(0.0).logical_and(&Tensor::new(&[true, false, false, true]).to(&d)), &Tensor::scalar(-1.0f32).to(&d), false);
+    masked.index_put_(&masked.eq(0.0).logical_and(Tensor::new(&[true, false, false, true]).to(&d)), &Tensor::scalar(-1.0f32).to(&d), false);
     let ints = Tensor::zeros_opts(&[5], DType::I64, d);
     ints.index_put_(&Tensor::new(&[1i64, 1, 4, 1]).to(&d), &Tensor::new(&[1i64, 10, 100, 1000]).to(&d), true);
     // Through a transposed view: writes land in the base tensor.

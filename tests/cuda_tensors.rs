@@ -138,7 +138,7 @@ test_device!(comparisons_and_where, |d| {
     let row = Tensor::new(&[0.0f32, 1.0, f32::NAN, 2.0]).to(&d);
     let i = Tensor::new(&[[1i64, 2, 3, 4]]).to(&d);
     let m = x.gt(&row);
-    vec![m.clone(), x.lt(0.5), x.le(&row), x.ge(1), x.eq(&row), x.ne(&row), i.lt(&i.t()), Tensor::where_(&m, &x, &row), Tensor::where_(&x.lt(0.0), 0.0, &x), Tensor::where_(&i.gt(2), &i, -1)]
+    vec![m.clone(), x.lt(0.5), x.le(&row), x.ge(1), x.eq(&row), x.ne(&row), i.lt(i.t()), Tensor::where_(&m, &x, &row), Tensor::where_(&x.lt(0.0), 0.0, &x), Tensor::where_(&i.gt(2), &i, -1)]
 });
 
 test_device!(casts_between_every_dtype, |d| {
@@ -154,7 +154,7 @@ test_device!(in_place_copy_and_fill_through_views, |d| {
     y.t().copy_(&sample(d)); // casting, strided destination
     let z = sample(d);
     z.add_(1.0);
-    z.narrow(1, 0, 2).mul_(&Tensor::new(&[2.0f32, 3.0]).to(&d));
+    z.narrow(1, 0, 2).mul_(Tensor::new(&[2.0f32, 3.0]).to(&d));
     let h = Tensor::zeros_opts(&[2, 4], DType::F32, d);
     h.copy_(&Tensor::new(&[1.0f32, 2.0, 3.0, 4.0])); // from the CPU, broadcast
     let e = sample(d);

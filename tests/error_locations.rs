@@ -63,7 +63,7 @@ impl Module for Net {
 #[test]
 fn tensor_op_errors_name_the_callers_line() {
     let a = Tensor::zeros(&[2, 3]);
-    assert_here("shape", a.try_add(&Tensor::zeros(&[4])).map(drop));
+    assert_here("shape", a.try_add(Tensor::zeros(&[4])).map(drop));
     assert_here("view", a.try_view(&[7]).map(drop));
     assert_here("matmul", a.try_matmul(&a).map(drop));
     assert_here("dtype", a.try_bitwise_and(&a).map(drop));

@@ -48,7 +48,8 @@ mod x86 {
         let mut lanes = [0.0f32; 8];
         acc.iter()
             .map(|&r| {
-                _mm256_storeu_ps(lanes.as_mut_ptr(), r);
+                // SAFETY: `lanes` holds the 8 f32 an __m256 stores.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), r) };
                 lanes.iter().sum::<f32>()
             })
             .sum()

@@ -365,6 +365,7 @@ fn rank1_chunks_equal_one_call() {
         let shape = [chunk.len()];
         // SAFETY: every chunk lies inside the inputs and the outputs.
         let in_ptrs: Vec<*const u8> = inputs.iter().map(|x| unsafe { x.vals.as_ptr().add(chunk.start) } as *const u8).collect();
+        // SAFETY: as for the inputs: every chunk lies inside the outputs.
         let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| unsafe { o.as_mut_ptr().add(chunk.start) } as *mut u8).collect();
         let args = common::kernel_args_at(&in_ptrs, &out_ptrs, &[0.25], &shape, &[1, 1], 0..1, chunk.start);
         // SAFETY: the chunk's elements of every input and output are valid.

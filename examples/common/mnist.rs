@@ -104,7 +104,7 @@ pub fn evaluate(loader: &DataLoader<Mnist>, device: &Device, mut forward: impl F
         let (data, target) = (data.to(device), target.to(device));
         let output = forward(&data);
         loss += F::nll_loss_opts(&output, &target, &F::NllLossOpts { reduction: F::Reduction::Sum, ..Default::default() }).item::<f32>() as f64;
-        correct += output.argmax_dim(1, true).eq(&target.view(&[-1, 1])).sum().item::<i64>();
+        correct += output.argmax_dim(1, true).eq(target.view(&[-1, 1])).sum().item::<i64>();
         seen += target.numel();
     }
     (loss, correct, seen)

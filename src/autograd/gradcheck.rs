@@ -121,7 +121,7 @@ pub fn gradcheck(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], opts: Gradc
                 let a = analytic[c][j][k];
                 let excess = (a - numeric).abs() - (opts.atol + opts.rtol * numeric.abs());
                 let bad = excess > 0.0 || a.is_nan() != numeric.is_nan();
-                if bad && worst.as_ref().map_or(true, |(w, _)| excess > *w) {
+                if bad && worst.as_ref().is_none_or(|(w, _)| excess > *w) {
                     let e = GradcheckError { input: i, input_element: k, output_element: j, analytic: a, numeric, message: String::new() };
                     worst = Some((if excess.is_nan() { f64::INFINITY } else { excess }, e));
                 }

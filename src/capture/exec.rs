@@ -143,11 +143,15 @@ fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, Run
                     .zip(&lowered.loads)
                     .map(|(s, u)| {
                         let s = s.as_cpu().expect("kiln::compile runs on CPU tensors only (CUDA capture is not built yet)");
+                        // The cast is a no-op only for the u8 arm of the match.
+                        #[allow(clippy::unnecessary_cast)]
                         let base = match_cpu!(s, |b: T| b.as_ptr() as *const u8);
                         base.wrapping_add(u.layout.offset() * s.dtype().size_in_bytes())
                     })
                     .collect();
                 let mut outs = outs;
+                // The cast is a no-op only for the u8 arm of the match.
+                #[allow(clippy::unnecessary_cast)]
                 let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|s| match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8)).collect();
                 // SAFETY: every input view lies inside its (locked, alive) storage: capture
                 // checked it against the storage when the op was recorded; the outputs are new

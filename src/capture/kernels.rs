@@ -188,6 +188,7 @@ struct SendPtr(*const u8);
 // SAFETY: the pointers address buffers that outlive the parallel launch (the caller holds
 // them); threads write disjoint rows of the outputs and only read the inputs.
 unsafe impl Send for SendPtr {}
+// SAFETY: as for `Send` above.
 unsafe impl Sync for SendPtr {}
 
 /// Runs `kernel` over `lowered`'s iteration space, split across kiln's thread pool.

@@ -48,7 +48,7 @@ fn offsets(op: &'static str, x: &Tensor, adv: &Resolved<'_>) -> Result<Tensor> {
         let mut strides = vec![0; adv.shape.len()];
         strides[r] = 1;
         let steps = super::to_device(op, &Tensor::from_vec(steps, &[x.shape()[d]]), device)?;
-        acc = acc.try_add(&steps.with_layout(Layout::new(adv.shape.into(), strides.into(), 0)))?;
+        acc = acc.try_add(steps.with_layout(Layout::new(adv.shape.into(), strides.into(), 0)))?;
     }
     Ok(dense(&acc.try_broadcast_to(adv.shape)?).reshape(&[-1]))
 }

@@ -1,6 +1,6 @@
 //! 2-d convolution of CUDA tensors: the column kernels of the CUDA C emitter
 //! (`kiln_codegen::cuda::im2col`) around batched products through cuBLAS (the tensor
-//! `matmul`, which runs [`super::matmul`] on CUDA).
+//! `matmul`, which runs [`super::matmul`](mod@super::matmul) on CUDA).
 //!
 //! With `G` groups, `K = C_in/G * kh * kw`, `L = oh * ow` and the columns `col = im2col(x)`
 //! shaped `[N, G, K, L]`, each product runs for every image and group in one call, the weight

@@ -22,14 +22,14 @@
 //!   the device before the launch.
 //! - [`join`]: `cat` and `stack`, each input copied into its slice of the output by the
 //!   strided copy kernel.
-//! - [`matmul`]: matrix products (`matmul`, `mm`, `bmm`, `mv`, `dot`, and `linear` through
+//! - [`matmul`](mod@matmul): matrix products (`matmul`, `mm`, `bmm`, `mv`, `dot`, and `linear` through
 //!   them) as cuBLAS strided-batched calls, transposed views passed as flags.
 //! - [`pool`]: `max_pool2d` (values and argmax indices), `avg_pool2d` and their gradients as
 //!   pooling kernels from the same emitter (`kiln_codegen::cuda::pool`); the gradients gather,
 //!   so they are deterministic.
 //! - [`random`]: `rand`/`randn`/`uniform_`/`normal_` drawn on the device by the Philox
 //!   kernels of `kiln_codegen::cuda::philox` (the CPU generator's numbers).
-//! - [`reduce`]: reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
+//! - [`reduce`](mod@reduce): reductions over dims, softmax and cumsum along a dim, as reduction kernels from the
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
 //!

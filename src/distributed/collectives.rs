@@ -1,6 +1,6 @@
 //! The collectives on tensors (`dist.all_reduce`, `broadcast`, `all_gather`,
 //! `reduce_scatter`, `barrier`): checks, the cross-rank agreement check, then
-//! [`exchange`](super::exchange::exchange) and the write-back.
+//! [`super::exchange::exchange`] and the write-back.
 
 use super::exchange::{exchange, finish_average, fresh, received, sendable, staged, wrong_device, write_back};
 use super::group::with_group;

@@ -1,7 +1,7 @@
 //! The MPI transport (cargo feature `mpi`): the system's MPI through the `mpi` crate, every
 //! collective started non-blocking (`MPI_Iallreduce`, `MPI_Ibcast`, …) on a duplicate of
 //! `MPI_COMM_WORLD` whose errors are returned, not fatal. A collective of more elements than an
-//! MPI count holds (`INT_MAX`) runs as several calls on pieces of it ([`chunks`](super::chunks)).
+//! MPI count holds (`INT_MAX`) runs as several calls on pieces of it ([`super::chunks`]).
 
 use super::chunks::{self, Piece};
 use super::options::ReduceOp;
@@ -80,7 +80,7 @@ impl MpiTransport {
     /// As [`Transport::start`].
     unsafe fn start_one(&self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<ffi::MPI_Request> {
         let (n, dt, comm) = (count as c_int, datatype(wire), self.comm.as_raw());
-        // SAFETY (of the null request): MPI overwrites it before returning success.
+        // SAFETY: reading MPI's null-request constant; MPI overwrites it before returning success.
         let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the caller guarantees the buffers' sizes and lifetimes (see the trait).
         let rc = unsafe {
@@ -128,7 +128,7 @@ impl MpiTransport {
             return flight;
         }
         for piece in pieces {
-            // SAFETY (of the null request): MPI overwrites it before returning success.
+            // SAFETY: reading MPI's null-request constant; MPI overwrites it before returning success.
             let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
             // SAFETY: every piece lies within the buffers the caller guarantees (chunks::split
             // stays within `count` elements per rank block), and pieces never overlap.

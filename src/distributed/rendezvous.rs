@@ -142,7 +142,7 @@ mod tests {
     fn a_missing_worker_fails_rank_0_within_the_timeout() {
         let rv = join(0, 2, free_port(), Duration::from_secs(1)).unwrap();
         let start = Instant::now();
-        let e = rv.share_from_rank0("nccl_id", || vec![1, 2]).err().expect("rank 1 never came, yet rank 0 went on");
+        let e = rv.share_from_rank0("nccl_id", || vec![1, 2]).expect_err("rank 1 never came, yet rank 0 went on");
         assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
         assert_eq!(e.kind, ErrorKind::Timeout);
         assert!(e.message.contains("key \"nccl_id/received/1\" was not set within 1s"), "{e}");

@@ -18,7 +18,7 @@ struct ConvParts<const N: usize> {
 #[track_caller]
 fn conv_parts<const N: usize>(in_channels: usize, out_channels: usize, kernel_size: [usize; N], opts: ConvOpts<N>, bias: bool) -> ConvParts<N> {
     let groups = opts.groups;
-    if groups == 0 || in_channels % groups != 0 || out_channels % groups != 0 {
+    if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
         crate::error::fail("Conv", crate::ErrorKind::Value, format!("Conv{N}d: in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible by groups ({groups})"));
     }
     let mut shape = vec![out_channels, in_channels / groups];

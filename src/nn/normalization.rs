@@ -203,7 +203,7 @@ impl GroupNorm {
     /// `nn.GroupNorm(num_groups, num_channels, eps, affine)`.
     #[track_caller]
     pub fn with_opts(num_groups: usize, num_channels: usize, eps: f64, affine: bool) -> GroupNorm {
-        if num_groups == 0 || num_channels % num_groups != 0 {
+        if num_groups == 0 || !num_channels.is_multiple_of(num_groups) {
             crate::error::fail("GroupNorm", crate::ErrorKind::Value, format!("num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"));
         }
         GroupNorm {

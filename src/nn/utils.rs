@@ -69,7 +69,7 @@ pub fn clip_grads_with_norm_(params: &[Tensor], max_norm: f64, total_norm: &Tens
     if grads.is_empty() {
         return;
     }
-    let coef = Tensor::scalar_opts(max_norm, total_norm.dtype()).div(&total_norm.add(1e-6)).clamp_max(1.0);
+    let coef = Tensor::scalar_opts(max_norm, total_norm.dtype()).div(total_norm.add(1e-6)).clamp_max(1.0);
     for g in &grads {
         g.mul_(&coef);
     }

@@ -433,7 +433,7 @@ fn binary_grads(op: BinaryOp, g: &Tensor, s: [Option<&Tensor>; 2], out: Option<&
                 // d/da a^e = e·a^(e-1), and 0 where e = 0 (PyTorch's convention, also at a = 0).
                 when(0, &|| Tensor::where_(&e.eq(0.0), 0.0, g * e * a.pow(e - 1.0))),
                 // d/de a^e = a^e·ln a, and 0 where a = 0 and e >= 0.
-                when(1, &|| Tensor::where_(&a.eq(0.0).logical_and(&e.ge(0.0)), 0.0, g * out * a.log())),
+                when(1, &|| Tensor::where_(&a.eq(0.0).logical_and(e.ge(0.0)), 0.0, g * out * a.log())),
             ]
         }
         Maximum | Minimum => {
@@ -698,7 +698,7 @@ mod tests {
         assert_eq!((Tensor::new(&[1.0f64]) / 2.0f32).dtype(), DType::F64);
         assert_eq!(Tensor::new(&[3i64]).div(2).to_vec::<f32>(), vec![1.5]);
         assert_eq!((2.0 - &f).to_vec::<f32>(), vec![1.5, 0.5, -0.5]);
-        let e = Tensor::new(&[[1.0f32, 2.0, 3.0]; 2]).try_add(&Tensor::new(&[1.0f32; 4])).unwrap_err().to_string();
+        let e = Tensor::new(&[[1.0f32, 2.0, 3.0]; 2]).try_add(Tensor::new(&[1.0f32; 4])).unwrap_err().to_string();
         assert!(e.starts_with("add: shapes [2, 3] and [4] cannot broadcast (at src/ops/binary.rs:"), "{e}");
     }
 
@@ -724,7 +724,7 @@ mod tests {
         let x = Tensor::zeros(&[2, 3]);
         let col = x.i((.., 1));
         col.add_(5.0);
-        x.t().mul_(&Tensor::new(&[[1.0f32], [2.0], [3.0]]));
+        x.t().mul_(Tensor::new(&[[1.0f32], [2.0], [3.0]]));
         assert_eq!(x.to_vec::<f32>(), vec![0.0, 10.0, 0.0, 0.0, 10.0, 0.0]);
         let v0 = x.version();
         x.add_(&x); // aliasing source is copied first
@@ -744,7 +744,7 @@ mod tests {
         y += 2.0;
         assert_eq!(y.to_vec::<f32>(), vec![3.0, 3.0]);
         let h = Tensor::ones(&[2]).to_dtype(DType::F16);
-        h.add_(&Tensor::new(&[0.5f32, 1.0]));
+        h.add_(Tensor::new(&[0.5f32, 1.0]));
         assert_eq!(h.to_dtype(DType::F32).to_vec::<f32>(), vec![1.5, 2.0]);
     }
 
@@ -806,7 +806,7 @@ mod tests {
         assert!(i.try_scatter_value_(0, &idx, 1e20).is_err());
         assert!(Tensor::try_scalar_opts(1i64 << 40, DType::I32).unwrap_err().to_string().starts_with("tensor: value"));
         assert!(Tensor::try_full_opts(&[2], -1.0, DType::U8, kiln_runtime::Device::Cpu).is_err());
-        assert!(Tensor::try_where(&Tensor::new(&[true]), &i.narrow(0, 0, 1), 1i64 << 40).unwrap_err().to_string().starts_with("where: value"));
+        assert!(Tensor::try_where(&Tensor::new(&[true]), i.narrow(0, 0, 1), 1i64 << 40).unwrap_err().to_string().starts_with("where: value"));
         assert!(std::panic::catch_unwind(|| Tensor::full(&[1], 1e300)).is_err());
         assert_eq!(i.try_fill_(3.7).unwrap().to_vec::<i32>(), vec![3; 3]);
         assert_eq!(Tensor::zeros(&[1]).to_dtype(DType::U8).masked_fill(&Tensor::new(&[true]), -1).to_vec::<u8>(), vec![255]);

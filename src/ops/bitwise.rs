@@ -109,7 +109,7 @@ mod tests {
         assert_eq!((&b & true).to_vec::<bool>(), vec![true, false, true]);
         assert_eq!((&b | 3).dtype(), DType::I64);
         assert_eq!((!&b).to_vec::<bool>(), vec![false, true, false]);
-        assert_eq!(a.bitwise_and(&Tensor::new(&[1i64])).dtype(), DType::I64);
+        assert_eq!(a.bitwise_and(Tensor::new(&[1i64])).dtype(), DType::I64);
         let e = Tensor::new(&[1.0f32]).try_bitwise_and(1).unwrap_err().to_string();
         assert!(e.starts_with("bitwise_and: \"bitwise_and_cpu\" not implemented for 'Float'"), "{e}");
         assert!(b.try_bitwise_left_shift(&b).is_err());

@@ -186,7 +186,7 @@ fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scala
     Ok(autograd::record(out, kind.grad_name(), &[x], [Saved::of(x)], move |_, g, s| {
         let x = &s[0];
         let inside = match (lo, hi) {
-            (Some(lo), Some(hi)) => x.gt(lo).logical_and(&x.lt(hi)),
+            (Some(lo), Some(hi)) => x.gt(lo).logical_and(x.lt(hi)),
             (Some(lo), None) => x.gt(lo),
             (None, Some(hi)) => x.lt(hi),
             (None, None) => unreachable!("a clamp has at least one bound"),
@@ -303,10 +303,10 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
                 grads![
                     needs(0).then(|| {
                         let split = ties_lo.logical_or(&ties_hi);
-                        share(x.lt(lo).logical_or(&x.gt(hi)).logical_or(&split).logical_not(), &split)
+                        share(x.lt(lo).logical_or(x.gt(hi)).logical_or(&split).logical_not(), &split)
                     }),
-                    needs(1).then(|| share(x.lt(lo).logical_and(&lo.le(hi)), &ties_lo)),
-                    needs(2).then(|| share(hi.lt(lo).logical_or(&x.gt(hi).logical_and(&lo.le(hi))), &ties_hi)),
+                    needs(1).then(|| share(x.lt(lo).logical_and(lo.le(hi)), &ties_lo)),
+                    needs(2).then(|| share(hi.lt(lo).logical_or(x.gt(hi).logical_and(lo.le(hi))), &ties_hi)),
                 ]
             }
             // `maximum(x, min)`'s rule: `x.le(min).logical_not()` is "x > min or NaN".

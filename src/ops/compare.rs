@@ -316,7 +316,7 @@ impl Tensor {
     pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64) -> bool {
         let (a, b) = (self.to_dtype(DType::F64), other.to_dtype(DType::F64));
         let finite = a.sub(&a).eq(0.0).logical_and(b.sub(&b).eq(0.0));
-        let within = a.sub(&b).abs().le(&b.abs().mul(rtol).add(atol)).logical_and(&finite);
+        let within = a.sub(&b).abs().le(b.abs().mul(rtol).add(atol)).logical_and(&finite);
         a.eq(&b).logical_or(&within).to_vec::<bool>().iter().all(|&v| v)
     }
 }
@@ -329,10 +329,10 @@ mod tests {
     fn comparisons_promote_and_broadcast() {
         let a = Tensor::new(&[1i64, 2, 3]);
         assert_eq!(a.gt(1.5).to_vec::<bool>(), vec![false, true, true]);
-        assert_eq!(a.eq(&Tensor::new(&[[1i32], [3]])).to_vec::<bool>(), vec![true, false, false, false, false, true]);
+        assert_eq!(a.eq(Tensor::new(&[[1i32], [3]])).to_vec::<bool>(), vec![true, false, false, false, false, true]);
         let n = Tensor::new(&[f32::NAN, 1.0]);
         assert_eq!(n.ne(&n).to_vec::<bool>(), vec![true, false]);
-        assert!(a.try_lt(&Tensor::new(&[1i64, 2])).is_err());
+        assert!(a.try_lt(Tensor::new(&[1i64, 2])).is_err());
     }
 
     #[test]
@@ -346,7 +346,7 @@ mod tests {
         assert_eq!(w.dtype(), DType::F32);
         assert_eq!(w.to_vec::<f32>(), vec![0.0, -1.0, 2.0]);
         let cond = Tensor::new(&[[true], [false]]);
-        assert_eq!(Tensor::where_(&cond, 1i64, &Tensor::new(&[5i64, 6])).to_vec::<i64>(), vec![1, 1, 5, 6]);
+        assert_eq!(Tensor::where_(&cond, 1i64, Tensor::new(&[5i64, 6])).to_vec::<i64>(), vec![1, 1, 5, 6]);
         assert!(Tensor::try_where(&b, 1, 2).is_err());
     }
 

@@ -303,7 +303,7 @@ impl GradShapes {
     /// equal to their result `out` (among the NaNs when the result is NaN), zero elsewhere.
     fn evenly_distribute(&self, x: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
         let out = self.keep(out);
-        let both_nan = x.ne(x).logical_and(&out.ne(&out));
+        let both_nan = x.ne(x).logical_and(out.ne(&out));
         let hit = x.eq(&out).logical_or(&both_nan).to_dtype(x.dtype());
         let ties = hit.sum_dim(self.dims.clone(), true);
         self.keep(g) / ties * hit
@@ -582,7 +582,7 @@ fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keep
             along[d as usize] = sh.input[d as usize];
         }
         let positions = Tensor::arange(sh.count as i64).reshape(&along).to(&s[0].device());
-        let onehot = positions.eq(&sh.keep(&s[0])).to_dtype(g.dtype());
+        let onehot = positions.eq(sh.keep(&s[0])).to_dtype(g.dtype());
         grads![Some(sh.keep(g) * onehot)]
     });
     Ok((values, indices))

@@ -68,7 +68,7 @@ impl OptimizerConfig for SgdConfig {
                     buf
                 }
             };
-            grad = if self.nesterov { grad.add(&buf.mul(self.momentum)) } else { buf.clone() };
+            grad = if self.nesterov { grad.add(buf.mul(self.momentum)) } else { buf.clone() };
         }
         add_scaled_(param, &grad, -self.lr);
     }

@@ -245,25 +245,25 @@ pub(crate) fn add_scaled_(dst: &Tensor, src: &Tensor, alpha: f64) {
     if alpha == 1.0 {
         dst.add_(src);
     } else {
-        dst.add_(&src.mul(alpha));
+        dst.add_(src.mul(alpha));
     }
 }
 
 /// `dst += value * a * b` (PyTorch's `dst.addcmul_(a, b, value=value)`).
 pub(crate) fn addcmul_(dst: &Tensor, a: &Tensor, b: &Tensor, value: f64) {
     if value == 1.0 {
-        dst.add_(&a.mul(b));
+        dst.add_(a.mul(b));
     } else {
-        dst.add_(&a.mul(value).mul(b));
+        dst.add_(a.mul(value).mul(b));
     }
 }
 
 /// `dst += value * a / b` (PyTorch's `dst.addcdiv_(a, b, value=value)`).
 pub(crate) fn addcdiv_(dst: &Tensor, a: &Tensor, b: &Tensor, value: f64) {
     if value == 1.0 {
-        dst.add_(&a.div(b));
+        dst.add_(a.div(b));
     } else {
-        dst.add_(&a.mul(value).div(b));
+        dst.add_(a.mul(value).div(b));
     }
 }
 
@@ -271,7 +271,7 @@ pub(crate) fn addcdiv_(dst: &Tensor, a: &Tensor, b: &Tensor, value: f64) {
 pub(crate) fn lerp_(dst: &Tensor, end: &Tensor, w: f64) {
     let diff = end.sub(dst);
     if w < 0.5 {
-        dst.add_(&diff.mul(w));
+        dst.add_(diff.mul(w));
     } else {
         dst.copy_(&diff.mul(w - 1.0).add(end));
     }
@@ -281,7 +281,7 @@ pub(crate) fn lerp_(dst: &Tensor, end: &Tensor, w: f64) {
 pub(crate) fn effective_grad(param: &Tensor, grad: &Tensor, maximize: bool, weight_decay: f64) -> Tensor {
     let g = if maximize { grad.neg() } else { grad.clone() };
     if weight_decay != 0.0 {
-        g.add(&param.mul(weight_decay))
+        g.add(param.mul(weight_decay))
     } else {
         g
     }

@@ -31,13 +31,13 @@ fn binary(c: &mut Cases) {
     ops!(try_add, try_sub, try_mul, try_div, try_remainder, try_pow, try_maximum, try_minimum, try_atan2, try_eq, try_lt);
     c.add("binary/panicking-add", || panics(|| drop(Tensor::zeros(&[2, 3]) + Tensor::zeros(&[4]))));
     c.add("binary/panicking-mul-ref", || panics(|| drop(&Tensor::zeros(&[3]) * &Tensor::zeros(&[4]))));
-    c.add("bitwise/float", || refused(Tensor::ones(&[3]).try_bitwise_and(&Tensor::ones(&[3]))));
+    c.add("bitwise/float", || refused(Tensor::ones(&[3]).try_bitwise_and(Tensor::ones(&[3]))));
     c.add("bitwise/float-scalar", || refused(Tensor::ones(&[3]).try_bitwise_and(1)));
     c.add("where/cond-not-bool", || refused(Tensor::try_where(&Tensor::ones(&[3]), 1.0, 2.0)));
-    c.add("where/mismatched", || refused(Tensor::try_where(&Tensor::ones(&[3]).gt(0.0), &Tensor::ones(&[4]), 0.0)));
+    c.add("where/mismatched", || refused(Tensor::try_where(&Tensor::ones(&[3]).gt(0.0), Tensor::ones(&[4]), 0.0)));
     c.add("clamp/min-above-max-int", || either(Tensor::arange(5).try_clamp(3, 1)));
     c.add("clamp/bool-with-integer-bounds-is-an-i64-clamp", || either(Tensor::ones(&[2]).gt(0.0).try_clamp(0, 1)));
-    c.add("eq/bool-int-mismatched", || refused(Tensor::ones(&[2]).gt(0.0).try_eq(&Tensor::arange(3))));
+    c.add("eq/bool-int-mismatched", || refused(Tensor::ones(&[2]).gt(0.0).try_eq(Tensor::arange(3))));
 }
 
 fn creation(c: &mut Cases) {
@@ -200,7 +200,7 @@ fn in_place(c: &mut Cases) {
     c.add("copy/into-expanded", || refused(Tensor::zeros(&[1]).expand(&[3]).try_copy_(&Tensor::ones(&[3])).map(drop)));
     c.add("fill/u8-overflow", || refused(Tensor::zeros_opts(&[3], DType::U8, Device::Cpu).try_fill_(256).map(drop)));
     c.add("fill/bool-from-float", || either(Tensor::zeros_opts(&[3], DType::Bool, Device::Cpu).try_fill_(0.5).map(drop)));
-    c.add("add-in-place/grows", || panics(|| drop(Tensor::zeros(&[3]).add_(&Tensor::ones(&[2, 3])).clone())));
+    c.add("add-in-place/grows", || panics(|| drop(Tensor::zeros(&[3]).add_(Tensor::ones(&[2, 3])).clone())));
     c.add("mul-in-place/float-into-int", || panics(|| drop(Tensor::arange(3).mul_(0.5).clone())));
     c.add("mul-in-place/expanded", || panics(|| drop(Tensor::zeros(&[1, 3]).expand(&[4, 3]).mul_(2.0).clone())));
     c.add("clamp-in-place/int-float-bounds", || refused(Tensor::arange(3).try_clamp_(0.5, 1.5).map(drop)));

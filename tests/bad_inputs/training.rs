@@ -105,10 +105,8 @@ fn data(c: &mut Cases) {
             let mnist = kiln::vision::datasets::Mnist::embedded(kiln::vision::datasets::Split::Test).expect("the embedded digits");
             let bad = mnist.transform(kiln::vision::transforms::Normalize::new(&[0.5], &[0.5]));
             panics(|| {
-                for batch in &DataLoader::new(bad).batch_size(2).num_workers(workers) {
-                    drop(batch);
-                    break;
-                }
+                let loader = DataLoader::new(bad).batch_size(2).num_workers(workers);
+                drop((&loader).into_iter().next());
             })
         });
     }

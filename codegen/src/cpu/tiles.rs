@@ -55,7 +55,7 @@ pub const MAX_STAGES: usize = 4;
 pub(crate) const UNROLL: usize = 4;
 
 // Only the last tile of a row has a scalar tail.
-const _: () = assert!(TILE % (4 * UNROLL) == 0);
+const _: () = assert!(TILE.is_multiple_of(4 * UNROLL));
 
 /// Where a stage's routine reads its operand.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -208,7 +208,7 @@ pub(crate) fn emit_row<'a, 'b>(
     mut around: impl FnMut(&mut Cx<'a, 'b>, bool),
     mut finish: impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
 ) -> Result<(), String> {
-    debug_assert!(TILE % (4 * unroll) == 0, "only the last tile of a row has a scalar tail");
+    debug_assert!(TILE.is_multiple_of(4 * unroll), "only the last tile of a row has a scalar tail");
     let (inputs, insts) = (body.inputs, body.insts);
     let ptr = sp.ptr;
     let vty = Some(types::F32X4);

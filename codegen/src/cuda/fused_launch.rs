@@ -177,7 +177,7 @@ impl LoadedFused {
         words.extend(operand_words(inputs, shape, scalars));
         let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
-        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
+        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(b)));
         args.extend(words.into_iter().map(KernelArg::U64));
         launch_as("cuda_fused", &self.kernel, grid, ELEMENTWISE_BLOCK, &mut args)
     }
@@ -195,7 +195,7 @@ impl LoadedFused {
         }
         words.extend(scalars.iter().map(|s| s.to_bits()));
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
-        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
+        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(b)));
         args.extend(words.into_iter().map(KernelArg::U64));
         launch_as("cuda_fused", kernel, grid, ELEMENTWISE_BLOCK, &mut args)
     }

@@ -72,7 +72,7 @@ impl LoadedFusedReduce {
         let mut words: Vec<u64> = vec![n_out as u64, n_red as u64, geometry.group as u64];
         words.extend(operand_words(inputs, shape, scalars));
         let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|(b, _)| KernelArg::In(b)).collect();
-        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(&mut **b)));
+        args.extend(outputs.iter_mut().map(|b| KernelArg::Out(b)));
         args.extend(words.into_iter().map(KernelArg::U64));
         launch_as("cuda_fused", &self.kernel, geometry.grid, REDUCE_BLOCK, &mut args)
     }

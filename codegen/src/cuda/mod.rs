@@ -49,7 +49,7 @@
 //! - [`rand_launch`]: checked launches of those ([`LoadedRand`]).
 //! - [`vector`]: [`emit_vector`], the eager kernels' contiguous fast path (16-byte accesses
 //!   when every operand is contiguous or broadcast and aligned) and its launch decision
-//!   ([`vector_launch`]).
+//!   ([`vector_launch`](mod@vector_launch)).
 //! - [`vector_launch`](mod@vector_launch): checked launches of those ([`LoadedVector`]).
 //! - [`launch`]: compiling (through the runtime's cached NVRTC), loading and running it on
 //!   [`kiln_runtime::cuda::CudaBuffer`]s.

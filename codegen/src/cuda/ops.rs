@@ -216,7 +216,7 @@ pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
     }
 }
 
-/// `op(a, b)` in CUDA C for a float compute type. `Rem` calls the helper `kiln_rem` (see [`helpers`]).
+/// `op(a, b)` in CUDA C for a float compute type. `Rem` calls the helper `kiln_rem` (see [`helper`]).
 pub fn binary(op: BinaryOp, a: &str, b: &str, ct: Ct) -> String {
     use BinaryOp::*;
     match op {

@@ -88,7 +88,7 @@ impl LoadedPool {
         let (mut ins, mut outs) = (inputs.iter(), outputs.iter_mut());
         let mut args: Vec<KernelArg<'_>> = spec
             .iter()
-            .map(|&(_, _, written)| if written { KernelArg::Out(&mut **outs.next().expect("counted")) } else { KernelArg::In(ins.next().expect("counted")) })
+            .map(|&(_, _, written)| if written { KernelArg::Out(outs.next().expect("counted")) } else { KernelArg::In(ins.next().expect("counted")) })
             .collect();
         args.push(KernelArg::U64(n as u64));
         args.extend(geometry_words(g, mode).map(KernelArg::U64));

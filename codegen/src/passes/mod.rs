@@ -1,6 +1,6 @@
 //! The passes from a captured graph to a plan: dead nodes and common subexpressions
 //! ([`cse`]), fusion ([`fusion`]), lowering groups to kernels ([`lower`]), and ordering with
-//! memory planning ([`schedule`], with the products that run two at once: [`concurrent`]).
+//! memory planning ([`schedule`](mod@schedule), with the products that run two at once: [`concurrent`]).
 
 pub mod concurrent;
 pub mod cse;

@@ -172,6 +172,7 @@ pub struct RawBuffer {
 // for every thread: `OnceLock` makes the others block until the first waiter is done, and
 // publishes the block's bytes to them) for a write in flight. `Fence` is `Send + Sync`.
 unsafe impl Send for RawBuffer {}
+// SAFETY: as for `Send` above.
 unsafe impl Sync for RawBuffer {}
 
 impl RawBuffer {

@@ -22,6 +22,7 @@ impl<T> Copy for SendPtr<T> {}
 // SAFETY: SendPtr is only a carrier; every dereference site documents that threads touch
 // disjoint elements.
 unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as for `Send` above.
 unsafe impl<T> Sync for SendPtr<T> {}
 
 /// Side of the square tiles used when an operand is transposed: a 64×64 tile of f32 (16 KiB)
@@ -130,7 +131,7 @@ fn map1_tiled<A: Element, O: Element>(a: &[A], c: &Collapsed<1>, base: usize, ou
     let ptr = SendPtr(out.as_mut_ptr());
     for_ranges(blocks, grain, |range| {
         let ptr = ptr;
-        let mut tile = vec![A::default(); TILE * TILE];
+        let mut tile = [A::default(); TILE * TILE];
         for blk in range {
             let (p, rb) = (blk / row_blocks, blk % row_blocks);
             let mut off = base;

@@ -170,18 +170,22 @@ impl<T: 'static + Copy + Send + Sync> RawProduct<T> {
     /// # Safety
     /// As [`RawProduct::call`].
     pub unsafe fn run(&self, split: ProductSplit, zero: T, one: T) {
-        // SAFETY (every call below): each block is a sub-product of `self` over a sub-range of
+        // Every call below is sound: each block is a sub-product of `self` over a sub-range of
         // its rows or columns, so it reads a subset of what `self` reads and writes a block of
         // `self`'s output that no other block writes (`blocks` gives disjoint ranges).
         match split {
+            // SAFETY: the whole product, as the caller guarantees (see above).
             ProductSplit::Single => unsafe { self.call(gemm::Parallelism::None, zero, one) },
+            // SAFETY: the whole product, as the caller guarantees (see above).
             ProductSplit::Gemm => pool().install(|| unsafe { self.call(gemm::Parallelism::Rayon(num_threads()), zero, one) }),
             ProductSplit::Rows(parts) => {
                 let blocks = blocks(self.m, parts);
+                // SAFETY: disjoint row blocks of the product (see above).
                 pool().install(|| blocks.into_par_iter().for_each(|r| unsafe { self.rows(r).call(gemm::Parallelism::None, zero, one) }))
             }
             ProductSplit::Cols(parts) => {
                 let blocks = blocks(self.n, parts);
+                // SAFETY: disjoint column blocks of the product (see above).
                 pool().install(|| blocks.into_par_iter().for_each(|c| unsafe { self.cols(c).call(gemm::Parallelism::None, zero, one) }))
             }
         }

@@ -55,11 +55,13 @@ fn add4(v: [__m512; 4]) -> __m512 {
 /// `src` valid to read `n` f32; the CPU has AVX-512F.
 #[inline(always)]
 unsafe fn sum_with(src: *const f32, n: usize, next: Option<*const f32>, f: impl Fn(__m512, __mmask16) -> __m512) -> f64 {
-    let zero = _mm512_setzero_pd();
+    // SAFETY: the CPU has AVX-512F (this function's contract).
+    let zero = unsafe { _mm512_setzero_pd() };
     let mut acc = [[zero; 2]; 2];
     let prefetch = |i: usize| {
         if let Some(next) = next {
-            prefetch_line(next.wrapping_add(i));
+            // SAFETY: the CPU has AVX-512F (this function's contract).
+            unsafe { prefetch_line(next.wrapping_add(i)) };
         }
     };
     let mut i = 0;
@@ -69,7 +71,8 @@ unsafe fn sum_with(src: *const f32, n: usize, next: Option<*const f32>, f: impl 
         for o in [0, 16, 32, 48] {
             prefetch(i + o);
         }
-        add_wide(&mut acc[0], add4(v));
+        // SAFETY: the CPU has AVX-512F (this function's contract).
+        unsafe { add_wide(&mut acc[0], add4(v)) };
         i += 64;
     }
     while i < n {
@@ -77,11 +80,15 @@ unsafe fn sum_with(src: *const f32, n: usize, next: Option<*const f32>, f: impl 
         // SAFETY: the masked load reads lanes i..min(i + 16, n) only; masked-off lanes do not fault.
         let a = unsafe { _mm512_maskz_loadu_ps(m, src.add(i)) };
         prefetch(i);
-        add_wide(&mut acc[1], f(a, m));
+        // SAFETY: the CPU has AVX-512F (this function's contract).
+        unsafe { add_wide(&mut acc[1], f(a, m)) };
         i += 16;
     }
-    let s = _mm512_add_pd(_mm512_add_pd(acc[0][0], acc[0][1]), _mm512_add_pd(acc[1][0], acc[1][1]));
-    _mm512_reduce_add_pd(s)
+    // SAFETY: the CPU has AVX-512F (this function's contract).
+    unsafe {
+        let s = _mm512_add_pd(_mm512_add_pd(acc[0][0], acc[0][1]), _mm512_add_pd(acc[1][0], acc[1][1]));
+        _mm512_reduce_add_pd(s)
+    }
 }
 
 /// The sum routine.
@@ -187,15 +194,18 @@ unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, n
     let all = 0xffff;
     while i + 64 <= full {
         // Four calls written out: through `map`'s closure the loop ran 6.1 ns per 16.
+        // SAFETY: see "each exp_kept" above.
         let v = unsafe { [exp_kept(src, c, dst, next, i, all), exp_kept(src, c, dst, next, i + 16, all), exp_kept(src, c, dst, next, i + 32, all), exp_kept(src, c, dst, next, i + 48, all)] };
         add_wide(&mut acc[0], add4(v));
         i += 64;
     }
     while i < full {
+        // SAFETY: see "each exp_kept" above.
         add_wide(&mut acc[1], unsafe { exp_kept(src, c, dst, next, i, all) });
         i += 16;
     }
     if full < n {
+        // SAFETY: see "each exp_kept" above.
         add_wide(&mut acc[1], unsafe { exp_kept(src, c, dst, next, full, first(n - full)) });
     }
     let s = _mm512_add_pd(_mm512_add_pd(acc[0][0], acc[0][1]), _mm512_add_pd(acc[1][0], acc[1][1]));
@@ -265,26 +275,31 @@ unsafe fn write_row(dst: *mut f32, n: usize, stream: usize, f: impl Fn(usize, __
     // streamed vector starts past the head, so dst + i is 64-byte aligned (dst, an f32
     // pointer, is 4).
     if head > 0 {
+        // SAFETY: see "every store" above.
         unsafe { _mm512_mask_storeu_ps(dst, first(head), f(0, first(head))) };
     }
     let mut i = head;
     if stream != 0 {
         while i + 16 <= n {
+            // SAFETY: see "every store" above.
             unsafe { _mm512_stream_ps(dst.add(i), f(i, 0xffff)) };
             i += 16;
         }
     } else {
         while i + 16 <= n {
+            // SAFETY: see "every store" above.
             unsafe { _mm512_storeu_ps(dst.add(i), f(i, 0xffff)) };
             i += 16;
         }
     }
     if i < n {
         let k = first(n - i);
+        // SAFETY: see "every store" above.
         unsafe { _mm512_mask_storeu_ps(dst.add(i), k, f(i, k)) };
     }
     if stream != 0 {
-        _mm_sfence();
+        // SAFETY: SSE is part of x86_64's baseline; the fence orders the streamed stores.
+        unsafe { _mm_sfence() };
     }
 }
 

@@ -1,6 +1,6 @@
 //! Walking N strided operands of one shape together, one innermost run at a time.
 //!
-//! A kernel over views never copies them first: it calls [`walk`] with each operand's strides,
+//! A kernel over views never copies them first: it calls [`Collapsed::walk`] with each operand's strides,
 //! and gets back, for each run of the innermost (collapsed) dimension, the storage offset of every
 //! operand and their inner strides. Adjacent dims that are contiguous in every operand are merged
 //! first, so a contiguous operand set is a single run.

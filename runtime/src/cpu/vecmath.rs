@@ -28,7 +28,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let r = xc - n * LN2_HI - n * LN2_LO;
     let r2 = r * r;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
-        + 5.000_000_1e-1;
+        + 5e-1;
     let e = p * r2 + r + 1.0;
     // 2^n as two factors so that n in [-150, 128] never leaves the exponent range.
     // n is an integer with |n| ≤ 151 (or NaN, whose result is replaced below): the low bits
@@ -54,8 +54,8 @@ pub fn exp_f32(x: f32) -> f32 {
 pub fn tanh_f32(x: f32) -> f32 {
     let a = x.abs();
     let s = x * x;
-    let small = ((((-5.704_988_7e-3 * s + 2.063_908_9e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s
-        - 3.333_328_2e-1)
+    let small = ((((-5.704_988_7e-3 * s + 2.063_909e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s
+        - 3.333_328e-1)
         * s
         * x
         + x;

@@ -82,6 +82,7 @@ pub(crate) fn allocate(dev: &CudaDevice, op: &'static str, bytes: usize) -> Resu
             // Out of memory (or fragmented): give the cached blocks back and try once more.
             dev.synchronize()?;
             a.release_cached(dev)?;
+            // SAFETY: as the first try: plain allocation on the bound context.
             unsafe { cudarc::driver::result::malloc_sync(class) }.map_err(|e| {
                 CudaError::new(
                     op,

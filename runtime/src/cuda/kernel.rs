@@ -182,8 +182,9 @@ impl CudaKernel {
             builder.arg(w);
         }
         let cfg = LaunchConfig { grid_dim: (dims.grid, 1, 1), block_dim: (dims.block, 1, 1), shared_mem_bytes: dims.shared_bytes };
-        builder
-            .launch(cfg)
+        // SAFETY: the caller guarantees the words match the kernel's parameters and that every
+        // address stays valid device memory while the kernel runs (this function's contract).
+        unsafe { builder.launch(cfg) }
             .map_err(|e| CudaError::new(op, CudaErrorKind::Launch, format!("launching {} on cuda:{}: {}", self.name, self.dev.ordinal(), driver_message(e))))?;
         if launch_blocking() {
             stream.synchronize().map_err(|e| {

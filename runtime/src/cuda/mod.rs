@@ -9,7 +9,7 @@
 //! - [`buffer`]: [`CudaBuffer`], device bytes with host↔device copies.
 //! - [`pinned`]: page-locked host blocks (`pin_memory`) and the events that keep a block out
 //!   of reuse until the asynchronous copies reading it have run.
-//! - [`nvrtc`] / [`compile`]: loading NVRTC, compiling CUDA C to CUBIN, the kernel cache.
+//! - [`nvrtc`] / [`compile`](mod@compile): loading NVRTC, compiling CUDA C to CUBIN, the kernel cache.
 //! - [`storage`]: [`CudaStorage`], a tensor's typed elements on a device.
 //! - [`kernel`]: loading CUBIN and launching with checked arguments; `KILN_CUDA_SYNC=1`.
 //! - [`blas`]: cuBLAS batched matrix products (one handle per device, on its stream) and the

@@ -58,7 +58,7 @@ impl NcclApi {
         // SAFETY: opening libnccl runs its initialisers, which only set up NCCL's own state
         // (NCCL links its CUDA runtime statically and touches no device until asked).
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {e}", path.display()))?;
-        // SAFETY (every `symbol` call): each type is the signature nccl.h declares for that
+        // SAFETY: for every `symbol` call, each type is the signature nccl.h declares for that
         // name (the same signatures cudarc's generated bindings use).
         unsafe {
             Ok(NcclApi {

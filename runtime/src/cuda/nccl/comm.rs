@@ -88,9 +88,10 @@ impl NcclComm {
             return Err(failed(op, "ncclCommInitRankConfig", init));
         }
         let what = format!("NCCL communicator setup (rank {rank} of {world_size} on cuda:{ordinal})");
-        // SAFETY (both): `comm` is the communicator NCCL just began to make; it is polled or
+        // SAFETY: `comm` is the communicator NCCL just began to make; it is polled or
         // aborted, never used after the abort.
         if let Err(e) = wait_ready(op, &what, timeout, || unsafe { async_state(nccl, comm) }) {
+            // SAFETY: as above; this is the abort, and `comm` is not used after it.
             let _ = unsafe { (nccl.comm_abort)(comm) };
             return Err(e);
         }
@@ -125,9 +126,9 @@ impl NcclComm {
         self.dev.bind(op)?;
         let stream = self.dev.stream().cu_stream() as sys::cudaStream_t;
         let (dt, s, r) = (data_type(dtype), send as *const c_void, recv as *mut c_void);
+        let (nccl, comm) = (self.nccl, self.comm);
         // SAFETY: the caller vouches for the buffers; the communicator is live and its device's
         // context is current; `stream` belongs to that context.
-        let (nccl, comm) = (self.nccl, self.comm);
         let res = unsafe {
             match call {
                 Collective::AllReduce(o) => (nccl.all_reduce)(s, r, count, dt, red_op(o), comm, stream),
