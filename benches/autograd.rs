@@ -31,7 +31,9 @@ struct Mlp {
 impl Mlp {
     fn new() -> Mlp {
         let dims = [784, 512, 512, 10];
-        let w = std::array::from_fn(|i| (Tensor::randn(&[dims[i], dims[i + 1]]) * (1.0 / (dims[i] as f64).sqrt())).requires_grad_(true));
+        let w = std::array::from_fn(|i| {
+            (Tensor::randn(&[dims[i], dims[i + 1]]) * (1.0 / (dims[i] as f64).sqrt())).requires_grad_(true)
+        });
         let b = std::array::from_fn(|i| Tensor::zeros(&[dims[i + 1]]).requires_grad_(true));
         Mlp { w, b }
     }

@@ -27,7 +27,12 @@ fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
 }
 
 fn row(case: &str, eager: f64, compiled: f64, baseline: &str, ratio: String, target: &str) {
-    println!("| {case} | {:.2} ms | {:.2} ms | {:.2}× | {baseline} | {ratio} | {target} |", eager * 1e3, compiled * 1e3, eager / compiled);
+    println!(
+        "| {case} | {:.2} ms | {:.2} ms | {:.2}× | {baseline} | {ratio} | {target} |",
+        eager * 1e3,
+        compiled * 1e3,
+        eager / compiled
+    );
 }
 
 /// Seconds of one training step of `net` on `(x, y)`, eager and compiled, the first two
@@ -110,7 +115,14 @@ fn gelu() {
     let eager = time(5, || {
         black_box(gelu_chain(&x, &a, &b));
     });
-    row("`gelu_tanh(x*a+b)` [4096²] f32, primitive ops", eager, compiled, &format!("memcpy 16 B/elem {:.2} ms", copy16 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy16 / compiled), "≥ 3× eager, ≥ 80%");
+    row(
+        "`gelu_tanh(x*a+b)` [4096²] f32, primitive ops",
+        eager,
+        compiled,
+        &format!("memcpy 16 B/elem {:.2} ms", copy16 * 1e3),
+        format!("{:.0}% of memcpy", 100.0 * copy16 / compiled),
+        "≥ 3× eager, ≥ 80%",
+    );
 }
 
 /// Case `adam`: Adam update of a 16M parameter: 28 bytes per element (p, g, m, v read; p, m, v written).
@@ -123,7 +135,14 @@ fn adam() {
     let mut adam = kiln::compile(|()| opt.step());
     let (compiled, copy28) = time_against_memcpy(9, len * 7 / 2, || adam.call(()));
     let eager = time(5, || adam.call_eager(()));
-    row("Adam update, 16M f32 parameter", eager, compiled, &format!("memcpy 28 B/elem {:.2} ms", copy28 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy28 / compiled), "≥ 80%");
+    row(
+        "Adam update, 16M f32 parameter",
+        eager,
+        compiled,
+        &format!("memcpy 28 B/elem {:.2} ms", copy28 * 1e3),
+        format!("{:.0}% of memcpy", 100.0 * copy28 / compiled),
+        "≥ 80%",
+    );
 }
 
 /// Case `cross_entropy`: softmax + cross-entropy forward and backward on [8192, 1000]: logits in, gradient out.
@@ -142,7 +161,14 @@ fn cross_entropy() {
     let eager = time(5, || {
         black_box(ce_step.call_eager((&logits, &target)));
     });
-    row("softmax + cross-entropy fwd+bwd [8192, 1000]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 50%");
+    row(
+        "softmax + cross-entropy fwd+bwd [8192, 1000]",
+        eager,
+        compiled,
+        &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3),
+        format!("{:.0}% of memcpy", 100.0 * copy8 / compiled),
+        "≥ 50%",
+    );
 }
 
 /// Case `layer_norm`: LayerNorm(1024) forward on [8192, 1024]: 8 bytes per element.
@@ -159,7 +185,14 @@ fn layer_norm() {
     let eager = time(5, || {
         black_box(ln_step.call_eager(&xs));
     });
-    row("LayerNorm(1024) forward [8192, 1024]", eager, compiled, &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3), format!("{:.0}% of memcpy", 100.0 * copy8 / compiled), "≥ 70%");
+    row(
+        "LayerNorm(1024) forward [8192, 1024]",
+        eager,
+        compiled,
+        &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3),
+        format!("{:.0}% of memcpy", 100.0 * copy8 / compiled),
+        "≥ 70%",
+    );
 }
 
 /// Case `mlp`: MLP training step against its matrix products through gemm, and all three
@@ -172,7 +205,14 @@ fn mlp() {
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
     let products = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false);
     let t = train_step(&mlp, &x, &y, &products);
-    row("MLP 784-512-512-10 step, batch 128, SGD momentum", t.eager, t.compiled, &format!("gemm {:.2} ms", t.gemm * 1e3), format!("{:.2}× gemm", t.compiled / t.gemm), "≤ 1.25× gemm, ≥ 1.3× eager");
+    row(
+        "MLP 784-512-512-10 step, batch 128, SGD momentum",
+        t.eager,
+        t.compiled,
+        &format!("gemm {:.2} ms", t.gemm * 1e3),
+        format!("{:.2}× gemm", t.compiled / t.gemm),
+        "≤ 1.25× gemm, ≥ 1.3× eager",
+    );
     println!("| MLP step, first two calls (cold: trace + compile + run) | | {:.1} ms | | | | ≤ 300 ms |", t.cold * 1e3);
     let Some((peak, how)) = peak else { return println!("| MLP vs peak | no AVX2/FMA: peak not measured | | | | | |") };
     let flop: f64 = products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum();
@@ -204,7 +244,14 @@ fn cifar() {
     products.extend(conv(6, 16, 5, 10, false));
     products.extend(linear_products(64, &[(400, 120), (120, 84), (84, 10)], true));
     let t = train_step(&net, &x, &y, &products);
-    row("blitz CIFAR net step, batch 64", t.eager, t.compiled, &format!("gemm {:.2} ms", t.gemm * 1e3), format!("{:.2}× gemm", t.compiled / t.gemm), "≤ 1.5× gemm");
+    row(
+        "blitz CIFAR net step, batch 64",
+        t.eager,
+        t.compiled,
+        &format!("gemm {:.2} ms", t.gemm * 1e3),
+        format!("{:.2}× gemm", t.compiled / t.gemm),
+        "≤ 1.5× gemm",
+    );
 }
 
 /// Case `cache_hit`: Cache-hit overhead per captured op: 1,000 ops on one-element tensors.

@@ -60,7 +60,9 @@ fn main() {
         let g_weight = gemm_secs(l.c_out, l.n * ll, kk);
         let g_input = if l.input_grad { gemm_secs(kk, l.c_out, l.n * ll) } else { 0.0 };
         let products_both = if l.input_grad { 3.0 } else { 2.0 };
-        for (pass, secs, gsecs, count) in [("forward", fwd, g_fwd, 1.0), ("forward+backward", both, g_fwd + g_weight + g_input, products_both)] {
+        for (pass, secs, gsecs, count) in
+            [("forward", fwd, g_fwd, 1.0), ("forward+backward", both, g_fwd + g_weight + g_input, products_both)]
+        {
             let (kiln_gf, gemm_gf) = (count * flops / secs / 1e9, count * flops / gsecs / 1e9);
             let ratio = kiln_gf / gemm_gf;
             all_ok &= ratio >= 0.6;

@@ -29,8 +29,25 @@ fn gemm_direct(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: a, b, c are n*n row-major f32 buffers that outlive the call; c is not aliased.
     unsafe {
         gemm::gemm(
-            n, n, n, c.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1, n as isize, b.as_ptr(), 1, n as isize,
-            0.0f32, 1.0f32, false, false, false, par,
+            n,
+            n,
+            n,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            n as isize,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            par,
         );
     }
 }
@@ -155,6 +172,14 @@ fn main() {
     println!("| case | kiln | baseline (same run) | ratio | target | met |");
     println!("|---|---|---|---|---|---|");
     for r in rows {
-        println!("| {} | {} | {} | {:.2} | {} | {} |", r.name, r.kiln, r.baseline, r.ratio, r.target, if r.ok { "yes" } else { "**no**" });
+        println!(
+            "| {} | {} | {} | {:.2} | {} | {} |",
+            r.name,
+            r.kiln,
+            r.baseline,
+            r.ratio,
+            r.target,
+            if r.ok { "yes" } else { "**no**" }
+        );
     }
 }

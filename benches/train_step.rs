@@ -51,7 +51,14 @@ fn linear_products(batch: usize, fan_in: usize, fan_out: usize, first: bool) -> 
 }
 
 /// A stride-1 unpadded convolution's products over the batch, as im2col makes them.
-fn conv_products(batch: usize, c_in: usize, c_out: usize, k: usize, out_hw: usize, first: bool) -> Vec<(usize, usize, usize)> {
+fn conv_products(
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    k: usize,
+    out_hw: usize,
+    first: bool,
+) -> Vec<(usize, usize, usize)> {
     let (rows, cols) = (c_in * k * k, batch * out_hw * out_hw);
     let mut p = vec![(c_out, rows, cols), (c_out, cols, rows)];
     if !first {
@@ -68,7 +75,10 @@ fn main() {
 
     let mlp = Mlp::new();
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
-    let products: Vec<_> = [(784, 512, true), (512, 512, false), (512, 10, false)].iter().flat_map(|&(i, o, f)| linear_products(128, i, o, f)).collect();
+    let products: Vec<_> = [(784, 512, true), (512, 512, false), (512, 10, false)]
+        .iter()
+        .flat_map(|&(i, o, f)| linear_products(128, i, o, f))
+        .collect();
     let (kiln, gemm) = step_and_gemm_secs(&mlp, &x, &y, &products);
     println!(
         "| MLP 784-512-512-10, batch 128 ({:.0} MFLOP) | {:.2} ms | {:.2} ms | {:.2} | ≤ 1.6 |",

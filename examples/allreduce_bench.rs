@@ -58,11 +58,26 @@ fn main() -> kiln::Result<()> {
         };
         let ((km, kb), (mm, mb_)) = (stats(&mut kiln_times), stats(&mut mpi_times));
         let gbs = |d: Duration| bytes / d.as_secs_f64() / 1e9;
-        println!("all-reduce (sum) of {mb} MB f32 across {world_size} ranks, {iters} iterations, {}", dist::mpi_library_version().unwrap_or_default().lines().next().unwrap_or(""));
+        println!(
+            "all-reduce (sum) of {mb} MB f32 across {world_size} ranks, {iters} iterations, {}",
+            dist::mpi_library_version().unwrap_or_default().lines().next().unwrap_or("")
+        );
         println!("| implementation | median ms | median GB/s | best ms | best GB/s |");
         println!("|---|---|---|---|---|");
-        println!("| kiln::distributed::all_reduce | {:.1} | {:.2} | {:.1} | {:.2} |", km.as_secs_f64() * 1e3, gbs(km), kb.as_secs_f64() * 1e3, gbs(kb));
-        println!("| MPI_Allreduce (mpi crate) | {:.1} | {:.2} | {:.1} | {:.2} |", mm.as_secs_f64() * 1e3, gbs(mm), mb_.as_secs_f64() * 1e3, gbs(mb_));
+        println!(
+            "| kiln::distributed::all_reduce | {:.1} | {:.2} | {:.1} | {:.2} |",
+            km.as_secs_f64() * 1e3,
+            gbs(km),
+            kb.as_secs_f64() * 1e3,
+            gbs(kb)
+        );
+        println!(
+            "| MPI_Allreduce (mpi crate) | {:.1} | {:.2} | {:.1} | {:.2} |",
+            mm.as_secs_f64() * 1e3,
+            gbs(mm),
+            mb_.as_secs_f64() * 1e3,
+            gbs(mb_)
+        );
         println!("kiln / MPI (median): {:.0}%", 100.0 * mm.as_secs_f64() / km.as_secs_f64());
     }
     dist::destroy_process_group()

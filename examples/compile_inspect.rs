@@ -58,7 +58,14 @@ fn main() {
             // Call 1 creates the momentum buffers (a different graph); call 2 is the steady step.
             println!("kernels of call {call}:");
             for k in step.kernels() {
-                println!("  {} [{}] {:>8.2?} {}: {}", k.name, k.backend, k.compile_time, if k.cache_hit { "cached  " } else { "compiled" }, k.ops);
+                println!(
+                    "  {} [{}] {:>8.2?} {}: {}",
+                    k.name,
+                    k.backend,
+                    k.compile_time,
+                    if k.cache_hit { "cached  " } else { "compiled" },
+                    k.ops
+                );
             }
         }
     }

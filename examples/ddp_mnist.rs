@@ -48,10 +48,17 @@ fn main() -> kiln::Result<()> {
 
     let (train_set, test_set, root) = datasets(args.train.data_dir.as_deref())?;
     if rank == 0 {
-        println!("{world_size} processes, {} threads each; {} training and {} test images from {}", kiln::get_num_threads(), train_set.len(), test_set.len(), root.display());
+        println!(
+            "{world_size} processes, {} threads each; {} training and {} test images from {}",
+            kiln::get_num_threads(),
+            train_set.len(),
+            test_set.len(),
+            root.display()
+        );
     }
     let sampler = Arc::new(DistributedSampler::for_process_group(train_set.len())?.seed(args.train.seed));
-    let train_loader = DataLoader::new(train_set).batch_size(args.train.batch_size).sampler(sampler.clone()).seed(args.train.seed);
+    let train_loader =
+        DataLoader::new(train_set).batch_size(args.train.batch_size).sampler(sampler.clone()).seed(args.train.seed);
     let test_loader = DataLoader::new(test_set).batch_size(args.train.test_batch_size);
 
     let model = DistributedDataParallel::new(Net::new(), DdpOptions::default())?;
@@ -78,7 +85,14 @@ fn main() -> kiln::Result<()> {
 }
 
 /// One epoch of data-parallel training; rank 0 logs the loss averaged over the processes.
-fn model_train(args: &Args, model: &DistributedDataParallel<Net>, loader: &DataLoader<kiln::vision::datasets::Mnist>, optimizer: &mut Adadelta, epoch: usize, rank: usize) -> kiln::Result<()> {
+fn model_train(
+    args: &Args,
+    model: &DistributedDataParallel<Net>,
+    loader: &DataLoader<kiln::vision::datasets::Mnist>,
+    optimizer: &mut Adadelta,
+    epoch: usize,
+    rank: usize,
+) -> kiln::Result<()> {
     let batches = loader.len();
     let mut step = kiln::compile(|(data, target): (&Tensor, &Tensor)| {
         optimizer.zero_grad();

@@ -38,10 +38,19 @@ struct Args {
 }
 
 /// One epoch of training; returns the mean training loss.
-fn train(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnist>, optimizer: &mut Adadelta, epoch: usize) -> f64 {
+fn train(
+    args: &Args,
+    model: &mut Net,
+    device: &Device,
+    loader: &DataLoader<Mnist>,
+    optimizer: &mut Adadelta,
+    epoch: usize,
+) -> f64 {
     model.train();
     let bar = ProgressBar::new(loader.len() as u64);
-    bar.set_style(ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("template"));
+    bar.set_style(
+        ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("template"),
+    );
     bar.set_prefix(epoch.to_string());
     let (mut sum, mut batches) = (0.0, 0);
     let mut step = kiln::compile(|(data, target): (&Tensor, &Tensor)| {
@@ -86,7 +95,8 @@ fn train(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnis
 fn test(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnist>) -> (f64, f64) {
     model.eval();
     let mut forward = kiln::compile(|data: &Tensor| model.forward(data));
-    let (loss, correct, seen) = evaluate(loader, device, |data| if args.compile { forward.call(data) } else { forward.call_eager(data) });
+    let (loss, correct, seen) =
+        evaluate(loader, device, |data| if args.compile { forward.call(data) } else { forward.call_eager(data) });
     report(loss, correct, seen)
 }
 
@@ -101,7 +111,11 @@ fn main() -> kiln::Result<()> {
 
     let (train_set, test_set, root) = datasets(args.train.data_dir.as_deref())?;
     println!("{} training and {} test images from {}, on {device}", train_set.len(), test_set.len(), root.display());
-    let train_loader = DataLoader::new(train_set).batch_size(args.train.batch_size).shuffle(true).seed(args.train.seed).num_workers(args.num_workers);
+    let train_loader = DataLoader::new(train_set)
+        .batch_size(args.train.batch_size)
+        .shuffle(true)
+        .seed(args.train.seed)
+        .num_workers(args.num_workers);
     let test_loader = DataLoader::new(test_set).batch_size(args.train.test_batch_size).num_workers(args.num_workers);
 
     let mut model = Net::new();
@@ -128,7 +142,8 @@ fn main() -> kiln::Result<()> {
         kiln::save(&model.state_dict(), "mnist_cnn.safetensors")?;
         println!("saved mnist_cnn.safetensors");
     }
-    write_curve("mnist_curve.svg", &curve).map_err(|e| kiln::Error::new("mnist", kiln::ErrorKind::Io, e.to_string()))?;
+    write_curve("mnist_curve.svg", &curve)
+        .map_err(|e| kiln::Error::new("mnist", kiln::ErrorKind::Io, e.to_string()))?;
     println!("wrote mnist_curve.svg");
     Ok(())
 }
@@ -148,8 +163,14 @@ fn write_curve(path: &str, curve: &[(usize, f64, f64, f64)]) -> Result<(), Box<d
         .y_label_area_size(40)
         .build_cartesian_2d(1f64..epochs, 0f64..max_loss * 1.05)?;
     losses.configure_mesh().x_desc("epoch").draw()?;
-    losses.draw_series(LineSeries::new(curve.iter().map(|c| (c.0 as f64, c.1)), &BLUE))?.label("train").legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], BLUE));
-    losses.draw_series(LineSeries::new(curve.iter().map(|c| (c.0 as f64, c.2)), &RED))?.label("test").legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], RED));
+    losses
+        .draw_series(LineSeries::new(curve.iter().map(|c| (c.0 as f64, c.1)), &BLUE))?
+        .label("train")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], BLUE));
+    losses
+        .draw_series(LineSeries::new(curve.iter().map(|c| (c.0 as f64, c.2)), &RED))?
+        .label("test")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], RED));
     losses.configure_series_labels().border_style(BLACK).draw()?;
     let low = curve.iter().map(|c| c.3).fold(100.0, f64::min).min(90.0);
     let mut acc = ChartBuilder::on(&right)

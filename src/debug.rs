@@ -28,7 +28,16 @@ pub enum Topic {
 }
 
 impl Topic {
-    const ALL: [Topic; 8] = [Topic::Graph, Topic::Fusion, Topic::Kernels, Topic::Cache, Topic::Recompiles, Topic::Breaks, Topic::Tuning, Topic::Data];
+    const ALL: [Topic; 8] = [
+        Topic::Graph,
+        Topic::Fusion,
+        Topic::Kernels,
+        Topic::Cache,
+        Topic::Recompiles,
+        Topic::Breaks,
+        Topic::Tuning,
+        Topic::Data,
+    ];
 
     /// The topic's name in `KILN_DEBUG`.
     pub fn name(self) -> &'static str {

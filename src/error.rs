@@ -58,7 +58,12 @@ impl Error {
 
     /// A new error located at `location`: the caller's line captured at a public entry point,
     /// for errors made inside closures or deferred work, which `#[track_caller]` cannot reach.
-    pub fn at(op: &'static str, kind: ErrorKind, message: impl Into<String>, location: &'static Location<'static>) -> Error {
+    pub fn at(
+        op: &'static str,
+        kind: ErrorKind,
+        message: impl Into<String>,
+        location: &'static Location<'static>,
+    ) -> Error {
         Error { op, kind, message: message.into(), location, cause: None }
     }
 

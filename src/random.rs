@@ -25,8 +25,8 @@
 //! [`GeneratorState`] (seed and offset) rather than a byte tensor.
 
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
-use kiln_codegen::ir::RandDist;
 use crate::Tensor;
+use kiln_codegen::ir::RandDist;
 use kiln_runtime::cpu::elementwise::map2_inplace;
 use kiln_runtime::cpu::philox::{self, float_digits, Philox};
 use kiln_runtime::cpu::CpuBuf;
@@ -216,7 +216,11 @@ fn check(op: &'static str, dtype: DType, layout: &Layout, dist: Dist) -> Result<
             }
             let max = float_max(dtype);
             if high - low > max || low.abs() > max || high.abs() > max {
-                bail!(op, Value, "expects from, to and to-from within the range of {dtype} (±{max}), but got from={low}, to={high}");
+                bail!(
+                    op,
+                    Value,
+                    "expects from, to and to-from within the range of {dtype} (±{max}), but got from={low}, to={high}"
+                );
             }
         }
         Dist::Normal { std, .. } => {
@@ -230,7 +234,11 @@ fn check(op: &'static str, dtype: DType, layout: &Layout, dist: Dist) -> Result<
             }
             let (min, max) = integer_bounds(dtype);
             if low < min || high - 1 > max {
-                bail!(op, Value, "[from, to) = [{low}, {high}) is out of bounds for {dtype} (values must lie in [{min}, {max}])");
+                bail!(
+                    op,
+                    Value,
+                    "[from, to) = [{low}, {high}) is out of bounds for {dtype} (values must lie in [{min}, {max}])"
+                );
             }
         }
         Dist::Bernoulli { p } => {
@@ -346,7 +354,14 @@ fn generate(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &
 /// A new tensor of `dist` samples of `draw` on `device` (parameters and dtype [`check`]ed): on
 /// CUDA drawn there by the device Philox kernels, the CPU generator's numbers either way.
 #[track_caller]
-fn generate_on(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &Philox, device: Device) -> Result<Tensor> {
+fn generate_on(
+    op: &'static str,
+    shape: &[usize],
+    dtype: DType,
+    dist: Dist,
+    draw: &Philox,
+    device: Device,
+) -> Result<Tensor> {
     if device.is_cuda() {
         crate::cuda::random::generate(op, shape, dtype, dist, draw, device)
     } else {
@@ -356,7 +371,13 @@ fn generate_on(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw
 
 /// The value of a `Rand` node computed eagerly on `device` (a plan's fallback): the same
 /// numbers as `rand`/`randn` of `dtype` drawing `draw`.
-pub(crate) fn rand_value(dist: RandDist, shape: &[usize], dtype: DType, draw: &Philox, device: Device) -> Result<Tensor> {
+pub(crate) fn rand_value(
+    dist: RandDist,
+    shape: &[usize],
+    dtype: DType,
+    draw: &Philox,
+    device: Device,
+) -> Result<Tensor> {
     generate_on(dist.name(), shape, dtype, eager_dist(dist), draw, device)
 }
 

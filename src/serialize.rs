@@ -27,7 +27,12 @@ pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
     let mut blobs = Vec::with_capacity(state.len());
     for (name, t) in state.iter() {
         if !t.device().is_cpu() {
-            return Err(Error::at("save", ErrorKind::Device, format!("tensor {name} is on {}; move it to the CPU first", t.device()), at));
+            return Err(Error::at(
+                "save",
+                ErrorKind::Device,
+                format!("tensor {name} is on {}; move it to the CPU first", t.device()),
+                at,
+            ));
         }
         blobs.push((name.to_string(), st_dtype(t.dtype()), t.shape().to_vec(), le_bytes(t)));
     }
@@ -41,7 +46,9 @@ pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let metadata: HashMap<String, String> = state.metadata_entries().clone().into_iter().collect();
     let metadata = (!metadata.is_empty()).then_some(metadata);
-    let cannot = |e: std::io::Error| Error::at("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display()), at).caused_by(e);
+    let cannot = |e: std::io::Error| {
+        Error::at("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display()), at).caused_by(e)
+    };
     let tmp = temporary_beside(path).map_err(cannot)?;
     let written = safetensors::tensor::serialize_to_file(views, metadata, &tmp)
         .map_err(|e| Error::at("save", ErrorKind::Io, format!("cannot write {}: {e}", path.display()), at).caused_by(e))
@@ -55,8 +62,11 @@ pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
 /// A fresh temporary path in `path`'s directory (`.NAME.kiln-tmp-PID-N`).
 fn temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file"))?;
-    let tmp = format!(".{}.kiln-tmp-{}-{}", name.to_string_lossy(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let tmp =
+        format!(".{}.kiln-tmp-{}-{}", name.to_string_lossy(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     Ok(path.with_file_name(tmp))
 }
 
@@ -81,8 +91,12 @@ fn replace_durably(tmp: &Path, target: &Path) -> std::io::Result<()> {
 pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
     let at = Location::caller();
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::at("load", ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e))?;
-    let bad = |what: String| Error::at("load", ErrorKind::Io, format!("{} is not a valid safetensors file: {what}", path.display()), at);
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::at("load", ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e)
+    })?;
+    let bad = |what: String| {
+        Error::at("load", ErrorKind::Io, format!("{} is not a valid safetensors file: {what}", path.display()), at)
+    };
     let file = match SafeTensors::deserialize(&bytes) {
         Ok(file) => file,
         Err(e) => {
@@ -212,7 +226,8 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let err = load("/nonexistent/kiln.safetensors").unwrap_err();
         assert!(err.to_string().contains("cannot read /nonexistent/kiln.safetensors"), "{err}");
-        let cause = std::error::Error::source(&err).and_then(|c| c.downcast_ref::<std::io::Error>()).expect("the io error");
+        let cause =
+            std::error::Error::source(&err).and_then(|c| c.downcast_ref::<std::io::Error>()).expect("the io error");
         assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
     }
 
@@ -252,7 +267,8 @@ mod tests {
         let ok = dir.join("ok.safetensors");
         save(&sd, &ok).unwrap();
         save(&sd, &ok).unwrap();
-        let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();
         assert_eq!(names, ["ckpt.safetensors", "ok.safetensors"]);
         std::fs::remove_dir_all(&dir).unwrap();

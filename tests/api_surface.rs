@@ -38,7 +38,15 @@ fn settings_tensors_and_autograd() {
     let x = Tensor::empty(&[5, 3]);
     assert_eq!(x.shape(), &[5, 3]);
     let x = Tensor::rand(&[5, 3]);
-    let _ = (Tensor::randn(&[2]), Tensor::zeros(&[2]), Tensor::ones(&[2]), Tensor::full(&[2], 7), Tensor::arange(3), Tensor::linspace(0.0, 1.0, 3), Tensor::eye(2));
+    let _ = (
+        Tensor::randn(&[2]),
+        Tensor::zeros(&[2]),
+        Tensor::ones(&[2]),
+        Tensor::full(&[2], 7),
+        Tensor::arange(3),
+        Tensor::linspace(0.0, 1.0, 3),
+        Tensor::eye(2),
+    );
     let z = Tensor::zeros(&[5, 3]).to_dtype(DType::I64);
     assert_eq!(z.dtype(), DType::I64);
     let _dtypes = [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool];
@@ -53,11 +61,18 @@ fn settings_tensors_and_autograd() {
     let p = &x * 2.0;
     let q = x.matmul(&w);
     let e = x.exp().sum_dim(1, true);
-    assert_eq!((s.shape(), p.shape(), q.shape(), e.shape()), (&[5usize, 3][..], &[5usize, 3][..], &[5usize, 2][..], &[5usize, 1][..]));
+    assert_eq!(
+        (s.shape(), p.shape(), q.shape(), e.shape()),
+        (&[5usize, 3][..], &[5usize, 3][..], &[5usize, 2][..], &[5usize, 1][..])
+    );
     x.add_(&y);
     let _c = x.i((.., 1));
     let _n = x.narrow(0, 1, 2);
-    let _ = (x.select(0, 1), x.index_select(0, &Tensor::new(&[0i64, 2])), x.gather(1, &Tensor::zeros(&[5, 1]).to_dtype(DType::I64)));
+    let _ = (
+        x.select(0, 1),
+        x.index_select(0, &Tensor::new(&[0i64, 2])),
+        x.gather(1, &Tensor::zeros(&[5, 1]).to_dtype(DType::I64)),
+    );
     let v = Tensor::rand(&[4, 4]).view(&[-1, 8]);
     assert_eq!(v.shape(), &[2, 8]);
     let t = x.transpose(0, 1);
@@ -109,7 +124,8 @@ fn nn_optim_and_compile() {
     net.to(&d);
     let criterion = nn::CrossEntropyLoss::new();
     let _others = (nn::MSELoss::new(), nn::NLLLoss::new(), nn::BCEWithLogitsLoss::new());
-    let mut opt = optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
+    let mut opt =
+        optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
     let inputs = Tensor::randn(&[2, 3, 32, 32]);
     let labels = Tensor::new(&[1i64, 7]);
     opt.zero_grad();
@@ -144,7 +160,8 @@ fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
     let missing = kiln::vision::datasets::Mnist::new(dir.join("no-mnist-here"), Split::Train);
     assert!(missing.is_err(), "a missing dataset is an error, not a panic");
     let train = kiln::data::TensorDataset::new(vec![Tensor::rand(&[4, 1, 2, 2]), Tensor::new(&[0i64, 1, 2, 3])])?;
-    let loader = kiln::data::DataLoader::new(train).batch_size(2).shuffle(true).num_workers(2).pin_memory(true).drop_last(false);
+    let loader =
+        kiln::data::DataLoader::new(train).batch_size(2).shuffle(true).num_workers(2).pin_memory(true).drop_last(false);
     let mut batches = 0;
     for batch in &loader {
         assert_eq!(batch[0].shape(), &[2, 1, 2, 2]);

@@ -74,7 +74,11 @@ fn vector_jacobian_product_and_scalar_check() {
     assert_eq!(f64s(&x.grad().unwrap()), vec![0.2, 2.0, 0.0002]);
     let wrong = Tensor::new(&[1.0f64, 2.0]);
     let z = &x * 2.0;
-    assert!(z.try_backward_with_opts(Some(&wrong), BackwardOpts::default()).unwrap_err().to_string().contains("mismatch in shape"));
+    assert!(z
+        .try_backward_with_opts(Some(&wrong), BackwardOpts::default())
+        .unwrap_err()
+        .to_string()
+        .contains("mismatch in shape"));
 }
 
 #[test]
@@ -123,7 +127,9 @@ fn second_backward_needs_retain_graph() {
 fn create_graph_gives_second_derivatives() {
     let x = Tensor::new(&[0.5f64, -1.0]).requires_grad_(true);
     let y = (x.pow(3.0) + x.sin()).sum();
-    let g = autograd::grad(&[&y], &[&x], None, GradOpts { create_graph: true, ..Default::default() }).unwrap()[0].clone().unwrap();
+    let g = autograd::grad(&[&y], &[&x], None, GradOpts { create_graph: true, ..Default::default() }).unwrap()[0]
+        .clone()
+        .unwrap();
     assert!(g.requires_grad());
     let xs = [0.5f64, -1.0];
     for (gv, xv) in f64s(&g).iter().zip(xs) {
@@ -150,7 +156,9 @@ fn gradient_penalty_through_create_graph() {
     let w = Tensor::new(&[1.0f64, -2.0, 3.0]).requires_grad_(true);
     let x = Tensor::new(&[0.3f64, 0.1, 0.2]).requires_grad_(true);
     let out = (&w * &x).sum();
-    let gx = autograd::grad(&[&out], &[&x], None, GradOpts { create_graph: true, ..Default::default() }).unwrap()[0].clone().unwrap();
+    let gx = autograd::grad(&[&out], &[&x], None, GradOpts { create_graph: true, ..Default::default() }).unwrap()[0]
+        .clone()
+        .unwrap();
     gx.square().sum().backward();
     assert_eq!(f64s(&w.grad().unwrap()), vec![2.0, -4.0, 6.0]);
 }
@@ -278,7 +286,10 @@ fn grad_of_unused_input() {
     let x = Tensor::new(&[1.0f64]).requires_grad_(true);
     let z = Tensor::new(&[1.0f64]).requires_grad_(true);
     let y = &x * 2.0;
-    assert!(autograd::grad(&[&y], &[&z], None, GradOpts::default()).unwrap_err().to_string().contains("not have been used"));
+    assert!(autograd::grad(&[&y], &[&z], None, GradOpts::default())
+        .unwrap_err()
+        .to_string()
+        .contains("not have been used"));
     let y = &x * 2.0; // the failed call ran backward and freed the graph, as in PyTorch
     let r = autograd::grad(&[&y], &[&x, &z], None, GradOpts { allow_unused: true, ..Default::default() }).unwrap();
     assert_eq!(f64s(r[0].as_ref().unwrap()), vec![2.0]);
@@ -320,7 +331,8 @@ fn post_accumulate_grad_hooks_see_the_accumulated_grad() {
     let x = Tensor::ones(&[2]).requires_grad_(true);
     let seen: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
     let s = seen.clone();
-    let handle = x.register_post_accumulate_grad_hook(move |t| s.lock().unwrap().push(t.grad().unwrap().to_vec::<f32>()));
+    let handle =
+        x.register_post_accumulate_grad_hook(move |t| s.lock().unwrap().push(t.grad().unwrap().to_vec::<f32>()));
     (&x * 3.0).sum().backward();
     (&x * 2.0).sum().backward();
     assert_eq!(*seen.lock().unwrap(), vec![vec![3.0, 3.0], vec![5.0, 5.0]]);

@@ -113,7 +113,11 @@ const CASE: &str = "KILN_BAD_INPUT";
 
 /// The text of a panic payload.
 fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "a panic with a non-text payload".into())
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic with a non-text payload".into())
 }
 
 /// Runs one case in this process and says what was wrong with its ending, if anything.
@@ -139,7 +143,12 @@ fn judge(case: &Case) -> Result<String, String> {
 fn child_runs_one_case() {
     let (cases, harness) = (all_cases(), harness_cases());
     let wanted = std::env::var(CASE).unwrap_or_else(|_| cases.0[0].0.clone());
-    let (_, case) = cases.0.iter().chain(&harness.0).find(|(name, _)| *name == wanted).unwrap_or_else(|| panic!("no case named {wanted}"));
+    let (_, case) = cases
+        .0
+        .iter()
+        .chain(&harness.0)
+        .find(|(name, _)| *name == wanted)
+        .unwrap_or_else(|| panic!("no case named {wanted}"));
     std::panic::set_hook(Box::new(|_| {}));
     let verdict = judge(case);
     let _ = std::panic::take_hook();

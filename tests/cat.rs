@@ -63,7 +63,10 @@ fn cat_every_dtype() {
         let b = arange(&[2, 1], 1).to_dtype(dtype).t();
         let out = Tensor::cat(&[&a, &b], 0);
         assert_eq!(out.dtype(), dtype);
-        let want: Vec<f64> = [0, 1, 2, 3, 1, 2].iter().map(|&v: &i64| if dtype == DType::Bool { (v != 0) as i64 as f64 } else { v as f64 }).collect();
+        let want: Vec<f64> = [0, 1, 2, 3, 1, 2]
+            .iter()
+            .map(|&v: &i64| if dtype == DType::Bool { (v != 0) as i64 as f64 } else { v as f64 })
+            .collect();
         assert_eq!(out.to_dtype(DType::F64).to_vec::<f64>(), want, "{dtype}");
     }
 }
@@ -156,10 +159,17 @@ fn stack_every_dim() {
 fn errors_name_the_tensors_and_shapes() {
     let e = |r: kiln::Result<Tensor>| r.unwrap_err().to_string();
     let a = Tensor::zeros(&[2, 3]);
-    assert!(e(Tensor::try_cat::<&Tensor>(&[], 0)).starts_with("cat: expected a non-empty list of tensors (at tests/cat.rs:"));
-    assert!(e(Tensor::try_cat(&[&a, &Tensor::scalar(1.0f32)], 0)).starts_with("cat: zero-dimensional tensor (at position 1) cannot be concatenated"));
+    assert!(e(Tensor::try_cat::<&Tensor>(&[], 0))
+        .starts_with("cat: expected a non-empty list of tensors (at tests/cat.rs:"));
+    assert!(e(Tensor::try_cat(&[&a, &Tensor::scalar(1.0f32)], 0))
+        .starts_with("cat: zero-dimensional tensor (at position 1) cannot be concatenated"));
     let msg = e(Tensor::try_cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0));
-    assert!(msg.starts_with("cat: tensors must have the same number of dimensions, but got [2, 3] (tensor 0) and [2, 3, 1] (tensor 1)"), "{msg}");
+    assert!(
+        msg.starts_with(
+            "cat: tensors must have the same number of dimensions, but got [2, 3] (tensor 0) and [2, 3, 1] (tensor 1)"
+        ),
+        "{msg}"
+    );
     let msg = e(Tensor::try_cat(&[&a, &a, &Tensor::zeros(&[3, 3])], 1));
     assert!(
         msg.starts_with("cat: sizes of tensors must match except in dimension 1: expected size 2 but got size 3 in dimension 0 for tensor 2 (shapes [2, 3] and [3, 3])"),
@@ -169,11 +179,19 @@ fn errors_name_the_tensors_and_shapes() {
     assert!(msg.starts_with("cat: dimension out of range (expected to be in range of [-2, 1], but got 2)"), "{msg}");
     assert!(e(Tensor::try_stack::<&Tensor>(&[], 0)).starts_with("stack: expected a non-empty list of tensors"));
     let msg = e(Tensor::try_stack(&[&a, &Tensor::zeros(&[3, 3])], 0));
-    assert!(msg.starts_with("stack: expected each tensor to be equal size, but got [2, 3] at entry 0 and [3, 3] at entry 1"), "{msg}");
+    assert!(
+        msg.starts_with(
+            "stack: expected each tensor to be equal size, but got [2, 3] at entry 0 and [3, 3] at entry 1"
+        ),
+        "{msg}"
+    );
     let msg = e(Tensor::try_stack(&[&a], 3));
     assert!(msg.starts_with("stack: dimension out of range (expected to be in range of [-3, 2], but got 3)"), "{msg}");
     let r = std::panic::catch_unwind(|| Tensor::cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0));
     let p = r.unwrap_err();
     let text = p.downcast_ref::<String>().unwrap();
-    assert!(text.starts_with("cat: tensors must have the same number of dimensions") && text.contains("tests/cat.rs:"), "{text}");
+    assert!(
+        text.starts_with("cat: tensors must have the same number of dimensions") && text.contains("tests/cat.rs:"),
+        "{text}"
+    );
 }

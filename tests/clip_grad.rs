@@ -10,7 +10,9 @@ mod optim_fixture;
 use optim_fixture::load_cases;
 
 fn key_values(args: &[String]) -> BTreeMap<String, f64> {
-    args.iter().map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.parse().unwrap())).expect("key=value")).collect()
+    args.iter()
+        .map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.parse().unwrap())).expect("key=value"))
+        .collect()
 }
 
 #[test]
@@ -53,7 +55,12 @@ fn clipping_matches_pytorch() {
                         failures.push(format!("{}: grad {i} kiln {got:?}, PyTorch {:?}", case.name, w.values));
                     }
                 }
-                (g, w) => failures.push(format!("{}: grad {i} present {} in kiln, {} in PyTorch", case.name, g.is_some(), w.is_some())),
+                (g, w) => failures.push(format!(
+                    "{}: grad {i} present {} in kiln, {} in PyTorch",
+                    case.name,
+                    g.is_some(),
+                    w.is_some()
+                )),
             }
         }
     }

@@ -154,7 +154,11 @@ fn clamp_with_tensor_bounds_fuses_and_matches_eager() {
             loss.backward();
             loss
         };
-        let l = if compiled { kiln::compile(loss).call((&leaves[0], &leaves[1], &leaves[2])) } else { loss((&leaves[0], &leaves[1], &leaves[2])) };
+        let l = if compiled {
+            kiln::compile(loss).call((&leaves[0], &leaves[1], &leaves[2]))
+        } else {
+            loss((&leaves[0], &leaves[1], &leaves[2]))
+        };
         (l, leaves.map(|t| t.grad().expect("every leaf gets a gradient")))
     };
     let ((le, ge), (lc, gc)) = (grads(false), grads(true));

@@ -96,7 +96,12 @@ fn mnist_net_eval_forward_compiled_matches_eager() {
 /// Gradients of `x` and `w` through conv1d, avg/adaptive pooling, dropout2d, cat/stack,
 /// layer_norm and batch_norm, and the loss.
 fn other_ops(x: &Tensor, w: &Tensor) -> Tensor {
-    let y = F::conv2d(x, w, None, &F::Conv2dOpts { padding: F::Padding::Explicit([1, 1]), stride: [2, 1], ..Default::default() });
+    let y = F::conv2d(
+        x,
+        w,
+        None,
+        &F::Conv2dOpts { padding: F::Padding::Explicit([1, 1]), stride: [2, 1], ..Default::default() },
+    );
     let a = F::avg_pool2d(&y, 2);
     let b = F::adaptive_avg_pool2d(&y, [3, 2]);
     let d = F::dropout2d(&y, 0.5, true);
@@ -105,7 +110,8 @@ fn other_ops(x: &Tensor, w: &Tensor) -> Tensor {
     let s = Tensor::stack(&[&flat, &flat.tanh()], 1);
     let n = F::layer_norm(&s, &[flat.shape()[1]], None, None, 1e-5);
     let bn = F::batch_norm(&n, None, None, None, None, true, 0.1, 1e-5);
-    let (mp, _) = F::max_pool2d_with_indices(&y, &F::MaxPool2dOpts { padding: [1, 1], ..F::MaxPool2dOpts::new([3, 3]) });
+    let (mp, _) =
+        F::max_pool2d_with_indices(&y, &F::MaxPool2dOpts { padding: [1, 1], ..F::MaxPool2dOpts::new([3, 3]) });
     (bn.sin().sum() + mp.square().mean()) * 1.0
 }
 

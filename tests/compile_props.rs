@@ -54,20 +54,20 @@ const F64: Ctx = Ctx { dtype: DType::F64, eps: f64::EPSILON, dedupe: true };
 /// all values broadcast together (to at most [a, b]).
 #[derive(Clone, Copy, Debug)]
 enum InKind {
-    Full,         // [a, b]
-    Row,          // [b]
-    Col,          // [a, 1]
-    RowK,         // [1, b]
-    Scalar,       // []
-    T,            // [b, a].t()
-    Narrow(u8),   // [a, b + 2].narrow(1, s, b)
+    Full,           // [a, b]
+    Row,            // [b]
+    Col,            // [a, 1]
+    RowK,           // [1, b]
+    Scalar,         // []
+    T,              // [b, a].t()
+    Narrow(u8),     // [a, b + 2].narrow(1, s, b)
     NarrowRows(u8), // [a + 2, b].narrow(0, s, a)
-    Slice,        // [a, b + 1].i((.., 1..))
-    ExpandCol,    // [a, 1].expand([a, b])
-    ExpandRow,    // [b].expand([a, b])
-    Unsqueeze,    // [a].unsqueeze(1)
-    SqueezeDim,   // [a, 1, b].squeeze_dim(1)
-    Permute,      // [b, 1, a].permute([2, 0, 1]).squeeze_dim(2)
+    Slice,          // [a, b + 1].i((.., 1..))
+    ExpandCol,      // [a, 1].expand([a, b])
+    ExpandRow,      // [b].expand([a, b])
+    Unsqueeze,      // [a].unsqueeze(1)
+    SqueezeDim,     // [a, 1, b].squeeze_dim(1)
+    Permute,        // [b, 1, a].permute([2, 0, 1]).squeeze_dim(2)
 }
 
 impl InKind {
@@ -366,13 +366,14 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
     }
     let weight = prog.weight.then(|| ins[n_in].clone());
     let mut clones: Vec<usize> = Vec::new(); // value indices of the clones
-    // Structural keys, to return no value whose node kiln's CSE merges into an earlier node
-    // (the workaround, `Ctx::dedupe`). CSE merges elementwise nodes with equal op and reads;
-    // Scalar nodes are one per use, so a node reading a Rust number is never merged: `uniq`.
-    // Keys ignore layouts (coarser than CSE, which is safe: it only drops more outputs).
-    // `owner[key]`: the value that first produced it (None: an op's intermediate node).
+                                             // Structural keys, to return no value whose node kiln's CSE merges into an earlier node
+                                             // (the workaround, `Ctx::dedupe`). CSE merges elementwise nodes with equal op and reads;
+                                             // Scalar nodes are one per use, so a node reading a Rust number is never merged: `uniq`.
+                                             // Keys ignore layouts (coarser than CSE, which is safe: it only drops more outputs).
+                                             // `owner[key]`: the value that first produced it (None: an op's intermediate node).
     let mut keys: Vec<String> = (0..n_in).map(|i| format!("in{i}")).collect();
-    let mut owner: std::collections::HashMap<String, Option<usize>> = keys.iter().enumerate().map(|(i, k)| (k.clone(), Some(i))).collect();
+    let mut owner: std::collections::HashMap<String, Option<usize>> =
+        keys.iter().enumerate().map(|(i, k)| (k.clone(), Some(i))).collect();
     let mut uniq = 0usize;
     for op in &prog.ops {
         let n = v.t.len();
@@ -383,7 +384,9 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
         };
         // The op's intermediate nodes that CSE could merge, and its result's key.
         let (inter, key): (Vec<String>, String) = match *op {
-            Op::Bin(Bin::Div, i, j) if !(v.b(i % n).e == 0.0 && v.b(j % n).e == 0.0) => (vec![format!("Abs({})", k(j))], u()),
+            Op::Bin(Bin::Div, i, j) if !(v.b(i % n).e == 0.0 && v.b(j % n).e == 0.0) => {
+                (vec![format!("Abs({})", k(j))], u())
+            }
             Op::Bin(o, i, j) => (vec![], format!("{o:?}({},{})", k(i), k(j))),
             Op::Scalar(..) => (vec![], u()),
             Op::Un(Un::Log, i) => (vec![format!("Abs({})", k(i))], u()),
@@ -466,7 +469,9 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
                 match (k, rev) {
                     (Bin::Add, _) => (if rev { c + &x } else { &x + c }, B { m: bx.m + ca, e: rnd(bx.e, bx.m + ca) }),
                     (Bin::Sub, _) => (if rev { c - &x } else { &x - c }, B { m: bx.m + ca, e: rnd(bx.e, bx.m + ca) }),
-                    (Bin::Mul, _) => (if rev { c * &x } else { &x * c }, B { m: bx.m * ca, e: rnd(bx.e * ca, bx.m * ca) }),
+                    (Bin::Mul, _) => {
+                        (if rev { c * &x } else { &x * c }, B { m: bx.m * ca, e: rnd(bx.e * ca, bx.m * ca) })
+                    }
                     (Bin::Div, false) if c != 0.0 => (&x / c, B { m: bx.m / ca, e: rnd(bx.e / ca, bx.m / ca) }),
                     (Bin::Div, _) if bx.e == 0.0 => (c / &x, B { m: f64::INFINITY, e: 0.0 }),
                     (Bin::Div, _) => (c / (x.abs() + 1.0), B { m: ca, e: rnd(ca * bx.e, ca) }),
@@ -581,7 +586,9 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
                     Draw::Rand => (&x + x.rand_like(), B { m: bx.m + 1.0, e: rnd(bx.e, bx.m + 1.0) }),
                     // Normal tails are cut below 9 sigma (f64; 5.8 for f32).
                     Draw::Randn => (&x + x.randn_like(), B { m: bx.m + 9.0, e: rnd(bx.e, bx.m + 9.0) }),
-                    Draw::Dropout => (F::dropout(&x, 0.25, true), B { m: bx.m / 0.75, e: rnd(bx.e / 0.75, bx.m / 0.75) }),
+                    Draw::Dropout => {
+                        (F::dropout(&x, 0.25, true), B { m: bx.m / 0.75, e: rnd(bx.e / 0.75, bx.m / 0.75) })
+                    }
                 }
             }
             Op::Clone(i) => {
@@ -610,7 +617,10 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
         v.push(t, bd);
     }
     let skip = if prog.outputs == 0 { 0 } else { v.t.len().saturating_sub(prog.outputs) };
-    let vals = (skip..v.t.len()).filter(|&k| !ctx.dedupe || owner[&keys[k]] == Some(k)).map(|k| (v.t[k].clone(), v.b(k).e)).collect();
+    let vals = (skip..v.t.len())
+        .filter(|&k| !ctx.dedupe || owner[&keys[k]] == Some(k))
+        .map(|k| (v.t[k].clone(), v.b(k).e))
+        .collect();
     Out { vals, inputs_e: v.roots[..n_in].iter().map(|b| b.e).collect() }
 }
 
@@ -662,9 +672,25 @@ fn check_close(what: &str, compiled: &Tensor, eager: &Tensor, bound: f64, ctx: C
     for (k, (x, y)) in c.iter().zip(&e).enumerate() {
         if x.is_finite() && y.is_finite() {
             let tol = rel * y.abs() + abs + 2.0 * bound;
-            prop_assert!((x - y).abs() <= tol, "{}: element {}: compiled {} vs eager {} (tolerance {:e}, error bound {:e})", what, k, x, y, tol, bound);
+            prop_assert!(
+                (x - y).abs() <= tol,
+                "{}: element {}: compiled {} vs eager {} (tolerance {:e}, error bound {:e})",
+                what,
+                k,
+                x,
+                y,
+                tol,
+                bound
+            );
         } else {
-            prop_assert!(x == y || (x.is_nan() && y.is_nan()), "{}: element {}: compiled {} vs eager {}", what, k, x, y);
+            prop_assert!(
+                x == y || (x.is_nan() && y.is_nan()),
+                "{}: element {}: compiled {} vs eager {}",
+                what,
+                k,
+                x,
+                y
+            );
         }
     }
     Ok(())
@@ -792,14 +818,13 @@ fn input() -> impl Strategy<Value = (InKind, Vec<i8>)> {
 }
 
 fn prog_with(ops: impl Strategy<Value = Op>, weight: bool, first_full: bool) -> impl Strategy<Value = Prog> {
-    (1..5usize, 1..5usize, proptest::collection::vec(input(), 1..=3), proptest::collection::vec(ops, 3..=15), 0..4usize).prop_map(
-        move |(a, b, mut inputs, ops, outputs)| {
+    (1..5usize, 1..5usize, proptest::collection::vec(input(), 1..=3), proptest::collection::vec(ops, 3..=15), 0..4usize)
+        .prop_map(move |(a, b, mut inputs, ops, outputs)| {
             if first_full {
                 inputs[0].0 = InKind::Full;
             }
             Prog { a, b, inputs, ops, outputs, weight }
-        },
-    )
+        })
 }
 
 /// A fixed seed, so the suite is deterministic (`PROPTEST_RNG_SEED=<u64>` picks another).
@@ -1021,7 +1046,11 @@ fn run_int(prog: &IntProg, ins: &[Tensor]) -> Vec<Tensor> {
             IntOp::Clamp(i, lo, hi) => {
                 // A u8 tensor refuses an upper bound below 0 (PyTorch's rule): bounds in range.
                 let x = at(i);
-                let (lo, hi) = if x.dtype() == DType::U8 { (lo.unsigned_abs() as i64, hi.unsigned_abs() as i64) } else { (lo as i64, hi as i64) };
+                let (lo, hi) = if x.dtype() == DType::U8 {
+                    (lo.unsigned_abs() as i64, hi.unsigned_abs() as i64)
+                } else {
+                    (lo as i64, hi as i64)
+                };
                 x.clamp(lo, hi)
             }
             IntOp::Cast(i, d) => at(i).to_dtype(int_dtype(d)),
@@ -1073,7 +1102,13 @@ fn int_op() -> impl Strategy<Value = IntOp> {
 }
 
 fn int_prog() -> impl Strategy<Value = IntProg> {
-    (1..5usize, 1..5usize, 0..4u8, proptest::collection::vec(input(), 1..=3), proptest::collection::vec(int_op(), 3..=15))
+    (
+        1..5usize,
+        1..5usize,
+        0..4u8,
+        proptest::collection::vec(input(), 1..=3),
+        proptest::collection::vec(int_op(), 3..=15),
+    )
         .prop_map(|(a, b, dtype, inputs, ops)| IntProg { a, b, dtype, inputs, ops })
 }
 
@@ -1114,7 +1149,8 @@ fn bitwise_ops_are_generated_in_a_kernel() {
     let y = Tensor::new(&[0i32, 1, 31, 40]);
     let f = |(x, y): (&Tensor, &Tensor)| {
         let m = x.gt(0);
-        ((x << y) ^ (x >> y)) & !x | ((x.t().contiguous().t() >> 3) + Tensor::where_(&(m ^ true), 1i64, 0i64).to_dtype(DType::I32))
+        ((x << y) ^ (x >> y)) & !x
+            | ((x.t().contiguous().t() >> 3) + Tensor::where_(&(m ^ true), 1i64, 0i64).to_dtype(DType::I32))
     };
     let eager = f((&x, &y));
     let mut step = kiln::compile(f);
@@ -1132,7 +1168,18 @@ fn bitwise_ops_are_generated_in_a_kernel() {
 /// Ops for the autograd property: the elementwise ops without kinks at inexact values.
 fn smooth_op() -> impl Strategy<Value = Op> {
     use Un::*;
-    let smooth_un = prop_oneof![Just(Exp), Just(Log), Just(Tanh), Just(Sigmoid), Just(Gelu), Just(Silu), Just(Sin), Just(Cos), Just(Neg), Just(Square)];
+    let smooth_un = prop_oneof![
+        Just(Exp),
+        Just(Log),
+        Just(Tanh),
+        Just(Sigmoid),
+        Just(Gelu),
+        Just(Silu),
+        Just(Sin),
+        Just(Cos),
+        Just(Neg),
+        Just(Square)
+    ];
     let arith = prop_oneof![Just(Bin::Add), Just(Bin::Sub), Just(Bin::Mul), Just(Bin::Div)];
     prop_oneof![
         4 => (arith.clone(), IX, IX).prop_map(|(k, i, j)| Op::Bin(k, i, j)),

@@ -67,7 +67,8 @@ fn every_call_draws_fresh_numbers_from_a_cached_plan() {
 fn the_generator_advances_as_in_eager_code() {
     let _seeded = seeded();
     let x = Tensor::ones(&[7, 3]);
-    let body = |x: &Tensor| (F::dropout(x, 0.25, true), Tensor::randn(&[5]), Tensor::rand_opts(&[3], DType::F64, Device::Cpu));
+    let body =
+        |x: &Tensor| (F::dropout(x, 0.25, true), Tensor::randn(&[5]), Tensor::rand_opts(&[3], DType::F64, Device::Cpu));
     kiln::manual_seed(3);
     let (ey, en, eu) = body(&x);
     let after_eager = get_rng_state();
@@ -88,7 +89,13 @@ fn randn_and_odd_sizes_equal_eager() {
     let shapes: [&[usize]; 4] = [&[1001], &[3, 37], &[300_001], &[2, 1, 5]];
     for shape in shapes {
         for dtype in [DType::F32, DType::F64] {
-            let make = |dist: &str| if dist == "rand" { Tensor::rand_opts(shape, dtype, Device::Cpu) } else { Tensor::randn_opts(shape, dtype, Device::Cpu) };
+            let make = |dist: &str| {
+                if dist == "rand" {
+                    Tensor::rand_opts(shape, dtype, Device::Cpu)
+                } else {
+                    Tensor::randn_opts(shape, dtype, Device::Cpu)
+                }
+            };
             for dist in ["rand", "randn"] {
                 kiln::manual_seed(5);
                 let _skew = Tensor::rand(&[3]); // a draw that isn't at offset 0

@@ -126,7 +126,11 @@ fn softmax_from_primitives_fuses_its_reductions() {
     let (e, c, kernels, eager) = both(&x, softmax);
     close(&c, &e, 1e-5);
     close(&c, &x.softmax(1), 1e-5);
-    assert_eq!((kernels, eager), (1, 0), "the max, then the sum as its second stage, with the division as its epilogue");
+    assert_eq!(
+        (kernels, eager),
+        (1, 0),
+        "the max, then the sum as its second stage, with the division as its epilogue"
+    );
     let log_softmax = |x: &Tensor| {
         let z = x - x.amax(-1, true);
         &z - z.exp().sum_dim(-1, true).log()
@@ -183,9 +187,14 @@ fn softmax_layer_norm_and_cross_entropy_kernels_call_the_native_row_routines() {
     let mut log_softmax = kiln::compile(|x: &Tensor| x.log_softmax(-1));
     log_softmax.call(&x);
     expect("log_softmax", calls(&log_softmax), &["kiln_row_max_f32", "kiln_row_exp_sum_f32"]);
-    let mut layer_norm = kiln::compile(|x: &Tensor| kiln::nn::functional::layer_norm(x, &[96], Some(&w), Some(&b), 1e-5));
+    let mut layer_norm =
+        kiln::compile(|x: &Tensor| kiln::nn::functional::layer_norm(x, &[96], Some(&w), Some(&b), 1e-5));
     layer_norm.call(&x);
-    expect("layer_norm", calls(&layer_norm), &["kiln_row_sum_f32", "kiln_row_sq_dev_sum_f32", "kiln_row_norm_affine_f32"]);
+    expect(
+        "layer_norm",
+        calls(&layer_norm),
+        &["kiln_row_sum_f32", "kiln_row_sq_dev_sum_f32", "kiln_row_norm_affine_f32"],
+    );
     let logits = x.detach().requires_grad_(true);
     let mut ce = kiln::compile(|(x, t): (&Tensor, &Tensor)| {
         let loss = kiln::nn::functional::cross_entropy(x, t);

@@ -83,7 +83,9 @@ fn large_products_are_measured_once_per_shape_and_keep_eager_bits() {
     // 72x200 @ 200x120 (the rhs transposed, as a linear layer's weight) and its gradients are
     // above the size from which a compiled plan measures how to spread a product over threads.
     // Values made without the global generator, which the other test of this file seeds.
-    let values = |n: usize, salt: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7919 + salt) % 1009) as f32 / 504.5 - 1.0).collect() };
+    let values = |n: usize, salt: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * 7919 + salt) % 1009) as f32 / 504.5 - 1.0).collect()
+    };
     let a = Tensor::from_vec(values(72 * 200, 1), &[72, 200]).requires_grad_(true);
     let w = Tensor::from_vec(values(120 * 200, 2), &[120, 200]).requires_grad_(true);
     let body = |(a, w): (&Tensor, &Tensor)| {
@@ -108,6 +110,12 @@ fn large_products_are_measured_once_per_shape_and_keep_eager_bits() {
     // 2 threads, 5 runs each); the 30th call chooses. With one thread there is nothing to
     // choose. The lhs gradient (72x120 @ 120x200) and the weight gradient (120x72 @ 72x200) run
     // as a concurrent pair, one thread each, so they are never measured.
-    let want = if threads == 2 { vec![29] } else if threads > 2 { vec![tuned_at.first().copied().unwrap_or(0)] } else { vec![] };
+    let want = if threads == 2 {
+        vec![29]
+    } else if threads > 2 {
+        vec![tuned_at.first().copied().unwrap_or(0)]
+    } else {
+        vec![]
+    };
     assert_eq!(tuned_at, want, "calls that chose a product's spread on {threads} threads");
 }

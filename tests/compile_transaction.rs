@@ -42,7 +42,14 @@ enum Fail {
     BadIndexAfterStep,
 }
 
-const FAILURES: [Fail; 6] = [Fail::AfterForward, Fail::AfterBackward, Fail::AfterStep, Fail::AfterBreakAndStep, Fail::AfterStepAndBreak, Fail::BadIndexAfterStep];
+const FAILURES: [Fail; 6] = [
+    Fail::AfterForward,
+    Fail::AfterBackward,
+    Fail::AfterStep,
+    Fail::AfterBreakAndStep,
+    Fail::AfterStepAndBreak,
+    Fail::BadIndexAfterStep,
+];
 
 fn model() -> (Mlp, Adam) {
     kiln::manual_seed(11);
@@ -58,7 +65,14 @@ fn batch() -> (Tensor, Tensor) {
 
 /// One training step that fails as `fail` says; the extra tensor keeps the bad index's result
 /// alive (an unused result would be dead code, never run).
-fn step_body(net: &Mlp, opt: &mut Adam, x: &Tensor, y: &Tensor, fail: Fail, leaked: &RefCell<Option<Tensor>>) -> (Tensor, Option<Tensor>) {
+fn step_body(
+    net: &Mlp,
+    opt: &mut Adam,
+    x: &Tensor,
+    y: &Tensor,
+    fail: Fail,
+    leaked: &RefCell<Option<Tensor>>,
+) -> (Tensor, Option<Tensor>) {
     opt.zero_grad();
     let loss = nn::CrossEntropyLoss::new().forward(&net.forward(x), y);
     *leaked.borrow_mut() = Some(&loss * 2.0);
@@ -123,7 +137,8 @@ fn fails_and_recovers(fail: Fail, good: usize) {
     let (x, y) = batch();
     let (net, mut opt) = model();
     let leaked = RefCell::new(None);
-    let mut step = kiln::compile(|(net, opt, fail): (&Mlp, &mut Adam, Fail)| step_body(net, opt, &x, &y, fail, &leaked));
+    let mut step =
+        kiln::compile(|(net, opt, fail): (&Mlp, &mut Adam, Fail)| step_body(net, opt, &x, &y, fail, &leaked));
     for _ in 0..good {
         step.call((&net, &mut opt, Fail::Nowhere));
     }

@@ -33,7 +33,12 @@ fn every_composite_compiles_to_one_kernel_equal_to_eager() {
         let got = step.call(&x);
         assert_close(name, &got, &f(&x));
         let kernels = step.kernels();
-        assert_eq!(kernels.len(), 1, "{name}: one fused kernel, got {:?}", kernels.iter().map(|k| &k.ops).collect::<Vec<_>>());
+        assert_eq!(
+            kernels.len(),
+            1,
+            "{name}: one fused kernel, got {:?}",
+            kernels.iter().map(|k| &k.ops).collect::<Vec<_>>()
+        );
         assert_eq!((step.stats().graph_breaks, step.stats().eager_ops), (0, 0), "{name}: every primitive is generated");
     }
 }

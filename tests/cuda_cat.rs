@@ -38,13 +38,13 @@ test_device!(cat_promotes_skips_and_handles_empties, |d| {
     let empty1d = Tensor::zeros_opts(&[0], DType::F64, d);
     let none = Tensor::zeros_opts(&[0, 3], DType::F32, d);
     vec![
-        Tensor::cat(&[&i, &h, &u], 0),                 // promoted to f16
-        Tensor::cat(&[&i, &u], 0),                     // int64
-        Tensor::cat(&[&empty1d, &i, &empty1d], 1),     // 1-D empties skipped; f64 by promotion
+        Tensor::cat(&[&i, &h, &u], 0),             // promoted to f16
+        Tensor::cat(&[&i, &u], 0),                 // int64
+        Tensor::cat(&[&empty1d, &i, &empty1d], 1), // 1-D empties skipped; f64 by promotion
         Tensor::cat(&[&none, &i.to_dtype(DType::F32)], 0),
         Tensor::cat(&[&none, &none], 0),
         Tensor::cat(&[&empty1d, &empty1d], 0),
-        Tensor::cat(&[&i.ge(2), &u.ge(251)], 0),       // bool
+        Tensor::cat(&[&i.ge(2), &u.ge(251)], 0), // bool
     ]
 });
 

@@ -36,7 +36,10 @@ fn assert_close(what: &str, a: &Tensor, b: &Tensor, rtol: f64, atol: f64) {
     let got = a.to(&Device::Cpu).to_dtype(DType::F64).contiguous().to_vec::<f64>();
     let want = b.to(&Device::Cpu).to_dtype(DType::F64).contiguous().to_vec::<f64>();
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs(), "{what}: element {k}: compiled {g}, eager {w}");
+        assert!(
+            (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs(),
+            "{what}: element {k}: compiled {g}, eager {w}"
+        );
     }
 }
 
@@ -83,8 +86,8 @@ fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
             let base = Tensor::linspace(-3.0, 3.0, n + 3).to_dtype(dtype).to(&cuda);
             let other = Tensor::linspace(2.0, -1.0, n + 3).to_dtype(dtype).to(&cuda);
             let s = Tensor::full(&[1], 0.5).to_dtype(dtype).to(&cuda); // broadcast: one value
-            // Views at offset 0 (aligned: the vector variant) and off the 16-byte boundary
-            // (the strided kernel), alone and mixed.
+                                                                       // Views at offset 0 (aligned: the vector variant) and off the 16-byte boundary
+                                                                       // (the strided kernel), alone and mixed.
             for (ox, oy) in [(0, 0), (1, 1), (0, 3), (2, 0)] {
                 let (x, y) = (base.narrow(0, ox, n), other.narrow(0, oy, n));
                 let mut step = kiln::compile(|(x, y, s): (&Tensor, &Tensor, &Tensor)| f(x, y, s));
@@ -97,7 +100,13 @@ fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
                 // Rank 2, contiguous: still one flat run.
                 let (x, y) = (base.narrow(0, 0, n).view(&[64, -1]), other.narrow(0, 0, n).view(&[64, -1]));
                 let mut step = kiln::compile(|(x, y, s): (&Tensor, &Tensor, &Tensor)| f(x, y, s));
-                assert_close(&format!("{dtype} [64, {}]", n / 64), &step.call((&x, &y, &s)), &f(&x, &y, &s), tol.0, tol.1);
+                assert_close(
+                    &format!("{dtype} [64, {}]", n / 64),
+                    &step.call((&x, &y, &s)),
+                    &f(&x, &y, &s),
+                    tol.0,
+                    tol.1,
+                );
             }
         }
     }
@@ -178,14 +187,24 @@ fn mlp_training_steps_equal_eager_on_cuda() {
 /// Runs `f` on `args` eagerly and compiled (on CUDA tensors): the results agree within
 /// `rtol`/`atol` and the compiled call launches at most `max_launches` kernels (generated
 /// plus eager).
-fn compiled_equals_eager<A: Copy>(what: &str, f: impl Fn(A) -> Tensor, args: A, max_launches: usize, (rtol, atol): (f64, f64)) {
+fn compiled_equals_eager<A: Copy>(
+    what: &str,
+    f: impl Fn(A) -> Tensor,
+    args: A,
+    max_launches: usize,
+    (rtol, atol): (f64, f64),
+) {
     let eager = f(args);
     let mut step = kiln::compile(&f);
     let compiled = step.call(args);
     assert_eq!(compiled.device(), Device::Cuda(0), "{what}");
     assert_close(what, &compiled, &eager, rtol, atol);
     let s = step.stats();
-    assert!(s.kernels_launched >= 1 && s.kernels_launched + s.eager_ops <= max_launches, "{what}: {s:?}, kernels {:?}", step.kernels());
+    assert!(
+        s.kernels_launched >= 1 && s.kernels_launched + s.eager_ops <= max_launches,
+        "{what}: {s:?}, kernels {:?}",
+        step.kernels()
+    );
 }
 
 #[test]
@@ -212,7 +231,13 @@ fn softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda() {
             compiled_equals_eager(&what("layer_norm"), ln, (&x, &w, &b), 2, tol);
             // One kernel over the logits and the mean (2 launches planned for f32; f16 adds
             // casts around the log-softmax).
-            compiled_equals_eager(&what("cross_entropy"), |(x, y): (&Tensor, &Tensor)| F::cross_entropy(x, y), (&x, &y), 6, tol);
+            compiled_equals_eager(
+                &what("cross_entropy"),
+                |(x, y): (&Tensor, &Tensor)| F::cross_entropy(x, y),
+                (&x, &y),
+                6,
+                tol,
+            );
         }
     }
 }
@@ -238,7 +263,8 @@ fn without_a_gpu_a_cuda_step_fails_naming_the_op() {
         return println!("a CUDA device is present, skipping the no-device error test");
     }
     let x = Tensor::ones(&[4, 4]);
-    let mut step = kiln::compile(|x: &Tensor| -> kiln::Result<Tensor> { Ok((x * 2.0).try_to(&Device::Cuda(0))?.exp()) });
+    let mut step =
+        kiln::compile(|x: &Tensor| -> kiln::Result<Tensor> { Ok((x * 2.0).try_to(&Device::Cuda(0))?.exp()) });
     let e = step.call(&x).unwrap_err();
     let m = e.to_string();
     assert!(m.starts_with("to: no CUDA device available (cuda:0 requested"), "{m}");
@@ -269,13 +295,21 @@ fn planning_for_cuda_fuses_elementwise_work_and_reductions() {
     let s = &planned[0].source;
     assert!(planned[0].name.starts_with("kiln_fused_red_"), "{}", planned[0].name);
     assert!(s.contains("unsigned long long ks0") && s.contains("p0_r0") && s.contains("kiln_group_reduce"), "{s}");
-    assert!(planned[1].name.starts_with("kiln_fused_") && planned[1].source.contains("unsigned long long size0"), "{}", planned[1].source);
+    assert!(
+        planned[1].name.starts_with("kiln_fused_") && planned[1].source.contains("unsigned long long size0"),
+        "{}",
+        planned[1].source
+    );
     compile_each_to_cubin("planned elementwise and reduction", &planned);
 }
 
 /// Plans `f` on `inputs` for `cuda:0`: the planned kernels (every one compiled to CUBIN) and
 /// the launches a CUDA call would make (generated kernels plus nodes run eagerly).
-fn planned_launches<A: Copy, R>(what: &str, f: impl FnMut(A) -> R, inputs: A) -> (Vec<kiln::capture::KernelInfo>, usize) {
+fn planned_launches<A: Copy, R>(
+    what: &str,
+    f: impl FnMut(A) -> R,
+    inputs: A,
+) -> (Vec<kiln::capture::KernelInfo>, usize) {
     let mut step = kiln::compile(f);
     let (_, planned) = step.call_planning_for(inputs, Device::Cuda(0));
     assert!(planned.iter().all(|k| k.backend == "cuda"), "{what}: {planned:?}");
@@ -292,13 +326,18 @@ fn softmax_layer_norm_and_cross_entropy_plan_as_few_cuda_kernels_as_on_the_cpu()
     let w = Tensor::randn(&[40]);
     let b = Tensor::randn(&[40]);
     let y = Tensor::randint(0, 40, &[6]);
-    let names = |k: &[kiln::capture::KernelInfo]| k.iter().map(|k| format!("{} ({})", k.name, k.ops)).collect::<Vec<_>>();
+    let names =
+        |k: &[kiln::capture::KernelInfo]| k.iter().map(|k| format!("{} ({})", k.name, k.ops)).collect::<Vec<_>>();
     let (k, n) = planned_launches("softmax", |x: &Tensor| x.softmax(1), &x);
     assert_eq!(n, 1, "{:?}", names(&k));
     assert!(k[0].name.starts_with("kiln_fused_red_"), "{:?}", names(&k));
     let (k, n) = planned_launches("log_softmax", |x: &Tensor| x.log_softmax(-1), &x);
     assert_eq!(n, 1, "{:?}", names(&k));
-    let (k, n) = planned_launches("layer norm", |(x, w, b): (&Tensor, &Tensor, &Tensor)| F::layer_norm(x, &[40], Some(w), Some(b), 1e-5), (&x, &w, &b));
+    let (k, n) = planned_launches(
+        "layer norm",
+        |(x, w, b): (&Tensor, &Tensor, &Tensor)| F::layer_norm(x, &[40], Some(w), Some(b), 1e-5),
+        (&x, &w, &b),
+    );
     assert_eq!(n, 1, "{:?}", names(&k));
     // Cross-entropy with no target ignored: one kernel over the logits (max, Σ exp, the pick
     // as a third stage) and the mean, as on the CPU.
@@ -344,8 +383,16 @@ fn the_mnist_step_planned_for_cuda_compiles_with_nvrtc() {
     // CUDA: 12 generated kernels + 24 eager nodes = 36, but those eager nodes included
     // log_softmax, the gather, the scatter and 7 sums.
     let eager = step.stats().planned_eager_ops;
-    println!("MNIST step planned for cuda:0: {} generated kernels + {eager} eager nodes = {} launches", kernels.len(), kernels.len() + eager);
-    assert!(kernels.iter().filter(|k| k.name.starts_with("kiln_fused_red_")).count() >= 2, "{:?}", kernels.iter().map(|k| &k.ops).collect::<Vec<_>>());
+    println!(
+        "MNIST step planned for cuda:0: {} generated kernels + {eager} eager nodes = {} launches",
+        kernels.len(),
+        kernels.len() + eager
+    );
+    assert!(
+        kernels.iter().filter(|k| k.name.starts_with("kiln_fused_red_")).count() >= 2,
+        "{:?}",
+        kernels.iter().map(|k| &k.ops).collect::<Vec<_>>()
+    );
     assert_eq!((kernels.len(), eager), (19, 18));
     // The CPU run under planning is the ordinary compiled step: a second call takes the plan
     // from the cache and plans the same kernels.
@@ -382,7 +429,10 @@ fn planning_for_cuda_generates_random_draws_inside_fused_kernels() {
     assert_eq!(planned.len(), 1, "{:?}", planned.iter().map(|k| &k.ops).collect::<Vec<_>>());
     let (ops, s) = (&planned[0].ops, &planned[0].source);
     assert!(ops.contains("rand") && ops.contains("randn"), "{ops}");
-    assert!(s.contains("kiln_uniform_at_f32(kiln_draw_word(") && s.contains("kiln_normal_at_f32(kiln_draw_word("), "{s}");
+    assert!(
+        s.contains("kiln_uniform_at_f32(kiln_draw_word(") && s.contains("kiln_normal_at_f32(kiln_draw_word("),
+        "{s}"
+    );
     compile_each_to_cubin("random draws (planned for cuda:0)", &planned);
 }
 

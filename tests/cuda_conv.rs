@@ -57,7 +57,13 @@ test_device!(conv2d_forward_and_gradients, |d| {
     }
     // "same" padding with an even kernel (the odd zero after the input) and "valid".
     for padding in [Padding::Same, Padding::Valid] {
-        out.extend(conv_and_grads(d, &[2, 2, 5, 6], &[3, 2, 2, 4], true, &Conv2dOpts { padding, ..Default::default() }));
+        out.extend(conv_and_grads(
+            d,
+            &[2, 2, 5, 6],
+            &[3, 2, 2, 4],
+            true,
+            &Conv2dOpts { padding, ..Default::default() },
+        ));
     }
     out
 });
@@ -76,7 +82,12 @@ test_device!(conv1d_views_and_dtypes, |d| {
     out.push(F::conv2d(&x4, &w4.transpose(2, 3), None, &opts([1, 1], [1, 1], [1, 1], 1)));
     // f64, and the half dtypes computed in f32 and rounded once.
     for dtype in [DType::F64, DType::F16, DType::BF16] {
-        out.push(F::conv2d(&x4.to_dtype(dtype), &w4.to_dtype(dtype), Some(&b.to_dtype(dtype)), &opts([1, 2], [1, 1], [1, 1], 1)));
+        out.push(F::conv2d(
+            &x4.to_dtype(dtype),
+            &w4.to_dtype(dtype),
+            Some(&b.to_dtype(dtype)),
+            &opts([1, 2], [1, 1], [1, 1], 1),
+        ));
     }
     // Gradients in f64.
     let x = x4.to_dtype(DType::F64).requires_grad_(true);
@@ -103,12 +114,19 @@ test_device!(conv2d_second_order_gradients, |d| {
 test_device!(adaptive_avg_pool_forward_and_gradients, |d| {
     let mut out = Vec::new();
     // Shrinking (overlapping windows), growing (repeated inputs), mixed, identity, global.
-    for (shape, size) in [(vec![2, 3, 10, 7], [4, 3]), (vec![2, 3, 3, 5], [7, 8]), (vec![4, 9, 2], [4, 5]), (vec![1, 2, 6, 6], [6, 6]), (vec![2, 3, 7, 5], [1, 1])] {
+    for (shape, size) in [
+        (vec![2, 3, 10, 7], [4, 3]),
+        (vec![2, 3, 3, 5], [7, 8]),
+        (vec![4, 9, 2], [4, 5]),
+        (vec![1, 2, 6, 6], [6, 6]),
+        (vec![2, 3, 7, 5], [1, 1]),
+    ] {
         let x = values(&shape, 1, d).requires_grad_(true);
         let y = F::adaptive_avg_pool2d(&x, size);
         let loss = (&y * &y * values(y.shape(), 2, d)).sum();
         let opts = GradOpts { retain_graph: true, create_graph: true, allow_unused: false };
-        let g = kiln::autograd::grad(&[&loss], &[&x], None, opts).expect("x's gradient").remove(0).expect("x's gradient");
+        let g =
+            kiln::autograd::grad(&[&loss], &[&x], None, opts).expect("x's gradient").remove(0).expect("x's gradient");
         (&g * &g).sum().backward();
         out.extend([y.detach(), g.detach(), x.grad().expect("the second-order gradient")]);
     }
@@ -127,15 +145,28 @@ test_device!(mixed_devices_are_errors, |d| {
         let x = values(&[1, 2, 5, 5], 1, d);
         let w = values(&[3, 2, 3, 3], 2, Device::Cpu);
         let e = F::try_conv2d(&x, &w, None, &Conv2dOpts::default()).unwrap_err().to_string();
-        assert!(e.starts_with("conv2d: expected all tensors to be on the same device, but found cuda:0 and cpu"), "{e}");
+        assert!(
+            e.starts_with("conv2d: expected all tensors to be on the same device, but found cuda:0 and cpu"),
+            "{e}"
+        );
         assert!(e.contains("tests/cuda_conv.rs:"), "the caller's line: {e}");
         let b = values(&[3], 3, Device::Cpu);
         let e = F::try_conv2d(&x, &w.to(&d), Some(&b), &Conv2dOpts::default()).unwrap_err().to_string();
-        assert!(e.starts_with("conv2d: expected all tensors to be on the same device, but found cuda:0 and cpu"), "{e}");
+        assert!(
+            e.starts_with("conv2d: expected all tensors to be on the same device, but found cuda:0 and cpu"),
+            "{e}"
+        );
     }
     // Shape errors are the CPU's on every device.
-    let e = F::try_conv2d(&values(&[1, 3, 5, 5], 1, d), &values(&[2, 2, 3, 3], 2, d), None, &Conv2dOpts::default()).unwrap_err().to_string();
-    assert!(e.starts_with("conv2d: given groups=1, weight of size [2, 2, 3, 3], expected input [1, 3, 5, 5] to have 2 channels"), "{e}");
+    let e = F::try_conv2d(&values(&[1, 3, 5, 5], 1, d), &values(&[2, 2, 3, 3], 2, d), None, &Conv2dOpts::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "conv2d: given groups=1, weight of size [2, 2, 3, 3], expected input [1, 3, 5, 5] to have 2 channels"
+        ),
+        "{e}"
+    );
     assert!(e.contains("tests/cuda_conv.rs:"), "the caller's line: {e}");
     let e = F::try_adaptive_avg_pool2d(&values(&[5, 5], 1, d), [2, 2]).unwrap_err().to_string();
     assert!(e.starts_with("adaptive_avg_pool2d: expected 3D (unbatched) or 4D (batched) input"), "{e}");

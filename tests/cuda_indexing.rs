@@ -24,7 +24,11 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 /// A [3, 4] f32 tensor with zeros, -0.0, NaN and infinities on `d`.
 fn truthy(d: Device) -> Tensor {
-    Tensor::from_vec(vec![0.0f32, -0.0, 1.5, f32::NAN, -2.0, 0.0, f32::INFINITY, 0.25, 0.0, -f32::INFINITY, 3.0, 0.0], &[3, 4]).to(&d)
+    Tensor::from_vec(
+        vec![0.0f32, -0.0, 1.5, f32::NAN, -2.0, 0.0, f32::INFINITY, 0.25, 0.0, -f32::INFINITY, 3.0, 0.0],
+        &[3, 4],
+    )
+    .to(&d)
 }
 
 test_device!(logical_ops_on_every_dtype_and_view, |d| {
@@ -62,21 +66,7 @@ test_device!(bitwise_ops_on_integers, |d| {
     m.bitwise_not_();
     let n = w.deep_clone();
     n.bitwise_xor_(3);
-    vec![
-        &a & 3,
-        &a | &s,
-        &a ^ -1,
-        !&a,
-        !&a.t(),
-        &a << &s,
-        &a >> &s,
-        &w << 1,
-        &w >> 2,
-        a.bitwise_and(&l),
-        &l >> 3,
-        m,
-        n,
-    ]
+    vec![&a & 3, &a | &s, &a ^ -1, !&a, !&a.t(), &a << &s, &a >> &s, &w << 1, &w >> 2, a.bitwise_and(&l), &l >> 3, m, n]
 });
 
 test_device!(masked_fill_scalar_tensor_and_in_place, |d| {
@@ -235,11 +225,21 @@ test_device!(bad_indices_are_the_cpus_errors_and_write_nothing, |d| {
 
 test_device!(class_index_losses, |d| {
     let _g = lock();
-    let logits = Tensor::from_vec((0..20).map(|i| ((i * 7 % 11) as f32 - 5.0) / 3.0).collect(), &[4, 5]).to(&d).requires_grad_(true);
+    let logits = Tensor::from_vec((0..20).map(|i| ((i * 7 % 11) as f32 - 5.0) / 3.0).collect(), &[4, 5])
+        .to(&d)
+        .requires_grad_(true);
     let target = Tensor::new(&[1i64, 4, -100, 0]).to(&d);
     let weight = Tensor::new(&[1.0f32, 0.5, 2.0, 1.0, 0.25]).to(&d);
-    let ce = F::cross_entropy_opts(&logits, &target, &CrossEntropyOpts { weight: Some(weight.clone()), ..Default::default() });
-    let smooth = F::cross_entropy_opts(&logits, &target, &CrossEntropyOpts { label_smoothing: 0.1, reduction: Reduction::Sum, ..Default::default() });
+    let ce = F::cross_entropy_opts(
+        &logits,
+        &target,
+        &CrossEntropyOpts { weight: Some(weight.clone()), ..Default::default() },
+    );
+    let smooth = F::cross_entropy_opts(
+        &logits,
+        &target,
+        &CrossEntropyOpts { label_smoothing: 0.1, reduction: Reduction::Sum, ..Default::default() },
+    );
     let logp = logits.log_softmax(1);
     let nll = F::nll_loss_opts(&logp, &target, &NllLossOpts { reduction: Reduction::None, ..Default::default() });
     (&ce + &smooth + nll.sum()).backward();
@@ -275,7 +275,11 @@ test_device!(max_min_gradients_share_ties, |d| {
 /// `n` values of mixed signs and magnitudes (1e-2 to 1e2), so that the order of float additions
 /// shows in the last bits of a sum.
 fn mixed(n: usize) -> Vec<f32> {
-    (0..n).map(|i| (if i % 3 == 0 { -1.0 } else { 1.0 }) * ((i * 7919) % 1000) as f32 / 7.0 * 10f32.powi((i % 5) as i32 - 2)).collect()
+    (0..n)
+        .map(|i| {
+            (if i % 3 == 0 { -1.0 } else { 1.0 }) * ((i * 7919) % 1000) as f32 / 7.0 * 10f32.powi((i % 5) as i32 - 2)
+        })
+        .collect()
 }
 
 /// `n` int64 indices in `0..k` repeating in an irregular order, as a tensor of `shape` on `d`.
@@ -354,7 +358,11 @@ fn deterministic_scatter_keeps_the_cpus_last_write() {
         let last_t = Tensor::zeros_opts(&[3, 48], dtype, d);
         last_t.t().scatter_(1, &idx1, &src);
         // A 1-D scatter: one line of 1000 writes into 7 positions.
-        let flat = Tensor::zeros_opts(&[7], dtype, d).scatter(0, &repeated(&[1000], 7, d), &Tensor::from_vec(mixed(1000), &[1000]).to_dtype(dtype).to(&d));
+        let flat = Tensor::zeros_opts(&[7], dtype, d).scatter(
+            0,
+            &repeated(&[1000], 7, d),
+            &Tensor::from_vec(mixed(1000), &[1000]).to_dtype(dtype).to(&d),
+        );
         vec![along0, in_place, along1, last_t, flat]
     });
 }
@@ -408,7 +416,11 @@ fn deterministic_mode_runs_every_cuda_scatter() {
         (add, put, value, bad)
     });
     assert_eq!(add.expect("scatter_add is deterministic on CUDA"), vec![3.0, 4.0, 0.0, 0.0]);
-    assert_eq!(put.expect("scatter of a tensor is deterministic on CUDA"), vec![2.0, 4.0, 0.0, 0.0], "the last write wins");
+    assert_eq!(
+        put.expect("scatter of a tensor is deterministic on CUDA"),
+        vec![2.0, 4.0, 0.0, 0.0],
+        "the last write wins"
+    );
     assert_eq!(value.expect("a scalar scatter writes one value wherever indices repeat"), vec![1.0, 1.0, 0.0, 0.0]);
     // The bounds check still runs first, and nothing is written.
     let e = bad.unwrap_err().to_string();

@@ -80,7 +80,10 @@ test_device!(vector_and_batched_cases_of_matmul, |d| {
 });
 
 test_device!(products_in_every_float_dtype, |d| {
-    let mut out = vec![wavy(&[9, 31], d).matmul(&wavy(&[31, 6], d)), wavy(&[4, 9, 31], d).transpose(1, 2).matmul(&wavy(&[9, 3], d))];
+    let mut out = vec![
+        wavy(&[9, 31], d).matmul(&wavy(&[31, 6], d)),
+        wavy(&[4, 9, 31], d).transpose(1, 2).matmul(&wavy(&[9, 3], d)),
+    ];
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         // Short sums of halves stay exact in f16 and bf16 too.
         out.push(exact(&[5, 6], dtype, d).matmul(&exact(&[6, 7], dtype, d)));
@@ -147,7 +150,10 @@ test_device!(integer_products_are_refused_on_cuda, |d| {
         assert!(e.contains("tests/cuda_matmul.rs:"), "the caller's line: {e}");
         let h = Tensor::new(&[[1.0f32, 2.0]]).to(&d);
         let e = h.try_matmul(&h.t().to_dtype(DType::F64)).unwrap_err().to_string();
-        assert!(e.starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"), "{e}");
+        assert!(
+            e.starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"),
+            "{e}"
+        );
         let e = h.try_matmul(&Tensor::new(&[[1.0f32], [2.0]])).unwrap_err().to_string();
         assert!(e.contains("expected all tensors to be on the same device, but found cuda:0 and cpu"), "{e}");
         vec![]

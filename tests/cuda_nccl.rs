@@ -22,11 +22,20 @@ fn in_group(f: impl FnOnce(Device)) {
     let _one = GROUP.lock().unwrap_or_else(|e| e.into_inner());
     println!("NCCL {}", nccl::version_text(version));
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    for (k, v) in [("RANK", "0".to_string()), ("WORLD_SIZE", "1".into()), ("MASTER_ADDR", "127.0.0.1".into()), ("MASTER_PORT", port.to_string()), ("LOCAL_RANK", "0".into())] {
+    for (k, v) in [
+        ("RANK", "0".to_string()),
+        ("WORLD_SIZE", "1".into()),
+        ("MASTER_ADDR", "127.0.0.1".into()),
+        ("MASTER_PORT", port.to_string()),
+        ("LOCAL_RANK", "0".into()),
+    ] {
         std::env::set_var(k, v);
     }
     dist::init_process_group(Backend::Nccl, InitOptions::with_timeout(Duration::from_secs(60))).unwrap();
-    assert_eq!((dist::get_backend().unwrap(), dist::rank().unwrap(), dist::world_size().unwrap()), (Backend::Nccl, 0, 1));
+    assert_eq!(
+        (dist::get_backend().unwrap(), dist::rank().unwrap(), dist::world_size().unwrap()),
+        (Backend::Nccl, 0, 1)
+    );
     f(Device::Cuda(0));
     dist::destroy_process_group().unwrap();
 }
@@ -109,7 +118,10 @@ fn a_ddp_step_on_cuda_matches_plain_training() {
             let (g, want) = (p.grad().expect("an averaged gradient"), q.grad().expect("a gradient"));
             assert_eq!(g.device(), dev, "{name}");
             let (g, want) = (g.to_vec::<f32>(), want.to_vec::<f32>());
-            assert!(g.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-6 * b.abs().max(1.0)), "{name}: {g:?} vs {want:?}");
+            assert!(
+                g.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-6 * b.abs().max(1.0)),
+                "{name}: {g:?} vs {want:?}"
+            );
         }
     });
 }

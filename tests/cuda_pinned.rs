@@ -18,7 +18,8 @@ fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
 /// Items `(row [3] f32, label i64)`: row `i` holds `i, i + 0.5, -i`.
 fn rows(n: usize) -> TensorDataset<(Tensor, Tensor)> {
     let x: Vec<f32> = (0..n).flat_map(|i| [i as f32, i as f32 + 0.5, -(i as f32)]).collect();
-    TensorDataset::new((Tensor::from_vec(x, &[n, 3]), Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), &[n]))).unwrap()
+    TensorDataset::new((Tensor::from_vec(x, &[n, 3]), Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), &[n])))
+        .unwrap()
 }
 
 const CHILD: &str = "KILN_PINNED_TEST_CHILD";
@@ -88,7 +89,11 @@ fn without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the child failed: {err}");
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("[kiln data]")).collect();
-    assert_eq!(lines, ["[kiln data] DataLoader: pin_memory(true) but no CUDA device is available; batches stay unpinned"], "{err}");
+    assert_eq!(
+        lines,
+        ["[kiln data] DataLoader: pin_memory(true) but no CUDA device is available; batches stay unpinned"],
+        "{err}"
+    );
 }
 
 // ------------------------------------------------------------------ with a GPU
@@ -97,7 +102,15 @@ fn without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug() {
 #[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn pinned_copies_keep_values_dtypes_and_views() {
     let base = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), &[4, 6]);
-    for x in [base.clone(), base.to_dtype(DType::F16), base.to_dtype(DType::BF16), base.to_dtype(DType::I64), base.gt(0.0), base.t(), base.narrow(1, 2, 3)] {
+    for x in [
+        base.clone(),
+        base.to_dtype(DType::F16),
+        base.to_dtype(DType::BF16),
+        base.to_dtype(DType::I64),
+        base.gt(0.0),
+        base.t(),
+        base.narrow(1, 2, 3),
+    ] {
         let p = x.pin_memory();
         assert!(p.is_pinned() && !x.is_pinned(), "{:?}", x.dtype());
         assert_eq!((p.shape(), p.dtype()), (x.shape(), x.dtype()));
@@ -109,10 +122,16 @@ fn pinned_copies_keep_values_dtypes_and_views() {
         // Round trip through the device, blocking and not.
         let back = p.to_non_blocking(&Device::Cuda(0)).to(&Device::Cpu);
         assert_eq!(back.to_dtype(DType::F64).to_vec::<f64>(), x.to_dtype(DType::F64).contiguous().to_vec::<f64>());
-        assert_eq!(p.to(&Device::Cuda(0)).to_dtype(DType::F64).to_vec::<f64>(), x.to_dtype(DType::F64).contiguous().to_vec::<f64>());
+        assert_eq!(
+            p.to(&Device::Cuda(0)).to_dtype(DType::F64).to_vec::<f64>(),
+            x.to_dtype(DType::F64).contiguous().to_vec::<f64>()
+        );
     }
     let e = base.to(&Device::Cuda(0)).try_pin_memory().unwrap_err();
-    assert!(e.to_string().starts_with("pin_memory: cannot pin a tensor on cuda:0: only CPU tensors can be pinned"), "{e}");
+    assert!(
+        e.to_string().starts_with("pin_memory: cannot pin a tensor on cuda:0: only CPU tensors can be pinned"),
+        "{e}"
+    );
     assert!(!base.to(&Device::Cuda(0)).is_pinned());
 }
 
@@ -135,7 +154,11 @@ fn non_blocking_copies_then_use_give_the_values_of_to() {
         let want = (k as f32 + 0.25) * 2.0 + 1.0;
         let got = y.to_vec::<f32>();
         assert_eq!(got.len(), n);
-        assert!(got.iter().all(|&v| v == want), "copy {k}: expected {want}, found {:?}", got.iter().find(|&&v| v != want));
+        assert!(
+            got.iter().all(|&v| v == want),
+            "copy {k}: expected {want}, found {:?}",
+            got.iter().find(|&&v| v != want)
+        );
     }
     // A pageable source and a pinned view (not its whole storage) take the blocking path.
     let x = Tensor::arange(10).to_dtype(DType::F32);
@@ -181,16 +204,34 @@ fn non_blocking_copies_to_the_cpu_are_pinned_and_give_the_values_of_to() {
     assert_eq!(y.to_vec::<f32>(), x.to(&Device::Cpu).to_vec::<f32>());
     // Every dtype, and views (made contiguous on the device first).
     let small = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), &[4, 6]).to(&d);
-    for x in [small.to_dtype(DType::F64), small.to_dtype(DType::F16), small.to_dtype(DType::BF16), small.to_dtype(DType::I64), small.to_dtype(DType::I32), small.abs().to_dtype(DType::U8), small.gt(0.0), small.t(), small.narrow(1, 2, 3)] {
+    for x in [
+        small.to_dtype(DType::F64),
+        small.to_dtype(DType::F16),
+        small.to_dtype(DType::BF16),
+        small.to_dtype(DType::I64),
+        small.to_dtype(DType::I32),
+        small.abs().to_dtype(DType::U8),
+        small.gt(0.0),
+        small.t(),
+        small.narrow(1, 2, 3),
+    ] {
         let y = x.to_non_blocking(&Device::Cpu);
         assert!(y.is_pinned() && y.is_contiguous(), "{:?}", x.dtype());
         assert_eq!((y.shape(), y.dtype()), (x.shape(), x.dtype()));
-        assert_eq!(y.to_dtype(DType::F64).to_vec::<f64>(), x.to(&Device::Cpu).to_dtype(DType::F64).to_vec::<f64>(), "{:?}", x.dtype());
+        assert_eq!(
+            y.to_dtype(DType::F64).to_vec::<f64>(),
+            x.to(&Device::Cpu).to_dtype(DType::F64).to_vec::<f64>(),
+            "{:?}",
+            x.dtype()
+        );
     }
     // Each access path waits: item, printing, a CPU op, an in-place write, a device sync.
     let total = computed_on(&d, n).sum();
     assert_eq!(total.to_non_blocking(&Device::Cpu).item::<f32>(), total.item::<f32>());
-    assert_eq!(format!("{}", computed_on(&d, 3).to_non_blocking(&Device::Cpu)), format!("{}", computed_on(&d, 3).to(&Device::Cpu)));
+    assert_eq!(
+        format!("{}", computed_on(&d, 3).to_non_blocking(&Device::Cpu)),
+        format!("{}", computed_on(&d, 3).to(&Device::Cpu))
+    );
     let want: Vec<f32> = (0..n).map(|i| i as f32 / 7.0 * 2.0).collect();
     assert_eq!((&computed_on(&d, n).to_non_blocking(&Device::Cpu) * 2.0).to_vec::<f32>(), want);
     let y = computed_on(&d, n).to_non_blocking(&Device::Cpu);
@@ -224,7 +265,11 @@ fn device_writes_after_a_non_blocking_copy_to_the_cpu_do_not_change_it() {
     for (k, y) in copies.iter().enumerate() {
         let want = k as f32 + 0.5;
         let got = y.to_vec::<f32>();
-        assert!(got.iter().all(|&v| v == want), "copy {k}: expected {want}, found {:?}", got.iter().find(|&&v| v != want));
+        assert!(
+            got.iter().all(|&v| v == want),
+            "copy {k}: expected {want}, found {:?}",
+            got.iter().find(|&&v| v != want)
+        );
     }
 }
 

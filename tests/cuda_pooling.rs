@@ -7,16 +7,17 @@
 #[macro_use]
 mod device;
 
+use kiln::autograd::GradOpts;
 use kiln::nn::functional as F;
 use kiln::nn::functional::{AvgPool2dOpts, MaxPool2dOpts};
-use kiln::autograd::GradOpts;
 use kiln::{DType, Device, Tensor};
 
 /// A `shape` tensor on `d` with ties (a short cycle of quarters) and, when `nan`, a NaN every
 /// 97 elements.
 fn image(shape: &[usize], nan: bool, d: Device) -> Tensor {
     let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| if nan && i % 97 == 13 { f32::NAN } else { ((i * 29 + 7) % 23) as f32 * 0.25 - 2.0 }).collect();
+    let v: Vec<f32> =
+        (0..n).map(|i| if nan && i % 97 == 13 { f32::NAN } else { ((i * 29 + 7) % 23) as f32 * 0.25 - 2.0 }).collect();
     Tensor::from_vec(v, shape).to(&d)
 }
 
@@ -27,7 +28,14 @@ fn max_opts(k: [usize; 2], s: [usize; 2], p: [usize; 2], dil: [usize; 2], ceil: 
 
 /// Average-pool options: window `k`, stride `s`, padding `p`, ceil mode, whether the padding
 /// counts, and a divisor override.
-fn avg_opts(k: [usize; 2], s: [usize; 2], p: [usize; 2], ceil: bool, count_include_pad: bool, divisor_override: Option<usize>) -> AvgPool2dOpts {
+fn avg_opts(
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    ceil: bool,
+    count_include_pad: bool,
+    divisor_override: Option<usize>,
+) -> AvgPool2dOpts {
     AvgPool2dOpts { kernel_size: k, stride: Some(s), padding: p, ceil_mode: ceil, count_include_pad, divisor_override }
 }
 
@@ -44,7 +52,8 @@ test_device!(max_pool_values_and_indices, |d| {
         out.extend([v, i]);
     }
     // Views: H and W swapped, a narrowed batch; f64 and the half dtypes (computed in f32).
-    let (v, i) = F::max_pool2d_with_indices(&x.transpose(2, 3).narrow(0, 1, 1), &max_opts([3, 3], [2, 2], [1, 1], [1, 1], true));
+    let (v, i) =
+        F::max_pool2d_with_indices(&x.transpose(2, 3).narrow(0, 1, 1), &max_opts([3, 3], [2, 2], [1, 1], [1, 1], true));
     out.extend([v, i]);
     for dtype in [DType::F64, DType::F16, DType::BF16] {
         out.push(F::max_pool2d_opts(&x.to_dtype(dtype), &max_opts([3, 3], [2, 2], [1, 1], [1, 1], false)));

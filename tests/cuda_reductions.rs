@@ -16,7 +16,9 @@ use kiln::{DType, Device, Tensor};
 /// `n` varied f32 values (signs, magnitudes, no two equal by accident) shaped `shape`, on `d`.
 fn data(shape: &[usize], d: Device) -> Tensor {
     let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| ((i as f32 * 0.618).sin() * 3.0 + (i % 7) as f32 * 0.25).round_ties_even() / 4.0 + (i as f32) * 1e-3).collect();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i as f32 * 0.618).sin() * 3.0 + (i % 7) as f32 * 0.25).round_ties_even() / 4.0 + (i as f32) * 1e-3)
+        .collect();
     Tensor::from_vec(v, shape).to(&d)
 }
 
@@ -63,7 +65,15 @@ test_device!(reductions_in_every_dtype, |d| {
     for dt in [DType::I64, DType::I32, DType::U8, DType::Bool] {
         let y = ints(&[3, 5], dt, d);
         // Integer and bool sums and products are i64 (and wrap); extremes keep the dtype.
-        out.extend([y.sum(), y.sum_dim(0, false), y.prod_dim(1, true), y.amax(1, false), y.amin(0, false), y.max(), y.min()]);
+        out.extend([
+            y.sum(),
+            y.sum_dim(0, false),
+            y.prod_dim(1, true),
+            y.amax(1, false),
+            y.amin(0, false),
+            y.max(),
+            y.min(),
+        ]);
         out.extend([y.all_dim(1, false), y.any_dim(0, true), y.logsumexp(1, false)]);
         if dt != DType::Bool {
             out.extend([y.argmax_dim(1, false), y.argmin(), y.max_dim(0, true).1]);
@@ -115,7 +125,16 @@ test_device!(all_and_any_count_nan_as_true, |d| {
     let x = specials(d);
     let z = Tensor::from_vec(vec![0.0f32, 0.0, 1.0, 0.0, 0.0, 0.0], &[2, 3]).to(&d);
     let u = Tensor::from_vec(vec![0u8, 3, 1, 7], &[2, 2]).to(&d);
-    vec![x.all(), x.any_dim(1, false), z.all_dim(0, false), z.any_dim(1, true), z.any(), u.all_dim(1, false), u.any(), z.all_dim(Vec::<i64>::new(), false)]
+    vec![
+        x.all(),
+        x.any_dim(1, false),
+        z.all_dim(0, false),
+        z.any_dim(1, true),
+        z.any(),
+        u.all_dim(1, false),
+        u.any(),
+        z.all_dim(Vec::<i64>::new(), false),
+    ]
 });
 
 test_device!(variance_and_deviation_with_corrections, |d| {
@@ -136,8 +155,15 @@ test_device!(variance_and_deviation_with_corrections, |d| {
 
 test_device!(logsumexp_is_stable_with_infinities_and_nan, |d| {
     let x = data(&[3, 7], d) * 50.0;
-    let inf = Tensor::from_vec(vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::INFINITY, 0.0, 2.0], &[3, 2]).to(&d);
-    vec![x.logsumexp(1, false), x.logsumexp([0, 1], true), x.t().logsumexp(0, false), inf.logsumexp(1, false), specials(d).logsumexp(0, false)]
+    let inf =
+        Tensor::from_vec(vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::INFINITY, 0.0, 2.0], &[3, 2]).to(&d);
+    vec![
+        x.logsumexp(1, false),
+        x.logsumexp([0, 1], true),
+        x.t().logsumexp(0, false),
+        inf.logsumexp(1, false),
+        specials(d).logsumexp(0, false),
+    ]
 });
 
 test_device!(softmax_along_every_dim_and_view, |d| {
@@ -220,7 +246,17 @@ test_device!(views_are_read_where_they_lie, |d| {
     let p = x.permute(&[2, 0, 1]); // [5, 4, 6], every stride out of order
     let n = x.narrow(2, 1, 3).narrow(0, 2, 2); // an offset and gaps
     let e = data(&[6, 1], d).expand(&[6, 7]);
-    vec![p.sum_dim([0, 2], false), p.amax(1, true), p.argmin_dim(2, false), n.sum(), n.mean_dim(1, false), n.prod_dim(2, true), e.sum_dim(1, false), e.std_dim(0, 1, false), p.max_dim(0, false).1]
+    vec![
+        p.sum_dim([0, 2], false),
+        p.amax(1, true),
+        p.argmin_dim(2, false),
+        n.sum(),
+        n.mean_dim(1, false),
+        n.prod_dim(2, true),
+        e.sum_dim(1, false),
+        e.std_dim(0, 1, false),
+        p.max_dim(0, false).1,
+    ]
 });
 
 test_device!(backward_through_a_broadcasting_add, |d| {

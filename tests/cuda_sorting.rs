@@ -140,7 +140,13 @@ test_device!(sort_empty_and_zero_dim, |d| {
 
 test_device!(sort_and_topk_gradients, |d| {
     let _g = lock();
-    let x = Tensor::new(&[[2.0f32, 1.0, 2.0, 0.5, -0.0, 0.0, 1.0], [4.0, -1.5, 9.0, -1.5, 3.0, -8.0, 3.0], [0.0, 0.0, -0.0, 5.0, 5.0, 6.0, -2.0]]).to(&d).requires_grad_(true);
+    let x = Tensor::new(&[
+        [2.0f32, 1.0, 2.0, 0.5, -0.0, 0.0, 1.0],
+        [4.0, -1.5, 9.0, -1.5, 3.0, -8.0, 3.0],
+        [0.0, 0.0, -0.0, 5.0, 5.0, 6.0, -2.0],
+    ])
+    .to(&d)
+    .requires_grad_(true);
     let w = Tensor::arange(21).to(&d).to_dtype(DType::F32).reshape(&[3, 7]);
     let (v, _) = x.sort(1, true);
     let (t, _) = x.topk(2, 0, true, true);
@@ -199,13 +205,14 @@ test_device!(index_with_tensors_masks_and_views, |d| {
     let i = Tensor::new(&[2i64, 0, -1, 1]).to(&d);
     let j = Tensor::new(&[[0i64], [-4], [3]]).to(&d); // broadcasts with i to [3, 4]
     let i32s = Tensor::new(&[1i32, 1, 0]).to(&d);
-    let mask = Tensor::new(&[[true, false, true, false], [false, true, true, false], [false, false, false, true]]).to(&d);
+    let mask =
+        Tensor::new(&[[true, false, true, false], [false, true, true, false], [false, false, false, true]]).to(&d);
     let f = x.to_dtype(DType::F32).requires_grad_(true);
     let picked = f.index(&[Some(&i), None, Some(&Tensor::new(&[4i64, 0, 4, 2]).to(&d))]);
     (&picked * &picked).sum().backward(); // an accumulating index_put: repeated rows add up
     vec![
         x.index(&i.narrow(0, 0, 3)),
-        x.index(&[None, Some(&i)]),                  // dim 1, adjacent: in place
+        x.index(&[None, Some(&i)]), // dim 1, adjacent: in place
         x.index(&[Some(&i.narrow(0, 0, 3)), None, Some(&j.narrow(0, 0, 1))]), // split: in front
         x.index(&[&Tensor::new(&[0i64, -3, 2]).to(&d), &i.narrow(0, 1, 3)]),
         x.index(&[None, Some(&j.remainder(4)), Some(&i)]),
@@ -235,7 +242,11 @@ test_device!(index_put_plain_and_accumulating, |d| {
     let scalar = base();
     scalar.index_put_(&[None, Some(&Tensor::new(&[3i64, -4]).to(&d))], &Tensor::scalar(7.0f32).to(&d), false);
     let masked = base();
-    masked.index_put_(&masked.eq(0.0).logical_and(Tensor::new(&[true, false, false, true]).to(&d)), &Tensor::scalar(-1.0f32).to(&d), false);
+    masked.index_put_(
+        &masked.eq(0.0).logical_and(Tensor::new(&[true, false, false, true]).to(&d)),
+        &Tensor::scalar(-1.0f32).to(&d),
+        false,
+    );
     let ints = Tensor::zeros_opts(&[5], DType::I64, d);
     ints.index_put_(&Tensor::new(&[1i64, 1, 4, 1]).to(&d), &Tensor::new(&[1i64, 10, 100, 1000]).to(&d), true);
     // Through a transposed view: writes land in the base tensor.
@@ -251,7 +262,14 @@ test_device!(bad_indices_fail_alike_and_write_nothing, |d| {
     assert!(e.starts_with("index: index 3 is out of bounds for dimension 0 with size 3"), "{e}");
     let e = x.try_index(&[None, Some(&Tensor::new(&[-5i64]).to(&d))]).unwrap_err().to_string();
     assert!(e.starts_with("index: index -5 is out of bounds for dimension 1 with size 4"), "{e}");
-    let e = x.try_index_put_(&[&Tensor::new(&[1i64]).to(&d), &Tensor::new(&[9i64]).to(&d)], &Tensor::scalar(1.0f32).to(&d), false).unwrap_err().to_string();
+    let e = x
+        .try_index_put_(
+            &[&Tensor::new(&[1i64]).to(&d), &Tensor::new(&[9i64]).to(&d)],
+            &Tensor::scalar(1.0f32).to(&d),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("index_put_: index 9 is out of bounds for dimension 1 with size 4"), "{e}");
     let e = x.try_masked_select(&Tensor::new(&[true, false]).to(&d)).unwrap_err().to_string();
     assert!(e.starts_with("masked_select:"), "{e}");
@@ -270,7 +288,10 @@ fn mixed_devices_are_refused_naming_the_op() {
     let g = ragged(Device::Cuda(0));
     let m = Tensor::new(&[true, false, true, false, true, false, true]);
     let e = g.try_masked_select(&m).unwrap_err().to_string();
-    assert!(e.starts_with("masked_select: expected all tensors to be on the same device, but found cuda:0 and cpu"), "{e}");
+    assert!(
+        e.starts_with("masked_select: expected all tensors to be on the same device, but found cuda:0 and cpu"),
+        "{e}"
+    );
     let e = g.try_index(&Tensor::new(&[0i64])).unwrap_err().to_string();
     assert!(e.starts_with("index: expected all tensors to be on the same device"), "{e}");
 }

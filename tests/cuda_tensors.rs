@@ -64,7 +64,11 @@ fn the_torch_cuda_functions_answer_without_a_gpu() {
         kiln::cuda::synchronize(0).unwrap();
         return assert!(kiln::cuda::max_memory_allocated(0).unwrap() >= kiln::cuda::memory_allocated(0).unwrap());
     }
-    for e in [kiln::cuda::synchronize(0).unwrap_err(), kiln::cuda::memory_allocated(0).unwrap_err(), kiln::cuda::empty_cache(0).unwrap_err()] {
+    for e in [
+        kiln::cuda::synchronize(0).unwrap_err(),
+        kiln::cuda::memory_allocated(0).unwrap_err(),
+        kiln::cuda::empty_cache(0).unwrap_err(),
+    ] {
         assert!(e.to_string().contains("no CUDA device available (cuda:0 requested"), "{e}");
     }
 }
@@ -85,7 +89,14 @@ test_device!(moves_and_reads_back, |d| {
     assert_eq!(b.to_vec::<bool>(), vec![true, false, true]);
     assert_eq!(x.i((1, 2)).item::<f32>(), 1.5);
     assert!(format!("{x}").contains("3.2500"));
-    vec![x.clone(), i.t().contiguous(), b.deep_clone(), x.t().deep_clone(), Tensor::zeros_opts(&[2, 2], DType::BF16, d), Tensor::full_opts(&[3], 2.5, DType::F16, d)]
+    vec![
+        x.clone(),
+        i.t().contiguous(),
+        b.deep_clone(),
+        x.t().deep_clone(),
+        Tensor::zeros_opts(&[2, 2], DType::BF16, d),
+        Tensor::full_opts(&[3], 2.5, DType::F16, d),
+    ]
 });
 
 test_device!(unary_float_ops_on_views, |d| {
@@ -93,18 +104,46 @@ test_device!(unary_float_ops_on_views, |d| {
     let t = x.t(); // strided
     let pos = x.abs() + 0.5;
     vec![
-        t.exp(), t.neg(), x.log(), pos.log(), pos.log2(), pos.sqrt(), pos.rsqrt(), t.sin(), t.cos(), x.tanh(), x.sigmoid(), t.relu(),
-        x.gelu(), x.gelu_tanh(), x.silu(), x.softplus(), x.erf(), x.floor(), x.ceil(), x.round(), x.trunc(), x.sign(), x.reciprocal(),
-        x.square(), x.exp2(), x.log1p(), x.expm1(), x.narrow(1, 1, 2).tan(),
+        t.exp(),
+        t.neg(),
+        x.log(),
+        pos.log(),
+        pos.log2(),
+        pos.sqrt(),
+        pos.rsqrt(),
+        t.sin(),
+        t.cos(),
+        x.tanh(),
+        x.sigmoid(),
+        t.relu(),
+        x.gelu(),
+        x.gelu_tanh(),
+        x.silu(),
+        x.softplus(),
+        x.erf(),
+        x.floor(),
+        x.ceil(),
+        x.round(),
+        x.trunc(),
+        x.sign(),
+        x.reciprocal(),
+        x.square(),
+        x.exp2(),
+        x.log1p(),
+        x.expm1(),
+        x.narrow(1, 1, 2).tan(),
     ]
 });
 
 test_device!(unary_ops_in_every_float_dtype, |d| {
     let x = sample(d);
-    [DType::F64, DType::F16, DType::BF16].iter().flat_map(|&dt| {
-        let y = x.to_dtype(dt);
-        vec![y.exp(), y.relu(), y.gelu(), y.sqrt(), y.round()]
-    }).collect()
+    [DType::F64, DType::F16, DType::BF16]
+        .iter()
+        .flat_map(|&dt| {
+            let y = x.to_dtype(dt);
+            vec![y.exp(), y.relu(), y.gelu(), y.sqrt(), y.round()]
+        })
+        .collect()
 });
 
 test_device!(integer_unary_ops_wrap, |d| {
@@ -119,9 +158,22 @@ test_device!(binary_ops_broadcast_and_promote, |d| {
     let row = Tensor::new(&[1.0f32, -2.0, 0.5, 4.0]).to(&d);
     let col = Tensor::new(&[[2.0f64], [3.0], [-1.0]]).to(&d);
     vec![
-        &x + &row, &x - &col, &x * &row, &x / &col, x.remainder(&row), x.abs().pow(&row), x.maximum(&row), x.minimum(&col),
-        x.atan2(&row), &x * 2.5, &x + 1, x.t() * x.t(), x.pow(2.0), x.pow(0.5),
-        x.narrow(0, 1, 2) + x.narrow(0, 0, 2), x.expand(&[2, 3, 4]) + &row,
+        &x + &row,
+        &x - &col,
+        &x * &row,
+        &x / &col,
+        x.remainder(&row),
+        x.abs().pow(&row),
+        x.maximum(&row),
+        x.minimum(&col),
+        x.atan2(&row),
+        &x * 2.5,
+        &x + 1,
+        x.t() * x.t(),
+        x.pow(2.0),
+        x.pow(0.5),
+        x.narrow(0, 1, 2) + x.narrow(0, 0, 2),
+        x.expand(&[2, 3, 4]) + &row,
     ]
 });
 
@@ -130,7 +182,21 @@ test_device!(integer_binary_ops_wrap_and_divide_as_floats, |d| {
     let b = Tensor::new(&[2i64, 2, -2, 5, 4, 3]).to(&d);
     let s = Tensor::new(&[i32::MAX, -7, 100, 3]).to(&d);
     let u = Tensor::new(&[250u8, 3, 17, 0]).to(&d);
-    vec![&a + &b, &a * &b, &a - &b, a.remainder(&b), a.pow(&b), &a / &b, a.maximum(&b), &s + 1, &s * 3, &u + 10, &u * 20, &u / 4, s.pow(2)]
+    vec![
+        &a + &b,
+        &a * &b,
+        &a - &b,
+        a.remainder(&b),
+        a.pow(&b),
+        &a / &b,
+        a.maximum(&b),
+        &s + 1,
+        &s * 3,
+        &u + 10,
+        &u * 20,
+        &u / 4,
+        s.pow(2),
+    ]
 });
 
 test_device!(comparisons_and_where, |d| {
@@ -138,7 +204,18 @@ test_device!(comparisons_and_where, |d| {
     let row = Tensor::new(&[0.0f32, 1.0, f32::NAN, 2.0]).to(&d);
     let i = Tensor::new(&[[1i64, 2, 3, 4]]).to(&d);
     let m = x.gt(&row);
-    vec![m.clone(), x.lt(0.5), x.le(&row), x.ge(1), x.eq(&row), x.ne(&row), i.lt(i.t()), Tensor::where_(&m, &x, &row), Tensor::where_(&x.lt(0.0), 0.0, &x), Tensor::where_(&i.gt(2), &i, -1)]
+    vec![
+        m.clone(),
+        x.lt(0.5),
+        x.le(&row),
+        x.ge(1),
+        x.eq(&row),
+        x.ne(&row),
+        i.lt(i.t()),
+        Tensor::where_(&m, &x, &row),
+        Tensor::where_(&x.lt(0.0), 0.0, &x),
+        Tensor::where_(&i.gt(2), &i, -1),
+    ]
 });
 
 test_device!(casts_between_every_dtype, |d| {
@@ -210,7 +287,11 @@ fn device_draws_give_the_cpus_numbers_and_advance_the_generator_alike() {
         let (gu, gn, gv, gstate) = draw(cuda);
         assert_eq!(gstate, cstate, "{dtype}: the generator advanced differently");
         // Uniform values bit for bit (compared as f64, exact for every dtype).
-        assert_eq!(gu.to(&Device::Cpu).to_dtype(DType::F64).to_vec::<f64>(), cu.to_dtype(DType::F64).to_vec::<f64>(), "{dtype}: rand");
+        assert_eq!(
+            gu.to(&Device::Cpu).to_dtype(DType::F64).to_vec::<f64>(),
+            cu.to_dtype(DType::F64).to_vec::<f64>(),
+            "{dtype}: rand"
+        );
         device::assert_same(&format!("device draws {dtype}"), &[cn, cv], &[gn, gv]);
     }
 }
@@ -245,7 +326,10 @@ fn device_integer_and_bernoulli_draws_give_the_cpus_numbers_and_advance_the_gene
             let w = Tensor::zeros_opts(&[3, 5], dtype, d);
             w.t().bernoulli_with_(0.5, &mut g);
             w.narrow(1, 1, 3).random_with_(low, high, &mut g);
-            let values: Vec<Vec<i64>> = [r, v, b, never, always, w].iter().map(|t| t.to(&Device::Cpu).to_dtype(DType::I64).to_vec::<i64>()).collect();
+            let values: Vec<Vec<i64>> = [r, v, b, never, always, w]
+                .iter()
+                .map(|t| t.to(&Device::Cpu).to_dtype(DType::I64).to_vec::<i64>())
+                .collect();
             (values, kiln::random::get_rng_state(), g.get_state())
         };
         let (cpu, cpu_state, cpu_g) = draw(Device::Cpu);

@@ -91,7 +91,10 @@ fn in_place_write_to_a_saved_input_fails_backward() {
     let w = leaf(&[3, 4]);
     let (y, seen) = my_matmul(&x, &w);
     x.fill_(0.5);
-    let err = y.try_backward_with_opts(Some(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu)), Default::default()).unwrap_err().to_string();
+    let err = y
+        .try_backward_with_opts(Some(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu)), Default::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("modified by an inplace operation"), "{err}");
     assert!(err.contains("saved tensor 0 of MyMatmulBackward"), "{err}");
     assert!(seen.lock().unwrap().is_empty(), "backward must not run on stale tensors");
@@ -126,7 +129,10 @@ fn saved_output_and_freed_graph() {
     assert_eq!(x.grad().unwrap().to_vec::<f64>(), want);
     assert_eq!(calls.load(Ordering::Relaxed), 1);
     // The saved tensors were freed with the graph.
-    let err = y.try_backward_with_opts(Some(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu)), Default::default()).unwrap_err().to_string();
+    let err = y
+        .try_backward_with_opts(Some(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu)), Default::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("backward through the graph a second time") && err.contains("ExpBackward"), "{err}");
     // Writing into the output it saved breaks the backward too.
     let y = Exp { calls: calls.clone() }.apply(&[x.clone()]);
@@ -134,7 +140,10 @@ fn saved_output_and_freed_graph() {
         let _off = kiln::no_grad();
         y.fill_(2.0);
     }
-    let err = y.try_backward_with_opts(Some(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu)), Default::default()).unwrap_err().to_string();
+    let err = y
+        .try_backward_with_opts(Some(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu)), Default::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("modified by an inplace operation"), "{err}");
     assert_eq!(calls.load(Ordering::Relaxed), 1);
 }
@@ -267,7 +276,8 @@ fn hessian_vector_product_of_a_product_only_backward() {
     // The Hessian-vector product d<∇y, v>/dx is (A + Aᵀ) v.
     let x = leaf(&[3]);
     let y = f(&[x.clone()]);
-    let gx = grad(&[&y], &[&x], None, GradOpts { create_graph: true, ..Default::default() }).unwrap()[0].clone().unwrap();
+    let gx =
+        grad(&[&y], &[&x], None, GradOpts { create_graph: true, ..Default::default() }).unwrap()[0].clone().unwrap();
     let v = Tensor::new(&[1.0f64, -2.0, 0.5]);
     let hv = grad(&[&gx], &[&x], Some(&[&v]), GradOpts::default()).unwrap()[0].clone().unwrap();
     let want = (&a + &a.t()).mv(&v).to_vec::<f64>();

@@ -249,7 +249,9 @@ fn datasets_check_their_inputs() {
 
 #[test]
 fn random_split_partitions_reproducibly() {
-    let labels = |s: &Subset<TensorDataset<(Tensor, Tensor)>>| (0..s.len()).map(|i| s.get(i).1.item::<i64>()).collect::<Vec<i64>>();
+    let labels = |s: &Subset<TensorDataset<(Tensor, Tensor)>>| {
+        (0..s.len()).map(|i| s.get(i).1.item::<i64>()).collect::<Vec<i64>>()
+    };
     let parts = random_split(pairs(10), &[7, 3], 42).unwrap();
     let (a, b) = (labels(&parts[0]), labels(&parts[1]));
     assert_eq!((a.len(), b.len()), (7, 3));

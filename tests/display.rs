@@ -19,16 +19,25 @@ fn f32s(n: usize, f: impl Fn(usize) -> f32) -> Tensor {
 #[test]
 fn floats_fixed_and_whole() {
     // torch.tensor([[1., 2.], [3., 4.]])
-    check(Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]), r#"tensor([[1., 2.],
-        [3., 4.]])"#);
+    check(
+        Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]),
+        r#"tensor([[1., 2.],
+        [3., 4.]])"#,
+    );
     // torch.tensor([[1.5, 2.], [3., -4.25]])
-    check(Tensor::new(&[[1.5f32, 2.0], [3.0, -4.25]]), r#"tensor([[ 1.5000,  2.0000],
-        [ 3.0000, -4.2500]])"#);
+    check(
+        Tensor::new(&[[1.5f32, 2.0], [3.0, -4.25]]),
+        r#"tensor([[ 1.5000,  2.0000],
+        [ 3.0000, -4.2500]])"#,
+    );
     // torch.tensor([1.5, 2.], dtype=torch.float64)
     check(Tensor::new(&[1.5f64, 2.0]), r#"tensor([1.5000, 2.0000], dtype=torch.float64)"#);
     // torch.zeros(2, 3)
-    check(Tensor::zeros(&[2, 3]), r#"tensor([[0., 0., 0.],
-        [0., 0., 0.]])"#);
+    check(
+        Tensor::zeros(&[2, 3]),
+        r#"tensor([[0., 0., 0.],
+        [0., 0., 0.]])"#,
+    );
     // torch.tensor([-0., 1., 2.])
     check(Tensor::new(&[-0.0f32, 1.0, 2.0]), r#"tensor([-0., 1., 2.])"#);
     // torch.tensor([[0.5, 1.5, 2.5]])
@@ -80,7 +89,10 @@ fn scientific() {
 #[test]
 fn non_finite() {
     // torch.tensor([1.5, float('inf'), float('-inf'), float('nan')])
-    check(Tensor::new(&[1.5f32, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]), r#"tensor([1.5000,    inf,   -inf,    nan])"#);
+    check(
+        Tensor::new(&[1.5f32, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]),
+        r#"tensor([1.5000,    inf,   -inf,    nan])"#,
+    );
     // torch.tensor([float('nan'), 1., float('-inf')])
     check(Tensor::new(&[f32::NAN, 1.0, f32::NEG_INFINITY]), r#"tensor([nan, 1., -inf])"#);
     // torch.tensor([float('nan'), float('nan')])
@@ -92,21 +104,33 @@ fn integers_and_bools() {
     // torch.tensor([-1, 10, 100])
     check(Tensor::new(&[-1i64, 10, 100]), r#"tensor([ -1,  10, 100])"#);
     // torch.tensor([[1, -2], [30, 4]], dtype=torch.int32)
-    check(Tensor::new(&[[1i32, -2], [30, 4]]), r#"tensor([[ 1, -2],
-        [30,  4]], dtype=torch.int32)"#);
+    check(
+        Tensor::new(&[[1i32, -2], [30, 4]]),
+        r#"tensor([[ 1, -2],
+        [30,  4]], dtype=torch.int32)"#,
+    );
     // torch.tensor([0, 7, 255], dtype=torch.uint8)
     check(Tensor::new(&[0u8, 7, 255]), r#"tensor([  0,   7, 255], dtype=torch.uint8)"#);
     // torch.tensor([[True, False], [False, True]])
-    check(Tensor::new(&[[true, false], [false, true]]), r#"tensor([[ True, False],
-        [False,  True]])"#);
+    check(
+        Tensor::new(&[[true, false], [false, true]]),
+        r#"tensor([[ True, False],
+        [False,  True]])"#,
+    );
 }
 
 #[test]
 fn half_types() {
     // torch.tensor([1.7, -2.9, 1000.], dtype=torch.float16)
-    check(Tensor::new(&[1.7f32, -2.9, 1000.0]).to_dtype(DType::F16), r#"tensor([   1.7002,   -2.9004, 1000.0000], dtype=torch.float16)"#);
+    check(
+        Tensor::new(&[1.7f32, -2.9, 1000.0]).to_dtype(DType::F16),
+        r#"tensor([   1.7002,   -2.9004, 1000.0000], dtype=torch.float16)"#,
+    );
     // torch.tensor([1.7, -2.9, 3.], dtype=torch.bfloat16)
-    check(Tensor::new(&[1.7f32, -2.9, 3.0]).to_dtype(DType::BF16), r#"tensor([ 1.7031, -2.9062,  3.0000], dtype=torch.bfloat16)"#);
+    check(
+        Tensor::new(&[1.7f32, -2.9, 3.0]).to_dtype(DType::BF16),
+        r#"tensor([ 1.7031, -2.9062,  3.0000], dtype=torch.bfloat16)"#,
+    );
     // torch.tensor([1., 2.], dtype=torch.float16)
     check(Tensor::new(&[1.0f32, 2.0]).to_dtype(DType::F16), r#"tensor([1., 2.], dtype=torch.float16)"#);
 }
@@ -114,59 +138,88 @@ fn half_types() {
 #[test]
 fn nesting_and_wrapping() {
     // torch.arange(24.).reshape(2, 3, 4)
-    check(f32s(24, |i| i as f32).reshape(&[2, 3, 4]), r#"tensor([[[ 0.,  1.,  2.,  3.],
+    check(
+        f32s(24, |i| i as f32).reshape(&[2, 3, 4]),
+        r#"tensor([[[ 0.,  1.,  2.,  3.],
          [ 4.,  5.,  6.,  7.],
          [ 8.,  9., 10., 11.]],
 
         [[12., 13., 14., 15.],
          [16., 17., 18., 19.],
-         [20., 21., 22., 23.]]])"#);
+         [20., 21., 22., 23.]]])"#,
+    );
     // torch.arange(30, dtype=torch.float32) / 3
-    check(f32s(30, |i| i as f32 / 3.0), r#"tensor([0.0000, 0.3333, 0.6667, 1.0000, 1.3333, 1.6667, 2.0000, 2.3333, 2.6667,
+    check(
+        f32s(30, |i| i as f32 / 3.0),
+        r#"tensor([0.0000, 0.3333, 0.6667, 1.0000, 1.3333, 1.6667, 2.0000, 2.3333, 2.6667,
         3.0000, 3.3333, 3.6667, 4.0000, 4.3333, 4.6667, 5.0000, 5.3333, 5.6667,
         6.0000, 6.3333, 6.6667, 7.0000, 7.3333, 7.6667, 8.0000, 8.3333, 8.6667,
-        9.0000, 9.3333, 9.6667])"#);
+        9.0000, 9.3333, 9.6667])"#,
+    );
     // torch.arange(12, dtype=torch.float64) / 7
-    check(Tensor::from_vec((0..12).map(|i| i as f64 / 7.0).collect(), &[12]), r#"tensor([0.0000, 0.1429, 0.2857, 0.4286, 0.5714, 0.7143, 0.8571, 1.0000, 1.1429,
-        1.2857, 1.4286, 1.5714], dtype=torch.float64)"#);
+    check(
+        Tensor::from_vec((0..12).map(|i| i as f64 / 7.0).collect(), &[12]),
+        r#"tensor([0.0000, 0.1429, 0.2857, 0.4286, 0.5714, 0.7143, 0.8571, 1.0000, 1.1429,
+        1.2857, 1.4286, 1.5714], dtype=torch.float64)"#,
+    );
     // torch.arange(40) * 1000
-    check(Tensor::from_vec((0..40).map(|i| i * 1000i64).collect(), &[40]), r#"tensor([    0,  1000,  2000,  3000,  4000,  5000,  6000,  7000,  8000,  9000,
+    check(
+        Tensor::from_vec((0..40).map(|i| i * 1000i64).collect(), &[40]),
+        r#"tensor([    0,  1000,  2000,  3000,  4000,  5000,  6000,  7000,  8000,  9000,
         10000, 11000, 12000, 13000, 14000, 15000, 16000, 17000, 18000, 19000,
         20000, 21000, 22000, 23000, 24000, 25000, 26000, 27000, 28000, 29000,
-        30000, 31000, 32000, 33000, 34000, 35000, 36000, 37000, 38000, 39000])"#);
+        30000, 31000, 32000, 33000, 34000, 35000, 36000, 37000, 38000, 39000])"#,
+    );
 }
 
 #[test]
 fn views_print_their_values() {
     // torch.arange(6.).reshape(2, 3).t() / 4
-    check(f32s(6, |i| i as f32 / 4.0).reshape(&[2, 3]).t(), r#"tensor([[0.0000, 0.7500],
+    check(
+        f32s(6, |i| i as f32 / 4.0).reshape(&[2, 3]).t(),
+        r#"tensor([[0.0000, 0.7500],
         [0.2500, 1.0000],
-        [0.5000, 1.2500]])"#);
+        [0.5000, 1.2500]])"#,
+    );
     // torch.arange(12).reshape(3, 4)[:, 1:3]
-    check(Tensor::arange(12).reshape(&[3, 4]).narrow(1, 1, 2), r#"tensor([[ 1,  2],
+    check(
+        Tensor::arange(12).reshape(&[3, 4]).narrow(1, 1, 2),
+        r#"tensor([[ 1,  2],
         [ 5,  6],
-        [ 9, 10]])"#);
+        [ 9, 10]])"#,
+    );
     // torch.tensor([1.25, -2.]).expand(3, 2)
-    check(Tensor::new(&[1.25f32, -2.0]).expand(&[3, 2]), r#"tensor([[ 1.2500, -2.0000],
+    check(
+        Tensor::new(&[1.25f32, -2.0]).expand(&[3, 2]),
+        r#"tensor([[ 1.2500, -2.0000],
         [ 1.2500, -2.0000],
-        [ 1.2500, -2.0000]])"#);
+        [ 1.2500, -2.0000]])"#,
+    );
 }
 
 #[test]
 fn summarised_past_1000_elements() {
     // torch.arange(2000, dtype=torch.float32)
-    check(f32s(2000, |i| i as f32), r#"tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,
-        1.9990e+03])"#);
+    check(
+        f32s(2000, |i| i as f32),
+        r#"tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,
+        1.9990e+03])"#,
+    );
     // torch.arange(1600).reshape(40, 40)
-    check(Tensor::arange(1600).reshape(&[40, 40]), r#"tensor([[   0,    1,    2,  ...,   37,   38,   39],
+    check(
+        Tensor::arange(1600).reshape(&[40, 40]),
+        r#"tensor([[   0,    1,    2,  ...,   37,   38,   39],
         [  40,   41,   42,  ...,   77,   78,   79],
         [  80,   81,   82,  ...,  117,  118,  119],
         ...,
         [1480, 1481, 1482,  ..., 1517, 1518, 1519],
         [1520, 1521, 1522,  ..., 1557, 1558, 1559],
-        [1560, 1561, 1562,  ..., 1597, 1598, 1599]])"#);
+        [1560, 1561, 1562,  ..., 1597, 1598, 1599]])"#,
+    );
     // (torch.arange(2000, dtype=torch.float32) / 8).reshape(10, 10, 20)
-    check(f32s(2000, |i| i as f32 / 8.0).reshape(&[10, 10, 20]), r#"tensor([[[0.0000e+00, 1.2500e-01, 2.5000e-01,  ..., 2.1250e+00,
+    check(
+        f32s(2000, |i| i as f32 / 8.0).reshape(&[10, 10, 20]),
+        r#"tensor([[[0.0000e+00, 1.2500e-01, 2.5000e-01,  ..., 2.1250e+00,
           2.2500e+00, 2.3750e+00],
          [2.5000e+00, 2.6250e+00, 2.7500e+00,  ..., 4.6250e+00,
           4.7500e+00, 4.8750e+00],
@@ -250,26 +303,38 @@ fn summarised_past_1000_elements() {
          [2.4500e+02, 2.4512e+02, 2.4525e+02,  ..., 2.4712e+02,
           2.4725e+02, 2.4738e+02],
          [2.4750e+02, 2.4762e+02, 2.4775e+02,  ..., 2.4962e+02,
-          2.4975e+02, 2.4988e+02]]])"#);
+          2.4975e+02, 2.4988e+02]]])"#,
+    );
     // (torch.arange(1200) % 3 == 0)
-    check(Tensor::from_vec((0..1200).map(|i| i % 3 == 0).collect(), &[1200]), r#"tensor([ True, False, False,  ...,  True, False, False])"#);
+    check(
+        Tensor::from_vec((0..1200).map(|i| i % 3 == 0).collect(), &[1200]),
+        r#"tensor([ True, False, False,  ...,  True, False, False])"#,
+    );
     // torch.arange(2000, dtype=torch.float32) / 3 * 1e-3
-    check(f32s(2000, |i| i as f32 / 3.0 * 1e-3), r#"tensor([0.0000e+00, 3.3333e-04, 6.6667e-04,  ..., 6.6567e-01, 6.6600e-01,
-        6.6633e-01])"#);
+    check(
+        f32s(2000, |i| i as f32 / 3.0 * 1e-3),
+        r#"tensor([0.0000e+00, 3.3333e-04, 6.6667e-04,  ..., 6.6567e-01, 6.6600e-01,
+        6.6633e-01])"#,
+    );
     // torch.arange(1005).reshape(1005, 1)
-    check(Tensor::arange(1005).reshape(&[1005, 1]), r#"tensor([[   0],
+    check(
+        Tensor::arange(1005).reshape(&[1005, 1]),
+        r#"tensor([[   0],
         [   1],
         [   2],
         ...,
         [1002],
         [1003],
-        [1004]])"#);
+        [1004]])"#,
+    );
 }
 
 #[test]
 fn summarised_large_tensor() {
     // torch.arange(200000, dtype=torch.float64).reshape(400, 500)
-    check(Tensor::from_vec((0..200_000).map(|i| i as f64).collect(), &[400, 500]), r#"tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 4.9700e+02, 4.9800e+02,
+    check(
+        Tensor::from_vec((0..200_000).map(|i| i as f64).collect(), &[400, 500]),
+        r#"tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 4.9700e+02, 4.9800e+02,
          4.9900e+02],
         [5.0000e+02, 5.0100e+02, 5.0200e+02,  ..., 9.9700e+02, 9.9800e+02,
          9.9900e+02],
@@ -281,9 +346,9 @@ fn summarised_large_tensor() {
         [1.9900e+05, 1.9900e+05, 1.9900e+05,  ..., 1.9950e+05, 1.9950e+05,
          1.9950e+05],
         [1.9950e+05, 1.9950e+05, 1.9950e+05,  ..., 2.0000e+05, 2.0000e+05,
-         2.0000e+05]], dtype=torch.float64)"#);
+         2.0000e+05]], dtype=torch.float64)"#,
+    );
 }
-
 
 #[test]
 fn autograd_suffixes() {

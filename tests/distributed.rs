@@ -37,7 +37,9 @@ fn run_with(mode: &str, limit: Duration, vars: &[(&str, &str)]) -> Option<Job> {
         return None;
     }
     let version = match Command::new("mpirun").arg("--version").output() {
-        Ok(v) if v.status.success() => String::from_utf8_lossy(&v.stdout).into_owned() + &String::from_utf8_lossy(&v.stderr),
+        Ok(v) if v.status.success() => {
+            String::from_utf8_lossy(&v.stdout).into_owned() + &String::from_utf8_lossy(&v.stderr)
+        }
         _ => {
             eprintln!("skipping: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)");
             return None;
@@ -60,14 +62,26 @@ fn run_with(mode: &str, limit: Duration, vars: &[(&str, &str)]) -> Option<Job> {
         if start.elapsed() > limit {
             child.kill().ok();
             let out = child.wait_with_output().expect("mpirun output");
-            panic!("mpirun {mode} still running after {limit:?}: a hang\nstdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            panic!(
+                "mpirun {mode} still running after {limit:?}: a hang\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let elapsed = start.elapsed();
     let out = child.wait_with_output().expect("mpirun output");
-    let job = Job { ok: status.success(), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), elapsed };
-    eprintln!("mpirun -np 2 kiln-dist-check {mode}: {status} after {elapsed:.1?}\nstdout:\n{}\nstderr:\n{}", job.stdout, job.stderr);
+    let job = Job {
+        ok: status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed,
+    };
+    eprintln!(
+        "mpirun -np 2 kiln-dist-check {mode}: {status} after {elapsed:.1?}\nstdout:\n{}\nstderr:\n{}",
+        job.stdout, job.stderr
+    );
     Some(job)
 }
 
@@ -93,7 +107,11 @@ fn check_training(mode: &str) {
     assert!(job.ok, "the {mode} job failed:\n{}\n{}", job.stdout, job.stderr);
     for rank in 0..2 {
         assert!(job.stdout.contains(&format!("rank {rank}: {mode} ok")));
-        let steps = job.stdout.lines().filter(|l| l.starts_with(&format!("rank {rank}: step")) && l.contains("bit-identical across ranks")).count();
+        let steps = job
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("rank {rank}: step")) && l.contains("bit-identical across ranks"))
+            .count();
         assert_eq!(steps, 6, "rank {rank} reported {steps} checked steps");
     }
 }
@@ -118,10 +136,17 @@ fn a_parameter_without_gradient_fails_backward_on_every_rank() {
     let Some(job) = run("unused-error", Duration::from_secs(120)) else { return };
     assert!(job.ok, "the unused-error job failed");
     assert!(job.stdout.contains("rank 0: unused-error ok") && job.stdout.contains("rank 1: unused-error ok"));
-    assert!(job.stderr.contains("Parameters which did not receive grad for rank 1: a.weight, a.bias, b.weight, b.bias"));
-    assert!(job.stderr.contains("Enable unused parameter detection with `DdpOptions { find_unused_parameters: true, .. }`"));
+    assert!(job
+        .stderr
+        .contains("Parameters which did not receive grad for rank 1: a.weight, a.bias, b.weight, b.bias"));
+    assert!(job
+        .stderr
+        .contains("Enable unused parameter detection with `DdpOptions { find_unused_parameters: true, .. }`"));
     // Raised at the end of backward inside DDP's reducer, located at the program's backward call.
-    assert!(job.stderr.contains("(at tests/programs/dist_check.rs:") && !job.stderr.contains("reducer.rs"), "the error does not name the caller's line");
+    assert!(
+        job.stderr.contains("(at tests/programs/dist_check.rs:") && !job.stderr.contains("reducer.rs"),
+        "the error does not name the caller's line"
+    );
 }
 
 #[test]
@@ -129,7 +154,11 @@ fn a_hung_peer_makes_the_collective_time_out() {
     let Some(job) = run("stall", TIMEOUT * 20) else { return };
     // Rank 1 sleeps for 20 timeouts; the job must end long before, with kiln's error.
     assert!(job.elapsed < TIMEOUT + SLACK, "took {:?}", job.elapsed);
-    assert!(job.stderr.contains("all_reduce: all_reduce timed out after 3s on rank 0 of 2: the other ranks did not take part"), "no timeout error");
+    assert!(
+        job.stderr
+            .contains("all_reduce: all_reduce timed out after 3s on rank 0 of 2: the other ranks did not take part"),
+        "no timeout error"
+    );
     assert!(job.stdout.contains("rank 0: stall ok"), "rank 0's checks after the timeout failed");
     assert!(job.stderr.contains("kiln::distributed: aborting the job"));
     assert!(!job.ok, "an aborted job must exit non-zero");
@@ -139,7 +168,10 @@ fn a_hung_peer_makes_the_collective_time_out() {
 fn a_hung_peer_makes_ddp_backward_time_out() {
     let Some(job) = run("ddp-stall", TIMEOUT * 20) else { return };
     assert!(job.elapsed < TIMEOUT + SLACK, "took {:?}", job.elapsed);
-    assert!(job.stderr.contains("all_reduce (DistributedDataParallel gradient bucket) timed out after 3s on rank 0 of 2"), "no timeout error");
+    assert!(
+        job.stderr.contains("all_reduce (DistributedDataParallel gradient bucket) timed out after 3s on rank 0 of 2"),
+        "no timeout error"
+    );
     assert!(job.stdout.contains("rank 0: ddp-stall ok"));
     assert!(!job.ok);
 }

@@ -14,7 +14,8 @@ fn init_without_nccl_or_a_gpu_names_what_is_missing() {
     if lib && gpu {
         return println!("skipping: libnccl and a CUDA device are present (tests/cuda_nccl.rs runs the backend)");
     }
-    let e = dist::init_process_group(Backend::Nccl, InitOptions::with_timeout(Duration::from_secs(5))).expect_err("NCCL started without libnccl or a GPU");
+    let e = dist::init_process_group(Backend::Nccl, InitOptions::with_timeout(Duration::from_secs(5)))
+        .expect_err("NCCL started without libnccl or a GPU");
     assert_eq!((e.op, e.kind), ("init_process_group", ErrorKind::Device));
     assert!(e.message.starts_with("the NCCL backend cannot start on this machine: "), "{e}");
     assert_eq!(e.message.contains("NCCL (libnccl.so.2) not found"), !lib, "{e}");
@@ -50,7 +51,11 @@ fn an_installed_nccl_makes_unique_ids_without_a_gpu() {
     if !nccl::nccl_available() {
         return println!("skipping: no libnccl (pip install nvidia-nccl-cu13 runs this test)");
     }
-    println!("NCCL {} from {:?}", nccl::version_text(nccl::nccl_version("test").unwrap()), nccl::nccl_library_path().unwrap());
+    println!(
+        "NCCL {} from {:?}",
+        nccl::version_text(nccl::nccl_version("test").unwrap()),
+        nccl::nccl_library_path().unwrap()
+    );
     // ncclGetUniqueId names this host and a port; it needs no device, and two ids differ.
     let (a, b) = (UniqueId::new("test").unwrap(), UniqueId::new("test").unwrap());
     assert!(a.as_bytes().iter().any(|&x| x != 0));

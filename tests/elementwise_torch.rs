@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{assert_covers, outcome, parse, read_values, run_fixture, same_values, Arg, Case, Expect, Outcome, Tol, Values};
+use common::{
+    assert_covers, outcome, parse, read_values, run_fixture, same_values, Arg, Case, Expect, Outcome, Tol, Values,
+};
 use kiln::ops::{Operand, BINARY_METHODS, COMPOSITE_UNARY, UNARY_METHODS};
 use kiln::{DType, Scalar, Tensor};
 
@@ -63,7 +65,8 @@ fn unary_ops_match_pytorch() {
 fn unary_inplace_matches_out_of_place() {
     let mut failures = Vec::new();
     let primitive = |op: &str| UNARY_METHODS.iter().any(|(u, _, _)| u.name() == op);
-    for case in common::load("unary.txt").iter().filter(|c| matches!(c.expect, Expect::Outputs(_)) && primitive(&c.op)) {
+    for case in common::load("unary.txt").iter().filter(|c| matches!(c.expect, Expect::Outputs(_)) && primitive(&c.op))
+    {
         let x = case.build_args()[0].tensor().clone();
         let expected = unary(&case.op, &x).expect("mapped");
         let should_work = expected.dtype() == x.dtype() && !case.has_view("expand");
@@ -71,7 +74,12 @@ fn unary_inplace_matches_out_of_place() {
         match (got, should_work) {
             (Ok(()), true) if same_values(&x, &expected) => {}
             (Err(_), false) => {}
-            (r, _) => failures.push(format!("{}: in-place {}, expected {}", case.name, if r.is_ok() { "gave other values" } else { "failed" }, if should_work { "success" } else { "an error" })),
+            (r, _) => failures.push(format!(
+                "{}: in-place {}, expected {}",
+                case.name,
+                if r.is_ok() { "gave other values" } else { "failed" },
+                if should_work { "success" } else { "an error" }
+            )),
         }
     }
     assert!(failures.is_empty(), "{} in-place failures:\n{}", failures.len(), failures.join("\n"));
@@ -79,13 +87,23 @@ fn unary_inplace_matches_out_of_place() {
 
 /// The in-place method of primitive unary op `op` (composite ops have none).
 fn inplace_unary(op: &str, x: &Tensor) {
-    let (_, _, f) = UNARY_METHODS.iter().find(|(u, _, _)| u.name() == op).unwrap_or_else(|| panic!("unmapped unary op {op}"));
+    let (_, _, f) =
+        UNARY_METHODS.iter().find(|(u, _, _)| u.name() == op).unwrap_or_else(|| panic!("unmapped unary op {op}"));
     f(x);
 }
 
 /// The fixture ops of `binary.txt` besides the binary table's float ops (covered from the table).
 const BINARY: &[&str] = &[
-    "clamp", "clamp_min", "clamp_max", "clamp_", "clamp_min_", "clamp_max_", "fill_", "full", "clamp_tensor_grad", "clamp_tensor_min_grad",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "clamp_",
+    "clamp_min_",
+    "clamp_max_",
+    "fill_",
+    "full",
+    "clamp_tensor_grad",
+    "clamp_tensor_min_grad",
     "clamp_tensor_max_grad",
 ];
 
@@ -154,13 +172,27 @@ fn binary(case: &Case, args: &[Arg]) -> Outcome {
 fn binary_ops_match_pytorch() {
     let cases = run_fixture("binary.txt", binary);
     assert_covers(&cases, BINARY);
-    let float_ops: Vec<&str> = BINARY_METHODS.iter().filter(|(op, _)| !op.is_bitwise()).map(|(op, _)| op.name()).collect();
+    let float_ops: Vec<&str> =
+        BINARY_METHODS.iter().filter(|(op, _)| !op.is_bitwise()).map(|(op, _)| op.name()).collect();
     assert_covers(&cases, &float_ops);
 }
 
 const COMPARE: &[&str] = &[
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "where", "masked_fill",
-    "masked_fill_", "equal", "allclose",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "where",
+    "masked_fill",
+    "masked_fill_",
+    "equal",
+    "allclose",
 ];
 
 fn compare(case: &Case, args: &[Arg]) -> Outcome {
@@ -198,8 +230,18 @@ fn compare_ops_match_pytorch() {
 }
 
 const BITWISE: &[&str] = &[
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "bitwise_not", "bitwise_and_",
-    "bitwise_or_", "bitwise_xor_", "bitwise_left_shift_", "bitwise_right_shift_", "bitwise_not_",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "bitwise_not",
+    "bitwise_and_",
+    "bitwise_or_",
+    "bitwise_xor_",
+    "bitwise_left_shift_",
+    "bitwise_right_shift_",
+    "bitwise_not_",
 ];
 
 /// `s op x` with a Rust number on the left (the operator overloads for `i64` and `bool`).

@@ -105,7 +105,10 @@ fn autograd_errors_name_the_callers_line() {
     y.backward();
     assert_here("backward twice", y.try_backward_with_opts(None, Default::default()));
     let z = (&x * 3.0).sum();
-    assert_here("grad of an input not in the graph", kiln::autograd::grad(&[&z], &[&Tensor::ones(&[1]).requires_grad_(true)], None, Default::default()).map(drop));
+    assert_here(
+        "grad of an input not in the graph",
+        kiln::autograd::grad(&[&z], &[&Tensor::ones(&[1]).requires_grad_(true)], None, Default::default()).map(drop),
+    );
 }
 
 #[test]
@@ -217,7 +220,10 @@ fn distributed_errors_name_the_callers_line() {
 #[test]
 fn main_returning_a_kiln_error_prints_the_message_and_its_cause() {
     let missing = temp("main-missing.safetensors");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln-main-error")).arg(&missing).output().expect("run kiln-main-error");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln-main-error"))
+        .arg(&missing)
+        .output()
+        .expect("run kiln-main-error");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with(&format!("Error: load: cannot read {}: ", missing.display())), "{stderr}");

@@ -73,7 +73,11 @@ fn check(op: &str, r: &kiln::Result<Tensor>, e: Expect, shape: &[u128]) {
         (Expect::Ok, Ok(t)) => assert_eq!(wide(t.shape()), shape, "{op}"),
         (Expect::Shape | Expect::OutOfMemory, Err(err)) => {
             assert_eq!(err.op, op, "{err}");
-            assert!(err.location.file().ends_with("extreme_shapes.rs"), "{op}: the error is located at {}", err.location);
+            assert!(
+                err.location.file().ends_with("extreme_shapes.rs"),
+                "{op}: the error is located at {}",
+                err.location
+            );
             if e == Expect::Shape {
                 assert_eq!(err.kind, ErrorKind::Shape, "{err}");
                 assert!(err.message.contains("has too many elements") || err.message.contains("is too large"), "{err}");
@@ -89,7 +93,8 @@ fn check(op: &str, r: &kiln::Result<Tensor>, e: Expect, shape: &[u128]) {
 /// Sizes: mostly small, sometimes huge (each alone a valid or an invalid shape, and in pairs
 /// products that overflow 64 bits or wrap to small counts).
 fn dim() -> impl Strategy<Value = usize> {
-    let huge = vec![1 << 31, 1 << 32, 1 << 46, 1 << 47, 1 << 59, 1 << 62, (1 << 63) + 1, MAX_NUMEL, MAX_NUMEL + 1, usize::MAX];
+    let huge =
+        vec![1 << 31, 1 << 32, 1 << 46, 1 << 47, 1 << 59, 1 << 62, (1 << 63) + 1, MAX_NUMEL, MAX_NUMEL + 1, usize::MAX];
     prop_oneof![3 => 0..4usize, 1 => prop::sample::select(huge)]
 }
 
@@ -376,7 +381,10 @@ fn a_shape_whose_count_wraps_is_refused_at_the_callers_line() {
     let e = Tensor::try_zeros(&[(1 << 63) + 1, 2]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!("zeros: shape [9223372036854775809, 2] has too many elements (the count overflows 64 bits) (at {}:{line})", file!())
+        format!(
+            "zeros: shape [9223372036854775809, 2] has too many elements (the count overflows 64 bits) (at {}:{line})",
+            file!()
+        )
     );
     let msg = panic_message(|| drop(Tensor::zeros(&[(1 << 63) + 1, 2])));
     assert!(msg.starts_with("zeros: shape [9223372036854775809, 2] has too many elements"), "{msg}");
@@ -405,7 +413,10 @@ fn a_view_whose_count_wraps_to_the_inputs_is_refused() {
 fn expand_and_broadcasting_past_the_limit_are_errors() {
     // [2^32, 2^32] has 2^64 elements: its count wrapped to 0.
     let e = Tensor::ones(&[1, 1]).try_expand(&[1 << 32, 1 << 32]).unwrap_err();
-    assert_eq!(e.to_string().split(" (at ").next().unwrap(), "expand: shape [4294967296, 4294967296] has too many elements (the count overflows 64 bits)");
+    assert_eq!(
+        e.to_string().split(" (at ").next().unwrap(),
+        "expand: shape [4294967296, 4294967296] has too many elements (the count overflows 64 bits)"
+    );
     // Two valid views whose broadcast has 2^66 elements.
     let a = Tensor::ones(&[1, 1]).expand(&[1 << 33, 1]);
     let b = Tensor::ones(&[1, 1]).expand(&[1, 1 << 33]);
@@ -485,7 +496,11 @@ fn memory_the_system_refuses_is_an_error_from_try_forms_and_a_panic_from_the_oth
         format!("zeros: out of memory: the system refused to allocate 1125899906842624 bytes (1.0 PiB) for a tensor of shape [16777216, 16777216] and dtype float32 (at {}:{line})", file!())
     );
     let msg = panic_message(|| drop(Tensor::ones(&[1 << 48])));
-    assert!(msg.starts_with("ones: out of memory: the system refused to allocate 1125899906842624 bytes") && msg.contains(file!()), "{msg}");
+    assert!(
+        msg.starts_with("ones: out of memory: the system refused to allocate 1125899906842624 bytes")
+            && msg.contains(file!()),
+        "{msg}"
+    );
     // Through ops on a valid view: an elementwise result, a cast, a product, a join.
     let big = Tensor::ones(&[1]).expand(&[1 << 48]);
     assert!(panic_message(|| drop(big.exp())).starts_with("exp: out of memory"));
@@ -506,7 +521,9 @@ fn a_compiled_step_over_a_wrapping_view_is_an_error_not_a_segfault() {
     let mut step = kiln::compile(|x: &Tensor| x.try_view(&[3, 0x5555_5555_5555_5556]).map(|t| t.exp() * 2.0));
     let e = step.call(&x).unwrap_err();
     assert_eq!((e.op, e.kind), ("view", ErrorKind::Shape));
-    let mut step = kiln::compile(|(a, b): (&Tensor, &Tensor)| a.try_expand(&[1 << 33, 1]).and_then(|a| a.try_add(b.expand(&[1, 1 << 33]))));
+    let mut step = kiln::compile(|(a, b): (&Tensor, &Tensor)| {
+        a.try_expand(&[1 << 33, 1]).and_then(|a| a.try_add(b.expand(&[1, 1 << 33])))
+    });
     let (a, b) = (Tensor::ones(&[1, 1]), Tensor::ones(&[1, 1]));
     assert_eq!(step.call((&a, &b)).unwrap_err().op, "add");
     // The step still runs ordinary calls afterwards.

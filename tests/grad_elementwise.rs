@@ -3,8 +3,8 @@
 
 use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::ops::{COMPOSITE_UNARY, UNARY_METHODS};
-use kiln_runtime::op_kind::UnarySaves;
 use kiln::{DType, Tensor};
+use kiln_runtime::op_kind::UnarySaves;
 
 /// A random f64 leaf of `shape` with values in `lo..hi`.
 fn leaf(shape: &[usize], lo: f64, hi: f64) -> Tensor {
@@ -174,7 +174,11 @@ fn views() {
     for &(name, op) in cases {
         let x = leaf(&[2, 3, 4], -1.0, 1.0);
         let f = move |xs: &[Tensor]| op(&xs[0]);
-        let opts = if name == "to_dtype" { GradcheckOpts { eps: 1e-3, atol: 1e-4, rtol: 1e-3 } } else { GradcheckOpts::default() };
+        let opts = if name == "to_dtype" {
+            GradcheckOpts { eps: 1e-3, atol: 1e-4, rtol: 1e-3 }
+        } else {
+            GradcheckOpts::default()
+        };
         gradcheck(f, &[x.clone()], opts).unwrap_or_else(|e| panic!("{name}: {e}"));
         if name != "to_dtype" {
             gradgradcheck(f, &[x], opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
@@ -228,7 +232,8 @@ fn grad_fn_names() {
     assert_eq!(name((&x * 1.0).clamp_max_(0.0).clone()), "ClampMaxBackward0");
     assert_eq!(name(x.softmax_dtype(1, DType::F64)), "SoftmaxBackward0");
     let s = x.log_softmax_dtype(1, DType::F64);
-    let next: Vec<String> = s.grad_fn().unwrap().next_functions().into_iter().flatten().map(|f| f.name().to_string()).collect();
+    let next: Vec<String> =
+        s.grad_fn().unwrap().next_functions().into_iter().flatten().map(|f| f.name().to_string()).collect();
     assert_eq!((s.grad_fn().unwrap().name(), next), ("LogSoftmaxBackward0", vec!["ToCopyBackward0".to_string()]));
 }
 
@@ -265,7 +270,11 @@ fn clamp_with_tensor_bounds() {
         ("min above max", both, &[(&[2, 3], (-2.0, 2.0)), (&[2, 3], (0.5, 1.0)), (&[3], (-1.0, -0.5))]),
         ("min only", |t| t[0].clamp_tensor(Some(&t[1]), None), &[(&[2, 3], (-2.0, 2.0)), (&[3], (-1.0, 1.0))]),
         ("max only", |t| t[0].clamp_tensor(None, Some(&t[1])), &[(&[2, 3], (-2.0, 2.0)), (&[2, 1], (-1.0, 1.0))]),
-        ("in place", |t| (&t[0] * 1.0).clamp_tensor_(Some(&t[1]), Some(&t[2])).clone(), &[(&[2, 3], (-2.0, 2.0)), (&[3], (-1.0, 0.0)), (&[2, 3], (0.0, 1.0))]),
+        (
+            "in place",
+            |t| (&t[0] * 1.0).clamp_tensor_(Some(&t[1]), Some(&t[2])).clone(),
+            &[(&[2, 3], (-2.0, 2.0)), (&[3], (-1.0, 0.0)), (&[2, 3], (0.0, 1.0))],
+        ),
     ];
     for &(name, op, specs) in cases {
         let inputs: Vec<Tensor> = specs.iter().map(|&(shape, (lo, hi))| leaf(shape, lo, hi)).collect();

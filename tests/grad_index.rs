@@ -272,7 +272,8 @@ fn sort_and_topk_gradients() {
     }
     check(|xs| xs[0].sort(1, false).0, &[leaf_t(3, 4)]);
     check(|xs| xs[0].sort(0, false).0, &[leaf(&[])]);
-    for (k, dim, largest, sorted) in [(2, 1, true, true), (1, 0, false, true), (3, -1, true, false), (0, 1, true, true)] {
+    for (k, dim, largest, sorted) in [(2, 1, true, true), (1, 0, false, true), (3, -1, true, false), (0, 1, true, true)]
+    {
         check(|xs| xs[0].topk(k, dim, largest, sorted).0, &[x.clone()]);
     }
     check2(|xs| xs[0].sort(1, true).0, &[x.clone()]);

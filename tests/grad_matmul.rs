@@ -35,15 +35,18 @@ const MATMUL_CASES: &[(&[usize], &[usize])] = &[
 fn matmul_gradcheck_every_case() {
     for &(sa, sb) in MATMUL_CASES {
         let (a, b) = (leaf(sa), leaf(sb));
-        gradcheck(|xs| xs[0].matmul(&xs[1]), &[a, b], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?} @ {sb:?}: {e}"));
+        gradcheck(|xs| xs[0].matmul(&xs[1]), &[a, b], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{sa:?} @ {sb:?}: {e}"));
     }
 }
 
 #[test]
 fn matmul_gradcheck_with_one_operand_requiring_grad() {
     for &(sa, sb) in MATMUL_CASES {
-        gradcheck(|xs| xs[0].matmul(&xs[1]), &[leaf(sa), constant(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?} @ const {sb:?}: {e}"));
-        gradcheck(|xs| xs[0].matmul(&xs[1]), &[constant(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("const {sa:?} @ {sb:?}: {e}"));
+        gradcheck(|xs| xs[0].matmul(&xs[1]), &[leaf(sa), constant(sb)], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{sa:?} @ const {sb:?}: {e}"));
+        gradcheck(|xs| xs[0].matmul(&xs[1]), &[constant(sa), leaf(sb)], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("const {sa:?} @ {sb:?}: {e}"));
     }
 }
 
@@ -51,7 +54,8 @@ fn matmul_gradcheck_with_one_operand_requiring_grad() {
 fn matmul_gradgradcheck_every_case() {
     for &(sa, sb) in MATMUL_CASES {
         let (a, b) = (leaf(sa), leaf(sb));
-        gradgradcheck(|xs| xs[0].matmul(&xs[1]), &[a, b], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?} @ {sb:?}: {e}"));
+        gradgradcheck(|xs| xs[0].matmul(&xs[1]), &[a, b], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{sa:?} @ {sb:?}: {e}"));
     }
 }
 
@@ -92,7 +96,8 @@ fn transposed_operands_get_gradients_in_their_layout() {
     ];
     for &(f, sa, sb) in cases {
         gradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?}, {sb:?}: {e}"));
-        gradgradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?}, {sb:?}: {e}"));
+        gradgradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{sa:?}, {sb:?}: {e}"));
     }
 }
 
@@ -110,9 +115,12 @@ fn strict_products_gradcheck_and_gradgradcheck() {
     for &(name, op, sa, sb) in cases {
         let f = |xs: &[Tensor]| op(&xs[0], &xs[1]);
         gradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        gradcheck(f, &[constant(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{name} (rhs only): {e}"));
-        gradcheck(f, &[leaf(sa), constant(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{name} (lhs only): {e}"));
-        gradgradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{name} second order: {e}"));
+        gradcheck(f, &[constant(sa), leaf(sb)], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{name} (rhs only): {e}"));
+        gradcheck(f, &[leaf(sa), constant(sb)], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{name} (lhs only): {e}"));
+        gradgradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{name} second order: {e}"));
     }
 }
 
@@ -166,7 +174,13 @@ fn nothing_records_without_grad() {
     let (a, b) = (leaf(&[2, 3]), leaf(&[3, 4]));
     {
         let _off = kiln::no_grad();
-        for y in [a.matmul(&b), a.mm(&b), a.mv(&b.select(1, 0)), b.select(1, 0).dot(&b.select(1, 1)), b.select(1, 0).outer(&b.select(0, 0))] {
+        for y in [
+            a.matmul(&b),
+            a.mm(&b),
+            a.mv(&b.select(1, 0)),
+            b.select(1, 0).dot(&b.select(1, 1)),
+            b.select(1, 0).outer(&b.select(0, 0)),
+        ] {
             assert!(!y.requires_grad() && y.grad_fn().is_none());
         }
     }
@@ -185,7 +199,10 @@ fn in_place_write_to_a_saved_operand_fails_backward() {
     let w = leaf(&[3, 4]);
     let y = x.mm(&w);
     x.fill_(1.0);
-    let err = y.try_backward_with_opts(Some(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu)), Default::default()).unwrap_err().to_string();
+    let err = y
+        .try_backward_with_opts(Some(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu)), Default::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("modified by an inplace operation") && err.contains("MmBackward0"), "{err}");
     // With only x requiring grad, the backward reads w alone, so writing into x (under no_grad)
     // is allowed, as in PyTorch.
@@ -213,15 +230,42 @@ fn batched_broadcast_f32_grads_match_pytorch() {
     // y.backward((torch.arange(24.) / 10 - 1).reshape(y.shape))
     // print(a.grad.flatten().tolist(), b.grad.flatten().tolist())
     let a_grad = [
-        1.837_499_9_f32, 1.012_5, 0.187_499_97, 1.612_5, 1.087_5, 0.562_500_06,
-        0.487_499_95, 1.462_499_9, 2.4375, 0.262_500_05, 1.537_499_9, 2.8125,
+        1.837_499_9_f32,
+        1.012_5,
+        0.187_499_97,
+        1.612_5,
+        1.087_5,
+        0.562_500_06,
+        0.487_499_95,
+        1.462_499_9,
+        2.4375,
+        0.262_500_05,
+        1.537_499_9,
+        2.8125,
     ];
     let b_grad = [
-        1.800_000_1_f32, 1.849_999_9, 1.5, 1.649_999_9, 1.2, 1.449_999_9, 2.0,
-        2.05, 2.1, 2.25, 2.199_999_8, 2.45, 2.2, 2.25,
-        2.700_000_3, 2.85, 3.2, 3.449_999_8,
+        1.800_000_1_f32,
+        1.849_999_9,
+        1.5,
+        1.649_999_9,
+        1.2,
+        1.449_999_9,
+        2.0,
+        2.05,
+        2.1,
+        2.25,
+        2.199_999_8,
+        2.45,
+        2.2,
+        2.25,
+        2.700_000_3,
+        2.85,
+        3.2,
+        3.449_999_8,
     ];
-    let seq = |n: usize, scale: f32, shape: &[usize]| Tensor::from_vec((0..n).map(|i| i as f32 / scale - 1.0).collect(), shape);
+    let seq = |n: usize, scale: f32, shape: &[usize]| {
+        Tensor::from_vec((0..n).map(|i| i as f32 / scale - 1.0).collect(), shape)
+    };
     let a = seq(12, 4.0, &[2, 1, 2, 3]).requires_grad_(true);
     let b = seq(18, 8.0, &[3, 3, 2]).requires_grad_(true);
     let y = a.matmul(&b);

@@ -341,7 +341,18 @@ fn node_names_follow_pytorch() {
 #[test]
 fn integer_and_bool_results_never_record() {
     let x = leaf(&[2, 3]);
-    for y in [x.argmax(), x.argmin(), x.argmax_dim(1, false), x.argmin_dim(0, true), x.all(), x.any(), x.all_dim(1, false), x.any_dim(0, true), x.max_dim(1, false).1, x.min_dim(1, true).1] {
+    for y in [
+        x.argmax(),
+        x.argmin(),
+        x.argmax_dim(1, false),
+        x.argmin_dim(0, true),
+        x.all(),
+        x.any(),
+        x.all_dim(1, false),
+        x.any_dim(0, true),
+        x.max_dim(1, false).1,
+        x.min_dim(1, true).1,
+    ] {
         assert!(!y.requires_grad() && y.grad_fn().is_none(), "{:?} result recorded", y.dtype());
     }
 }

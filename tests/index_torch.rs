@@ -15,7 +15,15 @@ use common::{assert_covers, load, outcome, run_case, run_fixture, Arg, Case, Out
 use kiln::Tensor;
 
 const OPS: &[&str] = &[
-    "index_select", "gather", "scatter", "scatter_add", "index_fill", "masked_select", "nonzero", "one_hot", "index",
+    "index_select",
+    "gather",
+    "scatter",
+    "scatter_add",
+    "index_fill",
+    "masked_select",
+    "nonzero",
+    "one_hot",
+    "index",
     "index_put",
 ];
 
@@ -90,10 +98,20 @@ fn in_place(case: &Case, args: &[Arg]) -> Outcome {
 
 #[test]
 fn in_place_forms_match_pytorch() {
-    let cases: Vec<Case> = load("index.txt").into_iter().filter(|c| ["scatter", "scatter_add", "index_fill", "index_put"].contains(&c.op.as_str())).collect();
+    let cases: Vec<Case> = load("index.txt")
+        .into_iter()
+        .filter(|c| ["scatter", "scatter_add", "index_fill", "index_put"].contains(&c.op.as_str()))
+        .collect();
     assert!(cases.len() >= 100, "only {} cases", cases.len());
-    let failures: Vec<String> = cases.iter().filter_map(|c| run_case(c, &in_place).err().map(|e| format!("{}: {e}", c.name))).collect();
-    assert!(failures.is_empty(), "{} of {} in-place cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    let failures: Vec<String> =
+        cases.iter().filter_map(|c| run_case(c, &in_place).err().map(|e| format!("{}: {e}", c.name))).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} in-place cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 /// Every error names the op and the caller's line.

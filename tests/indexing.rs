@@ -43,7 +43,11 @@ fn matches_pytorch() {
     // index_select dim -1
     check(&x2().index_select(-1, &t1(&[3, 0, 1])), &[3, 3], &[3, 0, 1, 7, 4, 5, 11, 8, 9]);
     // index_select 3-D dim 1
-    check(&x3().index_select(1, &t1(&[2, 2, 0])), &[2, 3, 4], &[8, 9, 10, 11, 8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 20, 21, 22, 23, 12, 13, 14, 15]);
+    check(
+        &x3().index_select(1, &t1(&[2, 2, 0])),
+        &[2, 3, 4],
+        &[8, 9, 10, 11, 8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 20, 21, 22, 23, 12, 13, 14, 15],
+    );
     // index_select 3-D dim 2
     check(&x3().index_select(2, &t1(&[1, 3])), &[2, 3, 2], &[1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23]);
     // index_select transposed
@@ -51,7 +55,11 @@ fn matches_pytorch() {
     // index_select narrowed
     check(&x2().narrow(1, 1, 2).index_select(1, &t1(&[1, 0, 1])), &[3, 3], &[2, 1, 2, 6, 5, 6, 10, 9, 10]);
     // index_select expanded
-    check(&Tensor::arange(4).view(&[1, 4]).expand(&[3, 4]).index_select(0, &t1(&[2, 1])), &[2, 4], &[0, 1, 2, 3, 0, 1, 2, 3]);
+    check(
+        &Tensor::arange(4).view(&[1, 4]).expand(&[3, 4]).index_select(0, &t1(&[2, 1])),
+        &[2, 4],
+        &[0, 1, 2, 3, 0, 1, 2, 3],
+    );
     // index_select strided index
     check(&Tensor::arange(8).index_select(0, &Tensor::arange(6).view(&[3, 2]).t().select(0, 1)), &[3], &[1, 3, 5]);
     // index_select 0-dim index
@@ -65,11 +73,23 @@ fn matches_pytorch() {
     // gather 1-D
     check(&Tensor::arange(5).gather(0, &t1(&[4, 4, 0, 2])), &[4], &[4, 4, 0, 2]);
     // gather 3-D dim 0
-    check(&x3().gather(0, &Tensor::new(&[[[1i64, 0], [0, 1]], [[1, 1], [0, 0]]])), &[2, 2, 2], &[12, 1, 4, 17, 12, 13, 4, 5]);
+    check(
+        &x3().gather(0, &Tensor::new(&[[[1i64, 0], [0, 1]], [[1, 1], [0, 0]]])),
+        &[2, 2, 2],
+        &[12, 1, 4, 17, 12, 13, 4, 5],
+    );
     // gather 3-D dim 1
-    check(&x3().gather(1, &Tensor::new(&[[[2i64, 0, 1, 0]], [[1, 1, 0, 2]]])), &[2, 1, 4], &[8, 1, 6, 3, 16, 17, 14, 23]);
+    check(
+        &x3().gather(1, &Tensor::new(&[[[2i64, 0, 1, 0]], [[1, 1, 0, 2]]])),
+        &[2, 1, 4],
+        &[8, 1, 6, 3, 16, 17, 14, 23],
+    );
     // gather 3-D dim 2
-    check(&x3().gather(2, &Tensor::new(&[[[3i64, 0], [1, 1], [0, 2]], [[2, 2], [1, 0], [3, 3]]])), &[2, 3, 2], &[3, 0, 5, 5, 8, 10, 14, 14, 17, 16, 23, 23]);
+    check(
+        &x3().gather(2, &Tensor::new(&[[[3i64, 0], [1, 1], [0, 2]], [[2, 2], [1, 0], [3, 3]]])),
+        &[2, 3, 2],
+        &[3, 0, 5, 5, 8, 10, 14, 14, 17, 16, 23, 23],
+    );
     // gather transposed input
     check(&x2().t().gather(0, &t2(&[[2, 0, 1], [0, 0, 0]])), &[2, 3], &[2, 4, 9, 0, 4, 8]);
     // gather expanded index
@@ -77,29 +97,93 @@ fn matches_pytorch() {
     // gather transposed index
     check(&x2().gather(1, &t2(&[[3, 0, 1], [1, 2, 2]]).t()), &[3, 2], &[3, 1, 4, 6, 9, 10]);
     // scatter dim 0
-    check(&Tensor::zeros_opts(&[3, 5], DType::I64, Device::Cpu).scatter(0, &t2(&[[0, 1, 2, 0, 0], [2, 0, 0, 1, 2]]), &Tensor::arange_step(1, 11, 1).view(&[2, 5])), &[3, 5], &[1, 7, 8, 4, 5, 0, 2, 0, 9, 0, 6, 0, 3, 0, 10]);
+    check(
+        &Tensor::zeros_opts(&[3, 5], DType::I64, Device::Cpu).scatter(
+            0,
+            &t2(&[[0, 1, 2, 0, 0], [2, 0, 0, 1, 2]]),
+            &Tensor::arange_step(1, 11, 1).view(&[2, 5]),
+        ),
+        &[3, 5],
+        &[1, 7, 8, 4, 5, 0, 2, 0, 9, 0, 6, 0, 3, 0, 10],
+    );
     // scatter duplicates
-    check(&Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(1, &t2(&[[1, 1, 3], [0, 0, 0]]), &t2(&[[1, 2, 3], [4, 5, 6]])), &[2, 4], &[0, 2, 0, 3, 6, 0, 0, 0]);
+    check(
+        &Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(
+            1,
+            &t2(&[[1, 1, 3], [0, 0, 0]]),
+            &t2(&[[1, 2, 3], [4, 5, 6]]),
+        ),
+        &[2, 4],
+        &[0, 2, 0, 3, 6, 0, 0, 0],
+    );
     // scatter src larger than index
-    check(&Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(1, &t2(&[[3], [2]]), &x2()), &[2, 4], &[0, 0, 0, 0, 0, 0, 4, 0]);
+    check(
+        &Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(1, &t2(&[[3], [2]]), &x2()),
+        &[2, 4],
+        &[0, 0, 0, 0, 0, 0, 4, 0],
+    );
     // scatter_add 2-D dim 0
-    check(&Tensor::zeros_opts(&[3, 3], DType::I64, Device::Cpu).scatter_add(0, &t2(&[[0, 1, 2], [0, 0, 0]]), &t2(&[[1, 2, 3], [4, 5, 6]])), &[3, 3], &[5, 5, 6, 0, 2, 0, 0, 0, 3]);
+    check(
+        &Tensor::zeros_opts(&[3, 3], DType::I64, Device::Cpu).scatter_add(
+            0,
+            &t2(&[[0, 1, 2], [0, 0, 0]]),
+            &t2(&[[1, 2, 3], [4, 5, 6]]),
+        ),
+        &[3, 3],
+        &[5, 5, 6, 0, 2, 0, 0, 0, 3],
+    );
     // scatter_add 3-D dim 1
-    check(&Tensor::zeros_opts(&[2, 2, 3], DType::I64, Device::Cpu).scatter_add(1, &Tensor::new(&[[[0i64, 1, 1], [1, 1, 0]], [[0, 0, 0], [1, 0, 1]]]), &Tensor::arange(12).view(&[2, 2, 3])), &[2, 2, 3], &[0, 0, 5, 3, 5, 2, 6, 17, 8, 9, 0, 11]);
+    check(
+        &Tensor::zeros_opts(&[2, 2, 3], DType::I64, Device::Cpu).scatter_add(
+            1,
+            &Tensor::new(&[[[0i64, 1, 1], [1, 1, 0]], [[0, 0, 0], [1, 0, 1]]]),
+            &Tensor::arange(12).view(&[2, 2, 3]),
+        ),
+        &[2, 2, 3],
+        &[0, 0, 5, 3, 5, 2, 6, 17, 8, 9, 0, 11],
+    );
     // scatter_add 3-D dim -1
-    check(&Tensor::ones_opts(&[2, 2, 3], DType::I64, Device::Cpu).scatter_add(-1, &Tensor::new(&[[[2i64, 2], [0, 1]], [[1, 1], [2, 0]]]), &Tensor::arange(12).view(&[2, 2, 3])), &[2, 2, 3], &[1, 1, 2, 4, 5, 1, 1, 14, 1, 11, 1, 10]);
+    check(
+        &Tensor::ones_opts(&[2, 2, 3], DType::I64, Device::Cpu).scatter_add(
+            -1,
+            &Tensor::new(&[[[2i64, 2], [0, 1]], [[1, 1], [2, 0]]]),
+            &Tensor::arange(12).view(&[2, 2, 3]),
+        ),
+        &[2, 2, 3],
+        &[1, 1, 2, 4, 5, 1, 1, 14, 1, 11, 1, 10],
+    );
     // index 1 tensor
-    check(&x3().index(&t1(&[1, 0])), &[2, 3, 4], &[12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    check(
+        &x3().index(&t1(&[1, 0])),
+        &[2, 3, 4],
+        &[12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    );
     // index dim 1
-    check(&x3().index(&[None, Some(&t1(&[2, 0]))]), &[2, 2, 4], &[8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15]);
+    check(
+        &x3().index(&[None, Some(&t1(&[2, 0]))]),
+        &[2, 2, 4],
+        &[8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15],
+    );
     // index two adjacent, negative
     check(&x3().index(&[&t1(&[0, 1]), &t1(&[2, -1])]), &[2, 4], &[8, 9, 10, 11, 20, 21, 22, 23]);
     // index separated, broadcast
-    check(&x3().index(&[Some(&t2(&[[0], [1]])), None, Some(&t1(&[3, -4]))]), &[2, 2, 3], &[3, 7, 11, 0, 4, 8, 15, 19, 23, 12, 16, 20]);
+    check(
+        &x3().index(&[Some(&t2(&[[0], [1]])), None, Some(&t1(&[3, -4]))]),
+        &[2, 2, 3],
+        &[3, 7, 11, 0, 4, 8, 15, 19, 23, 12, 16, 20],
+    );
     // index adjacent, broadcast
-    check(&x3().index(&[None, Some(&t2(&[[0, 2], [1, 1]])), Some(&t1(&[1]))]), &[2, 2, 2], &[1, 9, 5, 5, 13, 21, 17, 17]);
+    check(
+        &x3().index(&[None, Some(&t2(&[[0, 2], [1, 1]])), Some(&t1(&[1]))]),
+        &[2, 2, 2],
+        &[1, 9, 5, 5, 13, 21, 17, 17],
+    );
     // index bool mask
-    check(&x3().index(&Tensor::new(&[[true, false, true], [false, false, true]])), &[3, 4], &[0, 1, 2, 3, 8, 9, 10, 11, 20, 21, 22, 23]);
+    check(
+        &x3().index(&Tensor::new(&[[true, false, true], [false, false, true]])),
+        &[3, 4],
+        &[0, 1, 2, 3, 8, 9, 10, 11, 20, 21, 22, 23],
+    );
     // index bool mask dim 1
     check(&x2().index(&[None, Some(&Tensor::new(&[true, false, false, true]))]), &[3, 2], &[0, 3, 4, 7, 8, 11]);
     // index transposed
@@ -107,27 +191,71 @@ fn matches_pytorch() {
     // index int32
     check(&x2().index(&Tensor::new(&[2i32, -3])), &[2, 4], &[8, 9, 10, 11, 0, 1, 2, 3]);
     // index_put
-    check(&Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(&[&t1(&[0, 2]), &t1(&[1, 3])], &t1(&[5, 6]), false), &[3, 4], &[0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6]);
+    check(
+        &Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(
+            &[&t1(&[0, 2]), &t1(&[1, 3])],
+            &t1(&[5, 6]),
+            false,
+        ),
+        &[3, 4],
+        &[0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6],
+    );
     // index_put accumulate duplicates
-    check(&Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(&[&t1(&[0, 0, 2, 0]), &t1(&[1, 1, -1, 1])], &t1(&[1, 2, 3, 4]), true), &[3, 4], &[0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3]);
+    check(
+        &Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(
+            &[&t1(&[0, 0, 2, 0]), &t1(&[1, 1, -1, 1])],
+            &t1(&[1, 2, 3, 4]),
+            true,
+        ),
+        &[3, 4],
+        &[0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3],
+    );
     // index_put scalar value
-    check(&Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(&[&t1(&[2, 0])], &Tensor::scalar(9i64), false), &[3, 4], &[9, 9, 9, 9, 0, 0, 0, 0, 9, 9, 9, 9]);
+    check(
+        &Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(&[&t1(&[2, 0])], &Tensor::scalar(9i64), false),
+        &[3, 4],
+        &[9, 9, 9, 9, 0, 0, 0, 0, 9, 9, 9, 9],
+    );
     // index_put separated
-    check(&Tensor::zeros_opts(&[2, 3, 4], DType::I64, Device::Cpu).index_put(&[Some(&t1(&[1, 0])), None, Some(&t1(&[3, 1]))], &t2(&[[1, 2, 3], [4, 5, 6]]), false), &[2, 3, 4], &[0, 4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3]);
+    check(
+        &Tensor::zeros_opts(&[2, 3, 4], DType::I64, Device::Cpu).index_put(
+            &[Some(&t1(&[1, 0])), None, Some(&t1(&[3, 1]))],
+            &t2(&[[1, 2, 3], [4, 5, 6]]),
+            false,
+        ),
+        &[2, 3, 4],
+        &[0, 4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3],
+    );
     // index_put mask
-    check(&Tensor::zeros_opts(&[2, 3], DType::I64, Device::Cpu).index_put(&Tensor::new(&[[true, false, true], [false, false, true]]), &t1(&[7, 8, 9]), false), &[2, 3], &[7, 0, 8, 0, 0, 9]);
+    check(
+        &Tensor::zeros_opts(&[2, 3], DType::I64, Device::Cpu).index_put(
+            &Tensor::new(&[[true, false, true], [false, false, true]]),
+            &t1(&[7, 8, 9]),
+            false,
+        ),
+        &[2, 3],
+        &[7, 0, 8, 0, 0, 9],
+    );
     // masked_select row mask
     check(&x2().masked_select(&Tensor::new(&[true, false, false, true])), &[6], &[0, 3, 4, 7, 8, 11]);
     // masked_select transposed
     check(&x2().t().masked_select(&Tensor::new(&[[true], [false], [true], [false]])), &[6], &[0, 4, 8, 2, 6, 10]);
     // masked_select mask broadcast up
-    check(&Tensor::arange(3).masked_select(&Tensor::new(&[[true, false, true], [false, true, false]])), &[3], &[0, 2, 1]);
+    check(
+        &Tensor::arange(3).masked_select(&Tensor::new(&[[true, false, true], [false, true, false]])),
+        &[3],
+        &[0, 2, 1],
+    );
     // nonzero 2-D
     check(&t2(&[[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 4, 5]]).nonzero(), &[5, 2], &[0, 1, 0, 3, 1, 0, 2, 2, 2, 3]);
     // nonzero transposed
     check(&t2(&[[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 4, 5]]).t().nonzero(), &[5, 2], &[0, 1, 1, 0, 2, 2, 3, 0, 3, 2]);
     // nonzero 3-D float, NaN and -0
-    check(&Tensor::new(&[[[0.0f32, f32::NAN], [-0.0, 1.0]], [[2.0, 0.0], [0.0, 0.0]]]).nonzero(), &[3, 3], &[0, 0, 1, 0, 1, 1, 1, 0, 0]);
+    check(
+        &Tensor::new(&[[[0.0f32, f32::NAN], [-0.0, 1.0]], [[2.0, 0.0], [0.0, 0.0]]]).nonzero(),
+        &[3, 3],
+        &[0, 0, 1, 0, 1, 1, 1, 0, 0],
+    );
     // nonzero bool
     check(&Tensor::new(&[false, true, true]).nonzero(), &[2, 1], &[1, 2]);
     // one_hot
@@ -135,13 +263,21 @@ fn matches_pytorch() {
     // one_hot inferred, 2-D
     check(&t2(&[[2, 0], [1, 3]]).one_hot(-1), &[2, 2, 4], &[0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]);
     // one_hot transposed, wider
-    check(&t2(&[[2, 0], [1, 3]]).t().one_hot(5), &[2, 2, 5], &[0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0]);
+    check(
+        &t2(&[[2, 0], [1, 3]]).t().one_hot(5),
+        &[2, 2, 5],
+        &[0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0],
+    );
     // index_fill dim 1 negative
     check(&x2().index_fill(1, &t1(&[0, -1]), -1), &[3, 4], &[-1, 1, 2, -1, -1, 5, 6, -1, -1, 9, 10, -1]);
     // index_fill dim 0
     check(&x2().index_fill(0, &t1(&[1]), 7), &[3, 4], &[0, 1, 2, 3, 7, 7, 7, 7, 8, 9, 10, 11]);
     // index_fill 3-D dim 2, repeated
-    check(&x3().index_fill(2, &t1(&[1, 1, -4]), 0), &[2, 3, 4], &[0, 0, 2, 3, 0, 0, 6, 7, 0, 0, 10, 11, 0, 0, 14, 15, 0, 0, 18, 19, 0, 0, 22, 23]);
+    check(
+        &x3().index_fill(2, &t1(&[1, 1, -4]), 0),
+        &[2, 3, 4],
+        &[0, 0, 2, 3, 0, 0, 6, 7, 0, 0, 10, 11, 0, 0, 14, 15, 0, 0, 18, 19, 0, 0, 22, 23],
+    );
 }
 
 #[test]
@@ -154,7 +290,11 @@ fn every_dtype_moves_values_unchanged() {
         let same = |a: &Tensor, b: &Tensor| {
             assert_eq!(a.dtype(), dt);
             assert_eq!(a.shape(), b.shape());
-            assert_eq!(a.to_dtype(DType::F64).to_vec::<f64>(), b.to_dtype(dt).to_dtype(DType::F64).to_vec::<f64>(), "{dt}");
+            assert_eq!(
+                a.to_dtype(DType::F64).to_vec::<f64>(),
+                b.to_dtype(dt).to_dtype(DType::F64).to_vec::<f64>(),
+                "{dt}"
+            );
         };
         same(&xd.index_select(1, &t1(&[2, 0])), &x.index_select(1, &t1(&[2, 0])));
         same(&xd.gather(1, &idx), &x.gather(1, &idx));
@@ -162,7 +302,10 @@ fn every_dtype_moves_values_unchanged() {
         same(&xd.scatter(1, &idx, &xd), &x.scatter(1, &idx, &x));
         same(&xd.scatter_value(1, &idx, 1), &x.scatter_value(1, &idx, 1));
         same(&xd.index(&[&t1(&[1, 0]), &t1(&[-1, 0])]), &x.index(&[&t1(&[1, 0]), &t1(&[-1, 0])]));
-        same(&xd.index_put(&[&t1(&[1])], &xd.narrow(0, 0, 1), false), &x.index_put(&[&t1(&[1])], &x.narrow(0, 0, 1), false));
+        same(
+            &xd.index_put(&[&t1(&[1])], &xd.narrow(0, 0, 1), false),
+            &x.index_put(&[&t1(&[1])], &x.narrow(0, 0, 1), false),
+        );
         same(&xd.index_fill(0, &t1(&[-1]), 1), &x.index_fill(0, &t1(&[-1]), 1));
         same(&xd.masked_select(&x.gt(1)), &x.masked_select(&x.gt(1)));
         check(&xd.nonzero(), &[4, 2], &[0, 1, 0, 2, 1, 0, 1, 2]);
@@ -172,17 +315,33 @@ fn every_dtype_moves_values_unchanged() {
 #[test]
 fn scatter_add_in_every_dtype() {
     let idx = t1(&[0, 1, 0, 0, 2]);
-    let want = [("F32", DType::F32), ("F64", DType::F64), ("F16", DType::F16), ("BF16", DType::BF16), ("I64", DType::I64), ("I32", DType::I32), ("U8", DType::U8)];
+    let want = [
+        ("F32", DType::F32),
+        ("F64", DType::F64),
+        ("F16", DType::F16),
+        ("BF16", DType::BF16),
+        ("I64", DType::I64),
+        ("I32", DType::I32),
+        ("U8", DType::U8),
+    ];
     for (_, dt) in want {
         let r = Tensor::ones_opts(&[3], dt, Device::Cpu).scatter_add(0, &idx, &t1(&[1, 2, 3, 4, 5]).to_dtype(dt));
         // from PyTorch: torch.ones(3).scatter_add(0, [0,1,0,0,2], [1,2,3,4,5]) == [9, 3, 6]
         check(&r, &[3], &[9, 3, 6]);
     }
-    let b = Tensor::zeros_opts(&[3], DType::Bool, Device::Cpu).scatter_add(0, &idx, &Tensor::new(&[false, true, false, false, true]));
+    let b = Tensor::zeros_opts(&[3], DType::Bool, Device::Cpu).scatter_add(
+        0,
+        &idx,
+        &Tensor::new(&[false, true, false, false, true]),
+    );
     assert_eq!(b.to_vec::<bool>(), vec![false, true, true]);
     let u = Tensor::full_opts(&[1], 250, DType::U8, Device::Cpu).scatter_add(0, &t1(&[0, 0]), &Tensor::new(&[5u8, 6]));
     assert_eq!(u.to_vec::<u8>(), vec![5]); // wraps, as uint8 arithmetic does
-    let h = Tensor::zeros_opts(&[1], DType::F16, Device::Cpu).scatter_add(0, &t1(&[0, 0, 0]), &Tensor::new(&[0.1f32, 0.2, 0.3]).to_dtype(DType::F16));
+    let h = Tensor::zeros_opts(&[1], DType::F16, Device::Cpu).scatter_add(
+        0,
+        &t1(&[0, 0, 0]),
+        &Tensor::new(&[0.1f32, 0.2, 0.3]).to_dtype(DType::F16),
+    );
     // each addition rounds to f16, in row-major order: ((0.1 + 0.2) + 0.3), two ties to even
     // (PyTorch's CPU kernel happens to add these in another order and gets 0.60009766)
     assert_eq!(h.to_dtype(DType::F32).to_vec::<f32>(), vec![0.5996094]);
@@ -208,7 +367,11 @@ fn zero_dim_and_zero_size() {
     let z = Tensor::zeros_opts(&[0, 4], DType::F32, Device::Cpu);
     check(&z.index_select(1, &t1(&[1, 3])), &[0, 2], &[]);
     check(&x2().gather(1, &Tensor::zeros_opts(&[3, 0], DType::I64, Device::Cpu)), &[3, 0], &[]);
-    check(&x2().scatter(1, &Tensor::zeros_opts(&[3, 0], DType::I64, Device::Cpu), &x2()), &[3, 4], &x2().to_vec::<i64>());
+    check(
+        &x2().scatter(1, &Tensor::zeros_opts(&[3, 0], DType::I64, Device::Cpu), &x2()),
+        &[3, 4],
+        &x2().to_vec::<i64>(),
+    );
     check(&x2().index(&[&empty_idx]), &[0, 4], &[]);
     check(&x2().index_put(&[&empty_idx], &Tensor::scalar(1i64), true), &[3, 4], &x2().to_vec::<i64>());
     check(&z.masked_select(&Tensor::scalar(true)), &[0], &[]);
@@ -275,7 +438,11 @@ fn sources_and_indices_may_alias_the_destination() {
 #[test]
 fn duplicates_are_deterministic() {
     // plain writes: the last position in row-major order wins
-    let r = Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(1, &t2(&[[1, 1, 3], [0, 0, 0]]), &t2(&[[1, 2, 3], [4, 5, 6]]));
+    let r = Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(
+        1,
+        &t2(&[[1, 1, 3], [0, 0, 0]]),
+        &t2(&[[1, 2, 3], [4, 5, 6]]),
+    );
     check(&r, &[2, 4], &[0, 2, 0, 3, 6, 0, 0, 0]);
     let r = t1(&[0, 0, 0]).index_put(&t1(&[1, 1, -2, 0]), &t1(&[1, 2, 3, 4]), false);
     check(&r, &[3], &[4, 3, 0]);
@@ -300,7 +467,10 @@ fn large_inputs_take_the_parallel_paths() {
     let at = |i: usize, j: usize| (i * c + j) as f32;
     // index_select of rows (the copy path) and of columns (the gather path)
     let rows = x.index_select(0, &t1(&[999, 0, 500]));
-    assert!(rows.to_vec::<f32>() == [999, 0, 500].iter().flat_map(|&i| (0..c).map(move |j| at(i, j))).collect::<Vec<_>>(), "index_select of rows");
+    assert!(
+        rows.to_vec::<f32>() == [999, 0, 500].iter().flat_map(|&i| (0..c).map(move |j| at(i, j))).collect::<Vec<_>>(),
+        "index_select of rows"
+    );
     let cols_idx: Vec<i64> = (0..200).map(|k| (k * 37 % c) as i64).collect();
     let cols = x.index_select(1, &t1(&cols_idx));
     let want: Vec<f32> = (0..r).flat_map(|i| cols_idx.iter().map(move |&j| at(i, j as usize))).collect();
@@ -314,7 +484,11 @@ fn large_inputs_take_the_parallel_paths() {
     assert!(g.to_vec::<f32>() == want, "gather on a transposed input");
     // scatter_add into many rows in parallel
     let s_idx = Tensor::from_vec((0..400 * 500).map(|p| ((p / 500) * (p % 500) % 10) as i64).collect(), &[400, 500]);
-    let acc = Tensor::zeros_opts(&[400, 10], DType::I64, Device::Cpu).scatter_add(1, &s_idx, &Tensor::ones_opts(&[400, 500], DType::I64, Device::Cpu));
+    let acc = Tensor::zeros_opts(&[400, 10], DType::I64, Device::Cpu).scatter_add(
+        1,
+        &s_idx,
+        &Tensor::ones_opts(&[400, 500], DType::I64, Device::Cpu),
+    );
     let mut want = vec![0i64; 4000];
     for i in 0..400 {
         for j in 0..500 {
@@ -327,7 +501,10 @@ fn large_inputs_take_the_parallel_paths() {
     let jj = t1(&[0, 299, -1, 5]);
     let sel = x.index(&[&ii, &jj]);
     assert_eq!(sel.shape(), &[1000, 4]);
-    assert_eq!(sel.to_vec::<f32>()[..8], [at(999, 0), at(999, 299), at(999, 299), at(999, 5), at(998, 0), at(998, 299), at(998, 299), at(998, 5)]);
+    assert_eq!(
+        sel.to_vec::<f32>()[..8],
+        [at(999, 0), at(999, 299), at(999, 299), at(999, 5), at(998, 0), at(998, 299), at(998, 299), at(998, 5)]
+    );
     let y = x.deep_clone();
     y.index_put_(&[None, Some(&t1(&[1]))], &Tensor::scalar(-1.0f32), false);
     assert!(y.i((.., 1)).to_vec::<f32>().iter().all(|&v| v == -1.0));

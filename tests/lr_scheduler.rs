@@ -2,7 +2,10 @@
 //! 30 steps, from tests/fixtures/optim.txt (format: the header of scripts/fixtures_optim.py);
 //! state-dict round trips and errors.
 
-use kiln::optim::lr_scheduler::{AnnealStrategy, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, OneCycleLrConfig, PlateauMode, ReduceLrOnPlateau, ReduceLrOnPlateauConfig, StepLr, ThresholdMode};
+use kiln::optim::lr_scheduler::{
+    AnnealStrategy, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, OneCycleLrConfig,
+    PlateauMode, ReduceLrOnPlateau, ReduceLrOnPlateauConfig, StepLr, ThresholdMode,
+};
 use kiln::optim::{Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, ParamGroup, Sgd, SgdConfig};
 use kiln::{StateDict, Tensor};
 
@@ -54,8 +57,14 @@ fn build_opt(case: &Case) -> Box<dyn Optimizer> {
     let lr = |g: usize| groups[g]["lr"].parse::<f64>().unwrap();
     let p = || Tensor::zeros(&[2]).requires_grad_(true);
     match kind.as_str() {
-        "SGD" => Box::new(Sgd::with_groups((0..2).map(|g| ParamGroup::new([p()], SgdConfig { lr: lr(g), momentum: 0.9, ..Default::default() })).collect())),
-        "Adam" => Box::new(Adam::with_groups((0..2).map(|g| ParamGroup::new([p()], AdamConfig { lr: lr(g), ..Default::default() })).collect())),
+        "SGD" => Box::new(Sgd::with_groups(
+            (0..2)
+                .map(|g| ParamGroup::new([p()], SgdConfig { lr: lr(g), momentum: 0.9, ..Default::default() }))
+                .collect(),
+        )),
+        "Adam" => Box::new(Adam::with_groups(
+            (0..2).map(|g| ParamGroup::new([p()], AdamConfig { lr: lr(g), ..Default::default() })).collect(),
+        )),
         _ => panic!("unknown optimizer {kind}"),
     }
 }
@@ -67,9 +76,13 @@ fn build_sched(case: &Case, opt: &mut dyn Optimizer) -> Sched {
     let u = |k: &str| kv[k].parse::<usize>().unwrap();
     let epoch: Box<dyn LrScheduler> = match line.args[0].as_str() {
         "StepLR" => Box::new(StepLr::new(opt, u("step_size"), f("gamma"))),
-        "MultiStepLR" => Box::new(MultiStepLr::new(opt, kv["milestones"].split(',').map(|m| m.parse().unwrap()), f("gamma"))),
+        "MultiStepLR" => {
+            Box::new(MultiStepLr::new(opt, kv["milestones"].split(',').map(|m| m.parse().unwrap()), f("gamma")))
+        }
         "ExponentialLR" => Box::new(ExponentialLr::new(opt, f("gamma"))),
-        "CosineAnnealingLR" => Box::new(CosineAnnealingLr::new(opt, u("T_max"), kv.get("eta_min").map_or(0.0, |v| v.parse().unwrap()))),
+        "CosineAnnealingLR" => {
+            Box::new(CosineAnnealingLr::new(opt, u("T_max"), kv.get("eta_min").map_or(0.0, |v| v.parse().unwrap())))
+        }
         "LinearLR" => Box::new(LinearLr::new(opt, f("start_factor"), f("end_factor"), u("total_iters"))),
         "OneCycleLR" => {
             let mut c = OneCycleLrConfig::new(0.0, u("total_steps"));
@@ -77,7 +90,9 @@ fn build_sched(case: &Case, opt: &mut dyn Optimizer) -> Sched {
             for (k, v) in &kv {
                 match k.as_str() {
                     "pct_start" => c.pct_start = v.parse().unwrap(),
-                    "anneal_strategy" => c.anneal_strategy = if v == "linear" { AnnealStrategy::Linear } else { AnnealStrategy::Cos },
+                    "anneal_strategy" => {
+                        c.anneal_strategy = if v == "linear" { AnnealStrategy::Linear } else { AnnealStrategy::Cos }
+                    }
                     "div_factor" => c.div_factor = v.parse().unwrap(),
                     "final_div_factor" => c.final_div_factor = v.parse().unwrap(),
                     "three_phase" => c.three_phase = v == "True",
@@ -93,7 +108,9 @@ fn build_sched(case: &Case, opt: &mut dyn Optimizer) -> Sched {
             for (k, v) in &kv {
                 match k.as_str() {
                     "mode" => c.mode = if v == "max" { PlateauMode::Max } else { PlateauMode::Min },
-                    "threshold_mode" => c.threshold_mode = if v == "abs" { ThresholdMode::Abs } else { ThresholdMode::Rel },
+                    "threshold_mode" => {
+                        c.threshold_mode = if v == "abs" { ThresholdMode::Abs } else { ThresholdMode::Rel }
+                    }
                     "factor" => c.factor = v.parse().unwrap(),
                     "patience" => c.patience = v.parse().unwrap(),
                     "cooldown" => c.cooldown = v.parse().unwrap(),
@@ -138,7 +155,8 @@ fn schedules_match_pytorch() {
             let (got_lr, got_m) = (sched.last_lr(), momenta(opt.as_ref()));
             let opt_lr: Vec<f64> = (0..2).map(|g| opt.lr(g)).collect();
             if got_lr != opt_lr {
-                failures.push(format!("{} step {k}: get_last_lr {got_lr:?} but the optimizer has {opt_lr:?}", case.name));
+                failures
+                    .push(format!("{} step {k}: get_last_lr {got_lr:?} but the optimizer has {opt_lr:?}", case.name));
             }
             if got_lr.len() != want_lr.len() || !got_lr.iter().zip(want_lr).all(|(a, b)| close(*a, *b)) {
                 failures.push(format!("{} step {k}: lr kiln {got_lr:?}, PyTorch {want_lr:?}", case.name));
@@ -178,13 +196,27 @@ fn resume_from_state_dicts_equals_never_stopping() {
         sched.load_state_dict(&sched_sd).unwrap();
         for k in half + 1..=n {
             sched.step(opt.as_mut(), metric(k));
-            assert_eq!((sched.last_lr(), momenta(opt.as_ref())), continuous[k - 1], "{} step {k}: resumed differs from continuous", case.name);
+            assert_eq!(
+                (sched.last_lr(), momenta(opt.as_ref())),
+                continuous[k - 1],
+                "{} step {k}: resumed differs from continuous",
+                case.name
+            );
         }
     }
 }
 
 fn sgd(lrs: &[f64]) -> Sgd {
-    Sgd::with_groups(lrs.iter().map(|&lr| ParamGroup::new([Tensor::zeros(&[1]).requires_grad_(true)], SgdConfig { lr, momentum: 0.9, ..Default::default() })).collect())
+    Sgd::with_groups(
+        lrs.iter()
+            .map(|&lr| {
+                ParamGroup::new(
+                    [Tensor::zeros(&[1]).requires_grad_(true)],
+                    SgdConfig { lr, momentum: 0.9, ..Default::default() },
+                )
+            })
+            .collect(),
+    )
 }
 
 #[test]
@@ -201,7 +233,10 @@ fn constructors_set_the_initial_lr() {
     let s = StepLr::new(&mut opt, 3, 0.1);
     assert_eq!(s.get_last_lr(), vec![0.1]);
     let sd = s.state_dict();
-    assert_eq!((sd.metadata("last_epoch"), sd.metadata("_step_count"), sd.metadata("step_size")), (Some("0"), Some("1"), Some("3")));
+    assert_eq!(
+        (sd.metadata("last_epoch"), sd.metadata("_step_count"), sd.metadata("step_size")),
+        (Some("0"), Some("1"), Some("3"))
+    );
 }
 
 #[test]
@@ -217,13 +252,26 @@ fn errors() {
     let mut ada = Adagrad::new([Tensor::zeros(&[1]).requires_grad_(true)], AdagradConfig::default());
     let err = OneCycleLr::try_new(&mut ada, OneCycleLrConfig::new(1.0, 3)).unwrap_err().to_string();
     assert!(err.contains("momentum or beta1"), "{err}");
-    assert!(OneCycleLr::try_new(&mut ada, OneCycleLrConfig { cycle_momentum: false, ..OneCycleLrConfig::new(1.0, 3) }).is_ok());
-    assert!(OneCycleLr::try_new(&mut opt, OneCycleLrConfig { max_lr: vec![1.0, 2.0], ..OneCycleLrConfig::new(1.0, 3) }).is_err());
-    assert!(OneCycleLr::try_new(&mut opt, OneCycleLrConfig { pct_start: 1.5, ..OneCycleLrConfig::new(1.0, 3) }).is_err());
+    assert!(OneCycleLr::try_new(&mut ada, OneCycleLrConfig { cycle_momentum: false, ..OneCycleLrConfig::new(1.0, 3) })
+        .is_ok());
+    assert!(OneCycleLr::try_new(
+        &mut opt,
+        OneCycleLrConfig { max_lr: vec![1.0, 2.0], ..OneCycleLrConfig::new(1.0, 3) }
+    )
+    .is_err());
+    assert!(
+        OneCycleLr::try_new(&mut opt, OneCycleLrConfig { pct_start: 1.5, ..OneCycleLrConfig::new(1.0, 3) }).is_err()
+    );
     assert!(LinearLr::try_new(&mut opt, 0.0, 1.0, 5).is_err());
     assert!(LinearLr::try_new(&mut opt, 0.5, 1.5, 5).is_err());
-    assert!(ReduceLrOnPlateau::try_new(&mut opt, ReduceLrOnPlateauConfig { factor: 1.0, ..Default::default() }).is_err());
-    assert!(ReduceLrOnPlateau::try_new(&mut opt, ReduceLrOnPlateauConfig { min_lr: vec![0.0, 0.1, 0.2], ..Default::default() }).is_err());
+    assert!(
+        ReduceLrOnPlateau::try_new(&mut opt, ReduceLrOnPlateauConfig { factor: 1.0, ..Default::default() }).is_err()
+    );
+    assert!(ReduceLrOnPlateau::try_new(
+        &mut opt,
+        ReduceLrOnPlateauConfig { min_lr: vec![0.0, 0.1, 0.2], ..Default::default() }
+    )
+    .is_err());
 
     let mut s = StepLr::new(&mut opt, 2, 0.5);
     let mut sd = s.state_dict();

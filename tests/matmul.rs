@@ -37,7 +37,9 @@ fn reference(a: &Tensor, b: &Tensor) -> (Vec<usize>, Vec<f64>) {
     let (m, k, n) = (sa[sa.len() - 2], sa[sa.len() - 1], sb[sb.len() - 1]);
     assert_eq!(k, sb[sb.len() - 2]);
     let nd = sa.len().max(sb.len());
-    let pad = |s: &[usize]| -> Vec<usize> { std::iter::repeat_n(1, nd - s.len()).chain(s[..s.len() - 2].iter().copied()).collect() };
+    let pad = |s: &[usize]| -> Vec<usize> {
+        std::iter::repeat_n(1, nd - s.len()).chain(s[..s.len() - 2].iter().copied()).collect()
+    };
     let (ba, bb) = (pad(&sa), pad(&sb));
     let batch: Vec<usize> = ba.iter().zip(&bb).map(|(&x, &y)| x.max(y)).collect();
     let mut out = vec![];
@@ -89,7 +91,12 @@ fn check(got: &Tensor, a: &Tensor, b: &Tensor) {
         _ => 8e-3,
     };
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{dtype} {:?} @ {:?}: element {i} is {g}, expected {w}", a.shape(), b.shape());
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{dtype} {:?} @ {:?}: element {i} is {g}, expected {w}",
+            a.shape(),
+            b.shape()
+        );
     }
 }
 
@@ -237,22 +244,34 @@ fn errors_name_the_op_shapes_and_caller() {
     let e = |r: kiln::Result<Tensor>| r.unwrap_err().to_string();
     let a = Tensor::zeros(&[2, 3]);
     let msg = e(a.try_matmul(&Tensor::zeros(&[4, 5])));
-    assert!(msg.starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at tests/matmul.rs:"), "{msg}");
+    assert!(
+        msg.starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at tests/matmul.rs:"),
+        "{msg}"
+    );
     let msg = e(Tensor::scalar(1.0f32).try_matmul(&Tensor::zeros(&[2])));
     assert!(msg.starts_with("matmul: both arguments need to be at least 1-D, but got shapes [] and [2]"), "{msg}");
     let msg = e(Tensor::zeros(&[2, 3, 4]).try_matmul(&Tensor::zeros(&[3, 4, 2])));
     assert!(msg.contains("batch dimensions [2] and [3] cannot broadcast"), "{msg}");
     let msg = e(a.try_matmul(&Tensor::zeros_opts(&[3, 2], DType::F64, Device::Cpu)));
-    assert!(msg.starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"), "{msg}");
+    assert!(
+        msg.starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"),
+        "{msg}"
+    );
     let bools = Tensor::zeros_opts(&[2, 2], DType::Bool, Device::Cpu);
     assert!(e(bools.try_matmul(&bools)).starts_with("matmul: not implemented for dtype bool"));
-    assert!(e(a.try_mm(&Tensor::zeros(&[3]))).starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3] and [3]"));
-    assert!(e(Tensor::zeros(&[2, 3, 4]).try_bmm(&Tensor::zeros(&[3, 4, 2]))).starts_with("bmm: expected the same batch size"));
-    assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4]))).starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
+    assert!(e(a.try_mm(&Tensor::zeros(&[3])))
+        .starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3] and [3]"));
+    assert!(e(Tensor::zeros(&[2, 3, 4]).try_bmm(&Tensor::zeros(&[3, 4, 2])))
+        .starts_with("bmm: expected the same batch size"));
+    assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4])))
+        .starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
     assert!(e(a.try_mv(&Tensor::zeros(&[2]))).starts_with("mv: shapes [2, 3] and [2] cannot be multiplied (3 != 2)"));
     assert!(e(a.try_outer(&Tensor::zeros(&[2]))).starts_with("outer: expected 1-D and 1-D tensors"));
     let r = std::panic::catch_unwind(|| a.matmul(&Tensor::zeros(&[4, 5])));
     let p = r.unwrap_err();
     let text = p.downcast_ref::<String>().unwrap();
-    assert!(text.starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied") && text.contains("tests/matmul.rs:"), "{text}");
+    assert!(
+        text.starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied") && text.contains("tests/matmul.rs:"),
+        "{text}"
+    );
 }

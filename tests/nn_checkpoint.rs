@@ -77,7 +77,8 @@ fn checkpoint(net: &Net, opt: &Sgd, sched: &StepLr, epoch: usize) -> StateDict {
 
 /// The entries of `sd` under `prefix`, with the prefix removed.
 fn strip(sd: &StateDict, prefix: &str) -> StateDict {
-    let mut out: StateDict = sd.iter().filter_map(|(k, t)| k.strip_prefix(prefix).map(|k| (k.to_string(), t.clone()))).collect();
+    let mut out: StateDict =
+        sd.iter().filter_map(|(k, t)| k.strip_prefix(prefix).map(|k| (k.to_string(), t.clone()))).collect();
     for (k, v) in sd.metadata_entries() {
         if let Some(k) = k.strip_prefix(prefix) {
             out.set_metadata(k, v.clone());

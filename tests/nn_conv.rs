@@ -57,7 +57,25 @@ fn conv_cases() -> Vec<Case> {
 
 #[test]
 fn forward_and_gradients_match_pytorch() {
-    common::assert_cases_match("conv", &conv_cases(), &run, &["stride_pad", "dilation", "groups", "same_odd", "valid", "unbatched", "noncontig", "no_bias", "large_batch", "large_single", "conv1d/f64/basic_bias", "bf16"]);
+    common::assert_cases_match(
+        "conv",
+        &conv_cases(),
+        &run,
+        &[
+            "stride_pad",
+            "dilation",
+            "groups",
+            "same_odd",
+            "valid",
+            "unbatched",
+            "noncontig",
+            "no_bias",
+            "large_batch",
+            "large_single",
+            "conv1d/f64/basic_bias",
+            "bf16",
+        ],
+    );
 }
 
 #[test]
@@ -73,7 +91,11 @@ fn f64_leaf(shape: &[usize]) -> Tensor {
 fn gradcheck_conv2d_every_option() {
     kiln::manual_seed(1);
     let cases: [(&[usize], &[usize], Conv2dOpts); 4] = [
-        (&[2, 2, 5, 4], &[3, 2, 2, 3], Conv2dOpts { stride: [2, 1], padding: Padding::Explicit([1, 2]), dilation: [1, 2], groups: 1 }),
+        (
+            &[2, 2, 5, 4],
+            &[3, 2, 2, 3],
+            Conv2dOpts { stride: [2, 1], padding: Padding::Explicit([1, 2]), dilation: [1, 2], groups: 1 },
+        ),
         (&[1, 4, 4, 4], &[2, 2, 3, 3], Conv2dOpts { padding: Padding::Same, groups: 2, ..Default::default() }),
         (&[3, 4, 4], &[2, 3, 2, 2], Conv2dOpts { stride: [2, 2], ..Default::default() }),
         (&[1, 2, 4, 5], &[2, 2, 2, 2], Conv2dOpts { padding: Padding::Same, dilation: [1, 1], ..Default::default() }),
@@ -100,7 +122,8 @@ fn gradgradcheck_conv2d() {
     let grouped = Conv2dOpts { groups: 2, padding: Padding::Explicit([1, 1]), ..Default::default() };
     for (xs, ws, o) in [([1usize, 2, 4, 5], [2usize, 2, 2, 2], plain), ([1, 2, 3, 3], [2, 1, 2, 2], grouped)] {
         let f = |t: &[Tensor]| F::conv2d(&t[0], &t[1], Some(&t[2]), &o);
-        gradgradcheck(f, &[f64_leaf(&xs), f64_leaf(&ws), f64_leaf(&[ws[0]])], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{o:?}: {e}"));
+        gradgradcheck(f, &[f64_leaf(&xs), f64_leaf(&ws), f64_leaf(&[ws[0]])], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{o:?}: {e}"));
     }
 }
 
@@ -113,7 +136,13 @@ fn grad_fn_names_follow_pytorch() {
     let w1 = Tensor::randn(&[2, 1, 3]).requires_grad_(true);
     let y1 = F::conv1d(&x.view(&[1, 1, 16]), &w1, None, &Default::default());
     assert_eq!(y1.grad_fn().unwrap().name(), "ConvolutionBackward0");
-    let gx = kiln::autograd::grad(&[&y.sum()], &[&x], None, kiln::autograd::GradOpts { create_graph: true, ..Default::default() }).unwrap();
+    let gx = kiln::autograd::grad(
+        &[&y.sum()],
+        &[&x],
+        None,
+        kiln::autograd::GradOpts { create_graph: true, ..Default::default() },
+    )
+    .unwrap();
     assert_eq!(gx[0].as_ref().unwrap().grad_fn().unwrap().name(), "ConvolutionBackwardBackward0");
 }
 
@@ -139,13 +168,16 @@ fn dtype_errors_name_both_dtypes() {
     assert!(m.starts_with("conv2d: not implemented for dtype int64"), "{m}");
     let m = e(F::try_conv2d(&x, &Tensor::zeros(&[1, 1, 3, 3]), None, &Conv2dOpts { groups: 0, ..Default::default() }));
     assert!(m.starts_with("conv2d: non-positive groups"), "{m}");
-    let m = e(F::try_conv2d(&x, &Tensor::zeros(&[1, 1, 3, 3]), None, &Conv2dOpts { stride: [0, 1], ..Default::default() }));
+    let m =
+        e(F::try_conv2d(&x, &Tensor::zeros(&[1, 1, 3, 3]), None, &Conv2dOpts { stride: [0, 1], ..Default::default() }));
     assert!(m.starts_with("conv2d: non-positive stride"), "{m}");
 }
 
 #[test]
 fn the_panicking_form_reports_the_callers_line() {
-    let r = common::catch_quietly(|| F::conv2d(&Tensor::zeros(&[1, 2, 4, 4]), &Tensor::zeros(&[1, 1, 3, 3]), None, &Default::default()));
+    let r = common::catch_quietly(|| {
+        F::conv2d(&Tensor::zeros(&[1, 2, 4, 4]), &Tensor::zeros(&[1, 1, 3, 3]), None, &Default::default())
+    });
     let m = common::panic_message(&*r.unwrap_err());
     assert!(m.starts_with("conv2d: given groups=1, weight of size [1, 1, 3, 3], expected input [1, 2, 4, 4] to have 1 channels, but got 2"), "{m}");
     assert!(m.contains(&format!("(at {}:", file!())), "{m}");

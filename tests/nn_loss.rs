@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{assert_covers, assert_errors_named, catch_quietly, panic_message, run_fixture, Arg, Case, Expect, Outcome};
+use common::{
+    assert_covers, assert_errors_named, catch_quietly, panic_message, run_fixture, Arg, Case, Expect, Outcome,
+};
 use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn;
 use kiln::nn::functional as F;
@@ -67,13 +69,18 @@ fn run_loss(case: &Case, args: &[Arg]) -> kiln::Result<Tensor> {
             F::try_cross_entropy_opts(input, target, &opts)
         }
         "nll_loss" => {
-            let opts = NllLossOpts { weight, ignore_index: case.attr_opt("ignore_index").unwrap_or(-100), reduction: r };
+            let opts =
+                NllLossOpts { weight, ignore_index: case.attr_opt("ignore_index").unwrap_or(-100), reduction: r };
             F::try_nll_loss_opts(input, target, &opts)
         }
-        "binary_cross_entropy" => F::try_binary_cross_entropy_opts(input, target, &BinaryCrossEntropyOpts { weight, reduction: r }),
-        "binary_cross_entropy_with_logits" => {
-            F::try_binary_cross_entropy_with_logits_opts(input, target, &BinaryCrossEntropyWithLogitsOpts { weight, pos_weight, reduction: r })
+        "binary_cross_entropy" => {
+            F::try_binary_cross_entropy_opts(input, target, &BinaryCrossEntropyOpts { weight, reduction: r })
         }
+        "binary_cross_entropy_with_logits" => F::try_binary_cross_entropy_with_logits_opts(
+            input,
+            target,
+            &BinaryCrossEntropyWithLogitsOpts { weight, pos_weight, reduction: r },
+        ),
         "kl_div" => {
             let kr = match case.attr("reduction").unwrap_or("mean") {
                 "batchmean" => KlDivReduction::BatchMean,
@@ -135,10 +142,15 @@ fn errors_name_the_op_and_the_callers_line() {
 fn kiln_specific_errors() {
     let x = Tensor::zeros(&[3, 4]);
     let e = F::try_mse_loss_opts(&x, &Tensor::zeros(&[4]), Reduction::Mean).unwrap_err().to_string();
-    assert!(e.starts_with("mse_loss: ") && e.contains("[4]") && e.contains("[3, 4]") && e.contains("nn_loss.rs"), "{e}");
+    assert!(
+        e.starts_with("mse_loss: ") && e.contains("[4]") && e.contains("[3, 4]") && e.contains("nn_loss.rs"),
+        "{e}"
+    );
     let e = F::try_cross_entropy(&x, &Tensor::new(&[0i64, 9, 1])).unwrap_err().to_string();
     assert!(e.starts_with("cross_entropy: target 9 is out of bounds"), "{e}");
-    let e = F::try_cross_entropy(&Tensor::zeros(&[3, 4]).to_dtype(DType::I64), &Tensor::new(&[0i64, 1, 1])).unwrap_err().to_string();
+    let e = F::try_cross_entropy(&Tensor::zeros(&[3, 4]).to_dtype(DType::I64), &Tensor::new(&[0i64, 1, 1]))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("cross_entropy: ") && e.contains("int64"), "{e}");
     let e = F::try_kl_div(&x, &Tensor::zeros(&[3, 1]), Reduction::Sum, false).unwrap_err().to_string();
     assert!(e.starts_with("kl_div: ") && e.contains("[3, 1]"), "{e}");
@@ -146,7 +158,10 @@ fn kiln_specific_errors() {
     let line = line!() + 1;
     let p = catch_quietly(|| F::nll_loss(&x, &Tensor::new(&[0i64, 1, 4])));
     let msg = panic_message(&*p.unwrap_err());
-    assert!(msg.starts_with("nll_loss: target 4 is out of bounds") && msg.contains(&format!("nn_loss.rs:{line}")), "{msg}");
+    assert!(
+        msg.starts_with("nll_loss: target 4 is out of bounds") && msg.contains(&format!("nn_loss.rs:{line}")),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -206,8 +221,11 @@ fn gradcheck_every_loss() {
     check("nll_loss", std::slice::from_ref(&x), |v| F::nll_loss_opts(&v[0], &classes, &nopts));
     let bopts = BinaryCrossEntropyOpts { weight: Some(w.clone()), reduction: Reduction::Sum };
     check("binary_cross_entropy", &[probs(&[3, 4]), p.clone()], |v| F::binary_cross_entropy_opts(&v[0], &v[1], &bopts));
-    let lopts = BinaryCrossEntropyWithLogitsOpts { weight: None, pos_weight: Some(w.clone()), reduction: Reduction::Mean };
-    check("binary_cross_entropy_with_logits", &[x.clone(), p.clone()], |v| F::binary_cross_entropy_with_logits_opts(&v[0], &v[1], &lopts));
+    let lopts =
+        BinaryCrossEntropyWithLogitsOpts { weight: None, pos_weight: Some(w.clone()), reduction: Reduction::Mean };
+    check("binary_cross_entropy_with_logits", &[x.clone(), p.clone()], |v| {
+        F::binary_cross_entropy_with_logits_opts(&v[0], &v[1], &lopts)
+    });
     check("kl_div", &[x.clone(), p.clone()], |v| F::kl_div(&v[0], &v[1], KlDivReduction::BatchMean, false));
     check("kl_div log_target", &[x.clone(), t.clone()], |v| F::kl_div(&v[0], &v[1], Reduction::Sum, true));
 }
@@ -218,7 +236,8 @@ fn gradgradcheck_mse_and_cross_entropy() {
     let (x, t) = (leaf(&[2, 3]), leaf(&[2, 3]));
     check2("mse_loss", &[x.clone(), t], |v| F::mse_loss(&v[0], &v[1]));
     let classes = Tensor::new(&[2i64, 0]);
-    let opts = CrossEntropyOpts { weight: Some(Tensor::new(&[1.0f64, 2.0, 0.5])), label_smoothing: 0.1, ..Default::default() };
+    let opts =
+        CrossEntropyOpts { weight: Some(Tensor::new(&[1.0f64, 2.0, 0.5])), label_smoothing: 0.1, ..Default::default() };
     check2("cross_entropy", std::slice::from_ref(&x), |v| F::cross_entropy_opts(&v[0], &classes, &opts));
 }
 
@@ -233,20 +252,43 @@ fn modules_apply_their_options() {
     let same = |a: Tensor, b: Tensor| assert!(a.allclose(&b, 0.0, 0.0), "{a} vs {b}");
     same(nn::MSELoss::new().reduction(Reduction::Sum).forward(&x, &t), F::mse_loss_opts(&x, &t, Reduction::Sum));
     same(nn::L1Loss::new().forward(&x, &t), F::l1_loss(&x, &t));
-    same(nn::SmoothL1Loss::new().beta(0.5).reduction(Reduction::None).forward(&x, &t), F::smooth_l1_loss(&x, &t, Reduction::None, 0.5));
+    same(
+        nn::SmoothL1Loss::new().beta(0.5).reduction(Reduction::None).forward(&x, &t),
+        F::smooth_l1_loss(&x, &t, Reduction::None, 0.5),
+    );
     same(nn::SmoothL1Loss::new().forward(&x, &t), F::smooth_l1_loss(&x, &t, Reduction::Mean, 1.0));
-    let ce = nn::CrossEntropyLoss::new().weight(w.clone()).ignore_index(1).label_smoothing(0.1).reduction(Reduction::Sum);
-    let opts = CrossEntropyOpts { weight: Some(w.clone()), ignore_index: 1, reduction: Reduction::Sum, label_smoothing: 0.1 };
+    let ce =
+        nn::CrossEntropyLoss::new().weight(w.clone()).ignore_index(1).label_smoothing(0.1).reduction(Reduction::Sum);
+    let opts =
+        CrossEntropyOpts { weight: Some(w.clone()), ignore_index: 1, reduction: Reduction::Sum, label_smoothing: 0.1 };
     same(ce.forward(&x, &c), F::cross_entropy_opts(&x, &c, &opts));
     same(nn::CrossEntropyLoss::new().forward(&x, &c), F::cross_entropy(&x, &c));
     let lp = x.log_softmax(1);
     let nll = nn::NLLLoss::new().weight(w.clone()).ignore_index(0);
-    same(nll.forward(&lp, &c), F::nll_loss_opts(&lp, &c, &NllLossOpts { weight: Some(w.clone()), ignore_index: 0, reduction: Reduction::Mean }));
-    same(nn::BCELoss::new().weight(w.clone()).forward(&p, &p.sigmoid()), F::binary_cross_entropy_opts(&p, &p.sigmoid(), &BinaryCrossEntropyOpts { weight: Some(w.clone()), reduction: Reduction::Mean }));
+    same(
+        nll.forward(&lp, &c),
+        F::nll_loss_opts(
+            &lp,
+            &c,
+            &NllLossOpts { weight: Some(w.clone()), ignore_index: 0, reduction: Reduction::Mean },
+        ),
+    );
+    same(
+        nn::BCELoss::new().weight(w.clone()).forward(&p, &p.sigmoid()),
+        F::binary_cross_entropy_opts(
+            &p,
+            &p.sigmoid(),
+            &BinaryCrossEntropyOpts { weight: Some(w.clone()), reduction: Reduction::Mean },
+        ),
+    );
     let bl = nn::BCEWithLogitsLoss::new().pos_weight(w.clone()).reduction(Reduction::None);
-    let blo = BinaryCrossEntropyWithLogitsOpts { weight: None, pos_weight: Some(w.clone()), reduction: Reduction::None };
+    let blo =
+        BinaryCrossEntropyWithLogitsOpts { weight: None, pos_weight: Some(w.clone()), reduction: Reduction::None };
     same(bl.forward(&x, &p), F::binary_cross_entropy_with_logits_opts(&x, &p, &blo));
-    same(nn::KLDivLoss::new().reduction(KlDivReduction::BatchMean).log_target(true).forward(&lp, &t), F::kl_div(&lp, &t, KlDivReduction::BatchMean, true));
+    same(
+        nn::KLDivLoss::new().reduction(KlDivReduction::BatchMean).log_target(true).forward(&lp, &t),
+        F::kl_div(&lp, &t, KlDivReduction::BatchMean, true),
+    );
     // the module form names the functional op in its errors
     let e = nn::CrossEntropyLoss::new().try_forward(&x, &Tensor::new(&[0i64, 3, 1, 2])).unwrap_err();
     assert_eq!(e.op, "cross_entropy");

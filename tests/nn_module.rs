@@ -32,7 +32,9 @@ impl Net {
         kiln::manual_seed(0);
         Net {
             first: nn::Linear::new(4, 3),
-            blocks: (0..2).map(|_| Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones(&[3]) }).collect(),
+            blocks: (0..2)
+                .map(|_| Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones(&[3]) })
+                .collect(),
             head: Some(nn::Linear::with_bias(3, 2, false)),
             gain: Tensor::ones(&[1]).requires_grad_(true),
             hidden: 3,
@@ -59,13 +61,25 @@ fn names_follow_pytorch_order_own_parameters_first() {
     // PyTorch: a module's own parameters come before its children's.
     assert_eq!(
         names,
-        ["gain", "first.weight", "first.bias", "blocks.0.fc.weight", "blocks.0.fc.bias", "blocks.1.fc.weight", "blocks.1.fc.bias", "head.weight"]
+        [
+            "gain",
+            "first.weight",
+            "first.bias",
+            "blocks.0.fc.weight",
+            "blocks.0.fc.bias",
+            "blocks.1.fc.weight",
+            "blocks.1.fc.bias",
+            "head.weight"
+        ]
     );
     let buffers: Vec<String> = net.named_buffers().into_iter().map(|(n, _)| n).collect();
     assert_eq!(buffers, ["blocks.0.scale", "blocks.1.scale"]);
     assert!(net.parameters().iter().all(|p| p.requires_grad() && p.is_leaf()));
     let modules: Vec<String> = net.named_modules().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(modules, ["", "first", "blocks.0", "blocks.0.fc", "blocks.0.act", "blocks.1", "blocks.1.fc", "blocks.1.act", "head"]);
+    assert_eq!(
+        modules,
+        ["", "first", "blocks.0", "blocks.0.fc", "blocks.0.act", "blocks.1", "blocks.1.fc", "blocks.1.act", "head"]
+    );
     assert_eq!(net.children().len(), 4);
 }
 
@@ -126,7 +140,10 @@ fn state_dict_round_trip_and_strict_errors() {
     let mut partial: StateDict = sd.iter().filter(|(n, _)| *n != "head.weight").map(|(n, t)| (n, t.clone())).collect();
     partial.insert("extra.weight", Tensor::zeros(&[1]));
     let err = b.load_state_dict(&partial).unwrap_err().to_string();
-    assert!(err.contains("missing keys [\"head.weight\"]") && err.contains("unexpected keys [\"extra.weight\"]"), "{err}");
+    assert!(
+        err.contains("missing keys [\"head.weight\"]") && err.contains("unexpected keys [\"extra.weight\"]"),
+        "{err}"
+    );
     let report = b.load_state_dict_non_strict(&partial).unwrap();
     assert_eq!(report.missing_keys, ["head.weight"]);
     assert_eq!(report.unexpected_keys, ["extra.weight"]);
@@ -134,7 +151,10 @@ fn state_dict_round_trip_and_strict_errors() {
     let mut wrong = sd.clone();
     wrong.insert("first.weight", Tensor::zeros(&[3, 5]));
     let err = b.load_state_dict(&wrong).unwrap_err().to_string();
-    assert!(err.contains("size mismatch for first.weight") && err.contains("[3, 5]") && err.contains("[3, 4]"), "{err}");
+    assert!(
+        err.contains("size mismatch for first.weight") && err.contains("[3, 5]") && err.contains("[3, 4]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -213,12 +233,32 @@ fn a_small_regression_trains_with_plain_sgd() {
 fn every_layer_prints_like_pytorch() {
     use kiln::nn::functional::{ConvOpts, MaxPool2dOpts, Padding};
     let seq = nn::Sequential::new()
-        .add(nn::Conv2d::with_opts(3, 8, [3, 3], ConvOpts { stride: [2, 2], padding: Padding::Explicit([1, 1]), ..Default::default() }, false))
-        .add(nn::Conv2d::with_opts(8, 8, [3, 3], ConvOpts { padding: Padding::Same, dilation: [2, 2], groups: 4, ..Default::default() }, true))
+        .add(nn::Conv2d::with_opts(
+            3,
+            8,
+            [3, 3],
+            ConvOpts { stride: [2, 2], padding: Padding::Explicit([1, 1]), ..Default::default() },
+            false,
+        ))
+        .add(nn::Conv2d::with_opts(
+            8,
+            8,
+            [3, 3],
+            ConvOpts { padding: Padding::Same, dilation: [2, 2], groups: 4, ..Default::default() },
+            true,
+        ))
         .add(nn::Conv1d::new(4, 6, 5))
         .add(nn::MaxPool2d::new(2))
-        .add(nn::MaxPool2d::with_opts(MaxPool2dOpts { stride: Some([1, 1]), ceil_mode: true, ..MaxPool2dOpts::new([2, 3]) }))
-        .add(nn::AvgPool2d::with_opts(kiln::nn::functional::AvgPool2dOpts { stride: Some([2, 2]), padding: [1, 1], ..kiln::nn::functional::AvgPool2dOpts::new([3, 3]) }))
+        .add(nn::MaxPool2d::with_opts(MaxPool2dOpts {
+            stride: Some([1, 1]),
+            ceil_mode: true,
+            ..MaxPool2dOpts::new([2, 3])
+        }))
+        .add(nn::AvgPool2d::with_opts(kiln::nn::functional::AvgPool2dOpts {
+            stride: Some([2, 2]),
+            padding: [1, 1],
+            ..kiln::nn::functional::AvgPool2dOpts::new([3, 3])
+        }))
         .add(nn::AdaptiveAvgPool2d::new([1, 1]))
         .add(nn::BatchNorm2d::new(8))
         .add(nn::BatchNorm1d::with_opts(4, 1e-5, None, false, true))
@@ -256,7 +296,17 @@ fn every_layer_prints_like_pytorch() {
     assert_eq!(seq.to_string(), want);
     // Buffers follow PyTorch's names; BatchNorm's counter stays int64 through to_dtype.
     let names: Vec<String> = seq.named_buffers().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["7.running_mean", "7.running_var", "7.num_batches_tracked", "8.running_mean", "8.running_var", "8.num_batches_tracked"]);
+    assert_eq!(
+        names,
+        [
+            "7.running_mean",
+            "7.running_var",
+            "7.num_batches_tracked",
+            "8.running_mean",
+            "8.running_var",
+            "8.num_batches_tracked"
+        ]
+    );
 }
 
 #[test]

@@ -45,10 +45,21 @@ fn run(case: &Case, args: &[Arg]) -> Outcome {
     }
     let eps = case.attr_opt("eps").unwrap_or(1e-5);
     let result = match case.op.as_str() {
-        "batch_norm" => F::try_batch_norm(input.unwrap(), rm, rv, weight, bias, case.attr_flag("training"), case.attr_as("momentum"), eps),
+        "batch_norm" => F::try_batch_norm(
+            input.unwrap(),
+            rm,
+            rv,
+            weight,
+            bias,
+            case.attr_flag("training"),
+            case.attr_as("momentum"),
+            eps,
+        ),
         "layer_norm" => F::try_layer_norm(input.unwrap(), &usizes(case, "normalized_shape"), weight, bias, eps),
         "group_norm" => F::try_group_norm(input.unwrap(), case.attr_as("num_groups"), weight, bias, eps),
-        "embedding" => F::try_embedding(arg(case, args, "indices").unwrap(), weight.unwrap(), case.attr_opt("padding_idx")),
+        "embedding" => {
+            F::try_embedding(arg(case, args, "indices").unwrap(), weight.unwrap(), case.attr_opt("padding_idx"))
+        }
         _ => unreachable!(),
     };
     let out = match result {
@@ -92,17 +103,27 @@ fn check(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Tensor) {
 fn gradcheck_norms() {
     kiln::manual_seed(4);
     let (x, w, b) = (leaf(&[3, 2, 2]), leaf(&[2]), leaf(&[2]));
-    check("batch_norm train", &[x.clone(), w.clone(), b.clone()], |v| F::batch_norm(&v[0], None, None, Some(&v[1]), Some(&v[2]), true, 0.1, 1e-5));
+    check("batch_norm train", &[x.clone(), w.clone(), b.clone()], |v| {
+        F::batch_norm(&v[0], None, None, Some(&v[1]), Some(&v[2]), true, 0.1, 1e-5)
+    });
     let (rm, rv) = (Tensor::new(&[0.5f64, -0.5]), Tensor::new(&[2.0f64, 0.5]));
-    check("batch_norm eval", &[x.clone(), w.clone(), b.clone()], |v| F::batch_norm(&v[0], Some(&rm), Some(&rv), Some(&v[1]), Some(&v[2]), false, 0.1, 1e-5));
+    check("batch_norm eval", &[x.clone(), w.clone(), b.clone()], |v| {
+        F::batch_norm(&v[0], Some(&rm), Some(&rv), Some(&v[1]), Some(&v[2]), false, 0.1, 1e-5)
+    });
     let (lw, lb) = (leaf(&[2, 2]), leaf(&[2, 2]));
-    check("layer_norm", &[x.clone(), lw.clone(), lb.clone()], |v| F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5));
+    check("layer_norm", &[x.clone(), lw.clone(), lb.clone()], |v| {
+        F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5)
+    });
     let (g, gw, gb) = (leaf(&[2, 4, 3]), leaf(&[4]), leaf(&[4]));
     check("group_norm", &[g, gw, gb], |v| F::group_norm(&v[0], 2, Some(&v[1]), Some(&v[2]), 1e-5));
     let idx = Tensor::new(&[[0i64, 2], [2, 1]]);
     // (without padding_idx: the padding row's zero gradient is by design not the numeric one)
     check("embedding", &[leaf(&[3, 2])], |v| F::embedding(&idx, &v[0], None));
-    if let Err(e) = gradgradcheck(|v| F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5), &[x, lw, lb], GradcheckOpts::default()) {
+    if let Err(e) = gradgradcheck(
+        |v| F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5),
+        &[x, lw, lb],
+        GradcheckOpts::default(),
+    ) {
         panic!("layer_norm gradgradcheck: {e}");
     }
 }
@@ -120,7 +141,10 @@ fn batch_norm_running_stats_update_in_place_without_history() {
     assert!(!rm.requires_grad() && rm.grad_fn().is_none());
     // eval uses the running statistics and leaves them alone
     let e = F::batch_norm(&x, Some(&rm), Some(&rv), None, None, false, 0.25, 0.0);
-    let want: Vec<f32> = [(1.0f32, 0.5f32, 1.25f32), (2.0, 1.0, 2.75), (3.0, 0.5, 1.25), (6.0, 1.0, 2.75)].iter().map(|(v, m, s)| (v - m) / s.sqrt()).collect();
+    let want: Vec<f32> = [(1.0f32, 0.5f32, 1.25f32), (2.0, 1.0, 2.75), (3.0, 0.5, 1.25), (6.0, 1.0, 2.75)]
+        .iter()
+        .map(|(v, m, s)| (v - m) / s.sqrt())
+        .collect();
     let got = e.to_vec::<f32>();
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6), "{got:?} vs {want:?}");
     assert_eq!(rm.to_vec::<f32>(), vec![0.5, 1.0]);

@@ -67,7 +67,25 @@ fn pool_cases() -> Vec<Case> {
 
 #[test]
 fn forward_indices_and_gradients_match_pytorch() {
-    common::assert_cases_match("pooling", &pool_cases(), &run, &["ceil_pad", "rect_ceil", "dilation", "pad_exclude", "ceil_include", "divisor", "non_divisible", "upsample", "unbatched", "noncontig", "large", "bf16"]);
+    common::assert_cases_match(
+        "pooling",
+        &pool_cases(),
+        &run,
+        &[
+            "ceil_pad",
+            "rect_ceil",
+            "dilation",
+            "pad_exclude",
+            "ceil_include",
+            "divisor",
+            "non_divisible",
+            "upsample",
+            "unbatched",
+            "noncontig",
+            "large",
+            "bf16",
+        ],
+    );
 }
 
 #[test]
@@ -84,8 +102,20 @@ fn distinct(shape: &[usize]) -> Tensor {
 
 #[test]
 fn gradcheck_and_gradgradcheck_every_pooling() {
-    let max = MaxPool2dOpts { stride: Some([2, 1]), padding: [1, 1], dilation: [1, 2], ceil_mode: true, ..MaxPool2dOpts::new([3, 2]) };
-    let avg = AvgPool2dOpts { stride: Some([2, 2]), padding: [1, 1], ceil_mode: true, count_include_pad: false, ..AvgPool2dOpts::new([3, 2]) };
+    let max = MaxPool2dOpts {
+        stride: Some([2, 1]),
+        padding: [1, 1],
+        dilation: [1, 2],
+        ceil_mode: true,
+        ..MaxPool2dOpts::new([3, 2])
+    };
+    let avg = AvgPool2dOpts {
+        stride: Some([2, 2]),
+        padding: [1, 1],
+        ceil_mode: true,
+        count_include_pad: false,
+        ..AvgPool2dOpts::new([3, 2])
+    };
     let avg_div = AvgPool2dOpts { divisor_override: Some(3), ..AvgPool2dOpts::new([2, 2]) };
     let fs: [(&str, Box<dyn Fn(&[Tensor]) -> Tensor>); 5] = [
         ("max", Box::new(move |t: &[Tensor]| F::max_pool2d_opts(&t[0], &max))),

@@ -2,7 +2,10 @@
 //! scripts/fixtures_optim.py, whose header describes the format), then state-dict round trips,
 //! resume-equals-continuous, and the constructors' and loaders' errors.
 
-use kiln::optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optim, Optimizer, OptimizerConfig, ParamGroup, RmsProp, RmsPropConfig, Sgd, SgdConfig};
+use kiln::optim::{
+    Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optim, Optimizer,
+    OptimizerConfig, ParamGroup, RmsProp, RmsPropConfig, Sgd, SgdConfig,
+};
 use kiln::{DType, StateDict, Tensor};
 use std::collections::BTreeMap;
 
@@ -11,7 +14,10 @@ mod optim_fixture;
 use optim_fixture::{key_values, load_cases};
 
 /// An optimizer of kind `C` with the fixture's groups over `params`.
-fn make<C: OptimizerConfig + Default + 'static>(groups: &[BTreeMap<String, String>], params: &[Tensor]) -> Box<dyn Optimizer> {
+fn make<C: OptimizerConfig + Default + 'static>(
+    groups: &[BTreeMap<String, String>],
+    params: &[Tensor],
+) -> Box<dyn Optimizer> {
     let groups = groups
         .iter()
         .map(|kv| {
@@ -63,8 +69,11 @@ fn trajectories_match_pytorch() {
         let kind = &line("opt").next().unwrap().args[0];
         let groups: Vec<_> = line("group").map(|l| key_values(&l.args)).collect();
         let params: Vec<Tensor> = line("param").map(|l| tensor(&l.values, &l.args[1]).requires_grad_(true)).collect();
-        let coefs: Vec<Tensor> = line("coef").map(|l| Tensor::from_vec(l.values.clone(), params[l.args[0].parse::<usize>().unwrap()].shape())).collect();
-        let skips: Vec<(usize, usize)> = line("skip").map(|l| (l.args[0].parse().unwrap(), l.args[1].parse().unwrap())).collect();
+        let coefs: Vec<Tensor> = line("coef")
+            .map(|l| Tensor::from_vec(l.values.clone(), params[l.args[0].parse::<usize>().unwrap()].shape()))
+            .collect();
+        let skips: Vec<(usize, usize)> =
+            line("skip").map(|l| (l.args[0].parse().unwrap(), l.args[1].parse().unwrap())).collect();
         let mut opt = build(kind, &groups, &params);
         for k in 1..=5 {
             opt.zero_grad();
@@ -91,8 +100,14 @@ fn trajectories_match_pytorch() {
 
 /// Deterministic f64 parameters and loss coefficients for the round-trip tests.
 fn problem() -> (Vec<Tensor>, Vec<Tensor>) {
-    let p = vec![Tensor::from_vec(vec![0.3, -0.7, 0.9, -0.2, 0.5, 0.1], &[2, 3]), Tensor::from_vec(vec![-0.4, 0.8, 0.6, -0.9], &[4])];
-    let c = vec![Tensor::from_vec(vec![1.0, 0.6, 1.3, 0.9, 0.7, 1.1], &[2, 3]), Tensor::from_vec(vec![0.8, 1.2, 0.5, 1.4], &[4])];
+    let p = vec![
+        Tensor::from_vec(vec![0.3, -0.7, 0.9, -0.2, 0.5, 0.1], &[2, 3]),
+        Tensor::from_vec(vec![-0.4, 0.8, 0.6, -0.9], &[4]),
+    ];
+    let c = vec![
+        Tensor::from_vec(vec![1.0, 0.6, 1.3, 0.9, 0.7, 1.1], &[2, 3]),
+        Tensor::from_vec(vec![0.8, 1.2, 0.5, 1.4], &[4]),
+    ];
     (p, c)
 }
 
@@ -112,8 +127,15 @@ fn run(opt: &mut dyn Optimizer, params: &[Tensor], coefs: &[Tensor], steps: usiz
 fn stateful(params: &[Tensor]) -> Vec<(&'static str, Box<dyn Optimizer>)> {
     let p = || params.to_vec();
     vec![
-        ("sgd", Box::new(Sgd::new(p(), SgdConfig { lr: 0.1, momentum: 0.9, nesterov: true, ..Default::default() })) as Box<dyn Optimizer>),
-        ("adam", Box::new(Adam::new(p(), AdamConfig { lr: 0.1, amsgrad: true, weight_decay: 0.1, ..Default::default() }))),
+        (
+            "sgd",
+            Box::new(Sgd::new(p(), SgdConfig { lr: 0.1, momentum: 0.9, nesterov: true, ..Default::default() }))
+                as Box<dyn Optimizer>,
+        ),
+        (
+            "adam",
+            Box::new(Adam::new(p(), AdamConfig { lr: 0.1, amsgrad: true, weight_decay: 0.1, ..Default::default() })),
+        ),
         ("adamw", Box::new(AdamW::new(p(), AdamWConfig { lr: 0.1, ..Default::default() }))),
         ("adadelta", Box::new(Adadelta::new(p(), AdadeltaConfig::default()))),
         ("adagrad", Box::new(Adagrad::new(p(), AdagradConfig { lr: 0.1, lr_decay: 0.05, ..Default::default() }))),
@@ -154,7 +176,19 @@ fn state_dict_uses_pytorch_names() {
     run(&mut opt, &params, &coefs, 3);
     let sd = opt.state_dict();
     let keys: Vec<&str> = sd.keys().collect();
-    assert_eq!(keys, ["state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq", "state.0.max_exp_avg_sq", "state.1.step", "state.1.exp_avg", "state.1.exp_avg_sq", "state.1.max_exp_avg_sq"]);
+    assert_eq!(
+        keys,
+        [
+            "state.0.step",
+            "state.0.exp_avg",
+            "state.0.exp_avg_sq",
+            "state.0.max_exp_avg_sq",
+            "state.1.step",
+            "state.1.exp_avg",
+            "state.1.exp_avg_sq",
+            "state.1.max_exp_avg_sq"
+        ]
+    );
     let step = sd.get("state.1.step").unwrap();
     assert_eq!((step.dtype(), step.shape()), (DType::F32, &[][..]));
     assert_eq!(step.item::<f32>(), 3.0);
@@ -171,7 +205,10 @@ fn state_dict_uses_pytorch_names() {
 
     // Indices count across groups; a group's own parameters are listed in it.
     let p = fresh(&init);
-    let mut sgd = Sgd::with_groups(vec![ParamGroup::new([p[1].clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() }), ParamGroup::new([p[0].clone()], SgdConfig { lr: 0.2, ..Default::default() })]);
+    let mut sgd = Sgd::with_groups(vec![
+        ParamGroup::new([p[1].clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() }),
+        ParamGroup::new([p[0].clone()], SgdConfig { lr: 0.2, ..Default::default() }),
+    ]);
     run(&mut sgd, &p, &coefs, 1);
     let sd = sgd.state_dict();
     assert_eq!(sd.keys().collect::<Vec<_>>(), ["state.0.momentum_buffer"]);
@@ -245,17 +282,35 @@ fn load_state_dict_errors_name_the_difference_and_change_nothing() {
 fn constructors_validate_like_pytorch() {
     let (init, _) = problem();
     let p = fresh(&init);
-    let err = Sgd::try_new(p.clone(), SgdConfig { lr: 0.1, nesterov: true, ..Default::default() }).err().unwrap().to_string();
+    let err =
+        Sgd::try_new(p.clone(), SgdConfig { lr: 0.1, nesterov: true, ..Default::default() }).err().unwrap().to_string();
     assert!(err.contains("Nesterov momentum requires a momentum and zero dampening"), "{err}");
-    let err = Sgd::try_new(p.clone(), SgdConfig { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true, ..Default::default() }).err().unwrap().to_string();
+    let err = Sgd::try_new(
+        p.clone(),
+        SgdConfig { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true, ..Default::default() },
+    )
+    .err()
+    .unwrap()
+    .to_string();
     assert!(err.contains("Nesterov"), "{err}");
-    assert!(Adam::try_new(p.clone(), AdamConfig { betas: (1.0, 0.999), ..Default::default() }).err().unwrap().to_string().contains("Invalid beta parameter at index 0"));
-    assert!(Adam::try_new(p.clone(), AdamConfig { lr: -1.0, ..Default::default() }).err().unwrap().to_string().contains("Invalid learning rate"));
+    assert!(Adam::try_new(p.clone(), AdamConfig { betas: (1.0, 0.999), ..Default::default() })
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("Invalid beta parameter at index 0"));
+    assert!(Adam::try_new(p.clone(), AdamConfig { lr: -1.0, ..Default::default() })
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("Invalid learning rate"));
     assert!(Adadelta::try_new(p.clone(), AdadeltaConfig { rho: 1.5, ..Default::default() }).is_err());
     assert!(Adagrad::try_new(p.clone(), AdagradConfig { lr_decay: -0.1, ..Default::default() }).is_err());
     assert!(RmsProp::try_new(p.clone(), RmsPropConfig { alpha: -0.1, ..Default::default() }).is_err());
     assert!(Sgd::try_new(Vec::new(), SgdConfig::default()).err().unwrap().to_string().contains("empty parameter list"));
-    let dup = Sgd::try_with_groups(vec![ParamGroup::new([p[0].clone()], SgdConfig::default()), ParamGroup::new([p[0].clone()], SgdConfig::default())]);
+    let dup = Sgd::try_with_groups(vec![
+        ParamGroup::new([p[0].clone()], SgdConfig::default()),
+        ParamGroup::new([p[0].clone()], SgdConfig::default()),
+    ]);
     assert!(dup.err().unwrap().to_string().contains("more than one parameter group"));
     let non_leaf = &p[0] * 2.0;
     assert!(Sgd::try_new([non_leaf], SgdConfig::default()).err().unwrap().to_string().contains("non-leaf"));

@@ -90,10 +90,14 @@ fn values_come_from_the_philox_block_function() {
     // 2 = 1, low word).
     let (p0, p1) = (philox4x32_10([0, 0, 0, 0], [9, 0]), philox4x32_10([0, 0, 1, 0], [9, 0]));
     let w64: Vec<u64> = (0..4).map(|l| ((p0[l] as u64) << 32) | p1[l] as u64).collect();
-    let got = Tensor::zeros_opts(&[4], DType::F64, Device::Cpu).uniform_with_(0.0, 1.0, &mut Generator::with_seed(9)).to_vec::<f64>();
+    let got = Tensor::zeros_opts(&[4], DType::F64, Device::Cpu)
+        .uniform_with_(0.0, 1.0, &mut Generator::with_seed(9))
+        .to_vec::<f64>();
     let want: Vec<f64> = w64.iter().map(|w| (w >> 11) as f64 / 9_007_199_254_740_992.0).collect();
     assert_eq!(got, want);
-    let got = Tensor::zeros_opts(&[4], DType::I64, Device::Cpu).random_with_(-10, 90, &mut Generator::with_seed(9)).to_vec::<i64>();
+    let got = Tensor::zeros_opts(&[4], DType::I64, Device::Cpu)
+        .random_with_(-10, 90, &mut Generator::with_seed(9))
+        .to_vec::<i64>();
     let want: Vec<i64> = w64.iter().map(|&w| -10 + ((w as u128 * 100) >> 64) as i64).collect();
     assert_eq!(got, want);
 
@@ -253,7 +257,10 @@ fn bad_arguments_are_errors() {
     let before = random::get_rng_state();
     let e = Tensor::try_rand_opts(&[2], DType::I64, Device::Cpu).unwrap_err();
     assert_eq!(e.kind, ErrorKind::DType);
-    assert!(e.to_string().starts_with("rand: expected a floating-point dtype, but got int64 (at tests/random.rs:"), "{e}");
+    assert!(
+        e.to_string().starts_with("rand: expected a floating-point dtype, but got int64 (at tests/random.rs:"),
+        "{e}"
+    );
     assert_eq!(Tensor::try_randn_opts(&[2], DType::Bool, Device::Cpu).unwrap_err().kind, ErrorKind::DType);
     if !Device::cuda_is_available() {
         // "rand: no CUDA device available (…)"; with a GPU the numbers are drawn on the host
@@ -265,7 +272,10 @@ fn bad_arguments_are_errors() {
     let e = Tensor::try_randint_opts(0, 300, &[2], DType::U8, Device::Cpu).unwrap_err();
     assert_eq!(e.message, "[from, to) = [0, 300) is out of bounds for uint8 (values must lie in [0, 255])");
     let x = Tensor::zeros(&[3]);
-    assert_eq!(x.try_uniform_(2.0, 1.0).unwrap_err().message, "expects to return a [from, to) range, but found from=2 > to=1");
+    assert_eq!(
+        x.try_uniform_(2.0, 1.0).unwrap_err().message,
+        "expects to return a [from, to) range, but found from=2 > to=1"
+    );
     assert_eq!(x.try_normal_(0.0, -1.0).unwrap_err().message, "expects std >= 0.0, but found std=-1");
     assert_eq!(x.try_bernoulli_(1.5).unwrap_err().message, "expects p to be in [0, 1], but got p=1.5");
     let ints = Tensor::zeros_opts(&[3], DType::I32, Device::Cpu);

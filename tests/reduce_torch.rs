@@ -15,12 +15,32 @@ use common::{assert_covers, outcome, run_fixture, Arg, Case, Outcome};
 use kiln::Tensor;
 
 const OPS: &[&str] = &[
-    "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any", "var", "std", "logsumexp", "cumsum",
-    "softmax", "log_softmax",
+    "sum",
+    "mean",
+    "prod",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "all",
+    "any",
+    "var",
+    "std",
+    "logsumexp",
+    "cumsum",
+    "softmax",
+    "log_softmax",
 ];
 
 /// var (`SQRT` false) or std over every element with `correction`, or over `dims`.
-fn var_std<const SQRT: bool>(x: &Tensor, dims: Option<Vec<i64>>, correction: i64, keepdim: bool) -> kiln::Result<Tensor> {
+fn var_std<const SQRT: bool>(
+    x: &Tensor,
+    dims: Option<Vec<i64>>,
+    correction: i64,
+    keepdim: bool,
+) -> kiln::Result<Tensor> {
     match (dims, correction, SQRT) {
         (None, 0 | 1, false) => x.try_var(correction == 1),
         (None, 0 | 1, true) => x.try_std(correction == 1),

@@ -41,39 +41,104 @@ fn check_f((v, i): (Tensor, Tensor), shape: &[usize], values: &[f32], indices: &
 #[test]
 fn matches_pytorch() {
     // sort 2-D dim 1
-    check_i(a2().sort(1, false), &[3, 4], &[1, 1, 2, 3, -1, 0, 5, 5, 0, 2, 2, 9], &[1, 3, 2, 0, 3, 0, 1, 2, 3, 0, 1, 2]);
+    check_i(
+        a2().sort(1, false),
+        &[3, 4],
+        &[1, 1, 2, 3, -1, 0, 5, 5, 0, 2, 2, 9],
+        &[1, 3, 2, 0, 3, 0, 1, 2, 3, 0, 1, 2],
+    );
     // sort 2-D dim 0 descending
     check_i(a2().sort(0, true), &[3, 4], &[3, 5, 9, 1, 2, 2, 5, 0, 0, 1, 2, -1], &[0, 1, 2, 0, 2, 2, 1, 2, 1, 0, 0, 1]);
     // sort 2-D dim -1 descending
-    check_i(a2().sort(-1, true), &[3, 4], &[3, 2, 1, 1, 5, 5, 0, -1, 9, 2, 2, 0], &[0, 2, 1, 3, 1, 2, 0, 3, 2, 0, 1, 3]);
+    check_i(
+        a2().sort(-1, true),
+        &[3, 4],
+        &[3, 2, 1, 1, 5, 5, 0, -1, 9, 2, 2, 0],
+        &[0, 2, 1, 3, 1, 2, 0, 3, 2, 0, 1, 3],
+    );
     // sort 3-D dim 0
-    check_i(a3().sort(0, false), &[2, 2, 3], &[1, 1, 3, 2, 0, 0, 4, 5, 3, 7, 2, 2], &[1, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 1]);
+    check_i(
+        a3().sort(0, false),
+        &[2, 2, 3],
+        &[1, 1, 3, 2, 0, 0, 4, 5, 3, 7, 2, 2],
+        &[1, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 1],
+    );
     // sort 3-D dim 1 descending
-    check_i(a3().sort(1, true), &[2, 2, 3], &[4, 2, 3, 2, 1, 0, 7, 5, 3, 1, 0, 2], &[0, 1, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1]);
+    check_i(
+        a3().sort(1, true),
+        &[2, 2, 3],
+        &[4, 2, 3, 2, 1, 0, 7, 5, 3, 1, 0, 2],
+        &[0, 1, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1],
+    );
     // sort 3-D dim 2
-    check_i(a3().sort(2, false), &[2, 2, 3], &[1, 3, 4, 0, 2, 2, 1, 3, 5, 0, 2, 7], &[1, 2, 0, 2, 0, 1, 0, 2, 1, 1, 2, 0]);
+    check_i(
+        a3().sort(2, false),
+        &[2, 2, 3],
+        &[1, 3, 4, 0, 2, 2, 1, 3, 5, 0, 2, 7],
+        &[1, 2, 0, 2, 0, 1, 0, 2, 1, 1, 2, 0],
+    );
     // sort transposed
-    check_i(a2().t().sort(1, false), &[4, 3], &[0, 2, 3, 1, 2, 5, 2, 5, 9, -1, 0, 1], &[1, 2, 0, 0, 2, 1, 0, 1, 2, 1, 2, 0]);
+    check_i(
+        a2().t().sort(1, false),
+        &[4, 3],
+        &[0, 2, 3, 1, 2, 5, 2, 5, 9, -1, 0, 1],
+        &[1, 2, 0, 0, 2, 1, 0, 1, 2, 1, 2, 0],
+    );
     // sort narrowed
     check_i(a2().narrow(1, 1, 3).sort(1, true), &[3, 3], &[2, 1, 1, 5, 5, -1, 9, 2, 0], &[1, 0, 2, 0, 1, 2, 1, 0, 2]);
     // sort expanded
-    check_i(a2().narrow(0, 1, 1).expand(&[2, 4]).sort(0, false), &[2, 4], &[0, 5, 5, -1, 0, 5, 5, -1], &[0, 0, 0, 0, 1, 1, 1, 1]);
+    check_i(
+        a2().narrow(0, 1, 1).expand(&[2, 4]).sort(0, false),
+        &[2, 4],
+        &[0, 5, 5, -1, 0, 5, 5, -1],
+        &[0, 0, 0, 0, 1, 1, 1, 1],
+    );
     // sort floats
-    check_f(u2().sort(1, false), &[3, 4], &[-1.0, 0.5, 2.25, 3.5, -7.5, 0.0, 5.0, 8.0, -0.25, 2.0, 6.5, 9.0], &[1, 3, 2, 0, 2, 0, 1, 3, 3, 0, 1, 2]);
+    check_f(
+        u2().sort(1, false),
+        &[3, 4],
+        &[-1.0, 0.5, 2.25, 3.5, -7.5, 0.0, 5.0, 8.0, -0.25, 2.0, 6.5, 9.0],
+        &[1, 3, 2, 0, 2, 0, 1, 3, 3, 0, 1, 2],
+    );
     // sort floats dim 0 descending
-    check_f(u2().sort(0, true), &[3, 4], &[3.5, 6.5, 9.0, 8.0, 2.0, 5.0, 2.25, 0.5, 0.0, -1.0, -7.5, -0.25], &[0, 2, 2, 1, 2, 1, 0, 0, 1, 0, 1, 2]);
+    check_f(
+        u2().sort(0, true),
+        &[3, 4],
+        &[3.5, 6.5, 9.0, 8.0, 2.0, 5.0, 2.25, 0.5, 0.0, -1.0, -7.5, -0.25],
+        &[0, 2, 2, 1, 2, 1, 0, 0, 1, 0, 1, 2],
+    );
     // topk largest
     check_f(u2().topk(2, 1, true, true), &[3, 2], &[3.5, 2.25, 8.0, 5.0, 9.0, 6.5], &[0, 2, 3, 1, 2, 1]);
     // topk smallest
-    check_f(u2().topk(3, 1, false, true), &[3, 3], &[-1.0, 0.5, 2.25, -7.5, 0.0, 5.0, -0.25, 2.0, 6.5], &[1, 3, 2, 2, 0, 1, 3, 0, 1]);
+    check_f(
+        u2().topk(3, 1, false, true),
+        &[3, 3],
+        &[-1.0, 0.5, 2.25, -7.5, 0.0, 5.0, -0.25, 2.0, 6.5],
+        &[1, 3, 2, 2, 0, 1, 3, 0, 1],
+    );
     // topk dim 0
-    check_f(u2().topk(2, 0, true, true), &[2, 4], &[3.5, 6.5, 9.0, 8.0, 2.0, 5.0, 2.25, 0.5], &[0, 2, 2, 1, 2, 1, 0, 0]);
+    check_f(
+        u2().topk(2, 0, true, true),
+        &[2, 4],
+        &[3.5, 6.5, 9.0, 8.0, 2.0, 5.0, 2.25, 0.5],
+        &[0, 2, 2, 1, 2, 1, 0, 0],
+    );
     // topk transposed
     check_f(u2().t().topk(1, -1, false, true), &[4, 1], &[0.0, -1.0, -7.5, -0.25], &[1, 0, 1, 2]);
     // topk k = size
-    check_f(u2().topk(4, 1, true, true), &[3, 4], &[3.5, 2.25, 0.5, -1.0, 8.0, 5.0, 0.0, -7.5, 9.0, 6.5, 2.0, -0.25], &[0, 2, 3, 1, 3, 1, 0, 2, 2, 1, 0, 3]);
+    check_f(
+        u2().topk(4, 1, true, true),
+        &[3, 4],
+        &[3.5, 2.25, 0.5, -1.0, 8.0, 5.0, 0.0, -7.5, 9.0, 6.5, 2.0, -0.25],
+        &[0, 2, 3, 1, 3, 1, 0, 2, 2, 1, 0, 3],
+    );
     // topk 3-D dim 2
-    check_f(u3().topk(2, 2, true, true), &[2, 2, 2], &[1.0, 0.0, 3.0, 2.5, 6.0, 4.0, 9.0, 5.5], &[2, 0, 0, 2, 0, 2, 0, 2]);
+    check_f(
+        u3().topk(2, 2, true, true),
+        &[2, 2, 2],
+        &[1.0, 0.0, 3.0, 2.5, 6.0, 4.0, 9.0, 5.5],
+        &[2, 0, 0, 2, 0, 2, 0, 2],
+    );
 }
 
 #[test]
@@ -97,7 +162,8 @@ fn nan_signed_zero_and_stability() {
     assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![0.0, 1.0], vec![4, 0]));
     // unsorted topk still returns the right set
     let (v, i) = u2().topk(2, 1, true, false);
-    let mut got: Vec<(i64, i64)> = i.to_vec::<i64>().chunks(2).enumerate().flat_map(|(r, c)| c.iter().map(move |&c| (r as i64, c))).collect();
+    let mut got: Vec<(i64, i64)> =
+        i.to_vec::<i64>().chunks(2).enumerate().flat_map(|(r, c)| c.iter().map(move |&c| (r as i64, c))).collect();
     got.sort();
     assert_eq!(got, vec![(0, 0), (0, 2), (1, 1), (1, 3), (2, 1), (2, 2)]);
     let mut vals = v.to_vec::<f32>();
@@ -160,8 +226,14 @@ fn large_inputs_sort_in_parallel() {
     let (v, i) = (v.to_vec::<f32>(), i.to_vec::<i64>());
     for row in 0..r {
         let (vs, is) = (&v[row * c..(row + 1) * c], &i[row * c..(row + 1) * c]);
-        assert!(vs.windows(2).zip(is.windows(2)).all(|(w, j)| w[0] < w[1] || (w[0] == w[1] && j[0] < j[1])), "row {row} sorted and stable");
-        assert!(is.iter().zip(vs).all(|(&j, &val)| data[row * c + j as usize] == val), "row {row} indices point at values");
+        assert!(
+            vs.windows(2).zip(is.windows(2)).all(|(w, j)| w[0] < w[1] || (w[0] == w[1] && j[0] < j[1])),
+            "row {row} sorted and stable"
+        );
+        assert!(
+            is.iter().zip(vs).all(|(&j, &val)| data[row * c + j as usize] == val),
+            "row {row} indices point at values"
+        );
     }
     let (vt, it) = x.t().sort(0, true);
     assert_eq!(vt.shape(), &[c, r]);
@@ -172,7 +244,10 @@ fn large_inputs_sort_in_parallel() {
     let long = Tensor::from_vec((0..n).map(|p| ((p * 7919) % 1000) as i64).collect(), &[n]);
     let (v, i) = long.sort(0, true);
     let (v, i) = (v.to_vec::<i64>(), i.to_vec::<i64>());
-    assert!(v.windows(2).zip(i.windows(2)).all(|(w, j)| w[0] > w[1] || (w[0] == w[1] && j[0] < j[1])), "long row sorted and stable");
+    assert!(
+        v.windows(2).zip(i.windows(2)).all(|(w, j)| w[0] > w[1] || (w[0] == w[1] && j[0] < j[1])),
+        "long row sorted and stable"
+    );
     assert!(i.iter().zip(&v).all(|(&j, &val)| (j as usize * 7919) % 1000 == val as usize));
     // topk over many rows
     let (tv, ti) = x.topk(5, 1, true, true);
@@ -193,4 +268,3 @@ fn errors_name_the_op_and_the_caller() {
     assert!(e.contains("tests/sort.rs:"), "{e}");
     assert!(std::panic::catch_unwind(|| a2().topk(9, 0, true, true)).is_err());
 }
-

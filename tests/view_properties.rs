@@ -82,24 +82,30 @@ fn apply(t: &Tensor, m: &Model, step: &Step) -> Option<(Tensor, Model)> {
             let (a, b) = (a % nd, b % nd);
             let mut shape = m.shape.clone();
             shape.swap(a, b);
-            (t.transpose(a as i64, b as i64), m.remap(shape, |o| {
-                let mut i = o.to_vec();
-                i.swap(a, b);
-                i
-            }))
+            (
+                t.transpose(a as i64, b as i64),
+                m.remap(shape, |o| {
+                    let mut i = o.to_vec();
+                    i.swap(a, b);
+                    i
+                }),
+            )
         }
         Step::Permute(ref keys) => {
             let mut perm: Vec<usize> = (0..nd).collect();
             perm.sort_by_key(|&d| keys[d]);
             let shape: Vec<usize> = perm.iter().map(|&p| m.shape[p]).collect();
             let dims: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
-            (t.permute(&dims), m.remap(shape, |o| {
-                let mut i = vec![0; nd];
-                for (k, &p) in perm.iter().enumerate() {
-                    i[p] = o[k];
-                }
-                i
-            }))
+            (
+                t.permute(&dims),
+                m.remap(shape, |o| {
+                    let mut i = vec![0; nd];
+                    for (k, &p) in perm.iter().enumerate() {
+                        i[p] = o[k];
+                    }
+                    i
+                }),
+            )
         }
         Step::Narrow(d, s, l) => {
             if nd == 0 {
@@ -111,11 +117,14 @@ fn apply(t: &Tensor, m: &Model, step: &Step) -> Option<(Tensor, Model)> {
             let len = l % (size - start + 1);
             let mut shape = m.shape.clone();
             shape[d] = len;
-            (t.narrow(d as i64, start as i64, len), m.remap(shape, |o| {
-                let mut i = o.to_vec();
-                i[d] += start;
-                i
-            }))
+            (
+                t.narrow(d as i64, start as i64, len),
+                m.remap(shape, |o| {
+                    let mut i = o.to_vec();
+                    i[d] += start;
+                    i
+                }),
+            )
         }
         Step::Select(d, i) => {
             if nd == 0 || m.shape[d % nd] == 0 {
@@ -125,11 +134,14 @@ fn apply(t: &Tensor, m: &Model, step: &Step) -> Option<(Tensor, Model)> {
             let i = i % m.shape[d];
             let mut shape = m.shape.clone();
             shape.remove(d);
-            (t.select(d as i64, i as i64), m.remap(shape, |o| {
-                let mut idx = o.to_vec();
-                idx.insert(d, i);
-                idx
-            }))
+            (
+                t.select(d as i64, i as i64),
+                m.remap(shape, |o| {
+                    let mut idx = o.to_vec();
+                    idx.insert(d, i);
+                    idx
+                }),
+            )
         }
         Step::Unsqueeze(d) => {
             if nd >= 4 {
@@ -138,11 +150,14 @@ fn apply(t: &Tensor, m: &Model, step: &Step) -> Option<(Tensor, Model)> {
             let d = d % (nd + 1);
             let mut shape = m.shape.clone();
             shape.insert(d, 1);
-            (t.unsqueeze(d as i64), m.remap(shape, |o| {
-                let mut i = o.to_vec();
-                i.remove(d);
-                i
-            }))
+            (
+                t.unsqueeze(d as i64),
+                m.remap(shape, |o| {
+                    let mut i = o.to_vec();
+                    i.remove(d);
+                    i
+                }),
+            )
         }
         Step::Expand(d, n) => {
             // Expands a size-1 dim to n, or adds a leading dim of size n.
@@ -159,7 +174,12 @@ fn apply(t: &Tensor, m: &Model, step: &Step) -> Option<(Tensor, Model)> {
             };
             let spec: Vec<i64> = shape.iter().map(|&s| s as i64).collect();
             let base_shape = m.shape.clone();
-            (t.expand(&spec), m.remap(shape, |o| o[lead..].iter().zip(&base_shape).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect()))
+            (
+                t.expand(&spec),
+                m.remap(shape, |o| {
+                    o[lead..].iter().zip(&base_shape).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect()
+                }),
+            )
         }
     })
 }
@@ -188,7 +208,14 @@ fn shape_strategy(max_dims: usize) -> impl Strategy<Value = Vec<usize>> {
 }
 
 fn dtype_strategy() -> impl Strategy<Value = DType> {
-    prop_oneof![Just(DType::F32), Just(DType::F64), Just(DType::F16), Just(DType::I64), Just(DType::I32), Just(DType::U8)]
+    prop_oneof![
+        Just(DType::F32),
+        Just(DType::F64),
+        Just(DType::F16),
+        Just(DType::I64),
+        Just(DType::I32),
+        Just(DType::U8)
+    ]
 }
 
 /// Builds the view chain on a fresh base.
@@ -355,7 +382,12 @@ fn large_views_take_the_parallel_path() {
     let c = v.contiguous();
     assert!(!v.is_contiguous() && v.numel() >= 100_000);
     assert!(same_values(&affine(&v), &affine(&c)), "x*3+1 on a strided view differs from its contiguous copy");
-    for (name, f) in [("exp", Tensor::exp as fn(&Tensor) -> Tensor), ("tanh", Tensor::tanh), ("sigmoid", Tensor::sigmoid), ("sin", Tensor::sin)] {
+    for (name, f) in [
+        ("exp", Tensor::exp as fn(&Tensor) -> Tensor),
+        ("tanh", Tensor::tanh),
+        ("sigmoid", Tensor::sigmoid),
+        ("sin", Tensor::sin),
+    ] {
         assert!(same_values(&f(&v), &f(&c)), "{name} on a strided view differs from {name} on its contiguous copy");
     }
     let row = Tensor::arange(400).to_dtype(DType::F32);

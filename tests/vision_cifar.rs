@@ -66,7 +66,11 @@ fn cifar_err(name: &str, edit: impl Fn(&Path)) -> kiln::Error {
 #[test]
 fn corrupt_files_are_errors_naming_the_file() {
     let e = cifar_err("short", |d| std::fs::write(d.join("data_batch_3.bin"), &records(4, 2)[..5000]).unwrap());
-    assert!(e.to_string().contains("data_batch_3.bin") && e.to_string().contains("1 whole records and 1927 bytes left over"), "{e}");
+    assert!(
+        e.to_string().contains("data_batch_3.bin")
+            && e.to_string().contains("1 whole records and 1927 bytes left over"),
+        "{e}"
+    );
     assert_eq!(e.kind, ErrorKind::Value);
     let e = cifar_err("label", |d| {
         let mut r = records(8, 2);
@@ -85,7 +89,8 @@ fn corrupt_files_are_errors_naming_the_file() {
 
 /// A 3x4x5 image whose byte at (c, y, x) is `c * 100 + y * 10 + x`.
 fn pixels() -> Pixels {
-    let data = (0..3).flat_map(|c| (0..4).flat_map(move |y| (0..5).map(move |x| (c * 100 + y * 10 + x) as u8))).collect();
+    let data =
+        (0..3).flat_map(|c| (0..4).flat_map(move |y| (0..5).map(move |x| (c * 100 + y * 10 + x) as u8))).collect();
     Pixels::new(data, 3, 4, 5).unwrap()
 }
 
@@ -199,13 +204,15 @@ fn random_horizontal_flip() {
     assert_eq!(t.to_vec::<f32>(), mirrored.iter().map(|&b| b as f32 / 255.0).collect::<Vec<f32>>());
 
     seed_item_generator(Some(9));
-    let draws: Vec<bool> =
-        (0..400).map(|_| matches!(flip(RandomHorizontalFlip::default(), Image::Pixels(p.clone())), Image::Pixels(o) if o != p)).collect();
+    let draws: Vec<bool> = (0..400)
+        .map(|_| matches!(flip(RandomHorizontalFlip::default(), Image::Pixels(p.clone())), Image::Pixels(o) if o != p))
+        .collect();
     let flipped = draws.iter().filter(|&&f| f).count();
     assert!((150..250).contains(&flipped), "p = 0.5 flipped {flipped} of 400");
     seed_item_generator(Some(9));
-    let again: Vec<bool> =
-        (0..400).map(|_| matches!(flip(RandomHorizontalFlip::default(), Image::Pixels(p.clone())), Image::Pixels(o) if o != p)).collect();
+    let again: Vec<bool> = (0..400)
+        .map(|_| matches!(flip(RandomHorizontalFlip::default(), Image::Pixels(p.clone())), Image::Pixels(o) if o != p))
+        .collect();
     assert_eq!(draws, again, "deterministic per seed");
     assert!(RandomHorizontalFlip::try_new(1.5).is_err());
     seed_item_generator(None);
@@ -222,7 +229,9 @@ fn augmented_loader_is_reproducible_across_workers() {
     )));
     let run = |workers| {
         let loader = DataLoader::new(train.clone()).batch_size(4).shuffle(true).seed(5).num_workers(workers);
-        (0..2).map(|_| loader.iter().map(|(x, y)| (x.to_vec::<f32>(), y.to_vec::<i64>())).collect::<Vec<_>>()).collect::<Vec<_>>()
+        (0..2)
+            .map(|_| loader.iter().map(|(x, y)| (x.to_vec::<f32>(), y.to_vec::<i64>())).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
     };
     let serial = run(0);
     assert_eq!(serial[0].len(), 3);
@@ -231,7 +240,9 @@ fn augmented_loader_is_reproducible_across_workers() {
     assert!(serial[0] != serial[1], "each epoch augments anew");
 
     // A Lambda that fails makes the dataset panic, naming the item.
-    let failing = Cifar10::new(&dir, false).unwrap().transform(Lambda::new(|_| Err(kiln::Error::new("mine", ErrorKind::Value, "nope"))));
+    let failing = Cifar10::new(&dir, false)
+        .unwrap()
+        .transform(Lambda::new(|_| Err(kiln::Error::new("mine", ErrorKind::Value, "nope"))));
     let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| failing.get(1))).unwrap_err();
     let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("Cifar10: the transform failed on item 1") && message.contains("nope"), "{message}");
@@ -247,7 +258,12 @@ fn augmented_loader_is_reproducible_across_workers() {
 #[test]
 fn blitz_example_trains_on_files_in_the_format() {
     let exe = std::env::current_exe().unwrap();
-    let example = exe.parent().and_then(Path::parent).unwrap().join("examples").join(format!("cifar10_blitz{}", std::env::consts::EXE_SUFFIX));
+    let example = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(format!("cifar10_blitz{}", std::env::consts::EXE_SUFFIX));
     if !example.exists() {
         println!("skipped: {} is not built (the README's `cargo test` command builds it)", example.display());
         return;
@@ -255,7 +271,18 @@ fn blitz_example_trains_on_files_in_the_format() {
     let dir = cifar_dir("example");
     for compile in [false, true] {
         let mut cmd = std::process::Command::new(&example);
-        cmd.current_dir(&dir).args(["--data-dir", ".", "--epochs", "2", "--batch-size", "2", "--num-workers", "1", "--log-interval", "5"]);
+        cmd.current_dir(&dir).args([
+            "--data-dir",
+            ".",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "2",
+            "--num-workers",
+            "1",
+            "--log-interval",
+            "5",
+        ]);
         if compile {
             cmd.arg("--compile");
         }

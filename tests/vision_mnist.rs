@@ -24,7 +24,6 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut e = GzEncoder::new(Vec::new(), Compression::default());
     e.write_all(bytes).unwrap();
@@ -97,19 +96,44 @@ fn corrupt_files_are_errors_naming_the_file() {
 
     let mut bad_magic = good_images.clone();
     bad_magic[0] = 0x12;
-    check(load_err("magic", bad_magic, good_labels.clone()), "t10k-images-idx3-ubyte", "bad magic number 0x12000803", ErrorKind::Value);
+    check(
+        load_err("magic", bad_magic, good_labels.clone()),
+        "t10k-images-idx3-ubyte",
+        "bad magic number 0x12000803",
+        ErrorKind::Value,
+    );
     let mut bad_type = good_labels.clone();
     bad_type[2] = 0x0D;
-    check(load_err("type", good_images.clone(), bad_type), "t10k-labels-idx1-ubyte", "element type 0x0d (f32)", ErrorKind::Value);
-    check(load_err("ndim", idx(&[2, 784], &images), good_labels.clone()), "t10k-images-idx3-ubyte", "3 dims", ErrorKind::Value);
+    check(
+        load_err("type", good_images.clone(), bad_type),
+        "t10k-labels-idx1-ubyte",
+        "element type 0x0d (f32)",
+        ErrorKind::Value,
+    );
+    check(
+        load_err("ndim", idx(&[2, 784], &images), good_labels.clone()),
+        "t10k-images-idx3-ubyte",
+        "3 dims",
+        ErrorKind::Value,
+    );
     check(
         load_err("size", idx(&[2, 28, 28 * 28 / 28 - 1], &images[..2 * 28 * 27]), good_labels.clone()),
         "t10k-images-idx3-ubyte",
         "28x28",
         ErrorKind::Value,
     );
-    check(load_err("label-ndim", good_images.clone(), idx(&[2, 1], &labels)), "t10k-labels-idx1-ubyte", "1 dim", ErrorKind::Value);
-    check(load_err("count", good_images.clone(), idx(&[3], &[0, 1, 2])), "t10k-labels-idx1-ubyte", "holds 3 labels", ErrorKind::Value);
+    check(
+        load_err("label-ndim", good_images.clone(), idx(&[2, 1], &labels)),
+        "t10k-labels-idx1-ubyte",
+        "1 dim",
+        ErrorKind::Value,
+    );
+    check(
+        load_err("count", good_images.clone(), idx(&[3], &[0, 1, 2])),
+        "t10k-labels-idx1-ubyte",
+        "holds 3 labels",
+        ErrorKind::Value,
+    );
     check(
         load_err("short", good_images[..good_images.len() - 5].to_vec(), good_labels.clone()),
         "t10k-images-idx3-ubyte",
@@ -125,8 +149,18 @@ fn corrupt_files_are_errors_naming_the_file() {
     check(load_err("empty", vec![], good_labels.clone()), "t10k-images-idx3-ubyte", "too short", ErrorKind::Value);
     let mut long = good_labels.clone();
     long.push(0);
-    check(load_err("long", good_images.clone(), long), "t10k-labels-idx1-ubyte", "1 unexpected bytes", ErrorKind::Value);
-    check(load_err("label", good_images.clone(), idx(&[2], &[3, 12])), "t10k-labels-idx1-ubyte", "label 12 of item 1", ErrorKind::Value);
+    check(
+        load_err("long", good_images.clone(), long),
+        "t10k-labels-idx1-ubyte",
+        "1 unexpected bytes",
+        ErrorKind::Value,
+    );
+    check(
+        load_err("label", good_images.clone(), idx(&[2], &[3, 12])),
+        "t10k-labels-idx1-ubyte",
+        "label 12 of item 1",
+        ErrorKind::Value,
+    );
 
     // Gzip: a corrupted stream, a cut-off stream, and a bad checksum.
     let gz = gzip(&good_images);
@@ -134,7 +168,12 @@ fn corrupt_files_are_errors_naming_the_file() {
     for b in &mut garbage[12..40] {
         *b ^= 0x5A;
     }
-    check(load_err("gz-garbage", garbage, good_labels.clone()), "t10k-images-idx3-ubyte", "not a valid gzip stream", ErrorKind::Io);
+    check(
+        load_err("gz-garbage", garbage, good_labels.clone()),
+        "t10k-images-idx3-ubyte",
+        "not a valid gzip stream",
+        ErrorKind::Io,
+    );
     check(
         load_err("gz-cut", gz[..gz.len() / 2].to_vec(), good_labels.clone()),
         "t10k-images-idx3-ubyte",
@@ -144,7 +183,12 @@ fn corrupt_files_are_errors_naming_the_file() {
     let mut crc = gz.clone();
     let n = crc.len();
     crc[n - 6] ^= 0xFF; // inside the CRC-32 trailer
-    check(load_err("gz-crc", crc, good_labels.clone()), "t10k-images-idx3-ubyte", "not a valid gzip stream", ErrorKind::Io);
+    check(
+        load_err("gz-crc", crc, good_labels.clone()),
+        "t10k-images-idx3-ubyte",
+        "not a valid gzip stream",
+        ErrorKind::Io,
+    );
 
     // Missing files.
     let dir = temp_dir("missing");

@@ -66,8 +66,25 @@ impl Product {
         // not aliased.
         unsafe {
             gemm::gemm(
-                m, n, k, self.c.as_mut_ptr(), 1, n as isize, false, self.a.as_ptr(), 1, k as isize, self.b.as_ptr(), 1, n as isize,
-                0.0f32, 1.0f32, false, false, false, self.par,
+                m,
+                n,
+                k,
+                self.c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                self.a.as_ptr(),
+                1,
+                k as isize,
+                self.b.as_ptr(),
+                1,
+                n as isize,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                self.par,
             );
         }
         black_box(&self.c);
@@ -82,7 +99,13 @@ impl GemmProducts {
         let products = products
             .iter()
             .map(|&(m, k, n)| {
-                let mut p = Product { dims: (m, k, n), a: vec![0.5f32; m * k], b: vec![0.25f32; k * n], c: vec![0.0f32; m * n], par: gemm::Parallelism::None };
+                let mut p = Product {
+                    dims: (m, k, n),
+                    a: vec![0.5f32; m * k],
+                    b: vec![0.25f32; k * n],
+                    c: vec![0.0f32; m * n],
+                    par: gemm::Parallelism::None,
+                };
                 if threads > 1 {
                     let alone = time(7, || p.run());
                     p.par = gemm::Parallelism::Rayon(threads);

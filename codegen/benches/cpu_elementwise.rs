@@ -44,7 +44,13 @@ fn gelu_chain() -> ElementwiseKernel {
         b(Mul, 16, 14),
     ];
     let input = |inner| KernelInput { dtype: d, inner };
-    ElementwiseKernel { rank: 2, inputs: vec![input(InnerStride::Unit), input(InnerStride::Broadcast)], scalars: 1, insts, outputs: vec![17] }
+    ElementwiseKernel {
+        rank: 2,
+        inputs: vec![input(InnerStride::Unit), input(InnerStride::Broadcast)],
+        scalars: 1,
+        insts,
+        outputs: vec![17],
+    }
 }
 
 fn main() {
@@ -65,7 +71,16 @@ fn main() {
     let mut run = |kern: &CpuKernel| {
         let ip = [x.as_ptr() as *const u8, a.as_ptr() as *const u8];
         let op = [out.as_mut_ptr() as *mut u8];
-        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: scalars.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows, index_base: 0 };
+        let args = KernelArgs {
+            inputs: ip.as_ptr(),
+            outputs: op.as_ptr(),
+            scalars: scalars.as_ptr(),
+            shape: shape.as_ptr(),
+            strides: strides.as_ptr(),
+            row_start: 0,
+            row_end: rows,
+            index_base: 0,
+        };
         // SAFETY: x and out hold rows × inner f32, a holds one f32 per row (inner stride 0).
         unsafe { kern.call(&args) };
         std::hint::black_box(&out);
@@ -97,9 +112,24 @@ fn main() {
         (tm, ti, tt) = (tm.min(m), ti.min(i), tt.min(t));
     }
     let ns = |t: f64| t * 1e9 / n as f64;
-    println!("BENCH cpu_memcpy_16B_per_elem_16M {:.2} ms ({:.3} ns/elem, {:.1} GB/s copied)", tm * 1e3, ns(tm), 16.0 * n as f64 / tm / 1e9);
-    println!("BENCH cpu_gelu_chain_inline_16M_f32 {:.2} ms ({:.3} ns/elem, {:.0}% of memcpy16)", ti * 1e3, ns(ti), 100.0 * tm / ti);
-    println!("BENCH cpu_gelu_chain_tiled_16M_f32 {:.2} ms ({:.3} ns/elem, {:.0}% of memcpy16)", tt * 1e3, ns(tt), 100.0 * tm / tt);
+    println!(
+        "BENCH cpu_memcpy_16B_per_elem_16M {:.2} ms ({:.3} ns/elem, {:.1} GB/s copied)",
+        tm * 1e3,
+        ns(tm),
+        16.0 * n as f64 / tm / 1e9
+    );
+    println!(
+        "BENCH cpu_gelu_chain_inline_16M_f32 {:.2} ms ({:.3} ns/elem, {:.0}% of memcpy16)",
+        ti * 1e3,
+        ns(ti),
+        100.0 * tm / ti
+    );
+    println!(
+        "BENCH cpu_gelu_chain_tiled_16M_f32 {:.2} ms ({:.3} ns/elem, {:.0}% of memcpy16)",
+        tt * 1e3,
+        ns(tt),
+        100.0 * tm / tt
+    );
     println!("BENCH cpu_gelu_chain_tiled_vs_inline {:.2} x", ti / tt);
 
     // JIT time per kernel.
@@ -138,7 +168,10 @@ fn main() {
     let adam = ElementwiseKernel { rank: 2, inputs: vec![unit; 4], scalars: 4, insts: adam, outputs: vec![22, 12, 17] };
     let relu_i64 = ElementwiseKernel {
         rank: 3,
-        inputs: vec![KernelInput { dtype: DType::I64, inner: InnerStride::Strided }, KernelInput { dtype: DType::I32, inner: InnerStride::Unit }],
+        inputs: vec![
+            KernelInput { dtype: DType::I64, inner: InnerStride::Strided },
+            KernelInput { dtype: DType::I32, inner: InnerStride::Unit },
+        ],
         scalars: 0,
         insts: vec![
             inst(InstOp::Load(0), DType::I64),
@@ -164,8 +197,11 @@ fn main() {
         ],
         outputs: vec![5],
     };
-    for (name, k) in [("gelu_chain", &k), ("adam_3out", &adam), ("i64_relu_strided", &relu_i64), ("sin_erf_where", &sin_mask)] {
-        let times: Vec<f64> = (0..5).map(|_| CpuKernel::compile(k, name).unwrap().compile_time().as_secs_f64()).collect();
+    for (name, k) in
+        [("gelu_chain", &k), ("adam_3out", &adam), ("i64_relu_strided", &relu_i64), ("sin_erf_where", &sin_mask)]
+    {
+        let times: Vec<f64> =
+            (0..5).map(|_| CpuKernel::compile(k, name).unwrap().compile_time().as_secs_f64()).collect();
         let best = times.iter().copied().fold(f64::INFINITY, f64::min);
         println!("BENCH cpu_jit_compile_{name} {:.3} ms", best * 1e3);
     }

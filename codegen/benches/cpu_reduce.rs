@@ -33,7 +33,17 @@ fn stage(insts: Vec<Inst>, reduced: u32, op: ReduceOp, scale: Option<u32>) -> Re
 fn layer_norm() -> ReduceKernel {
     use BinaryOp::*;
     let mean = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Sum, Some(0));
-    let var = stage(vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Square, 2))], 3, ReduceOp::Sum, Some(0));
+    let var = stage(
+        vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(Sub, 0, 1)),
+            i(InstOp::Unary(UnaryOp::Square, 2)),
+        ],
+        3,
+        ReduceOp::Sum,
+        Some(0),
+    );
     let epilogue = vec![
         i(InstOp::Load(0)),
         i(InstOp::Reduced(0)),
@@ -49,17 +59,48 @@ fn layer_norm() -> ReduceKernel {
         i(InstOp::Binary(Add, 9, 10)),
     ];
     let unit = KernelInput { dtype: DType::F32, inner: InnerStride::Unit };
-    ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![unit; 3], scalars: 2, stages: vec![mean, var], epilogue: Some(Epilogue { insts: epilogue, outputs: vec![11] }) }
+    ReduceKernel {
+        rank: 2,
+        reduce_rank: 1,
+        inputs: vec![unit; 3],
+        scalars: 2,
+        stages: vec![mean, var],
+        epilogue: Some(Epilogue { insts: epilogue, outputs: vec![11] }),
+    }
 }
 
 /// Softmax over the rows of input 0.
 fn softmax() -> ReduceKernel {
     use BinaryOp::*;
     let max = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Max, None);
-    let sum = stage(vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2))], 3, ReduceOp::Sum, None);
-    let epilogue = vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2)), i(InstOp::Reduced(1)), i(InstOp::Binary(Div, 3, 4))];
+    let sum = stage(
+        vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(Sub, 0, 1)),
+            i(InstOp::Unary(UnaryOp::Exp, 2)),
+        ],
+        3,
+        ReduceOp::Sum,
+        None,
+    );
+    let epilogue = vec![
+        i(InstOp::Load(0)),
+        i(InstOp::Reduced(0)),
+        i(InstOp::Binary(Sub, 0, 1)),
+        i(InstOp::Unary(UnaryOp::Exp, 2)),
+        i(InstOp::Reduced(1)),
+        i(InstOp::Binary(Div, 3, 4)),
+    ];
     let unit = KernelInput { dtype: DType::F32, inner: InnerStride::Unit };
-    ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![unit; 3], scalars: 2, stages: vec![max, sum], epilogue: Some(Epilogue { insts: epilogue, outputs: vec![5] }) }
+    ReduceKernel {
+        rank: 2,
+        reduce_rank: 1,
+        inputs: vec![unit; 3],
+        scalars: 2,
+        stages: vec![max, sum],
+        epilogue: Some(Epilogue { insts: epilogue, outputs: vec![5] }),
+    }
 }
 
 /// Times `k` over [ROWS, N] (x varying, two row vectors, two stage outputs, one epilogue
@@ -75,7 +116,16 @@ fn run(name: &str, k: &ReduceKernel) {
     let strides: [isize; 6] = [N as isize, 1, 0, 1, 0, 1];
     let ins = [x.as_ptr() as *const u8, w.as_ptr() as *const u8, b.as_ptr() as *const u8];
     let outs = [s0.as_mut_ptr() as *mut u8, s1.as_mut_ptr() as *mut u8, y.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ins.as_ptr(), outputs: outs.as_ptr(), scalars: scalars.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: ROWS, index_base: 0 };
+    let args = KernelArgs {
+        inputs: ins.as_ptr(),
+        outputs: outs.as_ptr(),
+        scalars: scalars.as_ptr(),
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        row_start: 0,
+        row_end: ROWS,
+        index_base: 0,
+    };
     let mut dst = vec![0f32; ROWS * N];
     let (mut kernel, mut copy) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..3 {

@@ -61,8 +61,10 @@ fn main() {
         assert!((got[i] as f64 - want).abs() < 1e-5, "element {i}: {} vs {want}", got[i]);
     }
 
-    let zc = Expr::binary(BinaryOp::Add, Expr::binary(BinaryOp::Mul, Expr::Input(0), Expr::Const(0.75)), Expr::Const(0.125));
-    let k1 = LoadedElementwise::load(&emit_elementwise(&Expr::unary(UnaryOp::GeluTanh, zc), 1, DType::F32).unwrap(), 0).unwrap();
+    let zc =
+        Expr::binary(BinaryOp::Add, Expr::binary(BinaryOp::Mul, Expr::Input(0), Expr::Const(0.75)), Expr::Const(0.125));
+    let k1 = LoadedElementwise::load(&emit_elementwise(&Expr::unary(UnaryOp::GeluTanh, zc), 1, DType::F32).unwrap(), 0)
+        .unwrap();
     let s1 = time_per_call(50, || k1.run(&[&x], &mut out, n).unwrap());
     let gbs1 = gb(2 * bytes, s1);
     println!("BENCH gelu_tanh(x*0.75+0.125)_8192x8192_f32 {gbs1:.1} GB/s ({:.1} us)", s1 * 1e6);
@@ -79,5 +81,9 @@ fn main() {
     let per = time_per_call(5_000, || run_elementwise(&relu, &[&small], &mut small_out, 1024).unwrap());
     println!("BENCH launch_with_cache_lookup_1024 {:.2} us/launch", per * 1e6);
     let stats = cuda::memory_stats(0).unwrap();
-    println!("BENCH memory_allocated {:.1} MiB (peak {:.1} MiB)", stats.allocated as f64 / 1048576.0, stats.max_allocated as f64 / 1048576.0);
+    println!(
+        "BENCH memory_allocated {:.1} MiB (peak {:.1} MiB)",
+        stats.allocated as f64 / 1048576.0,
+        stats.max_allocated as f64 / 1048576.0
+    );
 }

@@ -121,7 +121,11 @@ mod tests {
     fn casts_round_like_eager() {
         assert_eq!(Expr::Cast(DType::I32, Box::new(Expr::Const(-2.7))).eval_f64(&[]), -2.0);
         assert_eq!(Expr::Cast(DType::F16, Box::new(Expr::Const(1.0001))).eval_f64(&[]), 1.0);
-        let w = Expr::Where(Box::new(Expr::Cmp(CmpOp::Gt, Box::new(Expr::Input(0)), Box::new(Expr::Const(0.0)))), Box::new(Expr::Input(0)), Box::new(Expr::Const(0.0)));
+        let w = Expr::Where(
+            Box::new(Expr::Cmp(CmpOp::Gt, Box::new(Expr::Input(0)), Box::new(Expr::Const(0.0)))),
+            Box::new(Expr::Input(0)),
+            Box::new(Expr::Const(0.0)),
+        );
         assert_eq!(w.eval_f64(&[-1.0]), 0.0);
         assert_eq!(w.eval_f64(&[3.0]), 3.0);
     }

@@ -154,7 +154,13 @@ impl ElementwiseKernel {
 /// The rules of [`ElementwiseKernel::validate`] for `insts` reading `inputs` and `scalars`
 /// scalars, with `outputs` defined; `reduced[s]` is the dtype [`InstOp::Reduced`]`(s)` must
 /// have (stages past its end may not be read: all of them in elementwise kernels).
-fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: &[Val], reduced: &[DType]) -> Result<(), String> {
+fn check_insts(
+    inputs: &[KernelInput],
+    scalars: usize,
+    insts: &[Inst],
+    outputs: &[Val],
+    reduced: &[DType],
+) -> Result<(), String> {
     for (k, inst) in insts.iter().enumerate() {
         let before = |v: Val| -> Result<DType, String> {
             if (v as usize) < k {
@@ -166,7 +172,10 @@ fn check_insts(inputs: &[KernelInput], scalars: usize, insts: &[Inst], outputs: 
         let same = |v: Val| -> Result<(), String> {
             let d = before(v)?;
             if d != inst.dtype {
-                return Err(format!("instruction {k} ({:?}) of dtype {} reads value {v} of dtype {d}", inst.op, inst.dtype));
+                return Err(format!(
+                    "instruction {k} ({:?}) of dtype {} reads value {v} of dtype {d}",
+                    inst.op, inst.dtype
+                ));
             }
             Ok(())
         };
@@ -317,7 +326,6 @@ pub struct KernelArgs {
     pub index_base: usize,
 }
 
-
 /// A fused reduction kernel: one or more reductions ([`ReduceKernel::stages`]) over the trailing
 /// dims of an iteration space, computed one after the other for each output, and an optional
 /// [`Epilogue`] over each output's reduced sub-space.
@@ -447,7 +455,13 @@ impl ReduceKernel {
     /// any, make it invalid as an elementwise kernel).
     pub fn stage_prologue(&self, s: usize) -> ElementwiseKernel {
         let st = &self.stages[s];
-        ElementwiseKernel { rank: self.rank, inputs: self.inputs.clone(), scalars: self.scalars, insts: st.insts.clone(), outputs: vec![st.reduced] }
+        ElementwiseKernel {
+            rank: self.rank,
+            inputs: self.inputs.clone(),
+            scalars: self.scalars,
+            insts: st.insts.clone(),
+            outputs: vec![st.reduced],
+        }
     }
 
     /// Every instruction of the kernel: each stage's prologue in order, then the epilogue's.
@@ -492,9 +506,12 @@ impl ReduceKernel {
         let outputs: Vec<DType> = self.stages.iter().map(|s| s.output).collect();
         for (s, st) in self.stages.iter().enumerate() {
             let what = if self.stages.len() == 1 { "prologue".to_string() } else { format!("stage {s} prologue") };
-            check_insts(&self.inputs, self.scalars, &st.insts, &[st.reduced], &outputs[..s]).map_err(|e| format!("{what}: {e}"))?;
+            check_insts(&self.inputs, self.scalars, &st.insts, &[st.reduced], &outputs[..s])
+                .map_err(|e| format!("{what}: {e}"))?;
             if let Some(k) = st.insts.iter().position(|i| matches!(i.op, InstOp::Rand { .. })) {
-                return Err(format!("{what}: instruction {k} draws random numbers, which a reduction kernel does not support"));
+                return Err(format!(
+                    "{what}: instruction {k} draws random numbers, which a reduction kernel does not support"
+                ));
             }
             if let Some(j) = st.scale {
                 if j as usize >= self.scalars {
@@ -509,9 +526,12 @@ impl ReduceKernel {
             if ep.outputs.is_empty() {
                 return Err("epilogue: it needs at least one output".into());
             }
-            check_insts(&self.inputs, self.scalars, &ep.insts, &ep.outputs, &outputs).map_err(|e| format!("epilogue: {e}"))?;
+            check_insts(&self.inputs, self.scalars, &ep.insts, &ep.outputs, &outputs)
+                .map_err(|e| format!("epilogue: {e}"))?;
             if let Some(k) = ep.insts.iter().position(|i| matches!(i.op, InstOp::Rand { .. })) {
-                return Err(format!("epilogue: instruction {k} draws random numbers, which a reduction kernel does not support"));
+                return Err(format!(
+                    "epilogue: instruction {k} draws random numbers, which a reduction kernel does not support"
+                ));
             }
         }
         Ok(())

@@ -46,10 +46,36 @@ fn value(d: DType, n: usize, nonzero: bool) -> Sv {
     let v = match d {
         DType::F32 | DType::F64 => {
             const SPECIAL: [f64; 24] = [
-                0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.7, -1e-3, 100.0, -100.0, 1e30, -1e30, f64::INFINITY, f64::NEG_INFINITY,
-                f64::NAN, 1e-40, 88.5, -90.0, 0.3, 20.5, 7.25, 1.5,
+                0.0,
+                -0.0,
+                1.0,
+                -1.0,
+                0.5,
+                -0.5,
+                2.5,
+                -2.5,
+                3.7,
+                -1e-3,
+                100.0,
+                -100.0,
+                1e30,
+                -1e30,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::NAN,
+                1e-40,
+                88.5,
+                -90.0,
+                0.3,
+                20.5,
+                7.25,
+                1.5,
             ];
-            let x = if n.is_multiple_of(3) { SPECIAL[(n / 3) % SPECIAL.len()] } else { ((h % 20001) as f64 - 10000.0) / 997.0 };
+            let x = if n.is_multiple_of(3) {
+                SPECIAL[(n / 3) % SPECIAL.len()]
+            } else {
+                ((h % 20001) as f64 - 10000.0) / 997.0
+            };
             Sv::F(if d == DType::F32 { x as f32 as f64 } else { x })
         }
         DType::Bool => Sv::I((h >> 7) as i64 & 1),
@@ -72,7 +98,15 @@ struct Input {
     strides: Vec<isize>,
 }
 
-fn make_input(d: DType, shape: &[usize], inner: InnerStride, negative: bool, bcast_outer: bool, seed: usize, nonzero: bool) -> Input {
+fn make_input(
+    d: DType,
+    shape: &[usize],
+    inner: InnerStride,
+    negative: bool,
+    bcast_outer: bool,
+    seed: usize,
+    nonzero: bool,
+) -> Input {
     let rank = shape.len();
     let mut st = vec![0isize; rank];
     st[rank - 1] = match inner {
@@ -102,7 +136,14 @@ fn make_input(d: DType, shape: &[usize], inner: InnerStride, negative: bool, bca
 /// Runs `k` over `shape` for rows `rows`, with the given layouts, and compares every output
 /// element with the reference (`tol_ulp` for float outputs, exact otherwise) and checks that
 /// rows outside the range were not written.
-fn check(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, label: &str) {
+fn check(
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    rows: std::ops::Range<usize>,
+    scalars: &[f64],
+    tol_ulp: f64,
+    label: &str,
+) {
     check_tol(k, shape, rows, scalars, tol_ulp, 0.0, label)
 }
 
@@ -112,18 +153,46 @@ fn check(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, s
 /// [`CpuKernel::compile`]'s (tiled where the kernel qualifies) against the reference whose
 /// staged ops compute what the native slice routines do (bit for bit the same values where no
 /// routine runs).
-fn check_tol(k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, tol_abs: f64, label: &str) {
+fn check_tol(
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    rows: std::ops::Range<usize>,
+    scalars: &[f64],
+    tol_ulp: f64,
+    tol_abs: f64,
+    label: &str,
+) {
     let untiled = CpuKernel::compile_untiled(k, "test").unwrap_or_else(|e| panic!("{label}: {e}"));
     assert!(!untiled.is_tiled());
     check_kernel(&untiled, false, k, shape, rows.clone(), scalars, tol_ulp, tol_abs, label);
     let kern = CpuKernel::compile(k, "test").unwrap_or_else(|e| panic!("{label}: {e}"));
-    check_kernel(&kern, kern.is_tiled(), k, shape, rows, scalars, tol_ulp, tol_abs, &format!("{label} (tiled: {})", kern.is_tiled()));
+    check_kernel(
+        &kern,
+        kern.is_tiled(),
+        k,
+        shape,
+        rows,
+        scalars,
+        tol_ulp,
+        tol_abs,
+        &format!("{label} (tiled: {})", kern.is_tiled()),
+    );
 }
 
 /// [`check_tol`] for one compiled kernel `kern` of `k`, against the reference with `native`
 /// stages or without.
 #[allow(clippy::too_many_arguments)]
-fn check_kernel(kern: &CpuKernel, native: bool, k: &ElementwiseKernel, shape: &[usize], rows: std::ops::Range<usize>, scalars: &[f64], tol_ulp: f64, tol_abs: f64, label: &str) {
+fn check_kernel(
+    kern: &CpuKernel,
+    native: bool,
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    rows: std::ops::Range<usize>,
+    scalars: &[f64],
+    tol_ulp: f64,
+    tol_abs: f64,
+    label: &str,
+) {
     let rank = shape.len();
     assert_eq!(rank, k.rank, "{label}: the shape must have the kernel's rank");
     let inner = shape[rank - 1];
@@ -134,14 +203,20 @@ fn check_kernel(kern: &CpuKernel, native: bool, k: &ElementwiseKernel, shape: &[
         .enumerate()
         .map(|(i, inp)| {
             // Rem's divisor (input 1 of an integer Rem) must not be zero, as the eager op rules out.
-            let nonzero = i == 1 && k.insts.iter().any(|x| matches!(x.op, InstOp::Binary(BinaryOp::Rem, _, _)) && !x.dtype.is_float());
+            let nonzero = i == 1
+                && k.insts.iter().any(|x| matches!(x.op, InstOp::Binary(BinaryOp::Rem, _, _)) && !x.dtype.is_float());
             make_input(inp.dtype, shape, inp.inner, i % 2 == 1, i == 1 && rank > 1, i * 101 + 3, nonzero)
         })
         .collect();
     let sentinel = 0xA5u8;
-    let mut outs: Vec<Vec<u8>> = k.outputs.iter().map(|&o| vec![sentinel; n_rows * inner * k.dtype(o).size_in_bytes()]).collect();
+    let mut outs: Vec<Vec<u8>> =
+        k.outputs.iter().map(|&o| vec![sentinel; n_rows * inner * k.dtype(o).size_in_bytes()]).collect();
     // SAFETY: `base` elements lie inside the buffer (make_input sized it to cover them).
-    let in_ptrs: Vec<*const u8> = inputs.iter().zip(&k.inputs).map(|(x, d)| unsafe { x.buf.as_ptr().add(x.base * d.dtype.size_in_bytes()) }).collect();
+    let in_ptrs: Vec<*const u8> = inputs
+        .iter()
+        .zip(&k.inputs)
+        .map(|(x, d)| unsafe { x.buf.as_ptr().add(x.base * d.dtype.size_in_bytes()) })
+        .collect();
     let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
     let args = common::kernel_args(&in_ptrs, &out_ptrs, scalars, shape, &strides, rows.clone());
@@ -160,7 +235,10 @@ fn check_kernel(kern: &CpuKernel, native: bool, k: &ElementwiseKernel, shape: &[
             if !rows.contains(&row) {
                 for (o, &v) in k.outputs.iter().enumerate() {
                     let s = k.dtype(v).size_in_bytes();
-                    assert!(outs[o][e * s..(e + 1) * s].iter().all(|&b| b == sentinel), "{label}: row {row} outside the range was written");
+                    assert!(
+                        outs[o][e * s..(e + 1) * s].iter().all(|&b| b == sentinel),
+                        "{label}: row {row} outside the range was written"
+                    );
                 }
                 continue;
             }
@@ -183,7 +261,12 @@ fn check_kernel(kern: &CpuKernel, native: bool, k: &ElementwiseKernel, shape: &[
                     }
                     (g, w) => g == w,
                 };
-                assert!(ok, "{label}: output {o} at {idx:?}: got {got:?}, want {:?} (inputs {:?})", want[o], (0..k.inputs.len()).map(load).collect::<Vec<_>>());
+                assert!(
+                    ok,
+                    "{label}: output {o} at {idx:?}: got {got:?}, want {:?} (inputs {:?})",
+                    want[o],
+                    (0..k.inputs.len()).map(load).collect::<Vec<_>>()
+                );
             }
         }
     }
@@ -236,7 +319,13 @@ fn layouts(n_inputs: usize) -> Vec<(Vec<usize>, Vec<InnerStride>, std::ops::Rang
 }
 
 fn unary_kernel(op: UnaryOp, d: DType, inner: InnerStride, rank: usize) -> ElementwiseKernel {
-    ElementwiseKernel { rank, inputs: vec![inp(d, inner)], scalars: 0, insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Unary(op, 0), d)], outputs: vec![1] }
+    ElementwiseKernel {
+        rank,
+        inputs: vec![inp(d, inner)],
+        scalars: 0,
+        insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Unary(op, 0), d)],
+        outputs: vec![1],
+    }
 }
 
 /// Every unary op with a float form, from the unary op table (a new row is covered here).
@@ -342,7 +431,11 @@ fn bitwise_ops_every_integer_dtype_and_layout() {
                     rank: 1,
                     inputs: vec![inp(d, InnerStride::Unit)],
                     scalars: 1,
-                    insts: vec![inst(InstOp::Load(0), d), inst(InstOp::Scalar(0), d), inst(InstOp::Binary(op, 0, 1), d)],
+                    insts: vec![
+                        inst(InstOp::Load(0), d),
+                        inst(InstOp::Scalar(0), d),
+                        inst(InstOp::Binary(op, 0, 1), d),
+                    ],
                     outputs: vec![2],
                 };
                 check(&k, &[9], 0..1, &[amount as f64], 0.0, &format!("{} {d} by {amount}", op.name()));
@@ -371,7 +464,13 @@ fn comparisons_logical_not_where_every_dtype() {
             for op in CMP {
                 let mut insts = base.clone();
                 insts.push(inst(InstOp::Cmp(op, 0, 1), DType::Bool));
-                let k = ElementwiseKernel { rank: shape.len(), inputs: inputs.clone(), scalars: 0, insts, outputs: vec![2] };
+                let k = ElementwiseKernel {
+                    rank: shape.len(),
+                    inputs: inputs.clone(),
+                    scalars: 0,
+                    insts,
+                    outputs: vec![2],
+                };
                 check(&k, &shape, rows.clone(), &[], 0.0, &format!("{} {d} {inner:?}", op.name()));
             }
             for op in LOGICAL {
@@ -380,7 +479,13 @@ fn comparisons_logical_not_where_every_dtype() {
                 insts.push(inst(InstOp::Logical(op, 0, 1), DType::Bool)); // 2
                 insts.push(inst(InstOp::Not(0), DType::Bool)); // 3
                 insts.push(inst(InstOp::Where(2, 0, 1), d)); // 4
-                let k = ElementwiseKernel { rank: shape.len(), inputs: inputs.clone(), scalars: 0, insts, outputs: vec![2, 3, 4] };
+                let k = ElementwiseKernel {
+                    rank: shape.len(),
+                    inputs: inputs.clone(),
+                    scalars: 0,
+                    insts,
+                    outputs: vec![2, 3, 4],
+                };
                 check(&k, &shape, rows.clone(), &[], 0.0, &format!("{} {d} {inner:?}", op.name()));
             }
         }
@@ -394,21 +499,27 @@ fn masks_in_the_vector_path() {
         for (shape, inner, rows) in layouts(2) {
             for op in LOGICAL {
                 let insts = vec![
-                    inst(InstOp::Load(0), d),                   // 0 x
-                    inst(InstOp::Load(1), d),                   // 1 y
-                    inst(InstOp::Const(0.0), d),                // 2
-                    inst(InstOp::Cmp(CmpOp::Lt, 0, 1), DType::Bool), // 3
-                    inst(InstOp::Cmp(CmpOp::Gt, 0, 2), DType::Bool), // 4
-                    inst(InstOp::Logical(op, 3, 4), DType::Bool),    // 5
-                    inst(InstOp::Logical(op, 5, 1), DType::Bool),    // 6 (a float operand's truth)
-                    inst(InstOp::Not(6), DType::Bool),               // 7
-                    inst(InstOp::Not(0), DType::Bool),               // 8
+                    inst(InstOp::Load(0), d),                                // 0 x
+                    inst(InstOp::Load(1), d),                                // 1 y
+                    inst(InstOp::Const(0.0), d),                             // 2
+                    inst(InstOp::Cmp(CmpOp::Lt, 0, 1), DType::Bool),         // 3
+                    inst(InstOp::Cmp(CmpOp::Gt, 0, 2), DType::Bool),         // 4
+                    inst(InstOp::Logical(op, 3, 4), DType::Bool),            // 5
+                    inst(InstOp::Logical(op, 5, 1), DType::Bool),            // 6 (a float operand's truth)
+                    inst(InstOp::Not(6), DType::Bool),                       // 7
+                    inst(InstOp::Not(0), DType::Bool),                       // 8
                     inst(InstOp::Logical(LogicalOp::Or, 7, 8), DType::Bool), // 9
-                    inst(InstOp::Where(9, 0, 1), d),                 // 10
-                    inst(InstOp::Where(5, 1, 2), d),                 // 11
-                    inst(InstOp::Binary(BinaryOp::Add, 10, 11), d),  // 12
+                    inst(InstOp::Where(9, 0, 1), d),                         // 10
+                    inst(InstOp::Where(5, 1, 2), d),                         // 11
+                    inst(InstOp::Binary(BinaryOp::Add, 10, 11), d),          // 12
                 ];
-                let k = ElementwiseKernel { rank: shape.len(), inputs: vec![inp(d, inner[0]), inp(d, inner[1])], scalars: 0, insts, outputs: vec![12] };
+                let k = ElementwiseKernel {
+                    rank: shape.len(),
+                    inputs: vec![inp(d, inner[0]), inp(d, inner[1])],
+                    scalars: 0,
+                    insts,
+                    outputs: vec![12],
+                };
                 let kern = CpuKernel::compile(&k, "masks").unwrap();
                 assert_eq!(kern.is_vectorized(), !inner.contains(&InnerStride::Strided), "{inner:?}");
                 check(&k, &shape, rows.clone(), &[], 0.0, &format!("masks {} {d} {inner:?}", op.name()));
@@ -422,7 +533,13 @@ fn casts_between_every_pair() {
     for s in ALL {
         for d in ALL {
             for (shape, inner, rows) in layouts(1) {
-                let k = ElementwiseKernel { rank: shape.len(), inputs: vec![inp(s, inner[0])], scalars: 0, insts: vec![inst(InstOp::Load(0), s), inst(InstOp::Cast(0), d)], outputs: vec![1] };
+                let k = ElementwiseKernel {
+                    rank: shape.len(),
+                    inputs: vec![inp(s, inner[0])],
+                    scalars: 0,
+                    insts: vec![inst(InstOp::Load(0), s), inst(InstOp::Cast(0), d)],
+                    outputs: vec![1],
+                };
                 check(&k, &shape, rows, &[], 0.0, &format!("cast {s} -> {d} {inner:?}"));
             }
         }
@@ -443,11 +560,19 @@ fn scalars_and_constants_convert_like_eager() {
                 inst(InstOp::Binary(BinaryOp::Add, 3, 4), DType::F64),
                 inst(InstOp::Binary(BinaryOp::Add, 6, 5), DType::F64),
             ];
-            let k = ElementwiseKernel { rank: 2, inputs: vec![inp(d, InnerStride::Unit)], scalars: 1, insts, outputs: vec![7, 1, 2] };
+            let k = ElementwiseKernel {
+                rank: 2,
+                inputs: vec![inp(d, InnerStride::Unit)],
+                scalars: 1,
+                insts,
+                outputs: vec![7, 1, 2],
+            };
             check(&k, &[3, 5], 0..3, &[sv], 0.0, &format!("scalar {d} {sv} {c}"));
         }
     }
-    assert!(CpuKernel::compile(&unary_kernel(UnaryOp::Neg, DType::F16, InnerStride::Unit, 1), "h").unwrap_err().contains("f16/bf16"));
+    assert!(CpuKernel::compile(&unary_kernel(UnaryOp::Neg, DType::F16, InnerStride::Unit, 1), "h")
+        .unwrap_err()
+        .contains("f16/bf16"));
 }
 
 // ---------------------------------------------------------------- (b) inline math accuracy
@@ -461,7 +586,16 @@ fn run_f32(op: UnaryOp, xs: &[f32], inner: InnerStride) -> Vec<f32> {
     let strides = [1isize];
     let ip = [xs.as_ptr() as *const u8];
     let op_ = [out.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op_.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1, index_base: 0 };
+    let args = KernelArgs {
+        inputs: ip.as_ptr(),
+        outputs: op_.as_ptr(),
+        scalars: std::ptr::null(),
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        row_start: 0,
+        row_end: 1,
+        index_base: 0,
+    };
     // SAFETY: one row of xs.len() contiguous f32 in and out.
     unsafe { kern.call(&args) };
     out
@@ -504,7 +638,13 @@ fn inline_math_accuracy() {
                     worst = (e, x);
                 }
                 if matches!(op, UnaryOp::GeluTanh | UnaryOp::Gelu) {
-                    assert!((g as f64 - want).abs() <= 2e-7 * want.abs().max(1.0) || (g.is_nan() && want.is_nan()) || g as f64 == want, "{}({x}) = {g}, want {want}", op.name());
+                    assert!(
+                        (g as f64 - want).abs() <= 2e-7 * want.abs().max(1.0)
+                            || (g.is_nan() && want.is_nan())
+                            || g as f64 == want,
+                        "{}({x}) = {g}, want {want}",
+                        op.name()
+                    );
                 }
             }
             eprintln!("{:>10} {inner:?}: max {:.2} ulp at {:e}", op.name(), worst.0, worst.1);
@@ -520,26 +660,32 @@ pub fn gelu_chain(d: DType, a_inner: InnerStride) -> ElementwiseKernel {
     use BinaryOp::*;
     let b = |op, x, y| inst(InstOp::Binary(op, x, y), d);
     let insts = vec![
-        inst(InstOp::Load(0), d),    // 0 x
-        inst(InstOp::Load(1), d),    // 1 a (a broadcast per row)
-        inst(InstOp::Scalar(0), d),  // 2 b
-        b(Mul, 0, 1),                // 3
-        b(Add, 3, 2),                // 4 z
-        inst(InstOp::Const(0.044715), d), // 5
-        b(Mul, 5, 4),                // 6
-        b(Mul, 6, 4),                // 7
-        b(Mul, 7, 4),                // 8
-        b(Add, 4, 8),                // 9
-        inst(InstOp::Const(0.797_884_560_8), d), // 10
-        b(Mul, 10, 9),               // 11
+        inst(InstOp::Load(0), d),                  // 0 x
+        inst(InstOp::Load(1), d),                  // 1 a (a broadcast per row)
+        inst(InstOp::Scalar(0), d),                // 2 b
+        b(Mul, 0, 1),                              // 3
+        b(Add, 3, 2),                              // 4 z
+        inst(InstOp::Const(0.044715), d),          // 5
+        b(Mul, 5, 4),                              // 6
+        b(Mul, 6, 4),                              // 7
+        b(Mul, 7, 4),                              // 8
+        b(Add, 4, 8),                              // 9
+        inst(InstOp::Const(0.797_884_560_8), d),   // 10
+        b(Mul, 10, 9),                             // 11
         inst(InstOp::Unary(UnaryOp::Tanh, 11), d), // 12
-        inst(InstOp::Const(1.0), d), // 13
-        b(Add, 13, 12),              // 14
-        inst(InstOp::Const(0.5), d), // 15
-        b(Mul, 15, 4),               // 16
-        b(Mul, 16, 14),              // 17
+        inst(InstOp::Const(1.0), d),               // 13
+        b(Add, 13, 12),                            // 14
+        inst(InstOp::Const(0.5), d),               // 15
+        b(Mul, 15, 4),                             // 16
+        b(Mul, 16, 14),                            // 17
     ];
-    ElementwiseKernel { rank: 2, inputs: vec![inp(d, InnerStride::Unit), inp(d, a_inner)], scalars: 1, insts, outputs: vec![17] }
+    ElementwiseKernel {
+        rank: 2,
+        inputs: vec![inp(d, InnerStride::Unit), inp(d, a_inner)],
+        scalars: 1,
+        insts,
+        outputs: vec![17],
+    }
 }
 
 #[test]
@@ -561,7 +707,16 @@ fn gelu_tanh_chain_against_f64() {
         let ip = [x.as_ptr() as *const u8, a.as_ptr() as *const u8];
         let op = [out.as_mut_ptr() as *mut u8];
         let sc = [0.25f64];
-        let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: sc.as_ptr(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: rows, index_base: 0 };
+        let args = KernelArgs {
+            inputs: ip.as_ptr(),
+            outputs: op.as_ptr(),
+            scalars: sc.as_ptr(),
+            shape: shape.as_ptr(),
+            strides: strides.as_ptr(),
+            row_start: 0,
+            row_end: rows,
+            index_base: 0,
+        };
         // SAFETY: every address the strides describe lies inside x, a and out.
         unsafe { kern.call(&args) };
         for r in 0..rows {
@@ -582,29 +737,29 @@ fn adam_like_three_outputs() {
     let d = DType::F32;
     let b = |op, x, y| inst(InstOp::Binary(op, x, y), d);
     let insts = vec![
-        inst(InstOp::Load(0), d),   // 0 p
-        inst(InstOp::Load(1), d),   // 1 g
-        inst(InstOp::Load(2), d),   // 2 m
-        inst(InstOp::Load(3), d),   // 3 v
-        inst(InstOp::Scalar(0), d), // 4 lr
-        inst(InstOp::Scalar(1), d), // 5 beta1
-        inst(InstOp::Scalar(2), d), // 6 beta2
-        inst(InstOp::Scalar(3), d), // 7 eps
-        inst(InstOp::Const(1.0), d), // 8
-        b(Mul, 5, 2),               // 9 b1*m
-        b(Sub, 8, 5),               // 10 1-b1
-        b(Mul, 10, 1),              // 11
-        b(Add, 9, 11),              // 12 m'
-        b(Mul, 6, 3),               // 13 b2*v
-        b(Sub, 8, 6),               // 14 1-b2
-        b(Mul, 1, 1),               // 15 g²
-        b(Mul, 14, 15),             // 16
-        b(Add, 13, 16),             // 17 v'
+        inst(InstOp::Load(0), d),                  // 0 p
+        inst(InstOp::Load(1), d),                  // 1 g
+        inst(InstOp::Load(2), d),                  // 2 m
+        inst(InstOp::Load(3), d),                  // 3 v
+        inst(InstOp::Scalar(0), d),                // 4 lr
+        inst(InstOp::Scalar(1), d),                // 5 beta1
+        inst(InstOp::Scalar(2), d),                // 6 beta2
+        inst(InstOp::Scalar(3), d),                // 7 eps
+        inst(InstOp::Const(1.0), d),               // 8
+        b(Mul, 5, 2),                              // 9 b1*m
+        b(Sub, 8, 5),                              // 10 1-b1
+        b(Mul, 10, 1),                             // 11
+        b(Add, 9, 11),                             // 12 m'
+        b(Mul, 6, 3),                              // 13 b2*v
+        b(Sub, 8, 6),                              // 14 1-b2
+        b(Mul, 1, 1),                              // 15 g²
+        b(Mul, 14, 15),                            // 16
+        b(Add, 13, 16),                            // 17 v'
         inst(InstOp::Unary(UnaryOp::Sqrt, 17), d), // 18
-        b(Add, 18, 7),              // 19
-        b(Div, 12, 19),             // 20
-        b(Mul, 4, 20),              // 21
-        b(Sub, 0, 21),              // 22 p'
+        b(Add, 18, 7),                             // 19
+        b(Div, 12, 19),                            // 20
+        b(Mul, 4, 20),                             // 21
+        b(Sub, 0, 21),                             // 22 p'
     ];
     let unit = inp(d, InnerStride::Unit);
     let k = ElementwiseKernel { rank: 2, inputs: vec![unit; 4], scalars: 4, insts, outputs: vec![22, 12, 17] };
@@ -623,7 +778,13 @@ fn kernel_metadata() {
     assert!(kern.compile_time() > std::time::Duration::ZERO);
     fn send_sync<T: Send + Sync>(_: &T) {}
     send_sync(&kern);
-    let bad = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Unary(UnaryOp::Neg, 0), DType::F32)], outputs: vec![0] };
+    let bad = ElementwiseKernel {
+        rank: 1,
+        inputs: vec![],
+        scalars: 0,
+        insts: vec![inst(InstOp::Unary(UnaryOp::Neg, 0), DType::F32)],
+        outputs: vec![0],
+    };
     assert!(CpuKernel::compile(&bad, "bad").is_err());
 }
 
@@ -642,14 +803,27 @@ fn threads_share_a_kernel_on_disjoint_rows() {
             s.spawn(move || {
                 let ip = [x.as_ptr() as *const u8];
                 let op = [out_addr as *mut u8];
-                let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 2 * t, row_end: 2 * t + 2, index_base: 0 };
+                let args = KernelArgs {
+                    inputs: ip.as_ptr(),
+                    outputs: op.as_ptr(),
+                    scalars: std::ptr::null(),
+                    shape: shape.as_ptr(),
+                    strides: strides.as_ptr(),
+                    row_start: 2 * t,
+                    row_end: 2 * t + 2,
+                    index_base: 0,
+                };
                 // SAFETY: x and out hold rows × inner f32; each thread writes its own two rows.
                 unsafe { kern.call(&args) };
             });
         }
     });
     // A tiled kernel's exp is the native routine's.
-    let exp: fn(f32) -> f32 = if kern.is_tiled() { kiln_runtime::cpu::slice_math::slice_scalar(UnaryOp::Exp).unwrap() } else { |x| UnaryOp::Exp.eval(x) };
+    let exp: fn(f32) -> f32 = if kern.is_tiled() {
+        kiln_runtime::cpu::slice_math::slice_scalar(UnaryOp::Exp).unwrap()
+    } else {
+        |x| UnaryOp::Exp.eval(x)
+    };
     for (i, (&xi, &o)) in x.iter().zip(&out).enumerate() {
         assert_eq!(o.to_bits(), exp(xi).to_bits(), "element {i}");
     }

@@ -73,7 +73,13 @@ struct Outs {
 
 impl Outs {
     fn new(n: usize) -> Outs {
-        Outs { u32s: vec![f32::NAN; n], n32s: vec![f32::NAN; n], u64s: vec![f64::NAN; n], n64s: vec![f64::NAN; n], keep: vec![7; n] }
+        Outs {
+            u32s: vec![f32::NAN; n],
+            n32s: vec![f32::NAN; n],
+            u64s: vec![f64::NAN; n],
+            n64s: vec![f64::NAN; n],
+            keep: vec![7; n],
+        }
     }
 
     /// The output pointers at element `at`.
@@ -172,7 +178,13 @@ fn bad_draws_are_refused() {
         reduce_rank: 1,
         inputs: vec![],
         scalars: 4,
-        stages: vec![ReduceStage { insts: vec![Inst { op: InstOp::Rand { dist: RandDist::Uniform, params: 0 }, dtype: DType::F32 }], reduced: 0, op: ReduceOp::Sum, output: DType::F32, scale: None }],
+        stages: vec![ReduceStage {
+            insts: vec![Inst { op: InstOp::Rand { dist: RandDist::Uniform, params: 0 }, dtype: DType::F32 }],
+            reduced: 0,
+            op: ReduceOp::Sum,
+            output: DType::F32,
+            scale: None,
+        }],
         epilogue: None,
     };
     let err = CpuKernel::compile_reduce(&r, "reduce").unwrap_err();

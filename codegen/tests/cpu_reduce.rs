@@ -41,7 +41,15 @@ fn eval(k: &ReduceKernel, load: &dyn Fn(usize) -> f64, scalars: &[f64]) -> f64 {
 /// Compiles and runs `k` over `shape` for outputs `rows` and checks them against the reference:
 /// exact for integers and float max/min (`sum_tol`/`prod_tol` relative tolerances otherwise),
 /// outputs outside `rows` untouched. Returns the compiled results of `rows`.
-fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<usize>, scalars: &[f64], nan_at: Option<usize>, label: &str) -> Vec<f64> {
+fn check(
+    k: &ReduceKernel,
+    shape: &[usize],
+    lays: &[Lay],
+    rows: std::ops::Range<usize>,
+    scalars: &[f64],
+    nan_at: Option<usize>,
+    label: &str,
+) -> Vec<f64> {
     let kern = CpuKernel::compile_reduce(k, label).unwrap_or_else(|e| panic!("{label}: {e}"));
     let st = &k.stages[0];
     for (inp, lay) in k.inputs.iter().zip(lays) {
@@ -52,7 +60,13 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
     let n_out: usize = shape[..rank - rr].iter().product();
     let n_red: usize = shape[rank - rr..].iter().product();
     let small = st.op == ReduceOp::Prod;
-    let mut inputs: Vec<Input> = k.inputs.iter().zip(lays).enumerate().map(|(i, (inp, &lay))| make_input(inp.dtype, shape, rr, lay, i as u64 * 77 + 5, small)).collect();
+    let mut inputs: Vec<Input> = k
+        .inputs
+        .iter()
+        .zip(lays)
+        .enumerate()
+        .map(|(i, (inp, &lay))| make_input(inp.dtype, shape, rr, lay, i as u64 * 77 + 5, small))
+        .collect();
     if let Some(p) = nan_at {
         let n = inputs[0].vals.len();
         inputs[0].vals[p % n] = f64::NAN;
@@ -125,7 +139,15 @@ fn check(k: &ReduceKernel, shape: &[usize], lays: &[Lay], rows: std::ops::Range<
         let tol = match (st.op, rd.is_float()) {
             (_, false) | (ReduceOp::Max | ReduceOp::Min, true) if !has_exp => 0.0,
             (ReduceOp::Prod, true) => acc.abs() * if f32ish { 1e-6 } else { 1e-12 },
-            _ => abs * if !f32ish { 1e-12 } else if has_exp { 4e-6 } else { 1e-6 } + 1e-300,
+            _ => {
+                abs * if !f32ish {
+                    1e-12
+                } else if has_exp {
+                    4e-6
+                } else {
+                    1e-6
+                } + 1e-300
+            }
         };
         let ok = if acc.is_nan() { got.is_nan() } else { (got - acc).abs() <= tol || got == acc };
         assert!(ok, "{label}: output {o}: got {got}, want {acc} (tol {tol})");
@@ -140,7 +162,13 @@ fn load_kernel(dtype: DType, rank: usize, rr: usize, inner: InnerStride, op: Red
         reduce_rank: rr,
         inputs: vec![KernelInput { dtype, inner }],
         scalars: 0,
-        stages: vec![ReduceStage { insts: vec![Inst { op: InstOp::Load(0), dtype }], reduced: 0, op, output, scale: None }],
+        stages: vec![ReduceStage {
+            insts: vec![Inst { op: InstOp::Load(0), dtype }],
+            reduced: 0,
+            op,
+            output,
+            scale: None,
+        }],
         epilogue: None,
     }
 }
@@ -150,7 +178,8 @@ const STRIDES: [InnerStride; 3] = [InnerStride::Unit, InnerStride::Broadcast, In
 
 #[test]
 fn every_op_dtype_rank_and_stride() {
-    let cases: [(&[usize], usize); 6] = [(&[5, 7], 1), (&[3, 13], 2), (&[3, 4, 9], 1), (&[2, 3, 5], 2), (&[2, 3, 11], 3), (&[4, 1, 2], 2)];
+    let cases: [(&[usize], usize); 6] =
+        [(&[5, 7], 1), (&[3, 13], 2), (&[3, 4, 9], 1), (&[2, 3, 5], 2), (&[2, 3, 11], 3), (&[4, 1, 2], 2)];
     for dtype in [DType::F32, DType::F64, DType::I64, DType::I32] {
         for op in OPS {
             for &(shape, rr) in &cases {
@@ -175,7 +204,15 @@ fn partial_row_ranges_and_long_rows() {
             let k = load_kernel(dtype, 2, 1, InnerStride::Unit, op);
             check(&k, &[9, 1003], &[Lay::Full(InnerStride::Unit)], 3..7, &[], None, &format!("{op:?} {dtype} 3..7"));
             check(&k, &[9, 3], &[Lay::Full(InnerStride::Unit)], 8..9, &[], None, &format!("{op:?} {dtype} 8..9"));
-            check(&k, &[9, 3], &[Lay::Full(InnerStride::Unit)], 4..4, &[], None, &format!("{op:?} {dtype} empty range"));
+            check(
+                &k,
+                &[9, 3],
+                &[Lay::Full(InnerStride::Unit)],
+                4..4,
+                &[],
+                None,
+                &format!("{op:?} {dtype} empty range"),
+            );
         }
     }
 }
@@ -189,7 +226,15 @@ fn max_min_propagate_nan() {
                 // f32 or 8 f64 elements an iteration), in the last iteration, in the tail.
                 for nan_at in [0, 5, 6, 12, 13, 21, 30, 39, 47, 48, 50] {
                     let k = load_kernel(dtype, 2, 1, inner, op);
-                    let got = check(&k, &[1, 51], &[Lay::Full(inner)], 0..1, &[], Some(nan_at), &format!("{op:?} {dtype} {inner:?} nan@{nan_at}"));
+                    let got = check(
+                        &k,
+                        &[1, 51],
+                        &[Lay::Full(inner)],
+                        0..1,
+                        &[],
+                        Some(nan_at),
+                        &format!("{op:?} {dtype} {inner:?} nan@{nan_at}"),
+                    );
                     if inner != InnerStride::Strided || nan_at % 3 == 0 {
                         assert!(got[0].is_nan(), "{op:?} {dtype} {inner:?}: NaN lost");
                     }
@@ -204,11 +249,30 @@ fn mixed_inputs_run_the_scalar_path() {
     // Σ x·y with x unit-strided and y strided (scalar loop), and with both unit (vector loop).
     for dtype in [DType::F32, DType::F64, DType::I64, DType::I32] {
         for (yi, vec) in [(InnerStride::Strided, false), (InnerStride::Unit, true), (InnerStride::Broadcast, true)] {
-            let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Load(1), dtype }, Inst { op: InstOp::Binary(BinaryOp::Mul, 0, 1), dtype }];
+            let insts = vec![
+                Inst { op: InstOp::Load(0), dtype },
+                Inst { op: InstOp::Load(1), dtype },
+                Inst { op: InstOp::Binary(BinaryOp::Mul, 0, 1), dtype },
+            ];
             let inputs = vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: yi }];
             let output = if dtype.is_float() { dtype } else { DType::I64 };
-            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 0, stages: vec![ReduceStage { insts, reduced: 2, op: ReduceOp::Sum, output, scale: None }], epilogue: None };
-            check(&k, &[3, 5, 7], &[Lay::Full(InnerStride::Unit), Lay::Full(yi)], 1..3, &[], None, &format!("dot {dtype} {yi:?}"));
+            let k = ReduceKernel {
+                rank: 3,
+                reduce_rank: 2,
+                inputs,
+                scalars: 0,
+                stages: vec![ReduceStage { insts, reduced: 2, op: ReduceOp::Sum, output, scale: None }],
+                epilogue: None,
+            };
+            check(
+                &k,
+                &[3, 5, 7],
+                &[Lay::Full(InnerStride::Unit), Lay::Full(yi)],
+                1..3,
+                &[],
+                None,
+                &format!("dot {dtype} {yi:?}"),
+            );
             assert_eq!(CpuKernel::compile_reduce(&k, "m").unwrap().is_vectorized(), vec && dtype.is_float());
         }
     }
@@ -222,8 +286,16 @@ fn softmax_denominator(dtype: DType, rank: usize, rr: usize) -> ReduceKernel {
         Inst { op: InstOp::Binary(BinaryOp::Sub, 0, 1), dtype },
         Inst { op: InstOp::Unary(UnaryOp::Exp, 2), dtype },
     ];
-    let inputs = vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, stages: vec![ReduceStage { insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }], epilogue: None }
+    let inputs =
+        vec![KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: InnerStride::Broadcast }];
+    ReduceKernel {
+        rank,
+        reduce_rank: rr,
+        inputs,
+        scalars: 0,
+        stages: vec![ReduceStage { insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }],
+        epilogue: None,
+    }
 }
 
 #[test]
@@ -232,7 +304,15 @@ fn softmax_denominator_prologue() {
         for (shape, rr) in [(&[4usize, 37][..], 1), (&[3, 2, 9][..], 1), (&[3, 2, 9][..], 2)] {
             let k = softmax_denominator(dtype, shape.len(), rr);
             assert!(CpuKernel::compile_reduce(&k, "sm").unwrap().is_vectorized());
-            check(&k, shape, &[Lay::Full(InnerStride::Unit), Lay::PerOutput], 1..shape[0], &[], None, &format!("softmax {dtype} {shape:?} rr={rr}"));
+            check(
+                &k,
+                shape,
+                &[Lay::Full(InnerStride::Unit), Lay::PerOutput],
+                1..shape[0],
+                &[],
+                None,
+                &format!("softmax {dtype} {shape:?} rr={rr}"),
+            );
         }
     }
 }
@@ -256,8 +336,23 @@ fn variance_and_mean_with_scale() {
                 Inst { op: InstOp::Unary(UnaryOp::Square, 2), dtype },
             ];
             let inputs = vec![KernelInput { dtype, inner }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-            let k = ReduceKernel { rank: 3, reduce_rank: 2, inputs, scalars: 1, stages: vec![ReduceStage { insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0) }], epilogue: None };
-            check(&k, &shape, &[Lay::Full(inner), Lay::PerOutput], 2..5, &[1.0 / n], None, &format!("variance {dtype} {inner:?}"));
+            let k = ReduceKernel {
+                rank: 3,
+                reduce_rank: 2,
+                inputs,
+                scalars: 1,
+                stages: vec![ReduceStage { insts, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: Some(0) }],
+                epilogue: None,
+            };
+            check(
+                &k,
+                &shape,
+                &[Lay::Full(inner), Lay::PerOutput],
+                2..5,
+                &[1.0 / n],
+                None,
+                &format!("variance {dtype} {inner:?}"),
+            );
         }
     }
 }
@@ -288,7 +383,16 @@ fn f32_sums_accumulate_in_f64() {
     let mut out = [0f32; 1];
     let ip = [xs.as_ptr() as *const u8];
     let op = [out.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: 1, index_base: 0 };
+    let args = KernelArgs {
+        inputs: ip.as_ptr(),
+        outputs: op.as_ptr(),
+        scalars: std::ptr::null(),
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        row_start: 0,
+        row_end: 1,
+        index_base: 0,
+    };
     let kern = CpuKernel::compile_reduce(&k, "wide").unwrap();
     // SAFETY: `xs` holds the n elements of the one row, `out` the one output.
     unsafe { kern.call(&args) };
@@ -299,13 +403,19 @@ fn f32_sums_accumulate_in_f64() {
 
 #[test]
 fn empty_reductions_write_the_identity() {
-    for (op, want) in [(ReduceOp::Sum, 0.0), (ReduceOp::Prod, 1.0), (ReduceOp::Max, f64::NEG_INFINITY), (ReduceOp::Min, f64::INFINITY)] {
+    for (op, want) in [
+        (ReduceOp::Sum, 0.0),
+        (ReduceOp::Prod, 1.0),
+        (ReduceOp::Max, f64::NEG_INFINITY),
+        (ReduceOp::Min, f64::INFINITY),
+    ] {
         for dtype in [DType::F32, DType::F64, DType::I64] {
             if !dtype.is_float() && matches!(op, ReduceOp::Max | ReduceOp::Min) {
                 continue; // the integer bounds; eager rejects empty max/min anyway
             }
             let k = load_kernel(dtype, 2, 1, InnerStride::Unit, op);
-            let got = check(&k, &[3, 0], &[Lay::Full(InnerStride::Unit)], 0..3, &[], None, &format!("empty {op:?} {dtype}"));
+            let got =
+                check(&k, &[3, 0], &[Lay::Full(InnerStride::Unit)], 0..3, &[], None, &format!("empty {op:?} {dtype}"));
             if dtype.is_float() {
                 assert_eq!(got, vec![want; 3]);
             }
@@ -347,7 +457,16 @@ fn run_contiguous<T, O: Copy + Default>(k: &ReduceKernel, xs: &[T], shape: &[usi
     let mut out = vec![O::default(); n_out];
     let ip = [xs.as_ptr() as *const u8];
     let op = [out.as_mut_ptr() as *mut u8];
-    let args = KernelArgs { inputs: ip.as_ptr(), outputs: op.as_ptr(), scalars: std::ptr::null(), shape: shape.as_ptr(), strides: strides.as_ptr(), row_start: 0, row_end: n_out, index_base: 0 };
+    let args = KernelArgs {
+        inputs: ip.as_ptr(),
+        outputs: op.as_ptr(),
+        scalars: std::ptr::null(),
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        row_start: 0,
+        row_end: n_out,
+        index_base: 0,
+    };
     // SAFETY: `xs` is the contiguous tensor of `shape`, `out` holds the `n_out` outputs of the
     // kernel's output dtype (`O`).
     unsafe { kern.call(&args) };
@@ -375,19 +494,37 @@ fn matches_the_eager_kernels() {
             if want[o].is_nan() {
                 assert!(sum[o].is_nan());
             } else {
-                assert!(((sum[o] - want[o]) as f64).abs() <= 1e-6 * abs[o], "sum {shape:?} output {o}: {} vs eager {}", sum[o], want[o]);
+                assert!(
+                    ((sum[o] - want[o]) as f64).abs() <= 1e-6 * abs[o],
+                    "sum {shape:?} output {o}: {} vs eager {}",
+                    sum[o],
+                    want[o]
+                );
             }
         }
         let ys: Vec<f32> = xs.iter().map(|x| if x.is_nan() { 1.0 } else { 0.75 + x.abs() / 4.0 }).collect();
         let prod: Vec<f32> = run_contiguous(&k(ReduceOp::Prod), &ys, shape, n_out);
         let want = reduce(&ys, &plan, &Prod, |a: f64, _| a as f32);
         for o in 0..n_out {
-            assert!((prod[o] - want[o]).abs() <= 1e-6 * want[o].abs(), "prod {shape:?} output {o}: {} vs eager {}", prod[o], want[o]);
+            assert!(
+                (prod[o] - want[o]).abs() <= 1e-6 * want[o].abs(),
+                "prod {shape:?} output {o}: {} vs eager {}",
+                prod[o],
+                want[o]
+            );
         }
-        for (op, want) in [(ReduceOp::Max, reduce(&xs, &plan, &MinMax::<true>, |a: f32, _| a)), (ReduceOp::Min, reduce(&xs, &plan, &MinMax::<false>, |a: f32, _| a))] {
+        for (op, want) in [
+            (ReduceOp::Max, reduce(&xs, &plan, &MinMax::<true>, |a: f32, _| a)),
+            (ReduceOp::Min, reduce(&xs, &plan, &MinMax::<false>, |a: f32, _| a)),
+        ] {
             let got: Vec<f32> = run_contiguous(&k(op), &xs, shape, n_out);
             for o in 0..n_out {
-                assert!(got[o] == want[o] || (got[o].is_nan() && want[o].is_nan()), "{op:?} {shape:?} output {o}: {} vs eager {}", got[o], want[o]);
+                assert!(
+                    got[o] == want[o] || (got[o].is_nan() && want[o].is_nan()),
+                    "{op:?} {shape:?} output {o}: {} vs eager {}",
+                    got[o],
+                    want[o]
+                );
             }
         }
         let is: Vec<i32> = (0..n).map(|i| (i as i32).wrapping_mul(2_654_435_761u32 as i32)).collect();
@@ -405,8 +542,19 @@ fn counting_a_comparison() {
     // Σ (x > 0) as i64 (a Bool prologue value reduces as an integer), and max of it as Bool.
     for dtype in [DType::F32, DType::I32] {
         for (op, output) in [(ReduceOp::Sum, DType::I64), (ReduceOp::Max, DType::Bool), (ReduceOp::Min, DType::Bool)] {
-            let insts = vec![Inst { op: InstOp::Load(0), dtype }, Inst { op: InstOp::Const(0.0), dtype }, Inst { op: InstOp::Cmp(CmpOp::Gt, 0, 1), dtype: DType::Bool }];
-            let k = ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }], scalars: 0, stages: vec![ReduceStage { insts, reduced: 2, op, output, scale: None }], epilogue: None };
+            let insts = vec![
+                Inst { op: InstOp::Load(0), dtype },
+                Inst { op: InstOp::Const(0.0), dtype },
+                Inst { op: InstOp::Cmp(CmpOp::Gt, 0, 1), dtype: DType::Bool },
+            ];
+            let k = ReduceKernel {
+                rank: 2,
+                reduce_rank: 1,
+                inputs: vec![KernelInput { dtype, inner: InnerStride::Unit }],
+                scalars: 0,
+                stages: vec![ReduceStage { insts, reduced: 2, op, output, scale: None }],
+                epilogue: None,
+            };
             assert!(!CpuKernel::compile_reduce(&k, "count").unwrap().is_vectorized());
             check(&k, &[4, 19], &[Lay::Full(InnerStride::Unit)], 1..4, &[], None, &format!("count {op:?} {dtype}"));
         }

@@ -18,7 +18,9 @@
 //! layer norm).
 
 use kiln_codegen::cpu::CpuKernel;
-use kiln_codegen::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage};
+use kiln_codegen::kernel::{
+    ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage,
+};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
@@ -26,10 +28,22 @@ mod common;
 use common::reduce_run::{check, inst, run, sizes};
 use common::{layout, make_input, Input, Lay};
 
-
 /// `op` over input 0 (`x`, declared as the first of `inputs`), with no epilogue.
 fn reduce_x(dtype: DType, rank: usize, rr: usize, inputs: Vec<KernelInput>, op: ReduceOp) -> ReduceKernel {
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, stages: vec![ReduceStage { insts: vec![inst(InstOp::Load(0), dtype)], reduced: 0, op, output: dtype, scale: None }], epilogue: None }
+    ReduceKernel {
+        rank,
+        reduce_rank: rr,
+        inputs,
+        scalars: 0,
+        stages: vec![ReduceStage {
+            insts: vec![inst(InstOp::Load(0), dtype)],
+            reduced: 0,
+            op,
+            output: dtype,
+            scale: None,
+        }],
+        epilogue: None,
+    }
 }
 
 /// The per-output values `vals` of `dtype` as an input broadcast over the reduced dims.
@@ -39,18 +53,37 @@ fn per_output(vals: Vec<f64>, dtype: DType, shape: &[usize], rr: usize) -> Input
     Input { vals, strides, dtype }
 }
 
-const SHAPES: [(&[usize], usize); 5] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1)];
+const SHAPES: [(&[usize], usize); 5] =
+    [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1)];
 
 /// Softmax's second kernel: `Σ exp(x - m)` with the epilogue `tail(exp(x - m), x - m)` over
 /// `x` (input 0) and `m` (input 1); `tail` appends the instructions after `[x, m, x - m,
 /// exp(x - m), Reduced]` (values 0..5) and returns the output.
-fn softmax_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride, tail: impl Fn(&mut Vec<Inst>) -> u32) -> ReduceKernel {
-    let head = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Load(1), dtype), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), dtype), inst(InstOp::Unary(UnaryOp::Exp, 2), dtype)];
+fn softmax_kernel(
+    dtype: DType,
+    rank: usize,
+    rr: usize,
+    x_inner: InnerStride,
+    tail: impl Fn(&mut Vec<Inst>) -> u32,
+) -> ReduceKernel {
+    let head = vec![
+        inst(InstOp::Load(0), dtype),
+        inst(InstOp::Load(1), dtype),
+        inst(InstOp::Binary(BinaryOp::Sub, 0, 1), dtype),
+        inst(InstOp::Unary(UnaryOp::Exp, 2), dtype),
+    ];
     let mut insts = head.clone();
     insts.push(inst(InstOp::Reduced(0), dtype));
     let out = tail(&mut insts);
     let inputs = vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: InnerStride::Broadcast }];
-    ReduceKernel { rank, reduce_rank: rr, inputs, scalars: 0, stages: vec![ReduceStage { insts: head, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }], epilogue: Some(Epilogue { insts, outputs: vec![out] }) }
+    ReduceKernel {
+        rank,
+        reduce_rank: rr,
+        inputs,
+        scalars: 0,
+        stages: vec![ReduceStage { insts: head, reduced: 3, op: ReduceOp::Sum, output: dtype, scale: None }],
+        epilogue: Some(Epilogue { insts, outputs: vec![out] }),
+    }
 }
 
 /// Runs K1 = max(x) then K2 (`softmax_kernel` with `tail`) for every dtype, shape and inner
@@ -66,7 +99,11 @@ fn softmax_family(name: &str, tail: impl Fn(&mut Vec<Inst>) -> u32 + Copy, sums_
                 let m = check(&k1, shape, std::slice::from_ref(&x), &[], &format!("{label} max")).stages.swap_remove(0);
                 let m = per_output(m, dtype, shape, rr);
                 let k2 = softmax_kernel(dtype, rank, rr, x_inner, tail);
-                assert_eq!(CpuKernel::compile_reduce(&k2, "sm").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+                assert_eq!(
+                    CpuKernel::compile_reduce(&k2, "sm").unwrap().is_vectorized(),
+                    x_inner == InnerStride::Unit,
+                    "{label}"
+                );
                 let got = check(&k2, shape, &[x, m], &[], &label);
                 if sums_to_one {
                     let (n_out, n_red) = sizes(&k2, shape);
@@ -114,7 +151,12 @@ fn log_softmax_epilogue() {
 /// eps scalar 1.
 fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) -> ReduceKernel {
     let b = |op, x, y| inst(InstOp::Binary(op, x, y), dtype);
-    let prologue = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Load(1), dtype), b(BinaryOp::Sub, 0, 1), inst(InstOp::Unary(UnaryOp::Square, 2), dtype)];
+    let prologue = vec![
+        inst(InstOp::Load(0), dtype),
+        inst(InstOp::Load(1), dtype),
+        b(BinaryOp::Sub, 0, 1),
+        inst(InstOp::Unary(UnaryOp::Square, 2), dtype),
+    ];
     let epilogue = vec![
         inst(InstOp::Load(0), dtype),
         inst(InstOp::Load(1), dtype),
@@ -158,12 +200,18 @@ fn layer_norm_scales_and_shifts_in_the_reduction_kernel() {
                 let mut k0 = reduce_x(dtype, rank, rr, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Sum);
                 k0.scalars = 1;
                 k0.stages[0].scale = Some(0);
-                let mean = check(&k0, shape, std::slice::from_ref(&x), &[inv_n], &format!("{label} mean")).stages.swap_remove(0);
+                let mean = check(&k0, shape, std::slice::from_ref(&x), &[inv_n], &format!("{label} mean"))
+                    .stages
+                    .swap_remove(0);
                 let mean = per_output(mean, dtype, shape, rr);
                 let w = make_input(dtype, shape, rr, Lay::OverReduced, 11, true);
                 let b = make_input(dtype, shape, rr, Lay::OverReduced, 13, false);
                 let k = layer_norm_kernel(dtype, rank, rr, x_inner);
-                assert_eq!(CpuKernel::compile_reduce(&k, "ln").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+                assert_eq!(
+                    CpuKernel::compile_reduce(&k, "ln").unwrap().is_vectorized(),
+                    x_inner == InnerStride::Unit,
+                    "{label}"
+                );
                 check(&k, shape, &[x, mean, w, b], &[inv_n, 1e-5], &label);
             }
         }
@@ -178,7 +226,12 @@ fn two_outputs_of_different_dtypes() {
             let d = DType::F32;
             let rank = shape.len();
             let n_red: usize = shape[rank - rr..].iter().product();
-            let insts = vec![inst(InstOp::Load(0), d), inst(InstOp::Reduced(0), d), inst(InstOp::Binary(BinaryOp::Sub, 0, 1), d), inst(InstOp::Cmp(CmpOp::Gt, 0, 1), DType::Bool)];
+            let insts = vec![
+                inst(InstOp::Load(0), d),
+                inst(InstOp::Reduced(0), d),
+                inst(InstOp::Binary(BinaryOp::Sub, 0, 1), d),
+                inst(InstOp::Cmp(CmpOp::Gt, 0, 1), DType::Bool),
+            ];
             let mut k = reduce_x(d, rank, rr, vec![KernelInput { dtype: d, inner: x_inner }], ReduceOp::Sum);
             k.scalars = 1;
             k.stages[0].scale = Some(0);
@@ -228,7 +281,15 @@ fn epilogue_constants_and_scalars() {
     for dtype in [DType::F32, DType::F64] {
         for x_inner in [InnerStride::Unit, InnerStride::Broadcast, InnerStride::Strided] {
             let b = |op, x, y| inst(InstOp::Binary(op, x, y), dtype);
-            let insts = vec![inst(InstOp::Load(0), dtype), inst(InstOp::Scalar(0), dtype), b(BinaryOp::Mul, 0, 1), inst(InstOp::Const(0.5), dtype), b(BinaryOp::Add, 2, 3), inst(InstOp::Reduced(0), dtype), b(BinaryOp::Div, 4, 5)];
+            let insts = vec![
+                inst(InstOp::Load(0), dtype),
+                inst(InstOp::Scalar(0), dtype),
+                b(BinaryOp::Mul, 0, 1),
+                inst(InstOp::Const(0.5), dtype),
+                b(BinaryOp::Add, 2, 3),
+                inst(InstOp::Reduced(0), dtype),
+                b(BinaryOp::Div, 4, 5),
+            ];
             let mut k = reduce_x(dtype, 3, 2, vec![KernelInput { dtype, inner: x_inner }], ReduceOp::Max);
             k.scalars = 1;
             k.epilogue = Some(Epilogue { insts, outputs: vec![6] });
@@ -264,7 +325,13 @@ fn empty_reductions_write_only_the_identity() {
 fn reduced_is_refused_outside_an_epilogue_and_checked() {
     let d = DType::F32;
     // In an elementwise kernel.
-    let ew = ElementwiseKernel { rank: 1, inputs: vec![], scalars: 0, insts: vec![inst(InstOp::Reduced(0), d)], outputs: vec![0] };
+    let ew = ElementwiseKernel {
+        rank: 1,
+        inputs: vec![],
+        scalars: 0,
+        insts: vec![inst(InstOp::Reduced(0), d)],
+        outputs: vec![0],
+    };
     let e = ew.validate().unwrap_err();
     assert!(e.contains("Reduced") && e.contains("epilogue"), "{e}");
     assert!(CpuKernel::compile(&ew, "ew").unwrap_err().contains("Reduced"));

@@ -29,10 +29,10 @@ mod common;
 use common::reduce_run::{check, index, inst, sizes};
 use common::{make_input, Lay};
 
-
 /// Shapes and reduced dims; rows of 1003 fit the row buffer that keeps a stage's tiled exp for
 /// the epilogue (`cpu/kept_rows.rs`, 4096 elements), rows of 4500 do not.
-const SHAPES: [(&[usize], usize); 6] = [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1), (&[2, 4500], 1)];
+const SHAPES: [(&[usize], usize); 6] =
+    [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1), (&[2, 4500], 1)];
 
 /// Every dtype, shape and inner stride of x: calls `f(dtype, shape, rr, x_inner, label)`.
 fn each_case(name: &str, mut f: impl FnMut(DType, &[usize], usize, InnerStride, &str)) {
@@ -60,8 +60,26 @@ fn stage(insts: Vec<Inst>, reduced: u32, op: ReduceOp, dtype: DType, scale: Opti
 fn softmax_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) -> ReduceKernel {
     let i = |op| inst(op, dtype);
     let max = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Max, dtype, None);
-    let sum = stage(vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2))], 3, ReduceOp::Sum, dtype, None);
-    let epilogue = vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Exp, 2)), i(InstOp::Reduced(1)), i(InstOp::Binary(BinaryOp::Div, 3, 4))];
+    let sum = stage(
+        vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+            i(InstOp::Unary(UnaryOp::Exp, 2)),
+        ],
+        3,
+        ReduceOp::Sum,
+        dtype,
+        None,
+    );
+    let epilogue = vec![
+        i(InstOp::Load(0)),
+        i(InstOp::Reduced(0)),
+        i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+        i(InstOp::Unary(UnaryOp::Exp, 2)),
+        i(InstOp::Reduced(1)),
+        i(InstOp::Binary(BinaryOp::Div, 3, 4)),
+    ];
     ReduceKernel {
         rank,
         reduce_rank: rr,
@@ -130,7 +148,18 @@ fn softmax_through_log_sum_exp_shares_the_stage_exp() {
 fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride) -> ReduceKernel {
     let i = |op| inst(op, dtype);
     let mean = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Sum, dtype, Some(0));
-    let var = stage(vec![i(InstOp::Load(0)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 0, 1)), i(InstOp::Unary(UnaryOp::Square, 2))], 3, ReduceOp::Sum, dtype, Some(0));
+    let var = stage(
+        vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(BinaryOp::Sub, 0, 1)),
+            i(InstOp::Unary(UnaryOp::Square, 2)),
+        ],
+        3,
+        ReduceOp::Sum,
+        dtype,
+        Some(0),
+    );
     let epilogue = vec![
         i(InstOp::Load(0)),
         i(InstOp::Reduced(0)),
@@ -155,7 +184,11 @@ fn layer_norm_kernel(dtype: DType, rank: usize, rr: usize, x_inner: InnerStride)
 fn layer_norm_is_one_kernel() {
     each_case("layer_norm", |dtype, shape, rr, x_inner, label| {
         let k = layer_norm_kernel(dtype, shape.len(), rr, x_inner);
-        assert_eq!(CpuKernel::compile_reduce(&k, "ln").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        assert_eq!(
+            CpuKernel::compile_reduce(&k, "ln").unwrap().is_vectorized(),
+            x_inner == InnerStride::Unit,
+            "{label}"
+        );
         let (n_out, n_red) = sizes(&k, shape);
         let eps = 1e-5;
         let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 3, false);
@@ -180,7 +213,12 @@ fn a_per_output_exp_is_computed_once_not_tiled() {
     each_case("per-output exp", |dtype, shape, rr, x_inner, label| {
         let i = |op| inst(op, dtype);
         let max = stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Max, dtype, None);
-        let epilogue = vec![i(InstOp::Reduced(0)), i(InstOp::Unary(UnaryOp::Exp, 0)), i(InstOp::Load(0)), i(InstOp::Binary(BinaryOp::Mul, 2, 1))];
+        let epilogue = vec![
+            i(InstOp::Reduced(0)),
+            i(InstOp::Unary(UnaryOp::Exp, 0)),
+            i(InstOp::Load(0)),
+            i(InstOp::Binary(BinaryOp::Mul, 2, 1)),
+        ];
         let k = ReduceKernel {
             rank: shape.len(),
             reduce_rank: rr,
@@ -239,11 +277,22 @@ fn one_hot_sums_count_equal_elements() {
         };
         for (b, t_first) in [(InstOp::Const(0.0), false), (InstOp::Scalar(0), true)] {
             let cmp = if t_first { InstOp::Cmp(CmpOp::Eq, 1, 0) } else { InstOp::Cmp(CmpOp::Eq, 0, 1) };
-            let insts = vec![i(InstOp::Load(0)), i(InstOp::Load(1)), i(InstOp::Load(2)), i(b), inst(cmp, DType::Bool), i(InstOp::Where(4, 2, 3))];
+            let insts = vec![
+                i(InstOp::Load(0)),
+                i(InstOp::Load(1)),
+                i(InstOp::Load(2)),
+                i(b),
+                inst(cmp, DType::Bool),
+                i(InstOp::Where(4, 2, 3)),
+            ];
             let k = ReduceKernel {
                 rank: shape.len(),
                 reduce_rank: rr,
-                inputs: vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: InnerStride::Broadcast }, KernelInput { dtype, inner: InnerStride::Broadcast }],
+                inputs: vec![
+                    KernelInput { dtype, inner: x_inner },
+                    KernelInput { dtype, inner: InnerStride::Broadcast },
+                    KernelInput { dtype, inner: InnerStride::Broadcast },
+                ],
                 scalars: 1,
                 stages: vec![stage(insts, 5, ReduceOp::Sum, dtype, None)],
                 epilogue: None,
@@ -270,7 +319,14 @@ fn the_cross_entropy_gradient_is_one_kernel() {
         let mut k = softmax_kernel(dtype, shape.len(), rr, x_inner);
         let hot = |insts: &mut Vec<Inst>| {
             let at = insts.len() as u32;
-            insts.extend([i(InstOp::Load(1)), i(InstOp::Load(2)), inst(InstOp::Cmp(CmpOp::Eq, at, at + 1), DType::Bool), i(InstOp::Load(3)), i(InstOp::Const(0.0)), i(InstOp::Where(at + 2, at + 3, at + 4))]);
+            insts.extend([
+                i(InstOp::Load(1)),
+                i(InstOp::Load(2)),
+                inst(InstOp::Cmp(CmpOp::Eq, at, at + 1), DType::Bool),
+                i(InstOp::Load(3)),
+                i(InstOp::Const(0.0)),
+                i(InstOp::Where(at + 2, at + 3, at + 4)),
+            ]);
             at + 5
         };
         let mut picked = Vec::new();
@@ -281,7 +337,11 @@ fn the_cross_entropy_gradient_is_one_kernel() {
         let w = hot(&mut epilogue);
         epilogue.push(i(InstOp::Binary(BinaryOp::Sub, w, 8)));
         k.epilogue = Some(Epilogue { outputs: vec![epilogue.len() as u32 - 1], insts: epilogue });
-        k.inputs.extend([KernelInput { dtype, inner: InnerStride::Unit }, KernelInput { dtype, inner: InnerStride::Broadcast }, KernelInput { dtype, inner: InnerStride::Broadcast }]);
+        k.inputs.extend([
+            KernelInput { dtype, inner: InnerStride::Unit },
+            KernelInput { dtype, inner: InnerStride::Broadcast },
+            KernelInput { dtype, inner: InnerStride::Broadcast },
+        ]);
         let ck = CpuKernel::compile_reduce(&k, "ce_grad").unwrap();
         assert_eq!(ck.is_tiled(), tiles(dtype, rr, x_inner), "{label}");
         let (n_out, n_red) = sizes(&k, shape);
@@ -311,16 +371,29 @@ fn independent_stages() {
         let i = |op| inst(op, dtype);
         let y_inner = if x_inner == InnerStride::Unit { InnerStride::Strided } else { InnerStride::Unit };
         let inputs = vec![KernelInput { dtype, inner: x_inner }, KernelInput { dtype, inner: x_inner }];
-        let epilogue = vec![i(InstOp::Load(0)), i(InstOp::Reduced(1)), i(InstOp::Binary(BinaryOp::Mul, 0, 1)), i(InstOp::Reduced(0)), i(InstOp::Binary(BinaryOp::Sub, 2, 3))];
+        let epilogue = vec![
+            i(InstOp::Load(0)),
+            i(InstOp::Reduced(1)),
+            i(InstOp::Binary(BinaryOp::Mul, 0, 1)),
+            i(InstOp::Reduced(0)),
+            i(InstOp::Binary(BinaryOp::Sub, 2, 3)),
+        ];
         let k = ReduceKernel {
             rank,
             reduce_rank: rr,
             inputs,
             scalars: 0,
-            stages: vec![stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Sum, dtype, None), stage(vec![i(InstOp::Load(1))], 0, ReduceOp::Max, dtype, None)],
+            stages: vec![
+                stage(vec![i(InstOp::Load(0))], 0, ReduceOp::Sum, dtype, None),
+                stage(vec![i(InstOp::Load(1))], 0, ReduceOp::Max, dtype, None),
+            ],
             epilogue: Some(Epilogue { insts: epilogue, outputs: vec![4] }),
         };
-        assert_eq!(CpuKernel::compile_reduce(&k, "ind").unwrap().is_vectorized(), x_inner == InnerStride::Unit, "{label}");
+        assert_eq!(
+            CpuKernel::compile_reduce(&k, "ind").unwrap().is_vectorized(),
+            x_inner == InnerStride::Unit,
+            "{label}"
+        );
         let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 23, false);
         let y = make_input(dtype, shape, rr, Lay::Full(x_inner), 29, false);
         let got = check(&k, shape, &[x, y], &[], label);
@@ -330,7 +403,13 @@ fn independent_stages() {
         k2.epilogue = None;
         k2.inputs[1].inner = y_inner;
         k2.inputs.push(KernelInput { dtype: DType::I32, inner: x_inner });
-        k2.stages[1] = stage(vec![inst(InstOp::Load(2), DType::I32), inst(InstOp::Cast(0), DType::I64)], 1, ReduceOp::Sum, DType::I64, None);
+        k2.stages[1] = stage(
+            vec![inst(InstOp::Load(2), DType::I32), inst(InstOp::Cast(0), DType::I64)],
+            1,
+            ReduceOp::Sum,
+            DType::I64,
+            None,
+        );
         assert!(!CpuKernel::compile_reduce(&k2, "int").unwrap().is_vectorized(), "{label}");
         let x = make_input(dtype, shape, rr, Lay::Full(x_inner), 23, false);
         let y = make_input(dtype, shape, rr, Lay::Full(y_inner), 29, false);
@@ -360,7 +439,12 @@ fn stages_read_only_earlier_stages() {
     let mut k = base.clone();
     k.stages[1].insts[1].dtype = DType::F64;
     let e = k.validate().unwrap_err();
-    assert!(e.starts_with("stage 1 prologue") && e.contains("reduced value of stage 0") && e.contains(&DType::F32.to_string()), "{e}");
+    assert!(
+        e.starts_with("stage 1 prologue")
+            && e.contains("reduced value of stage 0")
+            && e.contains(&DType::F32.to_string()),
+        "{e}"
+    );
     let mut k = base.clone();
     k.stages[0].output = DType::F64;
     let e = k.validate().unwrap_err();

@@ -142,7 +142,14 @@ fn index(shape: &[usize], row: usize, j: usize) -> Vec<usize> {
 }
 
 /// Runs `kern` over `shape` for `rows`; the outputs (NaN outside the rows).
-fn run(kern: &CpuKernel, k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], rows: Range<usize>) -> Vec<Vec<f32>> {
+fn run(
+    kern: &CpuKernel,
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    inputs: &[Input],
+    scalars: &[f64],
+    rows: Range<usize>,
+) -> Vec<Vec<f32>> {
     let n: usize = shape.iter().product();
     let mut outs: Vec<Vec<f32>> = k.outputs.iter().map(|_| vec![f32::NAN; n]).collect();
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|x| x.vals.as_ptr() as *const u8).collect();
@@ -157,7 +164,15 @@ fn run(kern: &CpuKernel, k: &ElementwiseKernel, shape: &[usize], inputs: &[Input
 
 /// The reference outputs of `k` at row `row`, element `j` (`native`: the staged ops as the
 /// routines compute them).
-fn reference(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], row: usize, j: usize, native: bool) -> Vec<f32> {
+fn reference(
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    inputs: &[Input],
+    scalars: &[f64],
+    row: usize,
+    j: usize,
+    native: bool,
+) -> Vec<f32> {
     let idx = index(shape, row, j);
     let load = |i: usize| Sv::F(inputs[i].at(&idx) as f64);
     eval_ref(k, &load, scalars, native)
@@ -175,7 +190,16 @@ fn reference(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: 
 /// bit-exact (log, sin, …); rows outside the range stay unwritten. Returns the default
 /// kernel's outputs.
 #[allow(clippy::too_many_arguments)]
-fn check_tol(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], rows: Range<usize>, tiled: bool, tol: f64, label: &str) -> Vec<Vec<f32>> {
+fn check_tol(
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    inputs: &[Input],
+    scalars: &[f64],
+    rows: Range<usize>,
+    tiled: bool,
+    tol: f64,
+    label: &str,
+) -> Vec<Vec<f32>> {
     let kern = CpuKernel::compile(k, "tiles").unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!(kern.is_tiled(), tiled, "{label}: tiled");
     let untiled = CpuKernel::compile_untiled(k, "untiled").unwrap();
@@ -184,7 +208,8 @@ fn check_tol(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: 
     let n_rows: usize = shape[..shape.len() - 1].iter().product();
     let got = run(&kern, k, shape, inputs, scalars, rows.clone());
     let got_untiled = run(&untiled, k, shape, inputs, scalars, rows.clone());
-    let same = |g: f32, w: f32| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()) || ulp_error(g, w as f64) <= tol;
+    let same =
+        |g: f32, w: f32| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()) || ulp_error(g, w as f64) <= tol;
     for row in 0..n_rows {
         for j in 0..inner {
             let e = row * inner + j;
@@ -195,7 +220,12 @@ fn check_tol(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: 
             let want = reference(k, shape, inputs, scalars, row, j, tiled);
             let want_eager = reference(k, shape, inputs, scalars, row, j, false);
             for o in 0..k.outputs.len() {
-                assert!(same(got[o][e], want[o]), "{label}: output {o} row {row} j {j}: got {}, want {}", got[o][e], want[o]);
+                assert!(
+                    same(got[o][e], want[o]),
+                    "{label}: output {o} row {row} j {j}: got {}, want {}",
+                    got[o][e],
+                    want[o]
+                );
                 assert!(same(got_untiled[o][e], want_eager[o]), "{label}: untiled output {o} row {row} j {j}");
             }
         }
@@ -204,7 +234,15 @@ fn check_tol(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: 
 }
 
 /// [`check_tol`], bit for bit.
-fn check(k: &ElementwiseKernel, shape: &[usize], inputs: &[Input], scalars: &[f64], rows: Range<usize>, tiled: bool, label: &str) -> Vec<Vec<f32>> {
+fn check(
+    k: &ElementwiseKernel,
+    shape: &[usize],
+    inputs: &[Input],
+    scalars: &[f64],
+    rows: Range<usize>,
+    tiled: bool,
+    label: &str,
+) -> Vec<Vec<f32>> {
     check_tol(k, shape, inputs, scalars, rows, tiled, 0.0, label)
 }
 
@@ -223,8 +261,13 @@ fn native_routines_accuracy_over_the_f32_range() {
     let gelu_tanh = |x: f64| 0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)).tanh());
     type Truth<'a> = &'a dyn Fn(f64) -> f64;
     // (op, truth, ulp bound): gelu_tanh is checked by absolute error (1 + tanh cancels for x < 0).
-    let cases: [(UnaryOp, Truth, f64); 5] =
-        [(UnaryOp::Exp, &f64::exp, 2.0), (UnaryOp::Tanh, &f64::tanh, 3.0), (UnaryOp::Sigmoid, &sigmoid, 3.0), (UnaryOp::Silu, &silu, 4.0), (UnaryOp::GeluTanh, &gelu_tanh, f64::INFINITY)];
+    let cases: [(UnaryOp, Truth, f64); 5] = [
+        (UnaryOp::Exp, &f64::exp, 2.0),
+        (UnaryOp::Tanh, &f64::tanh, 3.0),
+        (UnaryOp::Sigmoid, &sigmoid, 3.0),
+        (UnaryOp::Silu, &silu, 4.0),
+        (UnaryOp::GeluTanh, &gelu_tanh, f64::INFINITY),
+    ];
     for (op, truth, bound) in cases {
         let f = slice_math::slice_fn(op).expect("a native routine");
         let mut got = vec![0f32; xs.len()];
@@ -238,10 +281,21 @@ fn native_routines_accuracy_over_the_f32_range() {
                 worst = (e, x);
             }
             if op == UnaryOp::GeluTanh {
-                assert!((g as f64 - want).abs() <= 2e-7 * want.abs().max(1.0) || (g.is_nan() && want.is_nan()) || g as f64 == want, "gelu_tanh({x}) = {g}, want {want}");
+                assert!(
+                    (g as f64 - want).abs() <= 2e-7 * want.abs().max(1.0)
+                        || (g.is_nan() && want.is_nan())
+                        || g as f64 == want,
+                    "gelu_tanh({x}) = {g}, want {want}"
+                );
             }
         }
-        eprintln!("{:>10} native (fma variant: {}): max {:.2} ulp at {:e}", op.name(), slice_math::has_fma_variant(), worst.0, worst.1);
+        eprintln!(
+            "{:>10} native (fma variant: {}): max {:.2} ulp at {:e}",
+            op.name(),
+            slice_math::has_fma_variant(),
+            worst.0,
+            worst.1
+        );
         assert!(worst.0 <= bound, "{}: {} ulp at {:e} > {bound}", op.name(), worst.0, worst.1);
         // The special values are the eager op's.
         for x in [0.0f32, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
@@ -249,7 +303,12 @@ fn native_routines_accuracy_over_the_f32_range() {
             // SAFETY: in place on one element.
             unsafe { f(y.as_ptr(), y.as_mut_ptr(), 1) };
             let w = op.eval(x);
-            assert!(y[0].to_bits() == w.to_bits() || (y[0].is_nan() && w.is_nan()), "{}({x}) = {}, eager {w}", op.name(), y[0]);
+            assert!(
+                y[0].to_bits() == w.to_bits() || (y[0].is_nan() && w.is_nan()),
+                "{}({x}) = {}, eager {w}",
+                op.name(),
+                y[0]
+            );
         }
     }
 }
@@ -278,7 +337,15 @@ fn gelu_chain_around_tile_boundaries() {
             let shape = [3, inner];
             let inputs = [Input::new(&shape, InnerStride::Unit, false, 1), Input::new(&shape, a_inner, false, 2)];
             for rows in [0..3, 1..3] {
-                let got = check(&k, &shape, &inputs, &[0.25], rows.clone(), true, &format!("gelu {a_inner:?} inner {inner} rows {rows:?}"));
+                let got = check(
+                    &k,
+                    &shape,
+                    &inputs,
+                    &[0.25],
+                    rows.clone(),
+                    true,
+                    &format!("gelu {a_inner:?} inner {inner} rows {rows:?}"),
+                );
                 // Close to the f64 truth.
                 for row in rows {
                     for j in 0..inner {
@@ -317,7 +384,11 @@ fn several_stages_and_outputs_with_broadcasts() {
     assert_eq!(MAX_STAGES, 4);
     for inner in lengths() {
         let shape = [2, 3, inner];
-        let inputs = [Input::new(&shape, InnerStride::Unit, false, 3), Input::new(&shape, InnerStride::Broadcast, false, 4), Input::new(&shape, InnerStride::Unit, true, 5)];
+        let inputs = [
+            Input::new(&shape, InnerStride::Unit, false, 3),
+            Input::new(&shape, InnerStride::Broadcast, false, 4),
+            Input::new(&shape, InnerStride::Unit, true, 5),
+        ];
         check(&k4, &shape, &inputs, &[], 1..6, true, &format!("3 stages, 4 outputs, inner {inner}"));
     }
     // Four stages: exp, tanh (of the exp's buffer scaled), silu (of the exp's buffer directly)
@@ -344,7 +415,11 @@ fn several_stages_and_outputs_with_broadcasts() {
         b.kernel(3, &[InnerStride::Unit, InnerStride::Broadcast, InnerStride::Unit], 0, &[y, t])
     };
     let shape = [2, 2, TILE + 3];
-    let inputs = [Input::new(&shape, InnerStride::Unit, false, 6), Input::new(&shape, InnerStride::Broadcast, false, 7), Input::new(&shape, InnerStride::Unit, true, 8)];
+    let inputs = [
+        Input::new(&shape, InnerStride::Unit, false, 6),
+        Input::new(&shape, InnerStride::Broadcast, false, 7),
+        Input::new(&shape, InnerStride::Unit, true, 8),
+    ];
     check(&four(false), &shape, &inputs, &[], 1..4, true, "4 stages");
     check(&four(true), &shape, &inputs, &[], 0..4, false, "5 native ops");
 }
@@ -364,9 +439,11 @@ fn rank1_chunks_equal_one_call() {
     for chunk in [0..TILE + 3, TILE + 3..2 * TILE + 1, 2 * TILE + 1..n] {
         let shape = [chunk.len()];
         // SAFETY: every chunk lies inside the inputs and the outputs.
-        let in_ptrs: Vec<*const u8> = inputs.iter().map(|x| unsafe { x.vals.as_ptr().add(chunk.start) } as *const u8).collect();
+        let in_ptrs: Vec<*const u8> =
+            inputs.iter().map(|x| unsafe { x.vals.as_ptr().add(chunk.start) } as *const u8).collect();
         // SAFETY: as for the inputs: every chunk lies inside the outputs.
-        let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| unsafe { o.as_mut_ptr().add(chunk.start) } as *mut u8).collect();
+        let out_ptrs: Vec<*mut u8> =
+            outs.iter_mut().map(|o| unsafe { o.as_mut_ptr().add(chunk.start) } as *mut u8).collect();
         let args = common::kernel_args_at(&in_ptrs, &out_ptrs, &[0.25], &shape, &[1, 1], 0..1, chunk.start);
         // SAFETY: the chunk's elements of every input and output are valid.
         unsafe { kern.call(&args) };
@@ -384,7 +461,8 @@ fn in_place_output_over_its_input() {
     let kern = CpuKernel::compile(&k, "inplace").unwrap();
     let (rows, inner) = (2, 2 * TILE + 7);
     let shape = [rows, inner];
-    let inputs = [Input::new(&shape, InnerStride::Unit, false, 11), Input::new(&shape, InnerStride::Broadcast, false, 12)];
+    let inputs =
+        [Input::new(&shape, InnerStride::Unit, false, 11), Input::new(&shape, InnerStride::Broadcast, false, 12)];
     let want = run(&kern, &k, &shape, &inputs, &[0.25], 0..rows);
     let mut x = inputs[0].vals.clone();
     let in_ptrs = [x.as_ptr() as *const u8, inputs[1].vals.as_ptr() as *const u8];
@@ -425,7 +503,16 @@ fn kernels_that_keep_the_untiled_path() {
     let l = b.un(UnaryOp::Log, a);
     let t = b.un(UnaryOp::Tanh, l);
     let y = b.bin(Mul, t, l);
-    check_tol(&b.kernel(2, &[InnerStride::Unit], 0, &[y]), &shape, &[unit()], &[], 0..2, false, 8.0, "log in two passes");
+    check_tol(
+        &b.kernel(2, &[InnerStride::Unit], 0, &[y]),
+        &shape,
+        &[unit()],
+        &[],
+        0..2,
+        false,
+        8.0,
+        "log in two passes",
+    );
     // ... but a log needed by the tanh's pass only is fine.
     let mut b = Build::default();
     let x = b.load(0);
@@ -439,7 +526,10 @@ fn kernels_that_keep_the_untiled_path() {
         rank: 1,
         inputs: vec![KernelInput { dtype: DType::F64, inner: InnerStride::Unit }],
         scalars: 0,
-        insts: vec![Inst { op: InstOp::Load(0), dtype: DType::F64 }, Inst { op: InstOp::Unary(UnaryOp::Tanh, 0), dtype: DType::F64 }],
+        insts: vec![
+            Inst { op: InstOp::Load(0), dtype: DType::F64 },
+            Inst { op: InstOp::Unary(UnaryOp::Tanh, 0), dtype: DType::F64 },
+        ],
         outputs: vec![1],
     };
     assert!(!CpuKernel::compile(&k, "f64").unwrap().is_tiled());

@@ -54,7 +54,14 @@ fn all_exprs() -> Vec<(Expr, usize)> {
     let mut v: Vec<(Expr, usize)> = unary_float_ops().map(|op| (Expr::unary(op, x(0)), 1)).collect();
     v.extend(binary_float_ops().map(|op| (bin(op, x(0), x(1)), 2)));
     v.extend(CMP.iter().map(|&op| (Expr::Cmp(op, Box::new(x(0)), Box::new(x(1))), 2)));
-    v.push((Expr::Where(Box::new(Expr::Cmp(CmpOp::Gt, Box::new(x(0)), Box::new(Expr::Const(0.0)))), Box::new(x(1)), Box::new(Expr::Const(f64::NEG_INFINITY))), 2));
+    v.push((
+        Expr::Where(
+            Box::new(Expr::Cmp(CmpOp::Gt, Box::new(x(0)), Box::new(Expr::Const(0.0)))),
+            Box::new(x(1)),
+            Box::new(Expr::Const(f64::NEG_INFINITY)),
+        ),
+        2,
+    ));
     for d in [DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool] {
         // x*4 is exact in every float dtype, so rounding and truncation see the reference's value.
         v.push((Expr::Cast(d, Box::new(bin(BinaryOp::Mul, x(0), Expr::Const(4.0)))), 1));
@@ -90,10 +97,17 @@ fn op_formulas_follow_pytorch() {
     assert!(src(UnaryOp::Gelu).contains("erff(t") || src(UnaryOp::Gelu).contains("erff(x0"), "exact gelu uses erff");
     assert!(src(UnaryOp::Round).contains("rintf(x0)"), "round half to even");
     assert!(src(UnaryOp::Softplus).contains("(x0 > 20.0f) ? x0 : log1pf(expf(x0))"), "{}", src(UnaryOp::Softplus));
-    assert!(src(UnaryOp::Sign).contains("(x0 > 0.0f) ? 1.0f : ((x0 < 0.0f) ? (-1.0f) : 0.0f)"), "{}", src(UnaryOp::Sign));
+    assert!(
+        src(UnaryOp::Sign).contains("(x0 > 0.0f) ? 1.0f : ((x0 < 0.0f) ? (-1.0f) : 0.0f)"),
+        "{}",
+        src(UnaryOp::Sign)
+    );
     assert!(src(UnaryOp::Relu).contains("(x0 != x0) ? x0"), "relu keeps NaN");
     let rem = emit_elementwise(&bin(BinaryOp::Rem, x(0), x(1)), 2, DType::F32).unwrap().source;
-    assert!(rem.contains("float r = fmodf(a, b);") && rem.contains("(r != 0 && ((r < 0) != (b < 0))) ? r + b : r"), "{rem}");
+    assert!(
+        rem.contains("float r = fmodf(a, b);") && rem.contains("(r != 0 && ((r < 0) != (b < 0))) ? r + b : r"),
+        "{rem}"
+    );
     let max = emit_elementwise(&bin(BinaryOp::Maximum, x(0), x(1)), 2, DType::F64).unwrap().source;
     assert!(max.contains("fmax(x0, x1)") && !max.contains("fmaxf"), "{max}");
     let d = emit_elementwise(&Expr::unary(UnaryOp::Exp, x(0)), 1, DType::F64).unwrap();
@@ -105,7 +119,12 @@ fn op_formulas_follow_pytorch() {
 fn half_kernels_compute_in_f32() {
     let h = emit_elementwise(&Expr::unary(UnaryOp::Exp, x(0)), 1, DType::F16).unwrap();
     assert_eq!(h.vector_width, 1);
-    assert!(h.source.contains("cvt.rn.f16.f32") && h.source.contains("out[i] = kiln_f32_to_f16(kiln_body(kiln_f16_to_f32(in0[i])));"), "{}", h.source);
+    assert!(
+        h.source.contains("cvt.rn.f16.f32")
+            && h.source.contains("out[i] = kiln_f32_to_f16(kiln_body(kiln_f16_to_f32(in0[i])));"),
+        "{}",
+        h.source
+    );
     let b = emit_elementwise(&Expr::unary(UnaryOp::Exp, x(0)), 1, DType::BF16).unwrap();
     assert!(b.source.contains("kiln_f32_to_bf16") && b.source.contains("const unsigned short* in0"), "{}", b.source);
 }
@@ -164,7 +183,8 @@ fn every_op_compiles_to_cubin_for_sm80_and_sm90() {
         for dtype in DTYPES {
             let k = emit_elementwise(&e, n, dtype).unwrap();
             for arch in [80, 90] {
-                let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|err| panic!("{e} ({dtype}, sm_{arch}): {err}"));
+                let c = cuda::compile(&k.source, &k.name, arch)
+                    .unwrap_or_else(|err| panic!("{e} ({dtype}, sm_{arch}): {err}"));
                 assert_eq!(&c.cubin[..4], b"\x7fELF", "{e}: not a CUBIN");
                 assert_eq!(c.arch, arch);
                 count += 1;
@@ -180,7 +200,8 @@ fn compile_errors_carry_the_log_and_source() {
     if !nvrtc_or_skip() {
         return;
     }
-    let e = cuda::compile("extern \"C\" __global__ void broken(float* p) { p[0] = undefined_name; }", "broken", 80).unwrap_err();
+    let e = cuda::compile("extern \"C\" __global__ void broken(float* p) { p[0] = undefined_name; }", "broken", 80)
+        .unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::Compile);
     assert!(e.message.contains("undefined_name") && e.message.contains("--- source ---"), "{e}");
 }
@@ -265,8 +286,17 @@ fn domain(e: &Expr) -> (f64, f64) {
 fn tolerance(e: &Expr, dtype: DType) -> (f64, f64) {
     let exact = matches!(
         e,
-        Expr::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc | UnaryOp::Sign, _)
-            | Expr::Cmp(..)
+        Expr::Unary(
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Relu
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Trunc
+                | UnaryOp::Sign,
+            _
+        ) | Expr::Cmp(..)
             | Expr::Where(..)
             | Expr::Binary(BinaryOp::Maximum | BinaryOp::Minimum, _, _)
     );
@@ -317,7 +347,8 @@ fn check_on_gpu(e: &Expr, ninputs: usize, dtype: DType, n: usize, seed: u64) -> 
     let k: ElementwiseKernel = emit_elementwise(e, ninputs, dtype).unwrap();
     let (lo, hi) = domain(e);
     let mut rng = Rng(seed | 1);
-    let inputs: Vec<Vec<f64>> = (0..ninputs).map(|_| (0..n).map(|_| round_to(dtype, rng.uniform(lo, hi))).collect()).collect();
+    let inputs: Vec<Vec<f64>> =
+        (0..ninputs).map(|_| (0..n).map(|_| round_to(dtype, rng.uniform(lo, hi))).collect()).collect();
     let bufs: Vec<CudaBuffer> = inputs.iter().map(|v| upload(dtype, v)).collect();
     let mut out = CudaBuffer::alloc(0, n * dtype.size_in_bytes()).unwrap();
     let refs: Vec<&CudaBuffer> = bufs.iter().collect();
@@ -364,7 +395,13 @@ fn every_op_matches_the_reference_on_gpu() {
 #[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn half_precision_kernels_match_on_gpu() {
     let _g = gpu();
-    let exprs = [(Expr::unary(UnaryOp::Relu, x(0)), 1), (Expr::unary(UnaryOp::Gelu, x(0)), 1), (Expr::unary(UnaryOp::Exp, x(0)), 1), (bin(BinaryOp::Add, x(0), x(1)), 2), (gelu_chain(), 3)];
+    let exprs = [
+        (Expr::unary(UnaryOp::Relu, x(0)), 1),
+        (Expr::unary(UnaryOp::Gelu, x(0)), 1),
+        (Expr::unary(UnaryOp::Exp, x(0)), 1),
+        (bin(BinaryOp::Add, x(0), x(1)), 2),
+        (gelu_chain(), 3),
+    ];
     for (e, ninputs) in exprs {
         for dtype in [DType::F16, DType::BF16] {
             check_on_gpu(&e, ninputs, dtype, 4099, 7);

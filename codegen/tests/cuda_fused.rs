@@ -7,8 +7,8 @@
 mod common;
 
 use kiln_codegen::cuda::{emit_fused, fused_vector_launch, FusedKernel, FusedOperand};
-use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput, Val};
 use kiln_codegen::ir::RandDist;
+use kiln_codegen::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelInput, Val};
 use kiln_runtime::cuda::CudaErrorKind;
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 use kiln_runtime::DType;
@@ -18,7 +18,13 @@ struct K(ElementwiseKernel);
 
 impl K {
     fn new(rank: usize, inputs: &[(DType, InnerStride)], scalars: usize) -> K {
-        K(ElementwiseKernel { rank, inputs: inputs.iter().map(|&(dtype, inner)| KernelInput { dtype, inner }).collect(), scalars, insts: Vec::new(), outputs: Vec::new() })
+        K(ElementwiseKernel {
+            rank,
+            inputs: inputs.iter().map(|&(dtype, inner)| KernelInput { dtype, inner }).collect(),
+            scalars,
+            insts: Vec::new(),
+            outputs: Vec::new(),
+        })
     }
     fn push(&mut self, op: InstOp, dtype: DType) -> Val {
         self.0.insts.push(Inst { op, dtype });
@@ -163,7 +169,10 @@ fn dropout(d: DType) -> ElementwiseKernel {
 }
 
 fn emit_all() -> Vec<(String, FusedKernel)> {
-    representative().into_iter().map(|(label, k)| (label.clone(), emit_fused(&k).unwrap_or_else(|e| panic!("{label}: {e}")))).collect()
+    representative()
+        .into_iter()
+        .map(|(label, k)| (label.clone(), emit_fused(&k).unwrap_or_else(|e| panic!("{label}: {e}"))))
+        .collect()
 }
 
 #[test]
@@ -174,10 +183,16 @@ fn sizes_strides_and_scalars_are_arguments() {
     assert!(s.contains("unsigned long long p1_st2, unsigned long long s0)"), "{s}");
     assert!(s.contains("const float v2 = (float)(__longlong_as_double((long long)s0));"), "{s}");
     assert!(s.contains("const float v0 = in0[p0];") && s.contains("out0[i] = v4;"), "{s}");
-    assert_eq!((k.inputs.clone(), k.outputs.clone(), k.rank, k.scalars, k.words()), (vec![DType::F32, DType::F32], vec![DType::F32], 3, 1, 1 + 3 + 2 * 4 + 1));
+    assert_eq!(
+        (k.inputs.clone(), k.outputs.clone(), k.rank, k.scalars, k.words()),
+        (vec![DType::F32, DType::F32], vec![DType::F32], 3, 1, 1 + 3 + 2 * 4 + 1)
+    );
     // The inner-stride class is a CPU specialization: the CUDA kernel takes strides as
     // arguments, so the three classes are one kernel.
-    let names: Vec<String> = [InnerStride::Unit, InnerStride::Strided, InnerStride::Broadcast].iter().map(|&i| emit_fused(&gelu_chain(DType::F32, i)).unwrap().name).collect();
+    let names: Vec<String> = [InnerStride::Unit, InnerStride::Strided, InnerStride::Broadcast]
+        .iter()
+        .map(|&i| emit_fused(&gelu_chain(DType::F32, i)).unwrap().name)
+        .collect();
     assert!(names.iter().all(|n| *n == names[0]), "{names:?}");
     assert_ne!(names[0], emit_fused(&gelu_chain(DType::F64, InnerStride::Unit)).unwrap().name);
 }
@@ -191,7 +206,11 @@ fn half_results_round_where_the_eager_ops_round() {
     assert!(s.contains("const float v8 = kiln_f16_to_f32(kiln_f32_to_f16(tanhf(v7)));"), "{s}");
     assert!(s.contains("out0[i] = kiln_f32_to_f16(v13);"), "{s}");
     let s = emit_fused(&gelu_chain(DType::BF16, InnerStride::Unit)).unwrap().source;
-    assert!(s.contains("kiln_bf16_to_f32(kiln_f32_to_bf16(v0 * v0))") && s.contains("const float v0 = kiln_bf16_to_f32(in0[p0]);"), "{s}");
+    assert!(
+        s.contains("kiln_bf16_to_f32(kiln_f32_to_bf16(v0 * v0))")
+            && s.contains("const float v0 = kiln_bf16_to_f32(in0[p0]);"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -200,10 +219,17 @@ fn integers_wrap_and_narrow_per_instruction() {
     // u8 values compute in long long and wrap to u8 after each op.
     assert!(s.contains("const long long v0 = (long long)(in0[p0]);"), "{s}");
     assert!(s.contains("const long long v2 = (long long)((unsigned char)((v1 >= 0LL && v1 < 64LL) ? (long long)((unsigned long long)v0 << v1) : 0LL));"), "{s}");
-    assert!(s.contains("kiln_rem_i64(long long a, long long b)") && s.contains("kiln_pow_i64(long long a, long long b)"), "{s}");
+    assert!(
+        s.contains("kiln_rem_i64(long long a, long long b)") && s.contains("kiln_pow_i64(long long a, long long b)"),
+        "{s}"
+    );
     assert!(s.contains("out0[i] = (unsigned char)(v9);"), "{s}");
     let s = emit_fused(&relu_backward(DType::F32)).unwrap().source;
-    assert!(s.contains("const long long v3 = (v0 > v2) ? 1LL : 0LL;") && s.contains("const float v4 = (v3 != 0LL) ? v1 : v2;"), "{s}");
+    assert!(
+        s.contains("const long long v3 = (v0 > v2) ? 1LL : 0LL;")
+            && s.contains("const float v4 = (v3 != 0LL) ? v1 : v2;"),
+        "{s}"
+    );
     assert!(s.contains("out1[i] = (unsigned char)((v3) != 0LL);"), "{s}");
 }
 
@@ -212,8 +238,15 @@ fn casts_follow_the_cpu_rules() {
     let s = emit_fused(&casts(DType::F32, DType::I32)).unwrap().source;
     // float -> i32 truncates through i64, then wraps; the scalar converts as a tensor would.
     assert!(s.contains("const long long v2 = (long long)((int)(long long)(v0));"), "{s}");
-    assert!(s.contains("const long long v3 = (long long)((int)(long long)(__longlong_as_double((long long)s0)));"), "{s}");
-    assert!(s.contains("const long long v6 = ((v5 != 0LL) != (v1 != 0LL)) ? 1LL : 0LL;") && s.contains("const long long v7 = (v6 == 0LL) ? 1LL : 0LL;"), "{s}");
+    assert!(
+        s.contains("const long long v3 = (long long)((int)(long long)(__longlong_as_double((long long)s0)));"),
+        "{s}"
+    );
+    assert!(
+        s.contains("const long long v6 = ((v5 != 0LL) != (v1 != 0LL)) ? 1LL : 0LL;")
+            && s.contains("const long long v7 = (v6 == 0LL) ? 1LL : 0LL;"),
+        "{s}"
+    );
     assert!(s.contains("const float v8 = (float)(v4);"), "{s}");
     let s = emit_fused(&casts(DType::I64, DType::F16)).unwrap().source;
     assert!(s.contains("const float v2 = kiln_f16_to_f32(kiln_f64_to_f16((double)(v0)));"), "{s}");
@@ -244,7 +277,8 @@ fn unsupported_groups_are_errors_not_panics() {
 
 #[test]
 fn nvrtc_compiles_every_representative_group() {
-    let kernels: Vec<(String, String)> = emit_all().into_iter().flat_map(|(_, k)| [(k.name, k.source), (k.vector.name, k.vector.source)]).collect();
+    let kernels: Vec<(String, String)> =
+        emit_all().into_iter().flat_map(|(_, k)| [(k.name, k.source), (k.vector.name, k.vector.source)]).collect();
     assert!(kernels.len() > 100, "{} kernels", kernels.len());
     common::compile_each_to_cubin("fused elementwise (strided and vector)", &kernels);
 }
@@ -263,11 +297,20 @@ fn vector_variants_move_16_bytes_and_finish_with_a_tail() {
     assert!(s.contains("*reinterpret_cast<kiln_v4_f32*>(out0 + v * 4ULL) = r0;"), "{s}");
     // The tail reads through the same instructions, at the element's offset.
     assert!(s.contains("for (unsigned long long i = nv * 4ULL + tid; i < n; i += stride) {"), "{s}");
-    assert!(s.contains("const unsigned long long p1 = p1_bc ? p1_off : p1_off + i;") && s.contains("const float v1 = in1[p1];") && s.contains("out0[i] = v4;"), "{s}");
+    assert!(
+        s.contains("const unsigned long long p1 = p1_bc ? p1_off : p1_off + i;")
+            && s.contains("const float v1 = in1[p1];")
+            && s.contains("out0[i] = v4;"),
+        "{s}"
+    );
     assert!(!s.contains("const unsigned long long i = v * 4ULL + k;"), "no draw, no index: {s}");
     // Half dtypes move 8 elements; the widest operand sets the width (f16 in, f64 and bool out).
     let s = emit_fused(&gelu_chain(DType::BF16, InnerStride::Unit)).unwrap().vector.source;
-    assert!(s.contains("struct __align__(16) kiln_v8_bf16 { unsigned short e[8]; };") && s.contains("const float v0 = kiln_bf16_to_f32(a0.e[k]);"), "{s}");
+    assert!(
+        s.contains("struct __align__(16) kiln_v8_bf16 { unsigned short e[8]; };")
+            && s.contains("const float v0 = kiln_bf16_to_f32(a0.e[k]);"),
+        "{s}"
+    );
     let k = emit_fused(&dropout(DType::F64)).unwrap();
     let s = &k.vector.source;
     assert_eq!(k.vector.width, 2);
@@ -279,7 +322,8 @@ fn vector_variants_move_16_bytes_and_finish_with_a_tail() {
 /// The vector launch decision over `shape` for inputs `(dtype, address, offset, strides)`
 /// and outputs `(dtype, address)`.
 fn decide(shape: &[usize], inputs: &[(DType, u64, usize, &[isize])], outputs: &[(DType, u64)]) -> Option<Vec<bool>> {
-    let ins: Vec<(DType, u64, FusedOperand<'_>)> = inputs.iter().map(|&(d, a, offset, strides)| (d, a, FusedOperand { offset, strides })).collect();
+    let ins: Vec<(DType, u64, FusedOperand<'_>)> =
+        inputs.iter().map(|&(d, a, offset, strides)| (d, a, FusedOperand { offset, strides })).collect();
     fused_vector_launch(shape, &ins, outputs)
 }
 
@@ -290,7 +334,10 @@ fn vector_launch_decision() {
     let out = [(f32_, base + 0x1000)];
     // Contiguous operands go vector, at any rank (size-1 dims aside), with scalar broadcasts.
     assert_eq!(decide(&[4, 6], &[(f32_, base, 0, &[6, 1])], &out), Some(vec![false]));
-    assert_eq!(decide(&[2, 1, 8], &[(f32_, base, 0, &[8, 99, 1]), (f32_, base, 3, &[0, 0, 0])], &out), Some(vec![false, true]));
+    assert_eq!(
+        decide(&[2, 1, 8], &[(f32_, base, 0, &[8, 99, 1]), (f32_, base, 3, &[0, 0, 0])], &out),
+        Some(vec![false, true])
+    );
     assert_eq!(decide(&[5, 1], &[(f32_, base, 7, &[0, 0]), (f32_, base, 4, &[1, 1])], &out), Some(vec![true, false]));
     // A broadcast row, a transposed view, a reversed view fall back to the strided kernel.
     assert_eq!(decide(&[4, 6], &[(f32_, base, 0, &[0, 1])], &out), None);

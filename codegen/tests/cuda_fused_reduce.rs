@@ -32,7 +32,14 @@ fn stage(insts: Insts, reduced: Val, op: ReduceOp, output: DType, scale: Option<
 }
 
 /// A kernel over `rank` dims, the last `rr` reduced, with inputs `(dtype, inner)`.
-fn kernel(rank: usize, rr: usize, inputs: &[(DType, InnerStride)], scalars: usize, stages: Vec<ReduceStage>, epilogue: Option<(Insts, Vec<Val>)>) -> ReduceKernel {
+fn kernel(
+    rank: usize,
+    rr: usize,
+    inputs: &[(DType, InnerStride)],
+    scalars: usize,
+    stages: Vec<ReduceStage>,
+    epilogue: Option<(Insts, Vec<Val>)>,
+) -> ReduceKernel {
     ReduceKernel {
         rank,
         reduce_rank: rr,
@@ -102,7 +109,10 @@ fn softmax(d: DType, rank: usize, rr: usize, log: bool) -> ReduceKernel {
 fn layer_norm(d: DType, rank: usize, rr: usize) -> ReduceKernel {
     let mut k = variance(d, rank, rr);
     k.stages[1].scale = Some(0);
-    k.inputs.extend([KernelInput { dtype: d, inner: InnerStride::Unit }, KernelInput { dtype: d, inner: InnerStride::Unit }]);
+    k.inputs.extend([
+        KernelInput { dtype: d, inner: InnerStride::Unit },
+        KernelInput { dtype: d, inner: InnerStride::Unit },
+    ]);
     let mut ep = Insts::new();
     let x = ep.push(InstOp::Load(0), d);
     let mean = ep.push(InstOp::Reduced(0), d);
@@ -128,7 +138,11 @@ fn layer_norm(d: DType, rank: usize, rr: usize) -> ReduceKernel {
 fn cross_entropy(d: DType) -> ReduceKernel {
     let mut k = softmax(d, 2, 1, false);
     let b = InnerStride::Broadcast;
-    k.inputs.extend([KernelInput { dtype: d, inner: b }, KernelInput { dtype: d, inner: InnerStride::Unit }, KernelInput { dtype: d, inner: b }]);
+    k.inputs.extend([
+        KernelInput { dtype: d, inner: b },
+        KernelInput { dtype: d, inner: InnerStride::Unit },
+        KernelInput { dtype: d, inner: b },
+    ]);
     let mut p = Insts::new();
     let x = p.push(InstOp::Load(0), d);
     let t = p.push(InstOp::Load(1), d);
@@ -195,21 +209,37 @@ fn representative() -> Vec<(String, ReduceKernel)> {
 }
 
 fn emit_all() -> Vec<(String, FusedReduceKernel)> {
-    representative().into_iter().map(|(l, k)| (l.clone(), emit_fused_reduce(&k).unwrap_or_else(|e| panic!("{l}: {e}")))).collect()
+    representative()
+        .into_iter()
+        .map(|(l, k)| (l.clone(), emit_fused_reduce(&k).unwrap_or_else(|e| panic!("{l}: {e}"))))
+        .collect()
 }
 
 #[test]
 fn sizes_strides_and_scalars_are_arguments() {
     let k = emit_fused_reduce(&layer_norm(DType::F32, 3, 2)).unwrap();
     let s = &k.source;
-    for p in ["unsigned long long n_out", "unsigned long long n_red", "unsigned long long group", "unsigned long long ks0", "unsigned long long rs1", "unsigned long long p2_off", "unsigned long long p0_k0", "unsigned long long p2_r1", "unsigned long long s1)"] {
+    for p in [
+        "unsigned long long n_out",
+        "unsigned long long n_red",
+        "unsigned long long group",
+        "unsigned long long ks0",
+        "unsigned long long rs1",
+        "unsigned long long p2_off",
+        "unsigned long long p0_k0",
+        "unsigned long long p2_r1",
+        "unsigned long long s1)",
+    ] {
         assert!(s.contains(p), "{p} missing:\n{s}");
     }
     assert_eq!((k.inputs.len(), k.outputs.len(), k.stages, k.rank, k.reduce_rank, k.scalars), (3, 4, 2, 3, 2, 2));
     assert_eq!(k.words(), 3 + 3 + 3 * 4 + 2);
     // Same IR, same kernel; the name is the source's hash.
     assert_eq!(emit_fused_reduce(&layer_norm(DType::F32, 3, 2)).unwrap(), k);
-    assert!(k.name.starts_with("kiln_fused_red_") && s.contains(&format!("void __launch_bounds__(256) {}(", k.name)), "{s}");
+    assert!(
+        k.name.starts_with("kiln_fused_red_") && s.contains(&format!("void __launch_bounds__(256) {}(", k.name)),
+        "{s}"
+    );
 }
 
 #[test]
@@ -220,7 +250,10 @@ fn stages_reduce_in_one_kernel_in_order() {
     assert!(s.contains("float acc0 = (-__int_as_float(0x7f800000));"), "{s}");
     assert!(s.contains("acc0 = kiln_pick<true>(acc0, v0);"), "{s}");
     assert!(s.contains("double acc1 = 0.0;") && s.contains("acc1 = acc1 + (double)(v3);"), "{s}");
-    assert!(s.contains("acc1 = kiln_group_reduce(acc1, [](double a, double b) { return a + b; }, group, scratch1);"), "{s}");
+    assert!(
+        s.contains("acc1 = kiln_group_reduce(acc1, [](double a, double b) { return a + b; }, group, scratch1);"),
+        "{s}"
+    );
     assert!(s.contains("__shfl_xor_sync") && s.contains("__shared__ double scratch1[8];"), "{s}");
     // Stage 1 reads stage 0's rounded value; the epilogue reads both and writes the row.
     let max_at = s.find("const float red0 = ").expect("red0");

@@ -15,9 +15,34 @@ mod common;
 /// A geometry of `n` images of `c_in` channels, `groups` groups, kernel `k`, stride `s`,
 /// padding `p` before (and `p_after` after) the input, dilation `d`.
 #[allow(clippy::too_many_arguments)]
-fn geom(n: usize, c_in: usize, h: usize, w: usize, groups: usize, k: [usize; 2], s: [usize; 2], p: [usize; 2], p_after: [usize; 2], d: [usize; 2]) -> ConvGeom {
+fn geom(
+    n: usize,
+    c_in: usize,
+    h: usize,
+    w: usize,
+    groups: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    p_after: [usize; 2],
+    d: [usize; 2],
+) -> ConvGeom {
     let out = |len: usize, i: usize| (len + p[i] + p_after[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
-    ConvGeom { n, c_in, h, w, c_out: 2 * groups, groups, kh: k[0], kw: k[1], stride: s, pad: p, dilation: d, oh: out(h, 0), ow: out(w, 1) }
+    ConvGeom {
+        n,
+        c_in,
+        h,
+        w,
+        c_out: 2 * groups,
+        groups,
+        kh: k[0],
+        kw: k[1],
+        stride: s,
+        pad: p,
+        dilation: d,
+        oh: out(h, 0),
+        ow: out(w, 1),
+    }
 }
 
 /// Plain 3x3; padded, strided and dilated with groups; "same" padding with a 2x4 kernel (the
@@ -42,10 +67,17 @@ fn kernels_take_two_buffers_then_the_geometry() {
     assert_eq!(COL_GEOMETRY_WORDS.len(), 12);
     // The padding reads as zero; the input element is found from the tap and output position.
     assert!(s.contains("const long long iy = (l / ow) * sh - ph + ki * dh, ix = (l % ow) * sw - pw + kj * dw;"), "{s}");
-    assert!(s.contains("col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(p * h + iy) * w + ix] : (float)0;"), "{s}");
+    assert!(
+        s.contains("col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(p * h + iy) * w + ix] : (float)0;"),
+        "{s}"
+    );
     let d = emit_col(ColKind::Col2im, DType::F64).unwrap();
     assert!(d.name.starts_with("kiln_col_col2im_f64_"), "{}", d.name);
-    assert!(d.source.contains("(const double* __restrict__ col, double* __restrict__ im, unsigned long long n,"), "{}", d.source);
+    assert!(
+        d.source.contains("(const double* __restrict__ col, double* __restrict__ im, unsigned long long n,"),
+        "{}",
+        d.source
+    );
 }
 
 #[test]
@@ -56,7 +88,10 @@ fn col2im_gathers_each_tap_once_without_atomics() {
     // position exists; taps in ascending (ki, kj) order, summed from 0.
     assert!(s.contains("if (ty < 0 || ty % sh != 0 || ty / sh >= oh) continue;"), "{s}");
     assert!(s.contains("if (tx < 0 || tx % sw != 0 || tx / sw >= ow) continue;"), "{s}");
-    assert!(s.contains("float g = (float)0;") && s.contains("g += plane[((ki * kw + kj) * oh + ty / sh) * ow + tx / sw];"), "{s}");
+    assert!(
+        s.contains("float g = (float)0;") && s.contains("g += plane[((ki * kw + kj) * oh + ty / sh) * ow + tx / sw];"),
+        "{s}"
+    );
     assert!(s.contains("im[i] = g;"), "{s}");
 }
 
@@ -87,10 +122,13 @@ fn launch_sizes_count_every_image_and_channel() {
 
 #[test]
 fn every_col_kernel_compiles_to_cubin_for_sm80_and_sm90() {
-    let kernels: Vec<(String, String)> = col_ops().into_iter().map(|(kind, dtype)| {
-        let k = emit_col(kind, dtype).unwrap();
-        (k.name, k.source)
-    }).collect();
+    let kernels: Vec<(String, String)> = col_ops()
+        .into_iter()
+        .map(|(kind, dtype)| {
+            let k = emit_col(kind, dtype).unwrap();
+            (k.name, k.source)
+        })
+        .collect();
     common::compile_each_to_cubin("column", &kernels);
 }
 

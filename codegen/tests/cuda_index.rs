@@ -18,8 +18,15 @@ fn the_index_adds_its_stride_to_the_target() {
         s.contains("const float* __restrict__ t, const long long* __restrict__ idx, float* __restrict__ v, unsigned long long n, unsigned long long size0, unsigned long long size1, unsigned long long pt_off, unsigned long long pt_st0, unsigned long long pt_st1, unsigned long long pi_off,"),
         "{s}"
     );
-    assert!(s.contains("unsigned long long pv_st1, unsigned long long dim_size, unsigned long long dim_stride)"), "{s}");
-    assert!(s.contains("const long long k = idx[pi];") && s.contains("const unsigned long long at = pt + (unsigned long long)k * dim_stride;"), "{s}");
+    assert!(
+        s.contains("unsigned long long pv_st1, unsigned long long dim_size, unsigned long long dim_stride)"),
+        "{s}"
+    );
+    assert!(
+        s.contains("const long long k = idx[pi];")
+            && s.contains("const unsigned long long at = pt + (unsigned long long)k * dim_stride;"),
+        "{s}"
+    );
     // Out-of-range values never reach memory: a gather writes 0 there.
     assert!(s.contains("if (k < 0LL || (unsigned long long)k >= dim_size) { v[pv] = (float)0; continue; }"), "{s}");
     assert!(s.contains("v[pv] = t[at];"), "{s}");
@@ -46,8 +53,15 @@ fn scatter_add_is_atomic_in_every_dtype() {
     // No `__restrict__` on a target the word-wide CAS of a neighbour may touch.
     assert!(src(DType::F32).contains("(float* t, const long long* __restrict__ idx"));
     let h = src(DType::F16);
-    assert!(h.contains("kiln_atomic_add(&t[at], v[pv]);") && h.contains("atomicCAS(w, seen, (seen & ~(0xffffu << shift)) | (s << shift))"), "{h}");
-    assert!(h.contains("kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b))"), "one rounding, as the CPU: {h}");
+    assert!(
+        h.contains("kiln_atomic_add(&t[at], v[pv]);")
+            && h.contains("atomicCAS(w, seen, (seen & ~(0xffffu << shift)) | (s << shift))"),
+        "{h}"
+    );
+    assert!(
+        h.contains("kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b))"),
+        "one rounding, as the CPU: {h}"
+    );
     assert!(src(DType::BF16).contains("kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b))"));
     let u = src(DType::U8);
     assert!(u.contains("(unsigned char)(a + b)") && u.contains("0xffu << shift"), "wrapping byte add: {u}");
@@ -58,9 +72,15 @@ fn scatter_add_is_atomic_in_every_dtype() {
 fn deterministic_scatter_add_walks_each_line_in_order_without_atomics() {
     let src = |d| emit_index(IndexKind::ScatterAddLines, d, 2).unwrap().source;
     let f = src(DType::F32);
-    assert!(emit_index(IndexKind::ScatterAddLines, DType::F32, 2).unwrap().name.starts_with("kiln_idx_scatter_add_lines_f32_"));
+    assert!(emit_index(IndexKind::ScatterAddLines, DType::F32, 2)
+        .unwrap()
+        .name
+        .starts_with("kiln_idx_scatter_add_lines_f32_"));
     // The line's three words follow dim_stride; each thread owns its target elements.
-    assert!(f.contains("float* __restrict__ t, const long long* __restrict__ idx, const float* __restrict__ v,"), "{f}");
+    assert!(
+        f.contains("float* __restrict__ t, const long long* __restrict__ idx, const float* __restrict__ v,"),
+        "{f}"
+    );
     assert!(f.contains("unsigned long long dim_stride, unsigned long long line_len, unsigned long long line_pi, unsigned long long line_pv)"), "{f}");
     assert!(f.contains("for (unsigned long long j = 0; j < line_len; ++j) {"), "{f}");
     assert!(f.contains("const long long k = idx[pi + j * line_pi];"), "{f}");
@@ -69,7 +89,8 @@ fn deterministic_scatter_add_walks_each_line_in_order_without_atomics() {
     // The CPU's sums: f16/bf16 rounded once through double, integers wrapping, bool as or.
     let h = src(DType::F16);
     assert!(h.contains("t[at] = kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b));"), "{h}");
-    assert!(src(DType::BF16).contains("t[at] = kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b));"));
+    assert!(src(DType::BF16)
+        .contains("t[at] = kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b));"));
     assert!(src(DType::I32).contains("t[at] = (int)((unsigned int)a + (unsigned int)b);"));
     assert!(src(DType::I64).contains("t[at] = (long long)((unsigned long long)a + (unsigned long long)b);"));
     assert!(src(DType::U8).contains("t[at] = (unsigned char)(a + b);"));
@@ -87,7 +108,10 @@ fn deterministic_scatter_stores_along_each_line_in_order_without_atomics() {
     let k = emit_index(IndexKind::ScatterLines, DType::F16, 2).unwrap();
     assert!(k.name.starts_with("kiln_idx_scatter_lines_f16_"), "{}", k.name);
     let f = src(DType::F32, 2);
-    assert!(f.contains("float* __restrict__ t, const long long* __restrict__ idx, const float* __restrict__ v,"), "{f}");
+    assert!(
+        f.contains("float* __restrict__ t, const long long* __restrict__ idx, const float* __restrict__ v,"),
+        "{f}"
+    );
     assert!(f.contains("unsigned long long dim_stride, unsigned long long line_len, unsigned long long line_pi, unsigned long long line_pv)"), "{f}");
     // Each thread walks its line in order and stores: the last write of a repeated index wins.
     assert!(f.contains("for (unsigned long long j = 0; j < line_len; ++j) {"), "{f}");
@@ -132,8 +156,13 @@ fn the_index_op_set_covers_every_kind_and_dtype() {
     let ops = index_ops();
     assert_eq!(ops.len(), 5 * 8);
     assert!(ops.contains(&(IndexKind::ScatterAdd, DType::BF16)) && ops.contains(&(IndexKind::Gather, DType::Bool)));
-    assert!(ops.contains(&(IndexKind::ScatterAddLines, DType::F16)) && ops.contains(&(IndexKind::ScatterAddLines, DType::Bool)));
-    assert!(ops.contains(&(IndexKind::ScatterLines, DType::F16)) && ops.contains(&(IndexKind::ScatterLines, DType::BF16)));
+    assert!(
+        ops.contains(&(IndexKind::ScatterAddLines, DType::F16))
+            && ops.contains(&(IndexKind::ScatterAddLines, DType::Bool))
+    );
+    assert!(
+        ops.contains(&(IndexKind::ScatterLines, DType::F16)) && ops.contains(&(IndexKind::ScatterLines, DType::BF16))
+    );
 }
 
 #[test]
@@ -142,14 +171,18 @@ fn every_index_kernel_compiles_to_cubin_for_sm80_and_sm90() {
         return;
     }
     // Zero dims: one element (every dim collapsed away); one: contiguous; three: strided views.
-    let kernels: Vec<_> = [0, 1, 3].into_iter().flat_map(|nd| index_ops().into_iter().map(move |(k, d)| emit_index(k, d, nd).unwrap())).collect();
+    let kernels: Vec<_> = [0, 1, 3]
+        .into_iter()
+        .flat_map(|nd| index_ops().into_iter().map(move |(k, d)| emit_index(k, d, nd).unwrap()))
+        .collect();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     std::thread::scope(|s| {
         for chunk in kernels.chunks(kernels.len().div_ceil(threads)) {
             s.spawn(move || {
                 for k in chunk {
                     for arch in [80, 90] {
-                        let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
+                        let c = cuda::compile(&k.source, &k.name, arch)
+                            .unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
                         assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
                     }
                 }
@@ -168,7 +201,11 @@ fn the_bounds_check_raises_one_flag_word() {
         s.contains("(const long long* __restrict__ idx, unsigned int* __restrict__ flag, unsigned long long n, unsigned long long size0, unsigned long long size1, unsigned long long pi_off, unsigned long long pi_st0, unsigned long long pi_st1, unsigned long long lo, unsigned long long hi)"),
         "{s}"
     );
-    assert!(s.contains("const long long k = idx[pi];") && s.contains("if (k < (long long)lo || k >= (long long)hi) *flag = 1u;"), "{s}");
+    assert!(
+        s.contains("const long long k = idx[pi];")
+            && s.contains("if (k < (long long)lo || k >= (long long)hi) *flag = 1u;"),
+        "{s}"
+    );
     assert_ne!(k.name, emit_bounds(1).unwrap().name);
     let e = emit_bounds(MAX_DIMS + 1).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
@@ -183,7 +220,8 @@ fn every_bounds_check_compiles_to_cubin_for_sm80_and_sm90() {
     for nd in 0..=MAX_DIMS {
         let k = emit_bounds(nd).unwrap();
         for arch in [80, 90] {
-            let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
+            let c = cuda::compile(&k.source, &k.name, arch)
+                .unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
             assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
         }
     }
@@ -199,9 +237,11 @@ fn the_bounds_flag_is_raised_by_any_value_outside_the_range_on_a_gpu() {
     let two = LoadedBounds::load(&emit_bounds(2).unwrap(), 0).unwrap();
     let check = |values: &[i64], lo: i64, hi: i64| {
         let buf = CudaBuffer::from_slice(0, values).unwrap();
-        let flat = one.all_within((&buf, StridedOperand { offset: 0, strides: &[1] }), &[values.len()], lo, hi).unwrap();
+        let flat =
+            one.all_within((&buf, StridedOperand { offset: 0, strides: &[1] }), &[values.len()], lo, hi).unwrap();
         // The transposed view [1000, 3] (strides 1, 1000) of the same values.
-        let strided = two.all_within((&buf, StridedOperand { offset: 0, strides: &[1, 1000] }), &[1000, 3], lo, hi).unwrap();
+        let strided =
+            two.all_within((&buf, StridedOperand { offset: 0, strides: &[1, 1000] }), &[1000, 3], lo, hi).unwrap();
         assert_eq!(flat, strided, "[{lo}, {hi})");
         flat
     };

@@ -71,14 +71,47 @@ fn host_program(bulk: u64) -> String {
     s.push_str("static double db(unsigned long long b) { double x; memcpy(&x, &b, 8); return x; }\n");
     s.push_str("static unsigned int bf(float f) { unsigned int b; memcpy(&b, &f, 4); return b; }\n");
     s.push_str("static unsigned long long bd(double x) { unsigned long long b; memcpy(&b, &x, 8); return b; }\n");
-    let _ = writeln!(s, "static const unsigned long long seeds[] = {{{}}};", list(draws.iter().map(|p| format!("{}ULL", p.seed())).collect()));
-    let _ = writeln!(s, "static const unsigned long long offsets[] = {{{}}};", list(draws.iter().map(|p| format!("{}ULL", p.offset())).collect()));
-    let _ = writeln!(s, "static const unsigned long long idx[] = {{{}}};", list(indices().iter().map(|i| format!("{i}ULL")).collect()));
+    let _ = writeln!(
+        s,
+        "static const unsigned long long seeds[] = {{{}}};",
+        list(draws.iter().map(|p| format!("{}ULL", p.seed())).collect())
+    );
+    let _ = writeln!(
+        s,
+        "static const unsigned long long offsets[] = {{{}}};",
+        list(draws.iter().map(|p| format!("{}ULL", p.offset())).collect())
+    );
+    let _ = writeln!(
+        s,
+        "static const unsigned long long idx[] = {{{}}};",
+        list(indices().iter().map(|i| format!("{i}ULL")).collect())
+    );
     s.push_str("int main(void) {\n");
-    let _ = writeln!(s, "    const float lo32 = {}, span32 = {}, low32 = {}, high32 = {};", f(u32p[0]), f(u32p[1]), f(u32p[2]), f(u32p[3]));
+    let _ = writeln!(
+        s,
+        "    const float lo32 = {}, span32 = {}, low32 = {}, high32 = {};",
+        f(u32p[0]),
+        f(u32p[1]),
+        f(u32p[2]),
+        f(u32p[3])
+    );
     let _ = writeln!(s, "    const float lo16 = {}, span16 = {};", f(u16p[0]), f(u16p[1]));
-    let _ = writeln!(s, "    const double lo64 = {}, span64 = {}, low64 = {}, high64 = {};", d(u64p[0]), d(u64p[1]), d(u64p[2]), d(u64p[3]));
-    let _ = writeln!(s, "    const float mean32 = {}, std32 = {};\n    const double mean64 = {}, std64 = {};", f(n32[0]), f(n32[1]), d(n64[0]), d(n64[1]));
+    let _ = writeln!(
+        s,
+        "    const double lo64 = {}, span64 = {}, low64 = {}, high64 = {};",
+        d(u64p[0]),
+        d(u64p[1]),
+        d(u64p[2]),
+        d(u64p[3])
+    );
+    let _ = writeln!(
+        s,
+        "    const float mean32 = {}, std32 = {};\n    const double mean64 = {}, std64 = {};",
+        f(n32[0]),
+        f(n32[1]),
+        d(n64[0]),
+        d(n64[1])
+    );
     let _ = writeln!(s, "    for (unsigned d = 0; d < {}; ++d) {{", draws.len());
     s.push_str(
         "        const unsigned long long se = seeds[d], of = offsets[d];
@@ -120,7 +153,13 @@ fn run_c(name: &str, program: &str) -> Option<String> {
     std::fs::create_dir_all(&dir).unwrap();
     let (src, exe) = (dir.join("philox.c"), dir.join("philox"));
     std::fs::write(&src, program).unwrap();
-    let out = Command::new("cc").args(["-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Werror", "-o"]).arg(&exe).arg(&src).arg("-lm").output().unwrap();
+    let out = Command::new("cc")
+        .args(["-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lm")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "cc failed:\n{}\n{program}", String::from_utf8_lossy(&out.stderr));
     let run = Command::new(&exe).output().unwrap();
     assert!(run.status.success(), "the host program failed");
@@ -146,7 +185,12 @@ fn normal_bound(want: f32, mean: f64, std: f64) -> f64 {
 /// whether they are equal.
 fn check_normal(what: &str, got: f32, want: f32, mean: f64, std: f64) -> bool {
     let diff = (got as f64 - want as f64).abs();
-    assert!(diff <= normal_bound(want, mean, std), "{what}: device {got:e} ({:08x}), CPU {want:e} ({:08x})", got.to_bits(), want.to_bits());
+    assert!(
+        diff <= normal_bound(want, mean, std),
+        "{what}: device {got:e} ({:08x}), CPU {want:e} ({:08x})",
+        got.to_bits(),
+        want.to_bits()
+    );
     got.to_bits() == want.to_bits()
 }
 
@@ -172,16 +216,40 @@ fn host_compiled_device_functions_give_the_cpu_generators_numbers() {
             "E" => {
                 let (draw, i) = (&draws[w[1].parse::<usize>().unwrap()], w[2].parse::<u64>().unwrap());
                 let at = format!("seed {} offset {} element {i}", draw.seed(), draw.offset());
-                assert_eq!(hex32(w[3]), philox::uniform_at::<f32>(draw, i, 0.0, 1.0).to_bits(), "uniform f32 [0, 1), {at}");
-                assert_eq!(hex32(w[4]), philox::uniform_at::<f32>(draw, i, -3.0, 2.5).to_bits(), "uniform f32 [-3, 2.5), {at}");
+                assert_eq!(
+                    hex32(w[3]),
+                    philox::uniform_at::<f32>(draw, i, 0.0, 1.0).to_bits(),
+                    "uniform f32 [0, 1), {at}"
+                );
+                assert_eq!(
+                    hex32(w[4]),
+                    philox::uniform_at::<f32>(draw, i, -3.0, 2.5).to_bits(),
+                    "uniform f32 [-3, 2.5), {at}"
+                );
                 // f16: the f32 compute value, rounded to f16 and kept below `high` as the kernel does.
                 let v = f16::from_f32(f32::from_bits(hex32(w[5])));
                 let v = if v >= hi_t && hi_t > lo_t { lo_t } else { v };
                 assert_eq!(v.to_bits(), philox::uniform_at::<f16>(draw, i, -3.0, 2.5).to_bits(), "uniform f16, {at}");
                 assert_eq!(hex64(w[6]), philox::uniform_at::<f64>(draw, i, -3.0, 2.5).to_bits(), "uniform f64, {at}");
-                exact += check_normal(&format!("normal f32, {at}"), f32::from_bits(hex32(w[7])), philox::normal_at::<f32>(draw, i, 0.0, 1.0), 0.0, 1.0) as usize;
-                exact += check_normal(&format!("normal f32 (1.5, 0.25), {at}"), f32::from_bits(hex32(w[8])), philox::normal_at::<f32>(draw, i, 1.5, 0.25), 1.5, 0.25) as usize;
-                assert_eq!(hex64(w[9]), philox::normal_at::<f64>(draw, i, 1.5, 0.25).to_bits(), "normal f64 (same libm), {at}");
+                exact += check_normal(
+                    &format!("normal f32, {at}"),
+                    f32::from_bits(hex32(w[7])),
+                    philox::normal_at::<f32>(draw, i, 0.0, 1.0),
+                    0.0,
+                    1.0,
+                ) as usize;
+                exact += check_normal(
+                    &format!("normal f32 (1.5, 0.25), {at}"),
+                    f32::from_bits(hex32(w[8])),
+                    philox::normal_at::<f32>(draw, i, 1.5, 0.25),
+                    1.5,
+                    0.25,
+                ) as usize;
+                assert_eq!(
+                    hex64(w[9]),
+                    philox::normal_at::<f64>(draw, i, 1.5, 0.25).to_bits(),
+                    "normal f64 (same libm), {at}"
+                );
                 elements += 1;
                 normals += 2;
             }
@@ -194,14 +262,17 @@ fn host_compiled_device_functions_give_the_cpu_generators_numbers() {
                 philox::normal(&mut c, draw, 1.5, 0.25);
                 let at = format!("seed {} offset {} element {i}", draw.seed(), draw.offset());
                 assert_eq!(hex32(w[3]), a[i].to_bits(), "uniform group f32, {at}");
-                exact += check_normal(&format!("normal group f32, {at}"), f32::from_bits(hex32(w[4])), b[i], 1.5, 0.25) as usize;
+                exact += check_normal(&format!("normal group f32, {at}"), f32::from_bits(hex32(w[4])), b[i], 1.5, 0.25)
+                    as usize;
                 assert_eq!(hex64(w[5]), c[i].to_bits(), "normal group f64, {at}");
                 normals += 1;
             }
             "B" => {
                 let i = w[1].parse::<u64>().unwrap();
                 let want = philox::normal_at::<f32>(&Philox::new(42, 8), i, 0.0, 1.0);
-                exact += check_normal(&format!("normal f32 bulk, element {i}"), f32::from_bits(hex32(w[2])), want, 0.0, 1.0) as usize;
+                exact +=
+                    check_normal(&format!("normal f32 bulk, element {i}"), f32::from_bits(hex32(w[2])), want, 0.0, 1.0)
+                        as usize;
                 normals += 1;
             }
             other => panic!("unexpected line {other:?}"),
@@ -244,16 +315,42 @@ fn integer_program() -> String {
     s.push_str("#include <stdio.h>\n#include <string.h>\n");
     s.push_str(&philox_functions());
     s.push_str("static double db(unsigned long long b) { double x; memcpy(&x, &b, 8); return x; }\n");
-    let _ = writeln!(s, "static const unsigned long long seeds[] = {{{}}};", list(draws.iter().map(|p| format!("{}ULL", p.seed())).collect()));
-    let _ = writeln!(s, "static const unsigned long long offsets[] = {{{}}};", list(draws.iter().map(|p| format!("{}ULL", p.offset())).collect()));
-    let _ = writeln!(s, "static const unsigned long long lows[] = {{{}}};", list(RANGES.iter().map(|r| format!("{}ULL", r.0 as u64)).collect()));
-    let _ = writeln!(s, "static const unsigned long long ranges[] = {{{}}};", list(RANGES.iter().map(|r| format!("{}ULL", integer_range(r.0, r.1))).collect()));
-    let _ = writeln!(s, "static const unsigned long long thresholds[] = {{{}}};", list(PROBS.iter().map(|&p| format!("0x{:016x}ULL", bernoulli_threshold(p).to_bits())).collect()));
+    let _ = writeln!(
+        s,
+        "static const unsigned long long seeds[] = {{{}}};",
+        list(draws.iter().map(|p| format!("{}ULL", p.seed())).collect())
+    );
+    let _ = writeln!(
+        s,
+        "static const unsigned long long offsets[] = {{{}}};",
+        list(draws.iter().map(|p| format!("{}ULL", p.offset())).collect())
+    );
+    let _ = writeln!(
+        s,
+        "static const unsigned long long lows[] = {{{}}};",
+        list(RANGES.iter().map(|r| format!("{}ULL", r.0 as u64)).collect())
+    );
+    let _ = writeln!(
+        s,
+        "static const unsigned long long ranges[] = {{{}}};",
+        list(RANGES.iter().map(|r| format!("{}ULL", integer_range(r.0, r.1))).collect())
+    );
+    let _ = writeln!(
+        s,
+        "static const unsigned long long thresholds[] = {{{}}};",
+        list(PROBS.iter().map(|&p| format!("0x{:016x}ULL", bernoulli_threshold(p).to_bits())).collect())
+    );
     s.push_str("int main(void) {\n    long long v[4];\n");
-    let _ = writeln!(s, "    for (unsigned d = 0; d < {}; ++d) for (unsigned long long g = 0; g < {GROUPS}ULL; ++g) {{", draws.len());
+    let _ = writeln!(
+        s,
+        "    for (unsigned d = 0; d < {}; ++d) for (unsigned long long g = 0; g < {GROUPS}ULL; ++g) {{",
+        draws.len()
+    );
     let _ = writeln!(s, "        for (unsigned r = 0; r < {}; ++r) {{", RANGES.len());
     s.push_str("            kiln_integer_group(seeds[d], offsets[d], g, (long long)lows[r], ranges[r], v);\n");
-    s.push_str("            printf(\"I %u %u %llu %lld %lld %lld %lld\\n\", d, r, g, v[0], v[1], v[2], v[3]);\n        }\n");
+    s.push_str(
+        "            printf(\"I %u %u %llu %lld %lld %lld %lld\\n\", d, r, g, v[0], v[1], v[2], v[3]);\n        }\n",
+    );
     let _ = writeln!(s, "        for (unsigned k = 0; k < {}; ++k) {{", PROBS.len());
     s.push_str("            kiln_bernoulli_group(seeds[d], offsets[d], g, db(thresholds[k]), v);\n");
     s.push_str("            printf(\"P %u %u %llu %lld %lld %lld %lld\\n\", d, k, g, v[0], v[1], v[2], v[3]);\n        }\n    }\n    return 0;\n}\n");
@@ -295,14 +392,18 @@ fn host_compiled_integer_and_bernoulli_functions_equal_the_cpus() {
     let (mut int_groups, mut bernoulli_groups) = (0usize, 0usize);
     for line in out.lines() {
         let w: Vec<&str> = line.split(' ').collect();
-        let (d, k, g) = (w[1].parse::<usize>().unwrap(), w[2].parse::<usize>().unwrap(), w[3].parse::<usize>().unwrap());
+        let (d, k, g) =
+            (w[1].parse::<usize>().unwrap(), w[2].parse::<usize>().unwrap(), w[3].parse::<usize>().unwrap());
         let got: Vec<i64> = w[4..8].iter().map(|x| x.parse::<i64>().unwrap()).collect();
         let at = format!("seed {} offset {} group {g}", draws[d].seed(), draws[d].offset());
         match w[0] {
             "I" => {
                 let (low, high) = RANGES[k];
                 assert_eq!(got, ints[d][k][4 * g..4 * g + 4], "integers in [{low}, {high}), {at}");
-                assert!(got.iter().all(|&x| x >= low && x < high), "integers in [{low}, {high}) left the range: {got:?}, {at}");
+                assert!(
+                    got.iter().all(|&x| x >= low && x < high),
+                    "integers in [{low}, {high}) left the range: {got:?}, {at}"
+                );
                 int_groups += 1;
             }
             "P" => {
@@ -328,7 +429,13 @@ fn host_compiled_integer_and_bernoulli_functions_equal_the_cpus() {
 fn with_draw(d: DType, f: impl FnOnce(&mut Vec<Inst>) -> u32) -> ElementwiseKernel {
     let mut insts = Vec::new();
     let out = f(&mut insts);
-    ElementwiseKernel { rank: 2, inputs: vec![KernelInput { dtype: d, inner: InnerStride::Unit }], scalars: 5, insts, outputs: vec![out] }
+    ElementwiseKernel {
+        rank: 2,
+        inputs: vec![KernelInput { dtype: d, inner: InnerStride::Unit }],
+        scalars: 5,
+        insts,
+        outputs: vec![out],
+    }
 }
 
 /// Pushes an instruction, returning its value.
@@ -371,7 +478,11 @@ fn kernels_call_the_shared_functions_with_the_cpu_parameters() {
     assert!(s.contains("const float v = kiln_below_f32(kiln_f16_to_f32(kiln_f32_to_f16(c[l])), low, high);"), "{s}");
     assert!(s.contains("out[g * 4ULL + l] = kiln_f32_to_f16(v);"), "{s}");
     let s = emit_rand(RandKind::Normal, DType::F64).unwrap().source;
-    assert!(s.contains("kiln_normal_group_f64(seed, offset, g, mean, std, c);") && s.contains("out[g * 4ULL + l] = (double)(v);"), "{s}");
+    assert!(
+        s.contains("kiln_normal_group_f64(seed, offset, g, mean, std, c);")
+            && s.contains("out[g * 4ULL + l] = (double)(v);"),
+        "{s}"
+    );
     // No FMA contraction: every product and sum of the conversions is an explicit rounding.
     let f = philox_functions();
     assert!(f.contains("return __fadd_rn(lo, __fmul_rn(u, span));") && f.contains("__fmul_rn(6.2831855f, ub)"), "{f}");
@@ -380,10 +491,21 @@ fn kernels_call_the_shared_functions_with_the_cpu_parameters() {
     let k = emit_rand(RandKind::Integers, DType::F16).unwrap();
     assert!(k.name.starts_with("kiln_rand_integers_f16_"), "{}", k.name);
     let s = &k.source;
-    assert!(s.contains("const long long low = (long long)p0;") && s.contains("const unsigned long long range = p1;"), "{s}");
-    assert!(s.contains("kiln_integer_group(seed, offset, g, low, range, c);") && s.contains("out[g * 4ULL + l] = kiln_f64_to_f16((double)(v));"), "{s}");
+    assert!(
+        s.contains("const long long low = (long long)p0;") && s.contains("const unsigned long long range = p1;"),
+        "{s}"
+    );
+    assert!(
+        s.contains("kiln_integer_group(seed, offset, g, low, range, c);")
+            && s.contains("out[g * 4ULL + l] = kiln_f64_to_f16((double)(v));"),
+        "{s}"
+    );
     let s = emit_rand(RandKind::Bernoulli, DType::Bool).unwrap().source;
-    assert!(s.contains("kiln_bernoulli_group(seed, offset, g, threshold, c);") && s.contains("out[g * 4ULL + l] = (unsigned char)((v) != 0LL);"), "{s}");
+    assert!(
+        s.contains("kiln_bernoulli_group(seed, offset, g, threshold, c);")
+            && s.contains("out[g * 4ULL + l] = (unsigned char)((v) != 0LL);"),
+        "{s}"
+    );
     assert!(f.contains("__umul64hi(w[l], range)"), "{f}");
     let e = emit_rand(RandKind::Normal, DType::I64).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
@@ -421,10 +543,18 @@ fn eager_kernels_match_the_cpu_fillers_on_a_gpu() {
             let words = device_params(kind, dtype).map(f64::to_bits);
             loaded.run(&mut out, n, draw.seed(), draw.offset(), words).unwrap();
             let (got, want) = match dtype {
-                DType::F32 => (out.to_vec::<f32>().unwrap().iter().map(|&x| x as f64).collect::<Vec<_>>(), cpu_fill::<f32>(kind, n, &draw)),
+                DType::F32 => (
+                    out.to_vec::<f32>().unwrap().iter().map(|&x| x as f64).collect::<Vec<_>>(),
+                    cpu_fill::<f32>(kind, n, &draw),
+                ),
                 DType::F64 => (out.to_vec::<f64>().unwrap(), cpu_fill::<f64>(kind, n, &draw)),
-                DType::F16 => (out.to_vec::<f16>().unwrap().iter().map(|x| x.to_f64()).collect(), cpu_fill::<f16>(kind, n, &draw)),
-                _ => (out.to_vec::<bf16>().unwrap().iter().map(|x| x.to_f64()).collect(), cpu_fill::<bf16>(kind, n, &draw)),
+                DType::F16 => {
+                    (out.to_vec::<f16>().unwrap().iter().map(|x| x.to_f64()).collect(), cpu_fill::<f16>(kind, n, &draw))
+                }
+                _ => (
+                    out.to_vec::<bf16>().unwrap().iter().map(|x| x.to_f64()).collect(),
+                    cpu_fill::<bf16>(kind, n, &draw),
+                ),
             };
             let mut equal = 0;
             for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -485,7 +615,11 @@ fn integer_and_bernoulli_kernels_match_the_cpu_fillers_on_a_gpu() {
                 DType::I64 => assert_equal(&what, &out.to_vec::<i64>().unwrap(), &want(dtype).fill::<i64>()),
                 DType::I32 => assert_equal(&what, &out.to_vec::<i32>().unwrap(), &want(dtype).fill::<i32>()),
                 DType::U8 => assert_equal(&what, &out.to_vec::<u8>().unwrap(), &want(dtype).fill::<u8>()),
-                DType::Bool => assert_equal(&what, &out.to_vec::<u8>().unwrap(), &want(dtype).fill::<bool>().into_iter().map(u8::from).collect::<Vec<_>>()),
+                DType::Bool => assert_equal(
+                    &what,
+                    &out.to_vec::<u8>().unwrap(),
+                    &want(dtype).fill::<bool>().into_iter().map(u8::from).collect::<Vec<_>>(),
+                ),
                 DType::F32 => assert_equal(&what, &out.to_vec::<f32>().unwrap(), &want(dtype).fill::<f32>()),
                 DType::F64 => assert_equal(&what, &out.to_vec::<f64>().unwrap(), &want(dtype).fill::<f64>()),
                 DType::F16 => assert_equal(&what, &out.to_vec::<f16>().unwrap(), &want(dtype).fill::<f16>()),
@@ -511,7 +645,9 @@ impl CpuInts {
         assert_eq!(T::DTYPE, self.dtype);
         let mut v = vec![T::zero(); self.n];
         match self.kind {
-            RandKind::Integers => philox::integers(&mut v, &self.draw, self.range.0, integer_range(self.range.0, self.range.1)),
+            RandKind::Integers => {
+                philox::integers(&mut v, &self.draw, self.range.0, integer_range(self.range.0, self.range.1))
+            }
             _ => philox::bernoulli(&mut v, &self.draw, self.p),
         }
         v

@@ -22,7 +22,11 @@ fn kernels_take_buffers_then_the_geometry() {
     assert!(s.contains("unsigned long long count_include_pad_, unsigned long long divisor_)"), "{s}");
     assert_eq!(POOL_GEOMETRY_WORDS.len(), 14);
     // The first maximum wins, NaN wins over numbers; the search starts from -inf.
-    assert!(s.contains("if (v > best || v != v) { best = v; best_i = j; }") && s.contains("float best = __int_as_float(0xff800000);"), "{s}");
+    assert!(
+        s.contains("if (v > best || v != v) { best = v; best_i = j; }")
+            && s.contains("float best = __int_as_float(0xff800000);"),
+        "{s}"
+    );
     let d = emit_pool(PoolKind::MaxForward, DType::F64).unwrap().source;
     assert!(d.contains("double best = __longlong_as_double(0xfff0000000000000LL);"), "{d}");
 }
@@ -35,7 +39,10 @@ fn gradients_are_gathers_without_atomics() {
         assert!(s.contains("gx[i] = g;"), "{s}");
     }
     let m = emit_pool(PoolKind::MaxBackward, DType::F64).unwrap().source;
-    assert!(m.contains("(const double* __restrict__ gy, const long long* __restrict__ idx, double* __restrict__ gx,"), "{m}");
+    assert!(
+        m.contains("(const double* __restrict__ gy, const long long* __restrict__ idx, double* __restrict__ gx,"),
+        "{m}"
+    );
     assert!(m.contains("if (idx[o] == here) g += gy[o];"), "{m}");
     let a = emit_pool(PoolKind::AvgBackward, DType::F32).unwrap().source;
     assert!(a.contains("g += gy[(p * oh + oy) * ow + ox] / (float)div;"), "{a}");
@@ -54,7 +61,10 @@ fn adaptive_kernels_use_pytorchs_windows() {
     assert!(!b.contains("atomic"), "{b}");
     // The output windows covering an input row: the same rule, the sizes' roles swapped.
     assert!(b.contains("const long long oy0 = iy * oh / h, oy1 = ((iy + 1) * oh + h - 1) / h;"), "{b}");
-    assert!(b.contains("g += gy[(p * oh + oy) * ow + ox] / (double)((y1 - y0) * (x1 - x0));") && b.contains("gx[i] = g;"), "{b}");
+    assert!(
+        b.contains("g += gy[(p * oh + oy) * ow + ox] / (double)((y1 - y0) * (x1 - x0));") && b.contains("gx[i] = g;"),
+        "{b}"
+    );
 }
 
 /// The rule the adaptive gradient gathers with: input `i` of `len` lies in output `o`'s
@@ -68,7 +78,11 @@ fn adaptive_windows_covering_an_input_follow_the_swapped_rule() {
                 let (o0, o1) = cpu::adaptive_range(i, len, out);
                 for o in 0..out {
                     let (i0, i1) = cpu::adaptive_range(o, out, len);
-                    assert_eq!((i0..i1).contains(&i), (o0..o1).contains(&o), "len {len}, out {out}, input {i}, output {o}");
+                    assert_eq!(
+                        (i0..i1).contains(&i),
+                        (o0..o1).contains(&o),
+                        "len {len}, out {out}, input {i}, output {o}"
+                    );
                 }
                 assert!(o0 < o1 && o1 <= out, "every input is in some window: len {len}, out {out}, input {i}");
             }
@@ -88,17 +102,30 @@ fn integer_and_half_dtypes_are_errors() {
 
 #[test]
 fn every_pool_kernel_compiles_to_cubin_for_sm80_and_sm90() {
-    let kernels: Vec<(String, String)> = pool_ops().into_iter().map(|(kind, dtype)| {
-        let k = emit_pool(kind, dtype).unwrap();
-        (k.name, k.source)
-    }).collect();
+    let kernels: Vec<(String, String)> = pool_ops()
+        .into_iter()
+        .map(|(kind, dtype)| {
+            let k = emit_pool(kind, dtype).unwrap();
+            (k.name, k.source)
+        })
+        .collect();
     common::compile_each_to_cubin("pooling", &kernels);
 }
 
 /// Geometries: plain 2x2, overlapping 3x3 windows with stride 2 and padding, dilation,
 /// ceil-mode edge windows, and a 1x1 plane.
 fn geometries() -> Vec<PoolGeom> {
-    let g = |planes, h, w, oh, ow, kernel, stride, pad, dilation| PoolGeom { planes, h, w, oh, ow, kernel, stride, pad, dilation };
+    let g = |planes, h, w, oh, ow, kernel, stride, pad, dilation| PoolGeom {
+        planes,
+        h,
+        w,
+        oh,
+        ow,
+        kernel,
+        stride,
+        pad,
+        dilation,
+    };
     vec![
         g(6, 28, 28, 14, 14, [2, 2], [2, 2], [0, 0], [1, 1]),
         g(3, 9, 11, 5, 6, [3, 3], [2, 2], [1, 1], [1, 1]),
@@ -122,34 +149,58 @@ fn same(a: &[f32], b: &[f32]) -> bool {
 #[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn pool_kernels_match_the_cpu_bit_for_bit_on_a_gpu() {
     let load = |kind| LoadedPool::load(&emit_pool(kind, DType::F32).unwrap(), 0).unwrap();
-    let (max_f, max_b, avg_f, avg_b) = (load(PoolKind::MaxForward), load(PoolKind::MaxBackward), load(PoolKind::AvgForward), load(PoolKind::AvgBackward));
-    let modes = [AvgMode { count_include_pad: true, divisor_override: None }, AvgMode { count_include_pad: false, divisor_override: None }, AvgMode { count_include_pad: true, divisor_override: Some(3) }];
+    let (max_f, max_b, avg_f, avg_b) = (
+        load(PoolKind::MaxForward),
+        load(PoolKind::MaxBackward),
+        load(PoolKind::AvgForward),
+        load(PoolKind::AvgBackward),
+    );
+    let modes = [
+        AvgMode { count_include_pad: true, divisor_override: None },
+        AvgMode { count_include_pad: false, divisor_override: None },
+        AvgMode { count_include_pad: true, divisor_override: Some(3) },
+    ];
     for g in geometries() {
         let (il, ol) = (g.planes * g.h * g.w, g.planes * g.oh * g.ow);
         let x = values(il);
         let gy: Vec<f32> = (0..ol).map(|i| ((i * 13 + 5) % 11) as f32 - 5.0).collect();
         let (dx, dgy) = (CudaBuffer::from_slice(0, &x).unwrap(), CudaBuffer::from_slice(0, &gy).unwrap());
-        let (mut y, mut idx, mut gx) = (CudaBuffer::alloc(0, ol * 4).unwrap(), CudaBuffer::alloc(0, ol * 8).unwrap(), CudaBuffer::alloc(0, il * 4).unwrap());
+        let (mut y, mut idx, mut gx) = (
+            CudaBuffer::alloc(0, ol * 4).unwrap(),
+            CudaBuffer::alloc(0, ol * 8).unwrap(),
+            CudaBuffer::alloc(0, il * 4).unwrap(),
+        );
         let plain = modes[0];
         max_f.run(&g, plain, &[&dx], &mut [&mut y, &mut idx]).unwrap();
         let (want_v, want_i) = cpu::max_pool2d_forward(&g, &x);
         assert!(same(&y.to_vec::<f32>().unwrap(), &want_v), "max_pool2d values, {g:?}");
         assert_eq!(idx.to_vec::<i64>().unwrap(), want_i.to_vec(), "max_pool2d indices, {g:?}");
         max_b.run(&g, plain, &[&dgy, &idx], &mut [&mut gx]).unwrap();
-        assert!(same(&gx.to_vec::<f32>().unwrap(), &cpu::max_pool2d_backward(&g, &gy, &want_i)), "max_pool2d backward, {g:?}");
+        assert!(
+            same(&gx.to_vec::<f32>().unwrap(), &cpu::max_pool2d_backward(&g, &gy, &want_i)),
+            "max_pool2d backward, {g:?}"
+        );
         if g.dilation != [1, 1] {
             continue; // average pooling has no dilation
         }
         for mode in modes {
             avg_f.run(&g, mode, &[&dx], &mut [&mut y]).unwrap();
-            assert!(same(&y.to_vec::<f32>().unwrap(), &cpu::avg_pool2d_forward(&g, mode, &x)), "avg_pool2d, {g:?}, {mode:?}");
+            assert!(
+                same(&y.to_vec::<f32>().unwrap(), &cpu::avg_pool2d_forward(&g, mode, &x)),
+                "avg_pool2d, {g:?}, {mode:?}"
+            );
             avg_b.run(&g, mode, &[&dgy], &mut [&mut gx]).unwrap();
-            assert!(same(&gx.to_vec::<f32>().unwrap(), &cpu::avg_pool2d_backward(&g, mode, &gy)), "avg_pool2d backward, {g:?}, {mode:?}");
+            assert!(
+                same(&gx.to_vec::<f32>().unwrap(), &cpu::avg_pool2d_backward(&g, mode, &gy)),
+                "avg_pool2d backward, {g:?}, {mode:?}"
+            );
         }
     }
     // Adaptive pooling, shrinking (overlapping windows), growing (repeated inputs) and mixed.
     let (ada_f, ada_b) = (load(PoolKind::AdaptiveForward), load(PoolKind::AdaptiveBackward));
-    for (planes, h, w, oh, ow) in [(6, 28, 28, 7, 7), (3, 10, 7, 4, 3), (2, 3, 5, 7, 8), (4, 9, 2, 4, 5), (5, 1, 1, 1, 1)] {
+    for (planes, h, w, oh, ow) in
+        [(6, 28, 28, 7, 7), (3, 10, 7, 4, 3), (2, 3, 5, 7, 8), (4, 9, 2, 4, 5), (5, 1, 1, 1, 1)]
+    {
         let g = PoolGeom { planes, h, w, oh, ow, kernel: [1, 1], stride: [1, 1], pad: [0, 0], dilation: [1, 1] };
         let (il, ol) = (planes * h * w, planes * oh * ow);
         let x = values(il);
@@ -157,9 +208,15 @@ fn pool_kernels_match_the_cpu_bit_for_bit_on_a_gpu() {
         let (dx, dgy) = (CudaBuffer::from_slice(0, &x).unwrap(), CudaBuffer::from_slice(0, &gy).unwrap());
         let (mut y, mut gx) = (CudaBuffer::alloc(0, ol * 4).unwrap(), CudaBuffer::alloc(0, il * 4).unwrap());
         ada_f.run(&g, modes[0], &[&dx], &mut [&mut y]).unwrap();
-        assert!(same(&y.to_vec::<f32>().unwrap(), &cpu::adaptive_avg_pool2d_forward(planes, h, w, oh, ow, &x)), "adaptive_avg_pool2d, {g:?}");
+        assert!(
+            same(&y.to_vec::<f32>().unwrap(), &cpu::adaptive_avg_pool2d_forward(planes, h, w, oh, ow, &x)),
+            "adaptive_avg_pool2d, {g:?}"
+        );
         ada_b.run(&g, modes[0], &[&dgy], &mut [&mut gx]).unwrap();
-        assert!(same(&gx.to_vec::<f32>().unwrap(), &cpu::adaptive_avg_pool2d_backward(planes, h, w, oh, ow, &gy)), "adaptive backward, {g:?}");
+        assert!(
+            same(&gx.to_vec::<f32>().unwrap(), &cpu::adaptive_avg_pool2d_backward(planes, h, w, oh, ow, &gy)),
+            "adaptive backward, {g:?}"
+        );
     }
     // A launch with a buffer too small is refused before anything runs.
     let g = geometries()[0];

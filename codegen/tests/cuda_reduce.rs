@@ -24,7 +24,10 @@ fn shapes_strides_and_group_are_arguments() {
         "{s}"
     );
     // f32 sums accumulate in double; the row is strided by the group; the group combines.
-    assert!(s.contains("a = a + (double)(v);") && s.contains("j += group") && s.contains("kiln_group_reduce(a,"), "{s}");
+    assert!(
+        s.contains("a = a + (double)(v);") && s.contains("j += group") && s.contains("kiln_group_reduce(a,"),
+        "{s}"
+    );
     assert!(s.contains("p += j * xr0;") && s.contains("const unsigned long long c1 = r % ks1;"), "{s}");
     assert!(s.contains("if (lane == 0) out[o] = (float)(r0);"), "{s}");
     // Another shape is the same kernel; another number of dims another one.
@@ -36,25 +39,61 @@ fn shapes_strides_and_group_are_arguments() {
 fn accumulators_and_result_dtypes_follow_the_cpu() {
     let i = emit_reduce(CudaReduce::Prod, DType::I32, 1, 1).unwrap();
     assert_eq!(i.out, DType::I64);
-    assert!(i.source.contains("(long long)((unsigned long long)(a) * (unsigned long long)(v))"), "wrapping i64: {}", i.source);
+    assert!(
+        i.source.contains("(long long)((unsigned long long)(a) * (unsigned long long)(v))"),
+        "wrapping i64: {}",
+        i.source
+    );
     let h = emit_reduce(CudaReduce::Mean, DType::BF16, 1, 1).unwrap();
-    assert!(h.source.contains("float r0;") && h.source.contains("kiln_f32_to_bf16(r0 / (float)n)"), "bf16 in f32: {}", h.source);
+    assert!(
+        h.source.contains("float r0;") && h.source.contains("kiln_f32_to_bf16(r0 / (float)n)"),
+        "bf16 in f32: {}",
+        h.source
+    );
     let m = emit_reduce(CudaReduce::Max, DType::F16, 1, 1).unwrap();
-    assert!(m.source.contains("kiln_pick<true>(a, v)") && m.source.contains("(-__int_as_float(0x7f800000))"), "{}", m.source);
+    assert!(
+        m.source.contains("kiln_pick<true>(a, v)") && m.source.contains("(-__int_as_float(0x7f800000))"),
+        "{}",
+        m.source
+    );
     let a = emit_reduce(CudaReduce::Arg { max: false, values: true }, DType::F64, 1, 1).unwrap();
-    assert!(a.source.contains("long long* __restrict__ idx") && a.source.contains("kiln_pick_arg<false>(a, KilnArg<double>{v, (long long)j})"), "{}", a.source);
+    assert!(
+        a.source.contains("long long* __restrict__ idx")
+            && a.source.contains("kiln_pick_arg<false>(a, KilnArg<double>{v, (long long)j})"),
+        "{}",
+        a.source
+    );
     assert_eq!(a.out, DType::F64);
     assert_eq!(emit_reduce(CudaReduce::Arg { max: true, values: false }, DType::U8, 1, 1).unwrap().out, DType::I64);
     assert_eq!(emit_reduce(CudaReduce::Any, DType::U8, 1, 1).unwrap().out, DType::U8);
     assert_eq!(emit_reduce(CudaReduce::All, DType::F32, 1, 1).unwrap().out, DType::Bool);
     let v = emit_reduce(CudaReduce::Var { sqrt: true }, DType::F32, 1, 1).unwrap();
-    assert!(v.source.contains("const double mean = r0 / (double)n;") && v.source.contains("sqrt(r1 / "), "{}", v.source);
+    assert!(
+        v.source.contains("const double mean = r0 / (double)n;") && v.source.contains("sqrt(r1 / "),
+        "{}",
+        v.source
+    );
     let l = emit_reduce(CudaReduce::LogSumExp, DType::F32, 1, 1).unwrap();
-    assert!(l.source.contains("const float shift = (fabsf(r0) == __int_as_float(0x7f800000)) ? 0.0f : r0;"), "{}", l.source);
+    assert!(
+        l.source.contains("const float shift = (fabsf(r0) == __int_as_float(0x7f800000)) ? 0.0f : r0;"),
+        "{}",
+        l.source
+    );
     let c = emit_reduce(CudaReduce::CumSum, DType::U8, 1, 1).unwrap();
-    assert!(c.out == DType::I64 && c.source.contains("acc = (long long)((unsigned long long)(acc) + (unsigned long long)(v));") && c.source.contains("out[q] = acc;"), "{}", c.source);
+    assert!(
+        c.out == DType::I64
+            && c.source.contains("acc = (long long)((unsigned long long)(acc) + (unsigned long long)(v));")
+            && c.source.contains("out[q] = acc;"),
+        "{}",
+        c.source
+    );
     let sm = emit_reduce(CudaReduce::Softmax { log: true }, DType::F32, 1, 1).unwrap();
-    assert!(sm.source.contains("unsigned long long o_off, unsigned long long ok0, unsigned long long or0)") && sm.source.contains("out[q] = (v - r0) - s;"), "{}", sm.source);
+    assert!(
+        sm.source.contains("unsigned long long o_off, unsigned long long ok0, unsigned long long or0)")
+            && sm.source.contains("out[q] = (v - r0) - s;"),
+        "{}",
+        sm.source
+    );
 }
 
 #[test]
@@ -82,7 +121,8 @@ fn the_reduction_set_covers_every_kind_and_dtype() {
 fn covered() -> Vec<ReduceKernel> {
     let mut v: Vec<ReduceKernel> = reduce_ops().into_iter().map(|(k, d)| emit_reduce(k, d, 1, 1).unwrap()).collect();
     for k in CudaReduce::ALL {
-        let dims: &[(usize, usize)] = if k.keeps_shape() { &[(0, 0), (2, 0), (2, 1)] } else { &[(0, 0), (0, 3), (3, 2)] };
+        let dims: &[(usize, usize)] =
+            if k.keeps_shape() { &[(0, 0), (2, 0), (2, 1)] } else { &[(0, 0), (0, 3), (3, 2)] };
         for d in [DType::F32, DType::F16, DType::I32] {
             let d = if k.accepts(d) { d } else { DType::F64 };
             for &(kept, red) in dims {

@@ -4,7 +4,10 @@
 //! compaction kernel to CUBIN for sm_80 and sm_90 (skipping with a printed line when NVRTC
 //! is absent).
 
-use kiln_codegen::cuda::{compact_chunks, emit_compact, emit_sort, sort_kernels, CompactStage, SortLaunch, SortPlan, SortStage, COMPACT_CHUNK, SORT_TILE};
+use kiln_codegen::cuda::{
+    compact_chunks, emit_compact, emit_sort, sort_kernels, CompactStage, SortLaunch, SortPlan, SortStage,
+    COMPACT_CHUNK, SORT_TILE,
+};
 use kiln_runtime::DType;
 
 mod common;
@@ -22,7 +25,11 @@ fn keys_follow_the_cpu_order() {
     // Pads sort after every real pair, whatever the direction.
     assert!(s.contains("keys[i] = ~0ULL;") && s.contains("pos[i] = 0xffffffffu;"), "{s}");
     let h = emit_sort(SortStage::Keys, DType::BF16).source;
-    assert!(h.contains("kiln_sort_key((double)kiln_bf16_to_f32(x[r * n + j]))") && h.contains("const unsigned short* __restrict__ x"), "{h}");
+    assert!(
+        h.contains("kiln_sort_key((double)kiln_bf16_to_f32(x[r * n + j]))")
+            && h.contains("const unsigned short* __restrict__ x"),
+        "{h}"
+    );
     let i = emit_sort(SortStage::Keys, DType::I32).source;
     assert!(i.contains("((unsigned long long)(long long)x[r * n + j] ^ (1ULL << 63)) ^ flip"), "{i}");
     assert!(!i.contains("kiln_f16"), "{i}");
@@ -34,7 +41,10 @@ fn pair_stages_are_dtype_free_and_break_ties_by_position() {
     assert_eq!(emit_sort(SortStage::Step, DType::F16).dtype, None);
     let t = emit_sort(SortStage::Tile, DType::F32).source;
     assert!(t.contains("extern __shared__ unsigned long long sk[];") && t.contains("__launch_bounds__(1024)"), "{t}");
-    assert!(t.contains("const bool b_first = kb < ka || (kb == ka && pb < pa);") && t.contains("if (b_first == up)"), "{t}");
+    assert!(
+        t.contains("const bool b_first = kb < ka || (kb == ka && pb < pa);") && t.contains("if (b_first == up)"),
+        "{t}"
+    );
     assert!(t.contains("for (unsigned long long j = (k < t ? k : t) >> 1; j > 0; j >>= 1)"), "{t}");
     let w = emit_sort(SortStage::Write, DType::F64).source;
     assert!(w.contains("out[i] = x[r * n + q];") && w.contains("idx[i] = (long long)q;"), "{w}");
@@ -144,13 +154,24 @@ fn compaction_kernels_scan_in_order() {
     let c = emit_compact(CompactStage::Count);
     assert!(c.name.starts_with("kiln_compact_count_"), "{}", c.name);
     assert!(c.source.contains("(const unsigned char* __restrict__ flags, long long* __restrict__ counts, unsigned long long n, unsigned long long chunks)"), "{}", c.source);
-    assert!(c.source.contains("__shfl_up_sync(0xffffffffu, x, d)") && c.source.contains("if (k < w) before += t;"), "{}", c.source);
+    assert!(
+        c.source.contains("__shfl_up_sync(0xffffffffu, x, d)") && c.source.contains("if (k < w) before += t;"),
+        "{}",
+        c.source
+    );
     let s = emit_compact(CompactStage::Scan).source;
-    assert!(s.contains("if (c < chunks) counts[c] = carry + before;") && s.contains("if (threadIdx.x == 0) counts[chunks] = carry;"), "{s}");
+    assert!(
+        s.contains("if (c < chunks) counts[c] = carry + before;")
+            && s.contains("if (threadIdx.x == 0) counts[chunks] = carry;"),
+        "{s}"
+    );
     let w = emit_compact(CompactStage::Write).source;
     assert!(w.contains("long long row = counts[c] + kiln_block_scan(mine, &total);"), "{w}");
     assert!(w.contains("out[(unsigned long long)row * ndim + d] = (long long)(rest % s);"), "{w}");
-    assert_eq!((compact_chunks(0), compact_chunks(1), compact_chunks(COMPACT_CHUNK), compact_chunks(COMPACT_CHUNK + 1)), (0, 1, 1, 2));
+    assert_eq!(
+        (compact_chunks(0), compact_chunks(1), compact_chunks(COMPACT_CHUNK), compact_chunks(COMPACT_CHUNK + 1)),
+        (0, 1, 1, 2)
+    );
 }
 
 #[test]

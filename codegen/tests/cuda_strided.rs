@@ -20,14 +20,22 @@ fn shapes_and_strides_are_arguments() {
     assert_eq!(k, eager_kernel(EagerOp::Binary(BinaryOp::Add), DType::F32, DType::F32, 2).unwrap());
     assert_ne!(k.name, eager_kernel(EagerOp::Binary(BinaryOp::Add), DType::F32, DType::F32, 1).unwrap().name);
     let scalar = eager_kernel(EagerOp::Copy, DType::F64, DType::F64, 0).unwrap();
-    assert!(!scalar.source.contains("size0") && scalar.source.contains("unsigned long long po = po_off;"), "{}", scalar.source);
+    assert!(
+        !scalar.source.contains("size0") && scalar.source.contains("unsigned long long po = po_off;"),
+        "{}",
+        scalar.source
+    );
 }
 
 #[test]
 fn integer_kernels_compute_in_i64_and_wrap() {
     let k = eager_kernel(EagerOp::Binary(BinaryOp::Mul), DType::I32, DType::I32, 1).unwrap();
     assert!(k.source.contains("(long long)((unsigned long long)x0 * (unsigned long long)x1)"), "{}", k.source);
-    assert!(k.source.contains("out[po] = (int)(kiln_body((long long)(in0[p0]), (long long)(in1[p1])));"), "{}", k.source);
+    assert!(
+        k.source.contains("out[po] = (int)(kiln_body((long long)(in0[p0]), (long long)(in1[p1])));"),
+        "{}",
+        k.source
+    );
     let k = eager_kernel(EagerOp::Binary(BinaryOp::Rem), DType::I64, DType::I64, 1).unwrap();
     assert!(k.source.contains("kiln_rem_i64(long long a, long long b)"), "{}", k.source);
     let k = eager_kernel(EagerOp::Binary(BinaryOp::BitShr), DType::U8, DType::U8, 1).unwrap();
@@ -40,8 +48,15 @@ fn integer_kernels_compute_in_i64_and_wrap() {
 fn logical_ops_test_truth_with_comparisons() {
     // On the truth of each operand (non-zero is true): `where` and `!=`, so any compute type.
     let and = eager_kernel(EagerOp::Logical(LogicalOp::And), DType::Bool, DType::Bool, 1).unwrap().source;
-    assert!(and.contains("const long long t0 = (x1 != 0LL) ? 1LL : 0LL;") && and.contains("const long long t1 = (x0 != 0LL) ? t0 : 0LL;"), "{and}");
-    assert!(and.contains("out[po] = (unsigned char)((kiln_body((long long)(in0[p0]), (long long)(in1[p1]))) != 0LL);"), "{and}");
+    assert!(
+        and.contains("const long long t0 = (x1 != 0LL) ? 1LL : 0LL;")
+            && and.contains("const long long t1 = (x0 != 0LL) ? t0 : 0LL;"),
+        "{and}"
+    );
+    assert!(
+        and.contains("out[po] = (unsigned char)((kiln_body((long long)(in0[p0]), (long long)(in1[p1]))) != 0LL);"),
+        "{and}"
+    );
     let or = eager_kernel(EagerOp::Logical(LogicalOp::Or), DType::Bool, DType::Bool, 1).unwrap().source;
     assert!(or.contains("(x0 != 0LL) ? 1LL : t0"), "{or}");
     let xor = eager_kernel(EagerOp::Logical(LogicalOp::Xor), DType::Bool, DType::Bool, 1).unwrap().source;
@@ -58,13 +73,20 @@ fn casts_follow_the_cpu_rules() {
         s.lines().find(|l| l.contains("out[po] =")).unwrap().trim().to_string()
     };
     assert_eq!(store(DType::F32, DType::I32), "out[po] = (int)(long long)(kiln_body(in0[p0]));");
-    assert_eq!(store(DType::F16, DType::U8), "out[po] = (unsigned char)(long long)(kiln_body(kiln_f16_to_f32(in0[p0])));");
+    assert_eq!(
+        store(DType::F16, DType::U8),
+        "out[po] = (unsigned char)(long long)(kiln_body(kiln_f16_to_f32(in0[p0])));"
+    );
     assert_eq!(store(DType::I64, DType::F32), "out[po] = (float)(kiln_body(in0[p0]));");
     assert_eq!(store(DType::I64, DType::BF16), "out[po] = kiln_f64_to_bf16((double)(kiln_body(in0[p0])));");
     assert_eq!(store(DType::F64, DType::Bool), "out[po] = (unsigned char)((kiln_body(in0[p0])) != 0.0);");
     assert_eq!(store(DType::Bool, DType::F64), "out[po] = (double)(kiln_body((long long)(in0[p0])));");
     let k = eager_kernel(EagerOp::Cmp(CmpOp::Lt), DType::BF16, DType::Bool, 1).unwrap();
-    assert!(k.source.contains("(x0 < x1) ? 1.0f : 0.0f") && k.source.contains("kiln_bf16_to_f32(in1[p1])"), "{}", k.source);
+    assert!(
+        k.source.contains("(x0 < x1) ? 1.0f : 0.0f") && k.source.contains("kiln_bf16_to_f32(in1[p1])"),
+        "{}",
+        k.source
+    );
 }
 
 #[test]
@@ -89,7 +111,10 @@ fn the_eager_op_set_covers_every_op_and_dtype() {
     assert_eq!(ops.len(), 4 * (28 + 9) + 4 * (10 + 12) + 8 * (6 + 1 + 1 + 8) + 3);
     assert!(ops.contains(&(EagerOp::Binary(BinaryOp::BitXor), DType::Bool, DType::Bool)));
     assert!(ops.contains(&(EagerOp::Logical(LogicalOp::Xor), DType::Bool, DType::Bool)));
-    assert!(ops.contains(&(EagerOp::Not, DType::F16, DType::Bool)) && ops.contains(&(EagerOp::Not, DType::I32, DType::Bool)));
+    assert!(
+        ops.contains(&(EagerOp::Not, DType::F16, DType::Bool))
+            && ops.contains(&(EagerOp::Not, DType::I32, DType::Bool))
+    );
     assert!(ops.contains(&(EagerOp::Copy, DType::BF16, DType::I32)));
     assert!(!ops.contains(&(EagerOp::Unary(UnaryOp::Sqrt), DType::I64, DType::I64)));
 }
@@ -109,7 +134,8 @@ fn every_eager_kernel_compiles_to_cubin_for_sm80_and_sm90() {
             s.spawn(move || {
                 for k in chunk {
                     for arch in [80, 90] {
-                        let c = cuda::compile(&k.source, &k.name, arch).unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
+                        let c = cuda::compile(&k.source, &k.name, arch)
+                            .unwrap_or_else(|e| panic!("{} (sm_{arch}): {e}\n{}", k.name, k.source));
                         assert_eq!(&c.cubin[..4], b"\x7fELF", "{}: not a CUBIN", k.name);
                         compiled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }

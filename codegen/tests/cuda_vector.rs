@@ -6,7 +6,10 @@
 
 mod common;
 
-use kiln_codegen::cuda::{eager_kernel, eager_ops, eager_vector_kernel, vector_launch, vector_width, EagerOp, LoadedStrided, LoadedVector, StridedOperand, VectorOperand};
+use kiln_codegen::cuda::{
+    eager_kernel, eager_ops, eager_vector_kernel, vector_launch, vector_width, EagerOp, LoadedStrided, LoadedVector,
+    StridedOperand, VectorOperand,
+};
 use kiln_runtime::cuda::{CudaBuffer, CudaErrorKind};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
 use kiln_runtime::DType;
@@ -38,7 +41,12 @@ fn the_launch_decision_needs_contiguous_aligned_operands() {
     // 2-byte alignment and an f32 output 8-byte alignment.
     assert_eq!(vector_width(&[DType::U8, DType::F64]), 2);
     assert_eq!(vector_width(&[DType::F16, DType::Bool]), 8);
-    let mixed = |u8_offset, out_offset| vector_launch(&[64], &[operand(DType::U8, &[1], u8_offset, base), operand(DType::F64, &[1], 0, base), f32s(out_offset, &[1])]);
+    let mixed = |u8_offset, out_offset| {
+        vector_launch(
+            &[64],
+            &[operand(DType::U8, &[1], u8_offset, base), operand(DType::F64, &[1], 0, base), f32s(out_offset, &[1])],
+        )
+    };
     assert_eq!(mixed(2, 2), Some(vec![false, false]));
     assert_eq!(mixed(1, 0), None);
     assert_eq!(mixed(0, 1), None);
@@ -51,15 +59,31 @@ fn vector_kernels_move_sixteen_bytes_per_access() {
     assert_eq!(k.width, 4);
     assert!(k.name.starts_with("kiln_vew_f32_"), "{}", k.name);
     assert!(s.contains("struct __align__(16) kiln_v4_f32 { float e[4]; };"), "{s}");
-    assert!(s.contains("const kiln_v4_f32 a0 = *reinterpret_cast<const kiln_v4_f32*>(in0 + p0_off + v * 4ULL);"), "{s}");
+    assert!(
+        s.contains("const kiln_v4_f32 a0 = *reinterpret_cast<const kiln_v4_f32*>(in0 + p0_off + v * 4ULL);"),
+        "{s}"
+    );
     // The broadcast input is one value per thread; the tail is a scalar loop.
     assert!(s.contains("const float b1 = in1[p1_off];") && !s.contains("a1 ="), "{s}");
     assert!(s.contains("*reinterpret_cast<kiln_v4_f32*>(out + po_off + v * 4ULL) = r;"), "{s}");
-    assert!(s.contains("for (unsigned long long i = nv * 4ULL + tid; i < n; i += stride)") && s.contains("out[po_off + i] = kiln_body(in0[p0_off + i], b1);"), "{s}");
+    assert!(
+        s.contains("for (unsigned long long i = nv * 4ULL + tid; i < n; i += stride)")
+            && s.contains("out[po_off + i] = kiln_body(in0[p0_off + i], b1);"),
+        "{s}"
+    );
     // A cast f16 -> bool: eight elements per access, 16 bytes in and 8 bytes out.
     let k = eager_vector_kernel(EagerOp::Copy, DType::F16, DType::Bool, &[false]).unwrap();
-    assert!(k.source.contains("struct __align__(16) kiln_v8_f16 { unsigned short e[8]; };") && k.source.contains("struct __align__(8) kiln_v8_b8 { unsigned char e[8]; };"), "{}", k.source);
-    assert!(k.source.contains("r.e[k] = (unsigned char)((kiln_body(kiln_f16_to_f32(a0.e[k]))) != 0.0f);"), "{}", k.source);
+    assert!(
+        k.source.contains("struct __align__(16) kiln_v8_f16 { unsigned short e[8]; };")
+            && k.source.contains("struct __align__(8) kiln_v8_b8 { unsigned char e[8]; };"),
+        "{}",
+        k.source
+    );
+    assert!(
+        k.source.contains("r.e[k] = (unsigned char)((kiln_body(kiln_f16_to_f32(a0.e[k]))) != 0.0f);"),
+        "{}",
+        k.source
+    );
     // The same checks as the strided kernels.
     let e = eager_vector_kernel(EagerOp::Unary(UnaryOp::BitNot), DType::F32, DType::F32, &[false]).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::InvalidArgument);
@@ -107,7 +131,11 @@ fn vector_results_equal_the_strided_kernels_on_a_gpu() {
     let x: Vec<f32> = (0..n).map(|i| (i as f32 - 5000.0) * 0.013).collect();
     let y: Vec<f32> = (0..n).map(|i| ((i * 7919) % 101) as f32 * 0.25 - 12.0).collect();
     let (dx, dy) = (CudaBuffer::from_slice(0, &x).unwrap(), CudaBuffer::from_slice(0, &y).unwrap());
-    for (op, b) in [(EagerOp::Binary(BinaryOp::Mul), vec![false, false]), (EagerOp::Binary(BinaryOp::Rem), vec![false, true]), (EagerOp::Unary(UnaryOp::Exp), vec![false])] {
+    for (op, b) in [
+        (EagerOp::Binary(BinaryOp::Mul), vec![false, false]),
+        (EagerOp::Binary(BinaryOp::Rem), vec![false, true]),
+        (EagerOp::Unary(UnaryOp::Exp), vec![false]),
+    ] {
         let k = op.inputs(DType::F32).len();
         let vector = LoadedVector::load(&eager_vector_kernel(op, DType::F32, DType::F32, &b).unwrap(), 0).unwrap();
         let strided = LoadedStrided::load(&eager_kernel(op, DType::F32, DType::F32, 1).unwrap(), 0).unwrap();
@@ -117,7 +145,8 @@ fn vector_results_equal_the_strided_kernels_on_a_gpu() {
         let (mut a, mut s) = (CudaBuffer::alloc(0, n * 4).unwrap(), CudaBuffer::alloc(0, n * 4).unwrap());
         vector.run(&ins, &mut a, 4, m).unwrap();
         let strides: Vec<[usize; 1]> = (0..k).map(|j| [usize::from(!b[j])]).collect();
-        let sops: Vec<(&CudaBuffer, StridedOperand<'_>)> = (0..k).map(|j| (bufs[j], StridedOperand { offset: ins[j].1, strides: &strides[j] })).collect();
+        let sops: Vec<(&CudaBuffer, StridedOperand<'_>)> =
+            (0..k).map(|j| (bufs[j], StridedOperand { offset: ins[j].1, strides: &strides[j] })).collect();
         strided.run(&sops, &mut s, StridedOperand { offset: 4, strides: &[1] }, &[m]).unwrap();
         let (va, vs) = (a.to_vec::<f32>().unwrap(), s.to_vec::<f32>().unwrap());
         for i in 4..4 + m {

@@ -97,13 +97,19 @@ pub fn datasets(dir: Option<&Path>) -> kiln::Result<(Mnist, Mnist, PathBuf)> {
 
 /// Summed loss, correct predictions and images seen over `loader`, with `forward` computing
 /// the log-probabilities of a batch (eager or compiled).
-pub fn evaluate(loader: &DataLoader<Mnist>, device: &Device, mut forward: impl FnMut(&Tensor) -> Tensor) -> (f64, i64, usize) {
+pub fn evaluate(
+    loader: &DataLoader<Mnist>,
+    device: &Device,
+    mut forward: impl FnMut(&Tensor) -> Tensor,
+) -> (f64, i64, usize) {
     let _guard = kiln::no_grad();
     let (mut loss, mut correct, mut seen) = (0.0, 0i64, 0usize);
     for (data, target) in loader {
         let (data, target) = (data.to(device), target.to(device));
         let output = forward(&data);
-        loss += F::nll_loss_opts(&output, &target, &F::NllLossOpts { reduction: F::Reduction::Sum, ..Default::default() }).item::<f32>() as f64;
+        loss +=
+            F::nll_loss_opts(&output, &target, &F::NllLossOpts { reduction: F::Reduction::Sum, ..Default::default() })
+                .item::<f32>() as f64;
         correct += output.argmax_dim(1, true).eq(target.view(&[-1, 1])).sum().item::<i64>();
         seen += target.numel();
     }

@@ -160,8 +160,27 @@ fn is_bool(ty: &Type) -> bool {
 /// Plain data (numbers, flags, strings, and containers of them) is not part of a module tree.
 fn is_plain_data(ty: &Type) -> bool {
     const PLAIN: &[&str] = &[
-        "bool", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32",
-        "f64", "char", "String", "str", "DType", "Device", "PhantomData",
+        "bool",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "usize",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "i128",
+        "isize",
+        "f32",
+        "f64",
+        "char",
+        "String",
+        "str",
+        "DType",
+        "Device",
+        "PhantomData",
     ];
     match ty {
         Type::Reference(r) => is_plain_data(&r.elem),

@@ -37,16 +37,8 @@ pub enum Category {
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 8] = [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::BF16,
-        DType::I64,
-        DType::I32,
-        DType::U8,
-        DType::Bool,
-    ];
+    pub const ALL: [DType; 8] =
+        [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool];
 
     /// Bytes per element.
     pub fn size_in_bytes(self) -> usize {
@@ -168,11 +160,7 @@ pub enum OperandKind {
 /// tensor.
 pub fn result_type(operands: &[(DType, OperandKind)]) -> DType {
     let tier = |kind: OperandKind| -> Option<DType> {
-        operands
-            .iter()
-            .filter(|(_, k)| *k == kind)
-            .map(|(d, _)| *d)
-            .reduce(DType::promote)
+        operands.iter().filter(|(_, k)| *k == kind).map(|(d, _)| *d).reduce(DType::promote)
     };
     let dims = tier(OperandKind::Tensor);
     let zero = tier(OperandKind::ZeroDim);
@@ -201,9 +189,7 @@ pub fn result_type(operands: &[(DType, OperandKind)]) -> DType {
 }
 
 /// A Rust type that can be the element of a tensor.
-pub trait Element:
-    Copy + Send + Sync + 'static + Default + PartialEq + PartialOrd + fmt::Debug
-{
+pub trait Element: Copy + Send + Sync + 'static + Default + PartialEq + PartialOrd + fmt::Debug {
     /// The dtype of this element type.
     const DTYPE: DType;
     /// Converts to f64 (exactly for every type but i64 values above 2^53).

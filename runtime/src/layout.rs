@@ -78,10 +78,9 @@ pub fn numel(shape: &[usize]) -> usize {
     if shape.contains(&0) {
         return 0;
     }
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .unwrap_or_else(|| panic!("the element count of shape {shape:?} overflows usize (the shape skipped kiln's shape checks)"))
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).unwrap_or_else(|| {
+        panic!("the element count of shape {shape:?} overflows usize (the shape skipped kiln's shape checks)")
+    })
 }
 
 /// Row-major (C-contiguous) strides for a shape (one that passed [`checked_numel`]: a stride
@@ -89,9 +88,9 @@ pub fn numel(shape: &[usize]) -> usize {
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut strides: Strides = SmallVec::from_elem(1, shape.len());
     for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1]
-            .checked_mul(shape[d + 1].max(1))
-            .unwrap_or_else(|| panic!("the strides of shape {shape:?} overflow usize (the shape skipped kiln's shape checks)"));
+        strides[d] = strides[d + 1].checked_mul(shape[d + 1].max(1)).unwrap_or_else(|| {
+            panic!("the strides of shape {shape:?} overflow usize (the shape skipped kiln's shape checks)")
+        });
     }
     strides
 }
@@ -289,7 +288,11 @@ impl Layout {
     pub fn view(&self, new_shape: &[usize]) -> Option<Layout> {
         debug_assert_eq!(numel(new_shape), self.numel());
         if self.numel() == 0 || self.ndim() == 0 {
-            return Some(Layout { shape: SmallVec::from_slice(new_shape), strides: contiguous_strides(new_shape), offset: self.offset });
+            return Some(Layout {
+                shape: SmallVec::from_slice(new_shape),
+                strides: contiguous_strides(new_shape),
+                offset: self.offset,
+            });
         }
         let mut new_strides: Strides = SmallVec::from_elem(0, new_shape.len());
         let mut view_d = new_shape.len() as isize - 1;
@@ -299,8 +302,7 @@ impl Layout {
         for tensor_d in (0..self.ndim()).rev() {
             tensor_numel *= self.shape[tensor_d];
             let chunk_ends = tensor_d == 0
-                || (self.shape[tensor_d - 1] != 1
-                    && self.strides[tensor_d - 1] != tensor_numel * chunk_base_stride);
+                || (self.shape[tensor_d - 1] != 1 && self.strides[tensor_d - 1] != tensor_numel * chunk_base_stride);
             if chunk_ends {
                 while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1) {
                     new_strides[view_d as usize] = view_numel * chunk_base_stride;

@@ -32,14 +32,46 @@ pub enum CpuStorage {
 macro_rules! match_cpu {
     ($s:expr, |$buf:ident : $T:ident| $body:expr) => {
         match $s {
-            $crate::CpuStorage::F32($buf) => { #[allow(dead_code)] type $T = f32; $body }
-            $crate::CpuStorage::F64($buf) => { #[allow(dead_code)] type $T = f64; $body }
-            $crate::CpuStorage::F16($buf) => { #[allow(dead_code)] type $T = half::f16; $body }
-            $crate::CpuStorage::BF16($buf) => { #[allow(dead_code)] type $T = half::bf16; $body }
-            $crate::CpuStorage::I64($buf) => { #[allow(dead_code)] type $T = i64; $body }
-            $crate::CpuStorage::I32($buf) => { #[allow(dead_code)] type $T = i32; $body }
-            $crate::CpuStorage::U8($buf) => { #[allow(dead_code)] type $T = u8; $body }
-            $crate::CpuStorage::Bool($buf) => { #[allow(dead_code)] type $T = bool; $body }
+            $crate::CpuStorage::F32($buf) => {
+                #[allow(dead_code)]
+                type $T = f32;
+                $body
+            }
+            $crate::CpuStorage::F64($buf) => {
+                #[allow(dead_code)]
+                type $T = f64;
+                $body
+            }
+            $crate::CpuStorage::F16($buf) => {
+                #[allow(dead_code)]
+                type $T = half::f16;
+                $body
+            }
+            $crate::CpuStorage::BF16($buf) => {
+                #[allow(dead_code)]
+                type $T = half::bf16;
+                $body
+            }
+            $crate::CpuStorage::I64($buf) => {
+                #[allow(dead_code)]
+                type $T = i64;
+                $body
+            }
+            $crate::CpuStorage::I32($buf) => {
+                #[allow(dead_code)]
+                type $T = i32;
+                $body
+            }
+            $crate::CpuStorage::U8($buf) => {
+                #[allow(dead_code)]
+                type $T = u8;
+                $body
+            }
+            $crate::CpuStorage::Bool($buf) => {
+                #[allow(dead_code)]
+                type $T = bool;
+                $body
+            }
         }
     };
 }
@@ -49,10 +81,26 @@ macro_rules! match_cpu {
 macro_rules! match_cpu_float {
     ($s:expr, |$buf:ident : $T:ident| $body:expr, _ => $other:expr) => {
         match $s {
-            $crate::CpuStorage::F32($buf) => { #[allow(dead_code)] type $T = f32; $body }
-            $crate::CpuStorage::F64($buf) => { #[allow(dead_code)] type $T = f64; $body }
-            $crate::CpuStorage::F16($buf) => { #[allow(dead_code)] type $T = half::f16; $body }
-            $crate::CpuStorage::BF16($buf) => { #[allow(dead_code)] type $T = half::bf16; $body }
+            $crate::CpuStorage::F32($buf) => {
+                #[allow(dead_code)]
+                type $T = f32;
+                $body
+            }
+            $crate::CpuStorage::F64($buf) => {
+                #[allow(dead_code)]
+                type $T = f64;
+                $body
+            }
+            $crate::CpuStorage::F16($buf) => {
+                #[allow(dead_code)]
+                type $T = half::f16;
+                $body
+            }
+            $crate::CpuStorage::BF16($buf) => {
+                #[allow(dead_code)]
+                type $T = half::bf16;
+                $body
+            }
             _ => $other,
         }
     };
@@ -63,14 +111,38 @@ macro_rules! match_cpu_float {
 macro_rules! match_dtype {
     ($d:expr, |$T:ident| $body:expr) => {
         match $d {
-            $crate::DType::F32 => { type $T = f32; $body }
-            $crate::DType::F64 => { type $T = f64; $body }
-            $crate::DType::F16 => { type $T = half::f16; $body }
-            $crate::DType::BF16 => { type $T = half::bf16; $body }
-            $crate::DType::I64 => { type $T = i64; $body }
-            $crate::DType::I32 => { type $T = i32; $body }
-            $crate::DType::U8 => { type $T = u8; $body }
-            $crate::DType::Bool => { type $T = bool; $body }
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $T = bool;
+                $body
+            }
         }
     };
 }

@@ -28,7 +28,10 @@ fn availability_is_consistent_and_errors_are_clear() {
     // The device one past the last never exists: every entry point errs, naming itself.
     let e = CudaBuffer::alloc(n, 16).unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::NoDevice);
-    assert!(e.to_string().starts_with(&format!("CudaBuffer::alloc: no CUDA device available (cuda:{n} requested")), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!("CudaBuffer::alloc: no CUDA device available (cuda:{n} requested")),
+        "{e}"
+    );
     let e = cuda::synchronize(n).unwrap_err();
     assert!(e.to_string().starts_with("synchronize: no CUDA device available"), "{e}");
     let e = cuda::memory_allocated(n).unwrap_err();
@@ -68,7 +71,12 @@ fn nvrtc_or_skip() -> bool {
         return false;
     }
     let info = cuda::nvrtc::nvrtc("test").expect("loaded");
-    println!("NVRTC {}.{} ({})", info.version.0, info.version.1, info.path.as_ref().map(|p| p.display().to_string()).unwrap_or("found by name".into()));
+    println!(
+        "NVRTC {}.{} ({})",
+        info.version.0,
+        info.version.1,
+        info.path.as_ref().map(|p| p.display().to_string()).unwrap_or("found by name".into())
+    );
     true
 }
 
@@ -243,17 +251,28 @@ fn mismatched_launches_are_errors() {
     assert!(e.kind == CudaErrorKind::InvalidArgument && e.message.contains("add_one takes 3 arguments"), "{e}");
     let e = k.launch(dims, &mut [KernelArg::U64(4), KernelArg::Out(&mut y), KernelArg::U64(4)]).unwrap_err();
     assert!(e.message.contains("argument 0 is U64, the kernel's parameter is In"), "{e}");
-    let e = k.launch(LaunchDims { grid: 0, block: 32, shared_bytes: 0 }, &mut [KernelArg::In(&xb), KernelArg::Out(&mut y), KernelArg::U64(4)]).unwrap_err();
+    let e = k
+        .launch(
+            LaunchDims { grid: 0, block: 32, shared_bytes: 0 },
+            &mut [KernelArg::In(&xb), KernelArg::Out(&mut y), KernelArg::U64(4)],
+        )
+        .unwrap_err();
     assert!(e.message.contains("empty launch"), "{e}");
     // Too many threads per block: the driver refuses the launch, and that is an Err too.
-    let e = k.launch(LaunchDims { grid: 1, block: 4096, shared_bytes: 0 }, &mut [KernelArg::In(&xb), KernelArg::Out(&mut y), KernelArg::U64(4)]).unwrap_err();
+    let e = k
+        .launch(
+            LaunchDims { grid: 1, block: 4096, shared_bytes: 0 },
+            &mut [KernelArg::In(&xb), KernelArg::Out(&mut y), KernelArg::U64(4)],
+        )
+        .unwrap_err();
     assert_eq!(e.kind, CudaErrorKind::Launch, "{e}");
     // The device is still usable afterwards.
     k.launch(dims, &mut [KernelArg::In(&xb), KernelArg::Out(&mut y), KernelArg::U64(4)]).unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.0f32; 4]);
 }
 
-const TRAP: &str = "extern \"C\" __global__ void kiln_test_trap(float* p) { if (threadIdx.x == 0) { p[0] = 1.0f; __trap(); } }\n";
+const TRAP: &str =
+    "extern \"C\" __global__ void kiln_test_trap(float* p) { if (threadIdx.x == 0) { p[0] = 1.0f; __trap(); } }\n";
 
 /// Under `KILN_CUDA_SYNC=1` a faulting kernel is reported by its own launch, naming it. A fault
 /// poisons the CUDA context for the rest of the process, so this runs in a child process: the

@@ -93,7 +93,8 @@ pub(crate) fn run(
         }
         let input_grads = match grad {
             None => Grads::from_elem(None, node.inputs.len()),
-            Some(g) => run_node(&node, g, opts.create_graph, retain, capture.is_some()).inspect_err(|_| super::callbacks::clear())?,
+            Some(g) => run_node(&node, g, opts.create_graph, retain, capture.is_some())
+                .inspect_err(|_| super::callbacks::clear())?,
         };
         for (info, g) in node.inputs.iter().zip(input_grads) {
             let Some(edge) = &info.edge else { continue };
@@ -129,7 +130,8 @@ fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, captu
                 let hooks: Vec<_> = leaf.autograd().lock().hooks.iter().map(|(_, h)| h.clone()).collect();
                 let g = hooks.iter().fold(g, |g, h| h(&g).unwrap_or(g));
                 accumulate_grad(leaf, g, create_graph);
-                let post: Vec<_> = leaf.autograd().lock().post_accumulate_hooks.iter().map(|(_, h)| h.clone()).collect();
+                let post: Vec<_> =
+                    leaf.autograd().lock().post_accumulate_hooks.iter().map(|(_, h)| h.clone()).collect();
                 post.iter().for_each(|h| h(leaf));
             }
             Ok(Grads::new())
@@ -162,7 +164,12 @@ fn check_grads(node: &Node, grads: Grads) -> Result<Grads> {
         return Err(Error::new(
             "backward",
             ErrorKind::Value,
-            format!("function {} returned {} gradients, but it has {} inputs", node.name, grads.len(), node.inputs.len()),
+            format!(
+                "function {} returned {} gradients, but it has {} inputs",
+                node.name,
+                grads.len(),
+                node.inputs.len()
+            ),
         ));
     }
     let mut out = Grads::with_capacity(grads.len());
@@ -193,10 +200,8 @@ fn check_grads(node: &Node, grads: Grads) -> Result<Grads> {
 /// Sums `g` over the dims that broadcasting added or expanded, down to `shape`.
 pub(crate) fn sum_to_size(g: &Tensor, shape: &[usize]) -> Tensor {
     let lead = g.dim() - shape.len();
-    let dims: Vec<i64> = (0..g.dim())
-        .filter(|&d| d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1))
-        .map(|d| d as i64)
-        .collect();
+    let dims: Vec<i64> =
+        (0..g.dim()).filter(|&d| d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)).map(|d| d as i64).collect();
     let summed = if dims.is_empty() { g.clone() } else { g.sum_dim(dims, true) };
     let target: Vec<i64> = shape.iter().map(|&s| s as i64).collect();
     summed.reshape(&target)
@@ -221,7 +226,11 @@ pub(crate) fn accumulate_grad(leaf: &Tensor, g: Tensor, create_graph: bool) {
                 let _off = (!create_graph).then(super::no_grad);
                 let sum = old + &mine;
                 g = Some(mine);
-                if create_graph { sum } else { sum.detach() }
+                if create_graph {
+                    sum
+                } else {
+                    sum.detach()
+                }
             }
             (_, None) => unreachable!("the gradient is put back after every attempt"),
         };
@@ -256,4 +265,3 @@ pub(crate) fn root_edges(op: &'static str, roots: &[&Tensor]) -> Result<Vec<Arc<
         })
         .collect::<Result<Vec<_>>>()
 }
-

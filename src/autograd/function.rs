@@ -131,7 +131,8 @@ fn apply_function<F: Function>(f: F, inputs: &[Tensor]) -> Tensor {
     let marked = ctx.non_differentiable.iter().any(|t| t.is_same(&out));
     // An input returned as is (or any tensor with history) gets a fresh handle, so that recording
     // does not overwrite the history of a tensor the caller holds.
-    let fresh = |t: &Tensor| if t.requires_grad() || inputs.iter().any(|i| i.is_same(t)) { t.detach() } else { t.clone() };
+    let fresh =
+        |t: &Tensor| if t.requires_grad() || inputs.iter().any(|i| i.is_same(t)) { t.detach() } else { t.clone() };
     if marked || !recording || !out.dtype().is_float() {
         return if marked { fresh(&out) } else { out };
     }

@@ -72,7 +72,11 @@ fn failure(message: String) -> GradcheckError {
 /// quotient of every output element is compared with the Jacobian row that backward computes.
 /// `f` may use the inputs in any way (views, broadcasting, …); the inputs should be contiguous
 /// leaves. Returns the worst element when any is outside the tolerance.
-pub fn gradcheck(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], opts: GradcheckOpts) -> Result<(), GradcheckError> {
+pub fn gradcheck(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    opts: GradcheckOpts,
+) -> Result<(), GradcheckError> {
     let checked: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].requires_grad()).collect();
     if checked.is_empty() {
         return Err(failure("no input requires grad".into()));
@@ -122,7 +126,14 @@ pub fn gradcheck(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], opts: Gradc
                 let excess = (a - numeric).abs() - (opts.atol + opts.rtol * numeric.abs());
                 let bad = excess > 0.0 || a.is_nan() != numeric.is_nan();
                 if bad && worst.as_ref().is_none_or(|(w, _)| excess > *w) {
-                    let e = GradcheckError { input: i, input_element: k, output_element: j, analytic: a, numeric, message: String::new() };
+                    let e = GradcheckError {
+                        input: i,
+                        input_element: k,
+                        output_element: j,
+                        analytic: a,
+                        numeric,
+                        message: String::new(),
+                    };
                     worst = Some((if excess.is_nan() { f64::INFINITY } else { excess }, e));
                 }
             }
@@ -138,7 +149,11 @@ pub fn gradcheck(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], opts: Gradc
 /// `(inputs, v) -> Σ_i <w_i, d<f(inputs), v>/d input_i>` (with `create_graph`), where `v` is an
 /// extra input of `f`'s output shape and the `w_i` are fixed random weights, so every second
 /// derivative of `f` (and the cross terms with `v`) takes part.
-pub fn gradgradcheck(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], opts: GradcheckOpts) -> Result<(), GradcheckError> {
+pub fn gradgradcheck(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    opts: GradcheckOpts,
+) -> Result<(), GradcheckError> {
     let checked: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].requires_grad()).collect();
     let out_shape = {
         let _off = no_grad();

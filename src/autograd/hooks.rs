@@ -62,7 +62,18 @@ impl Tensor {
     #[track_caller]
     pub fn register_hook(&self, hook: impl Fn(&Tensor) -> Option<Tensor> + Send + Sync + 'static) -> HookHandle {
         if !self.requires_grad() {
-            panic!("{}", crate::Error::new("register_hook", crate::ErrorKind::Value, format!("cannot register a hook on a tensor that doesn't require gradient (shape {:?}, dtype {})", self.shape(), self.dtype())));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "register_hook",
+                    crate::ErrorKind::Value,
+                    format!(
+                        "cannot register a hook on a tensor that doesn't require gradient (shape {:?}, dtype {})",
+                        self.shape(),
+                        self.dtype()
+                    )
+                )
+            );
         }
         let id = NEXT_HOOK_ID.fetch_add(1, Ordering::Relaxed);
         let hook: Hook = Arc::new(hook);
@@ -100,7 +111,14 @@ impl Tensor {
     #[track_caller]
     pub fn retain_grad(&self) {
         if !self.requires_grad() {
-            panic!("{}", crate::Error::new("retain_grad", crate::ErrorKind::Value, "can't retain_grad on a tensor that has requires_grad=False"));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "retain_grad",
+                    crate::ErrorKind::Value,
+                    "can't retain_grad on a tensor that has requires_grad=False"
+                )
+            );
         }
         if let Some(node) = self.autograd().grad_fn() {
             node.lock_hooks().retain = Some(self.downgrade());

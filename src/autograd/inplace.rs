@@ -14,7 +14,11 @@ use crate::tensor::Tensor;
 /// `dst`'s history onto it. Call when [`super::is_recording`] holds for `dst` and the op's other
 /// inputs.
 #[track_caller]
-pub(crate) fn inplace(op: &'static str, dst: &Tensor, out_of_place: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<()> {
+pub(crate) fn inplace(
+    op: &'static str,
+    dst: &Tensor,
+    out_of_place: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<()> {
     {
         let inner = dst.autograd().lock();
         if inner.leaf_requires_grad && inner.grad_fn.is_none() {

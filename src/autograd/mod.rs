@@ -14,8 +14,8 @@
 mod callbacks;
 mod engine;
 mod function;
-mod gradcheck;
 mod grad_mode;
+mod gradcheck;
 mod hooks;
 mod inplace;
 mod meta;
@@ -25,14 +25,14 @@ mod tensor_api;
 pub use callbacks::queue_callback;
 pub use engine::BackwardOpts;
 pub use function::{Function, FunctionCtx};
-pub use gradcheck::{gradcheck, gradgradcheck, GradcheckError, GradcheckOpts};
 pub use grad_mode::{enable_grad, grad_mode, is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
+pub use gradcheck::{gradcheck, gradgradcheck, GradcheckError, GradcheckOpts};
 pub use hooks::HookHandle;
-pub use node::{BackwardCtx, GradFn};
 pub(crate) use node::Node;
+pub use node::{BackwardCtx, GradFn};
 
-pub(crate) use meta::AutogradMeta;
 pub(crate) use inplace::inplace;
+pub(crate) use meta::AutogradMeta;
 pub(crate) use node::{grads, is_recording, record, record_view, Grads, Saved};
 
 use crate::error::{bail, AtCaller, Result};
@@ -64,7 +64,12 @@ pub struct GradOpts {
 /// assert_eq!(d2y.item::<f64>(), 18.0); // 6x
 /// ```
 #[track_caller]
-pub fn grad(outputs: &[&Tensor], inputs: &[&Tensor], grad_outputs: Option<&[&Tensor]>, opts: GradOpts) -> Result<Vec<Option<Tensor>>> {
+pub fn grad(
+    outputs: &[&Tensor],
+    inputs: &[&Tensor],
+    grad_outputs: Option<&[&Tensor]>,
+    opts: GradOpts,
+) -> Result<Vec<Option<Tensor>>> {
     if let Some(g) = grad_outputs {
         if g.len() != outputs.len() {
             bail!("grad", Value, "grad_outputs has {} tensors but there are {} outputs", g.len(), outputs.len());

@@ -232,7 +232,11 @@ fn accumulator(leaf: &Tensor, inner: &mut MetaInner) -> Arc<Node> {
     if let Some(n) = inner.accumulator.upgrade() {
         return n;
     }
-    let n = Arc::new(Node::new(Cow::Borrowed("AccumulateGrad"), SmallVec::new(), NodeKind::AccumulateGrad { leaf: leaf.clone() }));
+    let n = Arc::new(Node::new(
+        Cow::Borrowed("AccumulateGrad"),
+        SmallVec::new(),
+        NodeKind::AccumulateGrad { leaf: leaf.clone() },
+    ));
     inner.accumulator = Arc::downgrade(&n);
     n
 }

@@ -25,7 +25,13 @@ impl Tensor {
     #[track_caller]
     pub fn try_requires_grad_(&self, requires_grad: bool) -> Result<Tensor> {
         if requires_grad && !self.dtype().is_float() {
-            bail!("requires_grad_", DType, "only tensors of floating point dtype can require gradients (got {}, shape {:?})", self.dtype(), self.shape());
+            bail!(
+                "requires_grad_",
+                DType,
+                "only tensors of floating point dtype can require gradients (got {}, shape {:?})",
+                self.dtype(),
+                self.shape()
+            );
         }
         let meta = self.autograd();
         let mut inner = meta.lock();
@@ -66,7 +72,20 @@ impl Tensor {
     pub fn set_grad(&self, grad: Option<Tensor>) {
         if let Some(g) = &grad {
             if g.shape() != self.shape() || g.dtype() != self.dtype() {
-                panic!("{}", crate::Error::new("set_grad", crate::ErrorKind::Shape, format!("assigned grad has shape {:?} and dtype {}, but the tensor has shape {:?} and dtype {}", g.shape(), g.dtype(), self.shape(), self.dtype())));
+                panic!(
+                    "{}",
+                    crate::Error::new(
+                        "set_grad",
+                        crate::ErrorKind::Shape,
+                        format!(
+                            "assigned grad has shape {:?} and dtype {}, but the tensor has shape {:?} and dtype {}",
+                            g.shape(),
+                            g.dtype(),
+                            self.shape(),
+                            self.dtype()
+                        )
+                    )
+                );
             }
         }
         self.replace_grad(grad);
@@ -126,7 +145,14 @@ impl Tensor {
     pub fn sum_to_size(&self, shape: &[usize]) -> Tensor {
         let fits = kiln_runtime::layout::broadcast_shapes(shape, self.shape()).as_deref() == Some(self.shape());
         if !fits {
-            panic!("{}", crate::Error::new("sum_to_size", crate::ErrorKind::Shape, format!("size {shape:?} is not expandable to size {:?}", self.shape())));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "sum_to_size",
+                    crate::ErrorKind::Shape,
+                    format!("size {shape:?} is not expandable to size {:?}", self.shape())
+                )
+            );
         }
         engine::sum_to_size(self, shape)
     }
@@ -156,7 +182,13 @@ pub(crate) fn output_gradient(op: &'static str, out: &Tensor, gradient: Option<&
     match gradient {
         Some(g) => {
             if g.shape() != out.shape() {
-                bail!(op, Shape, "mismatch in shape: grad_output has a shape of {:?} and output has a shape of {:?}", g.shape(), out.shape());
+                bail!(
+                    op,
+                    Shape,
+                    "mismatch in shape: grad_output has a shape of {:?} and output has a shape of {:?}",
+                    g.shape(),
+                    out.shape()
+                );
             }
             if g.device() != out.device() {
                 bail!(op, Device, "the gradient is on {} but the output is on {}", g.device(), out.device());

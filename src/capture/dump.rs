@@ -46,12 +46,21 @@ pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion) -> String {
                 continue;
             }
             let style = match (fusion.group_of[i], &n.kind) {
-                (Some(g), _) => format!("style=filled, fillcolor=\"{}\", tooltip=\"kernel {g}\"", COLOURS[g as usize % COLOURS.len()]),
+                (Some(g), _) => format!(
+                    "style=filled, fillcolor=\"{}\", tooltip=\"kernel {g}\"",
+                    COLOURS[g as usize % COLOURS.len()]
+                ),
                 (None, NodeKind::Input { .. } | NodeKind::Scalar { .. }) => "shape=ellipse".to_string(),
                 (None, _) => "style=bold".to_string(),
             };
             let output = if graph.outputs.contains(&(i as u32)) { ", peripheries=2" } else { "" };
-            let _ = writeln!(s, "    n{i} [label=\"%{i} {} {:?} {}\", {style}{output}];", n.kind.name(), n.shape.as_slice(), n.dtype);
+            let _ = writeln!(
+                s,
+                "    n{i} [label=\"%{i} {} {:?} {}\", {style}{output}];",
+                n.kind.name(),
+                n.shape.as_slice(),
+                n.dtype
+            );
         }
         s.push_str("  }\n");
     }

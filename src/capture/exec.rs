@@ -126,7 +126,9 @@ fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, Run
                 let scalars = kernel_scalars(lowered, g, trace);
                 if let KernelCode::Cuda { kernel: cuda, .. } = &kernel.code {
                     let inputs: Vec<Tensor> = lowered.loads.iter().map(|u| values.get(u.node).clone()).collect();
-                    let outs = crate::cuda::fused::run(cuda, g.device(members[0]), &inputs, lowered, &scalars, |o| (g.node(o).shape.as_slice(), g.node(o).dtype))?;
+                    let outs = crate::cuda::fused::run(cuda, g.device(members[0]), &inputs, lowered, &scalars, |o| {
+                        (g.node(o).shape.as_slice(), g.node(o).dtype)
+                    })?;
                     counts.kernels += 1;
                     counts.bytes += group_bytes(lowered, g);
                     for (o, v) in lowered.outputs.iter().zip(outs) {
@@ -135,14 +137,16 @@ fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, Run
                     free_after(&mut values, frees);
                     continue;
                 }
-                let outs: Vec<CpuStorage> = lowered.outputs.iter().map(|&o| CpuStorage::uninit(g.node(o).dtype, g.node(o).numel())).collect();
+                let outs: Vec<CpuStorage> =
+                    lowered.outputs.iter().map(|&o| CpuStorage::uninit(g.node(o).dtype, g.node(o).numel())).collect();
                 let inputs: Vec<Tensor> = lowered.loads.iter().map(|u| values.get(u.node).clone()).collect();
                 let guards: Vec<_> = inputs.iter().map(|t| t.read_storage()).collect();
                 let in_ptrs: Vec<*const u8> = guards
                     .iter()
                     .zip(&lowered.loads)
                     .map(|(s, u)| {
-                        let s = s.as_cpu().expect("kiln::compile runs on CPU tensors only (CUDA capture is not built yet)");
+                        let s =
+                            s.as_cpu().expect("kiln::compile runs on CPU tensors only (CUDA capture is not built yet)");
                         // The cast is a no-op only for the u8 arm of the match.
                         #[allow(clippy::unnecessary_cast)]
                         let base = match_cpu!(s, |b: T| b.as_ptr() as *const u8);
@@ -152,7 +156,8 @@ fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, Run
                 let mut outs = outs;
                 // The cast is a no-op only for the u8 arm of the match.
                 #[allow(clippy::unnecessary_cast)]
-                let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|s| match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8)).collect();
+                let out_ptrs: Vec<*mut u8> =
+                    outs.iter_mut().map(|s| match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8)).collect();
                 // SAFETY: every input view lies inside its (locked, alive) storage: capture
                 // checked it against the storage when the op was recorded; the outputs are new
                 // buffers of the group's numel, disjoint from everything else.
@@ -236,13 +241,16 @@ fn flat(t: Tensor) -> Tensor {
 /// each.
 fn run_pair(a: &Node, b: &Node, values: &Values, trace: &mut Trace) -> Result<[Tensor; 2]> {
     let mut take = |node: &Node| match node.kind {
-        NodeKind::Opaque { index, .. } => trace.closures[index as usize].take().unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name())),
+        NodeKind::Opaque { index, .. } => trace.closures[index as usize]
+            .take()
+            .unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name())),
         _ => unreachable!("the schedule pairs matrix products, which are opaque nodes"),
     };
     let (fa, fb) = (take(a), take(b));
     let inputs = |n: &Node| -> Vec<Tensor> { n.reads.iter().map(|u| values.view(u)).collect() };
     let (ia, ib) = (inputs(a), inputs(b));
-    let (ra, rb) = kiln_runtime::cpu::parallel::join_serial(move || as_realizing(|| fa(&ia)), move || as_realizing(|| fb(&ib)));
+    let (ra, rb) =
+        kiln_runtime::cpu::parallel::join_serial(move || as_realizing(|| fa(&ia)), move || as_realizing(|| fb(&ib)));
     Ok([flat(ra?), flat(rb?)])
 }
 
@@ -277,7 +285,9 @@ fn run_node(node: &Node, device: kiln_runtime::Device, values: &Values, trace: &
         }
         NodeKind::Opaque { index, .. } | NodeKind::Reduce { index, .. } => {
             let inputs: Vec<Tensor> = (0..node.reads.len()).map(r).collect();
-            let f = trace.closures[index as usize].take().unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name()));
+            let f = trace.closures[index as usize]
+                .take()
+                .unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name()));
             f(&inputs)?
         }
         NodeKind::Input { .. } | NodeKind::Scalar { .. } => unreachable!("sources are values from the start"),

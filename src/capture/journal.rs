@@ -81,7 +81,12 @@ pub(crate) struct Journal {
 impl Journal {
     /// The journal of a new call.
     pub(crate) fn new() -> Journal {
-        Journal { transaction: Transaction::new(), first_new: crate::tensor::next_storage_serial(), entries: Vec::new(), seen: AHashSet::new() }
+        Journal {
+            transaction: Transaction::new(),
+            first_new: crate::tensor::next_storage_serial(),
+            entries: Vec::new(),
+            seen: AHashSet::new(),
+        }
     }
 
     /// Whether `cell` was made before the call (its data is state the call must not lose).

@@ -125,10 +125,18 @@ const KERNEL_CACHE_CAP: usize = 1024;
 
 /// The compiled form of `k` for `device`'s back end (from the cache: true), or why the back
 /// end refused it.
-pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId], device: Device) -> Result<(Arc<CompiledKernel>, bool), String> {
+pub(crate) fn get_or_compile(
+    k: &GroupKernel,
+    graph: &Graph,
+    members: &[NodeId],
+    device: Device,
+) -> Result<(Arc<CompiledKernel>, bool), String> {
     let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
     let cuda = device.is_cuda();
-    if !cuda && (k.insts().any(|i| half(i.dtype)) || matches!(k, GroupKernel::Reduce(r) if r.stages.iter().any(|s| half(s.output)))) {
+    if !cuda
+        && (k.insts().any(|i| half(i.dtype))
+            || matches!(k, GroupKernel::Reduce(r) if r.stages.iter().any(|s| half(s.output))))
+    {
         return Err("f16/bf16 kernels are not generated on the CPU yet".into());
     }
     let hash = (k.structural_hash(), cuda);
@@ -165,9 +173,15 @@ pub(crate) fn get_or_compile(k: &GroupKernel, graph: &Graph, members: &[NodeId],
             [] => String::new(),
             calls => format!(", calls {}", calls.join(" ")),
         };
-        debug::log(Topic::Kernels, format!("kernel {} ({}, {}{calls}):\n{}", kernel.name, kernel.backend(), kernel.summary, kernel.source()));
+        debug::log(
+            Topic::Kernels,
+            format!("kernel {} ({}, {}{calls}):\n{}", kernel.name, kernel.backend(), kernel.summary, kernel.source()),
+        );
         if let Some((name, source)) = kernel.vector_variant() {
-            debug::log(Topic::Kernels, format!("kernel {name} (cuda, the 16-byte-access variant of {}):\n{source}", kernel.name));
+            debug::log(
+                Topic::Kernels,
+                format!("kernel {name} (cuda, the 16-byte-access variant of {}):\n{source}", kernel.name),
+            );
         }
     }
     super::dump::kernel(&kernel.name, &kernel.summary, kernel.source(), if cuda { "cu" } else { "clif" });
@@ -197,7 +211,14 @@ unsafe impl Sync for SendPtr {}
 /// `inputs[k]` must point at input `k`'s element 0 (the view's offset applied) of a buffer
 /// that holds every element the strides reach, `outputs[o]` at a buffer of output `o`'s numel
 /// elements of its dtype, and no output may overlap an input or another output.
-pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], graph: &Graph) {
+pub(crate) unsafe fn launch(
+    kernel: &CompiledKernel,
+    lowered: &LoweredGroup,
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+    scalars: &[f64],
+    graph: &Graph,
+) {
     if lowered.reduce_rank > 0 {
         // SAFETY: the caller's guarantees are the reduction's.
         return unsafe { launch_reduce(kernel, lowered, inputs, outputs, scalars) };
@@ -218,9 +239,13 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
         if rank == 1 {
             // One row: split it by moving the base pointers (and the index random draws see).
             let a = range.start;
-            let in_ptrs: Vec<*const u8> =
-                ins.iter().enumerate().map(|(k, p)| p.0.wrapping_offset(a as isize * lowered.strides[k] * in_sizes[k] as isize)).collect();
-            let out_ptrs: Vec<*mut u8> = outs.iter().enumerate().map(|(o, p)| p.0.wrapping_add(a * out_sizes[o]) as *mut u8).collect();
+            let in_ptrs: Vec<*const u8> = ins
+                .iter()
+                .enumerate()
+                .map(|(k, p)| p.0.wrapping_offset(a as isize * lowered.strides[k] * in_sizes[k] as isize))
+                .collect();
+            let out_ptrs: Vec<*mut u8> =
+                outs.iter().enumerate().map(|(o, p)| p.0.wrapping_add(a * out_sizes[o]) as *mut u8).collect();
             let len = [range.len()];
             // SAFETY: the chunk's pointers stay inside the buffers the caller vouched for.
             unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, &len, &lowered.strides, 0..1, a) };
@@ -244,7 +269,13 @@ pub(crate) unsafe fn launch(kernel: &CompiledKernel, lowered: &LoweredGroup, inp
 ///
 /// # Safety
 /// As [`launch`].
-unsafe fn launch_reduce(kernel: &CompiledKernel, lowered: &LoweredGroup, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64]) {
+unsafe fn launch_reduce(
+    kernel: &CompiledKernel,
+    lowered: &LoweredGroup,
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+    scalars: &[f64],
+) {
     let shape = &lowered.shape;
     let kept = shape.len() - lowered.reduce_rank;
     let rows: usize = shape[..kept].iter().product();
@@ -266,7 +297,16 @@ unsafe fn launch_reduce(kernel: &CompiledKernel, lowered: &LoweredGroup, inputs:
 /// The pointers, sizes and strides must describe buffers that hold every element the rows
 /// reach (see [`KernelArgs`]).
 #[allow(clippy::too_many_arguments)]
-unsafe fn call(kernel: &CompiledKernel, inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: std::ops::Range<usize>, index_base: usize) {
+unsafe fn call(
+    kernel: &CompiledKernel,
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+    scalars: &[f64],
+    shape: &[usize],
+    strides: &[isize],
+    rows: std::ops::Range<usize>,
+    index_base: usize,
+) {
     let args = KernelArgs {
         inputs: inputs.as_ptr(),
         outputs: outputs.as_ptr(),

@@ -45,4 +45,7 @@ pub(crate) use cell::CellCapture;
 pub(crate) use journal::{Outcome, Transaction};
 pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};
-pub(crate) use trace::{as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active, journal_grad, opaque, rand, reduce, scalar, set_phase, transaction};
+pub(crate) use trace::{
+    as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active,
+    journal_grad, opaque, rand, reduce, scalar, set_phase, transaction,
+};

@@ -81,8 +81,12 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
             StepKind::Node(n) => steps.push(PlanStep::Node(n)),
             StepKind::Group(gid) => {
                 let members = fusion.groups[gid as usize].clone();
-                let lowered = passes::lower_group(&graph, &members, fusion.parts[gid as usize].as_ref(), |m| fusion.materialized[m as usize]);
-                let kernel = match group_device(&graph, &members).and_then(|device| kernels::get_or_compile(&lowered.kernel, &graph, &members, device)) {
+                let lowered = passes::lower_group(&graph, &members, fusion.parts[gid as usize].as_ref(), |m| {
+                    fusion.materialized[m as usize]
+                });
+                let kernel = match group_device(&graph, &members)
+                    .and_then(|device| kernels::get_or_compile(&lowered.kernel, &graph, &members, device))
+                {
                     Ok((k, hit)) => {
                         records.push(KernelRecord { kernel: k.clone(), cache_hit: hit });
                         Some(k)
@@ -112,7 +116,17 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
         debug::log(Topic::Graph, describe(&graph, &live));
     }
     super::dump::graph(&graph, &live, &fusion);
-    Plan { graph, canonical, scalar_tensors, steps, frees: schedule.frees, concurrent: schedule.concurrent, peak_bytes: schedule.peak_bytes, kernels: records, build_time: started.elapsed() }
+    Plan {
+        graph,
+        canonical,
+        scalar_tensors,
+        steps,
+        frees: schedule.frees,
+        concurrent: schedule.concurrent,
+        peak_bytes: schedule.peak_bytes,
+        kernels: records,
+        build_time: started.elapsed(),
+    }
 }
 
 impl Plan {
@@ -143,8 +157,30 @@ fn group_device(graph: &Graph, members: &[NodeId]) -> Result<Device, String> {
 pub(crate) fn describe(g: &Graph, live: &[bool]) -> String {
     let mut s = format!("graph: {} nodes, outputs {:?}\n", g.nodes.len(), g.outputs);
     for (i, n) in g.nodes.iter().enumerate().filter(|(i, _)| live[*i]) {
-        let reads: Vec<String> = n.reads.iter().map(|u| format!("%{}{}", u.node, if u.layout.is_contiguous() && u.layout.offset() == 0 { String::new() } else { format!("{:?}/{:?}+{}", u.layout.shape(), u.layout.strides(), u.layout.offset()) })).collect();
-        s += &format!("  %{i} = {}({}) : {:?} {} {} [{:?}]\n", n.kind.name(), reads.join(", "), n.shape.as_slice(), n.dtype, g.device(i as NodeId), g.phases[i]);
+        let reads: Vec<String> = n
+            .reads
+            .iter()
+            .map(|u| {
+                format!(
+                    "%{}{}",
+                    u.node,
+                    if u.layout.is_contiguous() && u.layout.offset() == 0 {
+                        String::new()
+                    } else {
+                        format!("{:?}/{:?}+{}", u.layout.shape(), u.layout.strides(), u.layout.offset())
+                    }
+                )
+            })
+            .collect();
+        s += &format!(
+            "  %{i} = {}({}) : {:?} {} {} [{:?}]\n",
+            n.kind.name(),
+            reads.join(", "),
+            n.shape.as_slice(),
+            n.dtype,
+            g.device(i as NodeId),
+            g.phases[i]
+        );
     }
     s
 }

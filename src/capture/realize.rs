@@ -27,7 +27,13 @@ pub(crate) fn realize(at: Option<&'static Location<'static>>) {
     }
     let _finish = Finish;
     if let Some(loc) = at {
-        debug::log(Topic::Breaks, format!("graph break at {loc}: a value computed inside the compiled step was read ({} nodes realized)", trace.graph.nodes.len()));
+        debug::log(
+            Topic::Breaks,
+            format!(
+                "graph break at {loc}: a value computed inside the compiled step was read ({} nodes realized)",
+                trace.graph.nodes.len()
+            ),
+        );
         report::note_break(loc);
     }
     realize_trace(trace);
@@ -63,12 +69,24 @@ fn realize_trace(mut trace: Trace) {
     let hashing = Instant::now();
     let (plan, hit, hash) = plan::lookup_or_build(&graph);
     let hash_and_build = hashing.elapsed();
-    debug::log(Topic::Cache, format!("plan {hash:016x} {} ({} nodes, {} steps)", if hit { "hit" } else { "miss" }, graph.nodes.len(), plan.steps.len()));
+    debug::log(
+        Topic::Cache,
+        format!(
+            "plan {hash:016x} {} ({} nodes, {} steps)",
+            if hit { "hit" } else { "miss" },
+            graph.nodes.len(),
+            plan.steps.len()
+        ),
+    );
     report::note_graph(hash, &graph, hit);
     let running = Instant::now();
     // Until the outputs are installed, a failure (an op's error, a panic in a kernel) leaves
     // every storage the trace touched as it was.
-    let mut rollback = RollBack { id: trace.id, cells: trace.inputs.iter().chain(outputs.iter().map(|(c, _)| c)).cloned().collect(), armed: true };
+    let mut rollback = RollBack {
+        id: trace.id,
+        cells: trace.inputs.iter().chain(outputs.iter().map(|(c, _)| c)).cloned().collect(),
+        armed: true,
+    };
     let (mut values, counts) = match exec::run(&plan, &mut trace) {
         Ok(v) => v,
         Err(e) => panic!("kiln::compile: an op failed while the step ran: {e}"),

@@ -80,7 +80,13 @@ fn signature(g: &Graph) -> Vec<String> {
         .enumerate()
         .map(|(i, n)| match n.kind {
             NodeKind::Input { slot, .. } => {
-                let views: Vec<String> = g.nodes.iter().flat_map(|m| m.reads.iter()).filter(|u| u.node as usize == i).map(|u| format!("{:?}", u.layout.shape())).collect();
+                let views: Vec<String> = g
+                    .nodes
+                    .iter()
+                    .flat_map(|m| m.reads.iter())
+                    .filter(|u| u.node as usize == i)
+                    .map(|u| format!("{:?}", u.layout.shape()))
+                    .collect();
                 format!("input {slot} ({} storage of {} elements, read as {})", n.dtype, n.numel(), views.join(", "))
             }
             _ => format!("node {i} ({}): {:?} {}", n.kind.name(), n.shape.as_slice(), n.dtype),
@@ -90,7 +96,8 @@ fn signature(g: &Graph) -> Vec<String> {
 
 /// What differs between two signatures, in words (the first few differences).
 pub(crate) fn what_changed(old: &[String], new: &[String]) -> String {
-    let mut diffs: Vec<String> = old.iter().zip(new).filter(|(a, b)| a != b).take(3).map(|(a, b)| format!("{a} → {b}")).collect();
+    let mut diffs: Vec<String> =
+        old.iter().zip(new).filter(|(a, b)| a != b).take(3).map(|(a, b)| format!("{a} → {b}")).collect();
     if old.len() != new.len() {
         diffs.push(format!("{} nodes → {}", old.len(), new.len()));
     }

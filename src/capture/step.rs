@@ -1,8 +1,8 @@
 //! `kiln::compile`: a closure whose every call is captured, planned and run as a graph.
 
+use super::plan::Plan;
 use super::report::{self, what_changed};
 use super::{realize, trace};
-use super::plan::Plan;
 use crate::debug::{self, Topic};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +47,10 @@ fn kernel_infos(plans: &[(Arc<Plan>, bool)]) -> Vec<KernelInfo> {
                 ops: k.kernel.summary.clone(),
                 source: k.kernel.source().to_string(),
                 native_calls: k.kernel.native_calls().to_vec(),
-                vector_variant: k.kernel.vector_variant().map(|(name, source)| KernelVariant { name: name.to_string(), source: source.to_string() }),
+                vector_variant: k
+                    .kernel
+                    .vector_variant()
+                    .map(|(name, source)| KernelVariant { name: name.to_string(), source: source.to_string() }),
                 compile_time: k.kernel.compile_time(),
                 cache_hit: k.cache_hit || *plan_hit,
             });
@@ -197,7 +200,8 @@ impl<F> CompiledStep<F> {
         let reset = Reset;
         let out = self.call(args);
         drop(reset);
-        let planned: Vec<(Arc<Plan>, bool)> = std::mem::take(&mut self.planned).into_iter().map(|p| (p, false)).collect();
+        let planned: Vec<(Arc<Plan>, bool)> =
+            std::mem::take(&mut self.planned).into_iter().map(|p| (p, false)).collect();
         self.last.planned_eager_ops = planned.iter().map(|(p, _)| p.eager_nodes()).sum();
         (out, kernel_infos(&planned))
     }
@@ -222,9 +226,15 @@ impl<F> CompiledStep<F> {
                 }
                 match self.previous.get(i) {
                     Some((old, _, old_sig)) if old != hash => {
-                        debug::log(Topic::Recompiles, format!("graph {i} of the step recompiles: {}", what_changed(old_sig, sig)));
+                        debug::log(
+                            Topic::Recompiles,
+                            format!("graph {i} of the step recompiles: {}", what_changed(old_sig, sig)),
+                        );
                     }
-                    None if !self.previous.is_empty() => debug::log(Topic::Recompiles, format!("graph {i} is new (the step has more graph breaks than before)")),
+                    None if !self.previous.is_empty() => debug::log(
+                        Topic::Recompiles,
+                        format!("graph {i} is new (the step has more graph breaks than before)"),
+                    ),
                     _ => {}
                 }
             }

@@ -78,7 +78,14 @@ impl Trace {
         Use { node, layout }
     }
 
-    fn push(&mut self, kind: NodeKind, shape: &[usize], dtype: DType, reads: SmallVec<[Use; 3]>, device: Device) -> NodeId {
+    fn push(
+        &mut self,
+        kind: NodeKind,
+        shape: &[usize],
+        dtype: DType,
+        reads: SmallVec<[Use; 3]>,
+        device: Device,
+    ) -> NodeId {
         self.graph.push_on(Node { kind, shape: shape.into(), dtype, reads }, self.phase, device)
     }
 
@@ -372,7 +379,13 @@ pub(crate) fn rand(dist: RandDist, draw: &Philox, shape: &[usize], dtype: DType,
 /// Errors `run` returns then name the caller's line (`run` is a closure, which
 /// `#[track_caller]` can't reach).
 #[track_caller]
-pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dtype: DType, run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
+pub(crate) fn opaque(
+    name: &'static str,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    dtype: DType,
+    run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
+) -> Tensor {
     let run = at_caller_when_run(run);
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = inputs.iter().map(|x| t.use_of(x, x.layout().clone())).collect();
@@ -390,7 +403,15 @@ pub(crate) fn opaque(name: &'static str, inputs: &[&Tensor], shape: &[usize], dt
 /// result `shape` and `dtype`, a sum divided as `divide` says (see `NodeKind::Reduce`); `eager` computes it from the realized input when no kernel is
 /// generated for it (its errors name the caller's line, as [`opaque`]'s do).
 #[track_caller]
-pub(crate) fn reduce(op: ReduceOp, divide: Option<i64>, input: &Tensor, mask: &[bool], shape: &[usize], dtype: DType, eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static) -> Tensor {
+pub(crate) fn reduce(
+    op: ReduceOp,
+    divide: Option<i64>,
+    input: &Tensor,
+    mask: &[bool],
+    shape: &[usize],
+    dtype: DType,
+    eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
+) -> Tensor {
     let eager = at_caller_when_run(eager);
     with_trace(|t| {
         let read = t.use_of(input, input.layout().clone());
@@ -419,7 +440,10 @@ pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
         let cell = dst.cell().clone();
         let len = cell.len();
         let whole = dst.is_contiguous() && dst.storage_offset() == 0 && dst.numel() == len;
-        let value_is_flat = value.is_contiguous() && value.storage_offset() == 0 && value.numel() == len && value.shape() == dst.shape();
+        let value_is_flat = value.is_contiguous()
+            && value.storage_offset() == 0
+            && value.numel() == len
+            && value.shape() == dst.shape();
         let node = if whole && value_is_flat && value.cell().capture.node_in(t.id).is_some() {
             // The new storage is exactly the value's: no copy, no node.
             value.cell().capture.node_in(t.id).expect("checked")

@@ -123,7 +123,15 @@ mod tests {
     /// The CPU's `index_put_` into the view `view(parent)` against the put's line plan
     /// ([`along_index_dims`]) run on the host over `parent`'s storage, bit for bit. `offset`
     /// is the storage offset of each result position (what `offsets` computes on the device).
-    fn same_as_cpu(parent: &Tensor, view: impl Fn(&Tensor) -> Tensor, indices: &[Option<&Tensor>], (shape, walk): (&[usize], &[Option<usize>]), offset: impl Fn(&[usize]) -> i64, values: &Tensor, accumulate: bool) {
+    fn same_as_cpu(
+        parent: &Tensor,
+        view: impl Fn(&Tensor) -> Tensor,
+        indices: &[Option<&Tensor>],
+        (shape, walk): (&[usize], &[Option<usize>]),
+        offset: impl Fn(&[usize]) -> i64,
+        values: &Tensor,
+        accumulate: bool,
+    ) {
         let out = parent.deep_clone();
         view(&out).index_put_(indices, values, accumulate);
         // Every result position's offset, in row-major order.
@@ -168,7 +176,7 @@ mod tests {
         let mixed = |n: usize| Tensor::from_vec(host::mixed(n), &[n]);
         let parent = mixed(24).reshape(&[6, 4]);
         let transposed = |p: &Tensor| p.t(); // [4, 6], strides [1, 4]
-        // x[rows] (+)= v: rows repeat; one line per column of x.
+                                             // x[rows] (+)= v: rows repeat; one line per column of x.
         let rows = Tensor::new(&[3i64, 0, 3, 3, 1, 0]);
         let v = mixed(36).reshape(&[6, 6]);
         // x[:, cols] (+)= v: columns repeat, one of them negative.
@@ -183,7 +191,9 @@ mod tests {
             same_as_cpu(&parent, transposed, &[Some(&rows)], (&[6, 6], &[None, Some(1)]), at, &v, acc);
             let at = |c: &[usize]| c[0] as i64 + 4 * cols.to_vec::<i64>()[c[1]].rem_euclid(6);
             same_as_cpu(&parent, transposed, &[None, Some(&cols)], (&[4, 5], &[Some(0), None]), at, &w, acc);
-            let at = |c: &[usize]| 20 * i.to_vec::<i64>()[3 * c[0] + c[1]] + 5 * c[2] as i64 + j.to_vec::<i64>()[3 * c[0] + c[1]];
+            let at = |c: &[usize]| {
+                20 * i.to_vec::<i64>()[3 * c[0] + c[1]] + 5 * c[2] as i64 + j.to_vec::<i64>()[3 * c[0] + c[1]]
+            };
             let shape = (&[2, 3, 4][..], &[None, None, Some(1)][..]);
             same_as_cpu(&x3, |p| p.clone(), &[Some(&i), None, Some(&j)], shape, at, &u, acc);
             // One value broadcast to every position.

@@ -10,7 +10,10 @@
 use super::{LoadedKernels, OrOp};
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
-use kiln_codegen::cuda::{eager_kernel, eager_vector_kernel, vector_launch, EagerOp, LoadedStrided, LoadedVector, StridedOperand, VectorOperand};
+use kiln_codegen::cuda::{
+    eager_kernel, eager_vector_kernel, vector_launch, EagerOp, LoadedStrided, LoadedVector, StridedOperand,
+    VectorOperand,
+};
 use kiln_runtime::cpu::strided::collapse;
 use kiln_runtime::cuda::{CudaBuffer, CudaStorage};
 use kiln_runtime::{DType, Device, Layout, Storage};
@@ -39,7 +42,14 @@ pub(crate) fn common_device(op: &'static str, devices: &[(Device, bool)]) -> Res
 /// `op` over `inputs` (tensors with their layouts broadcast to `shape`), computing in the
 /// operand dtype `dtype`, into a new contiguous tensor of `out` on the inputs' CUDA device.
 #[track_caller]
-pub(crate) fn map(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], shape: &[usize], dtype: DType, out: DType) -> Result<Tensor> {
+pub(crate) fn map(
+    name: &'static str,
+    op: EagerOp,
+    inputs: &[(&Tensor, Layout)],
+    shape: &[usize],
+    dtype: DType,
+    out: DType,
+) -> Result<Tensor> {
     let devices: Vec<(Device, bool)> = inputs.iter().map(|(t, _)| (t.device(), t.dim() == 0)).collect();
     let ordinal = common_device(name, &devices)?;
     let mut storage = CudaStorage::uninit(name, ordinal, out, kiln_runtime::layout::numel(shape)).or_op(name)?;
@@ -62,15 +72,32 @@ pub(crate) fn copy_into(name: &'static str, dst: &Tensor, src: &Tensor, ls: Layo
 /// The kernel of `op` for these dtypes and dims on `cuda:ordinal`: emitted, compiled and
 /// loaded once per process.
 #[track_caller]
-fn loaded(name: &'static str, op: EagerOp, dtype: DType, out: DType, ndim: usize, ordinal: usize) -> Result<Arc<LoadedStrided>> {
+fn loaded(
+    name: &'static str,
+    op: EagerOp,
+    dtype: DType,
+    out: DType,
+    ndim: usize,
+    ordinal: usize,
+) -> Result<Arc<LoadedStrided>> {
     static LOADED: LoadedKernels<(EagerOp, DType, DType, usize, usize), LoadedStrided> = LoadedKernels::new();
-    LOADED.get_or_load(name, (op, dtype, out, ndim, ordinal), || LoadedStrided::load(&eager_kernel(op, dtype, out, ndim)?, ordinal))
+    LOADED.get_or_load(name, (op, dtype, out, ndim, ordinal), || {
+        LoadedStrided::load(&eager_kernel(op, dtype, out, ndim)?, ordinal)
+    })
 }
 
 /// Runs `op` over `inputs` into `out` viewed through `lo` (all of one shape after
 /// broadcasting), computing in `dtype`. 0-dim CPU inputs are copied to the device first.
 #[track_caller]
-fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &mut CudaStorage, lo: &Layout, dtype: DType, ordinal: usize) -> Result<()> {
+fn launch(
+    name: &'static str,
+    op: EagerOp,
+    inputs: &[(&Tensor, Layout)],
+    out: &mut CudaStorage,
+    lo: &Layout,
+    dtype: DType,
+    ordinal: usize,
+) -> Result<()> {
     let mut moved: Vec<Tensor> = Vec::with_capacity(inputs.len());
     let mut layouts: Vec<Layout> = Vec::with_capacity(inputs.len());
     for (t, l) in inputs {
@@ -97,14 +124,21 @@ fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &m
     let dtypes: Vec<DType> = moved.iter().map(Tensor::dtype).chain([out.dtype()]).collect();
     let addresses: Vec<u64> = buffers.iter().map(|b| b.device_ptr()).chain([out.buffer().device_ptr()]).collect();
     let offsets: Vec<usize> = layouts.iter().map(Layout::offset).chain([lo.offset()]).collect();
-    let operands: Vec<VectorOperand<'_>> = (0..dtypes.len()).map(|j| VectorOperand { dtype: dtypes[j], strides: &cstrides[j], offset: offsets[j], address: addresses[j] }).collect();
+    let operands: Vec<VectorOperand<'_>> = (0..dtypes.len())
+        .map(|j| VectorOperand { dtype: dtypes[j], strides: &cstrides[j], offset: offsets[j], address: addresses[j] })
+        .collect();
     if let Some(broadcast) = vector_launch(&shape, &operands) {
         let kernel = loaded_vector(name, op, dtype, out.dtype(), broadcast, ordinal)?;
         let ins: Vec<(&CudaBuffer, usize)> = buffers.iter().zip(&offsets).map(|(&b, &o)| (b, o)).collect();
         return kernel.run(&ins, out.buffer_mut(), lo.offset(), shape[0]).or_op(name);
     }
     let kernel = loaded(name, op, dtype, out.dtype(), shape.len(), ordinal)?;
-    let ops: Vec<(&CudaBuffer, StridedOperand<'_>)> = buffers.iter().zip(&offsets).zip(&cstrides).map(|((&b, &offset), s)| (b, StridedOperand { offset, strides: s })).collect();
+    let ops: Vec<(&CudaBuffer, StridedOperand<'_>)> = buffers
+        .iter()
+        .zip(&offsets)
+        .zip(&cstrides)
+        .map(|((&b, &offset), s)| (b, StridedOperand { offset, strides: s }))
+        .collect();
     let out_view = StridedOperand { offset: lo.offset(), strides: &cstrides[inputs.len()] };
     kernel.run(&ops, out.buffer_mut(), out_view, &shape).or_op(name)
 }
@@ -112,7 +146,14 @@ fn launch(name: &'static str, op: EagerOp, inputs: &[(&Tensor, Layout)], out: &m
 /// The vector kernel of `op` for these dtypes and broadcast inputs on `cuda:ordinal`:
 /// emitted, compiled and loaded once per process.
 #[track_caller]
-fn loaded_vector(name: &'static str, op: EagerOp, dtype: DType, out: DType, broadcast: Vec<bool>, ordinal: usize) -> Result<Arc<LoadedVector>> {
+fn loaded_vector(
+    name: &'static str,
+    op: EagerOp,
+    dtype: DType,
+    out: DType,
+    broadcast: Vec<bool>,
+    ordinal: usize,
+) -> Result<Arc<LoadedVector>> {
     static LOADED: LoadedKernels<(EagerOp, DType, DType, Vec<bool>, usize), LoadedVector> = LoadedKernels::new();
     let kernel = || LoadedVector::load(&eager_vector_kernel(op, dtype, out, &broadcast)?, ordinal);
     LOADED.get_or_load(name, (op, dtype, out, broadcast.clone(), ordinal), kernel)
@@ -141,10 +182,18 @@ mod tests {
     #[test]
     fn mixed_devices_are_errors_naming_both() {
         let e = common_device("add", &[(Device::Cpu, false), (Device::Cuda(0), false)]).unwrap_err();
-        assert!(e.to_string().starts_with("add: expected all tensors to be on the same device, but found cpu and cuda:0"), "{e}");
+        assert!(
+            e.to_string().starts_with("add: expected all tensors to be on the same device, but found cpu and cuda:0"),
+            "{e}"
+        );
         let e = common_device("mul", &[(Device::Cuda(0), false), (Device::Cuda(1), true)]).unwrap_err();
-        assert!(e.to_string().starts_with("mul: expected all tensors to be on the same device, but found cuda:0 and cuda:1"), "{e}");
-        let e = common_device("where", &[(Device::Cuda(1), false), (Device::Cuda(1), false), (Device::Cpu, false)]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("mul: expected all tensors to be on the same device, but found cuda:0 and cuda:1"),
+            "{e}"
+        );
+        let e = common_device("where", &[(Device::Cuda(1), false), (Device::Cuda(1), false), (Device::Cpu, false)])
+            .unwrap_err();
         assert!(e.to_string().contains("found cuda:1 and cpu"), "{e}");
         // A 0-dim CPU tensor (a scalar) joins a CUDA op, in any position.
         assert_eq!(common_device("add", &[(Device::Cpu, true), (Device::Cuda(2), false)]).unwrap(), 2);

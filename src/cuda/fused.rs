@@ -4,9 +4,9 @@
 //! loaded once per process and device.
 
 use super::{LoadedKernels, OrOp};
+use crate::capture::CudaCode;
 use crate::error::Result;
 use crate::tensor::Tensor;
-use crate::capture::CudaCode;
 use kiln_codegen::cuda::{FusedOperand, LoadedFused, LoadedFusedReduce};
 use kiln_codegen::ir::NodeId;
 use kiln_codegen::passes::LoweredGroup;
@@ -36,9 +36,14 @@ pub(crate) fn run<'g>(
     let key = (kernel.name().to_string(), ordinal);
     let loaded = match kernel {
         CudaCode::Elementwise(k) => Loaded::Elementwise(LOADED.get_or_load(OP, key, || LoadedFused::load(k, ordinal))?),
-        CudaCode::Reduce(k) => Loaded::Reduce(LOADED_REDUCE.get_or_load(OP, key, || LoadedFusedReduce::load(k, ordinal))?),
+        CudaCode::Reduce(k) => {
+            Loaded::Reduce(LOADED_REDUCE.get_or_load(OP, key, || LoadedFusedReduce::load(k, ordinal))?)
+        }
     };
-    let moved: Vec<Tensor> = inputs.iter().map(|t| if t.device() == device { Ok(t.clone()) } else { super::to_device(OP, t, device) }).collect::<Result<_>>()?;
+    let moved: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| if t.device() == device { Ok(t.clone()) } else { super::to_device(OP, t, device) })
+        .collect::<Result<_>>()?;
     let mut outs: Vec<CudaStorage> = lowered
         .outputs
         .iter()
@@ -53,7 +58,10 @@ pub(crate) fn run<'g>(
         let mut operands: Vec<(&CudaBuffer, FusedOperand<'_>)> = Vec::with_capacity(moved.len());
         for (k, (&g, u)) in guard_of.iter().zip(&lowered.loads).enumerate() {
             let Storage::Cuda(b) = &*guards[g] else { unreachable!("inputs were moved to the device") };
-            operands.push((b.buffer(), FusedOperand { offset: u.layout.offset(), strides: &lowered.strides[k * rank..(k + 1) * rank] }));
+            operands.push((
+                b.buffer(),
+                FusedOperand { offset: u.layout.offset(), strides: &lowered.strides[k * rank..(k + 1) * rank] },
+            ));
         }
         let mut buffers: Vec<&mut CudaBuffer> = outs.iter_mut().map(CudaStorage::buffer_mut).collect();
         match &loaded {

@@ -21,7 +21,9 @@ use super::{LoadedKernels, OrOp};
 use crate::error::Result;
 use crate::ops::out_of_bounds;
 use crate::tensor::Tensor;
-use kiln_codegen::cuda::{emit_bounds, emit_index, IndexKind, IndexedDim, LoadedBounds, LoadedIndex, ScatterLine, StridedOperand};
+use kiln_codegen::cuda::{
+    emit_bounds, emit_index, IndexKind, IndexedDim, LoadedBounds, LoadedIndex, ScatterLine, StridedOperand,
+};
 use kiln_runtime::cuda::CudaStorage;
 use kiln_runtime::{DType, Device, Layout, Storage};
 use std::sync::Arc;
@@ -55,7 +57,13 @@ pub(crate) fn min_max(t: &Tensor) -> Result<Option<(i64, i64)>> {
 /// device pass and a 4-byte read-back ([`all_within`]); only when a value is out of range is
 /// the index copied to the host to find it. Nothing to check when `index` is empty.
 #[track_caller]
-pub(crate) fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize, allow_negative: bool) -> Result<()> {
+pub(crate) fn check_range(
+    op: &'static str,
+    index: &Tensor,
+    dim: usize,
+    size: usize,
+    allow_negative: bool,
+) -> Result<()> {
     let n = size as i64;
     let first = if allow_negative { -n } else { 0 };
     if index.numel() == 0 || all_within(op, index, first, n)? {
@@ -72,7 +80,8 @@ fn all_within(op: &'static str, index: &Tensor, lo: i64, hi: i64) -> Result<bool
     let ordinal = device_of(op, &[index])?;
     let (shape, strides) = collapse_all(index.shape(), &[index.layout().strides()]);
     static LOADED: LoadedKernels<(usize, usize), LoadedBounds> = LoadedKernels::new();
-    let kernel = LOADED.get_or_load(op, (shape.len(), ordinal), || LoadedBounds::load(&emit_bounds(shape.len())?, ordinal))?;
+    let kernel =
+        LOADED.get_or_load(op, (shape.len(), ordinal), || LoadedBounds::load(&emit_bounds(shape.len())?, ordinal))?;
     let storage = index.read_storage();
     let Storage::Cuda(s) = &*storage else { unreachable!("device_of found a CUDA device") };
     let view = StridedOperand { offset: index.layout().offset(), strides: &strides[0] };
@@ -110,7 +119,8 @@ impl Space {
     /// dims collapsed), and the line (its length and the index's and the values' strides
     /// along `d`); otherwise as [`Space::new`].
     fn lines(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout) -> (Space, ScatterLine) {
-        let drop_d = |v: &[usize]| -> Vec<usize> { v.iter().enumerate().filter(|&(m, _)| m != d).map(|(_, &s)| s).collect() };
+        let drop_d =
+            |v: &[usize]| -> Vec<usize> { v.iter().enumerate().filter(|&(m, _)| m != d).map(|(_, &s)| s).collect() };
         let strides = [drop_d(x.strides()), drop_d(index.strides()), drop_d(values.strides())];
         let (outer, strides) = collapse_all(&drop_d(shape), &[&strides[0], &strides[1], &strides[2]]);
         let line = ScatterLine { len: shape[d], idx_stride: index.strides()[d], src_stride: values.strides()[d] };
@@ -126,7 +136,14 @@ impl Space {
 /// The launch plan of a scatter into `x` along `d` over `shape` (layouts as [`Space::new`]'s):
 /// with `ordered`, the line kernels' space and line ([`Space::lines`]), otherwise the space
 /// of one thread per position and no line.
-fn plan(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout, ordered: bool) -> (Space, Option<ScatterLine>) {
+fn plan(
+    x: &Layout,
+    d: usize,
+    shape: &[usize],
+    index: &Layout,
+    values: &Layout,
+    ordered: bool,
+) -> (Space, Option<ScatterLine>) {
     if ordered {
         let (space, line) = Space::lines(x, d, shape, index, values);
         (space, Some(line))
@@ -139,7 +156,15 @@ fn plan(x: &Layout, d: usize, shape: &[usize], index: &Layout, values: &Layout, 
 /// each position `p` of `shape`, the index read through `li` (iteration-shaped): a new
 /// contiguous tensor of `out_shape` (the same element count as `shape`).
 #[track_caller]
-pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li: &Layout, shape: &[usize], out_shape: &[usize]) -> Result<Tensor> {
+pub(crate) fn gather(
+    op: &'static str,
+    x: &Tensor,
+    d: usize,
+    index: &Tensor,
+    li: &Layout,
+    shape: &[usize],
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let ordinal = device_of(op, &[x, index])?;
     check_range(op, index, d, x.shape()[d], false)?;
     let lo = Layout::contiguous(shape);
@@ -149,7 +174,9 @@ pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li:
     {
         let operands = [x.clone(), index.clone()];
         let (guards, at) = Tensor::read_storages(&operands);
-        let (Storage::Cuda(sx), Storage::Cuda(si)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
+        let (Storage::Cuda(sx), Storage::Cuda(si)) = (&*guards[at[0]], &*guards[at[1]]) else {
+            unreachable!("devices were checked")
+        };
         let t = (sx.buffer(), space.view(0, x.layout().offset()));
         let i = (si.buffer(), space.view(1, li.offset()));
         kernel.gather(t, i, (out.buffer_mut(), space.view(2, 0)), &space.shape, space.dim).or_op(op)?;
@@ -166,7 +193,15 @@ pub(crate) fn gather(op: &'static str, x: &Tensor, d: usize, index: &Tensor, li:
 /// thread per line of dim `d`, see [`launch_scatter`]): a `scatter_add` adds in that order and
 /// a plain scatter keeps the last value written at a repeated position, both the CPU's result.
 #[track_caller]
-pub(crate) fn scatter(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, src: &Tensor, ls: &Layout, accumulate: bool) -> Result<()> {
+pub(crate) fn scatter(
+    op: &'static str,
+    dst: &Tensor,
+    d: usize,
+    index: &Tensor,
+    src: &Tensor,
+    ls: &Layout,
+    accumulate: bool,
+) -> Result<()> {
     // A 0-dim source (a scalar) may come from the host; the rest must be on one CUDA device.
     let ordinal = common_device(op, &[(dst.device(), false), (index.device(), false), (src.device(), src.dim() == 0)])?;
     let src = if src.device().is_cpu() { super::to_device(op, src, Device::Cuda(ordinal))? } else { src.clone() };
@@ -179,7 +214,13 @@ pub(crate) fn scatter(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, 
 /// count from the end), in place. Validates every entry first: nothing is written when one is
 /// out of range. A plain scatter of one value: deterministic whatever the index holds.
 #[track_caller]
-pub(crate) fn fill_along(op: &'static str, dst: &Tensor, d: usize, index: &Tensor, value: crate::scalar::Scalar) -> Result<()> {
+pub(crate) fn fill_along(
+    op: &'static str,
+    dst: &Tensor,
+    d: usize,
+    index: &Tensor,
+    value: crate::scalar::Scalar,
+) -> Result<()> {
     let ordinal = device_of(op, &[dst, index])?;
     let size = dst.shape()[d];
     let mut shape = dst.shape().to_vec();
@@ -206,13 +247,23 @@ pub(crate) fn fill_along(op: &'static str, dst: &Tensor, d: usize, index: &Tenso
 /// walking it in order, as the CPU does. A plain scatter of one value along each line (a
 /// scalar, `index_fill`) writes the same bits in any order and keeps the wider kernel.
 #[track_caller]
-fn launch_scatter(op: &'static str, dst: &Tensor, d: usize, (index, li, shape): (&Tensor, &Layout, &[usize]), (src, ls): (&Tensor, &Layout), accumulate: bool, ordinal: usize) -> Result<()> {
+fn launch_scatter(
+    op: &'static str,
+    dst: &Tensor,
+    d: usize,
+    (index, li, shape): (&Tensor, &Layout, &[usize]),
+    (src, ls): (&Tensor, &Layout),
+    accumulate: bool,
+    ordinal: usize,
+) -> Result<()> {
     let ordered = crate::are_deterministic_algorithms_enabled() && (accumulate || ls.strides()[d] != 0);
     let (space, line) = plan(dst.layout(), d, shape, li, ls, ordered);
     let kernel = loaded(op, IndexKind::scatter(accumulate, ordered), dst.dtype(), space.shape.len(), ordinal)?;
     let operands = [index.clone(), src.clone()];
     let (guards, at) = Tensor::read_storages(&operands);
-    let (Storage::Cuda(si), Storage::Cuda(ss)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
+    let (Storage::Cuda(si), Storage::Cuda(ss)) = (&*guards[at[0]], &*guards[at[1]]) else {
+        unreachable!("devices were checked")
+    };
     let mut w = dst.write_storage();
     let Storage::Cuda(sd) = &mut *w else { unreachable!("devices were checked") };
     let t = (sd.buffer_mut(), space.view(0, dst.layout().offset()));
@@ -237,14 +288,27 @@ pub(super) mod host {
     /// layout `x`, over `shape`: [`plan`]'s ordered space walked thread by thread as the
     /// generated kernel walks it. Asserts that no two threads write one target element, which
     /// makes the result independent of scheduling.
-    pub(in crate::cuda) fn scatter(t: &mut [f32], idx: &[i64], v: &[f32], (x, d, shape): (&Layout, usize, &[usize]), li: &Layout, ls: &Layout, add: bool) {
+    pub(in crate::cuda) fn scatter(
+        t: &mut [f32],
+        idx: &[i64],
+        v: &[f32],
+        (x, d, shape): (&Layout, usize, &[usize]),
+        li: &Layout,
+        ls: &Layout,
+        add: bool,
+    ) {
         let (space, line) = plan(x, d, shape, li, ls, true);
         run(t, idx, v, &space, [x.offset(), li.offset(), ls.offset()], line.expect("an ordered plan has a line"), add);
     }
 
     /// `n` f32 values of mixed signs and magnitudes: the order of additions shows in the bits.
     pub(in crate::cuda) fn mixed(n: usize) -> Vec<f32> {
-        (0..n).map(|i| (if i % 3 == 0 { -1.0 } else { 1.0 }) * ((i * 7919) % 1000) as f32 / 7.0 * 10f32.powi((i % 5) as i32 - 2)).collect()
+        (0..n)
+            .map(|i| {
+                (if i % 3 == 0 { -1.0 } else { 1.0 }) * ((i * 7919) % 1000) as f32 / 7.0
+                    * 10f32.powi((i % 5) as i32 - 2)
+            })
+            .collect()
     }
 
     /// Each thread `i` of `space`: its position decomposed innermost dim first (the kernels'
@@ -287,7 +351,14 @@ mod tests {
 
     /// The CPU's scatter (`add`: scatter_add) into the view `view(parent)` along `d` against
     /// the line plan run on the host over the same storages, bit for bit.
-    fn same_as_cpu(parent: &Tensor, view: impl Fn(&Tensor) -> Tensor, d: usize, (idx_parent, idx): (&Tensor, &Tensor), (src_parent, src): (&Tensor, &Tensor), add: bool) {
+    fn same_as_cpu(
+        parent: &Tensor,
+        view: impl Fn(&Tensor) -> Tensor,
+        d: usize,
+        (idx_parent, idx): (&Tensor, &Tensor),
+        (src_parent, src): (&Tensor, &Tensor),
+        add: bool,
+    ) {
         let out = parent.deep_clone();
         if add {
             view(&out).scatter_add_(d as i64, idx, src);
@@ -307,7 +378,7 @@ mod tests {
     fn the_line_plans_apply_repeated_positions_in_the_cpus_order() {
         let parent = Tensor::from_vec(mixed(30), &[6, 5]);
         let transposed = |p: &Tensor| p.t(); // [5, 6], strides [1, 5]
-        // Along dim 0: a narrowed index [7, 6] (values in 0..5) and a transposed source.
+                                             // Along dim 0: a narrowed index [7, 6] (values in 0..5) and a transposed source.
         let (ip, sp) = (repeated(7, 10, 5), Tensor::from_vec(mixed(56), &[8, 7]));
         let (idx, src) = (ip.narrow(1, 2, 6), sp.t());
         // Along the last dim: a transposed index [5, 9] (values in 0..6), a narrowed source.

@@ -12,7 +12,14 @@ use kiln_runtime::{DType, Storage};
 /// The join of `parts` (all on `cuda:ordinal`, every dim but `d` of `shape`'s size) along dim
 /// `d`, in that order: a new contiguous tensor of `shape` and `dtype`.
 #[track_caller]
-pub(crate) fn cat(op: &'static str, parts: &[&Tensor], d: usize, shape: &[usize], dtype: DType, ordinal: usize) -> Result<Tensor> {
+pub(crate) fn cat(
+    op: &'static str,
+    parts: &[&Tensor],
+    d: usize,
+    shape: &[usize],
+    dtype: DType,
+    ordinal: usize,
+) -> Result<Tensor> {
     let storage = CudaStorage::uninit(op, ordinal, dtype, kiln_runtime::layout::numel(shape)).or_op(op)?;
     let out = Tensor::from_storage(Storage::Cuda(storage), shape);
     let mut start = 0;

@@ -18,7 +18,8 @@ use kiln_runtime::{Device, Layout, Storage};
 /// The element distance between consecutive matrices of a view whose first `batch_dims` dims
 /// are batch dims, when they merge into one (unit dims skipped; 0 for a broadcast batch).
 fn merged_batch_stride(l: &Layout, batch_dims: usize) -> Option<usize> {
-    let dims: Vec<(usize, usize)> = (0..batch_dims).map(|i| (l.shape()[i], l.strides()[i])).filter(|&(size, _)| size > 1).collect();
+    let dims: Vec<(usize, usize)> =
+        (0..batch_dims).map(|i| (l.shape()[i], l.strides()[i])).filter(|&(size, _)| size > 1).collect();
     let merges = dims.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0);
     merges.then(|| dims.last().map_or(0, |&(_, s)| s))
 }
@@ -47,7 +48,14 @@ fn operand(t: &Tensor, l: &Layout) -> (Tensor, Layout, MatrixLayout, usize) {
 /// (`[batch..., m, k]`) and `lb` (`[batch..., k, n]`, the same batch dims): a new contiguous
 /// tensor of `shape` (the `[batch..., m, n]` elements, with the dims a 1-D operand removed).
 #[track_caller]
-pub(crate) fn matmul(op: &'static str, a: &Tensor, la: &Layout, b: &Tensor, lb: &Layout, shape: &[usize]) -> Result<Tensor> {
+pub(crate) fn matmul(
+    op: &'static str,
+    a: &Tensor,
+    la: &Layout,
+    b: &Tensor,
+    lb: &Layout,
+    shape: &[usize],
+) -> Result<Tensor> {
     let ordinal = common_device(op, &[(a.device(), false), (b.device(), false)])?;
     let dtype = a.dtype();
     if !dtype.is_float() {
@@ -66,7 +74,9 @@ pub(crate) fn matmul(op: &'static str, a: &Tensor, la: &Layout, b: &Tensor, lb: 
     {
         let operands = [ta, tb];
         let (guards, at) = Tensor::read_storages(&operands);
-        let (Storage::Cuda(xa), Storage::Cuda(xb)) = (&*guards[at[0]], &*guards[at[1]]) else { unreachable!("devices were checked") };
+        let (Storage::Cuda(xa), Storage::Cuda(xb)) = (&*guards[at[0]], &*guards[at[1]]) else {
+            unreachable!("devices were checked")
+        };
         let ga = GemmOperand { buf: xa.buffer(), offset: la.offset(), layout: ma, batch_stride: sa };
         let gb = GemmOperand { buf: xb.buffer(), offset: lb.offset(), layout: mb, batch_stride: sb };
         gemm(op, dtype, GemmShape { batch, m, k, n }, ga, gb, out.buffer_mut()).or_op(op)?;

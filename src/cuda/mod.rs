@@ -57,7 +57,8 @@ pub(crate) mod sort;
 pub(crate) mod transfer;
 
 pub use kiln_runtime::cuda::{
-    device_count, empty_cache, is_available, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, synchronize, CudaError, CudaMemoryStats,
+    device_count, empty_cache, is_available, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
+    reset_peak_memory_stats, synchronize, CudaError, CudaMemoryStats,
 };
 
 pub(crate) use elementwise::{copy_into, map};
@@ -89,7 +90,12 @@ impl<K: Hash + Eq, V> LoadedKernels<K, V> {
     /// The kernel under `key`, loading it with `load` the first time (a racing thread may
     /// load it too: both are the same kernel); a load error is `op`'s, at the caller's line.
     #[track_caller]
-    pub(crate) fn get_or_load(&self, op: &'static str, key: K, load: impl FnOnce() -> Result<V, CudaError>) -> crate::error::Result<Arc<V>> {
+    pub(crate) fn get_or_load(
+        &self,
+        op: &'static str,
+        key: K,
+        load: impl FnOnce() -> Result<V, CudaError>,
+    ) -> crate::error::Result<Arc<V>> {
         if let Some(k) = self.get(&key) {
             return Ok(k);
         }

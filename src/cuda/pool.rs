@@ -26,7 +26,14 @@ fn loaded(op: &'static str, kind: PoolKind, dtype: DType, ordinal: usize) -> Res
 /// Runs `kind` on `inputs` (CUDA tensors of one device, made contiguous here) into new
 /// outputs of `outputs` (shape, dtype), returned in that order.
 #[track_caller]
-fn run(op: &'static str, kind: PoolKind, g: &PoolGeom, mode: AvgMode, inputs: &[&Tensor], outputs: &[(&[usize], DType)]) -> Result<Vec<Tensor>> {
+fn run(
+    op: &'static str,
+    kind: PoolKind,
+    g: &PoolGeom,
+    mode: AvgMode,
+    inputs: &[&Tensor],
+    outputs: &[(&[usize], DType)],
+) -> Result<Vec<Tensor>> {
     let ordinal = super::ordinal_of(inputs[0]);
     let dtype = inputs[0].dtype();
     for t in inputs {
@@ -77,6 +84,13 @@ pub(crate) fn max_pool_backward(g: &PoolGeom, gy: &Tensor, idx: &Tensor, x_shape
 /// CUDA tensor `t`, a result of `shape`; or its gradient (`AvgBackward`, `AdaptiveBackward`:
 /// `t` is the output gradient, `shape` the input's). `mode` is read by the average kinds.
 #[track_caller]
-pub(crate) fn avg_pool(op: &'static str, kind: PoolKind, g: &PoolGeom, mode: AvgMode, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+pub(crate) fn avg_pool(
+    op: &'static str,
+    kind: PoolKind,
+    g: &PoolGeom,
+    mode: AvgMode,
+    t: &Tensor,
+    shape: &[usize],
+) -> Result<Tensor> {
     Ok(run(op, kind, g, mode, &[t], &[(shape, t.dtype())])?.remove(0))
 }

@@ -23,7 +23,9 @@ fn float_params<T: FloatElement>(dist: Dist) -> (RandKind, [f64; 4]) {
             (RandKind::Normal, [m, s, 0.0, 0.0])
         }
         Dist::Uniform { low, high } => (RandKind::Uniform, philox::uniform_params::<T>(low, high)),
-        Dist::Integers { .. } | Dist::Bernoulli { .. } => unreachable!("integer and Bernoulli draws take no float parameters"),
+        Dist::Integers { .. } | Dist::Bernoulli { .. } => {
+            unreachable!("integer and Bernoulli draws take no float parameters")
+        }
     }
 }
 
@@ -49,11 +51,19 @@ fn kernel_words(dist: Dist, dtype: DType) -> (RandKind, [u64; 4]) {
 /// `draw` in `dist` (parameters and dtype checked by the caller), generated on the device: one
 /// launch.
 #[track_caller]
-pub(crate) fn generate(op: &'static str, shape: &[usize], dtype: DType, dist: Dist, draw: &Philox, device: Device) -> Result<Tensor> {
+pub(crate) fn generate(
+    op: &'static str,
+    shape: &[usize],
+    dtype: DType,
+    dist: Dist,
+    draw: &Philox,
+    device: Device,
+) -> Result<Tensor> {
     let Device::Cuda(ordinal) = device else { unreachable!("device draws are for CUDA devices") };
     let (kind, words) = kernel_words(dist, dtype);
     static LOADED: LoadedKernels<(RandKind, DType, usize), LoadedRand> = LoadedKernels::new();
-    let loaded = LOADED.get_or_load(op, (kind, dtype, ordinal), || LoadedRand::load(&emit_rand(kind, dtype)?, ordinal))?;
+    let loaded =
+        LOADED.get_or_load(op, (kind, dtype, ordinal), || LoadedRand::load(&emit_rand(kind, dtype)?, ordinal))?;
     let n = kiln_runtime::layout::numel(shape);
     let mut out = CudaStorage::uninit(op, ordinal, dtype, n).or_op(op)?;
     loaded.run(out.buffer_mut(), n, draw.seed(), draw.offset(), words).or_op(op)?;

@@ -19,7 +19,13 @@ use std::sync::Arc;
 /// The kernel of `kind` for `dtype` and these dims on `cuda:ordinal`: emitted, compiled and
 /// loaded once per process.
 #[track_caller]
-fn loaded(name: &'static str, kind: CudaReduce, dtype: DType, dims: &ReduceDims, ordinal: usize) -> Result<Arc<LoadedReduce>> {
+fn loaded(
+    name: &'static str,
+    kind: CudaReduce,
+    dtype: DType,
+    dims: &ReduceDims,
+    ordinal: usize,
+) -> Result<Arc<LoadedReduce>> {
     static LOADED: LoadedKernels<(CudaReduce, DType, usize, usize, usize), LoadedReduce> = LoadedKernels::new();
     let key = (kind, dtype, dims.kept.len(), dims.red.len(), ordinal);
     if let Some(k) = LOADED.get(&key) {
@@ -31,11 +37,21 @@ fn loaded(name: &'static str, kind: CudaReduce, dtype: DType, dims: &ReduceDims,
 
 /// Runs `kind` on the CUDA tensor `t` over `dims` into `out` (at `out_offset`) and `idx`.
 #[track_caller]
-fn launch(name: &'static str, kind: CudaReduce, t: &Tensor, dims: &ReduceDims, out: &mut CudaStorage, idx: Option<&mut CudaStorage>, param: i64) -> Result<()> {
+fn launch(
+    name: &'static str,
+    kind: CudaReduce,
+    t: &Tensor,
+    dims: &ReduceDims,
+    out: &mut CudaStorage,
+    idx: Option<&mut CudaStorage>,
+    param: i64,
+) -> Result<()> {
     let kernel = loaded(name, kind, t.dtype(), dims, super::ordinal_of(t))?;
     let guard = t.read_storage();
     let Storage::Cuda(x) = &*guard else { unreachable!("the tensor's device is CUDA") };
-    kernel.run(x.buffer(), t.layout().offset(), dims, out.buffer_mut(), 0, idx.map(|s| s.buffer_mut()), param as u64).or_op(name)
+    kernel
+        .run(x.buffer(), t.layout().offset(), dims, out.buffer_mut(), 0, idx.map(|s| s.buffer_mut()), param as u64)
+        .or_op(name)
 }
 
 /// `kind` over the dims of the CUDA tensor `t` flagged in `reduced`, into a new contiguous
@@ -43,7 +59,14 @@ fn launch(name: &'static str, kind: CudaReduce, t: &Tensor, dims: &ReduceDims, o
 /// values (the indices for argmax/argmin) and, for `max_dim`/`min_dim`, the indices. `param`
 /// is `var`/`std`'s correction.
 #[track_caller]
-pub(crate) fn reduce(name: &'static str, kind: CudaReduce, t: &Tensor, reduced: &[bool], shape: &[usize], param: i64) -> Result<(Tensor, Option<Tensor>)> {
+pub(crate) fn reduce(
+    name: &'static str,
+    kind: CudaReduce,
+    t: &Tensor,
+    reduced: &[bool],
+    shape: &[usize],
+    param: i64,
+) -> Result<(Tensor, Option<Tensor>)> {
     let l = t.layout();
     let dims = ReduceDims::new(l.shape(), l.strides(), None, reduced);
     debug_assert_eq!(dims.n_out(), kiln_runtime::layout::numel(shape));

@@ -40,7 +40,11 @@ fn coordinates(op: &'static str, flags: &Tensor, sizes: &[usize]) -> Result<Tens
     {
         let operands = [flags.clone(), counts, sizes_t];
         let (guards, at) = Tensor::read_storages(&operands);
-        let (Storage::Cuda(sf), Storage::Cuda(sc), Storage::Cuda(ss)) = (&*guards[at[0]], &*guards[at[1]], &*guards[at[2]]) else { unreachable!("every operand is on the device") };
+        let (Storage::Cuda(sf), Storage::Cuda(sc), Storage::Cuda(ss)) =
+            (&*guards[at[0]], &*guards[at[1]], &*guards[at[2]])
+        else {
+            unreachable!("every operand is on the device")
+        };
         kernels.write(sf.buffer(), sc.buffer(), (ss.buffer(), ndim), out.buffer_mut(), n, total).or_op(op)?;
     }
     Ok(Tensor::from_storage(Storage::Cuda(out), &[total, ndim]))

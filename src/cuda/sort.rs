@@ -34,7 +34,13 @@ pub(crate) fn dim_last(ndim: usize, d: usize) -> (Vec<i64>, Vec<i64>) {
 /// descending when `descending`; stable) and their positions (int64), both of `x`'s shape with
 /// dim `d` of size `k`, contiguous. A 0-dim `x` is one row of one element.
 #[track_caller]
-pub(crate) fn sorted_rows(op: &'static str, x: &Tensor, d: usize, k: usize, descending: bool) -> Result<(Tensor, Tensor)> {
+pub(crate) fn sorted_rows(
+    op: &'static str,
+    x: &Tensor,
+    d: usize,
+    k: usize,
+    descending: bool,
+) -> Result<(Tensor, Tensor)> {
     let _off = crate::autograd::no_grad();
     let ordinal = ordinal_of(x);
     let x1 = if x.dim() == 0 { x.reshape(&[1]) } else { x.clone() };
@@ -42,7 +48,12 @@ pub(crate) fn sorted_rows(op: &'static str, x: &Tensor, d: usize, k: usize, desc
     let moved = dense(&x1.try_permute(&forward)?);
     let n = x1.shape()[d];
     if n > SORT_MAX_LEN {
-        bail!(op, Unsupported, "rows of {n} elements along dim {d} of shape {:?} are longer than the CUDA sort's limit of {SORT_MAX_LEN}", x.shape());
+        bail!(
+            op,
+            Unsupported,
+            "rows of {n} elements along dim {d} of shape {:?} are longer than the CUDA sort's limit of {SORT_MAX_LEN}",
+            x.shape()
+        );
     }
     let mut out_shape = moved.shape().to_vec();
     *out_shape.last_mut().expect("at least 1-dim") = k;
@@ -58,7 +69,9 @@ pub(crate) fn sorted_rows(op: &'static str, x: &Tensor, d: usize, k: usize, desc
         let guard = moved.read_storage();
         let Storage::Cuda(sx) = &*guard else { unreachable!("the tensor's device is CUDA") };
         let scratch = SortScratch { keys: keys.buffer_mut(), pos: pos.buffer_mut() };
-        kernels.run(sx.buffer(), scratch, (values.buffer_mut(), indices.buffer_mut()), rows, n, k, descending).or_op(op)?;
+        kernels
+            .run(sx.buffer(), scratch, (values.buffer_mut(), indices.buffer_mut()), rows, n, k, descending)
+            .or_op(op)?;
     }
     let back = |s: CudaStorage| -> Result<Tensor> {
         let t = Tensor::from_storage(Storage::Cuda(s), &out_shape).try_permute(&inverse)?;

@@ -36,7 +36,11 @@ pub(crate) fn to_device(op: &'static str, x: &Tensor, device: Device) -> Result<
 #[track_caller]
 fn download(op: &'static str, x: &Tensor, non_blocking: bool) -> Result<CpuStorage> {
     let _off = crate::autograd::no_grad();
-    let x = if x.covers_storage() { x.clone() } else { super::map(op, kiln_codegen::cuda::EagerOp::Copy, &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype())? };
+    let x = if x.covers_storage() {
+        x.clone()
+    } else {
+        super::map(op, kiln_codegen::cuda::EagerOp::Copy, &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype())?
+    };
     let guard = x.read_storage();
     let Storage::Cuda(s) = &*guard else { unreachable!("the tensor's device is CUDA") };
     let host = if non_blocking { s.to_cpu_non_blocking(op) } else { s.to_cpu(op) };

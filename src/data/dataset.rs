@@ -112,7 +112,12 @@ impl<T: TensorTuple> TensorDataset<T> {
             bail!("TensorDataset", Value, "expected at least one tensor");
         };
         if let Some(t) = all.iter().find(|t| t.dim() == 0) {
-            bail!("TensorDataset", Shape, "expected tensors with a first dim to index, but got a 0-d tensor (shape {:?})", t.shape());
+            bail!(
+                "TensorDataset",
+                Shape,
+                "expected tensors with a first dim to index, but got a 0-d tensor (shape {:?})",
+                t.shape()
+            );
         }
         let len = first.shape()[0];
         if all.iter().any(|t| t.shape()[0] != len) {

@@ -47,9 +47,21 @@ impl DistributedSampler {
     #[track_caller]
     pub fn new(dataset_len: usize, num_replicas: usize, rank: usize) -> Result<DistributedSampler> {
         if rank >= num_replicas {
-            return Err(Error::new("DistributedSampler", ErrorKind::Value, format!("Invalid rank {rank}, rank should be in the interval [0, {}]", num_replicas as i64 - 1)));
+            return Err(Error::new(
+                "DistributedSampler",
+                ErrorKind::Value,
+                format!("Invalid rank {rank}, rank should be in the interval [0, {}]", num_replicas as i64 - 1),
+            ));
         }
-        Ok(DistributedSampler { dataset_len, num_replicas, rank, shuffle: true, seed: 0, drop_last: false, epoch: AtomicU64::new(0) })
+        Ok(DistributedSampler {
+            dataset_len,
+            num_replicas,
+            rank,
+            shuffle: true,
+            seed: 0,
+            drop_last: false,
+            epoch: AtomicU64::new(0),
+        })
     }
 
     /// This process's shard: rank and replicas from the default process group
@@ -126,9 +138,12 @@ mod tests {
 
     #[test]
     fn shards_cover_the_dataset_and_pad_like_pytorch() {
-        let shards: Vec<Vec<usize>> = (0..3).map(|r| DistributedSampler::new(7, 3, r).unwrap().shuffle(false).indices()).collect();
+        let shards: Vec<Vec<usize>> =
+            (0..3).map(|r| DistributedSampler::new(7, 3, r).unwrap().shuffle(false).indices()).collect();
         assert_eq!(shards, vec![vec![0, 3, 6], vec![1, 4, 0], vec![2, 5, 1]]);
-        let cut: Vec<Vec<usize>> = (0..3).map(|r| DistributedSampler::new(7, 3, r).unwrap().shuffle(false).drop_last(true).indices()).collect();
+        let cut: Vec<Vec<usize>> = (0..3)
+            .map(|r| DistributedSampler::new(7, 3, r).unwrap().shuffle(false).drop_last(true).indices())
+            .collect();
         assert_eq!(cut, vec![vec![0, 3], vec![1, 4], vec![2, 5]]);
         // Padding longer than the dataset repeats it.
         assert_eq!(DistributedSampler::new(1, 3, 2).unwrap().indices(), vec![0]);

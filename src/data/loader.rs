@@ -69,7 +69,11 @@ impl<D: Dataset + 'static> DataLoader<D> {
     #[track_caller]
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         if batch_size == 0 {
-            crate::error::fail("DataLoader", crate::ErrorKind::Value, "batch_size should be a positive integer, but got 0");
+            crate::error::fail(
+                "DataLoader",
+                crate::ErrorKind::Value,
+                "batch_size should be a positive integer, but got 0",
+            );
         }
         self.batch_size = batch_size;
         self
@@ -123,7 +127,10 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// `KILN_DEBUG=data` prints one line saying so.
     pub fn pin_memory(mut self, pin_memory: bool) -> Self {
         if pin_memory && !crate::Device::cuda_is_available() {
-            crate::debug::log(crate::debug::Topic::Data, "DataLoader: pin_memory(true) but no CUDA device is available; batches stay unpinned");
+            crate::debug::log(
+                crate::debug::Topic::Data,
+                "DataLoader: pin_memory(true) but no CUDA device is available; batches stay unpinned",
+            );
         }
         self.pin_memory = pin_memory;
         self
@@ -212,7 +219,9 @@ where
             Inner::Serial { plan, next: 0 }
         } else {
             let pool_plan = plan.clone();
-            let pool = WorkerPool::start(self.num_workers, self.prefetch_factor, plan.num_batches, move |b| pool_plan.assemble(b));
+            let pool = WorkerPool::start(self.num_workers, self.prefetch_factor, plan.num_batches, move |b| {
+                pool_plan.assemble(b)
+            });
             Inner::Workers(pool)
         };
         DataLoaderIter { inner }

@@ -37,9 +37,9 @@ mod split;
 mod worker;
 
 pub use collate::Collate;
-pub use distributed::{DistributedSampler, Sampler};
-pub use dataset::{Dataset, Subset, TensorDataset, TensorTuple};
 pub(crate) use dataset::check_index;
+pub use dataset::{Dataset, Subset, TensorDataset, TensorTuple};
+pub use distributed::{DistributedSampler, Sampler};
 pub use loader::{DataLoader, DataLoaderIter};
 pub use sampler::{randperm, seed_item_generator, with_item_generator};
 pub use split::{random_split, random_split_with, SplitLengths};

@@ -100,7 +100,11 @@ where
 /// assert_eq!((parts[0].len(), parts[1].len()), (8, 2));
 /// ```
 #[track_caller]
-pub fn random_split<D: Dataset, L: SplitLengths + ?Sized>(dataset: D, lengths: &L, seed: u64) -> Result<Vec<Subset<D>>> {
+pub fn random_split<D: Dataset, L: SplitLengths + ?Sized>(
+    dataset: D,
+    lengths: &L,
+    seed: u64,
+) -> Result<Vec<Subset<D>>> {
     random_split_with(dataset, lengths, &mut Generator::with_seed(seed))
 }
 

@@ -61,7 +61,10 @@ impl<B: Send + 'static> WorkerPool<B> {
                         let outcome = match catch_unwind(AssertUnwindSafe(|| assemble(b))) {
                             Ok(Ok(batch)) => Ok(batch),
                             Ok(Err(e)) => Err(format!("batch {b} could not be assembled: {}: {}", e.op, e.message)),
-                            Err(payload) => Err(format!("worker {w} panicked while assembling batch {b}: {}", panic_message(&*payload))),
+                            Err(payload) => Err(format!(
+                                "worker {w} panicked while assembling batch {b}: {}",
+                                panic_message(&*payload)
+                            )),
                         };
                         if result_tx.send((b, outcome)).is_err() {
                             break;
@@ -72,7 +75,16 @@ impl<B: Send + 'static> WorkerPool<B> {
             tasks.push(task_tx);
             handles.push(handle);
         }
-        let mut pool = WorkerPool { tasks, results, handles, stop, ready: HashMap::new(), next_to_send: 0, next_to_yield: 0, num_batches };
+        let mut pool = WorkerPool {
+            tasks,
+            results,
+            handles,
+            stop,
+            ready: HashMap::new(),
+            next_to_send: 0,
+            next_to_yield: 0,
+            num_batches,
+        };
         for _ in 0..prefetch.saturating_mul(workers) {
             pool.request_next();
         }

@@ -31,11 +31,13 @@ pub(crate) fn split(call: Call, count: usize, world_size: usize, max: usize) -> 
     match call {
         Call::AllReduce(_) => ranges().map(|(at, len)| Piece::AllReduce { at, len }).collect(),
         Call::Broadcast { root } => ranges().map(|(at, len)| Piece::Broadcast { root, at, len }).collect(),
-        Call::AllGather => {
-            (0..world_size).flat_map(|root| ranges().map(move |(at, len)| Piece::Broadcast { root, at: root * count + at, len })).collect()
-        }
+        Call::AllGather => (0..world_size)
+            .flat_map(|root| ranges().map(move |(at, len)| Piece::Broadcast { root, at: root * count + at, len }))
+            .collect(),
         Call::ReduceScatter(_) => (0..world_size)
-            .flat_map(|root| ranges().map(move |(at, len)| Piece::Reduce { root, send_at: root * count + at, recv_at: at, len }))
+            .flat_map(|root| {
+                ranges().map(move |(at, len)| Piece::Reduce { root, send_at: root * count + at, recv_at: at, len })
+            })
             .collect(),
         Call::Barrier => Vec::new(),
     }
@@ -59,11 +61,19 @@ mod tests {
     #[test]
     fn pieces_cover_every_element_once_within_the_limit() {
         use Piece::*;
-        assert_eq!(split(Call::AllReduce(ReduceOp::Sum), 7, 2, 3), vec![AllReduce { at: 0, len: 3 }, AllReduce { at: 3, len: 3 }, AllReduce { at: 6, len: 1 }]);
+        assert_eq!(
+            split(Call::AllReduce(ReduceOp::Sum), 7, 2, 3),
+            vec![AllReduce { at: 0, len: 3 }, AllReduce { at: 3, len: 3 }, AllReduce { at: 6, len: 1 }]
+        );
         assert_eq!(split(Call::Broadcast { root: 1 }, 4, 2, 4), vec![Broadcast { root: 1, at: 0, len: 4 }]);
         assert_eq!(
             split(Call::AllGather, 5, 2, 3),
-            vec![Broadcast { root: 0, at: 0, len: 3 }, Broadcast { root: 0, at: 3, len: 2 }, Broadcast { root: 1, at: 5, len: 3 }, Broadcast { root: 1, at: 8, len: 2 }]
+            vec![
+                Broadcast { root: 0, at: 0, len: 3 },
+                Broadcast { root: 0, at: 3, len: 2 },
+                Broadcast { root: 1, at: 5, len: 3 },
+                Broadcast { root: 1, at: 8, len: 2 }
+            ]
         );
         assert_eq!(
             split(Call::ReduceScatter(ReduceOp::Max), 4, 2, 3),

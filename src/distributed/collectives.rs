@@ -2,7 +2,7 @@
 //! `reduce_scatter`, `barrier`): checks, the cross-rank agreement check, then
 //! [`super::exchange::exchange`] and the write-back.
 
-use super::exchange::{exchange, finish_average, fresh, received, sendable, staged, wrong_device, write_back};
+use super::exchange::{exchange, finish_average, fresh, received, sendable, staged, write_back, wrong_device};
 use super::group::with_group;
 use super::options::ReduceOp;
 use super::transport::{Call, Wire};
@@ -140,12 +140,19 @@ fn agree(op: &'static str, call: Call, dtype: DType, count: usize) -> Result<()>
     if max[2] != min[2] {
         what.push(format!("the ranks' tensors have between {} and {} elements", min[2], max[2]));
     }
-    Err(Error::new(op, ErrorKind::Distributed, format!("{}: rank {rank} has a {dtype} tensor of {count} elements", what.join("; "))))
+    Err(Error::new(
+        op,
+        ErrorKind::Distributed,
+        format!("{}: rank {rank} has a {dtype} tensor of {count} elements", what.join("; ")),
+    ))
 }
 
 /// A code per dtype for [`agree`].
 fn dtype_code(dtype: DType) -> i64 {
-    [DType::Bool, DType::U8, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64].iter().position(|d| *d == dtype).unwrap_or(99) as i64
+    [DType::Bool, DType::U8, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64]
+        .iter()
+        .position(|d| *d == dtype)
+        .unwrap_or(99) as i64
 }
 
 /// Refuses tensors the group's backend cannot move: MPI moves CPU tensors, NCCL CUDA tensors
@@ -172,7 +179,11 @@ pub(crate) fn on_group_device(op: &'static str, t: Tensor) -> Result<Tensor> {
 #[track_caller]
 fn check_reduce(op: &'static str, reduce: ReduceOp, dtype: DType) -> Result<()> {
     if reduce == ReduceOp::Avg && !dtype.is_float() {
-        return Err(Error::new(op, ErrorKind::DType, format!("ReduceOp::Avg needs a floating-point tensor, got {dtype}")));
+        return Err(Error::new(
+            op,
+            ErrorKind::DType,
+            format!("ReduceOp::Avg needs a floating-point tensor, got {dtype}"),
+        ));
     }
     Ok(())
 }
@@ -182,12 +193,20 @@ fn check_reduce(op: &'static str, reduce: ReduceOp, dtype: DType) -> Result<()> 
 #[track_caller]
 fn check_list(op: &'static str, what: &str, list: &[Tensor], world_size: usize, numel: usize) -> Result<()> {
     if list.len() != world_size {
-        return Err(Error::new(op, ErrorKind::Value, format!("{what} has {} tensors; the group has {world_size} ranks", list.len())));
+        return Err(Error::new(
+            op,
+            ErrorKind::Value,
+            format!("{what} has {} tensors; the group has {world_size} ranks", list.len()),
+        ));
     }
     for (i, t) in list.iter().enumerate() {
         check_device(op, t)?;
         if t.numel() != numel {
-            return Err(Error::new(op, ErrorKind::Shape, format!("{what}[{i}] has shape {:?} ({} elements); expected {numel} elements", t.shape(), t.numel())));
+            return Err(Error::new(
+                op,
+                ErrorKind::Shape,
+                format!("{what}[{i}] has shape {:?} ({} elements); expected {numel} elements", t.shape(), t.numel()),
+            ));
         }
     }
     Ok(())

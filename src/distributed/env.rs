@@ -26,12 +26,21 @@ pub(crate) fn read(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch
         let at = Location::caller();
         let parse = |name: &str, value: &str| {
             value.trim().parse::<usize>().map_err(|_| {
-                Error::at("init_process_group", ErrorKind::Value, format!("{name}={value:?} is not a non-negative integer"), at)
+                Error::at(
+                    "init_process_group",
+                    ErrorKind::Value,
+                    format!("{name}={value:?} is not a non-negative integer"),
+                    at,
+                )
             })
         };
         let (rank, world_size) = (parse(rank_var, &rank)?, parse(size_var, &size)?);
         if rank >= world_size {
-            return Err(Error::new("init_process_group", ErrorKind::Value, format!("{rank_var}={rank} is not below {size_var}={world_size}")));
+            return Err(Error::new(
+                "init_process_group",
+                ErrorKind::Value,
+                format!("{rank_var}={rank} is not below {size_var}={world_size}"),
+            ));
         }
         return Ok(Some(LaunchEnv { rank, world_size, source: rank_var }));
     }
@@ -54,7 +63,13 @@ mod tests {
 
     #[test]
     fn prefers_mpirun_over_rank() {
-        let e = read(env(&[("RANK", "3"), ("WORLD_SIZE", "4"), ("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")])).unwrap();
+        let e = read(env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+        ]))
+        .unwrap();
         assert_eq!(e, Some(LaunchEnv { rank: 1, world_size: 2, source: "OMPI_COMM_WORLD_RANK" }));
         assert_eq!(read(env(&[("RANK", "3"), ("WORLD_SIZE", "4")])).unwrap().unwrap().rank, 3);
         assert_eq!(read(env(&[("RANK", "3")])).unwrap(), None);

@@ -78,7 +78,9 @@ pub(crate) fn fresh(op: &'static str, device: Device, dtype: DType, len: usize) 
 fn copy_storage(s: &CpuStorage) -> CpuStorage {
     let mut out = CpuStorage::uninit(s.dtype(), s.len());
     // SAFETY: both hold `s.nbytes()` bytes in distinct allocations; `s` is only read.
-    unsafe { std::ptr::copy_nonoverlapping(storage_ptr(s) as *const u8, storage_ptr_mut(&mut out) as *mut u8, s.nbytes()) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(storage_ptr(s) as *const u8, storage_ptr_mut(&mut out) as *mut u8, s.nbytes())
+    };
     out
 }
 
@@ -111,7 +113,11 @@ pub(crate) fn wrong_device(op: &'static str, backend: super::Backend, want: Devi
         Device::Cpu => "CPU tensors only (use Backend::Nccl for CUDA tensors)".to_string(),
         Device::Cuda(i) => format!("CUDA tensors on this rank's device cuda:{i} only (LOCAL_RANK picks it)"),
     };
-    Error::new(op, ErrorKind::Device, format!("the {backend} backend moves {how}; this tensor is on {got} (move it with .to(&Device::{want:?}))"))
+    Error::new(
+        op,
+        ErrorKind::Device,
+        format!("the {backend} backend moves {how}; this tensor is on {got} (move it with .to(&Device::{want:?}))"),
+    )
 }
 
 /// Finishes a [`ReduceOp::Avg`](super::ReduceOp::Avg) the transport computed as a sum: a CPU

@@ -39,7 +39,11 @@ pub(crate) fn with_group<R>(op: &'static str, f: impl FnOnce(&mut Group) -> Resu
 /// "Default process group has not been initialized", as PyTorch says it.
 #[track_caller]
 pub(crate) fn not_initialized(op: &'static str) -> Error {
-    Error::new(op, ErrorKind::Distributed, "Default process group has not been initialized, please make sure to call init_process_group")
+    Error::new(
+        op,
+        ErrorKind::Distributed,
+        "Default process group has not been initialized, please make sure to call init_process_group",
+    )
 }
 
 /// Sets up the default process group (`torch.distributed.init_process_group`): starts the

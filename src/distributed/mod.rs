@@ -78,13 +78,13 @@ mod store;
 mod transport;
 mod work;
 
+pub(crate) use collectives::on_group_device;
 pub use collectives::{all_gather, all_reduce, barrier, broadcast, reduce_scatter};
+pub(crate) use exchange::{finish_average, fresh};
 pub use group::{destroy_process_group, get_backend, init_process_group, is_initialized, rank, world_size};
 pub use options::{Backend, InitOptions, ReduceOp, DEFAULT_TIMEOUT};
 pub use rendezvous::EnvRendezvous;
 pub use store::TcpStore;
-pub(crate) use collectives::on_group_device;
-pub(crate) use exchange::{finish_average, fresh};
 pub(crate) use transport::{Call, Wire};
 pub(crate) use work::{SendBuf, Work};
 

@@ -57,7 +57,11 @@ impl MpiTransport {
                 return Err(Error::new("init_process_group", ErrorKind::Distributed, "MPI_Init_thread failed"));
             };
             if level < mpi::Threading::Serialized {
-                return Err(Error::new("init_process_group", ErrorKind::Distributed, format!("the MPI library provides thread level {level:?}; kiln needs Serialized or better")));
+                return Err(Error::new(
+                    "init_process_group",
+                    ErrorKind::Distributed,
+                    format!("the MPI library provides thread level {level:?}; kiln needs Serialized or better"),
+                ));
             }
             Some(universe)
         };
@@ -78,7 +82,14 @@ impl MpiTransport {
     ///
     /// # Safety
     /// As [`Transport::start`].
-    unsafe fn start_one(&self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<ffi::MPI_Request> {
+    unsafe fn start_one(
+        &self,
+        call: Call,
+        wire: Wire,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+    ) -> Result<ffi::MPI_Request> {
         let (n, dt, comm) = (count as c_int, datatype(wire), self.comm.as_raw());
         // SAFETY: reading MPI's null-request constant; MPI overwrites it before returning success.
         let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
@@ -92,7 +103,9 @@ impl MpiTransport {
                     ffi::MPI_Ibcast(buf, n, dt, root as c_int, comm, &mut req)
                 }
                 Call::AllGather => ffi::MPI_Iallgather(send, n, dt, recv, n, dt, comm, &mut req),
-                Call::ReduceScatter(op) => ffi::MPI_Ireduce_scatter_block(send, recv, n, dt, reduction(op, wire), comm, &mut req),
+                Call::ReduceScatter(op) => {
+                    ffi::MPI_Ireduce_scatter_block(send, recv, n, dt, reduction(op, wire), comm, &mut req)
+                }
                 Call::Barrier => ffi::MPI_Ibarrier(comm, &mut req),
             }
         };
@@ -106,7 +119,14 @@ impl MpiTransport {
     ///
     /// # Safety
     /// As [`Transport::start`].
-    unsafe fn start_pieces(&self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> InFlight {
+    unsafe fn start_pieces(
+        &self,
+        call: Call,
+        wire: Wire,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+    ) -> InFlight {
         let (size, dt, comm) = (wire.bytes(), datatype(wire), self.comm.as_raw());
         // Only the reductions' pieces (AllReduce, Reduce) use it.
         let op = match call {
@@ -118,12 +138,18 @@ impl MpiTransport {
         if call == Call::AllGather {
             // SAFETY: `send` holds `count` elements and `recv` `count * world_size`; this rank's
             // block of `recv` is fresh memory, disjoint from `send`.
-            unsafe { std::ptr::copy_nonoverlapping(send.cast::<u8>(), at(recv, self.rank * count).cast::<u8>(), count * size) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(send.cast::<u8>(), at(recv, self.rank * count).cast::<u8>(), count * size)
+            };
         }
         let mut flight = InFlight { requests: Vec::new(), failed: None };
         let pieces = chunks::split(call, count, self.world_size, self.max_chunk);
         if pieces.len() > chunks::MPI_MAX_COUNT {
-            let why = format!("{count} elements in pieces of {} make {} MPI requests, more than MPI_Testall takes", self.max_chunk, pieces.len());
+            let why = format!(
+                "{count} elements in pieces of {} make {} MPI requests, more than MPI_Testall takes",
+                self.max_chunk,
+                pieces.len()
+            );
             flight.failed = Some(Error::new("distributed", ErrorKind::Value, why));
             return flight;
         }
@@ -134,7 +160,9 @@ impl MpiTransport {
             // stays within `count` elements per rank block), and pieces never overlap.
             let rc = unsafe {
                 match piece {
-                    Piece::AllReduce { at: a, len } => ffi::MPI_Iallreduce(at(send, a), at(recv, a), len as c_int, dt, op(), comm, &mut req),
+                    Piece::AllReduce { at: a, len } => {
+                        ffi::MPI_Iallreduce(at(send, a), at(recv, a), len as c_int, dt, op(), comm, &mut req)
+                    }
                     Piece::Broadcast { root, at: a, len } => {
                         // All-gather pieces live in `recv`; a broadcast's root sends from `send`.
                         let buf = if call != Call::AllGather && root == self.rank { at(send, a) } else { at(recv, a) };
@@ -216,7 +244,14 @@ impl Transport for MpiTransport {
         kiln_runtime::Device::Cpu
     }
 
-    unsafe fn start(&mut self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<Request> {
+    unsafe fn start(
+        &mut self,
+        call: Call,
+        wire: Wire,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+    ) -> Result<Request> {
         let flight = if count <= self.max_chunk {
             // SAFETY: the caller guarantees the buffers (see the trait).
             let request = unsafe { self.start_one(call, wire, send, recv, count) }?;
@@ -243,7 +278,14 @@ impl Transport for MpiTransport {
         // SAFETY: the requests are live ones this transport started (or MPI_REQUEST_NULL once
         // complete), at most INT_MAX of them (`start_pieces` checks); MPI_STATUSES_IGNORE is
         // allowed.
-        let rc = unsafe { ffi::MPI_Testall(flight.requests.len() as c_int, flight.requests.as_mut_ptr(), &mut flag, ffi::RSMPI_STATUSES_IGNORE) };
+        let rc = unsafe {
+            ffi::MPI_Testall(
+                flight.requests.len() as c_int,
+                flight.requests.as_mut_ptr(),
+                &mut flag,
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
         check("distributed", rc)?;
         if flag != 0 {
             self.requests[request.0] = None;

@@ -35,11 +35,15 @@ impl EnvRendezvous {
         const OP: &str = "rendezvous (env://)";
         let at = Location::caller();
         let get = |name: &str, what: &str| {
-            var(name).ok_or_else(|| Error::at(OP, ErrorKind::Value, format!("{name} is not set: the env:// rendezvous needs {what}"), at))
+            var(name).ok_or_else(|| {
+                Error::at(OP, ErrorKind::Value, format!("{name} is not set: the env:// rendezvous needs {what}"), at)
+            })
         };
         let number = |name: &str, what: &str| -> Result<usize> {
             let v = get(name, what)?;
-            v.trim().parse().map_err(|_| Error::at(OP, ErrorKind::Value, format!("{name}={v:?} is not a non-negative integer"), at))
+            v.trim()
+                .parse()
+                .map_err(|_| Error::at(OP, ErrorKind::Value, format!("{name}={v:?} is not a non-negative integer"), at))
         };
         let rank = number("RANK", "this process's rank")?;
         let world_size = number("WORLD_SIZE", "the number of processes")?;
@@ -51,8 +55,12 @@ impl EnvRendezvous {
         let Ok(port) = u16::try_from(port) else {
             return Err(Error::new(OP, ErrorKind::Value, format!("MASTER_PORT={port} is not a TCP port")));
         };
-        let store = TcpStore::new(addr.trim(), port, rank == 0, timeout)
-            .map_err(|e| Error { op: OP, message: format!("rank {rank} of {world_size}: {}", e.message), location: at, ..e })?;
+        let store = TcpStore::new(addr.trim(), port, rank == 0, timeout).map_err(|e| Error {
+            op: OP,
+            message: format!("rank {rank} of {world_size}: {}", e.message),
+            location: at,
+            ..e
+        })?;
         Ok(EnvRendezvous { rank, world_size, store })
     }
 
@@ -92,7 +100,12 @@ mod tests {
 
     /// The rendezvous of `rank` of `world_size` at 127.0.0.1:`port`, as its environment says.
     fn join(rank: usize, world_size: usize, port: u16, timeout: Duration) -> Result<EnvRendezvous> {
-        let vars = [("RANK", rank.to_string()), ("WORLD_SIZE", world_size.to_string()), ("MASTER_ADDR", "127.0.0.1".into()), ("MASTER_PORT", port.to_string())];
+        let vars = [
+            ("RANK", rank.to_string()),
+            ("WORLD_SIZE", world_size.to_string()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.to_string()),
+        ];
         EnvRendezvous::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()), timeout)
     }
 
@@ -150,12 +163,20 @@ mod tests {
 
     #[test]
     fn missing_or_bad_variables_are_named() {
-        let only = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        let only = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
         let cases: [(&'static [(&str, &str)], &str); 4] = [
             (&[("WORLD_SIZE", "2")], "RANK is not set: the env:// rendezvous needs this process's rank"),
             (&[("RANK", "0"), ("WORLD_SIZE", "0")], "RANK=0 is not below WORLD_SIZE=0"),
-            (&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")], "MASTER_ADDR is not set: the env:// rendezvous needs the address of rank 0"),
-            (&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "70000")], "MASTER_PORT=70000 is not a TCP port"),
+            (
+                &[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")],
+                "MASTER_ADDR is not set: the env:// rendezvous needs the address of rank 0",
+            ),
+            (
+                &[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "70000")],
+                "MASTER_PORT=70000 is not a TCP port",
+            ),
         ];
         for (vars, want) in cases {
             let e = EnvRendezvous::from_vars(only(vars), Duration::from_secs(1)).err().expect(want);

@@ -138,7 +138,14 @@ pub(crate) trait Transport: Send {
     /// `send` must be readable and `recv` writable for the sizes [`Call`] gives, `recv` must not
     /// be read or written by anything else, and both must stay valid until [`Transport::test`]
     /// reports completion (forever if it never does).
-    unsafe fn start(&mut self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<Request>;
+    unsafe fn start(
+        &mut self,
+        call: Call,
+        wire: Wire,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+    ) -> Result<Request>;
     /// Whether `request` has completed (then it is released). Drives the library's progress.
     fn test(&mut self, request: &Request) -> Result<bool>;
     /// Ends every process of the job with `code` (after a timeout, when finalizing would wait

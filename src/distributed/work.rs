@@ -64,7 +64,14 @@ impl Work {
     /// A [`SendBuf::Borrowed`] pointer must be valid for the call's reads until [`Work::wait`]
     /// returns, and forever when it returns an error (the caller leaks it then).
     #[track_caller]
-    pub(crate) unsafe fn start(op: &'static str, call: Call, wire: Wire, count: usize, send: SendBuf, mut recv: Option<Storage>) -> Result<Work> {
+    pub(crate) unsafe fn start(
+        op: &'static str,
+        call: Call,
+        wire: Wire,
+        count: usize,
+        send: SendBuf,
+        mut recv: Option<Storage>,
+    ) -> Result<Work> {
         let at = Location::caller();
         group::with_group(op, |g| {
             let (send_ptr, send) = match send {
@@ -75,10 +82,22 @@ impl Work {
             let recv_ptr = recv.as_mut().map_or(std::ptr::null_mut(), any_storage_ptr);
             // SAFETY: owned buffers live in the Work until completion (or are leaked), recv is
             // fresh and unaliased, and the caller vouches for a borrowed send buffer.
-            let request = unsafe { g.transport.start(call, wire, send_ptr, recv_ptr, count) }
-                .map_err(|e| Error { op, location: at, ..e })?;
+            let request = unsafe { g.transport.start(call, wire, send_ptr, recv_ptr, count) }.map_err(|e| Error {
+                op,
+                location: at,
+                ..e
+            })?;
             let (rank, world_size) = (g.transport.rank(), g.transport.world_size());
-            Ok(Work { op, request: Some(request), started: Instant::now(), timeout: g.timeout, rank, world_size, send, recv })
+            Ok(Work {
+                op,
+                request: Some(request),
+                started: Instant::now(),
+                timeout: g.timeout,
+                rank,
+                world_size,
+                send,
+                recv,
+            })
         })
     }
 
@@ -99,7 +118,10 @@ impl Work {
             }
             Ok(false) => Ok(false),
             Err(e) => {
-                let reason = format!("{} failed on rank {} of {}: {} (a peer may have died)", self.op, self.rank, self.world_size, e.message);
+                let reason = format!(
+                    "{} failed on rank {} of {}: {} (a peer may have died)",
+                    self.op, self.rank, self.world_size, e.message
+                );
                 mark_aborted(&reason);
                 Err(Error::new(self.op, ErrorKind::Distributed, reason))
             }

@@ -16,7 +16,13 @@ struct ConvParts<const N: usize> {
 /// Builds the weight `(out, in/groups, k…)` and bias with PyTorch's initialisation
 /// (kaiming-uniform a = √5, bias U(±1/√fan_in)).
 #[track_caller]
-fn conv_parts<const N: usize>(in_channels: usize, out_channels: usize, kernel_size: [usize; N], opts: ConvOpts<N>, bias: bool) -> ConvParts<N> {
+fn conv_parts<const N: usize>(
+    in_channels: usize,
+    out_channels: usize,
+    kernel_size: [usize; N],
+    opts: ConvOpts<N>,
+    bias: bool,
+) -> ConvParts<N> {
     let groups = opts.groups;
     if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
         crate::error::fail("Conv", crate::ErrorKind::Value, format!("Conv{N}d: in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible by groups ({groups})"));
@@ -81,7 +87,13 @@ impl Conv2d {
 
     /// `nn.Conv2d` with every option: kernel `(kH, kW)`, stride/padding/dilation/groups, bias.
     #[track_caller]
-    pub fn with_opts(in_channels: usize, out_channels: usize, kernel_size: [usize; 2], opts: ConvOpts<2>, bias: bool) -> Conv2d {
+    pub fn with_opts(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: [usize; 2],
+        opts: ConvOpts<2>,
+        bias: bool,
+    ) -> Conv2d {
         let p = conv_parts(in_channels, out_channels, kernel_size, opts, bias);
         Conv2d { weight: p.weight, bias: p.bias, opts: p.opts }
     }
@@ -120,7 +132,13 @@ impl Conv1d {
 
     /// `nn.Conv1d` with every option.
     #[track_caller]
-    pub fn with_opts(in_channels: usize, out_channels: usize, kernel_size: usize, opts: ConvOpts<1>, bias: bool) -> Conv1d {
+    pub fn with_opts(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        opts: ConvOpts<1>,
+        bias: bool,
+    ) -> Conv1d {
         let p = conv_parts(in_channels, out_channels, [kernel_size], opts, bias);
         Conv1d { weight: p.weight, bias: p.bias, opts: p.opts }
     }

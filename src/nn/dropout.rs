@@ -9,7 +9,11 @@ use crate::Tensor;
 #[track_caller]
 fn check_p(layer: &'static str, p: f64) -> f64 {
     if !(0.0..=1.0).contains(&p) {
-        crate::error::fail(layer, crate::ErrorKind::Value, format!("dropout probability has to be between 0 and 1, but got {p}"));
+        crate::error::fail(
+            layer,
+            crate::ErrorKind::Value,
+            format!("dropout probability has to be between 0 and 1, but got {p}"),
+        );
     }
     p
 }

@@ -47,7 +47,13 @@ pub fn calculate_gain(nonlinearity: Nonlinearity) -> f64 {
 pub fn calculate_fan_in_and_fan_out(tensor: &Tensor) -> (usize, usize) {
     let shape = tensor.shape();
     if shape.len() < 2 {
-        crate::error::fail("calculate_fan_in_and_fan_out", crate::ErrorKind::Shape, format!("fan in and fan out can not be computed for a tensor with fewer than 2 dimensions (shape {shape:?})"));
+        crate::error::fail(
+            "calculate_fan_in_and_fan_out",
+            crate::ErrorKind::Shape,
+            format!(
+                "fan in and fan out can not be computed for a tensor with fewer than 2 dimensions (shape {shape:?})"
+            ),
+        );
     }
     let receptive: usize = shape[2..].iter().product();
     (shape[1] * receptive, shape[0] * receptive)
@@ -131,7 +137,11 @@ pub fn kaiming_normal_(tensor: &Tensor, nonlinearity: Nonlinearity, mode: FanMod
 pub fn orthogonal_(tensor: &Tensor, gain: f64) -> &Tensor {
     let shape = tensor.shape();
     if shape.len() < 2 {
-        crate::error::fail("orthogonal_", crate::ErrorKind::Shape, format!("only tensors with 2 or more dimensions are supported (shape {shape:?})"));
+        crate::error::fail(
+            "orthogonal_",
+            crate::ErrorKind::Shape,
+            format!("only tensors with 2 or more dimensions are supported (shape {shape:?})"),
+        );
     }
     let rows = shape[0];
     let cols = tensor.numel() / rows.max(1);

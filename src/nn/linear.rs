@@ -43,7 +43,12 @@ impl Linear {
     }
 
     fn describe(&self) -> String {
-        format!("in_features={}, out_features={}, bias={}", self.in_features, self.out_features, py_bool(self.bias.is_some()))
+        format!(
+            "in_features={}, out_features={}, bias={}",
+            self.in_features,
+            self.out_features,
+            py_bool(self.bias.is_some())
+        )
     }
 }
 

@@ -7,7 +7,9 @@
 #![allow(clippy::upper_case_acronyms)]
 
 use super::functional as F;
-use super::functional::{BinaryCrossEntropyOpts, BinaryCrossEntropyWithLogitsOpts, CrossEntropyOpts, KlDivReduction, NllLossOpts, Reduction};
+use super::functional::{
+    BinaryCrossEntropyOpts, BinaryCrossEntropyWithLogitsOpts, CrossEntropyOpts, KlDivReduction, NllLossOpts, Reduction,
+};
 use crate::error::{OrPanic, Result};
 use crate::tensor::Tensor;
 

@@ -14,19 +14,19 @@ mod dropout;
 mod flatten;
 pub mod functional;
 pub mod init;
-pub mod parallel;
 mod linear;
 mod loss;
 mod module;
 mod normalization;
+pub mod parallel;
 mod pooling;
 mod repr;
 mod sparse;
 pub mod utils;
 
 pub use activation::{
-    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, Sigmoid, Softmax, Softsign, Tanh, Tanhshrink, CELU, ELU,
-    GELU, ReLU6, SELU, SiLU,
+    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, SiLU, Sigmoid, Softmax,
+    Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, SELU,
 };
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};

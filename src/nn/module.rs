@@ -342,11 +342,21 @@ pub trait Module: Visit {
     #[track_caller]
     fn to_dtype(&mut self, dtype: DType) {
         if !dtype.is_float() {
-            crate::error::fail("to_dtype", crate::ErrorKind::DType, format!("modules can only be converted to a floating point dtype, got {dtype}"));
+            crate::error::fail(
+                "to_dtype",
+                crate::ErrorKind::DType,
+                format!("modules can only be converted to a floating point dtype, got {dtype}"),
+            );
         }
-        map_tensors(self.as_dyn_mut(), &mut |t| if t.dtype().is_float() { t.try_to_dtype(dtype) } else { Ok(t.clone()) })
-            .at_caller()
-            .or_panic()
+        map_tensors(self.as_dyn_mut(), &mut |t| {
+            if t.dtype().is_float() {
+                t.try_to_dtype(dtype)
+            } else {
+                Ok(t.clone())
+            }
+        })
+        .at_caller()
+        .or_panic()
     }
 
     /// Every parameter and buffer by dotted name (PyTorch's `state_dict()`): detached handles
@@ -403,7 +413,13 @@ pub trait Module: Visit {
         }
         report.unexpected_keys = state.keys().filter(|k| !own.contains_key(k)).map(str::to_string).collect();
         if !mismatched.is_empty() {
-            bail!("load_state_dict", Shape, "error(s) in loading state_dict for {}: {}", self.type_name(), mismatched.join("; "));
+            bail!(
+                "load_state_dict",
+                Shape,
+                "error(s) in loading state_dict for {}: {}",
+                self.type_name(),
+                mismatched.join("; ")
+            );
         }
         let _guard = crate::no_grad();
         for (name, target) in own.iter() {
@@ -413,7 +429,6 @@ pub trait Module: Visit {
         }
         Ok(report)
     }
-
 }
 
 /// Calls `f(prefix, fields)` for each module of the tree, parents before children.
@@ -453,7 +468,8 @@ pub fn fmt_module(module: &dyn Module, f: &mut fmt::Formatter<'_>) -> fmt::Resul
 
 fn module_repr(module: &dyn Module) -> String {
     let extra = module.extra_repr();
-    let mut lines: Vec<String> = if extra.is_empty() { Vec::new() } else { extra.lines().map(str::to_string).collect() };
+    let mut lines: Vec<String> =
+        if extra.is_empty() { Vec::new() } else { extra.lines().map(str::to_string).collect() };
     let children = fields(module).children;
     let leaf = children.is_empty();
     for (name, child) in children {

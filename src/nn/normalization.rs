@@ -105,7 +105,15 @@ struct RunningState<'a> {
 /// PyTorch's `_BatchNorm.forward`: counts the batch, picks the averaging factor (cumulative
 /// when momentum is `None`) and normalises with batch or running statistics.
 #[track_caller]
-fn batch_norm_forward(input: &Tensor, state: RunningState<'_>, weight: Option<&Tensor>, bias: Option<&Tensor>, training: bool, momentum: Option<f64>, eps: f64) -> Tensor {
+fn batch_norm_forward(
+    input: &Tensor,
+    state: RunningState<'_>,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    training: bool,
+    momentum: Option<f64>,
+    eps: f64,
+) -> Tensor {
     let mut factor = momentum.unwrap_or(0.0);
     if training {
         if let Some(n) = state.batches {
@@ -123,7 +131,12 @@ fn batch_norm_forward(input: &Tensor, state: RunningState<'_>, weight: Option<&T
 fn describe_batch_norm(c: usize, eps: f64, momentum: Option<f64>, affine: bool, track: bool) -> String {
     let momentum = momentum.map_or("None".to_string(), py_float);
     // PyTorch 2.15 prints the `bias` flag too; kiln's affine layers always have both γ and β.
-    format!("{c}, eps={}, momentum={momentum}, affine={a}, bias={a}, track_running_stats={}", py_float(eps), py_bool(track), a = py_bool(affine))
+    format!(
+        "{c}, eps={}, momentum={momentum}, affine={a}, bias={a}, track_running_stats={}",
+        py_float(eps),
+        py_bool(track),
+        a = py_bool(affine)
+    )
 }
 
 /// Layer normalisation over the trailing `normalized_shape` dims (`nn.LayerNorm`).
@@ -152,21 +165,23 @@ impl LayerNorm {
     pub fn with_opts(normalized_shape: &[usize], eps: f64, elementwise_affine: bool) -> LayerNorm {
         // Not in closures: a shape too large to allocate is reported at the caller's line.
         let (weight, bias) = if elementwise_affine {
-            (Some(Tensor::ones(normalized_shape).requires_grad_(true)), Some(Tensor::zeros(normalized_shape).requires_grad_(true)))
+            (
+                Some(Tensor::ones(normalized_shape).requires_grad_(true)),
+                Some(Tensor::zeros(normalized_shape).requires_grad_(true)),
+            )
         } else {
             (None, None)
         };
-        LayerNorm {
-            weight,
-            bias,
-            normalized_shape: normalized_shape.to_vec(),
-            eps,
-        }
+        LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), eps }
     }
 
     fn describe(&self) -> String {
         let affine = py_bool(self.weight.is_some());
-        format!("{}, eps={}, elementwise_affine={affine}, bias={affine}", py_tuple(&self.normalized_shape), py_float(self.eps))
+        format!(
+            "{}, eps={}, elementwise_affine={affine}, bias={affine}",
+            py_tuple(&self.normalized_shape),
+            py_float(self.eps)
+        )
     }
 }
 
@@ -204,7 +219,11 @@ impl GroupNorm {
     #[track_caller]
     pub fn with_opts(num_groups: usize, num_channels: usize, eps: f64, affine: bool) -> GroupNorm {
         if num_groups == 0 || !num_channels.is_multiple_of(num_groups) {
-            crate::error::fail("GroupNorm", crate::ErrorKind::Value, format!("num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"));
+            crate::error::fail(
+                "GroupNorm",
+                crate::ErrorKind::Value,
+                format!("num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"),
+            );
         }
         GroupNorm {
             weight: affine.then(|| Tensor::ones(&[num_channels]).requires_grad_(true)),
@@ -217,7 +236,12 @@ impl GroupNorm {
 
     fn describe(&self) -> String {
         let affine = py_bool(self.weight.is_some());
-        format!("{}, {}, eps={}, affine={affine}, bias={affine}", self.num_groups, self.num_channels, py_float(self.eps))
+        format!(
+            "{}, {}, eps={}, affine={affine}, bias={affine}",
+            self.num_groups,
+            self.num_channels,
+            py_float(self.eps)
+        )
     }
 }
 

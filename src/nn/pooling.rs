@@ -76,7 +76,12 @@ impl AvgPool2d {
 
     fn describe(&self) -> String {
         let o = &self.opts;
-        format!("kernel_size={}, stride={}, padding={}", pair(o.kernel_size), pair(o.stride.unwrap_or(o.kernel_size)), pair(o.padding))
+        format!(
+            "kernel_size={}, stride={}, padding={}",
+            pair(o.kernel_size),
+            pair(o.stride.unwrap_or(o.kernel_size)),
+            pair(o.padding)
+        )
     }
 }
 

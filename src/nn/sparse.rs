@@ -28,7 +28,11 @@ impl Embedding {
     pub fn with_padding(num_embeddings: usize, embedding_dim: usize, padding_idx: Option<usize>) -> Embedding {
         if let Some(p) = padding_idx {
             if p >= num_embeddings {
-                crate::error::fail("Embedding", crate::ErrorKind::Value, format!("padding_idx {p} must be within num_embeddings {num_embeddings}"));
+                crate::error::fail(
+                    "Embedding",
+                    crate::ErrorKind::Value,
+                    format!("padding_idx {p} must be within num_embeddings {num_embeddings}"),
+                );
             }
         }
         let weight = Tensor::empty(&[num_embeddings, embedding_dim]);

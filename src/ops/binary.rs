@@ -8,11 +8,11 @@ use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{reserve, Tensor};
+use kiln_codegen::ir::NodeKind;
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::dtype::{result_type, OperandKind};
 use kiln_runtime::layout::{broadcast_shapes, checked_numel};
-use kiln_codegen::ir::NodeKind;
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, match_cpu_float, DType, Element, FloatElement, Layout};
@@ -176,7 +176,13 @@ fn binary_dtype(op: BinaryOp, a: &Operand, b: &Operand) -> Result<DType> {
     if op.is_bitwise() {
         // PyTorch's message names its CPU kernel: `"bitwise_and_cpu" not implemented for 'Float'`.
         if dt.is_float() || (op.is_shift() && dt == DType::Bool) {
-            bail!(op.name(), DType, "\"{}\" not implemented for '{}' (bitwise ops take integer or bool tensors)", op.kernel_name(), super::reduce::scalar_type_name(dt));
+            bail!(
+                op.name(),
+                DType,
+                "\"{}\" not implemented for '{}' (bitwise ops take integer or bool tensors)",
+                op.kernel_name(),
+                super::reduce::scalar_type_name(dt)
+            );
         }
         return Ok(dt);
     }
@@ -321,7 +327,12 @@ fn pow_scalar_special_captured(x: &Tensor, e: f64) -> Option<Tensor> {
         2.0 => un(UnaryOp::Square, x),
         3.0 => {
             let sq = un(UnaryOp::Square, x);
-            elementwise(NodeKind::Binary(BinaryOp::Mul), &[(&sq, sq.layout().clone()), (x, x.layout().clone())], shape, dt)
+            elementwise(
+                NodeKind::Binary(BinaryOp::Mul),
+                &[(&sq, sq.layout().clone()), (x, x.layout().clone())],
+                shape,
+                dt,
+            )
         }
         0.5 => un(UnaryOp::Sqrt, x),
         -0.5 => un(UnaryOp::Rsqrt, x),
@@ -357,7 +368,9 @@ fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, inputs: &[&Tensor], out
         Maximum => "MaximumBackward0",
         Minimum => "MinimumBackward0",
         Atan2 => "Atan2Backward0",
-        BitAnd | BitOr | BitXor | BitShl | BitShr => unreachable!("bitwise ops give integer results, which never record"),
+        BitAnd | BitOr | BitXor | BitShl | BitShr => {
+            unreachable!("bitwise ops give integer results, which never record")
+        }
     };
     let dt = out.dtype();
     let is_tensor = [matches!(a, Operand::Tensor(_)), matches!(b, Operand::Tensor(_))];
@@ -416,7 +429,13 @@ fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, inputs: &[&Tensor], out
 /// The gradients of `op(a, b)` for the operands in `needs`, from the saved operands (`s[i]` is
 /// saved whenever operand `i`'s value is needed) and, for `pow`, the output; broadcast shapes
 /// are summed down by the engine.
-fn binary_grads(op: BinaryOp, g: &Tensor, s: [Option<&Tensor>; 2], out: Option<&Tensor>, needs: [bool; 2]) -> [Option<Tensor>; 2] {
+fn binary_grads(
+    op: BinaryOp,
+    g: &Tensor,
+    s: [Option<&Tensor>; 2],
+    out: Option<&Tensor>,
+    needs: [bool; 2],
+) -> [Option<Tensor>; 2] {
     use BinaryOp::*;
     let when = |i: usize, f: &dyn Fn() -> Tensor| needs[i].then(f);
     let a = || s[0].expect("saved when needed");
@@ -487,7 +506,14 @@ pub(super) fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<T
         return Ok(crate::capture::elementwise(NodeKind::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt));
     }
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
-        return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt, dt);
+        return crate::cuda::map(
+            op.name(),
+            kiln_codegen::cuda::EagerOp::Binary(op),
+            &[(&ta, la), (&tb, lb)],
+            &shape,
+            dt,
+            dt,
+        );
     }
     reserve(op.name(), &shape, dt)?;
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
@@ -526,7 +552,12 @@ pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<
         check_writable(op.name(), dst)?;
         crate::capture::check_devices(op.name(), &[dst, &tb])?;
         let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
-        let r = crate::capture::elementwise(NodeKind::Binary(op), &[(dst, dst.layout().clone()), (&tb, lb)], dst.shape(), dt);
+        let r = crate::capture::elementwise(
+            NodeKind::Binary(op),
+            &[(dst, dst.layout().clone()), (&tb, lb)],
+            dst.shape(),
+            dt,
+        );
         crate::capture::assign(dst, &r);
         return Ok(());
     }
@@ -564,7 +595,13 @@ pub(super) fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
     }
     let shape = broadcast_all("copy_", &[dst.shape(), src.shape()])?;
     if shape.as_slice() != dst.shape() {
-        bail!("copy_", Shape, "the source of shape {:?} cannot be broadcast to the destination's shape {:?}", src.shape(), dst.shape());
+        bail!(
+            "copy_",
+            Shape,
+            "the source of shape {:?} cannot be broadcast to the destination's shape {:?}",
+            src.shape(),
+            dst.shape()
+        );
     }
     check_writable("copy_", dst)?;
     if crate::capture::is_active() {
@@ -575,13 +612,19 @@ pub(super) fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
     // Across devices the source is copied over first (PyTorch's copy_ moves data); a 0-dim
     // CPU source joins a CUDA copy as it is.
     let cpu_scalar = src.device().is_cpu() && src.dim() == 0;
-    let src = if src.device() != dst.device() && !cpu_scalar { crate::cuda::to_device("copy_", &src, dst.device())? } else { src };
+    let src = if src.device() != dst.device() && !cpu_scalar {
+        crate::cuda::to_device("copy_", &src, dst.device())?
+    } else {
+        src
+    };
     let ls = src.layout().broadcast_to(dst.shape()).expect("shape was broadcast");
     if crate::cuda::any_on_cuda(&[dst, &src]) {
         return crate::cuda::copy_into("copy_", dst, &src, ls);
     }
     dst.with_cpu_write("copy_", &src, |sd, ss| {
-        match_cpu!(sd, |d: D| match_cpu!(ss, |s: S| map2_inplace(d, dst.layout(), s, &ls, |_: D, v: S| crate::tensor::cast::<S, D>(v))))
+        match_cpu!(sd, |d: D| match_cpu!(ss, |s: S| map2_inplace(d, dst.layout(), s, &ls, |_: D, v: S| {
+            crate::tensor::cast::<S, D>(v)
+        })))
     })
 }
 
@@ -630,7 +673,9 @@ impl Tensor {
             crate::cuda::copy_into("fill_", self, &value, lv)?;
             return Ok(self);
         }
-        self.with_cpu_mut("fill_", |s, l| match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v))))?;
+        self.with_cpu_mut("fill_", |s, l| {
+            match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))
+        })?;
         Ok(self)
     }
 
@@ -787,11 +832,17 @@ mod tests {
             (I(1 << 40), false, true, false),
             (B(true), true, true, true),
         ] {
-            assert_eq!((fits(v, DType::I32), fits(v, DType::I64), fits(v, DType::U8)), (i32_ok, i64_ok, u8_ok), "{v:?}");
+            assert_eq!(
+                (fits(v, DType::I32), fits(v, DType::I64), fits(v, DType::U8)),
+                (i32_ok, i64_ok, u8_ok),
+                "{v:?}"
+            );
             assert!(fits(v, DType::Bool));
         }
         assert!(!fits(F(3.5e38), DType::F32) && fits(F(3.4e38), DType::F32) && fits(F(f64::NAN), DType::F32));
-        assert!(!fits(F(65519.0), DType::F16) && fits(F(65504.0), DType::F16) && fits(F(f64::NEG_INFINITY), DType::F16));
+        assert!(
+            !fits(F(65519.0), DType::F16) && fits(F(65504.0), DType::F16) && fits(F(f64::NEG_INFINITY), DType::F16)
+        );
         assert!(!fits(I(70000), DType::F16) && fits(F(1e10), DType::BF16) && !fits(F(3.4e38), DType::BF16));
         assert!(fits(F(1e300), DType::F64));
 
@@ -806,10 +857,16 @@ mod tests {
         assert!(i.try_scatter_value_(0, &idx, 1e20).is_err());
         assert!(Tensor::try_scalar_opts(1i64 << 40, DType::I32).unwrap_err().to_string().starts_with("tensor: value"));
         assert!(Tensor::try_full_opts(&[2], -1.0, DType::U8, kiln_runtime::Device::Cpu).is_err());
-        assert!(Tensor::try_where(&Tensor::new(&[true]), i.narrow(0, 0, 1), 1i64 << 40).unwrap_err().to_string().starts_with("where: value"));
+        assert!(Tensor::try_where(&Tensor::new(&[true]), i.narrow(0, 0, 1), 1i64 << 40)
+            .unwrap_err()
+            .to_string()
+            .starts_with("where: value"));
         assert!(std::panic::catch_unwind(|| Tensor::full(&[1], 1e300)).is_err());
         assert_eq!(i.try_fill_(3.7).unwrap().to_vec::<i32>(), vec![3; 3]);
-        assert_eq!(Tensor::zeros(&[1]).to_dtype(DType::U8).masked_fill(&Tensor::new(&[true]), -1).to_vec::<u8>(), vec![255]);
+        assert_eq!(
+            Tensor::zeros(&[1]).to_dtype(DType::U8).masked_fill(&Tensor::new(&[true]), -1).to_vec::<u8>(),
+            vec![255]
+        );
         // Arithmetic operands wrap, as PyTorch's do; a tensor cast is not a scalar conversion.
         assert_eq!((&i + (1i64 << 40)).to_vec::<i32>(), vec![3; 3]);
         assert_eq!(Tensor::full(&[1], 1e20).to_dtype(DType::I32).dtype(), DType::I32);

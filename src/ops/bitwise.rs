@@ -24,7 +24,12 @@ use kiln_runtime::DType;
 #[track_caller]
 fn check_not_dtype(op: &'static str, t: &Tensor) -> Result<()> {
     if t.dtype().is_float() {
-        bail!(op, DType, "\"bitwise_not_cpu\" not implemented for '{}' (bitwise ops take integer or bool tensors)", super::reduce::scalar_type_name(t.dtype()));
+        bail!(
+            op,
+            DType,
+            "\"bitwise_not_cpu\" not implemented for '{}' (bitwise ops take integer or bool tensors)",
+            super::reduce::scalar_type_name(t.dtype())
+        );
     }
     Ok(())
 }

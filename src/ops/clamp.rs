@@ -62,7 +62,13 @@ impl ClampKind {
 /// dtype could be the result). A Bool result is refused, as PyTorch has no Bool clamp kernel
 /// (`bool_tensor.clamp(false, true)`; integer bounds promote a Bool tensor to i64 and work).
 #[track_caller]
-fn clamp_bounds(kind: ClampKind, inplace: bool, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<(DType, Option<Scalar>, Option<Scalar>)> {
+fn clamp_bounds(
+    kind: ClampKind,
+    inplace: bool,
+    x: &Tensor,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+) -> Result<(DType, Option<Scalar>, Option<Scalar>)> {
     let op = kind.name(inplace);
     let mut operands: SmallVec<[(DType, OperandKind); 3]> = SmallVec::new();
     operands.push(Operand::Tensor(x.clone()).promotion());
@@ -97,7 +103,11 @@ fn clamp_bounds(kind: ClampKind, inplace: bool, x: &Tensor, min: Option<Scalar>,
 #[track_caller]
 fn check_clamp_dtype(op: &'static str, kernel: &str, dt: DType) -> Result<()> {
     if dt == DType::Bool {
-        bail!(op, DType, "\"{kernel}\" not implemented for 'Bool' (clamp takes numeric tensors; cast with to_dtype first)");
+        bail!(
+            op,
+            DType,
+            "\"{kernel}\" not implemented for 'Bool' (clamp takes numeric tensors; cast with to_dtype first)"
+        );
     }
     Ok(())
 }
@@ -113,7 +123,8 @@ pub(crate) trait ClampElement: StorageElement {
     fn clamp_buf_inplace(dst: &mut [Self], ld: &Layout, lo: Option<Self>, hi: Option<Self>);
     /// The clamp of `a`'s elements between the elements of `lo` and `hi` (tensor bounds; all
     /// three layouts have the output's shape) into a new contiguous buffer.
-    fn clamp_tensors_buf(a: &[Self], la: &Layout, lo: &[Self], llo: &Layout, hi: &[Self], lhi: &Layout) -> CpuBuf<Self>;
+    fn clamp_tensors_buf(a: &[Self], la: &Layout, lo: &[Self], llo: &Layout, hi: &[Self], lhi: &Layout)
+        -> CpuBuf<Self>;
 }
 
 /// Runs `$map` (map1 or map1_inplace) over `$a`, `$l`: each element converted with `$to`,
@@ -176,7 +187,12 @@ fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scala
         let xt = x.try_to_dtype(dt)?;
         reserve(op, x.shape(), dt)?;
         let storage = xt.with_cpu(op, |s, l| {
-            match_cpu!(s, |a: T| T::wrap(T::clamp_buf(a, l, lo.map(crate::tensor::scalar_as::<T>), hi.map(crate::tensor::scalar_as::<T>))))
+            match_cpu!(s, |a: T| T::wrap(T::clamp_buf(
+                a,
+                l,
+                lo.map(crate::tensor::scalar_as::<T>),
+                hi.map(crate::tensor::scalar_as::<T>)
+            )))
         })?;
         Tensor::from_cpu_storage(storage, x.shape())
     };
@@ -213,7 +229,12 @@ fn clamp_inplace(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<S
         return Ok(());
     }
     x.with_cpu_mut(op, |s, l| {
-        match_cpu!(s, |d: T| T::clamp_buf_inplace(d, l, lo.map(crate::tensor::scalar_as::<T>), hi.map(crate::tensor::scalar_as::<T>)))
+        match_cpu!(s, |d: T| T::clamp_buf_inplace(
+            d,
+            l,
+            lo.map(crate::tensor::scalar_as::<T>),
+            hi.map(crate::tensor::scalar_as::<T>)
+        ))
     })
 }
 
@@ -222,12 +243,18 @@ fn clamp_inplace(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<S
 /// bound is needed, and two bounds must not make a Bool clamp (PyTorch's `clamp_cpu` kernel
 /// takes numbers; one bound is a `maximum`/`minimum`, which takes Bool).
 #[track_caller]
-fn clamp_tensor_meta(op: &'static str, x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<(DType, kiln_runtime::Shape)> {
+fn clamp_tensor_meta(
+    op: &'static str,
+    x: &Tensor,
+    min: Option<&Tensor>,
+    max: Option<&Tensor>,
+) -> Result<(DType, kiln_runtime::Shape)> {
     if min.is_none() && max.is_none() {
         bail!(op, Value, "torch.clamp: At least one of 'min' or 'max' must not be None");
     }
     let operands: SmallVec<[&Tensor; 3]> = [Some(x), min, max].into_iter().flatten().collect();
-    let promotions: SmallVec<[(DType, OperandKind); 3]> = operands.iter().map(|t| Operand::Tensor((*t).clone()).promotion()).collect();
+    let promotions: SmallVec<[(DType, OperandKind); 3]> =
+        operands.iter().map(|t| Operand::Tensor((*t).clone()).promotion()).collect();
     let dt = result_type(&promotions);
     if min.is_some() && max.is_some() {
         check_clamp_dtype(op, "clamp_cpu", dt)?;
@@ -264,7 +291,13 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
             let storage = tx.with_cpu(op, |sx, _| {
                 lo.with_cpu2(&hi, op, |slo, shi| {
                     match_cpu!(sx, |a: T| T::wrap(T::clamp_tensors_buf(
-                        a, &lx, slo.as_buf::<T>().expect("same dtype"), &llo, shi.as_buf::<T>().expect("same dtype"), &lhi)))
+                        a,
+                        &lx,
+                        slo.as_buf::<T>().expect("same dtype"),
+                        &llo,
+                        shi.as_buf::<T>().expect("same dtype"),
+                        &lhi
+                    )))
                 })
             })??;
             Tensor::from_cpu_storage(storage, &shape)
@@ -484,7 +517,10 @@ mod tests {
         assert_eq!(t.clamp(0, 4).to_vec::<i32>(), vec![1, 4, 0, 3]);
         assert_eq!(t.clamp(-(1i64 << 40), 1i64 << 40).to_vec::<i32>(), vec![1, 7, -5, 3]);
         let e = t.try_clamp_min(1i64 << 40).unwrap_err().to_string();
-        assert!(e.starts_with("clamp_min: clamp min value 1099511627776 is outside the representable range of Int"), "{e}");
+        assert!(
+            e.starts_with("clamp_min: clamp min value 1099511627776 is outside the representable range of Int"),
+            "{e}"
+        );
         assert_eq!(t.clamp(0.5, 2).dtype(), DType::F32);
         assert!(t.try_clamp_(0.5, 2).is_err(), "a float result cannot be written into i32");
         assert!(Tensor::new(&[1.0f32]).try_clamp(-1e300, 1e300).is_err());
@@ -503,8 +539,16 @@ mod tests {
         let e = b.try_clamp(false, true).unwrap_err().to_string();
         assert!(e.starts_with("clamp: \"clamp_scalar_cpu\" not implemented for 'Bool'"), "{e}");
         assert!(e.contains("(at src/ops/clamp.rs:"), "{e}");
-        assert!(b.try_clamp_min(false).unwrap_err().to_string().starts_with("clamp_min: \"clamp_min_scalar_cpu\" not implemented for 'Bool'"));
-        assert!(b.try_clamp_max_(true).unwrap_err().to_string().starts_with("clamp_max_: \"clamp_max_scalar_cpu\" not implemented for 'Bool'"));
+        assert!(b
+            .try_clamp_min(false)
+            .unwrap_err()
+            .to_string()
+            .starts_with("clamp_min: \"clamp_min_scalar_cpu\" not implemented for 'Bool'"));
+        assert!(b
+            .try_clamp_max_(true)
+            .unwrap_err()
+            .to_string()
+            .starts_with("clamp_max_: \"clamp_max_scalar_cpu\" not implemented for 'Bool'"));
         let e = b.try_clamp_tensor(Some(&b), Some(&b)).unwrap_err().to_string();
         assert!(e.starts_with("clamp: \"clamp_cpu\" not implemented for 'Bool'"), "{e}");
         assert!(std::panic::catch_unwind(|| b.clamp(false, true)).is_err());
@@ -530,10 +574,16 @@ mod tests {
         assert!(ct.iter().zip(&c).all(|(a, b)| a == b || (a.is_nan() && b.is_nan())), "{ct:?}");
         assert_eq!(x.clamp_tensor(Some(&lo), None).to_vec::<f32>()[..3], [0.0, 0.5, 3.0]);
         let c = x.clamp_tensor(None, Some(&hi)).to_vec::<f32>();
-        assert!(c[0] == -2.0 && c[1].is_nan() && c[2] == 2.0 && c[3].is_nan() && c[4].is_nan() && c[5] == -1.0, "{c:?}");
+        assert!(
+            c[0] == -2.0 && c[1].is_nan() && c[2] == 2.0 && c[3].is_nan() && c[4].is_nan() && c[5] == -1.0,
+            "{c:?}"
+        );
         // Bounds that are views of the clamped tensor itself.
         let v = Tensor::new(&[3.0f32, 1.0, 2.0]);
-        assert_eq!(v.clamp_tensor(Some(&v.narrow(0, 1, 1)), Some(&v.narrow(0, 2, 1))).to_vec::<f32>(), vec![2.0, 1.0, 2.0]);
+        assert_eq!(
+            v.clamp_tensor(Some(&v.narrow(0, 1, 1)), Some(&v.narrow(0, 2, 1))).to_vec::<f32>(),
+            vec![2.0, 1.0, 2.0]
+        );
         // min > max gives max.
         let m = Tensor::new(&[5.0f32, -5.0]).clamp_tensor(Some(&Tensor::new(&[2.0f32])), Some(&Tensor::new(&[1.0f32])));
         assert_eq!(m.to_vec::<f32>(), vec![1.0, 1.0]);

@@ -8,11 +8,11 @@
 use super::binary::{broadcast_all, check_writable, Operand};
 use crate::autograd::{self, grads, Grads, Saved};
 use crate::capture;
-use kiln_codegen::cuda::EagerOp;
-use kiln_codegen::ir::NodeKind;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{reserve, scalar_as, Tensor};
+use kiln_codegen::cuda::EagerOp;
+use kiln_codegen::ir::NodeKind;
 use kiln_runtime::cpu::elementwise::{map1, map2, map2_inplace, map3};
 use kiln_runtime::dtype::result_type;
 use kiln_runtime::op_kind::{CmpOp, LogicalOp};
@@ -62,7 +62,14 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
         return Ok(capture::elementwise(NodeKind::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
     }
     if crate::cuda::any_on_cuda(&[&ta, &tb]) {
-        return crate::cuda::map(op.name(), EagerOp::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool, DType::Bool);
+        return crate::cuda::map(
+            op.name(),
+            EagerOp::Logical(op),
+            &[(&ta, la), (&tb, lb)],
+            &shape,
+            DType::Bool,
+            DType::Bool,
+        );
     }
     reserve(op.name(), &shape, DType::Bool)?;
     let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
@@ -126,7 +133,12 @@ logical_methods! {
 #[track_caller]
 fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     if cond.dtype() != DType::Bool {
-        bail!("where", DType, "where expected condition to be a boolean tensor, but got a tensor with dtype {}", cond.dtype());
+        bail!(
+            "where",
+            DType,
+            "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
+            cond.dtype()
+        );
     }
     let dt = result_type(&[x.promotion(), y.promotion()]);
     // A Rust number must fit an integer result dtype (PyTorch converts it with an overflow
@@ -154,7 +166,15 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     let out = cond.with_cpu("where", |sc, _| {
         let c = sc.as_buf::<bool>().expect("bool");
         tx.with_cpu2(&ty, "where", |sx, sy| {
-            match_cpu!(sx, |a: T| T::wrap(map3(c, &lc, a, &lx, sy.as_buf::<T>().expect("same dtype"), &ly, |k, p, q| if k { p } else { q })))
+            match_cpu!(sx, |a: T| T::wrap(map3(
+                c,
+                &lc,
+                a,
+                &lx,
+                sy.as_buf::<T>().expect("same dtype"),
+                &ly,
+                |k, p, q| if k { p } else { q }
+            )))
         })
     })??;
     Ok(Tensor::from_cpu_storage(out, &shape))
@@ -179,7 +199,8 @@ fn where_recorded(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     Ok(autograd::record(out, "WhereBackward0", &inputs, [Saved::of(cond)], move |ctx, g, s| {
         let cond = &s[0];
         let each = |(i, &side): (usize, &bool)| {
-            ctx.needs_input_grad(i).then(|| if side { Tensor::where_(cond, g, 0.0) } else { Tensor::where_(cond, 0.0, g) })
+            ctx.needs_input_grad(i)
+                .then(|| if side { Tensor::where_(cond, g, 0.0) } else { Tensor::where_(cond, 0.0, g) })
         };
         is_x.iter().enumerate().map(each).collect::<Grads>()
     }))
@@ -192,7 +213,13 @@ fn masked_fill_check(op: &'static str, x: &Tensor, mask: &Tensor) -> Result<()> 
     }
     let shape = broadcast_all(op, &[x.shape(), mask.shape()])?;
     if shape.as_slice() != x.shape() {
-        bail!(op, Shape, "the mask of shape {:?} cannot be broadcast to the tensor's shape {:?}", mask.shape(), x.shape());
+        bail!(
+            op,
+            Shape,
+            "the mask of shape {:?} cannot be broadcast to the tensor's shape {:?}",
+            mask.shape(),
+            x.shape()
+        );
     }
     Ok(())
 }
@@ -215,7 +242,15 @@ impl Tensor {
     pub fn logical_not(&self) -> Tensor {
         if self.device().is_cuda() && !capture::is_active() {
             // One kernel, `x == 0` in the input's dtype (no cast to Bool first).
-            return crate::cuda::map("logical_not", EagerOp::Not, &[(self, self.layout().clone())], self.shape(), self.dtype(), DType::Bool).or_panic();
+            return crate::cuda::map(
+                "logical_not",
+                EagerOp::Not,
+                &[(self, self.layout().clone())],
+                self.shape(),
+                self.dtype(),
+                DType::Bool,
+            )
+            .or_panic();
         }
         let t = self.to_dtype(DType::Bool);
         if capture::is_active() {

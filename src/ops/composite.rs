@@ -110,7 +110,9 @@ enum Compute {
 #[track_caller]
 fn compute_input(x: &crate::Tensor, compute: Compute) -> (Option<crate::Tensor>, Option<crate::DType>) {
     match x.dtype() {
-        dtype @ (crate::DType::F16 | crate::DType::BF16) if compute == Compute::InF32 => (Some(x.to_dtype(crate::DType::F32)), Some(dtype)),
+        dtype @ (crate::DType::F16 | crate::DType::BF16) if compute == Compute::InF32 => {
+            (Some(x.to_dtype(crate::DType::F32)), Some(dtype))
+        }
         _ => (None, None),
     }
 }

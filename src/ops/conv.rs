@@ -123,12 +123,21 @@ fn launch(p: Product, c: &Conv, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, s
     let mut inputs = vec![a, b];
     inputs.extend(bias);
     let (geom, out_shape) = (c.geom, shape.to_vec());
-    crate::capture::deferred(name, &inputs, shape, dtype, move |ins| launch_now(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape))
+    crate::capture::deferred(name, &inputs, shape, dtype, move |ins| {
+        launch_now(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape)
+    })
 }
 
 /// [`launch`]'s kernel call on realized operands: the CPU kernels, or, with an operand on
 /// CUDA, `crate::cuda::conv`'s columns and cuBLAS products.
-fn launch_now(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, shape: &[usize]) -> Result<Tensor> {
+fn launch_now(
+    p: Product,
+    g: &ConvGeom,
+    a: &Tensor,
+    b: &Tensor,
+    bias: Option<&Tensor>,
+    shape: &[usize],
+) -> Result<Tensor> {
     let _off = autograd::no_grad();
     if crate::cuda::any_on_cuda(&[a, b]) {
         let out = match p {
@@ -141,7 +150,13 @@ fn launch_now(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Te
     let a = a.contiguous();
     // Each operand is read under its own storage lock: one sharing storage with an earlier one
     // (`conv2d(&x, &x, ..)`) is copied, so that no lock is taken twice by this thread.
-    let own = |t: &Tensor, others: &[&Tensor]| if others.iter().any(|o| o.shares_storage_with(t)) { t.deep_clone() } else { t.contiguous() };
+    let own = |t: &Tensor, others: &[&Tensor]| {
+        if others.iter().any(|o| o.shares_storage_with(t)) {
+            t.deep_clone()
+        } else {
+            t.contiguous()
+        }
+    };
     let b = own(b, &[&a]);
     let bias = bias.map(|t| own(t, &[&a, &b]));
     crate::tensor::reserve("convolution", shape, a.dtype())?;
@@ -152,7 +167,14 @@ fn launch_now(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Te
     }
 }
 
-fn run<T: Float + StorageElement>(p: Product, g: &ConvGeom, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, shape: &[usize]) -> Tensor {
+fn run<T: Float + StorageElement>(
+    p: Product,
+    g: &ConvGeom,
+    a: &Tensor,
+    b: &Tensor,
+    bias: Option<&Tensor>,
+    shape: &[usize],
+) -> Tensor {
     let (sa, sb) = (a.as_slice::<T>(), b.as_slice::<T>());
     let sbias = bias.map(|t| t.as_slice::<T>());
     let buf = match p {

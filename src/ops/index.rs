@@ -202,12 +202,24 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
     let d = dst.normalize_dim(op, dim)?;
     let (x, idx) = (at_least_1d(dst), at_least_1d(index));
     if idx.dim() != x.dim() {
-        bail!(op, Shape, "index tensor must have the same number of dimensions as self tensor (index shape {:?}, self shape {:?})", index.shape(), dst.shape());
+        bail!(
+            op,
+            Shape,
+            "index tensor must have the same number of dimensions as self tensor (index shape {:?}, self shape {:?})",
+            index.shape(),
+            dst.shape()
+        );
     }
     let src = match src {
         Source::Tensor(s) => {
             if s.dtype() != dst.dtype() {
-                bail!(op, DType, "expected self.dtype to be equal to src.dtype (got {} and {})", dst.dtype(), s.dtype());
+                bail!(
+                    op,
+                    DType,
+                    "expected self.dtype to be equal to src.dtype (got {} and {})",
+                    dst.dtype(),
+                    s.dtype()
+                );
             }
             if at_least_1d(&s).dim() != x.dim() {
                 bail!(op, Shape, "src tensor must have the same number of dimensions as self tensor (src shape {:?}, self shape {:?})", s.shape(), dst.shape());
@@ -246,7 +258,10 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
     if crate::cuda::any_on_cuda(&[dst, &idx]) || matches!(&values, Values::Tensor(s, _) if s.device().is_cuda()) {
         let (src, ls) = match values {
             Values::Tensor(s, ls) => (s, ls),
-            Values::Scalar(v) => (Tensor::scalar_wrapping(v, dst.dtype()), Layout::new(Shape::from_slice(idx.shape()), SmallVec::from_elem(0, idx.dim()), 0)),
+            Values::Scalar(v) => (
+                Tensor::scalar_wrapping(v, dst.dtype()),
+                Layout::new(Shape::from_slice(idx.shape()), SmallVec::from_elem(0, idx.dim()), 0),
+            ),
         };
         return crate::cuda::index::scatter(op, &x, d, &idx, &src, &ls, accumulate);
     }
@@ -278,7 +293,14 @@ fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
 /// A copy of `x` written by [`scatter_into`] (`op` names the public op in errors), recorded for
 /// autograd: `ScatterBackward0/1` or `ScatterAddBackward0`.
 #[track_caller]
-fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<Tensor> {
+fn scatter_out(
+    op: &'static str,
+    x: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: Source,
+    accumulate: bool,
+) -> Result<Tensor> {
     if let Source::Scalar(v) = &src {
         super::binary::check_scalar_fits(op, *v, x.dtype())?;
     }
@@ -313,7 +335,11 @@ fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Sour
             Ok(autograd::record(out, name, &[x, &s], [Saved::of(index)], move |ctx, g, s| {
                 let index = &s[0];
                 grads![
-                    ctx.needs_input_grad(0).then(|| if accumulate { g.clone() } else { g.scatter_value(d, index, 0.0) }),
+                    ctx.needs_input_grad(0).then(|| if accumulate {
+                        g.clone()
+                    } else {
+                        g.scatter_value(d, index, 0.0)
+                    }),
                     ctx.needs_input_grad(1).then(|| pad_to(g.gather(d, index), &src_shape)),
                 ]
             }))
@@ -330,7 +356,14 @@ fn scatter_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, src: Sour
 /// An in-place scatter: while autograd records, the recorded out-of-place form written back
 /// into `dst` ([`autograd::inplace`]); otherwise a direct write.
 #[track_caller]
-fn scatter_in_place(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<()> {
+fn scatter_in_place(
+    op: &'static str,
+    dst: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: Source,
+    accumulate: bool,
+) -> Result<()> {
     if let Source::Scalar(v) = &src {
         super::binary::check_scalar_fits(op, *v, dst.dtype())?;
     }
@@ -372,7 +405,12 @@ impl Advanced {
     #[track_caller]
     fn map(&self, op: &'static str, x: &Tensor) -> Result<IndexMap<'static>> {
         let values: Vec<Vec<i64>> = self.indices.iter().map(|(t, _, _)| t.to_vec::<i64>()).collect();
-        let args: Vec<IndexArg<'_>> = self.indices.iter().zip(&values).map(|((_, layout, dim), data)| IndexArg { data, layout: layout.clone(), dim: *dim }).collect();
+        let args: Vec<IndexArg<'_>> = self
+            .indices
+            .iter()
+            .zip(&values)
+            .map(|((_, layout, dim), data)| IndexArg { data, layout: layout.clone(), dim: *dim })
+            .collect();
         located(op, IndexMap::new(x.layout(), &self.shape, &self.walk, &args, true))
     }
 
@@ -407,7 +445,13 @@ fn advanced(op: &'static str, x: &Tensor, entries: &[Option<&Tensor>]) -> Result
                     bail!(op, Unsupported, "a 0-dim bool index is not supported");
                 }
                 if pos + k > ndim || t.shape() != &x.shape()[pos..pos + k] {
-                    bail!(op, Shape, "the shape of the mask {:?} at index {pos} does not match the shape of the indexed tensor {:?}", t.shape(), x.shape());
+                    bail!(
+                        op,
+                        Shape,
+                        "the shape of the mask {:?} at index {pos} does not match the shape of the indexed tensor {:?}",
+                        t.shape(),
+                        x.shape()
+                    );
                 }
                 let nz = t.try_nonzero()?;
                 picked.extend((0..k).map(|j| (pos + j, nz.select(1, j as i64))));
@@ -459,14 +503,26 @@ fn advanced(op: &'static str, x: &Tensor, entries: &[Option<&Tensor>]) -> Result
 
 /// Writes (or adds) `values`, broadcast to the indexing result, at `dst[indices]`.
 #[track_caller]
-fn index_put_into(op: &'static str, dst: &Tensor, indices: &[Option<&Tensor>], values: &Tensor, accumulate: bool) -> Result<()> {
+fn index_put_into(
+    op: &'static str,
+    dst: &Tensor,
+    indices: &[Option<&Tensor>],
+    values: &Tensor,
+    accumulate: bool,
+) -> Result<()> {
     if values.dtype() != dst.dtype() {
         bail!(op, DType, "index put requires the source and destination dtypes match, got {} for the destination and {} for the source", dst.dtype(), values.dtype());
     }
     dst.check_same_device(op, values)?;
     let adv = advanced(op, dst, indices)?;
     if values.layout().broadcast_to(&adv.shape).is_none() {
-        bail!(op, Shape, "shape mismatch: value tensor of shape {:?} cannot be broadcast to indexing result of shape {:?}", values.shape(), adv.shape);
+        bail!(
+            op,
+            Shape,
+            "shape mismatch: value tensor of shape {:?} cannot be broadcast to indexing result of shape {:?}",
+            values.shape(),
+            adv.shape
+        );
     }
     check_writable(op, dst)?;
     if dst.device().is_cuda() {
@@ -493,7 +549,11 @@ fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, val
         return crate::cuda::index::fill_along(op, &x, d, &index, value);
     }
     let map = index.with_cpu(op, |si, _| {
-        let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
+        let arg = IndexArg {
+            data: si.as_buf::<i64>().expect("dtype checked"),
+            layout: vector_along(index, &shape, d),
+            dim: d,
+        };
         IndexMap::new(x.layout(), &shape, &walk_except(x.dim(), d), &[arg], true)
     })?;
     let map = located(op, map)?;
@@ -502,7 +562,13 @@ fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, val
 
 /// A copy of `x` written by [`index_put_into`], recorded for autograd (`IndexPutBackward0`).
 #[track_caller]
-fn index_put_out(op: &'static str, x: &Tensor, indices: &[Option<&Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
+fn index_put_out(
+    op: &'static str,
+    x: &Tensor,
+    indices: &[Option<&Tensor>],
+    values: &Tensor,
+    accumulate: bool,
+) -> Result<Tensor> {
     let out = x.deep_clone();
     index_put_into(op, &out, indices, values, accumulate)?;
     if !autograd::is_recording(&[x, values]) {
@@ -568,11 +634,23 @@ impl Tensor {
             let (x, index) = (at_least_1d(&ins[0]), &ins[1]);
             if crate::cuda::any_on_cuda(&[&x, index]) {
                 let index = at_least_1d(index);
-                return crate::cuda::index::gather(OP, &x, d, &index, &vector_along(&index, &shape, d), &shape, &out_shape);
+                return crate::cuda::index::gather(
+                    OP,
+                    &x,
+                    d,
+                    &index,
+                    &vector_along(&index, &shape, d),
+                    &shape,
+                    &out_shape,
+                );
             }
             reserve(OP, &out_shape, x.dtype())?;
             let out = ins[0].with_cpu2(index, OP, |sx, si| {
-                let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: vector_along(index, &shape, d), dim: d };
+                let arg = IndexArg {
+                    data: si.as_buf::<i64>().expect("dtype checked"),
+                    layout: vector_along(index, &shape, d),
+                    dim: d,
+                };
                 let map = IndexMap::direct(x.layout(), &shape, &walk_except(x.dim(), d), arg);
                 match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
             })?;
@@ -628,7 +706,8 @@ impl Tensor {
             }
             reserve(OP, ins[1].shape(), x.dtype())?;
             let out = ins[0].with_cpu2(&ins[1], OP, |sx, si| {
-                let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
+                let arg =
+                    IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
                 let map = IndexMap::direct(x.layout(), idx.shape(), &walk_except(x.dim(), d), arg);
                 match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
             })?;
@@ -796,10 +875,17 @@ impl Tensor {
 
     /// [`Tensor::index_put_`] returning an error (nothing is written when it fails).
     #[track_caller]
-    pub fn try_index_put_(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Result<&Tensor> {
+    pub fn try_index_put_(
+        &self,
+        indices: &(impl TensorIndices + ?Sized),
+        values: &Tensor,
+        accumulate: bool,
+    ) -> Result<&Tensor> {
         let indices = indices.entries();
         if autograd::is_recording(&[self, values]) {
-            autograd::inplace("index_put_", self, |old| index_put_out("index_put_", old, &indices, values, accumulate))?;
+            autograd::inplace("index_put_", self, |old| {
+                index_put_out("index_put_", old, &indices, values, accumulate)
+            })?;
         } else {
             index_put_into("index_put_", self, &indices, values, accumulate)?;
         }
@@ -814,7 +900,12 @@ impl Tensor {
 
     /// [`Tensor::index_put`] returning an error.
     #[track_caller]
-    pub fn try_index_put(&self, indices: &(impl TensorIndices + ?Sized), values: &Tensor, accumulate: bool) -> Result<Tensor> {
+    pub fn try_index_put(
+        &self,
+        indices: &(impl TensorIndices + ?Sized),
+        values: &Tensor,
+        accumulate: bool,
+    ) -> Result<Tensor> {
         index_put_out("index_put", self, &indices.entries(), values, accumulate)
     }
 
@@ -967,9 +1058,17 @@ mod tests {
         let e = err(x.try_index(&[&i]));
         assert!(e.starts_with("index: index 2 is out of bounds for dimension 0 with size 2"), "{e}");
         let e = err(x.try_index(&[&Tensor::new(&[0.5f32])]));
-        assert!(e.starts_with("index: tensors used as indices must be int64, int32 or bool tensors, got float32"), "{e}");
+        assert!(
+            e.starts_with("index: tensors used as indices must be int64, int32 or bool tensors, got float32"),
+            "{e}"
+        );
         let e = err(x.try_index(&[&Tensor::new(&[true, false, true])]));
-        assert!(e.starts_with("index: the shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2, 3]"), "{e}");
+        assert!(
+            e.starts_with(
+                "index: the shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2, 3]"
+            ),
+            "{e}"
+        );
         let e = err(x.try_index_put_(&[&i], &Tensor::zeros(&[3]), false));
         assert!(e.starts_with("index_put_: index 2 is out of bounds"), "{e}");
         let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros(&[3]), false));
@@ -1001,11 +1100,17 @@ mod tests {
         let e = err(x.try_scatter_(1, &Tensor::new(&[[0u8]]), &Tensor::ones(&[1, 1])));
         assert!(e.starts_with("scatter_: expected dtype int64 or int32 for index, got uint8"), "{e}");
         let e = err(x.try_scatter_add_(1, &Tensor::new(&[[0i64]]), &Tensor::ones(&[1, 1]).to_dtype(DType::F64)));
-        assert!(e.starts_with("scatter_add_: expected self.dtype to be equal to src.dtype (got float32 and float64)"), "{e}");
+        assert!(
+            e.starts_with("scatter_add_: expected self.dtype to be equal to src.dtype (got float32 and float64)"),
+            "{e}"
+        );
         let e = err(Tensor::zeros(&[3]).expand(&[2, 3]).try_scatter_value_(1, &Tensor::new(&[[0i64]]), 1.0));
         assert!(e.contains("more than one element of the written-to tensor"), "{e}");
         let e = err(x.try_scatter(2, &Tensor::new(&[[0i64]]), &Tensor::ones(&[1, 1])));
-        assert!(e.starts_with("scatter: dimension out of range (expected to be in range of [-2, 1], but got 2)"), "{e}");
+        assert!(
+            e.starts_with("scatter: dimension out of range (expected to be in range of [-2, 1], but got 2)"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1034,7 +1139,10 @@ mod tests {
         let e = err(Tensor::new(&[-1i64, 2]).try_one_hot(-1));
         assert!(e.starts_with("one_hot: class values must be non-negative, got -1"), "{e}");
         let e = err(Tensor::new(&[1i64, 2]).try_one_hot(2));
-        assert!(e.starts_with("one_hot: class values must be smaller than num_classes, got 2 (num_classes = 2)"), "{e}");
+        assert!(
+            e.starts_with("one_hot: class values must be smaller than num_classes, got 2 (num_classes = 2)"),
+            "{e}"
+        );
         let empty = Tensor::new(&[0i64]).narrow(0, 0, 0);
         assert!(err(empty.try_one_hot(-1)).contains("can not infer the total number of classes"));
         assert_eq!(empty.one_hot(3).shape(), &[0, 3]);

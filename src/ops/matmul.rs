@@ -205,7 +205,9 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         crate::capture::check_devices(op, &[a, b])?;
         // Inside a compiled step, an opaque node running the same cuBLAS call.
         let out_shape = shape.clone();
-        crate::capture::deferred(op, &[a, b], &shape, a.dtype(), move |ins| crate::cuda::matmul(op, &ins[0], &la, &ins[1], &lb, &out_shape))?
+        crate::capture::deferred(op, &[a, b], &shape, a.dtype(), move |ins| {
+            crate::cuda::matmul(op, &ins[0], &la, &ins[1], &lb, &out_shape)
+        })?
     } else if crate::capture::is_active() {
         if a.dtype() != b.dtype() || a.dtype() == kiln_runtime::DType::Bool {
             return unsupported(op, a, b);
@@ -351,17 +353,21 @@ mod tests {
     fn errors_name_shapes_and_dtypes() {
         let e = |r: Result<Tensor>| r.unwrap_err().to_string();
         let (a, b) = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[4, 5]));
-        assert!(e(a.try_matmul(&b)).starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at src/ops/matmul.rs:"));
+        assert!(e(a.try_matmul(&b))
+            .starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at src/ops/matmul.rs:"));
         assert!(e(a.try_matmul(&Tensor::scalar(1.0f32))).starts_with("matmul: both arguments need to be at least 1-D"));
         let c = Tensor::zeros(&[2, 3, 4]);
         assert!(e(c.try_matmul(&Tensor::zeros(&[3, 4, 2]))).contains("batch dimensions [2] and [3] cannot broadcast"));
         let d = Tensor::zeros_opts(&[3, 2], DType::F64, kiln_runtime::Device::Cpu);
-        assert!(e(a.try_matmul(&d)).starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"));
+        assert!(e(a.try_matmul(&d))
+            .starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"));
         let bools = Tensor::zeros_opts(&[2, 2], DType::Bool, kiln_runtime::Device::Cpu);
         assert!(e(bools.try_mm(&bools)).starts_with("mm: not implemented for dtype bool"));
         assert!(e(c.try_mm(&b)).starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3, 4] and [4, 5]"));
-        assert!(e(Tensor::zeros(&[1, 3, 4]).try_bmm(&Tensor::zeros(&[2, 4, 3]))).starts_with("bmm: expected the same batch size"));
-        assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4]))).starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
+        assert!(e(Tensor::zeros(&[1, 3, 4]).try_bmm(&Tensor::zeros(&[2, 4, 3])))
+            .starts_with("bmm: expected the same batch size"));
+        assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4])))
+            .starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
         assert!(e(a.try_outer(&Tensor::zeros(&[2]))).starts_with("outer: expected 1-D and 1-D tensors"));
     }
 }

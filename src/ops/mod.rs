@@ -40,16 +40,16 @@ mod softmax;
 mod sort;
 mod unary;
 
+pub(crate) use binary::binary;
 pub use binary::Operand;
 #[doc(hidden)]
 pub use binary::BINARY_METHODS;
-#[doc(hidden)]
-pub use composite::COMPOSITE_UNARY;
+pub(crate) use binary::{can_cast, check_scalar_fits};
+pub(crate) use compare::{compare, logical};
 pub(crate) use composite::composite_unary_table;
 #[doc(hidden)]
-pub use unary::UNARY_METHODS;
-pub(crate) use binary::binary;
-pub(crate) use compare::{compare, logical};
+pub use composite::COMPOSITE_UNARY;
 pub(crate) use index::out_of_bounds;
 pub(crate) use unary::unary;
-pub(crate) use binary::{can_cast, check_scalar_fits};
+#[doc(hidden)]
+pub use unary::UNARY_METHODS;

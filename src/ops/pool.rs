@@ -18,8 +18,8 @@ use kiln_runtime::cpu::pool::{self as kernels, AvgMode, PoolGeom};
 use kiln_runtime::dtype::num_like::Float;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::DType;
-use std::sync::{Mutex, MutexGuard};
 use std::sync::Arc;
+use std::sync::{Mutex, MutexGuard};
 
 /// Which pooling, with its parameters.
 #[derive(Clone, Copy, Debug)]
@@ -142,7 +142,9 @@ pub(crate) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Te
     let out = if gy.device().is_cuda() {
         // Inside a compiled step, an opaque node running the same kernel.
         let shape = x_shape.clone();
-        crate::capture::deferred("max_pool2d_backward", &[gy, idx], &x_shape, gy.dtype(), move |ins| crate::cuda::pool::max_pool_backward(&g, &ins[0], &ins[1], &shape))?
+        crate::capture::deferred("max_pool2d_backward", &[gy, idx], &x_shape, gy.dtype(), move |ins| {
+            crate::cuda::pool::max_pool_backward(&g, &ins[0], &ins[1], &shape)
+        })?
     } else {
         max_scatter_cpu(g, gy, idx, x_shape)?
     };
@@ -165,8 +167,14 @@ fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) 
     crate::capture::deferred("max_pool2d_backward", &[gy, idx], &shape, gy.dtype(), move |ins| {
         let (gc, ic) = (contiguous(&ins[0]), contiguous(&ins[1]));
         Ok(match gc.dtype() {
-            DType::F64 => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()), &x_shape),
-            _ => Tensor::from_buf(kernels::max_pool2d_backward(&g, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()), &x_shape),
+            DType::F64 => Tensor::from_buf(
+                kernels::max_pool2d_backward(&g, &gc.as_slice::<f64>(), &ic.as_slice::<i64>()),
+                &x_shape,
+            ),
+            _ => Tensor::from_buf(
+                kernels::max_pool2d_backward(&g, &gc.as_slice::<f32>(), &ic.as_slice::<i64>()),
+                &x_shape,
+            ),
         })
     })
 }
@@ -181,7 +189,9 @@ pub(crate) fn avg(p: &Arc<Pool>, x: &Tensor) -> Result<Tensor> {
     }
     let name = if matches!(p.kind, Kind::Adaptive) { "AdaptiveAvgPool2DBackward0" } else { "AvgPool2DBackward0" };
     let p = p.clone();
-    Ok(autograd::record(out, name, &[x], [], move |_, g, _| grads![Some(avg_adjoint(&p, g).expect("avg_pool2d backward"))]))
+    Ok(autograd::record(out, name, &[x], [], move |_, g, _| {
+        grads![Some(avg_adjoint(&p, g).expect("avg_pool2d backward"))]
+    }))
 }
 
 /// `Aᵀ·gy`: the gradient of [`avg`], differentiable (its gradient is `A` again).
@@ -191,7 +201,11 @@ pub(crate) fn avg_adjoint(p: &Arc<Pool>, gy: &Tensor) -> Result<Tensor> {
     if !autograd::is_recording(&[gy]) {
         return Ok(out);
     }
-    let name = if matches!(p.kind, Kind::Adaptive) { "AdaptiveAvgPool2DBackwardBackward0" } else { "AvgPool2DBackwardBackward0" };
+    let name = if matches!(p.kind, Kind::Adaptive) {
+        "AdaptiveAvgPool2DBackwardBackward0"
+    } else {
+        "AvgPool2DBackwardBackward0"
+    };
     let p = p.clone();
     Ok(autograd::record(out, name, &[gy], [], move |_, g, _| grads![Some(avg(&p, g).expect("avg_pool2d"))]))
 }

@@ -257,7 +257,9 @@ impl Reduction {
             debug_assert_eq!(kind.out_dtype(t.dtype()), dtype);
             // Inside a compiled step, an opaque node running the same kernel.
             let (mask, shape) = (self.mask.clone(), self.shape.clone());
-            return crate::capture::deferred(op, &[t], &self.shape, dtype, move |ins| Ok(crate::cuda::reduce(op, kind, &ins[0], &mask, &shape, param)?.0));
+            return crate::capture::deferred(op, &[t], &self.shape, dtype, move |ins| {
+                Ok(crate::cuda::reduce(op, kind, &ins[0], &mask, &shape, param)?.0)
+            });
         }
         if crate::capture::is_active() {
             let (mask, shape) = (self.mask.clone(), self.shape.clone());
@@ -348,7 +350,14 @@ fn recording(t: &Tensor, out: &Tensor) -> bool {
 /// op kind matched outside the kernels so each loop is monomorphized;
 /// `grad_name` names the node recorded when the result is differentiated.
 #[track_caller]
-fn reduce_values(t: &Tensor, name: &'static str, grad_name: &'static str, op: ReduceOp, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+fn reduce_values(
+    t: &Tensor,
+    name: &'static str,
+    grad_name: &'static str,
+    op: ReduceOp,
+    dims: &[i64],
+    keepdim: bool,
+) -> Result<Tensor> {
     let red = Reduction::new(name, t, dims, keepdim)?;
     if matches!(op, ReduceOp::Max | ReduceOp::Min) {
         red.check_nonempty(name, t)?;
@@ -465,7 +474,14 @@ fn captured_var(red: &Reduction, op: &'static str, t: &Tensor, correction: i64) 
 /// dims; the result shaped `shape`): `cuda`'s kind and parameter, or, for a sum divided by
 /// `max(n - correction, 0)` with no kind of its own (a variance's), the sum, then the division.
 #[track_caller]
-fn cuda_fallback(name: &'static str, t: &Tensor, mask: &[bool], shape: &[usize], cuda: Option<(CudaReduce, i64)>, divide: Option<i64>) -> Result<Tensor> {
+fn cuda_fallback(
+    name: &'static str,
+    t: &Tensor,
+    mask: &[bool],
+    shape: &[usize],
+    cuda: Option<(CudaReduce, i64)>,
+    divide: Option<i64>,
+) -> Result<Tensor> {
     match (cuda, divide) {
         (Some((kind, param)), _) => Ok(crate::cuda::reduce(name, kind, t, mask, shape, param)?.0),
         (None, Some(correction)) => {
@@ -628,7 +644,9 @@ fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     }
     // The reversed cumulative sum of g: out_j = Σ_{i<=j} x_i, so dx_i = Σ_{j>=i} g_j.
     let d = d as i64;
-    Ok(autograd::record(out, "CumsumBackward0", &[t], [], move |_, g, _| grads![Some(g.sum_dim(d, true) - g.cumsum(d) + g)]))
+    Ok(autograd::record(out, "CumsumBackward0", &[t], [], move |_, g, _| {
+        grads![Some(g.sum_dim(d, true) - g.cumsum(d) + g)]
+    }))
 }
 
 impl Tensor {

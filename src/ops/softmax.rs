@@ -84,7 +84,9 @@ fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
     if t.device().is_cuda() {
         // A strided kernel: any view, no contiguous copy first (inside a compiled step, an
         // opaque node running it).
-        return crate::capture::deferred(op, &[t], t.shape(), t.dtype(), move |ins| crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, &ins[0], d));
+        return crate::capture::deferred(op, &[t], t.shape(), t.dtype(), move |ins| {
+            crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, &ins[0], d)
+        });
     }
     let (outer, n, inner) = split_at_dim(t.shape(), d);
     let x = t.contiguous();

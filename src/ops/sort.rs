@@ -32,7 +32,8 @@ fn along_dim(
         *n = k;
     }
     reserve(op, &shape, x.dtype())?;
-    let (values, indices) = x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
+    let (values, indices) =
+        x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
     Ok((Tensor::from_cpu_storage(values, &shape), Tensor::from_cpu_storage(indices, &shape)))
 }
 
@@ -104,7 +105,12 @@ impl Tensor {
         let d = self.normalize_dim("topk", dim)?;
         let n = self.shape().get(d).copied().unwrap_or(1);
         if k > n {
-            bail!("topk", Index, "selected index k out of range (k = {k}, dim {d} of shape {:?} has size {n})", self.shape());
+            bail!(
+                "topk",
+                Index,
+                "selected index k out of range (k = {k}, dim {d} of shape {:?} has size {n})",
+                self.shape()
+            );
         }
         // PyTorch returns a 0-dim tensor's element for k = 0 too: a 0-dim result has one.
         let k = if self.dim() == 0 { 1 } else { k };

@@ -74,7 +74,13 @@ fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
         bail!("neg", DType, "negation, the `-` operator, on a bool tensor is not supported; use the `!` operator or logical_not() instead");
     }
     if op.is_int_only() && dtype.is_float() {
-        bail!(op.name(), DType, "\"{}_cpu\" not implemented for '{}'", op.name(), super::reduce::scalar_type_name(dtype));
+        bail!(
+            op.name(),
+            DType,
+            "\"{}_cpu\" not implemented for '{}'",
+            op.name(),
+            super::reduce::scalar_type_name(dtype)
+        );
     }
     if dtype == DType::Bool && op == UnaryOp::Square {
         return Ok(DType::I64); // PyTorch squares bools as int64
@@ -102,7 +108,14 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
 #[track_caller]
 fn unary_eager(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     if x.device().is_cuda() {
-        return crate::cuda::map(op.name(), kiln_codegen::cuda::EagerOp::Unary(op), &[(x, x.layout().clone())], x.shape(), x.dtype(), x.dtype());
+        return crate::cuda::map(
+            op.name(),
+            kiln_codegen::cuda::EagerOp::Unary(op),
+            &[(x, x.layout().clone())],
+            x.shape(),
+            x.dtype(),
+            x.dtype(),
+        );
     }
     reserve(op.name(), x.shape(), x.dtype())?;
     let out = x.with_cpu(op.name(), |s, l| {

@@ -1,7 +1,10 @@
 //! Adadelta (`torch.optim.Adadelta`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{add_scaled_, addcmul_, check, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
+use super::state::{
+    add_scaled_, addcmul_, check, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor,
+    StateTensors,
+};
 use crate::{Result, Tensor};
 
 /// Adadelta's hyperparameters (`torch.optim.Adadelta`'s arguments and defaults).
@@ -76,6 +79,10 @@ impl OptimizerConfig for AdadeltaConfig {
     }
 
     fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<AdadeltaState> {
-        Ok(AdadeltaState { step: saved.step()?, square_avg: saved.required("square_avg")?, acc_delta: saved.required("acc_delta")? })
+        Ok(AdadeltaState {
+            step: saved.step()?,
+            square_avg: saved.required("square_avg")?,
+            acc_delta: saved.required("acc_delta")?,
+        })
     }
 }

@@ -1,7 +1,9 @@
 //! Adagrad (`torch.optim.Adagrad`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{addcdiv_, addcmul_, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
+use super::state::{
+    addcdiv_, addcmul_, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors,
+};
 use crate::{Result, Tensor};
 
 /// Adagrad's hyperparameters (`torch.optim.Adagrad`'s arguments and defaults).
@@ -23,7 +25,14 @@ pub struct AdagradConfig {
 
 impl Default for AdagradConfig {
     fn default() -> Self {
-        AdagradConfig { lr: 1e-2, lr_decay: 0.0, weight_decay: 0.0, initial_accumulator_value: 0.0, eps: 1e-10, maximize: false }
+        AdagradConfig {
+            lr: 1e-2,
+            lr_decay: 0.0,
+            weight_decay: 0.0,
+            initial_accumulator_value: 0.0,
+            eps: 1e-10,
+            maximize: false,
+        }
     }
 }
 

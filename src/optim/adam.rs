@@ -2,7 +2,10 @@
 //! decay added to the gradient (Adam) or applied to the parameter directly (AdamW).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative, step_tensor, StateTensors};
+use super::state::{
+    addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative, step_tensor,
+    StateTensors,
+};
 use crate::{Result, Tensor};
 
 /// Declares an Adam-style hyperparameter struct: the fields both Adam and AdamW have, with
@@ -93,7 +96,12 @@ fn validate(name: &'static str, h: &Hyper) -> Result<()> {
 }
 
 fn init_state(h: &Hyper, param: &Tensor) -> AdamState {
-    AdamState { step: 0.0, exp_avg: param.zeros_like(), exp_avg_sq: param.zeros_like(), max_exp_avg_sq: h.amsgrad.then(|| param.zeros_like()) }
+    AdamState {
+        step: 0.0,
+        exp_avg: param.zeros_like(),
+        exp_avg_sq: param.zeros_like(),
+        max_exp_avg_sq: h.amsgrad.then(|| param.zeros_like()),
+    }
 }
 
 /// PyTorch's `_single_tensor_adam` (the non-capturable branch).
@@ -127,7 +135,8 @@ fn update(h: &Hyper, param: &Tensor, grad: &Tensor, s: &mut AdamState) {
 }
 
 fn state_tensors(s: &AdamState) -> Vec<(&'static str, Tensor)> {
-    let mut v = vec![("step", step_tensor(s.step)), ("exp_avg", s.exp_avg.clone()), ("exp_avg_sq", s.exp_avg_sq.clone())];
+    let mut v =
+        vec![("step", step_tensor(s.step)), ("exp_avg", s.exp_avg.clone()), ("exp_avg_sq", s.exp_avg_sq.clone())];
     if let Some(m) = &s.max_exp_avg_sq {
         v.push(("max_exp_avg_sq", m.clone()));
     }

@@ -148,15 +148,30 @@ impl<C: OptimizerConfig> Optim<C> {
         }
         for (i, p) in group.params.iter().enumerate() {
             if !p.dtype().is_float() {
-                bail!(C::NAME, DType, "can only optimize floating-point tensors, but parameter {i} of the group has dtype {}", p.dtype());
+                bail!(
+                    C::NAME,
+                    DType,
+                    "can only optimize floating-point tensors, but parameter {i} of the group has dtype {}",
+                    p.dtype()
+                );
             }
             if !p.is_leaf() {
-                bail!(C::NAME, Value, "can't optimize a non-leaf Tensor (parameter {i} of the group, shape {:?})", p.shape());
+                bail!(
+                    C::NAME,
+                    Value,
+                    "can't optimize a non-leaf Tensor (parameter {i} of the group, shape {:?})",
+                    p.shape()
+                );
             }
             let seen_here = group.params[..i].iter().any(|q| q.is_same(p));
             let seen_before = self.groups.iter().flat_map(|g| &g.params).any(|q| q.is_same(p));
             if seen_here || seen_before {
-                bail!(C::NAME, Value, "some parameters appear in more than one parameter group (parameter {i} of the group, shape {:?})", p.shape());
+                bail!(
+                    C::NAME,
+                    Value,
+                    "some parameters appear in more than one parameter group (parameter {i} of the group, shape {:?})",
+                    p.shape()
+                );
             }
         }
         self.settle();
@@ -210,18 +225,35 @@ impl<C: OptimizerConfig> Optim<C> {
         let meta = sd.metadata_entries();
         let saved_groups = (0..).take_while(|g| meta.contains_key(&format!("param_groups.{g}.params"))).count();
         if saved_groups != self.groups.len() {
-            bail!("load_state_dict", Value, "loaded state dict has {saved_groups} parameter groups, but {} has {}", C::NAME, self.groups.len());
+            bail!(
+                "load_state_dict",
+                Value,
+                "loaded state dict has {saved_groups} parameter groups, but {} has {}",
+                C::NAME,
+                self.groups.len()
+            );
         }
         // Saved index -> (group, position) of the parameter it stands for.
         let mut owner: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
         let mut configs = Vec::with_capacity(saved_groups);
         for (g, group) in self.groups.iter().enumerate() {
             let text = &meta[&format!("param_groups.{g}.params")];
-            let Ok(ids) = text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse()).collect::<Result<Vec<usize>, _>>() else {
+            let Ok(ids) = text
+                .split(',')
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().parse())
+                .collect::<Result<Vec<usize>, _>>()
+            else {
                 bail!("load_state_dict", Value, "param_groups.{g}.params has the unreadable value {text:?}");
             };
             if ids.len() != group.params.len() {
-                bail!("load_state_dict", Value, "parameter group {g} has {} parameters in the loaded state dict, but {} in the optimizer", ids.len(), group.params.len());
+                bail!(
+                    "load_state_dict",
+                    Value,
+                    "parameter group {g} has {} parameters in the loaded state dict, but {} in the optimizer",
+                    ids.len(),
+                    group.params.len()
+                );
             }
             for (pos, id) in ids.into_iter().enumerate() {
                 if owner.insert(id, (g, pos)).is_some() {
@@ -242,9 +274,16 @@ impl<C: OptimizerConfig> Optim<C> {
         // Saved state tensors grouped by index.
         let mut saved: BTreeMap<usize, Vec<(String, Tensor)>> = BTreeMap::new();
         for (key, t) in sd.iter() {
-            let parsed = key.strip_prefix("state.").and_then(|r| r.split_once('.')).and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n)));
+            let parsed = key
+                .strip_prefix("state.")
+                .and_then(|r| r.split_once('.'))
+                .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n)));
             let Some((id, name)) = parsed else {
-                bail!("load_state_dict", Value, "unexpected key {key:?} in an optimizer state dict (expected state.<index>.<name>)");
+                bail!(
+                    "load_state_dict",
+                    Value,
+                    "unexpected key {key:?} in an optimizer state dict (expected state.<index>.<name>)"
+                );
             };
             if !owner.contains_key(&id) {
                 bail!("load_state_dict", Value, "state for parameter index {id} ({key}) belongs to no parameter group");
@@ -358,7 +397,14 @@ impl<C: OptimizerConfig> Optim<C> {
     fn group(&self, group: usize) -> &ParamGroup<C> {
         match self.groups.get(group) {
             Some(g) => g,
-            None => panic!("{}", crate::Error::new(C::NAME, crate::ErrorKind::Index, format!("parameter group {group} out of range: the optimizer has {} groups", self.groups.len()))),
+            None => panic!(
+                "{}",
+                crate::Error::new(
+                    C::NAME,
+                    crate::ErrorKind::Index,
+                    format!("parameter group {group} out of range: the optimizer has {} groups", self.groups.len())
+                )
+            ),
         }
     }
 }

@@ -1,7 +1,10 @@
 //! RMSprop (`torch.optim.RMSprop`), optionally centered and with momentum.
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{add_scaled_, addcdiv_, addcmul_, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative, step_tensor, StateTensors};
+use super::state::{
+    add_scaled_, addcdiv_, addcmul_, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative,
+    step_tensor, StateTensors,
+};
 use crate::{Result, Tensor};
 
 /// RMSprop's hyperparameters (`torch.optim.RMSprop`'s arguments and defaults).
@@ -25,7 +28,15 @@ pub struct RmsPropConfig {
 
 impl Default for RmsPropConfig {
     fn default() -> Self {
-        RmsPropConfig { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum: 0.0, centered: false, maximize: false }
+        RmsPropConfig {
+            lr: 1e-2,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            centered: false,
+            maximize: false,
+        }
     }
 }
 
@@ -50,7 +61,13 @@ impl OptimizerConfig for RmsPropConfig {
     const NAME: &'static str = "RMSprop";
 
     fn validate(&self) -> Result<()> {
-        let values = [("learning rate", self.lr), ("epsilon value", self.eps), ("momentum value", self.momentum), ("weight_decay value", self.weight_decay), ("alpha value", self.alpha)];
+        let values = [
+            ("learning rate", self.lr),
+            ("epsilon value", self.eps),
+            ("momentum value", self.momentum),
+            ("weight_decay value", self.weight_decay),
+            ("alpha value", self.alpha),
+        ];
         non_negative(Self::NAME, &values)
     }
 

@@ -43,9 +43,15 @@ impl OptimizerConfig for SgdConfig {
     const NAME: &'static str = "SGD";
 
     fn validate(&self) -> Result<()> {
-        non_negative(Self::NAME, &[("learning rate", self.lr), ("momentum value", self.momentum), ("weight_decay value", self.weight_decay)])?;
+        non_negative(
+            Self::NAME,
+            &[("learning rate", self.lr), ("momentum value", self.momentum), ("weight_decay value", self.weight_decay)],
+        )?;
         check(Self::NAME, !self.nesterov || (self.momentum > 0.0 && self.dampening == 0.0), || {
-            format!("Nesterov momentum requires a momentum and zero dampening (momentum {}, dampening {})", self.momentum, self.dampening)
+            format!(
+                "Nesterov momentum requires a momentum and zero dampening (momentum {}, dampening {})",
+                self.momentum, self.dampening
+            )
         })
     }
 

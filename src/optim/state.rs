@@ -85,7 +85,15 @@ impl<'a> StateTensors<'a> {
     pub fn optional(&mut self, name: &str) -> Result<Option<Tensor>> {
         let Some(t) = self.take_raw(name) else { return Ok(None) };
         if t.shape() != self.param.shape() {
-            bail!("load_state_dict", Shape, "state.{}.{name} has shape {:?}, but parameter {} has shape {:?}", self.index, t.shape(), self.index, self.param.shape());
+            bail!(
+                "load_state_dict",
+                Shape,
+                "state.{}.{name} has shape {:?}, but parameter {} has shape {:?}",
+                self.index,
+                t.shape(),
+                self.index,
+                self.param.shape()
+            );
         }
         let _g = crate::no_grad();
         Ok(Some(t.try_to_dtype(self.param.dtype())?.deep_clone()))
@@ -107,7 +115,13 @@ impl<'a> StateTensors<'a> {
             bail!("load_state_dict", Value, "state.{}.step is missing from the state dict", self.index)
         };
         if t.numel() != 1 {
-            bail!("load_state_dict", Shape, "state.{}.step must have one element, got shape {:?}", self.index, t.shape());
+            bail!(
+                "load_state_dict",
+                Shape,
+                "state.{}.step must have one element, got shape {:?}",
+                self.index,
+                t.shape()
+            );
         }
         t.try_to_dtype(DType::F64)?.try_item::<f64>()
     }
@@ -116,7 +130,13 @@ impl<'a> StateTensors<'a> {
     #[track_caller]
     pub(crate) fn finish(self, optimizer: &str) -> Result<()> {
         if let Some(e) = self.entries.iter().find(|e| !e.2) {
-            bail!("load_state_dict", Value, "unexpected state tensor state.{}.{} for {optimizer} (with these hyperparameters)", self.index, e.0);
+            bail!(
+                "load_state_dict",
+                Value,
+                "unexpected state tensor state.{}.{} for {optimizer} (with these hyperparameters)",
+                self.index,
+                e.0
+            );
         }
         Ok(())
     }
@@ -172,7 +192,9 @@ impl HyperValue for (f64, f64) {
 pub(crate) fn parse_hyper<T: HyperValue>(optimizer: &str, key: &str, value: &str) -> Result<T> {
     match T::parse_text(value) {
         Some(v) => Ok(v),
-        None => bail!("load_state_dict", Value, "hyperparameter {key} of {optimizer} has the unreadable value {value:?}"),
+        None => {
+            bail!("load_state_dict", Value, "hyperparameter {key} of {optimizer} has the unreadable value {value:?}")
+        }
     }
 }
 

@@ -30,7 +30,13 @@ fn check_probabilities(op: &'static str, p: &Tensor) -> Result<()> {
         Ok::<bool, crate::Error>(p.try_ge(0.0)?.logical_and(&p.try_le(1.0)?).all().item::<bool>())
     })?;
     if !inside {
-        bail!(op, Value, "expected every probability to be in [0, 1] (and not NaN), but p of shape {:?} ({}) has one outside", p.shape(), p.dtype());
+        bail!(
+            op,
+            Value,
+            "expected every probability to be in [0, 1] (and not NaN), but p of shape {:?} ({}) has one outside",
+            p.shape(),
+            p.dtype()
+        );
     }
     Ok(())
 }
@@ -89,23 +95,40 @@ mod tests {
     /// generator seeded with `seed`.
     fn uniforms(seed: u64, n: usize, dtype: DType) -> Vec<f64> {
         let u = Tensor::zeros_opts(&[n], dtype, kiln_runtime::Device::Cpu);
-        super::super::sample_into("test", &u, Dist::Uniform { low: 0.0, high: 1.0 }, Some(&mut Generator::with_seed(seed))).unwrap();
+        super::super::sample_into(
+            "test",
+            &u,
+            Dist::Uniform { low: 0.0, high: 1.0 },
+            Some(&mut Generator::with_seed(seed)),
+        )
+        .unwrap();
         u.to_dtype(DType::F64).to_vec::<f64>()
     }
 
     #[test]
     fn ones_fall_where_the_draw_is_below_p() {
-        let p = Tensor::from_vec((0..1000).map(|i| (i % 11) as f64 / 10.0).map(|v| v.min(1.0)).collect::<Vec<f64>>(), &[10, 100]);
+        let p = Tensor::from_vec(
+            (0..1000).map(|i| (i % 11) as f64 / 10.0).map(|v| v.min(1.0)).collect::<Vec<f64>>(),
+            &[10, 100],
+        );
         let b = p.bernoulli_with(&mut Generator::with_seed(11));
         assert_eq!((b.shape(), b.dtype()), (&[10usize, 100][..], DType::F64));
-        let want: Vec<f64> = uniforms(11, 1000, DType::F64).iter().zip(p.to_vec::<f64>()).map(|(u, p)| if *u < p { 1.0 } else { 0.0 }).collect();
+        let want: Vec<f64> = uniforms(11, 1000, DType::F64)
+            .iter()
+            .zip(p.to_vec::<f64>())
+            .map(|(u, p)| if *u < p { 1.0 } else { 0.0 })
+            .collect();
         assert_eq!(b.to_vec::<f64>(), want);
         // p = 0 never, p = 1 always, and some of each in between.
         assert!(want.iter().zip(p.to_vec::<f64>()).all(|(b, p)| (p != 0.0 || *b == 0.0) && (p != 1.0 || *b == 1.0)));
         assert!(want.iter().sum::<f64>() > 300.0 && want.iter().sum::<f64>() < 700.0);
         // f32 probabilities compare with f32 draws.
         let p32 = p.to_dtype(DType::F32);
-        let want32: Vec<f32> = uniforms(4, 1000, DType::F32).iter().zip(p32.to_vec::<f32>()).map(|(u, p)| if (*u as f32) < p { 1.0 } else { 0.0 }).collect();
+        let want32: Vec<f32> = uniforms(4, 1000, DType::F32)
+            .iter()
+            .zip(p32.to_vec::<f32>())
+            .map(|(u, p)| if (*u as f32) < p { 1.0 } else { 0.0 })
+            .collect();
         assert_eq!(p32.bernoulli_with(&mut Generator::with_seed(4)).to_vec::<f32>(), want32);
     }
 
@@ -134,7 +157,10 @@ mod tests {
     fn bad_probabilities_are_errors_naming_the_op() {
         for bad in [-0.1f32, 1.5, f32::NAN] {
             let e = Tensor::from_slice(&[0.5f32, bad]).try_bernoulli().unwrap_err();
-            assert!(e.message.contains("expected every probability to be in [0, 1]") && e.message.contains("[2]"), "{e}");
+            assert!(
+                e.message.contains("expected every probability to be in [0, 1]") && e.message.contains("[2]"),
+                "{e}"
+            );
             assert_eq!(e.op, "bernoulli");
         }
         let e = Tensor::from_slice(&[1i64, 0]).try_bernoulli().unwrap_err();

@@ -66,7 +66,12 @@ impl Tensor {
             return Ok(self.clone());
         }
         let out = if crate::capture::is_active() {
-            crate::capture::elementwise(kiln_codegen::ir::NodeKind::Cast, &[(self, self.layout().clone())], self.shape(), dtype)
+            crate::capture::elementwise(
+                kiln_codegen::ir::NodeKind::Cast,
+                &[(self, self.layout().clone())],
+                self.shape(),
+                dtype,
+            )
         } else if self.device().is_cuda() {
             crate::cuda::map("to", EagerOp::Copy, &[(self, self.layout().clone())], self.shape(), self.dtype(), dtype)?
         } else {
@@ -131,7 +136,11 @@ impl Tensor {
         if *device == self.device() {
             return Ok(self.clone());
         }
-        let out = if non_blocking { crate::cuda::to_device_non_blocking("to", self, *device)? } else { crate::cuda::to_device("to", self, *device)? };
+        let out = if non_blocking {
+            crate::cuda::to_device_non_blocking("to", self, *device)?
+        } else {
+            crate::cuda::to_device("to", self, *device)?
+        };
         if autograd::is_recording(&[self]) {
             let back = self.device();
             return Ok(autograd::record(out, "ToCopyBackward0", &[self], [], move |_, g, _| grads![Some(g.to(&back))]));
@@ -156,12 +165,28 @@ impl Tensor {
     #[track_caller]
     pub fn deep_clone(&self) -> Tensor {
         let out = if crate::capture::is_active() {
-            crate::capture::elementwise(kiln_codegen::ir::NodeKind::Cast, &[(self, self.layout().clone())], self.shape(), self.dtype())
+            crate::capture::elementwise(
+                kiln_codegen::ir::NodeKind::Cast,
+                &[(self, self.layout().clone())],
+                self.shape(),
+                self.dtype(),
+            )
         } else if self.device().is_cuda() {
-            crate::cuda::map("clone", EagerOp::Copy, &[(self, self.layout().clone())], self.shape(), self.dtype(), self.dtype()).or_panic()
+            crate::cuda::map(
+                "clone",
+                EagerOp::Copy,
+                &[(self, self.layout().clone())],
+                self.shape(),
+                self.dtype(),
+                self.dtype(),
+            )
+            .or_panic()
         } else {
             super::reserve("clone", self.shape(), self.dtype()).or_panic();
-            Tensor::from_cpu_storage(self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic(), self.shape())
+            Tensor::from_cpu_storage(
+                self.with_cpu("clone", |s, l| cast_storage(s, l, self.dtype())).or_panic(),
+                self.shape(),
+            )
         };
         if autograd::is_recording(&[self]) {
             return autograd::record(out, "CloneBackward0", &[self], [], |_, g, _| grads![Some(g.clone())]);
@@ -203,7 +228,14 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec2<T: StorageElement>(&self) -> Vec<Vec<T>> {
         if self.dim() != 2 {
-            panic!("{}", crate::Error::new("to_vec2", crate::ErrorKind::Shape, format!("expected a 2-D tensor, got shape {:?}", self.shape())));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "to_vec2",
+                    crate::ErrorKind::Shape,
+                    format!("expected a 2-D tensor, got shape {:?}", self.shape())
+                )
+            );
         }
         let cols = self.shape()[1];
         let flat = self.to_vec::<T>();
@@ -214,7 +246,14 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec3<T: StorageElement>(&self) -> Vec<Vec<Vec<T>>> {
         if self.dim() != 3 {
-            panic!("{}", crate::Error::new("to_vec3", crate::ErrorKind::Shape, format!("expected a 3-D tensor, got shape {:?}", self.shape())));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "to_vec3",
+                    crate::ErrorKind::Shape,
+                    format!("expected a 3-D tensor, got shape {:?}", self.shape())
+                )
+            );
         }
         let (a, b, c) = (self.shape()[0], self.shape()[1], self.shape()[2]);
         let flat = self.to_vec::<T>();
@@ -232,7 +271,13 @@ impl Tensor {
     #[track_caller]
     pub fn try_item<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
-            bail!("item", Shape, "a Tensor with {} elements cannot be converted to Scalar (shape {:?})", self.numel(), self.shape());
+            bail!(
+                "item",
+                Shape,
+                "a Tensor with {} elements cannot be converted to Scalar (shape {:?})",
+                self.numel(),
+                self.shape()
+            );
         }
         self.on_host("item")?.with_cpu("item", |s, l| match_cpu!(s, |b: S| cast::<S, T>(b[l.offset()])))
     }
@@ -249,9 +294,20 @@ impl Tensor {
         self.check_elem::<T>("as_slice")?;
         self.check_device_supported("as_slice")?;
         if !self.is_contiguous() {
-            bail!("as_slice", Shape, "the tensor is not contiguous (shape {:?}, strides {:?}); call contiguous() first", self.shape(), self.stride());
+            bail!(
+                "as_slice",
+                Shape,
+                "the tensor is not contiguous (shape {:?}, strides {:?}); call contiguous() first",
+                self.shape(),
+                self.stride()
+            );
         }
-        Ok(SliceGuard { guard: self.read_storage(), start: self.storage_offset(), len: self.numel(), _elem: std::marker::PhantomData })
+        Ok(SliceGuard {
+            guard: self.read_storage(),
+            start: self.storage_offset(),
+            len: self.numel(),
+            _elem: std::marker::PhantomData,
+        })
     }
 }
 
@@ -296,6 +352,5 @@ mod tests {
         let b = a.deep_clone();
         assert!(!a.shares_storage_with(&b));
         assert!(a.clone().shares_storage_with(&a));
-
     }
 }

@@ -2,12 +2,12 @@
 
 use super::size::reserve;
 use super::Tensor;
+use crate::cuda::OrOp;
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use kiln_runtime::cpu::CpuBuf;
-use kiln_runtime::storage::StorageElement;
-use crate::cuda::OrOp;
 use kiln_runtime::cuda::CudaStorage;
+use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_dtype, CpuStorage, DType, Device, Element, Shape, Storage};
 
 /// Rust values that are (nested) arrays of one element type: `[[1.0f32, 2.0], [3.0, 4.0]]`,
@@ -248,7 +248,9 @@ impl Tensor {
     #[track_caller]
     pub fn try_empty_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         match device {
-            Device::Cpu => Ok(Tensor::from_cpu_storage(CpuStorage::uninit(dtype, reserve("empty", shape, dtype)?), shape)),
+            Device::Cpu => {
+                Ok(Tensor::from_cpu_storage(CpuStorage::uninit(dtype, reserve("empty", shape, dtype)?), shape))
+            }
             Device::Cuda(i) => {
                 let s = CudaStorage::uninit("empty", i, dtype, super::check_shape("empty", shape)?).or_op("empty")?;
                 Ok(Tensor::from_storage(Storage::Cuda(s), shape))
@@ -374,7 +376,11 @@ impl Tensor {
             bail!("arange", Value, "step must be nonzero");
         }
         if (e - s) * st < 0.0 {
-            bail!("arange", Value, "upper bound and larger bound inconsistent with step sign (start {s}, end {e}, step {st})");
+            bail!(
+                "arange",
+                Value,
+                "upper bound and larger bound inconsistent with step sign (start {s}, end {e}, step {st})"
+            );
         }
         if all_int {
             let (s, e, st) = (start.to_i64(), end.to_i64(), step.to_i64());

@@ -203,7 +203,14 @@ fn add_suffixes(mut s: String, suffixes: &[String]) -> String {
 
 /// The full `tensor(...)` text; `values` is `None` when the data cannot be read on this build
 /// (printed as `...` with the size, as PyTorch prints meta tensors).
-fn repr(values: Option<&Values>, shown: &[Vec<Option<usize>>], shape: &[usize], dtype: DType, device: Device, autograd: Option<String>) -> String {
+fn repr(
+    values: Option<&Values>,
+    shown: &[Vec<Option<usize>>],
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+    autograd: Option<String>,
+) -> String {
     let mut suffixes = Vec::new();
     if device != Device::Cpu {
         suffixes.push(format!("device='{device}'"));
@@ -226,7 +233,8 @@ fn repr(values: Option<&Values>, shown: &[Vec<Option<usize>>], shape: &[usize], 
             Printer { fmt: Formatter::new(values), shown, steps }.tensor_str(0, 0, PREFIX.len())
         }
     };
-    let default_dtype = if numel == 0 { dtype == DType::F32 } else { matches!(dtype, DType::F32 | DType::I64 | DType::Bool) };
+    let default_dtype =
+        if numel == 0 { dtype == DType::F32 } else { matches!(dtype, DType::F32 | DType::I64 | DType::Bool) };
     if !default_dtype {
         suffixes.push(format!("dtype=torch.{}", dtype.torch_name()));
     }

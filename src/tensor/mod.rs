@@ -511,7 +511,13 @@ pub(crate) fn check_device_supported(op: &'static str, device: Device) -> Result
 /// The error of an op that has no CUDA kernel yet.
 #[track_caller]
 pub(crate) fn not_on_cuda(op: &'static str) -> crate::Error {
-    crate::Error::new(op, crate::ErrorKind::Unsupported, format!("`{op}` is not implemented for CUDA tensors yet; move the tensor to the CPU with .to(&Device::Cpu) first"))
+    crate::Error::new(
+        op,
+        crate::ErrorKind::Unsupported,
+        format!(
+            "`{op}` is not implemented for CUDA tensors yet; move the tensor to the CPU with .to(&Device::Cpu) first"
+        ),
+    )
 }
 
 /// The CPU part of a storage, or the "not implemented for CUDA" error of `op`.

@@ -28,7 +28,13 @@ impl Tensor {
         if self.is_pinned() {
             return Ok(self.clone());
         }
-        let pinned = self.with_cpu(op, |s, l| if self.covers_storage() { s.pinned_copy(op) } else { cast_storage(s, l, self.dtype()).pinned_copy(op) })?;
+        let pinned = self.with_cpu(op, |s, l| {
+            if self.covers_storage() {
+                s.pinned_copy(op)
+            } else {
+                cast_storage(s, l, self.dtype()).pinned_copy(op)
+            }
+        })?;
         let out = Tensor::from_cpu_storage(pinned.or_op(op)?, self.shape());
         if autograd::is_recording(&[self]) {
             return Ok(autograd::record(out, "PinMemoryBackward0", &[self], [], |_, g, _| grads![Some(g.clone())]));

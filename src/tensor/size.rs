@@ -40,7 +40,11 @@ pub(crate) fn reserve(op: &'static str, shape: &[usize], dtype: DType) -> Result
     // Cannot overflow: n <= MAX_NUMEL and elements take at most 8 bytes.
     let bytes = n * dtype.size_in_bytes();
     if let Err(e) = alloc::reserve(bytes) {
-        return Err(Error::new(op, ErrorKind::OutOfMemory, format!("{e} for a tensor of shape {shape:?} and dtype {dtype}")));
+        return Err(Error::new(
+            op,
+            ErrorKind::OutOfMemory,
+            format!("{e} for a tensor of shape {shape:?} and dtype {dtype}"),
+        ));
     }
     Ok(n)
 }

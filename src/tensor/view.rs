@@ -207,7 +207,12 @@ fn signed(shape: &[usize]) -> Vec<i64> {
 impl Tensor {
     /// Records `out`, a view of `self`, with the rule mapping the view's gradient to `self`'s,
     /// when autograd is recording (a view that is `self` itself becomes a new alias first).
-    fn tracked_view(&self, out: Tensor, name: &'static str, rule: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static) -> Tensor {
+    fn tracked_view(
+        &self,
+        out: Tensor,
+        name: &'static str,
+        rule: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static,
+    ) -> Tensor {
         if !autograd::is_recording(&[self]) {
             return out;
         }
@@ -275,7 +280,9 @@ impl Tensor {
                     return Ok(out);
                 }
                 let shape = signed(self.shape());
-                Ok(autograd::record(out, "UnsafeViewBackward0", &[self], [], move |_, g, _| grads![Some(g.reshape(&shape))]))
+                Ok(autograd::record(out, "UnsafeViewBackward0", &[self], [], move |_, g, _| {
+                    grads![Some(g.reshape(&shape))]
+                }))
             }
         }
     }
@@ -289,14 +296,27 @@ impl Tensor {
             return self.tracked_reshape(self.clone(), "TransposeBackward0");
         }
         let (d0, d1) = (a as i64, b as i64);
-        self.tracked_view(self.with_layout(self.layout().transpose(a, b)), "TransposeBackward0", move |g| g.transpose(d0, d1))
+        self.tracked_view(self.with_layout(self.layout().transpose(a, b)), "TransposeBackward0", move |g| {
+            g.transpose(d0, d1)
+        })
     }
 
     /// The transpose of a tensor of at most 2 dims (`x.t()`).
     #[track_caller]
     pub fn t(&self) -> Tensor {
         if self.dim() > 2 {
-            panic!("{}", crate::Error::new("t", crate::ErrorKind::Shape, format!("expects a tensor with <= 2 dimensions, but self is {}D (shape {:?})", self.dim(), self.shape())));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "t",
+                    crate::ErrorKind::Shape,
+                    format!(
+                        "expects a tensor with <= 2 dimensions, but self is {}D (shape {:?})",
+                        self.dim(),
+                        self.shape()
+                    )
+                )
+            );
         }
         if self.dim() < 2 {
             return self.tracked_reshape(self.clone(), "TBackward0");
@@ -314,7 +334,13 @@ impl Tensor {
     #[track_caller]
     pub fn try_permute(&self, dims: &[i64]) -> Result<Tensor> {
         if dims.len() != self.dim() {
-            bail!("permute", Shape, "number of dims don't match: the tensor has {} (shape {:?}), got {dims:?}", self.dim(), self.shape());
+            bail!(
+                "permute",
+                Shape,
+                "number of dims don't match: the tensor has {} (shape {:?}), got {dims:?}",
+                self.dim(),
+                self.shape()
+            );
         }
         let mut perm = Vec::with_capacity(dims.len());
         for &d in dims {
@@ -328,7 +354,9 @@ impl Tensor {
         for (i, &p) in perm.iter().enumerate() {
             inverse[p] = i as i64;
         }
-        Ok(self.tracked_view(self.with_layout(self.layout().permute(&perm)), "PermuteBackward0", move |g| g.permute(&inverse)))
+        Ok(self.tracked_view(self.with_layout(self.layout().permute(&perm)), "PermuteBackward0", move |g| {
+            g.permute(&inverse)
+        }))
     }
 
     /// `length` elements along `dim` starting at `start` (negative `start` counts from the end).
@@ -347,9 +375,19 @@ impl Tensor {
         let size = self.shape()[d] as i64;
         let s = if start < 0 { start + size } else { start };
         if s < 0 || s > size || length > (size - s) as usize {
-            bail!("narrow", Index, "start ({start}) + length ({length}) exceeds dimension size ({size}) of dim {dim} (shape {:?})", self.shape());
+            bail!(
+                "narrow",
+                Index,
+                "start ({start}) + length ({length}) exceeds dimension size ({size}) of dim {dim} (shape {:?})",
+                self.shape()
+            );
         }
-        Ok(self.tracked_narrow(self.with_layout(self.layout().narrow(d, s as usize, length)), "SliceBackward0", d, s as usize))
+        Ok(self.tracked_narrow(
+            self.with_layout(self.layout().narrow(d, s as usize, length)),
+            "SliceBackward0",
+            d,
+            s as usize,
+        ))
     }
 
     /// The slice at `index` along `dim`, removing that dim (`x.select(0, 1)`, `x[1]`).
@@ -486,7 +524,9 @@ impl Tensor {
         match self.layout().broadcast_to(shape) {
             // The engine sums the gradient over the broadcast dims.
             Some(l) => Ok(self.tracked_view(self.with_layout(l), "ExpandBackward0", |g| g.clone())),
-            None => bail!("broadcast_to", Shape, "the tensor of shape {:?} cannot be broadcast to {shape:?}", self.shape()),
+            None => {
+                bail!("broadcast_to", Shape, "the tensor of shape {:?} cannot be broadcast to {shape:?}", self.shape())
+            }
         }
     }
 
@@ -499,7 +539,14 @@ impl Tensor {
         let s = self.normalize_dim("flatten", start_dim).or_panic();
         let e = self.normalize_dim("flatten", end_dim).or_panic();
         if s > e {
-            panic!("{}", crate::Error::new("flatten", crate::ErrorKind::Index, format!("start_dim ({start_dim}) cannot come after end_dim ({end_dim})")));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "flatten",
+                    crate::ErrorKind::Index,
+                    format!("start_dim ({start_dim}) cannot come after end_dim ({end_dim})")
+                )
+            );
         }
         let mut shape: Vec<i64> = self.shape()[..s].iter().map(|&v| v as i64).collect();
         shape.push(self.shape()[s..=e].iter().product::<usize>() as i64);
@@ -524,13 +571,26 @@ impl Tensor {
         let d = self.normalize_dim("split", dim).or_panic();
         let n = self.shape()[d];
         if split_size == 0 {
-            assert!(n == 0, "{}", crate::Error::new("split", crate::ErrorKind::Value, format!("split_size can only be 0 if dimension size is 0, but got dimension size of {n}")));
+            assert!(
+                n == 0,
+                "{}",
+                crate::Error::new(
+                    "split",
+                    crate::ErrorKind::Value,
+                    format!("split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+                )
+            );
             return vec![self.clone()];
         }
         (0..n.div_ceil(split_size).max(1))
             .map(|k| {
                 let start = k * split_size;
-                self.tracked_narrow(self.with_layout(self.layout().narrow(d, start, split_size.min(n - start))), "SplitBackward0", d, start)
+                self.tracked_narrow(
+                    self.with_layout(self.layout().narrow(d, start, split_size.min(n - start))),
+                    "SplitBackward0",
+                    d,
+                    start,
+                )
             })
             .collect()
     }
@@ -542,13 +602,28 @@ impl Tensor {
         let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
         if total != Some(self.shape()[d]) {
             let sum = total.map_or("a count that overflows 64 bits".to_string(), |t| t.to_string());
-            panic!("{}", crate::Error::new("split_with_sizes", crate::ErrorKind::Shape, format!("split sizes {sizes:?} must sum to the size of dim {d} ({}), but sum to {sum}", self.shape()[d])));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    "split_with_sizes",
+                    crate::ErrorKind::Shape,
+                    format!(
+                        "split sizes {sizes:?} must sum to the size of dim {d} ({}), but sum to {sum}",
+                        self.shape()[d]
+                    )
+                )
+            );
         }
         let mut start = 0;
         sizes
             .iter()
             .map(|&s| {
-                let v = self.tracked_narrow(self.with_layout(self.layout().narrow(d, start, s)), "SplitWithSizesBackward0", d, start);
+                let v = self.tracked_narrow(
+                    self.with_layout(self.layout().narrow(d, start, s)),
+                    "SplitWithSizesBackward0",
+                    d,
+                    start,
+                );
                 start += s;
                 v
             })
@@ -560,7 +635,10 @@ impl Tensor {
     #[track_caller]
     pub fn chunk(&self, chunks: usize, dim: i64) -> Vec<Tensor> {
         if chunks == 0 {
-            panic!("{}", crate::Error::new("chunk", crate::ErrorKind::Value, "chunk expects `chunks` to be greater than 0"));
+            panic!(
+                "{}",
+                crate::Error::new("chunk", crate::ErrorKind::Value, "chunk expects `chunks` to be greater than 0")
+            );
         }
         let d = self.normalize_dim("chunk", dim).or_panic();
         self.split(self.shape()[d].div_ceil(chunks), dim)

@@ -111,7 +111,12 @@ impl Image {
             Image::Pixels(p) => Ok((p.height, p.width)),
             Image::Tensor(t) if t.dim() >= 2 => Ok((t.shape()[t.dim() - 2], t.shape()[t.dim() - 1])),
             Image::Tensor(t) => {
-                bail!("Image", Shape, "expected a tensor image of at least 2 dims ([..., H, W]), but got shape {:?}", t.shape())
+                bail!(
+                    "Image",
+                    Shape,
+                    "expected a tensor image of at least 2 dims ([..., H, W]), but got shape {:?}",
+                    t.shape()
+                )
             }
         }
     }

@@ -44,7 +44,6 @@ fn with_header(json: &str, data: &[u8]) -> Vec<u8> {
     bytes
 }
 
-
 /// An MNIST folder holding these training images and labels files.
 fn mnist(images: &[u8], labels: &[u8]) -> PathBuf {
     let dir = folder("mnist");
@@ -64,7 +63,12 @@ fn checkpoints(c: &mut Cases) {
     c.add("load/a-folder", || refused(kiln::load(folder("a-folder"))));
     c.add("load/empty", || refused(kiln::load(file("empty.safetensors", b""))));
     c.add("load/seven-bytes", || refused(kiln::load(file("short.safetensors", &[1, 2, 3, 4, 5, 6, 7]))));
-    c.add("load/random-bytes", || refused(kiln::load(file("random.safetensors", &(0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<_>>()))));
+    c.add("load/random-bytes", || {
+        refused(kiln::load(file(
+            "random.safetensors",
+            &(0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<_>>(),
+        )))
+    });
     for cut in [8usize, 20, 60, 100] {
         c.add(format!("load/truncated-at-{cut}"), move || {
             let bytes = valid_checkpoint();
@@ -77,17 +81,58 @@ fn checkpoints(c: &mut Cases) {
     });
     c.add("load/huge-header-length", || refused(kiln::load(file("huge.safetensors", &u64::MAX.to_le_bytes()))));
     c.add("load/header-not-json", || refused(kiln::load(file("json.safetensors", &with_header("{not json", &[])))));
-    c.add("load/unknown-dtype", || refused(kiln::load(file("dtype.safetensors", &with_header(r#"{"x":{"dtype":"Q7","shape":[1],"data_offsets":[0,4]}}"#, &[0; 4])))));
-    c.add("load/offsets-past-end", || refused(kiln::load(file("offsets.safetensors", &with_header(r#"{"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#, &[0; 4])))));
-    c.add("load/shape-disagrees-with-bytes", || refused(kiln::load(file("shape.safetensors", &with_header(r#"{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, &[0; 8])))));
-    c.add("load/overflowing-shape", || refused(kiln::load(file("overflow.safetensors", &with_header(r#"{"x":{"dtype":"F32","shape":[0,4294967296,4294967296,4294967296],"data_offsets":[0,0]}}"#, &[])))));
-    c.add("load/unsupported-dtype", || refused(kiln::load(file("f8.safetensors", &with_header(r#"{"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}}"#, &[0])))));
-    c.add("load/bool-byte-two", || refused(kiln::load(file("bool.safetensors", &with_header(r#"{"x":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}"#, &[1, 2])))));
-    c.add("load/pth-zip", || refused(kiln::load(file("model.pth", b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl"))));
-    c.add("load/pth-pickle", || refused(kiln::load(file("legacy.pth", b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02}q\x00"))));
-    c.add("save/missing-folder", || refused(kiln::save(&StateDict::new(), folder("save").join("no/such/folder/x.safetensors"))));
+    c.add("load/unknown-dtype", || {
+        refused(kiln::load(file(
+            "dtype.safetensors",
+            &with_header(r#"{"x":{"dtype":"Q7","shape":[1],"data_offsets":[0,4]}}"#, &[0; 4]),
+        )))
+    });
+    c.add("load/offsets-past-end", || {
+        refused(kiln::load(file(
+            "offsets.safetensors",
+            &with_header(r#"{"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#, &[0; 4]),
+        )))
+    });
+    c.add("load/shape-disagrees-with-bytes", || {
+        refused(kiln::load(file(
+            "shape.safetensors",
+            &with_header(r#"{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, &[0; 8]),
+        )))
+    });
+    c.add("load/overflowing-shape", || {
+        refused(kiln::load(file(
+            "overflow.safetensors",
+            &with_header(
+                r#"{"x":{"dtype":"F32","shape":[0,4294967296,4294967296,4294967296],"data_offsets":[0,0]}}"#,
+                &[],
+            ),
+        )))
+    });
+    c.add("load/unsupported-dtype", || {
+        refused(kiln::load(file(
+            "f8.safetensors",
+            &with_header(r#"{"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}}"#, &[0]),
+        )))
+    });
+    c.add("load/bool-byte-two", || {
+        refused(kiln::load(file(
+            "bool.safetensors",
+            &with_header(r#"{"x":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}"#, &[1, 2]),
+        )))
+    });
+    c.add("load/pth-zip", || {
+        refused(kiln::load(file("model.pth", b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl")))
+    });
+    c.add("load/pth-pickle", || {
+        refused(kiln::load(file("legacy.pth", b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02}q\x00")))
+    });
+    c.add("save/missing-folder", || {
+        refused(kiln::save(&StateDict::new(), folder("save").join("no/such/folder/x.safetensors")))
+    });
     c.add("save/onto-a-folder", || refused(kiln::save(&StateDict::new(), folder("save-onto"))));
-    c.add("save/empty-state-is-fine", || either(kiln::save(&StateDict::new(), folder("save-empty").join("x.safetensors"))));
+    c.add("save/empty-state-is-fine", || {
+        either(kiln::save(&StateDict::new(), folder("save-empty").join("x.safetensors")))
+    });
 }
 
 fn state_dicts(c: &mut Cases) {
@@ -126,7 +171,9 @@ fn datasets(c: &mut Cases) {
     c.add("mnist/count-mismatch", move || refused(Mnist::new(mnist(&images(3), &labels(2)), Split::Train)));
     c.add("mnist/labels-as-images", move || refused(Mnist::new(mnist(&labels(2), &labels(2)), Split::Train)));
     c.add("mnist/label-out-of-range", move || refused(Mnist::new(mnist(&images(1), &idx(&[1], &[10])), Split::Train)));
-    c.add("mnist/huge-dims", move || refused(Mnist::new(mnist(&idx(&[u32::MAX, u32::MAX, u32::MAX], &[]), &labels(2)), Split::Train)));
+    c.add("mnist/huge-dims", move || {
+        refused(Mnist::new(mnist(&idx(&[u32::MAX, u32::MAX, u32::MAX], &[]), &labels(2)), Split::Train))
+    });
     c.add("mnist/corrupt-gzip", || {
         let dir = folder("mnist-gz");
         std::fs::write(dir.join("train-images-idx3-ubyte.gz"), [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("write");

@@ -8,7 +8,8 @@ use kiln::prelude::*;
 const MISMATCHED: [(&[usize], &[usize]); 4] = [(&[2, 3], &[4]), (&[2, 3], &[3, 2]), (&[5], &[2]), (&[2, 0], &[3])];
 
 /// Shapes whose element count or byte size no tensor can have.
-const HUGE: [&[usize]; 6] = [&[usize::MAX, 2], &[(1 << 63) + 1, 2], &[1 << 62, 4], &[1 << 40, 1 << 40], &[1 << 32, 1 << 32, 2], &[usize::MAX]];
+const HUGE: [&[usize]; 6] =
+    [&[usize::MAX, 2], &[(1 << 63) + 1, 2], &[1 << 62, 4], &[1 << 40, 1 << 40], &[1 << 32, 1 << 32, 2], &[usize::MAX]];
 
 pub fn add(c: &mut Cases) {
     binary(c);
@@ -28,7 +29,19 @@ fn binary(c: &mut Cases) {
             }
         )*};
     }
-    ops!(try_add, try_sub, try_mul, try_div, try_remainder, try_pow, try_maximum, try_minimum, try_atan2, try_eq, try_lt);
+    ops!(
+        try_add,
+        try_sub,
+        try_mul,
+        try_div,
+        try_remainder,
+        try_pow,
+        try_maximum,
+        try_minimum,
+        try_atan2,
+        try_eq,
+        try_lt
+    );
     c.add("binary/panicking-add", || panics(|| drop(Tensor::zeros(&[2, 3]) + Tensor::zeros(&[4]))));
     c.add("binary/panicking-mul-ref", || panics(|| drop(&Tensor::zeros(&[3]) * &Tensor::zeros(&[4]))));
     c.add("bitwise/float", || refused(Tensor::ones(&[3]).try_bitwise_and(Tensor::ones(&[3]))));
@@ -45,12 +58,16 @@ fn creation(c: &mut Cases) {
         c.add(format!("create/zeros-huge-{i}"), move || refused(Tensor::try_zeros(shape)));
         c.add(format!("create/full-huge-{i}"), move || refused(Tensor::try_full(shape, 1.5)));
         c.add(format!("create/empty-huge-{i}"), move || refused(Tensor::try_empty(shape)));
-        c.add(format!("create/randn-huge-{i}"), move || refused(Tensor::try_randn_opts(shape, DType::F32, Device::Cpu)));
+        c.add(format!("create/randn-huge-{i}"), move || {
+            refused(Tensor::try_randn_opts(shape, DType::F32, Device::Cpu))
+        });
     }
     // Sizes the system refuses: 2^50 bytes in every dtype width.
     for dtype in [DType::F32, DType::F64, DType::F16, DType::U8, DType::Bool, DType::I64] {
         let n = (1usize << 50) / dtype.size_in_bytes();
-        c.add(format!("create/refused-allocation-{dtype}"), move || refused(Tensor::try_zeros_opts(&[n], dtype, Device::Cpu)));
+        c.add(format!("create/refused-allocation-{dtype}"), move || {
+            refused(Tensor::try_zeros_opts(&[n], dtype, Device::Cpu))
+        });
     }
     c.add("create/panicking-zeros-huge", || panics(|| drop(Tensor::zeros(&[usize::MAX, 3]))));
     c.add("create/panicking-refused-allocation", || panics(|| drop(Tensor::ones(&[1 << 48]))));
@@ -67,7 +84,9 @@ fn creation(c: &mut Cases) {
     c.add("create/eye-huge", || refused(Tensor::try_eye_rect(1 << 40, 1 << 40)));
     c.add("create/randint-empty-range", || refused(Tensor::try_randint_opts(5, 5, &[3], DType::I64, Device::Cpu)));
     c.add("create/randint-reversed", || refused(Tensor::try_randint_opts(5, 1, &[3], DType::I64, Device::Cpu)));
-    c.add("create/randint-u8-out-of-range", || refused(Tensor::try_randint_opts(0, 1000, &[3], DType::U8, Device::Cpu)));
+    c.add("create/randint-u8-out-of-range", || {
+        refused(Tensor::try_randint_opts(0, 1000, &[3], DType::U8, Device::Cpu))
+    });
     c.add("create/full-u8-overflow", || refused(Tensor::try_full_opts(&[2], 300, DType::U8, Device::Cpu)));
     c.add("create/full-i32-overflow", || refused(Tensor::try_full_opts(&[2], 1i64 << 40, DType::I32, Device::Cpu)));
     c.add("create/rand-int-dtype", || refused(Tensor::try_rand_opts(&[2], DType::I64, Device::Cpu)));
@@ -90,7 +109,9 @@ fn views(c: &mut Cases) {
     c.add("expand/incompatible", move || refused(t().try_expand(&[2, 5, 4])));
     c.add("expand/fewer-dims", move || refused(t().try_expand(&[3, 4])));
     c.add("expand/huge", move || refused(Tensor::ones(&[1, 1]).try_expand(&[i64::MAX, i64::MAX])));
-    c.add("expand/count-past-limit", move || refused(Tensor::ones(&[1, 1, 1]).try_expand(&[1 << 30, 1 << 30, 1 << 30])));
+    c.add("expand/count-past-limit", move || {
+        refused(Tensor::ones(&[1, 1, 1]).try_expand(&[1 << 30, 1 << 30, 1 << 30]))
+    });
     c.add("broadcast-to/incompatible", move || refused(t().try_broadcast_to(&[4, 4])));
     c.add("narrow/past-end", move || refused(t().try_narrow(1, 2, 5)));
     c.add("narrow/bad-dim", move || refused(t().try_narrow(3, 0, 1)));
@@ -109,7 +130,11 @@ fn views(c: &mut Cases) {
     c.add("flatten/bad-dims", move || panics(|| drop(t().flatten(2, 1))));
     c.add("index/too-many", move || refused(t().try_i((0, 0, 0, 0))));
     c.add("index/out-of-range", move || refused(t().try_i((5, ..))));
-    c.add("size/bad-dim", move || panics(|| { let _ = t().size(3); }));
+    c.add("size/bad-dim", move || {
+        panics(|| {
+            let _ = t().size(3);
+        })
+    });
 }
 
 fn reductions(c: &mut Cases) {
@@ -147,18 +172,40 @@ fn indexing(c: &mut Cases) {
     c.add("index-select/huge", move || refused(t().try_index_select(1, &idx(&[i64::MAX]))));
     c.add("index-select/min", move || refused(t().try_index_select(1, &idx(&[i64::MIN]))));
     c.add("index-select/float-index", move || refused(t().try_index_select(0, &Tensor::zeros(&[1]))));
-    c.add("index-select/2d-index", move || refused(t().try_index_select(0, &Tensor::zeros(&[1, 1]).to_dtype(DType::I64))));
+    c.add("index-select/2d-index", move || {
+        refused(t().try_index_select(0, &Tensor::zeros(&[1, 1]).to_dtype(DType::I64)))
+    });
     c.add("index-select/bad-dim", move || refused(t().try_index_select(2, &idx(&[0]))));
-    c.add("gather/out-of-range", move || refused(t().try_gather(1, &Tensor::full_opts(&[3, 1], 4, DType::I64, Device::Cpu))));
-    c.add("gather/negative", move || refused(t().try_gather(0, &Tensor::full_opts(&[1, 4], -1, DType::I64, Device::Cpu))));
+    c.add("gather/out-of-range", move || {
+        refused(t().try_gather(1, &Tensor::full_opts(&[3, 1], 4, DType::I64, Device::Cpu)))
+    });
+    c.add("gather/negative", move || {
+        refused(t().try_gather(0, &Tensor::full_opts(&[1, 4], -1, DType::I64, Device::Cpu)))
+    });
     c.add("gather/rank-mismatch", move || refused(t().try_gather(0, &idx(&[0]))));
-    c.add("gather/too-big-index-shape", move || refused(t().try_gather(1, &Tensor::zeros_opts(&[4, 4], DType::I64, Device::Cpu))));
-    c.add("scatter/out-of-range", move || refused(t().try_scatter(1, &Tensor::full_opts(&[3, 1], 9, DType::I64, Device::Cpu), &Tensor::ones(&[3, 1]))));
-    c.add("scatter-add/out-of-range", move || refused(t().try_scatter_add(0, &Tensor::full_opts(&[1, 4], 3, DType::I64, Device::Cpu), &Tensor::ones(&[1, 4]))));
-    c.add("scatter-value/dtype-overflow", || refused(Tensor::zeros_opts(&[3], DType::U8, Device::Cpu).try_scatter_value(0, &Tensor::from_slice(&[0i64]), 999)));
+    c.add("gather/too-big-index-shape", move || {
+        refused(t().try_gather(1, &Tensor::zeros_opts(&[4, 4], DType::I64, Device::Cpu)))
+    });
+    c.add("scatter/out-of-range", move || {
+        refused(t().try_scatter(1, &Tensor::full_opts(&[3, 1], 9, DType::I64, Device::Cpu), &Tensor::ones(&[3, 1])))
+    });
+    c.add("scatter-add/out-of-range", move || {
+        refused(t().try_scatter_add(0, &Tensor::full_opts(&[1, 4], 3, DType::I64, Device::Cpu), &Tensor::ones(&[1, 4])))
+    });
+    c.add("scatter-value/dtype-overflow", || {
+        refused(Tensor::zeros_opts(&[3], DType::U8, Device::Cpu).try_scatter_value(
+            0,
+            &Tensor::from_slice(&[0i64]),
+            999,
+        ))
+    });
     c.add("index-fill/out-of-range", move || refused(t().try_index_fill(0, &idx(&[7]), 1.0)));
-    c.add("index-put/out-of-range", move || refused(t().try_index_put(&[Some(&idx(&[5]))][..], &Tensor::ones(&[4]), false)));
-    c.add("index-put/shape", move || refused(t().try_index_put(&[Some(&idx(&[0, 1]))][..], &Tensor::ones(&[3]), false)));
+    c.add("index-put/out-of-range", move || {
+        refused(t().try_index_put(&[Some(&idx(&[5]))][..], &Tensor::ones(&[4]), false))
+    });
+    c.add("index-put/shape", move || {
+        refused(t().try_index_put(&[Some(&idx(&[0, 1]))][..], &Tensor::ones(&[3]), false))
+    });
     c.add("masked-fill/mask-shape", move || panics(|| drop(t().masked_fill(&Tensor::ones(&[5]).gt(0.0), 0.0))));
     c.add("masked-fill/mask-not-bool", move || panics(|| drop(t().masked_fill(&Tensor::ones(&[3, 4]), 0.0))));
     c.add("masked-select/mask-shape", move || refused(t().try_masked_select(&Tensor::ones(&[2]).gt(0.0))));
@@ -176,7 +223,9 @@ fn products_and_joins(c: &mut Cases) {
     c.add("matmul/inner-mismatch", || refused(Tensor::ones(&[2, 3]).try_matmul(&Tensor::ones(&[4, 2]))));
     c.add("matmul/0-dim", || refused(Tensor::ones(&[]).try_matmul(&Tensor::ones(&[2]))));
     c.add("matmul/batch-mismatch", || refused(Tensor::ones(&[2, 2, 3]).try_matmul(&Tensor::ones(&[3, 3, 2]))));
-    c.add("matmul/dtype-mismatch", || refused(Tensor::ones(&[2, 2]).try_matmul(&Tensor::ones_opts(&[2, 2], DType::F64, Device::Cpu))));
+    c.add("matmul/dtype-mismatch", || {
+        refused(Tensor::ones(&[2, 2]).try_matmul(&Tensor::ones_opts(&[2, 2], DType::F64, Device::Cpu)))
+    });
     c.add("matmul/bool", || refused(Tensor::ones(&[2, 2]).gt(0.0).try_matmul(&Tensor::ones(&[2, 2]).gt(0.0))));
     c.add("mm/not-2d", || refused(Tensor::ones(&[2, 2, 2]).try_mm(&Tensor::ones(&[2, 2]))));
     c.add("bmm/not-3d", || refused(Tensor::ones(&[2, 2]).try_bmm(&Tensor::ones(&[2, 2]))));
@@ -199,12 +248,16 @@ fn in_place(c: &mut Cases) {
     c.add("copy/shape", || refused(Tensor::zeros(&[3]).try_copy_(&Tensor::ones(&[4])).map(drop)));
     c.add("copy/into-expanded", || refused(Tensor::zeros(&[1]).expand(&[3]).try_copy_(&Tensor::ones(&[3])).map(drop)));
     c.add("fill/u8-overflow", || refused(Tensor::zeros_opts(&[3], DType::U8, Device::Cpu).try_fill_(256).map(drop)));
-    c.add("fill/bool-from-float", || either(Tensor::zeros_opts(&[3], DType::Bool, Device::Cpu).try_fill_(0.5).map(drop)));
+    c.add("fill/bool-from-float", || {
+        either(Tensor::zeros_opts(&[3], DType::Bool, Device::Cpu).try_fill_(0.5).map(drop))
+    });
     c.add("add-in-place/grows", || panics(|| drop(Tensor::zeros(&[3]).add_(Tensor::ones(&[2, 3])).clone())));
     c.add("mul-in-place/float-into-int", || panics(|| drop(Tensor::arange(3).mul_(0.5).clone())));
     c.add("mul-in-place/expanded", || panics(|| drop(Tensor::zeros(&[1, 3]).expand(&[4, 3]).mul_(2.0).clone())));
     c.add("clamp-in-place/int-float-bounds", || refused(Tensor::arange(3).try_clamp_(0.5, 1.5).map(drop)));
-    c.add("index-fill-in-place/out-of-range", || refused(Tensor::zeros(&[3]).try_index_fill_(0, &Tensor::from_slice(&[3i64]), 1.0).map(drop)));
+    c.add("index-fill-in-place/out-of-range", || {
+        refused(Tensor::zeros(&[3]).try_index_fill_(0, &Tensor::from_slice(&[3i64]), 1.0).map(drop))
+    });
     c.add("uniform/integer", || refused(Tensor::arange(3).try_uniform_(0.0, 1.0).map(drop)));
     c.add("normal/integer", || refused(Tensor::arange(3).try_normal_(0.0, 1.0).map(drop)));
     c.add("bernoulli/probability-above-one", || refused(Tensor::full(&[3], 1.5).try_bernoulli()));

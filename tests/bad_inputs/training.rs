@@ -25,10 +25,16 @@ fn autograd(c: &mut Cases) {
         y.backward();
         refused(y.try_backward_with_opts(None, Default::default()))
     });
-    c.add("backward/gradient-shape", move || refused((leaf() * 2.0).try_backward_with_opts(Some(&Tensor::ones(&[4])), Default::default())));
+    c.add("backward/gradient-shape", move || {
+        refused((leaf() * 2.0).try_backward_with_opts(Some(&Tensor::ones(&[4])), Default::default()))
+    });
     c.add("backward/panicking-form", move || panics(|| (leaf() * 2.0).backward()));
-    c.add("grad/unused-input", move || refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&leaf()], None, Default::default())));
-    c.add("grad/input-without-grad", move || refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&Tensor::ones(&[3])], None, Default::default())));
+    c.add("grad/unused-input", move || {
+        refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&leaf()], None, Default::default()))
+    });
+    c.add("grad/input-without-grad", move || {
+        refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&Tensor::ones(&[3])], None, Default::default()))
+    });
     c.add("in-place/leaf-requiring-grad", move || panics(|| drop(leaf().add_(1.0).clone())));
     c.add("in-place/saved-tensor-changed", move || {
         let x = leaf();
@@ -49,18 +55,30 @@ fn optimizers(c: &mut Cases) {
     let params = || vec![Tensor::ones(&[2]).requires_grad_(true)];
     c.add("sgd/negative-lr", move || refused(Sgd::try_new(params(), SgdConfig { lr: -1.0, ..Default::default() })));
     c.add("sgd/nan-lr", move || refused(Sgd::try_new(params(), SgdConfig { lr: f64::NAN, ..Default::default() })));
-    c.add("sgd/negative-momentum", move || refused(Sgd::try_new(params(), SgdConfig { lr: 0.1, momentum: -0.5, ..Default::default() })));
-    c.add("sgd/nesterov-without-momentum", move || refused(Sgd::try_new(params(), SgdConfig { lr: 0.1, nesterov: true, ..Default::default() })));
+    c.add("sgd/negative-momentum", move || {
+        refused(Sgd::try_new(params(), SgdConfig { lr: 0.1, momentum: -0.5, ..Default::default() }))
+    });
+    c.add("sgd/nesterov-without-momentum", move || {
+        refused(Sgd::try_new(params(), SgdConfig { lr: 0.1, nesterov: true, ..Default::default() }))
+    });
     c.add("sgd/empty-parameters", || refused(Sgd::try_new(Vec::new(), SgdConfig::default())));
     c.add("sgd/integer-parameter", || refused(Sgd::try_new(vec![Tensor::arange(2)], SgdConfig::default())));
-    c.add("sgd/non-leaf-parameter", move || refused(Sgd::try_new(vec![params()[0].clone() * 2.0], SgdConfig::default())));
+    c.add("sgd/non-leaf-parameter", move || {
+        refused(Sgd::try_new(vec![params()[0].clone() * 2.0], SgdConfig::default()))
+    });
     c.add("sgd/duplicate-parameter", || {
         let p = Tensor::ones(&[2]).requires_grad_(true);
         refused(Sgd::try_new(vec![p.clone(), p], SgdConfig::default()))
     });
-    c.add("adam/beta-one", move || refused(Adam::try_new(params(), AdamConfig { betas: (1.0, 0.999), ..Default::default() })));
-    c.add("adam/negative-eps", move || refused(Adam::try_new(params(), AdamConfig { eps: -1e-8, ..Default::default() })));
-    c.add("adam/panicking-form", move || panics(|| drop(Adam::new(params(), AdamConfig { lr: -0.1, ..Default::default() }))));
+    c.add("adam/beta-one", move || {
+        refused(Adam::try_new(params(), AdamConfig { betas: (1.0, 0.999), ..Default::default() }))
+    });
+    c.add("adam/negative-eps", move || {
+        refused(Adam::try_new(params(), AdamConfig { eps: -1e-8, ..Default::default() }))
+    });
+    c.add("adam/panicking-form", move || {
+        panics(|| drop(Adam::new(params(), AdamConfig { lr: -0.1, ..Default::default() })))
+    });
     c.add("optimizer/state-dict-wrong-groups", move || {
         let mut opt = Sgd::new(params(), SgdConfig::default());
         let mut sd = StateDict::new();
@@ -80,7 +98,11 @@ fn optimizers(c: &mut Cases) {
         sd.insert("state.0.momentum_buffer", Tensor::ones(&[5]));
         refused(opt.load_state_dict(&sd))
     });
-    c.add("optimizer/lr-of-missing-group", move || panics(|| { let _ = Sgd::new(params(), SgdConfig::default()).lr(3); }));
+    c.add("optimizer/lr-of-missing-group", move || {
+        panics(|| {
+            let _ = Sgd::new(params(), SgdConfig::default()).lr(3);
+        })
+    });
 }
 
 fn data(c: &mut Cases) {
@@ -102,7 +124,8 @@ fn data(c: &mut Cases) {
     for workers in [0usize, 2] {
         c.add(format!("data-loader/failing-transform-{workers}-workers"), move || {
             // Normalize needs a tensor image: on pixels (no ToTensor first) it fails per item.
-            let mnist = kiln::vision::datasets::Mnist::embedded(kiln::vision::datasets::Split::Test).expect("the embedded digits");
+            let mnist = kiln::vision::datasets::Mnist::embedded(kiln::vision::datasets::Split::Test)
+                .expect("the embedded digits");
             let bad = mnist.transform(kiln::vision::transforms::Normalize::new(&[0.5], &[0.5]));
             panics(|| {
                 let loader = DataLoader::new(bad).batch_size(2).num_workers(workers);
@@ -189,14 +212,20 @@ fn compiled(c: &mut Cases) {
         });
         assert!(catch_unwind(AssertUnwindSafe(|| step.call(&x()))).is_err());
         let orphan = kept.lock().unwrap().take().expect("kept");
-        panics(|| { let _ = orphan.sum().item::<f32>(); })
+        panics(|| {
+            let _ = orphan.sum().item::<f32>();
+        })
     });
     c.add("compile/bad-index-after-an-update-then-recover", || {
         let w = Tensor::ones(&[3]);
         let bad = Tensor::from_slice(&[3i64]);
         let mut step = kiln::compile(|fail: bool| {
             w.mul_(2.0);
-            if fail { Some(w.index_select(0, &bad)) } else { None }
+            if fail {
+                Some(w.index_select(0, &bad))
+            } else {
+                None
+            }
         });
         assert!(catch_unwind(AssertUnwindSafe(|| step.call(true))).is_err());
         assert_eq!(w.to_vec::<f32>(), [1.0; 3], "the failed call changed w");

@@ -16,7 +16,8 @@ pub fn compile_each_to_cubin(what: &str, kernels: &[kiln::capture::KernelInfo]) 
         for (name, source) in std::iter::once((&k.name, &k.source)).chain(variant) {
             assert!(source.contains(name.as_str()), "{name}");
             for arch in [80, 90] {
-                let c = cuda::compile(source, name, arch).unwrap_or_else(|e| panic!("{name} (sm_{arch}): {e}\n{source}"));
+                let c =
+                    cuda::compile(source, name, arch).unwrap_or_else(|e| panic!("{name} (sm_{arch}): {e}\n{source}"));
                 assert_eq!(&c.cubin[..4], b"\x7fELF", "{name}: not a CUBIN");
                 compiled += 1;
             }

@@ -239,7 +239,9 @@ impl Case {
     /// Attribute `key` parsed as a whitespace-separated list of integers.
     pub fn attr_i64s(&self, key: &str) -> Vec<i64> {
         let raw = self.attr(key).unwrap_or_else(|| panic!("{}: no attribute {key}", self.name));
-        raw.split_whitespace().map(|t| t.parse().unwrap_or_else(|_| panic!("{}: attribute {key} = {raw:?}", self.name))).collect()
+        raw.split_whitespace()
+            .map(|t| t.parse().unwrap_or_else(|_| panic!("{}: attribute {key} = {raw:?}", self.name)))
+            .collect()
     }
 
     /// Attribute `key` parsed as one value, `None` when the case has no such attribute.
@@ -289,7 +291,11 @@ impl Case {
         let errs: Vec<String> = outs
             .iter()
             .zip(expected)
-            .filter_map(|(got, exp)| compare(got, exp, self.tol.unwrap_or(default_tol(exp.dtype))).err().map(|e| format!("{}: {e}", exp.name)))
+            .filter_map(|(got, exp)| {
+                compare(got, exp, self.tol.unwrap_or(default_tol(exp.dtype)))
+                    .err()
+                    .map(|e| format!("{}: {e}", exp.name))
+            })
             .collect();
         if errs.is_empty() {
             Ok(())
@@ -322,8 +328,12 @@ impl TensorSpec {
 /// A contiguous kiln tensor of `dtype` and `shape` holding `values` (exact in `dtype`).
 pub fn tensor_from_values(values: &Values, dtype: DType, shape: &[usize]) -> Tensor {
     match values {
-        Values::Float(v) => match_dtype!(dtype, |T| Tensor::from_vec(v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>(), shape)),
-        Values::Int(v) => match_dtype!(dtype, |T| Tensor::from_vec(v.iter().map(|&x| T::from_i64(x)).collect::<Vec<T>>(), shape)),
+        Values::Float(v) => {
+            match_dtype!(dtype, |T| Tensor::from_vec(v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>(), shape))
+        }
+        Values::Int(v) => {
+            match_dtype!(dtype, |T| Tensor::from_vec(v.iter().map(|&x| T::from_i64(x)).collect::<Vec<T>>(), shape))
+        }
     }
 }
 
@@ -406,12 +416,21 @@ pub fn compare(got: &Tensor, exp: &Expected, tol: Tol) -> Result<(), String> {
         .take(6)
         .map(|&i| format!("[{}] expected {} got {}", i * exp.every, exp.values.show(i), values.show(i)))
         .collect();
-    Err(format!("{} of {} values differ ({tol:?}): {}{}", bad.len(), values.len(), shown.join(", "), if bad.len() > 6 { ", ..." } else { "" }))
+    Err(format!(
+        "{} of {} values differ ({tol:?}): {}{}",
+        bad.len(),
+        values.len(),
+        shown.join(", "),
+        if bad.len() > 6 { ", ..." } else { "" }
+    ))
 }
 
 /// The message of a caught panic.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "(non-string panic)".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(non-string panic)".into())
 }
 
 thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
@@ -467,7 +486,13 @@ pub fn run_fixture(file: &str, run: impl Fn(&Case, &[Arg]) -> Outcome) -> Vec<Ca
         .iter()
         .filter_map(|c| run_case(c, &run).err().map(|e| format!("{} ({}): {e}", c.name, c.location)))
         .collect();
-    assert!(failures.is_empty(), "{} of {} cases in {file} failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases in {file} failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
     cases
 }
 
@@ -475,7 +500,12 @@ pub fn run_fixture(file: &str, run: impl Fn(&Case, &[Arg]) -> Outcome) -> Vec<Ca
 /// message starts with the op's name (`op_name(case)`, then `:`) and names the caller's line in
 /// `caller` (the test file, `file!()`): `#[track_caller]` reaches the user's code. Returns how
 /// many error cases were checked.
-pub fn assert_errors_named(file: &str, caller: &str, run: impl Fn(&Case, &[Arg]) -> Outcome, op_name: impl Fn(&Case) -> String) -> usize {
+pub fn assert_errors_named(
+    file: &str,
+    caller: &str,
+    run: impl Fn(&Case, &[Arg]) -> Outcome,
+    op_name: impl Fn(&Case) -> String,
+) -> usize {
     let cases: Vec<Case> = load(file).into_iter().filter(|c| matches!(c.expect, Expect::Error(_))).collect();
     let at = format!("(at {caller}:");
     let failures: Vec<String> = cases
@@ -491,7 +521,13 @@ pub fn assert_errors_named(file: &str, caller: &str, run: impl Fn(&Case, &[Arg])
             (!named).then(|| format!("{}: {message:?} does not start with `{}: ` or lacks `{at}`", c.name, op_name(c)))
         })
         .collect();
-    assert!(failures.is_empty(), "{} of {} error messages in {file}:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} error messages in {file}:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
     cases.len()
 }
 
@@ -564,7 +600,10 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Case>, String> {
                 let t: Vec<&str> = rest.split_whitespace().collect();
                 case.tol = Some(match t.as_slice() {
                     ["exact"] => Tol::Exact,
-                    [r, a] => Tol::Close { rtol: r.parse().map_err(|_| err("bad rtol"))?, atol: a.parse().map_err(|_| err("bad atol"))? },
+                    [r, a] => Tol::Close {
+                        rtol: r.parse().map_err(|_| err("bad rtol"))?,
+                        atol: a.parse().map_err(|_| err("bad atol"))?,
+                    },
                     _ => return Err(err("expected `tol exact` or `tol RTOL ATOL`")),
                 })
             }
@@ -620,7 +659,9 @@ fn parse_arg(rest: &str) -> Result<(String, ArgSpec), String> {
 fn parse_out(rest: &str) -> Result<Expected, String> {
     let t: Vec<&str> = rest.split_whitespace().collect();
     let (name, dtype, shape, every, vals) = match t.as_slice() {
-        [name, dtype, shape, "every", k, "=", vals @ ..] => (name, dtype, shape, k.parse().map_err(|_| "bad `every`")?, vals),
+        [name, dtype, shape, "every", k, "=", vals @ ..] => {
+            (name, dtype, shape, k.parse().map_err(|_| "bad `every`")?, vals)
+        }
         [name, dtype, shape, "=", vals @ ..] => (name, dtype, shape, 1usize, vals),
         _ => return Err("expected `out NAME DTYPE SHAPE [every K] = values`".into()),
     };
@@ -671,7 +712,9 @@ fn parse_values(tokens: &[&str], dtype: DType, n: usize) -> Result<Values, Strin
         let round = |x: f64| match_dtype!(dtype, |T| T::from_f64(x).to_f64());
         Ok(Values::Float(tokens.iter().map(|t| parse_f64(t).map(round)).collect::<Result<_, _>>()?))
     } else {
-        Ok(Values::Int(tokens.iter().map(|t| t.parse().map_err(|_| format!("bad integer {t}"))).collect::<Result<_, _>>()?))
+        Ok(Values::Int(
+            tokens.iter().map(|t| t.parse().map_err(|_| format!("bad integer {t}"))).collect::<Result<_, _>>()?,
+        ))
     }
 }
 
@@ -679,10 +722,16 @@ fn parse_values(tokens: &[&str], dtype: DType, n: usize) -> Result<Values, Strin
 /// checks that each name in `coverage` has such a case.
 #[allow(dead_code)]
 pub fn assert_cases_match(what: &str, cases: &[Case], run: &dyn Fn(&Case, &[Arg]) -> Outcome, coverage: &[&str]) {
-    let failures: Vec<String> = cases.iter().filter_map(|c| run_case(c, run).err().map(|e| format!("{} ({}): {e}", c.name, c.location))).collect();
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| run_case(c, run).err().map(|e| format!("{} ({}): {e}", c.name, c.location)))
+        .collect();
     assert!(failures.is_empty(), "{} of {} {what} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
     for name in coverage {
-        assert!(cases.iter().any(|c| c.name.contains(name) && matches!(c.expect, Expect::Outputs(_))), "no {what} case for {name}");
+        assert!(
+            cases.iter().any(|c| c.name.contains(name) && matches!(c.expect, Expect::Outputs(_))),
+            "no {what} case for {name}"
+        );
     }
 }
 

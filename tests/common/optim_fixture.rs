@@ -21,11 +21,15 @@ pub struct Case {
 
 /// The fixture's cases of kind `kind` (panics when there are none).
 pub fn load_cases(kind: &str) -> Vec<Case> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.txt")).expect("tests/fixtures/optim.txt");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.txt"))
+        .expect("tests/fixtures/optim.txt");
     let mut cases: Vec<Case> = Vec::new();
     for raw in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (head, values) = match raw.split_once(" = ") {
-            Some((h, v)) => (h, v.split_whitespace().map(|x| x.parse::<f64>().unwrap_or_else(|_| panic!("bad number {x:?}"))).collect()),
+            Some((h, v)) => (
+                h,
+                v.split_whitespace().map(|x| x.parse::<f64>().unwrap_or_else(|_| panic!("bad number {x:?}"))).collect(),
+            ),
             None => (raw, Vec::new()),
         };
         let mut words = head.split_whitespace().map(String::from);
@@ -44,5 +48,7 @@ pub fn load_cases(kind: &str) -> Vec<Case> {
 
 /// `key=value` words as a map (quotes around values removed).
 pub fn key_values(args: &[String]) -> BTreeMap<String, String> {
-    args.iter().map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string())).expect("key=value")).collect()
+    args.iter()
+        .map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string())).expect("key=value"))
+        .collect()
 }

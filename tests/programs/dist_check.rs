@@ -99,7 +99,10 @@ fn collectives(rank: usize) -> Result<(), String> {
     ensure(base.to_vec::<f32>() == vec![0.0, 3.0, 6.0, 9.0, 12.0, 15.0], || format!("transposed view: {base}"))?;
     let big = Tensor::full(&[6], r + 1.0);
     dist::all_reduce(&big.narrow(0, 2, 2), ReduceOp::Sum).map_err(|e| e.to_string())?;
-    ensure(big.to_vec::<f32>() == vec![r as f32 + 1.0, r as f32 + 1.0, 3.0, 3.0, r as f32 + 1.0, r as f32 + 1.0], || format!("narrow view: {big}"))?;
+    ensure(
+        big.to_vec::<f32>() == vec![r as f32 + 1.0, r as f32 + 1.0, 3.0, 3.0, r as f32 + 1.0, r as f32 + 1.0],
+        || format!("narrow view: {big}"),
+    )?;
     // A large tensor: 2^20 elements.
     let t = Tensor::full(&[1 << 20], r + 0.5);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
@@ -108,12 +111,16 @@ fn collectives(rank: usize) -> Result<(), String> {
     for dtype in [DType::F32, DType::BF16, DType::I32] {
         let t = Tensor::arange_step(0.0, 4.0, 1.0).mul(r + 1.0).to_dtype(dtype);
         dist::broadcast(&t, 1).map_err(|e| e.to_string())?;
-        ensure(t.to_dtype(DType::F64).to_vec::<f64>() == vec![0.0, 2.0, 4.0, 6.0], || format!("broadcast {dtype}: {t}"))?;
+        ensure(t.to_dtype(DType::F64).to_vec::<f64>() == vec![0.0, 2.0, 4.0, 6.0], || {
+            format!("broadcast {dtype}: {t}")
+        })?;
     }
     // all_gather: rank r contributes [r, r, r] as [3]; outputs are [3] each.
     let outs = [Tensor::zeros(&[3]), Tensor::zeros(&[3])];
     dist::all_gather(&outs, &Tensor::full(&[3], r)).map_err(|e| e.to_string())?;
-    ensure(outs[0].to_vec::<f32>() == vec![0.0; 3] && outs[1].to_vec::<f32>() == vec![1.0; 3], || format!("all_gather: {} {}", outs[0], outs[1]))?;
+    ensure(outs[0].to_vec::<f32>() == vec![0.0; 3] && outs[1].to_vec::<f32>() == vec![1.0; 3], || {
+        format!("all_gather: {} {}", outs[0], outs[1])
+    })?;
     // reduce_scatter: input i of rank r is (10 i + r); rank r gets Σ over ranks of input r.
     let inputs: Vec<Tensor> = (0..2).map(|i| Tensor::full(&[2], 10.0 * i as f64 + r)).collect();
     let out = Tensor::zeros(&[2]);
@@ -124,18 +131,24 @@ fn collectives(rank: usize) -> Result<(), String> {
     // Ranks that disagree fail together with a clear error, and the group stays usable.
     let t = Tensor::zeros(&[3 + rank]);
     let e = dist::all_reduce(&t, ReduceOp::Sum).err().ok_or("mismatched sizes did not fail")?;
-    ensure(e.kind == kiln::ErrorKind::Distributed && e.message.contains("between 3 and 4 elements"), || format!("mismatch error: {e}"))?;
+    ensure(e.kind == kiln::ErrorKind::Distributed && e.message.contains("between 3 and 4 elements"), || {
+        format!("mismatch error: {e}")
+    })?;
     let t = if rank == 0 { Tensor::zeros(&[3]) } else { Tensor::zeros(&[3]).to_dtype(DType::F64) };
     let e = dist::all_reduce(&t, ReduceOp::Sum).err().ok_or("mismatched dtypes did not fail")?;
     ensure(e.message.contains("different dtypes"), || format!("dtype mismatch error: {e}"))?;
-    let e = dist::all_reduce(&Tensor::zeros(&[2]).to_dtype(DType::I64), ReduceOp::Avg).err().ok_or("Avg on I64 did not fail")?;
+    let e = dist::all_reduce(&Tensor::zeros(&[2]).to_dtype(DType::I64), ReduceOp::Avg)
+        .err()
+        .ok_or("Avg on I64 did not fail")?;
     ensure(e.message.contains("Avg needs a floating-point tensor"), || format!("Avg error: {e}"))?;
     let t = Tensor::ones(&[2]);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(t.to_vec::<f32>() == vec![2.0; 2], || "the group after the mismatches".into())?;
     // The sampler shards by rank.
     let s = DistributedSampler::for_process_group(5).map_err(|e| e.to_string())?.shuffle(false);
-    ensure(s.indices() == if rank == 0 { vec![0, 2, 4] } else { vec![1, 3, 0] }, || format!("sampler: {:?}", s.indices()))?;
+    ensure(s.indices() == if rank == 0 { vec![0, 2, 4] } else { vec![1, 3, 0] }, || {
+        format!("sampler: {:?}", s.indices())
+    })?;
     Ok(())
 }
 
@@ -248,7 +261,14 @@ fn shard(t: &Tensor, rank: usize) -> Tensor {
 
 /// One eager step of the reference model (`reference`, its parameters) on `ref_loss`, the loss
 /// of the whole batch in one process, then the comparison with DDP's parameters.
-fn check_step(rank: usize, step: usize, ddp: &[Tensor], reference: &[Tensor], ref_opt: &mut optim::Sgd, ref_loss: Tensor) -> Result<(), String> {
+fn check_step(
+    rank: usize,
+    step: usize,
+    ddp: &[Tensor],
+    reference: &[Tensor],
+    ref_opt: &mut optim::Sgd,
+    ref_loss: Tensor,
+) -> Result<(), String> {
     const TOL: f32 = 1e-5;
     ref_opt.zero_grad();
     ref_loss.backward();
@@ -278,7 +298,14 @@ fn train(rank: usize) -> Result<(), String> {
             F::mse_loss(&ddp.forward(&xs), &ys).backward();
         }
         opt.step();
-        check_step(rank, step, &ddp.parameters(), &reference.parameters(), &mut ref_opt, F::mse_loss(&reference.forward(&x), &y))?;
+        check_step(
+            rank,
+            step,
+            &ddp.parameters(),
+            &reference.parameters(),
+            &mut ref_opt,
+            F::mse_loss(&reference.forward(&x), &y),
+        )?;
     }
     Ok(())
 }
@@ -298,8 +325,17 @@ fn train_compiled(rank: usize) -> Result<(), String> {
         let (x, y) = batch(step, B);
         step_fn.call((&shard(&x, rank), &shard(&y, rank)));
         let breaks = step_fn.stats().graph_breaks;
-        ensure(breaks == 1, || format!("step {step}: {breaks} graph breaks (one expected: the all-reduce after backward)"))?;
-        check_step(rank, step, &ddp.parameters(), &reference.parameters(), &mut ref_opt, F::mse_loss(&reference.forward(&x), &y))?;
+        ensure(breaks == 1, || {
+            format!("step {step}: {breaks} graph breaks (one expected: the all-reduce after backward)")
+        })?;
+        check_step(
+            rank,
+            step,
+            &ddp.parameters(),
+            &reference.parameters(),
+            &mut ref_opt,
+            F::mse_loss(&reference.forward(&x), &y),
+        )?;
     }
     Ok(())
 }
@@ -350,7 +386,9 @@ fn unused(rank: usize) -> Result<(), String> {
         F::mse_loss(&ddp.forward(&shard(&x, rank)), &shard(&y, rank)).backward();
         for (name, p) in ddp.named_parameters() {
             let unused_everywhere = name.starts_with("module.b.");
-            ensure(p.grad().is_none() == unused_everywhere, || format!("step {step}: {name} has grad {:?}", p.grad().map(|g| g.shape().to_vec())))?;
+            ensure(p.grad().is_none() == unused_everywhere, || {
+                format!("step {step}: {name} has grad {:?}", p.grad().map(|g| g.shape().to_vec()))
+            })?;
         }
         opt.step();
         let half = |r: usize| F::mse_loss(&reference.run(&shard(&x, r), r == 0), &shard(&y, r));
@@ -363,18 +401,28 @@ fn unused(rank: usize) -> Result<(), String> {
 /// Without `find_unused_parameters` the same net fails backward on both ranks at once (no
 /// timeout), naming what each rank got no gradient for; the ranks are still in step after.
 fn unused_error(rank: usize) -> Result<(), String> {
-    let ddp = DistributedDataParallel::new(Branchy::new(rank == 0), DdpOptions::default()).map_err(|e| e.to_string())?;
+    let ddp =
+        DistributedDataParallel::new(Branchy::new(rank == 0), DdpOptions::default()).map_err(|e| e.to_string())?;
     let (x, y) = batch(0, B);
     let start = std::time::Instant::now();
     let loss = F::mse_loss(&ddp.forward(&shard(&x, rank)), &shard(&y, rank));
-    let (e, line) = (loss.try_backward_with_opts(None, BackwardOpts::default()).err().ok_or("backward without gradients for some parameters succeeded")?, line!());
+    let (e, line) = (
+        loss.try_backward_with_opts(None, BackwardOpts::default())
+            .err()
+            .ok_or("backward without gradients for some parameters succeeded")?,
+        line!(),
+    );
     eprintln!("rank {rank}: backward failed as expected after {:.1?}: {e}", start.elapsed());
     // The error is raised by DDP's callback at the end of backward, but names this line.
-    ensure(e.location.file().ends_with("dist_check.rs") && e.location.line() == line, || format!("the error names {}, not dist_check.rs:{line}", e.location))?;
+    ensure(e.location.file().ends_with("dist_check.rs") && e.location.line() == line, || {
+        format!("the error names {}, not dist_check.rs:{line}", e.location)
+    })?;
     ensure(start.elapsed() < TIMEOUT, || "the error came only after the timeout".into())?;
     let missing = if rank == 0 { "b.weight, b.bias" } else { "a.weight, a.bias, b.weight, b.bias" };
     let want = format!("Parameters which did not receive grad for rank {rank}: {missing}\n");
-    ensure(e.message.contains(&want) && e.message.contains("find_unused_parameters: true"), || format!("the error does not say {want:?}"))?;
+    ensure(e.message.contains(&want) && e.message.contains("find_unused_parameters: true"), || {
+        format!("the error does not say {want:?}")
+    })?;
     let t = Tensor::ones(&[2]);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(t.to_vec::<f32>() == vec![2.0; 2], || "the group after the error".into())?;
@@ -409,7 +457,8 @@ fn ddp_stall(rank: usize) -> Result<(), String> {
         return Err("rank 1 was not stopped".into());
     }
     let loss = F::mse_loss(&ddp.forward(&x), &y);
-    let e = loss.try_backward_with_opts(None, BackwardOpts::default()).err().ok_or("backward without a peer succeeded")?;
+    let e =
+        loss.try_backward_with_opts(None, BackwardOpts::default()).err().ok_or("backward without a peer succeeded")?;
     eprintln!("rank 0: backward failed as expected: {e}");
     ensure(e.kind == kiln::ErrorKind::Timeout, || format!("kind {:?}", e.kind))?;
     println!("rank 0: ddp-stall ok");

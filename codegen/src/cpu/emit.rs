@@ -106,7 +106,8 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
             _ => inst.dtype == e,
         };
         // A Bool value must come from Cmp/Logical/Not (a mask), never from a load/const/cast.
-        let bool_ok = inst.dtype != DType::Bool || matches!(inst.op, InstOp::Cmp(..) | InstOp::Logical(..) | InstOp::Not(_));
+        let bool_ok =
+            inst.dtype != DType::Bool || matches!(inst.op, InstOp::Cmp(..) | InstOp::Logical(..) | InstOp::Not(_));
         if !ok || !bool_ok {
             return false;
         }
@@ -156,7 +157,14 @@ pub(crate) fn data_flags() -> MemFlagsData {
 
 /// One element (or one vector of `lanes` elements) at inner index `j`: loads, the
 /// instructions, the stores (at `row.out_ptr`).
-pub(crate) fn emit_element(cx: &mut Cx, k: &ElementwiseKernel, live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<(), String> {
+pub(crate) fn emit_element(
+    cx: &mut Cx,
+    k: &ElementwiseKernel,
+    live: &[bool],
+    row: &Row,
+    j: Value,
+    vty: Option<Type>,
+) -> Result<(), String> {
     let vals = emit_values(cx, &k.inputs, &k.insts, live, row, j, vty)?;
     store_outputs(cx, k, row, j, &vals);
     Ok(())
@@ -174,7 +182,15 @@ pub(crate) fn store_outputs(cx: &mut Cx, k: &ElementwiseKernel, row: &Row, j: Va
 
 /// The live instructions of `insts` at inner index `j` of `row` (one element, or one vector of
 /// `vty` when given): per instruction, its value (`None` for dead ones).
-pub(crate) fn emit_values(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], live: &[bool], row: &Row, j: Value, vty: Option<Type>) -> Result<Vec<Option<Value>>, String> {
+pub(crate) fn emit_values(
+    cx: &mut Cx,
+    inputs: &[KernelInput],
+    insts: &[Inst],
+    live: &[bool],
+    row: &Row,
+    j: Value,
+    vty: Option<Type>,
+) -> Result<Vec<Option<Value>>, String> {
     emit_values_given(cx, inputs, insts, live, row, j, vty, vec![None; insts.len()])
 }
 
@@ -258,7 +274,12 @@ pub(crate) fn emit_values_given(
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
 /// signature is already set): its plan, and whether its rows are tiled (only where `tile`
 /// allows and [`tiles::tiling`] applies).
-pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Function, tile: bool) -> Result<(Plan, bool), String> {
+pub(crate) fn build(
+    k: &ElementwiseKernel,
+    module: &mut JITModule,
+    func: &mut Function,
+    tile: bool,
+) -> Result<(Plan, bool), String> {
     let live = live_set(k);
     for (n, inst) in k.insts.iter().enumerate() {
         if live[n] {
@@ -292,7 +313,11 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
     let inner = a.dims[rank - 1];
     let out_base = &a.out_base;
     // Tiled rows emit their constants per pass (nothing float lives across a routine's call).
-    let pre = if tiling.is_some() { (vec![None; k.insts.len()], vec![None; k.insts.len()]) } else { emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)? };
+    let pre = if tiling.is_some() {
+        (vec![None; k.insts.len()], vec![None; k.insts.len()])
+    } else {
+        emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?
+    };
     let draws = load_draws(&mut cx, &k.insts, &live, a.scalars_p);
     // A row is one run of the skeleton: every dim but the last is kept, so no middle loop.
     let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, rank - 1);
@@ -339,7 +364,14 @@ pub(crate) fn build(k: &ElementwiseKernel, module: &mut JITModule, func: &mut Fu
         )?;
     } else {
         let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1, draws: &draws, index0 };
-        emit_runs(&mut cx, &sp, &pass, &in_ptr, |_, _| out_ptr, |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt))?;
+        emit_runs(
+            &mut cx,
+            &sp,
+            &pass,
+            &in_ptr,
+            |_, _| out_ptr,
+            |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt),
+        )?;
     }
 
     let next_row = cx.b.ins().iadd_imm_s(row, 1);
@@ -378,7 +410,14 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// Loads the fields of the `KernelArgs` at `args` (`ptr` is the pointer type).
-    pub(crate) fn load(cx: &mut Cx, args: Value, ptr: Type, inputs: &[KernelInput], rank: usize, n_out: usize) -> Entry {
+    pub(crate) fn load(
+        cx: &mut Cx,
+        args: Value,
+        ptr: Type,
+        inputs: &[KernelInput],
+        rank: usize,
+        n_out: usize,
+    ) -> Entry {
         let tf = MemFlagsData::trusted();
         let field = |cx: &mut Cx, off: usize| cx.b.ins().load(ptr, tf, args, off as i32);
         let inputs_pp = field(cx, offset_of!(KernelArgs, inputs));
@@ -390,7 +429,8 @@ impl Entry {
         let row_end = field(cx, offset_of!(KernelArgs, row_end));
         let index_base = field(cx, offset_of!(KernelArgs, index_base));
         let dims: Vec<Value> = (0..rank).map(|d| cx.b.ins().load(ptr, tf, shape_p, (8 * d) as i32)).collect();
-        let in_base: Vec<Value> = (0..inputs.len()).map(|i| cx.b.ins().load(ptr, tf, inputs_pp, (8 * i) as i32)).collect();
+        let in_base: Vec<Value> =
+            (0..inputs.len()).map(|i| cx.b.ins().load(ptr, tf, inputs_pp, (8 * i) as i32)).collect();
         let out_base: Vec<Value> = (0..n_out).map(|o| cx.b.ins().load(ptr, tf, outputs_pp, (8 * o) as i32)).collect();
         let mut strides = Vec::with_capacity(inputs.len());
         let mut in_step = Vec::with_capacity(inputs.len());
@@ -414,7 +454,13 @@ pub(crate) type PerValue = (Vec<Option<Value>>, Vec<Option<Value>>);
 
 /// Constants and run-time scalars of the live instructions, converted once: per instruction,
 /// the scalar and (with `vty`) its splat.
-pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value, vty: Option<Type>) -> Result<PerValue, String> {
+pub(crate) fn emit_pre(
+    cx: &mut Cx,
+    insts: &[Inst],
+    live: &[bool],
+    scalars_p: Value,
+    vty: Option<Type>,
+) -> Result<PerValue, String> {
     let tf = MemFlagsData::trusted();
     let mut pre: Vec<Option<Value>> = vec![None; insts.len()];
     let mut pre_v: Vec<Option<Value>> = vec![None; insts.len()];
@@ -447,7 +493,14 @@ pub(crate) fn emit_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Va
 /// [`InstOp::Reduced`]`(s)` is `reduced[s]` (that stage's converted value for this output), and
 /// each live instruction [`per_output_known`] marks (log_softmax's `log Σ`, layer norm's
 /// `rsqrt(var + eps)`) is computed here, once per output; with `vty`, each is splatted too.
-pub(crate) fn per_output_pre(cx: &mut Cx, insts: &[Inst], live: &[bool], pre: &PerValue, vty: Option<Type>, reduced: &[Value]) -> Result<PerValue, String> {
+pub(crate) fn per_output_pre(
+    cx: &mut Cx,
+    insts: &[Inst],
+    live: &[bool],
+    pre: &PerValue,
+    vty: Option<Type>,
+    reduced: &[Value],
+) -> Result<PerValue, String> {
     let known = per_output_known(insts);
     let mut pre = pre.clone();
     for (n, inst) in insts.iter().enumerate() {
@@ -494,14 +547,21 @@ fn load_draws(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value) -> V
     let mut draws = vec![None; insts.len()];
     for (n, inst) in insts.iter().enumerate() {
         if let (InstOp::Rand { params, .. }, true) = (inst.op, live[n]) {
-            draws[n] = Some([0, 1, 2, 3].map(|w| cx.b.ins().load(types::F64, tf, scalars_p, (8 * (params + w)) as i32)));
+            draws[n] =
+                Some([0, 1, 2, 3].map(|w| cx.b.ins().load(types::F64, tf, scalars_p, (8 * (params + w)) as i32)));
         }
     }
     draws
 }
 
 /// Broadcast inputs: one load per row (at `in_ptr`), and its splat with `vty`.
-pub(crate) fn load_bcast(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], in_ptr: &[Value], vty: Option<Type>) -> Result<PerValue, String> {
+pub(crate) fn load_bcast(
+    cx: &mut Cx,
+    inputs: &[KernelInput],
+    insts: &[Inst],
+    in_ptr: &[Value],
+    vty: Option<Type>,
+) -> Result<PerValue, String> {
     let mut bcast = vec![None; inputs.len()];
     let mut bcast_v = vec![None; inputs.len()];
     for inst in insts {

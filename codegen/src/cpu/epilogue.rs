@@ -17,11 +17,11 @@
 //! [`InstOp::Reduced`]: crate::kernel::InstOp::Reduced
 
 use super::emit::{emit_element, emit_pre, live_set, per_output_pre, plan, store_outputs, PerValue, Plan};
-use super::ops::{clif_type, Cx};
-use super::runs::{emit_runs, Pass, Space};
 use super::kept_rows::{self, ROW_CACHE};
 use super::native_epilogue::{native_epilogue, KeptSource, NativeEpilogue};
 use super::native_rows::per_output_arg;
+use super::ops::{clif_type, Cx};
+use super::runs::{emit_runs, Pass, Space};
 use super::tiles::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -53,9 +53,21 @@ impl EpiloguePass {
     /// entry block: `scalars_p` is the scalars pointer, `sp` the kernel's space).
     /// Log-softmax's `exp(x - max - log Σ)` is first rewritten to share the Σ stage's exp
     /// ([`kept_rows::share_exps`]).
-    pub(crate) fn new(cx: &mut Cx, k: &ReduceKernel, ep: &Epilogue, scalars_p: Value, sp: &Space) -> Result<EpiloguePass, String> {
+    pub(crate) fn new(
+        cx: &mut Cx,
+        k: &ReduceKernel,
+        ep: &Epilogue,
+        scalars_p: Value,
+        sp: &Space,
+    ) -> Result<EpiloguePass, String> {
         let (insts, at) = kept_rows::share_exps(&ep.insts, &k.stages);
-        let ek = ElementwiseKernel { rank: k.rank, inputs: k.inputs.clone(), scalars: k.scalars, insts, outputs: ep.outputs.iter().map(|&v| at[v as usize]).collect() };
+        let ek = ElementwiseKernel {
+            rank: k.rank,
+            inputs: k.inputs.clone(),
+            scalars: k.scalars,
+            insts,
+            outputs: ep.outputs.iter().map(|&v| at[v as usize]).collect(),
+        };
         let live = live_set(&ek);
         for (n, inst) in ek.insts.iter().enumerate() {
             if live[n] {
@@ -98,7 +110,16 @@ impl EpiloguePass {
     /// addresses at the output's outer index, `out_base` the epilogue's output pointers;
     /// `keep` a tiled stage whose values a reduction stage left in the row buffer. Leaves the
     /// builder in a new block after the loops (or the native routine's call).
-    pub(crate) fn emit(&self, cx: &mut Cx, sp: &Space, base: &[Value], row: Value, reduced: &[Value], out_base: &[Value], keep: Option<RowKeep>) -> Result<(), String> {
+    pub(crate) fn emit(
+        &self,
+        cx: &mut Cx,
+        sp: &Space,
+        base: &[Value],
+        row: Value,
+        reduced: &[Value],
+        out_base: &[Value],
+        keep: Option<RowKeep>,
+    ) -> Result<(), String> {
         // Run m of this output starts at element (row·n_mid + m)·inner of each output.
         let first_run = cx.b.ins().imul(row, sp.n_mid);
         // The per-output values, once per output (every pass of every tile reads them).
@@ -120,13 +141,19 @@ impl EpiloguePass {
             }
             NativeEpilogue::OneHotSub { iota, t, a, z, k, e, s } => {
                 let args = [t, a, z, e, s].map(|v| arg(cx, v));
-                let call = |cx: &mut Cx, k: Value| cx.call_void(native.helper(), &[base[iota], args[0], args[1], args[2], k, args[3], args[4], dst, n, stream]);
+                let call = |cx: &mut Cx, k: Value| {
+                    cx.call_void(
+                        native.helper(),
+                        &[base[iota], args[0], args[1], args[2], k, args[3], args[4], dst, n, stream],
+                    )
+                };
                 match k {
                     KeptSource::Input(i) => call(cx, base[i]),
                     KeptSource::Kept(_) => {
                         // The routine for rows the buffer holds, the loops for longer ones.
                         let keep = keep.expect("a kept k comes with the row buffer (see `native_for`)");
-                        let (native_block, loops, done) = (cx.b.create_block(), cx.b.create_block(), cx.b.create_block());
+                        let (native_block, loops, done) =
+                            (cx.b.create_block(), cx.b.create_block(), cx.b.create_block());
                         let fits = cx.b.ins().icmp_imm_u(IntCC::UnsignedLessThanOrEqual, n, ROW_CACHE as i64);
                         cx.b.ins().brif(fits, native_block, &[], loops, &[]);
                         cx.b.switch_to_block(native_block);
@@ -173,19 +200,56 @@ impl EpiloguePass {
     /// The loops of the pass (tiled or not) for the output whose first run is `first_run`,
     /// with its per-output values `pre`.
     #[allow(clippy::too_many_arguments)]
-    fn emit_loops(&self, cx: &mut Cx, sp: &Space, base: &[Value], first_run: Value, out_base: &[Value], pre: &PerValue, keep: Option<RowKeep>) -> Result<(), String> {
+    fn emit_loops(
+        &self,
+        cx: &mut Cx,
+        sp: &Space,
+        base: &[Value],
+        first_run: Value,
+        out_base: &[Value],
+        pre: &PerValue,
+        keep: Option<RowKeep>,
+    ) -> Result<(), String> {
         if let Some(t) = &self.tiling {
             // One reduced dim: the output's row is one run.
             let zero = cx.b.ins().iconst(sp.ptr, 0);
             let out_ptr = self.out_ptrs(cx, sp, first_run, out_base, zero);
             let sizes: Vec<i64> = self.ek.outputs.iter().map(|&o| self.ek.dtype(o).size_in_bytes() as i64).collect();
-            return tiles::emit_row(cx, &Self::body(&self.ek), t, sp, base, &out_ptr, &sizes, tiles::UNROLL, keep, |_, _| Ok(pre.clone()), |_, _| {}, |cx, r, j, _, _, vals| {
-                store_outputs(cx, &self.ek, r, j, vals);
-                Ok(())
-            });
+            return tiles::emit_row(
+                cx,
+                &Self::body(&self.ek),
+                t,
+                sp,
+                base,
+                &out_ptr,
+                &sizes,
+                tiles::UNROLL,
+                keep,
+                |_, _| Ok(pre.clone()),
+                |_, _| {},
+                |cx, r, j, _, _, vals| {
+                    store_outputs(cx, &self.ek, r, j, vals);
+                    Ok(())
+                },
+            );
         }
-        let pass = Pass { inputs: &self.ek.inputs, insts: &self.ek.insts, pre, vty: self.vty, unroll: 1, draws: &[], index0: None };
-        emit_runs(cx, sp, &pass, base, |cx, m| self.out_ptrs(cx, sp, first_run, out_base, m), |cx, r, j, vt, _| emit_element(cx, &self.ek, &self.live, r, j, vt))
+        let pass = Pass {
+            inputs: &self.ek.inputs,
+            insts: &self.ek.insts,
+            pre,
+            vty: self.vty,
+            unroll: 1,
+            draws: &[],
+            index0: None,
+        };
+        emit_runs(
+            cx,
+            sp,
+            &pass,
+            base,
+            |cx, m| self.out_ptrs(cx, sp, first_run, out_base, m),
+            |cx, r, j, vt, _| emit_element(cx, &self.ek, &self.live, r, j, vt),
+        )
     }
 }
 

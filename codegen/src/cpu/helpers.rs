@@ -167,11 +167,36 @@ fn row_all(v: &mut Vec<Helper>) {
     let f = row_reduce::row_fns();
     v.push(Helper { name: "kiln_row_sum_f32", ptr: f.sum as *const u8, params: &[I64, I64], ret: Some(F64) });
     v.push(Helper { name: "kiln_row_max_f32", ptr: f.max as *const u8, params: &[I64, I64], ret: Some(F32) });
-    v.push(Helper { name: "kiln_row_sq_dev_sum_f32", ptr: f.sq_dev_sum as *const u8, params: &[I64, F32, I64, I64], ret: Some(F64) });
-    v.push(Helper { name: "kiln_row_exp_sum_f32", ptr: f.exp_sum as *const u8, params: &[I64, F32, I64, I64, I64], ret: Some(F64) });
-    v.push(Helper { name: "kiln_row_count_eq_f32", ptr: f.count_eq as *const u8, params: &[I64, F32, I64], ret: Some(I64) });
-    v.push(Helper { name: "kiln_row_norm_affine_f32", ptr: f.norm_affine as *const u8, params: &[I64, F32, F32, I64, I64, I64, I64, I64], ret: None });
-    v.push(Helper { name: "kiln_row_onehot_sub_f32", ptr: f.onehot_sub as *const u8, params: &[I64, F32, F32, F32, I64, F32, F32, I64, I64, I64], ret: None });
+    v.push(Helper {
+        name: "kiln_row_sq_dev_sum_f32",
+        ptr: f.sq_dev_sum as *const u8,
+        params: &[I64, F32, I64, I64],
+        ret: Some(F64),
+    });
+    v.push(Helper {
+        name: "kiln_row_exp_sum_f32",
+        ptr: f.exp_sum as *const u8,
+        params: &[I64, F32, I64, I64, I64],
+        ret: Some(F64),
+    });
+    v.push(Helper {
+        name: "kiln_row_count_eq_f32",
+        ptr: f.count_eq as *const u8,
+        params: &[I64, F32, I64],
+        ret: Some(I64),
+    });
+    v.push(Helper {
+        name: "kiln_row_norm_affine_f32",
+        ptr: f.norm_affine as *const u8,
+        params: &[I64, F32, F32, I64, I64, I64, I64, I64],
+        ret: None,
+    });
+    v.push(Helper {
+        name: "kiln_row_onehot_sub_f32",
+        ptr: f.onehot_sub as *const u8,
+        params: &[I64, F32, F32, F32, I64, F32, F32, I64, I64, I64],
+        ret: None,
+    });
 }
 
 /// Every helper.
@@ -182,7 +207,12 @@ fn all() -> Vec<Helper> {
     rand_all(&mut v);
     slice_all(&mut v);
     row_all(&mut v);
-    v.push(Helper { name: POW_I64, ptr: pow_i64 as *const u8, params: &[types::I64, types::I64], ret: Some(types::I64) });
+    v.push(Helper {
+        name: POW_I64,
+        ptr: pow_i64 as *const u8,
+        params: &[types::I64, types::I64],
+        ret: Some(types::I64),
+    });
     v
 }
 

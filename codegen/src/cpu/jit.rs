@@ -11,7 +11,8 @@ use cranelift_module::Module;
 /// The host ISA, detected with `cranelift_native` (SSE4.1/AVX where the CPU has them).
 pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
-    let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("cranelift flag {k}={v}: {e}"));
+    let set =
+        |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("cranelift flag {k}={v}: {e}"));
     set(&mut flags, "opt_level", "speed")?;
     // The IR verifier costs about half of the JIT time; the kernels' tests run it (debug).
     set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
@@ -21,7 +22,8 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
     // Tiled kernels keep 4 KiB tile buffers on the stack: probe frames over a page inline.
     set(&mut flags, "enable_probestack", "true")?;
     set(&mut flags, "probestack_strategy", "inline")?;
-    let isa_builder = cranelift_native::builder().map_err(|e| format!("the host is not supported by Cranelift: {e}"))?;
+    let isa_builder =
+        cranelift_native::builder().map_err(|e| format!("the host is not supported by Cranelift: {e}"))?;
     isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("cranelift ISA: {e}"))
 }
 

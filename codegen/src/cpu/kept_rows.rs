@@ -73,7 +73,9 @@ fn log_softmax_shape(insts: &[Inst], stages: &[ReduceStage], p: Val, q: Val) -> 
         _ => false,
     });
     let max_shifted = match insts[p as usize].op {
-        InstOp::Binary(BinaryOp::Sub, y, m) => stage_of(m, ReduceOp::Max).is_some_and(|st| same_value(&st.insts, st.reduced, insts, y)),
+        InstOp::Binary(BinaryOp::Sub, y, m) => {
+            stage_of(m, ReduceOp::Max).is_some_and(|st| same_value(&st.insts, st.reduced, insts, y))
+        }
         _ => false,
     };
     sum_of_exp_p && max_shifted
@@ -128,7 +130,13 @@ mod tests {
 
     /// Softmax's stages: `max x`, then `Σ exp(x - max)`.
     fn softmax_stages() -> Vec<ReduceStage> {
-        let max = ReduceStage { insts: vec![f32(InstOp::Load(0))], reduced: 0, op: ReduceOp::Max, output: DType::F32, scale: None };
+        let max = ReduceStage {
+            insts: vec![f32(InstOp::Load(0))],
+            reduced: 0,
+            op: ReduceOp::Max,
+            output: DType::F32,
+            scale: None,
+        };
         let sum = ReduceStage { insts: stage(), reduced: 3, op: ReduceOp::Sum, output: DType::F32, scale: None };
         vec![max, sum]
     }
@@ -138,7 +146,14 @@ mod tests {
         use InstOp::*;
         let xs = stage();
         // The same x - max, built in another order, and near misses.
-        let ys = vec![f32(Reduced(0)), f32(Load(0)), f32(Binary(BinaryOp::Sub, 1, 0)), f32(Load(1)), f32(Binary(BinaryOp::Sub, 3, 0)), f32(Binary(BinaryOp::Sub, 0, 1))];
+        let ys = vec![
+            f32(Reduced(0)),
+            f32(Load(0)),
+            f32(Binary(BinaryOp::Sub, 1, 0)),
+            f32(Load(1)),
+            f32(Binary(BinaryOp::Sub, 3, 0)),
+            f32(Binary(BinaryOp::Sub, 0, 1)),
+        ];
         assert!(same_value(&xs, 2, &ys, 2));
         assert!(!same_value(&xs, 2, &ys, 4), "another input");
         assert!(!same_value(&xs, 2, &ys, 5), "operands swapped");

@@ -36,8 +36,8 @@
 
 use super::ops::Cx;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
 use cranelift_codegen::ir::BlockArg;
+use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
@@ -181,7 +181,8 @@ impl Cx<'_, '_> {
         let nl = self.b.ins().fmul(n, l);
         let r = self.b.ins().fsub(r, nl);
         let r2 = self.b.ins().fmul(r, r);
-        let p = self.horner(r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1]);
+        let p = self
+            .horner(r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1]);
         let e = self.b.ins().fmul(p, r2);
         let e = self.b.ins().fadd(e, r);
         let one = self.c(ty, 1.0);
@@ -303,7 +304,18 @@ impl Cx<'_, '_> {
         let t = self.b.ins().fdiv(one, d);
         let q = self.horner(
             t,
-            &[0.170_872_77, -0.822_152_23, 1.488_515_87, -1.135_203_98, 0.278_868_07, -0.186_288_06, 0.096_784_18, 0.374_091_96, 1.000_023_68, -1.265_512_23],
+            &[
+                0.170_872_77,
+                -0.822_152_23,
+                1.488_515_87,
+                -1.135_203_98,
+                0.278_868_07,
+                -0.186_288_06,
+                0.096_784_18,
+                0.374_091_96,
+                1.000_023_68,
+                -1.265_512_23,
+            ],
         );
         let aa = self.b.ins().fmul(a, a);
         let arg = self.b.ins().fsub(q, aa);
@@ -351,7 +363,17 @@ impl Cx<'_, '_> {
         let z = self.b.ins().fmul(m, m);
         let p = self.horner(
             m,
-            &[7.037_683_6e-2, -1.151_461_0e-1, 1.167_699_9e-1, -1.242_014_1e-1, 1.424_932_3e-1, -1.666_805_8e-1, 2.000_071_5e-1, -2.499_999_4e-1, 3.333_333_1e-1],
+            &[
+                7.037_683_6e-2,
+                -1.151_461_0e-1,
+                1.167_699_9e-1,
+                -1.242_014_1e-1,
+                1.424_932_3e-1,
+                -1.666_805_8e-1,
+                2.000_071_5e-1,
+                -2.499_999_4e-1,
+                3.333_333_1e-1,
+            ],
         );
         let y = self.b.ins().fmul(p, m);
         let y = self.b.ins().fmul(y, z);
@@ -439,7 +461,10 @@ impl Cx<'_, '_> {
         let out = self.b.append_block_param(merge, ty);
         self.b.ins().brif(any, slow_block, &[], merge, &[BlockArg::Value(fast)]);
         self.b.switch_to_block(slow_block);
-        let name = super::helpers::unary_name(if cos { kiln_runtime::op_kind::UnaryOp::Cos } else { kiln_runtime::op_kind::UnaryOp::Sin }, false);
+        let name = super::helpers::unary_name(
+            if cos { kiln_runtime::op_kind::UnaryOp::Cos } else { kiln_runtime::op_kind::UnaryOp::Sin },
+            false,
+        );
         let exact = self.call_any(name, &[x]);
         let sl = self.sel(slow, exact, fast);
         self.b.ins().jump(merge, &[BlockArg::Value(sl)]);

@@ -27,11 +27,11 @@ mod runs;
 mod tiles;
 
 use crate::kernel::{ElementwiseKernel, KernelArgs, ReduceKernel};
-pub use tiles::{MAX_STAGES, TILE};
 use cranelift_codegen::print_errors::pretty_error;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module, ModuleError};
 use std::time::{Duration, Instant};
+pub use tiles::{MAX_STAGES, TILE};
 
 /// A compiled elementwise or reduction kernel: native code in JIT memory owned by this value.
 pub struct CpuKernel {
@@ -115,8 +115,12 @@ impl CpuKernel {
         let (vectorized, tiled) = build(&mut module, &mut ctx.func)?;
         let clif = ctx.func.display().to_string();
         // Every import of the module is a helper the code calls (declared on first use).
-        let mut native_calls: Vec<String> =
-            module.declarations().get_functions().filter(|(_, d)| d.linkage == Linkage::Import).filter_map(|(_, d)| d.name.clone()).collect();
+        let mut native_calls: Vec<String> = module
+            .declarations()
+            .get_functions()
+            .filter(|(_, d)| d.linkage == Linkage::Import)
+            .filter_map(|(_, d)| d.name.clone())
+            .collect();
         native_calls.sort();
         let disasm = std::env::var_os("KILN_CPU_DISASM").is_some();
         ctx.set_disasm(disasm);
@@ -211,6 +215,10 @@ impl Drop for CpuKernel {
 
 impl std::fmt::Debug for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuKernel").field("compile_time", &self.compile_time).field("vectorized", &self.vectorized).field("tiled", &self.tiled).finish()
+        f.debug_struct("CpuKernel")
+            .field("compile_time", &self.compile_time)
+            .field("vectorized", &self.vectorized)
+            .field("tiled", &self.tiled)
+            .finish()
     }
 }

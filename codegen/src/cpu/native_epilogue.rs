@@ -81,13 +81,20 @@ impl NativeEpilogue {
 
 /// The native routine of an epilogue with instructions `insts` and outputs `outputs` over
 /// `inputs` of a kernel reducing `reduce_rank` dims, or `None` for the loops.
-pub(crate) fn native_epilogue(inputs: &[KernelInput], reduce_rank: usize, insts: &[Inst], outputs: &[Val]) -> Option<NativeEpilogue> {
+pub(crate) fn native_epilogue(
+    inputs: &[KernelInput],
+    reduce_rank: usize,
+    insts: &[Inst],
+    outputs: &[Val],
+) -> Option<NativeEpilogue> {
     let [root] = outputs else { return None };
     if reduce_rank != 1 || insts[*root as usize].dtype != DType::F32 {
         return None;
     }
     let computed = per_output_known(insts);
-    let known = |v: Val| (computed[v as usize] || broadcast_load(inputs, insts, v).is_some()) && insts[v as usize].dtype == DType::F32;
+    let known = |v: Val| {
+        (computed[v as usize] || broadcast_load(inputs, insts, v).is_some()) && insts[v as usize].dtype == DType::F32
+    };
     let row = |v: Val| match insts[v as usize].op {
         InstOp::Load(i) if unit_f32(&inputs[i as usize]) => Some(i as usize),
         _ => None,
@@ -159,7 +166,13 @@ mod tests {
     /// Layer norm's epilogue over inputs x, w, b: `((x - m)·r)·w + b` with `m`, `r` stage values.
     fn layer_norm(weight: bool, bias: bool) -> Vec<Inst> {
         use InstOp::*;
-        let mut v = vec![f32(Load(0)), f32(Reduced(0)), f32(Binary(BinaryOp::Sub, 0, 1)), f32(Reduced(1)), f32(Binary(BinaryOp::Mul, 2, 3))];
+        let mut v = vec![
+            f32(Load(0)),
+            f32(Reduced(0)),
+            f32(Binary(BinaryOp::Sub, 0, 1)),
+            f32(Reduced(1)),
+            f32(Binary(BinaryOp::Mul, 2, 3)),
+        ];
         if weight {
             v.push(f32(Load(1)));
             v.push(f32(Binary(BinaryOp::Mul, 5, 4)));
@@ -233,7 +246,13 @@ mod tests {
         let insts: Vec<Inst> = layer_norm(false, false).into_iter().map(|i| Inst { dtype: DType::F64, ..i }).collect();
         assert_eq!(native_epilogue(&ins, 1, &insts, &[4]), None);
         // (x - m)·w with w a row: r is not once per output.
-        let insts = vec![f32(Load(0)), f32(Reduced(0)), f32(Binary(BinaryOp::Sub, 0, 1)), f32(Load(1)), f32(Binary(BinaryOp::Mul, 2, 3))];
+        let insts = vec![
+            f32(Load(0)),
+            f32(Reduced(0)),
+            f32(Binary(BinaryOp::Sub, 0, 1)),
+            f32(Load(1)),
+            f32(Binary(BinaryOp::Mul, 2, 3)),
+        ];
         assert_eq!(native_epilogue(&inputs(2), 1, &insts, &[4]), None);
     }
 }

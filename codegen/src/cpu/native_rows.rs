@@ -22,8 +22,8 @@
 
 use super::emit::{data_flags, per_output_known, PerValue};
 use super::ops::Cx;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
 use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val};
+use cranelift_codegen::ir::{types, InstBuilder, Value};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use kiln_runtime::DType;
 
@@ -78,7 +78,8 @@ pub(crate) fn native_row(k: &ReduceKernel, st: &ReduceStage) -> Option<NativeRow
     }
     let insts = &st.insts;
     let computed = per_output_known(insts);
-    let known: Vec<bool> = (0..insts.len()).map(|v| computed[v] || broadcast_load(&k.inputs, insts, v as Val).is_some()).collect();
+    let known: Vec<bool> =
+        (0..insts.len()).map(|v| computed[v] || broadcast_load(&k.inputs, insts, v as Val).is_some()).collect();
     let f32_known = |v: Val| known[v as usize] && insts[v as usize].dtype == DType::F32;
     // The unit-stride f32 input `v` loads, if it is such a load.
     let row_input = |v: Val| match insts[v as usize].op {
@@ -126,7 +127,14 @@ pub(crate) fn broadcast_load(inputs: &[KernelInput], insts: &[Inst], v: Val) -> 
 
 /// The f32 value `v`, known once per output, for a routine's argument: the load of a
 /// broadcast input at `base`, or the per-output value [`super::emit::per_output_pre`] computed.
-pub(crate) fn per_output_arg(cx: &mut Cx, inputs: &[KernelInput], insts: &[Inst], pre: &PerValue, base: &[Value], v: Val) -> Value {
+pub(crate) fn per_output_arg(
+    cx: &mut Cx,
+    inputs: &[KernelInput],
+    insts: &[Inst],
+    pre: &PerValue,
+    base: &[Value],
+    v: Val,
+) -> Value {
     match broadcast_load(inputs, insts, v) {
         Some(i) => cx.b.ins().load(types::F32, data_flags(), base[i], 0),
         None => pre.0[v as usize].expect("a per-output value is computed before the loops"),
@@ -147,7 +155,14 @@ mod tests {
     }
 
     fn kernel(inner: InnerStride, stage: ReduceStage) -> ReduceKernel {
-        ReduceKernel { rank: 2, reduce_rank: 1, inputs: vec![KernelInput { dtype: DType::F32, inner }], scalars: 1, stages: vec![stage], epilogue: None }
+        ReduceKernel {
+            rank: 2,
+            reduce_rank: 1,
+            inputs: vec![KernelInput { dtype: DType::F32, inner }],
+            scalars: 1,
+            stages: vec![stage],
+            epilogue: None,
+        }
     }
 
     fn stage(op: ReduceOp, insts: Vec<Inst>) -> ReduceStage {
@@ -162,16 +177,52 @@ mod tests {
         let cases = [
             (stage(ReduceOp::Sum, vec![load]), Some(RowCall::Sum)),
             (stage(ReduceOp::Max, vec![load]), Some(RowCall::Max)),
-            (stage(ReduceOp::Sum, vec![load, c, sub, f32(InstOp::Binary(BinaryOp::Mul, 2, 2))]), Some(RowCall::SqDevSum(1))),
-            (stage(ReduceOp::Sum, vec![load, c, sub, f32(InstOp::Unary(UnaryOp::Exp, 2))]), Some(RowCall::ExpSum(Some(1)))),
+            (
+                stage(ReduceOp::Sum, vec![load, c, sub, f32(InstOp::Binary(BinaryOp::Mul, 2, 2))]),
+                Some(RowCall::SqDevSum(1)),
+            ),
+            (
+                stage(ReduceOp::Sum, vec![load, c, sub, f32(InstOp::Unary(UnaryOp::Exp, 2))]),
+                Some(RowCall::ExpSum(Some(1))),
+            ),
             (stage(ReduceOp::Sum, vec![load, f32(InstOp::Unary(UnaryOp::Exp, 0))]), Some(RowCall::ExpSum(None))),
-            (stage(ReduceOp::Sum, vec![load, c, f32(InstOp::Const(0.0)), Inst { op: InstOp::Cmp(CmpOp::Eq, 1, 0), dtype: DType::Bool }, f32(InstOp::Where(3, 1, 2))]), Some(RowCall::CountEq { t: 1, a: 1, b: 2 })),
+            (
+                stage(
+                    ReduceOp::Sum,
+                    vec![
+                        load,
+                        c,
+                        f32(InstOp::Const(0.0)),
+                        Inst { op: InstOp::Cmp(CmpOp::Eq, 1, 0), dtype: DType::Bool },
+                        f32(InstOp::Where(3, 1, 2)),
+                    ],
+                ),
+                Some(RowCall::CountEq { t: 1, a: 1, b: 2 }),
+            ),
             // Not these: a min, a product, exp(c - x), a square of two different values, a
             // where on `x < c`.
-            (stage(ReduceOp::Sum, vec![load, c, f32(InstOp::Const(0.0)), Inst { op: InstOp::Cmp(CmpOp::Lt, 0, 1), dtype: DType::Bool }, f32(InstOp::Where(3, 1, 2))]), None),
+            (
+                stage(
+                    ReduceOp::Sum,
+                    vec![
+                        load,
+                        c,
+                        f32(InstOp::Const(0.0)),
+                        Inst { op: InstOp::Cmp(CmpOp::Lt, 0, 1), dtype: DType::Bool },
+                        f32(InstOp::Where(3, 1, 2)),
+                    ],
+                ),
+                None,
+            ),
             (stage(ReduceOp::Min, vec![load]), None),
             (stage(ReduceOp::Prod, vec![load]), None),
-            (stage(ReduceOp::Sum, vec![load, c, f32(InstOp::Binary(BinaryOp::Sub, 1, 0)), f32(InstOp::Unary(UnaryOp::Exp, 2))]), None),
+            (
+                stage(
+                    ReduceOp::Sum,
+                    vec![load, c, f32(InstOp::Binary(BinaryOp::Sub, 1, 0)), f32(InstOp::Unary(UnaryOp::Exp, 2))],
+                ),
+                None,
+            ),
             (stage(ReduceOp::Sum, vec![load, c, sub, f32(InstOp::Binary(BinaryOp::Mul, 2, 0))]), None),
         ];
         for (st, want) in cases {

@@ -9,7 +9,9 @@
 use super::helpers;
 use crate::ir::RandDist;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, Endianness, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value};
+use cranelift_codegen::ir::{
+    types, Endianness, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value,
+};
 use cranelift_frontend::FunctionBuilder;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
@@ -55,7 +57,11 @@ impl<'a, 'b> Cx<'a, 'b> {
     /// of them; a load stays where it is emitted.
     pub fn pinned(&mut self, v: Value) -> Value {
         let ty = self.ty(v);
-        let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, ty.bytes(), ty.bytes().trailing_zeros() as u8));
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            ty.bytes(),
+            ty.bytes().trailing_zeros() as u8,
+        ));
         self.b.ins().stack_store(types::I64, v, slot, 0);
         self.b.ins().stack_load(types::I64, ty, slot, 0)
     }
@@ -81,7 +87,10 @@ impl<'a, 'b> Cx<'a, 'b> {
                 let helper = helpers::find(name).unwrap_or_else(|| panic!("no helper named {name}"));
                 let sig = helper.signature(self.module);
                 // A helper's name and signature are fixed, so declaring it cannot clash.
-                let id = self.module.declare_function(name, Linkage::Import, &sig).unwrap_or_else(|e| panic!("declaring helper {name}: {e}"));
+                let id = self
+                    .module
+                    .declare_function(name, Linkage::Import, &sig)
+                    .unwrap_or_else(|e| panic!("declaring helper {name}: {e}"));
                 let f = self.module.declare_func_in_func(id, self.b.func);
                 self.refs.insert(name, f);
                 f
@@ -141,7 +150,8 @@ impl<'a, 'b> Cx<'a, 'b> {
         if self.ty(v) == ty {
             return v;
         }
-        let flags = if ty.is_vector() { MemFlagsData::new().with_endianness(Endianness::Little) } else { MemFlagsData::new() };
+        let flags =
+            if ty.is_vector() { MemFlagsData::new().with_endianness(Endianness::Little) } else { MemFlagsData::new() };
         self.b.ins().bitcast(ty, flags, v)
     }
 
@@ -348,7 +358,9 @@ impl<'a, 'b> Cx<'a, 'b> {
                 let name = helpers::binary_name(op, dtype == DType::F64).expect("helper exists");
                 self.call_any(name, &[a, b])
             }
-            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::BitShl | BinaryOp::BitShr => unreachable!("refused above"),
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::BitShl | BinaryOp::BitShr => {
+                unreachable!("refused above")
+            }
         })
     }
 

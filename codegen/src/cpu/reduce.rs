@@ -16,14 +16,17 @@
 
 use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, vector_ok, Entry, PerValue};
 use super::epilogue::EpiloguePass;
-use super::ops::{clif_type, Cx};
-use super::runs::{emit_runs, Pass, Space};
 use super::kept_rows::{same_value, ROW_CACHE};
 use super::native_rows::{native_row, per_output_arg, NativeRow, RowCall};
+use super::ops::{clif_type, Cx};
+use super::runs::{emit_runs, Pass, Space};
 use super::tiles::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, Value};
+use cranelift_codegen::ir::{
+    types, BlockArg, ConstantData, Function, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type,
+    Value,
+};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
@@ -141,7 +144,9 @@ impl Accs {
             })
             .collect();
         let nan = match (vacc, op) {
-            (VecAcc::Same(t), ReduceOp::Max | ReduceOp::Min) if t.lane_type().is_float() => (0..UNROLL).map(|_| cx.b.declare_var(t.as_int())).collect(),
+            (VecAcc::Same(t), ReduceOp::Max | ReduceOp::Min) if t.lane_type().is_float() => {
+                (0..UNROLL).map(|_| cx.b.declare_var(t.as_int())).collect()
+            }
             _ => Vec::new(),
         };
         Accs { vacc, scalar, aty, vector, nan, pending: RefCell::new(Vec::new()), slots: RefCell::new(Vec::new()) }
@@ -186,10 +191,16 @@ impl Accs {
             VecAcc::Same(t) => t,
             _ => types::F64X2,
         };
-        let vars: Vec<(Variable, Type)> = std::iter::once((self.scalar, self.aty)).chain(self.vector.iter().flatten().map(|&v| (v, vty))).chain(self.nan.iter().map(|&v| (v, vty.as_int()))).collect();
+        let vars: Vec<(Variable, Type)> = std::iter::once((self.scalar, self.aty))
+            .chain(self.vector.iter().flatten().map(|&v| (v, vty)))
+            .chain(self.nan.iter().map(|&v| (v, vty.as_int())))
+            .collect();
         let mut slots = self.slots.borrow_mut();
         if slots.is_empty() {
-            *slots = vars.iter().map(|_| cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4))).collect();
+            *slots = vars
+                .iter()
+                .map(|_| cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4)))
+                .collect();
         }
         for (&(var, ty), &slot) in vars.iter().zip(slots.iter()) {
             if park {
@@ -223,7 +234,8 @@ impl Accs {
                 return;
             }
             while pending.len() > 1 {
-                let pairs: Vec<Value> = pending.chunks(2).map(|p| if p.len() == 2 { cx.b.ins().fadd(p[0], p[1]) } else { p[0] }).collect();
+                let pairs: Vec<Value> =
+                    pending.chunks(2).map(|p| if p.len() == 2 { cx.b.ins().fadd(p[0], p[1]) } else { p[0] }).collect();
                 *pending = pairs;
             }
             let x = pending.pop().expect("UNROLL ≥ 1 vectors");
@@ -240,7 +252,11 @@ impl Accs {
         } else {
             // `bitselect(a < b, …)` in the operand order Cranelift lowers to `maxps x, acc`
             // (`x > acc ? x : acc`) and `minps x, acc`.
-            let take_x = if op == ReduceOp::Max { cx.fcmp(FloatCC::LessThan, acc, x) } else { cx.fcmp(FloatCC::LessThan, x, acc) };
+            let take_x = if op == ReduceOp::Max {
+                cx.fcmp(FloatCC::LessThan, acc, x)
+            } else {
+                cx.fcmp(FloatCC::LessThan, x, acc)
+            };
             let take_x = cx.bitcast(t, take_x);
             let r = cx.b.ins().bitselect(take_x, x, acc);
             let seen = cx.b.use_var(self.nan[u]);
@@ -380,7 +396,17 @@ impl StagePass<'_, '_> {
     /// dtype); leaves the builder in the block after the loops.
     /// `keep`: a tiled stage whose values go to the row buffer for the epilogue.
     #[allow(clippy::too_many_arguments)]
-    fn emit(&self, cx: &mut Cx, k: &ReduceKernel, sp: &Space, base: &[Value], row: Value, earlier: &[Value], out_base: Value, keep: Option<RowKeep>) -> Result<Value, String> {
+    fn emit(
+        &self,
+        cx: &mut Cx,
+        k: &ReduceKernel,
+        sp: &Space,
+        base: &[Value],
+        row: Value,
+        earlier: &[Value],
+        out_base: Value,
+        keep: Option<RowKeep>,
+    ) -> Result<Value, String> {
         let StagePlan { st, live, rd, vty, .. } = self.plan;
         let (st, rd, vty) = (*st, *rd, *vty);
         self.accs.reset(cx, st.op, rd);
@@ -397,14 +423,35 @@ impl StagePass<'_, '_> {
         } else if let Some(t) = &self.plan.tiling {
             self.accs.park(cx, true);
             let around = |cx: &mut Cx, start: bool| self.accs.park(cx, !start);
-            tiles::emit_row(cx, &StagePlan::body(k, st), t, sp, base, &[], &[], UNROLL, keep, |_, _| Ok(pre.clone()), around, |cx, _, _, vt, u, vals| fold(cx, vt, u, vals))?;
+            tiles::emit_row(
+                cx,
+                &StagePlan::body(k, st),
+                t,
+                sp,
+                base,
+                &[],
+                &[],
+                UNROLL,
+                keep,
+                |_, _| Ok(pre.clone()),
+                around,
+                |cx, _, _, vt, u, vals| fold(cx, vt, u, vals),
+            )?;
             self.accs.park(cx, false);
         } else {
-            let pass = Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
-            emit_runs(cx, sp, &pass, base, |_, _| vec![], |cx, r, j, vt, u| {
-                let vals = emit_values(cx, &k.inputs, &st.insts, live, r, j, vt)?;
-                fold(cx, vt, u, &vals)
-            })?;
+            let pass =
+                Pass { inputs: &k.inputs, insts: &st.insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
+            emit_runs(
+                cx,
+                sp,
+                &pass,
+                base,
+                |_, _| vec![],
+                |cx, r, j, vt, u| {
+                    let vals = emit_values(cx, &k.inputs, &st.insts, live, r, j, vt)?;
+                    fold(cx, vt, u, &vals)
+                },
+            )?;
         }
         let mut acc = self.accs.combine(cx, st.op, rd);
         if let Some(s) = self.scale {
@@ -423,7 +470,16 @@ impl StagePass<'_, '_> {
 /// (inputs at `base`, `pre` holding the per-output values): one routine call. `keep`: the routine also writes its exps
 /// to the row buffer while the row fits there.
 #[allow(clippy::too_many_arguments)]
-fn native_sweep(cx: &mut Cx, k: &ReduceKernel, st: &ReduceStage, native: NativeRow, pre: &PerValue, sp: &Space, base: &[Value], keep: Option<RowKeep>) -> Value {
+fn native_sweep(
+    cx: &mut Cx,
+    k: &ReduceKernel,
+    st: &ReduceStage,
+    native: NativeRow,
+    pre: &PerValue,
+    sp: &Space,
+    base: &[Value],
+    keep: Option<RowKeep>,
+) -> Value {
     let (src, n) = (base[native.input], sp.inner());
     let given = |cx: &mut Cx, v: Val| per_output_arg(cx, &k.inputs, &st.insts, pre, base, v);
     let name = native.call.helper();
@@ -511,7 +567,8 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     let mut stages = Vec::with_capacity(n_stages);
     for plan in &plans {
         let pre = emit_pre(&mut cx, &plan.st.insts, &plan.live, a.scalars_p, plan.vty)?;
-        let scale = plan.st.scale.map(|j| cx.b.ins().load(types::F64, MemFlagsData::trusted(), a.scalars_p, (8 * j) as i32));
+        let scale =
+            plan.st.scale.map(|j| cx.b.ins().load(types::F64, MemFlagsData::trusted(), a.scalars_p, (8 * j) as i32));
         let aty = if plan.rd.is_float() { types::F64 } else { types::I64 };
         let accs = Accs::declare(&mut cx, plan.vacc, aty, plan.st.op);
         stages.push(StagePass { plan, accs, pre, scale });
@@ -523,7 +580,8 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     };
     // A stage's tiled value that the epilogue computes again: kept in a row buffer.
     let keep = epilogue.as_ref().and_then(|e| kept_stage(&plans, e)).map(|(s, stage, ep_stage)| {
-        let slot = cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (ROW_CACHE * 4) as u32, 6));
+        let slot =
+            cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (ROW_CACHE * 4) as u32, 6));
         (s, RowKeep { stage, slot, reuse: false }, RowKeep { stage: ep_stage, slot, reuse: true })
     });
 
@@ -569,7 +627,9 @@ fn kept_stage(plans: &[StagePlan], e: &EpiloguePass) -> Option<(usize, usize, us
     let et = e.tiling()?;
     plans.iter().enumerate().find_map(|(s, p)| {
         p.tiling.as_ref()?.stage_values().enumerate().find_map(|(ts, (inst, routine))| {
-            let ets = et.stage_values().position(|(einst, eroutine)| eroutine == routine && same_value(&p.st.insts, inst as Val, e.insts(), einst as Val))?;
+            let ets = et.stage_values().position(|(einst, eroutine)| {
+                eroutine == routine && same_value(&p.st.insts, inst as Val, e.insts(), einst as Val)
+            })?;
             Some((s, ts, ets))
         })
     })

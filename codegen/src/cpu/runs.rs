@@ -32,7 +32,14 @@ pub(crate) struct Space<'a> {
 impl<'a> Space<'a> {
     /// The space of `dims` with the first `o_rank` dims kept; emits `n_mid`, so it is called
     /// in the entry block.
-    pub fn new(cx: &mut Cx, ptr: Type, dims: &'a [Value], strides: &'a [Vec<Value>], in_step: &'a [Option<Value>], o_rank: usize) -> Space<'a> {
+    pub fn new(
+        cx: &mut Cx,
+        ptr: Type,
+        dims: &'a [Value],
+        strides: &'a [Vec<Value>],
+        in_step: &'a [Option<Value>],
+        o_rank: usize,
+    ) -> Space<'a> {
         let mut n_mid = cx.b.ins().iconst(ptr, 1);
         for &d in &dims[o_rank..dims.len() - 1] {
             n_mid = cx.b.ins().imul(n_mid, d);
@@ -155,7 +162,8 @@ fn emit_run<'a, 'b>(
     let (bcast, bcast_v) = load_bcast(cx, pass.inputs, pass.insts, in_ptr, pass.vty)?;
     let inner = sp.inner();
     let zero = cx.b.ins().iconst(ptr, 0);
-    let row = |bcast, pre| Row { in_ptr, in_step: sp.in_step, bcast, pre, out_ptr, draws: pass.draws, index0: pass.index0 };
+    let row =
+        |bcast, pre| Row { in_ptr, in_step: sp.in_step, bcast, pre, out_ptr, draws: pass.draws, index0: pass.index0 };
     let t_row = row(&bcast, &pass.pre.0);
     let t_carried = Carried::new(cx, t_head, &t_row);
     if let Some(vt) = pass.vty {
@@ -171,7 +179,10 @@ fn emit_run<'a, 'b>(
         cx.b.switch_to_block(v_head);
         let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, vj, n_vec);
         // The tail's parameters, from the vector loop's where it carries them.
-        let to_tail: Vec<BlockArg> = std::iter::once(vj).chain(t_carried.outside.iter().map(|v| v_carried.inside(*v))).map(BlockArg::Value).collect();
+        let to_tail: Vec<BlockArg> = std::iter::once(vj)
+            .chain(t_carried.outside.iter().map(|v| v_carried.inside(*v)))
+            .map(BlockArg::Value)
+            .collect();
         cx.b.ins().brif(more, v_body, &[], t_head, &to_tail);
         cx.b.switch_to_block(v_body);
         let rv = v_carried.inside_row();
@@ -244,7 +255,15 @@ impl RowValues {
 
     /// The row, borrowed.
     fn as_row(&self) -> Row<'_> {
-        Row { in_ptr: &self.in_ptr, in_step: &self.in_step, bcast: &self.bcast, pre: &self.pre, out_ptr: &self.out_ptr, draws: &self.draws, index0: self.index0 }
+        Row {
+            in_ptr: &self.in_ptr,
+            in_step: &self.in_step,
+            bcast: &self.bcast,
+            pre: &self.pre,
+            out_ptr: &self.out_ptr,
+            draws: &self.draws,
+            index0: self.index0,
+        }
     }
 }
 
@@ -253,18 +272,30 @@ impl Carried {
     /// non-constant value of `row`.
     fn new(cx: &mut Cx, head: Block, row: &Row) -> Carried {
         let row = RowValues::of(row);
-        let all = row.in_ptr.iter().chain(&row.out_ptr).copied().chain(row.in_step.iter().flatten().copied()).chain(row.bcast.iter().flatten().copied());
-        let all = all.chain(row.pre.iter().flatten().copied()).chain(row.draws.iter().flatten().flatten().copied()).chain(row.index0);
+        let all = row
+            .in_ptr
+            .iter()
+            .chain(&row.out_ptr)
+            .copied()
+            .chain(row.in_step.iter().flatten().copied())
+            .chain(row.bcast.iter().flatten().copied());
+        let all = all
+            .chain(row.pre.iter().flatten().copied())
+            .chain(row.draws.iter().flatten().flatten().copied())
+            .chain(row.index0);
         let mut outside: Vec<Value> = Vec::new();
         for v in all {
             if !outside.contains(&v) && !is_constant(cx, v) {
                 outside.push(v);
             }
         }
-        let params = outside.iter().map(|&v| {
-            let ty = cx.ty(v);
-            cx.b.append_block_param(head, ty)
-        }).collect();
+        let params = outside
+            .iter()
+            .map(|&v| {
+                let ty = cx.ty(v);
+                cx.b.append_block_param(head, ty)
+            })
+            .collect();
         let counter = cx.b.block_params(head)[0];
         Carried { row, outside, params, counter }
     }
@@ -285,7 +316,11 @@ impl Carried {
     /// would be gone; the identities fold away only after that.
     fn back(&self, cx: &mut Cx, next: Value) -> Vec<BlockArg> {
         debug_assert!(next != self.counter);
-        let same = self.params.iter().map(|&p| if cx.ty(p).is_int() { cx.b.ins().iadd_imm_s(p, 0) } else { cx.b.ins().bor(p, p) }).collect::<Vec<_>>();
+        let same = self
+            .params
+            .iter()
+            .map(|&p| if cx.ty(p).is_int() { cx.b.ins().iadd_imm_s(p, 0) } else { cx.b.ins().bor(p, p) })
+            .collect::<Vec<_>>();
         std::iter::once(next).chain(same).map(BlockArg::Value).collect()
     }
 

@@ -36,7 +36,7 @@ use super::helpers;
 use super::kept_rows::ROW_CACHE;
 use super::ops::Cx;
 use super::runs::{emit_runs, Pass, Space};
-use crate::kernel::{Inst, InnerStride, InstOp, KernelInput, ReduceKernel, Val};
+use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type, Value};
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
@@ -114,7 +114,9 @@ pub(crate) struct RowKeep {
 fn costly(op: &InstOp) -> bool {
     use UnaryOp::*;
     match *op {
-        InstOp::Unary(u, _) => !matches!(u, Neg | Abs | Sqrt | Rsqrt | Reciprocal | Square | Floor | Ceil | Trunc | Round | Relu | Sign),
+        InstOp::Unary(u, _) => {
+            !matches!(u, Neg | Abs | Sqrt | Rsqrt | Reciprocal | Square | Floor | Ceil | Trunc | Round | Relu | Sign)
+        }
         InstOp::Binary(b, ..) => matches!(b, BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2),
         _ => false,
     }
@@ -169,7 +171,8 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
             InstOp::Load(i) if body.inputs[i as usize].inner == InnerStride::Unit => Source::Input(i as usize),
             _ => Source::Pass,
         };
-        let live = if source == Source::Pass { live_cut(insts, &[a as u32], is_stage) } else { vec![false; insts.len()] };
+        let live =
+            if source == Source::Pass { live_cut(insts, &[a as u32], is_stage) } else { vec![false; insts.len()] };
         stages.push(Stage { inst, routine, source, live });
     }
     let last = live_cut(insts, body.roots, is_stage);
@@ -216,7 +219,13 @@ pub(crate) fn emit_row<'a, 'b>(
     let slots: Vec<StackSlot> = t
         .stages
         .iter()
-        .map(|_| cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (TILE as i64 * f32_size) as u32, 6)))
+        .map(|_| {
+            cx.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                (TILE as i64 * f32_size) as u32,
+                6,
+            ))
+        })
         .collect();
 
     // The tile loop carries j0 and the tile's element 0 of each unit input and output (loop
@@ -225,14 +234,20 @@ pub(crate) fn emit_row<'a, 'b>(
     // input).
     let unit: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].inner == InnerStride::Unit).collect();
     debug_assert!(inputs.iter().all(|i| i.inner != InnerStride::Strided), "the vector plan has no strided input");
-    let steps: Vec<i64> = unit.iter().map(|&i| inputs[i].dtype.size_in_bytes() as i64).chain(out_sizes.iter().copied()).map(|s| s * TILE as i64).collect();
+    let steps: Vec<i64> = unit
+        .iter()
+        .map(|&i| inputs[i].dtype.size_in_bytes() as i64)
+        .chain(out_sizes.iter().copied())
+        .map(|s| s * TILE as i64)
+        .collect();
     let head = cx.b.create_block();
     let tile_body = cx.b.create_block();
     let done = cx.b.create_block();
     let j0 = cx.b.append_block_param(head, ptr);
     let carried: Vec<Value> = steps.iter().map(|_| cx.b.append_block_param(head, ptr)).collect();
     let zero = cx.b.ins().iconst(ptr, 0);
-    let init: Vec<BlockArg> = [zero].iter().chain(unit.iter().map(|&i| &in_ptr[i])).chain(out_ptr).map(|&v| BlockArg::Value(v)).collect();
+    let init: Vec<BlockArg> =
+        [zero].iter().chain(unit.iter().map(|&i| &in_ptr[i])).chain(out_ptr).map(|&v| BlockArg::Value(v)).collect();
     cx.b.ins().jump(head, &init);
     cx.b.switch_to_block(head);
     let inner = sp.inner();
@@ -304,14 +319,21 @@ pub(crate) fn emit_row<'a, 'b>(
                     InstOp::Unary(_, a) => a as usize,
                     _ => unreachable!("a stage is a unary op"),
                 };
-                emit_runs(cx, &tsp, &pass, &tin, |_, _| Vec::new(), |cx, r, j, vt, _| {
-                    let vals = given(cx, &stage.live, j, vt);
-                    let vals = emit_values_given(cx, inputs, insts, &stage.live, r, j, vt, vals)?;
-                    let off = cx.b.ins().imul_imm_s(j, f32_size);
-                    let addr = cx.b.ins().iadd(bufs[s], off);
-                    cx.b.ins().store(data_flags(), vals[operand].expect("the operand is live"), addr, 0);
-                    Ok(())
-                })?;
+                emit_runs(
+                    cx,
+                    &tsp,
+                    &pass,
+                    &tin,
+                    |_, _| Vec::new(),
+                    |cx, r, j, vt, _| {
+                        let vals = given(cx, &stage.live, j, vt);
+                        let vals = emit_values_given(cx, inputs, insts, &stage.live, r, j, vt, vals)?;
+                        let off = cx.b.ins().imul_imm_s(j, f32_size);
+                        let addr = cx.b.ins().iadd(bufs[s], off);
+                        cx.b.ins().store(data_flags(), vals[operand].expect("the operand is live"), addr, 0);
+                        Ok(())
+                    },
+                )?;
                 bufs[s]
             }
         };
@@ -325,11 +347,18 @@ pub(crate) fn emit_row<'a, 'b>(
     let pre = pre(cx, &t.last)?;
     let pass = Pass { inputs, insts, pre: &pre, vty, unroll, draws: &[], index0: None };
     around(cx, true);
-    emit_runs(cx, &tsp, &pass, &tin, move |_, _| tout, |cx, r, j, vt, u| {
-        let vals = given(cx, &t.last, j, vt);
-        let vals = emit_values_given(cx, inputs, insts, &t.last, r, j, vt, vals)?;
-        finish(cx, r, j, vt, u, &vals)
-    })?;
+    emit_runs(
+        cx,
+        &tsp,
+        &pass,
+        &tin,
+        move |_, _| tout,
+        |cx, r, j, vt, u| {
+            let vals = given(cx, &t.last, j, vt);
+            let vals = emit_values_given(cx, inputs, insts, &t.last, r, j, vt, vals)?;
+            finish(cx, r, j, vt, u, &vals)
+        },
+    )?;
     around(cx, false);
     let mut next = vec![BlockArg::Value(cx.b.ins().iadd_imm_s(j0, TILE as i64))];
     for (&p, &step) in carried.iter().zip(&steps) {

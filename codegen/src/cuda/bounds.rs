@@ -40,7 +40,11 @@ pub fn emit_bounds(ndim: usize) -> Result<BoundsKernel, CudaError> {
     sig.extend(["unsigned long long lo".to_string(), "unsigned long long hi".to_string()]);
     let mut src = String::new();
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: index bounds over {ndim} dim(s)");
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     open_index_loop(&mut src, &["pi"], ndim);
     src.push_str("        const long long k = idx[pi];\n");
     src.push_str("        if (k < (long long)lo || k >= (long long)hi) *flag = 1u;\n    }\n}\n");

@@ -32,8 +32,16 @@ impl LoadedBounds {
     /// into a zeroed 4-byte flag on the index's device, then the flag read back (which waits
     /// for the device's queued work). Errors (op `cuda_bounds`, nothing launched) when the
     /// number of dims differs from the kernel's, or the view reaches past its buffer.
-    pub fn all_within(&self, idx: (&CudaBuffer, StridedOperand<'_>), shape: &[usize], lo: i64, hi: i64) -> Result<bool, CudaError> {
-        let bad = |m: String| CudaError::new("cuda_bounds", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name()));
+    pub fn all_within(
+        &self,
+        idx: (&CudaBuffer, StridedOperand<'_>),
+        shape: &[usize],
+        lo: i64,
+        hi: i64,
+    ) -> Result<bool, CudaError> {
+        let bad = |m: String| {
+            CudaError::new("cuda_bounds", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name()))
+        };
         if shape.len() != self.ndim {
             return Err(bad(format!("checks {} dim(s), shape {shape:?} given", self.ndim)));
         }

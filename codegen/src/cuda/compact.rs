@@ -100,11 +100,15 @@ pub fn emit_compact(stage: CompactStage) -> CompactKernel {
     let mut src = String::new();
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: compaction {}", stage.name());
     src.push_str(BLOCK_SCAN);
-    let head = |params: &str| format!("extern \"C\" __global__ void __launch_bounds__({COMPACT_BLOCK}) KILN_NAME({params}) {{\n");
+    let head = |params: &str| {
+        format!("extern \"C\" __global__ void __launch_bounds__({COMPACT_BLOCK}) KILN_NAME({params}) {{\n")
+    };
     let flags = "const unsigned char* __restrict__ flags";
     match stage {
         CompactStage::Count => {
-            src.push_str(&head(&format!("{flags}, long long* __restrict__ counts, unsigned long long n, unsigned long long chunks")));
+            src.push_str(&head(&format!(
+                "{flags}, long long* __restrict__ counts, unsigned long long n, unsigned long long chunks"
+            )));
             open_chunk_loop(&mut src);
             src.push_str("        long long total;\n        kiln_block_scan(mine, &total);\n");
             src.push_str("        if (threadIdx.x == 0) counts[c] = total;\n    }\n}\n");
@@ -112,7 +116,8 @@ pub fn emit_compact(stage: CompactStage) -> CompactKernel {
         CompactStage::Scan => {
             src.push_str(&head("long long* __restrict__ counts, unsigned long long chunks"));
             src.push_str("    long long carry = 0;\n");
-            let _ = writeln!(src, "    for (unsigned long long base = 0; base < chunks; base += {COMPACT_BLOCK}ULL) {{");
+            let _ =
+                writeln!(src, "    for (unsigned long long base = 0; base < chunks; base += {COMPACT_BLOCK}ULL) {{");
             src.push_str("        const unsigned long long c = base + threadIdx.x;\n");
             src.push_str("        const long long v = c < chunks ? counts[c] : 0;\n");
             src.push_str("        long long total;\n        const long long before = kiln_block_scan(v, &total);\n");
@@ -123,8 +128,13 @@ pub fn emit_compact(stage: CompactStage) -> CompactKernel {
             let params = format!("{flags}, const long long* __restrict__ counts, const long long* __restrict__ sizes, long long* __restrict__ out, unsigned long long n, unsigned long long chunks, unsigned long long ndim");
             src.push_str(&head(&params));
             open_chunk_loop(&mut src);
-            src.push_str("        long long total;\n        long long row = counts[c] + kiln_block_scan(mine, &total);\n");
-            let _ = writeln!(src, "        for (unsigned long long e = first; e < first + {COMPACT_ITEMS}ULL && e < n; e++) {{");
+            src.push_str(
+                "        long long total;\n        long long row = counts[c] + kiln_block_scan(mine, &total);\n",
+            );
+            let _ = writeln!(
+                src,
+                "        for (unsigned long long e = first; e < first + {COMPACT_ITEMS}ULL && e < n; e++) {{"
+            );
             src.push_str("            if (flags[e] == 0) continue;\n");
             src.push_str("            unsigned long long rest = e;\n");
             src.push_str("            for (unsigned long long d = ndim; d-- > 0;) {\n");

@@ -51,7 +51,12 @@ impl LoadedCompact {
         holds(flags, n, "the flags")?;
         holds(counts, (chunks + 1) * 8, "the counts")?;
         if chunks > 0 {
-            let mut args = [KernelArg::In(flags), KernelArg::Out(&mut *counts), KernelArg::U64(n as u64), KernelArg::U64(chunks as u64)];
+            let mut args = [
+                KernelArg::In(flags),
+                KernelArg::Out(&mut *counts),
+                KernelArg::U64(n as u64),
+                KernelArg::U64(chunks as u64),
+            ];
             self.count.launch(self.grid(chunks), &mut args)?;
         }
         let one = LaunchDims { grid: 1, block: COMPACT_BLOCK, shared_bytes: 0 };
@@ -62,7 +67,15 @@ impl LoadedCompact {
     /// every set flag, in order, as the `total` rows of `out` (int64, `[total, ndim]`), with the
     /// offsets [`LoadedCompact::offsets`] left in `counts`. Errors (op `cuda_compact`, nothing
     /// launched): a buffer too small.
-    pub fn write(&self, flags: &CudaBuffer, counts: &CudaBuffer, (sizes, ndim): (&CudaBuffer, usize), out: &mut CudaBuffer, n: usize, total: usize) -> Result<(), CudaError> {
+    pub fn write(
+        &self,
+        flags: &CudaBuffer,
+        counts: &CudaBuffer,
+        (sizes, ndim): (&CudaBuffer, usize),
+        out: &mut CudaBuffer,
+        n: usize,
+        total: usize,
+    ) -> Result<(), CudaError> {
         let chunks = compact_chunks(n);
         holds(flags, n, "the flags")?;
         holds(counts, (chunks + 1) * 8, "the counts")?;
@@ -71,7 +84,15 @@ impl LoadedCompact {
         if total == 0 || ndim == 0 {
             return Ok(());
         }
-        let mut args = [KernelArg::In(flags), KernelArg::In(counts), KernelArg::In(sizes), KernelArg::Out(out), KernelArg::U64(n as u64), KernelArg::U64(chunks as u64), KernelArg::U64(ndim as u64)];
+        let mut args = [
+            KernelArg::In(flags),
+            KernelArg::In(counts),
+            KernelArg::In(sizes),
+            KernelArg::Out(out),
+            KernelArg::U64(n as u64),
+            KernelArg::U64(chunks as u64),
+            KernelArg::U64(ndim as u64),
+        ];
         self.write.launch(self.grid(chunks), &mut args)
     }
 }

@@ -76,7 +76,12 @@ pub fn eager_kernel(op: EagerOp, dtype: DType, out: DType, ndim: usize) -> Resul
 
 /// The contiguous fast path of [`eager_kernel`] (see [`super::vector`]): inputs contiguous,
 /// or one value where `broadcast`.
-pub fn eager_vector_kernel(op: EagerOp, dtype: DType, out: DType, broadcast: &[bool]) -> Result<VectorKernel, CudaError> {
+pub fn eager_vector_kernel(
+    op: EagerOp,
+    dtype: DType,
+    out: DType,
+    broadcast: &[bool],
+) -> Result<VectorKernel, CudaError> {
     emit_vector(&op.expr(), &op.inputs(dtype), dtype, out, broadcast)
 }
 

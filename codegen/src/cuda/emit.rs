@@ -57,13 +57,27 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
     let ct = match dtype {
         DType::F32 | DType::F16 | DType::BF16 => Ct::F32,
         DType::F64 => Ct::F64,
-        d => return Err(CudaError::new(op, CudaErrorKind::Unsupported, format!("CUDA elementwise kernels for {d} are not supported yet (float dtypes only): {expr}"))),
+        d => {
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::Unsupported,
+                format!("CUDA elementwise kernels for {d} are not supported yet (float dtypes only): {expr}"),
+            ))
+        }
     };
     if let Some(i) = max_input(expr).filter(|&i| i >= num_inputs) {
-        return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("the expression reads input {i} but the kernel has {num_inputs} input(s): {expr}")));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::InvalidArgument,
+            format!("the expression reads input {i} but the kernel has {num_inputs} input(s): {expr}"),
+        ));
     }
     if has_integer_op(expr) {
-        return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("bitwise ops are integer ops; a {dtype} kernel cannot compute them: {expr}")));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::InvalidArgument,
+            format!("bitwise ops are integer ops; a {dtype} kernel cannot compute them: {expr}"),
+        ));
     }
     let mut body = Body::new(ct);
     let result = body.emit(expr);
@@ -74,7 +88,11 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
         body.helpers.insert("kiln_bf16");
     }
     let mut src = String::new();
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: elementwise {} over {num_inputs} input(s)", dtype_tag(dtype));
+    let _ = writeln!(
+        src,
+        "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: elementwise {} over {num_inputs} input(s)",
+        dtype_tag(dtype)
+    );
     let _ = writeln!(src, "// {expr}");
     src.push_str(&body.device_fn(&result, num_inputs));
 
@@ -87,7 +105,11 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
     let mut sig: Vec<String> = (0..num_inputs).map(|i| format!("const {store_t}* in{i}")).collect();
     sig.push(format!("{store_t}* out"));
     sig.push("unsigned long long n".into());
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     src.push_str("    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;\n");
     src.push_str("    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
     let vector_width = match vec {
@@ -112,7 +134,9 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
             1
         }
     };
-    let args: Vec<String> = (0..num_inputs).map(|i| if load.is_empty() { format!("in{i}[i]") } else { format!("{load}(in{i}[i])") }).collect();
+    let args: Vec<String> = (0..num_inputs)
+        .map(|i| if load.is_empty() { format!("in{i}[i]") } else { format!("{load}(in{i}[i])") })
+        .collect();
     let call = format!("kiln_body({})", args.join(", "));
     let value = if store.is_empty() { call } else { format!("{store}({call})") };
     let _ = writeln!(src, "        out[i] = {value};\n    }}\n}}");
@@ -190,7 +214,8 @@ impl Body {
             }
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.emit(a), self.emit(b));
-                let (formula, helper) = ops::binary_in(*op, &a, &b, ct).expect("kernels are checked to hold only ops their compute type computes");
+                let (formula, helper) = ops::binary_in(*op, &a, &b, ct)
+                    .expect("kernels are checked to hold only ops their compute type computes");
                 self.helpers.extend(helper);
                 formula
             }

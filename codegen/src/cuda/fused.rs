@@ -73,34 +73,63 @@ fn words(inputs: usize, rank: usize, scalars: usize) -> usize {
 /// its compute type cannot compute, more than [`MAX_PARAM_BYTES`] of parameters).
 pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
     let op = "cuda_codegen";
-    k.validate().map_err(|m| CudaError::new(op, CudaErrorKind::InvalidArgument, format!("invalid fused kernel: {m}")))?;
+    k.validate()
+        .map_err(|m| CudaError::new(op, CudaErrorKind::InvalidArgument, format!("invalid fused kernel: {m}")))?;
     let unsupported = |m: String| CudaError::new(op, CudaErrorKind::Unsupported, m);
     let inputs: Vec<DType> = k.inputs.iter().map(|i| i.dtype).collect();
     let outputs: Vec<DType> = k.outputs.iter().map(|&v| k.dtype(v)).collect();
     let param_bytes = 8 * (inputs.len() + outputs.len() + words(inputs.len(), k.rank, k.scalars));
     if param_bytes > MAX_PARAM_BYTES {
-        return Err(unsupported(format!("a fused kernel over {} inputs and {} dims takes {param_bytes} bytes of parameters, over {MAX_PARAM_BYTES}", k.inputs.len(), k.rank)));
+        return Err(unsupported(format!(
+            "a fused kernel over {} inputs and {} dims takes {param_bytes} bytes of parameters, over {MAX_PARAM_BYTES}",
+            k.inputs.len(),
+            k.rank
+        )));
     }
     // The vector variant takes fewer parameters (an offset and a flag per input, no sizes).
     let vector = emit_fused_vector(k, &inputs, &outputs).map_err(unsupported)?;
-    let fused = FusedKernel { name: String::new(), source: String::new(), inputs, outputs, rank: k.rank, scalars: k.scalars, vector };
+    let fused = FusedKernel {
+        name: String::new(),
+        source: String::new(),
+        inputs,
+        outputs,
+        rank: k.rank,
+        scalars: k.scalars,
+        vector,
+    };
 
     let mut insts = InstEmitter::new();
     let inputs = &fused.inputs;
     let lines = insts.lines(inputs, &k.insts).map_err(unsupported)?;
-    let stores: Vec<String> = k.outputs.iter().enumerate().map(|(o, &v)| format!("            out{o}[i] = {};", insts.store(k.dtype(v), v))).collect();
+    let stores: Vec<String> = k
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(o, &v)| format!("            out{o}[i] = {};", insts.store(k.dtype(v), v)))
+        .collect();
     let lines: Vec<String> = lines.into_iter().map(|l| format!("            {l}")).collect();
 
     let mut src = String::new();
     let tags = |ds: &[DType]| ds.iter().map(|&d| dtype_tag(d)).collect::<Vec<_>>().join(", ");
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused elementwise ({}) -> ({}) over {} dim(s), {} scalar(s)", tags(&fused.inputs), tags(&fused.outputs), k.rank, k.scalars);
+    let _ = writeln!(
+        src,
+        "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused elementwise ({}) -> ({}) over {} dim(s), {} scalar(s)",
+        tags(&fused.inputs),
+        tags(&fused.outputs),
+        k.rank,
+        k.scalars
+    );
     src.push_str(&insts.helper_source());
     let operands: Vec<String> = (0..fused.inputs.len()).map(|j| format!("p{j}")).collect();
     let operands: Vec<&str> = operands.iter().map(String::as_str).collect();
     let mut sig = buffer_params(&fused.inputs, &fused.outputs);
     sig.extend(index_space_params(&operands, k.rank));
     sig.extend((0..k.scalars).map(|j| format!("unsigned long long s{j}")));
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     open_index_loop(&mut src, &operands, k.rank);
     src.push_str("        {\n");
     for l in lines.iter().chain(&stores) {
@@ -116,7 +145,8 @@ pub fn emit_fused(k: &ElementwiseKernel) -> Result<FusedKernel, CudaError> {
 
 /// The buffer parameters of a fused kernel: `in<j>` per input, `out<o>` per output.
 pub(super) fn buffer_params(inputs: &[DType], outputs: &[DType]) -> Vec<String> {
-    let mut sig: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
+    let mut sig: Vec<String> =
+        inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
     sig.extend(outputs.iter().enumerate().map(|(o, &d)| format!("{}* __restrict__ out{o}", storage_type(d))));
     sig
 }
@@ -152,10 +182,17 @@ impl InstEmitter {
     }
 
     /// [`InstEmitter::lines`] with input `i`'s element (in its stored form) read as `read(i)`.
-    pub(super) fn lines_reading(&mut self, inputs: &[DType], insts: &[Inst], read: fn(u32) -> String) -> Result<Vec<String>, String> {
+    pub(super) fn lines_reading(
+        &mut self,
+        inputs: &[DType],
+        insts: &[Inst],
+        read: fn(u32) -> String,
+    ) -> Result<Vec<String>, String> {
         let mut lines = Vec::with_capacity(insts.len());
         for (v, inst) in insts.iter().enumerate() {
-            let value = self.value(inputs, insts, inst, read).map_err(|m| format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype))?;
+            let value = self
+                .value(inputs, insts, inst, read)
+                .map_err(|m| format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype))?;
             lines.push(format!("const {} v{v} = {value};", Ct::of(inst.dtype).c_type()));
         }
         Ok(lines)
@@ -185,7 +222,13 @@ impl InstEmitter {
 
     /// The right-hand side computing `inst` (operands are the `v<N>` temporaries), or why
     /// the CUDA emitter does not generate it.
-    fn value(&mut self, inputs: &[DType], insts: &[Inst], inst: &Inst, read: fn(u32) -> String) -> Result<String, String> {
+    fn value(
+        &mut self,
+        inputs: &[DType],
+        insts: &[Inst],
+        inst: &Inst,
+        read: fn(u32) -> String,
+    ) -> Result<String, String> {
         let d = inst.dtype;
         let ct = Ct::of(d);
         let helpers = &mut self.helpers;
@@ -197,11 +240,13 @@ impl InstEmitter {
             InstOp::Scalar(j) => round_to(d, &format!("__longlong_as_double((long long)s{j})"), Ct::F64, helpers),
             InstOp::Const(c) => round_to(d, &Ct::F64.lit(c), Ct::F64, helpers),
             InstOp::Unary(op, a) => {
-                let f = ops::unary_in(op, &val(a), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
+                let f = ops::unary_in(op, &val(a), ct)
+                    .ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
                 round_to(d, &f, ct, helpers)
             }
             InstOp::Binary(op, a, b) => {
-                let (f, helper) = ops::binary_in(op, &val(a), &val(b), ct).ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
+                let (f, helper) = ops::binary_in(op, &val(a), &val(b), ct)
+                    .ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
                 match helper {
                     Some("kiln_rem") if !self.rem_types.contains(&ct) => self.rem_types.push(ct),
                     Some("kiln_rem") | None => {}
@@ -227,7 +272,8 @@ impl InstEmitter {
                 // The CPU generator's numbers (`super::philox`), seed and offset as run-time
                 // scalars.
                 helpers.helpers.insert("kiln_philox");
-                super::philox::fused_draw(dist, d, params).ok_or_else(|| format!("random draws of {d} are not generated"))?
+                super::philox::fused_draw(dist, d, params)
+                    .ok_or_else(|| format!("random draws of {d} are not generated"))?
             }
             // Validation admits it only in reduction kernels, which declare `red<s>` (the
             // stage's value, rounded to its output dtype, in that dtype's compute type).

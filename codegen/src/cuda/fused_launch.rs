@@ -56,11 +56,23 @@ pub(super) struct Signature<'a> {
 /// outputs and scalars, `shape` of the kernel's rank, each input with one stride per dim and
 /// its view inside its buffer, and each output `o` holding `out_elems(o)` elements (called
 /// only once `shape` has the kernel's rank).
-pub(super) fn check_launch(sig: &Signature<'_>, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &[&mut CudaBuffer], scalars: &[f64], shape: &[usize], out_elems: impl Fn(usize) -> usize) -> Result<(), CudaError> {
-    let bad = |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", sig.name)));
-    let (takes, given) = ([sig.inputs.len(), sig.outputs.len(), sig.scalars], [inputs.len(), outputs.len(), scalars.len()]);
+pub(super) fn check_launch(
+    sig: &Signature<'_>,
+    inputs: &[(&CudaBuffer, FusedOperand<'_>)],
+    outputs: &[&mut CudaBuffer],
+    scalars: &[f64],
+    shape: &[usize],
+    out_elems: impl Fn(usize) -> usize,
+) -> Result<(), CudaError> {
+    let bad =
+        |m: String| Err(CudaError::new("cuda_fused", CudaErrorKind::InvalidArgument, format!("{}: {m}", sig.name)));
+    let (takes, given) =
+        ([sig.inputs.len(), sig.outputs.len(), sig.scalars], [inputs.len(), outputs.len(), scalars.len()]);
     if takes != given {
-        return bad(format!("takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given", takes[0], takes[1], takes[2], given[0], given[1], given[2]));
+        return bad(format!(
+            "takes {} input(s), {} output(s) and {} scalar(s); {}, {} and {} given",
+            takes[0], takes[1], takes[2], given[0], given[1], given[2]
+        ));
     }
     if shape.len() != sig.rank {
         return bad(format!("indexes {} dim(s), shape {shape:?} given", sig.rank));
@@ -72,13 +84,22 @@ pub(super) fn check_launch(sig: &Signature<'_>, inputs: &[(&CudaBuffer, FusedOpe
         let held = b.len_bytes() / d.size_in_bytes();
         match v.range(shape) {
             Some((_, end)) if end <= held => {}
-            _ => return bad(format!("input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}", v.offset, v.strides)),
+            _ => {
+                return bad(format!(
+                "input {j} (offset {}, strides {:?}) reaches outside its buffer of {held} {d} elements over {shape:?}",
+                v.offset, v.strides
+            ))
+            }
         }
     }
     for (o, (b, &d)) in outputs.iter().zip(sig.outputs).enumerate() {
         let n = out_elems(o);
         if b.len_bytes() < n * d.size_in_bytes() {
-            return bad(format!("output {o} holds {} bytes, {n} {d} elements need {}", b.len_bytes(), n * d.size_in_bytes()));
+            return bad(format!(
+                "output {o} holds {} bytes, {n} {d} elements need {}",
+                b.len_bytes(),
+                n * d.size_in_bytes()
+            ));
         }
     }
     Ok(())
@@ -153,7 +174,13 @@ impl LoadedFused {
 
     /// What its launches are checked against.
     fn signature(&self) -> Signature<'_> {
-        Signature { name: self.kernel.name(), inputs: &self.inputs, outputs: &self.outputs, scalars: self.scalars, rank: self.rank }
+        Signature {
+            name: self.kernel.name(),
+            inputs: &self.inputs,
+            outputs: &self.outputs,
+            scalars: self.scalars,
+            rank: self.rank,
+        }
     }
 
     /// Computes every element of `shape` into the contiguous `outputs`, reading each input
@@ -162,14 +189,22 @@ impl LoadedFused {
     /// `cuda_fused`, nothing launched) when the counts of inputs, outputs, dims, strides or scalars differ from the
     /// kernel's, a view reaches outside its buffer, an output holds fewer elements than
     /// `shape`, or a buffer is on another device.
-    pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
+    pub fn run(
+        &self,
+        inputs: &[(&CudaBuffer, FusedOperand<'_>)],
+        outputs: &mut [&mut CudaBuffer],
+        shape: &[usize],
+        scalars: &[f64],
+    ) -> Result<(), CudaError> {
         let n = kiln_runtime::layout::numel(shape);
         check_launch(&self.signature(), inputs, outputs, scalars, shape, |_| n)?;
         if n == 0 {
             return Ok(());
         }
-        let vector_inputs: Vec<(DType, u64, FusedOperand<'_>)> = inputs.iter().zip(&self.inputs).map(|((b, v), &d)| (d, b.device_ptr(), *v)).collect();
-        let vector_outputs: Vec<(DType, u64)> = outputs.iter().zip(&self.outputs).map(|(b, &d)| (d, b.device_ptr())).collect();
+        let vector_inputs: Vec<(DType, u64, FusedOperand<'_>)> =
+            inputs.iter().zip(&self.inputs).map(|((b, v), &d)| (d, b.device_ptr(), *v)).collect();
+        let vector_outputs: Vec<(DType, u64)> =
+            outputs.iter().zip(&self.outputs).map(|(b, &d)| (d, b.device_ptr())).collect();
         if let Some(broadcast) = fused_vector_launch(shape, &vector_inputs, &vector_outputs) {
             return self.run_vector(inputs, outputs, n, &broadcast, scalars);
         }
@@ -184,7 +219,14 @@ impl LoadedFused {
 
     /// Launches the vector variant over `n` elements (checked by `run`), `broadcast` saying
     /// which inputs are one value.
-    fn run_vector(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], n: usize, broadcast: &[bool], scalars: &[f64]) -> Result<(), CudaError> {
+    fn run_vector(
+        &self,
+        inputs: &[(&CudaBuffer, FusedOperand<'_>)],
+        outputs: &mut [&mut CudaBuffer],
+        n: usize,
+        broadcast: &[bool],
+        scalars: &[f64],
+    ) -> Result<(), CudaError> {
         let kernel = self.vector_kernel()?;
         let width = self.vector.width;
         let work = (n / width).max(n % width).max(1);

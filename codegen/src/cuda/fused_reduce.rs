@@ -82,7 +82,9 @@ impl FusedReduceKernel {
 /// compute type cannot compute, more than [`MAX_PARAM_BYTES`] of parameters).
 pub fn emit_fused_reduce(k: &ReduceKernel) -> Result<FusedReduceKernel, CudaError> {
     let op = "cuda_codegen";
-    k.validate().map_err(|m| CudaError::new(op, CudaErrorKind::InvalidArgument, format!("invalid fused reduction kernel: {m}")))?;
+    k.validate().map_err(|m| {
+        CudaError::new(op, CudaErrorKind::InvalidArgument, format!("invalid fused reduction kernel: {m}"))
+    })?;
     let unsupported = |m: String| CudaError::new(op, CudaErrorKind::Unsupported, m);
     let inputs: Vec<DType> = k.inputs.iter().map(|i| i.dtype).collect();
     let mut outputs: Vec<DType> = k.stages.iter().map(|s| s.output).collect();
@@ -119,7 +121,8 @@ pub fn emit_fused_reduce(k: &ReduceKernel) -> Result<FusedReduceKernel, CudaErro
             let _ = writeln!(body, "            {l}");
         }
         for (e, &v) in ep.outputs.iter().enumerate() {
-            let _ = writeln!(body, "            out{}[o * n_red + j] = {};", k.stages.len() + e, em.store(ep.dtype(v), v));
+            let _ =
+                writeln!(body, "            out{}[o * n_red + j] = {};", k.stages.len() + e, em.store(ep.dtype(v), v));
         }
         body.push_str("        }\n");
     }
@@ -138,7 +141,12 @@ pub fn emit_fused_reduce(k: &ReduceKernel) -> Result<FusedReduceKernel, CudaErro
     );
     src.push_str(PRELUDE);
     src.push_str(&em.helper_source());
-    let mut sig: Vec<String> = fused.inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
+    let mut sig: Vec<String> = fused
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d)))
+        .collect();
     sig.extend(fused.outputs.iter().enumerate().map(|(o, &d)| format!("{}* __restrict__ out{o}", storage_type(d))));
     let words = |prefix: &str, n: usize| (0..n).map(|m| format!("unsigned long long {prefix}{m}")).collect::<Vec<_>>();
     sig.extend(["n_out", "n_red", "group"].map(|p| format!("unsigned long long {p}")));
@@ -148,7 +156,11 @@ pub fn emit_fused_reduce(k: &ReduceKernel) -> Result<FusedReduceKernel, CudaErro
         sig.extend(words(&format!("p{j}_k"), kept).into_iter().chain(words(&format!("p{j}_r"), k.reduce_rank)));
     }
     sig.extend((0..k.scalars).map(|j| format!("unsigned long long s{j}")));
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({REDUCE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({REDUCE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     for (s, st) in k.stages.iter().enumerate() {
         let _ = writeln!(src, "    __shared__ {} scratch{s}[{}];", accumulator(st).c_type(), REDUCE_BLOCK / 32);
     }
@@ -192,7 +204,8 @@ fn accumulator(st: &ReduceStage) -> Ct {
 /// every input `insts` loads (the row's base `b<i>` plus `j`'s reduced coordinates times the
 /// input's reduced strides).
 fn element_offsets(src: &mut String, insts: &[Inst], reduce_rank: usize) {
-    let mut loaded: Vec<u32> = insts.iter().filter_map(|i| if let InstOp::Load(j) = i.op { Some(j) } else { None }).collect();
+    let mut loaded: Vec<u32> =
+        insts.iter().filter_map(|i| if let InstOp::Load(j) = i.op { Some(j) } else { None }).collect();
     loaded.sort_unstable();
     loaded.dedup();
     let names: Vec<(String, String)> = loaded.iter().map(|j| (format!("p{j}"), format!("p{j}_r"))).collect();
@@ -225,12 +238,16 @@ fn stage(src: &mut String, em: &mut InstEmitter, s: usize, st: &ReduceStage, lin
         let _ = writeln!(src, "            {l}");
     }
     let _ = writeln!(src, "            {a} = {step};\n        }}");
-    let _ = writeln!(src, "        {a} = kiln_group_reduce({a}, []({t} a, {t} b) {{ return {combine}; }}, group, scratch{s});");
+    let _ = writeln!(
+        src,
+        "        {a} = kiln_group_reduce({a}, []({t} a, {t} b) {{ return {combine}; }}, group, scratch{s});"
+    );
     let (value, value_ct) = match st.scale {
         Some(j) => (format!("(double)({a}) * __longlong_as_double((long long)s{j})"), Ct::F64),
         None => (a.clone(), acc),
     };
     let out_ct = Ct::of(st.output);
     let _ = writeln!(src, "        const {} red{s} = {};", out_ct.c_type(), em.round_to(st.output, &value, value_ct));
-    let _ = writeln!(src, "        if (lane == 0) out{s}[o] = {};", em.store_expr(st.output, &format!("red{s}"), out_ct));
+    let _ =
+        writeln!(src, "        if (lane == 0) out{s}[o] = {};", em.store_expr(st.output, &format!("red{s}"), out_ct));
 }

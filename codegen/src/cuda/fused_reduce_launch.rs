@@ -54,14 +54,31 @@ impl LoadedFusedReduce {
     /// launched) when the counts of inputs, outputs, dims, strides or scalars differ from the
     /// kernel's, a view reaches outside its buffer, an output is too small, or a buffer is on
     /// another device.
-    pub fn run(&self, inputs: &[(&CudaBuffer, FusedOperand<'_>)], outputs: &mut [&mut CudaBuffer], shape: &[usize], scalars: &[f64]) -> Result<(), CudaError> {
-        let sig = Signature { name: self.kernel.name(), inputs: &self.inputs, outputs: &self.outputs, scalars: self.scalars, rank: self.rank };
+    pub fn run(
+        &self,
+        inputs: &[(&CudaBuffer, FusedOperand<'_>)],
+        outputs: &mut [&mut CudaBuffer],
+        shape: &[usize],
+        scalars: &[f64],
+    ) -> Result<(), CudaError> {
+        let sig = Signature {
+            name: self.kernel.name(),
+            inputs: &self.inputs,
+            outputs: &self.outputs,
+            scalars: self.scalars,
+            rank: self.rank,
+        };
         let kept = self.rank - self.reduce_rank;
         // Each stage's output holds one element per row, each epilogue output the whole space.
-        let rows = |shape: &[usize]| -> (usize, usize) { (shape[..kept].iter().product(), shape[kept..].iter().product()) };
+        let rows =
+            |shape: &[usize]| -> (usize, usize) { (shape[..kept].iter().product(), shape[kept..].iter().product()) };
         check_launch(&sig, inputs, outputs, scalars, shape, |o| {
             let (n_out, n_red) = rows(shape);
-            if o < self.stages { n_out } else { n_out * n_red }
+            if o < self.stages {
+                n_out
+            } else {
+                n_out * n_red
+            }
         })?;
         let (n_out, n_red) = rows(shape);
         if n_out == 0 {

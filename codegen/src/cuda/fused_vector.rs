@@ -43,7 +43,11 @@ impl FusedVectorKernel {
 
 /// Emits the vector variant of `k` (validated, with inputs and outputs of the dtypes
 /// `inputs` and `outputs`), or why an instruction is not generated.
-pub(super) fn emit_fused_vector(k: &ElementwiseKernel, inputs: &[DType], outputs: &[DType]) -> Result<FusedVectorKernel, String> {
+pub(super) fn emit_fused_vector(
+    k: &ElementwiseKernel,
+    inputs: &[DType],
+    outputs: &[DType],
+) -> Result<FusedVectorKernel, String> {
     let all: Vec<DType> = inputs.iter().chain(outputs).copied().collect();
     let width = vector_width(&all);
     let mut insts = InstEmitter::new();
@@ -54,7 +58,13 @@ pub(super) fn emit_fused_vector(k: &ElementwiseKernel, inputs: &[DType], outputs
 
     let mut src = String::new();
     let tags = |ds: &[DType]| ds.iter().map(|&d| dtype_tag(d)).collect::<Vec<_>>().join(", ");
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused elementwise x{width} ({}) -> ({}), {} scalar(s)", tags(inputs), tags(outputs), k.scalars);
+    let _ = writeln!(
+        src,
+        "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused elementwise x{width} ({}) -> ({}), {} scalar(s)",
+        tags(inputs),
+        tags(outputs),
+        k.scalars
+    );
     src.push_str(&insts.helper_source());
     src.push_str(&vector_structs(&all, width));
     let mut sig = buffer_params(inputs, outputs);
@@ -64,7 +74,11 @@ pub(super) fn emit_fused_vector(k: &ElementwiseKernel, inputs: &[DType], outputs
         sig.push(format!("unsigned long long p{j}_bc"));
     }
     sig.extend((0..k.scalars).map(|j| format!("unsigned long long s{j}")));
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     src.push_str("    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;\n");
     src.push_str("    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
     let _ = writeln!(src, "    const unsigned long long nv = n / {width}ULL;");
@@ -133,10 +147,20 @@ fn flat_stride(shape: &[usize], strides: &[isize]) -> Option<usize> {
 /// view) is a contiguous run or a broadcast value and [`vector_launch_outputs`] accepts them
 /// with the outputs (dtype and buffer address; written contiguously from element 0); `None`
 /// for the strided kernel.
-pub fn fused_vector_launch(shape: &[usize], inputs: &[(DType, u64, FusedOperand<'_>)], outputs: &[(DType, u64)]) -> Option<Vec<bool>> {
+pub fn fused_vector_launch(
+    shape: &[usize],
+    inputs: &[(DType, u64, FusedOperand<'_>)],
+    outputs: &[(DType, u64)],
+) -> Option<Vec<bool>> {
     let n = kiln_runtime::layout::numel(shape);
-    let flat: Vec<[usize; 1]> = inputs.iter().map(|(_, _, v)| flat_stride(shape, v.strides).map(|s| [s])).collect::<Option<_>>()?;
-    let ins: Vec<VectorOperand<'_>> = inputs.iter().zip(&flat).map(|(&(dtype, address, v), s)| VectorOperand { dtype, strides: s, offset: v.offset, address }).collect();
-    let outs: Vec<VectorOperand<'_>> = outputs.iter().map(|&(dtype, address)| VectorOperand { dtype, strides: &[1], offset: 0, address }).collect();
+    let flat: Vec<[usize; 1]> =
+        inputs.iter().map(|(_, _, v)| flat_stride(shape, v.strides).map(|s| [s])).collect::<Option<_>>()?;
+    let ins: Vec<VectorOperand<'_>> = inputs
+        .iter()
+        .zip(&flat)
+        .map(|(&(dtype, address, v), s)| VectorOperand { dtype, strides: s, offset: v.offset, address })
+        .collect();
+    let outs: Vec<VectorOperand<'_>> =
+        outputs.iter().map(|&(dtype, address)| VectorOperand { dtype, strides: &[1], offset: 0, address }).collect();
     vector_launch_outputs(&[n], &ins, &outs)
 }

@@ -20,7 +20,14 @@ pub(super) struct GridBuffer<'a> {
 /// `unsigned long long n`, then one `unsigned long long <word>_` per geometry word (taken
 /// unsigned, as every kernel argument, and used signed as `<word>`: padding makes windows
 /// start before the input); `body` runs once per `i` in `0..n`. Returns (name, source).
-pub(super) fn emit_grid_kernel(family: &str, kind: &str, dtype: kiln_runtime::DType, buffers: &[GridBuffer<'_>], words: &[&str], body: &str) -> (String, String) {
+pub(super) fn emit_grid_kernel(
+    family: &str,
+    kind: &str,
+    dtype: kiln_runtime::DType,
+    buffers: &[GridBuffer<'_>],
+    words: &[&str],
+    body: &str,
+) -> (String, String) {
     let mut sig: Vec<String> = buffers
         .iter()
         .map(|b| {
@@ -33,7 +40,11 @@ pub(super) fn emit_grid_kernel(family: &str, kind: &str, dtype: kiln_runtime::DT
 
     let mut src = String::new();
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {kind} ({})", dtype_tag(dtype));
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     for g in words {
         let _ = writeln!(src, "    const long long {g} = (long long){g}_;");
     }

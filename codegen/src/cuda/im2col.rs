@@ -121,7 +121,8 @@ pub fn emit_col(kind: ColKind, dtype: DType) -> Result<ColKernel, CudaError> {
     }
     let t = storage_type(dtype);
     let [read, written] = kind.buffers();
-    let buffers = [GridBuffer { name: read, ty: t, written: false }, GridBuffer { name: written, ty: t, written: true }];
+    let buffers =
+        [GridBuffer { name: read, ty: t, written: false }, GridBuffer { name: written, ty: t, written: true }];
     let (name, source) = emit_grid_kernel("col", kind.name(), dtype, &buffers, &COL_GEOMETRY_WORDS, &body(kind, t));
     Ok(ColKernel { name, source, kind, dtype })
 }

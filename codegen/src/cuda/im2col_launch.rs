@@ -18,7 +18,8 @@ pub struct LoadedCol {
 
 /// The geometry words of a launch, in [`COL_GEOMETRY_WORDS`]'s order.
 fn geometry_words(g: &ConvGeom) -> [u64; COL_GEOMETRY_WORDS.len()] {
-    [g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.stride[0], g.stride[1], g.pad[0], g.pad[1], g.dilation[0], g.dilation[1]].map(|v| v as u64)
+    [g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.stride[0], g.stride[1], g.pad[0], g.pad[1], g.dilation[0], g.dilation[1]]
+        .map(|v| v as u64)
 }
 
 impl LoadedCol {
@@ -41,7 +42,9 @@ impl LoadedCol {
     /// Errors (op `cuda_col`, nothing launched) when a buffer holds fewer elements than the
     /// geometry needs, or the kernel, stride or dilation has a zero size.
     pub fn run(&self, g: &ConvGeom, input: &CudaBuffer, output: &mut CudaBuffer) -> Result<(), CudaError> {
-        let bad = |m: String| Err(CudaError::new("cuda_col", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        let bad = |m: String| {
+            Err(CudaError::new("cuda_col", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())))
+        };
         if g.kh == 0 || g.kw == 0 || [g.stride, g.dilation].iter().any(|p| p.contains(&0)) {
             return bad(format!("a zero kernel, stride or dilation in {g:?}"));
         }

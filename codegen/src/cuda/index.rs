@@ -65,7 +65,13 @@ pub enum IndexKind {
 
 impl IndexKind {
     /// Every kind.
-    pub const ALL: [IndexKind; 5] = [IndexKind::Gather, IndexKind::Scatter, IndexKind::ScatterAdd, IndexKind::ScatterLines, IndexKind::ScatterAddLines];
+    pub const ALL: [IndexKind; 5] = [
+        IndexKind::Gather,
+        IndexKind::Scatter,
+        IndexKind::ScatterAdd,
+        IndexKind::ScatterLines,
+        IndexKind::ScatterAddLines,
+    ];
 
     /// The scatter kernel that adds (`accumulate`) or stores, along lines in order
     /// (`ordered`: [`IndexKind::ScatterAddLines`], [`IndexKind::ScatterLines`]) or one
@@ -105,7 +111,11 @@ impl IndexKind {
     /// The number of parameter words after `dim_stride` (the line's length and the index's
     /// and values' strides along it for the kinds that [walk lines](IndexKind::walks_lines)).
     pub fn line_words(self) -> usize {
-        if self.walks_lines() { 3 } else { 0 }
+        if self.walks_lines() {
+            3
+        } else {
+            0
+        }
     }
 }
 
@@ -207,15 +217,28 @@ pub fn emit_index(kind: IndexKind, dtype: DType, ndim: usize) -> Result<IndexKer
     let restrict = if kind == IndexKind::ScatterAdd { "" } else { " __restrict__" };
 
     let mut src = String::new();
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {} ({}) over {ndim} dim(s)", kind.name(), dtype_tag(dtype));
+    let _ = writeln!(
+        src,
+        "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {} ({}) over {ndim} dim(s)",
+        kind.name(),
+        dtype_tag(dtype)
+    );
     helpers.iter().for_each(|h| src.push_str(h));
-    let mut sig = vec![format!("{t_const}{ty}*{restrict} t"), "const long long* __restrict__ idx".into(), format!("{v_const}{ty}* __restrict__ v")];
+    let mut sig = vec![
+        format!("{t_const}{ty}*{restrict} t"),
+        "const long long* __restrict__ idx".into(),
+        format!("{v_const}{ty}* __restrict__ v"),
+    ];
     sig.extend(index_space_params(&["pt", "pi", "pv"], ndim));
     sig.extend(["unsigned long long dim_size".to_string(), "unsigned long long dim_stride".to_string()]);
     if kind.walks_lines() {
         sig.extend(["line_len", "line_pi", "line_pv"].map(|p| format!("unsigned long long {p}")));
     }
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     open_index_loop(&mut src, &["pt", "pi", "pv"], ndim);
     // Validated before the launch; checked again so that no index reaches outside the target.
     let skip = if kind == IndexKind::Gather { format!("v[pv] = ({ty})0; continue;") } else { "continue;".into() };

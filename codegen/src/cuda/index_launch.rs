@@ -57,7 +57,14 @@ impl LoadedIndex {
 
     /// A gather over `shape`: `out[view] = target[view + idx[view] · dim.stride]`. Errors (op
     /// `cuda_index`, nothing launched) as [`LoadedIndex::scatter`]'s.
-    pub fn gather(&self, target: (&CudaBuffer, StridedOperand<'_>), idx: (&CudaBuffer, StridedOperand<'_>), out: (&mut CudaBuffer, StridedOperand<'_>), shape: &[usize], dim: IndexedDim) -> Result<(), CudaError> {
+    pub fn gather(
+        &self,
+        target: (&CudaBuffer, StridedOperand<'_>),
+        idx: (&CudaBuffer, StridedOperand<'_>),
+        out: (&mut CudaBuffer, StridedOperand<'_>),
+        shape: &[usize],
+        dim: IndexedDim,
+    ) -> Result<(), CudaError> {
         self.check(IndexKind::Gather, [(target.0, target.1), (idx.0, idx.1), (&*out.0, out.1)], shape, dim)?;
         let [t, i, v] = [target.1, idx.1, out.1];
         let mut args = vec![KernelArg::In(target.0), KernelArg::In(idx.0), KernelArg::Out(out.0)];
@@ -69,7 +76,14 @@ impl LoadedIndex {
     /// launched) when the kernel is a gather or one that [walks lines](IndexKind::walks_lines), the
     /// number of dims or of strides differs from the kernel's, or a view (the target's over the
     /// whole indexed dim) reaches past its buffer.
-    pub fn scatter(&self, target: (&mut CudaBuffer, StridedOperand<'_>), idx: (&CudaBuffer, StridedOperand<'_>), src: (&CudaBuffer, StridedOperand<'_>), shape: &[usize], dim: IndexedDim) -> Result<(), CudaError> {
+    pub fn scatter(
+        &self,
+        target: (&mut CudaBuffer, StridedOperand<'_>),
+        idx: (&CudaBuffer, StridedOperand<'_>),
+        src: (&CudaBuffer, StridedOperand<'_>),
+        shape: &[usize],
+        dim: IndexedDim,
+    ) -> Result<(), CudaError> {
         // The kinds launched here: a plain scatter, or the atomic scatter_add.
         let kind = if self.kind == IndexKind::ScatterAdd { IndexKind::ScatterAdd } else { IndexKind::Scatter };
         self.check(kind, [(&*target.0, target.1), (idx.0, idx.1), (src.0, src.1)], shape, dim)?;
@@ -85,7 +99,15 @@ impl LoadedIndex {
     /// are checked over `shape` with the line as one more dim (the target's stride 0 along
     /// it). Errors (op `cuda_index`, nothing launched) as [`LoadedIndex::scatter`]'s, and when
     /// the kernel is of another kind.
-    pub fn scatter_lines(&self, target: (&mut CudaBuffer, StridedOperand<'_>), idx: (&CudaBuffer, StridedOperand<'_>), src: (&CudaBuffer, StridedOperand<'_>), shape: &[usize], dim: IndexedDim, line: ScatterLine) -> Result<(), CudaError> {
+    pub fn scatter_lines(
+        &self,
+        target: (&mut CudaBuffer, StridedOperand<'_>),
+        idx: (&CudaBuffer, StridedOperand<'_>),
+        src: (&CudaBuffer, StridedOperand<'_>),
+        shape: &[usize],
+        dim: IndexedDim,
+        line: ScatterLine,
+    ) -> Result<(), CudaError> {
         let along = |v: &StridedOperand<'_>, s: usize| v.strides.iter().copied().chain([s]).collect::<Vec<_>>();
         let (st, si, sv) = (along(&target.1, 0), along(&idx.1, line.idx_stride), along(&src.1, line.src_stride));
         let full: Vec<usize> = shape.iter().copied().chain([line.len]).collect();
@@ -95,7 +117,8 @@ impl LoadedIndex {
             (src.0, StridedOperand { offset: src.1.offset, strides: &sv }),
         ];
         // The kinds launched here: the line kernels, storing or adding.
-        let kind = if self.kind == IndexKind::ScatterLines { IndexKind::ScatterLines } else { IndexKind::ScatterAddLines };
+        let kind =
+            if self.kind == IndexKind::ScatterLines { IndexKind::ScatterLines } else { IndexKind::ScatterAddLines };
         self.check_kind(kind, shape)?;
         self.check_views(views, &full, dim)?;
         if line.len == 0 {
@@ -103,7 +126,13 @@ impl LoadedIndex {
         }
         let [t, i, v] = [target.1, idx.1, src.1];
         let mut args = vec![KernelArg::Out(target.0), KernelArg::In(idx.0), KernelArg::In(src.0)];
-        self.launch(&mut args, [&t, &i, &v], shape, dim, &[line.len as u64, line.idx_stride as u64, line.src_stride as u64])
+        self.launch(
+            &mut args,
+            [&t, &i, &v],
+            shape,
+            dim,
+            &[line.len as u64, line.idx_stride as u64, line.src_stride as u64],
+        )
     }
 
     /// The error of op `cuda_index` naming this kernel.
@@ -123,14 +152,25 @@ impl LoadedIndex {
     }
 
     /// Checks the kind, dims and every view against its buffer (target, index, values).
-    fn check(&self, kind: IndexKind, views: [(&CudaBuffer, StridedOperand<'_>); 3], shape: &[usize], dim: IndexedDim) -> Result<(), CudaError> {
+    fn check(
+        &self,
+        kind: IndexKind,
+        views: [(&CudaBuffer, StridedOperand<'_>); 3],
+        shape: &[usize],
+        dim: IndexedDim,
+    ) -> Result<(), CudaError> {
         self.check_kind(kind, shape)?;
         self.check_views(views, shape, dim)
     }
 
     /// Checks every view (target, index, values) over `shape` against its buffer, the
     /// target's over the whole indexed dim.
-    fn check_views(&self, views: [(&CudaBuffer, StridedOperand<'_>); 3], shape: &[usize], dim: IndexedDim) -> Result<(), CudaError> {
+    fn check_views(
+        &self,
+        views: [(&CudaBuffer, StridedOperand<'_>); 3],
+        shape: &[usize],
+        dim: IndexedDim,
+    ) -> Result<(), CudaError> {
         let bad = |m: String| self.bad(m);
         for (j, (b, v)) in views.iter().enumerate() {
             let dtype = if j == 1 { DType::I64 } else { self.dtype };
@@ -142,21 +182,37 @@ impl LoadedIndex {
         let end = v.end(shape);
         let held = b.len_bytes() / self.dtype.size_in_bytes();
         if end > 0 && dim.size > 0 && end + (dim.size - 1) * dim.stride > held {
-            return bad(format!("the target reaches element {} of a buffer of {held} elements", end - 1 + (dim.size - 1) * dim.stride));
+            return bad(format!(
+                "the target reaches element {} of a buffer of {held} elements",
+                end - 1 + (dim.size - 1) * dim.stride
+            ));
         }
         Ok(())
     }
 
     /// Launches with the index space's words, the indexed dim and the `line` words (see
     /// [`IndexKind::line_words`]) after the three buffers.
-    fn launch(&self, args: &mut Vec<KernelArg<'_>>, views: [&StridedOperand<'_>; 3], shape: &[usize], dim: IndexedDim, line: &[u64]) -> Result<(), CudaError> {
+    fn launch(
+        &self,
+        args: &mut Vec<KernelArg<'_>>,
+        views: [&StridedOperand<'_>; 3],
+        shape: &[usize],
+        dim: IndexedDim,
+        line: &[u64],
+    ) -> Result<(), CudaError> {
         let n = kiln_runtime::layout::numel(shape);
         if n == 0 {
             return Ok(());
         }
         let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
         let words = index_space_words(shape, &views);
-        args.extend(words.into_iter().chain([dim.size as u64, dim.stride as u64]).chain(line.iter().copied()).map(KernelArg::U64));
+        args.extend(
+            words
+                .into_iter()
+                .chain([dim.size as u64, dim.stride as u64])
+                .chain(line.iter().copied())
+                .map(KernelArg::U64),
+        );
         launch_as("cuda_index", &self.kernel, grid, ELEMENTWISE_BLOCK, args)
     }
 }

@@ -22,7 +22,13 @@ impl LoadedElementwise {
         let mut params = vec![Param::In; k.num_inputs];
         params.extend([Param::Out, Param::U64]);
         let (kernel, max_grid) = load_on("cuda_elementwise", &k.source, &k.name, ordinal, params)?;
-        Ok(LoadedElementwise { kernel, num_inputs: k.num_inputs, elem_bytes: k.dtype.size_in_bytes(), vector_width: k.vector_width, max_grid })
+        Ok(LoadedElementwise {
+            kernel,
+            num_inputs: k.num_inputs,
+            elem_bytes: k.dtype.size_in_bytes(),
+            vector_width: k.vector_width,
+            max_grid,
+        })
     }
 
     /// The loaded kernel (name, device, signature).
@@ -35,7 +41,8 @@ impl LoadedElementwise {
     /// elements, or a buffer is on another device.
     pub fn run(&self, inputs: &[&CudaBuffer], out: &mut CudaBuffer, n: usize) -> Result<(), CudaError> {
         let op = "cuda_elementwise";
-        let bad = |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        let bad =
+            |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
         if inputs.len() != self.num_inputs {
             return bad(format!("takes {} input(s), {} given", self.num_inputs, inputs.len()));
         }
@@ -49,7 +56,8 @@ impl LoadedElementwise {
             return bad(format!("the output holds {} bytes, {n} elements need {need}", out.len_bytes()));
         }
         // The vector loop reads 16 bytes at a time from each buffer's start.
-        if self.vector_width > 1 && inputs.iter().map(|b| b.device_ptr()).chain([out.device_ptr()]).any(|p| p % 16 != 0) {
+        if self.vector_width > 1 && inputs.iter().map(|b| b.device_ptr()).chain([out.device_ptr()]).any(|p| p % 16 != 0)
+        {
             return bad("a buffer does not start on a 16-byte boundary".into());
         }
         if n == 0 {
@@ -66,7 +74,12 @@ impl LoadedElementwise {
 
 /// Compiles (cached), loads and runs `k` once on the device of `out`: see
 /// [`LoadedElementwise::run`].
-pub fn run_elementwise(k: &ElementwiseKernel, inputs: &[&CudaBuffer], out: &mut CudaBuffer, n: usize) -> Result<(), CudaError> {
+pub fn run_elementwise(
+    k: &ElementwiseKernel,
+    inputs: &[&CudaBuffer],
+    out: &mut CudaBuffer,
+    n: usize,
+) -> Result<(), CudaError> {
     LoadedElementwise::load(k, out.ordinal())?.run(inputs, out, n)
 }
 
@@ -144,9 +157,16 @@ impl LoadedStrided {
     /// `cuda_elementwise`, nothing launched) when the number of inputs, of dims or of strides
     /// differs from the kernel's, a view reaches past its buffer, or a buffer is on another
     /// device.
-    pub fn run(&self, inputs: &[(&CudaBuffer, StridedOperand<'_>)], out: &mut CudaBuffer, out_view: StridedOperand<'_>, shape: &[usize]) -> Result<(), CudaError> {
+    pub fn run(
+        &self,
+        inputs: &[(&CudaBuffer, StridedOperand<'_>)],
+        out: &mut CudaBuffer,
+        out_view: StridedOperand<'_>,
+        shape: &[usize],
+    ) -> Result<(), CudaError> {
         let op = "cuda_elementwise";
-        let bad = |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        let bad =
+            |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
         if inputs.len() != self.inputs.len() {
             return bad(format!("takes {} input(s), {} given", self.inputs.len(), inputs.len()));
         }
@@ -177,7 +197,13 @@ impl LoadedStrided {
 /// Compiles `source` (the kernel `name`) for `cuda:ordinal`'s arch through the kernel cache
 /// and loads it there with the signature `params`; also the grid cap of its launches (16
 /// blocks per SM; grid-stride loops cover the rest). Errors are `op`'s.
-pub(super) fn load_on(op: &'static str, source: &str, name: &str, ordinal: usize, params: Vec<Param>) -> Result<(CudaKernel, u32), CudaError> {
+pub(super) fn load_on(
+    op: &'static str,
+    source: &str,
+    name: &str,
+    ordinal: usize,
+    params: Vec<Param>,
+) -> Result<(CudaKernel, u32), CudaError> {
     let dev = cuda::device(op, ordinal)?;
     let compiled = cuda::compile(source, name, dev.arch())?;
     Ok((CudaKernel::load(ordinal, &compiled, params)?, dev.sm_count() * 16))
@@ -185,7 +211,13 @@ pub(super) fn load_on(op: &'static str, source: &str, name: &str, ordinal: usize
 
 /// Launches `kernel` on `grid` blocks of `block` threads; a signature mismatch is reported as
 /// `op`'s.
-pub(super) fn launch_as(op: &'static str, kernel: &CudaKernel, grid: u32, block: u32, args: &mut [KernelArg<'_>]) -> Result<(), CudaError> {
+pub(super) fn launch_as(
+    op: &'static str,
+    kernel: &CudaKernel,
+    grid: u32,
+    block: u32,
+    args: &mut [KernelArg<'_>],
+) -> Result<(), CudaError> {
     kernel.launch(LaunchDims { grid, block, shared_bytes: 0 }, args).map_err(|mut e| {
         if e.kind == CudaErrorKind::InvalidArgument {
             e.op = op;

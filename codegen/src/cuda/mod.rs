@@ -64,9 +64,9 @@ pub mod eager;
 pub mod emit;
 pub mod fused;
 pub mod fused_launch;
-pub mod fused_vector;
 pub mod fused_reduce;
 pub mod fused_reduce_launch;
+pub mod fused_vector;
 mod grid;
 pub mod im2col;
 pub mod im2col_launch;
@@ -88,28 +88,32 @@ pub mod vector_launch;
 
 pub use bounds::{emit_bounds, BoundsKernel};
 pub use bounds_launch::LoadedBounds;
-pub use compact::{compact_chunks, emit_compact, CompactKernel, CompactStage, COMPACT_BLOCK, COMPACT_CHUNK, COMPACT_ITEMS};
+pub use compact::{
+    compact_chunks, emit_compact, CompactKernel, CompactStage, COMPACT_BLOCK, COMPACT_CHUNK, COMPACT_ITEMS,
+};
 pub use compact_launch::LoadedCompact;
 pub use eager::{eager_kernel, eager_ops, eager_vector_kernel, every_eager_kernel, EagerOp};
-pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
-pub use index_launch::{IndexedDim, LoadedIndex, ScatterLine};
-pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
-pub use im2col_launch::LoadedCol;
+pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use fused::{emit_fused, FusedKernel};
 pub use fused_launch::{FusedOperand, LoadedFused};
-pub use fused_vector::{fused_vector_launch, FusedVectorKernel};
 pub use fused_reduce::{emit_fused_reduce, FusedReduceKernel};
 pub use fused_reduce_launch::LoadedFusedReduce;
-pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
+pub use fused_vector::{fused_vector_launch, FusedVectorKernel};
+pub use im2col::{col_ops, emit_col, ColKernel, ColKind, COL_GEOMETRY_WORDS};
+pub use im2col_launch::LoadedCol;
+pub use index::{emit_index, index_ops, IndexKernel, IndexKind};
+pub use index_launch::{IndexedDim, LoadedIndex, ScatterLine};
 pub use launch::{run_elementwise, LoadedElementwise, LoadedStrided, StridedOperand};
 pub use philox::{emit_rand, philox_functions, rand_kernels, RandKernel, RandKind, HOST_PRELUDE, RAND_WORDS};
-pub use rand_launch::LoadedRand;
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
 pub use pool_launch::LoadedPool;
+pub use rand_launch::LoadedRand;
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
 pub use sort::{emit_sort, sort_kernels, SortKernel, SortStage, SORT_TILE, SORT_TILE_BLOCK};
 pub use sort_launch::{LoadedSort, SortLaunch, SortPlan, SortScratch, SORT_MAX_LEN};
-pub use vector::{emit_vector, vector_launch, vector_launch_outputs, vector_width, VectorKernel, VectorOperand, VECTOR_BYTES};
-pub use vector_launch::LoadedVector;
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};
+pub use vector::{
+    emit_vector, vector_launch, vector_launch_outputs, vector_width, VectorKernel, VectorOperand, VECTOR_BYTES,
+};
+pub use vector_launch::LoadedVector;

@@ -66,21 +66,37 @@ impl Ct {
                 if f.is_nan() {
                     "__int_as_float(0x7fc00000)".into()
                 } else if f.is_infinite() {
-                    if f > 0.0 { "__int_as_float(0x7f800000)".into() } else { "(-__int_as_float(0x7f800000))".into() }
+                    if f > 0.0 {
+                        "__int_as_float(0x7f800000)".into()
+                    } else {
+                        "(-__int_as_float(0x7f800000))".into()
+                    }
                 } else {
                     let s = format!("{f:?}f");
-                    if f.is_sign_negative() { format!("({s})") } else { s }
+                    if f.is_sign_negative() {
+                        format!("({s})")
+                    } else {
+                        s
+                    }
                 }
             }
             Ct::F64 => {
                 if v.is_nan() {
                     "__longlong_as_double(0x7ff8000000000000LL)".into()
                 } else if v.is_infinite() {
-                    if v > 0.0 { "__longlong_as_double(0x7ff0000000000000LL)".into() } else { "(-__longlong_as_double(0x7ff0000000000000LL))".into() }
+                    if v > 0.0 {
+                        "__longlong_as_double(0x7ff0000000000000LL)".into()
+                    } else {
+                        "(-__longlong_as_double(0x7ff0000000000000LL))".into()
+                    }
                 } else {
                     let s = format!("{v:?}");
                     let s = if s.contains(['.', 'e', 'E']) { s } else { format!("{s}.0") };
-                    if v.is_sign_negative() { format!("({s})") } else { s }
+                    if v.is_sign_negative() {
+                        format!("({s})")
+                    } else {
+                        s
+                    }
                 }
             }
         }

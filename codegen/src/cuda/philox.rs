@@ -195,10 +195,24 @@ __device__ __forceinline__ void kiln_bernoulli_group(unsigned long long seed, un
 /// The functions of [`philox_functions`] written once for both compute types.
 fn typed_functions(ct: Ct) -> String {
     let (t, x) = (ct.c_type(), ct_suffix(ct));
-    let (mul, add, sub, sqrt) = if ct == Ct::F64 { ("__dmul_rn", "__dadd_rn", "__dsub_rn", "__dsqrt_rn") } else { ("__fmul_rn", "__fadd_rn", "__fsub_rn", "__fsqrt_rn") };
+    let (mul, add, sub, sqrt) = if ct == Ct::F64 {
+        ("__dmul_rn", "__dadd_rn", "__dsub_rn", "__dsqrt_rn")
+    } else {
+        ("__fmul_rn", "__fadd_rn", "__fsub_rn", "__fsqrt_rn")
+    };
     // f32 transcendentals in double, rounded once (see the module docs).
-    let f = |name: &str, arg: &str| if ct == Ct::F64 { format!("{name}({arg})") } else { format!("(float){name}((double){arg})") };
-    let tau = if ct == Ct::F64 { format!("{:?}", std::f64::consts::TAU) } else { format!("{:?}f", std::f64::consts::TAU as f32) };
+    let f = |name: &str, arg: &str| {
+        if ct == Ct::F64 {
+            format!("{name}({arg})")
+        } else {
+            format!("(float){name}((double){arg})")
+        }
+    };
+    let tau = if ct == Ct::F64 {
+        format!("{:?}", std::f64::consts::TAU)
+    } else {
+        format!("{:?}f", std::f64::consts::TAU as f32)
+    };
     let normal_bits = if ct == Ct::F64 { 53 } else { 24 };
     let (one, minus_two) = (ct.lit(1.0), ct.lit(-2.0));
     let (log, cos, sin) = (f("log", &format!("{sub}({one}, ua)")), f("cos", "t"), f("sin", "t"));
@@ -259,7 +273,11 @@ pub(super) fn ct_suffix(ct: Ct) -> &'static str {
 /// values of a dtype that is not floating point.
 pub fn emit_rand(kind: RandKind, dtype: DType) -> Result<RandKernel, CudaError> {
     if kind.needs_float() && !dtype.is_float() {
-        return Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, format!("random {} values need a floating-point dtype, not {dtype}", kind.name())));
+        return Err(CudaError::new(
+            "cuda_codegen",
+            CudaErrorKind::InvalidArgument,
+            format!("random {} values need a floating-point dtype, not {dtype}", kind.name()),
+        ));
     }
     // Integers and Bernoulli values are computed as `long long` and stored as the CPU's
     // `T::from_i64` converts them (exact: the op layer checked that the dtype holds the range).
@@ -353,7 +371,9 @@ pub(super) fn fused_draw(dist: crate::ir::RandDist, dtype: DType, params: u32) -
     let offset = format!("kiln_draw_word(s{}, s{})", params + 2, params + 3);
     let bits = if ct == Ct::F32 { 24 } else { 53 };
     Some(match dist {
-        crate::ir::RandDist::Uniform => format!("kiln_below_{x}(kiln_uniform_at_{x}({seed}, {offset}, i, {bits}u, {zero}, {one}), {zero}, {one})"),
+        crate::ir::RandDist::Uniform => {
+            format!("kiln_below_{x}(kiln_uniform_at_{x}({seed}, {offset}, i, {bits}u, {zero}, {one}), {zero}, {one})")
+        }
         crate::ir::RandDist::Normal => format!("kiln_normal_at_{x}({seed}, {offset}, i, {zero}, {one})"),
     })
 }

@@ -24,7 +24,8 @@ use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
 
 /// The geometry words after `n`, in order.
-pub const POOL_GEOMETRY_WORDS: [&str; 14] = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "count_include_pad", "divisor"];
+pub const POOL_GEOMETRY_WORDS: [&str; 14] =
+    ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "count_include_pad", "divisor"];
 
 /// Which pooling kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,8 +53,14 @@ pub enum PoolKind {
 
 impl PoolKind {
     /// Every kind.
-    pub const ALL: [PoolKind; 6] =
-        [PoolKind::MaxForward, PoolKind::MaxBackward, PoolKind::AvgForward, PoolKind::AvgBackward, PoolKind::AdaptiveForward, PoolKind::AdaptiveBackward];
+    pub const ALL: [PoolKind; 6] = [
+        PoolKind::MaxForward,
+        PoolKind::MaxBackward,
+        PoolKind::AvgForward,
+        PoolKind::AvgBackward,
+        PoolKind::AdaptiveForward,
+        PoolKind::AdaptiveBackward,
+    ];
 
     /// The kind's name in kernel names and messages.
     pub fn name(self) -> &'static str {
@@ -242,9 +249,13 @@ pub fn emit_pool(kind: PoolKind, dtype: DType) -> Result<PoolKernel, CudaError> 
         }
     };
     let t = storage_type(dtype);
-    let buffers: Vec<GridBuffer<'_>> =
-        kind.buffers().iter().map(|&(name, is_index, written)| GridBuffer { name, ty: if is_index { "long long" } else { t }, written }).collect();
-    let (name, source) = emit_grid_kernel("pool", kind.name(), dtype, &buffers, &POOL_GEOMETRY_WORDS, &body(kind, t, neg_inf));
+    let buffers: Vec<GridBuffer<'_>> = kind
+        .buffers()
+        .iter()
+        .map(|&(name, is_index, written)| GridBuffer { name, ty: if is_index { "long long" } else { t }, written })
+        .collect();
+    let (name, source) =
+        emit_grid_kernel("pool", kind.name(), dtype, &buffers, &POOL_GEOMETRY_WORDS, &body(kind, t, neg_inf));
     Ok(PoolKernel { name, source, kind, dtype })
 }
 

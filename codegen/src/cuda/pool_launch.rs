@@ -40,7 +40,8 @@ fn geometry_words(g: &PoolGeom, mode: AvgMode) -> [u64; POOL_GEOMETRY_WORDS.len(
 impl LoadedPool {
     /// Compiles `k` for `cuda:ordinal`'s arch (through the kernel cache) and loads it there.
     pub fn load(k: &PoolKernel, ordinal: usize) -> Result<LoadedPool, CudaError> {
-        let mut params: Vec<Param> = k.kind.buffers().iter().map(|&(_, _, written)| if written { Param::Out } else { Param::In }).collect();
+        let mut params: Vec<Param> =
+            k.kind.buffers().iter().map(|&(_, _, written)| if written { Param::Out } else { Param::In }).collect();
         params.extend(std::iter::repeat_n(Param::U64, 1 + POOL_GEOMETRY_WORDS.len()));
         let (kernel, max_grid) = load_on("cuda_pool", &k.source, &k.name, ordinal, params)?;
         Ok(LoadedPool { kernel, kind: k.kind, dtype: k.dtype, max_grid })
@@ -56,13 +57,27 @@ impl LoadedPool {
     /// order, split into those it reads and those it writes. Errors (op `cuda_pool`, nothing
     /// launched) when the buffer counts differ from the kernel's, a buffer holds fewer elements
     /// than the geometry needs, or the window has a zero size, stride or dilation.
-    pub fn run(&self, g: &PoolGeom, mode: AvgMode, inputs: &[&CudaBuffer], outputs: &mut [&mut CudaBuffer]) -> Result<(), CudaError> {
-        let bad = |m: String| Err(CudaError::new("cuda_pool", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+    pub fn run(
+        &self,
+        g: &PoolGeom,
+        mode: AvgMode,
+        inputs: &[&CudaBuffer],
+        outputs: &mut [&mut CudaBuffer],
+    ) -> Result<(), CudaError> {
+        let bad = |m: String| {
+            Err(CudaError::new("cuda_pool", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())))
+        };
         let spec = self.kind.buffers();
         let reads: Vec<_> = spec.iter().filter(|b| !b.2).collect();
         let writes: Vec<_> = spec.iter().filter(|b| b.2).collect();
         if inputs.len() != reads.len() || outputs.len() != writes.len() {
-            return bad(format!("takes {} input and {} output buffer(s), {} and {} given", reads.len(), writes.len(), inputs.len(), outputs.len()));
+            return bad(format!(
+                "takes {} input and {} output buffer(s), {} and {} given",
+                reads.len(),
+                writes.len(),
+                inputs.len(),
+                outputs.len()
+            ));
         }
         if [g.kernel, g.stride, g.dilation].iter().any(|p| p.contains(&0)) {
             return bad(format!("a zero window, stride or dilation in {g:?}"));
@@ -74,7 +89,8 @@ impl LoadedPool {
             let elems = if matches!(name, "x" | "gx") { in_len } else { out_len };
             elems * if is_index { 8 } else { self.dtype.size_in_bytes() }
         };
-        let sized = reads.iter().zip(inputs.iter().map(|b| &**b)).chain(writes.iter().zip(outputs.iter().map(|b| &**b)));
+        let sized =
+            reads.iter().zip(inputs.iter().map(|b| &**b)).chain(writes.iter().zip(outputs.iter().map(|b| &**b)));
         for (&&(name, is_index, _), buf) in sized {
             if buf.len_bytes() < needs(name, is_index) {
                 return bad(format!("{name} holds {} bytes, {g:?} needs {}", buf.len_bytes(), needs(name, is_index)));
@@ -88,7 +104,13 @@ impl LoadedPool {
         let (mut ins, mut outs) = (inputs.iter(), outputs.iter_mut());
         let mut args: Vec<KernelArg<'_>> = spec
             .iter()
-            .map(|&(_, _, written)| if written { KernelArg::Out(outs.next().expect("counted")) } else { KernelArg::In(ins.next().expect("counted")) })
+            .map(|&(_, _, written)| {
+                if written {
+                    KernelArg::Out(outs.next().expect("counted"))
+                } else {
+                    KernelArg::In(ins.next().expect("counted"))
+                }
+            })
             .collect();
         args.push(KernelArg::U64(n as u64));
         args.extend(geometry_words(g, mode).map(KernelArg::U64));

@@ -35,17 +35,31 @@ impl LoadedRand {
     /// bits: `kiln_runtime::cpu::philox::uniform_params`, `normal_params`,
     /// `bernoulli_threshold`; the unused words 0). Errors (op `cuda_rand`, nothing launched)
     /// when `out` holds fewer than `n` elements, or is on another device.
-    pub fn run(&self, out: &mut CudaBuffer, n: usize, seed: u64, offset: u64, words: [u64; 4]) -> Result<(), CudaError> {
+    pub fn run(
+        &self,
+        out: &mut CudaBuffer,
+        n: usize,
+        seed: u64,
+        offset: u64,
+        words: [u64; 4],
+    ) -> Result<(), CudaError> {
         let need = n * self.dtype.size_in_bytes();
         if out.len_bytes() < need {
-            let m = format!("{}: the output holds {} bytes, {n} {} {} values need {need}", self.kernel.name(), out.len_bytes(), self.dtype, self.kind.name());
+            let m = format!(
+                "{}: the output holds {} bytes, {n} {} {} values need {need}",
+                self.kernel.name(),
+                out.len_bytes(),
+                self.dtype,
+                self.kind.name()
+            );
             return Err(CudaError::new("cuda_rand", CudaErrorKind::InvalidArgument, m));
         }
         if n == 0 {
             return Ok(());
         }
         let grid = (n.div_ceil(4)).div_ceil(ELEMENTWISE_BLOCK as usize).min(self.max_grid as usize) as u32;
-        let mut args = vec![KernelArg::Out(out), KernelArg::U64(n as u64), KernelArg::U64(seed), KernelArg::U64(offset)];
+        let mut args =
+            vec![KernelArg::Out(out), KernelArg::U64(n as u64), KernelArg::U64(seed), KernelArg::U64(offset)];
         args.extend(words.into_iter().map(KernelArg::U64));
         launch_as("cuda_rand", &self.kernel, grid, ELEMENTWISE_BLOCK, &mut args)
     }

@@ -140,7 +140,9 @@ impl CudaReduce {
     /// Whether the kind takes input of `dtype` (float-only kinds refuse the others).
     pub fn accepts(self, dtype: DType) -> bool {
         match self {
-            CudaReduce::Mean | CudaReduce::Var { .. } | CudaReduce::LogSumExp | CudaReduce::Softmax { .. } => dtype.is_float(),
+            CudaReduce::Mean | CudaReduce::Var { .. } | CudaReduce::LogSumExp | CudaReduce::Softmax { .. } => {
+                dtype.is_float()
+            }
             _ => true,
         }
     }
@@ -252,7 +254,12 @@ struct Pass {
 }
 
 impl Pass {
-    fn new(ty: impl Into<String>, init: impl Into<String>, step: impl Into<String>, combine: impl Into<String>) -> Pass {
+    fn new(
+        ty: impl Into<String>,
+        init: impl Into<String>,
+        step: impl Into<String>,
+        combine: impl Into<String>,
+    ) -> Pass {
         Pass { ty: ty.into(), init: init.into(), step: step.into(), combine: combine.into() }
     }
 }
@@ -297,9 +304,11 @@ fn passes(kind: CudaReduce, ct: Ct, acc: Ct) -> (Vec<Pass>, String, Ct) {
     match kind {
         CudaReduce::Sum => (vec![sum("v")], "r0".into(), acc),
         CudaReduce::Mean => (vec![sum("v")], format!("r0 / ({a})n"), acc),
-        CudaReduce::Prod => {
-            (vec![Pass::new(a, acc.lit(1.0), arith(acc, "a", "*", &widen(acc, ct, "v")), arith(acc, "a", "*", "b"))], "r0".into(), acc)
-        }
+        CudaReduce::Prod => (
+            vec![Pass::new(a, acc.lit(1.0), arith(acc, "a", "*", &widen(acc, ct, "v")), arith(acc, "a", "*", "b"))],
+            "r0".into(),
+            acc,
+        ),
         CudaReduce::Max | CudaReduce::Min => {
             let m = kind == CudaReduce::Max;
             let pick = format!("kiln_pick<{m}>(a, b)");
@@ -356,7 +365,10 @@ pub(super) fn decompose(src: &mut String, indent: &str, idx: &str, sizes: &str, 
         if m == 0 {
             let _ = writeln!(src, "{indent}    const unsigned long long c0 = r;");
         } else {
-            let _ = writeln!(src, "{indent}    const unsigned long long c{m} = r % {sizes}{m};\n{indent}    r /= {sizes}{m};");
+            let _ = writeln!(
+                src,
+                "{indent}    const unsigned long long c{m} = r % {sizes}{m};\n{indent}    r /= {sizes}{m};"
+            );
         }
         for (var, st) in operands {
             let _ = writeln!(src, "{indent}    {var} += c{m} * {st}{m};");
@@ -381,7 +393,10 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
         return bad(format!("{} does not take {dtype} input", kind.name()));
     }
     if kept > MAX_DIMS || red > MAX_DIMS {
-        return bad(format!("{} over {kept} kept and {red} reduced dims after collapsing; reductions index at most {MAX_DIMS} of each", kind.name()));
+        return bad(format!(
+            "{} over {kept} kept and {red} reduced dims after collapsing; reductions index at most {MAX_DIMS} of each",
+            kind.name()
+        ));
     }
     if kind.keeps_shape() && red > 1 {
         return bad(format!("{} runs along one dim, not {red}", kind.name()));
@@ -392,12 +407,16 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
     let value = load(dtype, "x[p]", ct, &mut body);
     let (passes, fin, fin_ct) = passes(kind, ct, acc);
 
-    let mut sig = vec![format!("const {}* __restrict__ x", storage_type(dtype)), format!("{}* __restrict__ out", storage_type(out))];
+    let mut sig = vec![
+        format!("const {}* __restrict__ x", storage_type(dtype)),
+        format!("{}* __restrict__ out", storage_type(out)),
+    ];
     if kind.has_indices() {
         sig.push("long long* __restrict__ idx".into());
     }
     sig.extend(["n_out", "n_red", "group", "param"].map(|p| format!("unsigned long long {p}")));
-    let words = |prefix: &str, n: usize| (0..n).map(move |m| format!("unsigned long long {prefix}{m}")).collect::<Vec<_>>();
+    let words =
+        |prefix: &str, n: usize| (0..n).map(move |m| format!("unsigned long long {prefix}{m}")).collect::<Vec<_>>();
     sig.extend(words("ks", kept).into_iter().chain(words("rs", red)));
     sig.push("unsigned long long x_off".into());
     sig.extend(words("xk", kept).into_iter().chain(words("xr", red)));
@@ -407,7 +426,8 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
     }
 
     let mut f = String::new();
-    let _ = writeln!(f, "extern \"C\" __global__ void __launch_bounds__({REDUCE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ =
+        writeln!(f, "extern \"C\" __global__ void __launch_bounds__({REDUCE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
     for (i, p) in passes.iter().enumerate() {
         let _ = writeln!(f, "    __shared__ {} scratch{i}[{}];", p.ty, REDUCE_BLOCK / 32);
     }
@@ -430,7 +450,12 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
         let _ = writeln!(f, "        {} r{i};\n        {{\n            {} a = {};", p.ty, p.ty, p.init);
         f.push_str("            for (unsigned long long j = lane; j < n_red; j += group) {\n                unsigned long long p = base;\n");
         decompose(&mut f, "                ", "j", "rs", red, &[("p", "xr")]);
-        let _ = writeln!(f, "                const {} v = {value};\n                a = {};\n            }}", ct.c_type(), p.step);
+        let _ = writeln!(
+            f,
+            "                const {} v = {value};\n                a = {};\n            }}",
+            ct.c_type(),
+            p.step
+        );
         let _ = writeln!(f, "            r{i} = kiln_group_reduce(a, []({t} a, {t} b) {{ return {}; }}, group, scratch{i});\n        }}", p.combine, t = p.ty);
         // Values the next pass reads.
         match (kind, i) {
@@ -438,7 +463,14 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
                 let _ = writeln!(f, "        const {a} mean = r0 / ({a})n;", a = acc.c_type());
             }
             (CudaReduce::LogSumExp, 0) => {
-                let _ = writeln!(f, "        const {t} shift = ({}(r0) == {}) ? {} : r0;", ct.func("fabs"), ct.lit(f64::INFINITY), ct.lit(0.0), t = ct.c_type());
+                let _ = writeln!(
+                    f,
+                    "        const {t} shift = ({}(r0) == {}) ? {} : r0;",
+                    ct.func("fabs"),
+                    ct.lit(f64::INFINITY),
+                    ct.lit(0.0),
+                    t = ct.c_type()
+                );
             }
             _ => {}
         }
@@ -450,7 +482,12 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
             f.push_str("        for (unsigned long long j = lane; j < n_red; j += group) {\n            unsigned long long p = base, q = obase;\n");
             decompose(&mut f, "            ", "j", "rs", red, &[("p", "xr"), ("q", "or")]);
             let y = if log { "(v - r0) - s".to_string() } else { format!("{}(v - r0) * s", ct.func("exp")) };
-            let _ = writeln!(f, "            const {} v = {value};\n            out[q] = {};\n        }}", ct.c_type(), store(out, &y, ct, &mut body));
+            let _ = writeln!(
+                f,
+                "            const {} v = {value};\n            out[q] = {};\n        }}",
+                ct.c_type(),
+                store(out, &y, ct, &mut body)
+            );
         }
         CudaReduce::CumSum => {
             // One lane walks the row in order (the other lanes of its warp wait): a scan with
@@ -463,7 +500,11 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
         }
         CudaReduce::Arg { values, .. } => {
             if values {
-                let _ = writeln!(f, "        if (lane == 0) {{\n            out[o] = {};\n            idx[o] = r0.i;\n        }}", store(out, "r0.v", ct, &mut body));
+                let _ = writeln!(
+                    f,
+                    "        if (lane == 0) {{\n            out[o] = {};\n            idx[o] = r0.i;\n        }}",
+                    store(out, "r0.v", ct, &mut body)
+                );
             } else {
                 f.push_str("        if (lane == 0) out[o] = r0.i;\n");
             }
@@ -477,7 +518,10 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
     let name = format!("kiln_red_{}_{}_k{kept}_r{red}", kind.name(), dtype_tag(dtype));
     let function = f.replace("KILN_NAME", &name);
     let helpers = body.helpers.clone();
-    let source = program(&[(&helpers, &function)], &format!("{} of {} over {kept} kept and {red} reduced dim(s)", kind.name(), dtype_tag(dtype)));
+    let source = program(
+        &[(&helpers, &function)],
+        &format!("{} of {} over {kept} kept and {red} reduced dim(s)", kind.name(), dtype_tag(dtype)),
+    );
     Ok(ReduceKernel { name, source, kind, dtype, out, kept, red, helpers, function })
 }
 
@@ -504,5 +548,8 @@ pub fn reduce_program(kernels: &[ReduceKernel]) -> String {
 
 /// Every (kind, input dtype) the tensor layer can ask for.
 pub fn reduce_ops() -> Vec<(CudaReduce, DType)> {
-    CudaReduce::ALL.iter().flat_map(|&k| DType::ALL.iter().filter(move |&&d| k.accepts(d)).map(move |&d| (k, d))).collect()
+    CudaReduce::ALL
+        .iter()
+        .flat_map(|&k| DType::ALL.iter().filter(move |&&d| k.accepts(d)).map(move |&d| (k, d)))
+        .collect()
 }

@@ -37,11 +37,16 @@ impl ReduceDims {
     /// output's strides are `out_strides` (one per input dim: softmax's output, shaped like the
     /// input) or, for `None`, a reduction's contiguous output over the kept dims.
     pub fn new(shape: &[usize], x_strides: &[usize], out_strides: Option<&[usize]>, reduced: &[bool]) -> ReduceDims {
-        let pick = |v: &[usize], want: bool| -> Vec<usize> { v.iter().zip(reduced).filter(|(_, &r)| r == want).map(|(&s, _)| s).collect() };
+        let pick = |v: &[usize], want: bool| -> Vec<usize> {
+            v.iter().zip(reduced).filter(|(_, &r)| r == want).map(|(&s, _)| s).collect()
+        };
         let kept_shape = pick(shape, false);
         let (out_kept, out_red) = match out_strides {
             Some(o) => (pick(o, false), pick(o, true)),
-            None => (kiln_runtime::layout::contiguous_strides(&kept_shape).to_vec(), vec![0; reduced.iter().filter(|&&r| r).count()]),
+            None => (
+                kiln_runtime::layout::contiguous_strides(&kept_shape).to_vec(),
+                vec![0; reduced.iter().filter(|&&r| r).count()],
+            ),
         };
         let k = collapse::<2>(&kept_shape, [&pick(x_strides, false), &out_kept]);
         let r = collapse::<2>(&pick(shape, true), [&pick(x_strides, true), &out_red]);
@@ -122,11 +127,24 @@ impl LoadedReduce {
     /// `var`/`std`'s correction (as the bits of an `i64`). Errors (op `cuda_reduce`, nothing
     /// launched): dims that differ from the kernel's, a view reaching past its buffer, an
     /// index buffer given to a kernel without one or missing, or a buffer on another device.
-    pub fn run(&self, x: &CudaBuffer, x_offset: usize, dims: &ReduceDims, out: &mut CudaBuffer, out_offset: usize, idx: Option<&mut CudaBuffer>, param: u64) -> Result<(), CudaError> {
+    pub fn run(
+        &self,
+        x: &CudaBuffer,
+        x_offset: usize,
+        dims: &ReduceDims,
+        out: &mut CudaBuffer,
+        out_offset: usize,
+        idx: Option<&mut CudaBuffer>,
+        param: u64,
+    ) -> Result<(), CudaError> {
         let op = "cuda_reduce";
-        let bad = |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+        let bad =
+            |m: String| Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
         let (k, r) = (dims.kept.len(), dims.red.len());
-        if (k, r) != (self.kept, self.red) || [dims.x_kept.len(), dims.out_kept.len()] != [k; 2] || [dims.x_red.len(), dims.out_red.len()] != [r; 2] {
+        if (k, r) != (self.kept, self.red)
+            || [dims.x_kept.len(), dims.out_kept.len()] != [k; 2]
+            || [dims.x_red.len(), dims.out_red.len()] != [r; 2]
+        {
             return bad(format!("indexes {} kept and {} reduced dim(s), {dims:?} given", self.kept, self.red));
         }
         if idx.is_some() != self.kind.has_indices() {
@@ -137,7 +155,12 @@ impl LoadedReduce {
         let held = |b: &CudaBuffer, d: DType| b.len_bytes() / d.size_in_bytes();
         let x_end = StridedOperand { offset: x_offset, strides: &x_strides }.end(&shape);
         if x_end > held(x, self.dtype) {
-            return bad(format!("the input reaches element {} of a buffer of {} {} elements", x_end - 1, held(x, self.dtype), self.dtype));
+            return bad(format!(
+                "the input reaches element {} of a buffer of {} {} elements",
+                x_end - 1,
+                held(x, self.dtype),
+                self.dtype
+            ));
         }
         let n_out = dims.n_out();
         let out_end = if self.kind.keeps_shape() {
@@ -149,11 +172,18 @@ impl LoadedReduce {
             n_out
         };
         if out_end > held(out, self.out) {
-            return bad(format!("the output needs {out_end} {} elements, its buffer holds {}", self.out, held(out, self.out)));
+            return bad(format!(
+                "the output needs {out_end} {} elements, its buffer holds {}",
+                self.out,
+                held(out, self.out)
+            ));
         }
         if let Some(i) = &idx {
             if n_out > held(i, DType::I64) {
-                return bad(format!("the indices need {n_out} i64 elements, their buffer holds {}", held(i, DType::I64)));
+                return bad(format!(
+                    "the indices need {n_out} i64 elements, their buffer holds {}",
+                    held(i, DType::I64)
+                ));
             }
         }
         if n_out == 0 || (self.kind.keeps_shape() && dims.n_red() == 0) {
@@ -185,7 +215,10 @@ mod tests {
     fn dims_split_into_kept_and_reduced_and_collapse() {
         // [2, 3, 4] contiguous, reducing dim 1: kept [2, 4] (strides 12, 1), reduced [3] (4).
         let d = ReduceDims::new(&[2, 3, 4], &[12, 4, 1], None, &[false, true, false]);
-        assert_eq!((d.kept.as_slice(), d.x_kept.as_slice(), d.out_kept.as_slice()), (&[2, 4][..], &[12, 1][..], &[4, 1][..]));
+        assert_eq!(
+            (d.kept.as_slice(), d.x_kept.as_slice(), d.out_kept.as_slice()),
+            (&[2, 4][..], &[12, 1][..], &[4, 1][..])
+        );
         assert_eq!((d.red.as_slice(), d.x_red.as_slice()), (&[3][..], &[4][..]));
         // Reducing the two trailing dims of a contiguous tensor: one row of 12.
         let d = ReduceDims::new(&[2, 3, 4], &[12, 4, 1], None, &[false, true, true]);
@@ -202,7 +235,10 @@ mod tests {
         assert_eq!((d.n_out(), d.n_red()), (1, 1));
         // Softmax along dim 0 of [3, 4]: output strides of its own.
         let d = ReduceDims::new(&[3, 4], &[1, 3], Some(&[4, 1]), &[true, false]);
-        assert_eq!((d.kept, d.x_kept, d.out_kept, d.red, d.x_red, d.out_red), (vec![4], vec![3], vec![1], vec![3], vec![1], vec![4]));
+        assert_eq!(
+            (d.kept, d.x_kept, d.out_kept, d.red, d.x_red, d.out_red),
+            (vec![4], vec![3], vec![1], vec![3], vec![1], vec![4])
+        );
     }
 
     #[test]

@@ -114,7 +114,9 @@ fn key_of(dtype: DType, e: &str, helpers: &mut String) -> String {
             format!("kiln_sort_key((double){h}_to_f32({e}))")
         }
         // Integers and bool by value: the sign bit flipped orders two's complement unsigned.
-        DType::I64 | DType::I32 | DType::U8 | DType::Bool => format!("((unsigned long long)(long long){e} ^ (1ULL << 63))"),
+        DType::I64 | DType::I32 | DType::U8 | DType::Bool => {
+            format!("((unsigned long long)(long long){e} ^ (1ULL << 63))")
+        }
     }
 }
 
@@ -159,7 +161,9 @@ pub fn emit_sort(stage: SortStage, dtype: DType) -> SortKernel {
             src.push_str("            for (unsigned long long j = (k < t ? k : t) >> 1; j > 0; j >>= 1) {\n");
             src.push_str("                for (unsigned long long q = threadIdx.x; q < (t >> 1); q += blockDim.x) {\n");
             let _ = writeln!(src, "                    const unsigned long long a = {PAIR_LOW};");
-            src.push_str("                    kiln_exchange(sk, sp, a, a | j, (((base + a) & (p - 1ULL)) & k) == 0ULL);\n");
+            src.push_str(
+                "                    kiln_exchange(sk, sp, a, a | j, (((base + a) & (p - 1ULL)) & k) == 0ULL);\n",
+            );
             src.push_str("                }\n                __syncthreads();\n            }\n        }\n");
             src.push_str("        for (unsigned long long i = threadIdx.x; i < t; i += blockDim.x) { keys[base + i] = sk[i]; pos[base + i] = sp[i]; }\n");
             src.push_str("        __syncthreads();\n    }\n}\n");

@@ -111,7 +111,16 @@ impl LoadedSort {
     /// `cuda_sort`, nothing launched): `n` over [`SORT_MAX_LEN`], `kout > n`, or a buffer too
     /// small for its part (`x`: `rows · n` values; scratch: `rows · p` pairs; `out`, `idx`:
     /// `rows · kout`).
-    pub fn run(&self, x: &CudaBuffer, scratch: SortScratch<'_>, (out, idx): (&mut CudaBuffer, &mut CudaBuffer), rows: usize, n: usize, kout: usize, descending: bool) -> Result<(), CudaError> {
+    pub fn run(
+        &self,
+        x: &CudaBuffer,
+        scratch: SortScratch<'_>,
+        (out, idx): (&mut CudaBuffer, &mut CudaBuffer),
+        rows: usize,
+        n: usize,
+        kout: usize,
+        descending: bool,
+    ) -> Result<(), CudaError> {
         let bad = |m: String| Err(CudaError::new("cuda_sort", CudaErrorKind::InvalidArgument, m));
         if n > SORT_MAX_LEN {
             return bad(format!("rows of {n} elements; the sort takes at most {SORT_MAX_LEN}"));
@@ -140,19 +149,50 @@ impl LoadedSort {
         let flip = if descending { u64::MAX } else { 0 };
         let (keys, pos) = (scratch.keys, scratch.pos);
         let w = |v: usize| KernelArg::U64(v as u64);
-        self.keys.launch(dims(grid(total)), &mut [KernelArg::In(x), KernelArg::Out(&mut *keys), KernelArg::Out(&mut *pos), w(rows), w(n), w(plan.p), KernelArg::U64(flip)])?;
+        self.keys.launch(
+            dims(grid(total)),
+            &mut [
+                KernelArg::In(x),
+                KernelArg::Out(&mut *keys),
+                KernelArg::Out(&mut *pos),
+                w(rows),
+                w(n),
+                w(plan.p),
+                KernelArg::U64(flip),
+            ],
+        )?;
         let tiles = (total / plan.tile).min(self.max_grid as usize) as u32;
         let tile_dims = LaunchDims { grid: tiles, block: plan.tile_block, shared_bytes: plan.tile_shared_bytes() };
         for launch in &plan.launches {
             match *launch {
                 SortLaunch::Tile { k_first, k_last } => {
-                    let mut args = [KernelArg::Out(&mut *keys), KernelArg::Out(&mut *pos), w(total), w(plan.p), w(plan.tile), w(k_first), w(k_last)];
+                    let mut args = [
+                        KernelArg::Out(&mut *keys),
+                        KernelArg::Out(&mut *pos),
+                        w(total),
+                        w(plan.p),
+                        w(plan.tile),
+                        w(k_first),
+                        w(k_last),
+                    ];
                     self.tile.launch(tile_dims, &mut args)?
                 }
-                SortLaunch::Step { k, j } => self.step.launch(dims(grid(total / 2)), &mut [KernelArg::Out(&mut *keys), KernelArg::Out(&mut *pos), w(total), w(plan.p), w(k), w(j)])?,
+                SortLaunch::Step { k, j } => self.step.launch(
+                    dims(grid(total / 2)),
+                    &mut [KernelArg::Out(&mut *keys), KernelArg::Out(&mut *pos), w(total), w(plan.p), w(k), w(j)],
+                )?,
             }
         }
-        let mut args = [KernelArg::In(x), KernelArg::In(&*pos), KernelArg::Out(out), KernelArg::Out(idx), w(rows), w(n), w(plan.p), w(kout)];
+        let mut args = [
+            KernelArg::In(x),
+            KernelArg::In(&*pos),
+            KernelArg::Out(out),
+            KernelArg::Out(idx),
+            w(rows),
+            w(n),
+            w(plan.p),
+            w(kout),
+        ];
         self.write.launch(dims(grid(rows * kout)), &mut args)
     }
 }

@@ -64,7 +64,10 @@ pub(super) fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
         }
         _ => v.to_string(),
     };
-    let native = matches!((d, ct), (DType::F32 | DType::F16 | DType::BF16, Ct::F32) | (DType::F64, Ct::F64) | (DType::I64, Ct::I64));
+    let native = matches!(
+        (d, ct),
+        (DType::F32 | DType::F16 | DType::BF16, Ct::F32) | (DType::F64, Ct::F64) | (DType::I64, Ct::I64)
+    );
     if native {
         v
     } else {
@@ -130,22 +133,38 @@ fn check_ops(expr: &Expr, ct: Ct) -> Result<(), String> {
 /// integers and bool in i64) over inputs of the dtypes `inputs`, strided over `ndim` dims,
 /// into an output of `out`. Errors (op `cuda_codegen`, `InvalidArgument`): an input index past
 /// `inputs`, more than [`MAX_DIMS`] dims, or an op the compute type cannot compute.
-pub fn emit_strided(expr: &Expr, inputs: &[DType], compute: DType, out: DType, ndim: usize) -> Result<StridedKernel, CudaError> {
+pub fn emit_strided(
+    expr: &Expr,
+    inputs: &[DType],
+    compute: DType,
+    out: DType,
+    ndim: usize,
+) -> Result<StridedKernel, CudaError> {
     if ndim > MAX_DIMS {
-        return Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, format!("{ndim} dims after collapsing; strided kernels index at most {MAX_DIMS}")));
+        return Err(CudaError::new(
+            "cuda_codegen",
+            CudaErrorKind::InvalidArgument,
+            format!("{ndim} dims after collapsing; strided kernels index at most {MAX_DIMS}"),
+        ));
     }
     let (mut body, mut src) = prepare(expr, inputs, compute, out, &format!("strided elementwise over {ndim} dim(s)"))?;
     let ct = body.ct;
-    let loads: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| load(d, &format!("in{j}[p{j}]"), ct, &mut body)).collect();
+    let loads: Vec<String> =
+        inputs.iter().enumerate().map(|(j, &d)| load(d, &format!("in{j}[p{j}]"), ct, &mut body)).collect();
     let value = store(out, &format!("kiln_body({})", loads.join(", ")), ct, &mut body);
 
     let k = inputs.len();
     let operands: Vec<String> = (0..k).map(|j| format!("p{j}")).chain(["po".to_string()]).collect();
     let operands: Vec<&str> = operands.iter().map(String::as_str).collect();
-    let mut sig: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
+    let mut sig: Vec<String> =
+        inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
     sig.push(format!("{}* __restrict__ out", storage_type(out)));
     sig.extend(index_space_params(&operands, ndim));
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     open_index_loop(&mut src, &operands, ndim);
     let _ = writeln!(src, "        out[po] = {value};\n    }}\n}}");
 
@@ -159,7 +178,13 @@ pub fn emit_strided(expr: &Expr, inputs: &[DType], compute: DType, out: DType, n
 /// conversions already written) and the source's first lines (a comment naming the kernel `what` is, the expression, the
 /// device function). Errors (op `cuda_codegen`, `InvalidArgument`): an input index past
 /// `inputs`, or an op the compute type cannot compute.
-pub(super) fn prepare(expr: &Expr, inputs: &[DType], compute: DType, out: DType, what: &str) -> Result<(Body, String), CudaError> {
+pub(super) fn prepare(
+    expr: &Expr,
+    inputs: &[DType],
+    compute: DType,
+    out: DType,
+    what: &str,
+) -> Result<(Body, String), CudaError> {
     let bad = |m: String| Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, m));
     let ct = Ct::of(compute);
     if let Some(i) = max_input(expr).filter(|&i| i >= inputs.len()) {
@@ -178,7 +203,13 @@ pub(super) fn prepare(expr: &Expr, inputs: &[DType], compute: DType, out: DType,
     store(out, "x", ct, &mut body);
     let tags: Vec<&str> = inputs.iter().map(|&d| dtype_tag(d)).collect();
     let mut src = String::new();
-    let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {what} ({}) -> {} in {}", tags.join(", "), dtype_tag(out), ct.c_type());
+    let _ = writeln!(
+        src,
+        "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: {what} ({}) -> {} in {}",
+        tags.join(", "),
+        dtype_tag(out),
+        ct.c_type()
+    );
     let _ = writeln!(src, "// {expr}");
     src.push_str(&body.device_fn(&result, inputs.len()));
     Ok((body, src))
@@ -213,7 +244,10 @@ pub(super) fn open_index_loop(src: &mut String, operands: &[&str], ndim: usize) 
         if m == 0 {
             src.push_str("        {\n            const unsigned long long c = r;\n");
         } else {
-            let _ = writeln!(src, "        {{\n            const unsigned long long c = r % size{m};\n            r /= size{m};");
+            let _ = writeln!(
+                src,
+                "        {{\n            const unsigned long long c = r % size{m};\n            r /= size{m};"
+            );
         }
         for p in operands {
             let _ = writeln!(src, "            {p} += c * {p}_st{m};");

@@ -78,7 +78,11 @@ pub fn vector_launch(shape: &[usize], operands: &[VectorOperand<'_>]) -> Option<
 
 /// [`vector_launch`] for a kernel with several outputs (a fused group's): every output must
 /// be contiguous and aligned, the vector width is that of all operands' dtypes.
-pub fn vector_launch_outputs(shape: &[usize], inputs: &[VectorOperand<'_>], outputs: &[VectorOperand<'_>]) -> Option<Vec<bool>> {
+pub fn vector_launch_outputs(
+    shape: &[usize],
+    inputs: &[VectorOperand<'_>],
+    outputs: &[VectorOperand<'_>],
+) -> Option<Vec<bool>> {
     let [n] = shape else { return None };
     let dtypes: Vec<DType> = inputs.iter().chain(outputs).map(|o| o.dtype).collect();
     let width = vector_width(&dtypes);
@@ -108,7 +112,13 @@ pub(super) fn vector_structs(dtypes: &[DType], width: usize) -> String {
     for &d in dtypes {
         if !declared.contains(&d) {
             declared.push(d);
-            let _ = writeln!(src, "struct __align__({}) {} {{ {} e[{width}]; }};", width * d.size_in_bytes(), vector_type(d, width), storage_type(d));
+            let _ = writeln!(
+                src,
+                "struct __align__({}) {} {{ {} e[{width}]; }};",
+                width * d.size_in_bytes(),
+                vector_type(d, width),
+                storage_type(d)
+            );
         }
     }
     src
@@ -117,21 +127,33 @@ pub(super) fn vector_structs(dtypes: &[DType], width: usize) -> String {
 /// Emits the vector kernel computing `expr` in `compute`'s compute type over inputs of
 /// `inputs` (contiguous, or one value where `broadcast`) into a contiguous output of `out`.
 /// Errors as [`super::emit_strided`]'s.
-pub fn emit_vector(expr: &Expr, inputs: &[DType], compute: DType, out: DType, broadcast: &[bool]) -> Result<VectorKernel, CudaError> {
+pub fn emit_vector(
+    expr: &Expr,
+    inputs: &[DType],
+    compute: DType,
+    out: DType,
+    broadcast: &[bool],
+) -> Result<VectorKernel, CudaError> {
     assert_eq!(inputs.len(), broadcast.len(), "one broadcast flag per input");
     let all: Vec<DType> = inputs.iter().copied().chain([out]).collect();
     let width = vector_width(&all);
     let (mut body, mut src) = prepare(expr, inputs, compute, out, &format!("vector elementwise x{width}"))?;
     let ct = body.ct;
-    let contiguous: Vec<DType> = all.iter().zip(broadcast.iter().chain([&false])).filter(|(_, &b)| !b).map(|(&d, _)| d).collect();
+    let contiguous: Vec<DType> =
+        all.iter().zip(broadcast.iter().chain([&false])).filter(|(_, &b)| !b).map(|(&d, _)| d).collect();
     src.push_str(&vector_structs(&contiguous, width));
     let vec_type = |d: DType| vector_type(d, width);
-    let mut sig: Vec<String> = inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
+    let mut sig: Vec<String> =
+        inputs.iter().enumerate().map(|(j, &d)| format!("const {}* __restrict__ in{j}", storage_type(d))).collect();
     sig.push(format!("{}* __restrict__ out", storage_type(out)));
     sig.push("unsigned long long n".into());
     sig.extend((0..inputs.len()).map(|j| format!("unsigned long long p{j}_off")));
     sig.push("unsigned long long po_off".into());
-    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{", sig.join(", "));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({ELEMENTWISE_BLOCK}) KILN_NAME({}) {{",
+        sig.join(", ")
+    );
     src.push_str("    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;\n");
     src.push_str("    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
     // Broadcast values are loaded once per thread.
@@ -139,7 +161,12 @@ pub fn emit_vector(expr: &Expr, inputs: &[DType], compute: DType, out: DType, br
     let mut vector_args: Vec<String> = Vec::new();
     for (j, (&d, &b)) in inputs.iter().zip(broadcast).enumerate() {
         if b {
-            let _ = writeln!(src, "    const {} b{j} = {};", ct.c_type(), load(d, &format!("in{j}[p{j}_off]"), ct, &mut body));
+            let _ = writeln!(
+                src,
+                "    const {} b{j} = {};",
+                ct.c_type(),
+                load(d, &format!("in{j}[p{j}_off]"), ct, &mut body)
+            );
             scalar_args.push(format!("b{j}"));
             vector_args.push(format!("b{j}"));
         } else {
@@ -151,14 +178,26 @@ pub fn emit_vector(expr: &Expr, inputs: &[DType], compute: DType, out: DType, br
     src.push_str("    for (unsigned long long v = tid; v < nv; v += stride) {\n");
     for (j, (&d, &b)) in inputs.iter().zip(broadcast).enumerate() {
         if !b {
-            let _ = writeln!(src, "        const {t} a{j} = *reinterpret_cast<const {t}*>(in{j} + p{j}_off + v * {width}ULL);", t = vec_type(d));
+            let _ = writeln!(
+                src,
+                "        const {t} a{j} = *reinterpret_cast<const {t}*>(in{j} + p{j}_off + v * {width}ULL);",
+                t = vec_type(d)
+            );
         }
     }
     let _ = writeln!(src, "        {} r;", vec_type(out));
-    let _ = writeln!(src, "#pragma unroll\n        for (int k = 0; k < {width}; ++k) r.e[k] = {};", store(out, &format!("kiln_body({})", vector_args.join(", ")), ct, &mut body));
+    let _ = writeln!(
+        src,
+        "#pragma unroll\n        for (int k = 0; k < {width}; ++k) r.e[k] = {};",
+        store(out, &format!("kiln_body({})", vector_args.join(", ")), ct, &mut body)
+    );
     let _ = writeln!(src, "        *reinterpret_cast<{}*>(out + po_off + v * {width}ULL) = r;\n    }}", vec_type(out));
     let _ = writeln!(src, "    for (unsigned long long i = nv * {width}ULL + tid; i < n; i += stride) {{");
-    let _ = writeln!(src, "        out[po_off + i] = {};\n    }}\n}}", store(out, &format!("kiln_body({})", scalar_args.join(", ")), ct, &mut body));
+    let _ = writeln!(
+        src,
+        "        out[po_off + i] = {};\n    }}\n}}",
+        store(out, &format!("kiln_body({})", scalar_args.join(", ")), ct, &mut body)
+    );
 
     let name = format!("kiln_vew_{}_{:016x}", dtype_tag(out), fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);

@@ -24,7 +24,14 @@ impl LoadedVector {
         params.push(Param::Out);
         params.extend(std::iter::repeat_n(Param::U64, 2 + k.inputs.len()));
         let (kernel, max_grid) = load_on("cuda_elementwise", &k.source, &k.name, ordinal, params)?;
-        Ok(LoadedVector { kernel, inputs: k.inputs.clone(), out: k.out, broadcast: k.broadcast.clone(), width: k.width, max_grid })
+        Ok(LoadedVector {
+            kernel,
+            inputs: k.inputs.clone(),
+            out: k.out,
+            broadcast: k.broadcast.clone(),
+            width: k.width,
+            max_grid,
+        })
     }
 
     /// The loaded kernel (name, device, signature).
@@ -37,8 +44,20 @@ impl LoadedVector {
     /// nothing launched) when the number of inputs differs from the kernel's, a view reaches
     /// past its buffer, a contiguous operand is not aligned to its vector access (see
     /// `vector_launch`, which decides first), or a buffer is on another device.
-    pub fn run(&self, inputs: &[(&CudaBuffer, usize)], out: &mut CudaBuffer, out_offset: usize, n: usize) -> Result<(), CudaError> {
-        let bad = |m: String| Err(CudaError::new("cuda_elementwise", CudaErrorKind::InvalidArgument, format!("{}: {m}", self.kernel.name())));
+    pub fn run(
+        &self,
+        inputs: &[(&CudaBuffer, usize)],
+        out: &mut CudaBuffer,
+        out_offset: usize,
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let bad = |m: String| {
+            Err(CudaError::new(
+                "cuda_elementwise",
+                CudaErrorKind::InvalidArgument,
+                format!("{}: {m}", self.kernel.name()),
+            ))
+        };
         if inputs.len() != self.inputs.len() {
             return bad(format!("takes {} input(s), {} given", self.inputs.len(), inputs.len()));
         }

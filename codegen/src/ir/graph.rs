@@ -96,7 +96,17 @@ pub enum NodeKind {
 impl NodeKind {
     /// True for the ops a fused elementwise kernel can compute.
     pub fn is_elementwise(&self) -> bool {
-        matches!(self, NodeKind::Unary(_) | NodeKind::Binary(_) | NodeKind::Cmp(_) | NodeKind::Logical(_) | NodeKind::Not | NodeKind::Where | NodeKind::Cast | NodeKind::Rand(_))
+        matches!(
+            self,
+            NodeKind::Unary(_)
+                | NodeKind::Binary(_)
+                | NodeKind::Cmp(_)
+                | NodeKind::Logical(_)
+                | NodeKind::Not
+                | NodeKind::Where
+                | NodeKind::Cast
+                | NodeKind::Rand(_)
+        )
     }
 
     /// A short name for messages and dumps.

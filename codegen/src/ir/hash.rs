@@ -51,9 +51,22 @@ mod tests {
 
     fn chain(len: usize, op: UnaryOp) -> Graph {
         let mut g = Graph::default();
-        let x = g.push(Node { kind: NodeKind::Input { slot: 0, len }, shape: smallvec![len], dtype: DType::F32, reads: smallvec![] }, Phase::Forward);
+        let x = g.push(
+            Node {
+                kind: NodeKind::Input { slot: 0, len },
+                shape: smallvec![len],
+                dtype: DType::F32,
+                reads: smallvec![],
+            },
+            Phase::Forward,
+        );
         let y = g.push(
-            Node { kind: NodeKind::Unary(op), shape: smallvec![len], dtype: DType::F32, reads: smallvec![Use { node: x, layout: Layout::contiguous(&[len]) }] },
+            Node {
+                kind: NodeKind::Unary(op),
+                shape: smallvec![len],
+                dtype: DType::F32,
+                reads: smallvec![Use { node: x, layout: Layout::contiguous(&[len]) }],
+            },
             Phase::Forward,
         );
         g.outputs.push(y);
@@ -86,11 +99,22 @@ mod tests {
             let mut g = Graph::default();
             let reads = (0..4)
                 .map(|slot| {
-                    let s = g.push(Node { kind: NodeKind::Scalar { slot }, shape: smallvec![], dtype: DType::I64, reads: smallvec![] }, Phase::Forward);
+                    let s = g.push(
+                        Node {
+                            kind: NodeKind::Scalar { slot },
+                            shape: smallvec![],
+                            dtype: DType::I64,
+                            reads: smallvec![],
+                        },
+                        Phase::Forward,
+                    );
                     Use { node: s, layout: Layout::contiguous(&[]) }
                 })
                 .collect();
-            let r = g.push(Node { kind: NodeKind::Rand(dist), shape: smallvec![8], dtype: DType::F32, reads }, Phase::Forward);
+            let r = g.push(
+                Node { kind: NodeKind::Rand(dist), shape: smallvec![8], dtype: DType::F32, reads },
+                Phase::Forward,
+            );
             g.outputs.push(r);
             structural_hash(&g)
         };

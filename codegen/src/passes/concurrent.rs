@@ -48,7 +48,8 @@ mod tests {
     use smallvec::SmallVec;
 
     fn node(kind: NodeKind, shape: &[usize], reads: &[(NodeId, &[usize])]) -> Node {
-        let reads: SmallVec<[Use; 3]> = reads.iter().map(|&(node, s)| Use { node, layout: Layout::contiguous(s) }).collect();
+        let reads: SmallVec<[Use; 3]> =
+            reads.iter().map(|&(node, s)| Use { node, layout: Layout::contiguous(s) }).collect();
         Node { kind, shape: shape.into(), dtype: DType::F32, reads }
     }
 
@@ -59,8 +60,12 @@ mod tests {
         let b = g.push(node(NodeKind::Input { slot: 1, len: 512 * 64 }, &[512, 64], &[]), Phase::Forward);
         let mm = NodeKind::Opaque { name: "mm", key: 0, index: 0 };
         let p = g.push(node(mm.clone(), &[128, 64], &[(a, &[128, 512]), (b, &[512, 64])]), Phase::Forward);
-        let conv = g.push(node(NodeKind::Opaque { name: "conv2d", key: 0, index: 1 }, &[128, 64], &[(a, &[128, 512])]), Phase::Forward);
-        let on_gpu = g.push_on(node(mm, &[128, 64], &[(a, &[128, 512]), (b, &[512, 64])]), Phase::Forward, Device::Cuda(0));
+        let conv = g.push(
+            node(NodeKind::Opaque { name: "conv2d", key: 0, index: 1 }, &[128, 64], &[(a, &[128, 512])]),
+            Phase::Forward,
+        );
+        let on_gpu =
+            g.push_on(node(mm, &[128, 64], &[(a, &[128, 512]), (b, &[512, 64])]), Phase::Forward, Device::Cuda(0));
         assert_eq!(cpu_product_work(&g, p), Some(128 * 64 * 512));
         assert_eq!([conv, on_gpu, a].map(|n| cpu_product_work(&g, n)), [None; 3]);
     }

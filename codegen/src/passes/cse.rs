@@ -89,10 +89,18 @@ mod tests {
     fn draws_of_different_scalars_never_merge() {
         use crate::ir::RandDist;
         let mut g = Graph::default();
-        let scalar = |g: &mut Graph, slot| g.push(Node { kind: NodeKind::Scalar { slot }, shape: smallvec![], dtype: DType::I64, reads: smallvec![] }, Phase::Forward);
+        let scalar = |g: &mut Graph, slot| {
+            g.push(
+                Node { kind: NodeKind::Scalar { slot }, shape: smallvec![], dtype: DType::I64, reads: smallvec![] },
+                Phase::Forward,
+            )
+        };
         let draw = |g: &mut Graph, s: &[NodeId]| {
             let reads = s.iter().map(|&n| Use { node: n, layout: Layout::contiguous(&[]) }).collect();
-            g.push(Node { kind: NodeKind::Rand(RandDist::Uniform), shape: smallvec![3], dtype: DType::F32, reads }, Phase::Forward)
+            g.push(
+                Node { kind: NodeKind::Rand(RandDist::Uniform), shape: smallvec![3], dtype: DType::F32, reads },
+                Phase::Forward,
+            )
         };
         let first: Vec<NodeId> = (0..4).map(|k| scalar(&mut g, k)).collect();
         let second: Vec<NodeId> = (4..8).map(|k| scalar(&mut g, k)).collect();

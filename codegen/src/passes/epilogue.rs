@@ -34,10 +34,14 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
         let mut epilogue = Vec::new();
         let mut used_rows: Vec<NodeId> = Vec::new();
         for h in 0..f.groups.len() as u32 {
-            if f.closed[h as usize] || !f.is_needed(h) || g.node(f.groups[h as usize][0]).shape.as_slice() != input.as_slice() {
+            if f.closed[h as usize]
+                || !f.is_needed(h)
+                || g.node(f.groups[h as usize][0]).shape.as_slice() != input.as_slice()
+            {
                 continue;
             }
-            let own: Vec<NodeId> = f.groups[h as usize].iter().copied().filter(|&m| f.group_of[m as usize] == Some(h)).collect();
+            let own: Vec<NodeId> =
+                f.groups[h as usize].iter().copied().filter(|&m| f.group_of[m as usize] == Some(h)).collect();
             let draws = f.groups[h as usize].iter().any(|&m| matches!(g.node(m).kind, NodeKind::Rand(_)));
             if draws || !own.iter().all(|&m| dep[m as usize]) {
                 continue; // reduction kernels don't draw; members before the reduction can't follow it
@@ -85,10 +89,19 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
 /// True when every value group `h` reads from outside its kernel passes: `special(u)` decides
 /// a read when it answers (`Some`), otherwise the value must be a scalar or a materialized
 /// value whose step doesn't wait for the kernel being joined (`late`).
-pub(crate) fn reads_only(g: &Graph, f: &Fusion, h: u32, late: &[bool], mut special: impl FnMut(&Use) -> Option<bool>) -> bool {
+pub(crate) fn reads_only(
+    g: &Graph,
+    f: &Fusion,
+    h: u32,
+    late: &[bool],
+    mut special: impl FnMut(&Use) -> Option<bool>,
+) -> bool {
     f.groups[h as usize].iter().all(|&m| {
         g.node(m).reads.iter().filter(|u| !f.computes(h, u.node)).all(|u| {
-            special(u).unwrap_or_else(|| matches!(g.node(u.node).kind, NodeKind::Scalar { .. }) || (f.materialized[u.node as usize] && !late[u.node as usize]))
+            special(u).unwrap_or_else(|| {
+                matches!(g.node(u.node).kind, NodeKind::Scalar { .. })
+                    || (f.materialized[u.node as usize] && !late[u.node as usize])
+            })
         })
     })
 }
@@ -97,9 +110,11 @@ pub(crate) fn reads_only(g: &Graph, f: &Fusion, h: u32, late: &[bool], mut speci
 /// the groups, or a member (own or recomputed) of another group that runs, unless that member
 /// is a row value `k` recomputes (`rows`) that nothing else needs.
 pub(crate) fn read_elsewhere(g: &Graph, live: &[bool], f: &Fusion, k: u32, q: NodeId, rows: &[NodeId]) -> bool {
-    let reads_q = |n: NodeId| g.node(n).reads.iter().any(|u| u.node == q) && (!rows.contains(&n) || f.materialized[n as usize]);
+    let reads_q =
+        |n: NodeId| g.node(n).reads.iter().any(|u| u.node == q) && (!rows.contains(&n) || f.materialized[n as usize]);
     let eager_reader = (0..g.nodes.len()).any(|n| live[n] && f.group_of[n].is_none() && reads_q(n as NodeId));
-    let kernel_reader = (0..f.groups.len() as u32).any(|h| h != k && f.is_needed(h) && f.groups[h as usize].iter().any(|&m| reads_q(m)));
+    let kernel_reader = (0..f.groups.len() as u32)
+        .any(|h| h != k && f.is_needed(h) && f.groups[h as usize].iter().any(|&m| reads_q(m)));
     g.outputs.contains(&q) || eager_reader || kernel_reader
 }
 
@@ -142,7 +157,14 @@ pub(crate) fn waits_for(g: &Graph, live: &[bool], f: &Fusion, r: NodeId) -> Vec<
 /// The row values of reductions `rs` (one kernel's stages, of one result shape; none when they
 /// reduce nothing): live elementwise nodes of their result's shape computed from them, element
 /// for element, with scalars and materialized values that don't wait for them.
-pub(crate) fn row_nodes(g: &Graph, live: &[bool], f: &Fusion, rs: &[NodeId], dep: &[bool], late: &[bool]) -> Vec<NodeId> {
+pub(crate) fn row_nodes(
+    g: &Graph,
+    live: &[bool],
+    f: &Fusion,
+    rs: &[NodeId],
+    dep: &[bool],
+    late: &[bool],
+) -> Vec<NodeId> {
     let shape = &g.node(rs[0]).shape;
     let mut rows: Vec<NodeId> = Vec::new();
     if shape.iter().product::<usize>() == g.node(rs[0]).iteration_shape().iter().product::<usize>() {
@@ -200,5 +222,7 @@ pub(crate) fn row_layout(input: &[usize], mask: u64) -> Layout {
 
 /// True when two views address the same elements (strides of size-1 dims don't matter).
 pub(crate) fn same_view(a: &Layout, b: &Layout) -> bool {
-    a.shape() == b.shape() && a.offset() == b.offset() && a.shape().iter().zip(a.strides().iter().zip(b.strides())).all(|(&n, (x, y))| n <= 1 || x == y)
+    a.shape() == b.shape()
+        && a.offset() == b.offset()
+        && a.shape().iter().zip(a.strides().iter().zip(b.strides())).all(|(&n, (x, y))| n <= 1 || x == y)
 }

@@ -159,8 +159,11 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     // Cones, until no node is recomputed too often.
     let classes = kernel_classes(g, &f);
     let cones = loop {
-        let cones: Vec<Vec<NodeId>> = (0..f.groups.len() as u32).map(|gid| if f.is_needed(gid) { cone(g, &f, gid) } else { Vec::new() }).collect();
-        let mut recomputes: Vec<(NodeId, u32)> = cones.iter().zip(&classes).flat_map(|(c, &class)| c.iter().map(move |&m| (m, class))).collect();
+        let cones: Vec<Vec<NodeId>> = (0..f.groups.len() as u32)
+            .map(|gid| if f.is_needed(gid) { cone(g, &f, gid) } else { Vec::new() })
+            .collect();
+        let mut recomputes: Vec<(NodeId, u32)> =
+            cones.iter().zip(&classes).flat_map(|(c, &class)| c.iter().map(move |&m| (m, class))).collect();
         recomputes.sort_unstable();
         recomputes.dedup();
         let mut count = vec![0usize; n];
@@ -179,7 +182,10 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     for (gid, cone) in cones.into_iter().enumerate() {
         if f.closed[gid] {
             let reduce = f.groups[gid][0];
-            f.parts[gid] = Some(ReduceParts { stages: vec![StageParts { prologue: cone.clone(), reduce, rows: Vec::new() }], ..ReduceParts::default() });
+            f.parts[gid] = Some(ReduceParts {
+                stages: vec![StageParts { prologue: cone.clone(), reduce, rows: Vec::new() }],
+                ..ReduceParts::default()
+            });
         }
         let members = &mut f.groups[gid];
         members.extend(cone);
@@ -300,7 +306,9 @@ fn may_join(g: &Graph, f: &Fusion, id: NodeId, gid: u32) -> Result<(), String> {
     }
     let outside = node.reads.iter().map(|u| u.node).filter(|&r| f.group_of[r as usize] != Some(gid));
     if depends_on_group(g, f, outside, gid) {
-        return Err(format!("joining kernel {gid} would make a cycle (another read depends on it through a node outside it)"));
+        return Err(format!(
+            "joining kernel {gid} would make a cycle (another read depends on it through a node outside it)"
+        ));
     }
     Ok(())
 }
@@ -310,7 +318,12 @@ fn may_join(g: &Graph, f: &Fusion, id: NodeId, gid: u32) -> Result<(), String> {
 fn reduction_levels(g: &Graph) -> Vec<u32> {
     let mut level = vec![0u32; g.nodes.len()];
     for (n, node) in g.nodes.iter().enumerate() {
-        level[n] = node.reads.iter().map(|u| level[u.node as usize] + matches!(g.node(u.node).kind, NodeKind::Reduce { .. }) as u32).max().unwrap_or(0);
+        level[n] = node
+            .reads
+            .iter()
+            .map(|u| level[u.node as usize] + matches!(g.node(u.node).kind, NodeKind::Reduce { .. }) as u32)
+            .max()
+            .unwrap_or(0);
     }
     level
 }
@@ -336,7 +349,14 @@ fn feeds_reduction(g: &Graph) -> Vec<bool> {
 /// that later reduction over the same rows from joining the earlier one's kernel
 /// (cross-entropy's target cast beside `log Σ`). Nodes no reduction reads (an optimizer's
 /// update beside its gradient's chain) may wait.
-fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], feeds: &[bool], group_level: &[u32]) -> Result<u32, Option<String>> {
+fn choose_group(
+    g: &Graph,
+    f: &Fusion,
+    id: NodeId,
+    levels: &[u32],
+    feeds: &[bool],
+    group_level: &[u32],
+) -> Result<u32, Option<String>> {
     let node = g.node(id);
     let mut reason = None;
     for u in &node.reads {
@@ -345,11 +365,27 @@ fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], feeds: &[bool
         };
         let producer = g.node(u.node);
         if producer.shape != node.shape {
-            reason.get_or_insert_with(|| format!("producer {} ({}) has shape {:?}, this node {:?}", u.node, producer.kind.name(), producer.shape, node.shape));
+            reason.get_or_insert_with(|| {
+                format!(
+                    "producer {} ({}) has shape {:?}, this node {:?}",
+                    u.node,
+                    producer.kind.name(),
+                    producer.shape,
+                    node.shape
+                )
+            });
             continue;
         }
         if !same_index(g, id, u.node, &u.layout) {
-            reason.get_or_insert_with(|| format!("producer {} ({}) is read through a view (strides {:?}, offset {})", u.node, producer.kind.name(), u.layout.strides(), u.layout.offset()));
+            reason.get_or_insert_with(|| {
+                format!(
+                    "producer {} ({}) is read through a view (strides {:?}, offset {})",
+                    u.node,
+                    producer.kind.name(),
+                    u.layout.strides(),
+                    u.layout.offset()
+                )
+            });
             continue;
         }
         match may_join(g, f, id, gid) {
@@ -358,7 +394,8 @@ fn choose_group(g: &Graph, f: &Fusion, id: NodeId, levels: &[u32], feeds: &[bool
         }
     }
     // Horizontal: the latest groups of this shape that nothing this node reads depends on.
-    let recent = f.groups.iter().enumerate().rev().filter(|(_, m)| g.node(m[0]).shape == node.shape).take(HORIZONTAL_WINDOW);
+    let recent =
+        f.groups.iter().enumerate().rev().filter(|(_, m)| g.node(m[0]).shape == node.shape).take(HORIZONTAL_WINDOW);
     for (gid, _) in recent {
         if (group_level[gid] <= levels[id as usize] || !feeds[id as usize]) && may_join(g, f, id, gid as u32).is_ok() {
             return Ok(gid as u32);
@@ -424,7 +461,12 @@ mod tests {
             let y = push(&mut g, NodeKind::Input { slot: 1, len: 16 }, &[4, 4], &[]);
             let sum = NodeKind::Reduce { op: ReduceOp::Sum, dims: 0b10, divide: None, index: 0 };
             let r = push(&mut g, sum.clone(), &[4, 1], &[(x, c.clone())]);
-            let after = push(&mut g, NodeKind::Binary(BinaryOp::Mul), &[4, 4], &[(x, c.clone()), (r, Layout::contiguous(&[4, 1]).broadcast_to(&[4, 4]).expect("broadcasts"))]);
+            let after = push(
+                &mut g,
+                NodeKind::Binary(BinaryOp::Mul),
+                &[4, 4],
+                &[(x, c.clone()), (r, Layout::contiguous(&[4, 1]).broadcast_to(&[4, 4]).expect("broadcasts"))],
+            );
             let beside = push(&mut g, NodeKind::Unary(UnaryOp::Exp), &[4, 4], &[(y, c.clone())]);
             g.outputs.extend([after, beside]);
             if summed {
@@ -432,7 +474,12 @@ mod tests {
                 g.outputs.push(total);
             }
             let f = fuse(&g, &vec![true; g.nodes.len()]);
-            assert_eq!(f.group_of[beside as usize] == f.group_of[after as usize], !summed, "summed: {summed}, groups {:?}", f.groups);
+            assert_eq!(
+                f.group_of[beside as usize] == f.group_of[after as usize],
+                !summed,
+                "summed: {summed}, groups {:?}",
+                f.groups
+            );
         }
     }
 
@@ -463,13 +510,21 @@ mod tests {
                         (x, Layout::contiguous(&shape))
                     } else {
                         let (n, _) = same[next(same.len() as u64) as usize];
-                        let l = if next(5) == 0 { Layout::contiguous(&shape).transpose(0, 1).permute(&[1, 0]) } else { c.clone() };
+                        let l = if next(5) == 0 {
+                            Layout::contiguous(&shape).transpose(0, 1).permute(&[1, 0])
+                        } else {
+                            c.clone()
+                        };
                         (*n, l)
                     }
                 };
                 let a = pick(&mut next, &pool);
                 let b = pick(&mut next, &pool);
-                let kind = if next(5) == 0 { NodeKind::Opaque { name: "op", key: 0, index: 0 } } else { NodeKind::Binary(BinaryOp::Add) };
+                let kind = if next(5) == 0 {
+                    NodeKind::Opaque { name: "op", key: 0, index: 0 }
+                } else {
+                    NodeKind::Binary(BinaryOp::Add)
+                };
                 let id = push(&mut g, kind, &shape, &[a, b]);
                 pool.push((id, si));
             }
@@ -486,7 +541,11 @@ mod tests {
                 };
                 for &m in &members {
                     for u in &g.node(m).reads {
-                        assert!(done[u.node as usize] || members.contains(&u.node), "node {m} reads {} before it is computed", u.node);
+                        assert!(
+                            done[u.node as usize] || members.contains(&u.node),
+                            "node {m} reads {} before it is computed",
+                            u.node
+                        );
                     }
                 }
                 for &m in &members {

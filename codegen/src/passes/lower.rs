@@ -4,9 +4,11 @@
 use super::fusion::same_index;
 use super::fusion::ReduceParts;
 use crate::ir::{Graph, Node, NodeId, NodeKind, Use};
-use crate::kernel::{ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val};
-use kiln_runtime::Layout;
+use crate::kernel::{
+    ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val,
+};
 use ahash::AHashMap;
+use kiln_runtime::Layout;
 use kiln_runtime::Shape;
 use smallvec::SmallVec;
 
@@ -105,7 +107,9 @@ impl Body {
             return v;
         }
         let src = g.node(u.node);
-        if let (Some(&v), true) = (self.val_of.get(&u.node), self.rows.contains(&u.node) || same_index(g, reader, u.node, &u.layout)) {
+        if let (Some(&v), true) =
+            (self.val_of.get(&u.node), self.rows.contains(&u.node) || same_index(g, reader, u.node, &u.layout))
+        {
             return v;
         }
         if let NodeKind::Scalar { .. } = src.kind {
@@ -159,7 +163,11 @@ impl Body {
     /// values read broadcast, members) are used as they are.
     fn epilogue_member(&mut self, g: &Graph, m: NodeId) {
         let node = g.node(m);
-        let args: SmallVec<[Val; 3]> = node.reads.iter().map(|u| self.val_of.get(&u.node).copied().unwrap_or_else(|| self.operand(g, m, u))).collect();
+        let args: SmallVec<[Val; 3]> = node
+            .reads
+            .iter()
+            .map(|u| self.val_of.get(&u.node).copied().unwrap_or_else(|| self.operand(g, m, u)))
+            .collect();
         self.finish_member(node, m, &args);
     }
 
@@ -194,14 +202,23 @@ impl Body {
             1 => InnerStride::Unit,
             _ => InnerStride::Strided,
         };
-        self.loads.iter().enumerate().map(|(k, u)| KernelInput { dtype: g.node(u.node).dtype, inner: inner(k) }).collect()
+        self.loads
+            .iter()
+            .enumerate()
+            .map(|(k, u)| KernelInput { dtype: g.node(u.node).dtype, inner: inner(k) })
+            .collect()
     }
 }
 
 /// Lowers `members` (one fusion group, trace order) of `g`, a reduction's kernel when `parts`
 /// are given; `is_output(n)` says whether a member's value must be written out (a reduction's
 /// value always is).
-pub fn lower_group(g: &Graph, members: &[NodeId], parts: Option<&ReduceParts>, is_output: impl Fn(NodeId) -> bool) -> LoweredGroup {
+pub fn lower_group(
+    g: &Graph,
+    members: &[NodeId],
+    parts: Option<&ReduceParts>,
+    is_output: impl Fn(NodeId) -> bool,
+) -> LoweredGroup {
     if let Some(parts) = parts {
         return lower_reduce(g, parts, is_output);
     }
@@ -220,7 +237,15 @@ pub fn lower_group(g: &Graph, members: &[NodeId], parts: Option<&ReduceParts>, i
         outputs: outputs.iter().map(|m| body.val_of[m]).collect(),
         insts: body.insts,
     };
-    LoweredGroup { kernel: GroupKernel::Elementwise(kernel), loads: body.loads, scalars: body.scalars, outputs, shape: merged, strides, reduce_rank: 0 }
+    LoweredGroup {
+        kernel: GroupKernel::Elementwise(kernel),
+        loads: body.loads,
+        scalars: body.scalars,
+        outputs,
+        shape: merged,
+        strides,
+        reduce_rank: 0,
+    }
 }
 
 /// Lowers a reduction kernel: the kept dims come first, the reduced ones last, each part
@@ -250,7 +275,13 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         }
         body.rows.clear();
         let reduced = body.operand(g, r, &node.reads[0]);
-        stages.push(ReduceStage { insts: std::mem::take(&mut body.insts), reduced, op, output: node.dtype, scale: None });
+        stages.push(ReduceStage {
+            insts: std::mem::take(&mut body.insts),
+            reduced,
+            op,
+            output: node.dtype,
+            scale: None,
+        });
         divides.push(divide);
         body.stage_of.insert(r, (s as u32, node.dtype));
         outputs.push(r);
@@ -270,7 +301,10 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
             }
         }
         outputs.extend(parts.epilogue.iter().copied().filter(|&m| is_output(m) && !parts.rows.contains(&m)));
-        Epilogue { outputs: outputs[n_stages..].iter().map(|m| body.val_of[m]).collect(), insts: std::mem::take(&mut body.insts) }
+        Epilogue {
+            outputs: outputs[n_stages..].iter().map(|m| body.val_of[m]).collect(),
+            insts: std::mem::take(&mut body.insts),
+        }
     });
     let (kept, red): (Vec<usize>, Vec<usize>) = (0..in_shape.len()).partition(|&d| mask & (1 << d) == 0);
     let sizes = |dims: &[usize]| -> Vec<usize> { dims.iter().map(|&d| in_shape[d]).collect() };
@@ -290,8 +324,23 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
             (body.scalars.len() - 1) as u32
         });
     }
-    let kernel = ReduceKernel { rank: shape.len(), reduce_rank: rr, inputs: body.inputs(g, &strides, shape.len()), scalars: body.scalars.len(), stages, epilogue };
-    LoweredGroup { kernel: GroupKernel::Reduce(kernel), loads: body.loads, scalars: body.scalars, outputs, shape, strides, reduce_rank: rr }
+    let kernel = ReduceKernel {
+        rank: shape.len(),
+        reduce_rank: rr,
+        inputs: body.inputs(g, &strides, shape.len()),
+        scalars: body.scalars.len(),
+        stages,
+        epilogue,
+    };
+    LoweredGroup {
+        kernel: GroupKernel::Reduce(kernel),
+        loads: body.loads,
+        scalars: body.scalars,
+        outputs,
+        shape,
+        strides,
+        reduce_rank: rr,
+    }
 }
 
 /// `layout` (a view over a reduction's result: the kept dims of `input`, with or without the

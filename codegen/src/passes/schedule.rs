@@ -72,7 +72,8 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
                 StepKind::Group(gid) => fusion.computes(*gid, v),
                 StepKind::Node(_) => false,
             };
-            let mut reads: Vec<NodeId> = ms.iter().flat_map(|&m| g.node(m).reads.iter().map(|u| u.node)).filter(|&v| !computes(v)).collect();
+            let mut reads: Vec<NodeId> =
+                ms.iter().flat_map(|&m| g.node(m).reads.iter().map(|u| u.node)).filter(|&v| !computes(v)).collect();
             reads.sort_unstable();
             reads.dedup();
             reads
@@ -92,8 +93,10 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
             }
         }
     }
-    let mut ready: BinaryHeap<Reverse<(NodeId, u32)>> =
-        (0..steps.len() as u32).filter(|&s| indegree[s as usize] == 0).map(|s| Reverse((first_node[s as usize], s))).collect();
+    let mut ready: BinaryHeap<Reverse<(NodeId, u32)>> = (0..steps.len() as u32)
+        .filter(|&s| indegree[s as usize] == 0)
+        .map(|s| Reverse((first_node[s as usize], s)))
+        .collect();
     let product_work = |s: u32| match steps[s as usize] {
         StepKind::Node(id) => cpu_product_work(g, id),
         StepKind::Group(_) => None,
@@ -102,7 +105,8 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
     let mut concurrent: Vec<bool> = Vec::with_capacity(steps.len());
     while let Some(Reverse((_, s))) = ready.pop() {
         // A partner is taken from what is ready before `s` ran, so it cannot read `s`.
-        let partner = product_work(s).and_then(|w| take_ready(&mut ready, |t| product_work(t).is_some_and(|v| balanced(w, v))));
+        let partner =
+            product_work(s).and_then(|w| take_ready(&mut ready, |t| product_work(t).is_some_and(|v| balanced(w, v))));
         order.push(s);
         concurrent.push(partner.is_some());
         if let Some(p) = partner {
@@ -166,7 +170,12 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
         live_bytes += b;
         peak = peak.max(live_bytes);
     }
-    Schedule { steps: order.iter().map(|&s| steps[s as usize].clone()).collect(), concurrent, frees, peak_bytes: peak as usize }
+    Schedule {
+        steps: order.iter().map(|&s| steps[s as usize].clone()).collect(),
+        concurrent,
+        frees,
+        peak_bytes: peak as usize,
+    }
 }
 
 /// Removes and returns the first ready step (in the heap's order) that `wanted` accepts.

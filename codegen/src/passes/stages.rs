@@ -13,7 +13,9 @@
 //! a scalar, or a materialized value whose step doesn't wait for `k`, and nothing `k` reads
 //! waits for `h` (the merged step would wait for itself).
 
-use super::epilogue::{depends_on, read_elsewhere, reads_only, row_closure, row_layout, row_nodes, same_view, waits_for};
+use super::epilogue::{
+    depends_on, read_elsewhere, reads_only, row_closure, row_layout, row_nodes, same_view, waits_for,
+};
 use super::fusion::Fusion;
 use crate::ir::{Graph, NodeId, NodeKind};
 
@@ -31,7 +33,9 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
         for h in k + 1..f.groups.len() as u32 {
             let Some(later) = f.parts[h as usize].as_ref().map(|p| p.stages[0].clone()) else { continue };
             let n2 = g.node(later.reduce);
-            let NodeKind::Reduce { dims: mask2, .. } = n2.kind else { unreachable!("closed groups end with a reduction") };
+            let NodeKind::Reduce { dims: mask2, .. } = n2.kind else {
+                unreachable!("closed groups end with a reduction")
+            };
             if mask2 != mask || n2.iteration_shape() != node.iteration_shape() || n2.shape != node.shape {
                 continue;
             }
@@ -52,14 +56,17 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
                 continue;
             }
             let late_h = waits_for(g, live, f, later.reduce);
-            let k_waits = f.groups[k as usize].iter().any(|&m| g.node(m).reads.iter().any(|u| !f.computes(k, u.node) && late_h[u.node as usize]));
+            let k_waits = f.groups[k as usize]
+                .iter()
+                .any(|&m| g.node(m).reads.iter().any(|u| !f.computes(k, u.node) && late_h[u.node as usize]));
             if k_waits {
                 f.refusals.push((later.reduce, format!("can't join reduction {first}'s kernel as a stage: that kernel reads a value that waits for this one")));
                 continue;
             }
             let used_rows = row_closure(g, &rows, used_rows);
             let parts = f.parts[k as usize].as_mut().expect("k is a reduction kernel");
-            f.refusals.push((later.reduce, format!("joins reduction {first}'s kernel as its stage {}", parts.stages.len())));
+            f.refusals
+                .push((later.reduce, format!("joins reduction {first}'s kernel as its stage {}", parts.stages.len())));
             parts.stages.push(super::fusion::StageParts { rows: used_rows.clone(), ..later.clone() });
             let moved = std::mem::take(&mut f.groups[h as usize]);
             let members = &mut f.groups[k as usize];

@@ -95,7 +95,13 @@ pub fn make_input(dtype: DType, shape: &[usize], rr: usize, lay: Lay, seed: u64,
             let u = lcg(&mut seed);
             match dtype {
                 DType::F32 => (if small { 0.5 + u } else { 4.0 * u - 2.0 }) as f32 as f64,
-                DType::F64 => if small { 0.5 + u } else { 4.0 * u - 2.0 },
+                DType::F64 => {
+                    if small {
+                        0.5 + u
+                    } else {
+                        4.0 * u - 2.0
+                    }
+                }
                 DType::Bool => (u < 0.5) as i64 as f64,
                 DType::U8 => (u * 256.0).floor(),
                 _ if small => (u * 7.0).floor() - 3.0,
@@ -137,12 +143,27 @@ pub fn read_out(buf: &[u8], dtype: DType, o: usize) -> f64 {
 
 /// The arguments of a call over rows `rows`, pointing into the slices given (which must outlive
 /// the call).
-pub fn kernel_args(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: Range<usize>) -> KernelArgs {
+pub fn kernel_args(
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+    scalars: &[f64],
+    shape: &[usize],
+    strides: &[isize],
+    rows: Range<usize>,
+) -> KernelArgs {
     kernel_args_at(inputs, outputs, scalars, shape, strides, rows, 0)
 }
 
 /// [`kernel_args`] for a call whose first element has linear index `index_base`.
-pub fn kernel_args_at(inputs: &[*const u8], outputs: &[*mut u8], scalars: &[f64], shape: &[usize], strides: &[isize], rows: Range<usize>, index_base: usize) -> KernelArgs {
+pub fn kernel_args_at(
+    inputs: &[*const u8],
+    outputs: &[*mut u8],
+    scalars: &[f64],
+    shape: &[usize],
+    strides: &[isize],
+    rows: Range<usize>,
+    index_base: usize,
+) -> KernelArgs {
     KernelArgs {
         inputs: inputs.as_ptr(),
         outputs: outputs.as_ptr(),

@@ -35,7 +35,13 @@ pub fn eval(insts: &[Inst], load: &dyn Fn(usize) -> f64, scalars: &[f64], reduce
             InstOp::Binary(BinaryOp::Div, x, y) => a(x) / a(y),
             InstOp::Cmp(CmpOp::Gt, x, y) => (a(x) > a(y)) as i64 as f64,
             InstOp::Cmp(CmpOp::Eq, x, y) => (a(x) == a(y)) as i64 as f64,
-            InstOp::Where(c, x, y) => if a(c) != 0.0 { a(x) } else { a(y) },
+            InstOp::Where(c, x, y) => {
+                if a(c) != 0.0 {
+                    a(x)
+                } else {
+                    a(y)
+                }
+            }
             InstOp::Cast(x) => a(x),
             op => panic!("the reference does not evaluate {op:?}"),
         };
@@ -81,7 +87,8 @@ pub fn run(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64],
     let strides: Vec<isize> = inputs.iter().flat_map(|x| x.strides.iter().copied()).collect();
     let ep_dtypes: Vec<DType> = k.epilogue.iter().flat_map(|ep| ep.outputs.iter().map(|&v| ep.dtype(v))).collect();
     // Per buffer: its dtype and elements per output.
-    let per: Vec<(DType, usize)> = k.stages.iter().map(|s| (s.output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
+    let per: Vec<(DType, usize)> =
+        k.stages.iter().map(|s| (s.output, 1)).chain(ep_dtypes.iter().map(|&d| (d, n_red))).collect();
     let mut outs: Vec<Vec<u8>> = per.iter().map(|&(d, n)| vec![0xA5u8; n_out * n * d.size_in_bytes()]).collect();
     for rows in splits {
         let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|b| b.as_mut_ptr()).collect();
@@ -139,7 +146,9 @@ pub fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64
                 acc *= scalars[j as usize];
                 abs *= scalars[j as usize].abs();
             }
-            let exact = !rd.is_float() || (matches!(st.op, ReduceOp::Max | ReduceOp::Min) && !st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
+            let exact = !rd.is_float()
+                || (matches!(st.op, ReduceOp::Max | ReduceOp::Min)
+                    && !st.insts.iter().any(|i| matches!(i.op, InstOp::Unary(..))));
             let tol = if exact {
                 0.0
             } else if rd == DType::F32 || st.output == DType::F32 {

@@ -144,6 +144,23 @@ pub fn whole_f32_range() -> Vec<f32> {
         xs.push(x);
         xs.push(-x);
     }
-    xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, 1e-40, -1e-40, f32::from_bits(1), f32::MAX, -f32::MAX, 1.0, -1.0, 8192.0, 8193.0, 0.625]);
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-40,
+        f32::from_bits(1),
+        f32::MAX,
+        -f32::MAX,
+        1.0,
+        -1.0,
+        8192.0,
+        8193.0,
+        0.625,
+    ]);
     xs
 }

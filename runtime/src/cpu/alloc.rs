@@ -52,7 +52,8 @@ fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
 /// The size class (capacity in bytes) that serves a request of `bytes`, which must be one a
 /// block can have (see [`checked_size_class`]; past that it panics).
 pub fn size_class(bytes: usize) -> usize {
-    checked_size_class(bytes).unwrap_or_else(|| panic!("no block of {bytes} bytes can exist (its size class passes isize::MAX)"))
+    checked_size_class(bytes)
+        .unwrap_or_else(|| panic!("no block of {bytes} bytes can exist (its size class passes isize::MAX)"))
 }
 
 /// The size class that serves a request of `bytes`; `None` when no block that large can exist
@@ -354,7 +355,10 @@ mod tests {
         );
         // The infallible form unwinds with the same message instead of aborting the process.
         let e = std::panic::catch_unwind(|| drop(RawBuffer::acquire(REFUSED))).unwrap_err();
-        assert!(e.downcast_ref::<String>().unwrap().starts_with("out of memory: the system refused to allocate 1125899906842624 bytes"));
+        assert!(e
+            .downcast_ref::<String>()
+            .unwrap()
+            .starts_with("out of memory: the system refused to allocate 1125899906842624 bytes"));
     }
 
     #[test]

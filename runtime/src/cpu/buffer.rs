@@ -30,8 +30,9 @@ impl<T: Element> CpuBuf<T> {
     /// elements, whose bytes fit; a count past that (a kernel's own buffer) panics, naming it.
     fn bytes(len: usize) -> usize {
         let size = std::mem::size_of::<T>();
-        len.checked_mul(size)
-            .unwrap_or_else(|| panic!("a buffer of {len} {} elements ({size} bytes each) needs more bytes than usize can count", T::DTYPE))
+        len.checked_mul(size).unwrap_or_else(|| {
+            panic!("a buffer of {len} {} elements ({size} bytes each) needs more bytes than usize can count", T::DTYPE)
+        })
     }
 
     /// `len` elements in `raw` (`fresh`: its bytes are all zero).
@@ -195,7 +196,11 @@ mod tests {
     fn a_pending_write_is_waited_for_once_at_the_first_read() {
         let mut buf = CpuBuf::<f32>::zeros(100_000);
         let waits = late_write(&mut buf, 2.5, false);
-        assert_eq!((waits.load(Ordering::SeqCst), buf.len(), buf.is_pinned()), (0, 100_000, false), "len and is_pinned do not wait");
+        assert_eq!(
+            (waits.load(Ordering::SeqCst), buf.len(), buf.is_pinned()),
+            (0, 100_000, false),
+            "len and is_pinned do not wait"
+        );
         assert!(buf.iter().all(|&v| v == 2.5), "the first read sees the whole write");
         assert_eq!(buf[99_999] + buf.clone()[0], 5.0);
         assert_eq!(waits.load(Ordering::SeqCst), 1, "later accesses do not wait again");
@@ -248,7 +253,10 @@ mod tests {
     fn sizes_past_memory_panic_with_the_request_instead_of_aborting() {
         let e = std::panic::catch_unwind(|| CpuBuf::<f64>::uninit(usize::MAX / 4)).unwrap_err();
         let msg = e.downcast_ref::<String>().unwrap();
-        assert!(msg.starts_with("a buffer of 4611686018427387903 float64 elements (8 bytes each) needs more bytes"), "{msg}");
+        assert!(
+            msg.starts_with("a buffer of 4611686018427387903 float64 elements (8 bytes each) needs more bytes"),
+            "{msg}"
+        );
         // 2^47 f64 = 2^50 bytes: past the address space a Linux process gets, so always refused.
         let e = std::panic::catch_unwind(|| CpuBuf::<f64>::zeros(1 << 47)).unwrap_err();
         let msg = e.downcast_ref::<String>().unwrap();

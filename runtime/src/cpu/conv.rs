@@ -84,7 +84,12 @@ impl ConvGeom {
     /// True when the column matrix of a group is that group's input itself (1x1 kernel, stride
     /// 1, no padding).
     pub fn col_is_input(&self) -> bool {
-        self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0] && self.oh == self.h && self.ow == self.w
+        self.kh == 1
+            && self.kw == 1
+            && self.stride == [1, 1]
+            && self.pad == [0, 0]
+            && self.oh == self.h
+            && self.ow == self.w
     }
     /// The output columns `ox` whose input column `ox*s + kj*d - p` lies in `0..w`, for kernel
     /// column `kj`: `lo..hi` (empty when none).
@@ -196,7 +201,16 @@ struct Mat<T> {
 /// `lhs` must address `m x k` readable elements through its strides, `rhs` `k x n`, `dst`
 /// must hold `m * n` elements, and none of them may alias `dst`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_call<T: Float>(m: usize, n: usize, k: usize, dst: &mut [T], accumulate: bool, lhs: Mat<T>, rhs: Mat<T>, par: gemm::Parallelism) {
+unsafe fn gemm_call<T: Float>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [T],
+    accumulate: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    par: gemm::Parallelism,
+) {
     assert!(dst.len() >= m * n);
     // SAFETY: `gemm` supports f32 and f64 (the only `Float` types); the caller guarantees the
     // operands' extents; `dst` is borrowed mutably for the call. With `accumulate`, alpha = 1
@@ -245,7 +259,11 @@ fn plan(g: &ConvGeom) -> Plan {
         return Plan { over_batch: true, inner: gemm::Parallelism::None };
     }
     let per_image = g.c_out * g.l() * g.k() / g.groups.max(1);
-    let inner = if per_image >= gemm::get_threading_threshold() { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    let inner = if per_image >= gemm::get_threading_threshold() {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
     Plan { over_batch: false, inner }
 }
 
@@ -253,7 +271,14 @@ fn plan(g: &ConvGeom) -> Plan {
 /// images are cut into one contiguous range per thread, each range run by one task with its
 /// own `scratch` of `scratch_len` elements (allocated once per task); otherwise they run in
 /// order on the caller's thread (inside the pool, so that a threaded `gemm` uses it).
-fn for_images<T: Float>(n: usize, out: &mut [T], image: usize, scratch_len: usize, over_batch: bool, f: impl Fn(usize, &mut [T], &mut Vec<T>) + Sync + Send) {
+fn for_images<T: Float>(
+    n: usize,
+    out: &mut [T],
+    image: usize,
+    scratch_len: usize,
+    over_batch: bool,
+    f: impl Fn(usize, &mut [T], &mut Vec<T>) + Sync + Send,
+) {
     if image == 0 || n == 0 {
         return;
     }
@@ -302,7 +327,16 @@ pub fn conv2d_forward<T: Float>(g: &ConvGeom, x: &[T], w: &[T], bias: Option<&[T
             // SAFETY: wg is cog x k row-major, rhs k x l row-major, og cog x l; col is this
             // task's own scratch, distinct from og.
             unsafe {
-                gemm_call(cog, l, k, og, bias.is_some(), Mat { ptr: wg.as_ptr(), rs: k as isize, cs: 1 }, Mat { ptr: rhs.as_ptr(), rs: l as isize, cs: 1 }, p.inner)
+                gemm_call(
+                    cog,
+                    l,
+                    k,
+                    og,
+                    bias.is_some(),
+                    Mat { ptr: wg.as_ptr(), rs: k as isize, cs: 1 },
+                    Mat { ptr: rhs.as_ptr(), rs: l as isize, cs: 1 },
+                    p.inner,
+                )
             }
         }
     });
@@ -410,7 +444,18 @@ pub fn conv2d_backward_weight<T: Float>(g: &ConvGeom, x: &[T], gy: &[T]) -> CpuB
 mod tests {
     use super::*;
 
-    fn geom(n: usize, c_in: usize, h: usize, w: usize, c_out: usize, groups: usize, k: [usize; 2], s: [usize; 2], p: [usize; 2], d: [usize; 2]) -> ConvGeom {
+    fn geom(
+        n: usize,
+        c_in: usize,
+        h: usize,
+        w: usize,
+        c_out: usize,
+        groups: usize,
+        k: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 2],
+        d: [usize; 2],
+    ) -> ConvGeom {
         let oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
         let ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
         ConvGeom { n, c_in, h, w, c_out, groups, kh: k[0], kw: k[1], stride: s, pad: p, dilation: d, oh, ow }

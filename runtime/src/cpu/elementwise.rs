@@ -110,7 +110,13 @@ fn fill2<A, B, O>(o: &mut [O], a: impl RunSource<A>, b: impl RunSource<B>, f: &i
 
 /// `o[i] = f(a[i], b[i], c[i])` over one run.
 #[inline(always)]
-fn fill3<A, B, C, O>(o: &mut [O], a: impl RunSource<A>, b: impl RunSource<B>, c: impl RunSource<C>, f: &impl Fn(A, B, C) -> O) {
+fn fill3<A, B, C, O>(
+    o: &mut [O],
+    a: impl RunSource<A>,
+    b: impl RunSource<B>,
+    c: impl RunSource<C>,
+    f: &impl Fn(A, B, C) -> O,
+) {
     for (i, o) in o.iter_mut().enumerate() {
         *o = f(a.at(i), b.at(i), c.at(i));
     }
@@ -120,7 +126,13 @@ fn fill3<A, B, C, O>(o: &mut [O], a: impl RunSource<A>, b: impl RunSource<B>, c:
 /// the last two dims: each TILE×TILE tile is first read column by column — along `a`'s dense
 /// direction, whole cache lines at a time — into a buffer that stays in L1, then written out
 /// row by row. In parallel over row blocks.
-fn map1_tiled<A: Element, O: Element>(a: &[A], c: &Collapsed<1>, base: usize, out: &mut [O], f: impl Fn(A) -> O + Sync + Send) {
+fn map1_tiled<A: Element, O: Element>(
+    a: &[A],
+    c: &Collapsed<1>,
+    base: usize,
+    out: &mut [O],
+    f: impl Fn(A) -> O + Sync + Send,
+) {
     let nd = c.shape.len();
     let (rows, cols) = (c.shape[nd - 2], c.shape[nd - 1]);
     let (sr, sc) = (c.strides[0][nd - 2], c.strides[0][nd - 1]);
@@ -168,7 +180,13 @@ fn map1_tiled<A: Element, O: Element>(a: &[A], c: &Collapsed<1>, base: usize, ou
 /// Operand `k` of `c` as it will be read: when it is transposed, a contiguous copy made
 /// through the tiles of [`map1_tiled`] (so the elementwise pass then reads it in order, at
 /// the price of one more pass over it) with its new layout; otherwise itself.
-fn untransposed<'a, const N: usize, T: Element>(c: &Collapsed<N>, k: usize, data: &'a [T], l: &Layout, copy: &'a mut Option<CpuBuf<T>>) -> (&'a [T], Layout) {
+fn untransposed<'a, const N: usize, T: Element>(
+    c: &Collapsed<N>,
+    k: usize,
+    data: &'a [T],
+    l: &Layout,
+    copy: &'a mut Option<CpuBuf<T>>,
+) -> (&'a [T], Layout) {
     if !is_transposed(c, k) {
         return (data, l.clone());
     }
@@ -476,7 +494,11 @@ mod tests {
                 idx[d] = rest % shape[d];
                 rest /= shape[d];
             }
-            assert_eq!(got, a[la.index_of(&idx)] * 100 + b[lb.index_of(&idx)] * 10 + c[lc.index_of(&idx)], "element {i}");
+            assert_eq!(
+                got,
+                a[la.index_of(&idx)] * 100 + b[lb.index_of(&idx)] * 10 + c[lc.index_of(&idx)],
+                "element {i}"
+            );
         }
     }
 
@@ -489,7 +511,8 @@ mod tests {
         let column = Layout::contiguous(&[3, 1]).broadcast_to(&shape).unwrap();
         let every_other = Layout::contiguous(&[3, 10]).slice_step(1, 0, 5, 2);
         let layouts = [&dense, &scalar, &row, &column, &every_other];
-        let (ra, rb, rc): (Vec<i64>, Vec<i64>, Vec<i64>) = ((0..30).collect(), (0..30).map(|v| v % 7).collect(), (0..30).rev().collect());
+        let (ra, rb, rc): (Vec<i64>, Vec<i64>, Vec<i64>) =
+            ((0..30).collect(), (0..30).map(|v| v % 7).collect(), (0..30).rev().collect());
         for la in layouts {
             for lb in layouts {
                 for lc in layouts {

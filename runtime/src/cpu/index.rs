@@ -158,7 +158,8 @@ impl IndexMap<'static> {
             (0..shape.len()).map(|d| indices.iter().any(|a| a.layout.strides()[d] != 0 && shape[d] > 1)).collect();
         let reduced: Shape = shape.iter().zip(&varying).map(|(&n, &v)| if v { n } else { n.min(1) }).collect();
         // The first index writes every offset, the others add to it.
-        let mut offsets = if indices.is_empty() { CpuBuf::<i64>::zeros(1) } else { CpuBuf::<i64>::uninit(numel(&reduced)) };
+        let mut offsets =
+            if indices.is_empty() { CpuBuf::<i64>::zeros(1) } else { CpuBuf::<i64>::uninit(numel(&reduced)) };
         for (k, arg) in indices.iter().enumerate() {
             check_arg(arg, shape);
             let (size, stride) = (target.shape()[arg.dim], target.strides()[arg.dim] as i64);
@@ -306,13 +307,22 @@ const SCATTER_BLOCK: usize = 256;
 /// (iteration-shaped) lays out `src` and `dst` is the target's storage, whose layout must not
 /// overlap itself. Positions that share a target element are applied in row-major order, so
 /// with an assigning `f` the last one wins: deterministic, whatever the thread count.
-pub fn scatter<T: Element>(dst: &mut [T], map: &IndexMap<'_>, src: &[T], ls: &Layout, f: impl Fn(T, T) -> T + Sync + Send) {
+pub fn scatter<T: Element>(
+    dst: &mut [T],
+    map: &IndexMap<'_>,
+    src: &[T],
+    ls: &Layout,
+    f: impl Fn(T, T) -> T + Sync + Send,
+) {
     let shape = map.base.shape();
     assert_eq!(ls.shape(), shape, "scatter: the source layout has the iteration shape");
     if numel(shape) == 0 {
         return;
     }
-    assert!(map.unchecked.is_none(), "scatter: index values must be validated first (IndexMap::new or IndexMap::validated)");
+    assert!(
+        map.unchecked.is_none(),
+        "scatter: index values must be validated first (IndexMap::new or IndexMap::validated)"
+    );
     assert!(map.target.is_non_overlapping(), "scatter: the target's elements overlap");
     assert!(map.target.storage_end() <= dst.len(), "scatter: target layout outside its storage");
     assert!(ls.storage_end() <= src.len(), "scatter: source layout outside its storage");
@@ -573,11 +583,16 @@ mod tests {
         let direct = IndexMap::direct(&lx, &[3], &[None], arg(&ok, Layout::contiguous(&[3]), 0));
         assert_eq!(gather(&[10u8, 20, 30], &direct).err().unwrap().value, -1);
         let big: Vec<i64> = (0..200_000).map(|i| if i == 150_001 || i == 199_999 { -9 } else { i % 3 }).collect();
-        let e = IndexMap::new(&lx, &[200_000], &[None], &[arg(&big, Layout::contiguous(&[200_000]), 0)], true).err().unwrap();
+        let e = IndexMap::new(&lx, &[200_000], &[None], &[arg(&big, Layout::contiguous(&[200_000]), 0)], true)
+            .err()
+            .unwrap();
         assert_eq!(e.value, -9);
         // A direct map validated for a scatter: negatives are out of range too, and the first
         // bad value in row-major order is reported whichever chunk finds it first.
-        let e = IndexMap::direct(&lx, &[200_000], &[None], arg(&big, Layout::contiguous(&[200_000]), 0)).validated().err().unwrap();
+        let e = IndexMap::direct(&lx, &[200_000], &[None], arg(&big, Layout::contiguous(&[200_000]), 0))
+            .validated()
+            .err()
+            .unwrap();
         assert_eq!(e, BadIndex { arg: 0, value: -9, dim: 0, size: 3 });
         let e = IndexMap::direct(&lx, &[4], &[None], arg(&idx, li, 0)).validated().err().unwrap();
         assert_eq!(e.value, 7);
@@ -613,7 +628,10 @@ mod tests {
         // The index read where it lies (a transposed index, a strided target): the same writes.
         let mut e = [0.0f32; 6];
         let it = [2i64, 1, 0, 2];
-        let m = IndexMap::direct(&ld, &[2, 2], &[Some(0), None], arg(&it, Layout::contiguous(&[2, 2]).transpose(0, 1), 1)).validated().unwrap();
+        let m =
+            IndexMap::direct(&ld, &[2, 2], &[Some(0), None], arg(&it, Layout::contiguous(&[2, 2]).transpose(0, 1), 1))
+                .validated()
+                .unwrap();
         scatter(&mut e, &m, &src, &li, |_, v| v);
         assert_eq!(e, d);
     }

@@ -111,7 +111,10 @@ impl Geometry {
             nd >= 2 && lb.ndim() == nd && sa[..nd - 2] == sb[..nd - 2] && sa[nd - 1] == sb[nd - 2],
             "matmul kernel: operand shapes {sa:?} and {sb:?} do not fit [batch..., m, k] @ [batch..., k, n]"
         );
-        assert!(la.storage_end() <= a.len() && lb.storage_end() <= b.len(), "matmul kernel: layout outside its storage");
+        assert!(
+            la.storage_end() <= a.len() && lb.storage_end() <= b.len(),
+            "matmul kernel: layout outside its storage"
+        );
         let (m, k, n) = (sa[nd - 2], sa[nd - 1], sb[nd - 1]);
         let batch = &sa[..nd - 2];
         let nb = numel(batch);
@@ -191,7 +194,11 @@ impl Geometry {
 /// A contiguous copy of `l`'s elements converted by `f`, in which the broadcast (stride-0) batch
 /// dims keep size 1 so that a broadcast batch is not materialised; returns the copy and a layout
 /// of `l`'s shape over it (stride 0 again on those dims, unit column stride in each matrix).
-fn compact_copy<S: Element, D: Element>(src: &[S], l: &Layout, f: impl Fn(S) -> D + Sync + Send) -> (CpuBuf<D>, Layout) {
+fn compact_copy<S: Element, D: Element>(
+    src: &[S],
+    l: &Layout,
+    f: impl Fn(S) -> D + Sync + Send,
+) -> (CpuBuf<D>, Layout) {
     let nd = l.ndim();
     let kept: Shape = l
         .shape()

@@ -8,9 +8,9 @@ pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod parallel;
-pub mod product_split;
 pub mod philox;
 pub mod pool;
+pub mod product_split;
 pub mod reduce;
 #[cfg(target_arch = "x86_64")]
 mod row_avx512;

@@ -6,8 +6,8 @@
 //! runs two jobs at once, each on one thread (every kernel inside them runs unsplit).
 
 use rayon::prelude::*;
-use std::ops::Range;
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 

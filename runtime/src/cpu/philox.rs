@@ -253,7 +253,11 @@ struct Normal<T: FloatElement> {
 
 impl<T: FloatElement> Normal<T> {
     fn new(mean: f64, std: f64) -> Normal<T> {
-        Normal { grid: Grid::new(float_digits(<T::Compute as Element>::DTYPE)), mean: T::Compute::c(mean), std: T::Compute::c(std) }
+        Normal {
+            grid: Grid::new(float_digits(<T::Compute as Element>::DTYPE)),
+            mean: T::Compute::c(mean),
+            std: T::Compute::c(std),
+        }
     }
 
     /// Box–Muller on the uniforms of lanes `pair` and `pair + 1` (`pair` is 0 or 2) of a group.

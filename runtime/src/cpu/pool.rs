@@ -76,7 +76,10 @@ pub fn max_pool2d_forward<T: Float>(g: &PoolGeom, x: &[T]) -> (CpuBuf<T>, CpuBuf
     } else {
         let chunk = per_task * ol;
         pool().install(|| {
-            vals.par_chunks_mut(chunk).zip(idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (v, ix))| run(c * per_task, v, ix))
+            vals.par_chunks_mut(chunk)
+                .zip(idx.par_chunks_mut(chunk))
+                .enumerate()
+                .for_each(|(c, (v, ix))| run(c * per_task, v, ix))
         });
     }
     (vals, idx)
@@ -220,7 +223,14 @@ pub fn adaptive_range(o: usize, out: usize, len: usize) -> (usize, usize) {
 }
 
 /// Adaptive average pooling of `planes` planes of `h x w` to `oh x ow`.
-pub fn adaptive_avg_pool2d_forward<T: Float>(planes: usize, h: usize, w: usize, oh: usize, ow: usize, x: &[T]) -> CpuBuf<T> {
+pub fn adaptive_avg_pool2d_forward<T: Float>(
+    planes: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    x: &[T],
+) -> CpuBuf<T> {
     let (ol, il) = (oh * ow, h * w);
     assert_eq!(x.len(), planes * il, "adaptive_avg_pool2d: input length");
     let mut out = CpuBuf::<T>::uninit(planes * ol);
@@ -246,7 +256,14 @@ pub fn adaptive_avg_pool2d_forward<T: Float>(planes: usize, h: usize, w: usize, 
 }
 
 /// The gradient of adaptive average pooling.
-pub fn adaptive_avg_pool2d_backward<T: Float>(planes: usize, h: usize, w: usize, oh: usize, ow: usize, gy: &[T]) -> CpuBuf<T> {
+pub fn adaptive_avg_pool2d_backward<T: Float>(
+    planes: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    gy: &[T],
+) -> CpuBuf<T> {
     let (ol, il) = (oh * ow, h * w);
     assert_eq!(gy.len(), planes * ol, "adaptive_avg_pool2d_backward: gradient length");
     let mut gx = CpuBuf::<T>::zeros(planes * il);
@@ -276,7 +293,17 @@ mod tests {
 
     #[test]
     fn max_pool_takes_the_first_maximum_and_nan() {
-        let g = PoolGeom { planes: 1, h: 2, w: 4, oh: 1, ow: 2, kernel: [2, 2], stride: [2, 2], pad: [0, 0], dilation: [1, 1] };
+        let g = PoolGeom {
+            planes: 1,
+            h: 2,
+            w: 4,
+            oh: 1,
+            ow: 2,
+            kernel: [2, 2],
+            stride: [2, 2],
+            pad: [0, 0],
+            dilation: [1, 1],
+        };
         let x = [1.0, 3.0, 2.0, f64::NAN, 3.0, 0.0, 5.0, 1.0];
         let (v, i) = max_pool2d_forward(&g, &x);
         assert_eq!(v[0], 3.0);

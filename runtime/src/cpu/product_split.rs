@@ -123,12 +123,22 @@ impl<T: 'static + Copy + Send + Sync> RawProduct<T> {
 
     /// The product restricted to output rows `r`.
     fn rows(&self, r: Range<usize>) -> Self {
-        RawProduct { m: r.len(), a: self.a.wrapping_offset(r.start as isize * self.a_rs), out: self.out.wrapping_offset(r.start as isize * self.out_rs), ..*self }
+        RawProduct {
+            m: r.len(),
+            a: self.a.wrapping_offset(r.start as isize * self.a_rs),
+            out: self.out.wrapping_offset(r.start as isize * self.out_rs),
+            ..*self
+        }
     }
 
     /// The product restricted to output columns `c`.
     fn cols(&self, c: Range<usize>) -> Self {
-        RawProduct { n: c.len(), b: self.b.wrapping_offset(c.start as isize * self.b_cs), out: self.out.wrapping_add(c.start), ..*self }
+        RawProduct {
+            n: c.len(),
+            b: self.b.wrapping_offset(c.start as isize * self.b_cs),
+            out: self.out.wrapping_add(c.start),
+            ..*self
+        }
     }
 
     /// One `gemm` call.
@@ -177,16 +187,26 @@ impl<T: 'static + Copy + Send + Sync> RawProduct<T> {
             // SAFETY: the whole product, as the caller guarantees (see above).
             ProductSplit::Single => unsafe { self.call(gemm::Parallelism::None, zero, one) },
             // SAFETY: the whole product, as the caller guarantees (see above).
-            ProductSplit::Gemm => pool().install(|| unsafe { self.call(gemm::Parallelism::Rayon(num_threads()), zero, one) }),
+            ProductSplit::Gemm => {
+                pool().install(|| unsafe { self.call(gemm::Parallelism::Rayon(num_threads()), zero, one) })
+            }
             ProductSplit::Rows(parts) => {
                 let blocks = blocks(self.m, parts);
                 // SAFETY: disjoint row blocks of the product (see above).
-                pool().install(|| blocks.into_par_iter().for_each(|r| unsafe { self.rows(r).call(gemm::Parallelism::None, zero, one) }))
+                pool().install(|| {
+                    blocks
+                        .into_par_iter()
+                        .for_each(|r| unsafe { self.rows(r).call(gemm::Parallelism::None, zero, one) })
+                })
             }
             ProductSplit::Cols(parts) => {
                 let blocks = blocks(self.n, parts);
                 // SAFETY: disjoint column blocks of the product (see above).
-                pool().install(|| blocks.into_par_iter().for_each(|c| unsafe { self.cols(c).call(gemm::Parallelism::None, zero, one) }))
+                pool().install(|| {
+                    blocks
+                        .into_par_iter()
+                        .for_each(|c| unsafe { self.cols(c).call(gemm::Parallelism::None, zero, one) })
+                })
             }
         }
     }
@@ -252,7 +272,18 @@ pub struct ProductShape {
 impl fmt::Display for ProductShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = |b: bool| if b { "ᵀ" } else { "" };
-        write!(f, "{}x{}{} @ {}x{}{} {} on {} threads", self.m, self.k, t(self.a_transposed), self.k, self.n, t(self.b_transposed), self.dtype, self.threads)
+        write!(
+            f,
+            "{}x{}{} @ {}x{}{} {} on {} threads",
+            self.m,
+            self.k,
+            t(self.a_transposed),
+            self.k,
+            self.n,
+            t(self.b_transposed),
+            self.dtype,
+            self.threads
+        )
     }
 }
 
@@ -340,7 +371,13 @@ fn table() -> std::sync::MutexGuard<'static, Option<HashMap<ProductShape, Entry>
 ///
 /// # Safety
 /// As [`RawProduct::call`].
-pub(super) unsafe fn run_product<T: 'static + Copy + Send + Sync>(p: &RawProduct<T>, shape: ProductShape, threshold: usize, zero: T, one: T) {
+pub(super) unsafe fn run_product<T: 'static + Copy + Send + Sync>(
+    p: &RawProduct<T>,
+    shape: ProductShape,
+    threshold: usize,
+    zero: T,
+    one: T,
+) {
     if shape.threads <= 1 || p.work() < TUNE_WORK || !TUNING.with(Cell::get) {
         // SAFETY: the caller's contract.
         return unsafe { p.run(fixed_split(p.m, p.n, p.k, shape.threads, threshold), zero, one) };
@@ -353,7 +390,8 @@ pub(super) unsafe fn run_product<T: 'static + Copy + Send + Sync>(p: &RawProduct
         }
         let entry = table.entry(shape).or_insert_with(|| Entry::measuring(p.m, p.n, shape.threads, REMEASURE_FIRST));
         if let Entry::Chosen { runs_left: 0, kept, .. } = *entry {
-            *entry = Entry::measuring(p.m, p.n, shape.threads, kept.saturating_mul(REMEASURE_GROWTH).min(REMEASURE_MAX));
+            *entry =
+                Entry::measuring(p.m, p.n, shape.threads, kept.saturating_mul(REMEASURE_GROWTH).min(REMEASURE_MAX));
         }
         match entry {
             Entry::Chosen { split, runs_left, .. } => {
@@ -435,9 +473,16 @@ mod tests {
 
     /// Operands of an `m x k @ k x n` product, the lhs and rhs stored transposed or not, each
     /// with a leading dimension 3 wider than needed (a slice of a bigger matrix).
-    fn operands(m: usize, n: usize, k: usize, at: bool, bt: bool) -> (Vec<f32>, Vec<f32>, impl Fn(*const f32, *const f32, *mut f32) -> RawProduct<f32>) {
+    fn operands(
+        m: usize,
+        n: usize,
+        k: usize,
+        at: bool,
+        bt: bool,
+    ) -> (Vec<f32>, Vec<f32>, impl Fn(*const f32, *const f32, *mut f32) -> RawProduct<f32>) {
         let value = |i: usize| ((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * 1.7;
-        let (a, b) = ((0..(m + 3) * (k + 3)).map(value).collect(), (0..(k + 3) * (n + 3)).map(|i| value(i + 5)).collect());
+        let (a, b) =
+            ((0..(m + 3) * (k + 3)).map(value).collect(), (0..(k + 3) * (n + 3)).map(|i| value(i + 5)).collect());
         let (a_rs, a_cs) = if at { (1, m as isize + 3) } else { (k as isize + 3, 1) };
         let (b_rs, b_cs) = if bt { (1, k as isize + 3) } else { (n as isize + 3, 1) };
         (a, b, move |a, b, out| RawProduct { m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, out, out_rs: n as isize })
@@ -445,7 +490,12 @@ mod tests {
 
     #[test]
     fn every_spread_gives_the_bits_of_one_thread() {
-        for (m, n, k, at, bt) in [(128, 96, 70, false, true), (100, 130, 64, true, false), (37, 300, 33, true, true), (256, 20, 128, false, false)] {
+        for (m, n, k, at, bt) in [
+            (128, 96, 70, false, true),
+            (100, 130, 64, true, false),
+            (37, 300, 33, true, true),
+            (256, 20, 128, false, false),
+        ] {
             let (a, b, product) = operands(m, n, k, at, bt);
             let run = |split: ProductSplit| {
                 let mut out = vec![f32::NAN; m * n];
@@ -458,7 +508,12 @@ mod tests {
             let naive = (0..m * n).map(|o| {
                 let (i, j) = (o / n, o % n);
                 let p = product(a.as_ptr(), b.as_ptr(), std::ptr::null_mut());
-                (0..k).map(|q| a[(i as isize * p.a_rs + q as isize * p.a_cs) as usize] as f64 * b[(q as isize * p.b_rs + j as isize * p.b_cs) as usize] as f64).sum::<f64>()
+                (0..k)
+                    .map(|q| {
+                        a[(i as isize * p.a_rs + q as isize * p.a_cs) as usize] as f64
+                            * b[(q as isize * p.b_rs + j as isize * p.b_cs) as usize] as f64
+                    })
+                    .sum::<f64>()
             });
             for (got, want) in one.iter().zip(naive) {
                 assert!((*got as f64 - want).abs() <= 1e-4 * (k as f64), "{got} vs {want}");
@@ -518,7 +573,9 @@ mod tests {
         }
         let again = take_new_tunings();
         assert_eq!((again.len(), again[0].shape), (1, shape));
-        assert!(matches!(table().as_ref().and_then(|t| t.get(&shape)), Some(Entry::Chosen { kept, .. }) if *kept == REMEASURE_FIRST * REMEASURE_GROWTH));
+        assert!(
+            matches!(table().as_ref().and_then(|t| t.get(&shape)), Some(Entry::Chosen { kept, .. }) if *kept == REMEASURE_FIRST * REMEASURE_GROWTH)
+        );
     }
 
     #[test]

@@ -54,7 +54,12 @@ fn add4(v: [__m512; 4]) -> __m512 {
 /// # Safety
 /// `src` valid to read `n` f32; the CPU has AVX-512F.
 #[inline(always)]
-unsafe fn sum_with(src: *const f32, n: usize, next: Option<*const f32>, f: impl Fn(__m512, __mmask16) -> __m512) -> f64 {
+unsafe fn sum_with(
+    src: *const f32,
+    n: usize,
+    next: Option<*const f32>,
+    f: impl Fn(__m512, __mmask16) -> __m512,
+) -> f64 {
     // SAFETY: the CPU has AVX-512F (this function's contract).
     let zero = unsafe { _mm512_setzero_pd() };
     let mut acc = [[zero; 2]; 2];
@@ -195,7 +200,14 @@ unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, n
     while i + 64 <= full {
         // Four calls written out: through `map`'s closure the loop ran 6.1 ns per 16.
         // SAFETY: see "each exp_kept" above.
-        let v = unsafe { [exp_kept(src, c, dst, next, i, all), exp_kept(src, c, dst, next, i + 16, all), exp_kept(src, c, dst, next, i + 32, all), exp_kept(src, c, dst, next, i + 48, all)] };
+        let v = unsafe {
+            [
+                exp_kept(src, c, dst, next, i, all),
+                exp_kept(src, c, dst, next, i + 16, all),
+                exp_kept(src, c, dst, next, i + 32, all),
+                exp_kept(src, c, dst, next, i + 48, all),
+            ]
+        };
         add_wide(&mut acc[0], add4(v));
         i += 64;
     }
@@ -311,7 +323,16 @@ unsafe fn write_row(dst: *mut f32, n: usize, stream: usize, f: impl Fn(usize, __
 /// As [`super::row_reduce::RowNormAffineFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize, stream: usize) {
+unsafe extern "C" fn norm_affine(
+    src: *const f32,
+    m: f32,
+    r: f32,
+    w: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    n: usize,
+    stream: usize,
+) {
     let (mv, rv) = (_mm512_set1_ps(m), _mm512_set1_ps(r));
     let zero = _mm512_setzero_ps();
     // SAFETY: the masked loads read the lanes `k` at i, inside rows the caller made valid for
@@ -337,12 +358,28 @@ unsafe extern "C" fn norm_affine(src: *const f32, m: f32, r: f32, w: *const f32,
 /// As [`super::row_reduce::RowOneHotSubFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn onehot_sub(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize, stream: usize) {
-    let (tv, av, zv, ev, sv) = (_mm512_set1_ps(t), _mm512_set1_ps(a), _mm512_set1_ps(z), _mm512_set1_ps(e), _mm512_set1_ps(s));
+unsafe extern "C" fn onehot_sub(
+    iota: *const f32,
+    t: f32,
+    a: f32,
+    z: f32,
+    k: *const f32,
+    e: f32,
+    s: f32,
+    dst: *mut f32,
+    n: usize,
+    stream: usize,
+) {
+    let (tv, av, zv, ev, sv) =
+        (_mm512_set1_ps(t), _mm512_set1_ps(a), _mm512_set1_ps(z), _mm512_set1_ps(e), _mm512_set1_ps(s));
     // SAFETY: the masked loads read the lanes `m` at i, inside rows valid for n f32.
     unsafe {
         write_row(dst, n, stream, |i, m| {
-            let hot = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_maskz_loadu_ps(m, iota.add(i)), tv), zv, av);
+            let hot = _mm512_mask_blend_ps(
+                _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_maskz_loadu_ps(m, iota.add(i)), tv),
+                zv,
+                av,
+            );
             _mm512_sub_ps(hot, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, k.add(i)), ev), sv))
         })
     }

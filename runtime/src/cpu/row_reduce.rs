@@ -73,7 +73,16 @@ pub type RowCountEqFn = unsafe extern "C" fn(src: *const f32, t: f32, n: usize) 
 /// # Safety
 /// `src`, and `w`, `b` unless null, valid to read `n` f32; `dst` valid to write `n` f32, not
 /// overlapping them unless equal to `src`.
-pub type RowNormAffineFn = unsafe extern "C" fn(src: *const f32, m: f32, r: f32, w: *const f32, b: *const f32, dst: *mut f32, n: usize, stream: usize);
+pub type RowNormAffineFn = unsafe extern "C" fn(
+    src: *const f32,
+    m: f32,
+    r: f32,
+    w: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    n: usize,
+    stream: usize,
+);
 
 /// `dst[i] = (if iota[i] == t { a } else { z }) - (k[i]·e)·s` for `i < n`, each operation
 /// rounded in f32; `stream` as [`RowNormAffineFn`]'s.
@@ -81,7 +90,18 @@ pub type RowNormAffineFn = unsafe extern "C" fn(src: *const f32, m: f32, r: f32,
 /// # Safety
 /// `iota` and `k` valid to read `n` f32; `dst` valid to write `n` f32, not overlapping them
 /// unless equal to one of them.
-pub type RowOneHotSubFn = unsafe extern "C" fn(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize, stream: usize);
+pub type RowOneHotSubFn = unsafe extern "C" fn(
+    iota: *const f32,
+    t: f32,
+    a: f32,
+    z: f32,
+    k: *const f32,
+    e: f32,
+    s: f32,
+    dst: *mut f32,
+    n: usize,
+    stream: usize,
+);
 
 /// The row routines for this CPU.
 #[derive(Clone, Copy)]
@@ -221,7 +241,17 @@ unsafe fn norm_affine_with(src: *const f32, m: f32, r: f32, w: *const f32, b: *c
 /// As [`RowOneHotSubFn`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn onehot_sub_with(iota: *const f32, t: f32, a: f32, z: f32, k: *const f32, e: f32, s: f32, dst: *mut f32, n: usize) {
+unsafe fn onehot_sub_with(
+    iota: *const f32,
+    t: f32,
+    a: f32,
+    z: f32,
+    k: *const f32,
+    e: f32,
+    s: f32,
+    dst: *mut f32,
+    n: usize,
+) {
     for i in 0..n {
         // SAFETY: i < n; each element is read before it is written.
         unsafe {
@@ -392,7 +422,11 @@ mod tests {
                 if let Some(last) = xs.last_mut() {
                     *last = f32::NAN;
                     // SAFETY: as above.
-                    assert!(unsafe { (f.max)(xs.as_ptr(), xs.len()) }.is_nan(), "a NaN in the last of {} elements", xs.len());
+                    assert!(
+                        unsafe { (f.max)(xs.as_ptr(), xs.len()) }.is_nan(),
+                        "a NaN in the last of {} elements",
+                        xs.len()
+                    );
                 }
             }
         }
@@ -412,15 +446,24 @@ mod tests {
             let mut got = vec![f32::NAN; xs.len()];
             // SAFETY: as above.
             let sum = unsafe { (f.exp_sum)(xs.as_ptr(), c, got.as_mut_ptr(), xs.len(), xs.as_ptr()) };
-            assert_eq!(got.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), want.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), "{} elements", xs.len());
+            assert_eq!(
+                got.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+                "{} elements",
+                xs.len()
+            );
             assert!(close(sum, want_sum, want_sum), "{sum} vs {want_sum}");
             // SAFETY: `xs` is readable; a null `dst` is not written.
             let no_keep = unsafe { (f.exp_sum)(xs.as_ptr(), c, std::ptr::null_mut(), xs.len(), std::ptr::null()) };
             assert!(close(no_keep, want_sum, want_sum));
             let mut in_place = xs.clone();
             // SAFETY: in place: src == dst, both `xs.len()` f32.
-            let sum = unsafe { (f.exp_sum)(in_place.as_ptr(), c, in_place.as_mut_ptr(), xs.len(), usize::MAX as *const f32) };
-            assert_eq!(in_place.iter().map(|y| y.to_bits()).collect::<Vec<_>>(), want.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
+            let sum =
+                unsafe { (f.exp_sum)(in_place.as_ptr(), c, in_place.as_mut_ptr(), xs.len(), usize::MAX as *const f32) };
+            assert_eq!(
+                in_place.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|y| y.to_bits()).collect::<Vec<_>>()
+            );
             assert!(close(sum, want_sum, want_sum));
         }
         // NaN and the range's ends, as the slice routine gives them.
@@ -452,10 +495,17 @@ mod tests {
                         .map(|i| {
                             let y = (xs[i] - m) * r;
                             let y = if wp { y * w[i] } else { y };
-                            if bp { y + b[i] } else { y }
+                            if bp {
+                                y + b[i]
+                            } else {
+                                y
+                            }
                         })
                         .collect();
-                    let (wq, bq) = (if wp { w.as_ptr() } else { std::ptr::null() }, if bp { b.as_ptr() } else { std::ptr::null() });
+                    let (wq, bq) = (
+                        if wp { w.as_ptr() } else { std::ptr::null() },
+                        if bp { b.as_ptr() } else { std::ptr::null() },
+                    );
                     // Streamed or not, into a destination 64-byte aligned and not.
                     let mut out = vec![0f32; n + 32];
                     for (stream, off) in streamed_offsets(&out) {
@@ -463,8 +513,15 @@ mod tests {
                         // SAFETY: every row holds n f32; out[off..off + n] is inside out (off < 32)
                         // and disjoint from the sources.
                         unsafe { (f.norm_affine)(xs.as_ptr(), m, r, wq, bq, out.as_mut_ptr().add(off), n, stream) };
-                        assert_eq!(bits(&out[off..off + n]), bits(&want), "norm_affine of {n} elements, w {wp}, b {bp}, stream {stream}, offset {off}");
-                        assert!(out[..off].iter().chain(&out[off + n..]).all(|&y| y == 0.0), "norm_affine wrote outside its row");
+                        assert_eq!(
+                            bits(&out[off..off + n]),
+                            bits(&want),
+                            "norm_affine of {n} elements, w {wp}, b {bp}, stream {stream}, offset {off}"
+                        );
+                        assert!(
+                            out[..off].iter().chain(&out[off + n..]).all(|&y| y == 0.0),
+                            "norm_affine wrote outside its row"
+                        );
                         let mut in_place = xs.clone();
                         // SAFETY: in place: src == dst, n f32.
                         unsafe { (f.norm_affine)(in_place.as_ptr(), m, r, wq, bq, in_place.as_mut_ptr(), n, stream) };
@@ -480,9 +537,29 @@ mod tests {
                         out.fill(0.0);
                         // SAFETY: every row holds n f32; out[off..off + n] is inside out (off < 32)
                         // and disjoint from the sources.
-                        unsafe { (f.onehot_sub)(iota.as_ptr(), t, a, z, xs.as_ptr(), e, s, out.as_mut_ptr().add(off), n, stream) };
-                        assert_eq!(bits(&out[off..off + n]), bits(&want), "onehot_sub of {n} elements, target {t}, stream {stream}, offset {off}");
-                        assert!(out[..off].iter().chain(&out[off + n..]).all(|&y| y == 0.0), "onehot_sub wrote outside its row");
+                        unsafe {
+                            (f.onehot_sub)(
+                                iota.as_ptr(),
+                                t,
+                                a,
+                                z,
+                                xs.as_ptr(),
+                                e,
+                                s,
+                                out.as_mut_ptr().add(off),
+                                n,
+                                stream,
+                            )
+                        };
+                        assert_eq!(
+                            bits(&out[off..off + n]),
+                            bits(&want),
+                            "onehot_sub of {n} elements, target {t}, stream {stream}, offset {off}"
+                        );
+                        assert!(
+                            out[..off].iter().chain(&out[off + n..]).all(|&y| y == 0.0),
+                            "onehot_sub wrote outside its row"
+                        );
                     }
                 }
             }

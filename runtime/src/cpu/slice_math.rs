@@ -56,7 +56,12 @@ fn split_log2e(x: f32) -> (f32, i32) {
 fn exp_reduced(x: f32, n: f32) -> f32 {
     let r = n.mul_add(-LN2_HI, x);
     let r = n.mul_add(-LN2_LO, r);
-    let p = 1.987_569_1e-4f32.mul_add(r, 1.398_199_9e-3).mul_add(r, 8.333_452e-3).mul_add(r, 4.166_579_6e-2).mul_add(r, 1.666_666_5e-1).mul_add(r, 5.000_000_1e-1);
+    let p = 1.987_569_1e-4f32
+        .mul_add(r, 1.398_199_9e-3)
+        .mul_add(r, 8.333_452e-3)
+        .mul_add(r, 4.166_579_6e-2)
+        .mul_add(r, 1.666_666_5e-1)
+        .mul_add(r, 5.000_000_1e-1);
     p.mul_add(r * r, r) + 1.0
 }
 
@@ -91,7 +96,11 @@ pub fn exp_fma(x: f32) -> f32 {
 #[allow(clippy::neg_cmp_op_on_partial_ord)]
 pub fn tanh_fma(x: f32) -> f32 {
     let s = x * x;
-    let p = (-5.704_988_7e-3f32).mul_add(s, 2.063_908_9e-2).mul_add(s, -5.373_971_6e-2).mul_add(s, 1.333_144_2e-1).mul_add(s, -3.333_328_2e-1);
+    let p = (-5.704_988_7e-3f32)
+        .mul_add(s, 2.063_908_9e-2)
+        .mul_add(s, -5.373_971_6e-2)
+        .mul_add(s, 1.333_144_2e-1)
+        .mul_add(s, -3.333_328_2e-1);
     let small = (p * s).mul_add(x, x);
     let a = x.abs();
     // 2|x| ≤ 20: n ≤ 29, one exponent factor.
@@ -205,7 +214,8 @@ slice_fns!(
 pub fn has_fma_variant() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f") || (std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"))
+        std::arch::is_x86_feature_detected!("avx512f")
+            || (std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -302,11 +312,35 @@ mod tests {
 
     #[test]
     fn fma_forms_special_values_are_the_eager_ones() {
-        let specials = [0.0f32, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, 1e-40, -1e-40, f32::MAX, -f32::MAX, 89.0, -89.0, -110.0, 0.625, -0.625];
-        for (op, f) in [(UnaryOp::Exp, exp_fma as fn(f32) -> f32), (UnaryOp::Tanh, tanh_fma), (UnaryOp::Sigmoid, sigmoid_fma), (UnaryOp::Silu, silu_fma), (UnaryOp::GeluTanh, gelu_tanh_fma)] {
+        let specials = [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            1e-40,
+            -1e-40,
+            f32::MAX,
+            -f32::MAX,
+            89.0,
+            -89.0,
+            -110.0,
+            0.625,
+            -0.625,
+        ];
+        for (op, f) in [
+            (UnaryOp::Exp, exp_fma as fn(f32) -> f32),
+            (UnaryOp::Tanh, tanh_fma),
+            (UnaryOp::Sigmoid, sigmoid_fma),
+            (UnaryOp::Silu, silu_fma),
+            (UnaryOp::GeluTanh, gelu_tanh_fma),
+        ] {
             for x in specials {
                 let (g, w) = (f(x), op.eval(x));
-                let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()) || (x.is_finite() && x.abs() > 1e-30 && (g - w).abs() <= 4.0 * f32::EPSILON * w.abs());
+                let same = g.to_bits() == w.to_bits()
+                    || (g.is_nan() && w.is_nan())
+                    || (x.is_finite() && x.abs() > 1e-30 && (g - w).abs() <= 4.0 * f32::EPSILON * w.abs());
                 assert!(same, "{op:?}({x:e}) = {g:e}, eager {w:e}");
             }
         }
@@ -321,7 +355,18 @@ mod tests {
             .chain((0..20_000).map(|i| -105.0 + i as f32 * 1e-4))
             .chain((0..20_000).map(|i| 87.5 + i as f32 * 1e-4))
             .chain((0..20_000).map(|i| -89.5 + i as f32 * 1e-4))
-            .chain([f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 1e-40, -1e-40, f32::MAX, -f32::MAX])
+            .chain([
+                f32::NAN,
+                -f32::NAN,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                -0.0,
+                0.0,
+                1e-40,
+                -1e-40,
+                f32::MAX,
+                -f32::MAX,
+            ])
             .collect();
         for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Silu, UnaryOp::GeluTanh] {
             let g = slice_fn(op).expect("has a slice routine");

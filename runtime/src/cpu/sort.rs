@@ -52,7 +52,14 @@ pub fn sort<T: Element>(src: &[T], layout: &Layout, dim: usize, descending: bool
 /// buffers of `layout`'s shape with `dim` of size `k` (`k <= size`). When `sorted`, they come in
 /// order (largest first for `largest`); otherwise in an unspecified but deterministic order.
 /// Ties go to the earlier position; NaN counts as the largest value.
-pub fn topk<T: Element>(src: &[T], layout: &Layout, dim: usize, k: usize, largest: bool, sorted: bool) -> (CpuBuf<T>, CpuBuf<i64>) {
+pub fn topk<T: Element>(
+    src: &[T],
+    layout: &Layout,
+    dim: usize,
+    k: usize,
+    largest: bool,
+    sorted: bool,
+) -> (CpuBuf<T>, CpuBuf<i64>) {
     assert!(k <= layout.shape()[dim], "topk: k is larger than the dim");
     select_rows(src, layout, dim, k, largest, |keys| {
         if k < keys.len() {
@@ -91,7 +98,9 @@ fn select_rows<T: Element>(
     let out_strides = contiguous_strides(&out_shape);
     let os = out_strides[dim];
     // The rows: every dim but `dim`, in the input and in the output.
-    let drop_dim = |v: &[usize]| -> SmallVec<[usize; 6]> { v.iter().enumerate().filter(|&(d, _)| d != dim).map(|(_, &x)| x).collect() };
+    let drop_dim = |v: &[usize]| -> SmallVec<[usize; 6]> {
+        v.iter().enumerate().filter(|&(d, _)| d != dim).map(|(_, &x)| x).collect()
+    };
     let row_shape = drop_dim(layout.shape());
     let rows = collapse(&row_shape, [&drop_dim(layout.strides())[..], &drop_dim(&out_strides)[..]]);
     let flip = if descending { u64::MAX } else { 0 };

@@ -27,7 +27,8 @@ pub fn exp_f32(x: f32) -> f32 {
     let n = (xc * LOG2E).round();
     let r = xc - n * LN2_HI - n * LN2_LO;
     let r2 = r * r;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
         + 5e-1;
     let e = p * r2 + r + 1.0;
     // 2^n as two factors so that n in [-150, 128] never leaves the exponent range.
@@ -54,11 +55,9 @@ pub fn exp_f32(x: f32) -> f32 {
 pub fn tanh_f32(x: f32) -> f32 {
     let a = x.abs();
     let s = x * x;
-    let small = ((((-5.704_988_7e-3 * s + 2.063_909e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s
-        - 3.333_328e-1)
-        * s
-        * x
-        + x;
+    let small =
+        ((((-5.704_988_7e-3 * s + 2.063_909e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s - 3.333_328e-1) * s * x
+            + x;
     let large = 1.0 - 2.0 / (exp_f32(2.0 * a.min(10.0)) + 1.0);
     let large = if x < 0.0 { -large } else { large };
     if a < 0.625 || x.is_nan() {

@@ -118,7 +118,9 @@ fn handle(op: &'static str, ordinal: usize) -> Result<&'static Mutex<CudaBlas>> 
         return Ok(h);
     }
     dev.bind(op)?;
-    let blas = CudaBlas::new(dev.stream().clone()).map_err(|e| CudaError::new(op, CudaErrorKind::Driver, format!("creating the cuBLAS handle of cuda:{ordinal} failed: {e}")))?;
+    let blas = CudaBlas::new(dev.stream().clone()).map_err(|e| {
+        CudaError::new(op, CudaErrorKind::Driver, format!("creating the cuBLAS handle of cuda:{ordinal} failed: {e}"))
+    })?;
     // Kept for the life of the process, as the device itself.
     let h: &'static Mutex<CudaBlas> = Box::leak(Box::new(Mutex::new(blas)));
     slots[ordinal] = Some(h);
@@ -142,18 +144,31 @@ fn types(dtype: DType) -> Option<(sys::cudaDataType, sys::cublasComputeType_t)> 
 
 /// A size as cuBLAS's `int`, or an error naming it.
 fn int(op: &'static str, what: &str, v: usize) -> Result<i32> {
-    i32::try_from(v).map_err(|_| CudaError::new(op, CudaErrorKind::Unsupported, format!("{what} = {v} does not fit cuBLAS's 32-bit int")))
+    i32::try_from(v).map_err(|_| {
+        CudaError::new(op, CudaErrorKind::Unsupported, format!("{what} = {v} does not fit cuBLAS's 32-bit int"))
+    })
 }
 
 /// An error unless `x`'s matrices (`rows x cols`, `batch` of them) lie inside its buffer.
-fn check_extent(op: &'static str, name: &str, x: &GemmOperand<'_>, rows: usize, cols: usize, batch: usize, elem: usize) -> Result<()> {
+fn check_extent(
+    op: &'static str,
+    name: &str,
+    x: &GemmOperand<'_>,
+    rows: usize,
+    cols: usize,
+    batch: usize,
+    elem: usize,
+) -> Result<()> {
     let (r, c) = if x.layout.transposed { (cols, rows) } else { (rows, cols) };
     let last = x.offset + (batch - 1) * x.batch_stride + (r - 1) * x.layout.ld + (c - 1);
     if (last + 1) * elem > x.buf.len_bytes() {
         return Err(CudaError::new(
             op,
             CudaErrorKind::InvalidArgument,
-            format!("{name}: {batch} matrices of {rows}x{cols} ({x:?}) reach element {last}, past the buffer's {} bytes", x.buf.len_bytes()),
+            format!(
+                "{name}: {batch} matrices of {rows}x{cols} ({x:?}) reach element {last}, past the buffer's {} bytes",
+                x.buf.len_bytes()
+            ),
         ));
     }
     Ok(())
@@ -163,27 +178,56 @@ fn check_extent(op: &'static str, name: &str, x: &GemmOperand<'_>, rows: usize, 
 /// the contiguous `batch x m x n` buffer `out`, queued on the device's stream. Every size must
 /// be non-zero. Errors: no cuBLAS, no device, an unsupported dtype, operands on another device
 /// or outside their buffers, sizes over 2^31 - 1, or cuBLAS's own status.
-pub fn gemm(op: &'static str, dtype: DType, shape: GemmShape, a: GemmOperand<'_>, b: GemmOperand<'_>, out: &mut CudaBuffer) -> Result<()> {
+pub fn gemm(
+    op: &'static str,
+    dtype: DType,
+    shape: GemmShape,
+    a: GemmOperand<'_>,
+    b: GemmOperand<'_>,
+    out: &mut CudaBuffer,
+) -> Result<()> {
     let GemmShape { batch, m, k, n } = shape;
     let Some((data_type, compute)) = types(dtype) else {
-        return Err(CudaError::new(op, CudaErrorKind::Unsupported, format!("cuBLAS products take float32, float64, float16 and bfloat16, not {dtype}")));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::Unsupported,
+            format!("cuBLAS products take float32, float64, float16 and bfloat16, not {dtype}"),
+        ));
     };
     if batch == 0 || m == 0 || k == 0 || n == 0 {
-        return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("empty product {shape:?}: nothing for cuBLAS to do")));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::InvalidArgument,
+            format!("empty product {shape:?}: nothing for cuBLAS to do"),
+        ));
     }
     let ordinal = out.ordinal();
     if a.buf.ordinal() != ordinal || b.buf.ordinal() != ordinal {
-        return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("operands on cuda:{} and cuda:{}, output on cuda:{ordinal}", a.buf.ordinal(), b.buf.ordinal())));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::InvalidArgument,
+            format!("operands on cuda:{} and cuda:{}, output on cuda:{ordinal}", a.buf.ordinal(), b.buf.ordinal()),
+        ));
     }
     let elem = dtype.size_in_bytes();
     check_extent(op, "lhs", &a, m, k, batch, elem)?;
     check_extent(op, "rhs", &b, k, n, batch, elem)?;
     if batch * m * n * elem > out.len_bytes() {
-        return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("output of {batch}x{m}x{n} does not fit {} bytes", out.len_bytes())));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::InvalidArgument,
+            format!("output of {batch}x{m}x{n} does not fit {} bytes", out.len_bytes()),
+        ));
     }
     let (mi, ki, ni, bi) = (int(op, "m", m)?, int(op, "k", k)?, int(op, "n", n)?, int(op, "batch", batch)?);
     let (lda, ldb) = (int(op, "lhs leading dimension", a.layout.ld)?, int(op, "rhs leading dimension", b.layout.ld)?);
-    let flag = |l: MatrixLayout| if l.transposed { sys::cublasOperation_t::CUBLAS_OP_T } else { sys::cublasOperation_t::CUBLAS_OP_N };
+    let flag = |l: MatrixLayout| {
+        if l.transposed {
+            sys::cublasOperation_t::CUBLAS_OP_T
+        } else {
+            sys::cublasOperation_t::CUBLAS_OP_N
+        }
+    };
     let ptr = |x: &GemmOperand<'_>| (x.buf.device_ptr() as usize + x.offset * elem) as *const std::ffi::c_void;
     let (one64, zero64, one32, zero32) = (1.0f64, 0.0f64, 1.0f32, 0.0f32);
     let (alpha, beta) = if dtype == DType::F64 {
@@ -229,7 +273,13 @@ pub fn gemm(op: &'static str, dtype: DType, shape: GemmShape, a: GemmOperand<'_>
             sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
         )
     };
-    status.map_err(|e| CudaError::new(op, CudaErrorKind::Launch, format!("cublasGemmStridedBatchedEx ({dtype}, {shape:?}) failed: {e}")))?;
+    status.map_err(|e| {
+        CudaError::new(
+            op,
+            CudaErrorKind::Launch,
+            format!("cublasGemmStridedBatchedEx ({dtype}, {shape:?}) failed: {e}"),
+        )
+    })?;
     if super::kernel::launch_blocking() {
         out.device().synchronize().map_err(|e| e.in_op(op))?;
     }

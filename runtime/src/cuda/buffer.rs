@@ -74,7 +74,11 @@ impl CudaBuffer {
         let op = "CudaBuffer::copy_from_slice";
         let bytes = std::mem::size_of_val(data);
         if bytes > self.len {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{bytes} bytes do not fit a buffer of {} bytes", self.len)));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("{bytes} bytes do not fit a buffer of {} bytes", self.len),
+            ));
         }
         if bytes == 0 {
             return Ok(());
@@ -89,7 +93,8 @@ impl CudaBuffer {
             // SAFETY: the destination range lies inside this buffer. A pageable source is staged
             // before the call returns; a pinned one stays allocated (and out of reuse) until the
             // event `record_copies` queues after this copy has completed.
-            unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, stream) }.map_err(|e| CudaError::driver(op, "host-to-device copy", e))
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, stream) }
+                .map_err(|e| CudaError::driver(op, "host-to-device copy", e))
         })
     }
 
@@ -98,7 +103,11 @@ impl CudaBuffer {
         let op = "CudaBuffer::to_vec";
         let size = std::mem::size_of::<T>();
         if !self.len.is_multiple_of(size) {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{} bytes are not a whole number of {size}-byte elements", self.len)));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("{} bytes are not a whole number of {size}-byte elements", self.len),
+            ));
         }
         let mut out = vec![T::default(); self.len / size];
         if out.is_empty() {
@@ -131,7 +140,11 @@ impl CudaBuffer {
         let op = "CudaBuffer::copy_to_pinned";
         let bytes = std::mem::size_of_val(dst);
         if bytes != self.len {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("a buffer of {} bytes copied into {bytes} bytes", self.len)));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("a buffer of {} bytes copied into {bytes} bytes", self.len),
+            ));
         }
         self.dev.bind(op)?;
         if bytes > 0 {
@@ -152,10 +165,18 @@ impl CudaBuffer {
     pub fn copy_from_buffer(&mut self, src: &CudaBuffer) -> Result<()> {
         let op = "CudaBuffer::copy_from_buffer";
         if src.dev.ordinal() != self.dev.ordinal() {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("source on cuda:{}, destination on cuda:{}", src.dev.ordinal(), self.dev.ordinal())));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("source on cuda:{}, destination on cuda:{}", src.dev.ordinal(), self.dev.ordinal()),
+            ));
         }
         if src.len > self.len {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{} bytes do not fit a buffer of {} bytes", src.len, self.len)));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("{} bytes do not fit a buffer of {} bytes", src.len, self.len),
+            ));
         }
         self.dev.bind(op)?;
         // SAFETY: both ranges lie inside their buffers; distinct buffers never overlap.

@@ -85,7 +85,9 @@ pub fn clear_memory_cache() {
 /// True when `KILN_DEBUG` (a comma-separated list) contains `kernels`.
 pub fn debug_kernels() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("KILN_DEBUG").map(|v| v.split(',').any(|s| s.trim() == "kernels")).unwrap_or(false))
+    *ON.get_or_init(|| {
+        std::env::var("KILN_DEBUG").map(|v| v.split(',').any(|s| s.trim() == "kernels")).unwrap_or(false)
+    })
 }
 
 /// The folder of the disk cache, or `None` when no home or cache folder is known.
@@ -132,7 +134,14 @@ pub fn compile(source: &str, kernel_name: &str, arch: u32) -> Result<Arc<Compile
     let compiled = match dir.as_ref().and_then(|d| read_disk(d, &key, source)) {
         Some(cubin) => {
             DISK_HITS.fetch_add(1, Ordering::Relaxed);
-            Compiled { kernel_name: kernel_name.into(), arch, cubin, ptx: String::new(), key: key.clone(), origin: Origin::Disk }
+            Compiled {
+                kernel_name: kernel_name.into(),
+                arch,
+                cubin,
+                ptx: String::new(),
+                key: key.clone(),
+                origin: Origin::Disk,
+            }
         }
         None => {
             let (cubin, ptx) = nvrtc_compile(source, kernel_name, arch)?;
@@ -178,8 +187,11 @@ fn write_disk(dir: &std::path::Path, key: &str, source: &str, cubin: &[u8]) {
 fn nvrtc_compile(source: &str, kernel_name: &str, arch: u32) -> Result<(Vec<u8>, String)> {
     use cudarc::nvrtc::{result, sys};
     let op = "cuda_compile";
-    let fail = |what: &str, e: cudarc::nvrtc::result::NvrtcError| CudaError::new(op, CudaErrorKind::Compile, format!("{kernel_name}: {what}: {e:?}"));
-    let src = CString::new(source).map_err(|_| CudaError::new(op, CudaErrorKind::InvalidArgument, "the source contains a NUL byte"))?;
+    let fail = |what: &str, e: cudarc::nvrtc::result::NvrtcError| {
+        CudaError::new(op, CudaErrorKind::Compile, format!("{kernel_name}: {what}: {e:?}"))
+    };
+    let src = CString::new(source)
+        .map_err(|_| CudaError::new(op, CudaErrorKind::InvalidArgument, "the source contains a NUL byte"))?;
     let name = CString::new(format!("{kernel_name}.cu")).unwrap_or_default();
     let prog = result::create_program(&src, Some(&name)).map_err(|e| fail("nvrtcCreateProgram", e))?;
     let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
@@ -194,7 +206,10 @@ fn nvrtc_compile(source: &str, kernel_name: &str, arch: u32) -> Result<(Vec<u8>,
                 Err(CudaError::new(
                     op,
                     CudaErrorKind::Compile,
-                    format!("NVRTC failed to compile {kernel_name} for sm_{arch} ({e:?}):\n{log}\n--- source ---\n{}", numbered(source)),
+                    format!(
+                        "NVRTC failed to compile {kernel_name} for sm_{arch} ({e:?}):\n{log}\n--- source ---\n{}",
+                        numbered(source)
+                    ),
                 ))
             }
             Ok(()) => {
@@ -206,7 +221,9 @@ fn nvrtc_compile(source: &str, kernel_name: &str, arch: u32) -> Result<(Vec<u8>,
                         match sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut std::ffi::c_char).result() {
                             Err(e) => Err(fail("nvrtcGetCUBIN", e)),
                             // Compiling for a real arch may leave no PTX behind: that is fine.
-                            Ok(()) => Ok((cubin, result::get_ptx(prog).map(|p| c_chars_to_string(&p)).unwrap_or_default())),
+                            Ok(()) => {
+                                Ok((cubin, result::get_ptx(prog).map(|p| c_chars_to_string(&p)).unwrap_or_default()))
+                            }
                         }
                     }
                 }
@@ -217,7 +234,11 @@ fn nvrtc_compile(source: &str, kernel_name: &str, arch: u32) -> Result<(Vec<u8>,
     };
     let (cubin, ptx) = out?;
     if cubin.is_empty() {
-        return Err(CudaError::new(op, CudaErrorKind::Compile, format!("NVRTC produced no CUBIN for {kernel_name} (sm_{arch})")));
+        return Err(CudaError::new(
+            op,
+            CudaErrorKind::Compile,
+            format!("NVRTC produced no CUBIN for {kernel_name} (sm_{arch})"),
+        ));
     }
     Ok((cubin, ptx))
 }

@@ -110,11 +110,18 @@ impl CudaDevice {
     fn open(ordinal: usize) -> Result<CudaDevice> {
         let op = "cuda_device";
         let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
-            .map_err(|_| CudaError::new(op, CudaErrorKind::NoDevice, format!("cuda:{ordinal}: the driver library could not be used")))?
+            .map_err(|_| {
+                CudaError::new(
+                    op,
+                    CudaErrorKind::NoDevice,
+                    format!("cuda:{ordinal}: the driver library could not be used"),
+                )
+            })?
             .map_err(|e| CudaError::driver(op, &format!("creating the context of cuda:{ordinal}"), e))?;
         let stream = ctx.new_stream().map_err(|e| CudaError::driver(op, "creating a stream", e))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown".into());
-        let (major, minor) = ctx.compute_capability().map_err(|e| CudaError::driver(op, "reading the compute capability", e))?;
+        let (major, minor) =
+            ctx.compute_capability().map_err(|e| CudaError::driver(op, "reading the compute capability", e))?;
         let sm_count = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|e| CudaError::driver(op, "reading the SM count", e))?;

@@ -88,7 +88,16 @@ impl CudaKernel {
         let op = "cuda_load_kernel";
         let dev = device(op, ordinal)?;
         if compiled.arch != dev.arch() {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{} was compiled for sm_{}, cuda:{ordinal} is sm_{}", compiled.kernel_name, compiled.arch, dev.arch())));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!(
+                    "{} was compiled for sm_{}, cuda:{ordinal} is sm_{}",
+                    compiled.kernel_name,
+                    compiled.arch,
+                    dev.arch()
+                ),
+            ));
         }
         let cached = dev.functions.lock().unwrap_or_else(|e| e.into_inner()).get(&compiled.key).cloned();
         let func = match cached {
@@ -99,7 +108,9 @@ impl CudaKernel {
                     .context()
                     .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
                     .map_err(|e| CudaError::driver(op, &format!("loading {}", compiled.kernel_name), e))?;
-                let f = module.load_function(&compiled.kernel_name).map_err(|e| CudaError::driver(op, &format!("finding {}", compiled.kernel_name), e))?;
+                let f = module
+                    .load_function(&compiled.kernel_name)
+                    .map_err(|e| CudaError::driver(op, &format!("finding {}", compiled.kernel_name), e))?;
                 dev.functions.lock().unwrap_or_else(|e| e.into_inner()).insert(compiled.key.clone(), f.clone());
                 f
             }
@@ -128,7 +139,17 @@ impl CudaKernel {
     pub fn launch(&self, dims: LaunchDims, args: &mut [KernelArg<'_>]) -> Result<()> {
         let op = "cuda_launch";
         if args.len() != self.params.len() {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{} takes {} arguments ({:?}), {} given", self.name, self.params.len(), self.params, args.len())));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!(
+                    "{} takes {} arguments ({:?}), {} given",
+                    self.name,
+                    self.params.len(),
+                    self.params,
+                    args.len()
+                ),
+            ));
         }
         let mut words = Vec::with_capacity(args.len());
         for (i, (arg, param)) in args.iter().zip(&self.params).enumerate() {
@@ -142,7 +163,11 @@ impl CudaKernel {
                         KernelArg::Out(_) => "Out",
                         KernelArg::U64(_) => "U64",
                     };
-                    return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: argument {i} is {kind}, the kernel's parameter is {p:?}", self.name)));
+                    return Err(CudaError::new(
+                        op,
+                        CudaErrorKind::InvalidArgument,
+                        format!("{}: argument {i} is {kind}, the kernel's parameter is {p:?}", self.name),
+                    ));
                 }
             };
             words.push(word);
@@ -158,7 +183,12 @@ impl CudaKernel {
             return Err(CudaError::new(
                 "cuda_launch",
                 CudaErrorKind::InvalidArgument,
-                format!("{}: argument {i} is on cuda:{}, the kernel on cuda:{}", self.name, b.ordinal(), self.dev.ordinal()),
+                format!(
+                    "{}: argument {i} is on cuda:{}, the kernel on cuda:{}",
+                    self.name,
+                    b.ordinal(),
+                    self.dev.ordinal()
+                ),
             ));
         }
         Ok(b.device_ptr())
@@ -173,7 +203,11 @@ impl CudaKernel {
     pub unsafe fn launch_raw(&self, dims: LaunchDims, words: &[u64]) -> Result<()> {
         let op = "cuda_launch";
         if dims.grid == 0 || dims.block == 0 {
-            return Err(CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{}: empty launch (grid {}, block {})", self.name, dims.grid, dims.block)));
+            return Err(CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("{}: empty launch (grid {}, block {})", self.name, dims.grid, dims.block),
+            ));
         }
         self.dev.bind(op)?;
         let stream = self.dev.stream();
@@ -181,14 +215,32 @@ impl CudaKernel {
         for w in words {
             builder.arg(w);
         }
-        let cfg = LaunchConfig { grid_dim: (dims.grid, 1, 1), block_dim: (dims.block, 1, 1), shared_mem_bytes: dims.shared_bytes };
+        let cfg = LaunchConfig {
+            grid_dim: (dims.grid, 1, 1),
+            block_dim: (dims.block, 1, 1),
+            shared_mem_bytes: dims.shared_bytes,
+        };
         // SAFETY: the caller guarantees the words match the kernel's parameters and that every
         // address stays valid device memory while the kernel runs (this function's contract).
-        unsafe { builder.launch(cfg) }
-            .map_err(|e| CudaError::new(op, CudaErrorKind::Launch, format!("launching {} on cuda:{}: {}", self.name, self.dev.ordinal(), driver_message(e))))?;
+        unsafe { builder.launch(cfg) }.map_err(|e| {
+            CudaError::new(
+                op,
+                CudaErrorKind::Launch,
+                format!("launching {} on cuda:{}: {}", self.name, self.dev.ordinal(), driver_message(e)),
+            )
+        })?;
         if launch_blocking() {
             stream.synchronize().map_err(|e| {
-                CudaError::new(op, CudaErrorKind::Launch, format!("{} on cuda:{} failed: {} (seen at once because KILN_CUDA_SYNC=1)", self.name, self.dev.ordinal(), driver_message(e)))
+                CudaError::new(
+                    op,
+                    CudaErrorKind::Launch,
+                    format!(
+                        "{} on cuda:{} failed: {} (seen at once because KILN_CUDA_SYNC=1)",
+                        self.name,
+                        self.dev.ordinal(),
+                        driver_message(e)
+                    ),
+                )
             })?;
         }
         Ok(())

@@ -28,10 +28,13 @@ pub mod nvrtc;
 pub mod pinned;
 pub mod storage;
 
-pub use alloc::{empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats, CudaMemoryStats};
+pub use alloc::{
+    empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats, reset_peak_memory_stats,
+    CudaMemoryStats,
+};
 pub use blas::{allow_tf32, cublas_available, gemm, set_allow_tf32, GemmOperand, GemmShape, MatrixLayout};
 pub use buffer::{CudaBuffer, DeviceElement};
-pub use compile::{compile, compile_stats, Compiled, CompileStats, Origin};
+pub use compile::{compile, compile_stats, CompileStats, Compiled, Origin};
 pub use context::{device, device_count, is_available, no_device, synchronize, CudaDevice};
 pub use error::{CudaError, CudaErrorKind, Result};
 pub use kernel::{launch_blocking, set_launch_blocking, CudaKernel, KernelArg, LaunchDims, Param};

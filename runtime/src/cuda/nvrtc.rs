@@ -95,7 +95,9 @@ fn load() -> std::result::Result<NvrtcInfo, String> {
     match version {
         Ok(Ok(v)) => Ok(NvrtcInfo { version: v, path }),
         Ok(Err(e)) => Err(format!("nvrtcVersion failed: {e:?}")),
-        Err(_) => Err("a libnvrtc was found but cudarc could not open it by name (is its SONAME libnvrtc.so.12/13?)".into()),
+        Err(_) => {
+            Err("a libnvrtc was found but cudarc could not open it by name (is its SONAME libnvrtc.so.12/13?)".into())
+        }
     }
 }
 
@@ -135,7 +137,9 @@ fn candidate_dirs() -> Vec<PathBuf> {
         }
     }
     let script = "import site,sys\ntry:\n    print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]+sys.path))\nexcept Exception:\n    print('\\n'.join(sys.path))";
-    if let Ok(out) = std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output() {
+    if let Ok(out) =
+        std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output()
+    {
         site.extend(String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from));
     }
     let mut dirs = Vec::new();

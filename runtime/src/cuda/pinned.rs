@@ -96,8 +96,15 @@ pub(crate) fn allocate(op: &'static str, bytes: usize) -> Result<(NonNull<u8>, u
     // SAFETY: a plain host allocation on the bound context, owned by the block from here on;
     // its bytes are zeroed before anything reads them.
     let raw = unsafe { cudarc::driver::result::malloc_host(class, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE) }
-        .map_err(|e| CudaError::new(op, CudaErrorKind::OutOfMemory, format!("could not allocate {bytes} bytes of pinned host memory: {}", super::error::driver_message(e))))?;
-    let ptr = NonNull::new(raw.cast::<u8>()).ok_or_else(|| CudaError::new(op, CudaErrorKind::Driver, "cuMemHostAlloc returned null"))?;
+        .map_err(|e| {
+            CudaError::new(
+                op,
+                CudaErrorKind::OutOfMemory,
+                format!("could not allocate {bytes} bytes of pinned host memory: {}", super::error::driver_message(e)),
+            )
+        })?;
+    let ptr = NonNull::new(raw.cast::<u8>())
+        .ok_or_else(|| CudaError::new(op, CudaErrorKind::Driver, "cuMemHostAlloc returned null"))?;
     // SAFETY: the block has `class` bytes and nothing else refers to it yet.
     unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, class) };
     with_cache(|c| c.live.insert(ptr.as_ptr() as usize, Block { class, copies: Vec::new() }));
@@ -125,12 +132,18 @@ fn block_of<'c>(c: &'c mut PinnedCache, data: &[u8]) -> Option<&'c mut Block> {
 /// Runs `copy` (which queues a copy reading `data` on `dev`'s stream) and, when `data` lies in
 /// a pinned block, records an event after it so the block is not reused before the copy ran.
 /// (The caller borrows `data`, so its block stays live until this returns.)
-pub(crate) fn record_copies(op: &'static str, dev: &CudaDevice, data: &[u8], copy: impl FnOnce() -> Result<()>) -> Result<()> {
+pub(crate) fn record_copies(
+    op: &'static str,
+    dev: &CudaDevice,
+    data: &[u8],
+    copy: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     with_cache(|c| {
         copy()?;
         let Some(block) = block_of(c, data) else { return Ok(()) };
         block.settle();
-        let event = dev.stream().record_event(None).map_err(|e| CudaError::driver(op, "recording the copy's event", e))?;
+        let event =
+            dev.stream().record_event(None).map_err(|e| CudaError::driver(op, "recording the copy's event", e))?;
         block.copies.push(Box::new(event));
         Ok(())
     })

@@ -11,13 +11,34 @@ use crate::storage::{CpuStorage, StorageElement};
 macro_rules! match_bits {
     ($dtype:expr, |$T:ident| $body:expr) => {
         match $dtype {
-            DType::F32 => { type $T = f32; $body }
-            DType::F64 => { type $T = f64; $body }
-            DType::F16 => { type $T = half::f16; $body }
-            DType::BF16 => { type $T = half::bf16; $body }
-            DType::I64 => { type $T = i64; $body }
-            DType::I32 => { type $T = i32; $body }
-            DType::U8 => { type $T = u8; $body }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
             DType::Bool => unreachable!("bools are read back as bytes"),
         }
     };
@@ -56,7 +77,9 @@ impl CudaStorage {
     /// A host copy of every element (waits for the device's queued work).
     pub fn to_cpu(&self, op: &'static str) -> Result<CpuStorage> {
         let out = if self.dtype == DType::Bool {
-            self.buf.to_vec::<u8>().map(|v| bool::wrap(CpuBuf::from_slice(&v.iter().map(|&b| b != 0).collect::<Vec<bool>>())))
+            self.buf
+                .to_vec::<u8>()
+                .map(|v| bool::wrap(CpuBuf::from_slice(&v.iter().map(|&b| b != 0).collect::<Vec<bool>>())))
         } else {
             match_bits!(self.dtype, |T| self.buf.to_vec::<T>().map(|v| T::wrap(CpuBuf::from_slice(&v))))
         };

@@ -127,7 +127,13 @@ impl BinaryOp {
             // A negative integer exponent gives 1/a^|b| truncated: ±1 for a = ±1, else 0.
             Pow if b < 0 => match a {
                 1 => 1,
-                -1 => if b % 2 == 0 { 1 } else { -1 },
+                -1 => {
+                    if b % 2 == 0 {
+                        1
+                    } else {
+                        -1
+                    }
+                }
                 _ => 0,
             },
             Pow => a.wrapping_pow(b.min(u32::MAX as i64) as u32),
@@ -180,4 +186,3 @@ impl BinaryOp {
         }
     }
 }
-

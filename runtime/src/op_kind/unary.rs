@@ -165,7 +165,8 @@ impl UnaryOp {
             Sign => x.signum(),
             Square => x.wrapping_mul(x),
             BitNot => !x,
-            Exp | Exp2 | Log | Log2 | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Asinh | Acosh | Atanh | Sigmoid | Gelu | GeluTanh | Silu | Softplus | Erf | Reciprocal => {
+            Exp | Exp2 | Log | Log2 | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan
+            | Sinh | Cosh | Asinh | Acosh | Atanh | Sigmoid | Gelu | GeluTanh | Silu | Softplus | Erf | Reciprocal => {
                 unreachable!("{} is not an integer op", self.name())
             }
         }

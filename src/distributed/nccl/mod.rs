@@ -57,7 +57,14 @@ impl Transport for NcclTransport {
         Device::Cuda(self.comm().ordinal())
     }
 
-    unsafe fn start(&mut self, call: Call, wire: Wire, send: *const c_void, recv: *mut c_void, count: usize) -> Result<Request> {
+    unsafe fn start(
+        &mut self,
+        call: Call,
+        wire: Wire,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+    ) -> Result<Request> {
         const OP: &str = "distributed (NCCL)";
         let l = ops::launch(call, wire, self.rank(), send as u64, recv as u64, count, self.scratch.device_ptr());
         let comm = self.comm();

@@ -67,7 +67,10 @@ mod tests {
         let other = launch(Call::Broadcast { root: 1 }, Wire::F32, 0, 0, recv, 4, scratch);
         assert_eq!(other, Launch { call: Collective::Broadcast { root: 1 }, send: recv, recv, count: 4 });
         let barrier = launch(Call::Barrier, Wire::U8, 0, 0, 0, 0, scratch);
-        assert_eq!(barrier, Launch { call: Collective::AllReduce(NcclReduce::Max), send: scratch, recv: scratch, count: 1 });
+        assert_eq!(
+            barrier,
+            Launch { call: Collective::AllReduce(NcclReduce::Max), send: scratch, recv: scratch, count: 1 }
+        );
         let rs = launch(Call::ReduceScatter(ReduceOp::Sum), Wire::Bool, 0, send, recv, 3, scratch);
         assert_eq!(rs, Launch { call: Collective::ReduceScatter(NcclReduce::Max), send, recv, count: 3 });
         let ag = launch(Call::AllGather, Wire::I32, 0, send, recv, 3, scratch);

@@ -28,7 +28,11 @@ pub(super) fn check_available() -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(Error::new(OP, ErrorKind::Device, format!("the NCCL backend cannot start on this machine: {}", missing.join("; "))))
+    Err(Error::new(
+        OP,
+        ErrorKind::Device,
+        format!("the NCCL backend cannot start on this machine: {}", missing.join("; ")),
+    ))
 }
 
 /// The variables that give a process's rank on its machine, in order of preference:
@@ -46,7 +50,11 @@ pub(super) fn local_device(var: impl Fn(&str) -> Option<String>, rank: usize, de
         return Err(Error::new(OP, ErrorKind::Value, format!("{name}={value:?} is not a non-negative integer")));
     };
     if local >= devices {
-        return Err(Error::new(OP, ErrorKind::Device, format!("{name}={local}, but this machine has {devices} CUDA device(s): start one process per GPU")));
+        return Err(Error::new(
+            OP,
+            ErrorKind::Device,
+            format!("{name}={local}, but this machine has {devices} CUDA device(s): start one process per GPU"),
+        ));
     }
     Ok(local)
 }
@@ -90,7 +98,10 @@ mod tests {
     fn the_device_is_the_local_rank_else_rank_modulo_devices() {
         assert_eq!(local_device(vars(&[]), 5, 4).unwrap(), 1);
         assert_eq!(local_device(vars(&[("LOCAL_RANK", "2")]), 5, 4).unwrap(), 2);
-        assert_eq!(local_device(vars(&[("OMPI_COMM_WORLD_LOCAL_RANK", "3"), ("MPI_LOCALRANKID", "0")]), 0, 4).unwrap(), 3);
+        assert_eq!(
+            local_device(vars(&[("OMPI_COMM_WORLD_LOCAL_RANK", "3"), ("MPI_LOCALRANKID", "0")]), 0, 4).unwrap(),
+            3
+        );
         let e = local_device(vars(&[("LOCAL_RANK", "4")]), 0, 4).unwrap_err();
         assert!(e.message.contains("LOCAL_RANK=4, but this machine has 4 CUDA device(s)"), "{e}");
         let e = local_device(vars(&[("LOCAL_RANK", "x")]), 0, 4).unwrap_err();

@@ -67,7 +67,9 @@ impl TcpStore {
     pub fn new(host: &str, port: u16, is_master: bool, timeout: Duration) -> Result<TcpStore> {
         const OP: &str = "TcpStore::new";
         let at = Location::caller();
-        let failed = |what: String, e: std::io::Error| Error::at(OP, ErrorKind::Distributed, format!("{what}: {e}"), at).caused_by(e);
+        let failed = |what: String, e: std::io::Error| {
+            Error::at(OP, ErrorKind::Distributed, format!("{what}: {e}"), at).caused_by(e)
+        };
         let server = if is_master {
             let s = Server::start(port).map_err(|e| failed(format!("the master cannot listen on port {port}"), e))?;
             Some(s)
@@ -137,7 +139,11 @@ impl TcpStore {
             match self.call(OP, Request::Get { key: (*key).into(), wait: left }, left)? {
                 Reply::Value(_) => {}
                 Reply::Missing => {
-                    return Err(Error::new(OP, ErrorKind::Timeout, format!("key {key:?} was not set within {:?} (store at {})", self.timeout, self.addr)));
+                    return Err(Error::new(
+                        OP,
+                        ErrorKind::Timeout,
+                        format!("key {key:?} was not set within {:?} (store at {})", self.timeout, self.addr),
+                    ));
                 }
                 other => return Err(self.confused(OP, &other)),
             }
@@ -150,7 +156,13 @@ impl TcpStore {
     fn call(&self, op: &'static str, request: Request, wait: Duration) -> Result<Reply> {
         let at = Location::caller();
         let lost = |e: std::io::Error| {
-            Error::at(op, ErrorKind::Distributed, format!("lost the store at {}: {e} (did the master, rank 0, exit?)", self.addr), at).caused_by(e)
+            Error::at(
+                op,
+                ErrorKind::Distributed,
+                format!("lost the store at {}: {e} (did the master, rank 0, exit?)", self.addr),
+                at,
+            )
+            .caused_by(e)
         };
         let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         conn.reader.get_ref().set_read_timeout(Some(wait + REPLY_SLACK)).map_err(lost)?;
@@ -172,8 +184,9 @@ fn connect(op: &'static str, addr: &str, timeout: Duration) -> Result<TcpStream>
     let at = Location::caller();
     let mut last = None;
     loop {
-        let targets =
-            addr.to_socket_addrs().map_err(|e| Error::at(op, ErrorKind::Distributed, format!("cannot resolve {addr}: {e}"), at).caused_by(e))?;
+        let targets = addr.to_socket_addrs().map_err(|e| {
+            Error::at(op, ErrorKind::Distributed, format!("cannot resolve {addr}: {e}"), at).caused_by(e)
+        })?;
         for target in targets {
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
             match TcpStream::connect_timeout(&target, left) {

@@ -126,7 +126,10 @@ mod tests {
 
     #[test]
     fn messages_round_trip() {
-        let requests = [Request::Set { key: "nccl/id".into(), value: vec![1, 2, 3] }, Request::Get { key: "k".into(), wait: Duration::from_millis(1500) }];
+        let requests = [
+            Request::Set { key: "nccl/id".into(), value: vec![1, 2, 3] },
+            Request::Get { key: "k".into(), wait: Duration::from_millis(1500) },
+        ];
         for request in requests {
             let mut buf = Vec::new();
             write_request(&mut buf, &request).unwrap();

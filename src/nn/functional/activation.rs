@@ -62,11 +62,22 @@ pub fn linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor 
 pub fn try_linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let (x, w) = (input.shape(), weight.shape());
     if w.len() != 2 || x.is_empty() || x[x.len() - 1] != w[1] {
-        bail!("linear", Shape, "input of shape {x:?} cannot be multiplied by a weight of shape {w:?} (expected input (*, {}))", w.get(1).copied().unwrap_or(0));
+        bail!(
+            "linear",
+            Shape,
+            "input of shape {x:?} cannot be multiplied by a weight of shape {w:?} (expected input (*, {}))",
+            w.get(1).copied().unwrap_or(0)
+        );
     }
     if let Some(b) = bias {
         if b.shape() != [w[0]] {
-            bail!("linear", Shape, "bias of shape {:?} does not fit a weight of shape {w:?} (expected [{}])", b.shape(), w[0]);
+            bail!(
+                "linear",
+                Shape,
+                "bias of shape {:?} does not fit a weight of shape {w:?} (expected [{}])",
+                b.shape(),
+                w[0]
+            );
         }
     }
     let y = input.try_matmul(&weight.t())?;

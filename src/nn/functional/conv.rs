@@ -84,7 +84,13 @@ pub fn try_conv1d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: 
 
 /// Checks, then runs an N-d (N = 1 or 2) convolution through the 2-d kernels.
 #[track_caller]
-fn convolution<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts<N>) -> Result<Tensor> {
+fn convolution<const N: usize>(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    opts: &ConvOpts<N>,
+) -> Result<Tensor> {
     let c = plan(op, x, w, bias, opts)?;
     match x.dtype() {
         DType::F32 | DType::F64 => ops::forward(&Arc::new(c), x, w, bias),
@@ -93,7 +99,13 @@ fn convolution<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: O
             let out = ops::forward(&Arc::new(c), &f(x), &f(w), bias.map(f).as_ref())?;
             Ok(out.to_dtype(x.dtype()))
         }
-        d => bail!(op, DType, "not implemented for dtype {d} (input {:?}, weight {:?}); convolutions need a floating-point dtype", x.shape(), w.shape()),
+        d => bail!(
+            op,
+            DType,
+            "not implemented for dtype {d} (input {:?}, weight {:?}); convolutions need a floating-point dtype",
+            x.shape(),
+            w.shape()
+        ),
     }
 }
 
@@ -127,17 +139,43 @@ fn extents<const N: usize>(spatial: &[usize], kernel: &[usize], opts: &ConvOpts<
 /// Validates the operands and options and works out the geometry (PyTorch's checks and
 /// messages, with both shapes).
 #[track_caller]
-fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts<N>) -> Result<Conv> {
+fn plan<const N: usize>(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    opts: &ConvOpts<N>,
+) -> Result<Conv> {
     let shapes = || format!("input {:?}, weight {:?}", x.shape(), w.shape());
     x.check_same_device(op, w)?;
     if w.dim() != N + 2 {
-        bail!(op, Shape, "expected a {}-D weight (out_channels, in_channels / groups, kernel...), but got weight of shape {:?}", N + 2, w.shape());
+        bail!(
+            op,
+            Shape,
+            "expected a {}-D weight (out_channels, in_channels / groups, kernel...), but got weight of shape {:?}",
+            N + 2,
+            w.shape()
+        );
     }
     if x.dim() != N + 1 && x.dim() != N + 2 {
-        bail!(op, Shape, "expected {}-D (unbatched) or {}-D (batched) input, but got input of shape {:?}", N + 1, N + 2, x.shape());
+        bail!(
+            op,
+            Shape,
+            "expected {}-D (unbatched) or {}-D (batched) input, but got input of shape {:?}",
+            N + 1,
+            N + 2,
+            x.shape()
+        );
     }
     if x.dtype() != w.dtype() {
-        bail!(op, DType, "input type ({}) and weight type ({}) should be the same ({})", x.dtype(), w.dtype(), shapes());
+        bail!(
+            op,
+            DType,
+            "input type ({}) and weight type ({}) should be the same ({})",
+            x.dtype(),
+            w.dtype(),
+            shapes()
+        );
     }
     if let Some(b) = bias {
         x.check_same_device(op, b)?;
@@ -145,7 +183,14 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
             bail!(op, DType, "input type ({}) and bias type ({}) should be the same", x.dtype(), b.dtype());
         }
         if b.shape() != [w.shape()[0]] {
-            bail!(op, Shape, "expected bias of shape [{}] (out_channels), but got bias of shape {:?} ({})", w.shape()[0], b.shape(), shapes());
+            bail!(
+                op,
+                Shape,
+                "expected bias of shape [{}] (out_channels), but got bias of shape {:?} ({})",
+                w.shape()[0],
+                b.shape(),
+                shapes()
+            );
         }
     }
     let groups = opts.groups;
@@ -166,7 +211,12 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
         bail!(op, Shape, "weight should have non-zero sizes, but got weight of shape {:?}", w.shape());
     }
     if c_out % groups != 0 {
-        bail!(op, Shape, "expected weight to be divisible by {groups} at dimension 0, but got weight of shape {:?}", w.shape());
+        bail!(
+            op,
+            Shape,
+            "expected weight to be divisible by {groups} at dimension 0, but got weight of shape {:?}",
+            w.shape()
+        );
     }
     if w.shape()[1] * groups != c_in {
         bail!(
@@ -182,7 +232,14 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
         bail!(op, Value, "padding='same' is not supported for strided convolutions (stride {:?})", opts.stride);
     }
     let Some(Extents { spans, lo, padded }) = extents(spatial, kernel, opts) else {
-        bail!(op, Shape, "the padded input or the dilated kernel is larger than 64 bits can count ({}, padding {:?}, dilation {:?})", shapes(), opts.padding, opts.dilation);
+        bail!(
+            op,
+            Shape,
+            "the padded input or the dilated kernel is larger than 64 bits can count ({}, padding {:?}, dilation {:?})",
+            shapes(),
+            opts.padding,
+            opts.dilation
+        );
     };
     let mut out = [0usize; N];
     for d in 0..N {
@@ -197,7 +254,13 @@ fn plan<const N: usize>(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&
         out[d] = (padded[d] - spans[d]) / opts.stride[d] + 1;
     }
     // A 1-d convolution is a 2-d one of height 1.
-    let two = |v: &[usize], fill: usize| -> [usize; 2] { if N == 1 { [fill, v[0]] } else { [v[0], v[1]] } };
+    let two = |v: &[usize], fill: usize| -> [usize; 2] {
+        if N == 1 {
+            [fill, v[0]]
+        } else {
+            [v[0], v[1]]
+        }
+    };
     let (ks, sp, os) = (two(kernel, 1), two(spatial, 1), two(&out, 1));
     let geom = ConvGeom {
         n,

@@ -59,7 +59,16 @@ pub fn try_dropout(input: &Tensor, p: f64, training: bool) -> Result<Tensor> {
 fn feature_dropout(op: &'static str, input: &Tensor, p: f64, training: bool, spatial: usize) -> Result<Tensor> {
     let d = input.dim();
     if d != spatial + 1 && d != spatial + 2 {
-        return Err(err(op, ErrorKind::Shape, format!("expected an input with {} or {} dims ((C, …) or (N, C, …)), got shape {:?}", spatial + 1, spatial + 2, input.shape())));
+        return Err(err(
+            op,
+            ErrorKind::Shape,
+            format!(
+                "expected an input with {} or {} dims ((C, …) or (N, C, …)), got shape {:?}",
+                spatial + 1,
+                spatial + 2,
+                input.shape()
+            ),
+        ));
     }
     let lead = d - spatial;
     let mask_shape: Vec<usize> = input.shape().iter().enumerate().map(|(i, &s)| if i < lead { s } else { 1 }).collect();
@@ -94,7 +103,11 @@ pub fn try_dropout2d(input: &Tensor, p: f64, training: bool) -> Result<Tensor> {
         return apply(OP, input, p, training, &mask_shape);
     }
     if input.dim() != 4 {
-        return Err(err(OP, ErrorKind::Shape, format!("expected a 4-D input (N, C, H, W) or a 3-D input (N, C, L), got shape {:?}", input.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Shape,
+            format!("expected a 4-D input (N, C, H, W) or a 3-D input (N, C, L), got shape {:?}", input.shape()),
+        ));
     }
     feature_dropout(OP, input, p, training, 2)
 }

@@ -22,20 +22,38 @@ pub fn try_embedding(indices: &Tensor, weight: &Tensor, padding_idx: Option<i64>
     const OP: &str = "embedding";
     check_float(OP, "weight", weight)?;
     if weight.dim() != 2 {
-        return Err(err(OP, ErrorKind::Shape, format!("expected a 2-D weight (num_embeddings, embedding_dim), got shape {:?}", weight.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Shape,
+            format!("expected a 2-D weight (num_embeddings, embedding_dim), got shape {:?}", weight.shape()),
+        ));
     }
     if !matches!(indices.dtype(), DType::I64 | DType::I32) {
-        return Err(err(OP, ErrorKind::DType, format!("expected indices of dtype int64 or int32, got {} (shape {:?})", indices.dtype(), indices.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::DType,
+            format!("expected indices of dtype int64 or int32, got {} (shape {:?})", indices.dtype(), indices.shape()),
+        ));
     }
     let (rows, dim) = (weight.shape()[0], weight.shape()[1]);
     let flat = named(OP, indices.try_to_dtype(DType::I64))?.flatten(0, -1);
     if let Some(bad) = flat.contiguous().to_vec::<i64>().into_iter().find(|&i| i < 0 || i >= rows as i64) {
-        return Err(err(OP, ErrorKind::Index, format!("index {bad} is out of range for {rows} embeddings (weight shape {:?}, indices shape {:?})", weight.shape(), indices.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Index,
+            format!(
+                "index {bad} is out of range for {rows} embeddings (weight shape {:?}, indices shape {:?})",
+                weight.shape(),
+                indices.shape()
+            ),
+        ));
     }
     let padding = match padding_idx {
         None => None,
         Some(p) if p >= -(rows as i64) && p < rows as i64 => Some(if p < 0 { p + rows as i64 } else { p }),
-        Some(p) => return Err(err(OP, ErrorKind::Index, format!("padding_idx {p} must be within num_embeddings ({rows})"))),
+        Some(p) => {
+            return Err(err(OP, ErrorKind::Index, format!("padding_idx {p} must be within num_embeddings ({rows})")))
+        }
     };
     let rows_out = named(OP, weight.try_index_select(0, &flat))?;
     let rows_out = match padding {

@@ -78,7 +78,11 @@ pub(super) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
     if t.dtype().is_float() {
         Ok(())
     } else {
-        Err(err(op, ErrorKind::DType, format!("expected a floating-point {what}, got dtype {} (shape {:?})", t.dtype(), t.shape())))
+        Err(err(
+            op,
+            ErrorKind::DType,
+            format!("expected a floating-point {what}, got dtype {} (shape {:?})", t.dtype(), t.shape()),
+        ))
     }
 }
 
@@ -88,7 +92,11 @@ fn check_same_shape(op: &'static str, input: &Tensor, target: &Tensor) -> Result
     if input.shape() == target.shape() {
         Ok(())
     } else {
-        Err(err(op, ErrorKind::Shape, format!("target shape {:?} must be the same as input shape {:?}", target.shape(), input.shape())))
+        Err(err(
+            op,
+            ErrorKind::Shape,
+            format!("target shape {:?} must be the same as input shape {:?}", target.shape(), input.shape()),
+        ))
     }
 }
 
@@ -247,7 +255,11 @@ pub fn try_smooth_l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction,
     const OP: &str = "smooth_l1_loss";
     check_pointwise(OP, input, target)?;
     if beta.is_nan() || beta < 0.0 {
-        return Err(err(OP, ErrorKind::Value, format!("smooth_l1_loss does not support negative values for beta, got {beta}")));
+        return Err(err(
+            OP,
+            ErrorKind::Value,
+            format!("smooth_l1_loss does not support negative values for beta, got {beta}"),
+        ));
     }
     named(OP, smooth_l1_impl(input, target, reduction, beta))
 }
@@ -349,10 +361,20 @@ fn nll_reduce(p: NllParts, reduction: Reduction) -> Result<Tensor> {
 
 /// Validates and computes [`NllParts`] for log-probabilities `input`.
 #[track_caller]
-fn nll_pick(op: &'static str, input: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_index: i64) -> Result<NllParts> {
+fn nll_pick(
+    op: &'static str,
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    ignore_index: i64,
+) -> Result<NllParts> {
     check_float(op, "input", input)?;
     if input.dim() == 0 {
-        return Err(err(op, ErrorKind::Shape, format!("input of shape {:?} needs at least one dim (the classes)", input.shape())));
+        return Err(err(
+            op,
+            ErrorKind::Shape,
+            format!("input of shape {:?} needs at least one dim (the classes)", input.shape()),
+        ));
     }
     let target = match target.dtype() {
         DType::I64 => target.clone(),
@@ -366,12 +388,28 @@ fn nll_pick(op: &'static str, input: &Tensor, target: &Tensor, weight: Option<&T
     let mut expected: Vec<usize> = input.shape().to_vec();
     expected.remove(cd);
     if target.shape() != expected.as_slice() {
-        return Err(err(op, ErrorKind::Shape, format!("expected target of shape {expected:?} for input of shape {:?}, got target of shape {:?}", input.shape(), target.shape())));
+        return Err(err(
+            op,
+            ErrorKind::Shape,
+            format!(
+                "expected target of shape {expected:?} for input of shape {:?}, got target of shape {:?}",
+                input.shape(),
+                target.shape()
+            ),
+        ));
     }
     let weight = class_weight(op, weight, classes, input.dtype())?;
     let values = target.contiguous().to_vec::<i64>();
     if let Some(bad) = values.iter().find(|&&t| t != ignore_index && (t < 0 || t >= classes as i64)) {
-        return Err(err(op, ErrorKind::Index, format!("target {bad} is out of bounds: input of shape {:?} has {classes} classes (target shape {:?})", input.shape(), target.shape())));
+        return Err(err(
+            op,
+            ErrorKind::Index,
+            format!(
+                "target {bad} is out of bounds: input of shape {:?} has {classes} classes (target shape {:?})",
+                input.shape(),
+                target.shape()
+            ),
+        ));
     }
     if weight.is_none() && !values.contains(&ignore_index) && crate::capture::is_active() && cd + 1 == input.dim() {
         return named(op, nll_parts_all_kept(input, target.shape(), &values));
@@ -450,7 +488,11 @@ pub fn try_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &CrossEntro
     const OP: &str = "cross_entropy";
     check_float(OP, "input", input)?;
     if input.dim() == 0 {
-        return Err(err(OP, ErrorKind::Shape, format!("input of shape {:?} needs at least one dim (the classes)", input.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Shape,
+            format!("input of shape {:?} needs at least one dim (the classes)", input.shape()),
+        ));
     }
     let ls = opts.label_smoothing;
     if !(0.0..=1.0).contains(&ls) {
@@ -474,7 +516,13 @@ pub fn try_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &CrossEntro
 
 /// Class-index cross-entropy with label smoothing, from log-probabilities and the NLL parts.
 #[track_caller]
-fn cross_entropy_smoothed(logp: &Tensor, parts: NllParts, weight: Option<&Tensor>, reduction: Reduction, ls: f64) -> Result<Tensor> {
+fn cross_entropy_smoothed(
+    logp: &Tensor,
+    parts: NllParts,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+    ls: f64,
+) -> Result<Tensor> {
     let cd = class_dim(logp) as i64;
     let classes = logp.shape()[cd as usize] as f64;
     let weighted = match weight {
@@ -498,7 +546,13 @@ fn cross_entropy_smoothed(logp: &Tensor, parts: NllParts, weight: Option<&Tensor
 
 /// Cross-entropy with probability targets (the same shape as the input).
 #[track_caller]
-fn cross_entropy_probs(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, reduction: Reduction, ls: f64) -> Result<Tensor> {
+fn cross_entropy_probs(
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+    ls: f64,
+) -> Result<Tensor> {
     let cd = class_dim(input);
     let classes = input.shape()[cd];
     let logp = input.try_log_softmax(cd as i64)?;
@@ -560,7 +614,11 @@ pub fn try_binary_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &Bin
     check_pointwise(OP, input, target)?;
     let inside = input.ge(0.0).logical_and(input.le(1.0)).all().item::<bool>();
     if !inside {
-        return Err(err(OP, ErrorKind::Value, format!("all elements of input (shape {:?}) should be between 0 and 1", input.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Value,
+            format!("all elements of input (shape {:?}) should be between 0 and 1", input.shape()),
+        ));
     }
     if let Some(w) = &opts.weight {
         check_float(OP, "weight", w)?;
@@ -588,13 +646,21 @@ pub fn binary_cross_entropy_with_logits(input: &Tensor, target: &Tensor) -> Tens
 
 /// [`binary_cross_entropy_with_logits`] with options (weight, pos_weight, reduction).
 #[track_caller]
-pub fn binary_cross_entropy_with_logits_opts(input: &Tensor, target: &Tensor, opts: &BinaryCrossEntropyWithLogitsOpts) -> Tensor {
+pub fn binary_cross_entropy_with_logits_opts(
+    input: &Tensor,
+    target: &Tensor,
+    opts: &BinaryCrossEntropyWithLogitsOpts,
+) -> Tensor {
     try_binary_cross_entropy_with_logits_opts(input, target, opts).or_panic()
 }
 
 /// [`binary_cross_entropy_with_logits_opts`] returning an error.
 #[track_caller]
-pub fn try_binary_cross_entropy_with_logits_opts(input: &Tensor, target: &Tensor, opts: &BinaryCrossEntropyWithLogitsOpts) -> Result<Tensor> {
+pub fn try_binary_cross_entropy_with_logits_opts(
+    input: &Tensor,
+    target: &Tensor,
+    opts: &BinaryCrossEntropyWithLogitsOpts,
+) -> Result<Tensor> {
     const OP: &str = "binary_cross_entropy_with_logits";
     check_pointwise(OP, input, target)?;
     for (what, t) in [("weight", &opts.weight), ("pos_weight", &opts.pos_weight)] {
@@ -637,7 +703,12 @@ pub fn kl_div(input: &Tensor, target: &Tensor, reduction: impl Into<KlDivReducti
 
 /// [`kl_div`] returning an error.
 #[track_caller]
-pub fn try_kl_div(input: &Tensor, target: &Tensor, reduction: impl Into<KlDivReduction>, log_target: bool) -> Result<Tensor> {
+pub fn try_kl_div(
+    input: &Tensor,
+    target: &Tensor,
+    reduction: impl Into<KlDivReduction>,
+    log_target: bool,
+) -> Result<Tensor> {
     const OP: &str = "kl_div";
     check_pointwise(OP, input, target)?;
     named(OP, kl_div_impl(input, target, reduction.into(), log_target))

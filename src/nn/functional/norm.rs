@@ -23,7 +23,11 @@ fn check_param(op: &'static str, what: &str, t: Option<&Tensor>, expected: &[usi
     if let Some(t) = t {
         check_float(op, what, t)?;
         if t.shape() != expected {
-            return Err(err(op, ErrorKind::Shape, format!("expected {what} of shape {expected:?}, got shape {:?}", t.shape())));
+            return Err(err(
+                op,
+                ErrorKind::Shape,
+                format!("expected {what} of shape {expected:?}, got shape {:?}", t.shape()),
+            ));
         }
     }
     Ok(())
@@ -83,10 +87,15 @@ pub fn try_batch_norm(
     const OP: &str = "batch_norm";
     check_float(OP, "input", input)?;
     if input.dim() < 2 {
-        return Err(err(OP, ErrorKind::Shape, format!("expected an input of shape (N, C, ...) with at least 2 dims, got shape {:?}", input.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Shape,
+            format!("expected an input of shape (N, C, ...) with at least 2 dims, got shape {:?}", input.shape()),
+        ));
     }
     let c = input.shape()[1];
-    for (what, t) in [("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)] {
+    for (what, t) in [("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)]
+    {
         check_param(OP, what, t, &[c])?;
     }
     let mut pshape = vec![1i64; input.dim()];
@@ -100,7 +109,11 @@ pub fn try_batch_norm(
     } else if training {
         let count = input.numel() / c.max(1);
         if count <= 1 {
-            return Err(err(OP, ErrorKind::Value, format!("expected more than 1 value per channel when training, got input of shape {:?}", input.shape())));
+            return Err(err(
+                OP,
+                ErrorKind::Value,
+                format!("expected more than 1 value per channel when training, got input of shape {:?}", input.shape()),
+            ));
         }
         let mean = named(OP, x.try_mean_dim(dims.clone(), true))?;
         let var = named(OP, x.try_var_dim(dims, 0, true))?;
@@ -108,7 +121,11 @@ pub fn try_batch_norm(
         (&x - &mean) * (var + eps).rsqrt()
     } else {
         let (Some(rm), Some(rv)) = (running_mean, running_var) else {
-            return Err(err(OP, ErrorKind::Value, "running_mean and running_var must be given in evaluation mode (training = false)".into()));
+            return Err(err(
+                OP,
+                ErrorKind::Value,
+                "running_mean and running_var must be given in evaluation mode (training = false)".into(),
+            ));
         };
         let rm = named(OP, rm.try_to_dtype(x.dtype()).and_then(|t| t.try_reshape(&pshape)))?;
         let rv = named(OP, rv.try_to_dtype(x.dtype()).and_then(|t| t.try_reshape(&pshape)))?;
@@ -120,7 +137,14 @@ pub fn try_batch_norm(
 
 /// `running = (1 - m)·running + m·stat` in place, outside autograd.
 #[track_caller]
-fn update_running_stats(running_mean: Option<&Tensor>, running_var: Option<&Tensor>, mean: &Tensor, var: &Tensor, count: usize, momentum: f64) -> Result<()> {
+fn update_running_stats(
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    mean: &Tensor,
+    var: &Tensor,
+    count: usize,
+    momentum: f64,
+) -> Result<()> {
     let _guard = crate::no_grad();
     if let Some(rm) = running_mean {
         let batch = mean.detach().try_reshape(&[-1])?;
@@ -137,19 +161,39 @@ fn update_running_stats(running_mean: Option<&Tensor>, running_var: Option<&Tens
 /// biased variance; `weight` and `bias` have shape `normalized_shape`. PyTorch's `eps` default
 /// is `1e-5`.
 #[track_caller]
-pub fn layer_norm(input: &Tensor, normalized_shape: &[usize], weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Tensor {
+pub fn layer_norm(
+    input: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Tensor {
     try_layer_norm(input, normalized_shape, weight, bias, eps).or_panic()
 }
 
 /// [`layer_norm`] returning an error (an input whose trailing dims are not `normalized_shape`,
 /// parameters of another shape, a non-float input).
 #[track_caller]
-pub fn try_layer_norm(input: &Tensor, normalized_shape: &[usize], weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+pub fn try_layer_norm(
+    input: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<Tensor> {
     const OP: &str = "layer_norm";
     check_float(OP, "input", input)?;
     let k = normalized_shape.len();
     if k == 0 || input.dim() < k || &input.shape()[input.dim() - k..] != normalized_shape {
-        return Err(err(OP, ErrorKind::Shape, format!("given normalized_shape {normalized_shape:?}, expected an input of shape [*, {}], got shape {:?}", normalized_shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "), input.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Shape,
+            format!(
+                "given normalized_shape {normalized_shape:?}, expected an input of shape [*, {}], got shape {:?}",
+                normalized_shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+                input.shape()
+            ),
+        ));
     }
     check_param(OP, "weight", weight, normalized_shape)?;
     check_param(OP, "bias", bias, normalized_shape)?;
@@ -167,17 +211,33 @@ pub fn try_layer_norm(input: &Tensor, normalized_shape: &[usize], weight: Option
 /// `num_groups` groups, each normalised over its channels and the spatial dims (biased
 /// variance); per-channel `weight` and `bias` (`C` elements). PyTorch's `eps` default is `1e-5`.
 #[track_caller]
-pub fn group_norm(input: &Tensor, num_groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Tensor {
+pub fn group_norm(
+    input: &Tensor,
+    num_groups: usize,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Tensor {
     try_group_norm(input, num_groups, weight, bias, eps).or_panic()
 }
 
 /// [`group_norm`] returning an error (channels not divisible by `num_groups`, shapes, dtypes).
 #[track_caller]
-pub fn try_group_norm(input: &Tensor, num_groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+pub fn try_group_norm(
+    input: &Tensor,
+    num_groups: usize,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<Tensor> {
     const OP: &str = "group_norm";
     check_float(OP, "input", input)?;
     if input.dim() < 2 {
-        return Err(err(OP, ErrorKind::Shape, format!("expected an input of shape (N, C, ...) with at least 2 dims, got shape {:?}", input.shape())));
+        return Err(err(
+            OP,
+            ErrorKind::Shape,
+            format!("expected an input of shape (N, C, ...) with at least 2 dims, got shape {:?}", input.shape()),
+        ));
     }
     let (n, c) = (input.shape()[0], input.shape()[1]);
     if num_groups == 0 || c % num_groups != 0 {
@@ -189,7 +249,8 @@ pub fn try_group_norm(input: &Tensor, num_groups: usize, weight: Option<&Tensor>
     let grouped = named(OP, x.try_reshape(&[n as i64, num_groups as i64, -1]))?;
     let mean = named(OP, grouped.try_mean_dim(2, true))?;
     let var = named(OP, grouped.try_var_dim(2, 0, true))?;
-    let normalized = ((&grouped - &mean) * (var + eps).rsqrt()).reshape(&input.shape().iter().map(|&s| s as i64).collect::<Vec<_>>());
+    let normalized = ((&grouped - &mean) * (var + eps).rsqrt())
+        .reshape(&input.shape().iter().map(|&s| s as i64).collect::<Vec<_>>());
     let mut pshape = vec![1i64; input.dim()];
     pshape[1] = c as i64;
     let y = named(OP, affine(normalized, weight, bias, &pshape))?;

@@ -61,7 +61,14 @@ pub struct AvgPool2dOpts {
 impl AvgPool2dOpts {
     /// A `kernel_size` window with PyTorch's defaults for the rest.
     pub fn new(kernel_size: [usize; 2]) -> Self {
-        AvgPool2dOpts { kernel_size, stride: None, padding: [0, 0], ceil_mode: false, count_include_pad: true, divisor_override: None }
+        AvgPool2dOpts {
+            kernel_size,
+            stride: None,
+            padding: [0, 0],
+            ceil_mode: false,
+            count_include_pad: true,
+            divisor_override: None,
+        }
     }
 }
 
@@ -156,7 +163,12 @@ fn as_float(op: &'static str, x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
         DType::F32 | DType::F64 => Ok(x.clone()),
         DType::F16 | DType::BF16 => Ok(x.to_dtype(DType::F32)),
-        d => bail!(op, DType, "not implemented for dtype {d} (input {:?}); pooling needs a floating-point dtype", x.shape()),
+        d => bail!(
+            op,
+            DType,
+            "not implemented for dtype {d} (input {:?}); pooling needs a floating-point dtype",
+            x.shape()
+        ),
     }
 }
 
@@ -168,7 +180,11 @@ fn planes(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
         bail!(op, Shape, "expected 3D (unbatched) or 4D (batched) input, but got input of shape {s:?}");
     }
     if s[s.len() - 3..].contains(&0) {
-        bail!(op, Shape, "expected input with non-zero sizes for the non-batch dimensions, but got input of shape {s:?}");
+        bail!(
+            op,
+            Shape,
+            "expected input with non-zero sizes for the non-batch dimensions, but got input of shape {s:?}"
+        );
     }
     let (h, w) = (s[s.len() - 2], s[s.len() - 1]);
     Ok((x.numel() / (h * w), h, w))
@@ -226,7 +242,12 @@ fn window_plan(
     let oh = out_len(h, kernel[0], pad[0], stride[0], dilation[0], ceil_mode);
     let ow = out_len(w, kernel[1], pad[1], stride[1], dilation[1], ceil_mode);
     if oh < 1 || ow < 1 {
-        bail!(op, Shape, "given input of shape {:?}, the calculated output size is {oh}x{ow}: output size is too small", x.shape());
+        bail!(
+            op,
+            Shape,
+            "given input of shape {:?}, the calculated output size is {oh}x{ow}: output size is too small",
+            x.shape()
+        );
     }
     // Past usize (a padding near usize::MAX), saturated for the shape check to refuse.
     let (oh, ow) = (usize::try_from(oh).unwrap_or(usize::MAX), usize::try_from(ow).unwrap_or(usize::MAX));

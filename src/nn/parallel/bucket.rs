@@ -24,7 +24,8 @@ pub(crate) fn assign(params: &[Tensor], cap_bytes: usize) -> Vec<Bucket> {
     let mut buckets: Vec<Bucket> = Vec::new();
     for (i, p) in params.iter().enumerate().rev() {
         let bytes = p.numel() * p.element_size();
-        let fits = buckets.last().is_some_and(|b| b.dtype == p.dtype() && (b.numel * p.element_size() + bytes) <= cap_bytes);
+        let fits =
+            buckets.last().is_some_and(|b| b.dtype == p.dtype() && (b.numel * p.element_size() + bytes) <= cap_bytes);
         if !fits {
             buckets.push(Bucket { params: Vec::new(), offsets: Vec::new(), numel: 0, dtype: p.dtype() });
         }
@@ -42,10 +43,20 @@ mod tests {
 
     #[test]
     fn buckets_fill_in_reverse_up_to_the_cap() {
-        let params = [Tensor::zeros(&[4]), Tensor::zeros(&[2]), Tensor::zeros(&[3]), Tensor::zeros(&[10]), Tensor::zeros(&[1]).to_dtype(DType::F64)];
+        let params = [
+            Tensor::zeros(&[4]),
+            Tensor::zeros(&[2]),
+            Tensor::zeros(&[3]),
+            Tensor::zeros(&[10]),
+            Tensor::zeros(&[1]).to_dtype(DType::F64),
+        ];
         let b = assign(&params, 24); // six f32s
-        let got: Vec<(Vec<usize>, Vec<usize>, usize)> = b.iter().map(|b| (b.params.clone(), b.offsets.clone(), b.numel)).collect();
-        assert_eq!(got, vec![(vec![4], vec![0], 1), (vec![3], vec![0], 10), (vec![2, 1], vec![0, 3], 5), (vec![0], vec![0], 4)]);
+        let got: Vec<(Vec<usize>, Vec<usize>, usize)> =
+            b.iter().map(|b| (b.params.clone(), b.offsets.clone(), b.numel)).collect();
+        assert_eq!(
+            got,
+            vec![(vec![4], vec![0], 1), (vec![3], vec![0], 10), (vec![2, 1], vec![0, 3], 5), (vec![0], vec![0], 4)]
+        );
         assert_eq!(b[0].dtype, DType::F64);
     }
 }

@@ -82,7 +82,8 @@ impl<M: Module> DistributedDataParallel<M> {
     pub fn new(module: M, opts: DdpOptions) -> Result<Self> {
         const OP: &str = "DistributedDataParallel";
         let world_size = dist::world_size()?;
-        let (names, params): (Vec<String>, Vec<Tensor>) = module.named_parameters().into_iter().filter(|(_, p)| p.requires_grad()).unzip();
+        let (names, params): (Vec<String>, Vec<Tensor>) =
+            module.named_parameters().into_iter().filter(|(_, p)| p.requires_grad()).unzip();
         verify_shapes(OP, &params)?;
         {
             let _off = crate::no_grad();
@@ -91,7 +92,8 @@ impl<M: Module> DistributedDataParallel<M> {
             }
         }
         let buckets = bucket::assign(&params, (opts.bucket_cap_mb * (1 << 20) as f64).max(1.0) as usize);
-        let reducer: Shared = Arc::new(Mutex::new(Reducer::new(params.clone(), names, buckets, world_size, opts.find_unused_parameters)));
+        let reducer: Shared =
+            Arc::new(Mutex::new(Reducer::new(params.clone(), names, buckets, world_size, opts.find_unused_parameters)));
         let hooks = params
             .iter()
             .enumerate()
@@ -158,7 +160,9 @@ fn verify_shapes(op: &'static str, params: &[Tensor]) -> Result<()> {
         sig.extend(p.shape().iter().map(|&d| d as i64));
     }
     let at = Location::caller();
-    let disagree = || Error::at(op, ErrorKind::Shape, "the ranks' modules have different parameters (number, order or shapes): DDP needs the same model on every rank", at);
+    let disagree = || {
+        Error::at(op, ErrorKind::Shape, "the ranks' modules have different parameters (number, order or shapes): DDP needs the same model on every rank", at)
+    };
     let local = dist::on_group_device(op, Tensor::from_vec(sig.clone(), &[sig.len()]))?;
     let (hi, lo) = (local.deep_clone(), local.deep_clone());
     dist::all_reduce(&hi, ReduceOp::Max).map_err(|e| if e.kind == ErrorKind::Distributed { disagree() } else { e })?;

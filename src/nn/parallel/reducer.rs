@@ -57,14 +57,36 @@ pub(crate) fn lock(r: &Mutex<Reducer>) -> std::sync::MutexGuard<'_, Reducer> {
 
 impl Reducer {
     /// A reducer over `params` (named `names`) in `buckets`.
-    pub(crate) fn new(params: Vec<Tensor>, names: Vec<String>, buckets: Vec<Bucket>, world_size: usize, find_unused: bool) -> Reducer {
+    pub(crate) fn new(
+        params: Vec<Tensor>,
+        names: Vec<String>,
+        buckets: Vec<Bucket>,
+        world_size: usize,
+        find_unused: bool,
+    ) -> Reducer {
         let mut bucket_of = vec![0; params.len()];
         for (b, bucket) in buckets.iter().enumerate() {
             bucket.params.iter().for_each(|&p| bucket_of[p] = b);
         }
         let in_flight = buckets.iter().map(|_| None).collect();
         let used = vec![false; params.len()];
-        let mut r = Reducer { ready: Vec::new(), params, names, used, find_unused, bucket_of, pending: Vec::new(), next_launch: 0, in_flight, buckets, world_size, sync: true, active: false, error: None, misuse: None };
+        let mut r = Reducer {
+            ready: Vec::new(),
+            params,
+            names,
+            used,
+            find_unused,
+            bucket_of,
+            pending: Vec::new(),
+            next_launch: 0,
+            in_flight,
+            buckets,
+            world_size,
+            sync: true,
+            active: false,
+            error: None,
+            misuse: None,
+        };
         r.reset();
         r
     }
@@ -224,7 +246,8 @@ impl Reducer {
             None => vec![true; self.params.len()],
         };
         for (bucket, work) in self.buckets.iter().zip(works) {
-            let work = work.ok_or_else(|| Error::new(OP, ErrorKind::Distributed, "a gradient bucket was never launched"))?;
+            let work =
+                work.ok_or_else(|| Error::new(OP, ErrorKind::Distributed, "a gradient bucket was never launched"))?;
             let mut summed = work.wait()?.expect("an all-reduce receives");
             finish_average(&mut summed, self.world_size);
             let flat = Tensor::from_storage(summed, &[bucket.numel]);

@@ -34,7 +34,18 @@ impl Base {
     #[track_caller]
     pub fn begin_step(&mut self, name: &'static str, opt: &dyn Optimizer) {
         if opt.num_param_groups() != self.base_lrs.len() {
-            panic!("{}", crate::Error::new(name, crate::ErrorKind::Value, format!("the optimizer has {} parameter groups, but the scheduler was built for {}", opt.num_param_groups(), self.base_lrs.len())));
+            panic!(
+                "{}",
+                crate::Error::new(
+                    name,
+                    crate::ErrorKind::Value,
+                    format!(
+                        "the optimizer has {} parameter groups, but the scheduler was built for {}",
+                        opt.num_param_groups(),
+                        self.base_lrs.len()
+                    )
+                )
+            );
         }
         self.step_count += 1;
         self.last_epoch += 1;
@@ -50,7 +61,13 @@ impl Base {
 
     /// One step: `last_epoch += 1`, then `get_lr(self, opt, is_initial)` gives the new rates.
     #[track_caller]
-    pub fn step(&mut self, name: &'static str, opt: &mut dyn Optimizer, is_initial: bool, get_lr: impl FnOnce(&Base, &dyn Optimizer, bool) -> Vec<f64>) {
+    pub fn step(
+        &mut self,
+        name: &'static str,
+        opt: &mut dyn Optimizer,
+        is_initial: bool,
+        get_lr: impl FnOnce(&Base, &dyn Optimizer, bool) -> Vec<f64>,
+    ) {
         self.begin_step(name, opt);
         let lrs = get_lr(self, &*opt, is_initial);
         self.finish_step(opt, lrs);
@@ -67,7 +84,12 @@ impl Base {
     /// Reads the counters from `sd`'s metadata.
     #[track_caller]
     pub fn load(sd: &StateDict, name: &str) -> Result<Base> {
-        Ok(Base { last_epoch: get(sd, name, "last_epoch")?, step_count: get(sd, name, "_step_count")?, base_lrs: get_list(sd, name, "base_lrs")?, last_lr: get_list(sd, name, "_last_lr")? })
+        Ok(Base {
+            last_epoch: get(sd, name, "last_epoch")?,
+            step_count: get(sd, name, "_step_count")?,
+            base_lrs: get_list(sd, name, "base_lrs")?,
+            last_lr: get_list(sd, name, "_last_lr")?,
+        })
     }
 
     /// [`Base::load`], then an error unless the loaded base has one learning rate per group of
@@ -210,7 +232,13 @@ pub(super) fn get_list<T: std::str::FromStr>(sd: &StateDict, name: &str, key: &s
 #[track_caller]
 fn check_groups(name: &str, loaded: &Base, current: &Base) -> Result<()> {
     if loaded.base_lrs.len() != current.base_lrs.len() {
-        bail!("load_state_dict", Value, "{name} state dict has {} base_lrs, but the scheduler has {} parameter groups", loaded.base_lrs.len(), current.base_lrs.len());
+        bail!(
+            "load_state_dict",
+            Value,
+            "{name} state dict has {} base_lrs, but the scheduler has {} parameter groups",
+            loaded.base_lrs.len(),
+            current.base_lrs.len()
+        );
     }
     Ok(())
 }

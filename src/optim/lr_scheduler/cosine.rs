@@ -34,7 +34,10 @@ impl EpochSchedule for CosineAnnealingLr {
         if initial {
             lrs
         } else if (e - 1 - t_max).rem_euclid(2 * t_max) == 0 {
-            lrs.iter().zip(&self.base.base_lrs).map(|(lr, base)| lr + (base - eta_min) * (1.0 - (PI / t).cos()) / 2.0).collect()
+            lrs.iter()
+                .zip(&self.base.base_lrs)
+                .map(|(lr, base)| lr + (base - eta_min) * (1.0 - (PI / t).cos()) / 2.0)
+                .collect()
         } else {
             let ratio = (1.0 + (PI * e as f64 / t).cos()) / (1.0 + (PI * (e - 1) as f64 / t).cos());
             lrs.iter().map(|lr| ratio * (lr - eta_min) + eta_min).collect()

@@ -26,14 +26,25 @@ impl LinearLr {
 
     /// [`LinearLr::new`] returning an error.
     #[track_caller]
-    pub fn try_new(opt: &mut dyn Optimizer, start_factor: f64, end_factor: f64, total_iters: usize) -> Result<LinearLr> {
+    pub fn try_new(
+        opt: &mut dyn Optimizer,
+        start_factor: f64,
+        end_factor: f64,
+        total_iters: usize,
+    ) -> Result<LinearLr> {
         if !(start_factor > 0.0 && start_factor <= 1.0) {
             bail!("LinearLR", Value, "Starting multiplicative factor expected to be greater than 0 and less or equal to 1 (got {start_factor})");
         }
         if !(0.0..=1.0).contains(&end_factor) {
             bail!("LinearLR", Value, "Ending multiplicative factor expected to be between 0 and 1 (got {end_factor})");
         }
-        Ok(LinearLr { base: Base::new(Base::current_lrs(opt)), start_factor, end_factor, total_iters: total_iters as i64 }.started(opt))
+        Ok(LinearLr {
+            base: Base::new(Base::current_lrs(opt)),
+            start_factor,
+            end_factor,
+            total_iters: total_iters as i64,
+        }
+        .started(opt))
     }
 }
 
@@ -59,7 +70,12 @@ impl EpochSchedule for LinearLr {
 
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
         let name = Self::NAME;
-        Ok(LinearLr { base, start_factor: get(sd, name, "start_factor")?, end_factor: get(sd, name, "end_factor")?, total_iters: get(sd, name, "total_iters")? })
+        Ok(LinearLr {
+            base,
+            start_factor: get(sd, name, "start_factor")?,
+            end_factor: get(sd, name, "end_factor")?,
+            total_iters: get(sd, name, "total_iters")?,
+        })
     }
 }
 

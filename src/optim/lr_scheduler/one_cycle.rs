@@ -161,7 +161,13 @@ impl OneCycleLr {
             .iter()
             .map(|&max_lr| {
                 let initial_lr = max_lr / config.div_factor;
-                GroupValues { initial_lr, max_lr, min_lr: initial_lr / config.final_div_factor, max_momentum: config.max_momentum, base_momentum: config.base_momentum }
+                GroupValues {
+                    initial_lr,
+                    max_lr,
+                    min_lr: initial_lr / config.final_div_factor,
+                    max_momentum: config.max_momentum,
+                    base_momentum: config.base_momentum,
+                }
             })
             .collect();
         if config.cycle_momentum {
@@ -203,7 +209,12 @@ impl OneCycleLr {
     fn try_advance(&mut self, opt: &mut dyn Optimizer, initial: bool) -> Result<()> {
         let step_num = self.base.last_epoch + 1;
         if step_num > self.config.total_steps as i64 {
-            bail!("OneCycleLR", Value, "Tried to step {step_num} times. The specified number of total steps is {}", self.config.total_steps);
+            bail!(
+                "OneCycleLR",
+                Value,
+                "Tried to step {step_num} times. The specified number of total steps is {}",
+                self.config.total_steps
+            );
         }
         let phases = self.phases();
         let anneal = self.config.anneal_strategy;
@@ -267,16 +278,32 @@ impl LrScheduler for OneCycleLr {
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
         const NAME: &str = "OneCycleLR";
         let base = self.base.load_matching(sd, NAME)?;
-        let anneal_strategy = get_choice(sd, NAME, "anneal_strategy", &[("cos", AnnealStrategy::Cos), ("linear", AnnealStrategy::Linear)])?;
+        let anneal_strategy = get_choice(
+            sd,
+            NAME,
+            "anneal_strategy",
+            &[("cos", AnnealStrategy::Cos), ("linear", AnnealStrategy::Linear)],
+        )?;
         let mut lists: Vec<Vec<f64>> = Vec::with_capacity(5);
         for key in ["max_lr", "initial_lr", "min_lr", "max_momentum", "base_momentum"] {
             lists.push(get_list(sd, NAME, key)?);
         }
         if lists.iter().any(|l| l.len() != base.base_lrs.len()) {
-            bail!("load_state_dict", Value, "{NAME} state dict has per-group lists of the wrong length (expected {})", base.base_lrs.len());
+            bail!(
+                "load_state_dict",
+                Value,
+                "{NAME} state dict has per-group lists of the wrong length (expected {})",
+                base.base_lrs.len()
+            );
         }
         let groups = (0..base.base_lrs.len())
-            .map(|g| GroupValues { max_lr: lists[0][g], initial_lr: lists[1][g], min_lr: lists[2][g], max_momentum: lists[3][g], base_momentum: lists[4][g] })
+            .map(|g| GroupValues {
+                max_lr: lists[0][g],
+                initial_lr: lists[1][g],
+                min_lr: lists[2][g],
+                max_momentum: lists[3][g],
+                base_momentum: lists[4][g],
+            })
             .collect();
         let config = OneCycleLrConfig {
             max_lr: lists[0].clone(),

@@ -47,7 +47,16 @@ pub struct ReduceLrOnPlateauConfig {
 
 impl Default for ReduceLrOnPlateauConfig {
     fn default() -> Self {
-        ReduceLrOnPlateauConfig { mode: PlateauMode::Min, factor: 0.1, patience: 10, threshold: 1e-4, threshold_mode: ThresholdMode::Rel, cooldown: 0, min_lr: vec![0.0], eps: 1e-8 }
+        ReduceLrOnPlateauConfig {
+            mode: PlateauMode::Min,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            threshold_mode: ThresholdMode::Rel,
+            cooldown: 0,
+            min_lr: vec![0.0],
+            eps: 1e-8,
+        }
     }
 }
 
@@ -84,7 +93,14 @@ impl ReduceLrOnPlateau {
             bail!("ReduceLROnPlateau", Value, "expected {n} min_lrs, got {}", config.min_lr.len());
         }
         let best = Self::worst(config.mode);
-        Ok(ReduceLrOnPlateau { config, last_epoch: 0, best, num_bad_epochs: 0, cooldown_counter: 0, last_lr: Base::current_lrs(opt) })
+        Ok(ReduceLrOnPlateau {
+            config,
+            last_epoch: 0,
+            best,
+            num_bad_epochs: 0,
+            cooldown_counter: 0,
+            last_lr: Base::current_lrs(opt),
+        })
     }
 
     fn worst(mode: PlateauMode) -> f64 {
@@ -141,7 +157,11 @@ impl ReduceLrOnPlateau {
         let min_lrs = match self.config.min_lr.len() {
             1 => vec![self.config.min_lr[0]; n],
             len if len == n => self.config.min_lr.clone(),
-            len => bail!("ReduceLROnPlateau", Value, "The number of param groups in the optimizer ({n}) differs from the number of min_lrs ({len})"),
+            len => bail!(
+                "ReduceLROnPlateau",
+                Value,
+                "The number of param groups in the optimizer ({n}) differs from the number of min_lrs ({len})"
+            ),
         };
         for (g, min_lr) in min_lrs.into_iter().enumerate() {
             let old = opt.lr(g);
@@ -190,7 +210,8 @@ impl ReduceLrOnPlateau {
     pub fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
         const NAME: &str = "ReduceLROnPlateau";
         let mode = get_choice(sd, NAME, "mode", &[("min", PlateauMode::Min), ("max", PlateauMode::Max)])?;
-        let threshold_mode = get_choice(sd, NAME, "threshold_mode", &[("rel", ThresholdMode::Rel), ("abs", ThresholdMode::Abs)])?;
+        let threshold_mode =
+            get_choice(sd, NAME, "threshold_mode", &[("rel", ThresholdMode::Rel), ("abs", ThresholdMode::Abs)])?;
         let config = ReduceLrOnPlateauConfig {
             mode,
             threshold_mode,

@@ -80,7 +80,11 @@ impl EpochSchedule for MultiStepLr {
     }
 
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
-        Ok(MultiStepLr { base, milestones: get_list(sd, Self::NAME, "milestones")?, gamma: get(sd, Self::NAME, "gamma")? })
+        Ok(MultiStepLr {
+            base,
+            milestones: get_list(sd, Self::NAME, "milestones")?,
+            gamma: get(sd, Self::NAME, "gamma")?,
+        })
     }
 }
 

@@ -39,10 +39,17 @@ impl Cifar10 {
     #[track_caller]
     pub fn new(root: impl AsRef<Path>, train: bool) -> Result<Cifar10> {
         let root = root.as_ref();
-        let names: Vec<String> =
-            if train { (1..=5).map(|i| format!("data_batch_{i}.bin")).collect() } else { vec!["test_batch.bin".to_string()] };
+        let names: Vec<String> = if train {
+            (1..=5).map(|i| format!("data_batch_{i}.bin")).collect()
+        } else {
+            vec!["test_batch.bin".to_string()]
+        };
         let nested = root.join("cifar-10-batches-bin");
-        let dir = if root.join(&names[0]).is_file() || !nested.join(&names[0]).is_file() { root.to_path_buf() } else { nested };
+        let dir = if root.join(&names[0]).is_file() || !nested.join(&names[0]).is_file() {
+            root.to_path_buf()
+        } else {
+            nested
+        };
         let mut images = Vec::new();
         let mut labels = Vec::new();
         for name in &names {
@@ -51,7 +58,11 @@ impl Cifar10 {
                 return Err(Error::new(
                     "Cifar10",
                     ErrorKind::Io,
-                    format!("cannot find {name} in {} or {}", root.display(), root.join("cifar-10-batches-bin").display()),
+                    format!(
+                        "cannot find {name} in {} or {}",
+                        root.display(),
+                        root.join("cifar-10-batches-bin").display()
+                    ),
                 ));
             }
             read_batch(&path, &mut images, &mut labels).at_caller()?;

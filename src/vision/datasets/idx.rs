@@ -40,7 +40,9 @@ fn bad(path: &Path, message: impl std::fmt::Display) -> Error {
 #[track_caller]
 pub fn read_maybe_gz(op: &'static str, path: &Path) -> Result<Vec<u8>> {
     let at = Location::caller();
-    let cannot = |what: &str, e: std::io::Error| Error::at(op, ErrorKind::Io, format!("{}: {what}: {e}", path.display()), at).caused_by(e);
+    let cannot = |what: &str, e: std::io::Error| {
+        Error::at(op, ErrorKind::Io, format!("{}: {what}: {e}", path.display()), at).caused_by(e)
+    };
     let raw = std::fs::read(path).map_err(|e| cannot("cannot read the file", e))?;
     if raw.len() < 2 || raw[..2] != [0x1f, 0x8b] {
         return Ok(raw);
@@ -86,18 +88,28 @@ pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
     let ndim = bytes[3] as usize;
     let header = 4 + 4 * ndim;
     if bytes.len() < header {
-        return Err(bad(path, format!("truncated header: {ndim} dims need {header} bytes, but the file has {}", bytes.len())));
+        return Err(bad(
+            path,
+            format!("truncated header: {ndim} dims need {header} bytes, but the file has {}", bytes.len()),
+        ));
     }
-    let dims: Vec<usize> = bytes[4..header].chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize).collect();
+    let dims: Vec<usize> =
+        bytes[4..header].chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize).collect();
     let Some(numel) = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) else {
         return Err(bad(path, format!("dims {dims:?} hold more elements than fit in memory")));
     };
     let found = bytes.len() - header;
     if found < numel {
-        return Err(bad(path, format!("truncated data: dims {dims:?} need {numel} bytes after the header, but only {found} are present")));
+        return Err(bad(
+            path,
+            format!("truncated data: dims {dims:?} need {numel} bytes after the header, but only {found} are present"),
+        ));
     }
     if found > numel {
-        return Err(bad(path, format!("{} unexpected bytes after the {numel} bytes of data that dims {dims:?} describe", found - numel)));
+        return Err(bad(
+            path,
+            format!("{} unexpected bytes after the {numel} bytes of data that dims {dims:?} describe", found - numel),
+        ));
     }
     Ok(IdxArray { dims, data: bytes[header..].to_vec() })
 }

@@ -56,7 +56,11 @@ fn find(root: &Path, name: &str) -> Result<PathBuf> {
             }
         }
     }
-    Err(Error::new("Mnist", ErrorKind::Io, format!("cannot find {name} or {name}.gz in {} or {}", dirs[0].display(), dirs[1].display())))
+    Err(Error::new(
+        "Mnist",
+        ErrorKind::Io,
+        format!("cannot find {name} or {name}.gz in {} or {}", dirs[0].display(), dirs[1].display()),
+    ))
 }
 
 impl Mnist {
@@ -96,22 +100,38 @@ impl Mnist {
         if images.dims.len() != 3 {
             return Err(bad(
                 image_path,
-                format!("expected images of 3 dims (count, rows, cols), but the file has {} dims {:?}", images.dims.len(), images.dims),
+                format!(
+                    "expected images of 3 dims (count, rows, cols), but the file has {} dims {:?}",
+                    images.dims.len(),
+                    images.dims
+                ),
             ));
         }
         if images.dims[1..] != [SIDE, SIDE] {
-            return Err(bad(image_path, format!("expected {SIDE}x{SIDE} images, but they are {}x{}", images.dims[1], images.dims[2])));
+            return Err(bad(
+                image_path,
+                format!("expected {SIDE}x{SIDE} images, but they are {}x{}", images.dims[1], images.dims[2]),
+            ));
         }
         if labels.dims.len() != 1 {
             return Err(bad(
                 label_path,
-                format!("expected labels of 1 dim (count), but the file has {} dims {:?}", labels.dims.len(), labels.dims),
+                format!(
+                    "expected labels of 1 dim (count), but the file has {} dims {:?}",
+                    labels.dims.len(),
+                    labels.dims
+                ),
             ));
         }
         if images.dims[0] != labels.dims[0] {
             return Err(bad(
                 label_path,
-                format!("holds {} labels, but {} holds {} images", labels.dims[0], image_path.display(), images.dims[0]),
+                format!(
+                    "holds {} labels, but {} holds {} images",
+                    labels.dims[0],
+                    image_path.display(),
+                    images.dims[0]
+                ),
             ));
         }
         if let Some((i, &l)) = labels.data.iter().enumerate().find(|(_, &l)| l > 9) {
@@ -153,7 +173,18 @@ impl Mnist {
 
     /// The class names, `"0 - zero"` to `"9 - nine"` (torchvision's `classes`).
     pub fn classes() -> [&'static str; 10] {
-        ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five", "6 - six", "7 - seven", "8 - eight", "9 - nine"]
+        [
+            "0 - zero",
+            "1 - one",
+            "2 - two",
+            "3 - three",
+            "4 - four",
+            "5 - five",
+            "6 - six",
+            "7 - seven",
+            "8 - eight",
+            "9 - nine",
+        ]
     }
 }
 

@@ -32,8 +32,15 @@ pub enum Split {
 /// pixels), or `ToTensor` alone. Panics with the dataset's name and the item on a transform
 /// error (`Dataset::get` is infallible), at the line that asked for the item.
 #[track_caller]
-pub(crate) fn image_item(dataset: &str, index: usize, bytes: &[u8], shape: [usize; 3], transform: Option<&Arc<dyn Transform>>) -> Tensor {
-    let pixels = Pixels::new(bytes.to_vec(), shape[0], shape[1], shape[2]).expect("stored images have their shape's size");
+pub(crate) fn image_item(
+    dataset: &str,
+    index: usize,
+    bytes: &[u8],
+    shape: [usize; 3],
+    transform: Option<&Arc<dyn Transform>>,
+) -> Tensor {
+    let pixels =
+        Pixels::new(bytes.to_vec(), shape[0], shape[1], shape[2]).expect("stored images have their shape's size");
     match transform {
         None => pixels.to_tensor(),
         Some(t) => match t.apply(Image::Pixels(pixels)) {

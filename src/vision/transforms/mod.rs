@@ -47,7 +47,12 @@ impl Transform for ToTensor {
             Image::Tensor(t) if t.dtype() == DType::U8 => t.try_to_dtype(DType::F32)?.try_div(255.0f32)?,
             Image::Tensor(t) if t.dtype().is_float() => t,
             Image::Tensor(t) => {
-                bail!("ToTensor", DType, "expected pixels, a uint8 tensor or a float tensor, but got a {} tensor", t.dtype())
+                bail!(
+                    "ToTensor",
+                    DType,
+                    "expected pixels, a uint8 tensor or a float tensor, but got a {} tensor",
+                    t.dtype()
+                )
             }
         }))
     }

@@ -29,10 +29,20 @@ impl Normalize {
     #[track_caller]
     pub fn try_new(mean: &[f64], std: &[f64]) -> Result<Normalize> {
         if mean.is_empty() || mean.len() != std.len() {
-            bail!("Normalize", Value, "expected mean and std of the same non-zero length, but got {} and {} values", mean.len(), std.len());
+            bail!(
+                "Normalize",
+                Value,
+                "expected mean and std of the same non-zero length, but got {} and {} values",
+                mean.len(),
+                std.len()
+            );
         }
         if std.contains(&0.0) {
-            bail!("Normalize", Value, "std evaluated to zero after conversion, leading to division by zero (std = {std:?})");
+            bail!(
+                "Normalize",
+                Value,
+                "std evaluated to zero after conversion, leading to division by zero (std = {std:?})"
+            );
         }
         Ok(Normalize { mean: mean.to_vec(), std: std.to_vec() })
     }
@@ -83,7 +93,9 @@ impl Transform for Normalize {
     fn apply(&self, image: Image) -> Result<Image> {
         let t = match image {
             Image::Tensor(t) => t,
-            Image::Pixels(_) => bail!("Normalize", DType, "expected a tensor image, but got pixels: put ToTensor before Normalize"),
+            Image::Pixels(_) => {
+                bail!("Normalize", DType, "expected a tensor image, but got pixels: put ToTensor before Normalize")
+            }
         };
         if !t.dtype().is_float() {
             bail!("Normalize", DType, "expected a float tensor image, but got {}", t.dtype());

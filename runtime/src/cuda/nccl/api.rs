@@ -7,7 +7,9 @@
 //! `cudarc::nccl::sys` and loads the dozen functions it calls from whichever file
 //! [`super::library`] picked, so a wheel works as installed.
 
-use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclConfig_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId};
+use cudarc::nccl::sys::{
+    cudaStream_t, ncclComm_t, ncclConfig_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId,
+};
 use std::ffi::{c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +26,8 @@ pub struct NcclApi {
     /// `ncclGetUniqueId(ncclUniqueId*)`.
     pub get_unique_id: unsafe extern "C" fn(*mut ncclUniqueId) -> ncclResult_t,
     /// `ncclCommInitRankConfig(comm*, nranks, id, rank, config*)`.
-    pub comm_init_rank_config: unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int, *mut ncclConfig_t) -> ncclResult_t,
+    pub comm_init_rank_config:
+        unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int, *mut ncclConfig_t) -> ncclResult_t,
     /// `ncclCommGetAsyncError(comm, ncclResult_t*)`.
     pub comm_get_async_error: unsafe extern "C" fn(ncclComm_t, *mut ncclResult_t) -> ncclResult_t,
     /// `ncclCommAbort(comm)`.
@@ -32,13 +35,44 @@ pub struct NcclApi {
     /// `ncclCommDestroy(comm)`.
     pub comm_destroy: unsafe extern "C" fn(ncclComm_t) -> ncclResult_t,
     /// `ncclAllReduce(send, recv, count, type, op, comm, stream)`.
-    pub all_reduce: unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) -> ncclResult_t,
+    pub all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        ncclDataType_t,
+        ncclRedOp_t,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
     /// `ncclBroadcast(send, recv, count, type, root, comm, stream)`.
-    pub broadcast: unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, c_int, ncclComm_t, cudaStream_t) -> ncclResult_t,
+    pub broadcast: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        ncclDataType_t,
+        c_int,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
     /// `ncclAllGather(send, recv, sendcount, type, comm, stream)`.
-    pub all_gather: unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclComm_t, cudaStream_t) -> ncclResult_t,
+    pub all_gather: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        ncclDataType_t,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
     /// `ncclReduceScatter(send, recv, recvcount, type, op, comm, stream)`.
-    pub reduce_scatter: unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) -> ncclResult_t,
+    pub reduce_scatter: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        ncclDataType_t,
+        ncclRedOp_t,
+        ncclComm_t,
+        cudaStream_t,
+    ) -> ncclResult_t,
 }
 
 /// Reads the symbol `name` of `lib` as a function pointer of type `F`.
@@ -48,7 +82,9 @@ pub struct NcclApi {
 unsafe fn symbol<F: Copy>(lib: &libloading::Library, path: &Path, name: &str) -> Result<F, String> {
     // SAFETY: the caller vouches for the type; the pointer is used only while `lib` stays open
     // (NcclApi owns both).
-    unsafe { lib.get::<F>(name.as_bytes()) }.map(|s| *s).map_err(|e| format!("{} has no {name} (not an NCCL library?): {e}", path.display()))
+    unsafe { lib.get::<F>(name.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| format!("{} has no {name} (not an NCCL library?): {e}", path.display()))
 }
 
 impl NcclApi {

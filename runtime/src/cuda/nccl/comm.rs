@@ -3,12 +3,12 @@
 
 use super::super::context::{device, CudaDevice};
 use super::super::error::{CudaError, CudaErrorKind, Result};
+use super::api::NcclApi;
+use super::library::api;
 use super::nonblocking::{non_blocking_config, wait_ready};
 use super::types::{data_type, red_op, NcclReduce, UniqueId};
 use crate::dtype::DType;
 use cudarc::driver::result::event;
-use super::api::NcclApi;
-use super::library::api;
 use cudarc::nccl::sys;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -73,7 +73,14 @@ impl NcclComm {
     /// Errors: no libnccl, no such device, NCCL's own failure (ranks that disagree on
     /// `world_size`, a network error), or kind `Timeout` when the other ranks have not all
     /// joined within `timeout` (the half-made communicator is aborted).
-    pub fn init(op: &'static str, ordinal: usize, world_size: usize, rank: usize, id: &UniqueId, timeout: Duration) -> Result<NcclComm> {
+    pub fn init(
+        op: &'static str,
+        ordinal: usize,
+        world_size: usize,
+        rank: usize,
+        id: &UniqueId,
+        timeout: Duration,
+    ) -> Result<NcclComm> {
         let (nccl, version) = (api(op)?, super::nccl_version(op)?);
         let dev = device(op, ordinal)?;
         let (n, r) = (int(op, "world size", world_size)?, int(op, "rank", rank)?);
@@ -122,7 +129,15 @@ impl NcclComm {
     /// [`Collective`] gives, and both must stay allocated until work queued after this call on
     /// the stream has run (kiln's allocator reuses blocks only for later work on the same stream,
     /// which is enough).
-    pub unsafe fn enqueue(&self, op: &'static str, call: Collective, dtype: DType, send: u64, recv: u64, count: usize) -> Result<()> {
+    pub unsafe fn enqueue(
+        &self,
+        op: &'static str,
+        call: Collective,
+        dtype: DType,
+        send: u64,
+        recv: u64,
+        count: usize,
+    ) -> Result<()> {
         self.dev.bind(op)?;
         let stream = self.dev.stream().cu_stream() as sys::cudaStream_t;
         let (dt, s, r) = (data_type(dtype), send as *const c_void, recv as *mut c_void);
@@ -132,7 +147,9 @@ impl NcclComm {
         let res = unsafe {
             match call {
                 Collective::AllReduce(o) => (nccl.all_reduce)(s, r, count, dt, red_op(o), comm, stream),
-                Collective::Broadcast { root } => (nccl.broadcast)(s, r, count, dt, int(op, "root", root)?, comm, stream),
+                Collective::Broadcast { root } => {
+                    (nccl.broadcast)(s, r, count, dt, int(op, "root", root)?, comm, stream)
+                }
                 Collective::AllGather => (nccl.all_gather)(s, r, count, dt, comm, stream),
                 Collective::ReduceScatter(o) => (nccl.reduce_scatter)(s, r, count, dt, red_op(o), comm, stream),
             }
@@ -144,7 +161,9 @@ impl NcclComm {
             // the first time): wait until it is on the stream, so an event recorded next
             // follows it.
             // SAFETY: a live communicator.
-            sys::ncclResult_t::ncclInProgress => wait_ready(op, &what, self.timeout, || unsafe { async_state(nccl, comm) }),
+            sys::ncclResult_t::ncclInProgress => {
+                wait_ready(op, &what, self.timeout, || unsafe { async_state(nccl, comm) })
+            }
             code => Err(failed(op, &what, code)),
         }
     }
@@ -153,10 +172,12 @@ impl NcclComm {
     /// (the last collective) has run.
     pub fn record(&self, op: &'static str) -> Result<NcclEvent> {
         self.dev.bind(op)?;
-        let ev = event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(|e| CudaError::driver(op, "cuEventCreate", e))?;
+        let ev = event::create(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(|e| CudaError::driver(op, "cuEventCreate", e))?;
         let ev = NcclEvent(ev);
         // SAFETY: a live event and the device's live stream, in the current context.
-        unsafe { event::record(ev.0, self.dev.stream().cu_stream()) }.map_err(|e| CudaError::driver(op, "cuEventRecord", e))?;
+        unsafe { event::record(ev.0, self.dev.stream().cu_stream()) }
+            .map_err(|e| CudaError::driver(op, "cuEventRecord", e))?;
         Ok(ev)
     }
 
@@ -229,5 +250,7 @@ fn in_flight(r: sys::ncclResult_t) -> bool {
 
 /// A size as NCCL's `int`, or an error naming it.
 fn int(op: &'static str, what: &str, v: usize) -> Result<c_int> {
-    c_int::try_from(v).map_err(|_| CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{what} = {v} does not fit NCCL's int")))
+    c_int::try_from(v).map_err(|_| {
+        CudaError::new(op, CudaErrorKind::InvalidArgument, format!("{what} = {v} does not fit NCCL's int"))
+    })
 }

@@ -55,17 +55,25 @@ pub fn nccl_library_path() -> Option<PathBuf> {
 /// version.
 fn load(explicit: Option<PathBuf>) -> std::result::Result<(NcclApi, i32), String> {
     let api = match explicit {
-        Some(path) => NcclApi::open(&path).map_err(|e| format!("{NCCL_LIBRARY_VAR} names a library that does not open as NCCL: {e}"))?,
+        Some(path) => NcclApi::open(&path)
+            .map_err(|e| format!("{NCCL_LIBRARY_VAR} names a library that does not open as NCCL: {e}"))?,
         None => {
             let by_name = ["libnccl.so.2", "libnccl.so"].map(PathBuf::from);
             let mut failures = Vec::new();
-            let opened = by_name.into_iter().chain(found_elsewhere()).find_map(|p| NcclApi::open(&p).map_err(|e| failures.push(e)).ok());
+            let opened = by_name
+                .into_iter()
+                .chain(found_elsewhere())
+                .find_map(|p| NcclApi::open(&p).map_err(|e| failures.push(e)).ok());
             opened.ok_or_else(|| missing_message(&failures))?
         }
     };
     let version = api.version().map_err(|r| format!("ncclGetVersion of {} failed: {r:?}", api.path.display()))?;
     if version < MIN_VERSION {
-        return Err(format!("{} is NCCL {}, too old: kiln needs NCCL 2.10 or newer", api.path.display(), version_text(version)));
+        return Err(format!(
+            "{} is NCCL {}, too old: kiln needs NCCL 2.10 or newer",
+            api.path.display(),
+            version_text(version)
+        ));
     }
     Ok((api, version))
 }
@@ -80,7 +88,9 @@ pub fn version_text(code: i32) -> String {
 fn missing_message(failures: &[String]) -> String {
     let base = "NCCL (libnccl.so.2) not found on LD_LIBRARY_PATH, the system paths or Python's site-packages";
     let seen: Vec<&String> = failures.iter().filter(|f| !f.contains("No such file")).collect();
-    let mut text = format!("{base}: install it (`pip install nvidia-nccl-cu13`, or apt's libnccl2) or name the file in {NCCL_LIBRARY_VAR}");
+    let mut text = format!(
+        "{base}: install it (`pip install nvidia-nccl-cu13`, or apt's libnccl2) or name the file in {NCCL_LIBRARY_VAR}"
+    );
     for f in seen {
         text.push_str("; ");
         text.push_str(f);
@@ -92,9 +102,15 @@ fn missing_message(failures: &[String]) -> String {
 fn found_elsewhere() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let script = "import site,sys\ntry:\n    print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]+sys.path))\nexcept Exception:\n    print('\\n'.join(sys.path))";
-    if let Ok(out) = std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output() {
+    if let Ok(out) =
+        std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output()
+    {
         for site in String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()) {
-            dirs.extend(["nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"].iter().map(|sub| PathBuf::from(site).join(sub)));
+            dirs.extend(
+                ["nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"]
+                    .iter()
+                    .map(|sub| PathBuf::from(site).join(sub)),
+            );
         }
     }
     dirs.extend(["/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64", "/usr/lib64"].iter().map(PathBuf::from));
@@ -110,8 +126,16 @@ mod tests {
     #[test]
     fn the_error_says_how_to_install_and_why_a_file_failed() {
         let none = missing_message(&[]);
-        assert!(none.contains("NCCL (libnccl.so.2) not found") && none.contains("pip install nvidia-nccl-cu13") && none.contains(NCCL_LIBRARY_VAR), "{none}");
-        let seen = missing_message(&["libnccl.so: cannot open shared object file: No such file or directory".into(), "/x/libnccl.so.2 has no ncclGetVersion".into()]);
+        assert!(
+            none.contains("NCCL (libnccl.so.2) not found")
+                && none.contains("pip install nvidia-nccl-cu13")
+                && none.contains(NCCL_LIBRARY_VAR),
+            "{none}"
+        );
+        let seen = missing_message(&[
+            "libnccl.so: cannot open shared object file: No such file or directory".into(),
+            "/x/libnccl.so.2 has no ncclGetVersion".into(),
+        ]);
         assert!(seen.ends_with("; /x/libnccl.so.2 has no ncclGetVersion") && !seen.contains("No such file"), "{seen}");
         assert_eq!(version_text(22703), "2.27.3");
     }
@@ -119,7 +143,10 @@ mod tests {
     #[test]
     fn a_named_file_that_is_not_nccl_is_an_error_naming_it() {
         let e = load(Some(PathBuf::from("/no/such/libnccl.so.2"))).err().unwrap();
-        assert!(e.starts_with("KILN_NCCL_LIBRARY names a library that does not open as NCCL: /no/such/libnccl.so.2"), "{e}");
+        assert!(
+            e.starts_with("KILN_NCCL_LIBRARY names a library that does not open as NCCL: /no/such/libnccl.so.2"),
+            "{e}"
+        );
         // The C library opens, but is not NCCL: the first missing function is named.
         let e = load(Some(PathBuf::from("libc.so.6"))).err().unwrap();
         assert!(e.contains("libc.so.6 has no ncclGetVersion (not an NCCL library?)"), "{e}");

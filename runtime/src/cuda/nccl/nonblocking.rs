@@ -48,14 +48,25 @@ pub(crate) fn non_blocking_config(version: i32) -> sys::ncclConfig_t {
 /// Polls `state` (a communicator's `ncclCommGetAsyncError`) until it is no longer
 /// `ncclInProgress`: Ok on `ncclSuccess`; an error naming `what` on any other result, or
 /// (kind [`CudaErrorKind::Timeout`]) when `timeout` passes first.
-pub(crate) fn wait_ready(op: &'static str, what: &str, timeout: Duration, mut state: impl FnMut() -> sys::ncclResult_t) -> Result<()> {
+pub(crate) fn wait_ready(
+    op: &'static str,
+    what: &str,
+    timeout: Duration,
+    mut state: impl FnMut() -> sys::ncclResult_t,
+) -> Result<()> {
     let start = Instant::now();
     let mut sleep = Duration::from_micros(10);
     loop {
         match state() {
             sys::ncclResult_t::ncclSuccess => return Ok(()),
             sys::ncclResult_t::ncclInProgress => {}
-            r => return Err(CudaError::new(op, CudaErrorKind::Driver, format!("{what} failed: {}", super::comm::result_name(r)))),
+            r => {
+                return Err(CudaError::new(
+                    op,
+                    CudaErrorKind::Driver,
+                    format!("{what} failed: {}", super::comm::result_name(r)),
+                ))
+            }
         }
         if start.elapsed() >= timeout {
             return Err(CudaError::new(
@@ -77,8 +88,14 @@ mod tests {
     #[test]
     fn the_config_is_non_blocking_and_leaves_the_rest_to_nccl() {
         let c = non_blocking_config(22703);
-        assert_eq!((c.size, c.magic, c.version, c.blocking), (std::mem::size_of::<sys::ncclConfig_t>(), 0xcafebeef, 22703, 0));
-        assert_eq!([c.cgaClusterSize, c.minCTAs, c.maxCTAs, c.splitShare, c.collnetEnable, c.nvlsCTAs, c.maxP2pPeers], [i32::MIN; 7]);
+        assert_eq!(
+            (c.size, c.magic, c.version, c.blocking),
+            (std::mem::size_of::<sys::ncclConfig_t>(), 0xcafebeef, 22703, 0)
+        );
+        assert_eq!(
+            [c.cgaClusterSize, c.minCTAs, c.maxCTAs, c.splitShare, c.collnetEnable, c.nvlsCTAs, c.maxP2pPeers],
+            [i32::MIN; 7]
+        );
         assert!(c.netName.is_null() && c.commName.is_null());
     }
 
@@ -87,7 +104,11 @@ mod tests {
         let mut calls = 0;
         let ok = wait_ready("test", "setup", Duration::from_secs(5), || {
             calls += 1;
-            if calls < 4 { ncclInProgress } else { ncclSuccess }
+            if calls < 4 {
+                ncclInProgress
+            } else {
+                ncclSuccess
+            }
         });
         assert_eq!((ok, calls), (Ok(()), 4));
 
@@ -96,7 +117,8 @@ mod tests {
         assert!(e.message.contains("setup failed: ncclInternalError"), "{e}");
 
         let start = Instant::now();
-        let e = wait_ready("test", "NCCL communicator setup", Duration::from_millis(60), || ncclInProgress).unwrap_err();
+        let e =
+            wait_ready("test", "NCCL communicator setup", Duration::from_millis(60), || ncclInProgress).unwrap_err();
         let waited = start.elapsed();
         assert_eq!(e.kind, CudaErrorKind::Timeout);
         assert!(e.message.contains("NCCL communicator setup did not finish within 60ms"), "{e}");

@@ -28,7 +28,11 @@ impl UniqueId {
         // SAFETY: a loaded libnccl's function; `id` is a valid out-parameter.
         match unsafe { (nccl.get_unique_id)(&mut id) } {
             sys::ncclResult_t::ncclSuccess => Ok(UniqueId(id)),
-            r => Err(CudaError::new(op, CudaErrorKind::Driver, format!("ncclGetUniqueId failed: {}", super::comm::result_name(r)))),
+            r => Err(CudaError::new(
+                op,
+                CudaErrorKind::Driver,
+                format!("ncclGetUniqueId failed: {}", super::comm::result_name(r)),
+            )),
         }
     }
 
@@ -41,7 +45,11 @@ impl UniqueId {
     /// 128 bytes.
     pub fn from_bytes(op: &'static str, bytes: &[u8]) -> Result<UniqueId> {
         let bytes: [u8; UNIQUE_ID_BYTES] = bytes.try_into().map_err(|_| {
-            CudaError::new(op, CudaErrorKind::InvalidArgument, format!("an NCCL unique id has {UNIQUE_ID_BYTES} bytes, got {}", bytes.len()))
+            CudaError::new(
+                op,
+                CudaErrorKind::InvalidArgument,
+                format!("an NCCL unique id has {UNIQUE_ID_BYTES} bytes, got {}", bytes.len()),
+            )
         })?;
         Ok(UniqueId(sys::ncclUniqueId { internal: bytes.map(|b| b as std::ffi::c_char) }))
     }
@@ -103,12 +111,22 @@ mod tests {
     #[test]
     fn dtypes_and_reductions_map_to_nccls_abi_numbers() {
         // The numbers of nccl.h's ncclDataType_t / ncclRedOp_t, which the loaded library reads.
-        let want = [(DType::Bool, 1), (DType::U8, 1), (DType::I32, 2), (DType::I64, 4), (DType::F16, 6), (DType::F32, 7), (DType::F64, 8), (DType::BF16, 9)];
+        let want = [
+            (DType::Bool, 1),
+            (DType::U8, 1),
+            (DType::I32, 2),
+            (DType::I64, 4),
+            (DType::F16, 6),
+            (DType::F32, 7),
+            (DType::F64, 8),
+            (DType::BF16, 9),
+        ];
         assert_eq!(want.len(), DType::ALL.len());
         for (dtype, number) in want {
             assert_eq!(data_type(dtype) as u32, number, "{dtype}");
         }
-        let ops = [NcclReduce::Sum, NcclReduce::Prod, NcclReduce::Max, NcclReduce::Min, NcclReduce::Avg].map(|o| red_op(o) as u32);
+        let ops = [NcclReduce::Sum, NcclReduce::Prod, NcclReduce::Max, NcclReduce::Min, NcclReduce::Avg]
+            .map(|o| red_op(o) as u32);
         assert_eq!(ops, [0, 1, 2, 3, 4]);
     }
 }
