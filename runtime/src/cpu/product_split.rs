@@ -186,25 +186,25 @@ impl<T: 'static + Copy + Send + Sync> RawProduct<T> {
         match split {
             // SAFETY: the whole product, as the caller guarantees (see above).
             ProductSplit::Single => unsafe { self.call(gemm::Parallelism::None, zero, one) },
-            // SAFETY: the whole product, as the caller guarantees (see above).
             ProductSplit::Gemm => {
+                // SAFETY: the whole product, as the caller guarantees (see above).
                 pool().install(|| unsafe { self.call(gemm::Parallelism::Rayon(num_threads()), zero, one) })
             }
             ProductSplit::Rows(parts) => {
                 let blocks = blocks(self.m, parts);
-                // SAFETY: disjoint row blocks of the product (see above).
                 pool().install(|| {
                     blocks
                         .into_par_iter()
+                        // SAFETY: disjoint row blocks of the product (see above).
                         .for_each(|r| unsafe { self.rows(r).call(gemm::Parallelism::None, zero, one) })
                 })
             }
             ProductSplit::Cols(parts) => {
                 let blocks = blocks(self.n, parts);
-                // SAFETY: disjoint column blocks of the product (see above).
                 pool().install(|| {
                     blocks
                         .into_par_iter()
+                        // SAFETY: disjoint column blocks of the product (see above).
                         .for_each(|c| unsafe { self.cols(c).call(gemm::Parallelism::None, zero, one) })
                 })
             }

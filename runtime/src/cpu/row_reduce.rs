@@ -421,12 +421,9 @@ mod tests {
                 assert_eq!(unsafe { (f.max)(xs.as_ptr(), xs.len()) }, want, "{} elements", xs.len());
                 if let Some(last) = xs.last_mut() {
                     *last = f32::NAN;
-                    // SAFETY: as above.
-                    assert!(
-                        unsafe { (f.max)(xs.as_ptr(), xs.len()) }.is_nan(),
-                        "a NaN in the last of {} elements",
-                        xs.len()
-                    );
+                    // SAFETY: `xs` holds `xs.len()` f32.
+                    let max = unsafe { (f.max)(xs.as_ptr(), xs.len()) };
+                    assert!(max.is_nan(), "a NaN in the last of {} elements", xs.len());
                 }
             }
         }

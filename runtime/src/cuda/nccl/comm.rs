@@ -160,8 +160,8 @@ impl NcclComm {
             // A non-blocking communicator may still be queueing the call (connecting to a peer
             // the first time): wait until it is on the stream, so an event recorded next
             // follows it.
-            // SAFETY: a live communicator.
             sys::ncclResult_t::ncclInProgress => {
+                // SAFETY: a live communicator.
                 wait_ready(op, &what, self.timeout, || unsafe { async_state(nccl, comm) })
             }
             code => Err(failed(op, &what, code)),
