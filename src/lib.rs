@@ -3,8 +3,10 @@
 //! A deep-learning framework in Rust with PyTorch's define-by-run API: tensors with
 //! shared-storage views, autograd, `nn`, `optim`, data loading and checkpoints, a graph
 //! compiler underneath ([`compile`]: each call of a step is captured, fused and run as
-//! Cranelift-generated CPU kernels from a plan cached by graph shape), and (in coming work) CUDA
-//! tensors.
+//! Cranelift-generated CPU kernels from a plan cached by graph shape), data-parallel training
+//! over MPI (eager or compiled), and CUDA tensors whose kernels are generated as CUDA C. The
+//! CUDA and NCCL code has not run on a GPU yet: CI compiles every generated kernel with NVRTC
+//! on a machine without one (docs/cuda.md).
 //!
 //! ```
 //! use kiln::prelude::*;
@@ -132,7 +134,7 @@ pub fn get_num_threads() -> usize {
     kiln_runtime::cpu::parallel::num_threads()
 }
 
-/// What most programs need: `use kiln::prelude::*;` — everything the program in `API.md`
+/// What most programs need: `use kiln::prelude::*;` — everything the program in `docs/api.md`
 /// (the blitz, MNIST and CIFAR-10 tutorials) names without a path: [`Tensor`], [`DType`],
 /// [`Device`], [`Scalar`], [`StateDict`], [`BackwardOpts`], `nn` with `F` (its functional
 /// module) and the [`Module`](nn::Module) trait and derive, `optim` with the
