@@ -30,7 +30,7 @@ use common::reduce_run::{check, index, inst, sizes};
 use common::{make_input, Lay};
 
 /// Shapes and reduced dims; rows of 1003 fit the row buffer that keeps a stage's tiled exp for
-/// the epilogue (`cpu/kept_rows.rs`, 4096 elements), rows of 4500 do not.
+/// the epilogue (`cpu/kept_tile_values.rs`, 4096 elements), rows of 4500 do not.
 const SHAPES: [(&[usize], usize); 6] =
     [(&[3, 7], 1), (&[5, 33], 1), (&[2, 3, 17], 1), (&[2, 3, 17], 2), (&[4, 1003], 1), (&[2, 4500], 1)];
 
@@ -46,7 +46,7 @@ fn each_case(name: &str, mut f: impl FnMut(DType, &[usize], usize, InnerStride, 
 }
 
 /// Whether a kernel whose stages or epilogue compute an exp per element walks its rows in tiles
-/// that call the slice routine (`cpu/tiles.rs`): f32 on the vector plan, one reduced dim.
+/// that call the slice routine (`cpu/tiled_rows.rs`): f32 on the vector plan, one reduced dim.
 fn tiles(dtype: DType, rr: usize, x_inner: InnerStride) -> bool {
     dtype == DType::F32 && rr == 1 && x_inner == InnerStride::Unit
 }

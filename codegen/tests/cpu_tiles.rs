@@ -1,4 +1,4 @@
-//! The tiled path of the CPU back end (`cpu/tiles.rs`): f32 kernels whose transcendentals run
+//! The tiled path of the CPU back end (`cpu/tiled_rows.rs`): f32 kernels whose transcendentals run
 //! as native slice routines per tile. Tiled kernels equal, bit for bit, the scalar reference
 //! whose staged ops compute what the routines compute (`slice_math::slice_scalar`), and the
 //! f64 truth within the stated bounds; for inner lengths around the tile boundaries, broadcast

@@ -1,16 +1,16 @@
 //! The loops, loads and stores of a kernel: the row loop over `row_start..row_end`, each
 //! input's row base from the outer multi-index, then along the row (one run of the skeleton
-//! in [`super::runs`]) an F32X4/F64X2 loop over the inner dim when the whole kernel is one
+//! in [`super::run_loops`]) an F32X4/F64X2 loop over the inner dim when the whole kernel is one
 //! float dtype over unit/broadcast inputs, and a scalar loop (the vector loop's tail, or the
 //! whole row otherwise). A kernel that draws random numbers ([`InstOp::Rand`]) runs the scalar
 //! loop, one helper call per element and draw. The per-instruction emission here
 //! ([`emit_values`]) also serves the prologue and the epilogue of reduction kernels. An f32
 //! kernel with natively computed transcendentals walks its rows in tiles instead
-//! ([`super::tiles`]).
+//! ([`super::tiled_rows`]).
 
-use super::ops::{clif_type, Cx};
-use super::runs::{emit_runs, Pass, Space};
-use super::tiles::{self, TileBody};
+use super::ops::{clif_type, FnEmitter};
+use super::run_loops::{emit_runs, Pass, Space};
+use super::tiled_rows::{self, TileBody};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
@@ -116,7 +116,7 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
 }
 
 /// A constant converted to `dtype` as the eager scalar conversion does (`Element::from_f64`).
-pub(crate) fn const_value(cx: &mut Cx, c: f64, dtype: DType) -> Result<Value, String> {
+pub(crate) fn const_value(cx: &mut FnEmitter, c: f64, dtype: DType) -> Result<Value, String> {
     let ty = clif_type(dtype)?;
     Ok(match dtype {
         DType::F32 => cx.b.ins().f32const(c as f32),
@@ -158,7 +158,7 @@ pub(crate) fn data_flags() -> MemFlagsData {
 /// One element (or one vector of `lanes` elements) at inner index `j`: loads, the
 /// instructions, the stores (at `row.out_ptr`).
 pub(crate) fn emit_element(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     k: &ElementwiseKernel,
     live: &[bool],
     row: &Row,
@@ -171,7 +171,7 @@ pub(crate) fn emit_element(
 }
 
 /// The stores of `k`'s outputs (values `vals`) at inner index `j` of `row`.
-pub(crate) fn store_outputs(cx: &mut Cx, k: &ElementwiseKernel, row: &Row, j: Value, vals: &[Option<Value>]) {
+pub(crate) fn store_outputs(cx: &mut FnEmitter, k: &ElementwiseKernel, row: &Row, j: Value, vals: &[Option<Value>]) {
     for (o, &val) in k.outputs.iter().enumerate() {
         let size = k.dtype(val).size_in_bytes() as i64;
         let off = cx.b.ins().imul_imm_s(j, size);
@@ -183,7 +183,7 @@ pub(crate) fn store_outputs(cx: &mut Cx, k: &ElementwiseKernel, row: &Row, j: Va
 /// The live instructions of `insts` at inner index `j` of `row` (one element, or one vector of
 /// `vty` when given): per instruction, its value (`None` for dead ones).
 pub(crate) fn emit_values(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     inputs: &[KernelInput],
     insts: &[Inst],
     live: &[bool],
@@ -198,7 +198,7 @@ pub(crate) fn emit_values(
 /// the loop's form: a tile buffer's element, say) and not emitted.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_values_given(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     inputs: &[KernelInput],
     insts: &[Inst],
     live: &[bool],
@@ -273,7 +273,7 @@ pub(crate) fn emit_values_given(
 
 /// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
 /// signature is already set): its plan, and whether its rows are tiled (only where `tile`
-/// allows and [`tiles::tiling`] applies).
+/// allows and [`tiled_rows::tiling`] applies).
 pub(crate) fn build(
     k: &ElementwiseKernel,
     module: &mut JITModule,
@@ -295,12 +295,12 @@ pub(crate) fn build(
         Plan::Scalar => None,
     };
     let body = TileBody { inputs: &k.inputs, insts: &k.insts, roots: &k.outputs };
-    let tiling = if tile { tiles::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
+    let tiling = if tile { tiled_rows::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
     let ptr = module.target_config().pointer_type();
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
     let frontend_config = module.target_config();
-    let mut cx = Cx::new(&mut b, module);
+    let mut cx = FnEmitter::new(&mut b, module);
     let rank = k.rank;
     let n_out = k.outputs.len();
 
@@ -345,7 +345,7 @@ pub(crate) fn build(
     if let Some(t) = &tiling {
         let sizes: Vec<i64> = k.outputs.iter().map(|&o| k.dtype(o).size_in_bytes() as i64).collect();
         let scalars_p = a.scalars_p;
-        tiles::emit_row(
+        tiled_rows::emit_row(
             &mut cx,
             &body,
             t,
@@ -353,7 +353,7 @@ pub(crate) fn build(
             &in_ptr,
             &out_ptr,
             &sizes,
-            tiles::UNROLL,
+            tiled_rows::UNROLL,
             None,
             |cx, live| emit_pre(cx, &k.insts, live, scalars_p, vty),
             |_, _| {},
@@ -411,7 +411,7 @@ pub(crate) struct Entry {
 impl Entry {
     /// Loads the fields of the `KernelArgs` at `args` (`ptr` is the pointer type).
     pub(crate) fn load(
-        cx: &mut Cx,
+        cx: &mut FnEmitter,
         args: Value,
         ptr: Type,
         inputs: &[KernelInput],
@@ -419,7 +419,7 @@ impl Entry {
         n_out: usize,
     ) -> Entry {
         let tf = MemFlagsData::trusted();
-        let field = |cx: &mut Cx, off: usize| cx.b.ins().load(ptr, tf, args, off as i32);
+        let field = |cx: &mut FnEmitter, off: usize| cx.b.ins().load(ptr, tf, args, off as i32);
         let inputs_pp = field(cx, offset_of!(KernelArgs, inputs));
         let outputs_pp = field(cx, offset_of!(KernelArgs, outputs));
         let scalars_p = field(cx, offset_of!(KernelArgs, scalars));
@@ -455,7 +455,7 @@ pub(crate) type PerValue = (Vec<Option<Value>>, Vec<Option<Value>>);
 /// Constants and run-time scalars of the live instructions, converted once: per instruction,
 /// the scalar and (with `vty`) its splat.
 pub(crate) fn emit_pre(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     insts: &[Inst],
     live: &[bool],
     scalars_p: Value,
@@ -494,7 +494,7 @@ pub(crate) fn emit_pre(
 /// each live instruction [`per_output_known`] marks (log_softmax's `log Σ`, layer norm's
 /// `rsqrt(var + eps)`) is computed here, once per output; with `vty`, each is splatted too.
 pub(crate) fn per_output_pre(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     insts: &[Inst],
     live: &[bool],
     pre: &PerValue,
@@ -542,7 +542,7 @@ pub(crate) fn per_output_known(insts: &[Inst]) -> Vec<bool> {
 }
 
 /// The four f64 scalars of each live [`InstOp::Rand`]'s draw, loaded once per call.
-fn load_draws(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value) -> Vec<Option<[Value; 4]>> {
+fn load_draws(cx: &mut FnEmitter, insts: &[Inst], live: &[bool], scalars_p: Value) -> Vec<Option<[Value; 4]>> {
     let tf = MemFlagsData::trusted();
     let mut draws = vec![None; insts.len()];
     for (n, inst) in insts.iter().enumerate() {
@@ -556,7 +556,7 @@ fn load_draws(cx: &mut Cx, insts: &[Inst], live: &[bool], scalars_p: Value) -> V
 
 /// Broadcast inputs: one load per row (at `in_ptr`), and its splat with `vty`.
 pub(crate) fn load_bcast(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     inputs: &[KernelInput],
     insts: &[Inst],
     in_ptr: &[Value],

@@ -1,5 +1,5 @@
 //! A [`ReduceKernel`]'s [`Epilogue`]: once an output's stage values are stored, one more pass
-//! over that output's reduced sub-space (the loops of [`super::runs`]) evaluates the epilogue's
+//! over that output's reduced sub-space (the loops of [`super::run_loops`]) evaluates the epilogue's
 //! instructions with [`super::emit::emit_element`], as an elementwise kernel over the same
 //! inputs would, and stores its outputs contiguously at `(o·R + r)`.
 //!
@@ -17,12 +17,12 @@
 //! [`InstOp::Reduced`]: crate::kernel::InstOp::Reduced
 
 use super::emit::{emit_element, emit_pre, live_set, per_output_pre, plan, store_outputs, PerValue, Plan};
-use super::kept_rows::{self, ROW_CACHE};
+use super::kept_tile_values::{self, ROW_CACHE};
 use super::native_epilogue::{native_epilogue, KeptSource, NativeEpilogue};
 use super::native_rows::per_output_arg;
-use super::ops::{clif_type, Cx};
-use super::runs::{emit_runs, Pass, Space};
-use super::tiles::{self, RowKeep, TileBody, Tiling};
+use super::ops::{clif_type, FnEmitter};
+use super::run_loops::{emit_runs, Pass, Space};
+use super::tiled_rows::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
@@ -38,7 +38,7 @@ pub(crate) struct EpiloguePass {
     /// Its constants and run-time scalars, converted once (and splatted).
     pre: PerValue,
     /// How its rows are tiled, when its transcendentals run as slice routines
-    /// ([`super::tiles`]; softmax's `exp(x - max)`).
+    /// ([`super::tiled_rows`]; softmax's `exp(x - max)`).
     tiling: Option<Tiling>,
     /// The native routine that sweeps each output's row, when one fits
     /// ([`super::native_epilogue`]; see [`EpiloguePass::native_for`]).
@@ -52,15 +52,15 @@ impl EpiloguePass {
     /// Checks the epilogue's types, picks its plan and emits its constants and scalars (in the
     /// entry block: `scalars_p` is the scalars pointer, `sp` the kernel's space).
     /// Log-softmax's `exp(x - max - log Σ)` is first rewritten to share the Σ stage's exp
-    /// ([`kept_rows::share_exps`]).
+    /// ([`kept_tile_values::share_exps`]).
     pub(crate) fn new(
-        cx: &mut Cx,
+        cx: &mut FnEmitter,
         k: &ReduceKernel,
         ep: &Epilogue,
         scalars_p: Value,
         sp: &Space,
     ) -> Result<EpiloguePass, String> {
-        let (insts, at) = kept_rows::share_exps(&ep.insts, &k.stages);
+        let (insts, at) = kept_tile_values::share_exps(&ep.insts, &k.stages);
         let ek = ElementwiseKernel {
             rank: k.rank,
             inputs: k.inputs.clone(),
@@ -79,7 +79,7 @@ impl EpiloguePass {
             Plan::Scalar => None,
         };
         let pre = emit_pre(cx, &ek.insts, &live, scalars_p, vty)?;
-        let tiling = tiles::reduction_tiling(k, &Self::body(&ek), &live, vty);
+        let tiling = tiled_rows::reduction_tiling(k, &Self::body(&ek), &live, vty);
         let native = native_epilogue(&ek.inputs, k.reduce_rank, &ek.insts, &ek.outputs);
         let stream = native.map(|_| streams_output(cx, sp));
         Ok(EpiloguePass { ek, live, vty, pre, tiling, native, stream })
@@ -100,7 +100,7 @@ impl EpiloguePass {
         self.tiling.as_ref()
     }
 
-    /// Its instructions (after [`kept_rows::share_exps`]).
+    /// Its instructions (after [`kept_tile_values::share_exps`]).
     pub(crate) fn insts(&self) -> &[Inst] {
         &self.ek.insts
     }
@@ -112,7 +112,7 @@ impl EpiloguePass {
     /// builder in a new block after the loops (or the native routine's call).
     pub(crate) fn emit(
         &self,
-        cx: &mut Cx,
+        cx: &mut FnEmitter,
         sp: &Space,
         base: &[Value],
         row: Value,
@@ -129,7 +129,7 @@ impl EpiloguePass {
         };
         let zero = cx.b.ins().iconst(sp.ptr, 0);
         let dst = self.out_ptrs(cx, sp, first_run, out_base, zero)[0];
-        let arg = |cx: &mut Cx, v: Val| per_output_arg(cx, &self.ek.inputs, &self.ek.insts, &pre, base, v);
+        let arg = |cx: &mut FnEmitter, v: Val| per_output_arg(cx, &self.ek.inputs, &self.ek.insts, &pre, base, v);
         let n = sp.inner();
         let stream = self.stream.expect("a native epilogue's stream flag is set up with it (`new`)");
         match native {
@@ -141,7 +141,7 @@ impl EpiloguePass {
             }
             NativeEpilogue::OneHotSub { iota, t, a, z, k, e, s } => {
                 let args = [t, a, z, e, s].map(|v| arg(cx, v));
-                let call = |cx: &mut Cx, k: Value| {
+                let call = |cx: &mut FnEmitter, k: Value| {
                     cx.call_void(
                         native.helper(),
                         &[base[iota], args[0], args[1], args[2], k, args[3], args[4], dst, n, stream],
@@ -184,7 +184,7 @@ impl EpiloguePass {
     }
 
     /// The epilogue's output pointers for run `m` of the output whose first run is `first_run`.
-    fn out_ptrs(&self, cx: &mut Cx, sp: &Space, first_run: Value, out_base: &[Value], m: Value) -> Vec<Value> {
+    fn out_ptrs(&self, cx: &mut FnEmitter, sp: &Space, first_run: Value, out_base: &[Value], m: Value) -> Vec<Value> {
         let run = cx.b.ins().iadd(first_run, m);
         let elems = cx.b.ins().imul(run, sp.inner());
         out_base
@@ -202,7 +202,7 @@ impl EpiloguePass {
     #[allow(clippy::too_many_arguments)]
     fn emit_loops(
         &self,
-        cx: &mut Cx,
+        cx: &mut FnEmitter,
         sp: &Space,
         base: &[Value],
         first_run: Value,
@@ -215,7 +215,7 @@ impl EpiloguePass {
             let zero = cx.b.ins().iconst(sp.ptr, 0);
             let out_ptr = self.out_ptrs(cx, sp, first_run, out_base, zero);
             let sizes: Vec<i64> = self.ek.outputs.iter().map(|&o| self.ek.dtype(o).size_in_bytes() as i64).collect();
-            return tiles::emit_row(
+            return tiled_rows::emit_row(
                 cx,
                 &Self::body(&self.ek),
                 t,
@@ -223,7 +223,7 @@ impl EpiloguePass {
                 base,
                 &out_ptr,
                 &sizes,
-                tiles::UNROLL,
+                tiled_rows::UNROLL,
                 keep,
                 |_, _| Ok(pre.clone()),
                 |_, _| {},
@@ -264,7 +264,7 @@ const STREAM_BYTES: i64 = 16 << 20;
 
 /// 1 when the epilogue's f32 output (the whole space `sp`) has at least [`STREAM_BYTES`], else
 /// 0 (a value of the call, emitted in the entry block: sizes are kernel arguments).
-fn streams_output(cx: &mut Cx, sp: &Space) -> Value {
+fn streams_output(cx: &mut FnEmitter, sp: &Space) -> Value {
     let mut elems = cx.b.ins().iconst(sp.ptr, 1);
     for &d in sp.dims {
         elems = cx.b.ins().imul(elems, d);

@@ -1,7 +1,7 @@
 //! Module and ISA setup: a host-native Cranelift ISA at `opt_level = speed` and a `JITModule`
 //! that finds the Rust helper functions the generated code calls.
 
-use super::helpers;
+use super::jit_symbols;
 use cranelift_codegen::ir::{types, AbiParam, Signature};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
@@ -27,12 +27,12 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, String> {
     isa_builder.finish(settings::Flags::new(flags)).map_err(|e| format!("cranelift ISA: {e}"))
 }
 
-/// A fresh JIT module that resolves the helper symbols of [`helpers::find`]; a kernel's code
-/// declares the helpers it calls as it is emitted (`Cx::call`).
+/// A fresh JIT module that resolves the helper symbols of [`jit_symbols::find`]; a kernel's code
+/// declares the helpers it calls as it is emitted (`FnEmitter::call`).
 pub(crate) fn new_module() -> Result<JITModule, String> {
     let isa = host_isa()?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    builder.symbol_lookup_fn(Box::new(|name| helpers::find(name).map(|h| h.ptr)));
+    builder.symbol_lookup_fn(Box::new(|name| jit_symbols::find(name).map(|h| h.ptr)));
     Ok(JITModule::new(builder))
 }
 

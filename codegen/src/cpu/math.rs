@@ -27,14 +27,14 @@
 //!
 //! Results that are subnormal are compared with the subnormal spacing as the ulp.
 //!
-//! Kernels that qualify for tiles (`cpu/tiles.rs`) compute exp, tanh, sigmoid, silu and
+//! Kernels that qualify for tiles (`cpu/tiled_rows.rs`) compute exp, tanh, sigmoid, silu and
 //! gelu_tanh with native slice routines instead (same bounds; see
 //! `kiln_runtime::cpu::slice_math`); [`super::CpuKernel::compile_untiled`] keeps these inline.
 
 // The polynomial coefficients are written as published (Cephes, Numerical Recipes).
 #![allow(clippy::excessive_precision)]
 
-use super::ops::Cx;
+use super::ops::FnEmitter;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::BlockArg;
 use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
@@ -43,7 +43,7 @@ const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
 
-impl Cx<'_, '_> {
+impl FnEmitter<'_, '_> {
     fn c(&mut self, ty: Type, v: f32) -> Value {
         self.fconst(ty, v as f64)
     }
@@ -461,7 +461,7 @@ impl Cx<'_, '_> {
         let out = self.b.append_block_param(merge, ty);
         self.b.ins().brif(any, slow_block, &[], merge, &[BlockArg::Value(fast)]);
         self.b.switch_to_block(slow_block);
-        let name = super::helpers::unary_name(
+        let name = super::jit_symbols::unary_name(
             if cos { kiln_runtime::op_kind::UnaryOp::Cos } else { kiln_runtime::op_kind::UnaryOp::Sin },
             false,
         );

@@ -5,33 +5,33 @@
 //! and finalizes it in a JIT module of its own, which the `CpuKernel` owns and frees on drop.
 //! One file per job: `cpu/emit.rs` the rows, loads and stores; `cpu/ops.rs` per-op
 //! instruction selection; [`math`] the inline f32 transcendentals and their error bounds;
-//! `cpu/helpers.rs` the Rust functions for the ops that are called rather than inlined;
+//! `cpu/jit_symbols.rs` the Rust functions for the ops that are called rather than inlined;
 //! `cpu/jit.rs` the host ISA and module setup; `cpu/reduce.rs` the outputs' loop, the stages
 //! and the accumulators of a [`ReduceKernel`] ([`CpuKernel::compile_reduce`]), whose prologues
-//! go through the same per-instruction emission as elementwise kernels; `cpu/runs.rs` the
+//! go through the same per-instruction emission as elementwise kernels; `cpu/run_loops.rs` the
 //! loops over one output's reduced sub-space, shared by the stages and the epilogue;
-//! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]); `cpu/tiles.rs` the
+//! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]); `cpu/tiled_rows.rs` the
 //! tiled rows of f32 kernels whose transcendentals call native slice routines.
 
 mod emit;
 mod epilogue;
-mod helpers;
 mod jit;
-mod kept_rows;
+mod jit_symbols;
+mod kept_tile_values;
 pub mod math;
 mod native_epilogue;
 mod native_rows;
 mod ops;
 mod reduce;
-mod runs;
-mod tiles;
+mod run_loops;
+mod tiled_rows;
 
 use crate::kernel::{ElementwiseKernel, KernelArgs, ReduceKernel};
 use cranelift_codegen::print_errors::pretty_error;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module, ModuleError};
 use std::time::{Duration, Instant};
-pub use tiles::{MAX_STAGES, TILE};
+pub use tiled_rows::{MAX_STAGES, TILE};
 
 /// A compiled elementwise or reduction kernel: native code in JIT memory owned by this value.
 pub struct CpuKernel {
@@ -62,7 +62,7 @@ impl CpuKernel {
     ///
     /// An f32 kernel on the vector plan whose transcendentals have native slice routines
     /// (exp, tanh, sigmoid, silu, gelu_tanh) walks its rows in tiles of [`TILE`] elements and
-    /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiles.rs` for their
+    /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiled_rows.rs` for their
     /// error bounds: with AVX2+FMA or AVX-512F they are not bit-identical to the inline forms).
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         Self::compile_elementwise(k, name, true)

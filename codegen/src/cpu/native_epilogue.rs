@@ -13,7 +13,7 @@
 //! | `where(iota == t, a, z) - (k·e)·s` | `kiln_row_onehot_sub_f32` |
 //!
 //! In the second, `k` is a unit-stride input, or the value a reduction stage keeps in the
-//! row buffer ([`super::kept_rows`]: the exps of `x - max`), in which case the routine runs
+//! row buffer ([`super::kept_tile_values`]: the exps of `x - max`), in which case the routine runs
 //! only for rows that fit the buffer and longer rows take the loops. Products and sums match
 //! with their operands in either order (IEEE `·` and `+` commute exactly); the routines round
 //! each operation as the loops do, so the result is the same bits.
@@ -70,7 +70,7 @@ pub(crate) enum NativeEpilogue {
 }
 
 impl NativeEpilogue {
-    /// The routine's helper name (`super::helpers`).
+    /// The routine's helper name (`super::jit_symbols`).
     pub(crate) fn helper(self) -> &'static str {
         match self {
             NativeEpilogue::NormAffine { .. } => "kiln_row_norm_affine_f32",

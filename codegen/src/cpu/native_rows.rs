@@ -11,7 +11,7 @@
 //! | `sum(x)` | `kiln_row_sum_f32` |
 //! | `max(x)` | `kiln_row_max_f32` |
 //! | `sum((x - c)·(x - c))` | `kiln_row_sq_dev_sum_f32` (which prefetches the next output's row meanwhile: the first sweep, the mean, found this one in memory) |
-//! | `sum(exp(x - c))`, `sum(exp(x))` | `kiln_row_exp_sum_f32` (which can also keep the exps in the epilogue's row buffer, see [`super::kept_rows`], and prefetches the next output's row meanwhile) |
+//! | `sum(exp(x - c))`, `sum(exp(x))` | `kiln_row_exp_sum_f32` (which can also keep the exps in the epilogue's row buffer, see [`super::kept_tile_values`], and prefetches the next output's row meanwhile) |
 //! | `sum(where(x == t, a, b))` (either operand order) | `kiln_row_count_eq_f32`, then `a·k + b·(n - k)` (a term whose count is 0 is 0) |
 //!
 //! A value "known once per output" here is one [`per_output_known`] computes before the loops,
@@ -21,7 +21,7 @@
 //! f32 first), and the exp is the tiled kernels' `Exp` slice routine bit for bit.
 
 use super::emit::{data_flags, per_output_known, PerValue};
-use super::ops::Cx;
+use super::ops::FnEmitter;
 use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use kiln_runtime::op_kind::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
@@ -59,7 +59,7 @@ pub(crate) struct NativeRow {
 }
 
 impl RowCall {
-    /// The routine's helper name (`super::helpers`).
+    /// The routine's helper name (`super::jit_symbols`).
     pub(crate) fn helper(self) -> &'static str {
         match self {
             RowCall::Sum => "kiln_row_sum_f32",
@@ -128,7 +128,7 @@ pub(crate) fn broadcast_load(inputs: &[KernelInput], insts: &[Inst], v: Val) -> 
 /// The f32 value `v`, known once per output, for a routine's argument: the load of a
 /// broadcast input at `base`, or the per-output value [`super::emit::per_output_pre`] computed.
 pub(crate) fn per_output_arg(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     inputs: &[KernelInput],
     insts: &[Inst],
     pre: &PerValue,

@@ -6,7 +6,7 @@
 //!
 //! [`ElementwiseKernel`]: crate::kernel::ElementwiseKernel
 
-use super::helpers;
+use super::jit_symbols;
 use crate::ir::RandDist;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -33,17 +33,17 @@ pub(crate) fn clif_type(dtype: DType) -> Result<Type, String> {
 
 /// The emission context: the function being built, and the module in which the helpers it
 /// calls are declared (each on its first call).
-pub(crate) struct Cx<'a, 'b> {
+pub(crate) struct FnEmitter<'a, 'b> {
     /// The function builder, positioned at the current block.
     pub b: &'a mut FunctionBuilder<'b>,
     module: &'a mut JITModule,
     refs: HashMap<&'static str, FuncRef>,
 }
 
-impl<'a, 'b> Cx<'a, 'b> {
+impl<'a, 'b> FnEmitter<'a, 'b> {
     /// A context over `b`, declaring the helpers it calls in `module`.
     pub fn new(b: &'a mut FunctionBuilder<'b>, module: &'a mut JITModule) -> Self {
-        Cx { b, module, refs: HashMap::new() }
+        FnEmitter { b, module, refs: HashMap::new() }
     }
 
     /// The type of a value.
@@ -66,14 +66,14 @@ impl<'a, 'b> Cx<'a, 'b> {
         self.b.ins().stack_load(types::I64, ty, slot, 0)
     }
 
-    /// Calls helper `name` (one of [`helpers::find`]'s) on scalars.
+    /// Calls helper `name` (one of [`jit_symbols::find`]'s) on scalars.
     pub fn call(&mut self, name: &'static str, args: &[Value]) -> Value {
         let fref = self.func_ref(name);
         let call = self.b.ins().call(fref, args);
         self.b.inst_results(call)[0]
     }
 
-    /// Calls helper `name`, which returns nothing (a slice routine of [`helpers::slice_name`]).
+    /// Calls helper `name`, which returns nothing (a slice routine of [`jit_symbols::slice_name`]).
     pub fn call_void(&mut self, name: &'static str, args: &[Value]) {
         let fref = self.func_ref(name);
         self.b.ins().call(fref, args);
@@ -84,7 +84,7 @@ impl<'a, 'b> Cx<'a, 'b> {
         match self.refs.get(name) {
             Some(&f) => f,
             None => {
-                let helper = helpers::find(name).unwrap_or_else(|| panic!("no helper named {name}"));
+                let helper = jit_symbols::find(name).unwrap_or_else(|| panic!("no helper named {name}"));
                 let sig = helper.signature(self.module);
                 // A helper's name and signature are fixed, so declaring it cannot clash.
                 let id = self
@@ -117,7 +117,7 @@ impl<'a, 'b> Cx<'a, 'b> {
     /// `dist` and float `dtype` (`InstOp::Rand`): a call of the runtime's per-element function.
     pub fn rand(&mut self, dist: RandDist, dtype: DType, params: [Value; 4], index: Value) -> Value {
         let [a, b, c, d] = params;
-        self.call(helpers::rand_name(dist, dtype == DType::F64), &[a, b, c, d, index])
+        self.call(jit_symbols::rand_name(dist, dtype == DType::F64), &[a, b, c, d, index])
     }
 
     /// A float constant of type `ty` (F32, F64 or a vector of them).
@@ -280,7 +280,7 @@ impl<'a, 'b> Cx<'a, 'b> {
             UnaryOp::Erf if f32 => self.erf_f32(x),
             UnaryOp::Sin if f32 => self.sin_cos_f32(x, false),
             UnaryOp::Cos if f32 => self.sin_cos_f32(x, true),
-            _ => self.call_any(helpers::unary_name(op, !f32), &[x]),
+            _ => self.call_any(jit_symbols::unary_name(op, !f32), &[x]),
         })
     }
 
@@ -298,7 +298,7 @@ impl<'a, 'b> Cx<'a, 'b> {
                 BinaryOp::Mul => self.b.ins().imul(a, b),
                 BinaryOp::Maximum => self.b.ins().smax(a, b),
                 BinaryOp::Minimum => self.b.ins().smin(a, b),
-                BinaryOp::Pow => self.call(helpers::POW_I64, &[a, b]),
+                BinaryOp::Pow => self.call(jit_symbols::POW_I64, &[a, b]),
                 BinaryOp::Rem => {
                     // A zero divisor (ruled out by the caller) would trap: divide by 1 instead.
                     let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
@@ -355,7 +355,7 @@ impl<'a, 'b> Cx<'a, 'b> {
                 self.sel(nan, q, r)
             }
             BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => {
-                let name = helpers::binary_name(op, dtype == DType::F64).expect("helper exists");
+                let name = jit_symbols::binary_name(op, dtype == DType::F64).expect("helper exists");
                 self.call_any(name, &[a, b])
             }
             BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::BitShl | BinaryOp::BitShr => {

@@ -1,6 +1,6 @@
 //! The loops of a [`ReduceKernel`]: per output (`row_start..row_end`), the outer multi-index
 //! gives each input's base; then for each stage in order, the reduced sub-space is walked by
-//! the loops of [`super::runs`] (the middle reduced dims by one counter, the last dim by an
+//! the loops of [`super::run_loops`] (the middle reduced dims by one counter, the last dim by an
 //! F32X4/F64X2 loop when the stage's prologue qualifies for the vector plan, see
 //! [`super::emit::vector_ok`], and a scalar tail) and the stage's value is stored. A prologue is
 //! emitted by [`super::emit::emit_values`], as in elementwise kernels; the values of earlier
@@ -16,11 +16,11 @@
 
 use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, vector_ok, Entry, PerValue};
 use super::epilogue::EpiloguePass;
-use super::kept_rows::{same_value, ROW_CACHE};
+use super::kept_tile_values::{same_value, ROW_CACHE};
 use super::native_rows::{native_row, per_output_arg, NativeRow, RowCall};
-use super::ops::{clif_type, Cx};
-use super::runs::{emit_runs, Pass, Space};
-use super::tiles::{self, RowKeep, TileBody, Tiling};
+use super::ops::{clif_type, FnEmitter};
+use super::run_loops::{emit_runs, Pass, Space};
+use super::tiled_rows::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage, Val};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -35,7 +35,7 @@ use kiln_runtime::DType;
 use std::cell::RefCell;
 
 /// The identity of `op` for values of `dtype`, in the scalar accumulator's type (f64 or i64).
-fn identity(cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
+fn identity(cx: &mut FnEmitter, op: ReduceOp, dtype: DType) -> Value {
     if dtype.is_float() {
         let v = match op {
             ReduceOp::Sum => 0.0,
@@ -62,7 +62,7 @@ fn identity(cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
 
 /// `pick(a, b)` of the eager kernels for floats (scalars or vectors of one type): `b` if it is
 /// larger (`max`) or smaller than `a`, or NaN; otherwise `a`. So NaN, once in, stays.
-fn pick_float(cx: &mut Cx, max: bool, a: Value, b: Value) -> Value {
+fn pick_float(cx: &mut FnEmitter, max: bool, a: Value, b: Value) -> Value {
     let cc = if max { FloatCC::GreaterThan } else { FloatCC::LessThan };
     let better = cx.fcmp(cc, b, a);
     let nan = cx.fcmp(FloatCC::Unordered, b, b);
@@ -71,7 +71,7 @@ fn pick_float(cx: &mut Cx, max: bool, a: Value, b: Value) -> Value {
 }
 
 /// Folds `x` (same type as `acc`: f64 scalars or vectors, or i64) into `acc`.
-fn step(cx: &mut Cx, op: ReduceOp, acc: Value, x: Value) -> Value {
+fn step(cx: &mut FnEmitter, op: ReduceOp, acc: Value, x: Value) -> Value {
     let float = cx.ty(acc).lane_type().is_float();
     match (op, float) {
         (ReduceOp::Sum, true) => cx.b.ins().fadd(acc, x),
@@ -86,7 +86,7 @@ fn step(cx: &mut Cx, op: ReduceOp, acc: Value, x: Value) -> Value {
 }
 
 /// The high two lanes of an F32X4 promoted to an F64X2.
-fn promote_high(cx: &mut Cx, v: Value) -> Value {
+fn promote_high(cx: &mut FnEmitter, v: Value) -> Value {
     let bytes = cx.bitcast(types::I8X16, v);
     let mask: Vec<u8> = (8..16).chain(8..16).collect();
     let imm = cx.b.func.dfg.immediates.push(ConstantData::from(mask));
@@ -134,7 +134,7 @@ struct Accs {
 
 impl Accs {
     /// Declares the variables (`aty` is the scalar accumulator's type).
-    fn declare(cx: &mut Cx, vacc: VecAcc, aty: Type, op: ReduceOp) -> Accs {
+    fn declare(cx: &mut FnEmitter, vacc: VecAcc, aty: Type, op: ReduceOp) -> Accs {
         let scalar = cx.b.declare_var(aty);
         let vector = (0..UNROLL)
             .map(|_| match vacc {
@@ -153,7 +153,7 @@ impl Accs {
     }
 
     /// Sets every accumulator to the identity of `op` for values of `dtype`.
-    fn reset(&self, cx: &mut Cx, op: ReduceOp, dtype: DType) {
+    fn reset(&self, cx: &mut FnEmitter, op: ReduceOp, dtype: DType) {
         let id = identity(cx, op, dtype);
         cx.b.def_var(self.scalar, id);
         let v = match self.vacc {
@@ -177,7 +177,7 @@ impl Accs {
 
     /// Sets the scalar accumulator to `acc` (an f64 or i64) and the vector ones, already
     /// reset, stay at the identity: what [`Accs::combine`] then gives is `acc`.
-    fn reset_to(&self, cx: &mut Cx, acc: Value) {
+    fn reset_to(&self, cx: &mut FnEmitter, acc: Value) {
         cx.b.def_var(self.scalar, acc);
     }
 
@@ -186,7 +186,7 @@ impl Accs {
     /// call lives in memory (every vector register is caller-saved), and register allocation
     /// was seen loading and storing the accumulators at every iteration of the folding loop;
     /// loaded at the loop's start, they stay in registers through it.
-    fn park(&self, cx: &mut Cx, park: bool) {
+    fn park(&self, cx: &mut FnEmitter, park: bool) {
         let vty = match self.vacc {
             VecAcc::Same(t) => t,
             _ => types::F64X2,
@@ -219,7 +219,7 @@ impl Accs {
     /// An f32 sum adds the iteration's [`UNROLL`] vectors in f32 (pairwise: two roundings of
     /// four terms per lane) and promotes that one vector: promoting each vector to two F64X2
     /// cost five instructions per four elements, the loop's largest share.
-    fn fold(&self, cx: &mut Cx, op: ReduceOp, dtype: DType, x: Value, vector: bool, u: usize) {
+    fn fold(&self, cx: &mut FnEmitter, op: ReduceOp, dtype: DType, x: Value, vector: bool, u: usize) {
         if !vector {
             let x = widen(cx, x, dtype);
             let acc = cx.b.use_var(self.scalar);
@@ -269,7 +269,7 @@ impl Accs {
     }
 
     /// Folds F32X4 `x`, promoted to two F64X2, into chain `u`'s accumulators.
-    fn fold_wide(&self, cx: &mut Cx, op: ReduceOp, x: Value, u: usize) {
+    fn fold_wide(&self, cx: &mut FnEmitter, op: ReduceOp, x: Value, u: usize) {
         let parts = [cx.b.ins().fvpromote_low(x), promote_high(cx, x)];
         for (&var, part) in self.vector[u].iter().zip(parts) {
             let acc = cx.b.use_var(var);
@@ -280,11 +280,11 @@ impl Accs {
 
     /// The output is done: the unrolled chains and then the lanes combined into the scalar
     /// accumulator; returns its value.
-    fn combine(&self, cx: &mut Cx, op: ReduceOp, dtype: DType) -> Value {
+    fn combine(&self, cx: &mut FnEmitter, op: ReduceOp, dtype: DType) -> Value {
         let mut acc = cx.b.use_var(self.scalar);
         // The unrolled chains, folded into the first one.
         // Chain u's accumulator n, with NaN in the lanes that saw one (all ones is a NaN).
-        let chain = |cx: &mut Cx, u: usize, n: usize| {
+        let chain = |cx: &mut FnEmitter, u: usize, n: usize| {
             let v = cx.b.use_var(self.vector[u][n]);
             let Some(&nan) = self.nan.get(u) else { return v };
             let seen = cx.b.use_var(nan);
@@ -334,7 +334,7 @@ struct StagePlan<'k> {
     /// How its vector loop accumulates.
     vacc: VecAcc,
     /// How its rows are tiled, when its transcendentals run as slice routines
-    /// ([`super::tiles`]).
+    /// ([`super::tiled_rows`]).
     tiling: Option<Tiling>,
     /// The native routine that sweeps each row, when one fits ([`super::native_rows`]): it
     /// replaces the loops (the tiling stays to match a kept row with the epilogue's).
@@ -364,7 +364,7 @@ impl<'k> StagePlan<'k> {
             (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
             (Some(t), _) => VecAcc::Same(t),
         };
-        let tiling = tiles::reduction_tiling(k, &Self::body(k, st), &live, vty);
+        let tiling = tiled_rows::reduction_tiling(k, &Self::body(k, st), &live, vty);
         let native = native_row(k, st);
         Ok(StagePlan { st, live, rd, vty, vacc, tiling, native })
     }
@@ -398,7 +398,7 @@ impl StagePass<'_, '_> {
     #[allow(clippy::too_many_arguments)]
     fn emit(
         &self,
-        cx: &mut Cx,
+        cx: &mut FnEmitter,
         k: &ReduceKernel,
         sp: &Space,
         base: &[Value],
@@ -410,7 +410,7 @@ impl StagePass<'_, '_> {
         let StagePlan { st, live, rd, vty, .. } = self.plan;
         let (st, rd, vty) = (*st, *rd, *vty);
         self.accs.reset(cx, st.op, rd);
-        let fold = |cx: &mut Cx, vt: Option<Type>, u: usize, vals: &[Option<Value>]| {
+        let fold = |cx: &mut FnEmitter, vt: Option<Type>, u: usize, vals: &[Option<Value>]| {
             let x = vals[st.reduced as usize].expect("the reduced value is live");
             self.accs.fold(cx, st.op, rd, x, vt.is_some(), u);
             Ok(())
@@ -422,8 +422,8 @@ impl StagePass<'_, '_> {
             self.accs.reset_to(cx, acc);
         } else if let Some(t) = &self.plan.tiling {
             self.accs.park(cx, true);
-            let around = |cx: &mut Cx, start: bool| self.accs.park(cx, !start);
-            tiles::emit_row(
+            let around = |cx: &mut FnEmitter, start: bool| self.accs.park(cx, !start);
+            tiled_rows::emit_row(
                 cx,
                 &StagePlan::body(k, st),
                 t,
@@ -471,7 +471,7 @@ impl StagePass<'_, '_> {
 /// to the row buffer while the row fits there.
 #[allow(clippy::too_many_arguments)]
 fn native_sweep(
-    cx: &mut Cx,
+    cx: &mut FnEmitter,
     k: &ReduceKernel,
     st: &ReduceStage,
     native: NativeRow,
@@ -481,7 +481,7 @@ fn native_sweep(
     keep: Option<RowKeep>,
 ) -> Value {
     let (src, n) = (base[native.input], sp.inner());
-    let given = |cx: &mut Cx, v: Val| per_output_arg(cx, &k.inputs, &st.insts, pre, base, v);
+    let given = |cx: &mut FnEmitter, v: Val| per_output_arg(cx, &k.inputs, &st.insts, pre, base, v);
     let name = native.call.helper();
     match native.call {
         RowCall::Sum => cx.call(name, &[src, n]),
@@ -499,7 +499,7 @@ fn native_sweep(
             let equal = cx.call(name, &[src, t, n]);
             let rest = cx.b.ins().isub(n, equal);
             // `a·count`, and 0 (not a NaN from inf·0) when the count is 0.
-            let term = |cx: &mut Cx, v: Val, count: Value| {
+            let term = |cx: &mut FnEmitter, v: Val, count: Value| {
                 let v = given(cx, v);
                 let v = cx.b.ins().fpromote(types::F64, v);
                 let c = cx.b.ins().fcvt_from_uint(types::F64, count);
@@ -535,7 +535,7 @@ fn native_sweep(
 /// The address of the next output's row of `native`'s input (whose row starts at `src`), one
 /// step along the last kept dim: a prefetch hint for the routines that sweep a row a second
 /// time (past the last row, a harmless one).
-fn next_row(cx: &mut Cx, sp: &Space, native: NativeRow, src: Value) -> Value {
+fn next_row(cx: &mut FnEmitter, sp: &Space, native: NativeRow, src: Value) -> Value {
     match sp.o_rank {
         0 => src,
         o => cx.b.ins().iadd(src, sp.strides[native.input][o - 1]),
@@ -554,7 +554,7 @@ pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Functio
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);
     let frontend_config = module.target_config();
-    let mut cx = Cx::new(&mut b, module);
+    let mut cx = FnEmitter::new(&mut b, module);
     let (rank, o_rank) = (k.rank, k.rank - k.reduce_rank);
     let n_stages = k.stages.len();
     let n_out = n_stages + k.epilogue.as_ref().map_or(0, |ep| ep.outputs.len());
@@ -637,7 +637,7 @@ fn kept_stage(plans: &[StagePlan], e: &EpiloguePass) -> Option<(usize, usize, us
 
 /// A scalar value of `dtype` in the scalar accumulator's type: f32 promoted to f64 (exactly),
 /// integers and Bool widened to i64.
-fn widen(cx: &mut Cx, x: Value, dtype: DType) -> Value {
+fn widen(cx: &mut FnEmitter, x: Value, dtype: DType) -> Value {
     match dtype {
         DType::F32 => cx.b.ins().fpromote(types::F64, x),
         DType::F64 => x,

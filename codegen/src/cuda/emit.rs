@@ -7,7 +7,7 @@
 //! input elements (`kiln_body`), written as SSA temporaries with repeated subexpressions shared.
 //! f16 and bf16 are stored as 16-bit words and computed in f32.
 
-use super::ops::{self, Ct};
+use super::ops::{self, ComputeType};
 use crate::expr::Expr;
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
@@ -55,8 +55,8 @@ pub(super) fn dtype_tag(d: DType) -> &'static str {
 pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<ElementwiseKernel, CudaError> {
     let op = "cuda_codegen";
     let ct = match dtype {
-        DType::F32 | DType::F16 | DType::BF16 => Ct::F32,
-        DType::F64 => Ct::F64,
+        DType::F32 | DType::F16 | DType::BF16 => ComputeType::F32,
+        DType::F64 => ComputeType::F64,
         d => {
             return Err(CudaError::new(
                 op,
@@ -177,7 +177,7 @@ pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// The body of `kiln_body`: one `const T tK = …;` per distinct subexpression.
 pub(super) struct Body {
-    pub(super) ct: Ct,
+    pub(super) ct: ComputeType,
     pub(super) lines: Vec<String>,
     seen: HashMap<String, String>,
     pub(super) helpers: BTreeSet<&'static str>,
@@ -185,7 +185,7 @@ pub(super) struct Body {
 
 impl Body {
     /// An empty body computing in `ct`.
-    pub(super) fn new(ct: Ct) -> Body {
+    pub(super) fn new(ct: ComputeType) -> Body {
         Body { ct, lines: Vec::new(), seen: HashMap::new(), helpers: BTreeSet::new() }
     }
 
@@ -247,22 +247,22 @@ impl Body {
         let ct = self.ct;
         let t = ct.c_type();
         match (d, ct) {
-            (_, Ct::I64) => unreachable!("casts in integer kernels are refused before emission"),
-            (DType::F64, _) | (DType::F32, Ct::F32) => a.to_string(),
-            (DType::F32, Ct::F64) => format!("(double)(float){a}"),
-            (DType::F16, Ct::F32) => {
+            (_, ComputeType::I64) => unreachable!("casts in integer kernels are refused before emission"),
+            (DType::F64, _) | (DType::F32, ComputeType::F32) => a.to_string(),
+            (DType::F32, ComputeType::F64) => format!("(double)(float){a}"),
+            (DType::F16, ComputeType::F32) => {
                 self.helpers.insert("kiln_f16");
                 format!("kiln_f16_to_f32(kiln_f32_to_f16({a}))")
             }
-            (DType::F16, Ct::F64) => {
+            (DType::F16, ComputeType::F64) => {
                 self.helpers.insert("kiln_f16");
                 format!("(double)kiln_f16_to_f32(kiln_f64_to_f16({a}))")
             }
-            (DType::BF16, Ct::F32) => {
+            (DType::BF16, ComputeType::F32) => {
                 self.helpers.insert("kiln_bf16");
                 format!("kiln_bf16_to_f32(kiln_f32_to_bf16({a}))")
             }
-            (DType::BF16, Ct::F64) => {
+            (DType::BF16, ComputeType::F64) => {
                 self.helpers.insert("kiln_bf16");
                 format!("(double)kiln_bf16_to_f32(kiln_f64_to_bf16({a}))")
             }

@@ -2,7 +2,7 @@
 //! `passes::lower_group` makes of a captured group) as one CUDA C kernel.
 //!
 //! The kernel follows the IR's meaning instruction by instruction: every instruction computes
-//! in its dtype's compute type ([`Ct::of`]: f16/bf16 in `float`, integers and bool in
+//! in its dtype's compute type ([`ComputeType::of`]: f16/bf16 in `float`, integers and bool in
 //! `long long`) with the formulas of [`super::ops`], and its value is rounded to its dtype
 //! (f16/bf16 rounded, i32/u8 wrapped, bool made 0/1) exactly where the eager op would round,
 //! so a fused kernel equals the chain of eager CUDA kernels it replaces.
@@ -22,7 +22,7 @@
 
 use super::emit::{dtype_tag, fnv1a, Body, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 use super::fused_vector::{emit_fused_vector, FusedVectorKernel};
-use super::ops::{self, Ct};
+use super::ops::{self, ComputeType};
 use super::strided::{index_space_params, load, open_index_loop, storage_type, store};
 use crate::kernel::{ElementwiseKernel, Inst, InstOp};
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
@@ -153,9 +153,9 @@ pub(super) fn buffer_params(inputs: &[DType], outputs: &[DType]) -> Vec<String> 
 
 /// `v` (of the compute type `ct`) rounded to what `d` holds, as an eager result of dtype `d`
 /// is: the store's conversion, then the load's back to the compute type of `d`.
-pub(super) fn round_to(d: DType, v: &str, ct: Ct, helpers: &mut Body) -> String {
+pub(super) fn round_to(d: DType, v: &str, ct: ComputeType, helpers: &mut Body) -> String {
     let stored = store(d, v, ct, helpers);
-    load(d, &stored, Ct::of(d), helpers)
+    load(d, &stored, ComputeType::of(d), helpers)
 }
 
 /// Emits IR instructions as CUDA C statements (`const <ct> v<N> = …;`, reading input `i`'s
@@ -166,13 +166,13 @@ pub(super) struct InstEmitter {
     /// pow).
     helpers: Body,
     /// The compute types float `kiln_rem` is needed in (an overload each).
-    rem_types: Vec<Ct>,
+    rem_types: Vec<ComputeType>,
 }
 
 impl InstEmitter {
     /// An emitter that has used no helper yet.
     pub(super) fn new() -> InstEmitter {
-        InstEmitter { helpers: Body::new(Ct::F32), rem_types: Vec::new() }
+        InstEmitter { helpers: Body::new(ComputeType::F32), rem_types: Vec::new() }
     }
 
     /// One statement per instruction of `insts` (whose loads read inputs of the dtypes
@@ -193,29 +193,29 @@ impl InstEmitter {
             let value = self
                 .value(inputs, insts, inst, read)
                 .map_err(|m| format!("instruction {v} ({:?} of {}): {m}", inst.op, inst.dtype))?;
-            lines.push(format!("const {} v{v} = {value};", Ct::of(inst.dtype).c_type()));
+            lines.push(format!("const {} v{v} = {value};", ComputeType::of(inst.dtype).c_type()));
         }
         Ok(lines)
     }
 
     /// Value `v<v>` (of dtype `d`) converted to `d`'s stored form.
     pub(super) fn store(&mut self, d: DType, v: u32) -> String {
-        store(d, &format!("v{v}"), Ct::of(d), &mut self.helpers)
+        store(d, &format!("v{v}"), ComputeType::of(d), &mut self.helpers)
     }
 
     /// `v` of compute type `ct` rounded to what `d` holds ([`round_to`]).
-    pub(super) fn round_to(&mut self, d: DType, v: &str, ct: Ct) -> String {
+    pub(super) fn round_to(&mut self, d: DType, v: &str, ct: ComputeType) -> String {
         round_to(d, v, ct, &mut self.helpers)
     }
 
     /// `v` of compute type `ct` converted to `d`'s stored form.
-    pub(super) fn store_expr(&mut self, d: DType, v: &str, ct: Ct) -> String {
+    pub(super) fn store_expr(&mut self, d: DType, v: &str, ct: ComputeType) -> String {
         store(d, v, ct, &mut self.helpers)
     }
 
     /// The source of every helper the emitted statements use.
     pub(super) fn helper_source(&self) -> String {
-        let mut src: String = self.helpers.helpers.iter().map(|h| ops::helper(h, Ct::F32)).collect();
+        let mut src: String = self.helpers.helpers.iter().map(|h| ops::helper(h, ComputeType::F32)).collect();
         src.extend(self.rem_types.iter().map(|&ct| ops::helper("kiln_rem", ct)));
         src
     }
@@ -230,15 +230,17 @@ impl InstEmitter {
         read: fn(u32) -> String,
     ) -> Result<String, String> {
         let d = inst.dtype;
-        let ct = Ct::of(d);
+        let ct = ComputeType::of(d);
         let helpers = &mut self.helpers;
         let val = |v: u32| format!("v{v}");
-        let zero_of = |v: u32| Ct::of(insts[v as usize].dtype).lit(0.0);
+        let zero_of = |v: u32| ComputeType::of(insts[v as usize].dtype).lit(0.0);
         let truth = |v: u32| format!("({} != {})", val(v), zero_of(v));
         Ok(match inst.op {
             InstOp::Load(i) => load(inputs[i as usize], &read(i), ct, helpers),
-            InstOp::Scalar(j) => round_to(d, &format!("__longlong_as_double((long long)s{j})"), Ct::F64, helpers),
-            InstOp::Const(c) => round_to(d, &Ct::F64.lit(c), Ct::F64, helpers),
+            InstOp::Scalar(j) => {
+                round_to(d, &format!("__longlong_as_double((long long)s{j})"), ComputeType::F64, helpers)
+            }
+            InstOp::Const(c) => round_to(d, &ComputeType::F64.lit(c), ComputeType::F64, helpers),
             InstOp::Unary(op, a) => {
                 let f = ops::unary_in(op, &val(a), ct)
                     .ok_or_else(|| format!("{} is not computed in {}", op.name(), ct.c_type()))?;
@@ -256,7 +258,7 @@ impl InstEmitter {
                 }
                 round_to(d, &f, ct, helpers)
             }
-            InstOp::Cmp(op, a, b) => ops::cmp(op, &val(a), &val(b), Ct::I64),
+            InstOp::Cmp(op, a, b) => ops::cmp(op, &val(a), &val(b), ComputeType::I64),
             InstOp::Logical(op, a, b) => {
                 let c = match op {
                     LogicalOp::And => "&&",
@@ -267,7 +269,7 @@ impl InstEmitter {
             }
             InstOp::Not(a) => format!("({} == {}) ? 1LL : 0LL", val(a), zero_of(a)),
             InstOp::Where(c, a, b) => format!("({} != 0LL) ? {} : {}", val(c), val(a), val(b)),
-            InstOp::Cast(a) => round_to(d, &val(a), Ct::of(insts[a as usize].dtype), helpers),
+            InstOp::Cast(a) => round_to(d, &val(a), ComputeType::of(insts[a as usize].dtype), helpers),
             InstOp::Rand { dist, params } => {
                 // The CPU generator's numbers (`super::philox`), seed and offset as run-time
                 // scalars.

@@ -39,7 +39,7 @@
 
 use super::emit::{dtype_tag, fnv1a, CUDA_CODEGEN_VERSION};
 use super::fused::{InstEmitter, MAX_PARAM_BYTES};
-use super::ops::Ct;
+use super::ops::ComputeType;
 use super::reduce::{acc_type, arith, decompose, extreme, widen, PRELUDE, REDUCE_BLOCK};
 use super::strided::storage_type;
 use crate::kernel::{Inst, InstOp, ReduceKernel, ReduceStage};
@@ -192,11 +192,11 @@ fn reduce_name(op: ReduceOp) -> &'static str {
 
 /// The accumulator's type of stage `st`: sums and products in the eager reductions'
 /// accumulator of the reduced value's dtype, max/min in its compute type.
-fn accumulator(st: &ReduceStage) -> Ct {
+fn accumulator(st: &ReduceStage) -> ComputeType {
     let d = st.dtype(st.reduced);
     match st.op {
         ReduceOp::Sum | ReduceOp::Prod => acc_type(d),
-        ReduceOp::Max | ReduceOp::Min => Ct::of(d),
+        ReduceOp::Max | ReduceOp::Min => ComputeType::of(d),
     }
 }
 
@@ -220,7 +220,7 @@ fn element_offsets(src: &mut String, insts: &[Inst], reduce_rank: usize) {
 /// the scaled and rounded value `red<s>` and lane 0's store of it.
 fn stage(src: &mut String, em: &mut InstEmitter, s: usize, st: &ReduceStage, lines: &[String], reduce_rank: usize) {
     let acc = accumulator(st);
-    let ct = Ct::of(st.dtype(st.reduced));
+    let ct = ComputeType::of(st.dtype(st.reduced));
     let (a, v) = (format!("acc{s}"), format!("v{}", st.reduced));
     let (init, step, combine) = match st.op {
         ReduceOp::Sum => (acc.lit(0.0), arith(acc, &a, "+", &widen(acc, ct, &v)), arith(acc, "a", "+", "b")),
@@ -243,10 +243,10 @@ fn stage(src: &mut String, em: &mut InstEmitter, s: usize, st: &ReduceStage, lin
         "        {a} = kiln_group_reduce({a}, []({t} a, {t} b) {{ return {combine}; }}, group, scratch{s});"
     );
     let (value, value_ct) = match st.scale {
-        Some(j) => (format!("(double)({a}) * __longlong_as_double((long long)s{j})"), Ct::F64),
+        Some(j) => (format!("(double)({a}) * __longlong_as_double((long long)s{j})"), ComputeType::F64),
         None => (a.clone(), acc),
     };
-    let out_ct = Ct::of(st.output);
+    let out_ct = ComputeType::of(st.output);
     let _ = writeln!(src, "        const {} red{s} = {};", out_ct.c_type(), em.round_to(st.output, &value, value_ct));
     let _ =
         writeln!(src, "        if (lane == 0) out{s}[o] = {};", em.store_expr(st.output, &format!("red{s}"), out_ct));

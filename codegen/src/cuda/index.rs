@@ -40,7 +40,7 @@
 //! `line_pv`.
 
 use super::emit::{dtype_tag, fnv1a, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
-use super::ops::{helper, Ct};
+use super::ops::{helper, ComputeType};
 use super::strided::{index_space_params, open_index_loop, storage_type, MAX_DIMS};
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
@@ -144,11 +144,11 @@ fn sum_of(dtype: DType, helpers: &mut Vec<String>) -> &'static str {
         DType::I32 => "(int)((unsigned int)a + (unsigned int)b)",
         DType::I64 => "(long long)((unsigned long long)a + (unsigned long long)b)",
         DType::F16 => {
-            helpers.push(helper("kiln_f16", Ct::F32));
+            helpers.push(helper("kiln_f16", ComputeType::F32));
             "kiln_f64_to_f16((double)kiln_f16_to_f32(a) + (double)kiln_f16_to_f32(b))"
         }
         DType::BF16 => {
-            helpers.push(helper("kiln_bf16", Ct::F32));
+            helpers.push(helper("kiln_bf16", ComputeType::F32));
             "kiln_f64_to_bf16((double)kiln_bf16_to_f32(a) + (double)kiln_bf16_to_f32(b))"
         }
         DType::U8 => "(unsigned char)(a + b)",

@@ -9,7 +9,7 @@ use kiln_runtime::op_kind::{BinaryOp, CmpOp, UnaryOp};
 
 /// The type an elementwise kernel computes in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ct {
+pub enum ComputeType {
     /// `float` (for f32, f16, bf16: f16/bf16 compute in f32, as the eager CPU kernels do).
     F32,
     /// `double` (for f64).
@@ -18,32 +18,32 @@ pub enum Ct {
     I64,
 }
 
-impl Ct {
+impl ComputeType {
     /// The C type name.
     pub fn c_type(self) -> &'static str {
         match self {
-            Ct::F32 => "float",
-            Ct::F64 => "double",
-            Ct::I64 => "long long",
+            ComputeType::F32 => "float",
+            ComputeType::F64 => "double",
+            ComputeType::I64 => "long long",
         }
     }
 
     /// The compute type of a dtype: f16 and bf16 compute in `float`, integers and bool in
     /// `long long`.
-    pub fn of(dtype: kiln_runtime::DType) -> Ct {
+    pub fn of(dtype: kiln_runtime::DType) -> ComputeType {
         use kiln_runtime::DType::*;
         match dtype {
-            F32 | F16 | BF16 => Ct::F32,
-            F64 => Ct::F64,
-            I64 | I32 | U8 | Bool => Ct::I64,
+            F32 | F16 | BF16 => ComputeType::F32,
+            F64 => ComputeType::F64,
+            I64 | I32 | U8 | Bool => ComputeType::I64,
         }
     }
 
     /// A CUDA math function's name for this type: `expf` or `exp` (integer kernels call none).
     pub fn func(self, base: &str) -> String {
         match self {
-            Ct::F32 => format!("{base}f"),
-            Ct::F64 | Ct::I64 => base.to_string(),
+            ComputeType::F32 => format!("{base}f"),
+            ComputeType::F64 | ComputeType::I64 => base.to_string(),
         }
     }
 
@@ -51,7 +51,7 @@ impl Ct {
     /// parenthesized; an integer literal is `v` truncated toward zero).
     pub fn lit(self, v: f64) -> String {
         match self {
-            Ct::I64 => {
+            ComputeType::I64 => {
                 let i = v as i64;
                 if i == i64::MIN {
                     "(-9223372036854775807LL - 1LL)".into()
@@ -61,7 +61,7 @@ impl Ct {
                     format!("{i}LL")
                 }
             }
-            Ct::F32 => {
+            ComputeType::F32 => {
                 let f = v as f32;
                 if f.is_nan() {
                     "__int_as_float(0x7fc00000)".into()
@@ -80,7 +80,7 @@ impl Ct {
                     }
                 }
             }
-            Ct::F64 => {
+            ComputeType::F64 => {
                 if v.is_nan() {
                     "__longlong_as_double(0x7ff8000000000000LL)".into()
                 } else if v.is_infinite() {
@@ -149,9 +149,9 @@ pub fn binary_int(op: BinaryOp, a: &str, b: &str) -> Option<String> {
 
 /// `op(a)` in the compute type `ct`: [`unary_int`] for `long long`, else [`unary`]; `None`
 /// when `ct` cannot compute it (a float op on integers, `bitwise_not` on floats).
-pub fn unary_in(op: UnaryOp, a: &str, ct: Ct) -> Option<String> {
+pub fn unary_in(op: UnaryOp, a: &str, ct: ComputeType) -> Option<String> {
     match ct {
-        Ct::I64 => unary_int(op, a),
+        ComputeType::I64 => unary_int(op, a),
         _ if op.is_int_only() => None,
         _ => Some(unary(op, a, ct)),
     }
@@ -160,15 +160,15 @@ pub fn unary_in(op: UnaryOp, a: &str, ct: Ct) -> Option<String> {
 /// `op(a, b)` in the compute type `ct` ([`binary_int`] for `long long`, else [`binary`]) and
 /// the [`helper`] the formula calls, if any; `None` when `ct` cannot compute it (true division
 /// on integers, bitwise ops on floats).
-pub fn binary_in(op: BinaryOp, a: &str, b: &str, ct: Ct) -> Option<(String, Option<&'static str>)> {
+pub fn binary_in(op: BinaryOp, a: &str, b: &str, ct: ComputeType) -> Option<(String, Option<&'static str>)> {
     let helper = match (op, ct) {
-        (BinaryOp::Rem, Ct::I64) => Some("kiln_rem_i64"),
-        (BinaryOp::Pow, Ct::I64) => Some("kiln_pow_i64"),
+        (BinaryOp::Rem, ComputeType::I64) => Some("kiln_rem_i64"),
+        (BinaryOp::Pow, ComputeType::I64) => Some("kiln_pow_i64"),
         (BinaryOp::Rem, _) => Some("kiln_rem"),
         _ => None,
     };
     let formula = match ct {
-        Ct::I64 => binary_int(op, a, b)?,
+        ComputeType::I64 => binary_int(op, a, b)?,
         _ if op.is_bitwise() => return None,
         _ => binary(op, a, b, ct),
     };
@@ -176,7 +176,7 @@ pub fn binary_in(op: BinaryOp, a: &str, b: &str, ct: Ct) -> Option<(String, Opti
 }
 
 /// `op(a)` in CUDA C, with PyTorch's semantics (see `UnaryOp::eval`), for a float compute type.
-pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
+pub fn unary(op: UnaryOp, a: &str, ct: ComputeType) -> String {
     use UnaryOp::*;
     let l = |v: f64| ct.lit(v);
     let f = |name: &str| ct.func(name);
@@ -233,7 +233,7 @@ pub fn unary(op: UnaryOp, a: &str, ct: Ct) -> String {
 }
 
 /// `op(a, b)` in CUDA C for a float compute type. `Rem` calls the helper `kiln_rem` (see [`helper`]).
-pub fn binary(op: BinaryOp, a: &str, b: &str, ct: Ct) -> String {
+pub fn binary(op: BinaryOp, a: &str, b: &str, ct: ComputeType) -> String {
     use BinaryOp::*;
     match op {
         Add => format!("{a} + {b}"),
@@ -252,7 +252,7 @@ pub fn binary(op: BinaryOp, a: &str, b: &str, ct: Ct) -> String {
 }
 
 /// `op(a, b)` as 1 or 0 of the compute type (IEEE: only `ne` is true with a NaN).
-pub fn cmp(op: CmpOp, a: &str, b: &str, ct: Ct) -> String {
+pub fn cmp(op: CmpOp, a: &str, b: &str, ct: ComputeType) -> String {
     let sym = match op {
         CmpOp::Eq => "==",
         CmpOp::Ne => "!=",
@@ -265,7 +265,7 @@ pub fn cmp(op: CmpOp, a: &str, b: &str, ct: Ct) -> String {
 }
 
 /// Device helper functions, by name: emitted only when a kernel uses them.
-pub fn helper(name: &str, ct: Ct) -> String {
+pub fn helper(name: &str, ct: ComputeType) -> String {
     let t = ct.c_type();
     match name {
         // As BinaryOp::eval_int: wrapping (MIN % -1 is 0), the divisor's sign; a zero divisor

@@ -25,7 +25,7 @@
 //! the 128-bit product, `__umul64hi`, added with wrap-around) and `(double)w32 < p · 2^32`.
 
 use super::emit::{dtype_tag, fnv1a, Body, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
-use super::ops::Ct;
+use super::ops::ComputeType;
 use super::strided::{load, storage_type, store};
 use kiln_runtime::cpu::philox::float_digits;
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
@@ -186,34 +186,34 @@ __device__ __forceinline__ void kiln_bernoulli_group(unsigned long long seed, un
 }
 ",
     );
-    for ct in [Ct::F32, Ct::F64] {
+    for ct in [ComputeType::F32, ComputeType::F64] {
         s.push_str(&typed_functions(ct));
     }
     s
 }
 
 /// The functions of [`philox_functions`] written once for both compute types.
-fn typed_functions(ct: Ct) -> String {
+fn typed_functions(ct: ComputeType) -> String {
     let (t, x) = (ct.c_type(), ct_suffix(ct));
-    let (mul, add, sub, sqrt) = if ct == Ct::F64 {
+    let (mul, add, sub, sqrt) = if ct == ComputeType::F64 {
         ("__dmul_rn", "__dadd_rn", "__dsub_rn", "__dsqrt_rn")
     } else {
         ("__fmul_rn", "__fadd_rn", "__fsub_rn", "__fsqrt_rn")
     };
     // f32 transcendentals in double, rounded once (see the module docs).
     let f = |name: &str, arg: &str| {
-        if ct == Ct::F64 {
+        if ct == ComputeType::F64 {
             format!("{name}({arg})")
         } else {
             format!("(float){name}((double){arg})")
         }
     };
-    let tau = if ct == Ct::F64 {
+    let tau = if ct == ComputeType::F64 {
         format!("{:?}", std::f64::consts::TAU)
     } else {
         format!("{:?}f", std::f64::consts::TAU as f32)
     };
-    let normal_bits = if ct == Ct::F64 { 53 } else { 24 };
+    let normal_bits = if ct == ComputeType::F64 { 53 } else { 24 };
     let (one, minus_two) = (ct.lit(1.0), ct.lit(-2.0));
     let (log, cos, sin) = (f("log", &format!("{sub}({one}, ua)")), f("cos", "t"), f("sin", "t"));
     format!(
@@ -260,8 +260,8 @@ __device__ __forceinline__ {t} kiln_normal_at_{x}(unsigned long long seed, unsig
 }
 
 /// The suffix of a compute type's device functions (`f32` or `f64`).
-pub(super) fn ct_suffix(ct: Ct) -> &'static str {
-    if ct == Ct::F64 {
+pub(super) fn ct_suffix(ct: ComputeType) -> &'static str {
+    if ct == ComputeType::F64 {
         "f64"
     } else {
         "f32"
@@ -281,7 +281,7 @@ pub fn emit_rand(kind: RandKind, dtype: DType) -> Result<RandKernel, CudaError> 
     }
     // Integers and Bernoulli values are computed as `long long` and stored as the CPU's
     // `T::from_i64` converts them (exact: the op layer checked that the dtype holds the range).
-    let ct = if kind.needs_float() { Ct::of(dtype) } else { Ct::I64 };
+    let ct = if kind.needs_float() { ComputeType::of(dtype) } else { ComputeType::I64 };
     let (t, x) = (ct.c_type(), ct_suffix(ct));
     let mut body = Body::new(ct);
     let out = store(dtype, "v", ct, &mut body);
@@ -314,7 +314,7 @@ pub fn emit_rand(kind: RandKind, dtype: DType) -> Result<RandKernel, CudaError> 
     };
     let mut src = String::new();
     let _ = writeln!(src, "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: random {} {}", kind.name(), dtype_tag(dtype));
-    src.extend(body.helpers.iter().map(|h| super::ops::helper(h, Ct::F32)));
+    src.extend(body.helpers.iter().map(|h| super::ops::helper(h, ComputeType::F32)));
     src.push_str(&philox_functions());
     let _ = writeln!(
         src,
@@ -361,15 +361,15 @@ pub(super) fn fused_draw_functions() -> String {
 /// [`fused_draw_functions`].
 pub(super) fn fused_draw(dist: crate::ir::RandDist, dtype: DType, params: u32) -> Option<String> {
     let ct = match dtype {
-        DType::F32 => Ct::F32,
-        DType::F64 => Ct::F64,
+        DType::F32 => ComputeType::F32,
+        DType::F64 => ComputeType::F64,
         _ => return None,
     };
     let x = ct_suffix(ct);
     let (zero, one) = (ct.lit(0.0), ct.lit(1.0));
     let seed = format!("kiln_draw_word(s{}, s{})", params, params + 1);
     let offset = format!("kiln_draw_word(s{}, s{})", params + 2, params + 3);
-    let bits = if ct == Ct::F32 { 24 } else { 53 };
+    let bits = if ct == ComputeType::F32 { 24 } else { 53 };
     Some(match dist {
         crate::ir::RandDist::Uniform => {
             format!("kiln_below_{x}(kiln_uniform_at_{x}({seed}, {offset}, i, {bits}u, {zero}, {one}), {zero}, {one})")

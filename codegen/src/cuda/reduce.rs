@@ -37,7 +37,7 @@
 //!   other result keeps the input dtype (the tensor layer rejects what PyTorch rejects first).
 
 use super::emit::{dtype_tag, CUDA_CODEGEN_VERSION};
-use super::ops::{self, Ct};
+use super::ops::{self, ComputeType};
 use super::strided::{load, storage_type, store, MAX_DIMS};
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
@@ -235,11 +235,11 @@ template <bool MAX, typename T> __device__ __forceinline__ KilnArg<T> kiln_pick_
 "#;
 
 /// The accumulator of sums, products, means and variances for input of `dtype`.
-pub(super) fn acc_type(dtype: DType) -> Ct {
+pub(super) fn acc_type(dtype: DType) -> ComputeType {
     match dtype {
-        DType::F32 | DType::F64 => Ct::F64,
-        DType::F16 | DType::BF16 => Ct::F32,
-        _ => Ct::I64,
+        DType::F32 | DType::F64 => ComputeType::F64,
+        DType::F16 | DType::BF16 => ComputeType::F32,
+        _ => ComputeType::I64,
     }
 }
 
@@ -270,8 +270,8 @@ fn wrapping(a: &str, op: &str, b: &str) -> String {
 }
 
 /// `a + b` or `a * b` in the accumulator type (wrapping for integers).
-pub(super) fn arith(acc: Ct, a: &str, op: &str, b: &str) -> String {
-    if acc == Ct::I64 {
+pub(super) fn arith(acc: ComputeType, a: &str, op: &str, b: &str) -> String {
+    if acc == ComputeType::I64 {
         wrapping(a, op, b)
     } else {
         format!("{a} {op} {b}")
@@ -279,7 +279,7 @@ pub(super) fn arith(acc: Ct, a: &str, op: &str, b: &str) -> String {
 }
 
 /// `v` (of the compute type) widened to the accumulator type.
-pub(super) fn widen(acc: Ct, ct: Ct, v: &str) -> String {
+pub(super) fn widen(acc: ComputeType, ct: ComputeType, v: &str) -> String {
     if acc == ct {
         v.to_string()
     } else {
@@ -288,17 +288,17 @@ pub(super) fn widen(acc: Ct, ct: Ct, v: &str) -> String {
 }
 
 /// The lowest (`max`) or highest value of the compute type: the identity of max/min.
-pub(super) fn extreme(ct: Ct, max: bool) -> String {
+pub(super) fn extreme(ct: ComputeType, max: bool) -> String {
     match ct {
-        Ct::I64 if max => "(-9223372036854775807LL - 1LL)".into(),
-        Ct::I64 => "9223372036854775807LL".into(),
+        ComputeType::I64 if max => "(-9223372036854775807LL - 1LL)".into(),
+        ComputeType::I64 => "9223372036854775807LL".into(),
         _ => ct.lit(if max { f64::NEG_INFINITY } else { f64::INFINITY }),
     }
 }
 
 /// The passes of `kind`, the final value (an expression of the passes' results `r0`, `r1`, …
 /// and `n`, the row length as `unsigned long long`), and its C type.
-fn passes(kind: CudaReduce, ct: Ct, acc: Ct) -> (Vec<Pass>, String, Ct) {
+fn passes(kind: CudaReduce, ct: ComputeType, acc: ComputeType) -> (Vec<Pass>, String, ComputeType) {
     let (t, a) = (ct.c_type(), acc.c_type());
     let sum = |v: &str| Pass::new(a, acc.lit(0.0), arith(acc, "a", "+", &widen(acc, ct, v)), arith(acc, "a", "+", "b"));
     match kind {
@@ -323,7 +323,7 @@ fn passes(kind: CudaReduce, ct: Ct, acc: Ct) -> (Vec<Pass>, String, Ct) {
         CudaReduce::All | CudaReduce::Any => {
             let (init, op) = if kind == CudaReduce::All { ("1LL", "&") } else { ("0LL", "|") };
             let step = format!("a {op} (long long)(v != {})", ct.lit(0.0));
-            (vec![Pass::new("long long", init, step, format!("a {op} b"))], "r0".into(), Ct::I64)
+            (vec![Pass::new("long long", init, step, format!("a {op} b"))], "r0".into(), ComputeType::I64)
         }
         CudaReduce::Var { sqrt } => {
             let dev = format!("({} - mean)", widen(acc, ct, "v"));
@@ -401,7 +401,7 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
     if kind.keeps_shape() && red > 1 {
         return bad(format!("{} runs along one dim, not {red}", kind.name()));
     }
-    let (ct, acc) = (Ct::of(dtype), acc_type(dtype));
+    let (ct, acc) = (ComputeType::of(dtype), acc_type(dtype));
     let out = kind.out_dtype(dtype);
     let mut body = super::emit::Body::new(ct);
     let value = load(dtype, "x[p]", ct, &mut body);
@@ -531,7 +531,7 @@ fn program(kernels: &[(&BTreeSet<&'static str>, &String)], what: &str) -> String
     let mut src = format!("// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: reduction: {what}\n{PRELUDE}");
     let helpers: BTreeSet<&'static str> = kernels.iter().flat_map(|(h, _)| h.iter().copied()).collect();
     for h in helpers {
-        src.push_str(&ops::helper(h, Ct::F32));
+        src.push_str(&ops::helper(h, ComputeType::F32));
     }
     for (_, f) in kernels {
         src.push_str(f);

@@ -24,7 +24,7 @@
 //! (`k = p`) sorts every row ascending.
 
 use super::emit::{dtype_tag, fnv1a, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
-use super::ops::{helper, Ct};
+use super::ops::{helper, ComputeType};
 use super::strided::storage_type;
 use kiln_runtime::DType;
 use std::fmt::Write;
@@ -110,7 +110,7 @@ fn key_of(dtype: DType, e: &str, helpers: &mut String) -> String {
         DType::F32 | DType::F64 => format!("kiln_sort_key((double){e})"),
         DType::F16 | DType::BF16 => {
             let h = if dtype == DType::F16 { "kiln_f16" } else { "kiln_bf16" };
-            helpers.push_str(&helper(h, Ct::F32));
+            helpers.push_str(&helper(h, ComputeType::F32));
             format!("kiln_sort_key((double){h}_to_f32({e}))")
         }
         // Integers and bool by value: the sign bit flipped orders two's complement unsigned.

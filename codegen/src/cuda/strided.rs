@@ -15,7 +15,7 @@
 //! the CPU casts' rules (float to integer truncates toward zero through i64, then wraps).
 
 use super::emit::{dtype_tag, fnv1a, has_integer_op, max_input, Body, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
-use super::ops::Ct;
+use super::ops::ComputeType;
 use crate::expr::Expr;
 use kiln_runtime::cuda::{CudaError, CudaErrorKind};
 use kiln_runtime::DType;
@@ -52,7 +52,7 @@ pub(super) fn storage_type(d: DType) -> &'static str {
 }
 
 /// `v`, stored as `d`, converted to the compute type `ct`.
-pub(super) fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
+pub(super) fn load(d: DType, v: &str, ct: ComputeType, body: &mut Body) -> String {
     let v = match d {
         DType::F16 => {
             body.helpers.insert("kiln_f16");
@@ -66,7 +66,9 @@ pub(super) fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
     };
     let native = matches!(
         (d, ct),
-        (DType::F32 | DType::F16 | DType::BF16, Ct::F32) | (DType::F64, Ct::F64) | (DType::I64, Ct::I64)
+        (DType::F32 | DType::F16 | DType::BF16, ComputeType::F32)
+            | (DType::F64, ComputeType::F64)
+            | (DType::I64, ComputeType::I64)
     );
     if native {
         v
@@ -76,10 +78,10 @@ pub(super) fn load(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
 }
 
 /// `v` of the compute type `ct`, converted to `d`'s stored form as the CPU cast does.
-pub(super) fn store(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
-    let float = ct != Ct::I64;
+pub(super) fn store(d: DType, v: &str, ct: ComputeType, body: &mut Body) -> String {
+    let float = ct != ComputeType::I64;
     match d {
-        DType::F32 if ct == Ct::F32 => v.to_string(),
+        DType::F32 if ct == ComputeType::F32 => v.to_string(),
         DType::F32 => format!("(float)({v})"),
         DType::F64 => format!("(double)({v})"),
         DType::F16 | DType::BF16 => {
@@ -89,9 +91,9 @@ pub(super) fn store(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
             };
             body.helpers.insert(helper);
             match ct {
-                Ct::F32 => format!("{f32_fn}({v})"),
-                Ct::F64 => format!("{f64_fn}({v})"),
-                Ct::I64 => format!("{f64_fn}((double)({v}))"),
+                ComputeType::F32 => format!("{f32_fn}({v})"),
+                ComputeType::F64 => format!("{f64_fn}({v})"),
+                ComputeType::I64 => format!("{f64_fn}((double)({v}))"),
             }
         }
         DType::I64 if float => format!("(long long)({v})"),
@@ -105,28 +107,28 @@ pub(super) fn store(d: DType, v: &str, ct: Ct, body: &mut Body) -> String {
 /// An error unless every op of `expr` exists in the compute type `ct`: integer kernels hold
 /// integer ops only and no casts (an eager cast is the store's conversion); float kernels no
 /// bitwise ops.
-fn check_ops(expr: &Expr, ct: Ct) -> Result<(), String> {
+fn check_ops(expr: &Expr, ct: ComputeType) -> Result<(), String> {
     let bad = |what: &str| Err(format!("{what} cannot be computed in {}: {expr}", ct.c_type()));
     match expr {
         Expr::Input(_) | Expr::Const(_) => Ok(()),
         Expr::Unary(op, a) => {
-            if ct == Ct::I64 && super::ops::unary_int(*op, "x").is_none() {
+            if ct == ComputeType::I64 && super::ops::unary_int(*op, "x").is_none() {
                 return bad(op.name());
             }
             check_ops(a, ct)
         }
         Expr::Binary(op, a, b) => {
-            if ct == Ct::I64 && super::ops::binary_int(*op, "x", "y").is_none() {
+            if ct == ComputeType::I64 && super::ops::binary_int(*op, "x", "y").is_none() {
                 return bad(op.name());
             }
             check_ops(a, ct).and(check_ops(b, ct))
         }
         Expr::Cmp(_, a, b) => check_ops(a, ct).and(check_ops(b, ct)),
         Expr::Where(c, a, b) => check_ops(c, ct).and(check_ops(a, ct)).and(check_ops(b, ct)),
-        Expr::Cast(..) if ct == Ct::I64 => bad("a cast"),
+        Expr::Cast(..) if ct == ComputeType::I64 => bad("a cast"),
         Expr::Cast(_, a) => check_ops(a, ct),
     }
-    .and_then(|()| if ct != Ct::I64 && has_integer_op(expr) { bad("a bitwise op") } else { Ok(()) })
+    .and_then(|()| if ct != ComputeType::I64 && has_integer_op(expr) { bad("a bitwise op") } else { Ok(()) })
 }
 
 /// Emits the kernel computing `expr` in `compute`'s compute type (f16/bf16 compute in f32,
@@ -186,7 +188,7 @@ pub(super) fn prepare(
     what: &str,
 ) -> Result<(Body, String), CudaError> {
     let bad = |m: String| Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, m));
-    let ct = Ct::of(compute);
+    let ct = ComputeType::of(compute);
     if let Some(i) = max_input(expr).filter(|&i| i >= inputs.len()) {
         return bad(format!("the expression reads input {i} but the kernel has {} input(s): {expr}", inputs.len()));
     }

@@ -1,4 +1,4 @@
-//! The native f32 slice routines of the JIT's tiled kernels (`kiln-codegen`'s `cpu/tiles.rs`):
+//! The native f32 slice routines of the JIT's tiled kernels (`kiln-codegen`'s `cpu/tiled_rows.rs`):
 //! per op, a C-ABI function `dst[i] = f(src[i])` over raw pointers, already specialized for
 //! this CPU ([`slice_fn`] picks AVX-512F, AVX2+FMA or the baseline once, and the JIT keeps the
 //! pointer).

@@ -8,7 +8,7 @@
 //! [`ReduceKernel`]: crate::kernel::ReduceKernel
 
 use super::emit::{load_bcast, PerValue, Row};
-use super::ops::Cx;
+use super::ops::FnEmitter;
 use crate::kernel::{Inst, KernelInput};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Opcode, Type, Value, ValueDef};
@@ -33,7 +33,7 @@ impl<'a> Space<'a> {
     /// The space of `dims` with the first `o_rank` dims kept; emits `n_mid`, so it is called
     /// in the entry block.
     pub fn new(
-        cx: &mut Cx,
+        cx: &mut FnEmitter,
         ptr: Type,
         dims: &'a [Value],
         strides: &'a [Vec<Value>],
@@ -49,12 +49,18 @@ impl<'a> Space<'a> {
 
     /// Per input, the address of its element at the outer index `row` (decomposed over the
     /// kept dims, row-major) with the reduced indices 0: `base` plus the offsets.
-    pub fn outer_ptrs(&self, cx: &mut Cx, base: &[Value], row: Value) -> Vec<Value> {
+    pub fn outer_ptrs(&self, cx: &mut FnEmitter, base: &[Value], row: Value) -> Vec<Value> {
         self.offset_ptrs(cx, base, row, 0..self.o_rank)
     }
 
     /// `base` plus, per input, the offset of `counter` decomposed (row-major) over `dims`.
-    fn offset_ptrs(&self, cx: &mut Cx, base: &[Value], counter: Value, dims: std::ops::Range<usize>) -> Vec<Value> {
+    fn offset_ptrs(
+        &self,
+        cx: &mut FnEmitter,
+        base: &[Value],
+        counter: Value,
+        dims: std::ops::Range<usize>,
+    ) -> Vec<Value> {
         let mut ptrs = base.to_vec();
         let mut rem = counter;
         for d in dims.clone().rev() {
@@ -106,12 +112,12 @@ pub(crate) struct Pass<'a> {
 /// one vector of `vty` (the `u`-th of an unrolled iteration) or, with `vty` `None`, one
 /// element of the tail (`u` = 0).
 pub(crate) fn emit_runs<'a, 'b>(
-    cx: &mut Cx<'a, 'b>,
+    cx: &mut FnEmitter<'a, 'b>,
     sp: &Space,
     pass: &Pass,
     base: &[Value],
-    out_ptrs: impl FnOnce(&mut Cx<'a, 'b>, Value) -> Vec<Value>,
-    mut body: impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize) -> Result<(), String>,
+    out_ptrs: impl FnOnce(&mut FnEmitter<'a, 'b>, Value) -> Vec<Value>,
+    mut body: impl FnMut(&mut FnEmitter<'a, 'b>, &Row, Value, Option<Type>, usize) -> Result<(), String>,
 ) -> Result<(), String> {
     let ptr = sp.ptr;
     let done = cx.b.create_block();
@@ -147,12 +153,12 @@ pub(crate) fn emit_runs<'a, 'b>(
 /// `next`. Each loop receives the values it reads unchanged as parameters of its head block
 /// ([`Carried`]).
 fn emit_run<'a, 'b>(
-    cx: &mut Cx<'a, 'b>,
+    cx: &mut FnEmitter<'a, 'b>,
     sp: &Space,
     pass: &Pass,
     in_ptr: &[Value],
     out_ptr: &[Value],
-    body: &mut impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize) -> Result<(), String>,
+    body: &mut impl FnMut(&mut FnEmitter<'a, 'b>, &Row, Value, Option<Type>, usize) -> Result<(), String>,
     next: Block,
 ) -> Result<(), String> {
     let ptr = sp.ptr;
@@ -270,7 +276,7 @@ impl RowValues {
 impl Carried {
     /// Adds to `head` (whose first parameter is the loop counter) one parameter per
     /// non-constant value of `row`.
-    fn new(cx: &mut Cx, head: Block, row: &Row) -> Carried {
+    fn new(cx: &mut FnEmitter, head: Block, row: &Row) -> Carried {
         let row = RowValues::of(row);
         let all = row
             .in_ptr
@@ -314,7 +320,7 @@ impl Carried {
     /// through an identity (`x + 0`, `x | x`): Cranelift removes a parameter whose every
     /// incoming value is the same before it optimizes, so a parameter passed back as itself
     /// would be gone; the identities fold away only after that.
-    fn back(&self, cx: &mut Cx, next: Value) -> Vec<BlockArg> {
+    fn back(&self, cx: &mut FnEmitter, next: Value) -> Vec<BlockArg> {
         debug_assert!(next != self.counter);
         let same = self
             .params
@@ -342,7 +348,7 @@ impl Carried {
 }
 
 /// True when `v` is a constant, or a splat of one.
-fn is_constant(cx: &Cx, v: Value) -> bool {
+fn is_constant(cx: &FnEmitter, v: Value) -> bool {
     let dfg = &cx.b.func.dfg;
     let ValueDef::Result(inst, _) = dfg.value_def(v) else { return false };
     match dfg.insts[inst].opcode() {

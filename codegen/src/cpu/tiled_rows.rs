@@ -14,7 +14,7 @@
 //! silu, gelu_tanh), at most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
 //! instruction order. Per tile:
 //!
-//! 1. for each stage: a pass (one run of [`super::runs`]'s loop over the tile) computes the
+//! 1. for each stage: a pass (one run of [`super::run_loops`]'s loop over the tile) computes the
 //!    stage's operand into the stage's buffer, reading the buffers of earlier stages where
 //!    their values are needed; then the routine transforms the buffer in place. An operand
 //!    that is an earlier stage's value or a unit-stride input needs no pass: the routine reads
@@ -32,10 +32,10 @@
 //! forms, bit for bit. Special values (NaN, ±inf, ±0) are the eager ones either way.
 
 use super::emit::{data_flags, emit_values_given, live_cut, per_output_known, PerValue, Row};
-use super::helpers;
-use super::kept_rows::ROW_CACHE;
-use super::ops::Cx;
-use super::runs::{emit_runs, Pass, Space};
+use super::jit_symbols;
+use super::kept_tile_values::ROW_CACHE;
+use super::ops::FnEmitter;
+use super::run_loops::{emit_runs, Pass, Space};
 use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type, Value};
@@ -73,7 +73,7 @@ enum Source {
 struct Stage {
     /// The instruction whose value the stage computes.
     inst: usize,
-    /// The routine's symbol (`helpers::slice_name`).
+    /// The routine's symbol (`jit_symbols::slice_name`).
     routine: &'static str,
     /// Where the routine reads.
     source: Source,
@@ -97,7 +97,7 @@ impl Tiling {
 }
 
 /// A stage of a tiled pass whose values the row keeps in a buffer of
-/// [`super::kept_rows::ROW_CACHE`] f32 (see [`super::kept_rows`]), while the row fits.
+/// [`super::kept_tile_values::ROW_CACHE`] f32 (see [`super::kept_tile_values`]), while the row fits.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RowKeep {
     /// The stage (an index into the pass's [`Tiling`] stages).
@@ -154,7 +154,7 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
     let mut staged: Vec<(usize, u32, &'static str)> = Vec::new();
     for (n, inst) in insts.iter().enumerate() {
         if let (true, false, DType::F32, InstOp::Unary(op, a)) = (live[n], known[n], inst.dtype, inst.op) {
-            if let Some(routine) = helpers::slice_name(op) {
+            if let Some(routine) = jit_symbols::slice_name(op) {
                 staged.push((n, a, routine));
             }
         }
@@ -198,7 +198,7 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
 /// `unroll` vectors. `keep` names a stage whose values go to, or come from, a row buffer.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_row<'a, 'b>(
-    cx: &mut Cx<'a, 'b>,
+    cx: &mut FnEmitter<'a, 'b>,
     body: &TileBody,
     t: &Tiling,
     sp: &Space,
@@ -207,9 +207,9 @@ pub(crate) fn emit_row<'a, 'b>(
     out_sizes: &[i64],
     unroll: usize,
     keep: Option<RowKeep>,
-    mut pre: impl FnMut(&mut Cx<'a, 'b>, &[bool]) -> Result<PerValue, String>,
-    mut around: impl FnMut(&mut Cx<'a, 'b>, bool),
-    mut finish: impl FnMut(&mut Cx<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
+    mut pre: impl FnMut(&mut FnEmitter<'a, 'b>, &[bool]) -> Result<PerValue, String>,
+    mut around: impl FnMut(&mut FnEmitter<'a, 'b>, bool),
+    mut finish: impl FnMut(&mut FnEmitter<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
 ) -> Result<(), String> {
     debug_assert!(TILE.is_multiple_of(4 * unroll), "only the last tile of a row has a scalar tail");
     let (inputs, insts) = (body.inputs, body.insts);
@@ -283,7 +283,7 @@ pub(crate) fn emit_row<'a, 'b>(
     let tsp = Space { ptr, dims: &dims, strides: sp.strides, in_step: sp.in_step, o_rank: sp.o_rank, n_mid: one };
 
     // The value of each given stage at inner index `j` of the tile: a load from its buffer.
-    let given = |cx: &mut Cx, live: &[bool], j: Value, vt: Option<Type>| {
+    let given = |cx: &mut FnEmitter, live: &[bool], j: Value, vt: Option<Type>| {
         let mut vals = vec![None; insts.len()];
         for (s, stage) in t.stages.iter().enumerate() {
             if live[stage.inst] {
