@@ -1,22 +1,13 @@
-//! The loops, loads and stores of a kernel: the row loop over `row_start..row_end`, each
-//! input's row base from the outer multi-index, then along the row (one run of the skeleton
-//! in [`super::run_loops`]) an F32X4/F64X2 loop over the inner dim when the whole kernel is one
-//! float dtype over unit/broadcast inputs, and a scalar loop (the vector loop's tail, or the
-//! whole row otherwise). A kernel that draws random numbers ([`InstOp::Rand`]) runs the scalar
-//! loop, one helper call per element and draw. The per-instruction emission here
-//! ([`emit_values`]) also serves the prologue and the epilogue of reduction kernels. An f32
-//! kernel with natively computed transcendentals walks its rows in tiles instead
-//! ([`super::tiled_rows`]).
+//! The values, loads and stores of a kernel's elements: liveness and the vector plan, each
+//! input's row base from the outer multi-index, the per-instruction emission ([`emit_values`],
+//! which also serves the prologue and the epilogue of reduction kernels), broadcast loads, and
+//! the random draws' scalars (a kernel that draws random numbers, [`InstOp::Rand`], runs the
+//! scalar loop, one helper call per element and draw). The elementwise kernel's function and
+//! its row loop are in `elementwise.rs`; the loop skeleton is in `run_loops.rs`.
 
 use super::ops::{clif_type, FnEmitter};
-use super::run_loops::{emit_runs, Pass, Space};
-use super::tiled_rows::{self, TileBody};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
-use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, BlockArg, Function, InstBuilder, MemFlagsData, Type, Value};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_jit::JITModule;
-use cranelift_module::Module;
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use kiln_runtime::DType;
 use std::mem::offset_of;
 
@@ -271,120 +262,6 @@ pub(crate) fn emit_values_given(
     Ok(vals)
 }
 
-/// Builds the body of `extern "C" fn(*const KernelArgs)` for `k` into `func` (whose
-/// signature is already set): its plan, and whether its rows are tiled (only where `tile`
-/// allows and [`tiled_rows::tiling`] applies).
-pub(crate) fn build(
-    k: &ElementwiseKernel,
-    module: &mut JITModule,
-    func: &mut Function,
-    tile: bool,
-) -> Result<(Plan, bool), String> {
-    let live = live_set(k);
-    for (n, inst) in k.insts.iter().enumerate() {
-        if live[n] {
-            clif_type(inst.dtype)?;
-        }
-    }
-    for i in &k.inputs {
-        clif_type(i.dtype)?;
-    }
-    let plan = plan(k, &live);
-    let vty = match plan {
-        Plan::Vector(t) => Some(t),
-        Plan::Scalar => None,
-    };
-    let body = TileBody { inputs: &k.inputs, insts: &k.insts, roots: &k.outputs };
-    let tiling = if tile { tiled_rows::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
-    let ptr = module.target_config().pointer_type();
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(func, &mut fctx);
-    let frontend_config = module.target_config();
-    let mut cx = FnEmitter::new(&mut b, module);
-    let rank = k.rank;
-    let n_out = k.outputs.len();
-
-    let entry = cx.b.create_block();
-    cx.b.append_block_params_for_function_params(entry);
-    cx.b.switch_to_block(entry);
-    let args = cx.b.block_params(entry)[0];
-    let a = Entry::load(&mut cx, args, ptr, &k.inputs, rank, n_out);
-    let (row_start, row_end) = (a.row_start, a.row_end);
-    let inner = a.dims[rank - 1];
-    let out_base = &a.out_base;
-    // Tiled rows emit their constants per pass (nothing float lives across a routine's call).
-    let pre = if tiling.is_some() {
-        (vec![None; k.insts.len()], vec![None; k.insts.len()])
-    } else {
-        emit_pre(&mut cx, &k.insts, &live, a.scalars_p, vty)?
-    };
-    let draws = load_draws(&mut cx, &k.insts, &live, a.scalars_p);
-    // A row is one run of the skeleton: every dim but the last is kept, so no middle loop.
-    let sp = Space::new(&mut cx, ptr, &a.dims, &a.strides, &a.in_step, rank - 1);
-    let row_head = cx.b.create_block();
-    let row_body = cx.b.create_block();
-    let exit = cx.b.create_block();
-    let row = cx.b.append_block_param(row_head, ptr);
-    let empty = cx.b.ins().icmp_imm_s(IntCC::Equal, inner, 0);
-    cx.b.ins().brif(empty, exit, &[], row_head, &[BlockArg::Value(row_start)]);
-
-    cx.b.switch_to_block(row_head);
-    let more = cx.b.ins().icmp(IntCC::UnsignedLessThan, row, row_end);
-    cx.b.ins().brif(more, row_body, &[], exit, &[]);
-
-    cx.b.switch_to_block(row_body);
-    let in_ptr = sp.outer_ptrs(&mut cx, &a.in_base, row);
-    let mut out_ptr = Vec::with_capacity(n_out);
-    let row_elems = cx.b.ins().imul(row, inner);
-    for (&base, &val) in out_base.iter().zip(&k.outputs) {
-        let size = k.dtype(val).size_in_bytes() as i64;
-        let off = cx.b.ins().imul_imm_s(row_elems, size);
-        out_ptr.push(cx.b.ins().iadd(base, off));
-    }
-    let index0 = draws.iter().any(Option::is_some).then(|| cx.b.ins().iadd(a.index_base, row_elems));
-    if let Some(t) = &tiling {
-        let sizes: Vec<i64> = k.outputs.iter().map(|&o| k.dtype(o).size_in_bytes() as i64).collect();
-        let scalars_p = a.scalars_p;
-        tiled_rows::emit_row(
-            &mut cx,
-            &body,
-            t,
-            &sp,
-            &in_ptr,
-            &out_ptr,
-            &sizes,
-            tiled_rows::UNROLL,
-            None,
-            |cx, live| emit_pre(cx, &k.insts, live, scalars_p, vty),
-            |_, _| {},
-            |cx, r, j, _, _, vals| {
-                store_outputs(cx, k, r, j, vals);
-                Ok(())
-            },
-        )?;
-    } else {
-        let pass = Pass { inputs: &k.inputs, insts: &k.insts, pre: &pre, vty, unroll: 1, draws: &draws, index0 };
-        emit_runs(
-            &mut cx,
-            &sp,
-            &pass,
-            &in_ptr,
-            |_, _| out_ptr,
-            |cx, r, j, vt, _| emit_element(cx, k, &live, r, j, vt),
-        )?;
-    }
-
-    let next_row = cx.b.ins().iadd_imm_s(row, 1);
-    cx.b.ins().jump(row_head, &[BlockArg::Value(next_row)]);
-
-    cx.b.switch_to_block(exit);
-    cx.b.ins().return_(&[]);
-    drop(cx);
-    b.seal_all_blocks();
-    b.finalize(frontend_config);
-    Ok((plan, tiling.is_some()))
-}
-
 /// The kernel arguments read in the entry block: `KernelArgs`'s fields, the sizes, the base
 /// pointers and every input's strides in bytes.
 pub(crate) struct Entry {
@@ -542,7 +419,12 @@ pub(crate) fn per_output_known(insts: &[Inst]) -> Vec<bool> {
 }
 
 /// The four f64 scalars of each live [`InstOp::Rand`]'s draw, loaded once per call.
-fn load_draws(cx: &mut FnEmitter, insts: &[Inst], live: &[bool], scalars_p: Value) -> Vec<Option<[Value; 4]>> {
+pub(crate) fn load_draws(
+    cx: &mut FnEmitter,
+    insts: &[Inst],
+    live: &[bool],
+    scalars_p: Value,
+) -> Vec<Option<[Value; 4]>> {
     let tf = MemFlagsData::trusted();
     let mut draws = vec![None; insts.len()];
     for (n, inst) in insts.iter().enumerate() {

@@ -13,6 +13,7 @@
 //! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]); `cpu/tiled_rows.rs` the
 //! tiled rows of f32 kernels whose transcendentals call native slice routines.
 
+mod elementwise;
 mod emit;
 mod epilogue;
 mod jit;
@@ -79,7 +80,7 @@ impl CpuKernel {
         let t0 = Instant::now();
         k.validate()?;
         Self::compile_with(t0, name, |module, func| {
-            let (plan, tiled) = emit::build(k, module, func, tile)?;
+            let (plan, tiled) = elementwise::build(k, module, func, tile)?;
             Ok((matches!(plan, emit::Plan::Vector(_)), tiled))
         })
     }

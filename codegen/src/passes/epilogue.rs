@@ -10,7 +10,7 @@
 //! reduction's result computed from it (layer norm's `rsqrt(var + eps)`): the epilogue
 //! recomputes them at every element, so their own kernel is dead when nothing else needs them.
 
-use super::fusion::Fusion;
+use super::groups::Fusion;
 use crate::ir::{Graph, NodeId, NodeKind, Use};
 use kiln_runtime::Layout;
 
@@ -82,7 +82,7 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
             f.materialized[q as usize] = false;
             f.materialized[q as usize] = read_elsewhere(g, live, f, k, q, &used_rows);
         }
-        f.parts[k as usize] = Some(super::fusion::ReduceParts { epilogue, rows: used_rows, ..parts });
+        f.parts[k as usize] = Some(super::groups::ReduceParts { epilogue, rows: used_rows, ..parts });
     }
 }
 

@@ -1,8 +1,8 @@
 //! Lowering a fusion group to a kernel ([`ElementwiseKernel`], or [`ReduceKernel`] for a group
 //! that ends with a reduction) and the arguments of its calls.
 
-use super::fusion::same_index;
-use super::fusion::ReduceParts;
+use super::groups::same_index;
+use super::groups::ReduceParts;
 use crate::ir::{Graph, Node, NodeId, NodeKind, Use};
 use crate::kernel::{
     ElementwiseKernel, Epilogue, InnerStride, Inst, InstOp, KernelInput, ReduceKernel, ReduceStage, Val,

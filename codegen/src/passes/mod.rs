@@ -6,11 +6,13 @@ pub mod concurrent;
 pub mod cse;
 mod epilogue;
 pub mod fusion;
+mod groups;
 pub mod lower;
 pub mod schedule;
 mod stages;
 
 pub use cse::{eliminate_common_subexpressions, live_nodes};
-pub use fusion::{fuse, Fusion, ReduceParts, StageParts};
+pub use fusion::fuse;
+pub use groups::{Fusion, ReduceParts, StageParts};
 pub use lower::{lower_group, GroupKernel, LoweredGroup, ScalarArg};
 pub use schedule::{schedule, Schedule, StepKind};

@@ -1,7 +1,7 @@
 //! Ordering the plan's steps and planning memory by liveness.
 
 use super::concurrent::{balanced, cpu_product_work};
-use super::fusion::Fusion;
+use super::groups::Fusion;
 use crate::ir::{Graph, NodeId, NodeKind};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

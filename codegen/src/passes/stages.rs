@@ -16,7 +16,7 @@
 use super::epilogue::{
     depends_on, read_elsewhere, reads_only, row_closure, row_layout, row_nodes, same_view, waits_for,
 };
-use super::fusion::Fusion;
+use super::groups::Fusion;
 use crate::ir::{Graph, NodeId, NodeKind};
 
 /// Joins every reduction kernel that qualifies (see the module docs) to the earliest kernel it
@@ -67,7 +67,7 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
             let parts = f.parts[k as usize].as_mut().expect("k is a reduction kernel");
             f.refusals
                 .push((later.reduce, format!("joins reduction {first}'s kernel as its stage {}", parts.stages.len())));
-            parts.stages.push(super::fusion::StageParts { rows: used_rows.clone(), ..later.clone() });
+            parts.stages.push(super::groups::StageParts { rows: used_rows.clone(), ..later.clone() });
             let moved = std::mem::take(&mut f.groups[h as usize]);
             let members = &mut f.groups[k as usize];
             members.extend(moved);

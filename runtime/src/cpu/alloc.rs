@@ -8,14 +8,12 @@
 //! Size classes: below 1 MiB the next power of two (at least 64 bytes, 64-byte aligned); from
 //! 1 MiB on, the next multiple of 2 MiB, aligned to 2 MiB and advised for transparent huge pages.
 
+use super::host_block::{alloc_layout, Fence, LARGE_THRESHOLD};
+pub use super::host_block::{checked_size_class, size_class};
 use ahash::AHashMap;
-use std::alloc::{self, Layout as AllocLayout};
+use std::alloc;
 use std::ptr::NonNull;
 use std::sync::{Mutex, OnceLock};
-
-const SMALL_ALIGN: usize = 64;
-const LARGE_THRESHOLD: usize = 1 << 20;
-const HUGE_PAGE: usize = 2 << 20;
 
 /// Counters of the CPU caching allocator, as `torch.cuda.memory_stats` reports them for CUDA.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,30 +45,6 @@ fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
     let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = guard.get_or_insert_with(|| Cache { free: AHashMap::new(), stats: MemoryStats::default() });
     f(cache)
-}
-
-/// The size class (capacity in bytes) that serves a request of `bytes`, which must be one a
-/// block can have (see [`checked_size_class`]; past that it panics).
-pub fn size_class(bytes: usize) -> usize {
-    checked_size_class(bytes)
-        .unwrap_or_else(|| panic!("no block of {bytes} bytes can exist (its size class passes isize::MAX)"))
-}
-
-/// The size class that serves a request of `bytes`; `None` when no block that large can exist
-/// (a class past `isize::MAX`, Rust's allocation limit).
-pub fn checked_size_class(bytes: usize) -> Option<usize> {
-    let class = if bytes < LARGE_THRESHOLD {
-        bytes.max(SMALL_ALIGN).next_power_of_two()
-    } else {
-        bytes.div_ceil(HUGE_PAGE).checked_mul(HUGE_PAGE)?
-    };
-    alloc_layout(class).map(|_| class)
-}
-
-/// The layout of a block of a size class; `None` past `isize::MAX`.
-fn alloc_layout(class: usize) -> Option<AllocLayout> {
-    let align = if class >= LARGE_THRESHOLD { HUGE_PAGE } else { SMALL_ALIGN };
-    AllocLayout::from_size_align(class, align).ok()
 }
 
 /// An allocation the system refused, or one too large to ask for (past `isize::MAX`).
@@ -134,17 +108,6 @@ pub fn reserve(bytes: usize) -> Result<(), AllocError> {
         c.free.entry(class).or_default().push(ptr);
     });
     Ok(())
-}
-
-/// A write into a block that the host does not make itself and that may still be in flight
-/// when the block's owner gets it back (the DMA of a device→host copy: see
-/// [`RawBuffer::set_pending`]).
-pub(crate) trait Fence: Send + Sync {
-    /// Blocks until the write has finished. An error means it may not have: the block must be
-    /// neither read nor reused.
-    fn wait(&self) -> Result<(), String>;
-    /// Whether the write has finished, without blocking; false when that cannot be told.
-    fn is_complete(&self) -> bool;
 }
 
 /// A block's write in flight, and whether a host access has waited for it already.
@@ -322,6 +285,7 @@ pub fn empty_cache() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::host_block::{HUGE_PAGE, SMALL_ALIGN};
 
     #[test]
     fn size_classes() {

@@ -1,6 +1,7 @@
 //! `CpuBuf<T>`: a typed, fixed-length array in a block of the caching allocator.
 
-use super::alloc::{Fence, RawBuffer};
+use super::alloc::RawBuffer;
+use super::host_block::Fence;
 use crate::dtype::Element;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};

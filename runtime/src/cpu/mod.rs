@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod buffer;
 pub mod conv;
 pub mod elementwise;
+pub mod host_block;
 pub mod index;
 pub mod matmul;
 pub mod parallel;

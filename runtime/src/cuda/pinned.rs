@@ -27,7 +27,7 @@
 
 use super::context::{device, CudaDevice};
 use super::error::{driver_message, CudaError, CudaErrorKind, Result};
-use crate::cpu::alloc::{size_class, Fence};
+use crate::cpu::host_block::{size_class, Fence};
 use ahash::AHashMap;
 use cudarc::driver::CudaEvent;
 use std::collections::BTreeMap;
