@@ -377,6 +377,7 @@ UNARY = {
     "mish": F.mish, "softsign": F.softsign, "tanhshrink": F.tanhshrink, "logsigmoid": F.logsigmoid,
     "relu6": F.relu6, "hardtanh": F.hardtanh, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish,
     "leaky_relu": F.leaky_relu, "elu": F.elu, "celu": F.celu, "selu": F.selu,
+    "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
 }
 # Correctly rounded in IEEE arithmetic (or exact), so kiln must match PyTorch bit for bit.
 # (Not sqrt: PyTorch's f64 sqrt is not correctly rounded, sqrt(0.5) is 1 ulp low.)
@@ -396,10 +397,12 @@ def make_unary():
             views = dt in ("f32", "bf16") or (dt in INTS + ["bool"] and op in KEEPS_INT)
             for label, t in layouts(dt, views=views, full=dt == "f32"):
                 w.case(f"{op}/{dt}/{label}", op, fn, [t], tol=tol, sample=SAMPLE if label == "large" else None)
-    # The gradient of every op at its kinks and special points, in f64 (op `NAME_grad`:
+    # The gradient of every differentiable op at its kinks and special points, in f64 (op `NAME_grad`:
     # x.grad after F(x).sum().backward()). The tolerance allows PyTorch's f32 constants in f64
     # kernels (hardsigmoid's 1/6).
     for op, fn in UNARY.items():
+        if not fn(torch.tensor([0.5])).dtype.is_floating_point:
+            continue  # a predicate (isnan, …): no gradient
         w.case(f"{op}/grad", f"{op}_grad", grad_of(fn), [T("f64", [len(GRAD_POINTS)], GRAD_POINTS)], tol="1e-7 1e-12")
     return w
 

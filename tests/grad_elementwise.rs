@@ -43,7 +43,7 @@ fn unary_ops() {
         let (lo, hi) = domain(op.name());
         check(op.name(), move |xs: &[Tensor]| f(&xs[0]), &[leaf(&[2, 3], lo, hi)], !piecewise_constant);
     }
-    for &(name, f) in COMPOSITE_UNARY {
+    for &(name, f) in COMPOSITE_UNARY.iter().filter(|(_, f)| f(&Tensor::new(&[0.5f64])).dtype() != DType::Bool) {
         let (lo, hi) = domain(name);
         check(name, move |xs: &[Tensor]| f(&xs[0]), &[leaf(&[2, 3], lo, hi)], true);
     }

@@ -41,7 +41,15 @@ activation!(
 /// Defines the module of each composite activation (`nn.Mish()`, `nn.ELU(alpha=1.0)`, …): its
 /// parameters as fields with PyTorch's defaults, printed as PyTorch prints them.
 macro_rules! composite_modules {
-    ($($name:ident ($($p:ident = $default:literal),*) $module:ident $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+        composite_module!([$($module)?] $name ($($p = $default),*) $doc);
+    )*};
+}
+
+/// The module of one composite row; none for `[]` (`isnan`).
+macro_rules! composite_module {
+    ([] $($rest:tt)*) => {};
+    ([$module:ident] $name:ident ($($p:ident = $default:literal),*) $doc:literal) => {
         #[doc = concat!("Applies ", $doc, " (`nn.", stringify!($module), "`; [`F::", stringify!($name), "`]).")]
         #[derive(crate::nn::Module, Clone, Copy, Debug)]
         #[module(extra_repr = "describe")]
@@ -76,7 +84,7 @@ macro_rules! composite_modules {
                 F::$name(x, $(self.$p),*)
             }
         }
-    )*};
+    };
 }
 
 crate::ops::composite_unary_table!(composite_modules);

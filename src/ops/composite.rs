@@ -1,4 +1,4 @@
-//! Composite elementwise ops: activations defined as **decompositions** into primitive ops
+//! Composite elementwise ops (activations, `isnan`, …) defined as **decompositions** into primitive ops
 //! (the rows of `kiln_runtime::unary_op_table!`, `where_`, `clamp`, arithmetic). One row here
 //! gives the `Tensor` method, the `F::` function (`nn::functional`), the `nn::` module and the
 //! test lists; eager, autograd, capture inside `kiln::compile` and the CUDA and CPU code
@@ -13,12 +13,13 @@
 
 /// The table of composite elementwise ops, handed to the macro `$then`, one row per op:
 ///
-/// `name(param = default, …) Module Compute "doc" |x| decomposition;`
+/// `name(param = default, …) [Module] Compute "doc" |x| decomposition;`
 ///
 /// - `name`: PyTorch's `F.name`; also the `Tensor` method;
 /// - `params`: `f64` parameters with PyTorch's defaults (the method and the `F::` function
 ///   take them in this order; the module holds them as fields);
-/// - `Module`: PyTorch's `nn.Module` name;
+/// - `[Module]`: PyTorch's `nn.Module` name, or `[]` for an op that is not an activation
+///   (no `nn::` module and no `F::` function: `isnan`);
 /// - `Compute`: `InF32` computes f16 and bf16 inputs in f32 and rounds once (PyTorch's kernel
 ///   for the op does); `AsInput` computes in the input's dtype (PyTorch decomposes the op too,
 ///   rounding after each step);
@@ -30,30 +31,36 @@
 macro_rules! composite_unary_table {
     ($then:ident) => {
         $then! {
-            mish() Mish InF32 "Mish `x·tanh(softplus(x))`"
+            mish() [Mish] InF32 "Mish `x·tanh(softplus(x))`"
                 |x| x * x.softplus().tanh();
-            softsign() Softsign AsInput "softsign `x / (1 + |x|)`"
+            softsign() [Softsign] AsInput "softsign `x / (1 + |x|)`"
                 |x| x / (x.abs() + 1);
-            tanhshrink() Tanhshrink AsInput "tanhshrink `x − tanh(x)`"
+            tanhshrink() [Tanhshrink] AsInput "tanhshrink `x − tanh(x)`"
                 |x| x - x.tanh();
-            logsigmoid() LogSigmoid InF32 "log-sigmoid `ln(1/(1+e^−x))`"
+            logsigmoid() [LogSigmoid] InF32 "log-sigmoid `ln(1/(1+e^−x))`"
                 |x| crate::Tensor::where_(&x.lt(0.0), x - x.clamp_max(1.0).exp().log1p(), -(-x.clamp_min(-1.0)).exp().log1p());
-            hardtanh(min_val = -1.0, max_val = 1.0) Hardtanh AsInput "hard tanh: `x` clamped to `[min_val, max_val]`"
+            hardtanh(min_val = -1.0, max_val = 1.0) [Hardtanh] AsInput "hard tanh: `x` clamped to `[min_val, max_val]`"
                 |x| x.clamp(bound(x, min_val), bound(x, max_val));
-            relu6() ReLU6 AsInput "ReLU6 `min(max(x, 0), 6)`"
+            relu6() [ReLU6] AsInput "ReLU6 `min(max(x, 0), 6)`"
                 |x| x.hardtanh(0.0, 6.0);
-            hardsigmoid() Hardsigmoid InF32 "hard sigmoid `relu6(x + 3) / 6`"
+            hardsigmoid() [Hardsigmoid] InF32 "hard sigmoid `relu6(x + 3) / 6`"
                 |x| (x + 3.0).relu6() / 6.0;
-            hardswish() Hardswish InF32 "hard swish `x·relu6(x + 3) / 6`"
+            hardswish() [Hardswish] InF32 "hard swish `x·relu6(x + 3) / 6`"
                 |x| x * (x + 3.0).relu6() / 6.0;
-            leaky_relu(negative_slope = 0.01) LeakyReLU InF32 "leaky ReLU: `x` where `x > 0`, `negative_slope·x` otherwise"
+            leaky_relu(negative_slope = 0.01) [LeakyReLU] InF32 "leaky ReLU: `x` where `x > 0`, `negative_slope·x` otherwise"
                 |x| crate::Tensor::where_(&x.gt(0.0), x, x * negative_slope);
-            elu(alpha = 1.0) ELU InF32 "ELU: `x` where `x > 0`, `alpha·(e^x − 1)` otherwise"
+            elu(alpha = 1.0) [ELU] InF32 "ELU: `x` where `x > 0`, `alpha·(e^x − 1)` otherwise"
                 |x| crate::Tensor::where_(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * alpha);
-            celu(alpha = 1.0) CELU InF32 "CELU: `max(0, x) + min(0, alpha·(e^(x/alpha) − 1))`"
+            celu(alpha = 1.0) [CELU] InF32 "CELU: `max(0, x) + min(0, alpha·(e^(x/alpha) − 1))`"
                 |x| crate::Tensor::where_(&x.gt(0.0), x, (x / alpha).clamp_max(1.0).expm1() * alpha);
-            selu() SELU InF32 "SELU: `scale·elu(x, alpha)` with PyTorch's fixed `alpha` and `scale`"
+            selu() [SELU] InF32 "SELU: `scale·elu(x, alpha)` with PyTorch's fixed `alpha` and `scale`"
                 |x| crate::Tensor::where_(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * 1.673_263_242_354_377_2) * 1.050_700_987_355_480_5;
+            isnan() [] AsInput "NaN test: true where `x != x`"
+                |x| x.ne(x);
+            isinf() [] AsInput "infinity test: true where `|x|` is infinite"
+                |x| x.abs().eq(f64::INFINITY);
+            isfinite() [] AsInput "finiteness test: true where `x` is neither infinite nor NaN"
+                |x| x.eq(x) & x.abs().ne(f64::INFINITY);
         }
     };
 }
@@ -61,7 +68,7 @@ macro_rules! composite_unary_table {
 pub(crate) use composite_unary_table;
 
 macro_rules! composite_methods {
-    ($($name:ident ($($p:ident = $default:literal),*) $module:ident $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {
+    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {
         impl crate::Tensor {$(
             #[doc = concat!("Elementwise ", $doc, " (`F.", stringify!($name), "`), a decomposition into primitive ops.")]
             #[track_caller]

@@ -10,13 +10,21 @@ pub fn relu(input: &Tensor) -> Tensor {
 }
 
 macro_rules! composite_functions {
-    ($($name:ident ($($p:ident = $default:literal),*) $module:ident $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+        composite_function!([$($module)?] $name ($($p),*) $doc);
+    )*};
+}
+
+/// The `F::` function of one composite row; none for an op without a module (`isnan`).
+macro_rules! composite_function {
+    ([] $($rest:tt)*) => {};
+    ([$module:ident] $name:ident ($($p:ident),*) $doc:literal) => {
         #[doc = concat!($doc, " (`F.", stringify!($name), "`; [`Tensor::", stringify!($name), "`]).")]
         #[track_caller]
         pub fn $name(input: &Tensor, $($p: f64),*) -> Tensor {
             input.$name($($p),*)
         }
-    )*};
+    };
 }
 
 crate::ops::composite_unary_table!(composite_functions);
