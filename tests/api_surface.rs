@@ -1,4 +1,4 @@
-//! The program of `shared/design/API.md` (the user-facing contract), written with nothing but
+//! The program of `docs/api.md` (the user-facing contract), written with nothing but
 //! `use kiln::prelude::*;` and the paths API.md itself spells (`kiln::set_num_threads`,
 //! `kiln::vision::datasets::Mnist`, …): if a name it uses is not exported, this file does not
 //! compile (the blitz `Net` it trains is the shared `tests/common/blitz_net.rs`). The parts
