@@ -3,10 +3,13 @@
 //! A deep-learning framework in Rust with PyTorch's define-by-run API: tensors with
 //! shared-storage views, autograd, `nn`, `optim`, data loading and checkpoints, a graph
 //! compiler underneath ([`compile`]: each call of a step is captured, fused and run as
-//! Cranelift-generated CPU kernels from a plan cached by graph shape), data-parallel training
-//! over MPI (eager or compiled), and CUDA tensors whose kernels are generated as CUDA C. The
-//! CUDA and NCCL code has not run on a GPU yet: CI compiles every generated kernel with NVRTC
-//! on a machine without one (docs/cuda.md).
+//! Cranelift-generated CPU kernels from a plan cached by graph shape), and data-parallel
+//! training across CPU processes ([`distributed`] over MPI with the `mpi` feature,
+//! `DistributedDataParallel` eager or inside [`compile`]).
+//!
+//! CUDA tensors ([`cuda`], and [`compile`] on CUDA) and the NCCL backend are written but have
+//! not yet run on a GPU: their kernels are compiled with NVRTC in the tests (compile-tested
+//! only), and the GPU tests are ignored unless run with `--include-ignored` on a GPU machine.
 //!
 //! ```
 //! use kiln::prelude::*;
@@ -53,10 +56,11 @@
 //!   line. `KILN_DEBUG` and `KILN_DUMP_DIR` play the role of `TORCH_LOGS` (see [`debug`]).
 //! - [`distributed`]: `rank()`, `world_size()` and every collective return [`Result`]; there is
 //!   no `async_op=True` (collectives wait, bounded by the group's timeout), no process subgroups,
-//!   and `ReduceOp::Avg` is computed as a sum divided by the world size. `DistributedDataParallel`
-//!   finishes its gradient all-reduces before `backward()` returns, treats a parameter without
-//!   a gradient as zeros (PyTorch errors unless `find_unused_parameters=True`), and a compiled
-//!   step under it is not supported yet.
+//!   and `ReduceOp::Avg` is computed as a sum divided by the world size (NCCL's `ncclAvg` on
+//!   CUDA tensors). `DistributedDataParallel` finishes its gradient all-reduces before
+//!   `backward()` returns, so a parameter without a gradient fails that `backward()` at once
+//!   (PyTorch notices at the next forward) unless `find_unused_parameters` is set; inside
+//!   [`compile`] its all-reduces run at one graph break right after backward.
 
 // Lets `#[derive(Module)]` (which names `::kiln`) work inside this crate too.
 extern crate self as kiln;

@@ -1,5 +1,5 @@
-//! The program of `shared/design/API.md` (the user-facing contract), written with nothing but
-//! `use kiln::prelude::*;` and the paths API.md itself spells (`kiln::set_num_threads`,
+//! The program of `docs/api.md` (the user-facing contract), written with nothing but
+//! `use kiln::prelude::*;` and the paths docs/api.md itself spells (`kiln::set_num_threads`,
 //! `kiln::vision::datasets::Mnist`, …): if a name it uses is not exported, this file does not
 //! compile (the blitz `Net` it trains is the shared `tests/common/blitz_net.rs`). The parts
 //! that need no files run (tiny shapes); the data and checkpoint lines are in a function that
@@ -7,7 +7,7 @@
 
 use kiln::prelude::*;
 
-// API.md's `#[derive(Module)] struct Net` is the blitz's CIFAR-10 net, shared with the
+// docs/api.md's `#[derive(Module)] struct Net` is the blitz's CIFAR-10 net, shared with the
 // checkpoint test and the benches.
 #[path = "common/blitz_net.rs"]
 mod blitz_net;
@@ -151,7 +151,7 @@ fn nn_optim_and_compile() {
     let _kernels = step.kernels();
 }
 
-/// The data and checkpoint lines of API.md, against files made in a temporary directory.
+/// The data and checkpoint lines of docs/api.md, against files made in a temporary directory.
 fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
     let mut net = Net::new();
     let path = dir.join("cifar_net.safetensors");
