@@ -87,7 +87,8 @@ fn trajectories_match_pytorch() {
                 let got = params[i].to_vec::<f64>();
                 for (j, (g, e)) in got.iter().zip(&l.values).enumerate() {
                     worst = worst.max((g - e).abs() / e.abs().max(1e-3));
-                    if !((g - e).abs() <= atol + rtol * e.abs()) {
+                    let close = (g - e).abs() <= atol + rtol * e.abs(); // false for NaN
+                    if !close {
                         failures.push(format!("{}: step {k} param {i}[{j}]: kiln {g:?}, PyTorch {e:?}", case.name));
                     }
                 }

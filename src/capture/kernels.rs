@@ -25,6 +25,8 @@ pub(crate) struct CompiledKernel {
 }
 
 /// A kernel's code for the back end of its plan's device.
+// Built once per kernel and kept behind an `Arc`: boxing the large variant would add a hop per launch.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum KernelCode {
     /// Machine code from the Cranelift JIT (CPU).
     Cpu(CpuKernel),

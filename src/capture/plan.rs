@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One step of a plan.
+// Built once per plan and read at every run: boxing the large variant would add a hop per step.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum PlanStep {
     /// A fused elementwise group: a kernel of its device's back end (Cranelift on the CPU,
     /// CUDA C on CUDA), or (when the back end refuses it, e.g. f16 on the CPU, reductions on

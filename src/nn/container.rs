@@ -108,6 +108,7 @@ module_container!(
 
 impl Sequential {
     /// The sequence with `module` appended (builder form).
+    #[allow(clippy::should_implement_trait)] // PyTorch's `add_module`, not arithmetic
     pub fn add(mut self, module: impl Module + 'static) -> Sequential {
         self.push(module);
         self

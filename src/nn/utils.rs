@@ -85,7 +85,7 @@ pub fn clip_grad_value_(params: &[Tensor], clip_value: f64) {
 /// [`clip_grad_value_`] returning an error for a negative or NaN `clip_value`.
 #[track_caller]
 pub fn try_clip_grad_value_(params: &[Tensor], clip_value: f64) -> Result<()> {
-    if !(clip_value >= 0.0) {
+    if clip_value.is_nan() || clip_value < 0.0 {
         bail!("clip_grad_value_", Value, "clip_value must be non-negative, got {clip_value}");
     }
     let _no_grad = crate::no_grad();

@@ -54,7 +54,7 @@ macro_rules! composite_unary_table {
             celu(alpha = 1.0) [CELU] InF32 "CELU: `max(0, x) + min(0, alpha·(e^(x/alpha) − 1))`"
                 |x| crate::Tensor::where_(&x.gt(0.0), x, (x / alpha).clamp_max(1.0).expm1() * alpha);
             selu() [SELU] InF32 "SELU: `scale·elu(x, alpha)` with PyTorch's fixed `alpha` and `scale`"
-                |x| crate::Tensor::where_(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * 1.673_263_242_354_377_2) * 1.050_700_987_355_480_5;
+                |x| x.elu(1.673_263_242_354_377_2) * 1.050_700_987_355_480_5;
             isnan() [] AsInput "NaN test: true where `x != x`"
                 |x| x.ne(x);
             isinf() [] AsInput "infinity test: true where `|x|` is infinite"
@@ -73,8 +73,15 @@ macro_rules! composite_methods {
             #[doc = concat!("Elementwise ", $doc, " (`F.", stringify!($name), "`), a decomposition into primitive ops.")]
             #[track_caller]
             pub fn $name(&self, $($p: f64),*) -> crate::Tensor {
-                let (upcast, low) = compute_input(self, Compute::$compute);
-                let $x = upcast.as_ref().unwrap_or(self);
+                let low = rounds_from_f32(self, Compute::$compute);
+                let upcast;
+                let $x = match low {
+                    Some(_) => {
+                        upcast = self.to_dtype(crate::DType::F32);
+                        &upcast
+                    }
+                    None => self,
+                };
                 let out = $body;
                 match low {
                     Some(dtype) => out.to_dtype(dtype),
@@ -112,16 +119,11 @@ enum Compute {
     AsInput,
 }
 
-/// The tensor a composite op computes on (`None`: the input itself) and the dtype to round its
-/// result back to (`None`: keep it).
-#[track_caller]
-fn compute_input(x: &crate::Tensor, compute: Compute) -> (Option<crate::Tensor>, Option<crate::DType>) {
-    match x.dtype() {
-        dtype @ (crate::DType::F16 | crate::DType::BF16) if compute == Compute::InF32 => {
-            (Some(x.to_dtype(crate::DType::F32)), Some(dtype))
-        }
-        _ => (None, None),
-    }
+/// The dtype to round an op's f32 result back to when it computes `x` in f32 (an f16 or bf16
+/// input of an `InF32` op); `None` when it computes in `x`'s own dtype.
+fn rounds_from_f32(x: &crate::Tensor, compute: Compute) -> Option<crate::DType> {
+    let low = matches!(x.dtype(), crate::DType::F16 | crate::DType::BF16);
+    (low && compute == Compute::InF32).then(|| x.dtype())
 }
 
 #[cfg(test)]

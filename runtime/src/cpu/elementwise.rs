@@ -142,6 +142,7 @@ fn map1_tiled<A: Element, O: Element>(
     let grain = (GRAIN / (TILE * cols)).max(1);
     let ptr = SendPtr(out.as_mut_ptr());
     for_ranges(blocks, grain, |range| {
+        #[allow(clippy::redundant_locals)] // captures the whole Send wrapper, not its pointer field
         let ptr = ptr;
         let mut tile = [A::default(); TILE * TILE];
         for blk in range {
@@ -370,6 +371,7 @@ pub fn map2_inplace<D: Element, S: Element>(
     let c = collapse(ld.shape(), [ld.strides(), ls.strides()]);
     let base = SendPtr(dst.as_mut_ptr());
     for_ranges(n, GRAIN, |range| {
+        #[allow(clippy::redundant_locals)] // captures the whole Send wrapper, not its pointer field
         let base = base;
         c.walk([ld.offset(), ls.offset()], range, |[od, os], run, [sd, ss]| {
             if sd == 1 && ss == 0 {
@@ -417,6 +419,7 @@ pub fn map1_inplace<D: Element>(dst: &mut [D], ld: &Layout, f: impl Fn(D) -> D +
     let c = collapse(ld.shape(), [ld.strides()]);
     let base = SendPtr(dst.as_mut_ptr());
     for_ranges(n, GRAIN, |range| {
+        #[allow(clippy::redundant_locals)] // captures the whole Send wrapper, not its pointer field
         let base = base;
         c.walk([ld.offset()], range, |[od], run, [sd]| {
             for i in 0..run {
