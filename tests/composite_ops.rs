@@ -3,10 +3,12 @@
 //! generated CPU kernel whose result equals eager's, differentiated in the same graph, and
 //! planned for `cuda:0` as CUDA C that NVRTC compiles (skipping with a printed line without
 //! NVRTC). Their values and gradients against PyTorch are in `elementwise_torch.rs` (the
-//! `unary.txt` fixture), their finite-difference checks in `grad_elementwise.rs`.
+//! `unary.txt` fixture), their finite-difference checks in `grad_elementwise.rs`. The ops with
+//! a one-pass eager kernel (silu, gelu_tanh) are checked here against their
+//! decompositions.
 
 use kiln::nn::{functional as F, Module};
-use kiln::ops::COMPOSITE_UNARY;
+use kiln::ops::{composite_fast, COMPOSITE_UNARY};
 use kiln::prelude::*;
 use kiln::DType;
 
@@ -81,12 +83,55 @@ fn every_composite_plans_for_cuda_as_generated_kernels_nvrtc_compiles() {
     }
 }
 
+/// `a` and `b` agree elementwise within `abs + rel·|b|`, NaN with NaN and infinities exactly.
+fn assert_agree(what: &str, a: &Tensor, b: &Tensor, abs: f64, rel: f64) {
+    assert_eq!((a.shape(), a.dtype()), (b.shape(), b.dtype()), "{what}");
+    for (i, (x, y)) in a.to_vec::<f64>().iter().zip(b.to_vec::<f64>()).enumerate() {
+        let same = x == &y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= abs + rel * y.abs();
+        assert!(same, "{what}: element {i}: one-pass kernel {x}, decomposition {y}");
+    }
+}
+
+/// Each one-pass eager kernel equals its op's decomposition, in f64 and f32 over the kinks,
+/// far tails and special values; its backward rule equals autograd through the
+/// decomposition in f64; and eager mode does run the kernel (the result's grad_fn is the
+/// op's, not the decomposition's last primitive's).
+#[test]
+fn fast_kernels_equal_their_decompositions() {
+    let finite: Vec<f64> = (0..=241).map(|i| -30.0 + i as f64 * 0.25).chain([-100.0, 100.0, 1e-8, -1e-8]).collect();
+    let special = [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0];
+    let all: Vec<f64> = finite.iter().copied().chain(special).collect();
+    assert_eq!(composite_fast().len(), 2, "silu, gelu_tanh");
+    for (name, fast, decomposed) in composite_fast() {
+        let x = Tensor::new(&all);
+        assert_agree(&format!("{name} f64"), &fast(&x), &decomposed(&x), 1e-15, 1e-14);
+        let x = x.to_dtype(DType::F32);
+        assert_agree(&format!("{name} f32"), &fast(&x), &decomposed(&x), 1e-7, 1e-6);
+        let strided = Tensor::new(&all).to_dtype(DType::F32).view(&[2, all.len() as i64 / 2]).t();
+        assert_agree(&format!("{name} f32 strided"), &fast(&strided), &decomposed(&strided), 1e-7, 1e-6);
+
+        let grad = |f: fn(&Tensor) -> Tensor| {
+            let x = Tensor::new(&finite).requires_grad_(true);
+            let y = f(&x);
+            let name = y.grad_fn().expect("y requires grad").name().to_string();
+            y.backward_with(&Tensor::linspace(-2.0, 3.0, finite.len()).to_dtype(DType::F64));
+            (name, x.grad().expect("x requires grad"))
+        };
+        let (fast_fn, fast_grad) = grad(fast);
+        let (decomposed_fn, decomposed_grad) = grad(decomposed);
+        assert_agree(&format!("{name} gradient"), &fast_grad, &decomposed_grad, 1e-14, 1e-12);
+        assert!(fast_fn.ends_with("Backward0") && fast_fn != decomposed_fn, "{name}: {fast_fn} vs {decomposed_fn}");
+    }
+}
+
 #[test]
 fn modules_print_and_apply_like_pytorch() {
     // print(nn.Hardtanh(), nn.ELU(alpha=0.5), nn.SELU()) in PyTorch.
     assert_eq!(format!("{}", nn::Hardtanh::default()), "Hardtanh(min_val=-1.0, max_val=1.0)");
     assert_eq!(format!("{}", nn::ELU::new(0.5)), "ELU(alpha=0.5)");
     assert_eq!(format!("{}", nn::SELU::default()), "SELU()");
+    assert_eq!(format!("{}", nn::Softplus::new(2.0, 10.0)), "Softplus(beta=2.0, threshold=10.0)");
+    assert_eq!(format!("{}", nn::SiLU::default()), "SiLU()");
     let x = input();
     assert_close("nn::CELU", &nn::CELU::new(2.0).forward(&x), &F::celu(&x, 2.0));
     assert_close("F::relu6", &F::relu6(&x), &x.clamp(0.0, 6.0));

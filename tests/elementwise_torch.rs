@@ -9,7 +9,7 @@ mod common;
 use common::{
     assert_covers, outcome, parse, read_values, run_fixture, same_values, Arg, Case, Expect, Outcome, Tol, Values,
 };
-use kiln::ops::{Operand, BINARY_METHODS, COMPOSITE_UNARY, UNARY_METHODS};
+use kiln::ops::{Operand, BINARY_METHODS, COMPARE_METHODS, COMPOSITE_UNARY, LOGICAL_METHODS, UNARY_METHODS};
 use kiln::{DType, Scalar, Tensor};
 
 /// A tensor or scalar argument as a binary op's operand.
@@ -179,23 +179,9 @@ fn binary_ops_match_pytorch() {
     assert_covers(&cases, &float_ops);
 }
 
-const COMPARE: &[&str] = &[
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-    "logical_not",
-    "where",
-    "masked_fill",
-    "masked_fill_",
-    "equal",
-    "allclose",
-];
+/// The fixture ops of `compare.txt` besides the comparison and logical op tables (covered
+/// from the tables).
+const COMPARE: &[&str] = &["logical_not", "where", "masked_fill", "masked_fill_", "equal", "allclose"];
 
 fn compare(case: &Case, args: &[Arg]) -> Outcome {
     let r = match case.op.as_str() {
@@ -208,17 +194,11 @@ fn compare(case: &Case, args: &[Arg]) -> Outcome {
         "allclose" => Ok(Tensor::scalar(args[0].tensor().allclose(args[1].tensor(), 1e-3, 1e-5))),
         op => {
             let (x, y) = (args[0].tensor(), operand(&args[1]));
-            match op {
-                "eq" => x.try_eq(y).map_err(|e| e.to_string()),
-                "ne" => x.try_ne(y).map_err(|e| e.to_string()),
-                "lt" => x.try_lt(y).map_err(|e| e.to_string()),
-                "le" => x.try_le(y).map_err(|e| e.to_string()),
-                "gt" => x.try_gt(y).map_err(|e| e.to_string()),
-                "ge" => x.try_ge(y).map_err(|e| e.to_string()),
-                "logical_and" => Ok(x.logical_and(y)),
-                "logical_or" => Ok(x.logical_or(y)),
-                "logical_xor" => Ok(x.logical_xor(y)),
-                _ => return None,
+            if let Some((_, _, try_cmp)) = COMPARE_METHODS.iter().find(|(c, _, _)| c.name() == op) {
+                try_cmp(x, y).map_err(|e| e.to_string())
+            } else {
+                let (_, logical) = LOGICAL_METHODS.iter().find(|(l, _)| l.name() == op)?;
+                Ok(logical(x, y))
             }
         }
     };
@@ -229,6 +209,12 @@ fn compare(case: &Case, args: &[Arg]) -> Outcome {
 fn compare_ops_match_pytorch() {
     let cases = run_fixture("compare.txt", compare);
     assert_covers(&cases, COMPARE);
+    let table_ops: Vec<&str> = COMPARE_METHODS
+        .iter()
+        .map(|(op, _, _)| op.name())
+        .chain(LOGICAL_METHODS.iter().map(|(op, _)| op.name()))
+        .collect();
+    assert_covers(&cases, &table_ops);
 }
 
 const BITWISE: &[&str] = &[

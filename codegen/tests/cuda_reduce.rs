@@ -10,7 +10,7 @@
 //! per arch (one translation unit holding every `extern "C"` kernel), so the test costs two
 //! compiles, not hundreds.
 
-use kiln_codegen::cuda::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, MAX_DIMS};
+use kiln_codegen::cuda::{emit_reduce, reduce_ops, reduce_program, CudaReduce, CudaReduceKernel, MAX_DIMS};
 use kiln_runtime::cuda::{self, CudaErrorKind};
 use kiln_runtime::DType;
 
@@ -118,8 +118,9 @@ fn the_reduction_set_covers_every_kind_and_dtype() {
 }
 
 /// The kernels the compile test covers (see the file's comment).
-fn covered() -> Vec<ReduceKernel> {
-    let mut v: Vec<ReduceKernel> = reduce_ops().into_iter().map(|(k, d)| emit_reduce(k, d, 1, 1).unwrap()).collect();
+fn covered() -> Vec<CudaReduceKernel> {
+    let mut v: Vec<CudaReduceKernel> =
+        reduce_ops().into_iter().map(|(k, d)| emit_reduce(k, d, 1, 1).unwrap()).collect();
     for k in CudaReduce::ALL {
         let dims: &[(usize, usize)] =
             if k.keeps_shape() { &[(0, 0), (2, 0), (2, 1)] } else { &[(0, 0), (0, 3), (3, 2)] };

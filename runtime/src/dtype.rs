@@ -617,7 +617,12 @@ pub mod num_like {
     }
     // f32 exp/tanh are the vectorizable ones, so that every kernel (contiguous or strided,
     // eager or in place) gives the same bits.
-    float_impl!(f32, crate::cpu::special::erf_f32, crate::cpu::vecmath::exp_f32, crate::cpu::vecmath::tanh_f32);
+    float_impl!(
+        f32,
+        crate::cpu::special::erf_f32,
+        crate::cpu::simd::vecmath::exp_f32,
+        crate::cpu::simd::vecmath::tanh_f32
+    );
     float_impl!(f64, crate::cpu::special::erf_f64, f64::exp, f64::tanh);
 }
 

@@ -26,10 +26,6 @@ activation!(
     ReLU, |x| x.relu()
 );
 activation!(
-    /// `x·sigmoid(x)`.
-    SiLU, |x| x.silu()
-);
-activation!(
     /// Logistic sigmoid.
     Sigmoid, |x| x.sigmoid()
 );
@@ -41,7 +37,7 @@ activation!(
 /// Defines the module of each composite activation (`nn.Mish()`, `nn.ELU(alpha=1.0)`, …): its
 /// parameters as fields with PyTorch's defaults, printed as PyTorch prints them.
 macro_rules! composite_modules {
-    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr $(, fast $fast:tt)?;)*) => {$(
         composite_module!([$($module)?] $name ($($p = $default),*) $doc);
     )*};
 }

@@ -26,7 +26,7 @@ pub mod utils;
 
 pub use activation::{
     Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, SiLU, Sigmoid, Softmax,
-    Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, SELU,
+    Softplus, Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, SELU,
 };
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};

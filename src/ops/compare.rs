@@ -19,6 +19,17 @@ use kiln_runtime::op_kind::{CmpOp, LogicalOp};
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, DType};
 
+/// `match op { Enum::V => go!(Enum::V), … }` over every row of the comparison or logical op
+/// table, so each kernel loop is compiled for one op (no per-element dispatch):
+/// `kiln_runtime::cmp_op_table!(dispatch_bool_op, CmpOp, op, go)`.
+macro_rules! dispatch_bool_op {
+    (($enum:ident, $op:expr, $go:ident) $($v:ident $name:literal ($sym:tt) [$($m:ident)*] $doc:literal;)*) => {
+        match $op {
+            $($enum::$v => $go!($enum::$v),)*
+        }
+    };
+}
+
 /// `op(a, b)` with broadcasting; both operands are compared in their promoted dtype.
 #[track_caller]
 pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
@@ -44,7 +55,7 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
                     map2(x, &la, y, &lb, |p: T, q: T| $o.eval(p, q))
                 };
             }
-            const_dispatch!(op, CmpOp { Eq, Ne, Lt, Le, Gt, Ge }, go)
+            kiln_runtime::cmp_op_table!(dispatch_bool_op, CmpOp, op, go)
         })
     })?;
     Ok(Tensor::from_buf(out, &shape))
@@ -79,15 +90,15 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
                 map2(x, &la, y, &lb, |p: bool, q: bool| $o.eval(p, q))
             };
         }
-        const_dispatch!(op, LogicalOp { And, Or, Xor }, go)
+        kiln_runtime::logical_op_table!(dispatch_bool_op, LogicalOp, op, go)
     })?;
     Ok(Tensor::from_buf(out, &shape))
 }
 
 macro_rules! compare_methods {
-    ($($name:ident, $try_name:ident, $op:ident, $sym:literal;)*) => {
+    ($($op:ident $torch:literal ($sym:tt) [$name:ident $try_name:ident] $doc:literal;)*) => {
         impl Tensor {$(
-            #[doc = concat!("Elementwise `self ", $sym, " other` as a Bool tensor, broadcasting (`torch.", stringify!($name), "`).")]
+            #[doc = concat!("Elementwise `self ", stringify!($sym), " other` as a Bool tensor, broadcasting (`torch.", $torch, "`).")]
             #[track_caller]
             pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
                 compare(CmpOp::$op, self, &other.into()).or_panic()
@@ -99,35 +110,34 @@ macro_rules! compare_methods {
                 compare(CmpOp::$op, self, &other.into())
             }
         )*}
+
+        /// Every comparison with its methods (for tests that go through each op's public name):
+        /// `(op, method, try_method)`.
+        #[doc(hidden)]
+        pub const COMPARE_METHODS: &[(CmpOp, fn(&Tensor, Operand) -> Tensor, fn(&Tensor, Operand) -> Result<Tensor>)] =
+            &[$((CmpOp::$op, |a, b| a.$name(b), |a, b| a.$try_name(b)),)*];
     };
 }
 
-compare_methods! {
-    eq, try_eq, Eq, "==";
-    ne, try_ne, Ne, "!=";
-    lt, try_lt, Lt, "<";
-    le, try_le, Le, "<=";
-    gt, try_gt, Gt, ">";
-    ge, try_ge, Ge, ">=";
-}
+kiln_runtime::cmp_op_table!(compare_methods);
 
 macro_rules! logical_methods {
-    ($($name:ident, $op:ident, $what:literal;)*) => {
+    ($($op:ident $torch:literal ($sym:tt) [$name:ident] $what:literal;)*) => {
         impl Tensor {$(
-            #[doc = concat!("Elementwise logical ", $what, " of the operands' truth (non-zero is true), as a Bool tensor.")]
+            #[doc = concat!("Elementwise logical ", $what, " of the operands' truth (non-zero is true), as a Bool tensor (`torch.", $torch, "`).")]
             #[track_caller]
             pub fn $name(&self, other: impl Into<Operand>) -> Tensor {
                 logical(LogicalOp::$op, self, &other.into()).or_panic()
             }
         )*}
+
+        /// Every logical op with its method (for tests that go through each op's public name).
+        #[doc(hidden)]
+        pub const LOGICAL_METHODS: &[(LogicalOp, fn(&Tensor, Operand) -> Tensor)] = &[$((LogicalOp::$op, |a, b| a.$name(b)),)*];
     };
 }
 
-logical_methods! {
-    logical_and, And, "and";
-    logical_or, Or, "or";
-    logical_xor, Xor, "exclusive or";
-}
+kiln_runtime::logical_op_table!(logical_methods);
 
 /// `cond ? x : y` elementwise, `x` and `y` promoted to one dtype, all three broadcast.
 #[track_caller]

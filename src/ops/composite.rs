@@ -13,7 +13,8 @@
 
 /// The table of composite elementwise ops, handed to the macro `$then`, one row per op:
 ///
-/// `name(param = default, …) [Module] Compute "doc" |x| decomposition;`
+/// `name(param = default, …) [Module] Compute "doc" |x| decomposition;` or, for an op with a
+/// one-pass eager kernel, `… |x| decomposition, fast[kernel, "GradFnName", |x, g| gradient];`
 ///
 /// - `name`: PyTorch's `F.name`; also the `Tensor` method;
 /// - `params`: `f64` parameters with PyTorch's defaults (the method and the `F::` function
@@ -27,12 +28,38 @@
 ///   that its gradient equals PyTorch's everywhere: finite wherever PyTorch's is (no `where_`
 ///   whose unused branch overflows: clamp that branch's argument) and equal at the kinks
 ///   (a clamp's gradient is zero at its bounds, so a bound must not sit on a point where the
-///   op is smooth).
+///   op is smooth);
+/// - `fast[…]` (optional, for the ops PyTorch runs as one kernel, whose decomposition would
+///   take several passes in eager mode): a [`FastUnary`] that eager mode runs instead of the
+///   decomposition on CPU f32 and f64 tensors, the grad_fn name it records, and its backward
+///   rule (the gradient for `x` given the output gradient `g`, written with tensor ops so that
+///   it is differentiable again). Inside `kiln::compile`, on CUDA and on other dtypes the
+///   decomposition runs. `tests/composite_ops.rs` checks kernel and rule against the
+///   decomposition's values and autograd gradients.
 macro_rules! composite_unary_table {
     ($then:ident) => {
         $then! {
+            silu() [SiLU] InF32 "SiLU (swish) `x·sigmoid(x)`"
+                |x| x / ((-x).exp() + 1.0),
+                fast[FastUnary::Silu, "SiluBackward0", |x, g| {
+                    let s = x.sigmoid();
+                    g * &s * (x * (1.0 - &s) + 1.0)
+                }];
+            gelu_tanh() [] InF32 "GELU, tanh approximation (`F.gelu(x, approximate='tanh')`)"
+                |x| x * 0.5 * (((x + x * x * x * GELU_KAPPA) * GELU_BETA).tanh() + 1.0),
+                fast[FastUnary::GeluTanh, "GeluBackward0", |x, g| {
+                    let t = ((x + x.pow(3.0) * GELU_KAPPA) * GELU_BETA).tanh();
+                    let inner = (x.square() * (3.0 * GELU_KAPPA) + 1.0) * (0.5 * GELU_BETA);
+                    g * ((&t + 1.0) * 0.5 + x * (1.0 - t.square()) * inner)
+                }];
+            softplus(beta = 1.0, threshold = 20.0) [Softplus] InF32 "softplus `ln(1 + e^(βx))/β`, `x` itself where `βx > threshold`"
+                |x| {
+                    let z = x * beta;
+                    let linear = z.gt(threshold);
+                    crate::Tensor::where_(&linear, x, crate::Tensor::where_(&linear, 0.0, &z).exp().log1p() / beta)
+                };
             mish() [Mish] InF32 "Mish `x·tanh(softplus(x))`"
-                |x| x * x.softplus().tanh();
+                |x| x * x.softplus(1.0, 20.0).tanh();
             softsign() [Softsign] AsInput "softsign `x / (1 + |x|)`"
                 |x| x / (x.abs() + 1);
             tanhshrink() [Tanhshrink] AsInput "tanhshrink `x − tanh(x)`"
@@ -67,8 +94,17 @@ macro_rules! composite_unary_table {
 
 pub(crate) use composite_unary_table;
 
+use crate::autograd::{self, grads, Saved};
+use crate::error::OrPanic;
+use crate::tensor::reserve;
+use crate::{DType, Tensor};
+use kiln_runtime::cpu::elementwise::map1;
+use kiln_runtime::cpu::fast_unary::FastUnary;
+use kiln_runtime::cpu::CpuBuf;
+use kiln_runtime::storage::StorageElement;
+
 macro_rules! composite_methods {
-    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {
+    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr $(, fast $fast:tt)?;)*) => {
         impl crate::Tensor {$(
             #[doc = concat!("Elementwise ", $doc, " (`F.", stringify!($name), "`), a decomposition into primitive ops.")]
             #[track_caller]
@@ -82,7 +118,7 @@ macro_rules! composite_methods {
                     }
                     None => self,
                 };
-                let out = $body;
+                let out = fast_or_decomposed!($name [$($fast)?] $x, $body);
                 match low {
                     Some(dtype) => out.to_dtype(dtype),
                     None => out,
@@ -95,10 +131,89 @@ macro_rules! composite_methods {
         #[doc(hidden)]
         pub const COMPOSITE_UNARY: &[(&str, fn(&crate::Tensor) -> crate::Tensor)] =
             &[$((stringify!($name), |x| x.$name($($default),*)),)*];
+
+        /// Every composite op with a one-pass eager kernel, with its parameters at PyTorch's
+        /// defaults: `(name, op, its decomposition)`, for the tests that check the one against
+        /// the other.
+        #[doc(hidden)]
+        pub fn composite_fast() -> Vec<(&'static str, fn(&crate::Tensor) -> crate::Tensor, fn(&crate::Tensor) -> crate::Tensor)> {
+            let mut rows = Vec::new();
+            $(fast_entry!(rows [$($fast)?] $name ($($p = $default),*) |$x| $body);)*
+            rows
+        }
+    };
+}
+
+/// A composite method's result: its [`FastUnary`] kernel where [`fast_eager`] runs it, else
+/// the decomposition.
+macro_rules! fast_or_decomposed {
+    ($name:ident [] $x:ident, $body:expr) => {
+        $body
+    };
+    ($name:ident [[$kernel:expr, $grad_fn:literal, |$gx:ident, $gg:ident| $grad:expr]] $x:ident, $body:expr) => {
+        match fast_eager(stringify!($name), $x, $kernel, $grad_fn, move |$gx: &crate::Tensor, $gg: &crate::Tensor| {
+            $grad
+        }) {
+            Some(out) => out,
+            None => $body,
+        }
+    };
+}
+
+/// Pushes the [`composite_fast`] entry of one row onto `$rows` (none without a kernel).
+macro_rules! fast_entry {
+    ($rows:ident [] $($rest:tt)*) => {};
+    ($rows:ident [$fast:tt] $name:ident ($($p:ident = $default:literal),*) |$x:ident| $body:expr) => {
+        let op: fn(&crate::Tensor) -> crate::Tensor = |x| x.$name($($default),*);
+        let decomposition: fn(&crate::Tensor) -> crate::Tensor = |$x: &crate::Tensor| {
+            $(let $p: f64 = $default;)*
+            $body
+        };
+        $rows.push((stringify!($name), op, decomposition));
     };
 }
 
 composite_unary_table!(composite_methods);
+
+/// `√(2/π)` and `0.044715`, gelu_tanh's constants.
+const GELU_BETA: f64 = 0.797_884_560_802_865_4;
+const GELU_KAPPA: f64 = 0.044715;
+
+/// `kernel(x)` by its one-pass eager kernel, recording `grad_fn` with the backward rule `grad`
+/// (input gradient from the saved input and the output gradient) when autograd records; `None`
+/// where the kernel does not run: inside `kiln::compile` (which captures the decomposition),
+/// on CUDA, and on dtypes other than f32 and f64.
+#[track_caller]
+fn fast_eager(
+    op: &'static str,
+    x: &Tensor,
+    kernel: FastUnary,
+    grad_fn: &'static str,
+    grad: impl Fn(&Tensor, &Tensor) -> Tensor + Send + Sync + 'static,
+) -> Option<Tensor> {
+    if crate::capture::is_active() || x.device().is_cuda() || !matches!(x.dtype(), DType::F32 | DType::F64) {
+        return None;
+    }
+    reserve(op, x.shape(), x.dtype()).or_panic();
+    let out = x
+        .with_cpu(op, |s, l| match s.as_buf::<f32>() {
+            Some(a) if l.is_contiguous() && l.numel() > 0 => {
+                let mut o = CpuBuf::<f32>::uninit(l.numel());
+                kernel.apply_f32(&a[l.offset()..l.offset() + l.numel()], &mut o);
+                f32::wrap(o)
+            }
+            Some(a) => f32::wrap(map1(a, l, |v: f32| kernel.eval(v))),
+            None => {
+                f64::wrap(map1(s.as_buf::<f64>().expect("an f64 tensor (checked above)"), l, |v: f64| kernel.eval(v)))
+            }
+        })
+        .or_panic();
+    let out = Tensor::from_cpu_storage(out, x.shape());
+    if !autograd::is_recording(&[x]) {
+        return Some(out);
+    }
+    Some(autograd::record(out, grad_fn, &[x], [Saved::of(x)], move |_, g, s| grads![Some(grad(&s[0], g))]))
+}
 
 /// A clamp bound for `x`: truncated to an integer on integer inputs, so that the result keeps
 /// the integer dtype, as PyTorch's `hardtanh` does.

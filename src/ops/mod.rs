@@ -13,16 +13,6 @@
 //! The public methods on [`crate::Tensor`] are thin: a `try_x` returning `Result`, and `x`
 //! panicking with the error's message.
 
-/// Matches a runtime op-kind value and runs `$go!(Enum::Variant)` with the variant as a
-/// constant, so each kernel loop is compiled for one op (no per-element dispatch).
-macro_rules! const_dispatch {
-    ($op:expr, $Enum:ident { $($v:ident),* $(,)? }, $go:ident) => {
-        match $op {
-            $($Enum::$v => $go!($Enum::$v),)*
-        }
-    };
-}
-
 mod binary;
 mod bitwise;
 mod cat;
@@ -46,9 +36,11 @@ pub use binary::Operand;
 pub use binary::BINARY_METHODS;
 pub(crate) use binary::{can_cast, check_scalar_fits};
 pub(crate) use compare::{compare, logical};
+#[doc(hidden)]
+pub use compare::{COMPARE_METHODS, LOGICAL_METHODS};
 pub(crate) use composite::composite_unary_table;
 #[doc(hidden)]
-pub use composite::COMPOSITE_UNARY;
+pub use composite::{composite_fast, COMPOSITE_UNARY};
 pub(crate) use index::out_of_bounds;
 pub(crate) use unary::unary;
 #[doc(hidden)]

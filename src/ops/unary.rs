@@ -4,7 +4,8 @@ use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::{reserve, Tensor};
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
-use kiln_runtime::cpu::{vecmath, CpuBuf};
+use kiln_runtime::cpu::simd::vecmath;
+use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::op_kind::{UnaryOp, UnarySaves};
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, DType, Element, FloatElement, Layout};
@@ -180,19 +181,6 @@ fn unary_grad(op: UnaryOp, g: &Tensor, s: Option<&Tensor>) -> Tensor {
             let pdf = (s.square() * -0.5).exp() * (1.0 / (2.0 * PI).sqrt());
             g * (cdf + s * pdf)
         }
-        GeluTanh => {
-            const C: f64 = 0.044715;
-            let k = (2.0 / PI).sqrt();
-            let t = ((s + s.pow(3.0) * C) * k).tanh();
-            let left = (t.clone() + 1.0) * 0.5;
-            let right = s * (1.0 - t.square()) * ((s.square() * (3.0 * C) + 1.0) * (0.5 * k));
-            g * (left + right)
-        }
-        Silu => {
-            let sg = s.sigmoid();
-            g * &sg * ((s * (1.0 - &sg)) + 1.0)
-        }
-        Softplus => Tensor::where_(&s.gt(20.0), g, g * s.sigmoid()),
         Erf => g * (s.square().neg().exp() * FRAC_2_SQRT_PI),
         Reciprocal => -(g * s.square()),
         Square => g * s * 2.0,

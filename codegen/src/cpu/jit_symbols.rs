@@ -1,7 +1,7 @@
 //! The Rust functions generated code calls for the ops it does not inline (f64
 //! transcendentals, f32 ops without an inline polynomial, `pow`, `atan2`, float remainder,
 //! integer `pow`, random numbers), and the native f32 slice routines the tiled kernels call on a
-//! tile (`kiln_vm_*_f32`, from `kiln_runtime::cpu::slice_math`, specialized for this CPU when the
+//! tile (`kiln_vm_*_f32`, from `kiln_runtime::cpu::simd::slice_math`, specialized for this CPU when the
 //! symbol is resolved). Each scalar one is the scalar reference itself (`UnaryOp::eval`,
 //! `BinaryOp::eval`, `BinaryOp::eval_int`, the runtime's `philox::uniform_at`/`normal_at`),
 //! so those ops equal the eager ones bit for bit.
@@ -13,7 +13,8 @@ use crate::ir::{draw_of_scalars, RandDist};
 use cranelift_codegen::ir::{types, AbiParam, Signature, Type};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
-use kiln_runtime::cpu::{row_reduce, slice_math};
+use kiln_runtime::cpu::row_reduce;
+use kiln_runtime::cpu::simd::slice_math;
 use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 
 /// One callable helper: symbol name, address and C signature.
@@ -133,7 +134,7 @@ rand_helpers!(
 macro_rules! slice_helpers {
     ($(($op:ident, $name:literal)),* $(,)?) => {
         /// The symbol of the native f32 slice routine of unary `op`
-        /// (`kiln_runtime::cpu::slice_math::slice_fn`: `fn(src, dst: *f32, n: usize)`, in place
+        /// (`kiln_runtime::cpu::simd::slice_math::slice_fn`: `fn(src, dst: *f32, n: usize)`, in place
         /// when `src == dst`), for the ops that have one.
         pub(crate) fn slice_name(op: UnaryOp) -> Option<&'static str> {
             match op {
@@ -152,13 +153,7 @@ macro_rules! slice_helpers {
     };
 }
 
-slice_helpers!(
-    (Exp, "kiln_vm_exp_f32"),
-    (Tanh, "kiln_vm_tanh_f32"),
-    (Sigmoid, "kiln_vm_sigmoid_f32"),
-    (Silu, "kiln_vm_silu_f32"),
-    (GeluTanh, "kiln_vm_gelu_tanh_f32"),
-);
+slice_helpers!((Exp, "kiln_vm_exp_f32"), (Tanh, "kiln_vm_tanh_f32"), (Sigmoid, "kiln_vm_sigmoid_f32"),);
 
 /// The native row routines of [`super::native_rows`] and [`super::native_epilogue`], under the
 /// names their `helper` methods give.

@@ -1,8 +1,8 @@
 //! Inline f32 transcendentals, for a scalar `f32` or an `f32x4` vector (the same code with
 //! splatted constants and lane masks), branch-free with selects.
 //!
-//! `exp`, `tanh`, `sigmoid` (and `silu`, `gelu_tanh` built on them) follow
-//! `kiln_runtime::cpu::vecmath` operation for operation (Cephes range reduction + minimax
+//! `exp`, `tanh` and `sigmoid` follow
+//! `kiln_runtime::cpu::simd::vecmath` operation for operation (Cephes range reduction + minimax
 //! polynomial), so they equal the eager f32 ops bit for bit. `log` is Cephes' `logf`; `sin`
 //! and `cos` are Cephes' `sinf`/`cosf` (3-part π/4 reduction, valid to |x| ≤ 8192; larger,
 //! infinite or NaN inputs take a branch to the Rust `f32::sin`/`cos`, lane by lane); `erf` is
@@ -22,14 +22,13 @@
 //! | sigmoid | 3 | 2.10 (bit-exact with the eager op; 0 below -88.72, as the f32 formula) |
 //! | erf | 3 | 2.26 |
 //! | sin, cos | 2 | 1.42, 1.39 (|x| ≤ 8192 inline; above, the std function) |
-//! | silu | 4 | 1.95 (bit-exact with the eager op) |
-//! | gelu, gelu_tanh | absolute 2e-7·max(1, |f(x)|) | (`1 + erf`, `1 + tanh` cancel for x < 0) |
+//! | gelu | absolute 2e-7·max(1, |f(x)|) | (`1 + erf` cancels for x < 0) |
 //!
 //! Results that are subnormal are compared with the subnormal spacing as the ulp.
 //!
-//! Kernels that qualify for tiles (`cpu/tiled_rows.rs`) compute exp, tanh, sigmoid, silu and
-//! gelu_tanh with native slice routines instead (same bounds; see
-//! `kiln_runtime::cpu::slice_math`); [`super::CpuKernel::compile_untiled`] keeps these inline.
+//! Kernels that qualify for tiles (`cpu/tiled_rows.rs`) compute exp, tanh and sigmoid with
+//! native slice routines instead (same bounds; see
+//! `kiln_runtime::cpu::simd::slice_math`); [`super::CpuKernel::compile_untiled`] keeps these inline.
 
 // The polynomial coefficients are written as published (Cephes, Numerical Recipes).
 #![allow(clippy::excessive_precision)]
@@ -235,34 +234,6 @@ impl FnEmitter<'_, '_> {
         let one = self.c(ty, 1.0);
         let d = self.b.ins().fadd(one, e);
         self.b.ins().fdiv(one, d)
-    }
-
-    /// x/(1+e^-x), as `UnaryOp::Silu::eval`.
-    pub fn silu_f32(&mut self, x: Value) -> Value {
-        let ty = self.ty(x);
-        let nx = self.b.ins().fneg(x);
-        let e = self.exp_f32(nx);
-        let one = self.c(ty, 1.0);
-        let d = self.b.ins().fadd(one, e);
-        self.b.ins().fdiv(x, d)
-    }
-
-    /// `0.5·x·(1 + tanh(0.7978845608·(x + 0.044715·x³)))`, as `UnaryOp::GeluTanh::eval`.
-    pub fn gelu_tanh_f32(&mut self, x: Value) -> Value {
-        let ty = self.ty(x);
-        let k = self.fconst(ty, 0.797_884_560_802_865_4f64 as f32 as f64);
-        let c = self.fconst(ty, 0.044715f64 as f32 as f64);
-        let cx = self.b.ins().fmul(c, x);
-        let cx = self.b.ins().fmul(cx, x);
-        let cx = self.b.ins().fmul(cx, x);
-        let s = self.b.ins().fadd(x, cx);
-        let inner = self.b.ins().fmul(k, s);
-        let t = self.tanh_f32(inner);
-        let half = self.c(ty, 0.5);
-        let hx = self.b.ins().fmul(half, x);
-        let one = self.c(ty, 1.0);
-        let t1 = self.b.ins().fadd(one, t);
-        self.b.ins().fmul(hx, t1)
     }
 
     /// `x·0.5·(1 + erf(x/√2))`, as `UnaryOp::Gelu::eval` (with the inline erf).

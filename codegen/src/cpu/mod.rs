@@ -62,7 +62,7 @@ impl CpuKernel {
     /// environment variable `KILN_CPU_DISASM` set, prints the machine code to stderr.
     ///
     /// An f32 kernel on the vector plan whose transcendentals have native slice routines
-    /// (exp, tanh, sigmoid, silu, gelu_tanh) walks its rows in tiles of [`TILE`] elements and
+    /// (exp, tanh, sigmoid) walks its rows in tiles of [`TILE`] elements and
     /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiled_rows.rs` for their
     /// error bounds: with AVX2+FMA or AVX-512F they are not bit-identical to the inline forms).
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
@@ -151,7 +151,7 @@ impl CpuKernel {
 
     /// The native routines the generated code calls, by symbol, sorted: the row sweeps of
     /// `kiln_runtime::cpu::row_reduce` (`kiln_row_*`), the f32 slice routines of
-    /// `kiln_runtime::cpu::slice_math` (`kiln_vm_*`) and the scalar helpers (`kiln_f32_Erf`, …).
+    /// `kiln_runtime::cpu::simd::slice_math` (`kiln_vm_*`) and the scalar helpers (`kiln_f32_Erf`, …).
     /// Empty when everything is inline code.
     pub fn native_calls(&self) -> &[String] {
         &self.native_calls

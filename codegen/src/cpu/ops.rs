@@ -274,8 +274,6 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
             UnaryOp::Log if f32 => self.log_f32(x),
             UnaryOp::Tanh if f32 => self.tanh_f32(x),
             UnaryOp::Sigmoid if f32 => self.sigmoid_f32(x),
-            UnaryOp::Silu if f32 => self.silu_f32(x),
-            UnaryOp::GeluTanh if f32 => self.gelu_tanh_f32(x),
             UnaryOp::Gelu if f32 => self.gelu_f32(x),
             UnaryOp::Erf if f32 => self.erf_f32(x),
             UnaryOp::Sin if f32 => self.sin_cos_f32(x, false),

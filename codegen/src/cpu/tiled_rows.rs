@@ -1,7 +1,7 @@
 //! The tiled row of an f32 pass whose transcendentals run natively: the row is walked in
 //! tiles of [`TILE`] elements, and each transcendental stage of a tile is one call of a
 //! rustc-built, CPU-specialized slice routine (`kiln_vm_*_f32`: AVX-512F or AVX2+FMA inside,
-//! picked once when the JIT resolves the symbol; `kiln_runtime::cpu::slice_math`) on a stack
+//! picked once when the JIT resolves the symbol; `kiln_runtime::cpu::simd::slice_math`) on a stack
 //! buffer, instead of the inline 128-bit polynomial of [`super::math`] (Cranelift's x86-64
 //! back end emits 128-bit vectors only). A pass is an elementwise kernel's row, a reduction
 //! stage's sweep of one output's row (the final pass folds into the accumulators, softmax's
@@ -10,8 +10,8 @@
 //!
 //! A pass qualifies ([`tiling`]) when it runs the F32X4 plan and some live instruction that
 //! varies along the row (not one computed once per output, see
-//! [`super::emit::per_output_known`]) is a unary op with a slice routine (exp, tanh, sigmoid,
-//! silu, gelu_tanh), at most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
+//! [`super::emit::per_output_known`]) is a unary op with a slice routine (exp, tanh, sigmoid), at
+//! most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
 //! instruction order. Per tile:
 //!
 //! 1. for each stage: a pass (one run of [`super::run_loops`]'s loop over the tile) computes the
@@ -27,8 +27,7 @@
 //! computed by two passes keeps the untiled path.
 //!
 //! With AVX2+FMA or AVX-512F the routines compute `slice_math`'s FMA forms, whose error bounds
-//! are those of the inline functions (exp 2 ulp, tanh 3, sigmoid 3, silu 4; gelu_tanh 2e-7
-//! absolute) but which are not bit-identical to the eager ops; elsewhere they are the eager
+//! are those of the inline functions (exp 2 ulp, tanh 3, sigmoid 3) but which are not bit-identical to the eager ops; elsewhere they are the eager
 //! forms, bit for bit. Special values (NaN, ±inf, ±0) are the eager ones either way.
 
 use super::emit::{data_flags, emit_values_given, live_cut, per_output_known, PerValue, Row};

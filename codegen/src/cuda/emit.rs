@@ -20,9 +20,11 @@ pub const CUDA_CODEGEN_VERSION: u32 = 1;
 /// Threads per block of the elementwise kernels.
 pub const ELEMENTWISE_BLOCK: u32 = 256;
 
-/// A generated elementwise kernel: its CUDA C and what a launch needs to know.
+/// The CUDA C kernel of one [`Expr`] over contiguous inputs (eager ops and benches; the IR
+/// `kernel::ElementwiseKernel` of `kiln::compile` becomes a [`super::FusedKernel`] instead),
+/// and what a launch needs to know.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ElementwiseKernel {
+pub struct ExprKernel {
     /// The `extern "C"` kernel's name (`kiln_ew_<dtype>_<hash>`: equal exprs share it).
     pub name: String,
     /// The CUDA C source.
@@ -52,7 +54,7 @@ pub(super) fn dtype_tag(d: DType) -> &'static str {
 /// Emits the kernel computing `expr` elementwise over `num_inputs` contiguous inputs of `dtype`
 /// into an output of `dtype`. Errors (op `cuda_codegen`): an input index ≥ `num_inputs`
 /// (`InvalidArgument`), or an integer/bool `dtype` (`Unsupported`: not generated yet).
-pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<ElementwiseKernel, CudaError> {
+pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<ExprKernel, CudaError> {
     let op = "cuda_codegen";
     let ct = match dtype {
         DType::F32 | DType::F16 | DType::BF16 => ComputeType::F32,
@@ -143,7 +145,7 @@ pub fn emit_elementwise(expr: &Expr, num_inputs: usize, dtype: DType) -> Result<
 
     let name = format!("kiln_ew_{}_{:016x}", dtype_tag(dtype), fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);
-    Ok(ElementwiseKernel { name, source, num_inputs, dtype, vector_width })
+    Ok(ExprKernel { name, source, num_inputs, dtype, vector_width })
 }
 
 /// True when `expr` uses an op defined on integers only (bitwise ops, shifts, bitwise not),

@@ -1,11 +1,11 @@
 //! Running a generated elementwise kernel on device buffers.
 
-use super::emit::{ElementwiseKernel, ELEMENTWISE_BLOCK};
+use super::emit::{ExprKernel, ELEMENTWISE_BLOCK};
 use super::strided::StridedKernel;
 use kiln_runtime::cuda::{self, CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, LaunchDims, Param};
 use kiln_runtime::DType;
 
-/// An [`ElementwiseKernel`] compiled for, and loaded on, one device: launch it many times
+/// An [`ExprKernel`] compiled for, and loaded on, one device: launch it many times
 /// without looking anything up again.
 #[derive(Clone, Debug)]
 pub struct LoadedElementwise {
@@ -18,7 +18,7 @@ pub struct LoadedElementwise {
 
 impl LoadedElementwise {
     /// Compiles `k` for `cuda:ordinal`'s arch (through the kernel cache) and loads it there.
-    pub fn load(k: &ElementwiseKernel, ordinal: usize) -> Result<LoadedElementwise, CudaError> {
+    pub fn load(k: &ExprKernel, ordinal: usize) -> Result<LoadedElementwise, CudaError> {
         let mut params = vec![Param::In; k.num_inputs];
         params.extend([Param::Out, Param::U64]);
         let (kernel, max_grid) = load_on("cuda_elementwise", &k.source, &k.name, ordinal, params)?;
@@ -75,7 +75,7 @@ impl LoadedElementwise {
 /// Compiles (cached), loads and runs `k` once on the device of `out`: see
 /// [`LoadedElementwise::run`].
 pub fn run_elementwise(
-    k: &ElementwiseKernel,
+    k: &ExprKernel,
     inputs: &[&CudaBuffer],
     out: &mut CudaBuffer,
     n: usize,

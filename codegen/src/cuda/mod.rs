@@ -93,7 +93,7 @@ pub use compact::{
 };
 pub use compact_launch::LoadedCompact;
 pub use eager::{eager_kernel, eager_ops, eager_vector_kernel, every_eager_kernel, EagerOp};
-pub use emit::{emit_elementwise, ElementwiseKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
+pub use emit::{emit_elementwise, ExprKernel, CUDA_CODEGEN_VERSION, ELEMENTWISE_BLOCK};
 pub use fused::{emit_fused, FusedKernel};
 pub use fused_launch::{FusedOperand, LoadedFused};
 pub use fused_reduce::{emit_fused_reduce, FusedReduceKernel};
@@ -108,7 +108,7 @@ pub use philox::{emit_rand, philox_functions, rand_kernels, RandKernel, RandKind
 pub use pool::{emit_pool, pool_ops, PoolKernel, PoolKind, POOL_GEOMETRY_WORDS};
 pub use pool_launch::LoadedPool;
 pub use rand_launch::LoadedRand;
-pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, ReduceKernel, REDUCE_BLOCK};
+pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, CudaReduceKernel, REDUCE_BLOCK};
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
 pub use sort::{emit_sort, sort_kernels, SortKernel, SortStage, SORT_TILE, SORT_TILE_BLOCK};
 pub use sort_launch::{LoadedSort, SortLaunch, SortPlan, SortScratch, SORT_MAX_LEN};

@@ -174,9 +174,11 @@ impl CudaReduce {
     }
 }
 
-/// A generated reduction kernel: its CUDA C and what a launch needs to know.
+/// The CUDA C kernel of one eager [`CudaReduce`] (the IR `kernel::ReduceKernel` of
+/// `kiln::compile` becomes a [`super::FusedReduceKernel`] instead), and what a launch needs to
+/// know.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReduceKernel {
+pub struct CudaReduceKernel {
     /// The `extern "C"` kernel's name (`kiln_red_<kind>_<dtype>_k<K>_r<R>`).
     pub name: String,
     /// The whole CUDA C source (header line, shared prelude, helpers, kernel).
@@ -387,7 +389,7 @@ pub(super) fn decompose(src: &mut String, indent: &str, idx: &str, sizes: &str, 
 /// sizes are `unsigned long long`. Errors (op `cuda_codegen`, `InvalidArgument`): a dtype the
 /// kind does not take, more than [`MAX_DIMS`] kept or reduced dims, a softmax over other than
 /// one reduced dim (a size-1 dim collapses away: 0 is allowed).
-pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> Result<ReduceKernel, CudaError> {
+pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> Result<CudaReduceKernel, CudaError> {
     let bad = |m: String| Err(CudaError::new("cuda_codegen", CudaErrorKind::InvalidArgument, m));
     if !kind.accepts(dtype) {
         return bad(format!("{} does not take {dtype} input", kind.name()));
@@ -522,7 +524,7 @@ pub fn emit_reduce(kind: CudaReduce, dtype: DType, kept: usize, red: usize) -> R
         &[(&helpers, &function)],
         &format!("{} of {} over {kept} kept and {red} reduced dim(s)", kind.name(), dtype_tag(dtype)),
     );
-    Ok(ReduceKernel { name, source, kind, dtype, out, kept, red, helpers, function })
+    Ok(CudaReduceKernel { name, source, kind, dtype, out, kept, red, helpers, function })
 }
 
 /// One translation unit holding kernels (each with the helpers it uses): the header line, the
@@ -541,7 +543,7 @@ fn program(kernels: &[(&BTreeSet<&'static str>, &String)], what: &str) -> String
 
 /// One CUDA C program holding all of `kernels` (the helpers they share emitted once): what
 /// the NVRTC test compiles in one call instead of one per kernel.
-pub fn reduce_program(kernels: &[ReduceKernel]) -> String {
+pub fn reduce_program(kernels: &[CudaReduceKernel]) -> String {
     let parts: Vec<(&BTreeSet<&'static str>, &String)> = kernels.iter().map(|k| (&k.helpers, &k.function)).collect();
     program(&parts, &format!("{} kernels", kernels.len()))
 }

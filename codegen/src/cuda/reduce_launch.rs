@@ -3,7 +3,7 @@
 //! and checked launches ([`LoadedReduce`]).
 
 use super::launch::{launch_as, load_on, StridedOperand};
-use super::reduce::{CudaReduce, ReduceKernel, REDUCE_BLOCK};
+use super::reduce::{CudaReduce, CudaReduceKernel, REDUCE_BLOCK};
 use kiln_runtime::cpu::strided::collapse;
 use kiln_runtime::cuda::{CudaBuffer, CudaError, CudaErrorKind, CudaKernel, KernelArg, Param};
 use kiln_runtime::DType;
@@ -91,7 +91,7 @@ pub fn reduce_geometry(kind: CudaReduce, n_out: usize, n_red: usize, max_grid: u
     ReduceGeometry { grid, group }
 }
 
-/// A [`ReduceKernel`] compiled for, and loaded on, one device.
+/// A [`CudaReduceKernel`] compiled for, and loaded on, one device.
 #[derive(Clone, Debug)]
 pub struct LoadedReduce {
     kernel: CudaKernel,
@@ -105,7 +105,7 @@ pub struct LoadedReduce {
 
 impl LoadedReduce {
     /// Compiles `k` for `cuda:ordinal`'s arch (through the kernel cache) and loads it there.
-    pub fn load(k: &ReduceKernel, ordinal: usize) -> Result<LoadedReduce, CudaError> {
+    pub fn load(k: &CudaReduceKernel, ordinal: usize) -> Result<LoadedReduce, CudaError> {
         let mut params = vec![Param::In, Param::Out];
         if k.kind.has_indices() {
             params.push(Param::Out);

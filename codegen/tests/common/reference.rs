@@ -3,7 +3,7 @@
 //! rules), element by element.
 
 use kiln_codegen::kernel::{ElementwiseKernel, InstOp, Val};
-use kiln_runtime::cpu::slice_math;
+use kiln_runtime::cpu::simd::slice_math;
 use kiln_runtime::DType;
 
 /// A value of the reference: floats (f32 held exactly in an f64) or integers/Bool in an i64.

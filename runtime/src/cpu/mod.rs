@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod buffer;
 pub mod conv;
 pub mod elementwise;
+pub mod fast_unary;
 pub mod host_block;
 pub mod index;
 pub mod matmul;
@@ -13,15 +14,10 @@ pub mod philox;
 pub mod pool;
 pub mod product_split;
 pub mod reduce;
-#[cfg(target_arch = "x86_64")]
-mod row_avx512;
 pub mod row_reduce;
-#[cfg(target_arch = "x86_64")]
-mod slice_avx512;
-pub mod slice_math;
+pub mod simd;
 pub mod sort;
 pub mod special;
 pub mod strided;
-pub mod vecmath;
 
 pub use buffer::CpuBuf;

@@ -221,7 +221,7 @@ macro_rules! ord_half {
 ord_half!(f16, bf16);
 
 /// The compute types (f32, f64) with `exp` over a slice: f32 through the vectorized
-/// [`super::vecmath::exp_f32`] (≤ 2 ulp), f64 through libm. Softmax and logsumexp spend their
+/// [`super::simd::vecmath::exp_f32`] (≤ 2 ulp), f64 through libm. Softmax and logsumexp spend their
 /// time here.
 pub trait ExpSlice: Float {
     /// `dst[i] = exp(src[i])` (equal lengths).
@@ -230,7 +230,7 @@ pub trait ExpSlice: Float {
 
 impl ExpSlice for f32 {
     fn exp_slice(src: &[f32], dst: &mut [f32]) {
-        super::vecmath::map_f32(src, dst, super::vecmath::exp_f32);
+        super::simd::vecmath::map_f32(src, dst, super::simd::vecmath::exp_f32);
     }
 }
 

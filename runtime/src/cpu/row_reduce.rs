@@ -1,7 +1,7 @@
 //! Native reductions of one contiguous f32 row, for the reduction stages of the JIT's kernels
 //! (`kiln-codegen`'s `cpu/native_rows.rs`): the sweeps of softmax, log-softmax, cross-entropy
 //! and layer norm. Cranelift's x86-64 back end emits 128-bit vectors only; these routines run
-//! 16 lanes with AVX-512F (`row_avx512.rs`), rustc's autovectorized loops with AVX2+FMA, and
+//! 16 lanes with AVX-512F (`simd/row_avx512.rs`), rustc's autovectorized loops with AVX2+FMA, and
 //! plain loops elsewhere ([`row_fns`] picks once, and the JIT keeps the pointers).
 //!
 //! What each computes, over `src[0..n]`:
@@ -9,7 +9,7 @@
 //! - [`RowFns::max`]: the maximum, NaN when any element is NaN (as the eager `amax`);
 //! - [`RowFns::sq_dev_sum`]: `Σ (x - c)²`, the square taken in f32;
 //! - [`RowFns::exp_sum`]: `Σ e^(x - c)`, also writing each `e^(x - c)` to `dst` unless it is
-//!   null. The exp is the tiled kernels' `Exp` slice routine ([`super::slice_math::slice_fn`])
+//!   null. The exp is the tiled kernels' `Exp` slice routine ([`super::simd::slice_math::slice_fn`])
 //!   bit for bit, so a value kept here equals the one a tile would compute;
 //! - [`RowFns::count_eq`]: how many elements equal `t` (the sum of a one-hot mask: the
 //!   cross-entropy gradient's `Σ where(eq(iota, target), g, 0)`).
@@ -27,8 +27,8 @@
 //! promote each term. Either way a sum is within `2⁻²³·Σ|term|` of the exact one (plus f64
 //! rounding), far below the f32 result's own rounding for sums of like-signed terms.
 
-use super::slice_math::exp_fma;
-use super::vecmath;
+use super::simd::slice_math::exp_fma;
+use super::simd::vecmath;
 
 /// `Σ src[i]` for `i < n`, in f64.
 ///
@@ -322,12 +322,12 @@ portable_row_fns!(plain, , vecmath::exp_f32);
 portable_row_fns!(avx2, "avx2,fma", exp_fma);
 
 /// The row routines this CPU runs best: AVX-512F, AVX2+FMA, or the portable loops. The exp of
-/// [`RowFns::exp_sum`] is the one [`super::slice_math::slice_fn`] picks for the same CPU.
+/// [`RowFns::exp_sum`] is the one [`super::simd::slice_math::slice_fn`] picks for the same CPU.
 pub fn row_fns() -> RowFns {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
-            return super::row_avx512::FNS;
+            return super::simd::row_avx512::FNS;
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
             return avx2::FNS;
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn exp_sum_keeps_the_slice_routines_exps_in_and_out_of_place() {
-        let exp = crate::cpu::slice_math::slice_fn(UnaryOp::Exp).expect("exp has a slice routine");
+        let exp = crate::cpu::simd::slice_math::slice_fn(UnaryOp::Exp).expect("exp has a slice routine");
         let f = row_fns();
         for xs in rows() {
             let c = 3.5f32;

@@ -2,96 +2,16 @@
 //!
 //! One enum per family, shared by the eager CPU kernels (which call `eval_*` per element) and
 //! by the code generator (which emits the same formula as IR or CUDA C). The scalar functions
-//! here are the definition every backend is tested against. The unary and binary families are
-//! tables (`unary.rs`, `binary.rs`); comparisons, logical ops and reductions are listed here.
+//! here are the definition every backend is tested against. The unary, binary, comparison and
+//! logical families are tables (`unary.rs`, `binary.rs`, `compare.rs`); reductions are listed here.
 
 mod binary;
+mod compare;
 mod unary;
 
 pub use binary::BinaryOp;
+pub use compare::{CmpOp, LogicalOp};
 pub use unary::{IntRule, UnaryOp, UnarySaves};
-
-/// Comparisons; each returns a Bool tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CmpOp {
-    /// a == b
-    Eq,
-    /// a != b
-    Ne,
-    /// a < b
-    Lt,
-    /// a <= b
-    Le,
-    /// a > b
-    Gt,
-    /// a >= b
-    Ge,
-}
-
-impl CmpOp {
-    /// Every comparison.
-    pub const ALL: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
-
-    /// The op's name as PyTorch spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "eq",
-            CmpOp::Ne => "ne",
-            CmpOp::Lt => "lt",
-            CmpOp::Le => "le",
-            CmpOp::Gt => "gt",
-            CmpOp::Ge => "ge",
-        }
-    }
-
-    /// The comparison on any ordered values (IEEE semantics for NaN: only `Ne` is true).
-    #[inline(always)]
-    pub fn eval<T: PartialOrd>(self, a: T, b: T) -> bool {
-        match self {
-            CmpOp::Eq => a == b,
-            CmpOp::Ne => a != b,
-            CmpOp::Lt => a < b,
-            CmpOp::Le => a <= b,
-            CmpOp::Gt => a > b,
-            CmpOp::Ge => a >= b,
-        }
-    }
-}
-
-/// Logical ops on the truth of their operands (non-zero is true); each returns Bool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LogicalOp {
-    /// a && b
-    And,
-    /// a || b
-    Or,
-    /// a != b
-    Xor,
-}
-
-impl LogicalOp {
-    /// Every logical op of two operands.
-    pub const ALL: [LogicalOp; 3] = [LogicalOp::And, LogicalOp::Or, LogicalOp::Xor];
-
-    /// The op's name as PyTorch spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            LogicalOp::And => "logical_and",
-            LogicalOp::Or => "logical_or",
-            LogicalOp::Xor => "logical_xor",
-        }
-    }
-
-    /// The op on truth values.
-    #[inline(always)]
-    pub fn eval(self, a: bool, b: bool) -> bool {
-        match self {
-            LogicalOp::And => a && b,
-            LogicalOp::Or => a || b,
-            LogicalOp::Xor => a != b,
-        }
-    }
-}
 
 /// Reductions over one or more dims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ pub fn relu(input: &Tensor) -> Tensor {
 }
 
 macro_rules! composite_functions {
-    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr;)*) => {$(
+    ($($name:ident ($($p:ident = $default:literal),*) [$($module:ident)?] $compute:ident $doc:literal |$x:ident| $body:expr $(, fast $fast:tt)?;)*) => {$(
         composite_function!([$($module)?] $name ($($p),*) $doc);
     )*};
 }
@@ -39,12 +39,6 @@ pub fn gelu(input: &Tensor) -> Tensor {
 #[track_caller]
 pub fn gelu_tanh(input: &Tensor) -> Tensor {
     input.gelu_tanh()
-}
-
-/// SiLU `x·sigmoid(x)`.
-#[track_caller]
-pub fn silu(input: &Tensor) -> Tensor {
-    input.silu()
 }
 
 /// Logistic sigmoid.

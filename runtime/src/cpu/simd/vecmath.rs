@@ -1,6 +1,6 @@
-//! Branch-free f32 `exp`, `tanh` and `sigmoid` (and `silu`, `gelu_tanh` on them) that the
-//! compiler vectorizes, run over contiguous slices with the widest vector unit the CPU has
-//! (AVX-512, AVX2+FMA, or the SSE2 baseline, chosen at run time).
+//! Branch-free f32 `exp`, `tanh` and `sigmoid` (and `silu`, `gelu_tanh` on them, for
+//! [`crate::cpu::fast_unary`]) that the compiler vectorizes, run over contiguous slices with the
+//! widest vector unit the CPU has (AVX-512, AVX2+FMA, or the SSE2 baseline, chosen at run time).
 //!
 //! libm's scalar `expf`/`tanhf` cost 5–20 ns per element and block vectorization; these follow
 //! Cephes' f32 algorithms (range reduction + minimax polynomials) written without branches, so a
@@ -12,7 +12,7 @@
 //! `super::slice_math` holds the FMA forms of these and the C-ABI slice routines that the JIT's
 //! tiled kernels call.
 
-use super::parallel::{for_chunks_mut, GRAIN};
+use crate::cpu::parallel::{for_chunks_mut, GRAIN};
 use crate::op_kind::UnaryOp;
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -73,39 +73,37 @@ pub fn sigmoid_f32(x: f32) -> f32 {
     1.0 / (1.0 + exp_f32(-x))
 }
 
-/// x/(1+e^-x) for f32, as `UnaryOp::Silu::eval::<f32>` (≤ 4 ulp; -0 below -88.72).
+/// x/(1+e^-x) for f32, as [`FastUnary::Silu`](crate::cpu::fast_unary::FastUnary)'s `eval::<f32>` (≤ 4 ulp; -0 below -88.72).
 #[inline(always)]
 pub fn silu_f32(x: f32) -> f32 {
     x / (1.0 + exp_f32(-x))
 }
 
-/// `0.5·x·(1 + tanh(0.7978846·(x + 0.044715·x³)))` for f32, as `UnaryOp::GeluTanh::eval::<f32>`
+/// `0.5·x·(1 + tanh(0.7978846·(x + 0.044715·x³)))` for f32, as [`FastUnary::GeluTanh`](crate::cpu::fast_unary::FastUnary)'s `eval::<f32>`
 /// (absolute error ≤ 2e-7·max(1, |gelu_tanh(x)|): `1 + tanh` cancels for negative x).
 #[inline(always)]
 pub fn gelu_tanh_f32(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh_f32(0.797_884_560_802_865_4f64 as f32 * (x + 0.044715 * x * x * x)))
 }
 
-/// `out[i] = op(src[i])`, bit for bit what `UnaryOp::eval::<f32>` gives, for the ops that have a vectorized f32 form here (exp, tanh, sigmoid,
-/// silu, gelu_tanh), in parallel; `false` (and `out` untouched) for any other op.
+/// `out[i] = op(src[i])`, bit for bit what `UnaryOp::eval::<f32>` gives, for the ops that have
+/// a vectorized f32 form here (exp, tanh, sigmoid), in parallel; `false` (and `out` untouched)
+/// for any other op.
 pub fn unary_f32(op: UnaryOp, src: &[f32], out: &mut [f32]) -> bool {
-    macro_rules! par {
-        ($f:expr) => {
-            for_chunks_mut(out, GRAIN, |start, o| {
-                let end = start + o.len();
-                map_f32(&src[start..end], o, $f)
-            })
-        };
-    }
     match op {
-        UnaryOp::Exp => par!(exp_f32),
-        UnaryOp::Tanh => par!(tanh_f32),
-        UnaryOp::Sigmoid => par!(sigmoid_f32),
-        UnaryOp::Silu => par!(silu_f32),
-        UnaryOp::GeluTanh => par!(gelu_tanh_f32),
+        UnaryOp::Exp => par_map_f32(src, out, exp_f32),
+        UnaryOp::Tanh => par_map_f32(src, out, tanh_f32),
+        UnaryOp::Sigmoid => par_map_f32(src, out, sigmoid_f32),
         _ => return false,
     }
     true
+}
+
+/// [`map_f32`] over chunks of equal-length slices on the thread pool.
+#[inline(always)]
+pub fn par_map_f32(src: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
+    assert_eq!(src.len(), out.len());
+    for_chunks_mut(out, GRAIN, |start, o| map_f32(&src[start..start + o.len()], o, f))
 }
 
 /// `dst[i] = f(src[i])` for equal-length slices, compiled for the best vector unit available.
@@ -147,42 +145,14 @@ unsafe fn map_avx2(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ulp::max_ulp;
     use super::*;
-
-    /// Distance in units in the last place between an f32 result and the f64 truth.
-    fn ulp_error(got: f32, want: f64) -> f64 {
-        if want.is_nan() {
-            return if got.is_nan() { 0.0 } else { f64::INFINITY };
-        }
-        let w = want as f32;
-        if got == w {
-            return 0.0;
-        }
-        if w.is_infinite() || got.is_infinite() {
-            return if got == w { 0.0 } else { f64::INFINITY };
-        }
-        let spacing = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()).max(f32::from_bits(1)) as f64;
-        (got as f64 - want).abs() / spacing
-    }
-
-    fn max_ulp(f: impl Fn(f32) -> f32, truth: impl Fn(f64) -> f64, lo: f32, hi: f32) -> (f64, f32) {
-        let n = 2_000_000;
-        let mut worst = (0.0, 0.0);
-        for i in 0..=n {
-            let x = lo + (hi - lo) * (i as f32 / n as f32);
-            let e = ulp_error(f(x), truth(x as f64));
-            if e > worst.0 {
-                worst = (e, x);
-            }
-        }
-        worst
-    }
 
     #[test]
     fn exp_accuracy_over_the_range() {
-        let (e, at) = max_ulp(exp_f32, f64::exp, -104.5, 89.5);
+        let (e, at) = max_ulp(exp_f32, f64::exp, -104.5, 89.5, 2_000_000);
         assert!(e <= 2.0, "exp: {e} ulp at {at}");
-        let (e, at) = max_ulp(exp_f32, f64::exp, -1.0, 1.0);
+        let (e, at) = max_ulp(exp_f32, f64::exp, -1.0, 1.0, 2_000_000);
         assert!(e <= 2.0, "exp near 0: {e} ulp at {at}");
         assert_eq!(exp_f32(89.0), f32::INFINITY);
         assert_eq!(exp_f32(-110.0), 0.0);
@@ -193,16 +163,16 @@ mod tests {
 
     #[test]
     fn tanh_and_sigmoid_accuracy() {
-        let (e, at) = max_ulp(tanh_f32, f64::tanh, -12.0, 12.0);
+        let (e, at) = max_ulp(tanh_f32, f64::tanh, -12.0, 12.0, 2_000_000);
         assert!(e <= 3.0, "tanh: {e} ulp at {at}");
-        let (e, at) = max_ulp(tanh_f32, f64::tanh, -1e-3, 1e-3);
+        let (e, at) = max_ulp(tanh_f32, f64::tanh, -1e-3, 1e-3, 2_000_000);
         assert!(e <= 3.0, "tanh near 0: {e} ulp at {at}");
         assert_eq!(tanh_f32(f32::INFINITY), 1.0);
         assert_eq!(tanh_f32(-50.0), -1.0);
         assert!(tanh_f32(f32::NAN).is_nan());
         // Below -88.72, e^-x overflows f32 and the result is 0 instead of a subnormal, exactly
         // as the plain f32 formula `1/(1+expf(-x))` gives.
-        let (e, at) = max_ulp(sigmoid_f32, |x| 1.0 / (1.0 + (-x).exp()), -88.7, 90.0);
+        let (e, at) = max_ulp(sigmoid_f32, |x| 1.0 / (1.0 + (-x).exp()), -88.7, 90.0, 2_000_000);
         assert!(e <= 3.0, "sigmoid: {e} ulp at {at}");
         assert_eq!(sigmoid_f32(-89.0), 0.0);
     }

@@ -1,5 +1,5 @@
 //! Explicit AVX-512F forms of the exp-based slice routines ([`super::slice_math`]): exp,
-//! sigmoid and silu, 16 lanes at a time, ending a slice with one masked load and store.
+//! and sigmoid, 16 lanes at a time, ending a slice with one masked load and store.
 //!
 //! They compute [`super::slice_math::exp_fma`]'s algorithm bit for bit (the same clamp to
 //! `[-104, 89]`, the same shift rounding of `x·log2 e`, the same reduced polynomial) but apply
@@ -85,15 +85,4 @@ pub(crate) unsafe fn sigmoid(src: *const f32, dst: *mut f32, n: usize) {
     let one = _mm512_set1_ps(1.0);
     // SAFETY: the caller upholds map16's contract.
     unsafe { map16(src, dst, n, |x| _mm512_div_ps(one, _mm512_add_ps(one, exp16(neg16(x))))) }
-}
-
-/// The silu slice routine: `x/(1 + e^-x)`, [`super::slice_math::silu_fma`] bit for bit.
-///
-/// # Safety
-/// As [`map16`].
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn silu(src: *const f32, dst: *mut f32, n: usize) {
-    let one = _mm512_set1_ps(1.0);
-    // SAFETY: the caller upholds map16's contract.
-    unsafe { map16(src, dst, n, |x| _mm512_div_ps(x, _mm512_add_ps(one, exp16(neg16(x))))) }
 }

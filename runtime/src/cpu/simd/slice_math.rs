@@ -8,8 +8,8 @@
 //! round-to-nearest by the 1.5·2^23 shift, and a single 2^n factor where the range allows:
 //! half the instructions of the unfused forms (tanh: about 6 per element with AVX2). They are
 //! not bit-identical to the eager ops (which must run without FMA); on the baseline the
-//! routines are the eager [`super::vecmath`] forms, bit for bit. With AVX-512F, exp, sigmoid
-//! and silu run explicit 16-lane loops (`slice_avx512.rs`, twice the speed of the
+//! routines are the eager [`super::vecmath`] forms, bit for bit. With AVX-512F, exp and
+//! sigmoid run explicit 16-lane loops (`slice_avx512.rs`, twice the speed of the
 //! autovectorized exp), bit-identical to the FMA forms.
 //!
 //! Maximum error of the FMA forms against the f64 std result over the whole f32 range (1M
@@ -22,9 +22,7 @@
 //! | exp | 2 ulp | 0.93 (subnormal results within the subnormal spacing) |
 //! | tanh | 3 ulp | 1.12 |
 //! | sigmoid | 3 ulp | 2.10 (0 below -88.72, as the f32 formula `1/(1+e^-x)`) |
-//! | silu | 4 ulp | 1.95 (-0 below -88.72) |
-//! | gelu_tanh | absolute 2e-7·max(1, \|f(x)\|) | (`1 + tanh` cancels for x < 0) |
-//!
+//! //!
 //! The special values are the eager ones: NaN gives NaN; exp(+inf) = +inf, exp(-inf) = 0;
 //! tanh(±inf) = ±1, tanh(±0) = +0 (as the eager `tanh_f32`'s odd polynomial gives);
 //! sigmoid(+inf) = 1, sigmoid(-inf) = 0.
@@ -122,20 +120,6 @@ pub fn sigmoid_fma(x: f32) -> f32 {
     1.0 / (1.0 + exp_fma(-x))
 }
 
-/// x/(1 + e^-x) with [`exp_fma`]: ≤ 4 ulp (-0 below -88.72).
-#[inline(always)]
-pub fn silu_fma(x: f32) -> f32 {
-    x / (1.0 + exp_fma(-x))
-}
-
-/// `0.5·x·(1 + tanh(0.7978846·(x + 0.044715·x³)))` with [`tanh_fma`].
-#[inline(always)]
-pub fn gelu_tanh_fma(x: f32) -> f32 {
-    let inner = 0.797_884_560_802_865_4f64 as f32 * (0.044715 * x * x).mul_add(x, x);
-    let h = 0.5 * x;
-    h.mul_add(tanh_fma(inner), h)
-}
-
 /// A slice routine: `dst[i] = f(src[i])` for `i < n`, single-threaded.
 ///
 /// # Safety
@@ -157,7 +141,7 @@ macro_rules! slice_fns {
     ($($op:ident => $plain:path, $fma:path $(, $wide:path)?);* $(;)?) => {
         /// The [`SliceFn`] of `op` for this CPU: the FMA form with AVX-512F or AVX2+FMA, the
         /// eager [`vecmath`] form otherwise (the choice is made here, once, so callers keep
-        /// the pointer), for exp, tanh, sigmoid, silu and gelu_tanh; `None` for any other op.
+        /// the pointer), for exp, tanh and sigmoid; `None` for any other op.
         pub fn slice_fn(op: UnaryOp) -> Option<SliceFn> {
             match op {
                 $(UnaryOp::$op => Some({
@@ -206,8 +190,6 @@ slice_fns!(
     Exp => vecmath::exp_f32, exp_fma, super::slice_avx512::exp;
     Tanh => vecmath::tanh_f32, tanh_fma;
     Sigmoid => vecmath::sigmoid_f32, sigmoid_fma, super::slice_avx512::sigmoid;
-    Silu => vecmath::silu_f32, silu_fma, super::slice_avx512::silu;
-    GeluTanh => vecmath::gelu_tanh_f32, gelu_tanh_fma;
 );
 
 /// True when [`slice_fn`] hands out the FMA forms (AVX-512F, or AVX2 and FMA).
@@ -261,37 +243,8 @@ unsafe fn map_raw(src: *const f32, dst: *mut f32, n: usize, f: impl Fn(f32) -> f
 
 #[cfg(test)]
 mod tests {
+    use super::super::ulp::max_ulp;
     use super::*;
-
-    /// Distance in ulp of the f32 result between `got` and the f64 truth (the subnormal
-    /// spacing below the normal range).
-    fn ulp_error(got: f32, want: f64) -> f64 {
-        if want.is_nan() {
-            return if got.is_nan() { 0.0 } else { f64::INFINITY };
-        }
-        let w = want as f32;
-        if got == w {
-            return 0.0;
-        }
-        if w.is_infinite() || got.is_infinite() || got.is_nan() {
-            return f64::INFINITY;
-        }
-        let spacing = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()).max(f32::from_bits(1)) as f64;
-        (got as f64 - want).abs() / spacing
-    }
-
-    /// The worst ulp error of `f` against `truth` on `n` points evenly spread over `lo..hi`.
-    fn max_ulp(f: impl Fn(f32) -> f32, truth: impl Fn(f64) -> f64, lo: f32, hi: f32, n: usize) -> (f64, f32) {
-        let mut worst = (0.0, 0.0);
-        for i in 0..=n {
-            let x = lo + (hi - lo) * (i as f32 / n as f32);
-            let e = ulp_error(f(x), truth(x as f64));
-            if e > worst.0 {
-                worst = (e, x);
-            }
-        }
-        worst
-    }
 
     #[test]
     fn fma_forms_accuracy() {
@@ -306,8 +259,6 @@ mod tests {
         assert!(e <= 3.0, "tanh near 0: {e} ulp at {at}");
         let (e, at) = max_ulp(sigmoid_fma, |x| 1.0 / (1.0 + (-x).exp()), -88.7, 90.0, n);
         assert!(e <= 3.0, "sigmoid: {e} ulp at {at}");
-        let (e, at) = max_ulp(silu_fma, |x| x / (1.0 + (-x).exp()), -88.7, 90.0, n);
-        assert!(e <= 4.0, "silu: {e} ulp at {at}");
     }
 
     #[test]
@@ -329,13 +280,9 @@ mod tests {
             0.625,
             -0.625,
         ];
-        for (op, f) in [
-            (UnaryOp::Exp, exp_fma as fn(f32) -> f32),
-            (UnaryOp::Tanh, tanh_fma),
-            (UnaryOp::Sigmoid, sigmoid_fma),
-            (UnaryOp::Silu, silu_fma),
-            (UnaryOp::GeluTanh, gelu_tanh_fma),
-        ] {
+        for (op, f) in
+            [(UnaryOp::Exp, exp_fma as fn(f32) -> f32), (UnaryOp::Tanh, tanh_fma), (UnaryOp::Sigmoid, sigmoid_fma)]
+        {
             for x in specials {
                 let (g, w) = (f(x), op.eval(x));
                 let same = g.to_bits() == w.to_bits()
@@ -368,7 +315,7 @@ mod tests {
                 -f32::MAX,
             ])
             .collect();
-        for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Silu, UnaryOp::GeluTanh] {
+        for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid] {
             let g = slice_fn(op).expect("has a slice routine");
             let f = slice_scalar(op).expect("has a scalar form");
             let mut out = vec![0.0; src.len()];

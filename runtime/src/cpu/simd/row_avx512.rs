@@ -1,10 +1,10 @@
-//! The AVX-512F forms of [`super::row_reduce`]'s row routines: 16 lanes, full vectors
+//! The AVX-512F forms of [`crate::cpu::row_reduce`]'s row routines: 16 lanes, full vectors
 //! unmasked, the row's last partial vector masked. Sums
 //! add groups of four vectors in f32 ([`add4`]), then promote each half of that vector to
 //! eight f64 lanes and add there.
 
-use super::row_reduce::RowFns;
 use super::slice_avx512::exp16;
+use crate::cpu::row_reduce::RowFns;
 use std::arch::x86_64::*;
 
 /// The mask of the first `k < 16` lanes.
@@ -99,7 +99,7 @@ unsafe fn sum_with(
 /// The sum routine.
 ///
 /// # Safety
-/// As [`super::row_reduce::RowSumFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowSumFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn sum(src: *const f32, n: usize) -> f64 {
     // SAFETY: the caller upholds the contract; masked-off lanes load as 0.
@@ -113,7 +113,7 @@ unsafe extern "C" fn sum(src: *const f32, n: usize) -> f64 {
 /// 3.47-3.53 ms against 3.61-4.00 before.
 ///
 /// # Safety
-/// As [`super::row_reduce::RowSqDevSumFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowSqDevSumFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize, next: *const f32) -> f64 {
     let c = _mm512_set1_ps(c);
@@ -130,7 +130,7 @@ unsafe extern "C" fn sq_dev_sum(src: *const f32, c: f32, n: usize, next: *const 
 /// flagged in a mask and give the NaN result at the end.
 ///
 /// # Safety
-/// As [`super::row_reduce::RowMaxFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowMaxFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn max(src: *const f32, n: usize) -> f32 {
     let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
@@ -186,7 +186,7 @@ unsafe fn exp_kept(src: *const f32, c: __m512, dst: *mut f32, next: *const f32, 
 /// four exps through a closure ran 5.9 ns per 16 elements in cache, against 3.4.
 ///
 /// # Safety
-/// As [`super::row_reduce::RowExpSumFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowExpSumFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, next: *const f32) -> f64 {
     let c = _mm512_set1_ps(c);
@@ -229,7 +229,7 @@ unsafe extern "C" fn exp_sum(src: *const f32, c: f32, dst: *mut f32, n: usize, n
 /// vector is counted from its masked compare.
 ///
 /// # Safety
-/// As [`super::row_reduce::RowCountEqFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowCountEqFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe extern "C" fn count_eq(src: *const f32, t: f32, n: usize) -> usize {
     let t = _mm512_set1_ps(t);
@@ -320,7 +320,7 @@ unsafe fn write_row(dst: *mut f32, n: usize, stream: usize, f: impl Fn(usize, __
 /// 2026-12-04) the bench's kernel ran 2.88-2.98 ms against 3.47-3.53 ms with cached stores.
 ///
 /// # Safety
-/// As [`super::row_reduce::RowNormAffineFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowNormAffineFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn norm_affine(
@@ -355,7 +355,7 @@ unsafe extern "C" fn norm_affine(
 /// picks `a` or `z`. Streamed as [`norm_affine`].
 ///
 /// # Safety
-/// As [`super::row_reduce::RowOneHotSubFn`], on a CPU with AVX-512F.
+/// As [`crate::cpu::row_reduce::RowOneHotSubFn`], on a CPU with AVX-512F.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn onehot_sub(
@@ -386,4 +386,4 @@ unsafe extern "C" fn onehot_sub(
 }
 
 /// The routines.
-pub(super) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq, norm_affine, onehot_sub };
+pub(crate) const FNS: RowFns = RowFns { sum, max, sq_dev_sum, exp_sum, count_eq, norm_affine, onehot_sub };
