@@ -1,9 +1,12 @@
-//! `KILN_DUMP_DIR=dir`: each new plan's graph as `step-N.dot` (fusion groups coloured,
-//! forward/backward/update in labelled clusters) and each new kernel's source: CLIF as
-//! `NAME.clif` (CPU), CUDA C as `NAME.cu`.
+//! `KILN_DUMP_DIR=dir`: each new plan's graph as `step-N.dot` (written by petgraph's `Dot`;
+//! fusion groups coloured, forward/backward/update in labelled clusters) and each new kernel's
+//! source: CLIF as `NAME.clif` (CPU), CUDA C as `NAME.cu`.
 
 use kiln_codegen::ir::{Graph, NodeKind, Phase};
 use kiln_codegen::passes::Fusion;
+use petgraph::dot::{Config, Dot};
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::NodeFiltered;
 use std::fmt::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,42 +38,95 @@ pub(crate) fn kernel(name: &str, summary: &str, source: &str, ext: &str) {
     let _ = std::fs::write(d.join(format!("{name}.{ext}")), format!("{comment} {summary}\n{source}"));
 }
 
-/// The graph in Graphviz's language.
+/// The graph in Graphviz's language, written by petgraph's `Dot` from a petgraph graph of the
+/// live nodes' reads (Graphviz id `i` is node `i`): each node labelled `%i kind [shape] dtype`,
+/// fusion groups filled with one colour each (the kernel in the tooltip), inputs and scalars as
+/// ellipses, other unfused nodes bold, outputs doubly outlined, then the nodes of each phase
+/// listed in a labelled cluster.
 pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion) -> String {
     const COLOURS: [&str; 8] = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5"];
-    let mut s = String::from("digraph step {\n  rankdir=TB;\n  node [shape=box, fontname=monospace, fontsize=10];\n");
+    let mut reads: DiGraph<(), (), u32> = DiGraph::with_capacity(graph.nodes.len(), graph.nodes.len() * 2);
+    for _ in &graph.nodes {
+        reads.add_node(());
+    }
+    for (i, n) in graph.nodes.iter().enumerate().filter(|(i, _)| live[*i]) {
+        for u in &n.reads {
+            reads.add_edge(NodeIndex::new(u.node as usize), NodeIndex::new(i), ());
+        }
+    }
+    let shown = NodeFiltered::from_fn(&reads, |v: NodeIndex| live[v.index()]);
+    let node_attributes = |_, (v, _): (NodeIndex, &())| {
+        let i = v.index();
+        let n = &graph.nodes[i];
+        let style = match (fusion.group_of[i], &n.kind) {
+            (Some(g), _) => {
+                format!("style=filled, fillcolor=\"{}\", tooltip=\"kernel {g}\"", COLOURS[g as usize % COLOURS.len()])
+            }
+            (None, NodeKind::Input { .. } | NodeKind::Scalar { .. }) => "shape=ellipse".to_string(),
+            (None, _) => "style=bold".to_string(),
+        };
+        let output = if graph.outputs.contains(&(i as u32)) { ", peripheries=2" } else { "" };
+        format!("label=\"%{i} {} {:?} {}\", {style}{output}", n.kind.name(), n.shape.as_slice(), n.dtype)
+    };
+    let dot = Dot::with_attr_getters(
+        &shown,
+        &[Config::NodeNoLabel, Config::EdgeNoLabel, Config::GraphContentOnly],
+        &|_, _| String::new(),
+        &node_attributes,
+    );
+    let mut s =
+        format!("digraph step {{\n  rankdir=TB;\n  node [shape=box, fontname=monospace, fontsize=10];\n{dot:?}");
     for (phase, label) in [(Phase::Forward, "forward"), (Phase::Backward, "backward"), (Phase::Update, "update")] {
         let _ = writeln!(s, "  subgraph cluster_{label} {{\n    label=\"{label}\";");
-        for (i, n) in graph.nodes.iter().enumerate() {
-            if graph.phases[i] != phase || !live[i] {
-                continue;
-            }
-            let style = match (fusion.group_of[i], &n.kind) {
-                (Some(g), _) => format!(
-                    "style=filled, fillcolor=\"{}\", tooltip=\"kernel {g}\"",
-                    COLOURS[g as usize % COLOURS.len()]
-                ),
-                (None, NodeKind::Input { .. } | NodeKind::Scalar { .. }) => "shape=ellipse".to_string(),
-                (None, _) => "style=bold".to_string(),
-            };
-            let output = if graph.outputs.contains(&(i as u32)) { ", peripheries=2" } else { "" };
-            let _ = writeln!(
-                s,
-                "    n{i} [label=\"%{i} {} {:?} {}\", {style}{output}];",
-                n.kind.name(),
-                n.shape.as_slice(),
-                n.dtype
-            );
+        for i in (0..graph.nodes.len()).filter(|&i| live[i] && graph.phases[i] == phase) {
+            let _ = writeln!(s, "    {i};");
         }
         s.push_str("  }\n");
     }
-    for (i, n) in graph.nodes.iter().enumerate() {
-        if live[i] {
-            for u in &n.reads {
-                let _ = writeln!(s, "  n{} -> n{i};", u.node);
-            }
-        }
-    }
     s.push_str("}\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_codegen::ir::{Node, NodeId, Use};
+    use kiln_codegen::passes;
+    use kiln_runtime::op_kind::UnaryOp;
+    use kiln_runtime::{DType, Layout};
+
+    /// Every live node once, with its label, style and phase cluster, and every read of a live
+    /// node as an edge; dead nodes nowhere.
+    #[test]
+    fn dot_lists_live_nodes_their_reads_and_phases() {
+        let mut g = Graph::default();
+        let c = Layout::contiguous(&[4]);
+        let node = |kind, reads: &[NodeId]| Node {
+            kind,
+            shape: [4].as_slice().into(),
+            dtype: DType::F32,
+            reads: reads.iter().map(|&n| Use { node: n, layout: c.clone() }).collect(),
+        };
+        let x = g.push(node(NodeKind::Input { slot: 0, len: 4 }, &[]), Phase::Forward);
+        let a = g.push(node(NodeKind::Unary(UnaryOp::Exp), &[x]), Phase::Forward);
+        let dead = g.push(node(NodeKind::Unary(UnaryOp::Neg), &[x]), Phase::Forward);
+        let b = g.push(node(NodeKind::Unary(UnaryOp::Neg), &[a]), Phase::Backward);
+        g.outputs.push(b);
+        let live = passes::live_nodes(&g);
+        let fusion = passes::fuse(&g, &live);
+        let dot = to_dot(&g, &live, &fusion);
+        assert!(dot.starts_with("digraph step {\n") && dot.ends_with("}\n"), "{dot}");
+        assert!(dot.contains(&format!("{x} [ label=\"%{x} input0 [4] float32\", shape=ellipse]")), "{dot}");
+        let kernel = "style=filled, fillcolor=\"#8dd3c7\", tooltip=\"kernel 0\"";
+        assert!(dot.contains(&format!("{a} [ label=\"%{a} exp [4] float32\", {kernel}]")), "{dot}");
+        assert!(dot.contains(&format!("{b} [ label=\"%{b} neg [4] float32\", {kernel}, peripheries=2]")), "{dot}");
+        assert!(dot.contains(&format!("{x} -> {a} [ ]")) && dot.contains(&format!("{a} -> {b} [ ]")), "{dot}");
+        assert!(!dot.contains(&format!("%{dead} ")) && !dot.contains(&format!("-> {dead} ")), "{dot}");
+        let forward = format!("subgraph cluster_forward {{\n    label=\"forward\";\n    {x};\n    {a};\n  }}");
+        assert!(dot.contains(&forward), "{dot}");
+        assert!(
+            dot.contains(&format!("subgraph cluster_backward {{\n    label=\"backward\";\n    {b};\n  }}")),
+            "{dot}"
+        );
+    }
 }

@@ -10,7 +10,7 @@
 //! reduction's result computed from it (layer norm's `rsqrt(var + eps)`): the epilogue
 //! recomputes them at every element, so their own kernel is dead when nothing else needs them.
 
-use super::groups::Fusion;
+use super::groups::{Fusion, GroupGraph};
 use crate::ir::{Graph, NodeId, NodeKind, Use};
 use kiln_runtime::Layout;
 
@@ -28,7 +28,7 @@ pub(crate) fn absorb_epilogues(g: &Graph, live: &[bool], f: &mut Fusion) {
             continue; // the epilogue's outputs would be permuted
         }
         let dep = depends_on(g, &rs);
-        let late = waits_for(g, live, f, r);
+        let late = GroupGraph::of(g, live, f).waiting_for(r);
         let row_view = row_layout(&input, mask);
         let rows = row_nodes(g, live, f, &rs, &dep, &late);
         let mut epilogue = Vec::new();
@@ -128,30 +128,6 @@ pub(crate) fn depends_on(g: &Graph, rs: &[NodeId]) -> Vec<bool> {
         dep[n] = dep[n] || g.nodes[n].reads.iter().any(|u| dep[u.node as usize]);
     }
     dep
-}
-
-/// Per node, whether the step computing it must wait for `r`'s step (through reads, or
-/// through a group that holds such a node).
-pub(crate) fn waits_for(g: &Graph, live: &[bool], f: &Fusion, r: NodeId) -> Vec<bool> {
-    let mut late = vec![false; g.nodes.len()];
-    late[r as usize] = true;
-    loop {
-        let group_late: Vec<bool> = f.groups.iter().map(|ms| ms.iter().any(|&m| late[m as usize])).collect();
-        let mut changed = false;
-        for n in 0..g.nodes.len() {
-            if late[n] || !live[n] {
-                continue;
-            }
-            let in_late_group = f.group_of[n].is_some_and(|gid| group_late[gid as usize]);
-            if in_late_group || g.nodes[n].reads.iter().any(|u| late[u.node as usize]) {
-                late[n] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return late;
-        }
-    }
 }
 
 /// The row values of reductions `rs` (one kernel's stages, of one result shape; none when they

@@ -9,7 +9,9 @@
 //! reads depends on and that has no member after more reductions than the node (horizontal
 //! fusion: the optimizer's independent per-parameter updates, `m`, `v` and `p` of Adam, become
 //! one kernel; a `Rand` node, which reads only scalars, joins this way or starts a group, and
-//! its consumers join it). Otherwise it starts a group.
+//! its consumers join it). Otherwise it starts a group. Whether a read depends on a group is a
+//! depth-first search of a petgraph graph of the nodes visited so far with each group condensed
+//! into one vertex (`GroupGraph`, `passes/groups.rs`), grown node by node.
 //!
 //! A member's value is *materialized* (written to memory) when it leaves the step or is read
 //! by a node that can't recompute it: anything but an elementwise node or a reduction reading
@@ -31,8 +33,9 @@
 //!
 //! Every refusal is written down with its reason (printed under `KILN_DEBUG=fusion`).
 
-use super::groups::{same_index, Fusion, ReduceParts, StageParts};
+use super::groups::{same_index, Fusion, GroupGraph, ReduceParts, StageParts};
 use crate::ir::{Graph, NodeId, NodeKind};
+use smallvec::SmallVec;
 
 /// Groups the live elementwise nodes and reductions of `g` (`live[n]`: the node's value is
 /// needed).
@@ -42,23 +45,28 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
     let levels = reduction_levels(g);
     let feeds = feeds_reduction(g);
     let mut group_level: Vec<u32> = Vec::new();
+    // The nodes so far, groups condensed: what the cycle check searches.
+    let mut steps = GroupGraph::new(g);
     for id in 0..n as NodeId {
-        if !live[id as usize] || !g.node(id).kind.is_elementwise() {
+        if !live[id as usize] {
             continue;
         }
-        let gid = match choose_group(g, &f, id, &levels, &feeds, &group_level) {
-            Ok(gid) => gid,
-            Err(reason) => {
-                if let Some(reason) = reason {
-                    f.refusals.push((id, format!("starts a new kernel: {reason}")));
+        if g.node(id).kind.is_elementwise() {
+            let gid = match choose_group(g, &f, &mut steps, id, &levels, &feeds, &group_level) {
+                Ok(gid) => gid,
+                Err(reason) => {
+                    if let Some(reason) = reason {
+                        f.refusals.push((id, format!("starts a new kernel: {reason}")));
+                    }
+                    f.start()
                 }
-                f.start()
-            }
-        };
-        f.groups[gid as usize].push(id);
-        f.group_of[id as usize] = Some(gid);
-        group_level.resize(f.groups.len(), 0);
-        group_level[gid as usize] = group_level[gid as usize].max(levels[id as usize]);
+            };
+            f.groups[gid as usize].push(id);
+            f.group_of[id as usize] = Some(gid);
+            group_level.resize(f.groups.len(), 0);
+            group_level[gid as usize] = group_level[gid as usize].max(levels[id as usize]);
+        }
+        steps.add(g, &f, id);
     }
     for id in 0..n as NodeId {
         // A reduction over leading dims (a bias gradient's sum over the batch) would walk
@@ -183,44 +191,19 @@ fn cone(g: &Graph, f: &Fusion, gid: u32) -> Vec<NodeId> {
     cone
 }
 
-/// True when one of `start` depends on a member of group `gid`, following reads and, through
-/// a group, the reads of all its members (a group runs as one step, so reading any member
-/// waits for all of the group's inputs). No node can be skipped by age: an old node of a group
-/// stands for the group's newer members too (found by the random-graph property tests).
-fn depends_on_group(g: &Graph, f: &Fusion, start: impl Iterator<Item = NodeId>, gid: u32) -> bool {
-    let mut seen = vec![false; g.nodes.len()];
-    let mut seen_group = vec![false; f.groups.len()];
-    let mut stack: Vec<NodeId> = start.collect();
-    while let Some(n) = stack.pop() {
-        if std::mem::replace(&mut seen[n as usize], true) {
-            continue;
-        }
-        match f.group_of[n as usize] {
-            Some(h) if h == gid => return true,
-            Some(h) => {
-                if !std::mem::replace(&mut seen_group[h as usize], true) {
-                    for &m in &f.groups[h as usize] {
-                        stack.extend(g.node(m).reads.iter().map(|u| u.node));
-                    }
-                }
-            }
-            None => stack.extend(g.node(n).reads.iter().map(|u| u.node)),
-        }
-    }
-    false
-}
-
 /// Whether `id` may join group `gid`: every read of a member is element for element, and no
-/// other read depends on the group (that would make a cycle).
-fn may_join(g: &Graph, f: &Fusion, id: NodeId, gid: u32) -> Result<(), String> {
+/// other read waits for the group in `steps` (the nodes before `id`, groups condensed), which
+/// would make a cycle.
+fn may_join(g: &Graph, f: &Fusion, steps: &mut GroupGraph, id: NodeId, gid: u32) -> Result<(), String> {
     let node = g.node(id);
     for v in &node.reads {
         if f.group_of[v.node as usize] == Some(gid) && !same_index(g, id, v.node, &v.layout) {
             return Err(format!("reads member {} of kernel {gid} through a view", v.node));
         }
     }
-    let outside = node.reads.iter().map(|u| u.node).filter(|&r| f.group_of[r as usize] != Some(gid));
-    if depends_on_group(g, f, outside, gid) {
+    let outside: SmallVec<[NodeId; 3]> =
+        node.reads.iter().map(|u| u.node).filter(|&r| f.group_of[r as usize] != Some(gid)).collect();
+    if steps.waits_for_group(g, gid, &outside) {
         return Err(format!(
             "joining kernel {gid} would make a cycle (another read depends on it through a node outside it)"
         ));
@@ -263,10 +246,12 @@ fn feeds_reduction(g: &Graph) -> Vec<bool> {
 /// (`feeds`): the group's step would wait for a reduction `id` does not need, which can keep
 /// that later reduction over the same rows from joining the earlier one's kernel
 /// (cross-entropy's target cast beside `log Σ`). Nodes no reduction reads (an optimizer's
-/// update beside its gradient's chain) may wait.
+/// update beside its gradient's chain) may wait. `steps`: the nodes before `id`, groups
+/// condensed (see [`may_join`]).
 fn choose_group(
     g: &Graph,
     f: &Fusion,
+    steps: &mut GroupGraph,
     id: NodeId,
     levels: &[u32],
     feeds: &[bool],
@@ -303,7 +288,7 @@ fn choose_group(
             });
             continue;
         }
-        match may_join(g, f, id, gid) {
+        match may_join(g, f, steps, id, gid) {
             Ok(()) => return Ok(gid),
             Err(why) => reason = Some(why),
         }
@@ -312,7 +297,9 @@ fn choose_group(
     let recent =
         f.groups.iter().enumerate().rev().filter(|(_, m)| g.node(m[0]).shape == node.shape).take(HORIZONTAL_WINDOW);
     for (gid, _) in recent {
-        if (group_level[gid] <= levels[id as usize] || !feeds[id as usize]) && may_join(g, f, id, gid as u32).is_ok() {
+        if (group_level[gid] <= levels[id as usize] || !feeds[id as usize])
+            && may_join(g, f, steps, id, gid as u32).is_ok()
+        {
             return Ok(gid as u32);
         }
     }

@@ -1,8 +1,18 @@
 //! Ordering the plan's steps and planning memory by liveness.
+//!
+//! The steps (fusion groups that run, and nodes run by themselves) form a petgraph graph, an
+//! edge from each step to every step that reads its values (the condensation of the captured
+//! graph by fusion's groups). Its topological order is Kahn's, walked here rather than by
+//! `petgraph::algo::toposort` because the pick among ready steps matters (earliest trace
+//! position first, a CPU matrix product paired with a ready one of similar size), which
+//! petgraph's order doesn't keep; when steps are left unordered, petgraph's `toposort` names a
+//! step on the cycle fusion made.
 
 use super::concurrent::{balanced, cpu_product_work};
 use super::groups::Fusion;
 use crate::ir::{Graph, NodeId, NodeKind};
+use petgraph::algo::toposort;
+use petgraph::graph::{DiGraph, NodeIndex};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -80,17 +90,20 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
         })
         .collect();
     let first_node: Vec<NodeId> = members.iter().map(|ms| *ms.iter().min().expect("steps are not empty")).collect();
-    // Dependencies between steps.
-    let mut succ: Vec<Vec<u32>> = vec![Vec::new(); steps.len()];
+    // Dependencies between steps: an edge from each step to every step that reads its values.
+    let mut dag: DiGraph<(), (), u32> = DiGraph::with_capacity(steps.len(), steps.len() * 2);
+    for _ in &steps {
+        dag.add_node(());
+    }
     let mut indegree = vec![0usize; steps.len()];
     for (s, reads) in external.iter().enumerate() {
-        for &v in reads {
-            if let Some(p) = step_of[v as usize] {
-                if p != s as u32 && !succ[p as usize].contains(&(s as u32)) {
-                    succ[p as usize].push(s as u32);
-                    indegree[s] += 1;
-                }
-            }
+        let mut preds: Vec<u32> =
+            reads.iter().filter_map(|&v| step_of[v as usize]).filter(|&p| p != s as u32).collect();
+        preds.sort_unstable();
+        preds.dedup();
+        indegree[s] = preds.len();
+        for p in preds {
+            dag.add_edge(NodeIndex::new(p as usize), NodeIndex::new(s), ());
         }
     }
     let mut ready: BinaryHeap<Reverse<(NodeId, u32)>> = (0..steps.len() as u32)
@@ -114,7 +127,8 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
             concurrent.push(false);
         }
         for done in std::iter::once(s).chain(partner) {
-            for &t in &succ[done as usize] {
+            for t in dag.neighbors(NodeIndex::new(done as usize)) {
+                let t = t.index() as u32;
                 indegree[t as usize] -= 1;
                 if indegree[t as usize] == 0 {
                     ready.push(Reverse((first_node[t as usize], t)));
@@ -122,7 +136,10 @@ pub fn schedule(g: &Graph, live: &[bool], fusion: &Fusion) -> Schedule {
             }
         }
     }
-    assert_eq!(order.len(), steps.len(), "fusion made a cycle (a bug in the fusion pass)");
+    if order.len() < steps.len() {
+        let cycle = toposort(&dag, None).expect_err("steps were left unordered, so the step graph has a cycle");
+        panic!("fusion made a cycle through {:?} (a bug in the fusion pass)", steps[cycle.node_id().index()]);
+    }
     let position: Vec<usize> = {
         let mut p = vec![0; steps.len()];
         for (i, &s) in order.iter().enumerate() {

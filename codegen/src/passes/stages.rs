@@ -13,10 +13,8 @@
 //! a scalar, or a materialized value whose step doesn't wait for `k`, and nothing `k` reads
 //! waits for `h` (the merged step would wait for itself).
 
-use super::epilogue::{
-    depends_on, read_elsewhere, reads_only, row_closure, row_layout, row_nodes, same_view, waits_for,
-};
-use super::groups::Fusion;
+use super::epilogue::{depends_on, read_elsewhere, reads_only, row_closure, row_layout, row_nodes, same_view};
+use super::groups::{Fusion, GroupGraph};
 use crate::ir::{Graph, NodeId, NodeKind};
 
 /// Joins every reduction kernel that qualifies (see the module docs) to the earliest kernel it
@@ -30,6 +28,9 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
             continue;
         }
         let row_view = row_layout(node.iteration_shape(), mask);
+        // What `k` offers a later reduction (its steps' graph, its stages, the nodes that wait
+        // for it, its row values), found when first asked and again after each merge.
+        let mut offer: Option<(GroupGraph, Vec<NodeId>, Vec<bool>, Vec<NodeId>)> = None;
         for h in k + 1..f.groups.len() as u32 {
             let Some(later) = f.parts[h as usize].as_ref().map(|p| p.stages[0].clone()) else { continue };
             let n2 = g.node(later.reduce);
@@ -39,11 +40,15 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
             if mask2 != mask || n2.iteration_shape() != node.iteration_shape() || n2.shape != node.shape {
                 continue;
             }
-            let stages = f.parts[k as usize].as_ref().expect("k is a reduction kernel").reductions();
-            let late = waits_for(g, live, f, first);
-            let rows = row_nodes(g, live, f, &stages, &depends_on(g, &stages), &late);
+            let (steps, stages, late, rows) = offer.get_or_insert_with(|| {
+                let mut steps = GroupGraph::of(g, live, f);
+                let stages = f.parts[k as usize].as_ref().expect("k is a reduction kernel").reductions();
+                let late = steps.waiting_for(first);
+                let rows = row_nodes(g, live, f, &stages, &depends_on(g, &stages), &late);
+                (steps, stages, late, rows)
+            });
             let mut used_rows: Vec<NodeId> = Vec::new();
-            let ok = reads_only(g, f, h, &late, |u| {
+            let ok = reads_only(g, f, h, late, |u| {
                 let row = rows.contains(&u.node);
                 (stages.contains(&u.node) || row).then(|| {
                     if row {
@@ -55,7 +60,7 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
             if !ok {
                 continue;
             }
-            let late_h = waits_for(g, live, f, later.reduce);
+            let late_h = steps.waiting_for(later.reduce);
             let k_waits = f.groups[k as usize]
                 .iter()
                 .any(|&m| g.node(m).reads.iter().any(|u| !f.computes(k, u.node) && late_h[u.node as usize]));
@@ -63,7 +68,7 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
                 f.refusals.push((later.reduce, format!("can't join reduction {first}'s kernel as a stage: that kernel reads a value that waits for this one")));
                 continue;
             }
-            let used_rows = row_closure(g, &rows, used_rows);
+            let used_rows = row_closure(g, rows, used_rows);
             let parts = f.parts[k as usize].as_mut().expect("k is a reduction kernel");
             f.refusals
                 .push((later.reduce, format!("joins reduction {first}'s kernel as its stage {}", parts.stages.len())));
@@ -82,6 +87,7 @@ pub(crate) fn absorb_stages(g: &Graph, live: &[bool], f: &mut Fusion) {
             f.group_of[later.reduce as usize] = Some(k);
             f.closed[h as usize] = false;
             f.parts[h as usize] = None;
+            offer = None;
         }
     }
 }
