@@ -4,10 +4,12 @@
 //! clamp's bounds) are checked by PyTorch's overflow rule (`scalar_fits`); arithmetic operands
 //! wrap as PyTorch's do.
 
+use super::{elementwise, Backend};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
 use crate::tensor::{reserve, Tensor};
+use kiln_codegen::cuda::EagerOp;
 use kiln_codegen::ir::NodeKind;
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace, map2, map2_inplace};
 use kiln_runtime::cpu::CpuBuf;
@@ -501,25 +503,15 @@ pub(super) fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<T
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
-    if crate::capture::is_active() {
-        crate::capture::check_devices(op.name(), &[&ta, &tb])?;
-        return Ok(crate::capture::elementwise(NodeKind::Binary(op), &[(&ta, la), (&tb, lb)], &shape, dt));
-    }
-    if crate::cuda::any_on_cuda(&[&ta, &tb]) {
-        return crate::cuda::map(
-            op.name(),
-            kiln_codegen::cuda::EagerOp::Binary(op),
-            &[(&ta, la), (&tb, lb)],
-            &shape,
-            dt,
-            dt,
-        );
-    }
-    reserve(op.name(), &shape, dt)?;
-    let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
-        match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, &la, sb.as_buf::<T>().expect("same dtype"), &lb)))
-    })?;
-    Ok(Tensor::from_cpu_storage(out, &shape))
+    let inputs = [(&ta, la), (&tb, lb)];
+    elementwise(op.name(), NodeKind::Binary(op), EagerOp::Binary(op), &inputs, &shape, (dt, dt), || {
+        let [(_, la), (_, lb)] = &inputs;
+        reserve(op.name(), &shape, dt)?;
+        let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
+            match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, la, sb.as_buf::<T>().expect("same dtype"), lb)))
+        })?;
+        Ok(Tensor::from_cpu_storage(out, &shape))
+    })
 }
 
 /// `dst = op(dst, b)` in place: the result must keep `dst`'s shape and be castable to its dtype.
@@ -547,33 +539,36 @@ pub(crate) fn binary_inplace(op: BinaryOp, dst: &Tensor, b: &Operand) -> Result<
         return copy_into(dst, &r);
     }
     check_int_operands(op, dt, b)?;
-    let mut tb = b.to_tensor(dt);
-    if crate::capture::is_active() {
-        check_writable(op.name(), dst)?;
-        crate::capture::check_devices(op.name(), &[dst, &tb])?;
-        let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
-        let r = crate::capture::elementwise(
-            NodeKind::Binary(op),
-            &[(dst, dst.layout().clone()), (&tb, lb)],
-            dst.shape(),
-            dt,
-        );
-        crate::capture::assign(dst, &r);
-        return Ok(());
-    }
-    if crate::cuda::any_on_cuda(&[dst, &tb]) {
-        // Out of place, then copied into the destination's view.
-        check_writable(op.name(), dst)?;
-        return copy_into(dst, &binary_forward(op, &a, b)?);
-    }
-    if tb.shares_storage_with(dst) {
-        tb = tb.deep_clone();
-    }
-    let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+    let tb = b.to_tensor(dt);
     check_writable(op.name(), dst)?;
-    dst.with_cpu_write(op.name(), &tb, |sd, sb| {
-        match_cpu!(sd, |d: T| T::binary_inplace(op, d, dst.layout(), sb.as_buf::<T>().expect("same dtype"), &lb))
-    })
+    match Backend::of(op.name(), &[dst, &tb])? {
+        Backend::Capture => {
+            let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+            let r = crate::capture::elementwise(
+                NodeKind::Binary(op),
+                &[(dst, dst.layout().clone()), (&tb, lb)],
+                dst.shape(),
+                dt,
+            );
+            crate::capture::assign(dst, &r);
+            Ok(())
+        }
+        // Out of place, then copied into the destination's view.
+        Backend::Cuda => copy_into(dst, &binary_forward(op, &a, b)?),
+        Backend::Cpu => {
+            let tb = if tb.shares_storage_with(dst) { tb.deep_clone() } else { tb };
+            let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
+            dst.with_cpu_write(op.name(), &tb, |sd, sb| {
+                match_cpu!(sd, |d: T| T::binary_inplace(
+                    op,
+                    d,
+                    dst.layout(),
+                    sb.as_buf::<T>().expect("same dtype"),
+                    &lb
+                ))
+            })
+        }
+    }
 }
 
 /// An error when `dst` has elements that share memory (an expanded view), which an in-place
@@ -663,19 +658,17 @@ impl Tensor {
             return Ok(self);
         }
         check_writable("fill_", self)?;
-        if crate::capture::is_active() {
-            crate::capture::assign(self, &crate::capture::scalar(v, self.dtype()));
-            return Ok(self);
+        match Backend::of("fill_", &[self])? {
+            Backend::Capture => crate::capture::assign(self, &crate::capture::scalar(v, self.dtype())),
+            Backend::Cuda => {
+                let value = Tensor::scalar_wrapping(v, self.dtype());
+                let lv = value.layout().broadcast_to(self.shape()).expect("a 0-dim tensor broadcasts to any shape");
+                crate::cuda::copy_into("fill_", self, &value, lv)?;
+            }
+            Backend::Cpu => self.with_cpu_mut("fill_", |s, l| {
+                match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))
+            })?,
         }
-        if self.device().is_cuda() {
-            let value = Tensor::scalar_wrapping(v, self.dtype());
-            let lv = value.layout().broadcast_to(self.shape()).expect("a 0-dim tensor broadcasts to any shape");
-            crate::cuda::copy_into("fill_", self, &value, lv)?;
-            return Ok(self);
-        }
-        self.with_cpu_mut("fill_", |s, l| {
-            match_cpu!(s, |d: T| map1_inplace(d, l, |_| crate::tensor::scalar_as::<T>(v)))
-        })?;
         Ok(self)
     }
 

@@ -2,6 +2,7 @@
 //! rules) and `clamp_tensor` with tensor bounds, with their in-place forms and backward rules.
 
 use super::binary::{binary_forward, broadcast_all, can_cast, check_scalar_fits, check_writable, copy_into, Operand};
+use super::Backend;
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::scalar::Scalar;
@@ -170,31 +171,35 @@ clamp_element!(|v: Self| v.to_i64(), Self::from_i64, i64::max, i64::min; i64, i3
 fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
     let op = kind.name(false);
     let (dt, lo, hi) = clamp_bounds(kind, false, x, min, max)?;
-    let out = if crate::capture::is_active() {
+    let out = match Backend::of(op, &[x])? {
         // Captured as maximum/minimum nodes with run-time scalar bounds: the compiler fuses
-        // them into one kernel (and a new bound reuses the plan).
-        let mut r = Operand::Tensor(x.try_to_dtype(dt)?);
-        for (op, bound) in [(BinaryOp::Maximum, lo), (BinaryOp::Minimum, hi)] {
-            if let Some(b) = bound {
-                r = Operand::Tensor(binary_forward(op, &r, &Operand::Scalar(b))?);
+        // them into one kernel (and a new bound reuses the plan). On CUDA, the same two
+        // elementwise kernels.
+        Backend::Capture | Backend::Cuda => {
+            let mut r = Operand::Tensor(x.try_to_dtype(dt)?);
+            for (op, bound) in [(BinaryOp::Maximum, lo), (BinaryOp::Minimum, hi)] {
+                if let Some(b) = bound {
+                    r = Operand::Tensor(binary_forward(op, &r, &Operand::Scalar(b))?);
+                }
+            }
+            match r {
+                Operand::Tensor(t) => t,
+                Operand::Scalar(_) => unreachable!("starts as a tensor"),
             }
         }
-        match r {
-            Operand::Tensor(t) => t,
-            Operand::Scalar(_) => unreachable!("starts as a tensor"),
+        Backend::Cpu => {
+            let xt = x.try_to_dtype(dt)?;
+            reserve(op, x.shape(), dt)?;
+            let storage = xt.with_cpu(op, |s, l| {
+                match_cpu!(s, |a: T| T::wrap(T::clamp_buf(
+                    a,
+                    l,
+                    lo.map(crate::tensor::scalar_as::<T>),
+                    hi.map(crate::tensor::scalar_as::<T>)
+                )))
+            })?;
+            Tensor::from_cpu_storage(storage, x.shape())
         }
-    } else {
-        let xt = x.try_to_dtype(dt)?;
-        reserve(op, x.shape(), dt)?;
-        let storage = xt.with_cpu(op, |s, l| {
-            match_cpu!(s, |a: T| T::wrap(T::clamp_buf(
-                a,
-                l,
-                lo.map(crate::tensor::scalar_as::<T>),
-                hi.map(crate::tensor::scalar_as::<T>)
-            )))
-        })?;
-        Tensor::from_cpu_storage(storage, x.shape())
     };
     if !(out.dtype().is_float() && autograd::is_recording(&[x])) {
         return Ok(out);
@@ -224,18 +229,22 @@ fn clamp_inplace(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<S
         return autograd::inplace(op, x, |old| clamp_out(kind, old, min, max));
     }
     check_writable(op, x)?;
-    if crate::capture::is_active() {
-        crate::capture::assign(x, &clamp_out(kind, x, min, max)?);
-        return Ok(());
+    match Backend::of(op, &[x])? {
+        Backend::Capture => {
+            crate::capture::assign(x, &clamp_out(kind, x, min, max)?);
+            Ok(())
+        }
+        // Out of place, then copied into the view.
+        Backend::Cuda => x.try_copy_(&clamp_out(kind, x, min, max)?).map(|_| ()),
+        Backend::Cpu => x.with_cpu_mut(op, |s, l| {
+            match_cpu!(s, |d: T| T::clamp_buf_inplace(
+                d,
+                l,
+                lo.map(crate::tensor::scalar_as::<T>),
+                hi.map(crate::tensor::scalar_as::<T>)
+            ))
+        }),
     }
-    x.with_cpu_mut(op, |s, l| {
-        match_cpu!(s, |d: T| T::clamp_buf_inplace(
-            d,
-            l,
-            lo.map(crate::tensor::scalar_as::<T>),
-            hi.map(crate::tensor::scalar_as::<T>)
-        ))
-    })
 }
 
 /// The dtype and shape of `clamp(x, min, max)` with tensor bounds: PyTorch's `result_type` of
@@ -279,8 +288,13 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
     let (dt, shape) = clamp_tensor_meta(op, x, min, max)?;
     let cast = |t: Option<&Tensor>| t.map(|t| t.try_to_dtype(dt)).transpose();
     let (tx, tmin, tmax) = (x.try_to_dtype(dt)?, cast(min)?, cast(max)?);
+    let backend = {
+        let operands: SmallVec<[&Tensor; 3]> =
+            [Some(&tx), tmin.as_ref(), tmax.as_ref()].into_iter().flatten().collect();
+        Backend::of(op, &operands)?
+    };
     let out = match (&tmin, &tmax) {
-        (Some(lo), Some(hi)) if !crate::capture::is_active() => {
+        (Some(lo), Some(hi)) if backend == Backend::Cpu => {
             // One pass: minimum(maximum(x, lo), hi) per element.
             // A bound sharing `x`'s storage is read through a copy: one lock per storage.
             let own = |t: &Tensor| if t.shares_storage_with(&tx) { t.deep_clone() } else { t.clone() };
@@ -302,7 +316,8 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
             })??;
             Tensor::from_cpu_storage(storage, &shape)
         }
-        // One bound, or captured: maximum/minimum nodes, which fusion puts in one kernel.
+        // One bound, captured (maximum/minimum nodes, which fusion puts in one kernel) or on
+        // CUDA (two elementwise kernels).
         _ => {
             let mut r = Operand::Tensor(tx);
             for (op, bound) in [(BinaryOp::Maximum, &tmin), (BinaryOp::Minimum, &tmax)] {

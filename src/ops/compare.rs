@@ -6,6 +6,7 @@
 //! down to each operand's shape by the engine); `masked_fill` to its input where the mask is false.
 
 use super::binary::{broadcast_all, check_writable, Operand};
+use super::{elementwise, Backend};
 use crate::autograd::{self, grads, Grads, Saved};
 use crate::capture;
 use crate::error::{bail, OrPanic, Result};
@@ -39,26 +40,23 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     let (ta, tb) = (a.to_tensor(dt), b.to_tensor(dt));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
-    if capture::is_active() {
-        capture::check_devices(op.name(), &[&ta, &tb])?;
-        return Ok(capture::elementwise(NodeKind::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
-    }
-    if crate::cuda::any_on_cuda(&[&ta, &tb]) {
-        return crate::cuda::map(op.name(), EagerOp::Cmp(op), &[(&ta, la), (&tb, lb)], &shape, dt, DType::Bool);
-    }
-    reserve(op.name(), &shape, DType::Bool)?;
-    let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
-        match_cpu!(sa, |x: T| {
-            let y = sb.as_buf::<T>().expect("same dtype");
-            macro_rules! go {
-                ($o:expr) => {
-                    map2(x, &la, y, &lb, |p: T, q: T| $o.eval(p, q))
-                };
-            }
-            kiln_runtime::cmp_op_table!(dispatch_bool_op, CmpOp, op, go)
-        })
-    })?;
-    Ok(Tensor::from_buf(out, &shape))
+    let inputs = [(&ta, la), (&tb, lb)];
+    elementwise(op.name(), NodeKind::Cmp(op), EagerOp::Cmp(op), &inputs, &shape, (dt, DType::Bool), || {
+        let [(_, la), (_, lb)] = &inputs;
+        reserve(op.name(), &shape, DType::Bool)?;
+        let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
+            match_cpu!(sa, |x: T| {
+                let y = sb.as_buf::<T>().expect("same dtype");
+                macro_rules! go {
+                    ($o:expr) => {
+                        map2(x, la, y, lb, |p: T, q: T| $o.eval(p, q))
+                    };
+                }
+                kiln_runtime::cmp_op_table!(dispatch_bool_op, CmpOp, op, go)
+            })
+        })?;
+        Ok(Tensor::from_buf(out, &shape))
+    })
 }
 
 /// `op(truth(a), truth(b))` with broadcasting.
@@ -68,31 +66,22 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
     let (ta, tb) = (a.try_to_dtype(DType::Bool)?, b.to_tensor(DType::Bool));
     let la = ta.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lb = tb.layout().broadcast_to(&shape).expect("shape was broadcast");
-    if capture::is_active() {
-        capture::check_devices(op.name(), &[&ta, &tb])?;
-        return Ok(capture::elementwise(NodeKind::Logical(op), &[(&ta, la), (&tb, lb)], &shape, DType::Bool));
-    }
-    if crate::cuda::any_on_cuda(&[&ta, &tb]) {
-        return crate::cuda::map(
-            op.name(),
-            EagerOp::Logical(op),
-            &[(&ta, la), (&tb, lb)],
-            &shape,
-            DType::Bool,
-            DType::Bool,
-        );
-    }
-    reserve(op.name(), &shape, DType::Bool)?;
-    let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
-        let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
-        macro_rules! go {
-            ($o:expr) => {
-                map2(x, &la, y, &lb, |p: bool, q: bool| $o.eval(p, q))
-            };
-        }
-        kiln_runtime::logical_op_table!(dispatch_bool_op, LogicalOp, op, go)
-    })?;
-    Ok(Tensor::from_buf(out, &shape))
+    let inputs = [(&ta, la), (&tb, lb)];
+    let dtypes = (DType::Bool, DType::Bool);
+    elementwise(op.name(), NodeKind::Logical(op), EagerOp::Logical(op), &inputs, &shape, dtypes, || {
+        let [(_, la), (_, lb)] = &inputs;
+        reserve(op.name(), &shape, DType::Bool)?;
+        let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
+            let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
+            macro_rules! go {
+                ($o:expr) => {
+                    map2(x, la, y, lb, |p: bool, q: bool| $o.eval(p, q))
+                };
+            }
+            kiln_runtime::logical_op_table!(dispatch_bool_op, LogicalOp, op, go)
+        })?;
+        Ok(Tensor::from_buf(out, &shape))
+    })
 }
 
 macro_rules! compare_methods {
@@ -165,29 +154,26 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     let lc = cond.layout().broadcast_to(&shape).expect("shape was broadcast");
     let lx = tx.layout().broadcast_to(&shape).expect("shape was broadcast");
     let ly = ty.layout().broadcast_to(&shape).expect("shape was broadcast");
-    if capture::is_active() {
-        capture::check_devices("where", &[cond, &tx, &ty])?;
-        return Ok(capture::elementwise(NodeKind::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt));
-    }
-    if crate::cuda::any_on_cuda(&[cond, &tx, &ty]) {
-        return crate::cuda::map("where", EagerOp::Where, &[(cond, lc), (&tx, lx), (&ty, ly)], &shape, dt, dt);
-    }
-    reserve("where", &shape, dt)?;
-    let out = cond.with_cpu("where", |sc, _| {
-        let c = sc.as_buf::<bool>().expect("bool");
-        tx.with_cpu2(&ty, "where", |sx, sy| {
-            match_cpu!(sx, |a: T| T::wrap(map3(
-                c,
-                &lc,
-                a,
-                &lx,
-                sy.as_buf::<T>().expect("same dtype"),
-                &ly,
-                |k, p, q| if k { p } else { q }
-            )))
-        })
-    })??;
-    Ok(Tensor::from_cpu_storage(out, &shape))
+    let inputs = [(cond, lc), (&tx, lx), (&ty, ly)];
+    elementwise("where", NodeKind::Where, EagerOp::Where, &inputs, &shape, (dt, dt), || {
+        let [(_, lc), (_, lx), (_, ly)] = &inputs;
+        reserve("where", &shape, dt)?;
+        let out = cond.with_cpu("where", |sc, _| {
+            let c = sc.as_buf::<bool>().expect("bool");
+            tx.with_cpu2(&ty, "where", |sx, sy| {
+                match_cpu!(sx, |a: T| T::wrap(map3(
+                    c,
+                    lc,
+                    a,
+                    lx,
+                    sy.as_buf::<T>().expect("same dtype"),
+                    ly,
+                    |k, p, q| if k { p } else { q }
+                )))
+            })
+        })??;
+        Ok(Tensor::from_cpu_storage(out, &shape))
+    })
 }
 
 /// [`select_where`], recorded for autograd (`WhereBackward0`) when a tensor value operand
@@ -250,9 +236,9 @@ impl Tensor {
     /// Logical not of each element's truth, as a Bool tensor.
     #[track_caller]
     pub fn logical_not(&self) -> Tensor {
-        if self.device().is_cuda() && !capture::is_active() {
+        match Backend::of("logical_not", &[self]).or_panic() {
             // One kernel, `x == 0` in the input's dtype (no cast to Bool first).
-            return crate::cuda::map(
+            Backend::Cuda => crate::cuda::map(
                 "logical_not",
                 EagerOp::Not,
                 &[(self, self.layout().clone())],
@@ -260,15 +246,19 @@ impl Tensor {
                 self.dtype(),
                 DType::Bool,
             )
-            .or_panic();
+            .or_panic(),
+            Backend::Capture => {
+                let t = self.to_dtype(DType::Bool);
+                capture::elementwise(NodeKind::Not, &[(&t, t.layout().clone())], t.shape(), DType::Bool)
+            }
+            Backend::Cpu => {
+                let t = self.to_dtype(DType::Bool);
+                reserve("logical_not", self.shape(), DType::Bool).or_panic();
+                let out =
+                    t.with_cpu("logical_not", |s, l| map1(s.as_buf::<bool>().expect("bool"), l, |v| !v)).or_panic();
+                Tensor::from_buf(out, self.shape())
+            }
         }
-        let t = self.to_dtype(DType::Bool);
-        if capture::is_active() {
-            return capture::elementwise(NodeKind::Not, &[(&t, t.layout().clone())], t.shape(), DType::Bool);
-        }
-        reserve("logical_not", self.shape(), DType::Bool).or_panic();
-        let out = t.with_cpu("logical_not", |s, l| map1(s.as_buf::<bool>().expect("bool"), l, |v| !v)).or_panic();
-        Tensor::from_buf(out, self.shape())
     }
 
     /// A copy with `value` where `mask` is true (`x.masked_fill(mask, v)`); keeps the dtype,
@@ -328,24 +318,31 @@ impl Tensor {
             autograd::inplace("masked_fill_", self, |old| Ok(old.masked_fill(mask, v))).or_panic();
             return self;
         }
-        if crate::cuda::any_on_cuda(&[self, mask]) {
-            // Out of place, then copied into this tensor's view (the where reads the old values
-            // first, so a mask sharing storage with this tensor is read before the write).
+        // Out of place (the where reads the old values first, so a mask sharing storage with
+        // this tensor is read before the write), for the backends that then write it back.
+        let filled = || {
             let fill = Operand::Tensor(Tensor::scalar_wrapping(v, self.dtype()));
-            let filled = select_where(mask, &fill, &Operand::Tensor(self.clone())).or_panic();
-            crate::cuda::copy_into("masked_fill_", self, &filled, filled.layout().clone()).or_panic();
-            return self;
+            select_where(mask, &fill, &Operand::Tensor(self.clone())).or_panic()
+        };
+        match Backend::of("masked_fill_", &[self, mask]).or_panic() {
+            Backend::Capture => capture::assign(self, &filled()),
+            Backend::Cuda => {
+                let filled = filled();
+                crate::cuda::copy_into("masked_fill_", self, &filled, filled.layout().clone()).or_panic()
+            }
+            Backend::Cpu => {
+                let mask = if mask.shares_storage_with(self) { mask.deep_clone() } else { mask.clone() };
+                let lm = mask.layout().broadcast_to(self.shape()).expect("checked");
+                self.with_cpu_write("masked_fill_", &mask, |sd, sm| {
+                    let m = sm.as_buf::<bool>().expect("bool");
+                    match_cpu!(sd, |d: T| {
+                        let fill = scalar_as::<T>(v);
+                        map2_inplace(d, self.layout(), m, &lm, |x: T, k: bool| if k { fill } else { x })
+                    })
+                })
+                .or_panic()
+            }
         }
-        let mask = if mask.shares_storage_with(self) { mask.deep_clone() } else { mask.clone() };
-        let lm = mask.layout().broadcast_to(self.shape()).expect("checked");
-        self.with_cpu_write("masked_fill_", &mask, |sd, sm| {
-            let m = sm.as_buf::<bool>().expect("bool");
-            match_cpu!(sd, |d: T| {
-                let fill = scalar_as::<T>(v);
-                map2_inplace(d, self.layout(), m, &lm, |x: T, k: bool| if k { fill } else { x })
-            })
-        })
-        .or_panic();
         self
     }
 

@@ -94,6 +94,7 @@ macro_rules! composite_unary_table {
 
 pub(crate) use composite_unary_table;
 
+use super::Backend;
 use crate::autograd::{self, grads, Saved};
 use crate::error::OrPanic;
 use crate::tensor::reserve;
@@ -191,7 +192,8 @@ fn fast_eager(
     grad_fn: &'static str,
     grad: impl Fn(&Tensor, &Tensor) -> Tensor + Send + Sync + 'static,
 ) -> Option<Tensor> {
-    if crate::capture::is_active() || x.device().is_cuda() || !matches!(x.dtype(), DType::F32 | DType::F64) {
+    let on_cpu = Backend::of(op, &[x]).is_ok_and(|b| b == Backend::Cpu);
+    if !on_cpu || !matches!(x.dtype(), DType::F32 | DType::F64) {
         return None;
     }
     reserve(op, x.shape(), x.dtype()).or_panic();

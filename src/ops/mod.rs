@@ -20,6 +20,7 @@ mod clamp;
 mod compare;
 mod composite;
 pub(crate) mod conv;
+mod dispatch;
 mod index;
 mod matmul;
 mod overloads;
@@ -41,6 +42,7 @@ pub use compare::{COMPARE_METHODS, LOGICAL_METHODS};
 pub(crate) use composite::composite_unary_table;
 #[doc(hidden)]
 pub use composite::{composite_fast, COMPOSITE_UNARY};
+pub(crate) use dispatch::{elementwise, Backend};
 pub(crate) use index::out_of_bounds;
 pub(crate) use unary::unary;
 #[doc(hidden)]

@@ -1,8 +1,11 @@
 //! Unary elementwise ops (`exp`, `relu`, `gelu`, …) and their in-place forms.
 
+use super::{elementwise, Backend};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::{reserve, Tensor};
+use kiln_codegen::cuda::EagerOp;
+use kiln_codegen::ir::NodeKind;
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
 use kiln_runtime::cpu::simd::vecmath;
 use kiln_runtime::cpu::CpuBuf;
@@ -94,30 +97,24 @@ fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let dt = unary_dtype(op, x.dtype())?;
     let x = x.try_to_dtype(dt)?;
-    let out = if crate::capture::is_active() {
-        crate::capture::elementwise(kiln_codegen::ir::NodeKind::Unary(op), &[(&x, x.layout().clone())], x.shape(), dt)
-    } else {
-        unary_eager(op, &x)?
-    };
+    let out = elementwise(
+        op.name(),
+        NodeKind::Unary(op),
+        EagerOp::Unary(op),
+        &[(&x, x.layout().clone())],
+        x.shape(),
+        (dt, dt),
+        || unary_cpu(op, &x),
+    )?;
     if autograd::is_recording(&[&x]) {
         return Ok(record_unary(op, &x, out));
     }
     Ok(out)
 }
 
-/// The eager kernel of [`unary`] (`x` already of the result dtype).
+/// The CPU kernel of [`unary`] (`x` already of the result dtype).
 #[track_caller]
-fn unary_eager(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
-    if x.device().is_cuda() {
-        return crate::cuda::map(
-            op.name(),
-            kiln_codegen::cuda::EagerOp::Unary(op),
-            &[(x, x.layout().clone())],
-            x.shape(),
-            x.dtype(),
-            x.dtype(),
-        );
-    }
+fn unary_cpu(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     reserve(op.name(), x.shape(), x.dtype())?;
     let out = x.with_cpu(op.name(), |s, l| {
         if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous() && l.numel() > 0) {
@@ -199,16 +196,15 @@ pub(crate) fn unary_inplace(op: UnaryOp, x: &Tensor) -> Result<()> {
         return autograd::inplace(op.name(), x, |old| unary(op, old));
     }
     super::binary::check_writable(op.name(), x)?;
-    if crate::capture::is_active() {
-        crate::capture::assign(x, &unary(op, x)?);
-        return Ok(());
-    }
-    if x.device().is_cuda() {
+    match Backend::of(op.name(), &[x])? {
+        Backend::Capture => {
+            crate::capture::assign(x, &unary(op, x)?);
+            Ok(())
+        }
         // Out of place, then copied into the view.
-        x.try_copy_(&unary_eager(op, x)?)?;
-        return Ok(());
+        Backend::Cuda => x.try_copy_(&unary(op, &x.detach())?).map(|_| ()),
+        Backend::Cpu => x.with_cpu_mut(op.name(), |s, l| match_cpu!(s, |d: T| T::unary_inplace(op, d, l))),
     }
-    x.with_cpu_mut(op.name(), |s, l| match_cpu!(s, |d: T| T::unary_inplace(op, d, l)))
 }
 
 macro_rules! unary_methods {
