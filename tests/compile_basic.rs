@@ -119,6 +119,30 @@ fn inplace_writes_through_views() {
     close(&b, &a, 0.0);
 }
 
+/// In-place ops that write an out-of-place result back (`masked_fill_`, `clamp_`, `fill_`)
+/// are captured as assignments: the compiled step equals eager, with no graph break.
+#[test]
+fn masked_fill_clamp_and_fill_in_place_are_captured() {
+    let _seeded = seeded();
+    let run = |(x, mask): (&Tensor, &Tensor)| {
+        let y = x * 2.0;
+        y.masked_fill_(mask, -5.0);
+        y.clamp_(-4.0, 1.5);
+        let z = x.deep_clone();
+        z.fill_(0.25);
+        (y, z)
+    };
+    let x = Tensor::linspace(-1.0, 1.0, 12).view(&[3, 4]);
+    let mask = Tensor::linspace(-1.0, 1.0, 4).gt(0.2);
+    let eager = run((&x, &mask));
+    let mut step = kiln::compile(run);
+    let compiled = step.call((&x, &mask));
+    close(&compiled.0, &eager.0, 0.0);
+    close(&compiled.1, &eager.1, 0.0);
+    assert_eq!(step.stats().graph_breaks, 0);
+    assert!(eager.0.to_vec::<f32>().contains(&-4.0), "the mask filled and the clamp raised some elements");
+}
+
 /// `net.compile()` is the module's forward pass, compiled.
 #[test]
 fn module_compile_is_its_forward() {

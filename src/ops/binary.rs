@@ -506,7 +506,6 @@ pub(super) fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<T
     let inputs = [(&ta, la), (&tb, lb)];
     elementwise(op.name(), NodeKind::Binary(op), EagerOp::Binary(op), &inputs, &shape, (dt, dt), || {
         let [(_, la), (_, lb)] = &inputs;
-        reserve(op.name(), &shape, dt)?;
         let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
             match_cpu!(sa, |a: T| T::wrap(T::binary(op, a, la, sb.as_buf::<T>().expect("same dtype"), lb)))
         })?;

@@ -43,7 +43,6 @@ pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Operand) -> Result<Tensor> {
     let inputs = [(&ta, la), (&tb, lb)];
     elementwise(op.name(), NodeKind::Cmp(op), EagerOp::Cmp(op), &inputs, &shape, (dt, DType::Bool), || {
         let [(_, la), (_, lb)] = &inputs;
-        reserve(op.name(), &shape, DType::Bool)?;
         let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
             match_cpu!(sa, |x: T| {
                 let y = sb.as_buf::<T>().expect("same dtype");
@@ -70,7 +69,6 @@ pub(crate) fn logical(op: LogicalOp, a: &Tensor, b: &Operand) -> Result<Tensor> 
     let dtypes = (DType::Bool, DType::Bool);
     elementwise(op.name(), NodeKind::Logical(op), EagerOp::Logical(op), &inputs, &shape, dtypes, || {
         let [(_, la), (_, lb)] = &inputs;
-        reserve(op.name(), &shape, DType::Bool)?;
         let out = ta.with_cpu2(&tb, op.name(), |sa, sb| {
             let (x, y) = (sa.as_buf::<bool>().expect("bool"), sb.as_buf::<bool>().expect("bool"));
             macro_rules! go {
@@ -157,7 +155,6 @@ fn select_where(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     let inputs = [(cond, lc), (&tx, lx), (&ty, ly)];
     elementwise("where", NodeKind::Where, EagerOp::Where, &inputs, &shape, (dt, dt), || {
         let [(_, lc), (_, lx), (_, ly)] = &inputs;
-        reserve("where", &shape, dt)?;
         let out = cond.with_cpu("where", |sc, _| {
             let c = sc.as_buf::<bool>().expect("bool");
             tx.with_cpu2(&ty, "where", |sx, sy| {

@@ -5,6 +5,7 @@
 //! every family until each says what it does there.
 
 use crate::error::Result;
+use crate::tensor::reserve;
 use crate::Tensor;
 use kiln_codegen::cuda::EagerOp;
 use kiln_codegen::ir::NodeKind;
@@ -37,8 +38,10 @@ impl Backend {
 
 /// An elementwise op of `inputs` (each with its layout broadcast to `shape`), run where
 /// [`Backend::of`] says: recorded as a `node` of the trace, the CUDA kernel `eager` (computing
-/// in `compute`, writing `out`), or `cpu`, the CPU kernel. The elementwise families (unary,
-/// binary, comparison, logical, `where`) dispatch through here.
+/// in `compute`, writing `out`), or `cpu`, the CPU kernel, once the output's memory is
+/// reserved here (an error for a shape too large names the caller's line: a closure cannot
+/// pass `#[track_caller]` on). The elementwise families (unary, binary, comparison, logical,
+/// `where`) dispatch through here.
 #[track_caller]
 pub(crate) fn elementwise(
     op: &'static str,
@@ -53,6 +56,9 @@ pub(crate) fn elementwise(
     match Backend::of(op, &operands)? {
         Backend::Capture => Ok(crate::capture::elementwise(node, inputs, shape, out)),
         Backend::Cuda => crate::cuda::map(op, eager, inputs, shape, compute, out),
-        Backend::Cpu => cpu(),
+        Backend::Cpu => {
+            reserve(op, shape, out)?;
+            cpu()
+        }
     }
 }

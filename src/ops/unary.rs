@@ -3,7 +3,7 @@
 use super::{elementwise, Backend};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{reserve, Tensor};
+use crate::tensor::Tensor;
 use kiln_codegen::cuda::EagerOp;
 use kiln_codegen::ir::NodeKind;
 use kiln_runtime::cpu::elementwise::{map1, map1_inplace};
@@ -112,10 +112,9 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     Ok(out)
 }
 
-/// The CPU kernel of [`unary`] (`x` already of the result dtype).
-#[track_caller]
+/// The CPU kernel of [`unary`] (`x` already of the result dtype; [`elementwise`] has reserved
+/// the output's memory).
 fn unary_cpu(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
-    reserve(op.name(), x.shape(), x.dtype())?;
     let out = x.with_cpu(op.name(), |s, l| {
         if let (Some(a), true) = (s.as_buf::<f32>(), l.is_contiguous() && l.numel() > 0) {
             let mut o = CpuBuf::<f32>::uninit(l.numel());
