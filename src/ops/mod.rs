@@ -17,6 +17,7 @@ mod binary;
 mod bitwise;
 mod cat;
 mod clamp;
+mod combine;
 mod compare;
 mod composite;
 pub(crate) mod conv;

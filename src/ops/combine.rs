@@ -1,0 +1,78 @@
+//! Ops of several tensors written as decompositions into primitive ops (`lerp`, `addcmul`,
+//! `addcdiv`) and the triangular masks `tril`/`triu`. Like the composite
+//! elementwise ops, they need no kernel, backward rule or code generator of their own:
+//! autograd and `kiln::compile` see the primitives.
+
+use super::binary::Operand;
+use crate::error::{bail, OrPanic, Result};
+use crate::{DType, Tensor};
+
+impl Tensor {
+    /// Linear interpolation `self + weight·(end − self)`, broadcasting (`torch.lerp`), with
+    /// PyTorch's formula: from `end` back, `end − (end − self)·(1 − weight)`, where
+    /// `|weight| ≥ 0.5`, so that `weight = 1` gives `end` exactly.
+    #[track_caller]
+    pub fn lerp(&self, end: &Tensor, weight: impl Into<Operand>) -> Tensor {
+        let diff = end - self;
+        match weight.into() {
+            Operand::Scalar(w) if w.to_f64().abs() < 0.5 => self + &diff * w,
+            Operand::Scalar(w) => {
+                // `1 − weight` in the compute type, as PyTorch: f32 unless the tensors are f64.
+                let w = w.to_f64();
+                let one_minus = if diff.dtype() == DType::F64 { 1.0 - w } else { f64::from(1.0 - w as f32) };
+                end - &diff * one_minus
+            }
+            Operand::Tensor(w) => Tensor::where_(&w.abs().lt(0.5), self + &diff * &w, end - &diff * (1.0 - &w)),
+        }
+    }
+
+    /// `self + value·tensor1·tensor2`, broadcasting (`torch.addcmul`).
+    #[track_caller]
+    pub fn addcmul(&self, tensor1: &Tensor, tensor2: &Tensor, value: f64) -> Tensor {
+        self + (tensor1 * tensor2) * value
+    }
+
+    /// `self + value·tensor1/tensor2`, broadcasting (`torch.addcdiv`).
+    #[track_caller]
+    pub fn addcdiv(&self, tensor1: &Tensor, tensor2: &Tensor, value: f64) -> Tensor {
+        self + (tensor1 / tensor2) * value
+    }
+
+    /// The lower triangle of the last two dims: elements with `col − row ≤ diagonal` kept, the
+    /// others zero (`torch.tril`); the dtype is kept.
+    #[track_caller]
+    pub fn tril(&self, diagonal: i64) -> Tensor {
+        self.try_tril(diagonal).or_panic()
+    }
+
+    /// [`Tensor::tril`] returning an error for a tensor of fewer than 2 dims.
+    #[track_caller]
+    pub fn try_tril(&self, diagonal: i64) -> Result<Tensor> {
+        triangle("tril", self, |offset| offset.le(diagonal))
+    }
+
+    /// The upper triangle of the last two dims: elements with `col − row ≥ diagonal` kept, the
+    /// others zero (`torch.triu`); the dtype is kept.
+    #[track_caller]
+    pub fn triu(&self, diagonal: i64) -> Tensor {
+        self.try_triu(diagonal).or_panic()
+    }
+
+    /// [`Tensor::triu`] returning an error for a tensor of fewer than 2 dims.
+    #[track_caller]
+    pub fn try_triu(&self, diagonal: i64) -> Result<Tensor> {
+        triangle("triu", self, |offset| offset.ge(diagonal))
+    }
+}
+
+/// `x` where `keep(col − row)` holds over its last two dims, zero elsewhere.
+#[track_caller]
+fn triangle(op: &'static str, x: &Tensor, keep: impl Fn(&Tensor) -> Tensor) -> Result<Tensor> {
+    if x.dim() < 2 {
+        bail!(op, Shape, "input tensor must have at least 2 dimensions, but got shape {:?}", x.shape());
+    }
+    let (rows, cols) = (x.shape()[x.dim() - 2] as i64, x.shape()[x.dim() - 1] as i64);
+    let offset = Tensor::arange(cols).unsqueeze(0) - Tensor::arange(rows).unsqueeze(1);
+    let mask = keep(&offset).to(&x.device());
+    Tensor::try_where(&mask, x, x.zeros_like())
+}
