@@ -1,15 +1,17 @@
 //! Composite elementwise ops (activations, `isnan`, …) defined as **decompositions** into primitive ops
 //! (the rows of `kiln_runtime::unary_op_table!`, `where_`, `clamp`, arithmetic). One row here
 //! gives the `Tensor` method, the `F::` function (`nn::functional`), the `nn::` module and the
-//! test lists; eager, autograd, capture inside `kiln::compile` and the CUDA and CPU code
-//! generators all work through the primitives, so none of them knows these ops by name.
+//! test lists; autograd, capture inside `kiln::compile` and the CUDA and CPU code generators
+//! all work through the primitives, so none of them knows these ops by name. Eager mode does
+//! too, except where a row names a one-pass CPU kernel and its backward rule (silu,
+//! gelu_tanh: `fast[…]` below).
 //! docs/adding-an-op.md says how to add one.
 //!
 //! Choices: f16 and bf16 inputs are computed as PyTorch computes them (in f32, rounded once, for
 //! the ops PyTorch has a kernel for; step by step for the ones it decomposes too); where PyTorch has no integer kernel
 //! (`mish` on `int64`), the decomposition computes in the default float dtype, as the primitives
 //! it calls do; the backward graph is the primitives' (grad_fn names are theirs, not
-//! `MishBackward0`).
+//! `MishBackward0`), but for the ops whose one-pass kernel ran (`SiluBackward0`).
 
 /// The table of composite elementwise ops, handed to the macro `$then`, one row per op:
 ///
@@ -46,9 +48,9 @@ macro_rules! composite_unary_table {
                     g * &s * (x * (1.0 - &s) + 1.0)
                 }];
             gelu_tanh() [] InF32 "GELU, tanh approximation (`F.gelu(x, approximate='tanh')`)"
-                |x| x * 0.5 * (((x + x * x * x * GELU_KAPPA) * GELU_BETA).tanh() + 1.0),
+                |x| x * 0.5 * (gelu_inner(x).tanh() + 1.0),
                 fast[FastUnary::GeluTanh, "GeluBackward0", |x, g| {
-                    let t = ((x + x.pow(3.0) * GELU_KAPPA) * GELU_BETA).tanh();
+                    let t = gelu_inner(x).tanh();
                     let inner = (x.square() * (3.0 * GELU_KAPPA) + 1.0) * (0.5 * GELU_BETA);
                     g * ((&t + 1.0) * 0.5 + x * (1.0 - t.square()) * inner)
                 }];
@@ -179,6 +181,12 @@ composite_unary_table!(composite_methods);
 /// `√(2/π)` and `0.044715`, gelu_tanh's constants.
 const GELU_BETA: f64 = 0.797_884_560_802_865_4;
 const GELU_KAPPA: f64 = 0.044715;
+
+/// `√(2/π)·(x + 0.044715·x³)`, the argument of gelu_tanh's tanh (its decomposition and its
+/// backward rule share it).
+fn gelu_inner(x: &Tensor) -> Tensor {
+    (x + x * x * x * GELU_KAPPA) * GELU_BETA
+}
 
 /// `kernel(x)` by its one-pass eager kernel, recording `grad_fn` with the backward rule `grad`
 /// (input gradient from the saved input and the output gradient) when autograd records; `None`
