@@ -14,12 +14,9 @@ mod common;
 use common::{assert_covers, outcome, run_fixture, Arg, Case, Outcome};
 use kiln::Tensor;
 
-const OPS: &[&str] = &[
-    "sum",
+/// The ops outside the reduction table (`kiln_runtime::reduce_op_table!`).
+const OTHER_OPS: &[&str] = &[
     "mean",
-    "prod",
-    "amax",
-    "amin",
     "max",
     "min",
     "argmax",
@@ -54,23 +51,40 @@ fn values_indices(case: &Case, r: kiln::Result<(Tensor, Tensor)>) -> kiln::Resul
     r.map(|(v, i)| if case.attr_flag("values_only") { vec![v] } else { vec![v, i] })
 }
 
+/// Defines `table_reduction` and `TABLE_OPS` from the rows of the reduction table: each row's
+/// method over every element, by its name, and over dims, by its dims name (`amax` for `max`).
+macro_rules! by_table {
+    ($($v:ident $name:literal [$all:ident $try_all:ident $g:literal]
+        [$dims:ident $try_dims:ident $dims_name:literal $gd:literal] $what:literal $note:literal;)*) => {
+        /// The table's reduction `op` of `x` (over `dims`, or every element), if `op` is a row's.
+        fn table_reduction(op: &str, x: &Tensor, dims: Option<Vec<i64>>, keepdim: bool) -> Option<kiln::Result<Tensor>> {
+            match (op, dims) {
+                $(($name, None) => Some(x.$try_all()),)*
+                $(($dims_name, Some(d)) => Some(x.$try_dims(d, keepdim)),)*
+                _ => None,
+            }
+        }
+
+        /// The names of every row's two forms.
+        const TABLE_OPS: &[&str] = &[$($name, $dims_name),*];
+    };
+}
+
+kiln_runtime::reduce_op_table!(by_table);
+
 fn reduce(case: &Case, args: &[Arg]) -> Outcome {
     let x = args[0].tensor();
     let keepdim = case.attr_flag("keepdim");
     let (dims, dim) = (case.attr_opt_i64s("dims"), case.attr_opt::<i64>("dim"));
     let one = |r: kiln::Result<Tensor>| outcome(r.map(|t| vec![t]));
-    match (case.op.as_str(), dims, dim) {
-        ("sum", None, None) => one(x.try_sum()),
-        ("sum", Some(d), None) => one(x.try_sum_dim(d, keepdim)),
+    let op = case.op.as_str();
+    if let Some(r) = table_reduction(op, x, dims.clone().or(dim.map(|d| vec![d])), keepdim) {
+        return one(r);
+    }
+    match (op, dims, dim) {
         ("mean", None, None) => one(x.try_mean()),
         ("mean", Some(d), None) => one(x.try_mean_dim(d, keepdim)),
-        ("prod", None, None) => one(x.try_prod()),
-        ("prod", None, Some(d)) => one(x.try_prod_dim(d, keepdim)),
-        ("amax", Some(d), None) => one(x.try_amax(d, keepdim)),
-        ("amin", Some(d), None) => one(x.try_amin(d, keepdim)),
-        ("max", None, None) => one(x.try_max()),
         ("max", None, Some(d)) => outcome(values_indices(case, x.try_max_dim(d, keepdim))),
-        ("min", None, None) => one(x.try_min()),
         ("min", None, Some(d)) => outcome(values_indices(case, x.try_min_dim(d, keepdim))),
         ("argmax", None, None) => one(x.try_argmax()),
         ("argmax", None, Some(d)) => one(x.try_argmax_dim(d, keepdim)),
@@ -97,7 +111,8 @@ fn reduce(case: &Case, args: &[Arg]) -> Outcome {
 #[test]
 fn reductions_match_pytorch() {
     let cases = run_fixture("reduce.txt", reduce);
-    assert_covers(&cases, OPS);
+    let ops: Vec<&str> = TABLE_OPS.iter().chain(OTHER_OPS).copied().collect();
+    assert_covers(&cases, &ops);
 }
 
 /// The fixture has what it claims: errors, every dtype, views, NaN and zero-size cases, and

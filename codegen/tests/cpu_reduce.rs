@@ -97,12 +97,7 @@ fn check(
             idx[d] = rem % shape[d];
             rem /= shape[d];
         }
-        let (mut acc, mut abs) = match st.op {
-            ReduceOp::Sum => (0.0, 0.0),
-            ReduceOp::Prod => (1.0, 0.0),
-            ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
-            ReduceOp::Min => (f64::INFINITY, 0.0),
-        };
+        let (mut acc, mut abs) = (st.op.identity(), 0.0);
         let mut iacc: i64 = if st.op == ReduceOp::Prod { 1 } else { 0 };
         for r in 0..n_red {
             let mut rem = r;
@@ -119,10 +114,7 @@ fn check(
             match st.op {
                 ReduceOp::Sum if !rd.is_float() => iacc = iacc.wrapping_add(x as i64),
                 ReduceOp::Prod if !rd.is_float() => iacc = iacc.wrapping_mul(x as i64),
-                ReduceOp::Sum => acc += x,
-                ReduceOp::Prod => acc *= x,
-                ReduceOp::Max => acc = if x > acc || x.is_nan() { x } else { acc },
-                ReduceOp::Min => acc = if x < acc || x.is_nan() { x } else { acc },
+                _ => acc = st.op.step(acc, x),
             }
         }
         if !rd.is_float() && matches!(st.op, ReduceOp::Sum | ReduceOp::Prod) {

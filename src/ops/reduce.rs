@@ -359,7 +359,7 @@ fn reduce_values(
     keepdim: bool,
 ) -> Result<Tensor> {
     let red = Reduction::new(name, t, dims, keepdim)?;
-    if matches!(op, ReduceOp::Max | ReduceOp::Min) {
+    if op.needs_elements() {
         red.check_nonempty(name, t)?;
     }
     let cuda = match op {
@@ -649,33 +649,48 @@ fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     }))
 }
 
+/// The `Tensor` methods of every row of `kiln_runtime::reduce_op_table!`: the reduction over
+/// every element (`x.sum()`) and over dims (`x.sum_dim(dims, keepdim)`), each with its `try_`
+/// form.
+macro_rules! reduce_methods {
+    ($($v:ident $name:literal [$all:ident $try_all:ident $grad_all:literal]
+        [$dims:ident $try_dims:ident $dims_name:literal $grad_dims:literal] $what:literal $note:literal;)*) => {
+        impl Tensor {
+            $(
+                #[doc = concat!("The ", $what, " of all elements, as a 0-dim tensor (`x.", $name, "()`); ", $note, ".")]
+                #[track_caller]
+                pub fn $all(&self) -> Tensor {
+                    self.$try_all().or_panic()
+                }
+
+                #[doc = concat!("[`Tensor::", stringify!($all), "`] returning an error instead of panicking.")]
+                #[track_caller]
+                pub fn $try_all(&self) -> Result<Tensor> {
+                    reduce_values(self, $name, $grad_all, ReduceOp::$v, &[], false)
+                }
+
+                #[doc = concat!("The ", $what, " over `dims` (`x.", $dims_name, "(dim, keepdim)`; one dim or a list, ",
+                    "negative from the end), the reduced dims kept with size 1 when `keepdim`; ", $note, ".")]
+                #[track_caller]
+                pub fn $dims(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
+                    self.$try_dims(dims, keepdim).or_panic()
+                }
+
+                #[doc = concat!("[`Tensor::", stringify!($dims), "`] returning an error for a dim out of range or repeated ",
+                    "(and for an empty reduction where the op has no value).")]
+                #[track_caller]
+                pub fn $try_dims(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
+                    reduce_values(self, $dims_name, $grad_dims, ReduceOp::$v, &dims.into().0, keepdim)
+                }
+            )*
+        }
+
+    };
+}
+
+kiln_runtime::reduce_op_table!(reduce_methods);
+
 impl Tensor {
-    /// The sum of all elements, as a 0-dim tensor (`x.sum()`); integer and bool inputs give
-    /// i64, and an empty tensor sums to 0.
-    #[track_caller]
-    pub fn sum(&self) -> Tensor {
-        self.try_sum().or_panic()
-    }
-
-    /// [`Tensor::sum`] returning an error (for a device this build cannot use).
-    #[track_caller]
-    pub fn try_sum(&self) -> Result<Tensor> {
-        reduce_values(self, "sum", "SumBackward0", ReduceOp::Sum, &[], false)
-    }
-
-    /// Sums over `dims` (`x.sum(dim, keepdim)`): `x.sum_dim(1, false)`, `x.sum_dim([0, 2],
-    /// true)`; reduced dims are kept with size 1 when `keepdim`.
-    #[track_caller]
-    pub fn sum_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_sum_dim(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::sum_dim`] returning an error for a dim out of range or repeated.
-    #[track_caller]
-    pub fn try_sum_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "sum", "SumBackward1", ReduceOp::Sum, &dims.into().0, keepdim)
-    }
-
     /// The mean of all elements (`x.mean()`); floating-point input only, as in PyTorch (NaN
     /// for an empty tensor).
     #[track_caller]
@@ -699,82 +714,6 @@ impl Tensor {
     #[track_caller]
     pub fn try_mean_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
         mean_impl(self, "MeanBackward1", &dims.into().0, keepdim)
-    }
-
-    /// The product of all elements (`x.prod()`); integer and bool inputs give i64, and an
-    /// empty tensor gives 1.
-    #[track_caller]
-    pub fn prod(&self) -> Tensor {
-        self.try_prod().or_panic()
-    }
-
-    /// [`Tensor::prod`] returning an error (for a device this build cannot use).
-    #[track_caller]
-    pub fn try_prod(&self) -> Result<Tensor> {
-        reduce_values(self, "prod", "ProdBackward0", ReduceOp::Prod, &[], false)
-    }
-
-    /// Products over `dims` (`x.prod(dim, keepdim)`; PyTorch takes one dim, this also takes
-    /// several).
-    #[track_caller]
-    pub fn prod_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_prod_dim(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::prod_dim`] returning an error for a dim out of range or repeated.
-    #[track_caller]
-    pub fn try_prod_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "prod", "ProdBackward1", ReduceOp::Prod, &dims.into().0, keepdim)
-    }
-
-    /// The largest element, as a 0-dim tensor of the same dtype (`x.max()`); NaN if there is
-    /// one. Panics for an empty tensor.
-    #[track_caller]
-    pub fn max(&self) -> Tensor {
-        self.try_max().or_panic()
-    }
-
-    /// [`Tensor::max`] returning an error for an empty tensor.
-    #[track_caller]
-    pub fn try_max(&self) -> Result<Tensor> {
-        reduce_values(self, "max", "MaxBackward1", ReduceOp::Max, &[], false)
-    }
-
-    /// The smallest element (`x.min()`); NaN if there is one. Panics for an empty tensor.
-    #[track_caller]
-    pub fn min(&self) -> Tensor {
-        self.try_min().or_panic()
-    }
-
-    /// [`Tensor::min`] returning an error for an empty tensor.
-    #[track_caller]
-    pub fn try_min(&self) -> Result<Tensor> {
-        reduce_values(self, "min", "MinBackward1", ReduceOp::Min, &[], false)
-    }
-
-    /// The largest values over `dims` (`x.amax(dim, keepdim)`); NaN propagates. Panics when a
-    /// reduced dim has size 0.
-    #[track_caller]
-    pub fn amax(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_amax(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::amax`] returning an error for a bad dim or an empty reduction.
-    #[track_caller]
-    pub fn try_amax(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "amax", "AmaxBackward0", ReduceOp::Max, &dims.into().0, keepdim)
-    }
-
-    /// The smallest values over `dims` (`x.amin(dim, keepdim)`); NaN propagates.
-    #[track_caller]
-    pub fn amin(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_amin(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::amin`] returning an error for a bad dim or an empty reduction.
-    #[track_caller]
-    pub fn try_amin(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        reduce_values(self, "amin", "AminBackward0", ReduceOp::Min, &dims.into().0, keepdim)
     }
 
     /// The largest values along `dim` and their indices (i64), as PyTorch's `x.max(dim,

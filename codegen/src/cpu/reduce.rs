@@ -37,13 +37,7 @@ use std::cell::RefCell;
 /// The identity of `op` for values of `dtype`, in the scalar accumulator's type (f64 or i64).
 fn identity(cx: &mut FnEmitter, op: ReduceOp, dtype: DType) -> Value {
     if dtype.is_float() {
-        let v = match op {
-            ReduceOp::Sum => 0.0,
-            ReduceOp::Prod => 1.0,
-            ReduceOp::Max => f64::NEG_INFINITY,
-            ReduceOp::Min => f64::INFINITY,
-        };
-        return cx.b.ins().f64const(v);
+        return cx.b.ins().f64const(op.identity());
     }
     let (lo, hi) = match dtype {
         DType::I64 => (i64::MIN, i64::MAX),
@@ -51,13 +45,7 @@ fn identity(cx: &mut FnEmitter, op: ReduceOp, dtype: DType) -> Value {
         DType::U8 => (0, 255),
         _ => (0, 1), // Bool
     };
-    let v = match op {
-        ReduceOp::Sum => 0,
-        ReduceOp::Prod => 1,
-        ReduceOp::Max => lo,
-        ReduceOp::Min => hi,
-    };
-    cx.b.ins().iconst(types::I64, v)
+    cx.b.ins().iconst(types::I64, op.int_identity(lo, hi))
 }
 
 /// `pick(a, b)` of the eager kernels for floats (scalars or vectors of one type): `b` if it is

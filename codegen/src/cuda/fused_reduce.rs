@@ -129,7 +129,7 @@ pub fn emit_fused_reduce(k: &ReduceKernel) -> Result<FusedReduceKernel, CudaErro
 
     let mut src = String::new();
     let tags = |ds: &[DType]| ds.iter().map(|&d| dtype_tag(d)).collect::<Vec<_>>().join(", ");
-    let ops: Vec<&str> = k.stages.iter().map(|s| reduce_name(s.op)).collect();
+    let ops: Vec<&str> = k.stages.iter().map(|s| s.op.name()).collect();
     let _ = writeln!(
         src,
         "// kiln-codegen cuda v{CUDA_CODEGEN_VERSION}: fused reduction ({}) -> ({}) over {kept} kept and {} reduced dim(s), stages [{}], {} scalar(s)",
@@ -178,16 +178,6 @@ pub fn emit_fused_reduce(k: &ReduceKernel) -> Result<FusedReduceKernel, CudaErro
     let name = format!("kiln_fused_red_{:016x}", fnv1a(src.as_bytes()));
     let source = src.replace("KILN_NAME", &name);
     Ok(FusedReduceKernel { name, source, ..fused })
-}
-
-/// The name of a reduction in the header line.
-fn reduce_name(op: ReduceOp) -> &'static str {
-    match op {
-        ReduceOp::Sum => "sum",
-        ReduceOp::Prod => "prod",
-        ReduceOp::Max => "max",
-        ReduceOp::Min => "min",
-    }
 }
 
 /// The accumulator's type of stage `st`: sums and products in the eager reductions'

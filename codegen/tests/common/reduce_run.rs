@@ -125,22 +125,12 @@ pub fn check(k: &ReduceKernel, shape: &[usize], inputs: &[Input], scalars: &[f64
         let mine: Vec<f64> = got.stages.iter().map(|v| v[o]).collect();
         for (s, st) in k.stages.iter().enumerate() {
             let rd = st.dtype(st.reduced);
-            let (mut acc, mut abs) = match st.op {
-                ReduceOp::Sum => (0.0, 0.0),
-                ReduceOp::Prod => (1.0, 0.0),
-                ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
-                ReduceOp::Min => (f64::INFINITY, 0.0),
-            };
+            let (mut acc, mut abs) = (st.op.identity(), 0.0);
             for r in 0..n_red {
                 let idx = index(shape, rr, o, r);
                 let x = eval(&st.insts, &|i| inputs[i].at(&idx), scalars, &mine[..s])[st.reduced as usize];
                 abs += x.abs();
-                acc = match st.op {
-                    ReduceOp::Sum => acc + x,
-                    ReduceOp::Prod => acc * x,
-                    ReduceOp::Max => acc.max(x),
-                    ReduceOp::Min => acc.min(x),
-                };
+                acc = st.op.step(acc, x);
             }
             if let Some(j) = st.scale {
                 acc *= scalars[j as usize];

@@ -2,41 +2,19 @@
 //!
 //! One enum per family, shared by the eager CPU kernels (which call `eval_*` per element) and
 //! by the code generator (which emits the same formula as IR or CUDA C). The scalar functions
-//! here are the definition every backend is tested against. The unary, binary, comparison and
-//! logical families are tables (`unary.rs`, `binary.rs`, `compare.rs`); reductions are listed here.
+//! here are the definition every backend is tested against. Each family is a table: unary,
+//! binary, comparison and logical (`unary.rs`, `binary.rs`, `compare.rs`) and reduction
+//! (`reduce.rs`).
 
 mod binary;
 mod compare;
+mod reduce;
 mod unary;
 
 pub use binary::BinaryOp;
 pub use compare::{CmpOp, LogicalOp};
+pub use reduce::ReduceOp;
 pub use unary::{IntRule, UnaryOp, UnarySaves};
-
-/// Reductions over one or more dims.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// Σ
-    Sum,
-    /// Π
-    Prod,
-    /// largest (NaN wins)
-    Max,
-    /// smallest (NaN wins)
-    Min,
-}
-
-impl ReduceOp {
-    /// The op's name as PyTorch spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
