@@ -195,3 +195,50 @@ fn clamp_with_tensor_bounds_fuses_and_matches_eager() {
     }
     assert!(ge[1].sum().item::<f32>() != 0.0 && ge[2].sum().item::<f32>() != 0.0, "both bounds were chosen somewhere");
 }
+
+/// Ops with kernels of their own (sorting, `topk`, `max_dim`, `cumsum`, `softmax`, matmul,
+/// pooling, and their backward kernels) are opaque nodes of the trace, with two results where
+/// the op has two: the compiled step has no graph break, and its values and gradients equal
+/// eager ones, at the first call and at a cache hit.
+#[test]
+fn ops_with_kernels_of_their_own_are_captured() {
+    use kiln::nn::functional as F;
+    let _seeded = seeded();
+    kiln::manual_seed(11);
+    let (x0, w0) = (Tensor::randn(&[2, 3, 6, 6]), Tensor::randn(&[6, 5]));
+    let step = |(x, w): (&Tensor, &Tensor)| {
+        let (sorted, order) = x.sort(-1, true);
+        let (top, at) = x.topk(2, 2, true, true);
+        let (most, where_most) = x.max_dim(1, false);
+        let pooled = F::max_pool2d(x, 2) + F::avg_pool2d(x, 3).mean();
+        let mixed = x.cumsum(3).softmax(-1).matmul(w);
+        let loss = sorted.narrow(-1, 0, 2).sum()
+            + top.sum() * 0.5
+            + (most * 0.25).sum()
+            + pooled.pow(2.0).sum()
+            + mixed.log_softmax(-1).mean();
+        loss.backward();
+        let indices =
+            order.to_dtype(DType::F32).sum() + at.to_dtype(DType::F32).sum() + where_most.to_dtype(DType::F32).sum();
+        (loss, indices)
+    };
+    let run = |compiled: Option<&mut dyn FnMut(&Tensor, &Tensor) -> (Tensor, Tensor)>| {
+        let (x, w) = (x0.detach().requires_grad_(true), w0.detach().requires_grad_(true));
+        let out = match compiled {
+            Some(f) => f(&x, &w),
+            None => step((&x, &w)),
+        };
+        (out, x.grad().expect("x gets a gradient"), w.grad().expect("w gets a gradient"))
+    };
+    let ((le, ie), gxe, gwe) = run(None);
+    let mut compiled = kiln::compile(step);
+    for call in 0..2 {
+        let ((lc, ic), gxc, gwc) = run(Some(&mut |x, w| compiled.call((x, w))));
+        close(&lc, &le, 1e-5);
+        close(&ic, &ie, 0.0);
+        close(&gxc, &gxe, 1e-5);
+        close(&gwc, &gwe, 1e-5);
+        assert_eq!(compiled.stats().graph_breaks, 0, "call {call}");
+    }
+    assert_eq!(compiled.stats().plan_cache_hits, 1);
+}

@@ -2,15 +2,21 @@
 //! place. Inside `kiln::compile` the op is recorded into the trace (whatever the operands'
 //! devices, which must agree); otherwise it runs on the GPU when an operand lives there, and
 //! on the CPU else. A family matches on [`Backend`], so a new backend is a compile error in
-//! every family until each says what it does there.
+//! every family until each says what it does there. Elementwise ops go through
+//! [`elementwise`] (a trace node the code generators fuse); ops with a kernel of their own
+//! (matmul, pooling, softmax, sorting, reductions a plan does not generate) through
+//! [`kernel_op`] and [`kernel_op2`] (an opaque node that runs the same kernel). Still to move
+//! here: conv, cat, indexing and the index-put family, which call `capture::deferred` or
+//! check the device themselves.
 
-use crate::error::Result;
+use crate::error::{bail, AtCaller, Result};
 use crate::tensor::reserve;
 use crate::Tensor;
 use kiln_codegen::cuda::EagerOp;
 use kiln_codegen::ir::NodeKind;
 use kiln_runtime::{DType, Layout};
 use smallvec::SmallVec;
+use std::sync::{Arc, Mutex};
 
 /// Where an op on given operands runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,5 +66,106 @@ pub(crate) fn elementwise(
             reserve(op, shape, out)?;
             cpu()
         }
+    }
+}
+
+/// A kernel of an op the code generators do not know (matmul, convolution, pooling, sorting,
+/// …): it takes the realized operands and returns the result.
+pub(crate) trait Kernel<R>: FnOnce(&[Tensor]) -> Result<R> + Send + 'static {}
+impl<R, F: FnOnce(&[Tensor]) -> Result<R> + Send + 'static> Kernel<R> for F {}
+
+/// An op with a kernel of its own, run where [`Backend::of`] says: inside `kiln::compile` an
+/// opaque node of the trace, which runs the kernel of its operands' device when the plan runs;
+/// otherwise `cuda` at once, or `cpu` once the output's memory (`out`: shape and dtype) is
+/// reserved here. Errors name the caller's line.
+#[track_caller]
+pub(crate) fn kernel_op(
+    op: &'static str,
+    operands: &[&Tensor],
+    (shape, dtype): (&[usize], DType),
+    cpu: impl Kernel<Tensor>,
+    cuda: impl Kernel<Tensor>,
+) -> Result<Tensor> {
+    let backend = Backend::of(op, operands)?;
+    if backend == Backend::Capture {
+        return Ok(crate::capture::opaque(op, operands, shape, dtype, move |ins| on_device(ins, cpu, cuda)));
+    }
+    if backend == Backend::Cpu {
+        reserve(op, shape, dtype)?;
+    }
+    on_device(&owned(operands), cpu, cuda).at_caller()
+}
+
+/// [`kernel_op`] for an op with two results (values and indices: `sort`, `max_pool2d`, …),
+/// `outs` their shapes and dtypes. Captured, each result is an opaque node (a node has one
+/// result); whichever runs first runs the kernel and leaves the other result for the other.
+#[track_caller]
+pub(crate) fn kernel_op2(
+    op: &'static str,
+    operands: &[&Tensor],
+    outs: [(&[usize], DType); 2],
+    cpu: impl Kernel<(Tensor, Tensor)>,
+    cuda: impl Kernel<(Tensor, Tensor)>,
+) -> Result<(Tensor, Tensor)> {
+    let backend = Backend::of(op, operands)?;
+    if backend == Backend::Capture {
+        let shared = Arc::new(Mutex::new(Pair::Kernels(Box::new(move |ins| on_device(ins, cpu, cuda)))));
+        let [a, b] = [0, 1].map(|i| {
+            let shared = shared.clone();
+            let (shape, dtype) = outs[i];
+            crate::capture::opaque(op, operands, shape, dtype, move |ins| Pair::take(op, &shared, i, ins))
+        });
+        return Ok((a, b));
+    }
+    if backend == Backend::Cpu {
+        for (shape, dtype) in outs {
+            reserve(op, shape, dtype)?;
+        }
+    }
+    on_device(&owned(operands), cpu, cuda).at_caller()
+}
+
+/// The state two opaque nodes of one two-result kernel share: the kernel until one of them
+/// runs it, then the result the other has not taken yet.
+enum Pair {
+    Kernels(Box<dyn FnOnce(&[Tensor]) -> Result<(Tensor, Tensor)> + Send>),
+    Left([Option<Tensor>; 2]),
+}
+
+impl Pair {
+    /// Result `i` of `op`'s kernel, run on `ins` unless the other node ran it first.
+    fn take(op: &'static str, shared: &Mutex<Pair>, i: usize, ins: &[Tensor]) -> Result<Tensor> {
+        let mut pair = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Pair::Left(left) = &mut *pair {
+            let Some(t) = left[i].take() else { bail!(op, Value, "the kernel's run for this result failed") };
+            return Ok(t);
+        }
+        let Pair::Kernels(run) = std::mem::replace(&mut *pair, Pair::Left([None, None])) else { unreachable!() };
+        let (a, b) = run(ins)?;
+        let [mine, other] = if i == 0 { [a, b] } else { [b, a] };
+        let mut left = [None, None];
+        left[1 - i] = Some(other);
+        *pair = Pair::Left(left);
+        Ok(mine)
+    }
+}
+
+/// The operands, owned, for an eager kernel's call, each checked readable here: a storage
+/// that a failed compiled call was to compute is an error at the caller's line (the kernel's
+/// own read, inside a closure, could not name it).
+#[track_caller]
+fn owned(operands: &[&Tensor]) -> SmallVec<[Tensor; 3]> {
+    for t in operands {
+        crate::capture::before_eager_access(t.cell(), false);
+    }
+    operands.iter().map(|t| (*t).clone()).collect()
+}
+
+/// Runs the kernel of the device the realized operands `ins` live on.
+fn on_device<R>(ins: &[Tensor], cpu: impl Kernel<R>, cuda: impl Kernel<R>) -> Result<R> {
+    if ins.iter().any(|t| t.device().is_cuda()) {
+        cuda(ins)
+    } else {
+        cpu(ins)
     }
 }

@@ -19,9 +19,10 @@
 //! around `mm`/`bmm`, showing `SqueezeBackward4` or `UnsafeViewBackward0`). `outer` records
 //! `MulBackward0`, as PyTorch (where it is a broadcast `mul`).
 
+use super::kernel_op;
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{check_shape, reserve, Tensor};
+use crate::tensor::{check_shape, Tensor};
 use kiln_runtime::cpu::matmul::matmul as cpu_matmul;
 use kiln_runtime::layout::broadcast_shapes;
 use kiln_runtime::{CpuStorage, Layout, Shape};
@@ -198,32 +199,18 @@ fn product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             e
         })?;
     }
-    let out = if crate::cuda::any_on_cuda(&[a, b]) {
-        if a.dtype() != b.dtype() {
-            return unsupported(op, a, b);
-        }
-        crate::capture::check_devices(op, &[a, b])?;
-        // Inside a compiled step, an opaque node running the same cuBLAS call.
-        let out_shape = shape.clone();
-        crate::capture::deferred(op, &[a, b], &shape, a.dtype(), move |ins| {
-            crate::cuda::matmul(op, &ins[0], &la, &ins[1], &lb, &out_shape)
-        })?
-    } else if crate::capture::is_active() {
-        if a.dtype() != b.dtype() || a.dtype() == kiln_runtime::DType::Bool {
-            return unsupported(op, a, b);
-        }
-        let out_shape = shape.clone();
-        crate::capture::opaque(op, &[a, b], &shape, a.dtype(), move |ins| {
-            let storage = ins[0].with_cpu2(&ins[1], op, |sa, sb| product_storage(sa, &la, sb, &lb))?;
-            Ok(Tensor::from_cpu_storage(storage.expect("dtypes checked when captured"), &out_shape))
-        })
-    } else {
-        reserve(op, &shape, a.dtype())?;
-        match a.with_cpu2(b, op, |sa, sb| product_storage(sa, &la, sb, &lb))? {
-            Some(storage) => Tensor::from_cpu_storage(storage, &shape),
-            None => return unsupported(op, a, b),
-        }
+    // The CPU kernels take two operands of one dtype, not Bool; cuBLAS, one float dtype.
+    if a.dtype() != b.dtype() || (a.dtype() == kiln_runtime::DType::Bool && !crate::cuda::any_on_cuda(&[a, b])) {
+        return unsupported(op, a, b);
+    }
+    let (cpu_la, cpu_lb, out_shape) = (la.clone(), lb.clone(), shape.clone());
+    let cpu = move |ins: &[Tensor]| {
+        let storage = ins[0].with_cpu2(&ins[1], op, |sa, sb| product_storage(sa, &cpu_la, sb, &cpu_lb))?;
+        Ok(Tensor::from_cpu_storage(storage.expect("dtypes checked before the call"), &out_shape))
     };
+    let out_shape = shape.clone();
+    let cuda = move |ins: &[Tensor]| crate::cuda::matmul(op, &ins[0], &la, &ins[1], &lb, &out_shape);
+    let out = kernel_op(op, &[a, b], (&shape, a.dtype()), cpu, cuda)?;
     if !out.dtype().is_float() || !autograd::is_recording(&[a, b]) {
         return Ok(out);
     }

@@ -10,6 +10,8 @@
 //! CUDA tensors take `crate::cuda::pool`'s generated kernels for max, average and adaptive
 //! average pooling and their gradients.
 
+use super::dispatch::Kernel;
+use super::{kernel_op, kernel_op2};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
@@ -19,7 +21,6 @@ use kiln_runtime::dtype::num_like::Float;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::DType;
 use std::sync::Arc;
-use std::sync::{Mutex, MutexGuard};
 
 /// Which pooling, with its parameters.
 #[derive(Clone, Copy, Debug)]
@@ -55,51 +56,17 @@ fn float_only(t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// A slot shared by the two opaque nodes of a max pooling, locked (a panic in the other node
-/// leaves its value usable: the slot is written in one step).
-fn lock(slot: &Mutex<Option<Tensor>>) -> MutexGuard<'_, Option<Tensor>> {
-    slot.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The slot's value, taken out.
-fn take(slot: &Mutex<Option<Tensor>>) -> Option<Tensor> {
-    lock(slot).take()
-}
-
 /// Max pooling of `x`: the values (recording `MaxPool2DWithIndicesBackward0`) and the int64
 /// argmax indices within each plane.
 #[track_caller]
 pub(crate) fn max_pool(p: &Arc<Pool>, x: &Tensor) -> Result<(Tensor, Tensor)> {
     float_only(x)?;
-    let (vals, idx) = if crate::capture::is_active() {
-        // Two opaque nodes (an opaque node has one output) sharing one run of the kernel:
-        // whichever runs first computes both and leaves the other's result for it.
-        let (g, shape) = (p.geom, p.y_shape.clone());
-        let (vals_slot, idx_slot) = (Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None)));
-        let (vs, is) = (vals_slot.clone(), idx_slot.clone());
-        let vals = crate::capture::opaque("max_pool2d", &[x], &p.y_shape, x.dtype(), move |ins| {
-            if let Some(v) = take(&vs) {
-                return Ok(v);
-            }
-            let (v, i) = max_pool_on_device(&g, &ins[0], &shape)?;
-            *lock(&is) = Some(i);
-            Ok(v)
-        });
-        let shape = p.y_shape.clone();
-        let idx = crate::capture::opaque("max_pool2d_indices", &[x], &p.y_shape, DType::I64, move |ins| {
-            if let Some(i) = take(&idx_slot) {
-                return Ok(i);
-            }
-            let (v, i) = max_pool_on_device(&g, &ins[0], &shape)?;
-            *lock(&vals_slot) = Some(v);
-            Ok(i)
-        });
-        (vals, idx)
-    } else if x.device().is_cuda() {
-        crate::cuda::pool::max_pool(&p.geom, x, &p.y_shape)?
-    } else {
-        max_pool_now(&p.geom, x, &p.y_shape)
-    };
+    let (g, shape) = (p.geom, p.y_shape.clone());
+    let cpu = move |ins: &[Tensor]| Ok(max_pool_now(&g, &ins[0], &shape));
+    let (g, shape) = (p.geom, p.y_shape.clone());
+    let cuda = move |ins: &[Tensor]| crate::cuda::pool::max_pool(&g, &ins[0], &shape);
+    let outs = [(&p.y_shape[..], x.dtype()), (&p.y_shape[..], DType::I64)];
+    let (vals, idx) = kernel_op2("max_pool2d", &[x], outs, cpu, cuda)?;
     if !autograd::is_recording(&[x]) {
         return Ok((vals, idx));
     }
@@ -119,14 +86,6 @@ fn max_pool_now(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> (Tensor, Tensor) {
     }
 }
 
-/// The max-pool kernel of `x`'s device (realized): values and indices as tensors of `shape`.
-fn max_pool_on_device(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> Result<(Tensor, Tensor)> {
-    if x.device().is_cuda() {
-        return crate::cuda::pool::max_pool(g, x, shape);
-    }
-    Ok(max_pool_now(g, x, shape))
-}
-
 /// The max-pool kernel's values and indices as tensors of `shape`.
 fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]) -> (Tensor, Tensor) {
     let (v, i) = kernels::max_pool2d_forward(g, &x.as_slice::<T>());
@@ -139,15 +98,15 @@ fn max_bufs<T: Float + StorageElement>(g: &PoolGeom, x: &Tensor, shape: &[usize]
 pub(crate) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Tensor> {
     float_only(gy)?;
     let (g, x_shape) = (p.geom, p.x_shape.clone());
-    let out = if gy.device().is_cuda() {
-        // Inside a compiled step, an opaque node running the same kernel.
-        let shape = x_shape.clone();
-        crate::capture::deferred("max_pool2d_backward", &[gy, idx], &x_shape, gy.dtype(), move |ins| {
-            crate::cuda::pool::max_pool_backward(&g, &ins[0], &ins[1], &shape)
-        })?
-    } else {
-        max_scatter_cpu(g, gy, idx, x_shape)?
-    };
+    let shape = x_shape.clone();
+    let cuda = move |ins: &[Tensor]| crate::cuda::pool::max_pool_backward(&g, &ins[0], &ins[1], &shape);
+    let out = kernel_op(
+        "max_pool2d_backward",
+        &[gy, idx],
+        (&x_shape, gy.dtype()),
+        max_scatter_cpu(g, x_shape.clone()),
+        cuda,
+    )?;
     if !autograd::is_recording(&[gy]) {
         return Ok(out);
     }
@@ -160,11 +119,9 @@ pub(crate) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Te
     }))
 }
 
-/// [`max_scatter`]'s CPU kernel (inside a compiled step, an opaque node).
-#[track_caller]
-fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) -> Result<Tensor> {
-    let shape = x_shape.clone();
-    crate::capture::deferred("max_pool2d_backward", &[gy, idx], &shape, gy.dtype(), move |ins| {
+/// [`max_scatter`]'s CPU kernel, of the realized gradient and indices.
+fn max_scatter_cpu(g: PoolGeom, x_shape: Vec<usize>) -> impl Kernel<Tensor> {
+    move |ins: &[Tensor]| {
         let (gc, ic) = (contiguous(&ins[0]), contiguous(&ins[1]));
         Ok(match gc.dtype() {
             DType::F64 => Tensor::from_buf(
@@ -176,7 +133,7 @@ fn max_scatter_cpu(g: PoolGeom, gy: &Tensor, idx: &Tensor, x_shape: Vec<usize>) 
                 &x_shape,
             ),
         })
-    })
+    }
 }
 
 /// The average (or adaptive average) pooling `A·x`, recording `AvgPool2DBackward0` or
@@ -222,24 +179,24 @@ fn linear(p: &Arc<Pool>, t: &Tensor, adjoint: bool) -> Result<Tensor> {
         (_, true) => "avg_pool2d_backward",
     };
     let shape = if adjoint { &p.x_shape } else { &p.y_shape };
-    if t.device().is_cuda() {
-        let (kind, mode) = match (p.kind, adjoint) {
-            (Kind::Avg(m), false) => (PoolKind::AvgForward, m),
-            (Kind::Avg(m), true) => (PoolKind::AvgBackward, m),
-            (Kind::Adaptive, false) => (PoolKind::AdaptiveForward, crate::cuda::pool::NO_MODE),
-            (Kind::Adaptive, true) => (PoolKind::AdaptiveBackward, crate::cuda::pool::NO_MODE),
-            (Kind::Max, _) => unreachable!("max pooling is not linear"),
-        };
-        return crate::cuda::pool::avg_pool(name, kind, &p.geom, mode, t, shape);
-    }
+    let (kind, mode) = match (p.kind, adjoint) {
+        (Kind::Avg(m), false) => (PoolKind::AvgForward, m),
+        (Kind::Avg(m), true) => (PoolKind::AvgBackward, m),
+        (Kind::Adaptive, false) => (PoolKind::AdaptiveForward, crate::cuda::pool::NO_MODE),
+        (Kind::Adaptive, true) => (PoolKind::AdaptiveBackward, crate::cuda::pool::NO_MODE),
+        (Kind::Max, _) => unreachable!("max pooling is not linear"),
+    };
+    let (geom, out_shape) = (p.geom, shape.clone());
+    let cuda = move |ins: &[Tensor]| crate::cuda::pool::avg_pool(name, kind, &geom, mode, &ins[0], &out_shape);
     let p2 = p.clone();
-    crate::capture::deferred(name, &[t], shape, t.dtype(), move |ins| {
+    let cpu = move |ins: &[Tensor]| {
         let tc = contiguous(&ins[0]);
         Ok(match tc.dtype() {
             DType::F64 => linear_typed::<f64>(&p2, &tc, adjoint),
             _ => linear_typed::<f32>(&p2, &tc, adjoint),
         })
-    })
+    };
+    kernel_op(name, &[t], (shape, t.dtype()), cpu, cuda)
 }
 
 fn linear_typed<T: Float + StorageElement>(p: &Pool, t: &Tensor, adjoint: bool) -> Tensor {

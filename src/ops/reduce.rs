@@ -22,9 +22,10 @@
 //! they returned, `prod` is exact with zeros in the input. `argmax`, `argmin`, `all`, `any` and
 //! indices never record.
 
+use super::{kernel_op, kernel_op2};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{normalize_dim, reserve, Tensor};
+use crate::tensor::{normalize_dim, Tensor};
 use kiln_codegen::cuda::CudaReduce;
 use kiln_runtime::cpu::reduce::{self as kernel, OrdElement, ReducePlan, SumElement};
 use kiln_runtime::cpu::CpuBuf;
@@ -242,7 +243,7 @@ impl Reduction {
 
     /// Runs `kernel` on `t`'s storage with this reduction's plan; the result gets this shape.
     /// A CUDA `t` runs the `cuda` reduction (with its parameter) instead; `None`: the op has
-    /// no CUDA kernel.
+    /// no CUDA kernel. Inside a compiled step, an opaque node running the same kernel.
     #[track_caller]
     fn run(
         &self,
@@ -252,25 +253,18 @@ impl Reduction {
         cuda: Option<(CudaReduce, i64)>,
         kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + Send + 'static,
     ) -> Result<Tensor> {
-        if t.device().is_cuda() {
-            let Some((kind, param)) = cuda else { return Err(crate::tensor::not_on_cuda(op)) };
-            debug_assert_eq!(kind.out_dtype(t.dtype()), dtype);
-            // Inside a compiled step, an opaque node running the same kernel.
-            let (mask, shape) = (self.mask.clone(), self.shape.clone());
-            return crate::capture::deferred(op, &[t], &self.shape, dtype, move |ins| {
-                Ok(crate::cuda::reduce(op, kind, &ins[0], &mask, &shape, param)?.0)
-            });
-        }
-        if crate::capture::is_active() {
-            let (mask, shape) = (self.mask.clone(), self.shape.clone());
-            return Ok(crate::capture::opaque(op, &[t], &self.shape, dtype, move |ins| {
-                let storage = ins[0].with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &mask)))?;
-                Ok(Tensor::from_cpu_storage(storage, &shape))
-            }));
-        }
-        reserve(op, &self.shape, dtype)?;
-        let storage = t.with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &self.mask)))?;
-        Ok(Tensor::from_cpu_storage(storage, &self.shape))
+        debug_assert!(cuda.is_none_or(|(kind, _)| kind.out_dtype(t.dtype()) == dtype));
+        let (mask, shape) = (self.mask.clone(), self.shape.clone());
+        let cpu = move |ins: &[Tensor]| {
+            let storage = ins[0].with_cpu(op, |s, l| kernel(s, &ReducePlan::new(l, &mask)))?;
+            Ok(Tensor::from_cpu_storage(storage, &shape))
+        };
+        let (mask, shape) = (self.mask.clone(), self.shape.clone());
+        let on_cuda = move |ins: &[Tensor]| match cuda {
+            Some((kind, param)) => Ok(crate::cuda::reduce(op, kind, &ins[0], &mask, &shape, param)?.0),
+            None => Err(crate::tensor::not_on_cuda(op)),
+        };
+        kernel_op(op, &[t], (&self.shape, dtype), cpu, on_cuda)
     }
 }
 
@@ -572,20 +566,24 @@ fn arg_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: Option<i64>, kee
 fn minmax_dim_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let red = Reduction::new(op, t, &[dim], keepdim)?;
     red.check_nonempty(op, t)?;
-    let (values, indices) = if t.device().is_cuda() {
-        let (v, i) = crate::cuda::reduce(op, CudaReduce::Arg { max: MAX, values: true }, t, &red.mask, &red.shape, 0)?;
-        (v, i.expect("max_dim/min_dim kernels write indices"))
-    } else {
-        reserve(op, &red.shape, t.dtype())?;
-        let (values, indices) = t.with_cpu(op, |s, l| {
-            let plan = ReducePlan::new(l, &red.mask);
+    let (mask, shape) = (red.mask.clone(), red.shape.clone());
+    let cpu = move |ins: &[Tensor]| {
+        let (values, indices) = ins[0].with_cpu(op, |s, l| {
+            let plan = ReducePlan::new(l, &mask);
             match_cpu!(s, |b: T| {
                 let (v, i) = kernel::min_max_with_indices::<T, MAX>(b, &plan);
                 (wrap(v), i)
             })
         })?;
-        (Tensor::from_cpu_storage(values, &red.shape), Tensor::from_buf(indices, &red.shape))
+        Ok((Tensor::from_cpu_storage(values, &shape), Tensor::from_buf(indices, &shape)))
     };
+    let (mask, shape) = (red.mask.clone(), red.shape.clone());
+    let cuda = move |ins: &[Tensor]| {
+        let (v, i) = crate::cuda::reduce(op, CudaReduce::Arg { max: MAX, values: true }, &ins[0], &mask, &shape, 0)?;
+        Ok((v, i.expect("max_dim/min_dim kernels write indices")))
+    };
+    let outs = [(&red.shape[..], t.dtype()), (&red.shape[..], DType::I64)];
+    let (values, indices) = kernel_op2(op, &[t], outs, cpu, cuda)?;
     if !recording(t, &values) {
         return Ok((values, indices));
     }
@@ -628,17 +626,17 @@ fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: Option<&[i6
 #[track_caller]
 fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     let d = t.normalize_dim("cumsum", dim)?;
-    let out = if t.device().is_cuda() {
-        crate::cuda::along("cumsum", CudaReduce::CumSum, t, d)?
-    } else {
-        let (outer, n, inner) = split_at_dim(t.shape(), d);
-        let x = t.contiguous();
-        reserve("cumsum", t.shape(), t.dtype())?;
+    let (outer, n, inner) = split_at_dim(t.shape(), d);
+    let dtype = CudaReduce::CumSum.out_dtype(t.dtype());
+    let cpu = move |ins: &[Tensor]| {
+        let x = ins[0].contiguous();
         let storage = x.with_cpu("cumsum", |s, l| {
             match_cpu!(s, |b: T| wrap(kernel::cumsum(contiguous_elems(b, l), outer, n, inner)))
         })?;
-        Tensor::from_cpu_storage(storage, t.shape())
+        Ok(Tensor::from_cpu_storage(storage, x.shape()))
     };
+    let cuda = move |ins: &[Tensor]| crate::cuda::along("cumsum", CudaReduce::CumSum, &ins[0], d);
+    let out = kernel_op("cumsum", &[t], (t.shape(), dtype), cpu, cuda)?;
     if !(out.dtype().is_float() && autograd::is_recording(&[t])) {
         return Ok(out);
     }

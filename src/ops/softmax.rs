@@ -22,10 +22,11 @@
 //! [`Tensor::softmax_dtype`] (and `log_softmax_dtype`, `F::softmax_dtype`, …): the cast records
 //! `ToCopyBackward0`, so the gradient comes back in the input's dtype.
 
+use super::kernel_op;
 use super::reduce::{contiguous_elems, match_float, scalar_type_name, split_at_dim, wrap};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{reserve, Tensor};
+use crate::tensor::Tensor;
 use kiln_runtime::cpu::reduce as kernel;
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::{CpuStorage, DType};
@@ -78,21 +79,15 @@ fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
     }
 }
 
-/// The eager kernel along dim `d` (deferred inside a compiled step).
+/// The eager kernel along dim `d` (inside a compiled step, an opaque node running it). The
+/// CUDA kernel is strided (any view, no contiguous copy first); the CPU one reads rows.
 #[track_caller]
 fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
-    if t.device().is_cuda() {
-        // A strided kernel: any view, no contiguous copy first (inside a compiled step, an
-        // opaque node running it).
-        return crate::capture::deferred(op, &[t], t.shape(), t.dtype(), move |ins| {
-            crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, &ins[0], d)
-        });
-    }
+    let cuda =
+        move |ins: &[Tensor]| crate::cuda::along(op, kiln_codegen::cuda::CudaReduce::Softmax { log }, &ins[0], d);
     let (outer, n, inner) = split_at_dim(t.shape(), d);
-    let x = t.contiguous();
-    crate::capture::deferred(op, &[&x], t.shape(), t.dtype(), move |ins| {
-        let x = &ins[0];
-        reserve(op, x.shape(), x.dtype())?;
+    let cpu = move |ins: &[Tensor]| {
+        let x = ins[0].contiguous();
         let storage = x.with_cpu(op, |s, l| {
             match_float!(s, |b: T| {
                 let src = contiguous_elems(b, l);
@@ -102,7 +97,8 @@ fn eager(t: &Tensor, op: &'static str, d: usize, log: bool) -> Result<Tensor> {
             })
         })?;
         Ok(Tensor::from_cpu_storage(storage, x.shape()))
-    })
+    };
+    kernel_op(op, &[t], (t.shape(), t.dtype()), cpu, cuda)
 }
 
 impl Tensor {

@@ -6,12 +6,13 @@
 //! Autograd: the values of `sort` and `topk` are differentiable; their gradient goes back to the
 //! positions the values came from (a `scatter` into zeros, differentiable again).
 
+use super::kernel_op2;
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{reserve, Tensor};
+use crate::tensor::Tensor;
 use kiln_runtime::cpu::sort as kernels;
 use kiln_runtime::storage::StorageElement;
-use kiln_runtime::{match_cpu, CpuStorage, Layout, Shape};
+use kiln_runtime::{match_cpu, CpuStorage, DType, Layout, Shape};
 
 /// Runs a row kernel along `dim` (0-dim tensors are seen as one row of one element) and wraps
 /// its values and positions as tensors of `self`'s shape with `dim` of size `k`. A CUDA `x`
@@ -22,19 +23,21 @@ fn along_dim(
     op: &'static str,
     x: &Tensor,
     (d, k, descending): (usize, usize, bool),
-    kernel: impl FnOnce(&CpuStorage, &Layout) -> (CpuStorage, CpuStorage),
+    kernel: impl FnOnce(&CpuStorage, &Layout) -> (CpuStorage, CpuStorage) + Send + 'static,
 ) -> Result<(Tensor, Tensor)> {
-    if x.device().is_cuda() {
-        return crate::cuda::sort::sorted_rows(op, x, d, k, descending);
-    }
     let mut shape = Shape::from_slice(x.shape());
     if let Some(n) = shape.get_mut(d) {
         *n = k;
     }
-    reserve(op, &shape, x.dtype())?;
-    let (values, indices) =
-        x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
-    Ok((Tensor::from_cpu_storage(values, &shape), Tensor::from_cpu_storage(indices, &shape)))
+    let out = shape.clone();
+    let cpu = move |ins: &[Tensor]| {
+        let x = &ins[0];
+        let (values, indices) =
+            x.with_cpu(op, |s, l| if x.dim() == 0 { kernel(s, &l.unsqueeze(0)) } else { kernel(s, l) })?;
+        Ok((Tensor::from_cpu_storage(values, &out), Tensor::from_cpu_storage(indices, &out)))
+    };
+    let cuda = move |ins: &[Tensor]| crate::cuda::sort::sorted_rows(op, &ins[0], d, k, descending);
+    kernel_op2(op, &[x], [(&shape, x.dtype()), (&shape, DType::I64)], cpu, cuda)
 }
 
 /// Records `values` (picked from `x` along dim `d` at `indices`) for autograd under `name`: the
@@ -54,7 +57,7 @@ fn record_values(name: &'static str, x: &Tensor, d: usize, (values, indices): (T
 #[track_caller]
 fn sort(op: &'static str, x: &Tensor, d: usize, descending: bool) -> Result<(Tensor, Tensor)> {
     let n = x.shape().get(d).copied().unwrap_or(1);
-    along_dim(op, x, (d, n, descending), |s, l| {
+    along_dim(op, x, (d, n, descending), move |s, l| {
         match_cpu!(s, |b: T| {
             let (v, i) = kernels::sort(b, l, d, descending);
             (T::wrap(v), i64::wrap(i))
@@ -114,7 +117,7 @@ impl Tensor {
         }
         // PyTorch returns a 0-dim tensor's element for k = 0 too: a 0-dim result has one.
         let k = if self.dim() == 0 { 1 } else { k };
-        let picked = along_dim("topk", self, (d, k, largest), |s, l| {
+        let picked = along_dim("topk", self, (d, k, largest), move |s, l| {
             match_cpu!(s, |b: T| {
                 let (v, i) = kernels::topk(b, l, d, k, largest, sorted);
                 (T::wrap(v), i64::wrap(i))
@@ -127,7 +130,6 @@ impl Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_runtime::DType;
 
     #[test]
     fn zero_dim_sorts_as_one_element() {
