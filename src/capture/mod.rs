@@ -46,6 +46,6 @@ pub(crate) use journal::{Outcome, Transaction};
 pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};
 pub(crate) use trace::{
-    as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, deferred, elementwise, is_active,
-    journal_grad, opaque, rand, reduce, scalar, set_phase, transaction,
+    as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, elementwise, is_active, journal_grad,
+    opaque, rand, reduce, scalar, set_phase, transaction,
 };

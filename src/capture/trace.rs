@@ -2,7 +2,7 @@
 
 use super::cell::CellCapture;
 use super::journal::{Journal, Transaction};
-use crate::error::{AtCaller, Result};
+use crate::error::Result;
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
 use kiln_codegen::ir::{draw_words, Graph, Node, NodeId, NodeKind, Phase, RandDist, Use};
@@ -457,22 +457,4 @@ pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
         t.cells.push(Arc::downgrade(&cell));
     });
     dst.bump_version();
-}
-
-/// Runs `compute` on `inputs` now, or, inside a compiled step, later as an opaque node whose
-/// result has `shape` and `dtype` (errors `compute` finds then surface when the step runs).
-/// Errors name the caller's line (`compute` is a closure, which `#[track_caller]` can't reach).
-#[track_caller]
-pub(crate) fn deferred(
-    op: &'static str,
-    inputs: &[&Tensor],
-    shape: &[usize],
-    dtype: DType,
-    compute: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
-) -> Result<Tensor> {
-    if is_active() {
-        return Ok(opaque(op, inputs, shape, dtype, compute));
-    }
-    let owned: SmallVec<[Tensor; 3]> = inputs.iter().map(|t| (*t).clone()).collect();
-    compute(&owned).at_caller()
 }

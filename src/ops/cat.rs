@@ -11,9 +11,10 @@
 //! Autograd: each input's gradient is its slice of the output's (`narrow` for `cat`, `select`
 //! for `stack`), cast back to the input's dtype by the engine.
 
+use super::kernel_op;
 use crate::autograd::{self, Grads};
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::{check_shape, normalize_dim, reserve, Tensor};
+use crate::tensor::{check_shape, normalize_dim, Tensor};
 use kiln_runtime::cpu::parallel::{for_chunks_mut, GRAIN};
 use kiln_runtime::cpu::strided::{collapse, Collapsed};
 use kiln_runtime::cpu::CpuBuf;
@@ -152,24 +153,29 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
     // The sizes along `dim` add up past what a tensor holds (a sum past 64 bits saturates,
     // which the check refuses too).
     check_shape(op, &shape)?;
-    if let kiln_runtime::Device::Cuda(ordinal) = first.device() {
-        let parts: Vec<&Tensor> = kept.iter().map(|&(_, t)| t).collect();
-        return crate::cuda::join::cat(op, &parts, d, &shape, dtype, ordinal);
-    }
+    // The CPU kernel reads rows: a transposed part is copied first, in tiles.
+    let on_cuda = first.device().is_cuda();
     let parts = kept
         .iter()
         .filter(|(_, t)| t.shape()[d] > 0)
-        .map(|(_, t)| Ok(read_friendly(t.try_to_dtype(dtype)?)))
+        .map(|(_, t)| t.try_to_dtype(dtype).map(|t| if on_cuda { t } else { read_friendly(t) }))
         .collect::<Result<Vec<Tensor>>>()?;
+    if parts.is_empty() {
+        return Tensor::try_empty_opts(&shape, dtype, first.device());
+    }
     let inner: usize = shape[d + 1..].iter().product();
     let refs: Vec<&Tensor> = parts.iter().collect();
     let out_shape = shape.clone();
-    // Inside a compiled step the join is an opaque node, run on the realized parts.
-    crate::capture::deferred(op, &refs, &shape, dtype, move |ins| {
-        reserve(op, &out_shape, dtype)?;
+    let cpu = move |ins: &[Tensor]| {
         let storage = match_dtype!(dtype, |T| T::wrap(join::<T>(ins, &out_shape, d, inner)));
         Ok(Tensor::from_cpu_storage(storage, &out_shape))
-    })
+    };
+    let out_shape = shape.clone();
+    let cuda = move |ins: &[Tensor]| {
+        let kiln_runtime::Device::Cuda(ordinal) = ins[0].device() else { unreachable!("a CUDA kernel's operands") };
+        crate::cuda::join::cat(op, &ins.iter().collect::<Vec<_>>(), d, &out_shape, dtype, ordinal)
+    };
+    kernel_op(op, &refs, (&shape, dtype), cpu, cuda)
 }
 
 /// `t`, or a contiguous copy of it when it is laid out like a transpose (its row-major walk

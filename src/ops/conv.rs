@@ -10,6 +10,7 @@
 //! `(forward(G, w), weight_grad(G, gy))`, and that of `weight_grad` is `(input_grad(gy, H),
 //! forward(x, H))`. So gradients of any order work, with groups, stride, padding and dilation.
 
+use super::kernel_op;
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
@@ -123,14 +124,15 @@ fn launch(p: Product, c: &Conv, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, s
     let mut inputs = vec![a, b];
     inputs.extend(bias);
     let (geom, out_shape) = (c.geom, shape.to_vec());
-    crate::capture::deferred(name, &inputs, shape, dtype, move |ins| {
-        launch_now(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape)
-    })
+    let cpu = move |ins: &[Tensor]| launch_cpu(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape);
+    let (geom, out_shape) = (c.geom, shape.to_vec());
+    let cuda = move |ins: &[Tensor]| launch_cuda(p, &geom, &ins[0], &ins[1], ins.get(2), &out_shape);
+    kernel_op(name, &inputs, (shape, dtype), cpu, cuda)
 }
 
-/// [`launch`]'s kernel call on realized operands: the CPU kernels, or, with an operand on
-/// CUDA, `crate::cuda::conv`'s columns and cuBLAS products.
-fn launch_now(
+/// [`launch`]'s CUDA kernels on realized operands (`crate::cuda::conv`'s columns and cuBLAS
+/// products), the result shaped `shape`.
+fn launch_cuda(
     p: Product,
     g: &ConvGeom,
     a: &Tensor,
@@ -139,14 +141,24 @@ fn launch_now(
     shape: &[usize],
 ) -> Result<Tensor> {
     let _off = autograd::no_grad();
-    if crate::cuda::any_on_cuda(&[a, b]) {
-        let out = match p {
-            Product::Forward => crate::cuda::conv::forward(g, a, b, bias)?,
-            Product::InputGrad => crate::cuda::conv::input_grad(g, a, b)?,
-            Product::WeightGrad => crate::cuda::conv::weight_grad(g, a, b)?,
-        };
-        return out.try_reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
-    }
+    let out = match p {
+        Product::Forward => crate::cuda::conv::forward(g, a, b, bias)?,
+        Product::InputGrad => crate::cuda::conv::input_grad(g, a, b)?,
+        Product::WeightGrad => crate::cuda::conv::weight_grad(g, a, b)?,
+    };
+    out.try_reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
+}
+
+/// [`launch`]'s CPU kernels on realized operands, the result shaped `shape`.
+fn launch_cpu(
+    p: Product,
+    g: &ConvGeom,
+    a: &Tensor,
+    b: &Tensor,
+    bias: Option<&Tensor>,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let _off = autograd::no_grad();
     let a = a.contiguous();
     // Each operand is read under its own storage lock: one sharing storage with an earlier one
     // (`conv2d(&x, &x, ..)`) is copied, so that no lock is taken twice by this thread.
@@ -159,7 +171,6 @@ fn launch_now(
     };
     let b = own(b, &[&a]);
     let bias = bias.map(|t| own(t, &[&a, &b]));
-    crate::tensor::reserve("convolution", shape, a.dtype())?;
     match a.dtype() {
         DType::F32 => Ok(run::<f32>(p, g, &a, &b, bias.as_ref(), shape)),
         DType::F64 => Ok(run::<f64>(p, g, &a, &b, bias.as_ref(), shape)),

@@ -4,10 +4,11 @@
 //! on the CPU else. A family matches on [`Backend`], so a new backend is a compile error in
 //! every family until each says what it does there. Elementwise ops go through
 //! [`elementwise`] (a trace node the code generators fuse); ops with a kernel of their own
-//! (matmul, pooling, softmax, sorting, reductions a plan does not generate) through
-//! [`kernel_op`] and [`kernel_op2`] (an opaque node that runs the same kernel). Still to move
-//! here: conv, cat, indexing and the index-put family, which call `capture::deferred` or
-//! check the device themselves.
+//! (matmul, conv, pooling, softmax, sorting, cat, gathers, reductions a plan does not generate)
+//! through [`kernel_op`] and [`kernel_op2`] (an opaque node that runs the same kernel). Still
+//! deciding for themselves: the in-place index writes (`index_put_`, `scatter_`,
+//! `index_fill_`, `masked_select`'s data-dependent shape) and `pow`'s and `copy_`'s special
+//! cases in `binary.rs`.
 
 use crate::error::{bail, AtCaller, Result};
 use crate::tensor::reserve;

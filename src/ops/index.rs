@@ -16,6 +16,7 @@
 //! element, although only one of them was written.
 
 use super::binary::{broadcast_all, check_writable};
+use super::kernel_op;
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
 use crate::scalar::Scalar;
@@ -629,22 +630,15 @@ impl Tensor {
         let shape = with_len(at_least_1d(self).shape(), d, index.numel());
         check_shape(OP, &shape)?;
         let out_shape: Shape = if self.dim() == 0 { Shape::new() } else { shape.clone() };
+        let (cuda_shape, cuda_out) = (shape.clone(), out_shape.clone());
+        let cuda = move |ins: &[Tensor]| {
+            let (x, index) = (at_least_1d(&ins[0]), at_least_1d(&ins[1]));
+            let along = vector_along(&index, &cuda_shape, d);
+            crate::cuda::index::gather(OP, &x, d, &index, &along, &cuda_shape, &cuda_out)
+        };
         let result_shape = out_shape.clone();
-        let out = crate::capture::deferred(OP, &[self, index], &result_shape, self.dtype(), move |ins| {
+        let cpu = move |ins: &[Tensor]| {
             let (x, index) = (at_least_1d(&ins[0]), &ins[1]);
-            if crate::cuda::any_on_cuda(&[&x, index]) {
-                let index = at_least_1d(index);
-                return crate::cuda::index::gather(
-                    OP,
-                    &x,
-                    d,
-                    &index,
-                    &vector_along(&index, &shape, d),
-                    &shape,
-                    &out_shape,
-                );
-            }
-            reserve(OP, &out_shape, x.dtype())?;
             let out = ins[0].with_cpu2(index, OP, |sx, si| {
                 let arg = IndexArg {
                     data: si.as_buf::<i64>().expect("dtype checked"),
@@ -655,7 +649,8 @@ impl Tensor {
                 match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
             })?;
             Ok(Tensor::from_cpu_storage(located(OP, out)?, &out_shape))
-        })?;
+        };
+        let out = kernel_op(OP, &[self, index], (&result_shape, self.dtype()), cpu, cuda)?;
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }
@@ -699,12 +694,12 @@ impl Tensor {
         if let Some(picked) = super::pick::captured_pick(OP, self, d, index) {
             return picked;
         }
-        let out = crate::capture::deferred(OP, &[self, index], index.shape(), self.dtype(), move |ins| {
+        let cuda = move |ins: &[Tensor]| {
             let (x, idx) = (at_least_1d(&ins[0]), at_least_1d(&ins[1]));
-            if crate::cuda::any_on_cuda(&[&x, &idx]) {
-                return crate::cuda::index::gather(OP, &x, d, &idx, idx.layout(), idx.shape(), ins[1].shape());
-            }
-            reserve(OP, ins[1].shape(), x.dtype())?;
+            crate::cuda::index::gather(OP, &x, d, &idx, idx.layout(), idx.shape(), ins[1].shape())
+        };
+        let cpu = move |ins: &[Tensor]| {
+            let (x, idx) = (at_least_1d(&ins[0]), at_least_1d(&ins[1]));
             let out = ins[0].with_cpu2(&ins[1], OP, |sx, si| {
                 let arg =
                     IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: idx.layout().clone(), dim: d };
@@ -712,7 +707,8 @@ impl Tensor {
                 match_cpu!(sx, |b: T| kernels::gather(b, &map).map(T::wrap))
             })?;
             Ok(Tensor::from_cpu_storage(located(OP, out)?, ins[1].shape()))
-        })?;
+        };
+        let out = kernel_op(OP, &[self, index], (index.shape(), self.dtype()), cpu, cuda)?;
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }

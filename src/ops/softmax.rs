@@ -38,8 +38,8 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
         bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));
     }
     let half = matches!(t.dtype(), DType::F16 | DType::BF16);
-    // An empty input has no rows to reduce: the eager kernel (deferred inside a compiled
-    // step) returns it empty, where the captured max over an empty dim would be refused.
+    // An empty input has no rows to reduce: the eager kernel (an opaque node inside a
+    // compiled step) returns it empty, where the captured max over an empty dim would be refused.
     let capture = crate::capture::is_active() && t.numel() > 0;
     let out = if capture && matches!(t.dtype(), DType::F32 | DType::F64) {
         captured(t, d as i64, log)
