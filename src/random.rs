@@ -176,16 +176,6 @@ pub(crate) enum Dist {
     Bernoulli { p: f64 },
 }
 
-/// The largest finite value of a float dtype.
-fn float_max(dtype: DType) -> f64 {
-    match dtype {
-        DType::F64 => f64::MAX,
-        DType::F16 => half::f16::MAX.to_f64(),
-        DType::BF16 => half::bf16::MAX.to_f64(),
-        _ => f32::MAX as f64,
-    }
-}
-
 /// The integers every value of `dtype` in that range can hold exactly: `[min, max]`.
 fn integer_bounds(dtype: DType) -> (i64, i64) {
     match dtype {
@@ -214,7 +204,7 @@ fn check(op: &'static str, dtype: DType, layout: &Layout, dist: Dist) -> Result<
             if low > high {
                 bail!(op, Value, "expects to return a [from, to) range, but found from={low} > to={high}");
             }
-            let max = float_max(dtype);
+            let max = dtype.finite_max().expect("a float dtype");
             if high - low > max || low.abs() > max || high.abs() > max {
                 bail!(
                     op,

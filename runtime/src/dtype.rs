@@ -55,6 +55,18 @@ impl DType {
         self.category() == Category::Float
     }
 
+    /// The largest finite value of a floating-point dtype (`torch.finfo(dtype).max`); `None`
+    /// for the other dtypes.
+    pub fn finite_max(self) -> Option<f64> {
+        match self {
+            DType::F16 => Some(f16::MAX.to_f64()),
+            DType::BF16 => Some(bf16::MAX.to_f64()),
+            DType::F32 => Some(f32::MAX as f64),
+            DType::F64 => Some(f64::MAX),
+            DType::Bool | DType::U8 | DType::I32 | DType::I64 => None,
+        }
+    }
+
     /// True for the integer dtypes (not `Bool`).
     pub fn is_int(self) -> bool {
         self.category() == Category::Int

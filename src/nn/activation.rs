@@ -171,3 +171,73 @@ impl Module for LogSoftmax {
         x.log_softmax(self.dim)
     }
 }
+
+/// The gated linear unit over `dim` (`nn.GLU(dim=-1)`): see [`F::glu`].
+#[derive(crate::nn::Module, Clone, Copy, Debug)]
+#[module(extra_repr = "describe")]
+pub struct GLU {
+    /// The dim split in halves.
+    pub dim: i64,
+}
+
+impl GLU {
+    /// `nn.GLU(dim)`.
+    pub fn new(dim: i64) -> GLU {
+        GLU { dim }
+    }
+
+    fn describe(&self) -> String {
+        format!("dim={}", self.dim)
+    }
+}
+
+impl Default for GLU {
+    /// `nn.GLU()`: the last dim.
+    fn default() -> GLU {
+        GLU::new(-1)
+    }
+}
+
+impl Module for GLU {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        F::glu(x, self.dim)
+    }
+}
+
+/// Parametric ReLU (`nn.PReLU(num_parameters=1, init=0.25)`): `x` where positive, a learned
+/// slope times `x` elsewhere, one slope for all channels or one per channel (dim 1).
+#[derive(crate::nn::Module)]
+#[module(extra_repr = "describe")]
+pub struct PReLU {
+    /// The slopes, `(num_parameters)`.
+    pub weight: Tensor,
+    /// 1, or the number of channels of the input.
+    pub num_parameters: usize,
+}
+
+impl PReLU {
+    /// `nn.PReLU(num_parameters, init)`.
+    #[track_caller]
+    pub fn new(num_parameters: usize, init: f64) -> PReLU {
+        PReLU { weight: Tensor::full(&[num_parameters], init).requires_grad_(true), num_parameters }
+    }
+
+    fn describe(&self) -> String {
+        format!("num_parameters={}", self.num_parameters)
+    }
+}
+
+impl Default for PReLU {
+    /// `nn.PReLU()`: one slope, 0.25.
+    fn default() -> PReLU {
+        PReLU::new(1, 0.25)
+    }
+}
+
+impl Module for PReLU {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        F::prelu(x, &self.weight)
+    }
+}

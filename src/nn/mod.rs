@@ -25,8 +25,8 @@ mod sparse;
 pub mod utils;
 
 pub use activation::{
-    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, SiLU, Sigmoid, Softmax,
-    Softplus, Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, SELU,
+    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SiLU, Sigmoid,
+    Softmax, Softplus, Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, GLU, SELU,
 };
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};

@@ -108,13 +108,7 @@ pub(crate) fn scalar_fits(value: Scalar, dtype: DType) -> bool {
     if dtype == DType::Bool {
         return true;
     }
-    if dtype.is_float() {
-        let max = match dtype {
-            DType::F16 => half::f16::MAX.to_f64(),
-            DType::BF16 => half::bf16::MAX.to_f64(),
-            DType::F32 => f32::MAX as f64,
-            _ => f64::MAX,
-        };
+    if let Some(max) = dtype.finite_max() {
         let v = value.to_f64();
         return !v.is_finite() || v.abs() <= max;
     }

@@ -1,5 +1,5 @@
 //! Ops of several tensors written as decompositions into primitive ops (`lerp`, `addcmul`,
-//! `addcdiv`) and the triangular masks `tril`/`triu`. Like the composite
+//! `addcdiv`), the triangular masks `tril`/`triu`, and `nan_to_num`. Like the composite
 //! elementwise ops, they need no kernel, backward rule or code generator of their own:
 //! autograd and `kiln::compile` see the primitives.
 
@@ -36,6 +36,18 @@ impl Tensor {
     #[track_caller]
     pub fn addcdiv(&self, tensor1: &Tensor, tensor2: &Tensor, value: f64) -> Tensor {
         self + (tensor1 / tensor2) * value
+    }
+
+    /// NaN replaced by `nan`, +∞ by `posinf` and −∞ by `neginf`, which default to 0 and the
+    /// dtype's largest and smallest finite values (`torch.nan_to_num`). Integer and Bool
+    /// tensors come back as a copy. The gradient passes where the input was finite.
+    #[track_caller]
+    pub fn nan_to_num(&self, nan: f64, posinf: Option<f64>, neginf: Option<f64>) -> Tensor {
+        let Some(max) = self.dtype().finite_max() else { return self.deep_clone() };
+        let (posinf, neginf) = (posinf.unwrap_or(max), neginf.unwrap_or(-max));
+        let high = Tensor::where_(&self.eq(f64::INFINITY), posinf, self);
+        let low = Tensor::where_(&self.eq(f64::NEG_INFINITY), neginf, &high);
+        Tensor::where_(&self.isnan(), nan, &low)
     }
 
     /// The lower triangle of the last two dims: elements with `col − row ≤ diagonal` kept, the

@@ -28,6 +28,7 @@ mod overloads;
 pub(crate) mod pick;
 pub(crate) mod pool;
 mod reduce;
+mod reorder;
 mod softmax;
 mod sort;
 mod unary;

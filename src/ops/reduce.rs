@@ -39,7 +39,7 @@ use smallvec::SmallVec;
 /// `vec![0, 2]`). Negative dims count from the end; an empty list means every dim (no dim for
 /// `all_dim`/`any_dim`, as PyTorch).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Dims(SmallVec<[i64; 6]>);
+pub struct Dims(pub(crate) SmallVec<[i64; 6]>);
 
 impl From<i64> for Dims {
     fn from(dim: i64) -> Dims {

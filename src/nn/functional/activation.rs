@@ -53,6 +53,62 @@ pub fn tanh(input: &Tensor) -> Tensor {
     input.tanh()
 }
 
+/// The gated linear unit along `dim`: the first half times the sigmoid of the second
+/// (`F.glu(x, dim)`; PyTorch's default dim is -1).
+#[track_caller]
+pub fn glu(input: &Tensor, dim: i64) -> Tensor {
+    try_glu(input, dim).or_panic()
+}
+
+/// [`glu`] returning an error for a bad dim or an odd size along it.
+#[track_caller]
+pub fn try_glu(input: &Tensor, dim: i64) -> Result<Tensor> {
+    let d = input.normalize_dim("glu", dim)?;
+    let n = input.shape().get(d).copied().unwrap_or(1);
+    if n % 2 != 0 || input.dim() == 0 {
+        bail!(
+            "glu",
+            Shape,
+            "Halving dimension must be even, but dimension {d} is size {n} (input shape {:?})",
+            input.shape()
+        );
+    }
+    let (a, b) = (input.narrow(d as i64, 0, n / 2), input.narrow(d as i64, (n / 2) as i64, n / 2));
+    a.try_mul(b.sigmoid())
+}
+
+/// `x` where `x > 0`, `weight · x` elsewhere, with one weight per channel (dim 1) or one for
+/// all (`F.prelu(x, weight)`).
+#[track_caller]
+pub fn prelu(input: &Tensor, weight: &Tensor) -> Tensor {
+    try_prelu(input, weight).or_panic()
+}
+
+/// [`prelu`] returning an error when the weight has neither one element nor one per channel.
+#[track_caller]
+pub fn try_prelu(input: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    let channels = if input.dim() >= 2 { input.shape()[1] } else { 1 };
+    if weight.dim() > 1 || (weight.numel() != 1 && weight.numel() != channels) {
+        bail!(
+            "prelu",
+            Shape,
+            "Mismatch of parameter numbers and input channel size. Found parameter numbers = {} and channel size = {channels} (input shape {:?}, weight shape {:?})",
+            weight.numel(),
+            input.shape(),
+            weight.shape()
+        );
+    }
+    // One weight per channel, broadcast along dim 1 of the input.
+    let w = if weight.numel() == 1 || input.dim() < 2 {
+        weight.reshape(&[])
+    } else {
+        let mut along = vec![1i64; input.dim() - 1];
+        along[0] = channels as i64;
+        weight.reshape(&along)
+    };
+    Tensor::try_where(&input.gt(0.0), input, input.try_mul(&w)?)
+}
+
 /// `input · weightᵀ + bias` for input `(*, in)`, weight `(out, in)`, bias `(out)`.
 #[track_caller]
 pub fn linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
