@@ -124,6 +124,12 @@ fn nn_optim_and_compile() {
     net.to(&d);
     let criterion = nn::CrossEntropyLoss::new();
     let _others = (nn::MSELoss::new(), nn::NLLLoss::new(), nn::BCEWithLogitsLoss::new());
+    let lstm = nn::LSTM::with_opts(10, 20, nn::RNNOpts { num_layers: 2, batch_first: true, ..Default::default() });
+    let _recurrent = (nn::RNN::new(10, 20), nn::GRU::new(10, 20), nn::LSTMCell::new(10, 20));
+    let seq = Tensor::randn(&[2, 5, 10]);
+    let (out, (h_n, c_n)) = lstm.forward_with_state(&seq, None);
+    assert_eq!((out.shape(), h_n.shape(), c_n.shape()), (&[2, 5, 20][..], &[2, 2, 20][..], &[2, 2, 20][..]));
+    assert_eq!(lstm.forward(&seq).shape(), &[2, 5, 20]);
     let mut opt =
         optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
     let inputs = Tensor::randn(&[2, 3, 32, 32]);

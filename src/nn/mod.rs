@@ -6,6 +6,9 @@
 //! - `train()`/`eval()`/`to()` take `&mut self`; the other methods take `&self`.
 //! - Losses are structs with `forward(input, target)`, not `Module`s (a `Module` has one input).
 //! - `ModuleList::forward` panics, as calling a `ModuleList` raises in PyTorch.
+//! - Recurrent layers (`RNN`, `LSTM`, `GRU` and their cells) take PyTorch's keyword arguments as
+//!   an [`RNNOpts`]; `forward` returns the output sequence and `forward_with_state` takes the
+//!   initial state and returns the final one (PyTorch's `(output, h_n)` tuple).
 
 mod activation;
 mod container;
@@ -21,6 +24,7 @@ mod normalization;
 pub mod parallel;
 mod pooling;
 mod repr;
+mod rnn;
 mod sparse;
 pub mod utils;
 
@@ -38,4 +42,5 @@ pub use loss::*;
 pub use module::{fmt_module, CompiledForward, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
 pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};
 pub use sparse::Embedding;
