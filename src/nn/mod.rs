@@ -13,6 +13,7 @@
 mod activation;
 mod container;
 mod conv;
+mod distance;
 mod dropout;
 mod flatten;
 pub mod functional;
@@ -34,6 +35,7 @@ pub use activation::{
 };
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};
+pub use distance::CosineSimilarity;
 pub use dropout::{Dropout, Dropout2d};
 pub use flatten::Flatten;
 pub use kiln_macros::Module;

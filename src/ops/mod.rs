@@ -24,6 +24,7 @@ pub(crate) mod conv;
 mod dispatch;
 mod index;
 mod matmul;
+mod norm;
 mod overloads;
 pub(crate) mod pick;
 pub(crate) mod pool;

@@ -3,6 +3,7 @@
 
 mod activation;
 mod conv;
+mod distance;
 mod dropout;
 mod embedding;
 mod loss;
@@ -11,6 +12,7 @@ mod pool;
 
 pub use activation::*;
 pub use conv::*;
+pub use distance::*;
 pub use dropout::*;
 pub use embedding::*;
 pub use loss::*;
