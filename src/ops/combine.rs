@@ -1,5 +1,5 @@
 //! Ops of several tensors written as decompositions into primitive ops (`lerp`, `addcmul`,
-//! `addcdiv`), the triangular masks `tril`/`triu`, and `nan_to_num`. Like the composite
+//! `addcdiv`, `addmm`, `baddbmm`), the triangular masks `tril`/`triu`, and `nan_to_num`. Like the composite
 //! elementwise ops, they need no kernel, backward rule or code generator of their own:
 //! autograd and `kiln::compile` see the primitives.
 
@@ -38,6 +38,31 @@ impl Tensor {
         self + (tensor1 / tensor2) * value
     }
 
+    /// `beta·self + alpha·(mat1 @ mat2)` for matrices, `self` broadcast to the product's shape
+    /// (`torch.addmm`); with `beta = 0`, `self` is ignored (its NaN included), as PyTorch.
+    #[track_caller]
+    pub fn addmm(&self, mat1: &Tensor, mat2: &Tensor, beta: f64, alpha: f64) -> Tensor {
+        self.try_addmm(mat1, mat2, beta, alpha).or_panic()
+    }
+
+    /// [`Tensor::addmm`] returning an error for shapes that do not fit.
+    #[track_caller]
+    pub fn try_addmm(&self, mat1: &Tensor, mat2: &Tensor, beta: f64, alpha: f64) -> Result<Tensor> {
+        scaled_sum(self, mat1.try_mm(mat2)?, beta, alpha)
+    }
+
+    /// `beta·self + alpha·(batch1 @ batch2)` for batches of matrices (`torch.baddbmm`).
+    #[track_caller]
+    pub fn baddbmm(&self, batch1: &Tensor, batch2: &Tensor, beta: f64, alpha: f64) -> Tensor {
+        self.try_baddbmm(batch1, batch2, beta, alpha).or_panic()
+    }
+
+    /// [`Tensor::baddbmm`] returning an error for shapes that do not fit.
+    #[track_caller]
+    pub fn try_baddbmm(&self, batch1: &Tensor, batch2: &Tensor, beta: f64, alpha: f64) -> Result<Tensor> {
+        scaled_sum(self, batch1.try_bmm(batch2)?, beta, alpha)
+    }
+
     /// NaN replaced by `nan`, +∞ by `posinf` and −∞ by `neginf`, which default to 0 and the
     /// dtype's largest and smallest finite values (`torch.nan_to_num`). Integer and Bool
     /// tensors come back as a copy. The gradient passes where the input was finite.
@@ -74,6 +99,21 @@ impl Tensor {
     #[track_caller]
     pub fn try_triu(&self, diagonal: i64) -> Result<Tensor> {
         triangle("triu", self, |offset| offset.ge(diagonal))
+    }
+}
+
+/// `beta·input + alpha·product`, shaped like the product; `input` unread when `beta = 0`.
+#[track_caller]
+fn scaled_sum(input: &Tensor, product: Tensor, beta: f64, alpha: f64) -> Result<Tensor> {
+    let product = if alpha == 1.0 { product } else { product * alpha };
+    let shape: Vec<usize> = product.shape().to_vec();
+    let input = input.try_broadcast_to(&shape)?;
+    if beta == 0.0 {
+        Ok(product)
+    } else if beta == 1.0 {
+        input.try_add(product)
+    } else {
+        (input * beta).try_add(product)
     }
 }
 

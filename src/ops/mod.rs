@@ -21,10 +21,12 @@ mod combine;
 mod compare;
 mod composite;
 pub(crate) mod conv;
+mod diagonal;
 mod dispatch;
 mod index;
 mod matmul;
 mod norm;
+mod order_stats;
 mod overloads;
 pub(crate) mod pick;
 pub(crate) mod pool;
@@ -32,6 +34,7 @@ mod reduce;
 mod reorder;
 mod softmax;
 mod sort;
+mod split;
 mod unary;
 
 pub(crate) use binary::binary;
@@ -47,6 +50,7 @@ pub(crate) use composite::composite_unary_table;
 pub use composite::{composite_fast, COMPOSITE_UNARY};
 pub(crate) use dispatch::{elementwise, kernel_op, kernel_op2, Backend};
 pub(crate) use index::out_of_bounds;
+pub use split::Indexing;
 pub(crate) use unary::unary;
 #[doc(hidden)]
 pub use unary::UNARY_METHODS;

@@ -207,7 +207,7 @@ fn signed(shape: &[usize]) -> Vec<i64> {
 impl Tensor {
     /// Records `out`, a view of `self`, with the rule mapping the view's gradient to `self`'s,
     /// when autograd is recording (a view that is `self` itself becomes a new alias first).
-    fn tracked_view(
+    pub(crate) fn tracked_view(
         &self,
         out: Tensor,
         name: &'static str,
