@@ -6,6 +6,13 @@
 //! - `train()`/`eval()`/`to()` take `&mut self`; the other methods take `&self`.
 //! - Losses are structs with `forward(input, target)`, not `Module`s (a `Module` has one input).
 //! - `ModuleList::forward` panics, as calling a `ModuleList` raises in PyTorch.
+//! - `F::pad` takes PyTorch's `mode` and `value` as one [`functional::PadMode`]
+//!   (`PadMode::Constant(v)`, `Reflect`, `Replicate`, `Circular`), and its amounts as `&[i64]`
+//!   (negative amounts crop). Circular padding refuses an amount larger than the dim left after
+//!   cropping, where PyTorch returns unwritten memory.
+//! - `F::interpolate` takes `size=` or `scale_factor=` as one [`functional::Resize`]: an integer
+//!   or `[usize; N]` is a size, an `f64` or `[f64; N]` a scale factor. Its nearest modes also
+//!   take integer dtypes (PyTorch's CPU kernels take only `uint8` of them).
 
 mod activation;
 mod container;
@@ -18,10 +25,12 @@ mod linear;
 mod loss;
 mod module;
 mod normalization;
+mod padding;
 pub mod parallel;
 mod pooling;
 mod repr;
 mod sparse;
+mod upsampling;
 pub mod utils;
 
 pub use activation::{
@@ -37,5 +46,11 @@ pub use linear::{Identity, Linear};
 pub use loss::*;
 pub use module::{fmt_module, CompiledForward, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
 pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
+pub use padding::{
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Padding, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sparse::Embedding;
+pub use upsampling::{PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d};

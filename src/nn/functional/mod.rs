@@ -5,14 +5,18 @@ mod activation;
 mod conv;
 mod dropout;
 mod embedding;
+mod interpolate;
 mod loss;
 mod norm;
+mod pad;
 mod pool;
 
 pub use activation::*;
 pub use conv::*;
 pub use dropout::*;
 pub use embedding::*;
+pub use interpolate::*;
 pub use loss::*;
 pub use norm::*;
+pub use pad::*;
 pub use pool::*;
