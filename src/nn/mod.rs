@@ -9,6 +9,13 @@
 //! - Recurrent layers (`RNN`, `LSTM`, `GRU` and their cells) take PyTorch's keyword arguments as
 //!   an [`RNNOpts`]; `forward` returns the output sequence and `forward_with_state` takes the
 //!   initial state and returns the final one (PyTorch's `(output, h_n)` tuple).
+//! - `F::pad` takes PyTorch's `mode` and `value` as one [`functional::PadMode`]
+//!   (`PadMode::Constant(v)`, `Reflect`, `Replicate`, `Circular`), and its amounts as `&[i64]`
+//!   (negative amounts crop). Circular padding refuses an amount larger than the dim left after
+//!   cropping, where PyTorch returns unwritten memory.
+//! - `F::interpolate` takes `size=` or `scale_factor=` as one [`functional::Resize`]: an integer
+//!   or `[usize; N]` is a size, an `f64` or `[f64; N]` a scale factor. Its nearest modes also
+//!   take integer dtypes (PyTorch's CPU kernels take only `uint8` of them).
 
 mod activation;
 mod container;
@@ -22,11 +29,13 @@ mod linear;
 mod loss;
 mod module;
 mod normalization;
+mod padding;
 pub mod parallel;
 mod pooling;
 mod repr;
 mod rnn;
 mod sparse;
+mod upsampling;
 pub mod utils;
 
 pub use activation::{
@@ -43,6 +52,12 @@ pub use linear::{Identity, Linear};
 pub use loss::*;
 pub use module::{fmt_module, CompiledForward, FieldVisitor, FieldVisitorMut, LoadReport, Module, Visit, VisitField};
 pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
+pub use padding::{
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Padding, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};
 pub use sparse::Embedding;
+pub use upsampling::{PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d};
