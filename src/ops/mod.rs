@@ -23,6 +23,7 @@ mod composite;
 pub(crate) mod conv;
 mod diagonal;
 mod dispatch;
+mod einsum;
 mod index;
 mod matmul;
 mod norm;
