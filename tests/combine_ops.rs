@@ -2,9 +2,12 @@
 //! against PyTorch's, f64 finite-difference gradients (first and second order), and inside
 //! `kiln::compile` the same values as eager.
 
-use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::prelude::*;
 use kiln::DType;
+
+#[path = "common/op_checks.rs"]
+mod op_checks;
+use op_checks::{check_gradients, leaf, GradCase};
 
 /// Panics unless `got` holds exactly `want` (the f64 results PyTorch printed).
 fn assert_values(what: &str, got: &Tensor, want: &[f64]) {
@@ -46,10 +49,7 @@ fn bad_shapes_are_errors_naming_the_op() {
 #[test]
 fn gradients_match_finite_differences() {
     kiln::manual_seed(7);
-    let leaf = |shape: &[usize]| (Tensor::rand(shape).to_dtype(DType::F64) * 2.0 - 1.0).requires_grad_(true);
-    let opts = GradcheckOpts::default();
-    type Op = fn(&[Tensor]) -> Tensor;
-    let cases: [(&str, Op, Vec<Tensor>); 6] = [
+    let cases: [GradCase; 6] = [
         ("tril", |t| t[0].tril(-1), vec![leaf(&[2, 3, 4])]),
         ("triu", |t| t[0].triu(1), vec![leaf(&[3, 3])]),
         ("lerp, tensor weight", |t| t[0].lerp(&t[1], &t[2]), vec![leaf(&[2, 3]), leaf(&[3]), leaf(&[2, 3])]),
@@ -57,10 +57,7 @@ fn gradients_match_finite_differences() {
         ("addcmul", |t| t[0].addcmul(&t[1], &t[2], 0.5), vec![leaf(&[2, 3]), leaf(&[3]), leaf(&[2, 1])]),
         ("addcdiv", |t| t[0].addcdiv(&t[1], &(&t[2] * 0.5 + 2.0), -1.5), vec![leaf(&[3]), leaf(&[3]), leaf(&[3])]),
     ];
-    for (name, f, inputs) in cases {
-        gradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        gradgradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
-    }
+    check_gradients(cases);
 }
 
 #[test]

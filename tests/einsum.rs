@@ -3,9 +3,11 @@
 //! outputs and size-1 broadcasting; f64 finite-difference gradients; errors; and compiled
 //! equal to eager with no graph break.
 
-use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::prelude::*;
-use kiln::DType;
+
+#[path = "common/op_checks.rs"]
+mod op_checks;
+use op_checks::{check_gradients, compiled_equals_eager, leaf, GradCase};
 
 /// ((arange(n) * 7 % 11) - 5) / 4 shaped `shape`: the operands the PyTorch values were made with.
 fn r(shape: &[usize]) -> Tensor {
@@ -70,10 +72,7 @@ fn bad_equations_are_errors() {
 #[test]
 fn gradients_match_finite_differences() {
     kiln::manual_seed(16);
-    let leaf = |shape: &[usize]| (Tensor::rand(shape).to_dtype(DType::F64) * 2.0 - 1.0).requires_grad_(true);
-    let opts = GradcheckOpts::default();
-    type Op = fn(&[Tensor]) -> Tensor;
-    let cases: [(&str, Op, Vec<Tensor>); 4] = [
+    let cases: [GradCase; 4] = [
         (
             "batch product",
             |t| Tensor::einsum("bij,bjk->bik", &[&t[0], &t[1]]),
@@ -87,38 +86,19 @@ fn gradients_match_finite_differences() {
         ("diagonal", |t| Tensor::einsum("iij,j->ij", &[&t[0], &t[1]]), vec![leaf(&[2, 2, 3]), leaf(&[1])]),
         ("sum and transpose", |t| Tensor::einsum("ijk->kj", &[&t[0]]), vec![leaf(&[2, 3, 2])]),
     ];
-    for (name, f, inputs) in cases {
-        gradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        gradgradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
-    }
+    check_gradients(cases);
 }
 
 #[test]
-fn compiled_equals_eager() {
+fn compiled_step_equals_eager() {
     kiln::manual_seed(17);
-    let (q0, k0) = (Tensor::randn(&[2, 3, 5, 4]), Tensor::randn(&[2, 3, 6, 4]));
-    let f = |(q, k): (&Tensor, &Tensor)| {
+    let inputs = [Tensor::randn(&[2, 3, 5, 4]), Tensor::randn(&[2, 3, 6, 4])];
+    compiled_equals_eager(&inputs, |t| {
+        let (q, k) = (&t[0], &t[1]);
         let scores = Tensor::einsum("bhqd,bhkd->bhqk", &[q, k]).softmax(-1);
         let mixed = Tensor::einsum("bhqk,bhkd->bhqd", &[&scores, k]);
         let loss = Tensor::einsum("bhqd,bhqd->", &[&mixed, q]);
         loss.backward();
         loss
-    };
-    let run = |compiled: Option<&mut dyn FnMut(&Tensor, &Tensor) -> Tensor>| {
-        let (q, k) = (q0.detach().requires_grad_(true), k0.detach().requires_grad_(true));
-        let loss = match compiled {
-            Some(step) => step(&q, &k),
-            None => f((&q, &k)),
-        };
-        [loss, q.grad().unwrap(), k.grad().unwrap()]
-    };
-    let eager = run(None);
-    let mut step = kiln::compile(f);
-    let compiled = run(Some(&mut |q, k| step.call((q, k))));
-    for (c, e) in compiled.iter().zip(&eager) {
-        for (c, e) in c.to_vec::<f32>().iter().zip(e.to_vec::<f32>()) {
-            assert!((c - e).abs() <= 1e-5 * (1.0 + e.abs()), "compiled {c}, eager {e}");
-        }
-    }
-    assert_eq!(step.stats().graph_breaks, 0);
+    });
 }

@@ -3,10 +3,13 @@
 //! values against PyTorch's, f64 finite-difference gradients (first and second order),
 //! errors, and compiled equal to eager with no graph break.
 
-use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::ops::Indexing;
 use kiln::prelude::*;
 use kiln::DType;
+
+#[path = "common/op_checks.rs"]
+mod op_checks;
+use op_checks::{check_gradients, compiled_equals_eager, leaf, GradCase};
 
 /// x = torch.arange(24, dtype=torch.float64).view(2, 3, 4) - 11.5
 fn x() -> Tensor {
@@ -91,10 +94,7 @@ fn bad_arguments_are_errors_naming_the_op() {
 #[test]
 fn gradients_match_finite_differences() {
     kiln::manual_seed(14);
-    let leaf = |shape: &[usize]| (Tensor::rand(shape).to_dtype(DType::F64) * 2.0 - 1.0).requires_grad_(true);
-    let opts = GradcheckOpts::default();
-    type Op = fn(&[Tensor]) -> Tensor;
-    let cases: [(&str, Op, Vec<Tensor>); 9] = [
+    let cases: [GradCase; 9] = [
         ("diagonal", |t| t[0].diagonal(1, 2, 0), vec![leaf(&[2, 3, 4])]),
         ("diag of a vector", |t| t[0].diag(-1), vec![leaf(&[3])]),
         ("diag of a matrix", |t| t[0].diag(1), vec![leaf(&[3, 4])]),
@@ -105,17 +105,15 @@ fn gradients_match_finite_differences() {
         ("kthvalue", |t| t[0].kthvalue(2, 0, false).0, vec![leaf(&[3, 4])]),
         ("median", |t| t[0].median_dim(-1, true).0, vec![leaf(&[2, 5])]),
     ];
-    for (name, f, inputs) in cases {
-        gradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        gradgradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
-    }
+    check_gradients(cases);
 }
 
 #[test]
-fn compiled_equals_eager() {
+fn compiled_step_equals_eager() {
     kiln::manual_seed(15);
-    let (x0, w0) = (Tensor::randn(&[3, 4, 4]), Tensor::randn(&[4, 4]));
-    let f = |(x, w): (&Tensor, &Tensor)| {
+    let inputs = [Tensor::randn(&[3, 4, 4]), Tensor::randn(&[4, 4])];
+    compiled_equals_eager(&inputs, |t| {
+        let (x, w) = (&t[0], &t[1]);
         let grid = Tensor::meshgrid(&[&w.select(0, 0), &w.select(1, 1)], Indexing::Ij);
         let y = x.baddbmm(x, &x.transpose(1, 2), 0.5, 1.0) + w.addmm(w, w, 1.0, 0.25) + &grid[0] * &grid[1];
         let parts = y.tensor_split(2, 2);
@@ -124,22 +122,5 @@ fn compiled_equals_eager() {
             + y.kthvalue(3, 1, false).0.sum();
         loss.backward();
         loss
-    };
-    let run = |compiled: Option<&mut dyn FnMut(&Tensor, &Tensor) -> Tensor>| {
-        let (x, w) = (x0.detach().requires_grad_(true), w0.detach().requires_grad_(true));
-        let loss = match compiled {
-            Some(step) => step(&x, &w),
-            None => f((&x, &w)),
-        };
-        [loss, x.grad().unwrap(), w.grad().unwrap()]
-    };
-    let eager = run(None);
-    let mut step = kiln::compile(f);
-    let compiled = run(Some(&mut |x, w| step.call((x, w))));
-    for (c, e) in compiled.iter().zip(&eager) {
-        for (c, e) in c.to_vec::<f32>().iter().zip(e.to_vec::<f32>()) {
-            assert!((c - e).abs() <= 1e-5 * (1.0 + e.abs()), "compiled {c}, eager {e}");
-        }
-    }
-    assert_eq!(step.stats().graph_breaks, 0);
+    });
 }

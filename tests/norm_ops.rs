@@ -3,10 +3,13 @@
 //! included, where PyTorch's conventions differ from a plain decomposition), f64
 //! finite-difference gradients, errors, and compiled equal to eager with no graph break.
 
-use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn::functional as F;
 use kiln::prelude::*;
 use kiln::DType;
+
+#[path = "common/op_checks.rs"]
+mod op_checks;
+use op_checks::{check_gradients, compiled_equals_eager, leaf, GradCase};
 
 const INF: f64 = f64::INFINITY;
 
@@ -117,10 +120,7 @@ fn bad_inputs_are_errors_naming_the_op() {
 #[test]
 fn gradients_match_finite_differences() {
     kiln::manual_seed(12);
-    let leaf = |shape: &[usize]| (Tensor::rand(shape).to_dtype(DType::F64) * 2.0 - 1.0).requires_grad_(true);
-    let opts = GradcheckOpts::default();
-    type Op = fn(&[Tensor]) -> Tensor;
-    let cases: [(&str, Op, Vec<Tensor>); 7] = [
+    let cases: [GradCase; 7] = [
         ("norm 2", |t| t[0].norm_dim(2.0, 1, false), vec![leaf(&[3, 4])]),
         ("norm 3", |t| t[0].norm(3.0), vec![leaf(&[5])]),
         ("norm 0.5", |t| t[0].norm_dim(0.5, [0, 2], true), vec![leaf(&[2, 2, 3])]),
@@ -129,37 +129,18 @@ fn gradients_match_finite_differences() {
         ("normalize", |t| F::normalize(&t[0], 2.0, 1, 1e-12), vec![leaf(&[2, 3])]),
         ("cosine_similarity", |t| F::cosine_similarity(&t[0], &t[1], 1, 1e-8), vec![leaf(&[2, 3]), leaf(&[2, 3])]),
     ];
-    for (name, f, inputs) in cases {
-        gradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        gradgradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
-    }
+    check_gradients(cases);
 }
 
 #[test]
-fn compiled_equals_eager() {
+fn compiled_step_equals_eager() {
     kiln::manual_seed(13);
-    let (x0, y0) = (Tensor::randn(&[4, 6]), Tensor::randn(&[4, 6]));
-    let f = |(x, y): (&Tensor, &Tensor)| {
+    let inputs = [Tensor::randn(&[4, 6]), Tensor::randn(&[4, 6])];
+    compiled_equals_eager(&inputs, |t| {
+        let (x, y) = (&t[0], &t[1]);
         let loss = x.norm(2.0) + x.norm_dim(3.0, 1, false).sum() + F::normalize(x, 2.0, 1, 1e-12).sum() * 0.5
             - F::cosine_similarity(x, y, 1, 1e-8).sum();
         loss.backward();
         loss
-    };
-    let run = |compiled: Option<&mut dyn FnMut(&Tensor, &Tensor) -> Tensor>| {
-        let (x, y) = (x0.detach().requires_grad_(true), y0.detach().requires_grad_(true));
-        let loss = match compiled {
-            Some(step) => step(&x, &y),
-            None => f((&x, &y)),
-        };
-        [loss, x.grad().unwrap(), y.grad().unwrap()]
-    };
-    let eager = run(None);
-    let mut step = kiln::compile(f);
-    let compiled = run(Some(&mut |x, y| step.call((x, y))));
-    for (c, e) in compiled.iter().zip(&eager) {
-        for (c, e) in c.to_vec::<f32>().iter().zip(e.to_vec::<f32>()) {
-            assert!((c - e).abs() <= 1e-5 * (1.0 + e.abs()), "compiled {c}, eager {e}");
-        }
-    }
-    assert_eq!(step.stats().graph_breaks, 0);
+    });
 }

@@ -3,11 +3,14 @@
 //! finite-difference gradients (first and second order), errors naming the op, and inside
 //! `kiln::compile` the same values and gradients as eager with no graph break.
 
-use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn::functional as F;
 use kiln::nn::{self, Module};
 use kiln::prelude::*;
 use kiln::DType;
+
+#[path = "common/op_checks.rs"]
+mod op_checks;
+use op_checks::{check_gradients, compiled_equals_eager, leaf, GradCase};
 
 /// x = torch.arange(24, dtype=torch.float64).view(2, 3, 4) - 11.5
 fn x() -> Tensor {
@@ -107,10 +110,7 @@ fn bad_arguments_are_errors_naming_the_op() {
 #[test]
 fn gradients_match_finite_differences() {
     kiln::manual_seed(9);
-    let leaf = |shape: &[usize]| (Tensor::rand(shape).to_dtype(DType::F64) * 2.0 - 1.0).requires_grad_(true);
-    let opts = GradcheckOpts::default();
-    type Op = fn(&[Tensor]) -> Tensor;
-    let cases: [(&str, Op, Vec<Tensor>); 8] = [
+    let cases: [GradCase; 8] = [
         ("flip", |t| t[0].flip([0, 2]), vec![leaf(&[2, 3, 2])]),
         ("roll", |t| t[0].roll(&[1, -2], &[1, 0]), vec![leaf(&[3, 4])]),
         ("repeat", |t| t[0].repeat(&[2, 1, 3]), vec![leaf(&[2, 2])]),
@@ -121,10 +121,7 @@ fn gradients_match_finite_differences() {
         ("prelu", |t| F::prelu(&(&t[0] + t[0].sign() * 0.1), &t[1]), vec![leaf(&[2, 3, 2]), leaf(&[3])]),
         ("nan_to_num", |t| (t[0].log() * 1.0).nan_to_num(0.5, Some(2.0), None), vec![leaf(&[5])]),
     ];
-    for (name, f, inputs) in cases {
-        gradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        gradgradcheck(f, &inputs, opts).unwrap_or_else(|e| panic!("{name} (second order): {e}"));
-    }
+    check_gradients(cases);
     // The gradient stops where the input was not finite, as PyTorch's `grad * isfinite(x)`.
     let v = Tensor::new(&[f64::NAN, f64::INFINITY, 3.0]).requires_grad_(true);
     (v.nan_to_num(0.0, None, None) * 2.0).sum().backward();
@@ -132,31 +129,15 @@ fn gradients_match_finite_differences() {
 }
 
 #[test]
-fn compiled_equals_eager() {
+fn compiled_step_equals_eager() {
     kiln::manual_seed(10);
-    let (x0, w0) = (Tensor::randn(&[2, 4, 3]), Tensor::rand(&[4]));
-    let f = |(x, w): (&Tensor, &Tensor)| {
+    let inputs = [Tensor::randn(&[2, 4, 3]), Tensor::rand(&[4])];
+    compiled_equals_eager(&inputs, |t| {
+        let (x, w) = (&t[0], &t[1]);
         let y = x.flip([1]).roll(&[2], &[2]) + x.repeat(&[1, 1, 1]) - x.repeat_interleave(2, Some(2)).narrow(2, 0, 3);
         let z = F::prelu(&y, w).tile(&[2, 1, 1]) + F::glu(&x.repeat(&[1, 1, 2]), 2).repeat(&[2, 1, 1]);
         let loss = z.nan_to_num(0.0, None, None).pow(2.0).sum();
         loss.backward();
         loss
-    };
-    let run = |compiled: Option<&mut dyn FnMut(&Tensor, &Tensor) -> Tensor>| {
-        let (x, w) = (x0.detach().requires_grad_(true), w0.detach().requires_grad_(true));
-        let loss = match compiled {
-            Some(step) => step(&x, &w),
-            None => f((&x, &w)),
-        };
-        [loss, x.grad().unwrap(), w.grad().unwrap()]
-    };
-    let eager = run(None);
-    let mut step = kiln::compile(f);
-    let compiled = run(Some(&mut |x, w| step.call((x, w))));
-    for (c, e) in compiled.iter().zip(&eager) {
-        for (c, e) in c.to_vec::<f32>().iter().zip(e.to_vec::<f32>()) {
-            assert!((c - e).abs() <= 1e-5 * (1.0 + e.abs()), "compiled {c}, eager {e}");
-        }
-    }
-    assert_eq!(step.stats().graph_breaks, 0);
+    });
 }
