@@ -9,8 +9,15 @@
 //! - Recurrent layers (`RNN`, `LSTM`, `GRU` and their cells) take PyTorch's keyword arguments as
 //!   an [`RNNOpts`]; `forward` returns the output sequence and `forward_with_state` takes the
 //!   initial state and returns the final one (PyTorch's `(output, h_n)` tuple).
+//! - `MultiheadAttention` and the Transformer layers take their constructor keywords as an
+//!   options struct ([`MhaOpts`], [`TransformerLayerOpts`], [`TransformerOpts`]) and their call
+//!   keywords as an arguments struct with setters ([`MhaArgs`], [`EncoderArgs`],
+//!   [`DecoderArgs`], [`TransformerArgs`]): `mha.forward_with(&q, &k, &v,
+//!   MhaArgs::default().key_padding_mask(&m))` returns `(output, Option<weights>)`;
+//!   `Module::forward(&x)` is self-attention (an encoder layer or stack with no masks).
 
 mod activation;
+mod attention;
 mod container;
 mod conv;
 mod dropout;
@@ -26,12 +33,14 @@ mod pooling;
 mod repr;
 mod rnn;
 mod sparse;
+mod transformer;
 pub mod utils;
 
 pub use activation::{
     Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SiLU, Sigmoid,
     Softmax, Softplus, Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, GLU, SELU,
 };
+pub use attention::{MhaArgs, MhaOpts, MultiheadAttention};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};
 pub use dropout::{Dropout, Dropout2d};
@@ -44,3 +53,7 @@ pub use normalization::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};
 pub use sparse::Embedding;
+pub use transformer::{
+    DecoderArgs, EncoderArgs, Transformer, TransformerActivation, TransformerArgs, TransformerDecoder,
+    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, TransformerLayerOpts, TransformerOpts,
+};

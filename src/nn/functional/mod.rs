@@ -2,6 +2,7 @@
 //! stateless forms of the layers, losses and activations.
 
 mod activation;
+pub(crate) mod attention;
 mod conv;
 mod dropout;
 mod embedding;
@@ -10,6 +11,7 @@ mod norm;
 mod pool;
 
 pub use activation::*;
+pub use attention::{scaled_dot_product_attention, try_scaled_dot_product_attention};
 pub use conv::*;
 pub use dropout::*;
 pub use embedding::*;
