@@ -130,6 +130,15 @@ fn nn_optim_and_compile() {
     let (out, (h_n, c_n)) = lstm.forward_with_state(&seq, None);
     assert_eq!((out.shape(), h_n.shape(), c_n.shape()), (&[2, 5, 20][..], &[2, 2, 20][..], &[2, 2, 20][..]));
     assert_eq!(lstm.forward(&seq).shape(), &[2, 5, 20]);
+    let mha = nn::MultiheadAttention::with_opts(8, 2, nn::MhaOpts { batch_first: true, ..Default::default() });
+    let (q, k, v) = (Tensor::randn(&[2, 3, 8]), Tensor::randn(&[2, 5, 8]), Tensor::randn(&[2, 5, 8]));
+    let pad = Tensor::new(&[[false, false, false, false, true], [false; 5]]);
+    let (attn, weights) = mha.forward_with(&q, &k, &v, nn::MhaArgs::default().key_padding_mask(&pad));
+    assert_eq!((attn.shape(), weights.unwrap().shape()), (&[2, 3, 8][..], &[2, 3, 5][..]));
+    let enc = nn::TransformerEncoder::new(nn::TransformerEncoderLayer::new(8, 2), 2, None);
+    assert_eq!(enc.forward(&Tensor::randn(&[5, 2, 8])).shape(), &[5, 2, 8]);
+    let y = F::scaled_dot_product_attention(&q, &k, &v, None, 0.0, true, None);
+    assert_eq!(y.shape(), &[2, 3, 8]);
     let mut opt =
         optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
     let inputs = Tensor::randn(&[2, 3, 32, 32]);

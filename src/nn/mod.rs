@@ -16,8 +16,15 @@
 //! - `F::interpolate` takes `size=` or `scale_factor=` as one [`functional::Resize`]: an integer
 //!   or `[usize; N]` is a size, an `f64` or `[f64; N]` a scale factor. Its nearest modes also
 //!   take integer dtypes (PyTorch's CPU kernels take only `uint8` of them).
+//! - `MultiheadAttention` and the Transformer layers take their constructor keywords as an
+//!   options struct ([`MhaOpts`], [`TransformerLayerOpts`], [`TransformerOpts`]) and their call
+//!   keywords as an arguments struct with setters ([`MhaArgs`], [`EncoderArgs`],
+//!   [`DecoderArgs`], [`TransformerArgs`]): `mha.forward_with(&q, &k, &v,
+//!   MhaArgs::default().key_padding_mask(&m))` returns `(output, Option<weights>)`;
+//!   `Module::forward(&x)` is self-attention (an encoder layer or stack with no masks).
 
 mod activation;
+mod attention;
 mod container;
 mod conv;
 mod distance;
@@ -35,6 +42,7 @@ mod pooling;
 mod repr;
 mod rnn;
 mod sparse;
+mod transformer;
 mod upsampling;
 pub mod utils;
 
@@ -42,6 +50,7 @@ pub use activation::{
     Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SiLU, Sigmoid,
     Softmax, Softplus, Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, GLU, SELU,
 };
+pub use attention::{MhaArgs, MhaOpts, MultiheadAttention};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};
 pub use distance::CosineSimilarity;
@@ -60,4 +69,8 @@ pub use padding::{
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};
 pub use sparse::Embedding;
+pub use transformer::{
+    DecoderArgs, EncoderArgs, Transformer, TransformerActivation, TransformerArgs, TransformerDecoder,
+    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, TransformerLayerOpts, TransformerOpts,
+};
 pub use upsampling::{PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d};

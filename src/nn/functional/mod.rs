@@ -2,6 +2,7 @@
 //! stateless forms of the layers, losses and activations.
 
 mod activation;
+pub(crate) mod attention;
 mod conv;
 mod distance;
 mod dropout;
@@ -13,6 +14,7 @@ mod pad;
 mod pool;
 
 pub use activation::*;
+pub use attention::{scaled_dot_product_attention, try_scaled_dot_product_attention};
 pub use conv::*;
 pub use distance::*;
 pub use dropout::*;

@@ -1,0 +1,190 @@
+//! Scaled dot-product attention (`F.scaled_dot_product_attention`), decomposed into ordinary
+//! ops (product, scale, mask, softmax, dropout, product) so that autograd and `kiln::compile`
+//! treat it like any other chain of ops; there is no fused attention kernel yet.
+//!
+//! PyTorch's semantics: `softmax(q·kᵀ · scale + bias) · v` over the last two dims, with any
+//! leading batch dims (broadcast), `L` query and `S` key positions (`L != S` allowed) and a
+//! value feature size of its own. `scale` defaults to `1/√E`. A Bool `attn_mask` marks the
+//! positions that *take part* (true = attend; false adds −∞); a float mask is added to the
+//! scores. `is_causal` masks a top-left aligned lower triangle (query `i` attends keys `0..=i`),
+//! as PyTorch does, and cannot be combined with an explicit mask. A query row whose every key
+//! is masked out gives zeros (PyTorch's `_safe_softmax`), not NaN, and passes no gradient.
+//! Dropout with `dropout_p > 0` is applied to the attention weights whenever it is asked for:
+//! like PyTorch's function, this one has no train flag (pass `0.0` in eval mode).
+
+use super::loss::{check_float, err};
+use crate::error::{bail, ErrorKind, OrPanic, Result};
+use crate::tensor::Tensor;
+use kiln_runtime::layout::broadcast_shapes;
+use kiln_runtime::DType;
+
+/// The mask an attention call applies, once checked.
+pub(crate) enum AttnMask {
+    /// No mask.
+    None,
+    /// Bool, true = attend; broadcastable to the scores.
+    Keep(Tensor),
+    /// Added to the scores; broadcastable to them, of the scores' dtype.
+    Add(Tensor),
+    /// A top-left aligned lower-triangular (causal) mask.
+    Causal,
+}
+
+/// `softmax(q·kᵀ·scale + mask)·v` with the weights (after dropout) when `want_weights`: the
+/// unchecked core shared by [`scaled_dot_product_attention`] and `nn::MultiheadAttention`.
+#[track_caller]
+pub(crate) fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: AttnMask,
+    dropout_p: f64,
+    scale: f64,
+    want_weights: bool,
+) -> (Tensor, Option<Tensor>) {
+    let scores = (q * scale).matmul(&k.transpose(-2, -1));
+    let (l, s) = (q.shape()[q.dim() - 2], k.shape()[k.dim() - 2]);
+    let (weights, masked) = match mask {
+        AttnMask::None => (scores.softmax(-1), false),
+        AttnMask::Causal => {
+            let keep = Tensor::ones_opts(&[l, s], DType::Bool, q.device()).tril(0);
+            (scores.masked_fill(&keep.logical_not(), f64::NEG_INFINITY).softmax(-1), false)
+        }
+        AttnMask::Keep(keep) => (scores.masked_fill(&keep.logical_not(), f64::NEG_INFINITY), true),
+        AttnMask::Add(bias) => (&scores + &bias, true),
+    };
+    let weights = if masked {
+        // PyTorch's `_safe_softmax`: a row with no key left gives zeros. The row is replaced
+        // by zeros before the softmax too, so that neither value nor gradient is NaN.
+        let dead = weights.eq(f64::NEG_INFINITY).all_dim(-1, true);
+        Tensor::where_(&dead, 0.0, Tensor::where_(&dead, 0.0, &weights).softmax(-1))
+    } else {
+        weights
+    };
+    let weights = if dropout_p > 0.0 { super::dropout(&weights, dropout_p, true) } else { weights };
+    let out = weights.matmul(v);
+    (out, want_weights.then_some(weights))
+}
+
+/// Attention of `query` `(…, L, E)` over `key` `(…, S, E)` and `value` `(…, S, Ev)`, giving
+/// `(…, L, Ev)` (`F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+/// is_causal, scale)`; PyTorch's defaults are `None, 0.0, false, None`). See the module doc
+/// for the mask rules. Panics on shapes or dtypes that do not fit, naming them.
+#[track_caller]
+pub fn scaled_dot_product_attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_mask: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> Tensor {
+    try_scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale).or_panic()
+}
+
+/// [`scaled_dot_product_attention`] returning an error for inputs of fewer than 2 dims,
+/// feature or sequence sizes that do not match, batch dims that do not broadcast, a mask that
+/// does not broadcast to `(…, L, S)` or is neither Bool nor the query's dtype, `is_causal` with
+/// a mask, non-float or mixed dtypes, or `dropout_p` outside `[0, 1]`.
+#[track_caller]
+pub fn try_scaled_dot_product_attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_mask: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> Result<Tensor> {
+    const OP: &str = "scaled_dot_product_attention";
+    let (q, k, v) = (query.shape(), key.shape(), value.shape());
+    if q.len() < 2 || k.len() < 2 || v.len() < 2 {
+        bail!(OP, Shape, "expected query (…, L, E), key (…, S, E) and value (…, S, Ev) of at least 2 dims, got shapes {q:?}, {k:?} and {v:?}");
+    }
+    check_float(OP, "query", query)?;
+    for (what, t) in [("key", key), ("value", value)] {
+        if t.dtype() != query.dtype() {
+            return Err(err(
+                OP,
+                ErrorKind::DType,
+                format!(
+                    "expected query, key and value of one dtype, got query {} and {what} {}",
+                    query.dtype(),
+                    t.dtype()
+                ),
+            ));
+        }
+        if t.device() != query.device() {
+            return Err(err(
+                OP,
+                ErrorKind::Device,
+                format!(
+                    "expected query, key and value on one device, got query on {} and {what} on {}",
+                    query.device(),
+                    t.device()
+                ),
+            ));
+        }
+    }
+    let (l, e, s) = (q[q.len() - 2], q[q.len() - 1], k[k.len() - 2]);
+    if k[k.len() - 1] != e {
+        bail!(
+            OP,
+            Shape,
+            "query of shape {q:?} and key of shape {k:?} have different feature sizes (E = {e} and {})",
+            k[k.len() - 1]
+        );
+    }
+    if v[v.len() - 2] != s {
+        bail!(
+            OP,
+            Shape,
+            "key of shape {k:?} and value of shape {v:?} have different sequence lengths (S = {s} and {})",
+            v[v.len() - 2]
+        );
+    }
+    let batch =
+        broadcast_shapes(&q[..q.len() - 2], &k[..k.len() - 2]).and_then(|b| broadcast_shapes(&b, &v[..v.len() - 2]));
+    let Some(batch) = batch else {
+        bail!(OP, Shape, "the batch dims of query {q:?}, key {k:?} and value {v:?} do not broadcast");
+    };
+    if !(0.0..=1.0).contains(&dropout_p) {
+        return Err(err(OP, ErrorKind::Value, format!("dropout_p has to be between 0 and 1, but got {dropout_p}")));
+    }
+    let mask = match (attn_mask, is_causal) {
+        (Some(_), true) => {
+            return Err(err(OP, ErrorKind::Value, "explicit attn_mask should not be set when is_causal=true".into()))
+        }
+        (None, true) => AttnMask::Causal,
+        (None, false) => AttnMask::None,
+        (Some(m), false) => {
+            let mut scores: Vec<usize> = batch.to_vec();
+            scores.extend([l, s]);
+            if broadcast_shapes(m.shape(), &scores).as_deref() != Some(scores.as_slice()) {
+                bail!(OP, Shape, "attn_mask of shape {:?} does not broadcast to the attention scores' shape {scores:?} (…, L, S) of query {q:?} and key {k:?}",
+                    m.shape());
+            }
+            if m.device() != query.device() {
+                return Err(err(
+                    OP,
+                    ErrorKind::Device,
+                    format!("attn_mask is on {}, but query is on {}", m.device(), query.device()),
+                ));
+            }
+            match m.dtype() {
+                DType::Bool => AttnMask::Keep(m.clone()),
+                d if d == query.dtype() => AttnMask::Add(m.clone()),
+                d => {
+                    return Err(err(
+                        OP,
+                        ErrorKind::DType,
+                        format!("expected attn_mask of dtype bool or the query's dtype {}, got {d}", query.dtype()),
+                    ))
+                }
+            }
+        }
+    };
+    let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    Ok(attention(query, key, value, mask, dropout_p, scale, false).0)
+}
