@@ -1,26 +1,10 @@
-//! Gradient clipping (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`).
+//! Gradient clipping (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`) and, in [`rnn`],
+//! batching sequences of different lengths.
+
+pub mod rnn;
 
 use crate::error::{bail, OrPanic, Result};
 use crate::{DType, Tensor};
-
-/// The `norm_type`-norm of `x` viewed as one vector (`torch.linalg.vector_norm`): `inf` is the
-/// largest magnitude, `-inf` the smallest, 0 counts the non-zeros.
-fn vector_norm(x: &Tensor, norm_type: f64) -> Tensor {
-    let a = x.abs();
-    if norm_type == f64::INFINITY {
-        a.max()
-    } else if norm_type == f64::NEG_INFINITY {
-        a.min()
-    } else if norm_type == 0.0 {
-        a.ne(0.0).to_dtype(x.dtype()).sum()
-    } else if norm_type == 1.0 {
-        a.sum()
-    } else if norm_type == 2.0 {
-        a.square().sum().sqrt()
-    } else {
-        a.pow(norm_type).sum().pow(1.0 / norm_type)
-    }
-}
 
 /// The total `norm_type`-norm of the gradients of `params` (those with a gradient), as if they
 /// were concatenated into one vector: the norm of the per-tensor norms, as PyTorch computes it.
@@ -31,8 +15,8 @@ pub fn get_total_norm(params: &[Tensor], norm_type: f64) -> Tensor {
     let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();
     let Some(first) = grads.first() else { return Tensor::scalar_opts(0.0, DType::F32) };
     let dtype = first.dtype();
-    let norms: Vec<Tensor> = grads.iter().map(|g| vector_norm(g, norm_type).to_dtype(dtype)).collect();
-    vector_norm(&Tensor::stack(&norms, 0), norm_type)
+    let norms: Vec<Tensor> = grads.iter().map(|g| g.norm(norm_type).to_dtype(dtype)).collect();
+    Tensor::stack(&norms, 0).norm(norm_type)
 }
 
 /// Scales the gradients of `params` so that their total `norm_type`-norm (`f64::INFINITY` for
