@@ -588,6 +588,16 @@ impl Module for TransformerDecoderLayer {
     }
 }
 
+/// `layer` followed by `n - 1` copies of it made by `duplicate` (none for `n = 0`): the layers
+/// of a stack, as PyTorch's `_get_clones`.
+fn copies<L>(layer: L, n: usize, duplicate: impl Fn(&L) -> L) -> Vec<L> {
+    let mut layers: Vec<L> = (1..n).map(|_| duplicate(&layer)).collect();
+    if n > 0 {
+        layers.insert(0, layer);
+    }
+    layers
+}
+
 /// A stack of `num_layers` encoder layers (`nn.TransformerEncoder`), each a copy of the layer
 /// it was built from, and an optional final norm.
 #[derive(crate::nn::Module)]
@@ -609,10 +619,7 @@ impl TransformerEncoder {
         num_layers: usize,
         norm: Option<LayerNorm>,
     ) -> TransformerEncoder {
-        let mut layers: Vec<_> = (1..num_layers).map(|_| encoder_layer.duplicate()).collect();
-        if num_layers > 0 {
-            layers.insert(0, encoder_layer);
-        }
+        let layers = copies(encoder_layer, num_layers, |l| l.duplicate());
         TransformerEncoder { layers, norm, num_layers }
     }
 
@@ -667,10 +674,7 @@ impl TransformerDecoder {
         num_layers: usize,
         norm: Option<LayerNorm>,
     ) -> TransformerDecoder {
-        let mut layers: Vec<_> = (1..num_layers).map(|_| decoder_layer.duplicate()).collect();
-        if num_layers > 0 {
-            layers.insert(0, decoder_layer);
-        }
+        let layers = copies(decoder_layer, num_layers, |l| l.duplicate());
         TransformerDecoder { layers, norm, num_layers }
     }
 
