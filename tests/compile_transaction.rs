@@ -8,6 +8,9 @@ use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
 
 #[derive(Module)]
 struct Mlp {
@@ -181,6 +184,7 @@ fn fails_and_recovers(fail: Fail, good: usize) {
 
 #[test]
 fn a_failed_call_leaves_the_state_it_found() {
+    let _seeded = seeded();
     for fail in FAILURES {
         fails_and_recovers(fail, 2);
     }
@@ -188,6 +192,7 @@ fn a_failed_call_leaves_the_state_it_found() {
 
 #[test]
 fn a_failed_first_call_leaves_no_state() {
+    let _seeded = seeded();
     for fail in FAILURES {
         fails_and_recovers(fail, 0);
     }
@@ -195,6 +200,7 @@ fn a_failed_first_call_leaves_no_state() {
 
 #[test]
 fn eager_writes_inside_a_failed_call_are_undone() {
+    let _seeded = seeded();
     // index_fill_ has no capture: inside a compiled call it writes the storage eagerly.
     let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
     let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
@@ -222,6 +228,7 @@ fn eager_writes_inside_a_failed_call_are_undone() {
 
 #[test]
 fn another_thread_reads_parameters_while_compiled_steps_update_them() {
+    let _seeded = seeded();
     kiln::manual_seed(3);
     let w = Tensor::randn(&[64]).requires_grad_(true);
     let stop = std::sync::atomic::AtomicBool::new(false);

@@ -138,6 +138,7 @@ impl Case<'_> {
 
 #[test]
 fn scaled_dot_product_attention_matches_pytorch() {
+    let _seeded = seeded();
     let fx = fixture();
     let all = cases(&fx, "sdpa");
     assert_eq!(all.len(), 7);
@@ -160,6 +161,7 @@ fn scaled_dot_product_attention_matches_pytorch() {
 
 #[test]
 fn multihead_attention_matches_pytorch() {
+    let _seeded = seeded();
     let fx = fixture();
     let all = cases(&fx, "mha");
     assert_eq!(all.len(), 9);
@@ -197,6 +199,7 @@ fn multihead_attention_matches_pytorch() {
 
 #[test]
 fn transformer_encoder_matches_pytorch() {
+    let _seeded = seeded();
     let fx = fixture();
     let all = cases(&fx, "encoder");
     assert_eq!(all.len(), 4);
@@ -220,6 +223,7 @@ fn transformer_encoder_matches_pytorch() {
 
 #[test]
 fn transformer_matches_pytorch() {
+    let _seeded = seeded();
     let fx = fixture();
     let all = cases(&fx, "transformer");
     assert_eq!(all.len(), 2);
@@ -559,6 +563,7 @@ fn panic_text(f: impl FnOnce()) -> String {
 
 #[test]
 fn bad_inputs_name_the_layer_the_shapes_and_the_callers_line() {
+    let _seeded = seeded();
     let z = |shape: &[usize]| Tensor::zeros(shape);
     let sdpa = |q: &Tensor, k: &Tensor, v: &Tensor, m: Option<&Tensor>, causal: bool| {
         F::try_scaled_dot_product_attention(q, k, v, m, 0.0, causal, None)
@@ -655,6 +660,7 @@ fn bad_inputs_name_the_layer_the_shapes_and_the_callers_line() {
 
 #[test]
 fn prints_the_module_tree() {
+    let _seeded = seeded();
     let layer = nn::TransformerEncoderLayer::with_opts(4, 2, TransformerLayerOpts::default().dim_feedforward(8));
     let text = layer.to_string();
     assert!(text.starts_with("TransformerEncoderLayer(\n  activation=relu, dropout=0.1\n  (self_attn): MultiheadAttention(\n    (out_proj): Linear(in_features=4, out_features=4, bias=True)\n  )\n  (linear1): Linear(in_features=4, out_features=8, bias=True)"), "{text}");

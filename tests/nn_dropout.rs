@@ -8,6 +8,9 @@ mod common;
 use common::{catch_quietly, panic_message};
 use kiln::nn::functional as F;
 use kiln::{DType, Tensor};
+#[path = "common/seeded.rs"]
+mod seeded;
+use seeded::seeded;
 
 /// Non-zero values whose products with 1.25 are exact in f32.
 fn input(n: usize) -> Tensor {
@@ -17,6 +20,7 @@ fn input(n: usize) -> Tensor {
 
 #[test]
 fn fraction_zeroed_is_close_to_p_and_scaling_is_exact() {
+    let _seeded = seeded();
     kiln::manual_seed(7);
     for p in [0.1, 0.3, 0.75] {
         let n = 100_000;
@@ -37,6 +41,7 @@ fn fraction_zeroed_is_close_to_p_and_scaling_is_exact() {
 
 #[test]
 fn eval_and_p_zero_are_the_identity_and_p_one_gives_zeros() {
+    let _seeded = seeded();
     let x = input(64).requires_grad_(true);
     for (p, training) in [(0.5, false), (0.0, true)] {
         let y = F::dropout(&x, p, training);
@@ -52,6 +57,7 @@ fn eval_and_p_zero_are_the_identity_and_p_one_gives_zeros() {
 
 #[test]
 fn same_seed_same_mask() {
+    let _seeded = seeded();
     let x = input(500);
     kiln::manual_seed(11);
     let a = F::dropout(&x, 0.4, true);
@@ -64,6 +70,7 @@ fn same_seed_same_mask() {
 
 #[test]
 fn gradient_is_mask_times_scale() {
+    let _seeded = seeded();
     kiln::manual_seed(3);
     let x = input(400).to_dtype(DType::F64).requires_grad_(true);
     let y = F::dropout(&x, 0.2, true);
@@ -79,6 +86,7 @@ fn gradient_is_mask_times_scale() {
 
 #[test]
 fn channel_dropout_drops_whole_channels() {
+    let _seeded = seeded();
     kiln::manual_seed(5);
     let (n, c) = (40, 50);
     let x = Tensor::ones(&[n, c, 3, 2]);
@@ -108,6 +116,7 @@ fn channel_dropout_drops_whole_channels() {
 
 #[test]
 fn bad_arguments_are_errors_naming_the_op() {
+    let _seeded = seeded();
     let x = Tensor::ones(&[2, 3]);
     let e = F::try_dropout(&x, 1.5, true).unwrap_err().to_string();
     assert!(e.starts_with("dropout: dropout probability has to be between 0 and 1, but got 1.5"), "{e}");
