@@ -242,3 +242,50 @@ fn ops_with_kernels_of_their_own_are_captured() {
     }
     assert_eq!(compiled.stats().plan_cache_hits, 1);
 }
+
+/// Indexed writes (`scatter_`, `scatter_add`, `index_put_`, `index_fill_`, in place on
+/// intermediates and out of place), advanced indexing and `one_hot` join the trace: the
+/// compiled step has no graph break, and its values and gradients equal eager ones, at the
+/// first call and at a cache hit.
+#[test]
+fn indexed_writes_are_captured() {
+    let _seeded = seeded();
+    kiln::manual_seed(12);
+    let x0 = Tensor::randn(&[4, 5]);
+    let rows = Tensor::from_vec(vec![3i64, 0, 3], &[3]);
+    let cols = Tensor::from_vec(vec![1i64, 4, 2], &[3]);
+    let along = Tensor::from_vec(vec![0i64, 2, 1, 3, 3, 0, 2, 2, 1, 0], &[2, 5]);
+    let labels = Tensor::from_vec(vec![2i64, 0, 4, 1], &[4]);
+    let step = |x: &Tensor| {
+        let y = x * 2.0;
+        let buf = Tensor::zeros(&[4, 5]);
+        buf.scatter_(0, &along.narrow(0, 0, 1), &x.detach().narrow(0, 0, 1));
+        buf.index_put_(&[&rows, &cols], &Tensor::full(&[3], 7.0), true);
+        buf.index_fill_(1, &cols.narrow(0, 0, 1), -1.0);
+        let written =
+            y.scatter_add(0, &along, &(x * x).narrow(0, 0, 2)).index_put(&[&rows, &cols], &(x.sum() * 0.1), false);
+        let picked = written.index(&[&rows, &cols]);
+        let onehot = labels.one_hot(5).to_dtype(DType::F32);
+        let loss = (&written * &onehot).sum() + picked.pow(2.0).sum() + (&y * &buf).sum();
+        loss.backward();
+        (loss, buf)
+    };
+    let run = |compiled: Option<&mut dyn FnMut(&Tensor) -> (Tensor, Tensor)>| {
+        let x = x0.detach().requires_grad_(true);
+        let out = match compiled {
+            Some(f) => f(&x),
+            None => step(&x),
+        };
+        (out, x.grad().expect("x gets a gradient"))
+    };
+    let ((le, be), ge) = run(None);
+    let mut compiled = kiln::compile(step);
+    for call in 0..2 {
+        let ((lc, bc), gc) = run(Some(&mut |x| compiled.call(x)));
+        close(&lc, &le, 1e-5);
+        close(&bc, &be, 0.0);
+        close(&gc, &ge, 1e-5);
+        assert_eq!(compiled.stats().graph_breaks, 0, "call {call}");
+    }
+    assert_eq!(compiled.stats().plan_cache_hits, 1);
+}

@@ -283,14 +283,24 @@ int_binary_element!(i64, i32, u8, bool);
 
 /// `x ^ e` for a float tensor and the scalar exponents PyTorch computes without `powf`
 /// (2, 3, 0.5, -0.5, -1, -2: products, square roots and reciprocals), as its CPU kernel does.
+/// Captured, the same formulas become elementwise nodes; on CUDA the generic kernel runs.
 #[track_caller]
 fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
-    if !x.dtype().is_float() || x.device().is_cuda() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
+    if !x.dtype().is_float() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
         return None;
     }
-    if let Err(e) = reserve("pow", x.shape(), x.dtype()) {
-        return Some(Err(e));
+    match Backend::of("pow", &[x]) {
+        Err(err) => Some(Err(err)),
+        Ok(Backend::Capture) => Some(Ok(pow_scalar_special_captured(x, e))),
+        Ok(Backend::Cuda) => None,
+        Ok(Backend::Cpu) => Some(pow_scalar_special_cpu(x, e)),
     }
+}
+
+/// [`pow_scalar_special`] on the CPU.
+#[track_caller]
+fn pow_scalar_special_cpu(x: &Tensor, e: f64) -> Result<Tensor> {
+    reserve("pow", x.shape(), x.dtype())?;
     let out = x.with_cpu("pow", |s, l| {
         match_cpu_float!(s, |a: T| {
             macro_rules! go {
@@ -308,18 +318,15 @@ fn pow_scalar_special(x: &Tensor, e: f64) -> Option<Result<Tensor>> {
             }
         }, _ => unreachable!("checked to be a float dtype"))
     });
-    Some(out.map(|s| Tensor::from_cpu_storage(s, x.shape())))
+    out.map(|s| Tensor::from_cpu_storage(s, x.shape()))
 }
 
 /// [`pow_scalar_special`] under capture: the same formulas as elementwise nodes.
-fn pow_scalar_special_captured(x: &Tensor, e: f64) -> Option<Tensor> {
+fn pow_scalar_special_captured(x: &Tensor, e: f64) -> Tensor {
     use crate::capture::elementwise;
-    if !x.dtype().is_float() || ![2.0, 3.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
-        return None;
-    }
     let (shape, dt) = (x.shape(), x.dtype());
     let un = |op: UnaryOp, t: &Tensor| elementwise(NodeKind::Unary(op), &[(t, t.layout().clone())], shape, dt);
-    Some(match e {
+    match e {
         2.0 => un(UnaryOp::Square, x),
         3.0 => {
             let sq = un(UnaryOp::Square, x);
@@ -334,7 +341,7 @@ fn pow_scalar_special_captured(x: &Tensor, e: f64) -> Option<Tensor> {
         -0.5 => un(UnaryOp::Rsqrt, x),
         -1.0 => un(UnaryOp::Reciprocal, x),
         _ => un(UnaryOp::Reciprocal, &un(UnaryOp::Square, x)),
-    })
+    }
 }
 
 /// `op(a, b)` with broadcasting and type promotion; at least one operand is a tensor. Records
@@ -475,11 +482,7 @@ fn binary_grads(
 pub(super) fn binary_forward(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
     let dt = binary_dtype(op, a, b)?;
     if let (BinaryOp::Pow, Operand::Tensor(x), Operand::Scalar(e)) = (op, a, b) {
-        if x.dtype() == dt && crate::capture::is_active() {
-            if let Some(r) = pow_scalar_special_captured(x, e.to_f64()) {
-                return Ok(r);
-            }
-        } else if x.dtype() == dt {
+        if x.dtype() == dt {
             if let Some(r) = pow_scalar_special(x, e.to_f64()) {
                 return r;
             }
@@ -592,7 +595,9 @@ pub(super) fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
         );
     }
     check_writable("copy_", dst)?;
-    if crate::capture::is_active() {
+    // A copy runs where it writes: on the destination's device.
+    let backend = Backend::of("copy_", &[dst])?;
+    if backend == Backend::Capture {
         crate::capture::assign(dst, &src.try_to_dtype(dst.dtype())?);
         return Ok(());
     }
@@ -606,7 +611,7 @@ pub(super) fn copy_into(dst: &Tensor, src: &Tensor) -> Result<()> {
         src
     };
     let ls = src.layout().broadcast_to(dst.shape()).expect("shape was broadcast");
-    if crate::cuda::any_on_cuda(&[dst, &src]) {
+    if backend == Backend::Cuda {
         return crate::cuda::copy_into("copy_", dst, &src, ls);
     }
     dst.with_cpu_write("copy_", &src, |sd, ss| {

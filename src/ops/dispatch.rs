@@ -5,10 +5,11 @@
 //! every family until each says what it does there. Elementwise ops go through
 //! [`elementwise`] (a trace node the code generators fuse); ops with a kernel of their own
 //! (matmul, conv, pooling, softmax, sorting, cat, gathers, reductions a plan does not generate)
-//! through [`kernel_op`] and [`kernel_op2`] (an opaque node that runs the same kernel). Still
-//! deciding for themselves: the in-place index writes (`index_put_`, `scatter_`,
-//! `index_fill_`, `masked_select`'s data-dependent shape) and `pow`'s and `copy_`'s special
-//! cases in `binary.rs`.
+//! through [`kernel_op`] and [`kernel_op2`] (an opaque node that runs the same kernel); indexed
+//! writes (`scatter_`, `index_put_`, `index_fill_`) through [`write_op`] and [`written_copy`]
+//! (captured, the written copy is an opaque node assigned back); ops whose result's shape
+//! depends on their operands' values (`masked_select`, `nonzero`) through [`data_dependent`],
+//! which reads the operands at once (inside `kiln::compile`, a graph break when one is pending).
 
 use crate::error::{bail, AtCaller, Result};
 use crate::tensor::reserve;
@@ -126,6 +127,73 @@ pub(crate) fn kernel_op2(
     on_device(&owned(operands), cpu, cuda).at_caller()
 }
 
+/// A kernel writing into its first argument in place from the realized operands (an indexed
+/// write: `scatter_`, `index_put_`, `index_fill_`).
+pub(crate) trait WriteKernel: FnOnce(&Tensor, &[Tensor]) -> Result<()> + Send + 'static {}
+impl<F: FnOnce(&Tensor, &[Tensor]) -> Result<()> + Send + 'static> WriteKernel for F {}
+
+/// A write of `operands` into `dst` in place, run where [`Backend::of`] says: inside
+/// `kiln::compile` the [`written_copy`] of `dst`, assigned back to it in the trace (the write
+/// joins the plan, no graph break); otherwise `cuda` or `cpu` writing `dst` at once. The caller
+/// has checked that `dst` may be written. Errors name the caller's line.
+#[track_caller]
+pub(crate) fn write_op(
+    op: &'static str,
+    dst: &Tensor,
+    operands: &[&Tensor],
+    cpu: impl WriteKernel,
+    cuda: impl WriteKernel,
+) -> Result<()> {
+    let all: SmallVec<[&Tensor; 4]> = std::iter::once(dst).chain(operands.iter().copied()).collect();
+    match Backend::of(op, &all)? {
+        Backend::Capture => {
+            let written = written_copy(op, dst, operands, cpu, cuda)?;
+            crate::capture::assign(dst, &written);
+            Ok(())
+        }
+        Backend::Cuda => cuda(dst, &owned(operands)).at_caller(),
+        Backend::Cpu => cpu(dst, &owned(operands)).at_caller(),
+    }
+}
+
+/// A copy of `x` written by the kernel of its device ([`write_op`] out of place: `scatter`,
+/// `index_put`, `index_fill`), dispatched as [`kernel_op`].
+#[track_caller]
+pub(crate) fn written_copy(
+    op: &'static str,
+    x: &Tensor,
+    operands: &[&Tensor],
+    cpu: impl WriteKernel,
+    cuda: impl WriteKernel,
+) -> Result<Tensor> {
+    let all: SmallVec<[&Tensor; 4]> = std::iter::once(x).chain(operands.iter().copied()).collect();
+    let copy_then = |write: Box<dyn FnOnce(&Tensor, &[Tensor]) -> Result<()> + Send>| {
+        move |ins: &[Tensor]| {
+            let out = ins[0].deep_clone();
+            write(&out, &ins[1..])?;
+            Ok(out)
+        }
+    };
+    kernel_op(op, &all, (x.shape(), x.dtype()), copy_then(Box::new(cpu)), copy_then(Box::new(cuda)))
+}
+
+/// An op whose result's shape depends on its operands' values (`masked_select`, `nonzero`):
+/// no trace can hold it, so it runs at once on the operands' device, even inside
+/// `kiln::compile` (where reading an operand the trace has not computed yet realizes the trace
+/// first: a graph break, counted in the step's stats with this caller's line).
+#[track_caller]
+pub(crate) fn data_dependent<R>(
+    op: &'static str,
+    operands: &[&Tensor],
+    cpu: impl FnOnce(&[Tensor]) -> Result<R>,
+    cuda: impl FnOnce(&[Tensor]) -> Result<R>,
+) -> Result<R> {
+    if crate::capture::is_active() {
+        crate::capture::check_devices(op, operands)?;
+    }
+    on_device(&owned(operands), cpu, cuda).at_caller()
+}
+
 /// The state two opaque nodes of one two-result kernel share: the kernel until one of them
 /// runs it, then the result the other has not taken yet.
 enum Pair {
@@ -163,7 +231,11 @@ fn owned(operands: &[&Tensor]) -> SmallVec<[Tensor; 3]> {
 }
 
 /// Runs the kernel of the device the realized operands `ins` live on.
-fn on_device<R>(ins: &[Tensor], cpu: impl Kernel<R>, cuda: impl Kernel<R>) -> Result<R> {
+fn on_device<R>(
+    ins: &[Tensor],
+    cpu: impl FnOnce(&[Tensor]) -> Result<R>,
+    cuda: impl FnOnce(&[Tensor]) -> Result<R>,
+) -> Result<R> {
     if ins.iter().any(|t| t.device().is_cuda()) {
         cuda(ins)
     } else {

@@ -16,13 +16,12 @@
 //! element, although only one of them was written.
 
 use super::binary::{broadcast_all, check_writable};
-use super::kernel_op;
+use super::{data_dependent, kernel_op};
 use crate::autograd::{self, grads, Saved};
-use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
+use crate::error::{bail, AtCaller, Error, ErrorKind, OrPanic, Result};
 use crate::scalar::Scalar;
-use crate::tensor::{check_shape, reserve, scalar_as, IntoScalar, Tensor};
+use crate::tensor::{check_shape, scalar_as, IntoScalar, Tensor};
 use kiln_runtime::cpu::index::{self as kernels, BadIndex, IndexArg, IndexMap};
-use kiln_runtime::layout::numel;
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{match_cpu, DType, Device, Element, Layout, Shape};
 use smallvec::SmallVec;
@@ -195,13 +194,56 @@ enum Source {
     Scalar(Scalar),
 }
 
-/// `dst[.., index[i][j], ..] = src[i][j]` (or `+=`) along `dim`, in place.
+/// A kernel writing into its first argument from the realized operands.
+type WriteFn = Box<dyn FnOnce(&Tensor, &[Tensor]) -> Result<()> + Send>;
+
+/// An indexed write checked and ready to run: the tensors it reads (the index first) and the
+/// kernel of each device. [`IndexedWrite::into`] writes a tensor in place,
+/// [`IndexedWrite::copy_of`] a copy; both dispatch in `super::dispatch`.
+struct IndexedWrite {
+    op: &'static str,
+    operands: Vec<Tensor>,
+    cpu: WriteFn,
+    cuda: WriteFn,
+}
+
+impl IndexedWrite {
+    /// Writes `dst` in place; an operand sharing its storage is read through a copy (a write
+    /// must not read what it overwrites).
+    #[track_caller]
+    fn into(self, dst: &Tensor) -> Result<()> {
+        check_writable(self.op, dst)?;
+        let operands: Vec<Tensor> = self.operands.iter().map(|t| unaliased(dst, t)).collect();
+        let operands: Vec<&Tensor> = operands.iter().collect();
+        super::write_op(self.op, dst, &operands, self.cpu, self.cuda)
+    }
+
+    /// A copy of `x` written.
+    #[track_caller]
+    fn copy_of(self, x: &Tensor) -> Result<Tensor> {
+        let operands: Vec<&Tensor> = self.operands.iter().collect();
+        super::written_copy(self.op, x, &operands, self.cpu, self.cuda)
+    }
+}
+
+/// `dst[.., index[i][j], ..] = src[i][j]` (or `+=`) along `dim`, checked against `dst` (the
+/// tensor written, or the one a copy of is written).
 #[track_caller]
-fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: Source, accumulate: bool) -> Result<()> {
-    check_index_dtype(op, index)?;
-    dst.check_same_device(op, index)?;
+fn scatter_write(
+    op: &'static str,
+    dst: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: Source,
+    accumulate: bool,
+) -> Result<IndexedWrite> {
+    if let Source::Scalar(v) = &src {
+        super::binary::check_scalar_fits(op, *v, dst.dtype())?;
+    }
+    let index = widened_index(op, index)?;
+    dst.check_same_device(op, &index)?;
     let d = dst.normalize_dim(op, dim)?;
-    let (x, idx) = (at_least_1d(dst), at_least_1d(index));
+    let (x, idx) = (at_least_1d(dst), at_least_1d(&index));
     if idx.dim() != x.dim() {
         bail!(
             op,
@@ -211,29 +253,23 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
             dst.shape()
         );
     }
-    let src = match src {
-        Source::Tensor(s) => {
-            if s.dtype() != dst.dtype() {
-                bail!(
-                    op,
-                    DType,
-                    "expected self.dtype to be equal to src.dtype (got {} and {})",
-                    dst.dtype(),
-                    s.dtype()
-                );
-            }
-            if at_least_1d(&s).dim() != x.dim() {
-                bail!(op, Shape, "src tensor must have the same number of dimensions as self tensor (src shape {:?}, self shape {:?})", s.shape(), dst.shape());
-            }
-            Source::Tensor(at_least_1d(&unaliased(dst, &s)))
+    if let Source::Tensor(s) = &src {
+        if s.dtype() != dst.dtype() {
+            bail!(op, DType, "expected self.dtype to be equal to src.dtype (got {} and {})", dst.dtype(), s.dtype());
         }
-        v => v,
-    };
+        if at_least_1d(s).dim() != x.dim() {
+            bail!(
+                op,
+                Shape,
+                "src tensor must have the same number of dimensions as self tensor (src shape {:?}, self shape {:?})",
+                s.shape(),
+                dst.shape()
+            );
+        }
+    }
     for k in 0..x.dim() {
-        let (over_self, over_src) = match &src {
-            Source::Tensor(s) => (k != d && idx.shape()[k] > x.shape()[k], idx.shape()[k] > s.shape()[k]),
-            Source::Scalar(_) => (k != d && idx.shape()[k] > x.shape()[k], false),
-        };
+        let over_self = k != d && idx.shape()[k] > x.shape()[k];
+        let over_src = matches!(&src, Source::Tensor(s) if idx.shape()[k] > at_least_1d(s).shape()[k]);
         if over_self || over_src {
             let src_note = match &src {
                 Source::Tensor(s) => format!(" and no larger than src {:?}", s.shape()),
@@ -242,21 +278,27 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
             bail!(op, Shape, "expected index {:?} to be no larger than self {:?} apart from dimension {d}{src_note} (at dimension {k})", index.shape(), dst.shape());
         }
     }
-    check_writable(op, dst)?;
-    let walk = walk_except(x.dim(), d);
-    // The scatter walks the index where it lies, its values checked in one read-only pass
-    // first (nothing is written when one is out of range). Its lock is held meanwhile, so an
-    // index sharing storage with `dst` or the source is read through a copy.
-    let aliased = dst.shares_storage_with(&idx) || matches!(&src, Source::Tensor(s) if s.shares_storage_with(&idx));
-    let idx = if aliased { idx.deep_clone() } else { idx };
-    let values = match src {
-        Source::Tensor(s) => {
-            let ls = Layout::new(Shape::from_slice(idx.shape()), s.stride().into(), s.storage_offset());
-            Values::Tensor(s, ls)
-        }
-        Source::Scalar(v) => Values::Scalar(v),
+    let scalar = match &src {
+        Source::Tensor(_) => None,
+        Source::Scalar(v) => Some(*v),
     };
-    if crate::cuda::any_on_cuda(&[dst, &idx]) || matches!(&values, Values::Tensor(s, _) if s.device().is_cuda()) {
+    let cpu = move |dst: &Tensor, ins: &[Tensor]| {
+        let (x, idx, values) = scatter_operands(dst, ins, scalar);
+        // The scatter walks the index where it lies, its values checked in one read-only pass
+        // first (nothing is written when one is out of range). Its lock is held meanwhile, so an
+        // index sharing storage with the source is read through a copy.
+        let idx =
+            if matches!(&values, Values::Tensor(s, _) if s.shares_storage_with(&idx)) { idx.deep_clone() } else { idx };
+        let walk = walk_except(x.dim(), d);
+        let written = idx.with_cpu(op, |si, li| {
+            let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: li.clone(), dim: d };
+            let map = IndexMap::direct(x.layout(), idx.shape(), &walk, arg).validated();
+            map.map(|map| write_indexed(op, dst, &map, values, accumulate))
+        })?;
+        located(op, written)?
+    };
+    let cuda = move |dst: &Tensor, ins: &[Tensor]| {
+        let (x, idx, values) = scatter_operands(dst, ins, scalar);
         let (src, ls) = match values {
             Values::Tensor(s, ls) => (s, ls),
             Values::Scalar(v) => (
@@ -264,14 +306,29 @@ fn scatter_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, src: S
                 Layout::new(Shape::from_slice(idx.shape()), SmallVec::from_elem(0, idx.dim()), 0),
             ),
         };
-        return crate::cuda::index::scatter(op, &x, d, &idx, &src, &ls, accumulate);
+        crate::cuda::index::scatter(op, &x, d, &idx, &src, &ls, accumulate)
+    };
+    let mut operands = vec![index];
+    if let Source::Tensor(s) = src {
+        operands.push(s);
     }
-    let written = idx.with_cpu(op, |si, li| {
-        let arg = IndexArg { data: si.as_buf::<i64>().expect("dtype checked"), layout: li.clone(), dim: d };
-        let map = IndexMap::direct(x.layout(), idx.shape(), &walk, arg).validated();
-        map.map(|map| write_indexed(op, dst, &map, values, accumulate))
-    })?;
-    located(op, written)?
+    Ok(IndexedWrite { op, operands, cpu: Box::new(cpu), cuda: Box::new(cuda) })
+}
+
+/// A scatter's destination and index (at least 1-D) and what it writes, from the realized
+/// operands: the index, then the source unless a `scalar` is written (the source read through
+/// the index's shape, from its own strides).
+fn scatter_operands(dst: &Tensor, ins: &[Tensor], scalar: Option<Scalar>) -> (Tensor, Tensor, Values) {
+    let (x, idx) = (at_least_1d(dst), at_least_1d(&ins[0]));
+    let values = match scalar {
+        Some(v) => Values::Scalar(v),
+        None => {
+            let s = at_least_1d(&ins[1]);
+            let ls = Layout::new(Shape::from_slice(idx.shape()), s.stride().into(), s.storage_offset());
+            Values::Tensor(s, ls)
+        }
+    };
+    (x, idx, values)
 }
 
 /// `g` padded with zeros at the end of each dim up to `shape`: the gradient of a source larger
@@ -291,7 +348,7 @@ fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
     g
 }
 
-/// A copy of `x` written by [`scatter_into`] (`op` names the public op in errors), recorded for
+/// A copy of `x` written by [`scatter_write`] (`op` names the public op in errors), recorded for
 /// autograd: `ScatterBackward0/1` or `ScatterAddBackward0`.
 #[track_caller]
 fn scatter_out(
@@ -302,32 +359,8 @@ fn scatter_out(
     src: Source,
     accumulate: bool,
 ) -> Result<Tensor> {
-    if let Source::Scalar(v) = &src {
-        super::binary::check_scalar_fits(op, *v, x.dtype())?;
-    }
     let index = &widened_index(op, index)?;
-    let out = match &src {
-        Source::Tensor(s) if crate::capture::is_active() => {
-            crate::capture::opaque(op, &[x, index, s], x.shape(), x.dtype(), move |ins| {
-                let out = ins[0].deep_clone();
-                scatter_into(op, &out, dim, &ins[1], Source::Tensor(ins[2].clone()), accumulate)?;
-                Ok(out)
-            })
-        }
-        Source::Scalar(v) if crate::capture::is_active() => {
-            let v = *v;
-            crate::capture::opaque(op, &[x, index], x.shape(), x.dtype(), move |ins| {
-                let out = ins[0].deep_clone();
-                scatter_into(op, &out, dim, &ins[1], Source::Scalar(v), accumulate)?;
-                Ok(out)
-            })
-        }
-        _ => {
-            let out = x.deep_clone();
-            scatter_into(op, &out, dim, index, src.clone(), accumulate)?;
-            out
-        }
-    };
+    let out = scatter_write(op, x, dim, index, src.clone(), accumulate)?.copy_of(x)?;
     let d = x.normalize_dim(op, dim)? as i64;
     match src {
         Source::Tensor(s) if autograd::is_recording(&[x, &s]) => {
@@ -365,18 +398,15 @@ fn scatter_in_place(
     src: Source,
     accumulate: bool,
 ) -> Result<()> {
-    if let Source::Scalar(v) = &src {
-        super::binary::check_scalar_fits(op, *v, dst.dtype())?;
-    }
-    let index = &widened_index(op, index)?;
     let recording = match &src {
         Source::Tensor(s) => autograd::is_recording(&[dst, s]),
         Source::Scalar(_) => autograd::is_recording(&[dst]),
     };
     if recording {
-        autograd::inplace(op, dst, |old| scatter_out(op, old, dim, index, src, accumulate))
+        // The closure cannot pass the caller's line on: its errors are located here.
+        autograd::inplace(op, dst, |old| scatter_out(op, old, dim, index, src, accumulate)).at_caller()
     } else {
-        scatter_into(op, dst, dim, index, src, accumulate)
+        scatter_write(op, dst, dim, index, src, accumulate)?.into(dst)
     }
 }
 
@@ -394,6 +424,7 @@ fn restore_indices<'a>(present: &[bool], saved: &'a [Tensor]) -> Vec<Option<&'a 
 /// Advanced indexing `x[indices]` resolved: the result shape, which result dims walk which dims
 /// of `x`, and each index tensor (int64, on `x`'s device) with its result-shaped layout over a
 /// contiguous copy of it and the dim of `x` it indexes.
+#[derive(Clone)]
 struct Advanced {
     shape: Shape,
     walk: Vec<Option<usize>>,
@@ -413,6 +444,12 @@ impl Advanced {
             .map(|((_, layout, dim), data)| IndexArg { data, layout: layout.clone(), dim: *dim })
             .collect();
         located(op, IndexMap::new(x.layout(), &self.shape, &self.walk, &args, true))
+    }
+
+    /// The same index with `tensors` (realized ones, in order) in place of its index tensors.
+    fn with_tensors(&self, tensors: &[Tensor]) -> Advanced {
+        let indices = self.indices.iter().zip(tensors).map(|((_, l, d), t)| (t.clone(), l.clone(), *d)).collect();
+        Advanced { shape: self.shape.clone(), walk: self.walk.clone(), indices }
     }
 
     /// The resolved index as the CUDA path takes it.
@@ -502,15 +539,16 @@ fn advanced(op: &'static str, x: &Tensor, entries: &[Option<&Tensor>]) -> Result
     Ok(Advanced { shape, walk, indices })
 }
 
-/// Writes (or adds) `values`, broadcast to the indexing result, at `dst[indices]`.
+/// `dst[indices] = values` (or `+=`), `values` broadcast to the indexing result, checked
+/// against `dst` (the tensor written, or the one a copy of is written).
 #[track_caller]
-fn index_put_into(
+fn index_put_write(
     op: &'static str,
     dst: &Tensor,
     indices: &[Option<&Tensor>],
     values: &Tensor,
     accumulate: bool,
-) -> Result<()> {
+) -> Result<IndexedWrite> {
     if values.dtype() != dst.dtype() {
         bail!(op, DType, "index put requires the source and destination dtypes match, got {} for the destination and {} for the source", dst.dtype(), values.dtype());
     }
@@ -525,43 +563,50 @@ fn index_put_into(
             adv.shape
         );
     }
-    check_writable(op, dst)?;
-    if dst.device().is_cuda() {
-        return crate::cuda::advanced::put(op, dst, &adv.resolved(), &unaliased(dst, values), accumulate);
-    }
-    let map = adv.map(op, dst)?;
-    let src = unaliased(dst, values);
-    let ls = src.layout().broadcast_to(&adv.shape).expect("shape checked");
-    write_indexed(op, dst, &map, Values::Tensor(src, ls), accumulate)
+    let mut operands: Vec<Tensor> = adv.indices.iter().map(|(t, _, _)| t.clone()).collect();
+    operands.push(values.clone());
+    let for_cuda = adv.clone();
+    // The realized operands: the index tensors, then the values.
+    let cpu = move |dst: &Tensor, ins: &[Tensor]| {
+        let (adv, src) = (adv.with_tensors(&ins[..ins.len() - 1]), &ins[ins.len() - 1]);
+        let map = adv.map(op, dst)?;
+        let ls = src.layout().broadcast_to(&adv.shape).expect("shape checked");
+        write_indexed(op, dst, &map, Values::Tensor(src.clone(), ls), accumulate)
+    };
+    let cuda = move |dst: &Tensor, ins: &[Tensor]| {
+        let (adv, src) = (for_cuda.with_tensors(&ins[..ins.len() - 1]), &ins[ins.len() - 1]);
+        crate::cuda::advanced::put(op, dst, &adv.resolved(), src, accumulate)
+    };
+    Ok(IndexedWrite { op, operands, cpu: Box::new(cpu), cuda: Box::new(cuda) })
 }
 
-/// `dst[.., index[k], ..] = value` along `dim` for every `k`, in place.
+/// `dst[.., index[k], ..] = value` along `dim` for every `k`, checked against `dst` (the tensor
+/// written, or the one a copy of is written).
 #[track_caller]
-fn index_fill_into(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<()> {
+fn index_fill_write(op: &'static str, dst: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<IndexedWrite> {
     super::binary::check_scalar_fits(op, value, dst.dtype())?;
     check_vector_index(op, index)?;
     dst.check_same_device(op, index)?;
     let d = dst.normalize_dim(op, dim)?;
-    let x = at_least_1d(dst);
-    let shape = with_len(x.shape(), d, index.numel());
-    check_writable(op, dst)?;
-    if crate::cuda::any_on_cuda(&[dst, index]) {
-        let index = if index.shares_storage_with(dst) { index.deep_clone() } else { index.clone() };
-        return crate::cuda::index::fill_along(op, &x, d, &index, value);
-    }
-    let map = index.with_cpu(op, |si, _| {
-        let arg = IndexArg {
-            data: si.as_buf::<i64>().expect("dtype checked"),
-            layout: vector_along(index, &shape, d),
-            dim: d,
-        };
-        IndexMap::new(x.layout(), &shape, &walk_except(x.dim(), d), &[arg], true)
-    })?;
-    let map = located(op, map)?;
-    write_indexed(op, dst, &map, Values::Scalar(value), false)
+    let cpu = move |dst: &Tensor, ins: &[Tensor]| {
+        let (x, index) = (at_least_1d(dst), &ins[0]);
+        let shape = with_len(x.shape(), d, index.numel());
+        let map = index.with_cpu(op, |si, _| {
+            let arg = IndexArg {
+                data: si.as_buf::<i64>().expect("dtype checked"),
+                layout: vector_along(index, &shape, d),
+                dim: d,
+            };
+            IndexMap::new(x.layout(), &shape, &walk_except(x.dim(), d), &[arg], true)
+        })?;
+        write_indexed(op, dst, &located(op, map)?, Values::Scalar(value), false)
+    };
+    let cuda =
+        move |dst: &Tensor, ins: &[Tensor]| crate::cuda::index::fill_along(op, &at_least_1d(dst), d, &ins[0], value);
+    Ok(IndexedWrite { op, operands: vec![index.clone()], cpu: Box::new(cpu), cuda: Box::new(cuda) })
 }
 
-/// A copy of `x` written by [`index_put_into`], recorded for autograd (`IndexPutBackward0`).
+/// A copy of `x` written by [`index_put_write`], recorded for autograd (`IndexPutBackward0`).
 #[track_caller]
 fn index_put_out(
     op: &'static str,
@@ -570,8 +615,7 @@ fn index_put_out(
     values: &Tensor,
     accumulate: bool,
 ) -> Result<Tensor> {
-    let out = x.deep_clone();
-    index_put_into(op, &out, indices, values, accumulate)?;
+    let out = index_put_write(op, x, indices, values, accumulate)?.copy_of(x)?;
     if !autograd::is_recording(&[x, values]) {
         return Ok(out);
     }
@@ -589,12 +633,10 @@ fn index_put_out(
     }))
 }
 
-/// A copy of `x` written by [`index_fill_into`], recorded for autograd (`IndexFillBackward0`).
+/// A copy of `x` written by [`index_fill_write`], recorded for autograd (`IndexFillBackward0`).
 #[track_caller]
 fn index_fill_out(op: &'static str, x: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<Tensor> {
-    super::binary::check_scalar_fits(op, value, x.dtype())?;
-    let out = x.deep_clone();
-    index_fill_into(op, &out, dim, index, value)?;
+    let out = index_fill_write(op, x, dim, index, value)?.copy_of(x)?;
     if !autograd::is_recording(&[x]) {
         return Ok(out);
     }
@@ -808,9 +850,10 @@ impl Tensor {
     pub fn try_index_fill_(&self, dim: i64, index: &Tensor, value: impl IntoScalar) -> Result<&Tensor> {
         let value = value.into();
         if autograd::is_recording(&[self]) {
-            autograd::inplace("index_fill_", self, |old| index_fill_out("index_fill_", old, dim, index, value))?;
+            autograd::inplace("index_fill_", self, |old| index_fill_out("index_fill_", old, dim, index, value))
+                .at_caller()?;
         } else {
-            index_fill_into("index_fill_", self, dim, index, value)?;
+            index_fill_write("index_fill_", self, dim, index, value)?.into(self)?;
         }
         Ok(self)
     }
@@ -841,14 +884,20 @@ impl Tensor {
     pub fn try_index(&self, indices: &(impl TensorIndices + ?Sized)) -> Result<Tensor> {
         const OP: &str = "index";
         let adv = advanced(OP, self, &indices.entries())?;
-        let out = if self.device().is_cuda() {
-            crate::cuda::advanced::index(OP, self, &adv.resolved())?
-        } else {
-            let map = adv.map(OP, self)?;
-            reserve(OP, &adv.shape, self.dtype())?;
-            let out = self.with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
-            Tensor::from_cpu_storage(located(OP, out)?, &adv.shape)
+        let index_tensors: Vec<Tensor> = adv.indices.iter().map(|(t, _, _)| t.clone()).collect();
+        let operands: Vec<&Tensor> = std::iter::once(self).chain(&index_tensors).collect();
+        let (shape, for_cuda) = (adv.shape.clone(), adv.clone());
+        // The realized operands: this tensor, then the index tensors.
+        let cpu = move |ins: &[Tensor]| {
+            let adv = adv.with_tensors(&ins[1..]);
+            let map = adv.map(OP, &ins[0])?;
+            let out = ins[0].with_cpu(OP, |s, _| match_cpu!(s, |b: T| kernels::gather(b, &map).map(T::wrap)))?;
+            Ok(Tensor::from_cpu_storage(located(OP, out)?, &adv.shape))
         };
+        let cuda = move |ins: &[Tensor]| {
+            crate::cuda::advanced::index(OP, &ins[0], &for_cuda.with_tensors(&ins[1..]).resolved())
+        };
+        let out = kernel_op(OP, &operands, (&shape, self.dtype()), cpu, cuda)?;
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }
@@ -879,11 +928,10 @@ impl Tensor {
     ) -> Result<&Tensor> {
         let indices = indices.entries();
         if autograd::is_recording(&[self, values]) {
-            autograd::inplace("index_put_", self, |old| {
-                index_put_out("index_put_", old, &indices, values, accumulate)
-            })?;
+            autograd::inplace("index_put_", self, |old| index_put_out("index_put_", old, &indices, values, accumulate))
+                .at_caller()?;
         } else {
-            index_put_into("index_put_", self, &indices, values, accumulate)?;
+            index_put_write("index_put_", self, &indices, values, accumulate)?.into(self)?;
         }
         Ok(self)
     }
@@ -921,19 +969,21 @@ impl Tensor {
             bail!(OP, DType, "expected a bool mask, got {} (shape {:?})", mask.dtype(), mask.shape());
         }
         let shape = broadcast_all(OP, &[self.shape(), mask.shape()])?;
-        let out = if crate::cuda::any_on_cuda(&[self, mask]) {
-            self.check_same_device(OP, mask)?;
-            crate::cuda::select::masked_select(OP, self, mask, &shape)?
-        } else {
-            let ls = self.layout().broadcast_to(&shape).expect("shape was broadcast");
-            let lm = mask.layout().broadcast_to(&shape).expect("shape was broadcast");
-            let out = self.with_cpu2(mask, OP, |sx, sm| {
+        let cpu = |ins: &[Tensor]| {
+            let ls = ins[0].layout().broadcast_to(&shape).expect("shape was broadcast");
+            let lm = ins[1].layout().broadcast_to(&shape).expect("shape was broadcast");
+            let out = ins[0].with_cpu2(&ins[1], OP, |sx, sm| {
                 let m = sm.as_buf::<bool>().expect("dtype checked");
                 match_cpu!(sx, |b: T| T::wrap(kernels::masked_select(b, &ls, m, &lm)))
             })?;
             let n = out.len();
-            Tensor::from_cpu_storage(out, &[n])
+            Ok(Tensor::from_cpu_storage(out, &[n]))
         };
+        let cuda = |ins: &[Tensor]| {
+            ins[0].check_same_device(OP, &ins[1])?;
+            crate::cuda::select::masked_select(OP, &ins[0], &ins[1], &shape)
+        };
+        let out = data_dependent(OP, &[self, mask], cpu, cuda)?;
         if !autograd::is_recording(&[self]) {
             return Ok(out);
         }
@@ -957,11 +1007,11 @@ impl Tensor {
     /// [`Tensor::nonzero`] returning an error for an unsupported device.
     #[track_caller]
     pub fn try_nonzero(&self) -> Result<Tensor> {
-        if self.device().is_cuda() {
-            return crate::cuda::select::nonzero("nonzero", self);
-        }
-        let (buf, n) = self.with_cpu("nonzero", |s, l| match_cpu!(s, |b: T| kernels::nonzero(b, l)))?;
-        Ok(Tensor::from_buf(buf, &[n, self.dim()]))
+        let cpu = |ins: &[Tensor]| {
+            let (buf, n) = ins[0].with_cpu("nonzero", |s, l| match_cpu!(s, |b: T| kernels::nonzero(b, l)))?;
+            Ok(Tensor::from_buf(buf, &[n, ins[0].dim()]))
+        };
+        data_dependent("nonzero", &[self], cpu, |ins| crate::cuda::select::nonzero("nonzero", &ins[0]))
     }
 
     /// One-hot encoding of an int64 tensor (`F.one_hot(x, num_classes)`): shape `[.., C]`, int64,
@@ -982,11 +1032,12 @@ impl Tensor {
         if num_classes < -1 {
             bail!(OP, Value, "num_classes must be -1 or non-negative, got {num_classes}");
         }
-        let range = if self.device().is_cuda() {
-            crate::cuda::index::min_max(self)?
-        } else {
-            self.with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l))?
-        };
+        let range = data_dependent(
+            OP,
+            &[self],
+            |ins| ins[0].with_cpu(OP, |s, l| kernels::min_max(s.as_buf::<i64>().expect("dtype checked"), l)),
+            |ins| crate::cuda::index::min_max(&ins[0]),
+        )?;
         if let Some((lo, _)) = range.filter(|&(lo, _)| lo < 0) {
             bail!(OP, Value, "class values must be non-negative, got {lo}");
         }
@@ -1003,16 +1054,19 @@ impl Tensor {
             bail!(OP, Value, "class values must be smaller than num_classes, got {hi} (num_classes = {classes})");
         }
         let classes = classes as usize;
-        if self.device().is_cuda() {
+        let (cpu_shape, cuda_shape) = (shape.clone(), shape.clone());
+        let cpu = move |ins: &[Tensor]| {
+            let buf =
+                ins[0].with_cpu(OP, |s, l| kernels::one_hot(s.as_buf::<i64>().expect("dtype checked"), l, classes))?;
+            Ok(Tensor::from_buf(buf, &cpu_shape))
+        };
+        let cuda = move |ins: &[Tensor]| {
             // A 1 scattered along the new last dim of zeros (the values are checked already).
-            let out = Tensor::try_zeros_opts(&shape, DType::I64, self.device())?;
-            out.try_scatter_value_(-1, &self.unsqueeze(-1), 1i64)?;
-            return Ok(out);
-        }
-        reserve(OP, &shape, DType::I64)?;
-        let buf = self.with_cpu(OP, |s, l| kernels::one_hot(s.as_buf::<i64>().expect("dtype checked"), l, classes))?;
-        debug_assert_eq!(numel(&shape), buf.len());
-        Ok(Tensor::from_buf(buf, &shape))
+            let out = Tensor::try_zeros_opts(&cuda_shape, DType::I64, ins[0].device())?;
+            out.try_scatter_value_(-1, &ins[0].unsqueeze(-1), 1i64)?;
+            Ok(out)
+        };
+        kernel_op(OP, &[self], (&shape, DType::I64), cpu, cuda)
     }
 }
 

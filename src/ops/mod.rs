@@ -49,7 +49,7 @@ pub use compare::{COMPARE_METHODS, LOGICAL_METHODS};
 pub(crate) use composite::composite_unary_table;
 #[doc(hidden)]
 pub use composite::{composite_fast, COMPOSITE_UNARY};
-pub(crate) use dispatch::{elementwise, kernel_op, kernel_op2, Backend};
+pub(crate) use dispatch::{data_dependent, elementwise, kernel_op, kernel_op2, write_op, written_copy, Backend};
 pub(crate) use index::out_of_bounds;
 pub use split::Indexing;
 pub(crate) use unary::unary;
