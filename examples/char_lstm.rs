@@ -8,12 +8,13 @@
 //! sees the same text); the example prints the perplexity on held-out text after each epoch and
 //! a line sampled from the model, and writes the training loss curve to `char_lstm_curve.svg`.
 
+mod common;
+
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressStyle};
+use common::lm::{corpus, progress, sample_index, vocabulary, write_curve};
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Adam, AdamConfig, Optimizer};
 use kiln::Tensor;
-use std::io::IsTerminal;
 
 /// Character-level LSTM language model (truncated BPTT)
 #[derive(Parser, Debug)]
@@ -48,30 +49,6 @@ struct Args {
     /// one batch of training, one of evaluation, and a short sample
     #[arg(long)]
     dry_run: bool,
-}
-
-/// A deterministic text from a small grammar: sentences of subjects, verbs and places.
-fn corpus(chars: usize, seed: u64) -> String {
-    const SUBJECTS: &[&str] = &["the cat", "a dog", "the old man", "my sister", "the bird", "a child", "the farmer"];
-    const VERBS: &[&str] = &["sat", "slept", "sang", "waited", "walked", "ran", "read a book"];
-    const PLACES: &[&str] =
-        &["on the mat", "by the river", "in the garden", "under the tree", "at home", "near the hill"];
-    const ENDS: &[&str] = &[".", ".", "!", " today.", " again."];
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut pick = |options: &[&'static str]| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        options[(state >> 33) as usize % options.len()]
-    };
-    let mut text = String::with_capacity(chars + 64);
-    while text.len() < chars {
-        let sentence = format!("{} {} {}{} ", pick(SUBJECTS), pick(VERBS), pick(PLACES), pick(ENDS));
-        let mut letters = sentence.chars();
-        let first = letters.next().map(|c| c.to_ascii_uppercase()).unwrap_or(' ');
-        text.push(first);
-        text.extend(letters);
-    }
-    text.truncate(chars);
-    text
 }
 
 /// Embedding → LSTM → Linear over the vocabulary.
@@ -151,14 +128,7 @@ fn sample(model: &CharModel, vocab: &[char], prompt: &str, length: usize, hidden
         (logits, h, c) = (l.reshape(&[-1]), h2, c2);
     }
     for _ in 0..length {
-        let probs = (&logits / 0.8).softmax(0).to_vec::<f32>();
-        let u = Tensor::rand(&[1]).item::<f32>();
-        let mut acc = 0.0;
-        let next = probs.iter().position(|&p| {
-            acc += p;
-            acc > u
-        });
-        let next = next.unwrap_or(probs.len() - 1);
+        let next = sample_index(&logits, 0.8);
         out.push(vocab[next]);
         let (l, (h2, c2)) = model.step(&Tensor::from_vec(vec![next as i64], &[1, 1]), (&h, &c));
         (logits, h, c) = (l.reshape(&[-1]), h2, c2);
@@ -170,10 +140,7 @@ fn main() -> kiln::Result<()> {
     let args = Args::parse();
     kiln::manual_seed(args.seed);
     let text = corpus(if args.dry_run { 4_000 } else { args.corpus }, args.seed);
-    let mut vocab: Vec<char> = text.chars().collect();
-    vocab.sort_unstable();
-    vocab.dedup();
-    let ids: Vec<i64> = text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as i64).collect();
+    let (vocab, ids) = vocabulary(&text);
     let split = ids.len() * 9 / 10;
     let (train_data, valid_data) = (batchify(&ids[..split], args.batch_size), batchify(&ids[split..], 4));
     println!(
@@ -199,15 +166,10 @@ fn main() -> kiln::Result<()> {
         (loss, h.detach(), c.detach())
     });
 
-    let plain_log = !std::io::stderr().is_terminal();
     let batches = (train_data.shape()[1] - 1) / args.bptt;
     let mut curve = Vec::new();
     for epoch in 1..=args.epochs {
-        let bar = ProgressBar::new(batches as u64);
-        bar.set_style(
-            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("template"),
-        );
-        bar.set_prefix(epoch.to_string());
+        let (bar, plain_log) = progress(batches, &format!("epoch {epoch}"));
         let zeros = Tensor::zeros(&[1, args.batch_size, args.hidden]);
         let (mut h, mut c) = (zeros.clone(), zeros);
         let start = std::time::Instant::now();
@@ -247,26 +209,5 @@ fn main() -> kiln::Result<()> {
             break;
         }
     }
-    write_curve("char_lstm_curve.svg", &curve)
-        .map_err(|e| kiln::Error::new("char_lstm", kiln::ErrorKind::Io, e.to_string()))?;
-    println!("wrote char_lstm_curve.svg");
-    Ok(())
-}
-
-/// Plots the training loss per batch as an SVG.
-fn write_curve(path: &str, curve: &[f64]) -> Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
-    let root = SVGBackend::new(path, (600, 400)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let top = curve.iter().copied().fold(0.1, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption("training loss (cross-entropy per character)", ("sans-serif", 18))
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(40)
-        .build_cartesian_2d(0f64..curve.len().max(2) as f64, 0f64..top * 1.05)?;
-    chart.configure_mesh().x_desc("batch").draw()?;
-    chart.draw_series(LineSeries::new(curve.iter().enumerate().map(|(i, &l)| (i as f64, l)), &BLUE))?;
-    root.present()?;
-    Ok(())
+    write_curve("char_lstm", "char_lstm_curve.svg", "training loss (cross-entropy per character)", &curve)
 }

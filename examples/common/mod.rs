@@ -3,4 +3,5 @@
 // Each example compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub mod lm;
 pub mod mnist;
