@@ -148,7 +148,7 @@ fn plan<const N: usize>(
             w.shape()[0]
         );
     }
-    if c_in % groups != 0 {
+    if !c_in.is_multiple_of(groups) {
         bail!(
             op,
             Shape,
