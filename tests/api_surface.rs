@@ -139,6 +139,25 @@ fn nn_optim_and_compile() {
     assert_eq!(enc.forward(&Tensor::randn(&[5, 2, 8])).shape(), &[5, 2, 8]);
     let y = F::scaled_dot_product_attention(&q, &k, &v, None, 0.0, true, None);
     assert_eq!(y.shape(), &[2, 3, 8]);
+    let up = nn::ConvTranspose2d::with_opts(
+        8,
+        4,
+        [3, 3],
+        F::ConvTransposeOpts { stride: [2, 2], padding: [1, 1], output_padding: [1, 1], ..Default::default() },
+        true,
+    );
+    let _more_convs = (nn::ConvTranspose1d::new(2, 2, 3), nn::Conv3d::new(2, 2, 3));
+    let img = Tensor::randn(&[1, 8, 4, 4]);
+    assert_eq!(up.forward(&img).shape(), &[1, 4, 8, 8]);
+    let (p, idx) = F::adaptive_max_pool2d_with_indices(&img, [2, 2]);
+    assert_eq!((p.shape(), idx.shape()), (&[1, 8, 2, 2][..], &[1, 8, 2, 2][..]));
+    let _pools =
+        (nn::MaxPool1d::new(2), nn::AvgPool1d::new(2), nn::MaxPool3d::new(2), nn::AdaptiveMaxPool2d::new([2, 2]));
+    let _ = (F::max_pool1d(&seq, 2), F::avg_pool1d(&seq, 2), F::max_pool3d(&img, 2));
+    let (x1, x2) = (Tensor::randn(&[2, 3]), Tensor::randn(&[2, 4]));
+    let y = nn::Bilinear::new(3, 4, 5).forward_with(&x1, &x2);
+    assert_eq!(y.shape(), &[2, 5]);
+    assert_eq!(nn::Identity.forward(&y).shape(), &[2, 5]);
     let mut opt =
         optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
     let inputs = Tensor::randn(&[2, 3, 32, 32]);

@@ -6,47 +6,65 @@ use super::repr::py_tuple;
 use crate::nn::Module;
 use crate::Tensor;
 
-/// An N-d convolution layer's weight, bias and options; `Conv1d` and `Conv2d` wrap it.
-struct ConvParts<const N: usize> {
-    weight: Tensor,
-    bias: Option<Tensor>,
-    opts: ConvOpts<N>,
+/// Panics unless both channel counts are multiples of `groups` (PyTorch's check).
+#[track_caller]
+pub(super) fn check_groups(layer: &str, in_channels: usize, out_channels: usize, groups: usize) {
+    if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
+        crate::error::fail("Conv", crate::ErrorKind::Value, format!("{layer}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible by groups ({groups})"));
+    }
 }
 
-/// Builds the weight `(out, in/groups, k…)` and bias with PyTorch's initialisation
-/// (kaiming-uniform a = √5, bias U(±1/√fan_in)).
+/// A convolution's weight of `shape` (`(out, in/groups, k…)`, or `(in, out/groups, k…)`
+/// transposed) and a bias of `bias_len` values, requiring grad, initialised as PyTorch does:
+/// kaiming-uniform a = √5 for the weight, U(±1/√fan_in) for the bias, with `fan_in =
+/// shape[1] · Π k`.
+pub(super) fn conv_params(shape: &[usize], bias_len: Option<usize>) -> (Tensor, Option<Tensor>) {
+    let weight = Tensor::empty(shape);
+    kaiming_uniform_(&weight, Nonlinearity::LeakyRelu(5f64.sqrt()), FanMode::FanIn);
+    let fan_in: usize = shape[1..].iter().product();
+    let bias = bias_len.map(|len| {
+        let b = Tensor::empty(&[len]);
+        let bound = if fan_in > 0 { 1.0 / (fan_in as f64).sqrt() } else { 0.0 };
+        uniform_(&b, -bound, bound);
+        b.requires_grad_(true)
+    });
+    (weight.requires_grad_(true), bias)
+}
+
+/// An N-d convolution layer's weight, bias and options; `Conv1d`, `Conv2d` and `Conv3d` wrap it.
+pub(super) struct ConvParts<const N: usize> {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: ConvOpts<N>,
+}
+
+/// Builds the weight `(out, in/groups, k…)` and bias with PyTorch's initialisation.
 #[track_caller]
-fn conv_parts<const N: usize>(
+pub(super) fn conv_parts<const N: usize>(
     in_channels: usize,
     out_channels: usize,
     kernel_size: [usize; N],
     opts: ConvOpts<N>,
     bias: bool,
 ) -> ConvParts<N> {
-    let groups = opts.groups;
-    if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
-        crate::error::fail("Conv", crate::ErrorKind::Value, format!("Conv{N}d: in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible by groups ({groups})"));
-    }
-    let mut shape = vec![out_channels, in_channels / groups];
+    check_groups(&format!("Conv{N}d"), in_channels, out_channels, opts.groups);
+    let mut shape = vec![out_channels, in_channels / opts.groups];
     shape.extend_from_slice(&kernel_size);
-    let weight = Tensor::empty(&shape);
-    kaiming_uniform_(&weight, Nonlinearity::LeakyRelu(5f64.sqrt()), FanMode::FanIn);
-    let fan_in = in_channels / groups * kernel_size.iter().product::<usize>();
-    let bias = bias.then(|| {
-        let b = Tensor::empty(&[out_channels]);
-        let bound = if fan_in > 0 { 1.0 / (fan_in as f64).sqrt() } else { 0.0 };
-        uniform_(&b, -bound, bound);
-        b.requires_grad_(true)
-    });
-    ConvParts { weight: weight.requires_grad_(true), bias, opts }
+    let (weight, bias) = conv_params(&shape, bias.then_some(out_channels));
+    ConvParts { weight, bias, opts }
 }
 
-/// PyTorch's `Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))` text: options printed only when
-/// they differ from the defaults.
-fn describe<const N: usize>(weight: &Tensor, bias: bool, opts: &ConvOpts<N>) -> String {
-    let shape = weight.shape();
-    let (out_c, in_c) = (shape[0], shape[1] * opts.groups);
-    let mut s = format!("{in_c}, {out_c}, kernel_size={}, stride={}", py_tuple(&shape[2..]), py_tuple(&opts.stride));
+/// PyTorch's `Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))` text from the channels `(in,
+/// out)`: options printed only when they differ from the defaults (`output_padding` is a
+/// transposed convolution's, empty for a plain one).
+pub(super) fn describe<const N: usize>(
+    (in_c, out_c): (usize, usize),
+    kernel: &[usize],
+    opts: &ConvOpts<N>,
+    output_padding: &[usize],
+    bias: bool,
+) -> String {
+    let mut s = format!("{in_c}, {out_c}, kernel_size={}, stride={}", py_tuple(kernel), py_tuple(&opts.stride));
     match &opts.padding {
         Padding::Explicit(p) if p.iter().all(|&x| x == 0) => {}
         Padding::Explicit(p) => s += &format!(", padding={}", py_tuple(p)),
@@ -56,6 +74,9 @@ fn describe<const N: usize>(weight: &Tensor, bias: bool, opts: &ConvOpts<N>) -> 
     if opts.dilation.iter().any(|&d| d != 1) {
         s += &format!(", dilation={}", py_tuple(&opts.dilation));
     }
+    if output_padding.iter().any(|&p| p != 0) {
+        s += &format!(", output_padding={}", py_tuple(output_padding));
+    }
     if opts.groups != 1 {
         s += &format!(", groups={}", opts.groups);
     }
@@ -63,6 +84,12 @@ fn describe<const N: usize>(weight: &Tensor, bias: bool, opts: &ConvOpts<N>) -> 
         s += ", bias=False";
     }
     s
+}
+
+/// [`describe`] of a plain convolution's weight `(out, in/groups, k…)`.
+pub(super) fn describe_conv<const N: usize>(weight: &Tensor, bias: bool, opts: &ConvOpts<N>) -> String {
+    let shape = weight.shape();
+    describe((shape[1] * opts.groups, shape[0]), &shape[2..], opts, &[], bias)
 }
 
 /// 2-d convolution over `(N, C_in, H, W)` (or unbatched `(C_in, H, W)`) inputs.
@@ -99,7 +126,7 @@ impl Conv2d {
     }
 
     fn describe(&self) -> String {
-        describe(&self.weight, self.bias.is_some(), &self.opts)
+        describe_conv(&self.weight, self.bias.is_some(), &self.opts)
     }
 }
 
@@ -144,7 +171,7 @@ impl Conv1d {
     }
 
     fn describe(&self) -> String {
-        describe(&self.weight, self.bias.is_some(), &self.opts)
+        describe_conv(&self.weight, self.bias.is_some(), &self.opts)
     }
 }
 

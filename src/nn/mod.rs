@@ -25,8 +25,11 @@
 
 mod activation;
 mod attention;
+mod bilinear;
 mod container;
 mod conv;
+mod conv3d;
+mod conv_transpose;
 mod distance;
 mod dropout;
 mod flatten;
@@ -39,6 +42,7 @@ mod normalization;
 mod padding;
 pub mod parallel;
 mod pooling;
+mod pooling_nd;
 mod repr;
 mod rnn;
 mod sparse;
@@ -51,8 +55,11 @@ pub use activation::{
     Softmax, Softplus, Softsign, Tanh, Tanhshrink, CELU, ELU, GELU, GLU, SELU,
 };
 pub use attention::{MhaArgs, MhaOpts, MultiheadAttention};
+pub use bilinear::Bilinear;
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv2d};
+pub use conv3d::Conv3d;
+pub use conv_transpose::{ConvTranspose1d, ConvTranspose2d};
 pub use distance::CosineSimilarity;
 pub use dropout::{Dropout, Dropout2d};
 pub use flatten::Flatten;
@@ -67,6 +74,7 @@ pub use padding::{
     ZeroPad3d,
 };
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use pooling_nd::{AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, MaxPool3d};
 pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};
 pub use sparse::Embedding;
 pub use transformer::{

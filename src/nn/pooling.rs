@@ -1,18 +1,9 @@
 //! Pooling modules: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`.
 
 use super::functional::{self as F, AvgPool2dOpts, MaxPool2dOpts};
-use super::repr::{py_bool, py_tuple};
+use super::repr::{py_bool, py_tuple, py_uniform};
 use crate::nn::Module;
 use crate::Tensor;
-
-/// Prints a pair the way PyTorch echoes its argument: `2` for a square value, `(2, 3)` else.
-fn pair(p: [usize; 2]) -> String {
-    if p[0] == p[1] {
-        p[0].to_string()
-    } else {
-        py_tuple(&p)
-    }
-}
 
 /// 2-d max pooling (`nn.MaxPool2d(kernel_size)`; stride defaults to the kernel size).
 #[derive(crate::nn::Module, Clone, Debug)]
@@ -38,10 +29,10 @@ impl MaxPool2d {
         let o = &self.opts;
         format!(
             "kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={}",
-            pair(o.kernel_size),
-            pair(o.stride.unwrap_or(o.kernel_size)),
-            pair(o.padding),
-            pair(o.dilation),
+            py_uniform(&o.kernel_size),
+            py_uniform(&o.stride.unwrap_or(o.kernel_size)),
+            py_uniform(&o.padding),
+            py_uniform(&o.dilation),
             py_bool(o.ceil_mode)
         )
     }
@@ -78,9 +69,9 @@ impl AvgPool2d {
         let o = &self.opts;
         format!(
             "kernel_size={}, stride={}, padding={}",
-            pair(o.kernel_size),
-            pair(o.stride.unwrap_or(o.kernel_size)),
-            pair(o.padding)
+            py_uniform(&o.kernel_size),
+            py_uniform(&o.stride.unwrap_or(o.kernel_size)),
+            py_uniform(&o.padding)
         )
     }
 }

@@ -41,6 +41,15 @@ pub(crate) fn py_tuple(items: &[usize]) -> String {
     }
 }
 
+/// Integers the way PyTorch echoes a size argument: `2` when every value is the same (as
+/// given by one integer), else the tuple `(2, 3)`.
+pub(crate) fn py_uniform(items: &[usize]) -> String {
+    match items {
+        [first, rest @ ..] if rest.iter().all(|x| x == first) => first.to_string(),
+        _ => py_tuple(items),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

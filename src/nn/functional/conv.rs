@@ -92,20 +92,16 @@ fn convolution<const N: usize>(
     opts: &ConvOpts<N>,
 ) -> Result<Tensor> {
     let c = plan(op, x, w, bias, opts)?;
-    match x.dtype() {
-        DType::F32 | DType::F64 => ops::forward(&Arc::new(c), x, w, bias),
-        DType::F16 | DType::BF16 => {
-            let f = |t: &Tensor| t.to_dtype(DType::F32);
-            let out = ops::forward(&Arc::new(c), &f(x), &f(w), bias.map(f).as_ref())?;
-            Ok(out.to_dtype(x.dtype()))
-        }
-        d => bail!(
-            op,
-            DType,
-            "not implemented for dtype {d} (input {:?}, weight {:?}); convolutions need a floating-point dtype",
-            x.shape(),
-            w.shape()
-        ),
+    let out = ops::forward(&Arc::new(c), &widened(x), &widened(w), bias.map(widened).as_ref())?;
+    Ok(out.to_dtype(x.dtype()))
+}
+
+/// `t` in the dtype the kernels compute in: f32 and f64 as they are, f16 and bf16 widened to
+/// f32 (the caller rounds the result back once).
+pub(super) fn widened(t: &Tensor) -> Tensor {
+    match t.dtype() {
+        DType::F16 | DType::BF16 => t.to_dtype(DType::F32),
+        _ => t.clone(),
     }
 }
 
@@ -136,26 +132,21 @@ fn extents<const N: usize>(spatial: &[usize], kernel: &[usize], opts: &ConvOpts<
     Some(e)
 }
 
-/// Validates the operands and options and works out the geometry (PyTorch's checks and
-/// messages, with both shapes).
+/// Checks what every convolution (plain or transposed) shares: one device, a `(N + 2)`-D
+/// weight, an `(N + 1)`-D or `(N + 2)`-D input, one floating-point dtype, and a bias of
+/// `[out_channels]`.
 #[track_caller]
-fn plan<const N: usize>(
+pub(super) fn check_operands<const N: usize>(
     op: &'static str,
     x: &Tensor,
     w: &Tensor,
     bias: Option<&Tensor>,
-    opts: &ConvOpts<N>,
-) -> Result<Conv> {
+    out_channels: impl Fn() -> usize,
+) -> Result<()> {
     let shapes = || format!("input {:?}, weight {:?}", x.shape(), w.shape());
     x.check_same_device(op, w)?;
     if w.dim() != N + 2 {
-        bail!(
-            op,
-            Shape,
-            "expected a {}-D weight (out_channels, in_channels / groups, kernel...), but got weight of shape {:?}",
-            N + 2,
-            w.shape()
-        );
+        bail!(op, Shape, "expected a {}-D weight, but got weight of shape {:?}", N + 2, w.shape());
     }
     if x.dim() != N + 1 && x.dim() != N + 2 {
         bail!(
@@ -177,34 +168,83 @@ fn plan<const N: usize>(
             shapes()
         );
     }
+    if !matches!(x.dtype(), DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+        bail!(
+            op,
+            DType,
+            "not implemented for dtype {} ({}); convolutions need a floating-point dtype",
+            x.dtype(),
+            shapes()
+        );
+    }
     if let Some(b) = bias {
         x.check_same_device(op, b)?;
         if b.dtype() != x.dtype() {
             bail!(op, DType, "input type ({}) and bias type ({}) should be the same", x.dtype(), b.dtype());
         }
-        if b.shape() != [w.shape()[0]] {
+        if b.shape() != [out_channels()] {
             bail!(
                 op,
                 Shape,
                 "expected bias of shape [{}] (out_channels), but got bias of shape {:?} ({})",
-                w.shape()[0],
+                out_channels(),
                 b.shape(),
                 shapes()
             );
         }
     }
-    let groups = opts.groups;
+    Ok(())
+}
+
+/// Refuses zero groups, strides or dilations.
+#[track_caller]
+pub(super) fn check_steps<const N: usize>(
+    op: &'static str,
+    groups: usize,
+    stride: &[usize; N],
+    dilation: &[usize; N],
+) -> Result<()> {
     if groups == 0 {
         bail!(op, Value, "non-positive groups is not supported");
     }
-    if opts.stride.contains(&0) {
-        bail!(op, Value, "non-positive stride is not supported (stride {:?})", opts.stride);
+    if stride.contains(&0) {
+        bail!(op, Value, "non-positive stride is not supported (stride {stride:?})");
     }
-    if opts.dilation.contains(&0) {
-        bail!(op, Value, "dilation should be greater than zero (dilation {:?})", opts.dilation);
+    if dilation.contains(&0) {
+        bail!(op, Value, "dilation should be greater than zero (dilation {dilation:?})");
     }
+    Ok(())
+}
+
+/// A checked N-d convolution: its sizes, the padding before the input and the output size
+/// along each spatial dim.
+pub(super) struct Checked<const N: usize> {
+    /// Whether the input has a batch dim.
+    pub batched: bool,
+    /// Zeros added before the input along each spatial dim.
+    pub lo: [usize; N],
+    /// The padded input's size along each spatial dim.
+    pub padded: [usize; N],
+    /// The output's spatial size.
+    pub out: [usize; N],
+}
+
+/// Validates the operands and options of an N-d convolution and works out its output size
+/// (PyTorch's checks and messages, with both shapes).
+#[track_caller]
+pub(super) fn check<const N: usize>(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    opts: &ConvOpts<N>,
+) -> Result<Checked<N>> {
+    let shapes = || format!("input {:?}, weight {:?}", x.shape(), w.shape());
+    check_operands::<N>(op, x, w, bias, || w.shape()[0])?;
+    let groups = opts.groups;
+    check_steps(op, groups, &opts.stride, &opts.dilation)?;
     let batched = x.dim() == N + 2;
-    let (n, c_in) = if batched { (x.shape()[0], x.shape()[1]) } else { (1, x.shape()[0]) };
+    let c_in = x.shape()[batched as usize];
     let spatial = &x.shape()[x.dim() - N..];
     let (c_out, kernel) = (w.shape()[0], &w.shape()[2..]);
     if c_out == 0 || kernel.contains(&0) {
@@ -253,7 +293,22 @@ fn plan<const N: usize>(
         }
         out[d] = (padded[d] - spans[d]) / opts.stride[d] + 1;
     }
-    // A 1-d convolution is a 2-d one of height 1.
+    Ok(Checked { batched, lo, padded, out })
+}
+
+/// The 2-d kernel geometry of an N-d (N = 1 or 2) convolution of an input of `x_shape`
+/// (`(N, C, ...)` or `(C, ...)`) by a `kernel` into `c_out` channels of `out_spatial` sizes: a
+/// 1-d convolution is a 2-d one of height 1.
+pub(super) fn geometry<const N: usize>(
+    x_shape: &[usize],
+    kernel: &[usize],
+    c_out: usize,
+    (groups, stride, dilation): (usize, [usize; N], [usize; N]),
+    lo: [usize; N],
+    out_spatial: [usize; N],
+) -> ConvGeom {
+    let batched = x_shape.len() == N + 2;
+    let (n, c_in) = if batched { (x_shape[0], x_shape[1]) } else { (1, x_shape[0]) };
     let two = |v: &[usize], fill: usize| -> [usize; 2] {
         if N == 1 {
             [fill, v[0]]
@@ -261,8 +316,8 @@ fn plan<const N: usize>(
             [v[0], v[1]]
         }
     };
-    let (ks, sp, os) = (two(kernel, 1), two(spatial, 1), two(&out, 1));
-    let geom = ConvGeom {
+    let (ks, sp, os) = (two(kernel, 1), two(&x_shape[x_shape.len() - N..], 1), two(&out_spatial, 1));
+    ConvGeom {
         n,
         c_in,
         h: sp[0],
@@ -271,13 +326,27 @@ fn plan<const N: usize>(
         groups,
         kh: ks[0],
         kw: ks[1],
-        stride: two(&opts.stride, 1),
+        stride: two(&stride, 1),
         pad: two(&lo, 0),
-        dilation: two(&opts.dilation, 1),
+        dilation: two(&dilation, 1),
         oh: os[0],
         ow: os[1],
-    };
-    let mut y_shape = if batched { vec![n, c_out] } else { vec![c_out] };
+    }
+}
+
+/// Validates the operands and options and works out the geometry.
+#[track_caller]
+fn plan<const N: usize>(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    opts: &ConvOpts<N>,
+) -> Result<Conv> {
+    let Checked { batched, lo, out, .. } = check(op, x, w, bias, opts)?;
+    let c_out = w.shape()[0];
+    let geom = geometry(x.shape(), &w.shape()[2..], c_out, (opts.groups, opts.stride, opts.dilation), lo, out);
+    let mut y_shape = if batched { vec![geom.n, c_out] } else { vec![c_out] };
     y_shape.extend_from_slice(&out);
     check_shape(op, &y_shape)?;
     Ok(Conv { geom, x_shape: x.shape().to_vec(), w_shape: w.shape().to_vec(), y_shape, channel_dim: batched as usize })

@@ -101,7 +101,13 @@ pub fn max_pool2d_with_indices(input: &Tensor, opts: &MaxPool2dOpts) -> (Tensor,
 /// [`max_pool2d_with_indices`] returning an error instead of panicking.
 #[track_caller]
 pub fn try_max_pool2d_with_indices(input: &Tensor, opts: &MaxPool2dOpts) -> Result<(Tensor, Tensor)> {
-    let op = "max_pool2d";
+    max_pool_as("max_pool2d", input, opts)
+}
+
+/// [`try_max_pool2d_with_indices`] with errors naming `op` (the 1-d and 3-d poolings run
+/// through it).
+#[track_caller]
+pub(super) fn max_pool_as(op: &'static str, input: &Tensor, opts: &MaxPool2dOpts) -> Result<(Tensor, Tensor)> {
     let stride = opts.stride.unwrap_or(opts.kernel_size);
     let p = window_plan(op, input, opts.kernel_size, stride, opts.padding, opts.dilation, opts.ceil_mode, Kind::Max)?;
     let x = as_float(op, input)?;
@@ -124,7 +130,12 @@ pub fn avg_pool2d_opts(input: &Tensor, opts: &AvgPool2dOpts) -> Tensor {
 /// [`avg_pool2d_opts`] returning an error instead of panicking.
 #[track_caller]
 pub fn try_avg_pool2d_opts(input: &Tensor, opts: &AvgPool2dOpts) -> Result<Tensor> {
-    let op = "avg_pool2d";
+    avg_pool_as("avg_pool2d", input, opts)
+}
+
+/// [`try_avg_pool2d_opts`] with errors naming `op` (the 1-d pooling runs through it).
+#[track_caller]
+pub(super) fn avg_pool_as(op: &'static str, input: &Tensor, opts: &AvgPool2dOpts) -> Result<Tensor> {
     if opts.divisor_override == Some(0) {
         bail!(op, Value, "divisor must be not zero");
     }
@@ -174,7 +185,7 @@ fn as_float(op: &'static str, x: &Tensor) -> Result<Tensor> {
 
 /// `(planes, H, W)` of a 3-D or 4-D input with non-empty planes.
 #[track_caller]
-fn planes(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
+pub(super) fn planes(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
     let s = x.shape();
     if s.len() != 3 && s.len() != 4 {
         bail!(op, Shape, "expected 3D (unbatched) or 4D (batched) input, but got input of shape {s:?}");
@@ -201,7 +212,7 @@ fn out_shape(x: &Tensor, oh: usize, ow: usize) -> Vec<usize> {
 /// PyTorch's `pooling_output_shape`: the number of windows along one dim (`k` and `stride`
 /// positive). Computed in 128 bits, so that sizes near `usize::MAX` give the true count
 /// (a window larger than the padded input gives a count below 1) instead of wrapping.
-fn out_len(len: usize, k: usize, pad: usize, stride: usize, dilation: usize, ceil_mode: bool) -> i128 {
+pub(super) fn out_len(len: usize, k: usize, pad: usize, stride: usize, dilation: usize, ceil_mode: bool) -> i128 {
     let (len, k, pad, stride, dilation) = (len as i128, k as i128, pad as i128, stride as i128, dilation as i128);
     // At most 2^64 · 2^64: saturates only at the very top of i128, far below any length.
     let span = dilation.saturating_mul(k - 1);
@@ -211,6 +222,31 @@ fn out_len(len: usize, k: usize, pad: usize, stride: usize, dilation: usize, cei
         out -= 1;
     }
     out
+}
+
+/// Refuses a fixed window's zero sizes, strides or dilations, and a padding past half the
+/// window.
+#[track_caller]
+pub(super) fn check_window<const N: usize>(
+    op: &'static str,
+    kernel: &[usize; N],
+    stride: &[usize; N],
+    pad: &[usize; N],
+    dilation: &[usize; N],
+) -> Result<()> {
+    if kernel.contains(&0) {
+        bail!(op, Value, "kernel size should be greater than zero, but got kernel_size {kernel:?}");
+    }
+    if stride.contains(&0) {
+        bail!(op, Value, "stride should be greater than zero, but got stride {stride:?}");
+    }
+    if dilation.contains(&0) {
+        bail!(op, Value, "dilation should be greater than zero, but got dilation {dilation:?}");
+    }
+    if (0..N).any(|d| pad[d] > kernel[d] / 2) {
+        bail!(op, Value, "pad should be smaller than or equal to half of kernel size, but got padding {pad:?} and kernel_size {kernel:?}");
+    }
+    Ok(())
 }
 
 /// Checks a fixed-window pooling's options against the input and works out its geometry.
@@ -226,18 +262,7 @@ fn window_plan(
     ceil_mode: bool,
     kind: Kind,
 ) -> Result<Pool> {
-    if kernel.contains(&0) {
-        bail!(op, Value, "kernel size should be greater than zero, but got kernel_size {kernel:?}");
-    }
-    if stride.contains(&0) {
-        bail!(op, Value, "stride should be greater than zero, but got stride {stride:?}");
-    }
-    if dilation.contains(&0) {
-        bail!(op, Value, "dilation should be greater than zero, but got dilation {dilation:?}");
-    }
-    if pad[0] > kernel[0] / 2 || pad[1] > kernel[1] / 2 {
-        bail!(op, Value, "pad should be smaller than or equal to half of kernel size, but got padding {pad:?} and kernel_size {kernel:?}");
-    }
+    check_window(op, &kernel, &stride, &pad, &dilation)?;
     let (planes, h, w) = planes(op, x)?;
     let oh = out_len(h, kernel[0], pad[0], stride[0], dilation[0], ceil_mode);
     let ow = out_len(w, kernel[1], pad[1], stride[1], dilation[1], ceil_mode);
