@@ -167,6 +167,7 @@ fn cumprod_backward(x: &Tensor, out: &Tensor, g: &Tensor, d: i64) -> Tensor {
     let (s_z1, s_z2) = (s.gather(d, &z1), s.gather(d, &z2));
     let x_z1 = pad_one(x, d, 0.0).gather(d, &z1);
     let r = (s.narrow(d, 0, n) - &s_z1) + x_z1 * (s_z1 - s_z2);
+    // P: `[1, out_0, …, out_{n-2}]`, the output shifted one place along `d`.
     let before = pad_one(&out.narrow(d, 0, n - 1), d, 1.0).roll(&[1], &[d]);
     before * r / c
 }
