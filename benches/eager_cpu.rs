@@ -130,6 +130,26 @@ fn main() {
         ok: sum_bw / read_bw >= 0.8,
     });
 
+    // Sums over the leading dim (a bias gradient: `g.sum_dim(0)` of [rows, features]) against
+    // the full sum of the same elements, a pass at read bandwidth.
+    for (rows_n, cols) in [(n / 64, 64usize), (n / 256, 256)] {
+        let g = Tensor::rand(&[rows_n, cols]);
+        let leading = time(9, || {
+            black_box(g.sum_dim(0, false));
+        });
+        let full = time(9, || {
+            black_box(g.sum());
+        });
+        rows.push(Row {
+            name: format!("`sum_dim(0)` [{rows_n}, {cols}] f32"),
+            kiln: gbs(4.0 * n as f64, leading),
+            baseline: format!("full `sum` {}", gbs(4.0 * n as f64, full)),
+            ratio: full / leading,
+            target: "≥ 0.80".into(),
+            ok: full / leading >= 0.8,
+        });
+    }
+
     // Matmul against the gemm crate called directly on the same data.
     for size in [1024usize, 2048] {
         let ta = Tensor::rand(&[size, size]);

@@ -29,6 +29,7 @@ const MATMUL_CASES: &[(&[usize], &[usize])] = &[
     (&[2, 3], &[2, 3, 4]),
     (&[2, 1, 2, 3], &[3, 3, 2]),
     (&[1, 2, 3], &[2, 3, 2]),
+    (&[2, 3, 2, 3], &[3, 4]),
 ];
 
 #[test]
@@ -83,6 +84,13 @@ fn transposed_operands_get_gradients_in_their_layout() {
     let gw = w.grad().unwrap();
     assert!(gw.is_contiguous(), "w.grad strides {:?}", gw.stride());
     assert!(gw.allclose(&g.t().matmul(&x.detach()), 1e-12, 1e-12));
+    // `linear` on a batch of sequences: one folded product, still in `w`'s layout.
+    let (x3, w3, g3) = (leaf(&[2, 4, 3]), leaf(&[5, 3]), constant(&[2, 4, 5]));
+    x3.matmul(&w3.t()).backward_with(&g3);
+    let gw3 = w3.grad().unwrap();
+    assert!(gw3.is_contiguous(), "w.grad strides {:?}", gw3.stride());
+    let per_entry = g3.transpose(-1, -2).matmul(&x3.detach()).sum_dim(0, false);
+    assert!(gw3.allclose(&per_entry, 1e-12, 1e-12));
     let (w2, y) = (leaf(&[5, 3]), constant(&[5, 2]));
     w2.t().matmul(&y).sum().backward();
     assert!(w2.grad().unwrap().is_contiguous());
@@ -93,6 +101,8 @@ fn transposed_operands_get_gradients_in_their_layout() {
         (|xs| xs[0].matmul(&xs[1].transpose(-1, -2)), &[2, 4, 3], &[2, 5, 3]),
         (|xs| xs[1].transpose(-1, -2).matmul(&xs[0]), &[2, 4, 2], &[2, 4, 3]),
         (|xs| xs[0].matmul(&xs[1].t()), &[2, 4, 3], &[5, 3]),
+        // A batch whose rows are not one run (the product folds them through a copy).
+        (|xs| xs[0].transpose(0, 1).matmul(&xs[1].t()), &[4, 2, 3], &[5, 3]),
     ];
     for &(f, sa, sb) in cases {
         gradcheck(f, &[leaf(sa), leaf(sb)], GradcheckOpts::default()).unwrap_or_else(|e| panic!("{sa:?}, {sb:?}: {e}"));

@@ -526,6 +526,42 @@ fn masks_in_the_vector_path() {
     }
 }
 
+/// Bool inputs (attention's mask) load as lane masks in the vector path, unit-stride or
+/// broadcast, alone or combined with comparisons, and keep the tiled `exp` of a masked softmax.
+#[test]
+fn bool_inputs_are_masks_in_the_vector_path() {
+    for d in [DType::F32, DType::F64] {
+        for (shape, inner, rows) in layouts(2) {
+            let insts = vec![
+                inst(InstOp::Load(0), d),                                 // 0 x
+                inst(InstOp::Load(1), DType::Bool),                       // 1 m
+                inst(InstOp::Const(f64::NEG_INFINITY), d),                // 2
+                inst(InstOp::Where(1, 2, 0), d),                          // 3 masked_fill
+                inst(InstOp::Const(0.5), d),                              // 4
+                inst(InstOp::Cmp(CmpOp::Gt, 0, 4), DType::Bool),          // 5
+                inst(InstOp::Not(1), DType::Bool),                        // 6
+                inst(InstOp::Logical(LogicalOp::And, 5, 6), DType::Bool), // 7
+                inst(InstOp::Logical(LogicalOp::Xor, 1, 0), DType::Bool), // 8 (a float's truth)
+                inst(InstOp::Where(7, 4, 0), d),                          // 9
+                inst(InstOp::Unary(UnaryOp::Exp, 3), d),                  // 10
+                inst(InstOp::Where(8, 9, 10), d),                         // 11
+            ];
+            let k = ElementwiseKernel {
+                rank: shape.len(),
+                inputs: vec![inp(d, inner[0]), inp(DType::Bool, inner[1])],
+                scalars: 0,
+                insts,
+                outputs: vec![3, 11],
+            };
+            let kern = CpuKernel::compile(&k, "bool masks").unwrap();
+            let vector = !inner.contains(&InnerStride::Strided);
+            assert_eq!(kern.is_vectorized(), vector, "{d} {inner:?}");
+            assert_eq!(kern.is_tiled(), vector && d == DType::F32, "{d} {inner:?}: exp runs natively");
+            check(&k, &shape, rows.clone(), &[], 2.0, &format!("bool masks {d} {inner:?}"));
+        }
+    }
+}
+
 #[test]
 fn casts_between_every_pair() {
     for s in ALL {

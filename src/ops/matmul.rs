@@ -275,6 +275,17 @@ fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tens
             let a = a.expect("lhs saved");
             let gb = if da == 1 {
                 a.unsqueeze(1).matmul(&g)
+            } else if db == 2 && da > 2 {
+                // `b` was broadcast over `a`'s batch dims (`linear` on a batch of sequences):
+                // one product over the batch's rows, as PyTorch's matmul folds them, not a
+                // product per batch entry summed afterwards.
+                let (k, n) = (a.shape()[da - 1] as i64, g.shape()[g.dim() - 1] as i64);
+                let (a, g) = (a.reshape(&[-1, k]), g.reshape(&[-1, n]));
+                if b_transposed {
+                    g.t().matmul(&a).t()
+                } else {
+                    a.t().matmul(&g)
+                }
             } else if b_transposed {
                 g.transpose(-1, -2).matmul(a).transpose(-1, -2)
             } else {

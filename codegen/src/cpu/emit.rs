@@ -60,9 +60,10 @@ pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> b
 }
 
 /// The vector plan applies when every live value is of one float dtype E (f32 or f64), except
-/// Bool values made by Cmp/Logical/Not (kept as lane masks), every input is E with a unit or
-/// broadcast inner stride, every Cast is E→E, every output is E and nothing draws random
-/// numbers (each element's draw is a helper call).
+/// Bool values (kept as lane masks) made by Cmp/Logical/Not or loaded, every input is E or Bool
+/// with a unit or broadcast inner stride, every Cast is E→E, every output is E and nothing
+/// draws random numbers (each element's draw is a helper call). A Bool input is attention's
+/// mask, say: without it, a masked softmax would run scalar code with a libm `exp` per element.
 pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     let e = match k.outputs.first().map(|&o| k.dtype(o)) {
         Some(d @ (DType::F32 | DType::F64)) => d,
@@ -80,7 +81,7 @@ pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
 /// The instruction and input rules of the vector plan for float dtype `e` (see [`plan`]),
 /// without the rule on outputs.
 pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e: DType) -> bool {
-    if inputs.iter().any(|i| i.dtype != e || i.inner == InnerStride::Strided) {
+    if inputs.iter().any(|i| !(i.dtype == e || i.dtype == DType::Bool) || i.inner == InnerStride::Strided) {
         return false;
     }
     let dt = |v: Val| insts[v as usize].dtype;
@@ -94,11 +95,13 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
             InstOp::Not(a) => dt(a) == e || dt(a) == DType::Bool,
             InstOp::Cast(a) => inst.dtype == e && dt(a) == e,
             InstOp::Rand { .. } => false,
+            InstOp::Load(_) => inst.dtype == e || inst.dtype == DType::Bool,
             _ => inst.dtype == e,
         };
-        // A Bool value must come from Cmp/Logical/Not (a mask), never from a load/const/cast.
-        let bool_ok =
-            inst.dtype != DType::Bool || matches!(inst.op, InstOp::Cmp(..) | InstOp::Logical(..) | InstOp::Not(_));
+        // A Bool value must come from Cmp/Logical/Not or a load (a mask), never from a
+        // const/cast.
+        let bool_ok = inst.dtype != DType::Bool
+            || matches!(inst.op, InstOp::Cmp(..) | InstOp::Logical(..) | InstOp::Not(_) | InstOp::Load(_));
         if !ok || !bool_ok {
             return false;
         }
@@ -219,8 +222,11 @@ pub(crate) fn emit_values_given(
                     InnerStride::Unit => {
                         let off = cx.b.ins().imul_imm_s(j, size);
                         let addr = cx.b.ins().iadd(row.in_ptr[i], off);
-                        let ty = vty.unwrap_or(clif_type(inst.dtype)?);
-                        cx.b.ins().load(ty, data_flags(), addr, 0)
+                        match vty {
+                            Some(vt) if inst.dtype == DType::Bool => cx.load_mask(addr, vt, data_flags()),
+                            Some(vt) => cx.b.ins().load(vt, data_flags(), addr, 0),
+                            None => cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), addr, 0),
+                        }
                     }
                     InnerStride::Strided => {
                         let off = cx.b.ins().imul(j, row.in_step[i].expect("strided step"));
@@ -453,7 +459,8 @@ pub(crate) fn load_bcast(
                 let s = cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), in_ptr[i], 0);
                 bcast[i] = Some(s);
                 if let Some(vt) = vty {
-                    bcast_v[i] = Some(cx.b.ins().splat(vt, s));
+                    bcast_v[i] =
+                        Some(if inst.dtype == DType::Bool { cx.splat_mask(s, vt) } else { cx.b.ins().splat(vt, s) });
                 }
             }
         }

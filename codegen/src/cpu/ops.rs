@@ -155,6 +155,32 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
         self.b.ins().bitcast(ty, flags, v)
     }
 
+    /// The lane mask for float vector type `vty` (F32X4 or F64X2) of the Bool elements (bytes
+    /// 0 or 1) at `addr`: one byte per lane, zero-extended to the lane's width and negated
+    /// (1 → all ones).
+    pub fn load_mask(&mut self, addr: Value, vty: Type, flags: MemFlagsData) -> Value {
+        let lanes = vty.lane_count();
+        // The lanes' bytes as one integer (4 or 2 bytes), in lane 0 of a vector of that width.
+        let word = types::Type::int(8 * lanes as u16).expect("a vector of 2 or 4 lanes");
+        let bytes = self.b.ins().load(word, flags, addr, 0);
+        let holder = word.by(128 / word.bits()).expect("a 128-bit vector");
+        let v = self.b.ins().scalar_to_vector(holder, bytes);
+        let mut v = self.bitcast(types::I8X16, v);
+        while self.ty(v).lane_bits() < vty.lane_bits() {
+            v = self.b.ins().uwiden_low(v);
+        }
+        self.b.ins().ineg(v)
+    }
+
+    /// The lane mask for float vector type `vty` with every lane the Bool scalar `t` (an `i8`
+    /// 0 or 1).
+    pub fn splat_mask(&mut self, t: Value, vty: Type) -> Value {
+        let lane = Type::int(vty.lane_bits() as u16).expect("32- or 64-bit lanes");
+        let wide = self.b.ins().uextend(lane, t);
+        let all = self.b.ins().ineg(wide);
+        self.b.ins().splat(lane.by(vty.lane_count()).expect("a 128-bit vector"), all)
+    }
+
     /// `m ? a : b`, with `m` an `i8` truth value (scalars) or a lane mask (vectors).
     pub fn sel(&mut self, m: Value, a: Value, b: Value) -> Value {
         let ty = self.ty(a);
