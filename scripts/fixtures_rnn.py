@@ -154,6 +154,14 @@ def finish(name, module, inputs, results, out):
         out[f"{name}/{k}"] = v.detach()
 
 
+def save(out, meta, name):
+    """Writes the tensors `out` and the metadata `meta` (two entries a case) to tests/fixtures/name."""
+    out = {k: v.detach().contiguous() for k, v in out.items()}
+    path = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", name)
+    save_file(out, path, metadata=meta)
+    print(f"wrote {len(out)} tensors of {len(meta) // 2} cases to {os.path.normpath(path)}")
+
+
 def main():
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
@@ -162,10 +170,7 @@ def main():
         layer_case(*case, out, meta)
     for case in CELLS:
         cell_case(*case, out, meta)
-    out = {k: v.detach().contiguous() for k, v in out.items()}
-    path = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "rnn.safetensors")
-    save_file(out, path, metadata=meta)
-    print(f"wrote {len(out)} tensors of {len(meta) // 2} cases to {os.path.normpath(path)}")
+    save(out, meta, "rnn.safetensors")
 
 
 if __name__ == "__main__":

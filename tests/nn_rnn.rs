@@ -4,24 +4,24 @@
 //! printed form, dropout between layers, and errors that name the layer, the shapes and the
 //! caller's line.
 
-use kiln::autograd::{gradcheck, GradcheckOpts};
-use kiln::nn::{self, FieldVisitorMut, Module, RNNNonlinearity, RNNOpts};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::nn::{self, Module, RNNNonlinearity, RNNOpts};
 use kiln::prelude::*;
 use kiln::{Error, StateDict};
-use std::cell::RefCell;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
 
+#[path = "common/compiled_training.rs"]
+mod compiled_training;
+#[path = "common/rnn_fixture.rs"]
+mod rnn_fixture;
 #[path = "common/seeded.rs"]
 mod seeded;
+use compiled_training::Trained;
+use rnn_fixture::{assert_close, case_state_dict, check_gradients, key_list, panic_text, randn64};
 use seeded::seeded;
 
 const HERE: &str = "tests/nn_rnn.rs";
 
 fn fixture() -> StateDict {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rnn.safetensors");
-    kiln::load(path).expect("tests/fixtures/rnn.safetensors (python3 scripts/fixtures_rnn.py)")
+    rnn_fixture::load("rnn.safetensors", "fixtures_rnn.py")
 }
 
 /// One case's configuration, as the fixture's metadata spells it.
@@ -35,12 +35,8 @@ struct Config {
 }
 
 fn parse(text: &str) -> Config {
-    let get = |key: &str| -> &str {
-        text.split(';')
-            .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
-            .unwrap_or_else(|| panic!("{key} missing from {text}"))
-    };
-    let num = |key: &str| -> usize { get(key).parse().unwrap_or_else(|e| panic!("{key} in {text}: {e}")) };
+    let get = |key: &str| rnn_fixture::field(text, key);
+    let num = |key: &str| -> usize { rnn_fixture::number(text, key) };
     let flag = |key: &str| num(key) == 1;
     let nonlinearity = match get("nonlinearity") {
         "tanh" => RNNNonlinearity::Tanh,
@@ -125,33 +121,11 @@ impl Layer {
     }
 }
 
-/// Asserts `got` has `want`'s shape and values to f64 rounding (the products sum in another
-/// order than PyTorch's, and the biases are folded together).
-fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    let (g, w) = (got.contiguous().to_vec::<f64>(), want.to_vec::<f64>());
-    for (k, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!((a - b).abs() <= 1e-12 + 1e-10 * b.abs(), "{what}[{k}]: kiln {a} vs PyTorch {b}");
-    }
-}
-
-/// The keys and shapes in order, as the fixture's `keys:` metadata spells them.
-fn key_list(sd: &StateDict) -> String {
-    sd.iter()
-        .map(|(k, t)| format!("{k}:{}", t.shape().iter().map(usize::to_string).collect::<Vec<_>>().join("x")))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 #[test]
 fn outputs_states_and_gradients_match_pytorch() {
     let _seeded = seeded();
     let fx = fixture();
-    let cases: Vec<(String, String)> = fx
-        .metadata_entries()
-        .iter()
-        .filter_map(|(k, v)| k.strip_prefix("case:").map(|name| (name.to_string(), v.clone())))
-        .collect();
+    let cases = rnn_fixture::cases(&fx);
     assert_eq!(cases.len(), 21, "cases in the fixture: {cases:?}");
     let mut kinds = std::collections::BTreeSet::new();
     for (name, text) in &cases {
@@ -163,14 +137,7 @@ fn outputs_states_and_gradients_match_pytorch() {
         module.to_dtype(DType::F64);
         // PyTorch's names, shapes and order, then PyTorch's state dict loads unchanged.
         assert_eq!(key_list(&module.state_dict()), fx.metadata(&format!("keys:{name}")).unwrap(), "{name}: keys");
-        let prefix = format!("{name}/sd/");
-        let mut sd = StateDict::new();
-        for (k, t) in fx.iter() {
-            if let Some(key) = k.strip_prefix(&prefix) {
-                sd.insert(key, t.clone());
-            }
-        }
-        module.load_state_dict(&sd).unwrap_or_else(|e| panic!("{name}: {e}"));
+        module.load_state_dict(&case_state_dict(&fx, name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let params = module.named_parameters();
 
         let x = get("input").unwrap().requires_grad_(true);
@@ -265,41 +232,6 @@ fn parameters_start_uniform_within_one_over_sqrt_hidden() {
     }
 }
 
-/// Replaces a module's parameters, in `named_parameters` order, with `values`.
-struct Replace<'a>(&'a [Tensor], usize);
-
-impl FieldVisitorMut for Replace<'_> {
-    fn parameter(&mut self, _: &str, tensor: &mut Tensor) {
-        *tensor = self.0[self.1].clone();
-        self.1 += 1;
-    }
-    fn buffer(&mut self, _: &str, _: &mut Tensor) {}
-    fn child(&mut self, _: &str, module: &mut dyn Module) {
-        module.visit_fields_mut(self)
-    }
-}
-
-/// Finite differences in f64 through every parameter, the input and the initial state: `run`
-/// maps the module and `[x, h0, c0]` to one flat tensor of every result.
-fn check_gradients<M: Module>(mut module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
-    module.to_dtype(DType::F64);
-    let params = module.parameters();
-    let n_in = inputs.len();
-    let mut all = inputs;
-    all.extend(params.iter().map(|p| p.detach().requires_grad_(true)));
-    let module = RefCell::new(module);
-    let f = |args: &[Tensor]| {
-        let mut m = module.borrow_mut();
-        m.visit_fields_mut(&mut Replace(&args[n_in..], 0));
-        run(&m, &args[..n_in])
-    };
-    gradcheck(f, &all, GradcheckOpts::default()).unwrap_or_else(|e| panic!("{e}"));
-}
-
-fn randn64(shape: &[usize]) -> Tensor {
-    Tensor::randn(shape).to_dtype(DType::F64).requires_grad_(true)
-}
-
 #[test]
 fn lstm_gradients_match_finite_differences() {
     let _seeded = seeded();
@@ -357,64 +289,24 @@ impl Module for Tagger {
     }
 }
 
-/// Losses of `steps` SGD steps, the parameters and their last gradients; compiled or eager.
-fn train_tagger(compiled: bool, steps: usize) -> (Vec<f32>, Vec<Tensor>, Vec<Tensor>, Vec<(usize, usize, usize)>) {
+/// `steps` SGD steps of the tagger, compiled or eager.
+fn train_tagger(compiled: bool, steps: usize) -> Trained {
     kiln::manual_seed(5);
     let lstm = nn::LSTM::with_opts(3, 5, RNNOpts::default().num_layers(2).batch_first(true));
     let net = Tagger { lstm, head: nn::Linear::new(5, 4) };
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let x = Tensor::randn(&[6, 4, 3]);
     let y = Tensor::randint(0, 4, &[6]);
     let criterion = nn::CrossEntropyLoss::new();
-    let mut body = |(x, y): (&Tensor, &Tensor)| {
-        opt.zero_grad();
-        let loss = criterion.forward(&net.forward(x), y);
-        loss.backward();
-        opt.step();
-        loss
-    };
-    let (mut losses, mut breaks) = (Vec::new(), Vec::new());
-    if compiled {
-        let mut step = kiln::compile(&mut body);
-        for _ in 0..steps {
-            losses.push(step.call((&x, &y)).item::<f32>());
-            let s = step.stats();
-            breaks.push((s.graph_breaks, s.graphs, s.kernels_launched));
-        }
-    } else {
-        for _ in 0..steps {
-            losses.push(body((&x, &y)).item::<f32>());
-        }
-    }
-    let params = net.parameters();
-    let grads = params.iter().map(|p| p.grad().expect("a gradient")).collect();
-    (losses, params.iter().map(Tensor::detach).collect(), grads, breaks)
+    Trained::sgd(net.parameters(), || criterion.forward(&net.forward(&x), &y), compiled, steps)
 }
 
 #[test]
 fn compiled_lstm_training_matches_eager() {
     let _seeded = seeded();
-    let (eager, p_eager, g_eager, _) = train_tagger(false, 4);
-    let (compiled, p_compiled, g_compiled, breaks) = train_tagger(true, 4);
-    // Fused kernels evaluate sigmoid/tanh and sums in another order than the eager kernels:
-    // equal to f32 rounding, 1e-5 relative.
-    for (a, b) in compiled.iter().zip(&eager) {
-        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "losses: compiled {compiled:?} vs eager {eager:?}");
-    }
-    for (what, c, e) in [("parameter", &p_compiled, &p_eager), ("gradient", &g_compiled, &g_eager)] {
-        assert_eq!(c.len(), e.len());
-        for (k, (c, e)) in c.iter().zip(e).enumerate() {
-            for (x, y) in c.to_vec::<f32>().iter().zip(e.to_vec::<f32>()) {
-                assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{what} {k}: compiled {x} vs eager {y}");
-            }
-        }
-    }
-    assert!(eager[3] < eager[0], "training lowers the loss: {eager:?}");
-    // One graph per step, no breaks, and the gate arithmetic runs as generated kernels.
-    assert!(
-        breaks.iter().all(|&(b, g, k)| b == 0 && g == 1 && k > 0),
-        "(breaks, graphs, kernels) per step: {breaks:?}"
-    );
+    let eager = train_tagger(false, 4);
+    // One graph per step, no breaks, and the gate arithmetic runs as generated kernels; equal
+    // to f32 rounding, 1e-5 relative.
+    train_tagger(true, 4).assert_matches(&eager, 1e-5);
 }
 
 #[test]
@@ -485,23 +377,9 @@ fn dropout_acts_between_layers_in_train_mode_only() {
     assert!(!lstm.forward(&x).allclose(&train_out, 1e-3, 1e-3), "eval differs from the dropped train output");
 }
 
-fn place(e: &Error) -> (String, String) {
-    (e.location.file().to_string(), e.to_string())
-}
-
 /// Asserts `e` is an error located in this file whose message contains every one of `parts`.
 fn assert_error(e: Result<(), Error>, parts: &[&str]) {
-    let e = e.expect_err("expected an error");
-    let (file, text) = place(&e);
-    assert_eq!(file, HERE, "{text}");
-    for p in parts {
-        assert!(text.contains(p), "{text:?} should contain {p:?}");
-    }
-}
-
-fn panic_text(f: impl FnOnce()) -> String {
-    let e = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+    rnn_fixture::assert_error(e, HERE, parts)
 }
 
 #[test]

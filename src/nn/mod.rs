@@ -73,6 +73,7 @@ pub use padding::{
     ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
     ZeroPad3d,
 };
+pub use parallel::{DataParallel, DataParallelOpts};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pooling_nd::{AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, MaxPool3d};
 pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};

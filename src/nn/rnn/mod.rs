@@ -28,17 +28,29 @@
 //! - **Errors.** `forward_with_state` panics on a wrong input rank, feature size, dtype, device
 //!   or state shape with a message naming the layer and the shapes, located at the caller's
 //!   line; `try_forward_with_state` returns it as an error instead.
+//! - **Packed sequences.** PyTorch's `forward` takes a tensor or a `PackedSequence`; here a
+//!   packed batch goes through its own method, `forward_packed(&packed, state)`, which returns
+//!   `(PackedSequence, state)` (and `try_forward_packed`), so that each method's result type
+//!   says what comes back. Semantics as PyTorch's: each sequence stops at its own length, the
+//!   final state of each is the one after its last step, the reverse direction starts at each
+//!   sequence's own end, the initial and final states are in the original batch's order
+//!   (permuted by `sorted_indices`/`unsorted_indices` inside), and `batch_first` does not
+//!   apply.
 //!
-//! How it runs: per layer and direction, one product computes the input's contribution to the
-//! gates for every time step at once (with both biases folded in where the gate is linear in
-//! them), and only the recurrent product `h·W_hhᵀ` and the gate arithmetic run per step. The
-//! per-step slices of that product are taken by halving (`unbind_steps`), so that backward
-//! pads each slice's gradient into its parent's extent (O(L log L) elements) rather than into
-//! the whole sequence's (O(L²)).
+//! How it runs: a padded batch is run as the packed batch whose steps all have every sequence,
+//! so both go through one loop (`direction`). Per layer and direction, one product computes
+//! the input's contribution to the gates for every packed row at once (with both biases folded
+//! in where the gate is linear in them), and only the recurrent product `h·W_hhᵀ` and the gate
+//! arithmetic run per step, on the rows of the sequences that have that step. The per-step
+//! slices of that product are taken by halving (`split_steps`), so that backward pads each
+//! slice's gradient into its parent's extent (O(L log L) elements) rather than into the whole
+//! sequence's (O(L²)).
 
 #![allow(clippy::upper_case_acronyms)]
 
+mod base;
 mod cells;
+mod direction;
 mod layers;
 
 pub use cells::{GRUCell, LSTMCell, RNNCell};
@@ -245,30 +257,6 @@ fn step(
             (h, None)
         }
     }
-}
-
-/// The slices of `t` along dim 0, taken by halving: each slice's gradient is padded into its
-/// parent's extent, not into the whole of `t` (see the module doc).
-#[track_caller]
-fn unbind_steps(t: &Tensor) -> Vec<Tensor> {
-    let mut out = Vec::with_capacity(t.shape()[0]);
-    halve(t, &mut out);
-    out
-}
-
-/// Pushes the slices of `t` along dim 0 onto `out`, in order.
-#[track_caller]
-fn halve(t: &Tensor, out: &mut Vec<Tensor>) {
-    let n = t.shape()[0];
-    if n <= 2 {
-        for i in 0..n {
-            out.push(t.select(0, i as i64));
-        }
-        return;
-    }
-    let half = n / 2;
-    halve(&t.narrow(0, 0, half), out);
-    halve(&t.narrow(0, half as i64, n - half), out);
 }
 
 /// Checks that `t` has the parameters' dtype and device.

@@ -1,5 +1,22 @@
-//! Batching sequences of different lengths for the recurrent layers: `pad_sequence`
-//! (PyTorch's `torch.nn.utils.rnn.pad_sequence`).
+//! Batching sequences of different lengths for the recurrent layers (PyTorch's
+//! `torch.nn.utils.rnn`): `pad_sequence` here; [`PackedSequence`] and the functions that pack
+//! and unpack it (`pack_padded_sequence`, `pad_packed_sequence`, `pack_sequence`,
+//! `unpack_sequence`, `unpad_sequence`) in `pack` and `packed`.
+//!
+//! Where Rust differs from PyTorch: lengths are a host `&[usize]` (PyTorch takes a list or a
+//! CPU int64 tensor), `pad_packed_sequence` returns them as a `Vec<usize>`, and a
+//! `PackedSequence` keeps its `batch_sizes` and indices as host vectors (see its doc). The
+//! recurrent layers take one through `forward_packed` (`nn::LSTM::forward_packed`).
+
+mod pack;
+mod packed;
+
+pub use pack::{
+    pack_padded_sequence, pack_sequence, pad_packed_sequence, try_pack_padded_sequence, try_pack_sequence,
+    try_pad_packed_sequence, try_unpad_sequence, unpack_sequence, unpad_sequence,
+};
+pub(crate) use packed::index_tensor;
+pub use packed::PackedSequence;
 
 use crate::error::{bail, OrPanic, Result};
 use crate::nn::functional as F;
