@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Write PyTorch's results for the transposed and 3-d convolutions, the 1-d/3-d and adaptive max
-poolings and the bilinear layer as a safetensors fixture for tests/nn_layers_nd.rs.
+poolings (with their indices, ties, NaN and empty outputs) and the bilinear layer as a
+safetensors fixture for tests/nn_layers_nd.rs, and LayerNorm without a bias for
+tests/nn_norm.rs.
 
 Usage:  python3 scripts/fixtures_layers.py      (needs torch and safetensors)
 
@@ -114,7 +116,7 @@ def pool_cases(out, meta):
         ("mp3_dilation_ceil", (1, 2, 7, 5, 6), (2, 3, 2), (2, 1, 2), (1, 1, 0), (2, 1, 1), True),
         ("mp3_unbatched", (2, 4, 4, 3), (2, 2, 1), (1, 2, 1), (0, 1, 0), (1, 1, 1), False),
     ]:
-        fn = lambda x, k=k, s=s, p=p, d=d, ceil=ceil: F.max_pool3d(x, k, s, p, d, ceil_mode=ceil)
+        fn = lambda x, k=k, s=s, p=p, d=d, ceil=ceil: F.max_pool3d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
         case(out, meta, name, "max_pool3d", fn, {"x": torch.randn(xs)},
              kernel=k, stride=s or k, padding=p, dilation=d, ceil_mode=ceil)
     for name, xs, size in [
@@ -141,6 +143,46 @@ def bilinear_cases(out, meta):
         case(out, meta, name, "bilinear", fn, inputs)
 
 
+def edge_pool_cases(out, meta):
+    """Ties and NaN in max_pool3d's windows (PyTorch takes the first maximum of a row-major scan,
+    the latest NaN), and adaptive max pooling to an output size of 0 (an empty result, its
+    indices empty too)."""
+    x = ((torch.arange(2 * 2 * 5 * 4 * 4) * 7) % 5).double().reshape(2, 2, 5, 4, 4) - 2
+    for at in [(0, 0, 1, 1, 1), (0, 0, 2, 0, 1), (0, 0, 2, 1, 0), (1, 1, 3, 2, 2)]:
+        x[at] = float("nan")
+    k, s, p, d = (3, 2, 2), (2, 2, 2), (1, 1, 0), (1, 1, 1)
+    fn = lambda x: F.max_pool3d(x, k, s, p, d, return_indices=True)
+    case(out, meta, "mp3_ties_nan", "max_pool3d", fn, {"x": x},
+         kernel=k, stride=s, padding=p, dilation=d, ceil_mode=False)
+    # Forward only: a window that reads padding alone (dilation steps over the input) is -inf at
+    # an index past the channel, whose gradient PyTorch would write out of bounds.
+    k, s, p, d = (2, 1, 1), (1, 1, 1), (1, 0, 0), (3, 1, 1)
+    x = torch.randn(1, 2, 2, 3, 3)
+    out["mp3_padding_only/x"] = x
+    out["mp3_padding_only/out"], out["mp3_padding_only/indices"] = F.max_pool3d(x, k, s, p, d, return_indices=True)
+    meta["case:mp3_padding_only"] = conf("max_pool3d_forward", kernel=k, stride=s, padding=p, dilation=d, ceil_mode=False)
+    # Forward only: PyTorch's backward refuses an empty output gradient.
+    for name, xs, size in [("amp_empty_rows", (2, 2, 4, 4), (0, 3)), ("amp_empty_unbatched", (3, 2, 5), (2, 0))]:
+        x = torch.randn(xs)
+        out[f"{name}/x"] = x
+        out[f"{name}/out"], out[f"{name}/indices"] = F.adaptive_max_pool2d(x, size, return_indices=True)
+        meta[f"case:{name}"] = conf("adaptive_max_pool2d_empty", output_size=size)
+
+
+def layer_norm_without_bias(out, meta):
+    """nn.LayerNorm(normalized_shape, bias=False) (PyTorch 2.1+), for tests/nn_norm.rs: the case
+    `ln_no_bias` (its weight, no bias) and, under `layer_norm_no_bias:repr` and
+    `layer_norm_no_bias:keys`, the module's repr and state-dict keys."""
+    m = nn.LayerNorm((3, 4), bias=False)
+    with torch.no_grad():
+        m.weight.copy_(torch.randn(3, 4))
+    fn = lambda x, weight: F.layer_norm(x, (3, 4), weight, None, m.eps)
+    case(out, meta, "ln_no_bias", "layer_norm", fn, {"x": torch.randn(2, 3, 4), "weight": m.weight.detach()},
+         normalized_shape=(3, 4))
+    meta["layer_norm_no_bias:repr"] = repr(nn.LayerNorm(4, bias=False))
+    meta["layer_norm_no_bias:keys"] = ",".join(nn.LayerNorm(4, bias=False).state_dict())
+
+
 def modules(meta):
     """PyTorch's repr and state-dict keys of each module tests/nn_layers_nd.rs builds."""
     made = {
@@ -154,6 +196,7 @@ def modules(meta):
         "max_pool3d": nn.MaxPool3d((2, 1, 2)),
         "max_pool3d_padded": nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True),
         "adaptive_max_pool2d": nn.AdaptiveMaxPool2d((2, 3)),
+        "adaptive_max_pool2d_empty": nn.AdaptiveMaxPool2d((0, 2)),
         "bilinear": nn.Bilinear(3, 4, 5),
         "bilinear_no_bias": nn.Bilinear(2, 2, 1, bias=False),
         "identity": nn.Identity(),
@@ -171,6 +214,8 @@ def main():
     conv3d_cases(out, meta)
     pool_cases(out, meta)
     bilinear_cases(out, meta)
+    edge_pool_cases(out, meta)
+    layer_norm_without_bias(out, meta)
     modules(meta)
     out = {k: v.detach().contiguous() for k, v in out.items()}
     path = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "layers.safetensors")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Write PyTorch's results for the cumulative, search, quantile and window ops as a safetensors
-fixture for tests/scan_ops.rs and tests/search_ops.rs.
+"""Write PyTorch's results for the cumulative, search, quantile and window ops, einsum with an
+ellipsis and repeat_interleave with a tensor of repeats as a safetensors fixture for
+tests/scan_ops.rs (repeat_interleave too), tests/search_ops.rs and tests/einsum.rs.
 
 Usage:  python3 scripts/fixtures_scan.py      (needs torch and safetensors)
 
@@ -130,6 +131,41 @@ def windows(out):
     out["unfold/out0"], out["unfold/w0"], out["unfold/grad0"] = y, w, g
 
 
+# einsum equations with an ellipsis: (name, equation, operand shapes).
+EINSUM = [
+    ("batch_matmul", "...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 4)]),
+    ("trailing", "bi...,bi...->b...", [(2, 3, 4, 5), (2, 3, 1, 5)]),
+    ("implicit", "...ji", [(2, 3, 4)]),
+    ("implicit_broadcast", "...i,...i", [(1, 3), (4, 3)]),
+    ("summed", "...ij->ij", [(2, 3, 4)]),
+    ("diagonal", "i...i", [(3, 2, 3)]),
+    ("middle", "a...b,b...c->...ac", [(2, 5, 3), (3, 5, 4)]),
+    ("three", "...i,...ij,...j->...", [(4, 3), (4, 3, 2), (1, 2)]),
+    ("empty_ellipsis", "ij->...ji", [(2, 3)]),
+]
+
+
+def einsums(out):
+    for name, eq, shapes in EINSUM:
+        ops = [torch.randn(s) for s in shapes]
+        for k, t in enumerate(ops):
+            out[f"einsum/{name}/x{k}"] = t
+        out[f"einsum/{name}/out"] = torch.einsum(eq, *ops)
+
+
+def repeats(out):
+    x = torch.randn(2, 3)
+    out["repeat_interleave/x"] = x
+    out["repeat_interleave/dim1"] = x.repeat_interleave(torch.tensor([1, 0, 2]), dim=1)
+    out["repeat_interleave/dim0_one"] = x.repeat_interleave(torch.tensor([2]), dim=0)
+    out["repeat_interleave/flat"] = x.repeat_interleave(torch.tensor([1, 2, 0, 3, 1, 1]))
+    out["repeat_interleave/flat_scalar"] = x.repeat_interleave(torch.tensor(2))
+    out["repeat_interleave/int32"] = x.repeat_interleave(torch.tensor([3, 1], dtype=torch.int32), dim=-2)
+    y, w, (g,) = grad_of(lambda t: t.repeat_interleave(torch.tensor([2, 0, 3]), dim=1), x)
+    out["repeat_interleave/w"], out["repeat_interleave/grad"] = w, g
+    out["repeat_interleave/indices"] = torch.repeat_interleave(torch.tensor([2, 0, 1, 3]))
+
+
 def main():
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
@@ -138,6 +174,8 @@ def main():
     searches(out)
     order_stats(out)
     windows(out)
+    einsums(out)
+    repeats(out)
     out = {k: v.detach().contiguous() for k, v in out.items()}
     path = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "scan.safetensors")
     save_file(out, path)

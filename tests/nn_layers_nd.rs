@@ -58,6 +58,15 @@ impl Config {
             dilation: self.ints("dilation"),
         }
     }
+    fn max_pool3d(&self) -> MaxPool3dOpts {
+        MaxPool3dOpts {
+            kernel_size: self.ints("kernel"),
+            stride: Some(self.ints("stride")),
+            padding: self.ints("padding"),
+            dilation: self.ints("dilation"),
+            ceil_mode: self.flag("ceil_mode"),
+        }
+    }
     fn conv3d(&self) -> Conv3dOpts {
         let padding = match self.get("padding") {
             "same" => Padding::Same,
@@ -73,12 +82,14 @@ fn cases(fx: &StateDict, op: &str) -> Vec<(String, Config)> {
     all.map(|(name, v)| (name, Config(v.clone()))).filter(|(_, c)| c.get("op") == op).collect()
 }
 
-/// Asserts `got` has `want`'s shape and values to f64 rounding (sums run in another order).
+/// Asserts `got` has `want`'s shape and values to f64 rounding (sums run in another order),
+/// NaN where NaN, infinities where infinities.
 fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
     assert_eq!(got.shape(), want.shape(), "{what}: shape");
     let (g, w) = (got.to_dtype(DType::F64).contiguous().to_vec::<f64>(), want.to_dtype(DType::F64).to_vec::<f64>());
     for (k, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!((a - b).abs() <= 1e-12 + 1e-9 * b.abs(), "{what}[{k}]: kiln {a} vs PyTorch {b}");
+        let same = a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-12 + 1e-9 * b.abs();
+        assert!(same, "{what}[{k}]: kiln {a} vs PyTorch {b}");
     }
 }
 
@@ -176,19 +187,31 @@ fn poolings_match_pytorch() {
         };
         c.check(F::avg_pool1d_opts(c.x(), &opts), None);
     });
-    each_case("max_pool3d", 4, |c, o| {
-        let opts = MaxPool3dOpts {
-            kernel_size: o.ints("kernel"),
-            stride: Some(o.ints("stride")),
-            padding: o.ints("padding"),
-            dilation: o.ints("dilation"),
-            ceil_mode: o.flag("ceil_mode"),
-        };
-        c.check(F::max_pool3d_opts(c.x(), &opts), None);
+    // With ties and NaN: PyTorch's element (the first maximum, the latest NaN), its index and
+    // its gradient.
+    each_case("max_pool3d", 5, |c, o| {
+        let (v, i) = F::max_pool3d_with_indices(c.x(), &o.max_pool3d());
+        c.check(v, Some(i));
+    });
+    // A window reading padding alone: -inf, at PyTorch's index past the channel.
+    each_case("max_pool3d_forward", 1, |c, o| {
+        let (v, i) = F::max_pool3d_with_indices(c.x(), &o.max_pool3d());
+        assert_close(&format!("{}: out", c.name), &v, &c.get("out"));
+        assert_eq!(i.to_vec::<i64>(), c.get("indices").to_vec::<i64>(), "{}: indices", c.name);
     });
     each_case("adaptive_max_pool2d", 4, |c, o| {
         let (v, i) = F::adaptive_max_pool2d_with_indices(c.x(), o.ints("output_size"));
         c.check(v, Some(i));
+    });
+    // An output size of 0: empty values and indices of PyTorch's shapes; the (zero) gradient
+    // still reaches the input (PyTorch's backward refuses an empty output gradient).
+    each_case("adaptive_max_pool2d_empty", 2, |c, o| {
+        let (v, i) = F::adaptive_max_pool2d_with_indices(c.x(), o.ints("output_size"));
+        assert_eq!((v.shape(), i.shape()), (c.get("out").shape(), c.get("indices").shape()), "{}", c.name);
+        assert_eq!((v.numel(), i.dtype()), (0, DType::I64));
+        v.sum().backward();
+        let g = c.x().grad().expect("a gradient");
+        assert_eq!((g.shape(), g.abs().sum().item::<f64>()), (c.x().shape(), 0.0));
     });
 }
 
@@ -350,6 +373,7 @@ fn module(name: &str) -> Box<dyn Module> {
             ..MaxPool3dOpts::new([3; 3])
         })),
         "adaptive_max_pool2d" => Box::new(nn::AdaptiveMaxPool2d::new([2, 3])),
+        "adaptive_max_pool2d_empty" => Box::new(nn::AdaptiveMaxPool2d::new([0, 2])),
         "bilinear" => Box::new(nn::Bilinear::new(3, 4, 5)),
         "bilinear_no_bias" => Box::new(nn::Bilinear::with_bias(2, 2, 1, false)),
         "identity" => Box::new(nn::Identity),
@@ -382,7 +406,7 @@ fn modules_print_and_name_their_parameters_like_pytorch() {
         assert_eq!(keys.collect::<Vec<_>>().join(","), fx.metadata(&format!("keys:{name}")).unwrap(), "{name}: keys");
         seen += 1;
     }
-    assert!(seen >= 13, "only {seen} modules");
+    assert!(seen >= 14, "only {seen} modules");
 }
 
 /// Asserts every value of `t` lies in `[-bound, bound]` and some come near both ends.
@@ -428,6 +452,8 @@ fn modules_forward_their_functions() {
     assert_eq!(nn::MaxPool1d::new(2).forward_with_indices(&seq).1.shape(), &[2, 3, 4]);
     assert_eq!(nn::AvgPool1d::new(4).forward(&seq).shape(), &[2, 3, 2]);
     assert_eq!(nn::MaxPool3d::new(2).forward(&x).shape(), &[2, 2, 1, 1]);
+    let (v, i) = nn::MaxPool3d::new(2).forward_with_indices(&x);
+    assert_eq!((v.shape(), i.shape(), i.dtype()), (&[2, 2, 1, 1][..], &[2, 2, 1, 1][..], DType::I64));
     assert_eq!(nn::AdaptiveMaxPool2d::new([2, 1]).forward_with_indices(&x).0.shape(), &[2, 4, 2, 1]);
     let bl = nn::Bilinear::new(3, 8, 2);
     assert_eq!(bl.forward_with(&seq.narrow(2, 0, 3), &seq).shape(), &[2, 3, 2]);
@@ -476,6 +502,8 @@ fn bad_inputs_are_errors_naming_the_op_shapes_and_line() {
     assert_error(F::try_avg_pool1d_opts(&seq, &AvgPool1dOpts { padding: 2, ..AvgPool1dOpts::new(2) }), "avg_pool1d", ErrorKind::Value, &["half of kernel size"]);
     #[rustfmt::skip]
     assert_error(F::try_max_pool3d_opts(&x, &MaxPool3dOpts::new([2, 4, 2])), "max_pool3d", ErrorKind::Shape, &["too small", "[1, 2, 3, 3]"]);
+    #[rustfmt::skip]
+    assert_error(F::try_max_pool3d_with_indices(&seq, &MaxPool3dOpts::new([1; 3])).map(|r| r.1), "max_pool3d", ErrorKind::Shape, &["4D (unbatched) or 5D", "[2, 3]"]);
     #[rustfmt::skip]
     assert_error(F::try_adaptive_max_pool2d(&Tensor::zeros(&[4]), [2, 2]), "adaptive_max_pool2d", ErrorKind::Shape, &["[4]"]);
     #[rustfmt::skip]

@@ -1,14 +1,21 @@
 //! `batch_norm` (train and eval, running-stat updates with momentum), `layer_norm`,
 //! `group_norm` and `embedding` (with `padding_idx`) of `kiln::nn::functional`: values, running
 //! statistics and gradients against PyTorch (tests/fixtures/norm.txt, made by
-//! scripts/fixtures_loss.py), gradcheck in f64, gradgradcheck for layer_norm, errors.
+//! scripts/fixtures_loss.py), gradcheck in f64, gradgradcheck for layer_norm, errors; and
+//! `nn::LayerNorm` without a bias (`bias(false)`) against PyTorch's `LayerNorm(..., bias=False)`
+//! (tests/fixtures/layers.safetensors, made by scripts/fixtures_layers.py).
 
 mod common;
+
+#[path = "common/seeded.rs"]
+mod seeded;
 
 use common::{assert_covers, assert_errors_named, run_fixture, Arg, Case, Expect, Outcome};
 use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn::functional as F;
-use kiln::{DType, Tensor};
+use kiln::nn::{self, Module};
+use kiln::{DType, StateDict, Tensor};
+use seeded::seeded;
 
 const OPS: &[&str] = &["batch_norm", "layer_norm", "group_norm", "embedding"];
 
@@ -79,12 +86,14 @@ fn run(case: &Case, args: &[Arg]) -> Outcome {
 
 #[test]
 fn norms_and_embedding_match_pytorch() {
+    let _seeded = seeded();
     let cases = run_fixture("norm.txt", run);
     assert_covers(&cases, OPS);
 }
 
 #[test]
 fn errors_name_the_op_and_the_callers_line() {
+    let _seeded = seeded();
     let n = assert_errors_named("norm.txt", file!(), run, |c| c.op.clone());
     assert!(n >= 5, "{n} error cases");
 }
@@ -101,6 +110,7 @@ fn check(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Tensor) {
 
 #[test]
 fn gradcheck_norms() {
+    let _seeded = seeded();
     kiln::manual_seed(4);
     let (x, w, b) = (leaf(&[3, 2, 2]), leaf(&[2]), leaf(&[2]));
     check("batch_norm train", &[x.clone(), w.clone(), b.clone()], |v| {
@@ -113,6 +123,9 @@ fn gradcheck_norms() {
     let (lw, lb) = (leaf(&[2, 2]), leaf(&[2, 2]));
     check("layer_norm", &[x.clone(), lw.clone(), lb.clone()], |v| {
         F::layer_norm(&v[0], &[2, 2], Some(&v[1]), Some(&v[2]), 1e-5)
+    });
+    check("layer_norm without bias", &[x.clone(), lw.clone()], |v| {
+        F::layer_norm(&v[0], &[2, 2], Some(&v[1]), None, 1e-5)
     });
     let (g, gw, gb) = (leaf(&[2, 4, 3]), leaf(&[4]), leaf(&[4]));
     check("group_norm", &[g, gw, gb], |v| F::group_norm(&v[0], 2, Some(&v[1]), Some(&v[2]), 1e-5));
@@ -130,6 +143,7 @@ fn gradcheck_norms() {
 
 #[test]
 fn batch_norm_running_stats_update_in_place_without_history() {
+    let _seeded = seeded();
     // input (N=2, C=2): channel 0 is [1, 3], channel 1 is [2, 6]
     let x = Tensor::new(&[[1.0f32, 2.0], [3.0, 6.0]]).requires_grad_(true);
     let (rm, rv) = (Tensor::zeros(&[2]), Tensor::ones(&[2]));
@@ -152,6 +166,7 @@ fn batch_norm_running_stats_update_in_place_without_history() {
 
 #[test]
 fn half_precision_normalises_in_f32() {
+    let _seeded = seeded();
     let x = Tensor::new(&[[1.0f32, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 50.0]]);
     let want = F::layer_norm(&x, &[4], None, None, 1e-5);
     let got = F::layer_norm(&x.to_dtype(DType::BF16), &[4], None, None, 1e-5);
@@ -161,6 +176,7 @@ fn half_precision_normalises_in_f32() {
 
 #[test]
 fn embedding_padding_row_gets_no_gradient() {
+    let _seeded = seeded();
     let w = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]).requires_grad_(true);
     let idx = Tensor::new(&[1i64, 2, 1, 0]);
     let out = F::embedding(&idx, &w, Some(1));
@@ -177,6 +193,7 @@ fn embedding_padding_row_gets_no_gradient() {
 
 #[test]
 fn batch_norm_of_an_empty_batch_in_training_is_empty_and_keeps_the_statistics() {
+    let _seeded = seeded();
     // PyTorch returns an empty output (still connected to weight and bias) and leaves the
     // running statistics alone; only num_batches_tracked counts the call.
     let bn = kiln::nn::BatchNorm1d::new(4);
@@ -191,4 +208,49 @@ fn batch_norm_of_an_empty_batch_in_training_is_empty_and_keeps_the_statistics() 
     // One value per channel is still refused, as PyTorch refuses it.
     let e = F::try_batch_norm(&Tensor::zeros(&[1, 4]), None, None, None, None, true, 0.1, 1e-5).unwrap_err();
     assert!(e.to_string().contains("more than 1 value per channel"), "{e}");
+}
+
+#[test]
+fn layer_norm_without_bias_matches_pytorch() {
+    let _seeded = seeded();
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layers.safetensors");
+    let fx = kiln::load(path).expect("tests/fixtures/layers.safetensors (python3 scripts/fixtures_layers.py)");
+    let get = |k: &str| fx.get(&format!("ln_no_bias/{k}")).unwrap_or_else(|| panic!("ln_no_bias/{k}")).clone();
+    let close = |what: &str, got: &Tensor, want: &Tensor| {
+        assert_eq!(got.shape(), want.shape(), "{what}");
+        let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
+        assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= 1e-12 * (1.0 + b.abs())), "{what}: {g:?} vs {w:?}");
+    };
+    // PyTorch's state dict holds the weight alone, and loads.
+    let mut ln = nn::LayerNorm::new(&[3, 4]).bias(false);
+    ln.to_dtype(DType::F64);
+    let mut sd = StateDict::new();
+    sd.insert("weight", get("weight"));
+    ln.load_state_dict(&sd).expect("a weight-only state dict loads");
+    assert!(ln.bias.is_none() && ln.state_dict().keys().eq(["weight"]));
+    let x = get("x").requires_grad_(true);
+    let out = ln.forward(&x);
+    close("out", &out, &get("out"));
+    (&out * &get("gy")).sum().backward();
+    close("grad x", &x.grad().unwrap(), &get("grad/x"));
+    close("grad weight", &ln.weight.as_ref().unwrap().grad().unwrap(), &get("grad/weight"));
+    // Printed and named as PyTorch's LayerNorm(4, bias=False).
+    let small = nn::LayerNorm::new(&[4]).bias(false);
+    assert_eq!(small.to_string(), fx.metadata("layer_norm_no_bias:repr").unwrap());
+    assert_eq!(
+        small.state_dict().keys().collect::<Vec<_>>().join(","),
+        fx.metadata("layer_norm_no_bias:keys").unwrap()
+    );
+    // A state dict with a bias is refused; bias(true) brings back a zero shift; a layer
+    // without elementwise affine has no shift either way.
+    let mut with_bias = StateDict::new();
+    with_bias.insert("weight", Tensor::ones(&[4]));
+    with_bias.insert("bias", Tensor::zeros(&[4]));
+    let mut m = nn::LayerNorm::new(&[4]).bias(false);
+    let e = m.load_state_dict(&with_bias).unwrap_err();
+    assert!(e.to_string().contains("bias"), "{e}");
+    let back = nn::LayerNorm::new(&[4]).bias(false).bias(true);
+    assert_eq!(back.bias.as_ref().map(|b| (b.to_vec::<f32>(), b.requires_grad())), Some((vec![0.0; 4], true)));
+    assert!(nn::LayerNorm::with_opts(&[4], 1e-5, false).bias(true).bias.is_none());
+    assert!(nn::LayerNorm::new(&[4]).bias(true).bias.is_some());
 }

@@ -1,10 +1,12 @@
 //! The cumulative ops `cumprod`, `cummax`, `cummin`, `logcumsumexp` (`src/ops/scan.rs`),
-//! `quantile` and `mode` (`src/ops/quantile.rs`), `unfold` (`src/ops/unfold.rs`) and
-//! `masked_scatter` (`src/ops/masked_scatter.rs`): values and gradients against PyTorch's (from
+//! `quantile` and `mode` (`src/ops/quantile.rs`), `unfold` (`src/ops/unfold.rs`),
+//! `masked_scatter` (`src/ops/masked_scatter.rs`) and `repeat_interleave` by a tensor of
+//! repeats (`src/ops/reorder.rs`): values and gradients against PyTorch's (from
 //! tests/fixtures/scan.safetensors, written by scripts/fixtures_scan.py), f64 finite-difference
 //! gradients (first and second order, zeros in `cumprod`'s input included), errors naming the
 //! op and the caller's line, and inside `kiln::compile` the same values and gradients as eager
-//! with no graph break.
+//! with no graph break (`repeat_interleave` reads its repeats: a graph break when the step
+//! computes them).
 
 use kiln::ops::QuantileInterpolation;
 use kiln::prelude::*;
@@ -191,7 +193,7 @@ fn gradients_match_finite_differences() {
     let _seeded = seeded();
     kiln::manual_seed(11);
     let with_zeros = |v: &[f64], shape: &[usize]| Tensor::from_vec(v.to_vec(), shape).requires_grad_(true);
-    let cases: [GradCase; 12] = [
+    let cases: [GradCase; 14] = [
         ("cumprod", |t| t[0].cumprod(1), vec![leaf(&[2, 4])]),
         ("cumprod dim 0", |t| t[0].cumprod(0), vec![leaf(&[3, 2])]),
         // One zero, two zeros in a row, a zero first and last.
@@ -212,6 +214,16 @@ fn gradients_match_finite_differences() {
             "masked_scatter",
             |t| t[0].masked_scatter(&Tensor::new(&[[true, false, true], [false, true, true]]), &t[1]),
             vec![leaf(&[2, 3]), leaf(&[5])],
+        ),
+        (
+            "repeat_interleave along a dim",
+            |t| t[0].repeat_interleave_tensor(&Tensor::from_slice(&[0i64, 3, 1]), Some(-1)),
+            vec![leaf(&[2, 3])],
+        ),
+        (
+            "repeat_interleave flattened",
+            |t| t[0].repeat_interleave_tensor(&Tensor::from_slice(&[1i64, 2, 0, 2]), None),
+            vec![leaf(&[2, 2])],
         ),
     ];
     check_gradients(cases);
@@ -240,7 +252,7 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
     let x = Tensor::zeros(&[2, 3]);
     let ints = Tensor::arange(4);
     let mask = Tensor::new(&[true, true, false]);
-    let cases: [(&str, kiln::Result<Tensor>, &str); 12] = [
+    let cases: [(&str, kiln::Result<Tensor>, &str); 19] = [
         ("cumprod", x.try_cumprod(2), "out of range"),
         ("cummax", x.try_cummax(-3).map(|r| r.0), "out of range"),
         ("logcumsumexp", ints.try_logcumsumexp(0), "expected a floating-point input, got int64"),
@@ -253,6 +265,33 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
         ("masked_scatter", x.try_masked_scatter(&mask, &Tensor::zeros(&[3])), "source < number of ones in mask (3 < 4"),
         ("masked_scatter", x.try_masked_scatter(&x, &x), "only supports boolean masks"),
         ("masked_scatter", x.try_masked_scatter(&mask, &ints), "same dtypes"),
+        (
+            "repeat_interleave",
+            x.try_repeat_interleave_tensor(&Tensor::from_slice(&[1.0f32, 2.0, 1.0]), Some(1)),
+            "must be an integer tensor, got float32",
+        ),
+        (
+            "repeat_interleave",
+            x.try_repeat_interleave_tensor(&Tensor::from_slice(&[1i64, -1, 2]), Some(1)),
+            "repeats can not be negative, got -1",
+        ),
+        (
+            "repeat_interleave",
+            x.try_repeat_interleave_tensor(&Tensor::from_slice(&[1i64, 2]), Some(1)),
+            "repeats.size(0) = 2 and input.size(1) = 3",
+        ),
+        (
+            "repeat_interleave",
+            x.try_repeat_interleave_tensor(&Tensor::ones(&[1, 2]).to_dtype(DType::I64), Some(0)),
+            "0-dim or 1-dim",
+        ),
+        ("repeat_interleave", x.try_repeat_interleave_tensor(&Tensor::from_slice(&[1i64]), Some(2)), "out of range"),
+        ("repeat_interleave", Tensor::try_repeat_interleave_indices(&Tensor::scalar(2i64)), "only accept 1D vector"),
+        (
+            "repeat_interleave",
+            Tensor::try_repeat_interleave_indices(&Tensor::from_slice(&[true])),
+            "must be an integer tensor, got bool",
+        ),
     ];
     for (op, r, words) in cases {
         let e = r.unwrap_err();
@@ -262,4 +301,65 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
     }
     let e = Tensor::zeros(&[3]).try_masked_scatter_(&Tensor::ones(&[2, 3]).gt(0.0), &x).unwrap_err();
     assert!(e.to_string().contains("does not broadcast") && e.to_string().contains("tests/scan_ops.rs"), "{e}");
+}
+
+#[test]
+fn repeat_interleave_by_a_tensor_matches_pytorch() {
+    let _seeded = seeded();
+    let fx = fixture();
+    let x = get(&fx, "repeat_interleave/x");
+    let counts = |v: &[i64]| Tensor::from_slice(v);
+    assert_matches(&fx, "repeat_interleave/dim1", &x.repeat_interleave_tensor(&counts(&[1, 0, 2]), Some(1)), 0.0);
+    assert_matches(&fx, "repeat_interleave/dim0_one", &x.repeat_interleave_tensor(&counts(&[2]), Some(0)), 0.0);
+    assert_matches(&fx, "repeat_interleave/flat", &x.repeat_interleave_tensor(&counts(&[1, 2, 0, 3, 1, 1]), None), 0.0);
+    assert_matches(&fx, "repeat_interleave/flat_scalar", &x.repeat_interleave_tensor(&Tensor::scalar(2i64), None), 0.0);
+    let int32 = Tensor::from_slice(&[3i32, 1]);
+    assert_matches(&fx, "repeat_interleave/int32", &x.repeat_interleave_tensor(&int32, Some(-2)), 0.0);
+    // The gradient sums each copy's back into its element (none for a count of 0).
+    let g = grads_of(&fx, &["repeat_interleave/x"], "repeat_interleave/w", |t| {
+        t[0].repeat_interleave_tensor(&counts(&[2, 0, 3]), Some(1))
+    });
+    assert_matches(&fx, "repeat_interleave/grad", &g[0], 0.0);
+    assert_matches(&fx, "repeat_interleave/indices", &Tensor::repeat_interleave_indices(&counts(&[2, 0, 1, 3])), 0.0);
+    // A number of repeats as a tensor gives what the number gives.
+    let by_number = x.repeat_interleave(3, Some(1));
+    assert_eq!(x.repeat_interleave_tensor(&Tensor::scalar(3i64), Some(1)).to_vec::<f64>(), by_number.to_vec::<f64>());
+}
+
+#[test]
+fn repeat_interleave_edge_shapes() {
+    let _seeded = seeded();
+    let five = Tensor::scalar(5.0f32);
+    // A 0-dim input is flattened; empty repeats of an empty dim, and all-zero counts, are empty.
+    assert_eq!(five.repeat_interleave_tensor(&Tensor::from_slice(&[3i64]), Some(0)).to_vec::<f32>(), [5.0; 3]);
+    let empty = Tensor::zeros(&[0, 2]).repeat_interleave_tensor(&Tensor::zeros(&[0]).to_dtype(DType::I64), Some(0));
+    assert_eq!(empty.shape(), &[0, 2]);
+    let zeros = Tensor::ones(&[2, 3]).repeat_interleave_tensor(&Tensor::from_slice(&[0i64]), Some(0));
+    assert_eq!(zeros.shape(), &[0, 3]);
+    let none = Tensor::repeat_interleave_indices(&Tensor::zeros(&[0]).to_dtype(DType::I64));
+    assert_eq!((none.shape(), none.dtype()), (&[0][..], DType::I64));
+    // u8 counts are counts too, as PyTorch's.
+    let u8s = Tensor::from_slice(&[2u8, 1]);
+    assert_eq!(Tensor::arange(2).repeat_interleave_tensor(&u8s, None).to_vec::<i64>(), [0, 0, 1]);
+}
+
+#[test]
+fn repeat_interleave_compiled_equals_eager_with_an_honest_graph_break() {
+    let _seeded = seeded();
+    kiln::manual_seed(22);
+    let x = Tensor::randn(&[3, 4]);
+    let repeats = Tensor::from_slice(&[2i64, 0, 1, 3]);
+    let eager = |x: &Tensor, r: &Tensor| x.repeat_interleave_tensor(r, Some(1)).exp().sum_dim(0, false);
+    // Repeats given to the step: read as an input, no graph break.
+    let mut given = kiln::compile(|(x, r): (&Tensor, &Tensor)| eager(x, r));
+    assert_eq!(given.call((&x, &repeats)).to_vec::<f32>(), eager(&x, &repeats).to_vec::<f32>());
+    assert_eq!(given.stats().graph_breaks, 0);
+    // New counts of the same total: the cached plan reads the new index, not the old one.
+    let other = Tensor::from_slice(&[0i64, 3, 2, 1]);
+    assert_eq!(given.call((&x, &other)).to_vec::<f32>(), eager(&x, &other).to_vec::<f32>());
+    // Repeats computed in the step: reading them realizes the trace first, one graph break.
+    let mut computed = kiln::compile(|(x, r): (&Tensor, &Tensor)| eager(x, &(r + 1)));
+    let want = eager(&x, &(&repeats + 1));
+    assert_eq!(computed.call((&x, &repeats)).to_vec::<f32>(), want.to_vec::<f32>());
+    assert_eq!(computed.stats().graph_breaks, 1);
 }

@@ -33,6 +33,8 @@
 //!   same emitter (`kiln_codegen::cuda::reduce`), compiled once per (reduction, dtype, dims)
 //!   and device.
 //!
+//! - [`scan`](mod@scan): `cumprod`, `cummax`/`cummin` and `logcumsumexp` along a dim, as scan
+//!   kernels from the same emitter (`kiln_codegen::cuda::scan`), one thread per line.
 //! - [`select`]: `nonzero` and `masked_select` through the compaction kernels (count, scan,
 //!   write; the count read back).
 //! - [`sort`]: `sort`, `argsort`, `topk` through the bitonic sort kernels (stable, the CPU's
@@ -52,6 +54,7 @@ pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod scan;
 pub(crate) mod select;
 pub(crate) mod sort;
 pub(crate) mod transfer;

@@ -175,12 +175,28 @@ impl LayerNorm {
         LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), eps }
     }
 
+    /// The layer with a learnable shift β or without one (`nn.LayerNorm(..., bias=False)`,
+    /// PyTorch 2.1+: the scale alone, and no `bias` in the state dict), as a builder option:
+    /// `LayerNorm::new(&[d]).bias(false)`. Without elementwise affine there is no shift either
+    /// way; `bias(true)` gives an affine layer without one a zero shift.
+    #[track_caller]
+    pub fn bias(mut self, bias: bool) -> LayerNorm {
+        let affine = self.weight.is_some();
+        self.bias = match self.bias.take() {
+            Some(b) if bias => Some(b),
+            None if bias && affine => Some(Tensor::zeros(&self.normalized_shape).requires_grad_(true)),
+            _ => None,
+        };
+        self
+    }
+
     fn describe(&self) -> String {
-        let affine = py_bool(self.weight.is_some());
         format!(
-            "{}, eps={}, elementwise_affine={affine}, bias={affine}",
+            "{}, eps={}, elementwise_affine={}, bias={}",
             py_tuple(&self.normalized_shape),
-            py_float(self.eps)
+            py_float(self.eps),
+            py_bool(self.weight.is_some()),
+            py_bool(self.bias.is_some())
         )
     }
 }

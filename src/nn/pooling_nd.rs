@@ -116,6 +116,13 @@ impl MaxPool3d {
         MaxPool3d { opts }
     }
 
+    /// The pooled values and the position `d * H * W + h * W + w` of each maximum in its input
+    /// channel (`nn.MaxPool3d(..., return_indices=True)`).
+    #[track_caller]
+    pub fn forward_with_indices(&self, input: &Tensor) -> (Tensor, Tensor) {
+        F::max_pool3d_with_indices(input, &self.opts)
+    }
+
     fn describe(&self) -> String {
         let o = &self.opts;
         describe_max(&o.kernel_size, &o.stride.unwrap_or(o.kernel_size), &o.padding, &o.dilation, o.ceil_mode)

@@ -1,14 +1,19 @@
 //! Ops that move or repeat elements: `flip`, `roll`, `repeat`, `tile`, `repeat_interleave`.
 //! Each is a decomposition: an `index_select` with an index computed from the shape alone
 //! (`flip`, `roll`), or a view expanded over new dims and reshaped (`repeat`, `tile`,
-//! `repeat_interleave`). Autograd, `kiln::compile` and every device therefore work through
-//! those ops, and no kernel or backward rule is written here. Like PyTorch's, the results are
-//! new tensors, never views of the input.
+//! `repeat_interleave` by a number). Autograd, `kiln::compile` and every device therefore work
+//! through those ops, and no kernel or backward rule is written here. Like PyTorch's, the
+//! results are new tensors, never views of the input.
+//!
+//! `repeat_interleave` by a tensor of repeats is an `index_select` too, but its index (and the
+//! result's shape) comes from the repeats' values: it reads them at once (`data_dependent`),
+//! which inside `kiln::compile` is a graph break when the repeats are computed in the step.
 
+use super::data_dependent;
 use super::reduce::Dims;
 use crate::error::{bail, OrPanic, Result};
 use crate::tensor::normalize_dim;
-use crate::Tensor;
+use crate::{DType, Tensor};
 
 /// `x` with its elements along `d` taken in the order `positions` (an index built from the
 /// shape, on `x`'s device).
@@ -16,6 +21,35 @@ use crate::Tensor;
 fn reorder_along(x: &Tensor, d: usize, positions: Vec<i64>) -> Result<Tensor> {
     let index = Tensor::from_vec(positions, &[x.shape()[d]]).to(&x.device());
     x.try_index_select(d as i64, &index)
+}
+
+/// The counts of a tensor of repeats (`repeat_interleave`'s; an integer dtype, 0-dim or 1-D, no
+/// count negative), read from its device at once.
+#[track_caller]
+fn repeat_counts(repeats: &Tensor) -> Result<Vec<usize>> {
+    const OP: &str = "repeat_interleave";
+    if repeats.dtype().is_float() || repeats.dtype() == DType::Bool {
+        bail!(OP, DType, "repeats must be an integer tensor, got {} (shape {:?})", repeats.dtype(), repeats.shape());
+    }
+    if repeats.dim() > 1 {
+        bail!(OP, Shape, "repeats must be 0-dim or 1-dim tensor, got shape {:?}", repeats.shape());
+    }
+    let read = |ins: &[Tensor]| ins[0].try_to_vec::<i64>();
+    let counts = data_dependent(OP, &[repeats], read, read)?;
+    if let Some(n) = counts.iter().find(|&&n| n < 0) {
+        bail!(OP, Value, "repeats can not be negative, got {n}");
+    }
+    Ok(counts.into_iter().map(|n| n as usize).collect())
+}
+
+/// `i` repeated `counts[i]` times for each `i`, in order, as i64 on `device`: the index
+/// `repeat_interleave` selects with.
+#[track_caller]
+fn repeated_positions(counts: &[usize], device: crate::Device) -> Result<Tensor> {
+    let total = counts.iter().try_fold(0usize, |a, &n| a.checked_add(n)).unwrap_or(usize::MAX);
+    crate::tensor::check_shape("repeat_interleave", &[total])?;
+    let positions: Vec<i64> = counts.iter().enumerate().flat_map(|(i, &n)| std::iter::repeat_n(i as i64, n)).collect();
+    Tensor::from_vec(positions, &[total]).try_to(&device)
 }
 
 /// The distinct dims of `dims`, normalized against a tensor of `ndim` dims; an error naming
@@ -159,5 +193,69 @@ impl Tensor {
         merged[d] = (self.shape()[d].saturating_mul(repeats)) as i64;
         crate::tensor::check_shape("repeat_interleave", &merged.iter().map(|&n| n as usize).collect::<Vec<_>>())?;
         self.unsqueeze(d as i64 + 1).try_expand(&expanded)?.try_reshape(&merged)
+    }
+
+    /// Element `i` along `dim` repeated `repeats[i]` times in place
+    /// (`x.repeat_interleave(repeats, dim)` with a tensor of repeats: integer, 0-dim or 1-D, one
+    /// count per element along `dim` or a single count for all); with no dim, of the flattened
+    /// tensor. The result's size depends on the counts, so they are read at once: inside
+    /// `kiln::compile` a graph break when the step computes them.
+    #[track_caller]
+    pub fn repeat_interleave_tensor(&self, repeats: &Tensor, dim: Option<i64>) -> Tensor {
+        self.try_repeat_interleave_tensor(repeats, dim).or_panic()
+    }
+
+    /// [`Tensor::repeat_interleave_tensor`] returning an error for a dim out of range, repeats
+    /// that are not integers, not 0-dim or 1-D, negative, or not one per element along `dim`.
+    #[track_caller]
+    pub fn try_repeat_interleave_tensor(&self, repeats: &Tensor, dim: Option<i64>) -> Result<Tensor> {
+        let flat;
+        let (x, d) = match dim {
+            Some(dim) if self.dim() > 0 => (self, normalize_dim("repeat_interleave", dim, self.dim())?),
+            _ => {
+                if let Some(dim) = dim {
+                    normalize_dim("repeat_interleave", dim, 0)?;
+                }
+                flat = self.try_reshape(&[-1])?;
+                (&flat, 0)
+            }
+        };
+        let mut counts = repeat_counts(repeats)?;
+        let n = x.shape()[d];
+        if counts.len() == 1 {
+            counts = vec![counts[0]; n];
+        }
+        if counts.len() != n {
+            bail!(
+                "repeat_interleave",
+                Shape,
+                "repeats must have the same size as input along dim, but got repeats.size(0) = {} and input.size({d}) = {n}",
+                counts.len()
+            );
+        }
+        x.try_index_select(d as i64, &repeated_positions(&counts, x.device())?)
+    }
+
+    /// The positions `0, 1, …` each repeated as many times as `repeats` says
+    /// (`torch.repeat_interleave(repeats)`, the one-argument form): an i64 tensor on the
+    /// repeats' device, the index [`Tensor::repeat_interleave_tensor`] selects with.
+    #[track_caller]
+    pub fn repeat_interleave_indices(repeats: &Tensor) -> Tensor {
+        Tensor::try_repeat_interleave_indices(repeats).or_panic()
+    }
+
+    /// [`Tensor::repeat_interleave_indices`] returning an error for repeats that are not a 1-D
+    /// integer tensor or hold a negative count.
+    #[track_caller]
+    pub fn try_repeat_interleave_indices(repeats: &Tensor) -> Result<Tensor> {
+        if repeats.dim() != 1 {
+            bail!(
+                "repeat_interleave",
+                Shape,
+                "repeat_interleave only accept 1D vector as repeat, got shape {:?}",
+                repeats.shape()
+            );
+        }
+        repeated_positions(&repeat_counts(repeats)?, repeats.device())
     }
 }

@@ -5,8 +5,9 @@
 //! As PyTorch: `cumprod` of integer or bool input gives i64 (floats accumulate in f64);
 //! `cummax`/`cummin` keep the dtype, take the LAST index among equal extremes and, once a NaN is
 //! seen, keep NaN with the index of the latest NaN; `logcumsumexp` needs a floating-point input
-//! and adds pairwise as `log(exp(a) + exp(b))` in f64, exact for infinities. No CUDA kernels
-//! yet: a CUDA tensor is an error naming the op.
+//! and adds pairwise as `log(exp(a) + exp(b))` in f64, exact for infinities. On CUDA each is
+//! a scan kernel from `kiln_codegen::cuda::scan` (`crate::cuda::scan`) with the same order and
+//! arithmetic, and the backward rules run on the device through the ops they are written in.
 //!
 //! Autograd: `cumprod`'s gradient is exact where the input holds zeros, to second order (see
 //! [`cumprod_backward`]); `cummax`/`cummin` add the gradient into the indices they returned
@@ -18,6 +19,7 @@ use super::{kernel_op, kernel_op2};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
 use crate::Tensor;
+use kiln_codegen::cuda::ScanKind;
 use kiln_runtime::cpu::reduce::{Accum, OrdElement, OrdValue, SumElement};
 use kiln_runtime::cpu::CpuBuf;
 use kiln_runtime::{match_cpu, CpuStorage, DType, Element, Shape};
@@ -53,7 +55,8 @@ pub(crate) fn on_lines<R>(
     x.with_cpu(op, |s, l| kernel(s, l, split_at_dim(x.shape(), d)))
 }
 
-/// The CUDA side of an op with only a CPU kernel: an error naming `op`.
+/// The CUDA side of an op with only a CPU kernel (`searchsorted`, `quantile`, `mode`): an error
+/// naming `op`.
 pub(crate) fn no_cuda<R>(op: &'static str) -> impl FnOnce(&[Tensor]) -> Result<R> + Send + 'static {
     move |_| Err(crate::tensor::not_on_cuda(op))
 }
@@ -195,13 +198,10 @@ fn logcumsumexp_backward(x: &Tensor, out: &Tensor, g: &Tensor, d: i64) -> Tensor
     part(g.gt(0.0)) - part(g.lt(0.0))
 }
 
-/// The dtype of a cumulative product of `dtype`: floats keep theirs, others give i64.
-fn cumprod_dtype(dtype: DType) -> DType {
-    if dtype.is_float() {
-        dtype
-    } else {
-        DType::I64
-    }
+/// `kind` of the CUDA tensor `t` along `d`: the values and, for cummax/cummin, the indices.
+#[track_caller]
+fn on_cuda(op: &'static str, kind: ScanKind, t: &Tensor, d: usize) -> Result<(Tensor, Option<Tensor>)> {
+    crate::cuda::scan::scan(op, kind, t, split_at_dim(t.shape(), d))
 }
 
 #[track_caller]
@@ -214,7 +214,8 @@ fn cumprod_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
         })?;
         Ok(Tensor::from_cpu_storage(storage, ins[0].shape()))
     };
-    let out = kernel_op(OP, &[t], (t.shape(), cumprod_dtype(t.dtype())), cpu, no_cuda(OP))?;
+    let cuda = move |ins: &[Tensor]| Ok(on_cuda(OP, ScanKind::CumProd, &ins[0], d)?.0);
+    let out = kernel_op(OP, &[t], (t.shape(), ScanKind::CumProd.out_dtype(t.dtype())), cpu, cuda)?;
     if !(out.dtype().is_float() && autograd::is_recording(&[t])) {
         return Ok(out);
     }
@@ -238,8 +239,13 @@ fn cum_extreme_impl<const MAX: bool>(t: &Tensor, op: &'static str, dim: i64) -> 
         let shape = ins[0].shape();
         Ok((Tensor::from_cpu_storage(values, shape), Tensor::from_buf(indices, shape)))
     };
+    let kind = if MAX { ScanKind::CumMax } else { ScanKind::CumMin };
+    let cuda = move |ins: &[Tensor]| match on_cuda(op, kind, &ins[0], d)? {
+        (values, Some(indices)) => Ok((values, indices)),
+        (_, None) => unreachable!("cummax and cummin kernels write indices"),
+    };
     let outs = [(t.shape(), t.dtype()), (t.shape(), DType::I64)];
-    let (values, indices) = kernel_op2(op, &[t], outs, cpu, no_cuda(op))?;
+    let (values, indices) = kernel_op2(op, &[t], outs, cpu, cuda)?;
     let name = if MAX { "CummaxBackward0" } else { "CumminBackward0" };
     Ok((add_into_indices(name, t, d, values, &indices), indices))
 }
@@ -271,7 +277,8 @@ fn logcumsumexp_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
         })?;
         Ok(Tensor::from_cpu_storage(storage, ins[0].shape()))
     };
-    let out = kernel_op(OP, &[t], (t.shape(), t.dtype()), cpu, no_cuda(OP))?;
+    let cuda = move |ins: &[Tensor]| Ok(on_cuda(OP, ScanKind::LogCumSumExp, &ins[0], d)?.0);
+    let out = kernel_op(OP, &[t], (t.shape(), t.dtype()), cpu, cuda)?;
     if !autograd::is_recording(&[t]) {
         return Ok(out);
     }

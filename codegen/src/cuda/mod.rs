@@ -24,6 +24,10 @@
 //! - [`reduce`]: [`emit_reduce`], reductions (sum, mean, prod, max/min, arg-reductions, all/any,
 //!   var/std, logsumexp) and softmax over strided input, shapes and strides as arguments.
 //! - [`reduce_launch`]: kept/reduced dims, launch geometry and checked launches of those.
+//! - [`scan`]: [`emit_scan`], the cumulative scans `cumprod`, `cummax`/`cummin` (values and
+//!   indices) and `logcumsumexp` along one dim of a contiguous input, one thread per line in
+//!   the CPU's order.
+//! - [`scan_launch`]: checked launches of those ([`LoadedScan`]).
 //! - [`sort`]: [`emit_sort`], a stable bitonic sort of contiguous rows ((key, position)
 //!   pairs in shared memory, global steps for rows longer than a tile): sort, argsort, topk.
 //! - [`sort_launch`]: the launch plan ([`SortPlan`]) and checked launches ([`LoadedSort`]).
@@ -80,6 +84,8 @@ pub mod pool_launch;
 pub mod rand_launch;
 pub mod reduce;
 pub mod reduce_launch;
+pub mod scan;
+pub mod scan_launch;
 pub mod sort;
 pub mod sort_launch;
 pub mod strided;
@@ -110,6 +116,8 @@ pub use pool_launch::LoadedPool;
 pub use rand_launch::LoadedRand;
 pub use reduce::{emit_reduce, reduce_ops, reduce_program, CudaReduce, CudaReduceKernel, REDUCE_BLOCK};
 pub use reduce_launch::{reduce_geometry, LoadedReduce, ReduceDims, ReduceGeometry, WARP_ROW_MAX};
+pub use scan::{emit_scan, scan_ops, ScanKernel, ScanKind, SCAN_WORDS};
+pub use scan_launch::{LoadedScan, ScanLines};
 pub use sort::{emit_sort, sort_kernels, SortKernel, SortStage, SORT_TILE, SORT_TILE_BLOCK};
 pub use sort_launch::{LoadedSort, SortLaunch, SortPlan, SortScratch, SORT_MAX_LEN};
 pub use strided::{emit_strided, StridedKernel, MAX_DIMS};

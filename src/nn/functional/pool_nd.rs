@@ -1,14 +1,16 @@
 //! 1-d and 3-d pooling and adaptive max pooling, built on the 2-d poolings:
 //! `max_pool1d` and `avg_pool1d` (`torch.nn.functional`'s) run the 2-d kernels on a height-1
-//! view; `max_pool3d` max-pools each depth slice in 2-d, then takes the max over each window of
-//! depths; `adaptive_max_pool2d` takes the max over PyTorch's adaptive windows (`start =
-//! floor(i·in/out)`, `end = ceil((i+1)·in/out)`) of the rows, then of the columns.
+//! view; `max_pool3d` max-pools each depth slice in 2-d, then takes, over each window of
+//! depths, the first maximum (the latest NaN if any) of those; `adaptive_max_pool2d` takes the
+//! max over PyTorch's adaptive windows (`start = floor(i·in/out)`, `end = ceil((i+1)·in/out)`)
+//! of the rows, then of the columns.
 //!
 //! A max over a box is the max over one axis of the maxima over the others, so the separable
-//! forms give PyTorch's values exactly; their gradients go to the same elements except on
-//! ties, where a separable max may pick another of the equal elements than PyTorch's
-//! row-major scan. Every step is a differentiable op, so gradients of every order and
-//! `kiln::compile` work.
+//! forms give PyTorch's values exactly. `max_pool3d` takes PyTorch's element too (its indices
+//! and gradient): the first maximum of a row-major scan is the first maximum of the first
+//! depth holding the maximum, and its latest NaN the latest NaN of the latest depth holding
+//! one. `adaptive_max_pool2d`'s gradient may go to another of equal elements than PyTorch's.
+//! Every step is a differentiable op, so gradients of every order and `kiln::compile` work.
 
 use super::conv3d::window_taps;
 use super::pool::{avg_pool_as, check_window, max_pool_as, out_len, planes};
@@ -171,6 +173,20 @@ pub fn max_pool3d_opts(input: &Tensor, opts: &MaxPool3dOpts) -> Tensor {
 /// be empty, or an unsupported dtype.
 #[track_caller]
 pub fn try_max_pool3d_opts(input: &Tensor, opts: &MaxPool3dOpts) -> Result<Tensor> {
+    Ok(try_max_pool3d_with_indices(input, opts)?.0)
+}
+
+/// 3-d max pooling and the position of each maximum in its input channel, as int64
+/// `d * H * W + h * W + w` (`F.max_pool3d(..., return_indices=True)`): the first maximum in
+/// row-major order, the latest NaN where there is one, as PyTorch.
+#[track_caller]
+pub fn max_pool3d_with_indices(input: &Tensor, opts: &MaxPool3dOpts) -> (Tensor, Tensor) {
+    try_max_pool3d_with_indices(input, opts).or_panic()
+}
+
+/// [`max_pool3d_with_indices`] returning an error instead of panicking.
+#[track_caller]
+pub fn try_max_pool3d_with_indices(input: &Tensor, opts: &MaxPool3dOpts) -> Result<(Tensor, Tensor)> {
     let op = "max_pool3d";
     let (k, pad, dil) = (opts.kernel_size, opts.padding, opts.dilation);
     let s = opts.stride.unwrap_or(k);
@@ -179,6 +195,10 @@ pub fn try_max_pool3d_opts(input: &Tensor, opts: &MaxPool3dOpts) -> Result<Tenso
     let x = if batched { input.clone() } else { input.unsqueeze(0) };
     let sh = x.shape();
     let (n, c, d, h, w) = (sh[0] as i64, sh[1] as i64, sh[2], sh[3] as i64, sh[4] as i64);
+    let taps = DepthTaps::new(d, od, k[0], s[0], pad[0], dil[0]);
+    // A window reading padding only reads an extra -inf slice (PyTorch's -inf, at its index).
+    let x = if taps.past_end { try_pad(&x, &[0, 0, 0, 0, 0, 1], PadMode::Constant(f64::NEG_INFINITY))? } else { x };
+    let dp = x.shape()[2] as i64;
     let slices = MaxPool2dOpts {
         kernel_size: [k[1], k[2]],
         stride: Some([s[1], s[2]]),
@@ -187,15 +207,64 @@ pub fn try_max_pool3d_opts(input: &Tensor, opts: &MaxPool3dOpts) -> Result<Tenso
         ceil_mode: opts.ceil_mode,
     };
     let (oh, ow) = (oh as i64, ow as i64);
-    let y = max_pool_as(op, &x.reshape(&[n, c * d as i64, h, w]), &slices)?.0.view(&[n, c, d as i64, oh, ow]);
-    // The depths the windows read, past the input padded with -inf.
-    let reach = (od - 1) * s[0] + (k[0] - 1) * dil[0] + 1;
-    let after = reach.saturating_sub(pad[0] + d) as i64;
-    let y = try_pad(&y, &[0, 0, 0, 0, pad[0] as i64, after], PadMode::Constant(f64::NEG_INFINITY))?;
-    let taps = Tensor::from_vec(window_taps(od, k[0], s[0], dil[0]), &[od * k[0]]).to(&y.device());
-    let windows = y.index_select(2, &taps).view(&[n, c, od as i64, k[0] as i64, oh, ow]);
-    let y = windows.max_dim(3, false).0;
-    Ok(if batched { y } else { y.squeeze_dim(0) })
+    // Each depth slice pooled in 2-d, then its windows of depths gathered.
+    let (y, at) = max_pool_as(op, &x.reshape(&[n, c * dp, h, w]), &slices)?;
+    let window = [n, c, od as i64, k[0] as i64, oh, ow];
+    let device = y.device();
+    let gathered = Tensor::from_vec(taps.gathered, &[od * k[0]]).to(&device);
+    let windows = y.view(&[n, c, dp, oh, ow]).index_select(2, &gathered).view(&window);
+    let plane_at = at.view(&[n, c, dp, oh, ow]).index_select(2, &gathered).view(&window);
+    // The tap taken: the latest NaN, else the first maximum (max_dim's choice).
+    let first_max = windows.max_dim(3, true).1;
+    let mut along = [1i64; 6];
+    along[3] = k[0] as i64;
+    let positions = Tensor::arange(k[0] as i64).view(&along).to(&device);
+    let last_nan = Tensor::where_(&windows.isnan(), &positions, -1i64).amax(3, true);
+    let taken = Tensor::where_(&last_nan.ge(0i64), &last_nan, &first_max);
+    let values = windows.gather(3, &taken).squeeze_dim(3);
+    let depth = Tensor::from_vec(taps.depth, &[1, 1, od, k[0], 1, 1]).to(&device).expand(&window);
+    let indices = depth.gather(3, &taken).squeeze_dim(3) * (h * w) + plane_at.gather(3, &taken).squeeze_dim(3);
+    Ok(if batched { (values, indices) } else { (values.squeeze_dim(0), indices.squeeze_dim(0)) })
+}
+
+/// The depths each output depth's window reads, `k` per window (window-major): the taps inside
+/// the input, those in the padding replaced by the window's first or last inside tap (which
+/// changes neither its maximum nor which element is taken). A window with no tap inside reads
+/// the extra -inf slice at depth `d` (`past_end`), reported as PyTorch does at its first
+/// non-negative tap.
+struct DepthTaps {
+    /// The slice each tap gathers.
+    gathered: Vec<i64>,
+    /// The depth each tap's indices report.
+    depth: Vec<i64>,
+    /// Whether some window reads the extra -inf slice.
+    past_end: bool,
+}
+
+impl DepthTaps {
+    fn new(d: usize, out: usize, k: usize, stride: usize, pad: usize, dilation: usize) -> DepthTaps {
+        let mut taps =
+            DepthTaps { gathered: Vec::with_capacity(out * k), depth: Vec::with_capacity(out * k), past_end: false };
+        let d = d as i64;
+        for window in window_taps(out, k, stride, dilation).chunks(k.max(1)) {
+            let window: Vec<i64> = window.iter().map(|&t| t - pad as i64).collect();
+            let inside: Vec<i64> = window.iter().copied().filter(|t| (0..d).contains(t)).collect();
+            match (inside.first(), inside.last()) {
+                (Some(&lo), Some(&hi)) => {
+                    let clamped = window.iter().map(|&t| t.clamp(lo, hi));
+                    taps.gathered.extend(clamped.clone());
+                    taps.depth.extend(clamped);
+                }
+                _ => {
+                    let first = window.iter().copied().find(|&t| t >= 0).unwrap_or(d);
+                    taps.gathered.extend(std::iter::repeat_n(d, k));
+                    taps.depth.extend(std::iter::repeat_n(first, k));
+                    taps.past_end = true;
+                }
+            }
+        }
+        taps
+    }
 }
 
 /// Checks an N-d fixed-window pooling of `x` (`(N + 1)`-D or `(N + 2)`-D, non-empty) and
@@ -247,8 +316,8 @@ pub fn adaptive_max_pool2d(input: &Tensor, output_size: [usize; 2]) -> Tensor {
     try_adaptive_max_pool2d(input, output_size).or_panic()
 }
 
-/// [`adaptive_max_pool2d`] returning an error for a wrong rank, an empty plane or output, or
-/// a non-floating-point dtype.
+/// [`adaptive_max_pool2d`] returning an error for a wrong rank, an empty plane, or a
+/// non-floating-point dtype. An output size of 0 gives an empty result, as PyTorch.
 #[track_caller]
 pub fn try_adaptive_max_pool2d(input: &Tensor, output_size: [usize; 2]) -> Result<Tensor> {
     Ok(try_adaptive_max_pool2d_with_indices(input, output_size)?.0)
@@ -268,9 +337,6 @@ pub fn try_adaptive_max_pool2d_with_indices(input: &Tensor, output_size: [usize;
     let (_, h, w) = planes(op, input)?;
     if !input.dtype().is_float() {
         bail!(op, DType, "not implemented for dtype {} (input {:?})", input.dtype(), input.shape());
-    }
-    if output_size.contains(&0) {
-        bail!(op, Value, "output_size must be positive, but got {output_size:?} (input {:?})", input.shape());
     }
     let (rows, row_at) = window_max(input, -2, h, output_size[0]);
     let (values, col_at) = window_max(&rows, -1, w, output_size[1]);
