@@ -1,6 +1,7 @@
 //! The backward engine: walks the graph from the roots in dependency order, without recursion,
 //! running each node's rule once all the gradients flowing into it have been summed.
 
+use super::arrived::{Arrived, Piece};
 use super::node::{gradient_edge, Grads, Node, NodeKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::tensor::Tensor;
@@ -23,8 +24,15 @@ struct Task {
     node: Arc<Node>,
     /// Gradients still to arrive (edges from nodes not yet run).
     deps: usize,
-    /// The sum of the gradients arrived so far.
-    buffer: Option<Tensor>,
+    /// The gradients arrived so far.
+    arrived: Arrived,
+}
+
+/// What a node passes to one input: a gradient of the input's whole shape, or (from a
+/// slicing view) the gradient of one slice of it.
+enum Flow {
+    Dense(Tensor),
+    Slice(Piece),
 }
 
 type Key = *const Node;
@@ -54,7 +62,7 @@ pub(crate) fn run(
     for (node, _) in &roots {
         tasks.entry(Arc::as_ptr(node)).or_insert_with(|| {
             stack.push(node.clone());
-            Task { node: node.clone(), deps: 0, buffer: None }
+            Task { node: node.clone(), deps: 0, arrived: Arrived::default() }
         });
     }
     // Count the edges into every reachable node (iteratively: graphs can be very deep).
@@ -63,7 +71,7 @@ pub(crate) fn run(
             if let Some(e) = &input.edge {
                 let t = tasks.entry(Arc::as_ptr(e)).or_insert_with(|| {
                     stack.push(e.clone());
-                    Task { node: e.clone(), deps: 0, buffer: None }
+                    Task { node: e.clone(), deps: 0, arrived: Arrived::default() }
                 });
                 t.deps += 1;
             }
@@ -71,7 +79,7 @@ pub(crate) fn run(
     }
     for (node, g) in roots {
         let t = tasks.get_mut(&Arc::as_ptr(&node)).expect("root registered");
-        t.buffer = Some(accumulate(t.buffer.take(), g));
+        t.arrived.add(g);
     }
     let mut ready: BinaryHeap<(u64, usize)> = BinaryHeap::new();
     for (k, t) in &tasks {
@@ -83,7 +91,7 @@ pub(crate) fn run(
     while let Some((_, key)) = ready.pop() {
         let task = tasks.get_mut(&(key as Key)).expect("ready node registered");
         let node = task.node.clone();
-        let grad = task.buffer.take();
+        let grad = std::mem::take(&mut task.arrived).total();
         if let Some(targets) = capture {
             for (i, target) in targets.iter().enumerate() {
                 if Arc::ptr_eq(target, &node) {
@@ -91,16 +99,20 @@ pub(crate) fn run(
                 }
             }
         }
-        let input_grads = match grad {
-            None => Grads::from_elem(None, node.inputs.len()),
+        let flows = match grad {
+            None => Vec::new(),
             Some(g) => run_node(&node, g, opts.create_graph, retain, capture.is_some())
                 .inspect_err(|_| super::callbacks::clear())?,
         };
-        for (info, g) in node.inputs.iter().zip(input_grads) {
+        let mut flows = flows.into_iter();
+        for info in &node.inputs {
+            let flow = flows.next().flatten();
             let Some(edge) = &info.edge else { continue };
             let t = tasks.get_mut(&Arc::as_ptr(edge)).expect("edge target registered");
-            if let Some(g) = g {
-                t.buffer = Some(accumulate(t.buffer.take(), g));
+            match flow {
+                Some(Flow::Dense(g)) => t.arrived.add(g),
+                Some(Flow::Slice(piece)) => t.arrived.add_piece(piece, &info.shape),
+                None => {}
             }
             t.deps -= 1;
             if t.deps == 0 {
@@ -112,18 +124,17 @@ pub(crate) fn run(
     Ok(captured)
 }
 
-/// `buffer + g` (an op: recorded under `create_graph`).
-fn accumulate(buffer: Option<Tensor>, g: Tensor) -> Tensor {
-    match buffer {
-        None => g,
-        Some(b) => &b + &g,
-    }
-}
-
 /// Runs one node on its summed incoming gradient: hooks, then the rule (or the accumulation into
-/// a leaf), then the checks on what the rule returned.
+/// a leaf, or the placing of a slice's gradient), then the checks on what the rule returned.
+/// Returns what flows to each input, in order (fewer entries than inputs: nothing to the rest).
 #[track_caller]
-fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, capturing: bool) -> Result<Grads> {
+fn run_node(
+    node: &Arc<Node>,
+    g: Tensor,
+    create_graph: bool,
+    retain: bool,
+    capturing: bool,
+) -> Result<Vec<Option<Flow>>> {
     match &node.kind {
         NodeKind::AccumulateGrad { leaf } => {
             if !capturing {
@@ -134,26 +145,34 @@ fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, captu
                     leaf.autograd().lock().post_accumulate_hooks.iter().map(|(_, h)| h.clone()).collect();
                 post.iter().for_each(|h| h(leaf));
             }
-            Ok(Grads::new())
+            Ok(Vec::new())
         }
+        NodeKind::Slice(slice) => Ok(vec![Some(Flow::Slice(Piece::new(*slice, node_hooks(node, g, create_graph))))]),
         NodeKind::Rule { rule, .. } => {
-            let (hooks, retain_target) = {
-                let h = node.lock_hooks();
-                (h.hooks.iter().map(|(_, h)| h.clone()).collect::<Vec<_>>(), h.retain.clone())
-            };
-            let g = hooks.iter().fold(g, |g, h| h(&g).unwrap_or(g));
-            if let Some(t) = retain_target.and_then(|w| w.upgrade()) {
-                accumulate_grad(&t, g.clone(), create_graph);
-            }
+            let g = node_hooks(node, g, create_graph);
             let saved = node.unpack_saved()?;
             let grads = rule(&node.ctx(), &g, &saved);
             drop(saved);
             if !retain {
                 node.release_saved();
             }
-            check_grads(node, grads)
+            Ok(check_grads(node, grads)?.into_iter().map(|g| g.map(Flow::Dense)).collect())
         }
     }
+}
+
+/// Runs the hooks on a non-leaf node's incoming gradient `g` and stores it in the tensor that
+/// retains it (`retain_grad`); returns the gradient the hooks leave.
+fn node_hooks(node: &Node, g: Tensor, create_graph: bool) -> Tensor {
+    let (hooks, retain_target) = {
+        let h = node.lock_hooks();
+        (h.hooks.iter().map(|(_, h)| h.clone()).collect::<Vec<_>>(), h.retain.clone())
+    };
+    let g = hooks.iter().fold(g, |g, h| h(&g).unwrap_or(g));
+    if let Some(t) = retain_target.and_then(|w| w.upgrade()) {
+        accumulate_grad(&t, g.clone(), create_graph);
+    }
+    g
 }
 
 /// Checks the gradients a rule returned against its inputs: sums a broadcast gradient down to the

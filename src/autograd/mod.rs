@@ -11,6 +11,7 @@
 //! save makes the backward that needs it fail with PyTorch's message. In-place ops on a leaf that
 //! requires grad are refused while grad mode is on.
 
+mod arrived;
 mod callbacks;
 mod engine;
 mod function;
@@ -33,7 +34,7 @@ pub use node::{BackwardCtx, GradFn};
 
 pub(crate) use inplace::inplace;
 pub(crate) use meta::AutogradMeta;
-pub(crate) use node::{grads, is_recording, record, record_view, Grads, Saved};
+pub(crate) use node::{grads, is_recording, record, record_slice, record_view, Grads, Saved, SliceOf};
 
 use crate::error::{bail, AtCaller, Result};
 use crate::tensor::Tensor;

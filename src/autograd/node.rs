@@ -3,7 +3,9 @@
 //!
 //! Every node has exactly one output (the tensor it computed); ops with several results (`max`
 //! with indices, `sort`) have one differentiable result, and `split`/`chunk` record one node per
-//! piece. A node holds, per input, the edge to the node that receives that input's gradient
+//! piece. Slicing views (`narrow`, `split`, `chunk`, `select`) record a [`NodeKind::Slice`]
+//! without a rule: the engine keeps their gradients apart until their input's node runs, so
+//! that pieces which tile it become one `cat` (`arrived.rs`). A node holds, per input, the edge to the node that receives that input's gradient
 //! (the input's own `grad_fn`, or the `AccumulateGrad` of a leaf) and the input's shape and
 //! dtype, so the engine can check and fix up what a rule returns (summing a broadcast gradient
 //! down to the input's shape and casting it to the input's dtype, as PyTorch's engine does).
@@ -62,10 +64,30 @@ pub(crate) struct SavedSlot {
     released: bool,
 }
 
-/// What kind of node: a backward rule, or the accumulation into a leaf's `.grad`.
+/// What kind of node: a backward rule, a slice of the input, or the accumulation into a leaf's
+/// `.grad`.
 pub(crate) enum NodeKind {
-    Rule { rule: Box<Rule>, saved: Mutex<SavedSlot> },
-    AccumulateGrad { leaf: Tensor },
+    Rule {
+        rule: Box<Rule>,
+        saved: Mutex<SavedSlot>,
+    },
+    /// The output is a slice of the one input; its gradient goes to that slice of the input's.
+    Slice(SliceOf),
+    AccumulateGrad {
+        leaf: Tensor,
+    },
+}
+
+/// Where a slicing view's output sits in its input: `input.narrow(dim, start, len)`, and for
+/// `select` (`squeezed`) that slice of length 1 with `dim` removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SliceOf {
+    /// The sliced dim of the input.
+    pub dim: usize,
+    /// The slice's first index along `dim`.
+    pub start: usize,
+    /// `select`: the output lacks `dim`.
+    pub squeezed: bool,
 }
 
 /// Hooks on the gradient of a non-leaf tensor (run before the node's rule).
@@ -269,6 +291,23 @@ pub(crate) fn record(
     out
 }
 
+/// Records `out`, the slice `slice` of `input` (a view sharing its storage), as
+/// [`record_view`] does for other views. Call only when [`is_recording`]`(&[input])`.
+pub(crate) fn record_slice(out: Tensor, name: &'static str, input: &Tensor, slice: SliceOf) -> Tensor {
+    let info = InputInfo { edge: gradient_edge(input), shape: input.shape().into(), dtype: input.dtype() };
+    let node = Arc::new(Node::new(Cow::Borrowed(name), smallvec::smallvec![info], NodeKind::Slice(slice)));
+    out.autograd().set_grad_fn(Some(node));
+    marked_view(out)
+}
+
+/// Marks `out` (a view with a `grad_fn`) and its storage, so that in-place writes that would
+/// make the view's history stale are refused.
+fn marked_view(out: Tensor) -> Tensor {
+    out.autograd().lock().is_tracked_view = true;
+    out.mark_tracked_views();
+    out
+}
+
 /// [`record`] for a view op (one input, output sharing its storage): also marks the output and
 /// the storage, so that in-place writes that would make the view's history stale are refused.
 pub(crate) fn record_view(
@@ -277,10 +316,7 @@ pub(crate) fn record_view(
     input: &Tensor,
     rule: impl Fn(&BackwardCtx, &Tensor, &[Tensor]) -> Grads + Send + Sync + 'static,
 ) -> Tensor {
-    let out = record(out, name, &[input], [], rule);
-    out.autograd().lock().is_tracked_view = true;
-    out.mark_tracked_views();
-    out
+    marked_view(record(out, name, &[input], [], rule))
 }
 
 /// `grads![a, b]`: a [`Grads`] from expressions of type `Option<Tensor>`.
@@ -314,7 +350,7 @@ impl GradFn {
     pub fn variable(&self) -> Option<Tensor> {
         match &self.0.kind {
             NodeKind::AccumulateGrad { leaf } => Some(leaf.clone()),
-            NodeKind::Rule { .. } => None,
+            NodeKind::Rule { .. } | NodeKind::Slice(_) => None,
         }
     }
 }

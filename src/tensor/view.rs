@@ -2,7 +2,7 @@
 //! when no view exists, as in PyTorch).
 
 use super::{check_shape, normalize_dim, Tensor};
-use crate::autograd::{self, grads};
+use crate::autograd::{self, grads, SliceOf};
 use crate::error::{bail, OrPanic, Result};
 use kiln_runtime::layout::{checked_numel, numel};
 use kiln_runtime::{Layout, Shape};
@@ -131,23 +131,6 @@ pub(crate) fn infer_shape(op: &'static str, from: &[usize], spec: &[i64]) -> Res
     Ok(shape)
 }
 
-/// `g` placed at `start..start + g.size(dim)` along `dim` of a zero tensor of `shape`: the
-/// gradient of `narrow`/`select` (itself differentiable: its gradient is `narrow` again).
-fn embed(g: &Tensor, shape: &[usize], dim: usize, start: usize) -> Tensor {
-    let out = Tensor::zeros_opts(shape, g.dtype(), g.device());
-    let len = g.shape()[dim];
-    {
-        let _off = autograd::no_grad();
-        out.narrow(dim as i64, start as i64, len).copy_(g);
-    }
-    if autograd::is_recording(&[g]) {
-        return autograd::record(out, "SliceBackwardBackward0", &[g], [], move |_, gg, _| {
-            grads![Some(gg.narrow(dim as i64, start as i64, len))]
-        });
-    }
-    out
-}
-
 /// One view step of basic indexing, with indices resolved against the shape at that step.
 enum IndexStep {
     /// `select(dim, index)`
@@ -229,8 +212,18 @@ impl Tensor {
 
     /// [`Tensor::tracked_view`] for a narrowing along `dim` from `start`.
     fn tracked_narrow(&self, out: Tensor, name: &'static str, dim: usize, start: usize) -> Tensor {
-        let shape = self.shape().to_vec();
-        self.tracked_view(out, name, move |g| embed(g, &shape, dim, start))
+        self.tracked_slice(out, name, SliceOf { dim, start, squeezed: false })
+    }
+
+    /// Records `out`, the slice `slice` of `self`, when autograd is recording: its gradient
+    /// goes into that slice of `self`'s (the engine tiles the pieces, see
+    /// `autograd/arrived.rs`).
+    fn tracked_slice(&self, out: Tensor, name: &'static str, slice: SliceOf) -> Tensor {
+        if !autograd::is_recording(&[self]) {
+            return out;
+        }
+        let out = if out.is_same(self) { self.detach() } else { out };
+        autograd::record_slice(out, name, self, slice)
     }
 }
 
@@ -408,10 +401,9 @@ impl Tensor {
         if i < 0 || i >= size {
             bail!("select", Index, "index {index} is out of bounds for dimension {d} with size {size}");
         }
-        let shape = self.shape().to_vec();
         let index = i as usize;
         let out = self.with_layout(self.layout().select(d, index));
-        Ok(self.tracked_view(out, "SelectBackward0", move |g| embed(&g.unsqueeze(d as i64), &shape, d, index)))
+        Ok(self.tracked_slice(out, "SelectBackward0", SliceOf { dim: d, start: index, squeezed: true }))
     }
 
     /// Basic indexing with integers and ranges, as Python's `x[1, :, 2:4]`:
