@@ -1,6 +1,6 @@
 //! The function of an elementwise kernel: its liveness and vector plan, then the row loop over
 //! `row_start..row_end` whose rows are one run of [`super::run_loops`] or, for f32 rows with
-//! native transcendentals, tiles ([`super::tiled_rows`]); the values, loads and stores come from
+//! native transcendentals or random draws, tiles ([`super::tiled_rows`]); the values, loads and stores come from
 //! [`super::emit`].
 
 use super::emit::{emit_element, emit_pre, live_set, load_draws, plan, store_outputs, Entry, Plan};
@@ -55,7 +55,8 @@ pub(crate) fn build(
     let (row_start, row_end) = (a.row_start, a.row_end);
     let inner = a.dims[rank - 1];
     let out_base = &a.out_base;
-    // Tiled rows emit their constants per pass (nothing float lives across a routine's call).
+    // Tiled rows emit their constants per pass (few float values live across a routine's call:
+    // only the draws' scalars, loaded below).
     let pre = if tiling.is_some() {
         (vec![None; k.insts.len()], vec![None; k.insts.len()])
     } else {
@@ -98,6 +99,8 @@ pub(crate) fn build(
             &sizes,
             tiled_rows::UNROLL,
             None,
+            &draws,
+            index0,
             |cx, live| emit_pre(cx, &k.insts, live, scalars_p, vty),
             |_, _| {},
             |cx, r, j, _, _, vals| {

@@ -1,9 +1,10 @@
 //! The values, loads and stores of a kernel's elements: liveness and the vector plan, each
 //! input's row base from the outer multi-index, the per-instruction emission ([`emit_values`],
 //! which also serves the prologue and the epilogue of reduction kernels), broadcast loads, and
-//! the random draws' scalars (a kernel that draws random numbers, [`InstOp::Rand`], runs the
-//! scalar loop, one helper call per element and draw). The elementwise kernel's function and
-//! its row loop are in `elementwise.rs`; the loop skeleton is in `run_loops.rs`.
+//! the random draws' scalars (an [`InstOp::Rand`] outside a tile is one helper call per element,
+//! lane by lane on the vector plan; tiled f32 rows fill a tile of a draw per call, see
+//! `tiled_rows.rs`). The elementwise kernel's function and its row loop are in
+//! `elementwise.rs`; the loop skeleton is in `run_loops.rs`.
 
 use super::ops::{clif_type, FnEmitter};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
@@ -61,9 +62,10 @@ pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> b
 
 /// The vector plan applies when every live value is of one float dtype E (f32 or f64), except
 /// Bool values (kept as lane masks) made by Cmp/Logical/Not or loaded, every input is E or Bool
-/// with a unit or broadcast inner stride, every Cast is E→E, every output is E and nothing
-/// draws random numbers (each element's draw is a helper call). A Bool input is attention's
-/// mask, say: without it, a masked softmax would run scalar code with a libm `exp` per element.
+/// with a unit or broadcast inner stride, every Cast is E→E and every output is E. A Bool input
+/// is attention's mask, say: without it, a masked softmax would run scalar code with a libm
+/// `exp` per element. A random draw ([`InstOp::Rand`] of E) is one helper call per lane, or in
+/// tiled f32 rows one call per tile, so dropout's other math stays vectorized.
 pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     let e = match k.outputs.first().map(|&o| k.dtype(o)) {
         Some(d @ (DType::F32 | DType::F64)) => d,
@@ -94,7 +96,7 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
             InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| dt(v) == e || dt(v) == DType::Bool),
             InstOp::Not(a) => dt(a) == e || dt(a) == DType::Bool,
             InstOp::Cast(a) => inst.dtype == e && dt(a) == e,
-            InstOp::Rand { .. } => false,
+            InstOp::Rand { .. } => inst.dtype == e,
             InstOp::Load(_) => inst.dtype == e || inst.dtype == DType::Bool,
             _ => inst.dtype == e,
         };
@@ -260,7 +262,7 @@ pub(crate) fn emit_values_given(
             InstOp::Rand { dist, .. } => {
                 let params = row.draws[n].expect("loaded before the loop");
                 let index = cx.b.ins().iadd(row.index0.expect("a kernel that draws knows its rows' indices"), j);
-                cx.rand(dist, inst.dtype, params, index)
+                cx.rand(dist, inst.dtype, params, index, vty)
             }
         };
         vals[n] = Some(r);

@@ -225,6 +225,8 @@ impl EpiloguePass {
                 &sizes,
                 tiled_rows::UNROLL,
                 keep,
+                &[],
+                None,
                 |_, _| Ok(pre.clone()),
                 |_, _| {},
                 |cx, r, j, _, _, vals| {

@@ -2,9 +2,11 @@
 //! transcendentals, f32 ops without an inline polynomial, `pow`, `atan2`, float remainder,
 //! integer `pow`, random numbers), and the native f32 slice routines the tiled kernels call on a
 //! tile (`kiln_vm_*_f32`, from `kiln_runtime::cpu::simd::slice_math`, specialized for this CPU when the
-//! symbol is resolved). Each scalar one is the scalar reference itself (`UnaryOp::eval`,
-//! `BinaryOp::eval`, `BinaryOp::eval_int`, the runtime's `philox::uniform_at`/`normal_at`),
-//! so those ops equal the eager ones bit for bit.
+//! symbol is resolved; `kiln_rand_*_f32_slice`, the runtime's `philox::uniform_from`/`normal_from`,
+//! which fill a tile with its elements of a draw four per Philox block). Each scalar one is the
+//! scalar reference itself (`UnaryOp::eval`, `BinaryOp::eval`, `BinaryOp::eval_int`, the
+//! runtime's `philox::uniform_at`/`normal_at`), so those ops (and the random tiles) equal the
+//! eager ones bit for bit.
 //!
 //! Every helper is known to the JIT by name ([`find`]); a kernel's module declares only the
 //! ones its code calls.
@@ -131,6 +133,37 @@ rand_helpers!(
     (Normal, true, f64, F64, "kiln_rand_normal_f64"),
 );
 
+macro_rules! rand_slice_helpers {
+    ($(($dist:ident, $name:literal)),* $(,)?) => {
+        /// The symbol of the native f32 slice routine of an `InstOp::Rand` of `dist`:
+        /// `fn(seed_lo, seed_hi, offset_lo, offset_hi: f64, index: i64, dst: *mut f32, n: usize)`
+        /// fills `dst[..n]` with elements `index..index + n` of the draw whose four run-time
+        /// scalars are given (each what [`rand_name`]'s helper gives for its index).
+        pub(crate) fn rand_slice_name(dist: RandDist) -> &'static str {
+            match dist {
+                $(RandDist::$dist => $name,)*
+            }
+        }
+
+        fn rand_slice_all(v: &mut Vec<Helper>) {
+            $(
+                {
+                    extern "C" fn f(seed_lo: f64, seed_hi: f64, offset_lo: f64, offset_hi: f64, index: i64, dst: *mut f32, n: usize) {
+                        // SAFETY: the generated code passes a tile buffer (a stack slot of
+                        // `TILE` f32, aligned, which nothing else references during the call)
+                        // and `n` at most its length, so `dst[..n]` is valid and exclusive.
+                        let out = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+                        RandDist::$dist.fill_from(out, &draw_of_scalars([seed_lo, seed_hi, offset_lo, offset_hi]), index as u64);
+                    }
+                    v.push(Helper { name: $name, ptr: f as *const u8, params: &[types::F64, types::F64, types::F64, types::F64, types::I64, types::I64, types::I64], ret: None });
+                }
+            )*
+        }
+    };
+}
+
+rand_slice_helpers!((Uniform, "kiln_rand_uniform_f32_slice"), (Normal, "kiln_rand_normal_f32_slice"),);
+
 macro_rules! slice_helpers {
     ($(($op:ident, $name:literal)),* $(,)?) => {
         /// The symbol of the native f32 slice routine of unary `op`
@@ -200,6 +233,7 @@ fn all() -> Vec<Helper> {
     unary_all(&mut v);
     binary_all(&mut v);
     rand_all(&mut v);
+    rand_slice_all(&mut v);
     slice_all(&mut v);
     row_all(&mut v);
     v.push(Helper {

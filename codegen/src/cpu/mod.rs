@@ -11,7 +11,7 @@
 //! go through the same per-instruction emission as elementwise kernels; `cpu/run_loops.rs` the
 //! loops over one output's reduced sub-space, shared by the stages and the epilogue;
 //! `cpu/epilogue.rs` the epilogue's pass ([`crate::kernel::Epilogue`]); `cpu/tiled_rows.rs` the
-//! tiled rows of f32 kernels whose transcendentals call native slice routines.
+//! tiled rows of f32 kernels whose transcendentals and random draws call native slice routines.
 
 mod elementwise;
 mod emit;
@@ -62,9 +62,10 @@ impl CpuKernel {
     /// environment variable `KILN_CPU_DISASM` set, prints the machine code to stderr.
     ///
     /// An f32 kernel on the vector plan whose transcendentals have native slice routines
-    /// (exp, tanh, sigmoid) walks its rows in tiles of [`TILE`] elements and
-    /// calls those routines per tile ([`CpuKernel::is_tiled`]; see `cpu/tiled_rows.rs` for their
-    /// error bounds: with AVX2+FMA or AVX-512F they are not bit-identical to the inline forms).
+    /// (exp, tanh, sigmoid), or which draws random numbers, walks its rows in tiles of [`TILE`]
+    /// elements and calls those routines per tile ([`CpuKernel::is_tiled`]; see
+    /// `cpu/tiled_rows.rs` for their error bounds: with AVX2+FMA or AVX-512F the
+    /// transcendentals are not bit-identical to the inline forms; the draws always are).
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         Self::compile_elementwise(k, name, true)
     }
@@ -169,8 +170,8 @@ impl CpuKernel {
     }
 
     /// True when the rows (of an elementwise kernel, or of some stage or the epilogue of a
-    /// reduction kernel) are walked in tiles whose transcendentals are native slice-routine
-    /// calls ([`CpuKernel::compile`]); false for the untiled loop.
+    /// reduction kernel) are walked in tiles whose transcendentals and random draws are native
+    /// slice-routine calls ([`CpuKernel::compile`]); false for the untiled loop.
     pub fn is_tiled(&self) -> bool {
         self.tiled
     }

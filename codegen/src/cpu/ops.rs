@@ -114,10 +114,20 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
     }
 
     /// Element `index` (an i64) of the draw whose four f64 run-time scalars are `params`, in
-    /// `dist` and float `dtype` (`InstOp::Rand`): a call of the runtime's per-element function.
-    pub fn rand(&mut self, dist: RandDist, dtype: DType, params: [Value; 4], index: Value) -> Value {
+    /// `dist` and float `dtype` (`InstOp::Rand`): a call of the runtime's per-element function;
+    /// with vector type `vty`, elements `index + lane`, one call per lane (as [`Self::call_any`]).
+    pub fn rand(&mut self, dist: RandDist, dtype: DType, params: [Value; 4], index: Value, vty: Option<Type>) -> Value {
+        let name = jit_symbols::rand_name(dist, dtype == DType::F64);
         let [a, b, c, d] = params;
-        self.call(jit_symbols::rand_name(dist, dtype == DType::F64), &[a, b, c, d, index])
+        let first = self.call(name, &[a, b, c, d, index]);
+        let Some(vt) = vty else { return first };
+        let mut out = self.b.ins().splat(vt, first);
+        for lane in 1..vt.lane_count() as u8 {
+            let at = self.b.ins().iadd_imm_s(index, lane as i64);
+            let r = self.call(name, &[a, b, c, d, at]);
+            out = self.b.ins().insertlane(out, r, lane);
+        }
+        out
     }
 
     /// A float constant of type `ty` (F32, F64 or a vector of them).

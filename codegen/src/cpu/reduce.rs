@@ -421,6 +421,8 @@ impl StagePass<'_, '_> {
                 &[],
                 UNROLL,
                 keep,
+                &[],
+                None,
                 |_, _| Ok(pre.clone()),
                 around,
                 |cx, _, _, vt, u, vals| fold(cx, vt, u, vals),

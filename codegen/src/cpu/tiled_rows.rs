@@ -1,24 +1,29 @@
-//! The tiled row of an f32 pass whose transcendentals run natively: the row is walked in
-//! tiles of [`TILE`] elements, and each transcendental stage of a tile is one call of a
-//! rustc-built, CPU-specialized slice routine (`kiln_vm_*_f32`: AVX-512F or AVX2+FMA inside,
+//! The tiled row of an f32 pass whose transcendentals or random draws run natively: the row is
+//! walked in tiles of [`TILE`] elements, and each transcendental stage of a tile is one call of
+//! a rustc-built, CPU-specialized slice routine (`kiln_vm_*_f32`: AVX-512F or AVX2+FMA inside,
 //! picked once when the JIT resolves the symbol; `kiln_runtime::cpu::simd::slice_math`) on a stack
 //! buffer, instead of the inline 128-bit polynomial of [`super::math`] (Cranelift's x86-64
-//! back end emits 128-bit vectors only). A pass is an elementwise kernel's row, a reduction
+//! back end emits 128-bit vectors only); each random stage (an f32 [`InstOp::Rand`]) is one call
+//! that writes the tile's elements of the draw into its buffer (`kiln_rand_*_f32_slice`, the
+//! runtime's `philox::uniform_from`/`normal_from`: one Philox block per four elements, instead
+//! of one per element). A pass is an elementwise kernel's row, a reduction
 //! stage's sweep of one output's row (the final pass folds into the accumulators, softmax's
 //! `Σ exp(x - max)`), or an epilogue's sweep (softmax's `exp(x - max) / Σ`), all described by
 //! a [`TileBody`].
 //!
 //! A pass qualifies ([`tiling`]) when it runs the F32X4 plan and some live instruction that
 //! varies along the row (not one computed once per output, see
-//! [`super::emit::per_output_known`]) is a unary op with a slice routine (exp, tanh, sigmoid), at
-//! most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
+//! [`super::emit::per_output_known`]) is a unary op with a slice routine (exp, tanh, sigmoid) or
+//! a random draw, at most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
 //! instruction order. Per tile:
 //!
 //! 1. for each stage: a pass (one run of [`super::run_loops`]'s loop over the tile) computes the
 //!    stage's operand into the stage's buffer, reading the buffers of earlier stages where
 //!    their values are needed; then the routine transforms the buffer in place. An operand
 //!    that is an earlier stage's value or a unit-stride input needs no pass: the routine reads
-//!    that buffer or the input's tile directly;
+//!    that buffer or the input's tile directly. A draw has no operand: its routine is given the
+//!    draw's four run-time scalars and the linear index of the tile's element 0 (the row's,
+//!    `index_base + row·inner`, plus the tile's start), and fills the buffer;
 //! 2. a final pass computes the roots (stored, or folded by the caller), reading every stage's
 //!    value from its buffer.
 //!
@@ -26,9 +31,11 @@
 //! traffic); a pass where a costly op (an inline transcendental, a helper call) would be
 //! computed by two passes keeps the untiled path.
 //!
-//! With AVX2+FMA or AVX-512F the routines compute `slice_math`'s FMA forms, whose error bounds
-//! are those of the inline functions (exp 2 ulp, tanh 3, sigmoid 3) but which are not bit-identical to the eager ops; elsewhere they are the eager
-//! forms, bit for bit. Special values (NaN, ±inf, ±0) are the eager ones either way.
+//! With AVX2+FMA or AVX-512F the transcendental routines compute `slice_math`'s FMA forms, whose
+//! error bounds are those of the inline functions (exp 2 ulp, tanh 3, sigmoid 3) but which are
+//! not bit-identical to the eager ops; elsewhere they are the eager forms, bit for bit. Special
+//! values (NaN, ±inf, ±0) are the eager ones either way. The draws are the eager ones, bit for
+//! bit, always.
 
 use super::emit::{data_flags, emit_values_given, live_cut, per_output_known, PerValue, Row};
 use super::jit_symbols;
@@ -59,6 +66,9 @@ const _: () = assert!(TILE.is_multiple_of(4 * UNROLL));
 /// Where a stage's routine reads its operand.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Source {
+    /// No operand: the stage is an f32 [`InstOp::Rand`], whose routine writes the tile's elements of
+    /// the draw into the stage's buffer.
+    Draw,
     /// The stage's own buffer, filled by a pass over the tile.
     Pass,
     /// The buffer of an earlier stage (the operand is that stage's value).
@@ -67,12 +77,12 @@ enum Source {
     Input(usize),
 }
 
-/// One transcendental stage.
+/// One stage: a transcendental or a random draw.
 #[derive(Clone, Debug)]
 struct Stage {
     /// The instruction whose value the stage computes.
     inst: usize,
-    /// The routine's symbol (`jit_symbols::slice_name`).
+    /// The routine's symbol (`jit_symbols::slice_name` or `rand_slice_name`).
     routine: &'static str,
     /// Where the routine reads.
     source: Source,
@@ -150,12 +160,20 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
         return None;
     }
     let insts = body.insts;
-    let mut staged: Vec<(usize, u32, &'static str)> = Vec::new();
+    // Per stage: its instruction, its operand (none for a draw) and its routine.
+    let mut staged: Vec<(usize, Option<u32>, &'static str)> = Vec::new();
     for (n, inst) in insts.iter().enumerate() {
-        if let (true, false, DType::F32, InstOp::Unary(op, a)) = (live[n], known[n], inst.dtype, inst.op) {
-            if let Some(routine) = jit_symbols::slice_name(op) {
-                staged.push((n, a, routine));
+        if !live[n] || known[n] || inst.dtype != DType::F32 {
+            continue;
+        }
+        match inst.op {
+            InstOp::Unary(op, a) => {
+                if let Some(routine) = jit_symbols::slice_name(op) {
+                    staged.push((n, Some(a), routine));
+                }
             }
+            InstOp::Rand { dist, .. } => staged.push((n, None, jit_symbols::rand_slice_name(dist))),
+            _ => {}
         }
     }
     if staged.is_empty() || staged.len() > MAX_STAGES {
@@ -164,14 +182,18 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
     let is_stage = |n: usize| staged.iter().any(|s| s.0 == n);
     let mut stages = Vec::with_capacity(staged.len());
     for &(inst, a, routine) in &staged {
-        let a = a as usize;
-        let source = match insts[a].op {
-            _ if is_stage(a) => Source::Stage(staged.iter().position(|s| s.0 == a).expect("a stage")),
-            InstOp::Load(i) if body.inputs[i as usize].inner == InnerStride::Unit => Source::Input(i as usize),
-            _ => Source::Pass,
+        let source = match a.map(|a| (a as usize, insts[a as usize].op)) {
+            None => Source::Draw,
+            Some((a, _)) if is_stage(a) => Source::Stage(staged.iter().position(|s| s.0 == a).expect("a stage")),
+            Some((_, InstOp::Load(i))) if body.inputs[i as usize].inner == InnerStride::Unit => {
+                Source::Input(i as usize)
+            }
+            Some(_) => Source::Pass,
         };
-        let live =
-            if source == Source::Pass { live_cut(insts, &[a as u32], is_stage) } else { vec![false; insts.len()] };
+        let live = match (source, a) {
+            (Source::Pass, Some(a)) => live_cut(insts, &[a], is_stage),
+            _ => vec![false; insts.len()],
+        };
         stages.push(Stage { inst, routine, source, live });
     }
     let last = live_cut(insts, body.roots, is_stage);
@@ -195,6 +217,9 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
 /// final pass (a reduction stage loads and stores its accumulators there); `finish(cx, row, j, vty, u, vals)` does the final pass's work at inner index `j`
 /// (stores at `row.out_ptr`, or a fold) given every live value `vals`; its vector loop unrolls
 /// `unroll` vectors. `keep` names a stage whose values go to, or come from, a row buffer.
+/// `draws` holds per instruction the four f64 scalars of an [`InstOp::Rand`]'s draw and
+/// `index0` the linear index of the row's element 0 (for passes with draw stages; reductions,
+/// which refuse Rand, pass `&[]` and `None`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_row<'a, 'b>(
     cx: &mut FnEmitter<'a, 'b>,
@@ -206,6 +231,8 @@ pub(crate) fn emit_row<'a, 'b>(
     out_sizes: &[i64],
     unroll: usize,
     keep: Option<RowKeep>,
+    draws: &[Option<[Value; 4]>],
+    index0: Option<Value>,
     mut pre: impl FnMut(&mut FnEmitter<'a, 'b>, &[bool]) -> Result<PerValue, String>,
     mut around: impl FnMut(&mut FnEmitter<'a, 'b>, bool),
     mut finish: impl FnMut(&mut FnEmitter<'a, 'b>, &Row, Value, Option<Type>, usize, &[Option<Value>]) -> Result<(), String>,
@@ -307,8 +334,15 @@ pub(crate) fn emit_row<'a, 'b>(
             _ => None,
         };
         let src = match stage.source {
-            Source::Stage(e) => addrs[e],
-            Source::Input(i) => tin[i],
+            Source::Draw => {
+                let [a, b, c, d] = draws[stage.inst].expect("a draw's scalars are loaded before the loop");
+                let index0 = index0.expect("a kernel that draws knows its rows' indices");
+                let first = cx.b.ins().iadd(index0, j0);
+                cx.call_void(stage.routine, &[a, b, c, d, first, addrs[s], len]);
+                None
+            }
+            Source::Stage(e) => Some(addrs[e]),
+            Source::Input(i) => Some(tin[i]),
             Source::Pass => {
                 // Emitted per pass, so that few float values stay live across the routine's
                 // call.
@@ -316,7 +350,7 @@ pub(crate) fn emit_row<'a, 'b>(
                 let pass = Pass { inputs, insts, pre: &pre, vty, unroll: UNROLL, draws: &[], index0: None };
                 let operand = match insts[stage.inst].op {
                     InstOp::Unary(_, a) => a as usize,
-                    _ => unreachable!("a stage is a unary op"),
+                    _ => unreachable!("a pass stage is a unary op"),
                 };
                 emit_runs(
                     cx,
@@ -333,10 +367,12 @@ pub(crate) fn emit_row<'a, 'b>(
                         Ok(())
                     },
                 )?;
-                bufs[s]
+                Some(bufs[s])
             }
         };
-        cx.call_void(stage.routine, &[src, addrs[s], len]);
+        if let Some(src) = src {
+            cx.call_void(stage.routine, &[src, addrs[s], len]);
+        }
         if let Some(after) = reused {
             cx.b.ins().jump(after, &[]);
             cx.b.switch_to_block(after);

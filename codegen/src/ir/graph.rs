@@ -159,6 +159,15 @@ impl RandDist {
             RandDist::Normal => philox::normal_at(draw, i, 0.0, 1.0),
         }
     }
+
+    /// Elements `start..start + out.len()` of `draw` in this distribution, as eager
+    /// `rand`/`randn` of `T` make them (each equal to [`RandDist::at`]).
+    pub fn fill_from<T: FloatElement>(self, out: &mut [T], draw: &Philox, start: u64) {
+        match self {
+            RandDist::Uniform => philox::uniform_from(out, draw, start, 0.0, 1.0),
+            RandDist::Normal => philox::normal_from(out, draw, start, 0.0, 1.0),
+        }
+    }
 }
 
 /// The four run-time scalars of a draw, in the order a [`NodeKind::Rand`] node reads them (and
