@@ -527,7 +527,8 @@ fn masks_in_the_vector_path() {
 }
 
 /// Bool inputs (attention's mask) load as lane masks in the vector path, unit-stride or
-/// broadcast, alone or combined with comparisons, and keep the tiled `exp` of a masked softmax.
+/// broadcast, alone or combined with comparisons, and keep the tiled `exp` of a masked softmax;
+/// masks cast to the float dtype (dropout's `(rand >= p).to(E)`) stay vectorized too.
 #[test]
 fn bool_inputs_are_masks_in_the_vector_path() {
     for d in [DType::F32, DType::F64] {
@@ -545,13 +546,16 @@ fn bool_inputs_are_masks_in_the_vector_path() {
                 inst(InstOp::Where(7, 4, 0), d),                          // 9
                 inst(InstOp::Unary(UnaryOp::Exp, 3), d),                  // 10
                 inst(InstOp::Where(8, 9, 10), d),                         // 11
+                inst(InstOp::Cast(5), d),                                 // 12 (x > 0.5).to(d)
+                inst(InstOp::Cast(1), d),                                 // 13 m.to(d)
+                inst(InstOp::Binary(BinaryOp::Mul, 12, 0), d),            // 14 dropout-like
             ];
             let k = ElementwiseKernel {
                 rank: shape.len(),
                 inputs: vec![inp(d, inner[0]), inp(DType::Bool, inner[1])],
                 scalars: 0,
                 insts,
-                outputs: vec![3, 11],
+                outputs: vec![3, 11, 13, 14],
             };
             let kern = CpuKernel::compile(&k, "bool masks").unwrap();
             let vector = !inner.contains(&InnerStride::Strided);

@@ -62,9 +62,9 @@ pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> b
 
 /// The vector plan applies when every live value is of one float dtype E (f32 or f64), except
 /// Bool values (kept as lane masks) made by Cmp/Logical/Not or loaded, every input is E or Bool
-/// with a unit or broadcast inner stride, every Cast is E→E and every output is E. A Bool input
-/// is attention's mask, say: without it, a masked softmax would run scalar code with a libm
-/// `exp` per element. A random draw ([`InstOp::Rand`] of E) is one helper call per lane, or in
+/// with a unit or broadcast inner stride, every Cast is E→E or Bool→E (a mask to 1 or 0:
+/// dropout's `(rand >= p).to(E)`) and every output is E. A Bool input is attention's mask,
+/// say: without it, a masked softmax would run scalar code with a libm `exp` per element. A random draw ([`InstOp::Rand`] of E) is one helper call per lane, or in
 /// tiled f32 rows one call per tile, so dropout's other math stays vectorized.
 pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     let e = match k.outputs.first().map(|&o| k.dtype(o)) {
@@ -95,7 +95,7 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
             InstOp::Cmp(_, a, _) => inst.dtype == DType::Bool && dt(a) == e,
             InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| dt(v) == e || dt(v) == DType::Bool),
             InstOp::Not(a) => dt(a) == e || dt(a) == DType::Bool,
-            InstOp::Cast(a) => inst.dtype == e && dt(a) == e,
+            InstOp::Cast(a) => inst.dtype == e && (dt(a) == e || dt(a) == DType::Bool),
             InstOp::Rand { .. } => inst.dtype == e,
             InstOp::Load(_) => inst.dtype == e || inst.dtype == DType::Bool,
             _ => inst.dtype == e,
@@ -252,13 +252,15 @@ pub(crate) fn emit_values_given(
                 cx.not(t)
             }
             InstOp::Where(c, a, b) => cx.sel(v(c), v(a), v(b)),
-            InstOp::Cast(a) => {
-                if vty.is_some() {
-                    v(a) // the vector plan only admits E→E casts
-                } else {
-                    cx.cast(v(a), dt(a), inst.dtype)?
+            InstOp::Cast(a) => match vty {
+                // The vector plan admits E→E casts and masks to E.
+                Some(vt) if dt(a) == DType::Bool => {
+                    let (one, zero) = (cx.fconst(vt, 1.0), cx.fconst(vt, 0.0));
+                    cx.sel(v(a), one, zero)
                 }
-            }
+                Some(_) => v(a),
+                None => cx.cast(v(a), dt(a), inst.dtype)?,
+            },
             InstOp::Rand { dist, .. } => {
                 let params = row.draws[n].expect("loaded before the loop");
                 let index = cx.b.ins().iadd(row.index0.expect("a kernel that draws knows its rows' indices"), j);

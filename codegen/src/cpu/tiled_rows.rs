@@ -53,9 +53,10 @@ use kiln_runtime::DType;
 /// 4096 25% slower.)
 pub const TILE: usize = 512;
 
-/// The most stages a tiled kernel has (one 2 KiB stack buffer each); more keep the untiled
-/// path.
-pub const MAX_STAGES: usize = 4;
+/// The most stages a tiled kernel has (one 2 KiB stack buffer each, 16 KiB in all, within
+/// L1); more keep the untiled path. An LSTM step's gate kernel has five (three sigmoids and
+/// two tanh), its backward as many.
+pub const MAX_STAGES: usize = 8;
 
 /// Vectors per iteration of a pass's vector loop (4 measured a little better than 1 or 2).
 pub(crate) const UNROLL: usize = 4;

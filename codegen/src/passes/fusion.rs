@@ -20,7 +20,8 @@
 //! (they remain members of their own group too). So `Σ (x - m)²` reads `x` and `m`, never the
 //! squares, and softmax's division recomputes `exp(x - max)` instead of loading it. A node
 //! recomputed by more than [`MAX_RECOMPUTES`] kernels (reductions over the same rows counting
-//! as one) is materialized instead. A group none of
+//! as one) is materialized instead, the last of a chain of such nodes first (the cones are
+//! then found again: the nodes behind it may no longer be recomputed too often). A group none of
 //! whose members is materialized is dead: the kernels that needed it recompute it. Each
 //! reduction over trailing dims gets a kernel of its own, *closed* (nothing joins it), whose
 //! members are its cone (the prologue) and, last, the reduction; one over leading dims runs
@@ -97,7 +98,13 @@ pub fn fuse(g: &Graph, live: &[bool]) -> Fusion {
         if over.is_empty() {
             break cones;
         }
-        for c in over {
+        // Only the last of a chain: once it is materialized, the kernels that recomputed the
+        // nodes behind it read it instead (dropout's `rand >= p`, its cast and its scale would
+        // otherwise all be written, a Bool among them).
+        let read_by_over =
+            |c: usize| over.iter().any(|&d| g.node(d as NodeId).reads.iter().any(|u| u.node as usize == c));
+        let last: Vec<usize> = over.iter().copied().filter(|&c| !read_by_over(c)).collect();
+        for c in last {
             f.materialized[c] = true;
             f.refusals.push((c as NodeId, format!("materialized: {} kernels would recompute it", count[c])));
         }
@@ -384,6 +391,30 @@ mod tests {
                 f.groups
             );
         }
+    }
+
+    /// A chain that three reduction kernels would recompute (dropout's `rand >= p`, cast and
+    /// scale, read by three kernels): only its last node is materialized; the others are
+    /// computed once, inside the kernel that writes it.
+    #[test]
+    fn only_the_last_of_an_overly_recomputed_chain_is_materialized() {
+        use kiln_runtime::op_kind::ReduceOp;
+        let mut g = Graph::default();
+        let shape = [2, 2, 4];
+        let c = Layout::contiguous(&shape);
+        let x = push(&mut g, NodeKind::Input { slot: 0, len: 16 }, &shape, &[]);
+        let a = push(&mut g, NodeKind::Unary(UnaryOp::Exp), &shape, &[(x, c.clone())]);
+        let b = push(&mut g, NodeKind::Binary(BinaryOp::Mul), &shape, &[(a, c.clone()), (x, c.clone())]);
+        let last = push(&mut g, NodeKind::Unary(UnaryOp::Neg), &shape, &[(b, c.clone())]);
+        for (dims, out) in [(0b100u64, vec![2, 2, 1]), (0b110, vec![2, 1, 1]), (0b111, vec![1, 1, 1])] {
+            let sum = NodeKind::Reduce { op: ReduceOp::Sum, dims, divide: None, index: 0 };
+            let r = push(&mut g, sum, &out, &[(last, c.clone())]);
+            g.outputs.push(r);
+        }
+        let f = fuse(&g, &vec![true; g.nodes.len()]);
+        assert!(f.materialized[last as usize], "{:?}", f.refusals);
+        assert!(!f.materialized[a as usize] && !f.materialized[b as usize], "{:?}", f.refusals);
+        assert_eq!(f.refusals.iter().filter(|r| r.1.starts_with("materialized")).count(), 1, "{:?}", f.refusals);
     }
 
     /// Random DAGs of elementwise and opaque nodes over two shapes: fusion never makes a
