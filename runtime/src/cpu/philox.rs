@@ -394,16 +394,23 @@ mod tests {
         assert_ne!(&other_seed[..], &all[..8]);
     }
 
+    /// The first `n` elements of `draw` as the fillers write them: uniform f32 on [0, 1), uniform
+    /// f64 on [-3, 2.5), normal f32 (0, 1) and normal f64 (1.5, 0.25).
+    fn whole_draws(draw: &Philox, n: usize) -> (Vec<f32>, Vec<f64>, Vec<f32>, Vec<f64>) {
+        let (mut u32s, mut u64s) = (vec![0f32; n], vec![0f64; n]);
+        let (mut n32s, mut n64s) = (vec![0f32; n], vec![0f64; n]);
+        uniform(&mut u32s, draw, 0.0, 1.0);
+        uniform(&mut u64s, draw, -3.0, 2.5);
+        normal(&mut n32s, draw, 0.0, 1.0);
+        normal(&mut n64s, draw, 1.5, 0.25);
+        (u32s, u64s, n32s, n64s)
+    }
+
     #[test]
     fn one_element_equals_the_fillers() {
         let n = 2 * RANDOM_GRAIN + 13;
         let draw = Philox::new(0x1234_5678_9abc_def0, 4 * 999);
-        let (mut u32s, mut u64s) = (vec![0f32; n], vec![0f64; n]);
-        let (mut n32s, mut n64s) = (vec![0f32; n], vec![0f64; n]);
-        uniform(&mut u32s, &draw, 0.0, 1.0);
-        uniform(&mut u64s, &draw, -3.0, 2.5);
-        normal(&mut n32s, &draw, 0.0, 1.0);
-        normal(&mut n64s, &draw, 1.5, 0.25);
+        let (u32s, u64s, n32s, n64s) = whole_draws(&draw, n);
         for i in 0..n {
             let k = i as u64;
             assert_eq!(uniform_at::<f32>(&draw, k, 0.0, 1.0).to_bits(), u32s[i].to_bits(), "uniform f32 {i}");
@@ -417,12 +424,7 @@ mod tests {
     fn a_span_equals_the_slice_of_the_whole_draw() {
         let n = 160;
         let draw = Philox::new(0xfeed_beef_0bad_cafe, 4 * 77);
-        let (mut u32s, mut u64s) = (vec![0f32; n], vec![0f64; n]);
-        let (mut n32s, mut n64s) = (vec![0f32; n], vec![0f64; n]);
-        uniform(&mut u32s, &draw, 0.0, 1.0);
-        uniform(&mut u64s, &draw, -3.0, 2.5);
-        normal(&mut n32s, &draw, 0.0, 1.0);
-        normal(&mut n64s, &draw, 1.5, 0.25);
+        let (u32s, u64s, n32s, n64s) = whole_draws(&draw, n);
         let bits32 = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         let bits64 = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         // Starts in every lane, lengths ending in every lane (0..9), and a long span.
