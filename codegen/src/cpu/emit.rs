@@ -64,8 +64,9 @@ pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> b
 /// Bool values (kept as lane masks) made by Cmp/Logical/Not or loaded, every input is E or Bool
 /// with a unit or broadcast inner stride, every Cast is E→E or Bool→E (a mask to 1 or 0:
 /// dropout's `(rand >= p).to(E)`) and every output is E. A Bool input is attention's mask,
-/// say: without it, a masked softmax would run scalar code with a libm `exp` per element. A random draw ([`InstOp::Rand`] of E) is one helper call per lane, or in
-/// tiled f32 rows one call per tile, so dropout's other math stays vectorized.
+/// say: without it, a masked softmax would run scalar code with a libm `exp` per element. A
+/// random draw ([`InstOp::Rand`] of E) is one helper call per lane, or in tiled f32 rows one
+/// call per tile, so dropout's other math stays vectorized.
 pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     let e = match k.outputs.first().map(|&o| k.dtype(o)) {
         Some(d @ (DType::F32 | DType::F64)) => d,
