@@ -6,6 +6,7 @@ use super::node::{gradient_edge, Grads, Node, NodeKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::tensor::Tensor;
 use ahash::AHashMap;
+use smallvec::SmallVec;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
@@ -34,6 +35,10 @@ enum Flow {
     Dense(Tensor),
     Slice(Piece),
 }
+
+/// What a node passes to its inputs, in order (inline for up to two inputs, as [`Grads`]:
+/// the engine makes one per node it runs).
+type Flows = SmallVec<[Option<Flow>; 2]>;
 
 type Key = *const Node;
 
@@ -100,7 +105,7 @@ pub(crate) fn run(
             }
         }
         let flows = match grad {
-            None => Vec::new(),
+            None => Flows::new(),
             Some(g) => run_node(&node, g, opts.create_graph, retain, capture.is_some())
                 .inspect_err(|_| super::callbacks::clear())?,
         };
@@ -128,13 +133,7 @@ pub(crate) fn run(
 /// a leaf, or the placing of a slice's gradient), then the checks on what the rule returned.
 /// Returns what flows to each input, in order (fewer entries than inputs: nothing to the rest).
 #[track_caller]
-fn run_node(
-    node: &Arc<Node>,
-    g: Tensor,
-    create_graph: bool,
-    retain: bool,
-    capturing: bool,
-) -> Result<Vec<Option<Flow>>> {
+fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, capturing: bool) -> Result<Flows> {
     match &node.kind {
         NodeKind::AccumulateGrad { leaf } => {
             if !capturing {
@@ -145,9 +144,11 @@ fn run_node(
                     leaf.autograd().lock().post_accumulate_hooks.iter().map(|(_, h)| h.clone()).collect();
                 post.iter().for_each(|h| h(leaf));
             }
-            Ok(Vec::new())
+            Ok(Flows::new())
         }
-        NodeKind::Slice(slice) => Ok(vec![Some(Flow::Slice(Piece::new(*slice, node_hooks(node, g, create_graph))))]),
+        NodeKind::Slice(slice) => {
+            Ok(smallvec::smallvec![Some(Flow::Slice(Piece::new(*slice, node_hooks(node, g, create_graph))))])
+        }
         NodeKind::Rule { rule, .. } => {
             let g = node_hooks(node, g, create_graph);
             let saved = node.unpack_saved()?;
