@@ -76,6 +76,93 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     [c0, c1, c2, c3]
 }
 
+/// [`philox4x32_10`] on the [`BATCH`] counters `[g as u32, (g >> 32) as u32, plane, 0]` for
+/// `g = base + j`, returned word by word (`out[w][j]` is word `w` of counter `j`): 16-lane
+/// AVX-512F code where the CPU has it, else [`rounds_lanes`]. Both are integer arithmetic, so
+/// they agree bit for bit.
+#[inline(always)]
+fn rounds_batch(base: u64, plane: u32, key: [u32; 2]) -> [[u32; BATCH]; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked above), the only requirement of the routine.
+        return unsafe { rounds_avx512(base, plane, key) };
+    }
+    rounds_lanes(base, plane, key)
+}
+
+/// The portable form of [`rounds_batch`]: the rounds on lane arrays.
+#[inline(always)]
+fn rounds_lanes(base: u64, plane: u32, key: [u32; 2]) -> [[u32; BATCH]; 4] {
+    let (mut c0, mut c1, mut c2, mut c3) = ([0u32; BATCH], [0u32; BATCH], [plane; BATCH], [0u32; BATCH]);
+    for j in 0..BATCH {
+        let g = base.wrapping_add(j as u64);
+        (c0[j], c1[j]) = (g as u32, (g >> 32) as u32);
+    }
+    let [mut k0, mut k1] = key;
+    for round in 0..10 {
+        if round > 0 {
+            k0 = k0.wrapping_add(W0);
+            k1 = k1.wrapping_add(W1);
+        }
+        for j in 0..BATCH {
+            let p0 = M0 as u64 * c0[j] as u64;
+            let p1 = M1 as u64 * c2[j] as u64;
+            (c0[j], c1[j], c2[j], c3[j]) =
+                ((p1 >> 32) as u32 ^ c1[j] ^ k0, p1 as u32, (p0 >> 32) as u32 ^ c3[j] ^ k1, p0 as u32);
+        }
+    }
+    [c0, c1, c2, c3]
+}
+
+/// [`rounds_batch`] in AVX-512F registers, one word of all 16 counters per register (built in
+/// registers: the low words are `base + j`, the high words carry where those wrapped). The
+/// 32×32→64 products come from `vpmuludq` on the even lanes and on the odd lanes shifted
+/// down, their halves blended back into place.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn rounds_avx512(base: u64, plane: u32, key: [u32; 2]) -> [[u32; BATCH]; 4] {
+    use std::arch::x86_64::*;
+    const ODD: __mmask16 = 0xAAAA;
+    let lo = _mm512_set1_epi32(base as u32 as i32);
+    let hi = _mm512_set1_epi32((base >> 32) as u32 as i32);
+    let mut c0 = _mm512_add_epi32(lo, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    let wrapped = _mm512_cmplt_epu32_mask(c0, lo);
+    let mut c1 = _mm512_mask_add_epi32(hi, wrapped, hi, _mm512_set1_epi32(1));
+    let (mut c2, mut c3) = (_mm512_set1_epi32(plane as i32), _mm512_setzero_si512());
+    let (m0, m1) = (_mm512_set1_epi32(M0 as i32), _mm512_set1_epi32(M1 as i32));
+    // (high, low) halves of `m * a` in each 32-bit lane.
+    let mulhilo = |m: __m512i, a: __m512i| {
+        let even = _mm512_mul_epu32(a, m);
+        let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(a), m);
+        (
+            _mm512_mask_blend_epi32(ODD, _mm512_srli_epi64::<32>(even), odd),
+            _mm512_mask_blend_epi32(ODD, even, _mm512_slli_epi64::<32>(odd)),
+        )
+    };
+    let [mut k0, mut k1] = key;
+    for round in 0..10 {
+        if round > 0 {
+            k0 = k0.wrapping_add(W0);
+            k1 = k1.wrapping_add(W1);
+        }
+        let (hi0, lo0) = mulhilo(m0, c0);
+        let (hi1, lo1) = mulhilo(m1, c2);
+        let (kv0, kv1) = (_mm512_set1_epi32(k0 as i32), _mm512_set1_epi32(k1 as i32));
+        (c0, c1, c2, c3) = (
+            _mm512_xor_si512(_mm512_xor_si512(hi1, c1), kv0),
+            lo1,
+            _mm512_xor_si512(_mm512_xor_si512(hi0, c3), kv1),
+            lo0,
+        );
+    }
+    let mut out = [[0u32; BATCH]; 4];
+    for (o, v) in out.iter_mut().zip([c0, c1, c2, c3]) {
+        // SAFETY: each array is 16 u32 = 64 bytes, the unaligned store's width.
+        unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), v) };
+    }
+    out
+}
+
 /// One draw: the key and the first group of the elements it fills (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Philox {
@@ -100,10 +187,29 @@ impl Philox {
         self.offset
     }
 
+    /// The key words of the seed.
+    #[inline(always)]
+    fn key(&self) -> [u32; 2] {
+        [self.seed as u32, (self.seed >> 32) as u32]
+    }
+
     #[inline(always)]
     fn plane(&self, group: u64, plane: u32) -> [u32; 4] {
         let g = (self.offset / 4).wrapping_add(group);
-        philox4x32_10([g as u32, (g >> 32) as u32, plane, 0], [self.seed as u32, (self.seed >> 32) as u32])
+        philox4x32_10([g as u32, (g >> 32) as u32, plane, 0], self.key())
+    }
+
+    /// Plane `plane`'s words of the [`BATCH`] groups from `first` (relative to this draw),
+    /// equal to [`philox4x32_10`] on each.
+    #[inline(always)]
+    fn plane_batch(&self, first: u64, plane: u32) -> [[u32; 4]; BATCH] {
+        let base = (self.offset / 4).wrapping_add(first);
+        let [c0, c1, c2, c3] = rounds_batch(base, plane, self.key());
+        let mut words = [[0u32; 4]; BATCH];
+        for (j, w) in words.iter_mut().enumerate() {
+            *w = [c0[j], c1[j], c2[j], c3[j]];
+        }
+        words
     }
 
     /// The 32-bit words of the four elements of `group` (relative to this draw).
@@ -115,19 +221,100 @@ impl Philox {
     /// The 64-bit words of the four elements of `group` (relative to this draw).
     #[inline(always)]
     pub fn words64(&self, group: u64) -> [u64; 4] {
-        let (a, b) = (self.plane(group, 0), self.plane(group, 1));
-        [0, 1, 2, 3].map(|l| ((a[l] as u64) << 32) | b[l] as u64)
+        join_planes(self.plane(group, 0), self.plane(group, 1))
     }
 
     /// Four uniforms in `[0, 1)` with `grid.bits` random bits each, in the compute type `C`.
     #[inline(always)]
     fn units<C: Float>(&self, group: u64, grid: Grid<C>) -> [C; 4] {
         if grid.bits > 32 {
-            self.words64(group).map(|w| C::from_i64((w >> (64 - grid.bits)) as i64) * grid.scale)
+            each(self.words64(group), |w| w.unit(grid))
         } else {
-            self.words32(group).map(|w| C::from_i64((w >> (32 - grid.bits)) as i64) * grid.scale)
+            each(self.words32(group), |w| w.unit(grid))
         }
     }
+}
+
+/// Groups per call of the batched block function ([`Philox::plane_batch`]): one AVX-512
+/// register of counters.
+const BATCH: usize = 16;
+
+/// `f` of each lane of a group (written out: `array::map` is not always inlined, and these
+/// run per group on the fillers' hot path).
+#[inline(always)]
+fn each<A: Copy, B>(w: [A; 4], f: impl Fn(A) -> B) -> [B; 4] {
+    [f(w[0]), f(w[1]), f(w[2]), f(w[3])]
+}
+
+/// The 64-bit words of a group from its planes 0 (high halves) and 1 (low halves).
+#[inline(always)]
+fn join_planes(a: [u32; 4], b: [u32; 4]) -> [u64; 4] {
+    each([0, 1, 2, 3], |l| ((a[l] as u64) << 32) | b[l] as u64)
+}
+
+/// A random word of an element: `u32` (plane 0) for rules that need 32 bits, `u64` (planes
+/// 0 and 1) for rules that need more.
+trait Word: Copy {
+    /// The four words of `group` of `draw`.
+    fn group(draw: &Philox, group: u64) -> [Self; 4];
+    /// The words of the [`BATCH`] groups from `first`, bit for bit [`Word::group`]'s.
+    fn batch(draw: &Philox, first: u64) -> [[Self; 4]; BATCH];
+    /// The word's top `grid.bits` bits as a point of the grid.
+    fn unit<C: Float>(self, grid: Grid<C>) -> C;
+    /// The word, zero-extended to 64 bits.
+    fn widen(self) -> u64;
+}
+
+impl Word for u32 {
+    #[inline(always)]
+    fn group(draw: &Philox, group: u64) -> [u32; 4] {
+        draw.words32(group)
+    }
+    #[inline(always)]
+    fn batch(draw: &Philox, first: u64) -> [[u32; 4]; BATCH] {
+        draw.plane_batch(first, 0)
+    }
+    #[inline(always)]
+    fn unit<C: Float>(self, grid: Grid<C>) -> C {
+        // At most 24 bits: exact in an i32, so the conversion is a 32-bit one.
+        C::from_i64(i64::from((self >> (32 - grid.bits)) as i32)) * grid.scale
+    }
+    #[inline(always)]
+    fn widen(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Word for u64 {
+    #[inline(always)]
+    fn group(draw: &Philox, group: u64) -> [u64; 4] {
+        draw.words64(group)
+    }
+    #[inline(always)]
+    fn batch(draw: &Philox, first: u64) -> [[u64; 4]; BATCH] {
+        let (a, b) = (draw.plane_batch(first, 0), draw.plane_batch(first, 1));
+        let mut words = [[0u64; 4]; BATCH];
+        for (j, w) in words.iter_mut().enumerate() {
+            *w = join_planes(a[j], b[j]);
+        }
+        words
+    }
+    #[inline(always)]
+    fn unit<C: Float>(self, grid: Grid<C>) -> C {
+        C::from_i64((self >> (64 - grid.bits)) as i64) * grid.scale
+    }
+    #[inline(always)]
+    fn widen(self) -> u64 {
+        self
+    }
+}
+
+/// A distribution's rule: the values of a group's four elements from their words.
+trait Rule<T>: Sync {
+    /// Whether the rule takes 64-bit words (else 32-bit ones).
+    fn wide(&self) -> bool;
+    /// The four values of a group whose words are `w`.
+    fn values<W: Word>(&self, w: [W; 4]) -> [T; 4];
 }
 
 /// The grid of uniforms with `bits` random bits (at most 24 from 32-bit words, or 53 from
@@ -144,34 +331,67 @@ impl<C: Float> Grid<C> {
     }
 }
 
-/// Fills `out` (the draw's elements in order) with `gen(group)`'s lanes, in parallel; element
-/// `i` gets lane `i % 4` of group `i / 4` however the work is split.
-fn fill_groups<T: Element>(out: &mut [T], gen: impl Fn(u64) -> [T; 4] + Sync + Send) {
-    for_chunks_mut(out, RANDOM_GRAIN, |start, chunk| fill_span(chunk, start as u64, &gen));
+/// Fills `out` (the draw's elements in order) with `rule`'s values, in parallel; element `i`
+/// gets lane `i % 4` of group `i / 4` however the work is split.
+fn fill_groups<T: Element>(out: &mut [T], draw: &Philox, rule: &impl Rule<T>) {
+    for_chunks_mut(out, RANDOM_GRAIN, |start, chunk| fill_span(chunk, draw, start as u64, rule));
 }
 
-/// Fills `out` with elements `start..start + out.len()` of the draw, serially, element `i`
-/// getting lane `i % 4` of `gen(i / 4)`. The span may start and end mid-group: the partial
-/// groups at its ends take the lanes they cover, the whole groups between are copied four at
-/// a time.
-fn fill_span<T: Element>(out: &mut [T], start: u64, gen: impl Fn(u64) -> [T; 4]) {
+/// Fills `out` with elements `start..start + out.len()` of the draw under `rule`, serially,
+/// with the words of the CPU's widest batched block function.
+fn fill_span<T: Element>(out: &mut [T], draw: &Philox, start: u64, rule: &impl Rule<T>) {
+    if rule.wide() {
+        fill_span_words::<T, u64>(out, draw, start, rule)
+    } else {
+        fill_span_words::<T, u32>(out, draw, start, rule)
+    }
+}
+
+/// [`fill_span`] with words of type `W`: the AVX-512F build of [`span_body`] where the CPU has
+/// it, the baseline build elsewhere (both give the same bits: integer rounds, and the same
+/// scalar float code per value).
+fn fill_span_words<T: Element, W: Word>(out: &mut [T], draw: &Philox, start: u64, rule: &impl Rule<T>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        #[target_feature(enable = "avx512f")]
+        fn wide<T: Element, W: Word>(out: &mut [T], draw: &Philox, start: u64, rule: &impl Rule<T>) {
+            span_body::<T, W>(out, draw, start, rule)
+        }
+        // SAFETY: the CPU has AVX-512F (checked above), the only requirement of `wide`.
+        unsafe { wide::<T, W>(out, draw, start, rule) };
+        return;
+    }
+    span_body::<T, W>(out, draw, start, rule)
+}
+
+/// Element `i` of `out` gets lane `i % 4` of group `(start + i) / 4`'s values. The span may
+/// start and end mid-group: the partial groups at its ends take the lanes they cover, the
+/// whole groups between come [`BATCH`] at a time, then one at a time.
+#[inline(always)]
+fn span_body<T: Element, W: Word>(out: &mut [T], draw: &Philox, start: u64, rule: &impl Rule<T>) {
     let lane = (start % 4) as usize;
     let head = ((4 - lane) % 4).min(out.len());
     let (head_part, rest) = out.split_at_mut(head);
     if head > 0 {
-        head_part.copy_from_slice(&gen(start / 4)[lane..lane + head]);
+        head_part.copy_from_slice(&rule.values(W::group(draw, start / 4))[lane..lane + head]);
     }
-    let first = (start + head as u64) / 4;
-    let mut groups = rest.chunks_exact_mut(4);
-    let mut g = first;
+    let mut g = (start + head as u64) / 4;
+    let mut batches = rest.chunks_exact_mut(4 * BATCH);
+    for b in batches.by_ref() {
+        for (o, w) in b.chunks_exact_mut(4).zip(W::batch(draw, g)) {
+            o.copy_from_slice(&rule.values(w));
+        }
+        g += BATCH as u64;
+    }
+    let mut groups = batches.into_remainder().chunks_exact_mut(4);
     for c in groups.by_ref() {
-        c.copy_from_slice(&gen(g));
+        c.copy_from_slice(&rule.values(W::group(draw, g)));
         g += 1;
     }
     let tail = groups.into_remainder();
     if !tail.is_empty() {
         let n = tail.len();
-        tail.copy_from_slice(&gen(g)[..n]);
+        tail.copy_from_slice(&rule.values(W::group(draw, g))[..n]);
     }
 }
 
@@ -187,8 +407,8 @@ pub fn float_digits(dtype: DType) -> u32 {
     }
 }
 
-/// The uniform rule (see the module docs) for one float type and range: the filler and
-/// [`uniform_at`] both go through [`Uniform::group`] and [`Uniform::value`].
+/// The uniform rule (see the module docs) for one float type and range: the fillers and
+/// [`uniform_at`] both go through [`Uniform::value`].
 struct Uniform<T: FloatElement> {
     grid: Grid<T::Compute>,
     lo: T::Compute,
@@ -218,25 +438,27 @@ impl<T: FloatElement> Uniform<T> {
             v
         }
     }
+}
 
-    /// The four values of `group`.
+impl<T: FloatElement> Rule<T> for Uniform<T> {
+    fn wide(&self) -> bool {
+        self.grid.bits > 32
+    }
     #[inline(always)]
-    fn group(&self, draw: &Philox, group: u64) -> [T; 4] {
-        draw.units::<T::Compute>(group, self.grid).map(|u| self.value(u))
+    fn values<W: Word>(&self, w: [W; 4]) -> [T; 4] {
+        each(w, |w| self.value(w.unit(self.grid)))
     }
 }
 
 /// Uniform values on `[low, high)` (see the module docs); `low <= high` and both finite.
 pub fn uniform<T: FloatElement>(out: &mut [T], draw: &Philox, low: f64, high: f64) {
-    let rule = Uniform::<T>::new(low, high);
-    fill_groups(out, |g| rule.group(draw, g));
+    fill_groups(out, draw, &Uniform::<T>::new(low, high));
 }
 
 /// Elements `start..start + out.len()` of the draw that [`uniform`] would write (bit for
 /// bit), serially: what a generated kernel calls per tile.
 pub fn uniform_from<T: FloatElement>(out: &mut [T], draw: &Philox, start: u64, low: f64, high: f64) {
-    let rule = Uniform::<T>::new(low, high);
-    fill_span(out, start, |g| rule.group(draw, g));
+    fill_span(out, draw, start, &Uniform::<T>::new(low, high));
 }
 
 /// Element `i` of the draw that [`uniform`] would write (bit for bit): what a generated kernel
@@ -255,7 +477,7 @@ pub fn uniform_params<T: FloatElement>(low: f64, high: f64) -> [f64; 4] {
     [r.lo.to_f64(), r.span.to_f64(), r.lo_t.to_f64(), r.hi_t.to_f64()]
 }
 
-/// The normal rule (see the module docs) for one float type: the filler and [`normal_at`]
+/// The normal rule (see the module docs) for one float type: the fillers and [`normal_at`]
 /// both go through [`Normal::pair`].
 struct Normal<T: FloatElement> {
     /// Uniforms with the compute type's full precision (24 bits for f32, 53 for f64).
@@ -279,13 +501,18 @@ impl<T: FloatElement> Normal<T> {
         let (one, minus_two) = (T::Compute::c(1.0), T::Compute::c(-2.0));
         let r = (minus_two * (one - u[pair]).ln()).sqrt();
         let theta = T::Compute::c(std::f64::consts::TAU) * u[pair + 1];
-        [r * theta.cos(), r * theta.sin()].map(|z| T::from_compute(self.mean + self.std * z))
+        let value = |z: T::Compute| T::from_compute(self.mean + self.std * z);
+        [value(r * theta.cos()), value(r * theta.sin())]
     }
+}
 
-    /// The four values of `group`.
+impl<T: FloatElement> Rule<T> for Normal<T> {
+    fn wide(&self) -> bool {
+        self.grid.bits > 32
+    }
     #[inline(always)]
-    fn group(&self, draw: &Philox, group: u64) -> [T; 4] {
-        let u = draw.units::<T::Compute>(group, self.grid);
+    fn values<W: Word>(&self, w: [W; 4]) -> [T; 4] {
+        let u = each(w, |w| w.unit(self.grid));
         let ([a, b], [c, d]) = (self.pair(&u, 0), self.pair(&u, 2));
         [a, b, c, d]
     }
@@ -293,15 +520,13 @@ impl<T: FloatElement> Normal<T> {
 
 /// Normal values with `mean` and `std` by Box–Muller (see the module docs).
 pub fn normal<T: FloatElement>(out: &mut [T], draw: &Philox, mean: f64, std: f64) {
-    let rule = Normal::<T>::new(mean, std);
-    fill_groups(out, |g| rule.group(draw, g));
+    fill_groups(out, draw, &Normal::<T>::new(mean, std));
 }
 
 /// Elements `start..start + out.len()` of the draw that [`normal`] would write (bit for bit),
 /// serially: what a generated kernel calls per tile.
 pub fn normal_from<T: FloatElement>(out: &mut [T], draw: &Philox, start: u64, mean: f64, std: f64) {
-    let rule = Normal::<T>::new(mean, std);
-    fill_span(out, start, |g| rule.group(draw, g));
+    fill_span(out, draw, start, &Normal::<T>::new(mean, std));
 }
 
 /// Element `i` of the draw that [`normal`] would write (bit for bit): what a generated kernel
@@ -326,14 +551,28 @@ pub fn integer_range(low: i64, high: i64) -> u64 {
     (high as i128 - low as i128) as u64
 }
 
+/// The integer rule: `low + (w64 · range) >> 64`.
+struct Integers {
+    low: i64,
+    range: u64,
+}
+
+impl<T: Element> Rule<T> for Integers {
+    fn wide(&self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn values<W: Word>(&self, w: [W; 4]) -> [T; 4] {
+        each(w, |w| {
+            let k = ((w.widen() as u128 * self.range as u128) >> 64) as u64;
+            T::from_i64(self.low.wrapping_add(k as i64))
+        })
+    }
+}
+
 /// Integers in `[low, low + range)` by 64-bit multiply–shift, converted to `T` (`range >= 1`).
 pub fn integers<T: Element>(out: &mut [T], draw: &Philox, low: i64, range: u64) {
-    fill_groups(out, |g| {
-        draw.words64(g).map(|w| {
-            let k = ((w as u128 * range as u128) >> 64) as u64;
-            T::from_i64(low.wrapping_add(k as i64))
-        })
-    });
+    fill_groups(out, draw, &Integers { low, range });
 }
 
 /// The threshold of [`bernoulli`]'s rule for `p`: `p · 2^32` (exact), so a 32-bit word `w`
@@ -342,10 +581,24 @@ pub fn bernoulli_threshold(p: f64) -> f64 {
     p * 4_294_967_296.0
 }
 
+/// The bernoulli rule on 32-bit words: 1 when `w < threshold`.
+struct Bernoulli {
+    threshold: f64,
+}
+
+impl<T: Element> Rule<T> for Bernoulli {
+    fn wide(&self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn values<W: Word>(&self, w: [W; 4]) -> [T; 4] {
+        each(w, |w| if (w.widen() as f64) < self.threshold { T::one() } else { T::zero() })
+    }
+}
+
 /// Ones with probability `p` and zeros otherwise, as `T`.
 pub fn bernoulli<T: Element>(out: &mut [T], draw: &Philox, p: f64) {
-    let threshold = bernoulli_threshold(p);
-    fill_groups(out, |g| draw.words32(g).map(|w| if (w as f64) < threshold { T::one() } else { T::zero() }));
+    fill_groups(out, draw, &Bernoulli { threshold: bernoulli_threshold(p) });
 }
 
 #[cfg(test)]
@@ -374,6 +627,60 @@ mod tests {
         ];
         for (ctr, key, want) in kat {
             assert_eq!(philox4x32_10(ctr, key), want, "counter {ctr:08x?} key {key:08x?}");
+        }
+    }
+
+    /// The batched rounds (the CPU's pick and the portable form) equal the block function on
+    /// each counter, including batches whose low counter words wrap into the high ones.
+    #[test]
+    fn batched_rounds_equal_the_block_function() {
+        let key = [0x0bad_cafe, 0xfeed_beef];
+        for base in [0, 5, 0xFFFF_FFF8, 0x1_FFFF_FFF1, u64::MAX - 7] {
+            for plane in [0, 1] {
+                let want: Vec<[u32; 4]> = (0..BATCH as u64)
+                    .map(|j| {
+                        let g = base.wrapping_add(j);
+                        philox4x32_10([g as u32, (g >> 32) as u32, plane, 0], key)
+                    })
+                    .collect();
+                for (form, got) in
+                    [("picked", rounds_batch(base, plane, key)), ("portable", rounds_lanes(base, plane, key))]
+                {
+                    for (j, w) in want.iter().enumerate() {
+                        let lanes = [got[0][j], got[1][j], got[2][j], got[3][j]];
+                        assert_eq!(&lanes, w, "{form} base {base:#x} plane {plane} counter {j}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every rule's filler equals its group-at-a-time form over spans that use the batched
+    /// path, the single groups after it and partial groups at both ends.
+    #[test]
+    fn batched_spans_equal_group_by_group_spans() {
+        let draw = Philox::new(0x5eed, 4 * ((1u64 << 32) - 9));
+        let n = 4 * BATCH * 3 + 4 * 5 + 3;
+        let groups = |start: u64, len: usize, f: &dyn Fn(u64) -> [u64; 4]| -> Vec<u64> {
+            (start..start + len as u64).map(|i| f(i / 4)[(i % 4) as usize]).collect()
+        };
+        for start in [0u64, 1, 3] {
+            let mut ints = vec![0i64; n];
+            fill_span(&mut ints, &draw, start, &Integers { low: -5, range: 1000 });
+            let want = groups(start, n, &|g| {
+                Rule::<i64>::values(&Integers { low: -5, range: 1000 }, draw.words64(g)).map(|v: i64| v as u64)
+            });
+            assert_eq!(ints.iter().map(|&v| v as u64).collect::<Vec<_>>(), want, "integers from {start}");
+            let mut coins = vec![0u8; n];
+            let rule = Bernoulli { threshold: bernoulli_threshold(0.3) };
+            fill_span(&mut coins, &draw, start, &rule);
+            let want = groups(start, n, &|g| Rule::<u8>::values(&rule, draw.words32(g)).map(u64::from));
+            assert_eq!(coins.iter().map(|&v| v as u64).collect::<Vec<_>>(), want, "bernoulli from {start}");
+            let mut u = vec![0f32; n];
+            uniform_from(&mut u, &draw, start, -1.0, 3.0);
+            let want: Vec<u64> =
+                (0..n as u64).map(|i| uniform_at::<f32>(&draw, start + i, -1.0, 3.0).to_bits() as u64).collect();
+            assert_eq!(u.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>(), want, "uniform from {start}");
         }
     }
 

@@ -1,0 +1,83 @@
+//! The recurrent weight's gradient as one product over all steps (cuDNN's layout), instead of
+//! one small product per step and a sum of them all.
+//!
+//! A step's recurrent contribution is `r_t = h_{t-1}·W_hhᵀ` (rows of the step's sequences), so
+//! `∂L/∂W_hh = Σ_t (∂L/∂r_t)ᵀ·h_{t-1}`. Autograd through the steps would make that one
+//! `(G, rows_t)·(rows_t, H)` product per step (tiny inner size: the batch) and a sum of `L`
+//! gradients. Here the steps multiply by `W_hh` *detached*, and `W_hh`'s gradient comes from a
+//! *carrier*: a tensor of every packed row `(Σ batch_sizes, G)` that each step adds to its
+//! recurrent product (for `RNN`/`LSTM` the input's contribution to the gates, which the steps
+//! add anyway; for `GRU`, whose recurrent product is used apart from the input's, `b_hh` over
+//! every row). The carrier's rows of step `t` get exactly `∂L/∂r_t`, so its gradient is all of
+//! them stacked, and its node computes `W_hh`'s gradient as one product with the stacked
+//! previous hidden states, `(Σ ∂L/∂r_t)ᵀ·H_prev`, which the recurrence hands over once it has
+//! run ([`RecurrentGrad::finish`]).
+//!
+//! The steps' products are nodes of their own ([`RecurrentGrad::product`]): they pass the
+//! hidden state its gradient, `∂L/∂r_t·W_hh`, and give `W_hh` none. Under `create_graph` the
+//! roles swap back: each step gives `W_hh` its own `(∂L/∂r_t)ᵀ·h_{t-1}` and the carrier gives
+//! none, so the backward pass is recorded exactly as the ordinary ops would record it and
+//! differentiates again (the stacked states are held without history: with it, they would
+//! make a reference cycle through the carrier's node).
+
+use crate::autograd::{self, grads, Saved};
+use crate::Tensor;
+use std::sync::{Arc, OnceLock};
+
+/// The previous hidden states of every packed row, once the recurrence has run.
+type HiddenRows = Arc<OnceLock<Tensor>>;
+
+/// One direction of one layer whose `W_hh` gradient is merged: the carrier to add into the
+/// steps, `W_hh` for their products, and where the hidden states go.
+pub(super) struct RecurrentGrad {
+    /// The carrier rows `(Σ batch_sizes, G)`, with the node that gives `W_hh` its gradient.
+    pub carrier: Tensor,
+    w_hh: Tensor,
+    hidden: HiddenRows,
+}
+
+impl RecurrentGrad {
+    /// Merges `w_hh`'s gradient through `rows` (the carrier's value: what the steps add to
+    /// their recurrent products anyway).
+    #[track_caller]
+    pub fn new(rows: &Tensor, w_hh: &Tensor) -> RecurrentGrad {
+        let hidden: HiddenRows = Arc::new(OnceLock::new());
+        let states = hidden.clone();
+        let carrier = autograd::record(rows.detach(), "RecurrentWeightBackward", &[rows, w_hh], [], move |ctx, g, _| {
+            // Under `create_graph` the steps give `W_hh` its gradient (see the module doc).
+            let dw = (ctx.needs_input_grad(1) && !autograd::is_grad_enabled()).then(|| {
+                let h = states.get().expect("the recurrence hands over its hidden states before backward");
+                g.t().matmul(h)
+            });
+            grads![ctx.needs_input_grad(0).then(|| g.clone()), dw]
+        });
+        RecurrentGrad { carrier, w_hh: w_hh.clone(), hidden }
+    }
+
+    /// A step's recurrent product `h·W_hhᵀ`, recorded with a rule that gives `W_hh` no
+    /// gradient except under `create_graph` (the carrier gives it otherwise).
+    #[track_caller]
+    pub fn product(&self, h: &Tensor) -> Tensor {
+        let out = h.detach().matmul(&self.w_hh.detach().t());
+        let saved = [Saved::of(h), Saved::of(&self.w_hh)];
+        autograd::record(out, "RecurrentStepBackward", &[h, &self.w_hh], saved, |ctx, g, s| {
+            let dw = (ctx.needs_input_grad(1) && autograd::is_grad_enabled()).then(|| g.t().matmul(&s[0]));
+            grads![ctx.needs_input_grad(0).then(|| g.matmul(&s[1])), dw]
+        })
+    }
+
+    /// Hands over the hidden state each step started from (`h_{t-1}`, in step order: their rows
+    /// stacked are the carrier's rows).
+    #[track_caller]
+    pub fn finish(&self, previous: &[Tensor]) {
+        let stacked = Tensor::cat(previous, 0).detach();
+        // A carrier is made per forward call, and each forward finishes it once.
+        let _ = self.hidden.set(stacked);
+    }
+}
+
+/// Whether a recurrence over these weights merges `W_hh`'s gradient: when its product with the
+/// hidden state would record a node for `W_hh`.
+pub(super) fn merges(w_hh: &Tensor) -> bool {
+    autograd::is_recording(&[w_hh]) && std::env::var_os("KILN_TMP_NO_MERGE").is_none()
+}
