@@ -120,11 +120,14 @@ fn lstm() {
     let mut products = Vec::new();
     for l in 0..layers {
         let fan_in = if l == 0 { input } else { hidden };
-        // The input products of a layer batch over the sequence; the recurrent ones run per step.
+        // The input products of a layer batch over the sequence, and so does the recurrent
+        // weight's gradient; the recurrent product and its input gradient run per step.
         products.extend(linear(seq * batch, fan_in, 4 * hidden));
+        let [forward, weight_grad, input_grad] = linear(batch, hidden, 4 * hidden);
         for _ in 0..seq {
-            products.extend(linear(batch, hidden, 4 * hidden));
+            products.extend([forward, input_grad]);
         }
+        products.push((weight_grad.0, seq * batch, weight_grad.2));
     }
     bench_step("LSTM 256→256 ×2 layers, 64 steps × batch 32", &lstm, &x, &target, &products, 1.2);
 }

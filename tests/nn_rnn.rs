@@ -15,7 +15,7 @@ mod rnn_fixture;
 #[path = "common/seeded.rs"]
 mod seeded;
 use compiled_training::Trained;
-use rnn_fixture::{assert_close, case_state_dict, check_gradients, key_list, panic_text, randn64};
+use rnn_fixture::{assert_close, case_state_dict, check_gradients, check_second_order, key_list, panic_text, randn64};
 use seeded::seeded;
 
 const HERE: &str = "tests/nn_rnn.rs";
@@ -255,6 +255,47 @@ fn gru_gradients_match_finite_differences() {
         let (y, h) = m.forward_with_state(&a[0], Some(&a[1]));
         Tensor::cat(&[y.flatten(0, -1), h.flatten(0, -1)], 0)
     });
+}
+
+/// The layers merge `weight_hh`'s gradient into one product over all steps; under
+/// `create_graph` they record the ordinary per-step products instead, so the gradients
+/// differentiate again (RNN and LSTM through the gates, GRU through `b_hh`, with and without it).
+#[test]
+fn second_order_gradients_match_finite_differences() {
+    let _seeded = seeded();
+    kiln::manual_seed(14);
+    let state = |m: &nn::LSTM, a: &[Tensor]| {
+        let (y, (h, c)) = m.forward_with_state(&a[0], None);
+        Tensor::cat(&[y.flatten(0, -1), h.flatten(0, -1), c.flatten(0, -1)], 0)
+    };
+    check_second_order(nn::LSTM::with_opts(2, 2, RNNOpts::default().proj_size(1)), vec![randn64(&[3, 1, 2])], state);
+    for bias in [true, false] {
+        let gru = nn::GRU::with_opts(2, 2, RNNOpts::default().bias(bias));
+        check_second_order(gru, vec![randn64(&[3, 1, 2])], |m, a| m.forward(&a[0]).flatten(0, -1));
+    }
+    let rnn = nn::RNN::with_opts(2, 2, RNNOpts::default().bidirectional(true));
+    check_second_order(rnn, vec![randn64(&[3, 1, 2])], |m, a| m.forward(&a[0]).flatten(0, -1));
+}
+
+/// Each layer and direction gives `weight_hh` its gradient through one merged node.
+#[test]
+fn the_recurrent_weight_gradient_is_one_node_per_layer_and_direction() {
+    let lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().num_layers(2).bidirectional(true));
+    let y = lstm.forward(&Tensor::randn(&[5, 2, 3]));
+    let (mut seen, mut stack, mut merged) = (Vec::new(), vec![y.grad_fn().expect("a recorded output")], 0);
+    while let Some(f) = stack.pop() {
+        if seen.contains(&f) {
+            continue;
+        }
+        merged += usize::from(f.name() == "RecurrentWeightBackward");
+        stack.extend(f.next_functions().into_iter().flatten());
+        seen.push(f);
+    }
+    assert_eq!(merged, 4);
+    y.sum().backward();
+    for (name, p) in lstm.named_parameters() {
+        assert!(p.grad().is_some(), "{name} has no gradient");
+    }
 }
 
 #[test]

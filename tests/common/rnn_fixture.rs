@@ -6,7 +6,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of these helpers
 
-use kiln::autograd::{gradcheck, GradcheckOpts};
+use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
 use kiln::nn::{FieldVisitorMut, Module};
 use kiln::{DType, Error, StateDict, Tensor};
 use std::cell::RefCell;
@@ -88,7 +88,17 @@ impl FieldVisitorMut for Replace<'_> {
 
 /// Finite differences in f64 through every parameter and the `inputs`: `run` maps the module
 /// and the inputs to one flat tensor of every result.
-pub fn check_gradients<M: Module>(mut module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
+pub fn check_gradients<M: Module>(module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
+    check_order(module, inputs, run, false)
+}
+
+/// [`check_gradients`], then the second-order gradients (`gradgradcheck`) the same way.
+pub fn check_second_order<M: Module>(module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
+    check_order(module, inputs, run, true)
+}
+
+/// [`check_gradients`], and [`check_second_order`] when `second`.
+fn check_order<M: Module>(mut module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor, second: bool) {
     module.to_dtype(DType::F64);
     let params = module.parameters();
     let n_in = inputs.len();
@@ -101,6 +111,9 @@ pub fn check_gradients<M: Module>(mut module: M, inputs: Vec<Tensor>, run: impl 
         run(&m, &args[..n_in])
     };
     gradcheck(f, &all, GradcheckOpts::default()).unwrap_or_else(|e| panic!("{e}"));
+    if second {
+        gradgradcheck(f, &all, GradcheckOpts::default()).unwrap_or_else(|e| panic!("second order: {e}"));
+    }
 }
 
 /// A standard-normal f64 tensor that requires grad.

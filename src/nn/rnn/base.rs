@@ -357,7 +357,7 @@ impl Base {
                 let gates = input_gates(mode, &layer_input, &w.weight_ih, w.bias_ih.as_ref(), w.bias_hh.as_ref());
                 let recurrence = Recurrence {
                     mode,
-                    w_hh_t: w.weight_hh.t(),
+                    w_hh: &w.weight_hh,
                     b_hh: w.bias_hh.as_ref(),
                     w_hr_t: w.weight_hr.as_ref().map(Tensor::t),
                 };

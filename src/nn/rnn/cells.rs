@@ -1,7 +1,7 @@
 //! `RNNCell`, `LSTMCell` and `GRUCell`: one step of each recurrence (PyTorch's
 //! `nn.RNNCell`, `nn.LSTMCell`, `nn.GRUCell`).
 
-use super::{check_like, init_param, input_gates, step, Mode, RNNNonlinearity};
+use super::{check_like, init_param, input_gates, step, Mode, RNNNonlinearity, Recurrent};
 use crate::error::{bail, OrPanic, Result};
 use crate::nn::repr::py_bool;
 use crate::nn::Module;
@@ -158,7 +158,7 @@ impl RNNCell {
         let h = check_state("RNNCell", "hx", hx, &x, self.hidden_size, &self.weight_hh)?;
         let mode = Mode::Rnn(self.nonlinearity);
         let gi = input_gates(mode, &x.x, &self.weight_ih, self.bias_ih.as_ref(), self.bias_hh.as_ref());
-        let (h, _) = step(mode, &gi, &h, None, &self.weight_hh.t(), None, None);
+        let (h, _) = step(mode, &gi, &h, None, &Recurrent::Plain(self.weight_hh.t()), None, None);
         Ok(unbatch(h, x.unbatched))
     }
 
@@ -239,7 +239,7 @@ impl LSTMCell {
         let h = check_state("LSTMCell", "hx", h, &x, self.hidden_size, &self.weight_hh)?;
         let c = check_state("LSTMCell", "cx", c, &x, self.hidden_size, &self.weight_hh)?;
         let gi = input_gates(Mode::Lstm, &x.x, &self.weight_ih, self.bias_ih.as_ref(), self.bias_hh.as_ref());
-        let (h, c) = step(Mode::Lstm, &gi, &h, Some(&c), &self.weight_hh.t(), None, None);
+        let (h, c) = step(Mode::Lstm, &gi, &h, Some(&c), &Recurrent::Plain(self.weight_hh.t()), None, None);
         let c = c.expect("an LSTM step returns a cell state");
         Ok((unbatch(h, x.unbatched), unbatch(c, x.unbatched)))
     }
@@ -312,7 +312,7 @@ impl GRUCell {
         let x = check_input("GRUCell", input, &self.weight_ih)?;
         let h = check_state("GRUCell", "hx", hx, &x, self.hidden_size, &self.weight_hh)?;
         let gi = input_gates(Mode::Gru, &x.x, &self.weight_ih, self.bias_ih.as_ref(), None);
-        let (h, _) = step(Mode::Gru, &gi, &h, None, &self.weight_hh.t(), self.bias_hh.as_ref(), None);
+        let (h, _) = step(Mode::Gru, &gi, &h, None, &Recurrent::Plain(self.weight_hh.t()), self.bias_hh.as_ref(), None);
         Ok(unbatch(h, x.unbatched))
     }
 

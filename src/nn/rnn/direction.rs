@@ -1,16 +1,17 @@
 //! One layer of a recurrent network in one direction, over a batch laid out as packed steps
 //! (a padded batch is the packed batch whose steps all have every sequence).
 
-use super::{step, Mode};
+use super::merged_grad::{merges, RecurrentGrad};
+use super::{step, Mode, Recurrent};
 use crate::Tensor;
 
-/// What one direction of one layer runs with: its mode, the transposed recurrent weights and
-/// the recurrent bias (used inside the step by a GRU only).
+/// What one direction of one layer runs with: its mode, the recurrent weights and the
+/// recurrent bias (used inside the step by a GRU only).
 pub(super) struct Recurrence<'a> {
     /// The recurrence.
     pub mode: Mode,
-    /// `W_hhᵀ`.
-    pub w_hh_t: Tensor,
+    /// `W_hh`.
+    pub w_hh: &'a Tensor,
     /// `b_hh`, where the step adds it itself.
     pub b_hh: Option<&'a Tensor>,
     /// `W_hrᵀ` (LSTM with `proj_size`).
@@ -34,10 +35,31 @@ impl Recurrence<'_> {
     /// rows), forwards or backwards in time. Each sequence takes part only in its own steps,
     /// as PyTorch's packed layers: forwards, the rows of the sequences that ended are set
     /// aside with their last state; backwards, each sequence joins (from its initial state)
-    /// at its own last step.
+    /// at its own last step. While recording, `W_hh`'s gradient is merged into one product
+    /// over all steps (`merged_grad`).
     #[track_caller]
     pub fn run(&self, gates: &Tensor, batch_sizes: &[usize], h0: Tensor, c0: Option<Tensor>, reverse: bool) -> Ran {
-        let steps = split_steps(gates, batch_sizes);
+        let merged = merges(self.w_hh).then(|| match self.mode {
+            Mode::Gru => {
+                let shape = gates.shape();
+                let rows = match self.b_hh {
+                    Some(b) => b.expand(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+                    None => Tensor::zeros_opts(shape, gates.dtype(), gates.device()),
+                };
+                RecurrentGrad::new(&rows, self.w_hh)
+            }
+            _ => RecurrentGrad::new(gates, self.w_hh),
+        });
+        let (steps, recurrent_bias, recurrent) = match (&merged, self.mode) {
+            (Some(m), Mode::Gru) => {
+                (split_steps(gates, batch_sizes), Some(split_steps(&m.carrier, batch_sizes)), Recurrent::Merged(m))
+            }
+            (Some(m), _) => (split_steps(&m.carrier, batch_sizes), None, Recurrent::Merged(m)),
+            (None, _) => (split_steps(gates, batch_sizes), None, Recurrent::Plain(self.w_hh.t())),
+        };
+        let b_hh = |t: usize| recurrent_bias.as_ref().map_or(self.b_hh, |b| Some(&b[t]));
+        // The state each step starts from, for the merged gradient.
+        let mut previous = Vec::with_capacity(if merged.is_some() { steps.len() } else { 0 });
         let n = batch_sizes[0];
         let mut outputs = Vec::with_capacity(steps.len());
         let (h, c) = if reverse {
@@ -52,28 +74,38 @@ impl Recurrence<'_> {
                     });
                     rows = batch_sizes[t];
                 }
-                (h, c) = step(self.mode, gi, &h, c.as_ref(), &self.w_hh_t, self.b_hh, self.w_hr_t.as_ref());
+                if merged.is_some() {
+                    previous.push(h.clone());
+                }
+                (h, c) = step(self.mode, gi, &h, c.as_ref(), &recurrent, b_hh(t), self.w_hr_t.as_ref());
                 outputs.push(h.clone());
             }
             outputs.reverse();
+            previous.reverse();
             (h, c)
         } else {
             let (mut h, mut c) = (h0, c0);
             // The final states of the sequences that ended, in the order they ended.
             let (mut done_h, mut done_c) = (Vec::new(), Vec::new());
             let mut rows = n;
-            for (gi, &bs) in steps.iter().zip(batch_sizes) {
+            for (t, (gi, &bs)) in steps.iter().zip(batch_sizes).enumerate() {
                 if bs < rows {
                     done_h.push(h.narrow(0, bs as i64, rows - bs));
                     done_c.extend(c.as_ref().map(|c| c.narrow(0, bs as i64, rows - bs)));
                     (h, c) = (h.narrow(0, 0, bs), c.map(|c| c.narrow(0, 0, bs)));
                     rows = bs;
                 }
-                (h, c) = step(self.mode, gi, &h, c.as_ref(), &self.w_hh_t, self.b_hh, self.w_hr_t.as_ref());
+                if merged.is_some() {
+                    previous.push(h.clone());
+                }
+                (h, c) = step(self.mode, gi, &h, c.as_ref(), &recurrent, b_hh(t), self.w_hr_t.as_ref());
                 outputs.push(h.clone());
             }
             (gather_rows(h, done_h), c.map(|c| gather_rows(c, done_c)))
         };
+        if let Some(m) = &merged {
+            m.finish(&previous);
+        }
         Ran { output: Tensor::cat(&outputs, 0), h_n: h, c_n: c }
     }
 }

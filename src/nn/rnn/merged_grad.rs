@@ -4,8 +4,7 @@
 //! A step's recurrent contribution is `r_t = h_{t-1}·W_hhᵀ` (rows of the step's sequences), so
 //! `∂L/∂W_hh = Σ_t (∂L/∂r_t)ᵀ·h_{t-1}`. Autograd through the steps would make that one
 //! `(G, rows_t)·(rows_t, H)` product per step (tiny inner size: the batch) and a sum of `L`
-//! gradients. Here the steps multiply by `W_hh` *detached*, and `W_hh`'s gradient comes from a
-//! *carrier*: a tensor of every packed row `(Σ batch_sizes, G)` that each step adds to its
+//! gradients. Here `W_hh`'s gradient comes from a *carrier*: a tensor of every packed row `(Σ batch_sizes, G)` that each step adds to its
 //! recurrent product (for `RNN`/`LSTM` the input's contribution to the gates, which the steps
 //! add anyway; for `GRU`, whose recurrent product is used apart from the input's, `b_hh` over
 //! every row). The carrier's rows of step `t` get exactly `∂L/∂r_t`, so its gradient is all of
@@ -43,14 +42,15 @@ impl RecurrentGrad {
     pub fn new(rows: &Tensor, w_hh: &Tensor) -> RecurrentGrad {
         let hidden: HiddenRows = Arc::new(OnceLock::new());
         let states = hidden.clone();
-        let carrier = autograd::record(rows.detach(), "RecurrentWeightBackward", &[rows, w_hh], [], move |ctx, g, _| {
-            // Under `create_graph` the steps give `W_hh` its gradient (see the module doc).
-            let dw = (ctx.needs_input_grad(1) && !autograd::is_grad_enabled()).then(|| {
-                let h = states.get().expect("the recurrence hands over its hidden states before backward");
-                g.t().matmul(h)
+        let carrier =
+            autograd::record(rows.detach(), "RecurrentWeightBackward", &[rows, w_hh], [], move |ctx, g, _| {
+                // Under `create_graph` the steps give `W_hh` its gradient (see the module doc).
+                let dw = (ctx.needs_input_grad(1) && !autograd::is_grad_enabled()).then(|| {
+                    let h = states.get().expect("the recurrence hands over its hidden states before backward");
+                    g.t().matmul(h)
+                });
+                grads![ctx.needs_input_grad(0).then(|| g.clone()), dw]
             });
-            grads![ctx.needs_input_grad(0).then(|| g.clone()), dw]
-        });
         RecurrentGrad { carrier, w_hh: w_hh.clone(), hidden }
     }
 
@@ -79,5 +79,5 @@ impl RecurrentGrad {
 /// Whether a recurrence over these weights merges `W_hh`'s gradient: when its product with the
 /// hidden state would record a node for `W_hh`.
 pub(super) fn merges(w_hh: &Tensor) -> bool {
-    autograd::is_recording(&[w_hh]) && std::env::var_os("KILN_TMP_NO_MERGE").is_none()
+    autograd::is_recording(&[w_hh])
 }

@@ -44,7 +44,8 @@
 //! arithmetic run per step, on the rows of the sequences that have that step. The per-step
 //! slices of that product are taken by halving (`split_steps`), so that backward pads each
 //! slice's gradient into its parent's extent (O(L log L) elements) rather than into the whole
-//! sequence's (O(L²)).
+//! sequence's (O(L²)). While recording, `W_hh`'s gradient is one product over every step's
+//! rows (`merged_grad`) rather than a small product per step and a sum of them all.
 
 #![allow(clippy::upper_case_acronyms)]
 
@@ -52,6 +53,7 @@ mod base;
 mod cells;
 mod direction;
 mod layers;
+mod merged_grad;
 
 pub use cells::{GRUCell, LSTMCell, RNNCell};
 pub use layers::{GRU, LSTM, RNN};
@@ -207,21 +209,41 @@ fn input_gates(mode: Mode, x: &Tensor, w_ih: &Tensor, b_ih: Option<&Tensor>, b_h
     super::functional::linear(x, w_ih, bias.as_ref())
 }
 
+/// How a step computes its recurrent product `h·W_hhᵀ`.
+enum Recurrent<'a> {
+    /// By an ordinary product with `W_hhᵀ`.
+    Plain(Tensor),
+    /// Through a merged weight gradient (`merged_grad`).
+    Merged(&'a merged_grad::RecurrentGrad),
+}
+
+impl Recurrent<'_> {
+    /// `h·W_hhᵀ`.
+    #[track_caller]
+    fn product(&self, h: &Tensor) -> Tensor {
+        match self {
+            Recurrent::Plain(w_hh_t) => h.matmul(w_hh_t),
+            Recurrent::Merged(m) => m.product(h),
+        }
+    }
+}
+
 /// One recurrent step. `gi` is the input's contribution (with the biases `input_gates` folded
-/// in), `w_hh_t` is `W_hhᵀ`; returns `h'` and, for an LSTM, `c'`.
+/// in), `recurrent` gives `h·W_hhᵀ`, and `b_hh` (GRU only) is added to it, broadcast; returns
+/// `h'` and, for an LSTM, `c'`.
 #[track_caller]
 fn step(
     mode: Mode,
     gi: &Tensor,
     h: &Tensor,
     c: Option<&Tensor>,
-    w_hh_t: &Tensor,
+    recurrent: &Recurrent,
     b_hh: Option<&Tensor>,
     w_hr_t: Option<&Tensor>,
 ) -> (Tensor, Option<Tensor>) {
     match mode {
         Mode::Rnn(act) => {
-            let pre = gi + &h.matmul(w_hh_t);
+            let pre = gi + &recurrent.product(h);
             let h = match act {
                 RNNNonlinearity::Tanh => pre.tanh(),
                 RNNNonlinearity::Relu => pre.relu(),
@@ -229,7 +251,7 @@ fn step(
             (h, None)
         }
         Mode::Lstm => {
-            let gates = gi + &h.matmul(w_hh_t);
+            let gates = gi + &recurrent.product(h);
             let g = gates.chunk(4, -1);
             let (i, f, cell, o) = (g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid());
             let c = c.expect("an LSTM step has a cell state");
@@ -242,7 +264,7 @@ fn step(
             (h, Some(c))
         }
         Mode::Gru => {
-            let gh = h.matmul(w_hh_t);
+            let gh = recurrent.product(h);
             let gh = match b_hh {
                 Some(b) => gh + b,
                 None => gh,
