@@ -7,18 +7,20 @@
 
 use kiln::autograd::{gradcheck, GradcheckOpts};
 use kiln::nn::{
-    self, DecoderArgs, EncoderArgs, FieldVisitorMut, MhaArgs, MhaOpts, Module, TransformerActivation, TransformerArgs,
+    self, DecoderArgs, EncoderArgs, MhaArgs, MhaOpts, Module, TransformerActivation, TransformerArgs,
     TransformerLayerOpts, TransformerOpts,
 };
 use kiln::optim::{Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
 use kiln::{Error, StateDict};
-use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
+#[path = "common/module_grad.rs"]
+mod module_grad;
 #[path = "common/seeded.rs"]
 mod seeded;
+use module_grad::{check_gradients, randn64};
 use seeded::seeded;
 
 const HERE: &str = "tests/nn_attention.rs";
@@ -339,40 +341,6 @@ fn parameters_have_pytorchs_names_and_initialisation() {
     let bound = (6.0f32 / 32.0).sqrt();
     assert!(w.iter().all(|x| x.abs() <= bound) && w.iter().any(|x| x.abs() > 0.8 * bound));
     assert!(t.state_dict().get("decoder.norm.weight").unwrap().eq(1.0).all().item::<bool>());
-}
-
-/// Replaces a module's parameters, in `named_parameters` order, with `values`.
-struct Replace<'a>(&'a [Tensor], usize);
-
-impl FieldVisitorMut for Replace<'_> {
-    fn parameter(&mut self, _: &str, tensor: &mut Tensor) {
-        *tensor = self.0[self.1].clone();
-        self.1 += 1;
-    }
-    fn buffer(&mut self, _: &str, _: &mut Tensor) {}
-    fn child(&mut self, _: &str, module: &mut dyn Module) {
-        module.visit_fields_mut(self)
-    }
-}
-
-/// Finite differences in f64 through every parameter and the inputs.
-fn check_gradients<M: Module>(mut module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
-    module.to_dtype(DType::F64);
-    let params = module.parameters();
-    let n_in = inputs.len();
-    let mut all = inputs;
-    all.extend(params.iter().map(|p| p.detach().requires_grad_(true)));
-    let module = RefCell::new(module);
-    let f = |args: &[Tensor]| {
-        let mut m = module.borrow_mut();
-        m.visit_fields_mut(&mut Replace(&args[n_in..], 0));
-        run(&m, &args[..n_in])
-    };
-    gradcheck(f, &all, GradcheckOpts::default()).unwrap_or_else(|e| panic!("{e}"));
-}
-
-fn randn64(shape: &[usize]) -> Tensor {
-    Tensor::randn(shape).to_dtype(DType::F64).requires_grad_(true)
 }
 
 #[test]

@@ -10,12 +10,15 @@ use kiln::{Error, StateDict};
 
 #[path = "common/compiled_training.rs"]
 mod compiled_training;
+#[path = "common/module_grad.rs"]
+mod module_grad;
 #[path = "common/rnn_fixture.rs"]
 mod rnn_fixture;
 #[path = "common/seeded.rs"]
 mod seeded;
 use compiled_training::Trained;
-use rnn_fixture::{assert_close, case_state_dict, check_gradients, check_second_order, key_list, panic_text, randn64};
+use module_grad::{check_gradients, check_second_order, randn64};
+use rnn_fixture::{assert_close, case_state_dict, key_list, panic_text};
 use seeded::seeded;
 
 const HERE: &str = "tests/nn_rnn.rs";

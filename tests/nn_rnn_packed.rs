@@ -12,12 +12,15 @@ use kiln::StateDict;
 
 #[path = "common/compiled_training.rs"]
 mod compiled_training;
+#[path = "common/module_grad.rs"]
+mod module_grad;
 #[path = "common/rnn_fixture.rs"]
 mod rnn_fixture;
 #[path = "common/seeded.rs"]
 mod seeded;
 use compiled_training::Trained;
-use rnn_fixture::{assert_close, case_state_dict, check_gradients, key_list, number, panic_text, randn64};
+use module_grad::{check_gradients, randn64};
+use rnn_fixture::{assert_close, case_state_dict, key_list, number, panic_text};
 use seeded::seeded;
 
 const HERE: &str = "tests/nn_rnn_packed.rs";

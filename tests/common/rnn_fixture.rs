@@ -1,15 +1,12 @@
 //! Helpers of the recurrent-layer tests (`tests/nn_rnn.rs`, `tests/nn_rnn_packed.rs`): the
-//! PyTorch fixtures written by `scripts/fixtures_rnn*.py`, comparison with them, finite
-//! differences through a module's parameters, and error checks located at the test's line.
+//! PyTorch fixtures written by `scripts/fixtures_rnn*.py`, comparison with them, and error
+//! checks located at the test's line.
 //!
 //! Use it from a test file with `#[path = "common/rnn_fixture.rs"] mod rnn_fixture;`.
 
 #![allow(dead_code)] // each test binary uses its own part of these helpers
 
-use kiln::autograd::{gradcheck, gradgradcheck, GradcheckOpts};
-use kiln::nn::{FieldVisitorMut, Module};
-use kiln::{DType, Error, StateDict, Tensor};
-use std::cell::RefCell;
+use kiln::{Error, StateDict, Tensor};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
@@ -70,55 +67,6 @@ pub fn key_list(sd: &StateDict) -> String {
         .map(|(k, t)| format!("{k}:{}", t.shape().iter().map(usize::to_string).collect::<Vec<_>>().join("x")))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// Replaces a module's parameters, in `named_parameters` order, with `values`.
-pub struct Replace<'a>(pub &'a [Tensor], pub usize);
-
-impl FieldVisitorMut for Replace<'_> {
-    fn parameter(&mut self, _: &str, tensor: &mut Tensor) {
-        *tensor = self.0[self.1].clone();
-        self.1 += 1;
-    }
-    fn buffer(&mut self, _: &str, _: &mut Tensor) {}
-    fn child(&mut self, _: &str, module: &mut dyn Module) {
-        module.visit_fields_mut(self)
-    }
-}
-
-/// Finite differences in f64 through every parameter and the `inputs`: `run` maps the module
-/// and the inputs to one flat tensor of every result.
-pub fn check_gradients<M: Module>(module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
-    check_order(module, inputs, run, false)
-}
-
-/// [`check_gradients`], then the second-order gradients (`gradgradcheck`) the same way.
-pub fn check_second_order<M: Module>(module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor) {
-    check_order(module, inputs, run, true)
-}
-
-/// [`check_gradients`], and [`check_second_order`] when `second`.
-fn check_order<M: Module>(mut module: M, inputs: Vec<Tensor>, run: impl Fn(&M, &[Tensor]) -> Tensor, second: bool) {
-    module.to_dtype(DType::F64);
-    let params = module.parameters();
-    let n_in = inputs.len();
-    let mut all = inputs;
-    all.extend(params.iter().map(|p| p.detach().requires_grad_(true)));
-    let module = RefCell::new(module);
-    let f = |args: &[Tensor]| {
-        let mut m = module.borrow_mut();
-        m.visit_fields_mut(&mut Replace(&args[n_in..], 0));
-        run(&m, &args[..n_in])
-    };
-    gradcheck(f, &all, GradcheckOpts::default()).unwrap_or_else(|e| panic!("{e}"));
-    if second {
-        gradgradcheck(f, &all, GradcheckOpts::default()).unwrap_or_else(|e| panic!("second order: {e}"));
-    }
-}
-
-/// A standard-normal f64 tensor that requires grad.
-pub fn randn64(shape: &[usize]) -> Tensor {
-    Tensor::randn(shape).to_dtype(DType::F64).requires_grad_(true)
 }
 
 /// Asserts `e` is an error located in the test file `here` whose message contains every one
