@@ -43,7 +43,7 @@ impl Recurrence<'_> {
             Mode::Gru => {
                 let shape = gates.shape();
                 let rows = match self.b_hh {
-                    Some(b) => b.expand(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+                    Some(b) => b.broadcast_to(shape),
                     None => Tensor::zeros_opts(shape, gates.dtype(), gates.device()),
                 };
                 RecurrentGrad::new(&rows, self.w_hh)
