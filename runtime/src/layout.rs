@@ -98,6 +98,9 @@ pub fn contiguous_strides(shape: &[usize]) -> Strides {
 /// The shape two shapes broadcast to (NumPy/PyTorch rule: align on the right; sizes must be
 /// equal or one of them 1), or `None` when they cannot broadcast.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Shape> {
+    if a == b || b.is_empty() {
+        return Some(SmallVec::from_slice(a)); // the common cases, without the loop
+    }
     let n = a.len().max(b.len());
     let mut out: Shape = SmallVec::from_elem(0, n);
     for i in 0..n {
@@ -262,6 +265,9 @@ impl Layout {
     /// This layout broadcast to `shape` (stride 0 on new and expanded dims), or `None` when the
     /// shapes are incompatible.
     pub fn broadcast_to(&self, shape: &[usize]) -> Option<Layout> {
+        if self.shape.as_slice() == shape {
+            return Some(self.clone());
+        }
         if shape.len() < self.ndim() {
             return None;
         }

@@ -152,8 +152,9 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
 #[track_caller]
 pub(crate) fn broadcast_all(op: &'static str, shapes: &[&[usize]]) -> Result<kiln_runtime::Shape> {
     let list = || shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<String>>().join(" and ");
-    let mut out = kiln_runtime::Shape::new();
-    for s in shapes {
+    let Some((first, rest)) = shapes.split_first() else { return Ok(kiln_runtime::Shape::new()) };
+    let mut out = kiln_runtime::Shape::from_slice(first);
+    for s in rest {
         match broadcast_shapes(&out, s) {
             Some(b) => out = b,
             None => bail!(op, Shape, "shapes {} cannot broadcast", list()),

@@ -143,6 +143,9 @@ impl RawBuffer {
     /// A block of at least `bytes` bytes, and whether it is freshly zeroed (true) or reused; an
     /// error when the system refuses the memory (or `bytes` is past `isize::MAX`).
     pub fn try_acquire(bytes: usize) -> Result<(RawBuffer, bool), AllocError> {
+        if bytes == 0 {
+            return Ok((RawBuffer::empty(), false));
+        }
         let class = checked_size_class(bytes).ok_or(AllocError { bytes })?;
         let hit = with_cache(|c| {
             let hit = c.free.get_mut(&class).and_then(Vec::pop);
@@ -164,6 +167,15 @@ impl RawBuffer {
             c.stats.max_allocated = c.stats.max_allocated.max(c.stats.allocated);
         });
         Ok((RawBuffer { ptr, class, pinned: false, pending: None }, true))
+    }
+
+    /// A block of no bytes (class 0): no allocation, nothing to give back. Storages that a
+    /// compiled step will compute start empty, so capturing an op allocates nothing.
+    fn empty() -> RawBuffer {
+        /// The strictest alignment an element type needs; the block's pointer is dangling at it.
+        #[repr(align(64))]
+        struct Aligned;
+        RawBuffer { ptr: NonNull::<Aligned>::dangling().cast(), class: 0, pinned: false, pending: None }
     }
 
     /// [`RawBuffer::try_acquire`] for the kernels' own allocations: a refusal panics with the
@@ -217,6 +229,9 @@ impl RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
+        if self.class == 0 {
+            return; // `RawBuffer::empty`: nothing was allocated
+        }
         let in_flight = self.pending.take().filter(|p| p.waited.get().is_none()).map(|p| p.fence);
         if self.pinned {
             return crate::cuda::pinned::release(self.ptr, in_flight);
@@ -299,6 +314,17 @@ mod tests {
         assert_eq!(checked_size_class(64 << 20), Some(64 << 20));
         assert_eq!(checked_size_class(isize::MAX as usize), None);
         assert_eq!(checked_size_class(usize::MAX), None);
+    }
+
+    #[test]
+    fn an_empty_block_takes_no_memory_and_is_aligned() {
+        let (b, fresh) = RawBuffer::acquire(0);
+        assert_eq!((b.capacity(), fresh), (0, false));
+        assert_eq!(b.as_ptr() as usize % 64, 0, "aligned for every element type");
+        use crate::cpu::buffer::CpuBuf;
+        let buf = CpuBuf::<f64>::uninit(0);
+        assert!(buf[..].is_empty() && CpuBuf::<u8>::zeros(0).is_empty());
+        drop((b, buf)); // nothing to give back: the cache's lists are not touched
     }
 
     /// 2^50 bytes (1 PiB): more than the 47-bit user address space Linux gives a process by
