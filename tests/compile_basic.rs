@@ -82,8 +82,53 @@ fn graph_break_reads_the_right_value_and_capture_continues() {
     assert_eq!(step.stats().graph_breaks, 1);
     assert_eq!(step.stats().graphs, 2);
     close(&out, &(&x * 2.0 + 1.0).exp(), 1e-6);
+    assert_eq!(step.stats().plans_expected, 0, "the first call has nothing to expect");
     let neg = Tensor::from_slice(&[-1.0f32, -2.0, 3.0]);
     close(&step.call(&neg), &(&neg * 2.0).neg(), 0.0);
+    assert_eq!(step.stats().plans_expected, 1, "the graph before the break repeats; the one after differs");
+    close(&step.call(&neg), &(&neg * 2.0).neg(), 0.0);
+    assert_eq!(step.stats().plans_expected, 2, "both graphs repeat the previous call's");
+}
+
+/// A call that records its previous call's graph again runs that plan without hashing; one
+/// that differs anywhere (a node, an input's size, the outputs) is hashed and looked up, and
+/// every result equals eager.
+#[test]
+fn a_repeated_graph_runs_the_previous_plan_unhashed() {
+    let _seeded = seeded();
+    let body = |(x, branch, both): (&Tensor, bool, bool)| {
+        let y = x * 2.0;
+        let z = if branch { y.exp() } else { y.tanh() };
+        let w = &z + 1.0;
+        if both {
+            vec![z, w]
+        } else {
+            vec![w]
+        }
+    };
+    let mut step = kiln::compile(body);
+    // (elements, branch, both) -> (plan from the cache, plan expected)
+    let calls = [
+        ((4, false, false), (false, false)),
+        ((4, false, false), (true, true)),
+        ((4, true, false), (false, false)), // differs at the exp node
+        ((4, false, false), (true, false)), // differs from the previous call's at tanh: hashed, cached
+        ((4, false, true), (false, false)), // the same nodes with another output
+        ((4, false, true), (true, true)),
+        ((6, false, true), (false, false)), // the input's size differs
+        ((6, false, true), (true, true)),
+    ];
+    for (i, ((n, branch, both), (hit, expected))) in calls.into_iter().enumerate() {
+        let x = Tensor::randn(&[n]);
+        let compiled = step.call((&x, branch, both));
+        let eager = body((&x, branch, both));
+        assert_eq!(compiled.len(), eager.len(), "call {i}");
+        for (c, e) in compiled.iter().zip(&eager) {
+            close(c, e, 1e-5);
+        }
+        let s = step.stats();
+        assert_eq!((s.plan_cache_hits == 1, s.plans_expected == 1), (hit, expected), "call {i}: {s:?}");
+    }
 }
 
 /// A new input shape misses the plan cache once, then hits; kernels are shared across sizes.

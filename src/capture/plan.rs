@@ -2,8 +2,9 @@
 
 use super::kernels::{self, CompiledKernel};
 use crate::debug::{self, Topic};
-use kiln_codegen::ir::{structural_hash, Graph, NodeId};
+use kiln_codegen::ir::{structural_hash, Graph, Node, NodeId};
 use kiln_codegen::passes::{self, LoweredGroup, StepKind};
+use kiln_runtime::cpu::parallel::GRAIN;
 use kiln_runtime::Device;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,15 @@ pub(crate) enum PlanStep {
 
 /// A compiled plan for one graph shape.
 pub(crate) struct Plan {
+    /// The graph as captured, outputs set: a trace that records these nodes again runs this
+    /// plan (see `Trace::expected`).
+    pub(crate) captured: Graph,
+    /// Its structural hash (the plan cache's key).
+    pub(crate) hash: u64,
+    /// Whether the plan's values and inputs hold at least [`GRAIN`] elements in all: only then
+    /// can its kernels and products split over threads, and is it worth running on kiln's
+    /// pool (see `exec::run`).
+    pub(crate) splits: bool,
     /// The graph after common-subexpression elimination, with its outputs.
     pub(crate) graph: Graph,
     /// Per node of the captured graph, the node that computes its value in [`Plan::graph`].
@@ -63,6 +73,9 @@ pub(crate) struct KernelRecord {
 /// Builds the plan for `graph` (outputs set).
 pub(crate) fn build(mut graph: Graph) -> Plan {
     let started = Instant::now();
+    let captured = graph.clone();
+    let hash = structural_hash(&graph);
+    let splits = graph.nodes.iter().map(Node::numel).sum::<usize>() >= GRAIN;
     let canonical = passes::eliminate_common_subexpressions(&mut graph);
     let merged = canonical.iter().enumerate().filter(|(i, &c)| *i as NodeId != c).count();
     let live = passes::live_nodes(&graph);
@@ -119,6 +132,9 @@ pub(crate) fn build(mut graph: Graph) -> Plan {
     }
     super::dump::graph(&graph, &live, &fusion);
     Plan {
+        captured,
+        hash,
+        splits,
         graph,
         canonical,
         scalar_tensors,
@@ -193,9 +209,9 @@ static PLANS: Mutex<VecDeque<(u64, usize, Arc<Plan>)>> = Mutex::new(VecDeque::ne
 /// How many plans the process keeps.
 pub(crate) const PLAN_CACHE_CAP: usize = 64;
 
-/// The plan for `graph` from the cache (true) or newly built (false), with its hash.
-pub(crate) fn lookup_or_build(graph: &Graph) -> (Arc<Plan>, bool, u64) {
-    let hash = structural_hash(graph);
+/// The plan for `graph` from the cache (true) or newly built (false).
+pub(crate) fn lookup_or_build(graph: Graph) -> (Arc<Plan>, bool) {
+    let hash = structural_hash(&graph);
     let nodes = graph.nodes.len();
     {
         let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
@@ -203,14 +219,14 @@ pub(crate) fn lookup_or_build(graph: &Graph) -> (Arc<Plan>, bool, u64) {
             let entry = plans.remove(pos).expect("found");
             let plan = entry.2.clone();
             plans.push_back(entry);
-            return (plan, true, hash);
+            return (plan, true);
         }
     }
-    let plan = Arc::new(build(graph.clone()));
+    let plan = Arc::new(build(graph));
     let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
     if plans.len() >= PLAN_CACHE_CAP {
         plans.pop_front();
     }
     plans.push_back((hash, nodes, plan.clone()));
-    (plan, false, hash)
+    (plan, false)
 }

@@ -31,7 +31,7 @@ pub(crate) fn realize(at: Option<&'static Location<'static>>) {
             Topic::Breaks,
             format!(
                 "graph break at {loc}: a value computed inside the compiled step was read ({} nodes realized)",
-                trace.graph.nodes.len()
+                trace.node_count()
             ),
         );
         report::note_break(loc);
@@ -56,29 +56,30 @@ fn realize_trace(mut trace: Trace) {
         clear_inputs(&trace);
         return;
     }
-    let mut graph = std::mem::take(&mut trace.graph);
-    graph.outputs = outputs.iter().map(|(_, n)| *n).collect();
-    graph.outputs.sort_unstable();
-    graph.outputs.dedup();
-    if trace.target.is_some() {
-        // Planned for the target (not run, not cached); the tensors are the CPU's, and so is
-        // the plan that runs.
-        report::note_planned(Arc::new(plan::build(graph.clone())));
-        graph.devices.fill(kiln_runtime::Device::Cpu);
-    }
+    let mut output_nodes: Vec<NodeId> = outputs.iter().map(|(_, n)| *n).collect();
+    output_nodes.sort_unstable();
+    output_nodes.dedup();
     let hashing = Instant::now();
-    let (plan, hit, hash) = plan::lookup_or_build(&graph);
+    let (plan, hit, expected) = match trace.finish(output_nodes) {
+        Ok(expected) => (expected, true, true),
+        Err(mut graph) => {
+            if trace.target.is_some() {
+                // Planned for the target (not run, not cached); the tensors are the CPU's, and
+                // so is the plan that runs.
+                report::note_planned(Arc::new(plan::build(graph.clone())));
+                graph.devices.fill(kiln_runtime::Device::Cpu);
+            }
+            let (plan, hit) = plan::lookup_or_build(graph);
+            (plan, hit, false)
+        }
+    };
     let hash_and_build = hashing.elapsed();
-    debug::log(
-        Topic::Cache,
-        format!(
-            "plan {hash:016x} {} ({} nodes, {} steps)",
-            if hit { "hit" } else { "miss" },
-            graph.nodes.len(),
-            plan.steps.len()
-        ),
-    );
-    report::note_graph(hash, &graph, hit);
+    if debug::enabled(Topic::Cache) {
+        let (hash, nodes, steps) = (plan.hash, plan.captured.nodes.len(), plan.steps.len());
+        let how = if hit { "hit" } else { "miss" };
+        debug::log(Topic::Cache, format!("plan {hash:016x} {how} ({nodes} nodes, {steps} steps)"));
+    }
+    report::note_graph(plan.hash, &plan.captured, hit);
     let running = Instant::now();
     // Until the outputs are installed, a failure (an op's error, a panic in a kernel) leaves
     // every storage the trace touched as it was.
@@ -120,6 +121,7 @@ fn realize_trace(mut trace: Trace) {
     report::note_realization(Realization {
         plan: plan.clone(),
         plan_hit: hit,
+        plan_expected: expected,
         trace_time: traced,
         build_time: if hit { std::time::Duration::ZERO } else { plan.build_time },
         hash_time: hash_and_build.saturating_sub(if hit { std::time::Duration::ZERO } else { plan.build_time }),

@@ -16,6 +16,8 @@ pub(crate) struct Realization {
     pub(crate) plan: Arc<Plan>,
     /// Whether the plan came from the cache.
     pub(crate) plan_hit: bool,
+    /// Whether it was the plan the step's previous call ran there, recognized node by node.
+    pub(crate) plan_expected: bool,
     /// Time from the first op of the trace to its realization.
     pub(crate) trace_time: Duration,
     /// Time spent building the plan (zero on a hit).

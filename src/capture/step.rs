@@ -126,6 +126,10 @@ pub struct CallStats {
     pub peak_bytes: usize,
     /// Graphs whose plan came from the cache.
     pub plan_cache_hits: usize,
+    /// Of those, the graphs that repeated the step's previous call's graph at that point node
+    /// for node (and its outputs): their plan ran with no hashing and no lookup. A steady
+    /// training step has every graph so.
+    pub plans_expected: usize,
     /// Time spent capturing (running the closure's Rust code, recording nodes).
     pub trace_time: Duration,
     /// Time spent hashing graphs and looking plans up.
@@ -143,7 +147,7 @@ impl<F> CompiledStep<F> {
     where
         F: FnMut(A) -> R,
     {
-        if !trace::begin() {
+        if !trace::begin(self.plans.iter().map(|(p, _)| p.clone())) {
             return (self.f)(args); // nested inside another compiled call: part of its graph
         }
         /// Undoes the call when it unwinds (a panic in the closure, or an op failing while a
@@ -249,6 +253,7 @@ impl<F> CompiledStep<F> {
             s.bytes_moved += r.counts.bytes;
             s.peak_bytes = s.peak_bytes.max(r.plan.peak_bytes);
             s.plan_cache_hits += r.plan_hit as usize;
+            s.plans_expected += r.plan_expected as usize;
             s.trace_time += r.trace_time;
             s.hash_time += r.hash_time;
             s.compile_time += r.build_time;

@@ -2,6 +2,8 @@
 
 use super::cell::CellCapture;
 use super::journal::{Journal, Transaction};
+use super::plan::Plan;
+use crate::debug::{self, Topic};
 use crate::error::Result;
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
@@ -11,6 +13,7 @@ use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::{DType, Device, Layout};
 use smallvec::SmallVec;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -24,8 +27,16 @@ pub(crate) type OpaqueFn = Box<dyn FnOnce(&[Tensor]) -> Result<Tensor> + Send>;
 pub(crate) struct Trace {
     /// Unique across the process (storages name the trace that refers to them by this id).
     pub(crate) id: u64,
-    /// The nodes so far.
-    pub(crate) graph: Graph,
+    /// The nodes so far, once they differ from [`Trace::expected`]'s (empty until then).
+    graph: Graph,
+    /// The plan that ran at this point of the compiled step's previous call. While this
+    /// trace records the nodes of that plan's captured graph, one by one and in order, each
+    /// is checked against it instead of stored, and a trace that ends as that graph ends runs
+    /// the plan without hashing; at the first difference the matched nodes are copied into
+    /// [`Trace::graph`] and the trace goes on as any other (see [`Trace::push`]).
+    expected: Option<Arc<Plan>>,
+    /// How many of the expected graph's nodes this trace has recorded.
+    matched: usize,
     /// The realized storages read, by input slot.
     pub(crate) inputs: Vec<Arc<StorageCell>>,
     /// The values of the `Scalar` nodes, by slot.
@@ -48,10 +59,14 @@ pub(crate) struct Trace {
 static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
 
 impl Trace {
-    fn new(target: Option<Device>) -> Trace {
+    /// A trace planned for `target` (see [`set_target`]), expecting the graph of `expected`
+    /// (a trace planned for a target expects nothing: its plan is not the one that runs).
+    fn new(target: Option<Device>, expected: Option<Arc<Plan>>) -> Trace {
         Trace {
             id: NEXT_TRACE.fetch_add(1, Ordering::Relaxed),
             graph: Graph::default(),
+            expected: expected.filter(|_| target.is_none()),
+            matched: 0,
             inputs: Vec::new(),
             scalars: Vec::new(),
             closures: Vec::new(),
@@ -78,6 +93,8 @@ impl Trace {
         Use { node, layout }
     }
 
+    /// Records a node: the next node of the expected graph when it is that node (same kind,
+    /// shape, dtype, reads, phase and device), else a new node of [`Trace::graph`].
     fn push(
         &mut self,
         kind: NodeKind,
@@ -86,13 +103,81 @@ impl Trace {
         reads: SmallVec<[Use; 3]>,
         device: Device,
     ) -> NodeId {
+        if let Some(plan) = &self.expected {
+            let (g, i) = (&plan.captured, self.matched);
+            let same =
+                g.nodes.get(i).is_some_and(|n| {
+                    n.kind == kind && n.shape.as_slice() == shape && n.dtype == dtype && n.reads == reads
+                }) && g.phases[i] == self.phase
+                    && g.devices[i] == device;
+            if same {
+                self.matched += 1;
+                return i as NodeId;
+            }
+            self.diverge(|g, n| {
+                let was = g.nodes.get(n).map_or("none: the graph ended there".to_string(), |e| e.kind.name());
+                format!("node {n} ({}) differs from the previous call's ({was})", kind.name())
+            });
+        }
         self.graph.push_on(Node { kind, shape: shape.into(), dtype, reads }, self.phase, device)
+    }
+
+    /// Stops expecting: the matched nodes become the start of [`Trace::graph`]. `why` says
+    /// what differed from the expected graph, given it and the count of matched nodes (for
+    /// `KILN_DEBUG=cache`).
+    fn diverge(&mut self, why: impl FnOnce(&Graph, usize) -> String) {
+        let Some(plan) = self.expected.take() else { return };
+        let (g, n) = (&plan.captured, self.matched);
+        if debug::enabled(Topic::Cache) {
+            debug::log(Topic::Cache, format!("{}: hashing the graph", why(g, n)));
+        }
+        let mut graph = Graph::default();
+        graph.nodes.reserve(g.nodes.len());
+        graph.nodes.extend_from_slice(&g.nodes[..n]);
+        graph.phases.extend_from_slice(&g.phases[..n]);
+        graph.devices.extend_from_slice(&g.devices[..n]);
+        self.graph = graph;
+    }
+
+    /// The device of node `id`.
+    fn device(&self, id: NodeId) -> Device {
+        match &self.expected {
+            Some(plan) => plan.captured.device(id),
+            None => self.graph.device(id),
+        }
+    }
+
+    /// How many nodes the trace has recorded.
+    pub(crate) fn node_count(&self) -> usize {
+        if self.expected.is_some() {
+            self.matched
+        } else {
+            self.graph.nodes.len()
+        }
+    }
+
+    /// What realizing the trace with these `outputs` (sorted, without repeats) runs: the
+    /// expected plan when the trace recorded exactly its captured graph, or else the graph
+    /// recorded, to hash and look up.
+    pub(crate) fn finish(&mut self, outputs: Vec<NodeId>) -> Result<Arc<Plan>, Graph> {
+        if let Some(plan) = &self.expected {
+            if self.matched == plan.captured.nodes.len() && outputs == plan.captured.outputs {
+                return Ok(plan.clone());
+            }
+        }
+        self.diverge(|g, n| match g.nodes.len() == n {
+            true => "the previous call's graph had other outputs".to_string(),
+            false => format!("the trace ended after {n} of the previous call's {} nodes", g.nodes.len()),
+        });
+        let mut graph = std::mem::take(&mut self.graph);
+        graph.outputs = outputs;
+        Err(graph)
     }
 
     /// The device of an op node reading `reads`: the first CUDA device among the nodes read
     /// (an op on CUDA tensors may read 0-dim CPU scalars), else the CPU.
     fn device_of(&self, reads: &[Use]) -> Device {
-        reads.iter().map(|u| self.graph.device(u.node)).find(Device::is_cuda).unwrap_or(Device::Cpu)
+        reads.iter().map(|u| self.device(u.node)).find(Device::is_cuda).unwrap_or(Device::Cpu)
     }
 
     /// A new tensor whose storage `node` computes, on the node's device (on the CPU when the
@@ -101,7 +186,7 @@ impl Trace {
         let len = kiln_runtime::layout::numel(shape);
         let cell = StorageCell::lazy(dtype, CellCapture::lazy(self.id, node, len));
         self.cells.push(Arc::downgrade(&cell));
-        let device = if self.target.is_some() { Device::Cpu } else { self.graph.device(node) };
+        let device = if self.target.is_some() { Device::Cpu } else { self.device(node) };
         Tensor::over_cell(cell, Layout::contiguous(shape), dtype, device)
     }
 
@@ -123,6 +208,9 @@ struct State {
     target: Option<Device>,
     /// The undo journal of the compiled call running on this thread (see [`super::journal`]).
     journal: Option<Journal>,
+    /// The plans the compiled step's previous call ran, in order, for the traces still to
+    /// begin in this call to expect (see [`Trace::expected`]).
+    expected: VecDeque<Arc<Plan>>,
 }
 
 thread_local! {
@@ -157,14 +245,17 @@ impl Trace {
 }
 
 /// Starts a compiled call on this thread: capturing, with a fresh undo journal; false when a
-/// call is running already (a nested `compile` joins the outer one).
-pub(crate) fn begin() -> bool {
+/// call is running already (a nested `compile` joins the outer one). `expected`: the plans
+/// the step's previous call ran, which its graphs are likely to repeat.
+pub(crate) fn begin(expected: impl IntoIterator<Item = Arc<Plan>>) -> bool {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         if s.trace.is_some() {
             return false;
         }
-        s.trace = Some(Trace::new(s.target));
+        s.expected = expected.into_iter().collect();
+        let first = s.expected.pop_front();
+        s.trace = Some(Trace::new(s.target, first));
         s.journal = Some(Journal::new());
         true
     })
@@ -226,7 +317,10 @@ pub(crate) fn take_for_realize(resume: bool) -> Option<Trace> {
         let mut s = s.borrow_mut();
         let t = s.trace.take();
         if resume {
-            s.trace = Some(Trace::new(s.target));
+            let next = s.expected.pop_front();
+            s.trace = Some(Trace::new(s.target, next));
+        } else {
+            s.expected.clear();
         }
         s.suspended += 1;
         t

@@ -10,7 +10,8 @@
 //! Two products pair when both are ready at once (neither reads the other) and the larger does
 //! at most twice the multiply-adds of the smaller: with `s` the 2-thread speed-up of one
 //! product, the pair wins when `max(w, v) < (w + v) / s`, which for `s ≈ 1.5` needs the smaller
-//! above half the larger.
+//! above half the larger. Both must also do at least [`MIN_PAIR_WORK`] multiply-adds: handing
+//! one to another thread costs a wake-up (µs), which a tiny model's products do not repay.
 
 use crate::ir::{Graph, NodeId, NodeKind};
 use kiln_runtime::Device;
@@ -20,6 +21,10 @@ const PRODUCTS: [&str; 5] = ["matmul", "mm", "bmm", "mv", "dot"];
 
 /// The largest ratio of two paired products' multiply-adds.
 const MAX_WORK_RATIO: usize = 2;
+
+/// The fewest multiply-adds of a paired product: 2^18, about 10 µs on one core, several times
+/// a thread's wake-up (a 16x8x2 product of a tiny MLP takes well under 1 µs).
+pub const MIN_PAIR_WORK: usize = 1 << 18;
 
 /// The multiply-adds of node `id` when it is a matrix product on the CPU (output elements times
 /// the shared dimension), else `None`.
@@ -37,7 +42,7 @@ pub fn cpu_product_work(g: &Graph, id: NodeId) -> Option<usize> {
 /// Whether products of `a` and `b` multiply-adds run better side by side than one after the
 /// other.
 pub fn balanced(a: usize, b: usize) -> bool {
-    a.max(b) <= MAX_WORK_RATIO.saturating_mul(a.min(b))
+    a.min(b) >= MIN_PAIR_WORK && a.max(b) <= MAX_WORK_RATIO.saturating_mul(a.min(b))
 }
 
 #[cfg(test)]
@@ -71,8 +76,10 @@ mod tests {
     }
 
     #[test]
-    fn pairs_are_within_twice_each_other() {
-        assert!(balanced(100, 200) && balanced(200, 100) && balanced(7, 7));
-        assert!(!balanced(100, 201) && !balanced(1, 3));
+    fn pairs_are_within_twice_each_other_and_large() {
+        let w = MIN_PAIR_WORK;
+        assert!(balanced(w, 2 * w) && balanced(2 * w, w) && balanced(w, w));
+        assert!(!balanced(w, 2 * w + 1) && !balanced(w, 3 * w));
+        assert!(!balanced(w - 1, w - 1) && !balanced(16 * 8 * 2, 16 * 8 * 2), "too small to pay a hand-over");
     }
 }
