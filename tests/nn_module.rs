@@ -84,6 +84,34 @@ fn names_follow_pytorch_order_own_parameters_first() {
 }
 
 #[test]
+fn vec_fields_print_as_pytorch_module_lists() {
+    // class Net(nn.Module): first = Linear(4, 3); blocks = ModuleList([Block(), Block()]);
+    // head = Linear(3, 2, bias=False); print(Net()) with Block = (fc: Linear(3, 3), act: ReLU)
+    let want = "Net(
+  (first): Linear(in_features=4, out_features=3, bias=True)
+  (blocks): ModuleList(
+    (0-1): 2 x Block(
+      (fc): Linear(in_features=3, out_features=3, bias=True)
+      (act): ReLU()
+    )
+  )
+  (head): Linear(in_features=3, out_features=2, bias=False)
+)";
+    let mut net = Net::new();
+    assert_eq!(net.to_string(), want);
+    // Items that differ print one by one, runs of equal ones collapse (PyTorch 2's repr).
+    net.blocks.push(Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones(&[3]) });
+    net.blocks[1].fc = nn::Linear::with_bias(3, 3, false);
+    let text = net.to_string();
+    assert!(text.contains("  (blocks): ModuleList(\n    (0): Block(\n"), "{text}");
+    assert!(
+        text.contains("\n    (1): Block(\n      (fc): Linear(in_features=3, out_features=3, bias=False)"),
+        "{text}"
+    );
+    assert!(text.contains("\n    (2): Block(\n"), "{text}");
+}
+
+#[test]
 fn display_matches_pytorch_print() {
     kiln::manual_seed(0);
     let seq = nn::Sequential::new()

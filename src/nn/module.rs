@@ -461,9 +461,34 @@ fn map_tensors(module: &mut dyn Module, convert: &mut dyn FnMut(&Tensor) -> Resu
     failure.map_or(Ok(()), Err)
 }
 
-/// PyTorch's `print(module)`: `Name(extra)` for a leaf, else the children indented one per line.
+/// PyTorch's `print(module)`: `Name(extra)` for a leaf, else the children indented one per line;
+/// the items of a `Vec` field (children `name.0`, `name.1`, …) print as PyTorch prints a
+/// `ModuleList` field, `(name): ModuleList(…)`.
 pub fn fmt_module(module: &dyn Module, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     write!(f, "{}", module_repr(module))
+}
+
+/// A child's name as an item of a `Vec` field: `("layers", 2)` for `layers.2`.
+fn list_item(name: &str) -> Option<(&str, usize)> {
+    let (list, index) = name.rsplit_once('.')?;
+    index.parse().ok().map(|i| (list, i))
+}
+
+/// PyTorch's `ModuleList` repr of items' reprs: a run of equal items prints once, as
+/// `(first-last): count x item`.
+fn module_list_repr(items: &[String]) -> String {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    while let Some(item) = items.get(start) {
+        let end = start + items[start..].iter().take_while(|r| *r == item).count() - 1;
+        let entry = match end - start {
+            0 => format!("({start}): {item}"),
+            n => format!("({start}-{end}): {} x {item}", n + 1),
+        };
+        lines.push(entry.replace('\n', "\n  "));
+        start = end + 1;
+    }
+    format!("ModuleList(\n  {}\n)", lines.join("\n  "))
 }
 
 fn module_repr(module: &dyn Module) -> String {
@@ -472,9 +497,21 @@ fn module_repr(module: &dyn Module) -> String {
         if extra.is_empty() { Vec::new() } else { extra.lines().map(str::to_string).collect() };
     let children = fields(module).children;
     let leaf = children.is_empty();
-    for (name, child) in children {
-        let child = module_repr(child).replace('\n', "\n  ");
-        lines.push(format!("({name}): {child}"));
+    let mut rest = children.as_slice();
+    while let Some(((name, child), _)) = rest.split_first() {
+        let list = list_item(name).map(|(list, _)| list);
+        let (text, taken) = match list {
+            Some(list) => {
+                let items: Vec<String> = rest
+                    .iter()
+                    .map_while(|(n, c)| (list_item(n).map(|(l, _)| l) == Some(list)).then(|| module_repr(*c)))
+                    .collect();
+                (format!("({list}): {}", module_list_repr(&items)), items.len())
+            }
+            None => (format!("({name}): {}", module_repr(*child)), 1),
+        };
+        lines.push(text.replace('\n', "\n  "));
+        rest = &rest[taken..];
     }
     let name = module.type_name();
     match lines.len() {

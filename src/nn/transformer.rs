@@ -27,8 +27,6 @@
 //!   `forward_with(&src, EncoderArgs::default())`. The decoders and `Transformer` need two
 //!   inputs; their `Module::forward` panics (as a `ModuleList` has none) and names
 //!   `forward_with`.
-//! - **Printing.** The stacks print their layers as `(layers.0): …` rather than inside a
-//!   `ModuleList`; state-dict names are PyTorch's.
 //! - PyTorch's inference fast path (nested tensors, which also zero the padded positions of an
 //!   encoder's output in eval mode without gradients) does not exist: padded positions hold
 //!   what the computation gives, as in PyTorch's training path.
