@@ -70,11 +70,10 @@ pub(crate) struct KernelRecord {
     pub(crate) cache_hit: bool,
 }
 
-/// Builds the plan for `graph` (outputs set).
-pub(crate) fn build(mut graph: Graph) -> Plan {
+/// Builds the plan for `graph` (outputs set), whose structural hash is `hash`.
+pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
     let started = Instant::now();
     let captured = graph.clone();
-    let hash = structural_hash(&graph);
     let splits = graph.nodes.iter().map(Node::numel).sum::<usize>() >= GRAIN;
     let canonical = passes::eliminate_common_subexpressions(&mut graph);
     let merged = canonical.iter().enumerate().filter(|(i, &c)| *i as NodeId != c).count();
@@ -222,7 +221,7 @@ pub(crate) fn lookup_or_build(graph: Graph) -> (Arc<Plan>, bool) {
             return (plan, true);
         }
     }
-    let plan = Arc::new(build(graph));
+    let plan = Arc::new(build(graph, hash));
     let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
     if plans.len() >= PLAN_CACHE_CAP {
         plans.pop_front();

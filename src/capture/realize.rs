@@ -66,7 +66,8 @@ fn realize_trace(mut trace: Trace) {
             if trace.target.is_some() {
                 // Planned for the target (not run, not cached); the tensors are the CPU's, and
                 // so is the plan that runs.
-                report::note_planned(Arc::new(plan::build(graph.clone())));
+                let hash = kiln_codegen::ir::structural_hash(&graph);
+                report::note_planned(Arc::new(plan::build(graph.clone(), hash)));
                 graph.devices.fill(kiln_runtime::Device::Cpu);
             }
             let (plan, hit) = plan::lookup_or_build(graph);

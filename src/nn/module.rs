@@ -468,10 +468,10 @@ pub fn fmt_module(module: &dyn Module, f: &mut fmt::Formatter<'_>) -> fmt::Resul
     write!(f, "{}", module_repr(module))
 }
 
-/// A child's name as an item of a `Vec` field: `("layers", 2)` for `layers.2`.
-fn list_item(name: &str) -> Option<(&str, usize)> {
+/// The `Vec` field a child belongs to: `layers` for `layers.2`.
+fn list_of(name: &str) -> Option<&str> {
     let (list, index) = name.rsplit_once('.')?;
-    index.parse().ok().map(|i| (list, i))
+    index.parse::<usize>().is_ok().then_some(list)
 }
 
 /// PyTorch's `ModuleList` repr of items' reprs: a run of equal items prints once, as
@@ -499,13 +499,10 @@ fn module_repr(module: &dyn Module) -> String {
     let leaf = children.is_empty();
     let mut rest = children.as_slice();
     while let Some(((name, child), _)) = rest.split_first() {
-        let list = list_item(name).map(|(list, _)| list);
-        let (text, taken) = match list {
+        let (text, taken) = match list_of(name) {
             Some(list) => {
-                let items: Vec<String> = rest
-                    .iter()
-                    .map_while(|(n, c)| (list_item(n).map(|(l, _)| l) == Some(list)).then(|| module_repr(*c)))
-                    .collect();
+                let items: Vec<String> =
+                    rest.iter().map_while(|(n, c)| (list_of(n) == Some(list)).then(|| module_repr(*c))).collect();
                 (format!("({list}): {}", module_list_repr(&items)), items.len())
             }
             None => (format!("({name}): {}", module_repr(*child)), 1),
