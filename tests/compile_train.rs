@@ -121,3 +121,74 @@ fn large_products_are_measured_once_per_shape_and_keep_eager_bits() {
     };
     assert_eq!(tuned_at, want, "calls that chose a product's spread on {threads} threads");
 }
+
+/// Parameters and gradients for the in-place tests: a vector and a matrix.
+fn adam_problem() -> Vec<Tensor> {
+    let values =
+        |n: usize, salt: usize| -> Vec<f32> { (0..n).map(|i| ((i * 31 + salt) % 97) as f32 / 48.5 - 1.0).collect() };
+    let params = vec![Tensor::from_vec(values(300, 1), &[300]), Tensor::from_vec(values(600, 2), &[20, 30])];
+    params
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let p = p.requires_grad_(true);
+            p.set_grad(Some(Tensor::from_vec(values(p.numel(), 3 + i), p.shape())));
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn optimizer_updates_run_in_place_with_eager_bits() {
+    use kiln::optim::{Adam, AdamConfig};
+    let config = AdamConfig { weight_decay: 0.01, amsgrad: true, ..Default::default() };
+    let (eager_params, params) = (adam_problem(), adam_problem());
+    let mut eager = Adam::new(eager_params.clone(), config.clone());
+    let mut opt = Adam::new(params.clone(), config);
+    let mut step = kiln::compile(|()| opt.step());
+    for call in 0..4 {
+        eager.step();
+        step.call(());
+        for (c, e) in params.iter().zip(&eager_params) {
+            assert_eq!(c.to_vec::<f32>(), e.to_vec::<f32>(), "call {call}: compiled and eager Adam differ");
+        }
+        // From the second call on, the parameter, exp_avg, exp_avg_sq and max_exp_avg_sq of
+        // both parameters are inputs that their update kernels write over (the first call also
+        // creates the state, which has no data to write over yet).
+        if call > 0 {
+            assert_eq!(step.stats().updated_in_place, 8, "call {call}: {:?}", step.stats());
+        }
+    }
+    drop(step);
+    let compiled_state = opt_state_bits(&opt.state_dict());
+    assert_eq!(compiled_state, opt_state_bits(&eager.state_dict()), "the state after 4 steps");
+}
+
+/// A state dict's tensors by name.
+fn opt_state_bits(sd: &kiln::StateDict) -> Vec<(String, Vec<f32>)> {
+    sd.iter().map(|(k, t)| (k.to_string(), t.to_vec::<f32>())).collect()
+}
+
+#[test]
+fn values_read_before_an_in_place_update_keep_the_old_data() {
+    let params = adam_problem();
+    let mut opt = Sgd::new(params.clone(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let p = params[1].clone();
+    // `doubled` is elementwise with the update (it may join its kernel), `total` and
+    // `transposed` are not; each must see the parameter as it was before the step (the sum
+    // within rounding: compiled reductions add in another order).
+    let mut step = kiln::compile(|()| {
+        let (doubled, total, transposed) = (&p * 2.0, p.sum(), p.t() + 0.0);
+        opt.step();
+        (doubled, total, transposed)
+    });
+    for call in 0..3 {
+        let before = p.detach().deep_clone();
+        let (doubled, total, transposed) = step.call(());
+        assert_eq!(doubled.to_vec::<f32>(), (&before * 2.0).to_vec::<f32>(), "call {call}");
+        let (total, expected) = (total.item::<f32>(), before.sum().item::<f32>());
+        assert!((total - expected).abs() <= 1e-5 * expected.abs(), "call {call}: sum {total} vs {expected}");
+        assert_eq!(transposed.to_vec::<f32>(), before.t().contiguous().to_vec::<f32>(), "call {call}");
+        assert_ne!(p.to_vec::<f32>(), before.to_vec::<f32>(), "call {call}: the step changed the parameter");
+    }
+}

@@ -307,6 +307,9 @@ fn constructors_validate_like_pytorch() {
     assert!(Adadelta::try_new(p.clone(), AdadeltaConfig { rho: 1.5, ..Default::default() }).is_err());
     assert!(Adagrad::try_new(p.clone(), AdagradConfig { lr_decay: -0.1, ..Default::default() }).is_err());
     assert!(RmsProp::try_new(p.clone(), RmsPropConfig { alpha: -0.1, ..Default::default() }).is_err());
+    let both = AdamConfig { fused: Some(true), foreach: Some(true), ..Default::default() };
+    let err = Adam::try_new(p.clone(), both).err().unwrap().to_string();
+    assert!(err.starts_with("Adam: `fused` and `foreach` cannot be `True` together."), "{err}");
     assert!(Sgd::try_new(Vec::new(), SgdConfig::default()).err().unwrap().to_string().contains("empty parameter list"));
     let dup = Sgd::try_with_groups(vec![
         ParamGroup::new([p[0].clone()], SgdConfig::default()),

@@ -177,3 +177,50 @@ pub fn time_against_memcpy(reps: usize, elems: usize, mut f: impl FnMut()) -> (f
     let t = time_interleaved(reps, &mut [&mut f, &mut || m.borrow_mut().single(), &mut || m.borrow_mut().parallel()]);
     (t[0], t[1].min(t[2]))
 }
+
+/// The in-place update baseline: one pass that reads four f32 arrays (p, g, m, v) and writes
+/// three of them back in place (p, m, v), with trivial arithmetic: the traffic of an
+/// optimizer's one-pass update (28 bytes per element for Adam) at the machine's speed.
+#[allow(dead_code)]
+pub struct InPlaceUpdate {
+    p: Vec<f32>,
+    g: Vec<f32>,
+    m: Vec<f32>,
+    v: Vec<f32>,
+}
+
+#[allow(dead_code)]
+impl InPlaceUpdate {
+    /// Arrays of `elems` values.
+    pub fn new(elems: usize) -> InPlaceUpdate {
+        InPlaceUpdate { p: vec![0.0; elems], g: vec![1e-30; elems], m: vec![0.0; elems], v: vec![0.0; elems] }
+    }
+
+    /// One pass, split across kiln's pool as its kernels split their work.
+    pub fn run(&mut self) {
+        let grain = kiln_runtime::cpu::parallel::GRAIN;
+        let g = black_box(&self.g[..]);
+        let (mut p, mut m, mut v) = (&mut self.p[..], &mut self.m[..], &mut self.v[..]);
+        let mut chunks = Vec::new();
+        while !p.is_empty() {
+            let n = p.len().min(grain);
+            let (p0, p1) = p.split_at_mut(n);
+            let (m0, m1) = m.split_at_mut(n);
+            let (v0, v1) = v.split_at_mut(n);
+            chunks.push((p0, m0, v0));
+            (p, m, v) = (p1, m1, v1);
+        }
+        kiln_runtime::cpu::parallel::pool().install(|| {
+            use rayon::prelude::*;
+            chunks.into_par_iter().enumerate().for_each(|(c, (p, m, v))| {
+                let g = &g[c * grain..c * grain + p.len()];
+                for i in 0..p.len() {
+                    m[i] += g[i];
+                    v[i] += g[i];
+                    p[i] += m[i] - v[i];
+                }
+            })
+        });
+        black_box(&self.p);
+    }
+}

@@ -13,6 +13,7 @@ use kiln_codegen::ir::{draw_of_scalars, Graph, Node, NodeId, NodeKind, Use};
 use kiln_codegen::passes::{LoweredGroup, ScalarArg};
 use kiln_runtime::cpu::product_split;
 use kiln_runtime::{match_cpu, CpuStorage, Layout};
+use smallvec::SmallVec;
 
 /// What running a plan counted.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +28,13 @@ pub(crate) struct RunCounts {
     pub(crate) tuned: usize,
     /// Bytes the kernels read and wrote.
     pub(crate) bytes: usize,
+    /// Kernel outputs written over the storage of the input they replace.
+    pub(crate) in_place: usize,
+}
+
+/// The input whose storage output `o` is written over, among this run's `donated` pairs.
+fn donor_of(donated: &[(NodeId, NodeId)], o: NodeId) -> Option<NodeId> {
+    donated.binary_search_by_key(&o, |d| d.0).ok().map(|i| donated[i].1)
 }
 
 /// The values of a plan's nodes while it runs.
@@ -46,15 +54,21 @@ impl Values {
 /// Runs `plan` on the trace's inputs, scalars and closures; returns the value of every node
 /// (kept only for the plan's outputs) and what it counted. Large CPU matrix products run with
 /// the spread over threads measured for their shape (`kiln_runtime::cpu::product_split`).
-pub(crate) fn run(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
+/// `donated` (sorted `(output, input)` pairs of [`Plan::donatable`]) are the outputs to write
+/// over their input's storage.
+pub(crate) fn run(
+    plan: &Plan,
+    trace: &mut Trace,
+    donated: &[(NodeId, NodeId)],
+) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
     if runs_on_pool(plan) {
         let grad = crate::autograd::is_grad_enabled();
         kiln_runtime::cpu::parallel::pool().install(|| {
             let _grad = crate::autograd::grad_mode(grad);
-            as_realizing(|| run_measured(plan, trace))
+            as_realizing(|| run_measured(plan, trace, donated))
         })
     } else {
-        run_measured(plan, trace)
+        run_measured(plan, trace, donated)
     }
 }
 
@@ -74,9 +88,13 @@ fn runs_on_pool(plan: &Plan) -> bool {
 
 /// [`run_steps`] with large products spreading as measured for their shape; the shapes chosen
 /// meanwhile (on this thread) are counted and printed under `KILN_DEBUG=tuning`.
-fn run_measured(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
+fn run_measured(
+    plan: &Plan,
+    trace: &mut Trace,
+    donated: &[(NodeId, NodeId)],
+) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
     product_split::take_new_tunings();
-    let (values, mut counts) = product_split::with_tuned_products(|| run_steps(plan, trace))?;
+    let (values, mut counts) = product_split::with_tuned_products(|| run_steps(plan, trace, donated))?;
     let tunings = product_split::take_new_tunings();
     counts.tuned = tunings.len();
     for tuned in tunings {
@@ -86,7 +104,7 @@ fn run_measured(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, 
 }
 
 /// [`run`]'s steps.
-fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
+fn run_steps(plan: &Plan, trace: &mut Trace, donated: &[(NodeId, NodeId)]) -> Result<(Vec<Option<Tensor>>, RunCounts)> {
     let g = &plan.graph;
     let mut values = Values(vec![None; g.nodes.len()]);
     let mut counts = RunCounts::default();
@@ -140,14 +158,44 @@ fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, Run
                     free_after(&mut values, frees);
                     continue;
                 }
-                let outs: Vec<CpuStorage> =
-                    lowered.outputs.iter().map(|&o| CpuStorage::uninit(g.node(o).dtype, g.node(o).numel())).collect();
+                // Outputs written over an input's storage (see `plan::donations`), else new buffers.
+                let donors: SmallVec<[Option<NodeId>; 4]> =
+                    lowered.outputs.iter().map(|o| donor_of(donated, *o)).collect();
+                let mut outs: Vec<Option<CpuStorage>> = lowered
+                    .outputs
+                    .iter()
+                    .zip(&donors)
+                    .map(|(&o, d)| d.is_none().then(|| CpuStorage::uninit(g.node(o).dtype, g.node(o).numel())))
+                    .collect();
+                // A donor's storage is locked for writing (once), every other input for reading.
+                let donor_tensors: SmallVec<[(NodeId, Tensor); 2]> =
+                    donors.iter().flatten().map(|&d| (d, values.get(d).clone())).collect();
+                let mut written: SmallVec<[_; 2]> =
+                    donor_tensors.iter().map(|(d, t)| (*d, t.write_storage())).collect();
+                // The cast is a no-op only for the u8 arm of the match.
+                #[allow(clippy::unnecessary_cast)]
+                let donor_ptrs: SmallVec<[(NodeId, *mut u8); 2]> = written
+                    .iter_mut()
+                    .map(|(d, s)| {
+                        let s = s.as_cpu_mut().expect("donated inputs are CPU storages (plan::donations)");
+                        (*d, match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8))
+                    })
+                    .collect();
+                let donor_ptr = |n: NodeId| donor_ptrs.iter().find(|(d, _)| *d == n).map(|(_, p)| *p);
                 let inputs: Vec<Tensor> = lowered.loads.iter().map(|u| values.get(u.node).clone()).collect();
-                let guards: Vec<_> = inputs.iter().map(|t| t.read_storage()).collect();
+                let guards: Vec<_> = inputs
+                    .iter()
+                    .zip(&lowered.loads)
+                    .map(|(t, u)| donor_ptr(u.node).is_none().then(|| t.read_storage()))
+                    .collect();
                 let in_ptrs: Vec<*const u8> = guards
                     .iter()
                     .zip(&lowered.loads)
                     .map(|(s, u)| {
+                        let Some(s) = s else {
+                            // Donated inputs are read from offset 0 (plan::donations).
+                            return donor_ptr(u.node).expect("a donor without a read guard") as *const u8;
+                        };
                         let s =
                             s.as_cpu().expect("kiln::compile runs on CPU tensors only (CUDA capture is not built yet)");
                         // The cast is a no-op only for the u8 arm of the match.
@@ -156,20 +204,43 @@ fn run_steps(plan: &Plan, trace: &mut Trace) -> Result<(Vec<Option<Tensor>>, Run
                         base.wrapping_add(u.layout.offset() * s.dtype().size_in_bytes())
                     })
                     .collect();
-                let mut outs = outs;
                 // The cast is a no-op only for the u8 arm of the match.
                 #[allow(clippy::unnecessary_cast)]
-                let out_ptrs: Vec<*mut u8> =
-                    outs.iter_mut().map(|s| match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8)).collect();
+                let out_ptrs: Vec<*mut u8> = outs
+                    .iter_mut()
+                    .zip(&donors)
+                    .map(|(s, d)| match (s, d) {
+                        (Some(s), _) => match_cpu!(s, |b: T| b.as_mut_ptr() as *mut u8),
+                        (None, d) => donor_ptr(d.expect("an output without a buffer is donated")).expect("locked"),
+                    })
+                    .collect();
                 // SAFETY: every input view lies inside its (locked, alive) storage: capture
                 // checked it against the storage when the op was recorded; the outputs are new
-                // buffers of the group's numel, disjoint from everything else.
+                // buffers of the group's numel, disjoint from everything else, or a donated
+                // input's storage (locked for writing, of the output's dtype and length), which
+                // the kernel reads only element for element before writing each element, and no
+                // other input or output of the kernel uses (plan::donations).
                 unsafe { kernels::launch(kernel, lowered, &in_ptrs, &out_ptrs, &scalars, g) };
                 drop(guards);
+                drop(written);
                 counts.kernels += 1;
                 counts.bytes += group_bytes(lowered, g);
-                for (o, s) in lowered.outputs.iter().zip(outs) {
-                    values.0[*o as usize] = Some(Tensor::from_cpu_storage(s, &g.node(*o).shape));
+                for ((o, s), d) in lowered.outputs.iter().zip(outs).zip(&donors) {
+                    let shape = &g.node(*o).shape;
+                    values.0[*o as usize] = Some(match (s, d) {
+                        (Some(s), _) => Tensor::from_cpu_storage(s, shape),
+                        (None, Some(d)) => {
+                            counts.in_place += 1;
+                            let input = values.get(*d);
+                            Tensor::over_cell(
+                                input.cell().clone(),
+                                Layout::contiguous(shape),
+                                input.dtype(),
+                                input.device(),
+                            )
+                        }
+                        (None, None) => unreachable!("an output without a buffer is donated"),
+                    });
                 }
             }
             PlanStep::Group { members, kernel: None, .. } => {
@@ -240,6 +311,17 @@ fn flat(t: Tensor) -> Tensor {
     }
 }
 
+/// An eager implementation's `result`, copied when it shares a storage with one of its
+/// `inputs` (an op that returns its input as it is): a value owns its storage, which a later
+/// kernel may write over (see `plan::donations`).
+fn apart(result: Tensor, inputs: &[Tensor]) -> Tensor {
+    if inputs.iter().any(|i| i.shares_storage_with(&result)) {
+        result.deep_clone()
+    } else {
+        result
+    }
+}
+
 /// Runs two independent opaque nodes (a concurrent pair of the schedule) at once, one thread
 /// each.
 fn run_pair(a: &Node, b: &Node, values: &Values, trace: &mut Trace) -> Result<[Tensor; 2]> {
@@ -252,8 +334,10 @@ fn run_pair(a: &Node, b: &Node, values: &Values, trace: &mut Trace) -> Result<[T
     let (fa, fb) = (take(a), take(b));
     let inputs = |n: &Node| -> Vec<Tensor> { n.reads.iter().map(|u| values.view(u)).collect() };
     let (ia, ib) = (inputs(a), inputs(b));
-    let (ra, rb) =
-        kiln_runtime::cpu::parallel::join_serial(move || as_realizing(|| fa(&ia)), move || as_realizing(|| fb(&ib)));
+    let (ra, rb) = kiln_runtime::cpu::parallel::join_serial(
+        move || as_realizing(|| fa(&ia).map(|r| apart(r, &ia))),
+        move || as_realizing(|| fb(&ib).map(|r| apart(r, &ib))),
+    );
     Ok([flat(ra?), flat(rb?)])
 }
 
@@ -291,7 +375,7 @@ fn run_node(node: &Node, device: kiln_runtime::Device, values: &Values, trace: &
             let f = trace.closures[index as usize]
                 .take()
                 .unwrap_or_else(|| panic!("kiln::compile: the eager implementation of {} ran twice", node.kind.name()));
-            f(&inputs)?
+            apart(f(&inputs)?, &inputs)
         }
         NodeKind::Input { .. } | NodeKind::Scalar { .. } => unreachable!("sources are values from the start"),
     }))

@@ -2,7 +2,7 @@
 
 use super::kernels::{self, CompiledKernel};
 use crate::debug::{self, Topic};
-use kiln_codegen::ir::{structural_hash, Graph, Node, NodeId};
+use kiln_codegen::ir::{structural_hash, Graph, Node, NodeId, NodeKind};
 use kiln_codegen::passes::{self, LoweredGroup, StepKind};
 use kiln_runtime::cpu::parallel::GRAIN;
 use kiln_runtime::Device;
@@ -55,6 +55,12 @@ pub(crate) struct Plan {
     pub(crate) concurrent: Vec<bool>,
     /// Peak bytes of intermediates (the memory plan).
     pub(crate) peak_bytes: usize,
+    /// `(output, input)` pairs, sorted: the kernel computing the output may write it over the
+    /// input's storage, when a run installs the output into that same storage (see
+    /// [`donations`]).
+    pub(crate) donatable: Vec<(NodeId, NodeId)>,
+    /// The inputs of [`Plan::donatable`], each once.
+    pub(crate) donors: Vec<NodeId>,
     /// The kernels this plan uses, as listed by `CompiledStep::kernels`.
     pub(crate) kernels: Vec<KernelRecord>,
     /// Time spent building it (passes + JIT).
@@ -123,13 +129,17 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
         };
         scalar_tensors.extend(eager.iter().flat_map(|&n| graph.node(n).reads.iter().map(|u| u.node)));
     }
-    scalar_tensors.retain(|&n| matches!(graph.node(n).kind, kiln_codegen::ir::NodeKind::Scalar { .. }));
+    scalar_tensors.retain(|&n| matches!(graph.node(n).kind, NodeKind::Scalar { .. }));
     scalar_tensors.sort_unstable();
     scalar_tensors.dedup();
     if debug::enabled(Topic::Graph) {
         debug::log(Topic::Graph, describe(&graph, &live));
     }
     super::dump::graph(&graph, &live, &fusion);
+    let donatable = donations(&graph, &steps);
+    let mut donors: Vec<NodeId> = donatable.iter().map(|d| d.1).collect();
+    donors.sort_unstable();
+    donors.dedup();
     Plan {
         captured,
         hash,
@@ -141,6 +151,8 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
         frees: schedule.frees,
         concurrent: schedule.concurrent,
         peak_bytes: schedule.peak_bytes,
+        donatable,
+        donors,
         kernels: records,
         build_time: started.elapsed(),
     }
@@ -159,6 +171,76 @@ impl Plan {
             })
             .sum()
     }
+}
+
+/// The `(output, input)` pairs whose output a CPU kernel may write over the input's storage,
+/// in place (an optimizer's update, a momentum buffer): the output is a graph output, the input
+/// an `Input` node of its dtype and length that the kernel reads only element for element
+/// (contiguous, from offset 0, over an elementwise iteration space) and that no later step
+/// reads, and only compiled kernels follow. Kernels cannot fail, so once one has written over an
+/// input nothing can stop the run before its outputs are installed: a failed run still leaves
+/// every storage as it found it.
+fn donations(graph: &Graph, steps: &[PlanStep]) -> Vec<(NodeId, NodeId)> {
+    let fallible = |n: NodeId| matches!(graph.node(n).kind, NodeKind::Opaque { .. } | NodeKind::Reduce { .. });
+    let first_infallible = steps
+        .iter()
+        .rposition(|s| match s {
+            PlanStep::Node(n) => fallible(*n),
+            PlanStep::Group { members, kernel: None, .. } => members.iter().any(|&m| fallible(m)),
+            PlanStep::Group { kernel: Some(_), .. } => false,
+        })
+        .map_or(0, |i| i + 1);
+    // The inputs each step reads last (the schedule's `frees` list intermediates only).
+    let mut last_read: Vec<Option<usize>> = vec![None; graph.nodes.len()];
+    for (i, step) in steps.iter().enumerate() {
+        let mut read = |n: NodeId| last_read[n as usize] = Some(i);
+        match step {
+            PlanStep::Node(n) => graph.node(*n).reads.iter().for_each(|u| read(u.node)),
+            PlanStep::Group { lowered, kernel: Some(_), .. } => lowered.loads.iter().for_each(|u| read(u.node)),
+            PlanStep::Group { members, kernel: None, .. } => {
+                members.iter().flat_map(|&m| &graph.node(m).reads).for_each(|u| read(u.node))
+            }
+        }
+    }
+    let mut read_last_by: Vec<Vec<NodeId>> = vec![Vec::new(); steps.len()];
+    for (n, at) in last_read.iter().enumerate() {
+        let n = n as NodeId;
+        if let (Some(at), NodeKind::Input { .. }) = (at, &graph.node(n).kind) {
+            if !graph.outputs.contains(&n) {
+                read_last_by[*at].push(n);
+            }
+        }
+    }
+    let mut pairs = Vec::new();
+    for (i, step) in steps.iter().enumerate().skip(first_infallible) {
+        let PlanStep::Group { lowered, kernel: Some(_), members } = step else { continue };
+        if lowered.reduce_rank != 0 || graph.device(members[0]) != Device::Cpu {
+            continue;
+        }
+        let numel: usize = lowered.shape.iter().product();
+        let rank = lowered.shape.len();
+        let identity = kiln_runtime::layout::contiguous_strides(&lowered.shape);
+        let reads_in_order = |k: usize| {
+            lowered.loads[k].layout.offset() == 0
+                && lowered.strides[k * rank..(k + 1) * rank].iter().zip(identity.iter()).all(|(&a, &b)| a == b as isize)
+        };
+        for &input in &read_last_by[i] {
+            let NodeKind::Input { len, .. } = graph.node(input).kind else { unreachable!("listed above") };
+            let mut loads = lowered.loads.iter().enumerate().filter(|(_, u)| u.node == input);
+            if len != numel || !loads.all(|(k, _)| reads_in_order(k)) {
+                continue;
+            }
+            // Which output replaces the input's storage is known only when a run installs
+            // them: every output that could is a candidate.
+            let dtype = graph.node(input).dtype;
+            let outputs = lowered.outputs.iter().copied().filter(|&o| {
+                graph.outputs.contains(&o) && graph.node(o).dtype == dtype && graph.node(o).numel() == numel
+            });
+            pairs.extend(outputs.map(|o| (o, input)));
+        }
+    }
+    pairs.sort_unstable();
+    pairs
 }
 
 /// The device of a group's members (the device its kernel runs on), or why they have none.

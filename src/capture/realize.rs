@@ -7,6 +7,7 @@ use super::report::{self, Realization};
 use super::trace::{self, Trace};
 use crate::debug::{self, Topic};
 use crate::tensor::{StorageCell, Tensor};
+use ahash::AHashMap;
 use kiln_codegen::ir::{NodeId, NodeKind};
 use std::panic::Location;
 use std::sync::Arc;
@@ -36,11 +37,13 @@ pub(crate) fn realize(at: Option<&'static Location<'static>>) {
         );
         report::note_break(loc);
     }
-    realize_trace(trace);
+    realize_trace(trace, at.is_none());
 }
 
-/// Runs `trace` and installs its outputs.
-fn realize_trace(mut trace: Trace) {
+/// Runs `trace` and installs its outputs. `last`: the compiled call ends with this
+/// realization, so nothing after it can fail and its outputs may be written over the storages
+/// they replace (see [`in_place`]).
+fn realize_trace(mut trace: Trace, last: bool) {
     let traced = trace.started.elapsed();
     // The outputs: storages still alive whose current value this trace holds.
     let mut outputs: Vec<(Arc<StorageCell>, NodeId)> = Vec::new();
@@ -89,7 +92,8 @@ fn realize_trace(mut trace: Trace) {
         cells: trace.inputs.iter().chain(outputs.iter().map(|(c, _)| c)).cloned().collect(),
         armed: true,
     };
-    let (mut values, counts) = match exec::run(&plan, &mut trace) {
+    let donated = if last { in_place(&plan, &trace, &outputs) } else { Vec::new() };
+    let (mut values, counts) = match exec::run(&plan, &mut trace, &donated) {
         Ok(v) => v,
         Err(e) => panic!("kiln::compile: an op failed while the step ran: {e}"),
     };
@@ -104,6 +108,11 @@ fn realize_trace(mut trace: Trace) {
     for (cell, node) in &outputs {
         let n = plan.canonical[*node as usize] as usize;
         remaining[n] -= 1;
+        if values[n].as_ref().is_some_and(|v| Arc::ptr_eq(v.cell(), cell)) {
+            // Computed in place, over this storage's old data.
+            cell.capture.clear();
+            continue;
+        }
         let source = matches!(plan.graph.nodes[n].kind, NodeKind::Input { .. } | NodeKind::Scalar { .. });
         let storage = if remaining[n] > 0 || source {
             let value = values[n].as_ref().expect("outputs are kept");
@@ -129,6 +138,38 @@ fn realize_trace(mut trace: Trace) {
         run_time: running.elapsed(),
         counts,
     });
+}
+
+/// The plan's donatable `(output, input)` pairs (`Plan::donatable`) that this run may write in
+/// place, sorted: the output is installed into the input's storage, and into no other.
+fn in_place(plan: &plan::Plan, trace: &Trace, outputs: &[(Arc<StorageCell>, NodeId)]) -> Vec<(NodeId, NodeId)> {
+    if plan.donors.is_empty() {
+        return Vec::new();
+    }
+    let address = |cell: &Arc<StorageCell>| Arc::as_ptr(cell) as usize;
+    let donor_of_cell: AHashMap<usize, NodeId> = plan
+        .donors
+        .iter()
+        .map(|&i| {
+            let NodeKind::Input { slot, .. } = plan.graph.node(i).kind else { unreachable!("donors are inputs") };
+            (address(&trace.inputs[slot as usize]), i)
+        })
+        .collect();
+    // How many storages take each node's value.
+    let mut takers: Vec<u32> = vec![0; plan.graph.nodes.len()];
+    for (_, node) in outputs {
+        takers[plan.canonical[*node as usize] as usize] += 1;
+    }
+    let mut pairs: Vec<(NodeId, NodeId)> = outputs
+        .iter()
+        .filter_map(|(cell, node)| {
+            let o = plan.canonical[*node as usize];
+            let &input = donor_of_cell.get(&address(cell))?;
+            (takers[o as usize] == 1 && plan.donatable.binary_search(&(o, input)).is_ok()).then_some((o, input))
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs
 }
 
 /// Rolls back the storages a trace reads and writes when dropped armed (see

@@ -122,6 +122,9 @@ pub struct CallStats {
     pub planned_eager_ops: usize,
     /// Bytes the generated kernels read and wrote.
     pub bytes_moved: usize,
+    /// Kernel outputs written in place, over the storage of the tensor they update (an
+    /// optimizer's parameters and state at the end of a step), instead of into a new buffer.
+    pub updated_in_place: usize,
     /// The largest peak of intermediate buffers among the graphs (the memory plan).
     pub peak_bytes: usize,
     /// Graphs whose plan came from the cache.
@@ -251,6 +254,7 @@ impl<F> CompiledStep<F> {
             s.concurrent_pairs += r.counts.concurrent;
             s.products_tuned += r.counts.tuned;
             s.bytes_moved += r.counts.bytes;
+            s.updated_in_place += r.counts.in_place;
             s.peak_bytes = s.peak_bytes.max(r.plan.peak_bytes);
             s.plan_cache_hits += r.plan_hit as usize;
             s.plans_expected += r.plan_expected as usize;

@@ -1,11 +1,10 @@
 //! Adadelta (`torch.optim.Adadelta`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{
-    add_scaled_, addcmul_, check, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor,
-    StateTensors,
-};
+use super::rule::{add_scaled, addcmul, effective_grad, Values};
+use super::state::{check, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
+use smallvec::SmallVec;
 
 /// Adadelta's hyperparameters (`torch.optim.Adadelta`'s arguments and defaults).
 #[derive(Clone, Debug, PartialEq)]
@@ -20,11 +19,15 @@ pub struct AdadeltaConfig {
     pub weight_decay: f64,
     /// Maximize the objective instead of minimizing it.
     pub maximize: bool,
+    /// PyTorch's multi-tensor option; see [`crate::optim`] for what kiln runs.
+    pub foreach: Option<bool>,
+    /// PyTorch's one-pass kernel option; see [`crate::optim`] for what kiln runs.
+    pub fused: Option<bool>,
 }
 
 impl Default for AdadeltaConfig {
     fn default() -> Self {
-        AdadeltaConfig { lr: 1.0, rho: 0.9, eps: 1e-6, weight_decay: 0.0, maximize: false }
+        AdadeltaConfig { lr: 1.0, rho: 0.9, eps: 1e-6, weight_decay: 0.0, maximize: false, foreach: None, fused: None }
     }
 }
 
@@ -39,11 +42,16 @@ pub struct AdadeltaState {
     pub acc_delta: Tensor,
 }
 
+/// What one Adadelta update needs beyond the hyperparameters: nothing (its step count only counts).
+#[derive(Clone, Copy, Debug)]
+pub struct AdadeltaConsts {}
+
 /// Adadelta (`torch.optim.Adadelta`).
 pub type Adadelta = Optim<AdadeltaConfig>;
 
 impl OptimizerConfig for AdadeltaConfig {
     type State = AdadeltaState;
+    type Consts = AdadeltaConsts;
     const NAME: &'static str = "Adadelta";
 
     fn validate(&self) -> Result<()> {
@@ -54,24 +62,31 @@ impl OptimizerConfig for AdadeltaConfig {
 
     lr_and_momentum!();
 
-    hyperparameters!(lr, rho, eps, weight_decay, maximize);
+    hyperparameters!(lr, rho, eps, weight_decay, maximize, foreach, fused);
 
     fn init_state(&self, param: &Tensor) -> AdadeltaState {
         AdadeltaState { step: 0.0, square_avg: param.zeros_like(), acc_delta: param.zeros_like() }
     }
 
     /// PyTorch's `_single_tensor_adadelta`.
-    fn update(&self, param: &Tensor, grad: &Tensor, s: &mut AdadeltaState) {
+    fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>) {
+        (self.fused, self.foreach)
+    }
+
+    fn prepare(&self, _param: &Tensor, s: &mut AdadeltaState) -> (AdadeltaConsts, SmallVec<[Tensor; 3]>) {
         s.step += 1.0;
+        (AdadeltaConsts {}, SmallVec::from_iter([s.square_avg.clone(), s.acc_delta.clone()]))
+    }
+
+    /// PyTorch's `_single_tensor_adadelta`; `s` is `[square_avg, acc_delta]`.
+    #[inline(always)]
+    fn rule<V: Values>(&self, _k: &AdadeltaConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
-        s.square_avg.mul_(self.rho);
-        addcmul_(&s.square_avg, &grad, &grad, 1.0 - self.rho);
-        let std = s.square_avg.add(self.eps).sqrt_().clone();
-        let delta = s.acc_delta.add(self.eps).sqrt_().clone();
-        delta.div_(&std).mul_(&grad);
-        s.acc_delta.mul_(self.rho);
-        addcmul_(&s.acc_delta, &delta, &delta, 1.0 - self.rho);
-        add_scaled_(param, &delta, -self.lr);
+        s[0] = addcmul(&s[0].mul_s(self.rho), &grad, &grad, 1.0 - self.rho);
+        let std = s[0].add_s(self.eps).sqrt();
+        let delta = s[1].add_s(self.eps).sqrt().div(&std).mul(&grad);
+        s[1] = addcmul(&s[1].mul_s(self.rho), &delta, &delta, 1.0 - self.rho);
+        add_scaled(param, &delta, -self.lr)
     }
 
     fn state_tensors(&self, s: &AdadeltaState) -> Vec<(&'static str, Tensor)> {

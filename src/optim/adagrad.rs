@@ -1,10 +1,10 @@
 //! Adagrad (`torch.optim.Adagrad`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{
-    addcdiv_, addcmul_, effective_grad, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors,
-};
+use super::rule::{addcdiv, addcmul, effective_grad, Values};
+use super::state::{hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
+use smallvec::SmallVec;
 
 /// Adagrad's hyperparameters (`torch.optim.Adagrad`'s arguments and defaults).
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +21,10 @@ pub struct AdagradConfig {
     pub eps: f64,
     /// Maximize the objective instead of minimizing it.
     pub maximize: bool,
+    /// PyTorch's multi-tensor option; see [`crate::optim`] for what kiln runs.
+    pub foreach: Option<bool>,
+    /// PyTorch's one-pass kernel option; see [`crate::optim`] for what kiln runs.
+    pub fused: Option<bool>,
 }
 
 impl Default for AdagradConfig {
@@ -32,6 +36,8 @@ impl Default for AdagradConfig {
             initial_accumulator_value: 0.0,
             eps: 1e-10,
             maximize: false,
+            foreach: None,
+            fused: None,
         }
     }
 }
@@ -45,11 +51,19 @@ pub struct AdagradState {
     pub sum: Tensor,
 }
 
+/// What one Adagrad update computes from the step count.
+#[derive(Clone, Copy, Debug)]
+pub struct AdagradConsts {
+    /// The decayed learning rate, `lr / (1 + (step - 1) * lr_decay)`.
+    clr: f64,
+}
+
 /// Adagrad (`torch.optim.Adagrad`).
 pub type Adagrad = Optim<AdagradConfig>;
 
 impl OptimizerConfig for AdagradConfig {
     type State = AdagradState;
+    type Consts = AdagradConsts;
     const NAME: &'static str = "Adagrad";
     const EAGER_STATE: bool = true;
 
@@ -66,21 +80,30 @@ impl OptimizerConfig for AdagradConfig {
 
     lr_and_momentum!();
 
-    hyperparameters!(lr, lr_decay, weight_decay, initial_accumulator_value, eps, maximize);
+    hyperparameters!(lr, lr_decay, weight_decay, initial_accumulator_value, eps, maximize, foreach, fused);
 
     fn init_state(&self, param: &Tensor) -> AdagradState {
         AdagradState { step: 0.0, sum: param.full_like(self.initial_accumulator_value) }
     }
 
     /// PyTorch's `_single_tensor_adagrad` (dense gradients).
-    fn update(&self, param: &Tensor, grad: &Tensor, s: &mut AdagradState) {
+    fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>) {
+        (self.fused, self.foreach)
+    }
+
+    fn prepare(&self, _param: &Tensor, s: &mut AdagradState) -> (AdagradConsts, SmallVec<[Tensor; 3]>) {
         s.step += 1.0;
-        let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
         let clr = self.lr / (1.0 + (s.step - 1.0) * self.lr_decay);
-        addcmul_(&s.sum, &grad, &grad, 1.0);
-        let std = s.sum.sqrt();
-        std.add_(self.eps);
-        addcdiv_(param, &grad, &std, -clr);
+        (AdagradConsts { clr }, SmallVec::from_iter([s.sum.clone()]))
+    }
+
+    /// PyTorch's `_single_tensor_adagrad`; `s` is `[sum]`.
+    #[inline(always)]
+    fn rule<V: Values>(&self, k: &AdagradConsts, param: &V, grad: &V, s: &mut [V]) -> V {
+        let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
+        s[0] = addcmul(&s[0], &grad, &grad, 1.0);
+        let std = s[0].sqrt().add_s(self.eps);
+        addcdiv(param, &grad, &std, -k.clr)
     }
 
     fn state_tensors(&self, s: &AdagradState) -> Vec<(&'static str, Tensor)> {

@@ -2,11 +2,10 @@
 //! decay added to the gradient (Adam) or applied to the parameter directly (AdamW).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{
-    addcdiv_, addcmul_, check, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative, step_tensor,
-    StateTensors,
-};
+use super::rule::{addcdiv, addcmul, effective_grad, lerp, Values};
+use super::state::{check, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
+use smallvec::SmallVec;
 
 /// Declares an Adam-style hyperparameter struct: the fields both Adam and AdamW have, with
 /// `weight_decay` documented by the attributes given before it.
@@ -27,6 +26,10 @@ macro_rules! adam_config_struct {
             pub amsgrad: bool,
             /// Maximize the objective instead of minimizing it.
             pub maximize: bool,
+            /// PyTorch's multi-tensor option; see [`crate::optim`] for what kiln runs.
+            pub foreach: Option<bool>,
+            /// PyTorch's one-pass kernel option; see [`crate::optim`] for what kiln runs.
+            pub fused: Option<bool>,
         }
     };
 }
@@ -40,7 +43,16 @@ adam_config_struct! {
 
 impl Default for AdamConfig {
     fn default() -> Self {
-        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, amsgrad: false, maximize: false }
+        AdamConfig {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+            amsgrad: false,
+            maximize: false,
+            foreach: None,
+            fused: None,
+        }
     }
 }
 
@@ -54,7 +66,16 @@ adam_config_struct! {
 
 impl Default for AdamWConfig {
     fn default() -> Self {
-        AdamWConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 1e-2, amsgrad: false, maximize: false }
+        AdamWConfig {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 1e-2,
+            amsgrad: false,
+            maximize: false,
+            foreach: None,
+            fused: None,
+        }
     }
 }
 
@@ -104,34 +125,51 @@ fn init_state(h: &Hyper, param: &Tensor) -> AdamState {
     }
 }
 
-/// PyTorch's `_single_tensor_adam` (the non-capturable branch).
-fn update(h: &Hyper, param: &Tensor, grad: &Tensor, s: &mut AdamState) {
+/// What one Adam update computes from the step count.
+#[derive(Clone, Copy, Debug)]
+pub struct AdamConsts {
+    /// `lr / (1 - beta1^step)`.
+    step_size: f64,
+    /// `sqrt(1 - beta2^step)`.
+    bias_correction2_sqrt: f64,
+}
+
+fn prepare(h: &Hyper, param: &Tensor, s: &mut AdamState) -> (AdamConsts, SmallVec<[Tensor; 3]>) {
     let (beta1, beta2) = h.betas;
     s.step += 1.0;
-    let grad = if h.decoupled {
-        if h.weight_decay != 0.0 {
-            param.mul_(1.0 - h.lr * h.weight_decay);
-        }
-        effective_grad(param, grad, h.maximize, 0.0)
+    let k = AdamConsts {
+        step_size: h.lr / (1.0 - beta1.powf(s.step)),
+        bias_correction2_sqrt: (1.0 - beta2.powf(s.step)).powf(0.5),
+    };
+    let mut slots = SmallVec::from_iter([s.exp_avg.clone(), s.exp_avg_sq.clone()]);
+    if h.amsgrad {
+        slots.push(s.max_exp_avg_sq.get_or_insert_with(|| param.zeros_like()).clone());
+    }
+    (k, slots)
+}
+
+/// PyTorch's `_single_tensor_adam` (the non-capturable branch); `s` is `[exp_avg, exp_avg_sq]`
+/// and `max_exp_avg_sq` with AMSGrad.
+#[inline(always)]
+fn rule<V: Values>(h: &Hyper, k: &AdamConsts, param: &V, grad: &V, s: &mut [V]) -> V {
+    let (beta1, beta2) = h.betas;
+    let (param, grad) = if h.decoupled {
+        let p = if h.weight_decay != 0.0 { param.mul_s(1.0 - h.lr * h.weight_decay) } else { param.clone() };
+        let g = effective_grad(&p, grad, h.maximize, 0.0);
+        (p, g)
     } else {
-        effective_grad(param, grad, h.maximize, h.weight_decay)
+        (param.clone(), effective_grad(param, grad, h.maximize, h.weight_decay))
     };
-    lerp_(&s.exp_avg, &grad, 1.0 - beta1);
-    s.exp_avg_sq.mul_(beta2);
-    addcmul_(&s.exp_avg_sq, &grad, &grad, 1.0 - beta2);
-    let bias_correction1 = 1.0 - beta1.powf(s.step);
-    let bias_correction2 = 1.0 - beta2.powf(s.step);
-    let step_size = h.lr / bias_correction1;
-    let bias_correction2_sqrt = bias_correction2.powf(0.5);
-    let denom = match &s.max_exp_avg_sq {
-        Some(max) => {
-            max.maximum_(&s.exp_avg_sq);
-            max.sqrt()
-        }
-        None => s.exp_avg_sq.sqrt(),
+    s[0] = lerp(&s[0], &grad, 1.0 - beta1);
+    s[1] = addcmul(&s[1].mul_s(beta2), &grad, &grad, 1.0 - beta2);
+    let denom = if h.amsgrad {
+        s[2] = s[2].maximum(&s[1]);
+        s[2].sqrt()
+    } else {
+        s[1].sqrt()
     };
-    denom.div_(bias_correction2_sqrt).add_(h.eps);
-    addcdiv_(param, &s.exp_avg, &denom, -step_size);
+    let denom = denom.div_s(k.bias_correction2_sqrt).add_s(h.eps);
+    addcdiv(&param, &s[0], &denom, -k.step_size)
 }
 
 fn state_tensors(s: &AdamState) -> Vec<(&'static str, Tensor)> {
@@ -163,6 +201,7 @@ macro_rules! adam_config {
 
         impl OptimizerConfig for $Config {
             type State = AdamState;
+            type Consts = AdamConsts;
             const NAME: &'static str = $name;
 
             fn validate(&self) -> Result<()> {
@@ -171,14 +210,23 @@ macro_rules! adam_config {
 
             lr_and_momentum!(momentum: betas.0);
 
-            hyperparameters!(lr, betas, eps, weight_decay, amsgrad, maximize);
+            hyperparameters!(lr, betas, eps, weight_decay, amsgrad, maximize, foreach, fused);
 
             fn init_state(&self, param: &Tensor) -> AdamState {
                 init_state(&self.hyper(), param)
             }
 
-            fn update(&self, param: &Tensor, grad: &Tensor, state: &mut AdamState) {
-                update(&self.hyper(), param, grad, state)
+            fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>) {
+                (self.fused, self.foreach)
+            }
+
+            fn prepare(&self, param: &Tensor, state: &mut AdamState) -> (AdamConsts, SmallVec<[Tensor; 3]>) {
+                prepare(&self.hyper(), param, state)
+            }
+
+            #[inline(always)]
+            fn rule<V: Values>(&self, k: &AdamConsts, p: &V, g: &V, s: &mut [V]) -> V {
+                rule(&self.hyper(), k, p, g, s)
             }
 
             fn state_tensors(&self, state: &AdamState) -> Vec<(&'static str, Tensor)> {

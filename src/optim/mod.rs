@@ -43,8 +43,18 @@
 //! # Deliberate differences from PyTorch
 //! - `state_dict()` returns copies of the state tensors (PyTorch's dict holds references that
 //!   later steps keep updating); a saved state is a snapshot.
-//! - `foreach`, `fused`, `capturable` and `differentiable` are not options: kiln runs the
-//!   single-tensor formula. Sparse gradients and complex parameters are not supported.
+//! - `foreach` and `fused` select how an eager step runs, not what it computes. Unless one is
+//!   `Some(false)` (and the other not `Some(true)`), an eager step runs the one-pass kernel:
+//!   all parameters of one dtype in one parallel launch that reads each element of a parameter,
+//!   its gradient and its state once and updates them in place. Its arithmetic is the
+//!   single-tensor formula's, op for op (each rule is written once, generic over tensors and
+//!   numbers: [`rule`]), so its results equal the op-by-op path's bit for bit (PyTorch's
+//!   `fused=True` kernels reorder some arithmetic). Tensors it cannot take (not f32/f64, not
+//!   contiguous, not on the CPU, sharing a storage) are updated op by op. Both `Some(true)` is an
+//!   error, as in PyTorch. Inside `kiln::compile` the update is captured op by op and fused by
+//!   the compiler, whatever the options.
+//! - `capturable` and `differentiable` are not options. Sparse gradients and complex parameters
+//!   are not supported.
 //! - `Adam` has no `decoupled_weight_decay` flag: use [`AdamW`].
 //! - Adagrad fills each parameter's `sum` with its own group's `initial_accumulator_value`
 //!   (PyTorch uses the constructor's value for every group).
@@ -55,18 +65,20 @@
 pub mod adadelta;
 pub mod adagrad;
 pub mod adam;
+mod fused;
 pub mod lr_scheduler;
 pub mod optimizer;
 pub mod param_group;
 pub mod rmsprop;
+pub mod rule;
 pub mod sgd;
 pub(crate) mod state;
 
-pub use adadelta::{Adadelta, AdadeltaConfig, AdadeltaState};
-pub use adagrad::{Adagrad, AdagradConfig, AdagradState};
-pub use adam::{Adam, AdamConfig, AdamState, AdamW, AdamWConfig};
+pub use adadelta::{Adadelta, AdadeltaConfig, AdadeltaConsts, AdadeltaState};
+pub use adagrad::{Adagrad, AdagradConfig, AdagradConsts, AdagradState};
+pub use adam::{Adam, AdamConfig, AdamConsts, AdamState, AdamW, AdamWConfig};
 pub use optimizer::{Optim, Optimizer, OptimizerConfig};
 pub use param_group::ParamGroup;
-pub use rmsprop::{RmsProp, RmsPropConfig, RmsPropState};
-pub use sgd::{Sgd, SgdConfig, SgdState};
+pub use rmsprop::{RmsProp, RmsPropConfig, RmsPropConsts, RmsPropState};
+pub use sgd::{Sgd, SgdConfig, SgdConsts, SgdState};
 pub use state::{HyperValue, StateTensors};

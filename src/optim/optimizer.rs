@@ -2,11 +2,14 @@
 //! (one per algorithm: hyperparameters, state and update rule) and `Optim<C>`, the optimizer
 //! that holds parameter groups and per-parameter state for any configuration.
 
+use super::fused;
 use super::param_group::ParamGroup;
+use super::rule::Values;
 use super::state::{StateStore, StateTensors};
 use crate::capture::{Outcome, Transaction};
 use crate::error::{bail, AtCaller, OrPanic, Result};
 use crate::{StateDict, Tensor};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// What a training loop and a learning-rate scheduler need from an optimizer
@@ -46,11 +49,14 @@ pub trait Optimizer {
 
 /// An optimization algorithm's hyperparameters, per-parameter state and update rule: the
 /// configuration type of [`Optim`] (`SgdConfig`, `AdamConfig`, …).
-pub trait OptimizerConfig: Clone + std::fmt::Debug {
+pub trait OptimizerConfig: Clone + std::fmt::Debug + Sync {
     /// The per-parameter state (momentum buffers, moment estimates, step counts). `Clone`
     /// (of the handles: the tensors' data is not copied) so that a step inside a compiled call
     /// that fails can be undone.
     type State: Clone;
+    /// What one update of one parameter computes once from its state (bias corrections from
+    /// the step count, whether a buffer is new).
+    type Consts: Copy + Send + Sync;
     /// PyTorch's class name (`"SGD"`, `"Adam"`), used in messages.
     const NAME: &'static str;
     /// Whether state is created for every parameter when it is added (Adagrad) rather than at
@@ -79,8 +85,16 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug {
     fn set_hyperparameter(&mut self, key: &str, value: &str) -> Result<()>;
     /// The state of a parameter before its first update.
     fn init_state(&self, param: &Tensor) -> Self::State;
-    /// One update of `param` (under `no_grad`) from its gradient.
-    fn update(&self, param: &Tensor, grad: &Tensor, state: &mut Self::State);
+    /// PyTorch's `fused` and `foreach` arguments (see [`one_pass`]).
+    fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>);
+    /// Readies `state` for one update of `param`: advances its step count, makes the buffers
+    /// created lazily, and returns the update's constants and the state tensors
+    /// [`OptimizerConfig::rule`] reads and replaces, in its order.
+    fn prepare(&self, param: &Tensor, state: &mut Self::State) -> (Self::Consts, SmallVec<[Tensor; 3]>);
+    /// The update rule, written once for whole tensors and for single numbers (see
+    /// [`super::rule`]): from the parameter `p`, its gradient `g` and the state values `s`
+    /// (replaced by their new values), the new parameter.
+    fn rule<V: Values>(&self, k: &Self::Consts, p: &V, g: &V, s: &mut [V]) -> V;
     /// The state's tensors with PyTorch's names (`step` as a 0-dim f32 tensor).
     fn state_tensors(&self, state: &Self::State) -> Vec<(&'static str, Tensor)>;
     /// Rebuilds a state from saved tensors.
@@ -143,6 +157,9 @@ impl<C: OptimizerConfig> Optim<C> {
     #[track_caller]
     pub fn try_add_param_group(&mut self, group: ParamGroup<C>) -> Result<()> {
         group.config.validate().at_caller()?;
+        if group.config.fused_and_foreach() == (Some(true), Some(true)) {
+            bail!(C::NAME, Value, "`fused` and `foreach` cannot be `True` together.");
+        }
         if group.params.is_empty() {
             bail!(C::NAME, Value, "optimizer got an empty parameter list");
         }
@@ -312,13 +329,22 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
             }
         }
         let _no_grad = crate::no_grad();
+        // Captured updates are fused by the compiler; eager ones go to the one-pass kernel.
+        let capturing = crate::capture::is_active();
+        let mut batch = fused::Batch::default();
         for group in &self.groups {
+            let one_pass = !capturing && one_pass(group.config.fused_and_foreach());
             for p in &group.params {
                 let Some(grad) = p.grad() else { continue };
                 let state = self.state.get_or_insert_with(p, || group.config.init_state(p));
-                group.config.update(p, &grad, state);
+                let (k, slots) = group.config.prepare(p, state);
+                let update = fused::Update { config: &group.config, k, param: p.clone(), grad, slots };
+                if let Some(update) = if one_pass { batch.push(update) } else { Some(update) } {
+                    update.op_by_op();
+                }
             }
         }
+        batch.run();
     }
 
     fn zero_grad(&mut self) {
@@ -420,5 +446,35 @@ impl<C: OptimizerConfig> std::fmt::Debug for Optim<C> {
             }
         }
         write!(f, ")")
+    }
+}
+
+/// Whether an eager step runs the one-pass kernel of [`fused`] for PyTorch's `fused` and
+/// `foreach` arguments: yes when either is `Some(true)` or both are `None` (kiln's default: the
+/// kernel computes the single-tensor formula's bits in one pass over each parameter, so there
+/// is nothing to lose), no when one is `Some(false)` and the other not `Some(true)`.
+pub(crate) fn one_pass((fused, foreach): (Option<bool>, Option<bool>)) -> bool {
+    fused.or(foreach).unwrap_or(true) || foreach == Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_pass;
+
+    #[test]
+    fn fused_and_foreach_pick_the_one_pass_kernel_unless_one_says_no() {
+        let cases = [
+            ((None, None), true),
+            ((Some(true), None), true),
+            ((None, Some(true)), true),
+            ((Some(false), Some(true)), true),
+            ((Some(true), Some(false)), true),
+            ((Some(false), None), false),
+            ((None, Some(false)), false),
+            ((Some(false), Some(false)), false),
+        ];
+        for (options, expected) in cases {
+            assert_eq!(one_pass(options), expected, "fused, foreach = {options:?}");
+        }
     }
 }

@@ -1,11 +1,10 @@
 //! RMSprop (`torch.optim.RMSprop`), optionally centered and with momentum.
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{
-    add_scaled_, addcdiv_, addcmul_, effective_grad, hyperparameters, lerp_, lr_and_momentum, non_negative,
-    step_tensor, StateTensors,
-};
+use super::rule::{add_scaled, addcdiv, addcmul, effective_grad, lerp, Values};
+use super::state::{hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
+use smallvec::SmallVec;
 
 /// RMSprop's hyperparameters (`torch.optim.RMSprop`'s arguments and defaults).
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +23,10 @@ pub struct RmsPropConfig {
     pub centered: bool,
     /// Maximize the objective instead of minimizing it.
     pub maximize: bool,
+    /// PyTorch's multi-tensor option; see [`crate::optim`] for what kiln runs.
+    pub foreach: Option<bool>,
+    /// PyTorch's one-pass kernel option; see [`crate::optim`] for what kiln runs.
+    pub fused: Option<bool>,
 }
 
 impl Default for RmsPropConfig {
@@ -36,6 +39,8 @@ impl Default for RmsPropConfig {
             momentum: 0.0,
             centered: false,
             maximize: false,
+            foreach: None,
+            fused: None,
         }
     }
 }
@@ -53,11 +58,16 @@ pub struct RmsPropState {
     pub grad_avg: Option<Tensor>,
 }
 
+/// What one RMSprop update needs beyond the hyperparameters: nothing (its step count only counts).
+#[derive(Clone, Copy, Debug)]
+pub struct RmsPropConsts {}
+
 /// RMSprop (`torch.optim.RMSprop`).
 pub type RmsProp = Optim<RmsPropConfig>;
 
 impl OptimizerConfig for RmsPropConfig {
     type State = RmsPropState;
+    type Consts = RmsPropConsts;
     const NAME: &'static str = "RMSprop";
 
     fn validate(&self) -> Result<()> {
@@ -73,7 +83,7 @@ impl OptimizerConfig for RmsPropConfig {
 
     lr_and_momentum!(momentum: momentum);
 
-    hyperparameters!(lr, alpha, eps, weight_decay, momentum, centered, maximize);
+    hyperparameters!(lr, alpha, eps, weight_decay, momentum, centered, maximize, foreach, fused);
 
     fn init_state(&self, param: &Tensor) -> RmsPropState {
         RmsPropState {
@@ -85,30 +95,42 @@ impl OptimizerConfig for RmsPropConfig {
     }
 
     /// PyTorch's `_single_tensor_rmsprop`.
-    fn update(&self, param: &Tensor, grad: &Tensor, s: &mut RmsPropState) {
+    fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>) {
+        (self.fused, self.foreach)
+    }
+
+    fn prepare(&self, param: &Tensor, s: &mut RmsPropState) -> (RmsPropConsts, SmallVec<[Tensor; 3]>) {
         s.step += 1.0;
-        let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
-        s.square_avg.mul_(self.alpha);
-        addcmul_(&s.square_avg, &grad, &grad, 1.0 - self.alpha);
-        let avg = if self.centered {
-            let grad_avg = s.grad_avg.get_or_insert_with(|| param.zeros_like());
-            lerp_(grad_avg, &grad, 1.0 - self.alpha);
-            let v = s.square_avg.deep_clone();
-            addcmul_(&v, grad_avg, grad_avg, -1.0);
-            v.sqrt_();
-            v
-        } else {
-            s.square_avg.sqrt()
-        };
-        avg.add_(self.eps);
+        let mut slots = SmallVec::from_iter([s.square_avg.clone()]);
+        if self.centered {
+            slots.push(s.grad_avg.get_or_insert_with(|| param.zeros_like()).clone());
+        }
         if self.momentum > 0.0 {
             // A momentum turned on after the first step (a scheduler cycling it) starts from zero.
-            let buf = s.momentum_buffer.get_or_insert_with(|| param.zeros_like());
-            buf.mul_(self.momentum);
-            addcdiv_(buf, &grad, &avg, 1.0);
-            add_scaled_(param, buf, -self.lr);
+            slots.push(s.momentum_buffer.get_or_insert_with(|| param.zeros_like()).clone());
+        }
+        (RmsPropConsts {}, slots)
+    }
+
+    /// PyTorch's `_single_tensor_rmsprop`; `s` is `[square_avg]`, then `grad_avg` when
+    /// centered, then `momentum_buffer` with momentum.
+    #[inline(always)]
+    fn rule<V: Values>(&self, _k: &RmsPropConsts, param: &V, grad: &V, s: &mut [V]) -> V {
+        let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
+        s[0] = addcmul(&s[0].mul_s(self.alpha), &grad, &grad, 1.0 - self.alpha);
+        let avg = if self.centered {
+            s[1] = lerp(&s[1], &grad, 1.0 - self.alpha);
+            addcmul(&s[0], &s[1], &s[1], -1.0).sqrt()
         } else {
-            addcdiv_(param, &grad, &avg, -self.lr);
+            s[0].sqrt()
+        };
+        let avg = avg.add_s(self.eps);
+        if self.momentum > 0.0 {
+            let b = s.len() - 1;
+            s[b] = addcdiv(&s[b].mul_s(self.momentum), &grad, &avg, 1.0);
+            add_scaled(param, &s[b], -self.lr)
+        } else {
+            addcdiv(param, &grad, &avg, -self.lr)
         }
     }
 

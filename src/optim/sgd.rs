@@ -2,8 +2,10 @@
 //! weight decay (`torch.optim.SGD`).
 
 use super::optimizer::{Optim, OptimizerConfig};
-use super::state::{add_scaled_, check, effective_grad, hyperparameters, lr_and_momentum, non_negative, StateTensors};
+use super::rule::{add_scaled, effective_grad, Values};
+use super::state::{check, hyperparameters, lr_and_momentum, non_negative, StateTensors};
 use crate::{Result, Tensor};
+use smallvec::SmallVec;
 
 /// SGD's hyperparameters (`torch.optim.SGD`'s arguments and defaults).
 #[derive(Clone, Debug, PartialEq)]
@@ -20,11 +22,24 @@ pub struct SgdConfig {
     pub nesterov: bool,
     /// Maximize the objective instead of minimizing it.
     pub maximize: bool,
+    /// PyTorch's multi-tensor option; see [`crate::optim`] for what kiln runs.
+    pub foreach: Option<bool>,
+    /// PyTorch's one-pass kernel option; see [`crate::optim`] for what kiln runs.
+    pub fused: Option<bool>,
 }
 
 impl Default for SgdConfig {
     fn default() -> Self {
-        SgdConfig { lr: 1e-3, momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false, maximize: false }
+        SgdConfig {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            maximize: false,
+            foreach: None,
+            fused: None,
+        }
     }
 }
 
@@ -35,11 +50,19 @@ pub struct SgdState {
     pub momentum_buffer: Option<Tensor>,
 }
 
+/// What one SGD update needs to know beyond the hyperparameters.
+#[derive(Clone, Copy, Debug)]
+pub struct SgdConsts {
+    /// The momentum buffer is new: it starts as the gradient.
+    first: bool,
+}
+
 /// Stochastic gradient descent (`torch.optim.SGD`).
 pub type Sgd = Optim<SgdConfig>;
 
 impl OptimizerConfig for SgdConfig {
     type State = SgdState;
+    type Consts = SgdConsts;
     const NAME: &'static str = "SGD";
 
     fn validate(&self) -> Result<()> {
@@ -57,26 +80,39 @@ impl OptimizerConfig for SgdConfig {
 
     lr_and_momentum!(momentum: momentum);
 
-    hyperparameters!(lr, momentum, dampening, weight_decay, nesterov, maximize);
+    hyperparameters!(lr, momentum, dampening, weight_decay, nesterov, maximize, foreach, fused);
 
     fn init_state(&self, _param: &Tensor) -> SgdState {
         SgdState::default()
     }
 
-    fn update(&self, param: &Tensor, grad: &Tensor, state: &mut SgdState) {
+    fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>) {
+        (self.fused, self.foreach)
+    }
+
+    fn prepare(&self, param: &Tensor, state: &mut SgdState) -> (SgdConsts, SmallVec<[Tensor; 3]>) {
+        if self.momentum == 0.0 {
+            return (SgdConsts { first: false }, SmallVec::new());
+        }
+        let first = state.momentum_buffer.is_none();
+        let buf = state.momentum_buffer.get_or_insert_with(|| param.zeros_like());
+        (SgdConsts { first }, SmallVec::from_iter([buf.clone()]))
+    }
+
+    /// PyTorch's `_single_tensor_sgd`; `s` is `[momentum_buffer]` when there is momentum.
+    #[inline(always)]
+    fn rule<V: Values>(&self, k: &SgdConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let mut grad = effective_grad(param, grad, self.maximize, self.weight_decay);
         if self.momentum != 0.0 {
-            let buf = match &state.momentum_buffer {
-                None => state.momentum_buffer.insert(grad.detach().deep_clone()),
-                Some(buf) => {
-                    buf.mul_(self.momentum);
-                    add_scaled_(buf, &grad, 1.0 - self.dampening);
-                    buf
-                }
+            // The first step's buffer is the gradient itself.
+            s[0] = if k.first {
+                grad.clone()
+            } else {
+                add_scaled(&s[0].mul_s(self.momentum), &grad, 1.0 - self.dampening)
             };
-            grad = if self.nesterov { grad.add(buf.mul(self.momentum)) } else { buf.clone() };
+            grad = if self.nesterov { grad.add(&s[0].mul_s(self.momentum)) } else { s[0].clone() };
         }
-        add_scaled_(param, &grad, -self.lr);
+        add_scaled(param, &grad, -self.lr)
     }
 
     fn state_tensors(&self, state: &SgdState) -> Vec<(&'static str, Tensor)> {

@@ -1,6 +1,5 @@
 //! The pieces the optimizers share: the per-parameter state store (keyed by parameter
-//! identity), reading state tensors back from a state dict, hyperparameter text, and PyTorch's
-//! fused update primitives (`lerp_`, `addcmul_`, `addcdiv_`) written with kiln's ops.
+//! identity), reading state tensors back from a state dict, and hyperparameter text.
 
 use crate::error::{bail, Result};
 use crate::{DType, Tensor};
@@ -177,6 +176,18 @@ impl HyperValue for bool {
     }
 }
 
+impl HyperValue for Option<bool> {
+    fn show(&self) -> String {
+        self.map_or("None".to_string(), |b| b.show())
+    }
+    fn parse_text(s: &str) -> Option<Self> {
+        match s.trim() {
+            "None" => Some(None),
+            other => bool::parse_text(other).map(Some),
+        }
+    }
+}
+
 impl HyperValue for (f64, f64) {
     fn show(&self) -> String {
         format!("{:?},{:?}", self.0, self.1)
@@ -260,51 +271,4 @@ pub(crate) fn check(optimizer: &'static str, ok: bool, what: impl FnOnce() -> St
         return Err(crate::Error::new(optimizer, crate::ErrorKind::Value, what()));
     }
     Ok(())
-}
-
-/// `dst += alpha * src` (PyTorch's `dst.add_(src, alpha=alpha)`).
-pub(crate) fn add_scaled_(dst: &Tensor, src: &Tensor, alpha: f64) {
-    if alpha == 1.0 {
-        dst.add_(src);
-    } else {
-        dst.add_(src.mul(alpha));
-    }
-}
-
-/// `dst += value * a * b` (PyTorch's `dst.addcmul_(a, b, value=value)`).
-pub(crate) fn addcmul_(dst: &Tensor, a: &Tensor, b: &Tensor, value: f64) {
-    if value == 1.0 {
-        dst.add_(a.mul(b));
-    } else {
-        dst.add_(a.mul(value).mul(b));
-    }
-}
-
-/// `dst += value * a / b` (PyTorch's `dst.addcdiv_(a, b, value=value)`).
-pub(crate) fn addcdiv_(dst: &Tensor, a: &Tensor, b: &Tensor, value: f64) {
-    if value == 1.0 {
-        dst.add_(a.div(b));
-    } else {
-        dst.add_(a.mul(value).div(b));
-    }
-}
-
-/// `dst = dst + w * (end - dst)` the way PyTorch's CPU `lerp_` computes it (from the nearer end).
-pub(crate) fn lerp_(dst: &Tensor, end: &Tensor, w: f64) {
-    let diff = end.sub(dst);
-    if w < 0.5 {
-        dst.add_(diff.mul(w));
-    } else {
-        dst.copy_(&diff.mul(w - 1.0).add(end));
-    }
-}
-
-/// `grad`, negated when maximizing, plus `weight_decay * param` when that is not zero.
-pub(crate) fn effective_grad(param: &Tensor, grad: &Tensor, maximize: bool, weight_decay: f64) -> Tensor {
-    let g = if maximize { grad.neg() } else { grad.clone() };
-    if weight_decay != 0.0 {
-        g.add(param.mul(weight_decay))
-    } else {
-        g
-    }
 }
