@@ -39,15 +39,7 @@ fn row(case: &str, eager: f64, compiled: f64, baseline: &str, ratio: String, tar
 /// compiled calls together (cold), and the step's matrix `products` through gemm; the eager,
 /// compiled and gemm timings alternate round by round so that machine noise falls on all three.
 fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usize, usize)]) -> StepTimes {
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
-    let criterion = nn::CrossEntropyLoss::new();
-    let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
-        opt.zero_grad();
-        let loss = criterion.forward(&net.forward(x), y);
-        loss.backward();
-        opt.step();
-        loss
-    });
+    let mut step = kiln::compile(sgd_step(net));
     let cold = Instant::now();
     step.call((x, y));
     step.call((x, y)); // the steady graph (the first call also creates the momentum buffers)
@@ -75,6 +67,20 @@ fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usiz
         ],
     );
     StepTimes { compiled: t[0], eager: t[1], cold, gemm: t[2] }
+}
+
+/// The body of a training step of `net`: zero_grad, forward, cross-entropy, backward, SGD
+/// (lr 0.01, momentum 0.9) step; returns the loss.
+fn sgd_step<'a>(net: &'a dyn Module) -> impl FnMut((&Tensor, &Tensor)) -> Tensor + 'a {
+    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+    let criterion = nn::CrossEntropyLoss::new();
+    move |(x, y): (&Tensor, &Tensor)| {
+        opt.zero_grad();
+        let loss = criterion.forward(&net.forward(x), y);
+        loss.backward();
+        opt.step();
+        loss
+    }
 }
 
 /// Calls of a compiled training step before it is timed: by then every product shape has
@@ -281,17 +287,8 @@ fn cifar() {
 /// of capturing and starting a plan is all there is: compiled must still beat eager.
 fn tiny_mlp() {
     let net = nn::Sequential::new().add(nn::Linear::new(8, 8)).add(nn::ReLU).add(nn::Linear::new(8, 2));
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
-    let criterion = nn::CrossEntropyLoss::new();
     let (x, y) = (Tensor::randn(&[16, 8]), Tensor::randint(0, 2, &[16]));
-    let step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
-        opt.zero_grad();
-        let loss = criterion.forward(&net.forward(x), y);
-        loss.backward();
-        opt.step();
-        loss
-    });
-    let step = std::cell::RefCell::new(step);
+    let step = std::cell::RefCell::new(kiln::compile(sgd_step(&net)));
     const CALLS: usize = 200;
     let t = time_interleaved(
         15,

@@ -4,7 +4,7 @@
 use super::exec;
 use super::plan;
 use super::report::{self, Realization};
-use super::trace::{self, Trace};
+use super::trace::{self, Finished, Trace};
 use crate::debug::{self, Topic};
 use crate::tensor::{StorageCell, Tensor};
 use ahash::AHashMap;
@@ -64,8 +64,8 @@ fn realize_trace(mut trace: Trace, last: bool) {
     output_nodes.dedup();
     let hashing = Instant::now();
     let (plan, hit, expected) = match trace.finish(output_nodes) {
-        Ok(expected) => (expected, true, true),
-        Err(mut graph) => {
+        Finished::Expected(expected) => (expected, true, true),
+        Finished::Recorded(mut graph) => {
             if trace.target.is_some() {
                 // Planned for the target (not run, not cached); the tensors are the CPU's, and
                 // so is the plan that runs.

@@ -156,13 +156,11 @@ impl Trace {
         }
     }
 
-    /// What realizing the trace with these `outputs` (sorted, without repeats) runs: the
-    /// expected plan when the trace recorded exactly its captured graph, or else the graph
-    /// recorded, to hash and look up.
-    pub(crate) fn finish(&mut self, outputs: Vec<NodeId>) -> Result<Arc<Plan>, Graph> {
+    /// What realizing the trace with these `outputs` (sorted, without repeats) runs.
+    pub(crate) fn finish(&mut self, outputs: Vec<NodeId>) -> Finished {
         if let Some(plan) = &self.expected {
             if self.matched == plan.captured.nodes.len() && outputs == plan.captured.outputs {
-                return Ok(plan.clone());
+                return Finished::Expected(plan.clone());
             }
         }
         self.diverge(|g, n| match g.nodes.len() == n {
@@ -171,7 +169,7 @@ impl Trace {
         });
         let mut graph = std::mem::take(&mut self.graph);
         graph.outputs = outputs;
-        Err(graph)
+        Finished::Recorded(graph)
     }
 
     /// The device of an op node reading `reads`: the first CUDA device among the nodes read
@@ -195,6 +193,14 @@ impl Trace {
         let device = self.device_of(&reads);
         self.push(kind, shape, dtype, reads, device)
     }
+}
+
+/// What a finished trace runs ([`Trace::finish`]).
+pub(crate) enum Finished {
+    /// The expected plan: the trace recorded exactly its captured graph and outputs.
+    Expected(Arc<Plan>),
+    /// The graph recorded (outputs set), to hash and look up.
+    Recorded(Graph),
 }
 
 /// This thread's capture state.

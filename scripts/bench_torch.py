@@ -1,0 +1,94 @@
+"""PyTorch eager on the workloads of issue 31, for the side-by-side figures in docs/perf.md:
+the MLP and CIFAR-net training steps, cross-entropy forward+backward, layer norm forward, the
+11-op GELU chain, and one Adam step in PyTorch's three forms (the single-tensor loop, its CPU
+default; `foreach=True`; `fused=True`), with the thread count kiln's benches use.
+
+    KILN_NUM_THREADS=2 python3 scripts/bench_torch.py
+
+Prints a Markdown table of medians over 11 rounds, the workloads interleaved round by round,
+after two warm-up calls each."""
+
+import os
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.set_num_threads(int(os.environ.get("KILN_NUM_THREADS", "2")))
+torch.manual_seed(0)
+
+
+def training_step(net, x, y, lr):
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    return step
+
+
+mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+cifar = nn.Sequential(
+    nn.Conv2d(3, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
+)
+logits = torch.randn(8192, 1000, requires_grad=True)
+targets = torch.randint(0, 1000, (8192,))
+norm = nn.LayerNorm(1024)
+rows = torch.randn(8192, 1024)
+gx, ga, gb = torch.randn(4096, 4096), torch.randn(4096, 4096), torch.randn(4096)
+
+
+def cross_entropy():
+    logits.grad = None
+    F.cross_entropy(logits, targets).backward()
+
+
+def layer_norm():
+    with torch.no_grad():
+        norm(rows)
+
+
+def gelu_chain():
+    z = gx * ga + gb
+    inner = (z + z * z * z * 0.044715) * 0.7978845608
+    return z * 0.5 * (inner.tanh() + 1.0)
+
+
+def adam(**options):
+    p = torch.randn(1 << 24, requires_grad=True)
+    p.grad = torch.randn(1 << 24)
+    opt = torch.optim.Adam([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, **options)
+    return opt.step
+
+
+workloads = {
+    "MLP 784-512-512-10 step, batch 128": training_step(mlp, torch.randn(128, 784), torch.randint(0, 10, (128,)), 0.01),
+    "CIFAR net step, batch 64": training_step(cifar, torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)), 0.001),
+    "cross-entropy fwd+bwd [8192, 1000]": cross_entropy,
+    "LayerNorm(1024) fwd [8192, 1024]": layer_norm,
+    "GELU chain (11 ops) [4096²]": gelu_chain,
+    "Adam 16M f32, single-tensor (CPU default)": adam(foreach=False),
+    "Adam 16M f32, foreach=True": adam(foreach=True),
+    "Adam 16M f32, fused=True": adam(fused=True),
+}
+for f in workloads.values():
+    f()
+    f()
+times = {name: [] for name in workloads}
+for _ in range(11):
+    for name, f in workloads.items():
+        start = time.perf_counter()
+        f()
+        times[name].append(time.perf_counter() - start)
+
+print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+print("| workload | PyTorch eager |")
+print("|---|---|")
+for name, t in times.items():
+    print(f"| {name} | {statistics.median(t) * 1e3:.2f} ms |")
