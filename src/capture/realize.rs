@@ -92,7 +92,12 @@ fn realize_trace(mut trace: Trace, last: bool) {
         cells: trace.inputs.iter().chain(outputs.iter().map(|(c, _)| c)).cloned().collect(),
         armed: true,
     };
-    let donated = if last { in_place(&plan, &trace, &outputs) } else { Vec::new() };
+    // How many storages take each node's value.
+    let mut remaining: Vec<u32> = vec![0; plan.graph.nodes.len()];
+    for (_, node) in &outputs {
+        remaining[plan.canonical[*node as usize] as usize] += 1;
+    }
+    let donated = if last { in_place(&plan, &trace, &outputs, &remaining) } else { Vec::new() };
     let (mut values, counts) = match exec::run(&plan, &mut trace, &donated) {
         Ok(v) => v,
         Err(e) => panic!("kiln::compile: an op failed while the step ran: {e}"),
@@ -101,10 +106,6 @@ fn realize_trace(mut trace: Trace, last: bool) {
     // Install: each output storage takes its node's value (a copy when two storages end with
     // the same value, or when the value is another input's storage). The data an older
     // storage held is journaled, so that a call failing after this graph break undoes it.
-    let mut remaining: Vec<u32> = vec![0; plan.graph.nodes.len()];
-    for (_, node) in &outputs {
-        remaining[plan.canonical[*node as usize] as usize] += 1;
-    }
     for (cell, node) in &outputs {
         let n = plan.canonical[*node as usize] as usize;
         remaining[n] -= 1;
@@ -141,8 +142,14 @@ fn realize_trace(mut trace: Trace, last: bool) {
 }
 
 /// The plan's donatable `(output, input)` pairs (`Plan::donatable`) that this run may write in
-/// place, sorted: the output is installed into the input's storage, and into no other.
-fn in_place(plan: &plan::Plan, trace: &Trace, outputs: &[(Arc<StorageCell>, NodeId)]) -> Vec<(NodeId, NodeId)> {
+/// place, sorted: the output is installed into the input's storage, and into no other
+/// (`takers`: per plan node, how many of `outputs` take its value).
+fn in_place(
+    plan: &plan::Plan,
+    trace: &Trace,
+    outputs: &[(Arc<StorageCell>, NodeId)],
+    takers: &[u32],
+) -> Vec<(NodeId, NodeId)> {
     if plan.donors.is_empty() {
         return Vec::new();
     }
@@ -155,11 +162,6 @@ fn in_place(plan: &plan::Plan, trace: &Trace, outputs: &[(Arc<StorageCell>, Node
             (address(&trace.inputs[slot as usize]), i)
         })
         .collect();
-    // How many storages take each node's value.
-    let mut takers: Vec<u32> = vec![0; plan.graph.nodes.len()];
-    for (_, node) in outputs {
-        takers[plan.canonical[*node as usize] as usize] += 1;
-    }
     let mut pairs: Vec<(NodeId, NodeId)> = outputs
         .iter()
         .filter_map(|(cell, node)| {

@@ -98,9 +98,10 @@ fn storage_address(t: &Tensor) -> usize {
     std::sync::Arc::as_ptr(t.cell()) as usize
 }
 
-/// One parameter's pointers for the kernel.
-struct Job<K> {
-    k: K,
+/// One parameter's configuration, constants and pointers for the kernel.
+struct Job<'c, C: OptimizerConfig> {
+    config: &'c C,
+    k: C::Consts,
     /// The first element of this job in the launch's index space.
     start: usize,
     len: usize,
@@ -111,13 +112,12 @@ struct Job<K> {
 }
 
 /// The jobs, shared by the launch's threads.
-struct Jobs<K>(Vec<Job<K>>);
+struct Jobs<'c, C: OptimizerConfig>(Vec<Job<'c, C>>);
 
 // SAFETY: the pointers address storages the launching thread holds locked (written ones
-// exclusively) until every thread is done, and the threads write disjoint element ranges.
-unsafe impl<K: Sync> Sync for Jobs<K> {}
-// SAFETY: as for `Sync`.
-unsafe impl<K: Send> Send for Jobs<K> {}
+// exclusively) until every thread is done, and the threads write disjoint element ranges;
+// configurations and constants are `Sync`.
+unsafe impl<C: OptimizerConfig> Sync for Jobs<'_, C> {}
 
 /// The kernel over the updates of element type `T`.
 fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(updates: &[Update<'_, C>]) {
@@ -166,6 +166,7 @@ fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(up
         }
         let len = u.param.numel();
         jobs.push(Job {
+            config: u.config,
             k: u.k,
             start,
             len,
@@ -177,11 +178,10 @@ fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(up
         start += len;
     }
     let jobs = Jobs(jobs);
-    let configs: Vec<&C> = updates.iter().map(|u| u.config).collect();
     for_ranges(start, GRAIN, |range| {
         let jobs = &jobs;
         let first = jobs.0.partition_point(|j| j.start + j.len <= range.start);
-        for (j, cfg) in jobs.0[first..].iter().zip(&configs[first..]) {
+        for j in &jobs.0[first..] {
             if j.start >= range.end {
                 break;
             }
@@ -189,7 +189,7 @@ fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(up
             let to = range.end.min(j.start + j.len) - j.start;
             // SAFETY: `from..to` lies inside the job's tensors (each of `len` elements of T,
             // locked above); ranges of different threads are disjoint.
-            unsafe { update_elements::<C, T>(cfg, j, from, to) };
+            unsafe { update_elements::<C, T>(j, from, to) };
         }
     });
     drop(guards);
@@ -200,13 +200,8 @@ fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(up
 /// # Safety
 /// `from..to` must lie inside every one of the job's tensors, which must stay valid and not be
 /// touched by anyone else meanwhile.
-unsafe fn update_elements<C: OptimizerConfig, T: Values + Copy + Default>(
-    config: &C,
-    j: &Job<C::Consts>,
-    from: usize,
-    to: usize,
-) {
-    let n = to - from;
+unsafe fn update_elements<C: OptimizerConfig, T: Values + Copy + Default>(j: &Job<'_, C>, from: usize, to: usize) {
+    let (config, n) = (j.config, to - from);
     let at = |p: *mut u8| (p as *mut T).wrapping_add(from);
     let (p, g) = (at(j.param), at(j.grad as *mut u8) as *const T);
     let s = j.slots.map(at);

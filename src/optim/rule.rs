@@ -133,20 +133,23 @@ pub(crate) fn add_scaled<V: Values>(dst: &V, src: &V, alpha: f64) -> V {
 /// `dst + value * a * b` (PyTorch's `dst.addcmul_(a, b, value=value)`).
 #[inline(always)]
 pub(crate) fn addcmul<V: Values>(dst: &V, a: &V, b: &V, value: f64) -> V {
-    if value == 1.0 {
-        dst.add(&a.mul(b))
-    } else {
-        dst.add(&a.mul_s(value).mul(b))
-    }
+    addc(dst, a, b, value, V::mul)
 }
 
 /// `dst + value * a / b` (PyTorch's `dst.addcdiv_(a, b, value=value)`).
 #[inline(always)]
 pub(crate) fn addcdiv<V: Values>(dst: &V, a: &V, b: &V, value: f64) -> V {
+    addc(dst, a, b, value, V::div)
+}
+
+/// `dst + op(value * a, b)`, the scaling skipped when `value` is 1 (as PyTorch's CPU kernels
+/// skip it).
+#[inline(always)]
+fn addc<V: Values>(dst: &V, a: &V, b: &V, value: f64, op: impl Fn(&V, &V) -> V) -> V {
     if value == 1.0 {
-        dst.add(&a.div(b))
+        dst.add(&op(a, b))
     } else {
-        dst.add(&a.mul_s(value).div(b))
+        dst.add(&op(&a.mul_s(value), b))
     }
 }
 
