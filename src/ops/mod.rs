@@ -33,7 +33,7 @@ mod overloads;
 pub(crate) mod pick;
 pub(crate) mod pool;
 mod quantile;
-mod reduce;
+pub(crate) mod reduce;
 mod reorder;
 mod scan;
 mod search;

@@ -26,6 +26,7 @@ use super::tiled_rows::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use kiln_runtime::cpu::row_reduce::STREAM_BYTES;
 
 /// The epilogue's code-generation state, set up in the entry block.
 pub(crate) struct EpiloguePass {
@@ -255,22 +256,13 @@ impl EpiloguePass {
     }
 }
 
-/// Bytes of an f32 epilogue output from which its native routine writes with non-temporal
-/// stores: an output this big does not stay in a 2-core machine's caches for its consumer, so
-/// reading each line in before overwriting it only adds memory traffic. Measured on a 2-core
-/// AVX-512 Xeon (2026-12-04): layer norm [8192, 1024] (32 MB out) 2.88-2.98 ms streamed
-/// against 3.47-3.53 cached; the cross-entropy gradient [8192, 1000], in a copy of its kernel's
-/// loop, 3.16-3.26 against 3.68-3.71 ms. (Session 13 found streaming through a row buffer
-/// slower on an AMD EPYC; this streams from the routines' registers.)
-const STREAM_BYTES: i64 = 16 << 20;
-
-/// 1 when the epilogue's f32 output (the whole space `sp`) has at least [`STREAM_BYTES`], else
+/// 1 when the epilogue's f32 output (the whole space `sp`) has at least [`STREAM_BYTES`] bytes, else
 /// 0 (a value of the call, emitted in the entry block: sizes are kernel arguments).
 fn streams_output(cx: &mut FnEmitter, sp: &Space) -> Value {
     let mut elems = cx.b.ins().iconst(sp.ptr, 1);
     for &d in sp.dims {
         elems = cx.b.ins().imul(elems, d);
     }
-    let big = cx.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, elems, STREAM_BYTES / 4);
+    let big = cx.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, elems, (STREAM_BYTES / 4) as i64);
     cx.b.ins().uextend(sp.ptr, big)
 }

@@ -14,6 +14,7 @@ pub mod philox;
 pub mod pool;
 pub mod product_split;
 pub mod reduce;
+pub mod row_kernels;
 pub mod row_reduce;
 pub mod simd;
 pub mod sort;

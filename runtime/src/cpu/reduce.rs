@@ -792,7 +792,7 @@ pub fn min_max_with_indices<T: OrdElement, const MAX: bool>(x: &[T], plan: &Redu
 
 /// Calls `f(first_row, block)` on blocks of whole rows of `out` (rows of `row_len` elements),
 /// in parallel when there is enough work.
-fn for_row_blocks<O: Send>(out: &mut [O], row_len: usize, f: impl Fn(usize, &mut [O]) + Sync + Send) {
+pub(crate) fn for_row_blocks<O: Send>(out: &mut [O], row_len: usize, f: impl Fn(usize, &mut [O]) + Sync + Send) {
     if out.is_empty() {
         return;
     }

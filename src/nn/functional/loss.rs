@@ -2,7 +2,9 @@
 //!
 //! Every loss is composed of differentiable tensor ops, so autograd (first and higher order)
 //! needs no rule of its own. Cross-entropy is `log_softmax` followed by a gather (never
-//! `log(softmax)`), so large logits do not overflow.
+//! `log(softmax)`), so large logits do not overflow; on CPU f32 `[N, C]` logits without class
+//! weights or label smoothing it runs eagerly as row kernels with a backward rule of their own
+//! (`fused_rows.rs`).
 //!
 //! Each loss has a panicking form (`#[track_caller]`) and a `try_` form; errors name the loss
 //! (`cross_entropy: …`), the shapes or dtypes involved and the caller's line.
@@ -359,15 +361,11 @@ fn nll_reduce(p: NllParts, reduction: Reduction) -> Result<Tensor> {
     }
 }
 
-/// Validates and computes [`NllParts`] for log-probabilities `input`.
+/// Checks class-index targets for `input` (float, at least 1-D): int64 (or uint8, converted),
+/// of `input`'s shape without the class dim, each `ignore_index` or a class in `0..C`. Returns
+/// them as int64 with their values.
 #[track_caller]
-fn nll_pick(
-    op: &'static str,
-    input: &Tensor,
-    target: &Tensor,
-    weight: Option<&Tensor>,
-    ignore_index: i64,
-) -> Result<NllParts> {
+fn class_targets(op: &'static str, input: &Tensor, target: &Tensor, ignore_index: i64) -> Result<(Tensor, Vec<i64>)> {
     check_float(op, "input", input)?;
     if input.dim() == 0 {
         return Err(err(
@@ -398,7 +396,6 @@ fn nll_pick(
             ),
         ));
     }
-    let weight = class_weight(op, weight, classes, input.dtype())?;
     let values = target.contiguous().to_vec::<i64>();
     if let Some(bad) = values.iter().find(|&&t| t != ignore_index && (t < 0 || t >= classes as i64)) {
         return Err(err(
@@ -411,6 +408,21 @@ fn nll_pick(
             ),
         ));
     }
+    Ok((target, values))
+}
+
+/// Validates and computes [`NllParts`] for log-probabilities `input`.
+#[track_caller]
+fn nll_pick(
+    op: &'static str,
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    ignore_index: i64,
+) -> Result<NllParts> {
+    let (target, values) = class_targets(op, input, target, ignore_index)?;
+    let cd = class_dim(input);
+    let weight = class_weight(op, weight, input.shape()[cd], input.dtype())?;
     if weight.is_none() && !values.contains(&ignore_index) && crate::capture::is_active() && cd + 1 == input.dim() {
         return named(op, nll_parts_all_kept(input, target.shape(), &values));
     }
@@ -504,6 +516,10 @@ pub fn try_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &CrossEntro
         check_same_shape(OP, input, target)?;
         let weight = class_weight(OP, opts.weight.as_ref(), classes, input.dtype())?;
         return named(OP, cross_entropy_probs(input, target, weight.as_ref(), opts.reduction, ls));
+    }
+    if super::fused_rows::takes_cross_entropy(input, opts.weight.is_some(), ls) {
+        let (_, values) = class_targets(OP, input, target, opts.ignore_index)?;
+        return named(OP, super::fused_rows::cross_entropy(input, &values, opts.ignore_index, opts.reduction));
     }
     let logp = named(OP, input.try_log_softmax(cd as i64))?;
     let parts = nll_pick(OP, &logp, target, opts.weight.as_ref(), opts.ignore_index)?;

@@ -10,6 +10,7 @@ mod conv_transpose;
 mod distance;
 mod dropout;
 mod embedding;
+mod fused_rows;
 mod interpolate;
 mod loss;
 mod norm;

@@ -1,7 +1,8 @@
 //! Normalisation: `batch_norm`, `layer_norm`, `group_norm` (PyTorch's `F.*` forms).
 //!
 //! Each is composed of differentiable tensor ops (mean, biased variance, `rsqrt`), so autograd
-//! works to any order. f16/bf16 inputs are normalised in f32 and the result rounded back, as
+//! works to any order; an eager CPU f32 layer norm that records no gradient runs as one row
+//! kernel instead (`fused_rows.rs`). f16/bf16 inputs are normalised in f32 and the result rounded back, as
 //! PyTorch's CPU kernels do.
 
 use super::loss::{check_float, err, named};
@@ -197,6 +198,9 @@ pub fn try_layer_norm(
     }
     check_param(OP, "weight", weight, normalized_shape)?;
     check_param(OP, "bias", bias, normalized_shape)?;
+    if let Some(y) = super::fused_rows::layer_norm(input, normalized_shape.iter().product(), weight, bias, eps) {
+        return y;
+    }
     let dims: Vec<i64> = (input.dim() - k..input.dim()).map(|d| d as i64).collect();
     let x = named(OP, input.try_to_dtype(compute_dtype(input.dtype())))?;
     let mean = named(OP, x.try_mean_dim(dims.clone(), true))?;
