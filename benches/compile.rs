@@ -1,16 +1,22 @@
-//! Eager against `kiln::compile` on the cases of the compile() issue (item 11), each next to a
-//! baseline measured in the same run: a memcpy of the bytes an ideal kernel moves, or the
-//! `gemm` crate on the step's matrix products. `cargo bench --bench compile` prints a Markdown
-//! table.
+//! The speed dashboard of docs/perf.md: eager kiln against `kiln::compile` on the workloads of
+//! the training-speed issue, each next to the limit the machine allows, measured in the same
+//! run (a memcpy of the bytes an ideal kernel moves, an in-place update of the bytes an
+//! optimizer moves, the step's FLOP at the measured FMA peak), and each target marked met or
+//! not. With PyTorch's times of the same workloads in a file (`KILN_TORCH_TIMES=FILE`, written
+//! by `python3 scripts/bench_torch.py --out FILE`), the eager-against-PyTorch targets are
+//! checked too.
+//!
+//! `cargo bench --all-features --bench compile [-- CASE…]` prints the Markdown table.
 
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Instant;
 
 mod common;
-use common::{time, time_against_memcpy, time_interleaved, GemmProducts};
+use common::{time_interleaved, GemmProducts, InPlaceUpdate, Memcpy};
 #[path = "../tests/common/blitz_net.rs"]
 mod blitz_net;
 #[path = "common/mlp.rs"]
@@ -19,6 +25,85 @@ mod mlp;
 mod peak;
 use mlp::Mlp;
 
+/// Rounds each case times its eager, compiled and limit runs in (medians).
+const ROUNDS: usize = 9;
+
+/// A target and whether the run met it.
+struct Target {
+    text: String,
+    met: bool,
+}
+
+/// `Target` from its text and condition.
+fn target(text: impl Into<String>, met: bool) -> Target {
+    Target { text: text.into(), met }
+}
+
+/// What a case measured, as one dashboard row.
+struct Row<'a> {
+    workload: &'a str,
+    /// The limit measured in the run (text with its time), or a dash.
+    limit: String,
+    eager: f64,
+    compiled: f64,
+    targets: Vec<Target>,
+}
+
+/// Seconds as milliseconds (or microseconds below 0.1 ms) for the table.
+fn secs(t: f64) -> String {
+    if t < 1e-4 {
+        format!("{:.1} µs", t * 1e6)
+    } else {
+        format!("{:.2} ms", t * 1e3)
+    }
+}
+
+impl Row<'_> {
+    fn print(&self) {
+        let text: Vec<&str> = self.targets.iter().map(|t| t.text.as_str()).collect();
+        let met: Vec<&str> = self.targets.iter().map(|t| if t.met { "yes" } else { "**no**" }).collect();
+        println!(
+            "| {} | {} | {} | {} | {:.2}× | {} | {} |",
+            self.workload,
+            self.limit,
+            secs(self.eager),
+            secs(self.compiled),
+            self.eager / self.compiled,
+            text.join("; "),
+            met.join("; ")
+        );
+    }
+}
+
+/// The share of a limit a run reaches: `limit / t` in percent.
+fn pct(limit: f64, t: f64) -> f64 {
+    100.0 * limit / t
+}
+
+/// A "reaches at least `min`% of the limit" target for the time `t` of `who`.
+fn share(who: &str, limit: f64, t: f64, min: f64) -> Target {
+    let p = pct(limit, t);
+    target(format!("{who} {p:.0}% of limit (≥ {min:.0}%)"), p >= min)
+}
+
+/// PyTorch's eager times of the workloads, by key, from the file `KILN_TORCH_TIMES` names
+/// (lines `key<TAB>milliseconds`), when it is set.
+fn torch_times() -> HashMap<String, f64> {
+    let Ok(path) = std::env::var("KILN_TORCH_TIMES") else { return HashMap::new() };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("KILN_TORCH_TIMES={path}: {e}"));
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            Some((k.to_string(), v.trim().parse::<f64>().ok()? / 1e3))
+        })
+        .collect()
+}
+
+/// The eager-against-PyTorch target of workload `key`, when PyTorch's time is known.
+fn against_torch(torch: &HashMap<String, f64>, key: &str, eager: f64) -> Option<Target> {
+    torch.get(key).map(|&t| target(format!("eager ≤ PyTorch eager {}", secs(t)), eager <= t))
+}
+
 /// `gelu_tanh(x*a + b)` written as primitive ops.
 fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
     let z = x * a + b;
@@ -26,18 +111,129 @@ fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
     &z * 0.5 * (inner.tanh() + 1.0)
 }
 
-fn row(case: &str, eager: f64, compiled: f64, baseline: &str, ratio: String, target: &str) {
-    println!(
-        "| {case} | {:.2} ms | {:.2} ms | {:.2}× | {baseline} | {ratio} | {target} |",
-        eager * 1e3,
-        compiled * 1e3,
-        eager / compiled
+/// Prints the row of a memory-bound workload: `compiled` and `eager` timed against a memcpy of
+/// `elems` f32 values (the faster of its one-thread and pool-split forms; `bytes` per element
+/// in the limit's text), interleaved round by round. Targets: the compiled form reaches `min`%
+/// of the memcpy, `extra(eager, compiled)`, and eager ≤ PyTorch's `key` time when known.
+#[allow(clippy::too_many_arguments)]
+fn memory_case(
+    workload: &str,
+    key: &str,
+    torch: &HashMap<String, f64>,
+    (elems, bytes): (usize, usize),
+    min: f64,
+    compiled: &mut dyn FnMut(),
+    eager: &mut dyn FnMut(),
+    extra: impl Fn(f64, f64) -> Vec<Target>,
+) {
+    let m = std::cell::RefCell::new(Memcpy::new(elems));
+    let t = time_interleaved(
+        ROUNDS,
+        &mut [compiled, eager, &mut || m.borrow_mut().single(), &mut || m.borrow_mut().parallel()],
+    );
+    let (compiled, eager, copy) = (t[0], t[1], t[2].min(t[3]));
+    let mut targets = vec![share("compiled", copy, compiled, min)];
+    targets.extend(extra(eager, compiled));
+    targets.extend(against_torch(torch, key, eager));
+    let limit = format!("memcpy {bytes} B/elem {}", secs(copy));
+    Row { workload, limit, eager, compiled, targets }.print();
+}
+
+/// Case `gelu`: the GELU chain on [4096, 4096]: 16 bytes per element (x, a read; b broadcast;
+/// y written).
+fn gelu(torch: &HashMap<String, f64>) {
+    let n = 4096;
+    let (x, a, b) = (Tensor::randn(&[n, n]), Tensor::randn(&[n, n]), Tensor::randn(&[n]));
+    let gelu = std::cell::RefCell::new(kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b)));
+    memory_case(
+        "GELU chain `gelu_tanh(x*a+b)`, 11 primitive ops [4096²] f32",
+        "gelu",
+        torch,
+        (2 * n * n, 16),
+        80.0,
+        &mut || drop(black_box(gelu.borrow_mut().call((&x, &a, &b)))),
+        &mut || drop(black_box(gelu_chain(&x, &a, &b))),
+        |eager, compiled| vec![target("compiled ≥ 3× eager", eager >= 3.0 * compiled)],
     );
 }
 
-/// Seconds of one training step of `net` on `(x, y)`, eager and compiled, the first two
-/// compiled calls together (cold), and the step's matrix `products` through gemm; the eager,
-/// compiled and gemm timings alternate round by round so that machine noise falls on all three.
+/// Case `adam`: one Adam step on a 16M-element parameter: 28 bytes per element (p, g, m, v
+/// read; p, m, v written). Compiled (the plan writes p, m and v in place) and eager (the
+/// one-pass kernel, kiln's default: PyTorch's `fused=True`) against the in-place update.
+fn adam(torch: &HashMap<String, f64>) {
+    let len = 16 << 20;
+    let p = Tensor::randn(&[len]).requires_grad_(true);
+    p.set_grad(Some(Tensor::randn(&[len])));
+    let mut opt = Adam::new(vec![p], AdamConfig::default());
+    opt.step(); // creates the state
+    let mut baseline = InPlaceUpdate::new(len);
+    let adam = std::cell::RefCell::new(kiln::compile(|()| opt.step()));
+    let t = time_interleaved(
+        ROUNDS,
+        &mut [&mut || adam.borrow_mut().call(()), &mut || adam.borrow_mut().call_eager(()), &mut || baseline.run()],
+    );
+    let (compiled, eager, in_place) = (t[0], t[1], t[2]);
+    let mut targets = vec![share("compiled", in_place, compiled, 90.0), share("eager", in_place, eager, 90.0)];
+    targets.extend(
+        torch.get("adam_fused").map(|&t| target(format!("eager ≤ PyTorch `fused=True` {}", secs(t)), eager <= t)),
+    );
+    Row {
+        workload: "Adam step, one 16M f32 parameter",
+        limit: format!("in-place update 28 B/elem {}", secs(in_place)),
+        eager,
+        compiled,
+        targets,
+    }
+    .print();
+}
+
+/// Case `cross_entropy`: cross-entropy forward and backward on logits [8192, 1000]: logits
+/// in, gradient out (8 bytes per element).
+fn cross_entropy(torch: &HashMap<String, f64>) {
+    let logits = Tensor::randn(&[8192, 1000]).requires_grad_(true);
+    let target = Tensor::randint(0, 1000, &[8192]);
+    let ce = |(l, t): (&Tensor, &Tensor)| {
+        l.set_grad(None);
+        F::cross_entropy(l, t).backward();
+        l.grad().expect("grad")
+    };
+    let step = std::cell::RefCell::new(kiln::compile(ce));
+    memory_case(
+        "cross-entropy fwd+bwd [8192, 1000]",
+        "cross_entropy",
+        torch,
+        (8192 * 1000, 8),
+        50.0,
+        &mut || drop(black_box(step.borrow_mut().call((&logits, &target)))),
+        &mut || drop(black_box(step.borrow_mut().call_eager((&logits, &target)))),
+        |_, _| vec![],
+    );
+}
+
+/// Case `layer_norm`: LayerNorm(1024) forward on [8192, 1024], no autograd: 8 bytes per
+/// element.
+fn layer_norm(torch: &HashMap<String, f64>) {
+    let ln = nn::LayerNorm::new(&[1024]);
+    let xs = Tensor::randn(&[8192, 1024]);
+    let step = std::cell::RefCell::new(kiln::compile(|x: &Tensor| {
+        let _g = kiln::no_grad();
+        ln.forward(x)
+    }));
+    memory_case(
+        "LayerNorm(1024) forward [8192, 1024], no autograd",
+        "layer_norm",
+        torch,
+        (8192 * 1024, 8),
+        70.0,
+        &mut || drop(black_box(step.borrow_mut().call(&xs))),
+        &mut || drop(black_box(step.borrow_mut().call_eager(&xs))),
+        |_, _| vec![],
+    );
+}
+
+/// Seconds of one training step of `net` on `(x, y)`, eager and compiled, and of the step's
+/// matrix `products` through gemm (interleaved round by round), and of the first two compiled
+/// calls together (cold).
 fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usize, usize)]) -> StepTimes {
     let mut step = kiln::compile(sgd_step(net));
     let cold = Instant::now();
@@ -46,23 +242,16 @@ fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usiz
     let cold = cold.elapsed().as_secs_f64();
     // Warm-up: a large product's runs take the candidate spreads over threads in turn until
     // each has its timed runs (at most 6 candidates x 5 runs), then keep the fastest.
-    let mut tuned = 0;
     for _ in 0..WARM_UP_CALLS {
         step.call((x, y));
-        tuned += step.stats().products_tuned;
     }
-    println!("| (warm-up: {WARM_UP_CALLS} calls, in which {tuned} product shapes chose their spread over threads) | | | | | | |");
     let mut gemm = GemmProducts::new(products);
     let step = std::cell::RefCell::new(step);
     let t = time_interleaved(
         15,
         &mut [
-            &mut || {
-                black_box(step.borrow_mut().call((x, y)));
-            },
-            &mut || {
-                black_box(step.borrow_mut().call_eager((x, y)));
-            },
+            &mut || drop(black_box(step.borrow_mut().call((x, y)))),
+            &mut || drop(black_box(step.borrow_mut().call_eager((x, y)))),
             &mut || gemm.run(),
         ],
     );
@@ -110,155 +299,56 @@ fn linear_products(batch: usize, layers: &[(usize, usize)], first_input_grad: bo
     p
 }
 
-/// Case `gelu`: GELU chain on [4096, 4096]: 16 bytes per element (x, a read; b broadcast; y written).
-fn gelu() {
-    let n = 4096;
-    let (x, a, b) = (Tensor::randn(&[n, n]), Tensor::randn(&[n, n]), Tensor::randn(&[n]));
-    let mut gelu = kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b));
-    let (compiled, copy16) = time_against_memcpy(9, 2 * n * n, || {
-        black_box(gelu.call((&x, &a, &b)));
-    });
-    let eager = time(5, || {
-        black_box(gelu_chain(&x, &a, &b));
-    });
-    row(
-        "`gelu_tanh(x*a+b)` [4096²] f32, primitive ops",
-        eager,
-        compiled,
-        &format!("memcpy 16 B/elem {:.2} ms", copy16 * 1e3),
-        format!("{:.0}% of memcpy", 100.0 * copy16 / compiled),
-        "≥ 3× eager, ≥ 80%",
-    );
-}
-
-/// Case `adam`: Adam update of a 16M parameter: 28 bytes per element (p, g, m, v read; p, m, v
-/// written), compiled (the plan writes p, m and v in place), eager with the one-pass kernel
-/// (kiln's default, PyTorch's `fused=True`) and eager op by op (`fused: Some(false)`), against
-/// the in-place update baseline, interleaved.
-fn adam() {
-    let len = 16 << 20;
-    let param = || {
-        let p = Tensor::randn(&[len]).requires_grad_(true);
-        p.set_grad(Some(Tensor::randn(&[len])));
-        p
-    };
-    let (p, q) = (param(), param());
-    let mut opt = Adam::new(vec![p.clone()], AdamConfig::default());
-    let mut op_by_op = Adam::new(vec![q], AdamConfig { fused: Some(false), ..Default::default() });
-    opt.step(); // creates the state
-    op_by_op.step();
-    let mut baseline = common::InPlaceUpdate::new(len);
-    let adam = std::cell::RefCell::new(kiln::compile(|()| opt.step()));
-    let t = time_interleaved(
-        9,
-        &mut [
-            &mut || adam.borrow_mut().call(()),
-            &mut || adam.borrow_mut().call_eager(()),
-            &mut || op_by_op.step(),
-            &mut || baseline.run(),
-        ],
-    );
-    let (compiled, one_pass, eager, in_place) = (t[0], t[1], t[2], t[3]);
-    row(
-        "Adam update, 16M f32 parameter (eager: op by op)",
-        eager,
-        compiled,
-        &format!("in-place update 28 B/elem {:.2} ms", in_place * 1e3),
-        format!(
-            "{:.0}% of in-place (eager one-pass kernel {:.2} ms: {:.0}%)",
-            100.0 * in_place / compiled,
-            one_pass * 1e3,
-            100.0 * in_place / one_pass
-        ),
-        "≥ 90%, ≥ 90%",
-    );
-}
-
-/// Case `cross_entropy`: softmax + cross-entropy forward and backward on [8192, 1000]: logits in, gradient out.
-fn cross_entropy() {
-    let logits = Tensor::randn(&[8192, 1000]).requires_grad_(true);
-    let target = Tensor::randint(0, 1000, &[8192]);
-    let ce = |(l, t): (&Tensor, &Tensor)| {
-        l.set_grad(None);
-        F::cross_entropy(l, t).backward();
-        l.grad().expect("grad")
-    };
-    let mut ce_step = kiln::compile(ce);
-    let (compiled, copy8) = time_against_memcpy(9, 8192 * 1000, || {
-        black_box(ce_step.call((&logits, &target)));
-    });
-    let eager = time(5, || {
-        black_box(ce_step.call_eager((&logits, &target)));
-    });
-    row(
-        "softmax + cross-entropy fwd+bwd [8192, 1000]",
-        eager,
-        compiled,
-        &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3),
-        format!("{:.0}% of memcpy", 100.0 * copy8 / compiled),
-        "≥ 50%",
-    );
-}
-
-/// Case `layer_norm`: LayerNorm(1024) forward on [8192, 1024]: 8 bytes per element.
-fn layer_norm() {
-    let ln = nn::LayerNorm::new(&[1024]);
-    let xs = Tensor::randn(&[8192, 1024]);
-    let mut ln_step = kiln::compile(|x: &Tensor| {
-        let _g = kiln::no_grad();
-        ln.forward(x)
-    });
-    let (compiled, copy8) = time_against_memcpy(9, 8192 * 1024, || {
-        black_box(ln_step.call(&xs));
-    });
-    let eager = time(5, || {
-        black_box(ln_step.call_eager(&xs));
-    });
-    row(
-        "LayerNorm(1024) forward [8192, 1024]",
-        eager,
-        compiled,
-        &format!("memcpy 8 B/elem {:.2} ms", copy8 * 1e3),
-        format!("{:.0}% of memcpy", 100.0 * copy8 / compiled),
-        "≥ 70%",
-    );
-}
-
-/// Case `mlp`: MLP training step against its matrix products through gemm, and all three
-/// against the machine's measured FMA peak.
-fn mlp() {
+/// A training step's row: its limit is its products' FLOP at the machine's FMA peak (measured
+/// here, before the step), with the products through gemm beside it; the compiled step must
+/// reach `min_peak`% of the peak.
+fn step_row(
+    workload: &str,
+    key: &str,
+    net: &dyn Module,
+    x: &Tensor,
+    y: &Tensor,
+    products: &[(usize, usize, usize)],
+    min_peak: f64,
+    torch: &HashMap<String, f64>,
+) {
     // The peak first: right after the step's timing, a measurement here once saw one core only.
     let threads = kiln::get_num_threads();
     let peak = peak::peak_flops(threads);
-    let mlp = Mlp::new();
-    let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
-    let products = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false);
-    let t = train_step(&mlp, &x, &y, &products);
-    row(
-        "MLP 784-512-512-10 step, batch 128, SGD momentum",
-        t.eager,
-        t.compiled,
-        &format!("gemm {:.2} ms", t.gemm * 1e3),
-        format!("{:.2}× gemm", t.compiled / t.gemm),
-        "≤ 1.25× gemm, ≥ 1.3× eager",
-    );
-    println!("| MLP step, first two calls (cold: trace + compile + run) | | {:.1} ms | | | | ≤ 300 ms |", t.cold * 1e3);
-    let Some((peak, how)) = peak else { return println!("| MLP vs peak | no AVX2/FMA: peak not measured | | | | | |") };
+    let t = train_step(net, x, y, products);
     let flop: f64 = products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum();
-    let pct = |secs: f64| 100.0 * flop / secs / peak;
-    println!(
-        "| MLP products' {:.0} MFLOP vs the measured peak ({how} loop, {threads} threads: {:.0} GFLOP/s) | {:.0}% of peak | {:.0}% of peak | | gemm {:.0}% of peak | ≥ 1.3× eager needs {:.0}% | |",
-        flop / 1e6,
-        peak / 1e9,
-        pct(t.eager),
-        pct(t.compiled),
-        pct(t.gemm),
-        1.3 * pct(t.eager)
-    );
+    let (limit, mut targets) = match peak {
+        Some((peak, how)) => {
+            let at_peak = flop / peak;
+            (
+                format!(
+                    "{:.0} MFLOP at the {how} peak ({:.0} GFLOP/s) {}; gemm {}",
+                    flop / 1e6,
+                    peak / 1e9,
+                    secs(at_peak),
+                    secs(t.gemm)
+                ),
+                vec![share("compiled", at_peak, t.compiled, min_peak)],
+            )
+        }
+        None => (format!("gemm {} (no AVX2/FMA: peak not measured)", secs(t.gemm)), vec![]),
+    };
+    targets.push(target(format!("first two compiled calls {} (≤ 300 ms)", secs(t.cold)), t.cold <= 0.3));
+    targets.extend(against_torch(torch, key, t.eager));
+    Row { workload, limit, eager: t.eager, compiled: t.compiled, targets }.print();
 }
 
-/// Case `cifar`: The blitz CIFAR net at batch 64 against its gemm bound.
-fn cifar() {
+/// Case `mlp`: the MLP 784-512-512-10 training step, batch 128, SGD momentum.
+fn mlp(torch: &HashMap<String, f64>) {
+    let net = Mlp::new();
+    let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
+    let products = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false);
+    step_row("MLP 784-512-512-10 step, batch 128, SGD momentum", "mlp", &net, &x, &y, &products, 65.0, torch);
+}
+
+/// Case `cifar`: the blitz CIFAR net's training step, batch 64, SGD momentum; its products are
+/// the convolutions' as im2col products and the linear layers'.
+fn cifar(torch: &HashMap<String, f64>) {
     let net = blitz_net::Net::new();
     let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
     let conv = |c_in: usize, c_out: usize, k: usize, hw: usize, first: bool| {
@@ -272,20 +362,12 @@ fn cifar() {
     let mut products = conv(3, 6, 5, 28, true);
     products.extend(conv(6, 16, 5, 10, false));
     products.extend(linear_products(64, &[(400, 120), (120, 84), (84, 10)], true));
-    let t = train_step(&net, &x, &y, &products);
-    row(
-        "blitz CIFAR net step, batch 64",
-        t.eager,
-        t.compiled,
-        &format!("gemm {:.2} ms", t.gemm * 1e3),
-        format!("{:.2}× gemm", t.compiled / t.gemm),
-        "≤ 1.5× gemm",
-    );
+    step_row("blitz CIFAR net step, batch 64, SGD momentum", "cifar", &net, &x, &y, &products, 30.0, torch);
 }
 
 /// Case `tiny_mlp`: a Linear(8,8)-ReLU-Linear(8,2) SGD step on a batch of 16, where the cost
-/// of capturing and starting a plan is all there is: compiled must still beat eager.
-fn tiny_mlp() {
+/// of capturing and starting a plan is all there is (blocks of 200 calls).
+fn tiny_mlp(_: &HashMap<String, f64>) {
     let net = nn::Sequential::new().add(nn::Linear::new(8, 8)).add(nn::ReLU).add(nn::Linear::new(8, 2));
     let (x, y) = (Tensor::randn(&[16, 8]), Tensor::randint(0, 2, &[16]));
     let step = std::cell::RefCell::new(kiln::compile(sgd_step(&net)));
@@ -297,17 +379,13 @@ fn tiny_mlp() {
         }],
     );
     let (compiled, eager) = (t[0] / CALLS as f64, t[1] / CALLS as f64);
-    println!(
-        "| tiny MLP 8-8-2 step, batch 16, SGD momentum | {:.1} µs | {:.1} µs | {:.2}× | | {:.2}× eager | ≤ 0.7× eager |",
-        eager * 1e6,
-        compiled * 1e6,
-        eager / compiled,
-        compiled / eager
-    );
+    let targets = vec![target(format!("compiled {:.2}× eager (≤ 0.7×)", compiled / eager), compiled <= 0.7 * eager)];
+    Row { workload: "tiny MLP 8-8-2 step, batch 16, SGD momentum", limit: "–".into(), eager, compiled, targets }
+        .print();
 }
 
-/// Case `cache_hit`: Cache-hit overhead per captured op: 1,000 ops on one-element tensors.
-fn cache_hit() {
+/// Case `cache_hit`: a compiled call at a plan-cache hit: 1,000 ops on one-element tensors.
+fn cache_hit(_: &HashMap<String, f64>) {
     let one = Tensor::ones(&[1]);
     let chain = |x: &Tensor| {
         let mut y = x.clone();
@@ -316,50 +394,57 @@ fn cache_hit() {
         }
         y
     };
-    let mut small = kiln::compile(chain);
-    small.call(&one);
-    let total = time(15, || {
-        black_box(small.call(&one));
-    });
-    let s = small.stats().clone();
-    let eager = time(15, || {
-        black_box(small.call_eager(&one));
-    });
-    println!(
-        "| cache hit, 1,000 captured ops on 1 element | {:.2} ms | {:.2} ms | {:.2}× | trace {:.0} µs, hash {:.1} µs, run {:.0} µs | {:.2} µs per op, all included; {:.2}× eager | ≤ 0.2× eager |",
-        eager * 1e3,
-        total * 1e3,
-        eager / total,
-        s.trace_time.as_secs_f64() * 1e6,
-        s.hash_time.as_secs_f64() * 1e6,
-        s.run_time.as_secs_f64() * 1e6,
-        total * 1e6 / 1000.0,
-        total / eager
+    let small = std::cell::RefCell::new(kiln::compile(chain));
+    let t = time_interleaved(
+        15,
+        &mut [&mut || drop(black_box(small.borrow_mut().call(&one))), &mut || {
+            drop(black_box(small.borrow_mut().call_eager(&one)))
+        }],
     );
+    let (compiled, eager) = (t[0], t[1]);
+    let targets = vec![
+        target(format!("compiled {:.2}× eager (≤ 0.2×)", compiled / eager), compiled <= 0.2 * eager),
+        target(
+            format!("{:.0} ns per op, all included (capture ≤ 50 ns)", compiled * 1e9 / 1000.0),
+            compiled * 1e9 / 1000.0 <= 50.0,
+        ),
+    ];
+    Row {
+        workload: "1,000 captured ops on one element, at a plan-cache hit",
+        limit: "–".into(),
+        eager,
+        compiled,
+        targets,
+    }
+    .print();
 }
 
 /// Runs the cases named on the command line (any part of a case's name: `cargo bench
 /// --bench compile -- mlp`), or all of them.
 fn main() {
     kiln::manual_seed(0);
-    println!("threads: {}\n", kiln::get_num_threads());
-    println!("| case | eager | compiled | speed-up | baseline (same run) | compiled vs baseline | target |");
+    let torch = torch_times();
+    println!(
+        "threads: {}; PyTorch times: {}\n",
+        kiln::get_num_threads(),
+        if torch.is_empty() { "none (KILN_TORCH_TIMES unset)" } else { "from KILN_TORCH_TIMES" }
+    );
+    println!("| workload | limit (same run) | eager | compiled | eager / compiled | targets | met |");
     println!("|---|---|---|---|---|---|---|");
-
-    let cases: [(&str, fn()); 8] = [
-        ("gelu", gelu),
-        ("adam", adam),
-        ("cross_entropy", cross_entropy),
-        ("layer_norm", layer_norm),
+    let cases: [(&str, fn(&HashMap<String, f64>)); 8] = [
         ("mlp", mlp),
         ("cifar", cifar),
+        ("cross_entropy", cross_entropy),
+        ("layer_norm", layer_norm),
+        ("gelu", gelu),
+        ("adam", adam),
         ("tiny_mlp", tiny_mlp),
         ("cache_hit", cache_hit),
     ];
     let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     for (name, case) in cases {
         if wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str())) {
-            case();
+            case(&torch);
         }
     }
 }

@@ -3,11 +3,14 @@ the MLP and CIFAR-net training steps, cross-entropy forward+backward, layer norm
 11-op GELU chain, and one Adam step in PyTorch's three forms (the single-tensor loop, its CPU
 default; `foreach=True`; `fused=True`), with the thread count kiln's benches use.
 
-    KILN_NUM_THREADS=2 python3 scripts/bench_torch.py
+    KILN_NUM_THREADS=2 python3 scripts/bench_torch.py [--out FILE]
 
 Prints a Markdown table of medians over 11 rounds, the workloads interleaved round by round,
-after two warm-up calls each."""
+after two warm-up calls each. With `--out FILE` it also writes them as `key<TAB>milliseconds`
+lines, which kiln's dashboard bench reads (`KILN_TORCH_TIMES=FILE cargo bench --all-features
+--bench compile`) to check eager kiln against PyTorch eager in its table."""
 
+import argparse
 import os
 import statistics
 import time
@@ -67,22 +70,26 @@ def adam(**options):
     return opt.step
 
 
+# key (as the dashboard bench reads it): (label, workload)
 workloads = {
-    "MLP 784-512-512-10 step, batch 128": training_step(mlp, torch.randn(128, 784), torch.randint(0, 10, (128,)), 0.01),
-    "CIFAR net step, batch 64": training_step(cifar, torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)), 0.001),
-    "cross-entropy fwd+bwd [8192, 1000]": cross_entropy,
-    "LayerNorm(1024) fwd [8192, 1024]": layer_norm,
-    "GELU chain (11 ops) [4096²]": gelu_chain,
-    "Adam 16M f32, single-tensor (CPU default)": adam(foreach=False),
-    "Adam 16M f32, foreach=True": adam(foreach=True),
-    "Adam 16M f32, fused=True": adam(fused=True),
+    "mlp": ("MLP 784-512-512-10 step, batch 128", training_step(mlp, torch.randn(128, 784), torch.randint(0, 10, (128,)), 0.01)),
+    "cifar": ("CIFAR net step, batch 64", training_step(cifar, torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)), 0.001)),
+    "cross_entropy": ("cross-entropy fwd+bwd [8192, 1000]", cross_entropy),
+    "layer_norm": ("LayerNorm(1024) fwd [8192, 1024]", layer_norm),
+    "gelu": ("GELU chain (11 ops) [4096²]", gelu_chain),
+    "adam_single": ("Adam 16M f32, single-tensor (CPU default)", adam(foreach=False)),
+    "adam_foreach": ("Adam 16M f32, foreach=True", adam(foreach=True)),
+    "adam_fused": ("Adam 16M f32, fused=True", adam(fused=True)),
 }
-for f in workloads.values():
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", help="also write `key<TAB>milliseconds` lines to this file")
+args = parser.parse_args()
+for _, f in workloads.values():
     f()
     f()
-times = {name: [] for name in workloads}
+times = {key: [] for key in workloads}
 for _ in range(11):
-    for name, f in workloads.items():
+    for name, (_, f) in workloads.items():
         start = time.perf_counter()
         f()
         times[name].append(time.perf_counter() - start)
@@ -90,5 +97,9 @@ for _ in range(11):
 print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 print("| workload | PyTorch eager |")
 print("|---|---|")
-for name, t in times.items():
-    print(f"| {name} | {statistics.median(t) * 1e3:.2f} ms |")
+for key, t in times.items():
+    print(f"| {workloads[key][0]} | {statistics.median(t) * 1e3:.2f} ms |")
+if args.out:
+    with open(args.out, "w") as out:
+        for key, t in times.items():
+            out.write(f"{key}\t{statistics.median(t) * 1e3:.4f}\n")
