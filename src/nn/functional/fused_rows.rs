@@ -73,9 +73,15 @@ pub(super) fn layer_norm(
     })())
 }
 
-/// Whether [`cross_entropy`] takes this input with class-index targets and these options.
-pub(super) fn takes_cross_entropy(input: &Tensor, weighted: bool, label_smoothing: f64) -> bool {
-    on_cpu_f32(&[input]) && input.dim() == 2 && input.numel() > 0 && !weighted && label_smoothing == 0.0
+/// Whether [`cross_entropy`] takes this input and these class-index targets and options (the
+/// targets on the CPU too: the composition reports a device mismatch).
+pub(super) fn takes_cross_entropy(input: &Tensor, target: &Tensor, weighted: bool, label_smoothing: f64) -> bool {
+    on_cpu_f32(&[input])
+        && target.device() == Device::Cpu
+        && input.dim() == 2
+        && input.numel() > 0
+        && !weighted
+        && label_smoothing == 0.0
 }
 
 /// Cross-entropy of logits `input` `[N, C]` against class indices `targets` (checked by the

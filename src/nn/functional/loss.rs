@@ -517,7 +517,7 @@ pub fn try_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &CrossEntro
         let weight = class_weight(OP, opts.weight.as_ref(), classes, input.dtype())?;
         return named(OP, cross_entropy_probs(input, target, weight.as_ref(), opts.reduction, ls));
     }
-    if super::fused_rows::takes_cross_entropy(input, opts.weight.is_some(), ls) {
+    if super::fused_rows::takes_cross_entropy(input, target, opts.weight.is_some(), ls) {
         let (_, values) = class_targets(OP, input, target, opts.ignore_index)?;
         return named(OP, super::fused_rows::cross_entropy(input, &values, opts.ignore_index, opts.reduction));
     }
