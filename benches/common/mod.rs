@@ -20,16 +20,21 @@ pub fn time(reps: usize, mut f: impl FnMut()) -> f64 {
 
 /// Median seconds of each of `fs` over `reps` rounds, after two warm-up rounds; each round runs
 /// every `f` once, in turn, so a slow stretch of the machine (other load, a VM's steal time)
-/// falls on all of them alike rather than on whichever was being timed then.
+/// falls on all of them alike rather than on whichever was being timed then. Each round starts
+/// one function later than the one before, so no `f` always follows the same one (a function
+/// that runs right after a large copy pays for writing back the copy's dirty cache lines: a
+/// fixed order once made compiled layer norm look 0.8x eager when the two take the same time).
 #[allow(dead_code)]
 pub fn time_interleaved(reps: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
-    let mut t = vec![Vec::with_capacity(reps); fs.len()];
+    let n = fs.len();
+    let mut t = vec![Vec::with_capacity(reps); n];
     for round in 0..reps + 2 {
-        for (f, t) in fs.iter_mut().zip(&mut t) {
+        for k in 0..n {
+            let i = (round + k) % n;
             let s = Instant::now();
-            f();
+            (fs[i])();
             if round >= 2 {
-                t.push(s.elapsed().as_secs_f64());
+                t[i].push(s.elapsed().as_secs_f64());
             }
         }
     }
