@@ -9,18 +9,21 @@
 //! `cargo bench --all-features --bench compile [-- CASE…]` prints the Markdown table.
 
 use kiln::nn::{self, functional as F, Module};
-use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Adadelta, AdadeltaConfig, Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Instant;
 
 mod common;
-use common::{time_interleaved, GemmProducts, InPlaceUpdate, Memcpy};
+use common::{conv_products, time_interleaved, GemmProducts, InPlaceUpdate, Memcpy};
 #[path = "../tests/common/blitz_net.rs"]
 mod blitz_net;
 #[path = "common/mlp.rs"]
 mod mlp;
+#[path = "../examples/common/mnist.rs"]
+#[allow(dead_code)]
+mod mnist_example;
 #[path = "common/peak.rs"]
 mod peak;
 use mlp::Mlp;
@@ -231,14 +234,19 @@ fn layer_norm(torch: &HashMap<String, f64>) {
     );
 }
 
-/// Seconds of one training step of `net` on `(x, y)`, eager and compiled, and of the step's
+/// Seconds of one training step (`body`) on `(x, y)`, eager and compiled, and of the step's
 /// matrix `products` through gemm (interleaved round by round), and of the first two compiled
 /// calls together (cold).
-fn train_step(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usize, usize)]) -> StepTimes {
-    let mut step = kiln::compile(sgd_step(net));
+fn train_step<'a>(
+    body: impl FnMut((&Tensor, &Tensor)) -> Tensor + 'a,
+    x: &Tensor,
+    y: &Tensor,
+    products: &[(usize, usize, usize)],
+) -> StepTimes {
+    let mut step = kiln::compile(body);
     let cold = Instant::now();
     step.call((x, y));
-    step.call((x, y)); // the steady graph (the first call also creates the momentum buffers)
+    step.call((x, y)); // the steady graph (the first call also creates the optimizer's state)
     let cold = cold.elapsed().as_secs_f64();
     // Warm-up: a large product's runs take the candidate spreads over threads in turn until
     // each has its timed runs (at most 6 candidates x 5 runs), then keep the fastest.
@@ -302,20 +310,21 @@ fn linear_products(batch: usize, layers: &[(usize, usize)], first_input_grad: bo
 /// A training step's row: its limit is its products' FLOP at the machine's FMA peak (measured
 /// here, before the step), with the products through gemm beside it; the compiled step must
 /// reach `min_peak`% of the peak.
-fn step_row(
+#[allow(clippy::too_many_arguments)]
+fn step_row<'a>(
     workload: &str,
     key: &str,
-    net: &dyn Module,
-    x: &Tensor,
-    y: &Tensor,
+    body: impl FnMut((&Tensor, &Tensor)) -> Tensor + 'a,
+    (x, y): (&Tensor, &Tensor),
     products: &[(usize, usize, usize)],
-    min_peak: f64,
+    min_peak: Option<f64>,
+    min_speedup: Option<f64>,
     torch: &HashMap<String, f64>,
 ) {
     // The peak first: right after the step's timing, a measurement here once saw one core only.
     let threads = kiln::get_num_threads();
     let peak = peak::peak_flops(threads);
-    let t = train_step(net, x, y, products);
+    let t = train_step(body, x, y, products);
     let flop: f64 = products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum();
     let (limit, mut targets) = match peak {
         Some((peak, how)) => {
@@ -328,11 +337,15 @@ fn step_row(
                     secs(at_peak),
                     secs(t.gemm)
                 ),
-                vec![share("compiled", at_peak, t.compiled, min_peak)],
+                min_peak.map(|min| share("compiled", at_peak, t.compiled, min)).into_iter().collect(),
             )
         }
         None => (format!("gemm {} (no AVX2/FMA: peak not measured)", secs(t.gemm)), vec![]),
     };
+    if let Some(min) = min_speedup {
+        let speedup = t.eager / t.compiled;
+        targets.push(target(format!("compiled {speedup:.2}× eager (≥ {min}×)"), speedup >= min));
+    }
     targets.push(target(format!("first two compiled calls {} (≤ 300 ms)", secs(t.cold)), t.cold <= 0.3));
     targets.extend(against_torch(torch, key, t.eager));
     Row { workload, limit, eager: t.eager, compiled: t.compiled, targets }.print();
@@ -343,7 +356,8 @@ fn mlp(torch: &HashMap<String, f64>) {
     let net = Mlp::new();
     let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
     let products = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false);
-    step_row("MLP 784-512-512-10 step, batch 128, SGD momentum", "mlp", &net, &x, &y, &products, 65.0, torch);
+    let workload = "MLP 784-512-512-10 step, batch 128, SGD momentum";
+    step_row(workload, "mlp", sgd_step(&net), (&x, &y), &products, Some(65.0), None, torch);
 }
 
 /// Case `cifar`: the blitz CIFAR net's training step, batch 64, SGD momentum; its products are
@@ -351,18 +365,31 @@ fn mlp(torch: &HashMap<String, f64>) {
 fn cifar(torch: &HashMap<String, f64>) {
     let net = blitz_net::Net::new();
     let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
-    let conv = |c_in: usize, c_out: usize, k: usize, hw: usize, first: bool| {
-        let (rows, cols) = (c_in * k * k, 64 * hw * hw);
-        let mut p = vec![(c_out, rows, cols), (c_out, cols, rows)];
-        if !first {
-            p.push((rows, c_out, cols));
-        }
-        p
-    };
-    let mut products = conv(3, 6, 5, 28, true);
-    products.extend(conv(6, 16, 5, 10, false));
+    let mut products = conv_products(64, 3, 6, 5, 28, true);
+    products.extend(conv_products(64, 6, 16, 5, 10, false));
     products.extend(linear_products(64, &[(400, 120), (120, 84), (84, 10)], true));
-    step_row("blitz CIFAR net step, batch 64, SGD momentum", "cifar", &net, &x, &y, &products, 30.0, torch);
+    let workload = "blitz CIFAR net step, batch 64, SGD momentum";
+    step_row(workload, "cifar", sgd_step(&net), (&x, &y), &products, Some(30.0), None, torch);
+}
+
+/// Case `mnist`: the MNIST example's training step (its network, batch 64, `nll_loss` on the
+/// log-probabilities, Adadelta lr 1.0), compiled against eager.
+fn mnist(torch: &HashMap<String, f64>) {
+    let net = mnist_example::Net::new();
+    let (x, y) = (Tensor::randn(&[64, 1, 28, 28]), Tensor::randint(0, 10, &[64]));
+    let mut opt = Adadelta::new(net.parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() });
+    let body = |(x, y): (&Tensor, &Tensor)| {
+        opt.zero_grad();
+        let loss = F::nll_loss(&net.forward(x), y);
+        loss.backward();
+        opt.step();
+        loss
+    };
+    let mut products = conv_products(64, 1, 32, 3, 26, true);
+    products.extend(conv_products(64, 32, 64, 3, 24, false));
+    products.extend(linear_products(64, &[(9216, 128), (128, 10)], true));
+    let workload = "MNIST example step, batch 64, Adadelta";
+    step_row(workload, "mnist", body, (&x, &y), &products, None, Some(1.4), torch);
 }
 
 /// Case `tiny_mlp`: a Linear(8,8)-ReLU-Linear(8,2) SGD step on a batch of 16, where the cost
@@ -431,9 +458,10 @@ fn main() {
     );
     println!("| workload | limit (same run) | eager | compiled | eager / compiled | targets | met |");
     println!("|---|---|---|---|---|---|---|");
-    let cases: [(&str, fn(&HashMap<String, f64>)); 8] = [
+    let cases: [(&str, fn(&HashMap<String, f64>)); 9] = [
         ("mlp", mlp),
         ("cifar", cifar),
+        ("mnist", mnist),
         ("cross_entropy", cross_entropy),
         ("layer_norm", layer_norm),
         ("gelu", gelu),

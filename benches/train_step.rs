@@ -12,7 +12,7 @@ use kiln::optim::{Optimizer, Sgd, SgdConfig};
 use kiln::prelude::*;
 
 mod common;
-use common::{time_interleaved, GemmProducts};
+use common::{conv_products, time_interleaved, GemmProducts};
 #[path = "../tests/common/blitz_net.rs"]
 mod blitz_net;
 #[path = "common/mlp.rs"]
@@ -46,23 +46,6 @@ fn linear_products(batch: usize, fan_in: usize, fan_out: usize, first: bool) -> 
     let mut p = vec![(batch, fan_in, fan_out), (fan_out, batch, fan_in)];
     if !first {
         p.push((batch, fan_out, fan_in));
-    }
-    p
-}
-
-/// A stride-1 unpadded convolution's products over the batch, as im2col makes them.
-fn conv_products(
-    batch: usize,
-    c_in: usize,
-    c_out: usize,
-    k: usize,
-    out_hw: usize,
-    first: bool,
-) -> Vec<(usize, usize, usize)> {
-    let (rows, cols) = (c_in * k * k, batch * out_hw * out_hw);
-    let mut p = vec![(c_out, rows, cols), (c_out, cols, rows)];
-    if !first {
-        p.push((rows, c_out, cols));
     }
     p
 }

@@ -1,6 +1,6 @@
 """PyTorch eager on the workloads of issue 31, for the side-by-side figures in docs/perf.md:
-the MLP and CIFAR-net training steps, cross-entropy forward+backward, layer norm forward, the
-11-op GELU chain, and one Adam step in PyTorch's three forms (the single-tensor loop, its CPU
+the MLP, CIFAR-net and MNIST-example training steps, cross-entropy forward+backward, layer
+norm forward, the 11-op GELU chain, and one Adam step in PyTorch's three forms (the single-tensor loop, its CPU
 default; `foreach=True`; `fused=True`), with the thread count kiln's benches use.
 
     KILN_NUM_THREADS=2 python3 scripts/bench_torch.py [--out FILE]
@@ -40,6 +40,42 @@ cifar = nn.Sequential(
     nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
     nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
 )
+
+
+class MnistNet(nn.Module):
+    """PyTorch's MNIST example network (examples/mnist/main.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = F.max_pool2d(x, 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def mnist_step():
+    net = MnistNet()
+    opt = torch.optim.Adadelta(net.parameters(), lr=1.0)
+    x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad()
+        F.nll_loss(net(x), y).backward()
+        opt.step()
+
+    return step
+
+
 logits = torch.randn(8192, 1000, requires_grad=True)
 targets = torch.randint(0, 1000, (8192,))
 norm = nn.LayerNorm(1024)
@@ -74,6 +110,7 @@ def adam(**options):
 workloads = {
     "mlp": ("MLP 784-512-512-10 step, batch 128", training_step(mlp, torch.randn(128, 784), torch.randint(0, 10, (128,)), 0.01)),
     "cifar": ("CIFAR net step, batch 64", training_step(cifar, torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)), 0.001)),
+    "mnist": ("MNIST example step, batch 64, Adadelta", mnist_step()),
     "cross_entropy": ("cross-entropy fwd+bwd [8192, 1000]", cross_entropy),
     "layer_norm": ("LayerNorm(1024) fwd [8192, 1024]", layer_norm),
     "gelu": ("GELU chain (11 ops) [4096²]", gelu_chain),

@@ -229,3 +229,24 @@ impl InPlaceUpdate {
         black_box(&self.p);
     }
 }
+
+/// The products `(m, k, n)` of a stride-1 unpadded convolution with `k`×`k` kernels from `c_in`
+/// to `c_out` channels whose output is `out_hw`×`out_hw`, over a batch of `batch`, as im2col
+/// makes them: forward, weight gradient, and (unless `first`: the data needs none) input
+/// gradient.
+#[allow(dead_code)]
+pub fn conv_products(
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    k: usize,
+    out_hw: usize,
+    first: bool,
+) -> Vec<(usize, usize, usize)> {
+    let (rows, cols) = (c_in * k * k, batch * out_hw * out_hw);
+    let mut p = vec![(c_out, rows, cols), (c_out, cols, rows)];
+    if !first {
+        p.push((rows, c_out, cols));
+    }
+    p
+}
