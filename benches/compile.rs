@@ -321,10 +321,15 @@ fn step_row<'a>(
     min_speedup: Option<f64>,
     torch: &HashMap<String, f64>,
 ) {
-    // The peak first: right after the step's timing, a measurement here once saw one core only.
+    // The peak before and after the step, keeping the higher: a single measurement sometimes
+    // sees one core only (half the peak, which would flatter the step).
     let threads = kiln::get_num_threads();
-    let peak = peak::peak_flops(threads);
+    let before = peak::peak_flops(threads);
     let t = train_step(body, x, y, products);
+    let peak = match (before, peak::peak_flops(threads)) {
+        (Some(a), Some(b)) => Some(if a.0 >= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    };
     let flop: f64 = products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum();
     let (limit, mut targets) = match peak {
         Some((peak, how)) => {
