@@ -256,8 +256,8 @@ impl EpiloguePass {
     }
 }
 
-/// 1 when the epilogue's f32 output (the whole space `sp`) has at least [`STREAM_BYTES`] bytes, else
-/// 0 (a value of the call, emitted in the entry block: sizes are kernel arguments).
+/// 1 when the epilogue's f32 output (the whole space `sp`) has at least [`STREAM_BYTES`] bytes,
+/// else 0 (a value of the call, emitted in the entry block: sizes are kernel arguments).
 fn streams_output(cx: &mut FnEmitter, sp: &Space) -> Value {
     let mut elems = cx.b.ins().iconst(sp.ptr, 1);
     for &d in sp.dims {

@@ -100,9 +100,9 @@ fn first_columns(g: &PoolGeom) -> Vec<isize> {
         .collect()
 }
 
-/// One plane of max pooling (`first_x` from [`first_columns`]), with PyTorch's `cpu_max_pool` result: each window scanned row by
-/// row, the first maximum kept unless a later element is NaN (the last NaN wins), and a window's
-/// index starting at its first element inside the input.
+/// One plane of max pooling (`first_x` from [`first_columns`]), with PyTorch's `cpu_max_pool`
+/// result: each window scanned row by row, the first maximum kept unless a later element is NaN
+/// (the last NaN wins), and a window's index starting at its first element inside the input.
 ///
 /// The scan runs one window offset `(ky, kx)` at a time over a whole row of outputs, so the
 /// innermost loop updates independent outputs, and it keeps only each output's index (its

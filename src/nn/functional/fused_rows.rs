@@ -56,21 +56,31 @@ pub(super) fn layer_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Option<Result<Tensor>> {
-    const OP: &str = "layer_norm";
     let all: Vec<&Tensor> = [Some(input), weight, bias].into_iter().flatten().collect();
     if !on_cpu_f32(&all) || autograd::is_recording(&all) || input.numel() == 0 || n == 0 {
         return None;
     }
+    Some(layer_norm_rows(input, n, weight, bias, eps))
+}
+
+/// [`layer_norm`]'s row kernel, once it is taken.
+#[track_caller]
+fn layer_norm_rows(
+    input: &Tensor,
+    n: usize,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<Tensor> {
+    const OP: &str = "layer_norm";
     let param = |p: Option<&Tensor>| p.map(|p| with_f32(OP, p, <[f32]>::to_vec)).transpose();
-    Some((|| {
-        let (w, b) = (param(weight)?, param(bias)?);
-        let out = with_f32(OP, input, |x| {
-            let mut out = CpuBuf::<f32>::uninit(x.len());
-            row_kernels::layer_norm_f32(x, n, w.as_deref(), b.as_deref(), eps as f32, &mut out);
-            out
-        })?;
-        Ok(Tensor::from_buf(out, input.shape()))
-    })())
+    let (w, b) = (param(weight)?, param(bias)?);
+    let out = with_f32(OP, input, |x| {
+        let mut out = CpuBuf::<f32>::uninit(x.len());
+        row_kernels::layer_norm_f32(x, n, w.as_deref(), b.as_deref(), eps as f32, &mut out);
+        out
+    })?;
+    Ok(Tensor::from_buf(out, input.shape()))
 }
 
 /// Whether [`cross_entropy`] takes this input and these class-index targets and options (the
