@@ -1,7 +1,7 @@
 //! One layer of a recurrent network in one direction, over a batch laid out as packed steps
 //! (a padded batch is the packed batch whose steps all have every sequence).
 
-use super::merged_grad::{merges, RecurrentGrad};
+use super::merged_grad::{merges, row_major_t, RecurrentGrad};
 use super::{step, Mode, Recurrent};
 use crate::Tensor;
 
@@ -55,7 +55,7 @@ impl Recurrence<'_> {
                 (split_steps(gates, batch_sizes), Some(split_steps(&m.carrier, batch_sizes)), Recurrent::Merged(m))
             }
             (Some(m), _) => (split_steps(&m.carrier, batch_sizes), None, Recurrent::Merged(m)),
-            (None, _) => (split_steps(gates, batch_sizes), None, Recurrent::Plain(self.w_hh.t())),
+            (None, _) => (split_steps(gates, batch_sizes), None, Recurrent::Plain(row_major_t(self.w_hh))),
         };
         let b_hh = |t: usize| recurrent_bias.as_ref().map_or(self.b_hh, |b| Some(&b[t]));
         // The state each step starts from, for the merged gradient.
