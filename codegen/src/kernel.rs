@@ -124,10 +124,39 @@ pub struct ElementwiseKernel {
     pub outputs: Vec<Val>,
 }
 
+/// How many cheap instructions a costly one ([`InstOp::is_costly`]) counts as when a launch
+/// sizes its tasks ([`ElementwiseKernel::work_per_element`]): an inline `exp`/`tanh`
+/// polynomial or a divide-heavy sigmoid takes about ten times an add or a load.
+pub const COSTLY_WEIGHT: usize = 8;
+
+impl InstOp {
+    /// True for ops far costlier than an add: inline polynomials (exp, log, tanh, sigmoid,
+    /// erf, trig, …) and helper calls (`rem`, `pow`, `atan2`).
+    pub fn is_costly(&self) -> bool {
+        use UnaryOp::*;
+        match *self {
+            InstOp::Unary(u, _) => !matches!(
+                u,
+                Neg | Abs | Sqrt | Rsqrt | Reciprocal | Square | Floor | Ceil | Trunc | Round | Relu | Sign
+            ),
+            InstOp::Binary(b, ..) => matches!(b, BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2),
+            _ => false,
+        }
+    }
+}
+
 impl ElementwiseKernel {
     /// The dtype of value `v`.
     pub fn dtype(&self, v: Val) -> DType {
         self.insts[v as usize].dtype
+    }
+
+    /// The work of one element in units of a cheap instruction's: 1, plus
+    /// [`COSTLY_WEIGHT`] per costly instruction. A launch gives each task that much less
+    /// of the iteration space, so a kernel of sigmoids and tanhs over a few thousand elements
+    /// (an LSTM step's gates) still spreads over the threads.
+    pub fn work_per_element(&self) -> usize {
+        1 + COSTLY_WEIGHT * self.insts.iter().filter(|i| i.op.is_costly()).count()
     }
 
     /// A structural hash: equal for kernels that compile to the same code.

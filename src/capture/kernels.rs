@@ -20,6 +20,10 @@ pub(crate) struct CompiledKernel {
     pub(crate) name: String,
     /// What the kernel computes, in words (the ops of its members).
     pub(crate) summary: String,
+    /// The work of one element of an elementwise kernel in cheap-instruction units
+    /// (`ElementwiseKernel::work_per_element`; 1 for a reduction): a CPU launch gives each task
+    /// [`GRAIN`] units of work.
+    pub(crate) work_per_element: usize,
     /// The code, per back end.
     pub(crate) code: KernelCode,
 }
@@ -168,7 +172,11 @@ pub(crate) fn get_or_compile(
         (name, KernelCode::Cpu(jit))
     };
     let summary: Vec<String> = members.iter().map(|&m| graph.node(m).kind.name()).collect();
-    let kernel = Arc::new(CompiledKernel { name, summary: summary.join(" "), code });
+    let work_per_element = match k {
+        GroupKernel::Elementwise(k) => k.work_per_element(),
+        GroupKernel::Reduce(_) => 1,
+    };
+    let kernel = Arc::new(CompiledKernel { name, summary: summary.join(" "), work_per_element, code });
     debug::log(Topic::Cache, format!("kernel {} miss: generated in {:.1?}", kernel.name, kernel.compile_time()));
     if debug::enabled(Topic::Kernels) {
         let calls = match kernel.native_calls() {
@@ -207,7 +215,8 @@ unsafe impl Send for SendPtr {}
 // SAFETY: as for `Send` above.
 unsafe impl Sync for SendPtr {}
 
-/// Runs `kernel` over `lowered`'s iteration space, split across kiln's thread pool.
+/// Runs `kernel` over `lowered`'s iteration space, split across kiln's thread pool into tasks
+/// of about [`GRAIN`] units of work (`CompiledKernel::work_per_element` per element).
 ///
 /// # Safety
 /// `inputs[k]` must point at input `k`'s element 0 (the view's offset applied) of a buffer
@@ -258,10 +267,11 @@ pub(crate) unsafe fn launch(
             unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range, 0) };
         }
     };
+    let grain = (GRAIN / kernel.work_per_element).max(1);
     if rank == 1 {
-        for_ranges(numel, GRAIN, run);
+        for_ranges(numel, grain, run);
     } else {
-        for_ranges(rows, (GRAIN / inner).max(1), run);
+        for_ranges(rows, (grain / inner).max(1), run);
     }
 }
 

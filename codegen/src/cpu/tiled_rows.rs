@@ -45,7 +45,6 @@ use super::run_loops::{emit_runs, Pass, Space};
 use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type, Value};
-use kiln_runtime::op_kind::{BinaryOp, UnaryOp};
 use kiln_runtime::DType;
 
 /// Elements per tile: the stage buffers (2 KiB each) and the tile's inputs and outputs stay in
@@ -119,19 +118,6 @@ pub(crate) struct RowKeep {
     pub reuse: bool,
 }
 
-/// True for ops too costly to compute in two passes of a tile (inline polynomials and helper
-/// calls).
-fn costly(op: &InstOp) -> bool {
-    use UnaryOp::*;
-    match *op {
-        InstOp::Unary(u, _) => {
-            !matches!(u, Neg | Abs | Sqrt | Rsqrt | Reciprocal | Square | Floor | Ceil | Trunc | Round | Relu | Sign)
-        }
-        InstOp::Binary(b, ..) => matches!(b, BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2),
-        _ => false,
-    }
-}
-
 /// What a tiled pass computes: instructions over the kernel's inputs, and the values each
 /// element ends with (`roots`: the stored outputs, or a stage's reduced value).
 pub(crate) struct TileBody<'a> {
@@ -201,7 +187,7 @@ pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &
     // A costly value computed by two passes would cost more than the tiles save.
     for n in 0..insts.len() {
         let passes = stages.iter().map(|s| &s.live).chain([&last]).filter(|l| l[n]).count();
-        if passes > 1 && !is_stage(n) && !known[n] && costly(&insts[n].op) {
+        if passes > 1 && !is_stage(n) && !known[n] && insts[n].op.is_costly() {
             return None;
         }
     }
