@@ -1,7 +1,7 @@
 //! `KILN_DEBUG` topics, read at run time:
-//! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,tuning,data` (or `all`) prints what
-//! the graph compiler (and, under `data`, the data loader) does, to standard error, one
-//! `[kiln topic]` line (or block) per event.
+//! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,tuning,data,profile` (or `all`)
+//! prints what the graph compiler (and, under `data`, the data loader) does, to standard error,
+//! one `[kiln topic]` line (or block) per event.
 
 use std::sync::OnceLock;
 
@@ -25,10 +25,13 @@ pub enum Topic {
     Tuning,
     /// Data loader decisions: `pin_memory(true)` without a CUDA device (batches stay unpinned).
     Data,
+    /// The time of each step of the compiled CPU plans (kernel, product, other op), summed
+    /// over calls and printed as a table, slowest first, when a `CompiledStep` is dropped.
+    Profile,
 }
 
 impl Topic {
-    const ALL: [Topic; 8] = [
+    const ALL: [Topic; 9] = [
         Topic::Graph,
         Topic::Fusion,
         Topic::Kernels,
@@ -37,6 +40,7 @@ impl Topic {
         Topic::Breaks,
         Topic::Tuning,
         Topic::Data,
+        Topic::Profile,
     ];
 
     /// The topic's name in `KILN_DEBUG`.
@@ -50,6 +54,7 @@ impl Topic {
             Topic::Breaks => "breaks",
             Topic::Tuning => "tuning",
             Topic::Data => "data",
+            Topic::Profile => "profile",
         }
     }
 
@@ -97,5 +102,6 @@ mod tests {
         assert_eq!(parse("all") & Topic::Cache.bit(), Topic::Cache.bit());
         assert_eq!(parse("data"), Topic::Data.bit());
         assert_eq!(parse("tuning,cache"), Topic::Tuning.bit() | Topic::Cache.bit());
+        assert_eq!(parse("profile"), Topic::Profile.bit());
     }
 }

@@ -10,6 +10,9 @@
 use kiln::data::{DataLoader, TensorDataset};
 use kiln::{DType, Device, Tensor};
 
+#[path = "common/child.rs"]
+mod child;
+
 fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
     let e = std::panic::catch_unwind(f).expect_err("expected a panic");
     e.downcast_ref::<String>().cloned().unwrap_or_else(|| e.downcast_ref::<&str>().unwrap_or(&"").to_string())
@@ -21,8 +24,6 @@ fn rows(n: usize) -> TensorDataset<(Tensor, Tensor)> {
     TensorDataset::new((Tensor::from_vec(x, &[n, 3]), Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), &[n])))
         .unwrap()
 }
-
-const CHILD: &str = "KILN_PINNED_TEST_CHILD";
 
 // ------------------------------------------------------------------ without a GPU
 
@@ -71,7 +72,7 @@ fn without_a_gpu_a_pinning_loader_yields_unpinned_batches() {
 /// The `KILN_DEBUG=data` line, checked in a child process (the topics are read once).
 #[test]
 fn without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug() {
-    if std::env::var_os(CHILD).is_some() {
+    if child::is_child() {
         let loader = DataLoader::new(rows(5)).batch_size(2).pin_memory(true);
         assert_eq!(loader.iter().count() + loader.iter().count(), 6);
         return;
@@ -79,15 +80,7 @@ fn without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug() {
     if Device::cuda_is_available() {
         return println!("a CUDA device is present, skipping the no-device checks");
     }
-    let name = "without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug";
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env("KILN_DEBUG", "data")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the child failed: {err}");
+    let err = child::stderr_of_child("without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug", "data");
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("[kiln data]")).collect();
     assert_eq!(
         lines,

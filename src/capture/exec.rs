@@ -4,16 +4,19 @@
 
 use super::kernels::{self, KernelCode};
 use super::plan::{Plan, PlanStep};
+use super::profile::{self, StepInfo};
 use super::trace::{as_realizing, Trace};
 use crate::debug::{self, Topic};
 use crate::error::Result;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
 use kiln_codegen::ir::{draw_of_scalars, Graph, Node, NodeId, NodeKind, Use};
+use kiln_codegen::passes::concurrent::cpu_product_work;
 use kiln_codegen::passes::{LoweredGroup, ScalarArg};
 use kiln_runtime::cpu::product_split;
 use kiln_runtime::{match_cpu, CpuStorage, Layout};
 use smallvec::SmallVec;
+use std::time::Instant;
 
 /// What running a plan counted.
 #[derive(Clone, Debug, Default)]
@@ -119,12 +122,14 @@ fn run_steps(plan: &Plan, trace: &mut Trace, donated: &[(NodeId, NodeId)]) -> Re
         let NodeKind::Scalar { slot } = g.node(id).kind else { unreachable!("only Scalar nodes are listed") };
         values.0[id as usize] = Some(Tensor::scalar_wrapping(trace.scalars[slot as usize], g.node(id).dtype));
     }
+    let profiling = profile::enabled() && g.devices.iter().all(|d| *d == kiln_runtime::Device::Cpu);
     for (i, (step, frees)) in plan.steps.iter().zip(&plan.frees).enumerate() {
         if i > 0 && plan.concurrent[i - 1] {
             // The second of a pair: it ran with the first.
             free_after(&mut values, frees);
             continue;
         }
+        let started = profiling.then(Instant::now);
         match step {
             PlanStep::Node(id) if plan.concurrent[i] => {
                 let PlanStep::Node(next) = plan.steps[i + 1] else { unreachable!("a concurrent pair is two nodes") };
@@ -253,9 +258,42 @@ fn run_steps(plan: &Plan, trace: &mut Trace, donated: &[(NodeId, NodeId)]) -> Re
                 }
             }
         }
+        if let Some(started) = started {
+            profile::record(plan.hash, i, started.elapsed(), || step_info(plan, i));
+        }
         free_after(&mut values, frees);
     }
     Ok((values.0, counts))
+}
+
+/// What step `i` of `plan` runs, for `KILN_DEBUG=profile`.
+fn step_info(plan: &Plan, i: usize) -> StepInfo {
+    let g = &plan.graph;
+    let flop = |id: NodeId| cpu_product_work(g, id).map_or(0.0, |w| 2.0 * w as f64);
+    match &plan.steps[i] {
+        PlanStep::Node(id) if plan.concurrent[i] => {
+            let PlanStep::Node(next) = plan.steps[i + 1] else { unreachable!("a concurrent pair is two nodes") };
+            let label = format!("side by side: {} | {}", node_label(g, *id), node_label(g, next));
+            StepInfo { label, bytes: 0, flop: flop(*id) + flop(next) }
+        }
+        PlanStep::Node(id) => StepInfo { label: node_label(g, *id), bytes: 0, flop: flop(*id) },
+        PlanStep::Group { lowered, kernel: Some(kernel), .. } => StepInfo {
+            label: format!("kernel {} ({}) over {:?}", kernel.name, kernel.summary, lowered.shape.as_slice()),
+            bytes: group_bytes(lowered, g),
+            flop: 0.0,
+        },
+        PlanStep::Group { members, kernel: None, .. } => {
+            let names: Vec<String> = members.iter().map(|&m| g.node(m).kind.name()).collect();
+            StepInfo { label: format!("unfused group ({})", names.join(" ")), bytes: 0, flop: 0.0 }
+        }
+    }
+}
+
+/// A node in words: its op, the shapes it reads and the shape it makes.
+fn node_label(g: &Graph, id: NodeId) -> String {
+    let n = g.node(id);
+    let reads: Vec<String> = n.reads.iter().map(|u| format!("{:?}", u.layout.shape())).collect();
+    format!("{} {} -> {:?}", n.kind.name(), reads.join(", "), n.shape.as_slice())
 }
 
 /// Frees the values a step read last.

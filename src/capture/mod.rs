@@ -36,6 +36,7 @@ mod exec;
 mod journal;
 mod kernels;
 mod plan;
+mod profile;
 mod realize;
 mod report;
 mod step;

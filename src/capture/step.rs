@@ -269,3 +269,12 @@ impl<F> CompiledStep<F> {
         self.last = s;
     }
 }
+
+impl<F> Drop for CompiledStep<F> {
+    /// Prints the step timings gathered under `KILN_DEBUG=profile`.
+    fn drop(&mut self) {
+        if super::profile::enabled() {
+            super::profile::print_and_clear();
+        }
+    }
+}
