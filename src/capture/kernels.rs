@@ -7,7 +7,7 @@ use kiln_codegen::cuda::{emit_fused, emit_fused_reduce, FusedKernel, FusedReduce
 use kiln_codegen::ir::{Graph, NodeId};
 use kiln_codegen::kernel::KernelArgs;
 use kiln_codegen::passes::{GroupKernel, LoweredGroup};
-use kiln_runtime::cpu::parallel::{for_ranges, GRAIN};
+use kiln_runtime::cpu::parallel::{for_ranges, on_pool, GRAIN};
 use kiln_runtime::{DType, Device};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -216,7 +216,8 @@ unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
 /// Runs `kernel` over `lowered`'s iteration space, split across kiln's thread pool into tasks
-/// of about [`GRAIN`] units of work (`CompiledKernel::work_per_element` per element).
+/// of about [`GRAIN`] units of work (`CompiledKernel::work_per_element` per element) when it
+/// runs on the pool, of [`GRAIN`] elements otherwise.
 ///
 /// # Safety
 /// `inputs[k]` must point at input `k`'s element 0 (the view's offset applied) of a buffer
@@ -267,7 +268,9 @@ pub(crate) unsafe fn launch(
             unsafe { call(kernel, &in_ptrs, &out_ptrs, scalars, shape, &lowered.strides, range, 0) };
         }
     };
-    let grain = (GRAIN / kernel.work_per_element).max(1);
+    // Costly elements make smaller tasks only where splitting is cheap: a plan run on the
+    // caller's thread is small (`Plan::splits`), and its kernels split by elements as before.
+    let grain = if on_pool() { (GRAIN / kernel.work_per_element).max(1) } else { GRAIN };
     if rank == 1 {
         for_ranges(numel, grain, run);
     } else {

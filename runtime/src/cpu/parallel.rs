@@ -47,6 +47,13 @@ pub fn pool() -> Arc<rayon::ThreadPool> {
     guard.get_or_insert_with(|| build_pool(default_threads())).clone()
 }
 
+/// Whether the calling thread is one of the pool's: work split from there starts at once (the
+/// helper is a worker already), while work split from outside waits for a worker to wake and
+/// then for the caller to be woken (tens of µs).
+pub fn on_pool() -> bool {
+    pool().current_thread_index().is_some()
+}
+
 /// Sets the number of CPU worker threads (`torch.set_num_threads`).
 pub fn set_num_threads(n: usize) {
     let n = n.max(1);
@@ -206,6 +213,13 @@ mod tests {
         if outside > 1 {
             assert!(chunk_count(1 << 24, GRAIN) > 1);
         }
+    }
+
+    #[test]
+    fn only_the_pools_threads_are_on_it() {
+        assert!(!on_pool(), "a test's thread is not a worker");
+        assert!(pool().install(on_pool));
+        assert_eq!(join_serial(on_pool, on_pool), (true, true));
     }
 
     #[test]
