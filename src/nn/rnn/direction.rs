@@ -46,16 +46,18 @@ impl Recurrence<'_> {
                     Some(b) => b.broadcast_to(shape),
                     None => Tensor::zeros_opts(shape, gates.dtype(), gates.device()),
                 };
-                RecurrentGrad::new(&rows, self.w_hh)
+                RecurrentGrad::new(&rows, self.w_hh, batch_sizes.len())
             }
-            _ => RecurrentGrad::new(gates, self.w_hh),
+            _ => RecurrentGrad::new(gates, self.w_hh, batch_sizes.len()),
         });
         let (steps, recurrent_bias, recurrent) = match (&merged, self.mode) {
             (Some(m), Mode::Gru) => {
                 (split_steps(gates, batch_sizes), Some(split_steps(&m.carrier, batch_sizes)), Recurrent::Merged(m))
             }
             (Some(m), _) => (split_steps(&m.carrier, batch_sizes), None, Recurrent::Merged(m)),
-            (None, _) => (split_steps(gates, batch_sizes), None, Recurrent::Plain(row_major_t(self.w_hh))),
+            (None, _) => {
+                (split_steps(gates, batch_sizes), None, Recurrent::Plain(row_major_t(self.w_hh, batch_sizes.len())))
+            }
         };
         let b_hh = |t: usize| recurrent_bias.as_ref().map_or(self.b_hh, |b| Some(&b[t]));
         // The state each step starts from, for the merged gradient.

@@ -32,26 +32,32 @@ pub(super) struct RecurrentGrad {
     /// The carrier rows `(Σ batch_sizes, G)`, with the node that gives `W_hh` its gradient.
     pub carrier: Tensor,
     w_hh: Tensor,
-    /// `W_hhᵀ` stored row-major, without history: see [`row_major_t`].
+    /// `W_hhᵀ`, row-major when the recurrence has several steps, without history: see
+    /// [`row_major_t`].
     w_hh_t: Tensor,
     hidden: HiddenRows,
 }
 
-/// `wᵀ` copied into row-major storage, for the products of every step. `h·wᵀ` through a
-/// transposed view has its shared dim contiguous in both operands, and with a batch's few rows
-/// the `gemm` crate runs that form 1.7-13x slower than with the right operand row-major (one
-/// thread, 32x256 by 256x1024: 138 against 82 µs; 32x1024 by 1024x256: 494 against 75 µs), so
-/// one copy per forward call saves that on each of its steps.
+/// `wᵀ` for the products of `steps` steps: copied into row-major storage when there is more
+/// than one. `h·wᵀ` through a transposed view has its shared dim contiguous in both operands,
+/// and with a batch's few rows the `gemm` crate runs that form 1.7-13x slower than with the
+/// right operand row-major (one thread, 32x256 by 256x1024: 138 against 82 µs; 32x1024 by
+/// 1024x256: 494 against 75 µs), so one copy per forward call saves that on each step; a
+/// single step (sampling a character at a time) keeps the view rather than pay the copy.
 #[track_caller]
-pub(super) fn row_major_t(w: &Tensor) -> Tensor {
-    w.t().contiguous()
+pub(super) fn row_major_t(w: &Tensor, steps: usize) -> Tensor {
+    if steps > 1 {
+        w.t().contiguous()
+    } else {
+        w.t()
+    }
 }
 
 impl RecurrentGrad {
     /// Merges `w_hh`'s gradient through `rows` (the carrier's value: what the steps add to
-    /// their recurrent products anyway).
+    /// their recurrent products anyway), for a recurrence of `steps` steps.
     #[track_caller]
-    pub fn new(rows: &Tensor, w_hh: &Tensor) -> RecurrentGrad {
+    pub fn new(rows: &Tensor, w_hh: &Tensor, steps: usize) -> RecurrentGrad {
         let hidden: HiddenRows = Arc::new(OnceLock::new());
         let states = hidden.clone();
         let carrier =
@@ -63,7 +69,7 @@ impl RecurrentGrad {
                 });
                 grads![ctx.needs_input_grad(0).then(|| g.clone()), dw]
             });
-        RecurrentGrad { carrier, w_hh: w_hh.clone(), w_hh_t: row_major_t(&w_hh.detach()), hidden }
+        RecurrentGrad { carrier, w_hh: w_hh.clone(), w_hh_t: row_major_t(&w_hh.detach(), steps), hidden }
     }
 
     /// A step's recurrent product `h·W_hhᵀ`, recorded with a rule that gives `W_hh` no
@@ -92,4 +98,19 @@ impl RecurrentGrad {
 /// hidden state would record a node for `W_hh`.
 pub(super) fn merges(w_hh: &Tensor) -> bool {
     autograd::is_recording(&[w_hh])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_steps_multiply_by_a_row_major_copy_one_step_by_the_view() {
+        let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let copy = row_major_t(&w, 2);
+        assert!(copy.is_contiguous() && !copy.shares_storage_with(&w));
+        assert_eq!(copy.to_vec::<f32>(), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        let view = row_major_t(&w, 1);
+        assert!(view.shares_storage_with(&w) && view.shape() == [3, 2]);
+    }
 }
