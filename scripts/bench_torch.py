@@ -1,7 +1,8 @@
 """PyTorch eager on the workloads of issue 31, for the side-by-side figures in docs/perf.md:
 the MLP, CIFAR-net and MNIST-example training steps, cross-entropy forward+backward, layer
-norm forward, the 11-op GELU chain, and one Adam step in PyTorch's three forms (the single-tensor loop, its CPU
-default; `foreach=True`; `fused=True`), with the thread count kiln's benches use.
+norm forward, the 11-op GELU chain, and one Adam step in PyTorch's three forms (the
+single-tensor loop, its CPU default; `foreach=True`; `fused=True`), with the thread count
+kiln's benches use.
 
     KILN_NUM_THREADS=2 python3 scripts/bench_torch.py [--out FILE]
 

@@ -270,7 +270,8 @@ pub(crate) unsafe fn launch(
     };
     // Costly elements make smaller tasks only where splitting is cheap: a plan run on the
     // caller's thread is small (`Plan::splits`), and its kernels split by elements as before.
-    let grain = if on_pool() { (GRAIN / kernel.work_per_element).max(1) } else { GRAIN };
+    // (`on_pool` is asked only for kernels with costly elements, off the common path.)
+    let grain = if kernel.work_per_element > 1 && on_pool() { (GRAIN / kernel.work_per_element).max(1) } else { GRAIN };
     if rank == 1 {
         for_ranges(numel, grain, run);
     } else {

@@ -106,11 +106,11 @@ pub type RowOneHotSubFn = unsafe extern "C" fn(
 /// Bytes of an f32 output from which its writers (generated kernels' epilogues,
 /// [`super::row_kernels`]) pass a nonzero `stream` to the routines, so they write it with
 /// non-temporal stores: an output this big does not stay in a 2-core machine's caches for its
-/// consumer, so reading each line in before overwriting it only adds memory traffic. Measured on a 2-core
-/// AVX-512 Xeon (2026-12-04): layer norm [8192, 1024] (32 MB out) 2.88-2.98 ms streamed
+/// consumer, so reading each line in before overwriting it only adds memory traffic. Measured on a
+/// 2-core AVX-512 Xeon (2026-12-04): layer norm [8192, 1024] (32 MB out) 2.88-2.98 ms streamed
 /// against 3.47-3.53 cached; the cross-entropy gradient [8192, 1000], in a copy of its kernel's
-/// loop, 3.16-3.26 against 3.68-3.71 ms. (Session 13 found streaming through a row buffer
-/// slower on an AMD EPYC; this streams from the routines' registers.)
+/// loop, 3.16-3.26 against 3.68-3.71 ms. (Session 13 found streaming through a row buffer slower on
+/// an AMD EPYC; this streams from the routines' registers.)
 pub const STREAM_BYTES: usize = 16 << 20;
 
 /// The row routines for this CPU.
