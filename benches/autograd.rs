@@ -55,11 +55,11 @@ fn manual_backward(m: &Mlp, x: &Tensor, acts: &[Tensor; 3]) -> Vec<Tensor> {
     let gw3 = h2.t().matmul(&g_out);
     let gb3 = g_out.sum_dim(0, false);
     let g_h2 = g_out.matmul(&m.w[2].t());
-    let g_p2 = Tensor::where_(&h2.gt(0.0), &g_h2, 0.0);
+    let g_p2 = Tensor::where_cond(&h2.gt(0.0), &g_h2, 0.0);
     let gw2 = h1.t().matmul(&g_p2);
     let gb2 = g_p2.sum_dim(0, false);
     let g_h1 = g_p2.matmul(&m.w[1].t());
-    let g_p1 = Tensor::where_(&h1.gt(0.0), &g_h1, 0.0);
+    let g_p1 = Tensor::where_cond(&h1.gt(0.0), &g_h1, 0.0);
     let gw1 = x.t().matmul(&g_p1);
     let gb1 = g_p1.sum_dim(0, false);
     vec![gw1, gb1, gw2, gb2, gw3, gb3]
@@ -108,15 +108,15 @@ fn main() {
     };
     let mut by_hand = || {
         let acts = {
-            let _g = kiln::no_grad();
+            let _g = kiln::no_grad_guard();
             m.forward(&input)
         };
-        let _g = kiln::no_grad();
+        let _g = kiln::no_grad_guard();
         black_box(acts[2].square().mean());
         black_box(manual_backward(&m, &input, &acts));
     };
     let mut forward_plain = || {
-        let _g = kiln::no_grad();
+        let _g = kiln::no_grad_guard();
         let acts = m.forward(&input);
         black_box(acts[2].square().mean());
     };

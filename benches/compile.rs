@@ -9,7 +9,7 @@
 //! `cargo bench --all-features --bench compile [-- CASE…]` prints the Markdown table.
 
 use kiln::nn::{self, functional as F, Module};
-use kiln::optim::{Adadelta, AdadeltaConfig, Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Adadelta, AdadeltaConfig, Adam, AdamConfig, Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -219,7 +219,7 @@ fn layer_norm(torch: &HashMap<String, f64>) {
     let ln = nn::LayerNorm::new(&[1024]);
     let xs = Tensor::randn(&[8192, 1024]);
     let step = std::cell::RefCell::new(kiln::compile(|x: &Tensor| {
-        let _g = kiln::no_grad();
+        let _g = kiln::no_grad_guard();
         ln.forward(x)
     }));
     memory_case(
@@ -269,7 +269,7 @@ fn train_step<'a>(
 /// The body of a training step of `net`: zero_grad, forward, cross-entropy, backward, SGD
 /// (lr 0.01, momentum 0.9) step; returns the loss.
 fn sgd_step<'a>(net: &'a dyn Module) -> impl FnMut((&Tensor, &Tensor)) -> Tensor + 'a {
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
     let criterion = nn::CrossEntropyLoss::new();
     move |(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();

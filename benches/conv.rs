@@ -46,7 +46,7 @@ fn main() {
         let opts = Conv2dOpts::default();
 
         let fwd = time(9, || {
-            let _g = kiln::no_grad();
+            let _g = kiln::no_grad_guard();
             black_box(F::conv2d(&x, &w, Some(&b), &opts));
         });
         let both = time(9, || {

@@ -8,7 +8,7 @@
 //! `cargo bench --bench train_step` prints a Markdown table.
 
 use kiln::nn::{self, Module};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 
 mod common;
@@ -22,7 +22,7 @@ use mlp::Mlp;
 /// Median seconds of one training step of `net` on `(x, y)` and of its matrix `products` through
 /// gemm, measured in alternation (one of each per round) so that machine noise falls on both.
 fn step_and_gemm_secs(net: &dyn Module, x: &Tensor, y: &Tensor, products: &[(usize, usize, usize)]) -> (f64, f64) {
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
     let criterion = nn::CrossEntropyLoss::new();
     let mut step = || {
         opt.zero_grad();

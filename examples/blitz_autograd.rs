@@ -54,13 +54,10 @@ fn main() {
         assert!((g - v * scale).abs() <= 1e-6 * (v * scale).abs());
     }
 
-    // Stop tracking history with a no_grad() guard:
+    // Stop tracking history by running code inside kiln::no_grad (`with torch.no_grad():`):
     println!("{}", x.requires_grad());
     println!("{}", x.pow(2.0).requires_grad());
-    {
-        let _guard = kiln::no_grad();
-        println!("{}", x.pow(2.0).requires_grad());
-    }
+    kiln::no_grad(|| println!("{}", x.pow(2.0).requires_grad()));
 
     // Or get a new tensor with the same content that does not require gradients, with detach():
     println!("{}", x.requires_grad());

@@ -11,7 +11,8 @@
 mod common;
 
 use clap::Parser;
-use common::lm::{corpus, progress, sample_index, vocabulary, write_curve};
+use common::lm::{corpus, sample_index, vocabulary, write_curve};
+use common::progress;
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Adam, AdamConfig, Optimizer};
 use kiln::Tensor;
@@ -92,7 +93,7 @@ fn batchify(ids: &[i64], streams: usize) -> Tensor {
 
 /// The mean cross-entropy of predicting each next character of `data` (streams × length).
 fn evaluate(model: &CharModel, data: &Tensor, args: &Args) -> f64 {
-    let _no_grad = kiln::no_grad();
+    let _no_grad = kiln::no_grad_guard();
     let (streams, len) = (data.shape()[0], data.shape()[1]);
     let zeros = Tensor::zeros(&[1, streams, args.hidden]);
     let (mut h, mut c) = (zeros.clone(), zeros);
@@ -117,7 +118,7 @@ fn evaluate(model: &CharModel, data: &Tensor, args: &Args) -> f64 {
 
 /// `length` characters sampled from the model after `prompt`, at temperature 0.8.
 fn sample(model: &CharModel, vocab: &[char], prompt: &str, length: usize, hidden: usize) -> String {
-    let _no_grad = kiln::no_grad();
+    let _no_grad = kiln::no_grad_guard();
     let id = |c: char| vocab.iter().position(|&v| v == c).unwrap_or(0) as i64;
     let zeros = Tensor::zeros(&[1, 1, hidden]);
     let (mut h, mut c) = (zeros.clone(), zeros);

@@ -9,8 +9,8 @@
 use clap::Parser;
 use kiln::data::DataLoader;
 use kiln::nn::{self, functional as F, Module};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
-use kiln::vision::datasets::Cifar10;
+use kiln::optim::{Optimizer, SGDConfig, SGD};
+use kiln::vision::datasets::{Split, CIFAR10};
 use kiln::vision::transforms::{Compose, Normalize, ToTensor};
 use kiln::Tensor;
 use std::path::PathBuf;
@@ -75,15 +75,15 @@ impl Module for Net {
 fn main() -> kiln::Result<()> {
     let args = Args::parse();
     let transform = || Compose::new((ToTensor, Normalize::new(&[0.5, 0.5, 0.5], &[0.5, 0.5, 0.5])));
-    let trainset = Cifar10::new(&args.data_dir, true)?.transform(transform());
+    let trainset = CIFAR10::new(&args.data_dir, Split::Train)?.transform(transform());
     let trainloader = DataLoader::new(trainset).batch_size(args.batch_size).shuffle(true).num_workers(args.num_workers);
-    let testset = Cifar10::new(&args.data_dir, false)?.transform(transform());
+    let testset = CIFAR10::new(&args.data_dir, Split::Test)?.transform(transform());
     let testloader = DataLoader::new(testset).batch_size(args.batch_size).num_workers(args.num_workers);
-    let classes = Cifar10::classes();
+    let classes = CIFAR10::classes();
 
     let net = Net::new();
     let criterion = nn::CrossEntropyLoss::new();
-    let mut optimizer = Sgd::new(net.parameters(), SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
+    let mut optimizer = SGD::new(net.parameters(), SGDConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
 
     // one training step; with --compile it runs as a captured, fused graph
     let mut step = kiln::compile(|(inputs, labels): (&Tensor, &Tensor)| {
@@ -117,7 +117,7 @@ fn main() -> kiln::Result<()> {
     let mut correct_pred = [0usize; 10];
     let mut total_pred = [0usize; 10];
     // since we're not training, we don't need to calculate the gradients for our outputs
-    let _guard = kiln::no_grad();
+    let _guard = kiln::no_grad_guard();
     for (images, labels) in &testloader {
         // calculate outputs by running images through the network
         let outputs = net.forward(&images);

@@ -8,7 +8,7 @@
 //! kernel.
 
 use kiln::nn::{self, functional as F, Module};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::Tensor;
 
 #[derive(Module)]
@@ -26,7 +26,7 @@ impl Module for Mlp {
 fn main() {
     kiln::manual_seed(0);
     let net = Mlp { fc1: nn::Linear::new(64, 128), fc2: nn::Linear::new(128, 10) };
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let criterion = nn::CrossEntropyLoss::new();
     let x = Tensor::randn(&[32, 64]);
     let y = Tensor::randint(0, 10, &[32]);

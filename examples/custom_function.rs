@@ -20,7 +20,7 @@ impl Function for BinaryActive {
     fn backward(&self, ctx: &FunctionCtx, grad_output: &Tensor) -> Vec<Option<Tensor>> {
         let x = &ctx.saved_tensors()[0];
         let pass = x.abs().le(1.0);
-        vec![Some(Tensor::where_(&pass, grad_output, 0.0))]
+        vec![Some(Tensor::where_cond(&pass, grad_output, 0.0))]
     }
 }
 

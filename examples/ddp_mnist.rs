@@ -18,7 +18,7 @@ use kiln::data::{DataLoader, Dataset, DistributedSampler};
 use kiln::distributed::{self as dist, Backend, InitOptions, ReduceOp};
 use kiln::nn::parallel::{DdpOptions, DistributedDataParallel};
 use kiln::nn::{functional as F, Module};
-use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
+use kiln::optim::lr_scheduler::{LRScheduler, StepLR};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
 use kiln::{Device, Tensor};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ fn main() -> kiln::Result<()> {
 
     let model = DistributedDataParallel::new(Net::new(), DdpOptions::default())?;
     let mut optimizer = Adadelta::new(model.parameters(), AdadeltaConfig { lr: args.train.lr, ..Default::default() });
-    let mut scheduler = StepLr::new(&mut optimizer, 1, args.train.gamma);
+    let mut scheduler = StepLR::new(&mut optimizer, 1, args.train.gamma);
 
     for epoch in 1..=args.train.epochs {
         let start = Instant::now();
@@ -88,7 +88,7 @@ fn main() -> kiln::Result<()> {
 fn model_train(
     args: &Args,
     model: &DistributedDataParallel<Net>,
-    loader: &DataLoader<kiln::vision::datasets::Mnist>,
+    loader: &DataLoader<kiln::vision::datasets::MNIST>,
     optimizer: &mut Adadelta,
     epoch: usize,
     rank: usize,

@@ -9,13 +9,13 @@ mod common;
 
 use clap::Parser;
 use common::mnist::{datasets, evaluate, report, Net, TrainArgs};
-use indicatif::{ProgressBar, ProgressStyle};
+use common::progress;
 use kiln::data::{DataLoader, Dataset};
 use kiln::nn::{functional as F, Module};
-use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
+use kiln::optim::lr_scheduler::{LRScheduler, StepLR};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
-use kiln::vision::datasets::Mnist;
-use kiln::{Device, Tensor};
+use kiln::vision::datasets::MNIST;
+use kiln::{CompiledStep, Device, Tensor};
 use std::time::Instant;
 
 /// PyTorch MNIST Example
@@ -37,36 +37,45 @@ struct Args {
     compile: bool,
 }
 
-/// One epoch of training; returns the mean training loss.
-fn train(
+/// One training step (PyTorch's loop body), compiled once in `main` and called with the model
+/// and the optimizer as arguments: the step borrows them only during a call, so `main` can
+/// switch the model between train and eval and step the scheduler between calls
+/// (docs/compile.md).
+fn train_step((model, optimizer, data, target): (&Net, &mut Adadelta, &Tensor, &Tensor)) -> Tensor {
+    optimizer.zero_grad();
+    let output = model.forward(data);
+    let loss = F::nll_loss(&output, target);
+    loss.backward();
+    optimizer.step();
+    loss
+}
+
+/// One epoch of training through `step` (compiled, or eager without `--compile`); returns the
+/// mean training loss. Logs PyTorch's `Train Epoch:` line every `--log-interval` batches when
+/// standard error is not a terminal, and a progress bar when it is.
+fn train<S>(
     args: &Args,
+    step: &mut CompiledStep<S>,
     model: &mut Net,
     device: &Device,
-    loader: &DataLoader<Mnist>,
+    loader: &DataLoader<MNIST>,
     optimizer: &mut Adadelta,
     epoch: usize,
-) -> f64 {
+) -> f64
+where
+    S: for<'a> FnMut((&'a Net, &'a mut Adadelta, &'a Tensor, &'a Tensor)) -> Tensor,
+{
     model.train();
-    let bar = ProgressBar::new(loader.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("template"),
-    );
-    bar.set_prefix(epoch.to_string());
+    let (bar, plain_log) = progress(loader.len(), &format!("epoch {epoch}"));
+    let dataset_len = loader.dataset().len();
     let (mut sum, mut batches) = (0.0, 0);
-    let mut step = kiln::compile(|(data, target): (&Tensor, &Tensor)| {
-        optimizer.zero_grad();
-        let output = model.forward(data);
-        let loss = F::nll_loss(&output, target);
-        loss.backward();
-        optimizer.step();
-        loss
-    });
     for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
         let (data, target) = (data.to(device), target.to(device));
-        let loss = if args.compile { step.call((&data, &target)) } else { step.call_eager((&data, &target)) };
-        if args.compile && batch_idx == 1 {
+        let args_of_step = (&*model, &mut *optimizer, &data, &target);
+        let loss = if args.compile { step.call(args_of_step) } else { step.call_eager(args_of_step) };
+        if args.compile && (batch_idx == 1 || args.train.dry_run) {
             let s = step.stats();
-            bar.println(format!(
+            let line = format!(
                 "compiled step: {} kernels, {} eager ops, {} graph breaks, plan cache {}, trace {:.1?} run {:.1?}",
                 s.kernels_launched,
                 s.eager_ops,
@@ -74,12 +83,24 @@ fn train(
                 if s.plan_cache_hits == s.graphs { "hit" } else { "miss" },
                 s.trace_time,
                 s.run_time
-            ));
+            );
+            if plain_log {
+                println!("{line}")
+            } else {
+                bar.println(line)
+            }
         }
         let loss = loss.item::<f32>() as f64;
         sum += loss;
         batches += 1;
         if batch_idx % args.train.log_interval == 0 {
+            if plain_log {
+                println!(
+                    "Train Epoch: {epoch} [{}/{dataset_len} ({:.0}%)]\tLoss: {loss:.6}",
+                    batch_idx * args.train.batch_size,
+                    100.0 * batch_idx as f64 / loader.len() as f64
+                );
+            }
             bar.set_message(format!("loss {loss:.6}"));
         }
         bar.inc(1);
@@ -92,11 +113,25 @@ fn train(
 }
 
 /// Evaluates on the test set; returns (mean loss, accuracy in %).
-fn test(args: &Args, model: &mut Net, device: &Device, loader: &DataLoader<Mnist>) -> (f64, f64) {
+fn test<S>(
+    args: &Args,
+    forward: &mut CompiledStep<S>,
+    model: &mut Net,
+    device: &Device,
+    loader: &DataLoader<MNIST>,
+) -> (f64, f64)
+where
+    S: for<'a> FnMut((&'a Net, &'a Tensor)) -> Tensor,
+{
     model.eval();
-    let mut forward = kiln::compile(|data: &Tensor| model.forward(data));
-    let (loss, correct, seen) =
-        evaluate(loader, device, |data| if args.compile { forward.call(data) } else { forward.call_eager(data) });
+    let model = &*model;
+    let (loss, correct, seen) = evaluate(loader, device, |data| {
+        if args.compile {
+            forward.call((model, data))
+        } else {
+            forward.call_eager((model, data))
+        }
+    });
     report(loss, correct, seen)
 }
 
@@ -122,14 +157,17 @@ fn main() -> kiln::Result<()> {
     model.to(&device);
     println!("{model}");
     let mut optimizer = Adadelta::new(model.parameters(), AdadeltaConfig { lr: args.train.lr, ..Default::default() });
-    let mut scheduler = StepLr::new(&mut optimizer, 1, args.train.gamma);
+    let mut scheduler = StepLR::new(&mut optimizer, 1, args.train.gamma);
 
+    // Compiled once: each call passes the model and optimizer, and the plan cache keeps hitting.
+    let mut step = kiln::compile(train_step);
+    let mut forward = kiln::compile(|(model, data): (&Net, &Tensor)| model.forward(data));
     let mut curve = Vec::new();
     for epoch in 1..=args.train.epochs {
         let start = Instant::now();
-        let train_loss = train(&args, &mut model, &device, &train_loader, &mut optimizer, epoch);
+        let train_loss = train(&args, &mut step, &mut model, &device, &train_loader, &mut optimizer, epoch);
         let train_secs = start.elapsed().as_secs_f64();
-        let (test_loss, accuracy) = test(&args, &mut model, &device, &test_loader);
+        let (test_loss, accuracy) = test(&args, &mut forward, &mut model, &device, &test_loader);
         println!("epoch {epoch}: {train_secs:.1} s training, {:.1} s in all", start.elapsed().as_secs_f64());
         curve.push((epoch, train_loss, test_loss, accuracy));
         scheduler.step(&mut optimizer);

@@ -25,9 +25,10 @@
 mod common;
 
 use clap::{Parser, ValueEnum};
-use common::lm::{corpus, progress, sample_index, vocabulary, write_curve};
+use common::lm::{corpus, sample_index, vocabulary, write_curve};
+use common::progress;
 use kiln::nn::{self, functional as F, EncoderArgs, Module, TransformerActivation, TransformerLayerOpts};
-use kiln::optim::lr_scheduler::{LrScheduler, OneCycleLr, OneCycleLrConfig};
+use kiln::optim::lr_scheduler::{LRScheduler, OneCycleLR, OneCycleLRConfig};
 use kiln::optim::{AdamW, AdamWConfig, Optimizer, ParamGroup};
 use kiln::Tensor;
 use std::collections::HashSet;
@@ -213,7 +214,7 @@ impl Task for Text {
     /// The mean cross-entropy of every next character of the held-out text, and its
     /// perplexity.
     fn evaluate(&self, model: &TransformerLm) -> String {
-        let _no_grad = kiln::no_grad();
+        let _no_grad = kiln::no_grad_guard();
         let starts: Vec<usize> = (0..self.valid.len() - self.block).step_by(self.block).collect();
         let (mut total, mut count) = (0.0, 0);
         for chunk in starts.chunks(32) {
@@ -229,7 +230,7 @@ impl Task for Text {
 
     /// A line sampled after "The " at temperature 0.8.
     fn show(&self, model: &TransformerLm) -> String {
-        let _no_grad = kiln::no_grad();
+        let _no_grad = kiln::no_grad_guard();
         let mut ids: Vec<i64> = "The ".chars().map(|c| self.vocab.binary_search(&c).unwrap_or(0) as i64).collect();
         for _ in 0..self.sample_len {
             let context = &ids[ids.len().saturating_sub(self.block)..];
@@ -284,7 +285,7 @@ impl Digits {
 
     /// The model's greedy answers to `strings`, `digits` tokens each, one token at a time.
     fn answer(&self, model: &TransformerLm, strings: &[Vec<i64>]) -> Vec<Vec<i64>> {
-        let _no_grad = kiln::no_grad();
+        let _no_grad = kiln::no_grad_guard();
         let mut seq = self.prompts(strings);
         for _ in 0..self.digits {
             let next = model.forward(&seq).select(1, -1).argmax_dim(-1, true);
@@ -386,7 +387,7 @@ fn main() -> kiln::Result<()> {
         ParamGroup::new(decay, config.clone()),
         ParamGroup::new(no_decay, AdamWConfig { weight_decay: 0.0, ..config }),
     ]);
-    let mut scheduler = OneCycleLr::new(&mut optimizer, OneCycleLrConfig::new(args.lr, args.steps));
+    let mut scheduler = OneCycleLR::new(&mut optimizer, OneCycleLRConfig::new(args.lr, args.steps));
     let vocab = task.vocab_size() as i64;
     let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
         optimizer.zero_grad();

@@ -51,7 +51,8 @@
 //! - `torch.clamp` with tensor bounds is `x.clamp_tensor(Some(&lo), Some(&hi))` (`None` for an
 //!   absent bound; Rust has no overloading, and `x.clamp(lo, hi)` takes numbers).
 //! - `kiln::compile(f)` returns a [`CompiledStep`]; call it with `step.call(args)` (one
-//!   argument: pass a tuple for several). Inside a compiled call an index error of an op whose
+//!   argument: pass a tuple for several; pass the model and optimizer that way too, see
+//!   [`compile_guide`]). Inside a compiled call an index error of an op whose
 //!   kernel runs later (gather, scatter, …) panics when the step's graph runs, not at the op's
 //!   line. `KILN_DEBUG` and `KILN_DUMP_DIR` play the role of `TORCH_LOGS` (see [`debug`]).
 //! - [`distributed`]: `rank()`, `world_size()` and every collective return [`Result`]; there is
@@ -68,6 +69,8 @@ extern crate self as kiln;
 pub mod autograd;
 pub mod backends;
 pub mod capture;
+#[doc = include_str!("../docs/compile.md")]
+pub mod compile_guide {}
 pub mod cuda;
 pub mod data;
 pub mod debug;
@@ -86,7 +89,9 @@ pub mod state_dict;
 pub mod tensor;
 pub mod vision;
 
-pub use autograd::{enable_grad, is_grad_enabled, no_grad, set_grad_enabled, BackwardOpts};
+pub use autograd::{
+    enable_grad, enable_grad_guard, is_grad_enabled, no_grad, no_grad_guard, set_grad_enabled, BackwardOpts,
+};
 pub use capture::{compile, CompiledStep};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
@@ -142,12 +147,12 @@ pub fn get_num_threads() -> usize {
 /// (the blitz, MNIST and CIFAR-10 tutorials) names without a path: [`Tensor`], [`DType`],
 /// [`Device`], [`Scalar`], [`StateDict`], [`BackwardOpts`], `nn` with `F` (its functional
 /// module) and the [`Module`](nn::Module) trait and derive, `optim` with the
-/// [`Optimizer`](optim::Optimizer) and [`LrScheduler`](optim::lr_scheduler::LrScheduler)
+/// [`Optimizer`](optim::Optimizer) and [`LRScheduler`](optim::lr_scheduler::LRScheduler)
 /// traits (so `opt.step()`, `opt.zero_grad()` and `sched.step(&mut opt)` resolve), the datasets'
 /// [`Split`](vision::datasets::Split), and [`compile`], [`manual_seed`], [`no_grad`].
 pub mod prelude {
     pub use crate::nn::{self, functional as F, Module};
-    pub use crate::optim::{self, lr_scheduler::LrScheduler, Optimizer};
+    pub use crate::optim::{self, lr_scheduler::LRScheduler, Optimizer};
     pub use crate::vision::datasets::Split;
     pub use crate::{compile, manual_seed, no_grad, BackwardOpts, DType, Device, Scalar, StateDict, Tensor};
 }

@@ -1,6 +1,6 @@
 //! The program of `docs/api.md` (the user-facing contract), written with nothing but
 //! `use kiln::prelude::*;` and the paths docs/api.md itself spells (`kiln::set_num_threads`,
-//! `kiln::vision::datasets::Mnist`, …): if a name it uses is not exported, this file does not
+//! `kiln::vision::datasets::MNIST`, …): if a name it uses is not exported, this file does not
 //! compile (the blitz `Net` it trains is the shared `tests/common/blitz_net.rs`). The parts
 //! that need no files run (tiny shapes); the data and checkpoint lines are in a function that
 //! is compiled but only run against a temporary directory.
@@ -23,7 +23,7 @@ impl kiln::autograd::Function for BinaryActive {
 
     fn backward(&self, ctx: &kiln::autograd::FunctionCtx, grad_output: &Tensor) -> Vec<Option<Tensor>> {
         let x = &ctx.saved_tensors()[0];
-        vec![Some(Tensor::where_(&x.abs().le(1.0), grad_output, 0.0))]
+        vec![Some(Tensor::where_cond(&x.abs().le(1.0), grad_output, 0.0))]
     }
 }
 
@@ -102,7 +102,7 @@ fn settings_tensors_and_autograd() {
     let frozen = x.detach();
     assert!(!frozen.requires_grad());
     {
-        let _guard = kiln::no_grad();
+        let _guard = kiln::no_grad_guard();
         assert!(!(&x * 2.0).requires_grad());
     }
     assert!(!y.grad_fn().unwrap().next_functions().is_empty());
@@ -159,14 +159,14 @@ fn nn_optim_and_compile() {
     assert_eq!(y.shape(), &[2, 5]);
     assert_eq!(nn::Identity.forward(&y).shape(), &[2, 5]);
     let mut opt =
-        optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
+        optim::SGD::new(net.parameters(), optim::SGDConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
     let inputs = Tensor::randn(&[2, 3, 32, 32]);
     let labels = Tensor::new(&[1i64, 7]);
     opt.zero_grad();
     let loss = criterion.forward(&net.forward(&inputs), &labels);
     loss.backward();
     opt.step();
-    let mut sched = optim::lr_scheduler::StepLr::new(&mut opt, 30, 0.1);
+    let mut sched = optim::lr_scheduler::StepLR::new(&mut opt, 30, 0.1);
     sched.step(&mut opt);
     let sd = opt.state_dict();
     opt.load_state_dict(&sd).unwrap();
@@ -191,7 +191,7 @@ fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
     let path = dir.join("cifar_net.safetensors");
     kiln::save(&net.state_dict(), &path)?;
     net.load_state_dict(&kiln::load(&path)?)?;
-    let missing = kiln::vision::datasets::Mnist::new(dir.join("no-mnist-here"), Split::Train);
+    let missing = kiln::vision::datasets::MNIST::new(dir.join("no-mnist-here"), Split::Train);
     assert!(missing.is_err(), "a missing dataset is an error, not a panic");
     let train = kiln::data::TensorDataset::new(vec![Tensor::rand(&[4, 1, 2, 2]), Tensor::new(&[0i64, 1, 2, 3])])?;
     let loader =

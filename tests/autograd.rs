@@ -169,11 +169,11 @@ fn detach_no_grad_and_frozen_parameters() {
     let d = x.detach();
     assert!(!d.requires_grad() && d.shares_storage_with(&x));
     {
-        let _g = kiln::no_grad();
+        let _g = kiln::no_grad_guard();
         assert!(!kiln::is_grad_enabled());
         let y = &x * 2.0;
         assert!(!y.requires_grad());
-        let _e = kiln::enable_grad();
+        let _e = kiln::enable_grad_guard();
         assert!((&x * 2.0).requires_grad());
     }
     kiln::set_grad_enabled(false);
@@ -212,7 +212,7 @@ fn in_place_on_leaf_requiring_grad_is_refused_outside_no_grad() {
     });
     assert!(msg.contains("leaf tensor that requires grad") && msg.contains("in-place"), "{msg}");
     {
-        let _g = kiln::no_grad();
+        let _g = kiln::no_grad_guard();
         w.add_(1.0); // optimizer-style updates are fine
     }
     assert_eq!(w.to_vec::<f32>(), vec![2.0, 2.0]);

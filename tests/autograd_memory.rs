@@ -11,7 +11,7 @@ fn training_loop_holds_no_memory() {
     let step = || {
         let loss = (x.mm(&w) + &b).relu().square().mean();
         loss.backward();
-        let _g = kiln::no_grad();
+        let _g = kiln::no_grad_guard();
         w.sub_(&(w.grad().unwrap() * 0.01));
         b.sub_(&(b.grad().unwrap() * 0.01));
         w.zero_grad();

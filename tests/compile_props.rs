@@ -22,7 +22,7 @@
 //! Values computed only from exact ops have `e == 0`. An element passes when
 //! `|c - e| <= REL * |eager| + ABS + 2 * e_bound` (REL = 1e-5, ABS = 1e-6 for f32; 1e-12 and
 //! 1e-14 for f64); non-finite values must match exactly (same infinity, or both NaN).
-//! Comparisons feeding `where_` only take exact values (`e == 0`), so a few-ulp difference
+//! Comparisons feeding `where_cond` only take exact values (`e == 0`), so a few-ulp difference
 //! never flips a branch.
 
 use kiln::prelude::*;
@@ -204,7 +204,7 @@ enum Op {
     /// `x op c` (`rev`: `c op x`), c = `k / 4`.
     Scalar(Bin, usize, i8, bool),
     Un(Un, usize),
-    /// `where_(p cmp q, x, y)`; p, q index the exact values only.
+    /// `where_cond(p cmp q, x, y)`; p, q index the exact values only.
     Where(Cmp, usize, usize, usize, usize),
     /// `to_dtype` to the other float type and back.
     Cast(usize),
@@ -517,7 +517,7 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
                     Cmp::Eq => p.eq(q),
                 };
                 let ((x, bx), (y, by)) = (get(i), get(j));
-                (Tensor::where_(&cond, &x, &y), B { m: bx.m.max(by.m), e: bx.e.max(by.e) })
+                (Tensor::where_cond(&cond, &x, &y), B { m: bx.m.max(by.m), e: bx.e.max(by.e) })
             }
             Op::Cast(i) => {
                 let (x, bx) = get(i);
@@ -973,7 +973,7 @@ enum IntOp {
     Clamp(usize, i8, i8),
     /// `to_dtype` I64, I32, U8 or Bool (by the code modulo 4).
     Cast(usize, u8),
-    /// `where_((x & 1) == (y & 2), x, y)`.
+    /// `where_cond((x & 1) == (y & 2), x, y)`.
     Where(usize, usize),
     /// `t()`, bitwise not, `t()` back.
     ViaT(usize),
@@ -1056,7 +1056,7 @@ fn run_int(prog: &IntProg, ins: &[Tensor]) -> Vec<Tensor> {
             IntOp::Cast(i, d) => at(i).to_dtype(int_dtype(d)),
             IntOp::Where(i, j) => {
                 let (x, y) = (at(i), at(j));
-                Tensor::where_(&(&x & 1).eq(&(&y & 2)), &x, &y)
+                Tensor::where_cond(&(&x & 1).eq(&(&y & 2)), &x, &y)
             }
             IntOp::ViaT(i) => {
                 let x = at(i);
@@ -1150,7 +1150,7 @@ fn bitwise_ops_are_generated_in_a_kernel() {
     let f = |(x, y): (&Tensor, &Tensor)| {
         let m = x.gt(0);
         ((x << y) ^ (x >> y)) & !x
-            | ((x.t().contiguous().t() >> 3) + Tensor::where_(&(m ^ true), 1i64, 0i64).to_dtype(DType::I32))
+            | ((x.t().contiguous().t() >> 3) + Tensor::where_cond(&(m ^ true), 1i64, 0i64).to_dtype(DType::I32))
     };
     let eager = f((&x, &y));
     let mut step = kiln::compile(f);
@@ -1220,7 +1220,7 @@ fn fusion_cycle_minimal() {
         let v5 = x0 / &v3;
         let v6 = v5.tanh();
         let v7 = (-x1.t()).t();
-        let v8 = Tensor::where_(&x0.lt(&v7), &v7, x0);
+        let v8 = Tensor::where_cond(&x0.lt(&v7), &v7, x0);
         let v9 = (-v6.t()).t();
         vec![v3, v4, v5, v6, v7, v8, v9]
     };
@@ -1241,7 +1241,7 @@ fn fusion_cycle_minimal() {
 
 fn fusion_cycle_in_backward_minimal() {
     let f = |(x, x1, x2): (&Tensor, &Tensor, &Tensor)| {
-        let v3 = Tensor::where_(&x.gt(x), x, x);
+        let v3 = Tensor::where_cond(&x.gt(x), x, x);
         let v4 = x + x;
         let v5 = -x2;
         let v6 = x + &v5;

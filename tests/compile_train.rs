@@ -1,7 +1,7 @@
 //! Training loops give the same losses and parameters compiled and eager.
 
 use kiln::nn::{self, functional as F, Module};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 
 #[derive(Module)]
@@ -21,7 +21,7 @@ impl Module for Mlp {
 fn train(compiled: bool, steps: usize) -> (Vec<f32>, Tensor, Vec<(usize, usize, usize)>) {
     kiln::manual_seed(7);
     let net = Mlp { fc1: nn::Linear::new(20, 32), fc2: nn::Linear::new(32, 10) };
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
     let x = Tensor::randn(&[16, 20]);
     let y = Tensor::randint(0, 10, &[16]);
     let criterion = nn::CrossEntropyLoss::new();
@@ -172,7 +172,7 @@ fn opt_state_bits(sd: &kiln::StateDict) -> Vec<(String, Vec<f32>)> {
 #[test]
 fn values_read_before_an_in_place_update_keep_the_old_data() {
     let params = adam_problem();
-    let mut opt = Sgd::new(params.clone(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(params.clone(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let p = params[1].clone();
     // `doubled` is elementwise with the update (it may join its kernel), `total` and
     // `transposed` are not; each must see the parameter as it was before the step (the sum

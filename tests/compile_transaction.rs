@@ -4,7 +4,7 @@
 //! continues as eager training would have.
 
 use kiln::nn::{self, functional as F, Module};
-use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Adam, AdamConfig, Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -242,8 +242,8 @@ fn another_thread_reads_parameters_while_compiled_steps_update_them() {
             }
             reads
         });
-        let mut opt = Sgd::new([w.clone()], SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
-        let mut step = kiln::compile(|opt: &mut Sgd| {
+        let mut opt = SGD::new([w.clone()], SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+        let mut step = kiln::compile(|opt: &mut SGD| {
             opt.zero_grad();
             let loss = (&w * &w).sum();
             loss.backward();

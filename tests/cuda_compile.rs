@@ -15,7 +15,7 @@
 //! sm_80 and sm_90 (skipping with a printed line without NVRTC).
 
 use kiln::nn::{functional as F, Module};
-use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 
 #[path = "common/seeded.rs"]
@@ -122,7 +122,7 @@ fn broadcasts_views_casts_and_where_equal_eager() {
         let t = x.t().narrow(0, 1, 5);
         let y = &t * b + 0.25;
         let pos = y.gt(0.0);
-        let r = Tensor::where_(&pos, &y, &(&y * -0.5));
+        let r = Tensor::where_cond(&pos, &y, &(&y * -0.5));
         let i = (&r * 10.0).to_dtype(DType::I32);
         let m = (&i + n) % 7;
         vec![r, m.to_dtype(DType::F32) * 2.0, pos]
@@ -150,7 +150,7 @@ fn mlp_losses(device: Device, compiled: bool, steps: usize) -> Vec<f32> {
     l2.to(&device);
     let mut params = l1.parameters();
     params.extend(l2.parameters());
-    let mut opt = Sgd::new(params, SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(params, SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let x = Tensor::randn(&[16, 20]).to(&device);
     let y = Tensor::randint(0, 5, &[16]).to(&device);
     let mut body = |(x, y): (&Tensor, &Tensor)| {

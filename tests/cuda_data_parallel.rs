@@ -5,7 +5,7 @@
 //! the output device.
 
 use kiln::nn::{self, DataParallel, DataParallelOpts, Module};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 
 #[path = "common/seeded.rs"]
@@ -38,7 +38,7 @@ fn require_cuda() {
 /// Losses of 3 SGD steps of `model` (its input and labels made on `device`), its parameters
 /// after them on the CPU, and the device of its first output.
 fn train(model: &dyn Module, device: Device) -> (Vec<f32>, Vec<Tensor>, Device) {
-    let mut opt = Sgd::new(model.parameters(), SgdConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(model.parameters(), SGDConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
     let x = Tensor::randn(&[10, 16]).to(&device);
     let y = Tensor::randint(0, 4, &[10]).to(&device);
     let criterion = nn::CrossEntropyLoss::new();

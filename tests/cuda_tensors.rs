@@ -212,9 +212,9 @@ test_device!(comparisons_and_where, |d| {
         x.eq(&row),
         x.ne(&row),
         i.lt(i.t()),
-        Tensor::where_(&m, &x, &row),
-        Tensor::where_(&x.lt(0.0), 0.0, &x),
-        Tensor::where_(&i.gt(2), &i, -1),
+        Tensor::where_cond(&m, &x, &row),
+        Tensor::where_cond(&x.lt(0.0), 0.0, &x),
+        Tensor::where_cond(&i.gt(2), &i, -1),
     ]
 });
 

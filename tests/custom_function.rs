@@ -48,7 +48,7 @@ fn apply_records_a_named_node_and_gradients_check() {
     assert!(!y.is_leaf() && y.requires_grad());
     // The values are the forward's.
     let want = {
-        let _off = kiln::no_grad();
+        let _off = kiln::no_grad_guard();
         x.mm(&w).to_vec::<f64>()
     };
     assert_eq!(y.to_vec::<f64>(), want);
@@ -76,7 +76,7 @@ fn needs_input_grad_is_false_for_an_input_without_grad() {
 fn no_node_without_grad_mode_or_inputs_that_require_grad() {
     let (x, w) = (leaf(&[2, 3]), leaf(&[3, 4]));
     {
-        let _off = kiln::no_grad();
+        let _off = kiln::no_grad_guard();
         let (y, _) = my_matmul(&x, &w);
         assert!(!y.requires_grad() && y.grad_fn().is_none());
     }
@@ -137,7 +137,7 @@ fn saved_output_and_freed_graph() {
     // Writing into the output it saved breaks the backward too.
     let y = Exp { calls: calls.clone() }.apply(&[x.clone()]);
     {
-        let _off = kiln::no_grad();
+        let _off = kiln::no_grad_guard();
         y.fill_(2.0);
     }
     let err = y

@@ -139,7 +139,7 @@ fn replicas_run_on_threads_and_match_the_bare_module() {
         assert!(close(&g, &h), "{name}: {g} vs {h}");
     }
     // Two rows: two chunks, so only two replicas run. Under no_grad nothing is recorded.
-    let _off = kiln::no_grad();
+    let _off = kiln::no_grad_guard();
     let y2 = dp.forward(&x.detach().narrow(0, 0, 2));
     assert!(!y2.requires_grad() && close(&y2, &y_bare.detach().narrow(0, 0, 2)));
 

@@ -7,11 +7,11 @@
 use kiln::data::{DataLoader, Dataset, Subset, TensorDataset};
 use kiln::distributed::{self as dist, ReduceOp, TcpStore};
 use kiln::nn::{self, Module};
-use kiln::optim::lr_scheduler::{LrScheduler, OneCycleLr, OneCycleLrConfig, ReduceLrOnPlateau, StepLr};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::lr_scheduler::{LRScheduler, OneCycleLR, OneCycleLRConfig, ReduceLROnPlateau, StepLR};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 use kiln::vision::datasets::idx::read_idx;
-use kiln::vision::datasets::{Cifar10, Mnist, Split};
+use kiln::vision::datasets::{Split, CIFAR10, MNIST};
 use kiln::vision::transforms::{RandomCrop, Transform};
 use kiln::vision::{Image, Pixels};
 use kiln::{Error, StateDict};
@@ -86,13 +86,13 @@ fn file_and_dataset_errors_name_the_callers_line() {
     let mut sd = StateDict::new();
     sd.insert("x", Tensor::zeros(&[2]));
     assert_here("save to a folder that is not there", kiln::save(&sd, temp("no/such/folder/x.safetensors")));
-    assert_here("mnist", Mnist::new(temp("no-mnist"), Split::Train).map(drop));
+    assert_here("mnist", MNIST::new(temp("no-mnist"), Split::Train).map(drop));
     let truncated = temp("mnist-bad");
     std::fs::create_dir_all(&truncated).expect("a folder");
     std::fs::write(truncated.join("train-images-idx3-ubyte"), [0u8, 0, 8, 3, 0, 0]).expect("write");
     std::fs::write(truncated.join("train-labels-idx1-ubyte"), [0u8, 0, 8, 1, 0, 0, 0, 0]).expect("write");
-    assert_here("mnist truncated", Mnist::new(&truncated, Split::Train).map(drop));
-    assert_here("cifar", Cifar10::new(temp("no-cifar"), true).map(drop));
+    assert_here("mnist truncated", MNIST::new(&truncated, Split::Train).map(drop));
+    assert_here("cifar", CIFAR10::new(temp("no-cifar"), Split::Train).map(drop));
     assert_here("tensor dataset", TensorDataset::new((Tensor::zeros(&[2]), Tensor::zeros(&[3]))).map(drop));
 }
 
@@ -123,8 +123,8 @@ fn module_and_optimizer_errors_name_the_callers_line() {
     if !Device::cuda_is_available() {
         assert_here("module to a missing device", net.try_to(&Device::Cuda(0)));
     }
-    assert_here("optimizer lr", Sgd::try_new(net.parameters(), SgdConfig { lr: -1.0, ..Default::default() }).map(drop));
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    assert_here("optimizer lr", SGD::try_new(net.parameters(), SGDConfig { lr: -1.0, ..Default::default() }).map(drop));
+    let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let mut bad = StateDict::new();
     bad.insert("state.7.momentum_buffer", Tensor::zeros(&[2]));
     bad.set_metadata("param_groups.0.params", "0,1");
@@ -169,17 +169,17 @@ fn compiled_step_errors_name_the_callers_line() {
 #[test]
 fn scheduler_errors_name_the_callers_line() {
     let w = Tensor::zeros(&[2]).requires_grad_(true);
-    let mut opt = Sgd::new(vec![w], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(vec![w], SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let empty = StateDict::new();
-    let mut step = StepLr::new(&mut opt, 2, 0.5);
+    let mut step = StepLR::new(&mut opt, 2, 0.5);
     assert_here("StepLR state dict", step.load_state_dict(&empty));
-    let mut boxed: Box<dyn LrScheduler> = Box::new(StepLr::new(&mut opt, 2, 0.5));
+    let mut boxed: Box<dyn LRScheduler> = Box::new(StepLR::new(&mut opt, 2, 0.5));
     assert_here("a scheduler behind dyn", boxed.load_state_dict(&empty));
-    let mut one_cycle = OneCycleLr::new(&mut opt, OneCycleLrConfig::new(0.1, 10));
+    let mut one_cycle = OneCycleLR::new(&mut opt, OneCycleLRConfig::new(0.1, 10));
     let mut bad = one_cycle.state_dict();
     bad.set_metadata("min_lr", "not a number");
     assert_here("OneCycleLR list", one_cycle.load_state_dict(&bad));
-    let mut plateau = ReduceLrOnPlateau::new(&mut opt, Default::default());
+    let mut plateau = ReduceLROnPlateau::new(&mut opt, Default::default());
     assert_here("ReduceLROnPlateau state dict", plateau.load_state_dict(&empty));
 }
 

@@ -1,6 +1,6 @@
 //! Autograd of the indexing family: `index_select`, `gather`, the `scatter` family, `index_fill`,
 //! advanced indexing (`index`, `index_put`), `masked_select`, `sort`/`topk`, `cat`/`stack`,
-//! `where_` and `masked_fill`: gradients against finite differences (`gradcheck`, f64), second
+//! `where_cond` and `masked_fill`: gradients against finite differences (`gradcheck`, f64), second
 //! derivatives (`gradgradcheck`), node names, in-place forms, repeated indices (values computed
 //! with PyTorch), and the ops that never record.
 
@@ -338,19 +338,19 @@ fn cat_gradients_take_each_inputs_dtype() {
 fn where_gradients() {
     let cond = Tensor::new(&[[true, false, true, false], [false, false, true, true], [true, true, true, false]]);
     let (x, y) = (leaf(&[3, 4]), leaf(&[3, 4]));
-    check(|xs| Tensor::where_(&cond, &xs[0], &xs[1]), &[x.clone(), y.clone()]);
+    check(|xs| Tensor::where_cond(&cond, &xs[0], &xs[1]), &[x.clone(), y.clone()]);
     // scalar operands, operands that don't require grad, broadcasting in every operand
-    check(|xs| Tensor::where_(&cond, &xs[0], 0.5), &[x.clone()]);
-    check(|xs| Tensor::where_(&cond, -2, &xs[0]), &[y.clone()]);
+    check(|xs| Tensor::where_cond(&cond, &xs[0], 0.5), &[x.clone()]);
+    check(|xs| Tensor::where_cond(&cond, -2, &xs[0]), &[y.clone()]);
     let f32_row = Tensor::randn(&[4]);
-    check(|xs| Tensor::where_(&cond, &xs[0], &f32_row), &[x.clone()]);
-    check(|xs| Tensor::where_(&cond, &xs[0], &xs[1]), &[leaf(&[3, 1]), leaf(&[4])]);
-    check(|xs| Tensor::where_(&cond.narrow(0, 0, 1), &xs[0], &xs[1]), &[leaf_t(3, 4), leaf(&[])]);
-    check2(|xs| Tensor::where_(&cond, &xs[0], &xs[1]), &[x.clone(), y.clone()]);
-    check2(|xs| Tensor::where_(&cond, &xs[0], &xs[1]), &[leaf(&[3, 1]), leaf(&[4])]);
-    assert_eq!(name(&Tensor::where_(&cond, &x, 0.0)), "WhereBackward0");
+    check(|xs| Tensor::where_cond(&cond, &xs[0], &f32_row), &[x.clone()]);
+    check(|xs| Tensor::where_cond(&cond, &xs[0], &xs[1]), &[leaf(&[3, 1]), leaf(&[4])]);
+    check(|xs| Tensor::where_cond(&cond.narrow(0, 0, 1), &xs[0], &xs[1]), &[leaf_t(3, 4), leaf(&[])]);
+    check2(|xs| Tensor::where_cond(&cond, &xs[0], &xs[1]), &[x.clone(), y.clone()]);
+    check2(|xs| Tensor::where_cond(&cond, &xs[0], &xs[1]), &[leaf(&[3, 1]), leaf(&[4])]);
+    assert_eq!(name(&Tensor::where_cond(&cond, &x, 0.0)), "WhereBackward0");
     // an integer result never records
-    assert!(!Tensor::where_(&cond, 1i64, 2i64).requires_grad());
+    assert!(!Tensor::where_cond(&cond, 1i64, 2i64).requires_grad());
 
     // a = torch.tensor([[1.], [2.]]).double().requires_grad_(); b = torch.tensor([3., 4., 5.]).double().requires_grad_()
     // c = torch.tensor([[True, False, True], [True, True, False]])
@@ -358,7 +358,7 @@ fn where_gradients() {
     // a.grad.tolist() == [[4.0], [9.0]]; b.grad.tolist() == [0.0, 2.0, 6.0]
     let (a, b) = (f64s(&[1., 2.], &[2, 1]).requires_grad_(true), f64s(&[3., 4., 5.], &[3]).requires_grad_(true));
     let c = Tensor::new(&[[true, false, true], [true, true, false]]);
-    let g = grads_of(&Tensor::where_(&c, &a, &b), &[&a, &b], &f64s(&[1., 2., 3., 4., 5., 6.], &[2, 3]));
+    let g = grads_of(&Tensor::where_cond(&c, &a, &b), &[&a, &b], &f64s(&[1., 2., 3., 4., 5., 6.], &[2, 3]));
     assert_eq!(g, vec![vec![4., 9.], vec![0., 2., 6.]]);
 }
 
@@ -452,7 +452,7 @@ fn in_place_on_a_leaf_that_requires_grad_is_refused() {
     });
     assert!(std::panic::catch_unwind(fill).is_err());
     // inside no_grad the write happens, untracked
-    let _off = kiln::no_grad();
+    let _off = kiln::no_grad_guard();
     x.scatter_value_(1, &idx2(&[2], &[1, 1]), 5.0);
     assert_eq!(x.to_vec::<f64>()[2], 5.0);
     assert!(x.is_leaf());
@@ -463,7 +463,7 @@ fn nothing_records_under_no_grad() {
     let (x, src) = (leaf(&[2, 4]), leaf(&[2, 3]));
     let index = idx2(&[2, 0, 1, 3, 0, 2], &[2, 3]);
     let mask = x.gt(0.0);
-    let _off = kiln::no_grad();
+    let _off = kiln::no_grad_guard();
     let outs = [
         x.index_select(1, &idx(&[0, 0])),
         x.gather(1, &index),
@@ -478,7 +478,7 @@ fn nothing_records_under_no_grad() {
         x.topk(2, 1, true, true).0,
         Tensor::cat(&[&x, &x], 0),
         Tensor::stack(&[&x, &x], 0),
-        Tensor::where_(&mask, &x, &x),
+        Tensor::where_cond(&mask, &x, &x),
         x.masked_fill(&mask, 0.0),
     ];
     for (i, y) in outs.iter().enumerate() {

@@ -183,7 +183,7 @@ fn node_names_follow_pytorch() {
 fn nothing_records_without_grad() {
     let (a, b) = (leaf(&[2, 3]), leaf(&[3, 4]));
     {
-        let _off = kiln::no_grad();
+        let _off = kiln::no_grad_guard();
         for y in [
             a.matmul(&b),
             a.mm(&b),
@@ -220,7 +220,7 @@ fn in_place_write_to_a_saved_operand_fails_backward() {
     let w = constant(&[3, 4]);
     let y = x.mm(&w);
     {
-        let _off = kiln::no_grad();
+        let _off = kiln::no_grad_guard();
         x.fill_(1.0);
     }
     y.backward_with(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu));

@@ -360,7 +360,7 @@ fn integer_and_bool_results_never_record() {
 #[test]
 fn nothing_records_under_no_grad() {
     let x = leaf(&[2, 3]);
-    let _guard = kiln::no_grad();
+    let _guard = kiln::no_grad_guard();
     let results = [
         x.sum(),
         x.mean_dim(1, false),

@@ -3,10 +3,10 @@
 //! state-dict round trips and errors.
 
 use kiln::optim::lr_scheduler::{
-    AnnealStrategy, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, OneCycleLrConfig,
-    PlateauMode, ReduceLrOnPlateau, ReduceLrOnPlateauConfig, StepLr, ThresholdMode,
+    AnnealStrategy, CosineAnnealingLR, ExponentialLR, LRScheduler, LinearLR, MultiStepLR, OneCycleLR, OneCycleLRConfig,
+    PlateauMode, ReduceLROnPlateau, ReduceLROnPlateauConfig, StepLR, ThresholdMode,
 };
-use kiln::optim::{Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, ParamGroup, Sgd, SgdConfig};
+use kiln::optim::{Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, ParamGroup, SGDConfig, SGD};
 use kiln::{StateDict, Tensor};
 
 #[path = "common/optim_fixture.rs"]
@@ -19,8 +19,8 @@ fn floats(s: &str) -> Vec<f64> {
 
 /// A scheduler stepped by epochs or by a metric.
 enum Sched {
-    Epoch(Box<dyn LrScheduler>),
-    Plateau(ReduceLrOnPlateau),
+    Epoch(Box<dyn LRScheduler>),
+    Plateau(ReduceLROnPlateau),
 }
 
 impl Sched {
@@ -57,9 +57,9 @@ fn build_opt(case: &Case) -> Box<dyn Optimizer> {
     let lr = |g: usize| groups[g]["lr"].parse::<f64>().unwrap();
     let p = || Tensor::zeros(&[2]).requires_grad_(true);
     match kind.as_str() {
-        "SGD" => Box::new(Sgd::with_groups(
+        "SGD" => Box::new(SGD::with_groups(
             (0..2)
-                .map(|g| ParamGroup::new([p()], SgdConfig { lr: lr(g), momentum: 0.9, ..Default::default() }))
+                .map(|g| ParamGroup::new([p()], SGDConfig { lr: lr(g), momentum: 0.9, ..Default::default() }))
                 .collect(),
         )),
         "Adam" => Box::new(Adam::with_groups(
@@ -74,18 +74,18 @@ fn build_sched(case: &Case, opt: &mut dyn Optimizer) -> Sched {
     let kv = key_values(&line.args[1..]);
     let f = |k: &str| kv[k].parse::<f64>().unwrap();
     let u = |k: &str| kv[k].parse::<usize>().unwrap();
-    let epoch: Box<dyn LrScheduler> = match line.args[0].as_str() {
-        "StepLR" => Box::new(StepLr::new(opt, u("step_size"), f("gamma"))),
+    let epoch: Box<dyn LRScheduler> = match line.args[0].as_str() {
+        "StepLR" => Box::new(StepLR::new(opt, u("step_size"), f("gamma"))),
         "MultiStepLR" => {
-            Box::new(MultiStepLr::new(opt, kv["milestones"].split(',').map(|m| m.parse().unwrap()), f("gamma")))
+            Box::new(MultiStepLR::new(opt, kv["milestones"].split(',').map(|m| m.parse().unwrap()), f("gamma")))
         }
-        "ExponentialLR" => Box::new(ExponentialLr::new(opt, f("gamma"))),
+        "ExponentialLR" => Box::new(ExponentialLR::new(opt, f("gamma"))),
         "CosineAnnealingLR" => {
-            Box::new(CosineAnnealingLr::new(opt, u("T_max"), kv.get("eta_min").map_or(0.0, |v| v.parse().unwrap())))
+            Box::new(CosineAnnealingLR::new(opt, u("T_max"), kv.get("eta_min").map_or(0.0, |v| v.parse().unwrap())))
         }
-        "LinearLR" => Box::new(LinearLr::new(opt, f("start_factor"), f("end_factor"), u("total_iters"))),
+        "LinearLR" => Box::new(LinearLR::new(opt, f("start_factor"), f("end_factor"), u("total_iters"))),
         "OneCycleLR" => {
-            let mut c = OneCycleLrConfig::new(0.0, u("total_steps"));
+            let mut c = OneCycleLRConfig::new(0.0, u("total_steps"));
             c.max_lr = floats(&kv["max_lr"]);
             for (k, v) in &kv {
                 match k.as_str() {
@@ -101,10 +101,10 @@ fn build_sched(case: &Case, opt: &mut dyn Optimizer) -> Sched {
                     _ => panic!("unknown OneCycleLR option {k}"),
                 }
             }
-            Box::new(OneCycleLr::new(opt, c))
+            Box::new(OneCycleLR::new(opt, c))
         }
         "ReduceLROnPlateau" => {
-            let mut c = ReduceLrOnPlateauConfig::default();
+            let mut c = ReduceLROnPlateauConfig::default();
             for (k, v) in &kv {
                 match k.as_str() {
                     "mode" => c.mode = if v == "max" { PlateauMode::Max } else { PlateauMode::Min },
@@ -119,7 +119,7 @@ fn build_sched(case: &Case, opt: &mut dyn Optimizer) -> Sched {
                     _ => panic!("unknown ReduceLROnPlateau option {k}"),
                 }
             }
-            return Sched::Plateau(ReduceLrOnPlateau::new(opt, c));
+            return Sched::Plateau(ReduceLROnPlateau::new(opt, c));
         }
         other => panic!("unknown scheduler {other}"),
     };
@@ -206,13 +206,13 @@ fn resume_from_state_dicts_equals_never_stopping() {
     }
 }
 
-fn sgd(lrs: &[f64]) -> Sgd {
-    Sgd::with_groups(
+fn sgd(lrs: &[f64]) -> SGD {
+    SGD::with_groups(
         lrs.iter()
             .map(|&lr| {
                 ParamGroup::new(
                     [Tensor::zeros(&[1]).requires_grad_(true)],
-                    SgdConfig { lr, momentum: 0.9, ..Default::default() },
+                    SGDConfig { lr, momentum: 0.9, ..Default::default() },
                 )
             })
             .collect(),
@@ -222,15 +222,15 @@ fn sgd(lrs: &[f64]) -> Sgd {
 #[test]
 fn constructors_set_the_initial_lr() {
     let mut opt = sgd(&[0.1, 0.2]);
-    let s = LinearLr::new(&mut opt, 0.5, 1.0, 4);
+    let s = LinearLR::new(&mut opt, 0.5, 1.0, 4);
     assert_eq!(s.get_last_lr(), vec![0.05, 0.1]);
     assert_eq!((opt.lr(0), opt.lr(1)), (0.05, 0.1));
     let mut opt = sgd(&[0.1]);
-    let s = OneCycleLr::new(&mut opt, OneCycleLrConfig::new(2.5, 10));
+    let s = OneCycleLR::new(&mut opt, OneCycleLRConfig::new(2.5, 10));
     assert!((s.get_last_lr()[0] - 0.1).abs() < 1e-15, "{:?}", s.get_last_lr());
     assert_eq!(opt.momentum(0), Some(0.95));
     let mut opt = sgd(&[0.1]);
-    let s = StepLr::new(&mut opt, 3, 0.1);
+    let s = StepLR::new(&mut opt, 3, 0.1);
     assert_eq!(s.get_last_lr(), vec![0.1]);
     let sd = s.state_dict();
     assert_eq!(
@@ -242,7 +242,7 @@ fn constructors_set_the_initial_lr() {
 #[test]
 fn errors() {
     let mut opt = sgd(&[0.1]);
-    let mut s = OneCycleLr::new(&mut opt, OneCycleLrConfig::new(1.0, 3));
+    let mut s = OneCycleLR::new(&mut opt, OneCycleLRConfig::new(1.0, 3));
     for _ in 0..3 {
         s.try_step(&mut opt).unwrap();
     }
@@ -250,40 +250,40 @@ fn errors() {
     assert!(err.contains("Tried to step 4 times"), "{err}");
 
     let mut ada = Adagrad::new([Tensor::zeros(&[1]).requires_grad_(true)], AdagradConfig::default());
-    let err = OneCycleLr::try_new(&mut ada, OneCycleLrConfig::new(1.0, 3)).unwrap_err().to_string();
+    let err = OneCycleLR::try_new(&mut ada, OneCycleLRConfig::new(1.0, 3)).unwrap_err().to_string();
     assert!(err.contains("momentum or beta1"), "{err}");
-    assert!(OneCycleLr::try_new(&mut ada, OneCycleLrConfig { cycle_momentum: false, ..OneCycleLrConfig::new(1.0, 3) })
+    assert!(OneCycleLR::try_new(&mut ada, OneCycleLRConfig { cycle_momentum: false, ..OneCycleLRConfig::new(1.0, 3) })
         .is_ok());
-    assert!(OneCycleLr::try_new(
+    assert!(OneCycleLR::try_new(
         &mut opt,
-        OneCycleLrConfig { max_lr: vec![1.0, 2.0], ..OneCycleLrConfig::new(1.0, 3) }
+        OneCycleLRConfig { max_lr: vec![1.0, 2.0], ..OneCycleLRConfig::new(1.0, 3) }
     )
     .is_err());
     assert!(
-        OneCycleLr::try_new(&mut opt, OneCycleLrConfig { pct_start: 1.5, ..OneCycleLrConfig::new(1.0, 3) }).is_err()
+        OneCycleLR::try_new(&mut opt, OneCycleLRConfig { pct_start: 1.5, ..OneCycleLRConfig::new(1.0, 3) }).is_err()
     );
-    assert!(LinearLr::try_new(&mut opt, 0.0, 1.0, 5).is_err());
-    assert!(LinearLr::try_new(&mut opt, 0.5, 1.5, 5).is_err());
+    assert!(LinearLR::try_new(&mut opt, 0.0, 1.0, 5).is_err());
+    assert!(LinearLR::try_new(&mut opt, 0.5, 1.5, 5).is_err());
     assert!(
-        ReduceLrOnPlateau::try_new(&mut opt, ReduceLrOnPlateauConfig { factor: 1.0, ..Default::default() }).is_err()
+        ReduceLROnPlateau::try_new(&mut opt, ReduceLROnPlateauConfig { factor: 1.0, ..Default::default() }).is_err()
     );
-    assert!(ReduceLrOnPlateau::try_new(
+    assert!(ReduceLROnPlateau::try_new(
         &mut opt,
-        ReduceLrOnPlateauConfig { min_lr: vec![0.0, 0.1, 0.2], ..Default::default() }
+        ReduceLROnPlateauConfig { min_lr: vec![0.0, 0.1, 0.2], ..Default::default() }
     )
     .is_err());
 
-    let mut s = StepLr::new(&mut opt, 2, 0.5);
+    let mut s = StepLR::new(&mut opt, 2, 0.5);
     let mut sd = s.state_dict();
     sd.set_metadata("gamma", "half");
     let err = s.load_state_dict(&sd).unwrap_err().to_string();
     assert!(err.contains("gamma"), "{err}");
     let mut two = sgd(&[0.1, 0.2]);
-    let mut s2 = StepLr::new(&mut two, 2, 0.5);
+    let mut s2 = StepLR::new(&mut two, 2, 0.5);
     assert!(s2.load_state_dict(&s.state_dict()).unwrap_err().to_string().contains("parameter groups"));
 
     let mut adam = Adam::new([Tensor::zeros(&[1]).requires_grad_(true)], AdamConfig::default());
-    let mut m = MultiStepLr::new(&mut adam, [4, 2], 0.1);
+    let mut m = MultiStepLR::new(&mut adam, [4, 2], 0.1);
     for _ in 0..4 {
         m.step(&mut adam);
     }

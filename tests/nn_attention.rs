@@ -10,7 +10,7 @@ use kiln::nn::{
     self, DecoderArgs, EncoderArgs, MhaArgs, MhaOpts, Module, TransformerActivation, TransformerArgs,
     TransformerLayerOpts, TransformerOpts,
 };
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 use kiln::{Error, StateDict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -461,7 +461,7 @@ fn train_classifier(compiled: bool, steps: usize) -> Trained {
         encoder: nn::TransformerEncoder::new(layer, 2, Some(nn::LayerNorm::new(&[8]))),
         head: nn::Linear::new(8, 3),
     };
-    let mut opt = Sgd::new(net.parameters(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let x = Tensor::randn(&[4, 5, 8]);
     let y = Tensor::randint(0, 3, &[4]);
     let criterion = nn::CrossEntropyLoss::new();

@@ -2,8 +2,8 @@
 //! a training run resumed from a checkpoint continues bit for bit.
 
 use kiln::nn::{self, Module};
-use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::lr_scheduler::{LRScheduler, StepLR};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::{StateDict, Tensor};
 use std::path::PathBuf;
 
@@ -48,7 +48,7 @@ fn prints_like_pytorch() {
 }
 
 /// Runs `steps` SGD-momentum steps of the blitz net on fixed random batches, returning the losses.
-fn run(net: &Net, opt: &mut Sgd, sched: &mut StepLr, first_step: usize, steps: usize) -> Vec<f32> {
+fn run(net: &Net, opt: &mut SGD, sched: &mut StepLR, first_step: usize, steps: usize) -> Vec<f32> {
     let criterion = nn::CrossEntropyLoss::new();
     let mut losses = Vec::new();
     for step in first_step..first_step + steps {
@@ -66,7 +66,7 @@ fn run(net: &Net, opt: &mut Sgd, sched: &mut StepLr, first_step: usize, steps: u
 }
 
 /// Everything a resumable checkpoint holds, in one state dict.
-fn checkpoint(net: &Net, opt: &Sgd, sched: &StepLr, epoch: usize) -> StateDict {
+fn checkpoint(net: &Net, opt: &SGD, sched: &StepLR, epoch: usize) -> StateDict {
     let mut sd = StateDict::new();
     sd.extend_prefixed("model.", net.state_dict());
     sd.extend_prefixed("optimizer.", opt.state_dict());
@@ -90,18 +90,18 @@ fn strip(sd: &StateDict, prefix: &str) -> StateDict {
 #[test]
 fn resuming_from_a_checkpoint_continues_bit_for_bit() {
     let _seeded = seeded();
-    let config = SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() };
+    let config = SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() };
     kiln::manual_seed(7);
     let net = Net::new();
-    let mut opt = Sgd::new(net.parameters(), config.clone());
-    let mut sched = StepLr::new(&mut opt, 2, 0.5);
+    let mut opt = SGD::new(net.parameters(), config.clone());
+    let mut sched = StepLR::new(&mut opt, 2, 0.5);
     let mut straight = run(&net, &mut opt, &mut sched, 0, 3);
 
     // The same start, stopped after 3 steps, saved, restored into fresh objects, continued.
     kiln::manual_seed(7);
     let net_a = Net::new();
-    let mut opt_a = Sgd::new(net_a.parameters(), config.clone());
-    let mut sched_a = StepLr::new(&mut opt_a, 2, 0.5);
+    let mut opt_a = SGD::new(net_a.parameters(), config.clone());
+    let mut sched_a = StepLR::new(&mut opt_a, 2, 0.5);
     let first = run(&net_a, &mut opt_a, &mut sched_a, 0, 3);
     assert_eq!(first, straight);
     let path = std::env::temp_dir().join(format!("kiln-resume-{}.safetensors", std::process::id()));
@@ -114,9 +114,9 @@ fn resuming_from_a_checkpoint_continues_bit_for_bit() {
     kiln::manual_seed(99);
     let mut net_b = Net::new();
     net_b.load_state_dict(&strip(&saved, "model.")).unwrap();
-    let mut opt_b = Sgd::new(net_b.parameters(), config);
+    let mut opt_b = SGD::new(net_b.parameters(), config);
     opt_b.load_state_dict(&strip(&saved, "optimizer.")).unwrap();
-    let mut sched_b = StepLr::new(&mut opt_b, 2, 0.5);
+    let mut sched_b = StepLR::new(&mut opt_b, 2, 0.5);
     sched_b.load_state_dict(&strip(&saved, "scheduler.")).unwrap();
     let resumed = run(&net_b, &mut opt_b, &mut sched_b, 3, 4);
     assert_eq!(resumed, straight[3..], "losses after resuming must equal the uninterrupted run's, bit for bit");

@@ -248,7 +248,7 @@ fn a_small_regression_trains_with_plain_sgd() {
     for _ in 0..300 {
         model.zero_grad();
         mse(&model).backward();
-        let _guard = kiln::no_grad();
+        let _guard = kiln::no_grad_guard();
         for p in model.parameters() {
             p.sub_(&(p.grad().unwrap() * 0.2));
         }

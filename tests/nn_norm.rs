@@ -77,7 +77,7 @@ fn run(case: &Case, args: &[Arg]) -> Outcome {
     // `fused_rows.rs`; the recorded composition gives the gradients) and checked in its place.
     let out0 = match case.op.as_str() {
         "layer_norm" if wants_grads => {
-            let _no_grad = kiln::no_grad();
+            let _no_grad = kiln::no_grad_guard();
             F::layer_norm(input.unwrap(), &usizes(case, "normalized_shape"), weight, bias, eps)
         }
         _ => out.detach(),

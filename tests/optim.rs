@@ -4,7 +4,7 @@
 
 use kiln::optim::{
     Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optim, Optimizer,
-    OptimizerConfig, ParamGroup, RmsProp, RmsPropConfig, Sgd, SgdConfig,
+    OptimizerConfig, ParamGroup, RMSprop, RMSpropConfig, SGDConfig, SGD,
 };
 use kiln::{DType, StateDict, Tensor};
 use std::collections::BTreeMap;
@@ -34,12 +34,12 @@ fn make<C: OptimizerConfig + Default + 'static>(
 
 fn build(kind: &str, groups: &[BTreeMap<String, String>], params: &[Tensor]) -> Box<dyn Optimizer> {
     match kind {
-        "SGD" => make::<SgdConfig>(groups, params),
+        "SGD" => make::<SGDConfig>(groups, params),
         "Adam" => make::<AdamConfig>(groups, params),
         "AdamW" => make::<AdamWConfig>(groups, params),
         "Adadelta" => make::<AdadeltaConfig>(groups, params),
         "Adagrad" => make::<AdagradConfig>(groups, params),
-        "RMSprop" => make::<RmsPropConfig>(groups, params),
+        "RMSprop" => make::<RMSpropConfig>(groups, params),
         _ => panic!("unknown optimizer {kind}"),
     }
 }
@@ -130,7 +130,7 @@ fn stateful(params: &[Tensor]) -> Vec<(&'static str, Box<dyn Optimizer>)> {
     vec![
         (
             "sgd",
-            Box::new(Sgd::new(p(), SgdConfig { lr: 0.1, momentum: 0.9, nesterov: true, ..Default::default() }))
+            Box::new(SGD::new(p(), SGDConfig { lr: 0.1, momentum: 0.9, nesterov: true, ..Default::default() }))
                 as Box<dyn Optimizer>,
         ),
         (
@@ -140,7 +140,7 @@ fn stateful(params: &[Tensor]) -> Vec<(&'static str, Box<dyn Optimizer>)> {
         ("adamw", Box::new(AdamW::new(p(), AdamWConfig { lr: 0.1, ..Default::default() }))),
         ("adadelta", Box::new(Adadelta::new(p(), AdadeltaConfig::default()))),
         ("adagrad", Box::new(Adagrad::new(p(), AdagradConfig { lr: 0.1, lr_decay: 0.05, ..Default::default() }))),
-        ("rmsprop", Box::new(RmsProp::new(p(), RmsPropConfig { momentum: 0.5, centered: true, ..Default::default() }))),
+        ("rmsprop", Box::new(RMSprop::new(p(), RMSpropConfig { momentum: 0.5, centered: true, ..Default::default() }))),
     ]
 }
 
@@ -206,9 +206,9 @@ fn state_dict_uses_pytorch_names() {
 
     // Indices count across groups; a group's own parameters are listed in it.
     let p = fresh(&init);
-    let mut sgd = Sgd::with_groups(vec![
-        ParamGroup::new([p[1].clone()], SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() }),
-        ParamGroup::new([p[0].clone()], SgdConfig { lr: 0.2, ..Default::default() }),
+    let mut sgd = SGD::with_groups(vec![
+        ParamGroup::new([p[1].clone()], SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() }),
+        ParamGroup::new([p[0].clone()], SGDConfig { lr: 0.2, ..Default::default() }),
     ]);
     run(&mut sgd, &p, &coefs, 1);
     let sd = sgd.state_dict();
@@ -284,11 +284,11 @@ fn constructors_validate_like_pytorch() {
     let (init, _) = problem();
     let p = fresh(&init);
     let err =
-        Sgd::try_new(p.clone(), SgdConfig { lr: 0.1, nesterov: true, ..Default::default() }).err().unwrap().to_string();
+        SGD::try_new(p.clone(), SGDConfig { lr: 0.1, nesterov: true, ..Default::default() }).err().unwrap().to_string();
     assert!(err.contains("Nesterov momentum requires a momentum and zero dampening"), "{err}");
-    let err = Sgd::try_new(
+    let err = SGD::try_new(
         p.clone(),
-        SgdConfig { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true, ..Default::default() },
+        SGDConfig { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true, ..Default::default() },
     )
     .err()
     .unwrap()
@@ -306,21 +306,21 @@ fn constructors_validate_like_pytorch() {
         .contains("Invalid learning rate"));
     assert!(Adadelta::try_new(p.clone(), AdadeltaConfig { rho: 1.5, ..Default::default() }).is_err());
     assert!(Adagrad::try_new(p.clone(), AdagradConfig { lr_decay: -0.1, ..Default::default() }).is_err());
-    assert!(RmsProp::try_new(p.clone(), RmsPropConfig { alpha: -0.1, ..Default::default() }).is_err());
+    assert!(RMSprop::try_new(p.clone(), RMSpropConfig { alpha: -0.1, ..Default::default() }).is_err());
     let both = AdamConfig { fused: Some(true), foreach: Some(true), ..Default::default() };
     let err = Adam::try_new(p.clone(), both).err().unwrap().to_string();
     assert!(err.starts_with("Adam: `fused` and `foreach` cannot be `True` together."), "{err}");
-    assert!(Sgd::try_new(Vec::new(), SgdConfig::default()).err().unwrap().to_string().contains("empty parameter list"));
-    let dup = Sgd::try_with_groups(vec![
-        ParamGroup::new([p[0].clone()], SgdConfig::default()),
-        ParamGroup::new([p[0].clone()], SgdConfig::default()),
+    assert!(SGD::try_new(Vec::new(), SGDConfig::default()).err().unwrap().to_string().contains("empty parameter list"));
+    let dup = SGD::try_with_groups(vec![
+        ParamGroup::new([p[0].clone()], SGDConfig::default()),
+        ParamGroup::new([p[0].clone()], SGDConfig::default()),
     ]);
     assert!(dup.err().unwrap().to_string().contains("more than one parameter group"));
     let non_leaf = &p[0] * 2.0;
-    assert!(Sgd::try_new([non_leaf], SgdConfig::default()).err().unwrap().to_string().contains("non-leaf"));
-    let mut opt = Sgd::new([p[0].clone()], SgdConfig::default());
-    assert!(opt.try_add_param_group(ParamGroup::new([p[0].clone()], SgdConfig::default())).is_err());
-    opt.add_param_group(ParamGroup::new([p[1].clone()], SgdConfig { lr: 0.5, ..Default::default() }));
+    assert!(SGD::try_new([non_leaf], SGDConfig::default()).err().unwrap().to_string().contains("non-leaf"));
+    let mut opt = SGD::new([p[0].clone()], SGDConfig::default());
+    assert!(opt.try_add_param_group(ParamGroup::new([p[0].clone()], SGDConfig::default())).is_err());
+    opt.add_param_group(ParamGroup::new([p[1].clone()], SGDConfig { lr: 0.5, ..Default::default() }));
     assert_eq!((opt.num_param_groups(), opt.lr(1)), (2, 0.5));
 }
 
@@ -330,7 +330,7 @@ fn step_updates_shared_parameters_in_place_without_history() {
     let params = fresh(&init);
     let model_view = params[0].clone();
     let version = model_view.version();
-    let mut opt = Sgd::new(params.clone(), SgdConfig { lr: 0.1, ..Default::default() });
+    let mut opt = SGD::new(params.clone(), SGDConfig { lr: 0.1, ..Default::default() });
     backward(&params, &coefs);
     let g = params[0].grad().unwrap().to_vec::<f64>();
     opt.step();

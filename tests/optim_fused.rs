@@ -5,7 +5,7 @@
 //! One test, so that the memory statistics it reads see no other test's tensors.
 
 use kiln::optim::{
-    AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, OptimizerConfig, RmsPropConfig, SgdConfig,
+    AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, OptimizerConfig, RMSpropConfig, SGDConfig,
 };
 use kiln::{DType, Tensor};
 
@@ -64,14 +64,14 @@ fn one_pass_steps_equal_op_by_op_steps_bit_for_bit() {
     same_bits("Adam amsgrad maximize", AdamConfig { amsgrad: true, maximize: true, ..adam });
     same_bits("AdamW", AdamWConfig::default());
     same_bits("AdamW amsgrad", AdamWConfig { amsgrad: true, lr: 0.1, ..Default::default() });
-    same_bits("SGD", SgdConfig { lr: 0.1, ..Default::default() });
-    let sgd = SgdConfig { lr: 0.1, momentum: 0.9, dampening: 0.2, weight_decay: 0.01, ..Default::default() };
+    same_bits("SGD", SGDConfig { lr: 0.1, ..Default::default() });
+    let sgd = SGDConfig { lr: 0.1, momentum: 0.9, dampening: 0.2, weight_decay: 0.01, ..Default::default() };
     same_bits("SGD momentum dampening", sgd.clone());
-    same_bits("SGD nesterov maximize", SgdConfig { dampening: 0.0, nesterov: true, maximize: true, ..sgd });
-    same_bits("RMSprop", RmsPropConfig::default());
-    let rms = RmsPropConfig { centered: true, momentum: 0.5, weight_decay: 0.1, ..Default::default() };
+    same_bits("SGD nesterov maximize", SGDConfig { dampening: 0.0, nesterov: true, maximize: true, ..sgd });
+    same_bits("RMSprop", RMSpropConfig::default());
+    let rms = RMSpropConfig { centered: true, momentum: 0.5, weight_decay: 0.1, ..Default::default() };
     same_bits("RMSprop centered momentum", rms.clone());
-    same_bits("RMSprop momentum", RmsPropConfig { centered: false, ..rms });
+    same_bits("RMSprop momentum", RMSpropConfig { centered: false, ..rms });
     same_bits("Adagrad", AdagradConfig { lr_decay: 0.1, weight_decay: 0.1, ..Default::default() });
     same_bits("Adadelta", AdadeltaConfig { weight_decay: 0.1, maximize: true, ..Default::default() });
 

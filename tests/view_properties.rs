@@ -259,7 +259,7 @@ proptest! {
         if v.dim() >= 2 {
             let other = affine(&c).transpose(0, 1).contiguous().transpose(0, 1);
             prop_assert!(same_values(&v.sub(&other), &c.sub(other.contiguous())));
-            prop_assert!(same_values(&Tensor::where_(&v.gt(0), &v, &other), &Tensor::where_(&c.gt(0), &c, other.contiguous())));
+            prop_assert!(same_values(&Tensor::where_cond(&v.gt(0), &v, &other), &Tensor::where_cond(&c.gt(0), &c, other.contiguous())));
         }
     }
 

@@ -1,8 +1,8 @@
-//! `kiln::vision::datasets::Cifar10` on small binary files written here, and the transforms
+//! `kiln::vision::datasets::CIFAR10` on small binary files written here, and the transforms
 //! (`ToTensor`, `Normalize`, `Compose`, `RandomCrop`, `RandomHorizontalFlip`).
 
 use kiln::data::{seed_item_generator, DataLoader, Dataset};
-use kiln::vision::datasets::Cifar10;
+use kiln::vision::datasets::{Split, CIFAR10};
 use kiln::vision::transforms::{Compose, Lambda, Normalize, RandomCrop, RandomHorizontalFlip, ToTensor, Transform};
 use kiln::vision::{Image, Pixels};
 use kiln::{DType, ErrorKind, Tensor};
@@ -38,8 +38,8 @@ fn cifar_dir(name: &str) -> PathBuf {
 #[test]
 fn reads_the_binary_batches() {
     let dir = cifar_dir("ok");
-    let train = Cifar10::new(&dir, true).unwrap();
-    let test = Cifar10::new(&dir, false).unwrap();
+    let train = CIFAR10::new(&dir, Split::Train).unwrap();
+    let test = CIFAR10::new(&dir, Split::Test).unwrap();
     assert_eq!((train.len(), test.len()), (10, 3));
     assert_eq!(train.targets().to_vec::<i64>(), (0..10).collect::<Vec<i64>>());
     let (x, y) = train.get(7);
@@ -54,13 +54,13 @@ fn reads_the_binary_batches() {
                                   // The archive's folder name is found too.
     let nested = temp_dir("nested");
     std::fs::rename(&dir, nested.join("cifar-10-batches-bin")).unwrap();
-    assert_eq!(Cifar10::new(&nested, false).unwrap().len(), 3);
+    assert_eq!(CIFAR10::new(&nested, Split::Test).unwrap().len(), 3);
 }
 
 fn cifar_err(name: &str, edit: impl Fn(&Path)) -> kiln::Error {
     let dir = cifar_dir(name);
     edit(&dir);
-    Cifar10::new(&dir, true).err().unwrap_or_else(|| panic!("{name}: accepted"))
+    CIFAR10::new(&dir, Split::Train).err().unwrap_or_else(|| panic!("{name}: accepted"))
 }
 
 #[test]
@@ -221,7 +221,7 @@ fn random_horizontal_flip() {
 #[test]
 fn augmented_loader_is_reproducible_across_workers() {
     let dir = cifar_dir("loader");
-    let train = Cifar10::new(&dir, true).unwrap().transform(Compose::new((
+    let train = CIFAR10::new(&dir, Split::Train).unwrap().transform(Compose::new((
         RandomCrop::new(32).padding(4),
         RandomHorizontalFlip::new(0.5),
         ToTensor,
@@ -240,14 +240,14 @@ fn augmented_loader_is_reproducible_across_workers() {
     assert!(serial[0] != serial[1], "each epoch augments anew");
 
     // A Lambda that fails makes the dataset panic, naming the item.
-    let failing = Cifar10::new(&dir, false)
+    let failing = CIFAR10::new(&dir, Split::Test)
         .unwrap()
         .transform(Lambda::new(|_| Err(kiln::Error::new("mine", ErrorKind::Value, "nope"))));
     let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| failing.get(1))).unwrap_err();
     let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(message.contains("Cifar10: the transform failed on item 1") && message.contains("nope"), "{message}");
+    assert!(message.contains("CIFAR10: the transform failed on item 1") && message.contains("nope"), "{message}");
     // Pixels left by a transform get ToTensor.
-    let flipped_only = Cifar10::new(&dir, false).unwrap().transform(RandomHorizontalFlip::new(0.0));
+    let flipped_only = CIFAR10::new(&dir, Split::Test).unwrap().transform(RandomHorizontalFlip::new(0.0));
     assert_eq!(flipped_only.get(0).0.dtype(), DType::F32);
 }
 

@@ -1,4 +1,4 @@
-//! `kiln::vision::datasets::Mnist` and the IDX reader: small files written here (plain and
+//! `kiln::vision::datasets::MNIST` and the IDX reader: small files written here (plain and
 //! gzipped, and every kind of corruption), and the embedded 8,000/2,000 subset.
 
 use flate2::write::GzEncoder;
@@ -6,7 +6,7 @@ use flate2::Compression;
 use kiln::data::{DataLoader, Dataset};
 use kiln::vision::datasets::idx::read_idx;
 use kiln::vision::datasets::mnist::default_root;
-use kiln::vision::datasets::{Mnist, Split};
+use kiln::vision::datasets::{Split, MNIST};
 use kiln::vision::transforms::{Compose, Normalize, ToTensor};
 use kiln::{DType, ErrorKind};
 use std::io::Write;
@@ -50,7 +50,7 @@ fn reads_plain_and_gzipped_files() {
     write(&dir, "t10k-images-idx3-ubyte.gz", &gzip(&idx(&[3, 28, 28], &images)));
     write(&dir, "t10k-labels-idx1-ubyte.gz", &gzip(&idx(&[3], &labels)));
     for split in [Split::Train, Split::Test] {
-        let ds = Mnist::new(&dir, split).unwrap();
+        let ds = MNIST::new(&dir, split).unwrap();
         assert_eq!(ds.len(), 3);
         let (x, y) = ds.get(2);
         assert_eq!((x.shape(), x.dtype(), y), (&[1usize, 28, 28][..], DType::F32, 2));
@@ -65,7 +65,7 @@ fn reads_plain_and_gzipped_files() {
     for f in ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"] {
         std::fs::copy(dir.join(f), nested.join("MNIST/raw").join(f)).unwrap();
     }
-    assert_eq!(Mnist::new(&nested, Split::Test).unwrap().len(), 3);
+    assert_eq!(MNIST::new(&nested, Split::Test).unwrap().len(), 3);
     // The generic reader.
     let a = read_idx(dir.join("t10k-labels-idx1-ubyte.gz")).unwrap();
     assert_eq!((a.dims, a.data), (vec![3], labels));
@@ -76,7 +76,7 @@ fn load_err(name: &str, images: Vec<u8>, labels: Vec<u8>) -> kiln::Error {
     let dir = temp_dir(name);
     write(&dir, "t10k-images-idx3-ubyte", &images);
     write(&dir, "t10k-labels-idx1-ubyte", &labels);
-    match Mnist::new(&dir, Split::Test) {
+    match MNIST::new(&dir, Split::Test) {
         Ok(_) => panic!("{name}: corrupt files were accepted"),
         Err(e) => e,
     }
@@ -91,7 +91,7 @@ fn corrupt_files_are_errors_naming_the_file() {
         let s = e.to_string();
         assert!(s.contains(file) && s.contains(what), "expected {file:?} and {what:?} in: {s}");
         assert_eq!(e.kind, kind, "{s}");
-        assert_eq!(e.op, "Mnist", "{s}");
+        assert_eq!(e.op, "MNIST", "{s}");
     };
 
     let mut bad_magic = good_images.clone();
@@ -192,7 +192,7 @@ fn corrupt_files_are_errors_naming_the_file() {
 
     // Missing files.
     let dir = temp_dir("missing");
-    let e = Mnist::new(&dir, Split::Train).err().unwrap();
+    let e = MNIST::new(&dir, Split::Train).err().unwrap();
     assert!(e.to_string().contains("cannot find train-images-idx3-ubyte"), "{e}");
     assert_eq!(e.kind, ErrorKind::Io);
 }
@@ -200,8 +200,8 @@ fn corrupt_files_are_errors_naming_the_file() {
 #[test]
 fn embedded_subset_loads() {
     assert!(default_root().is_absolute() && default_root().join("README.md").is_file());
-    let train = Mnist::embedded(Split::Train).unwrap();
-    let test = Mnist::new(default_root(), Split::Test).unwrap();
+    let train = MNIST::embedded(Split::Train).unwrap();
+    let test = MNIST::new(default_root(), Split::Test).unwrap();
     assert_eq!((train.len(), test.len()), (8000, 2000));
     for ds in [&train, &test] {
         let mut counts = [0usize; 10];
@@ -224,7 +224,7 @@ fn embedded_subset_loads() {
 
 #[test]
 fn normalize_transform_and_loader() {
-    let test = Mnist::embedded(Split::Test).unwrap();
+    let test = MNIST::embedded(Split::Test).unwrap();
     let (mean, std) = (0.1307, 0.3081);
     let normalized = test.clone().transform(Compose::new((ToTensor, Normalize::new(&[mean], &[std]))));
     let (x, y) = normalized.get(5);

@@ -87,7 +87,7 @@ impl Builder {
         id
     }
 
-    fn where_(&mut self, c: NodeId, a: NodeId, b: NodeId) -> NodeId {
+    fn where_cond(&mut self, c: NodeId, a: NodeId, b: NodeId) -> NodeId {
         self.elementwise(NodeKind::Where, &[c, a, b])
     }
 
@@ -199,7 +199,7 @@ fn mlp_step(widths: &[usize], batch: usize, norm: bool) -> Graph {
     let logp = b.binary(BinaryOp::Sub, shifted, lse);
     let hit = b.cmp(CmpOp::Eq, classes, target);
     let zero = b.scalar();
-    let picked = b.where_(hit, logp, zero);
+    let picked = b.where_cond(hit, logp, zero);
     let nll = b.reduce(ReduceOp::Sum, picked, 1, None);
     let loss = b.reduce(ReduceOp::Sum, nll, 0, Some(0));
     b.g.outputs.push(loss);
@@ -207,7 +207,7 @@ fn mlp_step(widths: &[usize], batch: usize, norm: bool) -> Graph {
     b.phase = Phase::Backward;
     let p = b.unary(UnaryOp::Exp, logp);
     let scale = b.scalar();
-    let one = b.where_(hit, scale, zero);
+    let one = b.where_cond(hit, scale, zero);
     let gz = b.binary(BinaryOp::Sub, p, one);
     let mut g = b.binary(BinaryOp::Mul, gz, scale);
     let mut grads = Vec::new();
@@ -220,7 +220,7 @@ fn mlp_step(widths: &[usize], batch: usize, norm: bool) -> Graph {
             let gx = b.matmul(g, false, w, false);
             let zero = b.scalar();
             let mask = b.cmp(CmpOp::Gt, pre[i - 1], zero);
-            let gx = b.where_(mask, gx, zero);
+            let gx = b.where_cond(mask, gx, zero);
             g = if norm {
                 // The layer norm's backward: two row sums and the normalised combination.
                 let r = b.reduce(ReduceOp::Sum, gx, 1, Some(0));

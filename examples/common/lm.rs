@@ -1,10 +1,8 @@
 //! What the character-level language-model examples (`char_lstm.rs`, `transformer_lm.rs`)
-//! share: the generated corpus and its vocabulary, sampling a character from logits, the
-//! progress bar and the SVG loss curve.
+//! share: the generated corpus and its vocabulary, sampling a character from logits and the
+//! SVG loss curve.
 
-use indicatif::{ProgressBar, ProgressStyle};
 use kiln::Tensor;
-use std::io::IsTerminal;
 
 /// A deterministic text from a small grammar: sentences of subjects, verbs and places.
 pub fn corpus(chars: usize, seed: u64) -> String {
@@ -51,15 +49,6 @@ pub fn sample_index(logits: &Tensor, temperature: f64) -> usize {
         acc > u
     });
     next.unwrap_or(probs.len() - 1)
-}
-
-/// A progress bar of `len` steps labelled `prefix`, and whether to also print plain log lines
-/// (stderr is not a terminal, so the bar's redraws would not show, e.g. in CI logs).
-pub fn progress(len: usize, prefix: &str) -> (ProgressBar, bool) {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("template"));
-    bar.set_prefix(prefix.to_string());
-    (bar, !std::io::stderr().is_terminal())
 }
 
 /// Plots the training loss per step as an SVG at `path`, titled `caption`; the error names

@@ -2,7 +2,7 @@
 
 use kiln::data::DataLoader;
 use kiln::nn::{self, functional as F, Module};
-use kiln::vision::datasets::{Mnist, Split};
+use kiln::vision::datasets::{Split, MNIST};
 use kiln::vision::transforms::{Compose, Normalize, ToTensor};
 use kiln::{Device, Tensor};
 use std::path::{Path, PathBuf};
@@ -87,22 +87,22 @@ impl Module for Net {
 
 /// The MNIST images of `dir` (default: the embedded 8,000/2,000 subset), normalized as the
 /// PyTorch example does: `(train, test, the directory read)`.
-pub fn datasets(dir: Option<&Path>) -> kiln::Result<(Mnist, Mnist, PathBuf)> {
+pub fn datasets(dir: Option<&Path>) -> kiln::Result<(MNIST, MNIST, PathBuf)> {
     let root = dir.map(Path::to_path_buf).unwrap_or_else(kiln::vision::datasets::mnist::default_root);
     let transform = || Compose::new((ToTensor, Normalize::new(&[0.1307], &[0.3081])));
-    let train = Mnist::new(&root, Split::Train)?.transform(transform());
-    let test = Mnist::new(&root, Split::Test)?.transform(transform());
+    let train = MNIST::new(&root, Split::Train)?.transform(transform());
+    let test = MNIST::new(&root, Split::Test)?.transform(transform());
     Ok((train, test, root))
 }
 
 /// Summed loss, correct predictions and images seen over `loader`, with `forward` computing
 /// the log-probabilities of a batch (eager or compiled).
 pub fn evaluate(
-    loader: &DataLoader<Mnist>,
+    loader: &DataLoader<MNIST>,
     device: &Device,
     mut forward: impl FnMut(&Tensor) -> Tensor,
 ) -> (f64, i64, usize) {
-    let _guard = kiln::no_grad();
+    let _guard = kiln::no_grad_guard();
     let (mut loss, mut correct, mut seen) = (0.0, 0i64, 0usize);
     for (data, target) in loader {
         let (data, target) = (data.to(device), target.to(device));

@@ -106,7 +106,7 @@ fn embed(g: &Tensor, shape: &[usize], dim: usize, start: usize) -> Tensor {
     let out = Tensor::zeros_opts(shape, g.dtype(), g.device());
     let len = g.shape()[dim];
     {
-        let _off = super::no_grad();
+        let _off = super::no_grad_guard();
         out.narrow(dim as i64, start as i64, len).copy_(g);
     }
     if super::is_recording(&[g]) {

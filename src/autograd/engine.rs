@@ -243,7 +243,7 @@ pub(crate) fn accumulate_grad(leaf: &Tensor, g: Tensor, create_graph: bool) {
             (None, Some(g)) if create_graph => g,
             (None, Some(g)) => g.detached_owned(),
             (Some(old), Some(mine)) => {
-                let _off = (!create_graph).then(super::no_grad);
+                let _off = (!create_graph).then(super::no_grad_guard);
                 let sum = old + &mine;
                 g = Some(mine);
                 if create_graph {

@@ -125,7 +125,7 @@ fn apply_function<F: Function>(f: F, inputs: &[Tensor]) -> Tensor {
         non_differentiable: Vec::new(),
     };
     let out = {
-        let _off = super::no_grad();
+        let _off = super::no_grad_guard();
         f.forward(&mut ctx, inputs)
     };
     let marked = ctx.non_differentiable.iter().any(|t| t.is_same(&out));

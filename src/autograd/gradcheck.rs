@@ -1,7 +1,7 @@
 //! `gradcheck` and `gradgradcheck`: compare the gradients autograd computes with central finite
 //! differences, in f64 (`torch.autograd.gradcheck`).
 
-use super::{grad, no_grad, GradOpts};
+use super::{grad, no_grad_guard, GradOpts};
 
 use crate::tensor::Tensor;
 use kiln_runtime::DType;
@@ -156,7 +156,7 @@ pub fn gradgradcheck(
 ) -> Result<(), GradcheckError> {
     let checked: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].requires_grad()).collect();
     let out_shape = {
-        let _off = no_grad();
+        let _off = no_grad_guard();
         f(inputs).shape().to_vec()
     };
     let v = Tensor::randn(&out_shape).to_dtype(DType::F64).requires_grad_(true);

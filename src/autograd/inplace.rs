@@ -22,7 +22,7 @@ pub(crate) fn inplace(
     {
         let inner = dst.autograd().lock();
         if inner.leaf_requires_grad && inner.grad_fn.is_none() {
-            bail!(op, Value, "a leaf tensor that requires grad (shape {:?}) is being used in an in-place operation; do it inside kiln::no_grad(), or use the out-of-place form", dst.shape());
+            bail!(op, Value, "a leaf tensor that requires grad (shape {:?}) is being used in an in-place operation; do it inside kiln::no_grad(|| …), or use the out-of-place form", dst.shape());
         }
         if inner.is_tracked_view {
             bail!(op, Unsupported, "in-place operation on a view (shape {:?}) of a tensor that requires grad is not supported; use the out-of-place form, or write into a clone", dst.shape());
@@ -32,7 +32,7 @@ pub(crate) fn inplace(
         bail!(op, Unsupported, "in-place operation on a tensor (shape {:?}) whose views are tracked by autograd is not supported: the views' history would become stale; use the out-of-place form", dst.shape());
     }
     let snapshot = {
-        let _off = super::no_grad();
+        let _off = super::no_grad_guard();
         dst.deep_clone()
     };
     snapshot.autograd().set_grad_fn(dst.autograd().grad_fn());
@@ -44,7 +44,7 @@ pub(crate) fn inplace(
         bail!(op, DType, "result type {} can't be cast to the desired output type {}", out.dtype(), dst.dtype());
     }
     {
-        let _off = super::no_grad();
+        let _off = super::no_grad_guard();
         dst.try_copy_(&out)?;
     }
     dst.autograd().set_grad_fn(out.autograd().grad_fn());

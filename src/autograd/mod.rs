@@ -26,7 +26,9 @@ mod tensor_api;
 pub use callbacks::queue_callback;
 pub use engine::BackwardOpts;
 pub use function::{Function, FunctionCtx};
-pub use grad_mode::{enable_grad, grad_mode, is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
+pub use grad_mode::{
+    enable_grad, enable_grad_guard, grad_mode, is_grad_enabled, no_grad, no_grad_guard, set_grad_enabled, GradModeGuard,
+};
 pub use gradcheck::{gradcheck, gradgradcheck, GradcheckError, GradcheckOpts};
 pub use hooks::HookHandle;
 pub(crate) use node::Node;

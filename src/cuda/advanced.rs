@@ -62,7 +62,7 @@ fn storage_vector(x: &Tensor) -> Tensor {
 /// autograd: the op layer records it).
 #[track_caller]
 pub(crate) fn index(op: &'static str, x: &Tensor, adv: &Resolved<'_>) -> Result<Tensor> {
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     let at = offsets(op, x, adv)?;
     let m = at.numel();
     super::index::gather(op, &storage_vector(x), 0, &at, at.layout(), &[m], adv.shape)
@@ -101,7 +101,7 @@ fn along_index_dims(shape: &[usize], walk: &[Option<usize>], storage_len: usize)
 /// wins a plain write); with no walked dim that is a single thread.
 #[track_caller]
 pub(crate) fn put(op: &'static str, dst: &Tensor, adv: &Resolved<'_>, values: &Tensor, accumulate: bool) -> Result<()> {
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     let at = offsets(op, dst, adv)?;
     let (shape, b, target) = along_index_dims(adv.shape, adv.walk, dst.storage_len());
     let at = at.with_layout(Layout::contiguous(&shape));

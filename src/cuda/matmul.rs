@@ -36,7 +36,7 @@ fn operand(t: &Tensor, l: &Layout) -> (Tensor, Layout, MatrixLayout, usize) {
         return (t.clone(), l.clone(), m, b);
     }
     let copy = {
-        let _off = autograd::no_grad();
+        let _off = autograd::no_grad_guard();
         t.with_layout(l.clone()).contiguous()
     };
     let lc = copy.layout().clone();

@@ -132,7 +132,7 @@ pub(crate) fn dense(t: &crate::Tensor) -> crate::Tensor {
     if t.is_contiguous() && t.layout().offset() == 0 {
         return t.clone();
     }
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     t.deep_clone()
 }
 

@@ -54,7 +54,7 @@ fn coordinates(op: &'static str, flags: &Tensor, sizes: &[usize]) -> Result<Tens
 /// int64 `[count, x.dim()]`, row-major order.
 #[track_caller]
 pub(crate) fn nonzero(op: &'static str, x: &Tensor) -> Result<Tensor> {
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     let flags = if x.dtype() == DType::Bool { x.clone() } else { x.try_ne(0)? };
     coordinates(op, &dense(&flags), x.shape())
 }
@@ -63,7 +63,7 @@ pub(crate) fn nonzero(op: &'static str, x: &Tensor) -> Result<Tensor> {
 /// `shape`, as a 1-D tensor in row-major order (no autograd: the op layer records it).
 #[track_caller]
 pub(crate) fn masked_select(op: &'static str, x: &Tensor, mask: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     let n = shape.iter().product::<usize>();
     let flags = dense(&mask.try_broadcast_to(shape)?);
     let positions = coordinates(op, &flags, &[n])?.reshape(&[-1]);

@@ -17,7 +17,7 @@ pub(crate) fn upload(op: &'static str, host: &CpuStorage, shape: &[usize], ordin
 /// made contiguous on its device first; a move between two CUDA devices goes through the host.
 #[track_caller]
 pub(crate) fn to_device(op: &'static str, x: &Tensor, device: Device) -> Result<Tensor> {
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     if x.device().is_cpu() {
         let Device::Cuda(i) = device else { return Ok(x.clone()) };
         let host = x.with_cpu(op, |s, l| crate::tensor::cast_storage(s, l, x.dtype()))?;
@@ -35,7 +35,7 @@ pub(crate) fn to_device(op: &'static str, x: &Tensor, device: Device) -> Result<
 /// the copy at its first host access ([`CudaStorage::to_cpu_non_blocking`]).
 #[track_caller]
 fn download(op: &'static str, x: &Tensor, non_blocking: bool) -> Result<CpuStorage> {
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     let x = if x.covers_storage() {
         x.clone()
     } else {

@@ -77,7 +77,7 @@ pub fn all_gather(outputs: &[Tensor], tensor: &Tensor) -> Result<()> {
     let send = if sendable(tensor) { tensor.clone() } else { staged(tensor) };
     let out = received(exchange(OP, &send, Call::AllGather, n, n * world_size)?, &[world_size, n]);
     for (r, o) in outputs.iter().enumerate() {
-        let _off = crate::no_grad();
+        let _off = crate::no_grad_guard();
         o.detach().copy_(&out.select(0, r as i64).reshape(&shape_i64(o.shape())));
     }
     Ok(())

@@ -22,7 +22,7 @@ pub(crate) fn sendable(t: &Tensor) -> bool {
 /// the CPU),
 /// sharing storage with nothing.
 pub(crate) fn staged(t: &Tensor) -> Tensor {
-    let _off = crate::no_grad();
+    let _off = crate::no_grad_guard();
     let s = t.detach().to_dtype(Wire::of(t.dtype(), t.device()).dtype()).contiguous();
     if s.shares_storage_with(t) || s.storage_offset() != 0 || s.storage_len() != s.numel() {
         s.deep_clone()
@@ -95,7 +95,7 @@ pub(crate) fn write_back(t: &Tensor, values: Tensor) {
         *t.write_storage() = storage;
         return;
     }
-    let _off = crate::no_grad();
+    let _off = crate::no_grad_guard();
     t.detach().copy_(&values);
 }
 

@@ -214,7 +214,7 @@ impl MultiheadAttention {
         let in_proj_bias = opts.bias.then(|| Tensor::zeros(&[3 * embed_dim]).requires_grad_(true));
         let out_proj = Linear::with_bias(embed_dim, embed_dim, opts.bias);
         if let Some(b) = &out_proj.bias {
-            let _guard = crate::no_grad();
+            let _guard = crate::no_grad_guard();
             constant_(b, 0.0);
         }
         let extra = || {

@@ -1,7 +1,7 @@
 //! `kiln::nn::init` (PyTorch's `torch.nn.init`): in-place initialisation of parameters, under
 //! `no_grad`, drawing from kiln's seeded generator.
 
-use crate::{no_grad, DType, Tensor};
+use crate::{no_grad_guard, DType, Tensor};
 
 /// Which fan `kaiming_*` keeps the variance of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -70,21 +70,21 @@ fn fan(tensor: &Tensor, mode: FanMode) -> usize {
 /// Fills with U(low, high).
 #[track_caller]
 pub fn uniform_(tensor: &Tensor, low: f64, high: f64) -> &Tensor {
-    let _guard = no_grad();
+    let _guard = no_grad_guard();
     tensor.uniform_(low, high)
 }
 
 /// Fills with N(mean, std²).
 #[track_caller]
 pub fn normal_(tensor: &Tensor, mean: f64, std: f64) -> &Tensor {
-    let _guard = no_grad();
+    let _guard = no_grad_guard();
     tensor.normal_(mean, std)
 }
 
 /// Fills with `value`.
 #[track_caller]
 pub fn constant_(tensor: &Tensor, value: f64) -> &Tensor {
-    let _guard = no_grad();
+    let _guard = no_grad_guard();
     tensor.fill_(value)
 }
 
@@ -166,7 +166,7 @@ pub fn orthogonal_(tensor: &Tensor, gain: f64) -> &Tensor {
     let q = Tensor::from_vec(a, &[n, m]);
     let q = if rows < cols { q.t() } else { q };
     let q = (q * gain).reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
-    let _guard = no_grad();
+    let _guard = no_grad_guard();
     tensor.copy_(&q);
     tensor
 }

@@ -421,7 +421,7 @@ pub trait Module: Visit {
                 mismatched.join("; ")
             );
         }
-        let _guard = crate::no_grad();
+        let _guard = crate::no_grad_guard();
         for (name, target) in own.iter() {
             if let Some(src) = state.get(name) {
                 target.try_copy_(src)?;

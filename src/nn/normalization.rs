@@ -3,7 +3,7 @@
 use super::functional as F;
 use super::repr::{py_bool, py_float, py_tuple};
 use crate::nn::Module;
-use crate::{no_grad, DType, Tensor};
+use crate::{no_grad_guard, DType, Tensor};
 
 /// Defines a batch-norm layer type: same fields and behaviour, different accepted ranks.
 macro_rules! batch_norm_layer {
@@ -117,7 +117,7 @@ fn batch_norm_forward(
     let mut factor = momentum.unwrap_or(0.0);
     if training {
         if let Some(n) = state.batches {
-            let _guard = no_grad();
+            let _guard = no_grad_guard();
             n.add_(1);
             if momentum.is_none() {
                 factor = 1.0 / n.item::<i64>() as f64;

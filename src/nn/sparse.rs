@@ -3,7 +3,7 @@
 use super::functional as F;
 use super::init::normal_;
 use crate::nn::Module;
-use crate::{no_grad, Tensor};
+use crate::{no_grad_guard, Tensor};
 
 /// A table of `num_embeddings` vectors of size `embedding_dim`, initialised N(0, 1); the row
 /// `padding_idx`, if any, starts at zero and gets no gradient.
@@ -38,7 +38,7 @@ impl Embedding {
         let weight = Tensor::empty(&[num_embeddings, embedding_dim]);
         normal_(&weight, 0.0, 1.0);
         if let Some(p) = padding_idx {
-            let _guard = no_grad();
+            let _guard = no_grad_guard();
             weight.select(0, p as i64).zero_();
         }
         Embedding { weight: weight.requires_grad_(true), padding_idx }

@@ -752,7 +752,7 @@ impl Transformer {
             Some(layer_norm(d, opts.layer_norm_eps, opts.bias)),
         );
         let t = Transformer { encoder, decoder, d_model: d, nhead: h, batch_first: opts.batch_first };
-        let _guard = crate::no_grad();
+        let _guard = crate::no_grad_guard();
         for p in t.parameters() {
             if p.dim() > 1 {
                 xavier_uniform_(&p, 1.0);

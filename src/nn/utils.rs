@@ -11,7 +11,7 @@ use crate::{DType, Tensor};
 /// A 0-dim tensor in the first gradient's dtype (f32 0.0 when no parameter has a gradient).
 #[track_caller]
 pub fn get_total_norm(params: &[Tensor], norm_type: f64) -> Tensor {
-    let _no_grad = crate::no_grad();
+    let _no_grad = crate::no_grad_guard();
     let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();
     let Some(first) = grads.first() else { return Tensor::scalar_opts(0.0, DType::F32) };
     let dtype = first.dtype();
@@ -48,7 +48,7 @@ pub fn try_clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> 
 /// (`torch.nn.utils.clip_grads_with_norm_`).
 #[track_caller]
 pub fn clip_grads_with_norm_(params: &[Tensor], max_norm: f64, total_norm: &Tensor) {
-    let _no_grad = crate::no_grad();
+    let _no_grad = crate::no_grad_guard();
     let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();
     if grads.is_empty() {
         return;
@@ -72,7 +72,7 @@ pub fn try_clip_grad_value_(params: &[Tensor], clip_value: f64) -> Result<()> {
     if clip_value.is_nan() || clip_value < 0.0 {
         bail!("clip_grad_value_", Value, "clip_value must be non-negative, got {clip_value}");
     }
-    let _no_grad = crate::no_grad();
+    let _no_grad = crate::no_grad_guard();
     for g in params.iter().filter_map(|p| p.grad()) {
         g.clamp_(-clip_value, clip_value);
     }

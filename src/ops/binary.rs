@@ -454,9 +454,9 @@ fn binary_grads(
             let (a, e, out) = (a(), b(), out.expect("pow saves its output"));
             [
                 // d/da a^e = e·a^(e-1), and 0 where e = 0 (PyTorch's convention, also at a = 0).
-                when(0, &|| Tensor::where_(&e.eq(0.0), 0.0, g * e * a.pow(e - 1.0))),
+                when(0, &|| Tensor::where_cond(&e.eq(0.0), 0.0, g * e * a.pow(e - 1.0))),
                 // d/de a^e = a^e·ln a, and 0 where a = 0 and e >= 0.
-                when(1, &|| Tensor::where_(&a.eq(0.0).logical_and(e.ge(0.0)), 0.0, g * out * a.log())),
+                when(1, &|| Tensor::where_cond(&a.eq(0.0).logical_and(e.ge(0.0)), 0.0, g * out * a.log())),
             ]
         }
         Maximum | Minimum => {
@@ -465,8 +465,8 @@ fn binary_grads(
             let tie = a.eq(b);
             let half = g * 0.5;
             [
-                when(0, &|| Tensor::where_(&a_wins, g, Tensor::where_(&tie, &half, 0.0))),
-                when(1, &|| Tensor::where_(&a_wins.logical_or(&tie), Tensor::where_(&tie, &half, 0.0), g)),
+                when(0, &|| Tensor::where_cond(&a_wins, g, Tensor::where_cond(&tie, &half, 0.0))),
+                when(1, &|| Tensor::where_cond(&a_wins.logical_or(&tie), Tensor::where_cond(&tie, &half, 0.0), g)),
             ]
         }
         Atan2 => {

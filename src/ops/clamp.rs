@@ -212,7 +212,7 @@ fn clamp_out(kind: ClampKind, x: &Tensor, min: Option<Scalar>, max: Option<Scala
             (None, Some(hi)) => x.lt(hi),
             (None, None) => unreachable!("a clamp has at least one bound"),
         };
-        grads![Some(Tensor::where_(&inside, g, 0.0))]
+        grads![Some(Tensor::where_cond(&inside, g, 0.0))]
     }))
 }
 
@@ -341,7 +341,7 @@ fn clamp_tensor_out(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> R
         let x = &s[0];
         let (lo, hi) = (has_min.then(|| &s[1]), has_max.then(|| &s[1 + has_min as usize]));
         // The gradient where `full`, half of it where `half` (never both), 0 elsewhere.
-        let share = |full: Tensor, half: &Tensor| Tensor::where_(&full, g, Tensor::where_(half, g * 0.5, 0.0));
+        let share = |full: Tensor, half: &Tensor| Tensor::where_cond(&full, g, Tensor::where_cond(half, g * 0.5, 0.0));
         let needs = |i| ctx.needs_input_grad(i);
         match (lo, hi) {
             (Some(lo), Some(hi)) => {

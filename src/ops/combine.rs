@@ -22,7 +22,7 @@ impl Tensor {
                 let one_minus = if diff.dtype() == DType::F64 { 1.0 - w } else { f64::from(1.0 - w as f32) };
                 end - &diff * one_minus
             }
-            Operand::Tensor(w) => Tensor::where_(&w.abs().lt(0.5), self + &diff * &w, end - &diff * (1.0 - &w)),
+            Operand::Tensor(w) => Tensor::where_cond(&w.abs().lt(0.5), self + &diff * &w, end - &diff * (1.0 - &w)),
         }
     }
 
@@ -70,9 +70,9 @@ impl Tensor {
     pub fn nan_to_num(&self, nan: f64, posinf: Option<f64>, neginf: Option<f64>) -> Tensor {
         let Some(max) = self.dtype().finite_max() else { return self.deep_clone() };
         let (posinf, neginf) = (posinf.unwrap_or(max), neginf.unwrap_or(-max));
-        let high = Tensor::where_(&self.eq(f64::INFINITY), posinf, self);
-        let low = Tensor::where_(&self.eq(f64::NEG_INFINITY), neginf, &high);
-        Tensor::where_(&self.isnan(), nan, &low)
+        let high = Tensor::where_cond(&self.eq(f64::INFINITY), posinf, self);
+        let low = Tensor::where_cond(&self.eq(f64::NEG_INFINITY), neginf, &high);
+        Tensor::where_cond(&self.isnan(), nan, &low)
     }
 
     /// The lower triangle of the last two dims: elements with `col − row ≤ diagonal` kept, the

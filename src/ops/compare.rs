@@ -1,7 +1,7 @@
-//! Comparisons and logical ops (returning Bool tensors), `where_`, `masked_fill`, and the
+//! Comparisons and logical ops (returning Bool tensors), `where_cond`, `masked_fill`, and the
 //! whole-tensor tests `equal` and `allclose`.
 //!
-//! Autograd: comparisons and logical ops return Bool tensors and never record. `where_` sends
+//! Autograd: comparisons and logical ops return Bool tensors and never record. `where_cond` sends
 //! the gradient to its tensor value operands (`where(cond, g, 0)` and `where(cond, 0, g)`, summed
 //! down to each operand's shape by the engine); `masked_fill` to its input where the mask is false.
 
@@ -192,8 +192,13 @@ fn where_recorded(cond: &Tensor, x: &Operand, y: &Operand) -> Result<Tensor> {
     Ok(autograd::record(out, "WhereBackward0", &inputs, [Saved::of(cond)], move |ctx, g, s| {
         let cond = &s[0];
         let each = |(i, &side): (usize, &bool)| {
-            ctx.needs_input_grad(i)
-                .then(|| if side { Tensor::where_(cond, g, 0.0) } else { Tensor::where_(cond, 0.0, g) })
+            ctx.needs_input_grad(i).then(|| {
+                if side {
+                    Tensor::where_cond(cond, g, 0.0)
+                } else {
+                    Tensor::where_cond(cond, 0.0, g)
+                }
+            })
         };
         is_x.iter().enumerate().map(each).collect::<Grads>()
     }))
@@ -218,13 +223,14 @@ fn masked_fill_check(op: &'static str, x: &Tensor, mask: &Tensor) -> Result<()> 
 }
 
 impl Tensor {
-    /// `x` where `cond` is true, `y` elsewhere, broadcasting all three (`torch.where`).
+    /// `x` where `cond` is true, `y` elsewhere, broadcasting all three (`torch.where`; Rust
+    /// reserves the word `where`).
     #[track_caller]
-    pub fn where_(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Tensor {
+    pub fn where_cond(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Tensor {
         where_recorded(cond, &x.into(), &y.into()).or_panic()
     }
 
-    /// [`Tensor::where_`] returning an error.
+    /// [`Tensor::where_cond`] returning an error.
     #[track_caller]
     pub fn try_where(cond: &Tensor, x: impl Into<Operand>, y: impl Into<Operand>) -> Result<Tensor> {
         where_recorded(cond, &x.into(), &y.into())
@@ -275,7 +281,7 @@ impl Tensor {
             return out;
         }
         autograd::record(out, "MaskedFillBackward0", &[self], [Saved::of(mask)], |_, g, s| {
-            grads![Some(Tensor::where_(&s[0], 0.0, g))]
+            grads![Some(Tensor::where_cond(&s[0], 0.0, g))]
         })
     }
 
@@ -381,11 +387,11 @@ mod tests {
         assert_eq!(a.logical_and(&b).to_vec::<bool>(), vec![false, false, true]);
         assert_eq!((&a ^ &Tensor::new(&[true, true, false])).to_vec::<bool>(), vec![false, true, true]);
         assert_eq!((!&a).to_vec::<bool>(), vec![false, true, false]);
-        let w = Tensor::where_(&a, &b, -1);
+        let w = Tensor::where_cond(&a, &b, -1);
         assert_eq!(w.dtype(), DType::F32);
         assert_eq!(w.to_vec::<f32>(), vec![0.0, -1.0, 2.0]);
         let cond = Tensor::new(&[[true], [false]]);
-        assert_eq!(Tensor::where_(&cond, 1i64, Tensor::new(&[5i64, 6])).to_vec::<i64>(), vec![1, 1, 5, 6]);
+        assert_eq!(Tensor::where_cond(&cond, 1i64, Tensor::new(&[5i64, 6])).to_vec::<i64>(), vec![1, 1, 5, 6]);
         assert!(Tensor::try_where(&b, 1, 2).is_err());
     }
 

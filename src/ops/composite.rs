@@ -1,5 +1,5 @@
 //! Composite elementwise ops (activations, `isnan`, …) defined as **decompositions** into primitive ops
-//! (the rows of `kiln_runtime::unary_op_table!`, `where_`, `clamp`, arithmetic). One row here
+//! (the rows of `kiln_runtime::unary_op_table!`, `where_cond`, `clamp`, arithmetic). One row here
 //! gives the `Tensor` method, the `F::` function (`nn::functional`), the `nn::` module and the
 //! test lists; autograd, capture inside `kiln::compile` and the CUDA and CPU code generators
 //! all work through the primitives, so none of them knows these ops by name. Eager mode does
@@ -27,7 +27,7 @@
 ///   for the op does); `AsInput` computes in the input's dtype (PyTorch decomposes the op too,
 ///   rounding after each step);
 /// - the decomposition: a `Tensor` expression of `x: &Tensor` and the parameters, written so
-///   that its gradient equals PyTorch's everywhere: finite wherever PyTorch's is (no `where_`
+///   that its gradient equals PyTorch's everywhere: finite wherever PyTorch's is (no `where_cond`
 ///   whose unused branch overflows: clamp that branch's argument) and equal at the kinks
 ///   (a clamp's gradient is zero at its bounds, so a bound must not sit on a point where the
 ///   op is smooth);
@@ -58,7 +58,7 @@ macro_rules! composite_unary_table {
                 |x| {
                     let z = x * beta;
                     let linear = z.gt(threshold);
-                    crate::Tensor::where_(&linear, x, crate::Tensor::where_(&linear, 0.0, &z).exp().log1p() / beta)
+                    crate::Tensor::where_cond(&linear, x, crate::Tensor::where_cond(&linear, 0.0, &z).exp().log1p() / beta)
                 };
             mish() [Mish] InF32 "Mish `x·tanh(softplus(x))`"
                 |x| x * x.softplus(1.0, 20.0).tanh();
@@ -67,7 +67,7 @@ macro_rules! composite_unary_table {
             tanhshrink() [Tanhshrink] AsInput "tanhshrink `x − tanh(x)`"
                 |x| x - x.tanh();
             logsigmoid() [LogSigmoid] InF32 "log-sigmoid `ln(1/(1+e^−x))`"
-                |x| crate::Tensor::where_(&x.lt(0.0), x - x.clamp_max(1.0).exp().log1p(), -(-x.clamp_min(-1.0)).exp().log1p());
+                |x| crate::Tensor::where_cond(&x.lt(0.0), x - x.clamp_max(1.0).exp().log1p(), -(-x.clamp_min(-1.0)).exp().log1p());
             hardtanh(min_val = -1.0, max_val = 1.0) [Hardtanh] AsInput "hard tanh: `x` clamped to `[min_val, max_val]`"
                 |x| x.clamp(bound(x, min_val), bound(x, max_val));
             relu6() [ReLU6] AsInput "ReLU6 `min(max(x, 0), 6)`"
@@ -77,11 +77,11 @@ macro_rules! composite_unary_table {
             hardswish() [Hardswish] InF32 "hard swish `x·relu6(x + 3) / 6`"
                 |x| x * (x + 3.0).relu6() / 6.0;
             leaky_relu(negative_slope = 0.01) [LeakyReLU] InF32 "leaky ReLU: `x` where `x > 0`, `negative_slope·x` otherwise"
-                |x| crate::Tensor::where_(&x.gt(0.0), x, x * negative_slope);
+                |x| crate::Tensor::where_cond(&x.gt(0.0), x, x * negative_slope);
             elu(alpha = 1.0) [ELU] InF32 "ELU: `x` where `x > 0`, `alpha·(e^x − 1)` otherwise"
-                |x| crate::Tensor::where_(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * alpha);
+                |x| crate::Tensor::where_cond(&x.gt(0.0), x, x.clamp_max(1.0).expm1() * alpha);
             celu(alpha = 1.0) [CELU] InF32 "CELU: `max(0, x) + min(0, alpha·(e^(x/alpha) − 1))`"
-                |x| crate::Tensor::where_(&x.gt(0.0), x, (x / alpha).clamp_max(1.0).expm1() * alpha);
+                |x| crate::Tensor::where_cond(&x.gt(0.0), x, (x / alpha).clamp_max(1.0).expm1() * alpha);
             selu() [SELU] InF32 "SELU: `scale·elu(x, alpha)` with PyTorch's fixed `alpha` and `scale`"
                 |x| x.elu(1.673_263_242_354_377_2) * 1.050_700_987_355_480_5;
             isnan() [] AsInput "NaN test: true where `x != x`"

@@ -140,7 +140,7 @@ fn launch_cuda(
     bias: Option<&Tensor>,
     shape: &[usize],
 ) -> Result<Tensor> {
-    let _off = autograd::no_grad();
+    let _off = autograd::no_grad_guard();
     let out = match p {
         Product::Forward => crate::cuda::conv::forward(g, a, b, bias)?,
         Product::InputGrad => crate::cuda::conv::input_grad(g, a, b)?,
@@ -158,7 +158,7 @@ fn launch_cpu(
     bias: Option<&Tensor>,
     shape: &[usize],
 ) -> Result<Tensor> {
-    let _off = autograd::no_grad();
+    let _off = autograd::no_grad_guard();
     let a = a.contiguous();
     // Each operand is read under its own storage lock: one sharing storage with an earlier one
     // (`conv2d(&x, &x, ..)`) is copied, so that no lock is taken twice by this thread.

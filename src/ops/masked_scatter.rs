@@ -68,10 +68,10 @@ fn masked_scatter_out(op: &'static str, x: &Tensor, mask: &Tensor, source: &Tens
     let flat = if flat.numel() == 0 { Tensor::zeros_opts(&[1], x.dtype(), x.device()) } else { flat };
     let mask_flat = mask.try_reshape(&[-1])?;
     let rank = mask_flat.try_to_dtype(DType::I64)?.try_cumsum(0)? - 1;
-    let index = Tensor::where_(&mask_flat, &rank, 0i64);
+    let index = Tensor::where_cond(&mask_flat, &rank, 0i64);
     let shape: Vec<i64> = shape.iter().map(|&n| n as i64).collect();
     let picked = flat.try_gather(0, &index)?.try_reshape(&shape)?;
-    Ok(Tensor::where_(&mask, &picked, x))
+    Ok(Tensor::where_cond(&mask, &picked, x))
 }
 
 impl Tensor {

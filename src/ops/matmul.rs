@@ -119,7 +119,7 @@ impl Tensor {
     pub fn try_outer(&self, other: &Tensor) -> Result<Tensor> {
         expect_dims("outer", self, other, 1, 1)?;
         let out = {
-            let _off = autograd::no_grad();
+            let _off = autograd::no_grad_guard();
             self.unsqueeze(1).try_mul(other)?
         };
         if !out.dtype().is_float() || !autograd::is_recording(&[self, other]) {

@@ -95,14 +95,14 @@ fn reduces_nothing(x: &Tensor, dims: &[i64]) -> bool {
 /// `a^p` for `a ≥ 0` whose derivative is zero at `a = 0`: 0 there for `p > 0`, +∞ for `p < 0`.
 fn power_at_zero(a: &Tensor, p: f64) -> Tensor {
     let zero = a.eq(0.0);
-    let powered = Tensor::where_(&zero, 1.0, a).pow(p);
-    Tensor::where_(&zero, if p > 0.0 { 0.0 } else { f64::INFINITY }, &powered)
+    let powered = Tensor::where_cond(&zero, 1.0, a).pow(p);
+    Tensor::where_cond(&zero, if p > 0.0 { 0.0 } else { f64::INFINITY }, &powered)
 }
 
 /// `s^(1/p)` for `s ≥ 0` and `p > 0`, 0 with a zero derivative at `s = 0`.
 fn root_at_zero(s: &Tensor, p: f64) -> Tensor {
     let zero = s.eq(0.0);
-    let safe = Tensor::where_(&zero, 1.0, s);
+    let safe = Tensor::where_cond(&zero, 1.0, s);
     let root = if p == 2.0 { safe.sqrt() } else { safe.pow(1.0 / p) };
-    Tensor::where_(&zero, 0.0, &root)
+    Tensor::where_cond(&zero, 0.0, &root)
 }

@@ -94,6 +94,6 @@ impl Tensor {
         let nan = self.ne(self);
         let (has_nan, first_nan) = nan.to_dtype(kiln_runtime::DType::U8).max_dim(d as i64, keepdim);
         let has_nan = has_nan.ne(0);
-        Ok((Tensor::where_(&has_nan, f64::NAN, &values), Tensor::where_(&has_nan, &first_nan, &indices)))
+        Ok((Tensor::where_cond(&has_nan, f64::NAN, &values), Tensor::where_cond(&has_nan, &first_nan, &indices)))
     }
 }

@@ -44,7 +44,7 @@ pub(crate) struct Pool {
 
 /// `t` itself when contiguous, else a contiguous copy, without recording.
 fn contiguous(t: &Tensor) -> Tensor {
-    let _off = autograd::no_grad();
+    let _off = autograd::no_grad_guard();
     t.contiguous()
 }
 

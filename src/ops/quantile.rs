@@ -86,7 +86,7 @@ fn quantile_impl(
     let value = if above == below { low } else { low.lerp(&sorted.try_narrow(d as i64, above as i64, 1)?, weight) };
     // NaN sorts last: a row holding one has NaN as its quantile, as PyTorch.
     let has_nan = x.ne(&x).any_dim(d as i64, true);
-    Tensor::where_(&has_nan, f64::NAN, &value).try_reshape(&reduced_shape(t.shape(), dim, keepdim))
+    Tensor::where_cond(&has_nan, f64::NAN, &value).try_reshape(&reduced_shape(t.shape(), dim, keepdim))
 }
 
 /// The mode of every line of `x` (split as `lines`): the smallest most frequent value and the

@@ -427,7 +427,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
     }
     if crate::capture::is_active() && matches!(t.dtype(), DType::F32 | DType::F64) {
         let out = {
-            let _no_grad = crate::no_grad();
+            let _no_grad = crate::no_grad_guard();
             let var = captured_var(&red, op, t, correction)?;
             if sqrt {
                 var.sqrt()

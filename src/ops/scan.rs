@@ -141,7 +141,7 @@ fn next_zero_after(x: &Tensor, d: i64) -> Tensor {
     let mut along = vec![1; x.dim()];
     along[d as usize] = n as i64;
     let positions = Tensor::arange(n as i64).reshape(&along).to(&x.device());
-    let zeros_at = Tensor::where_(&x.eq(0.0), &positions, n as i64);
+    let zeros_at = Tensor::where_cond(&x.eq(0.0), &positions, n as i64);
     // The first zero at or after each position, then shifted one place back.
     let at_or_after = zeros_at.flip(d).cummin(d).0.flip(d);
     pad_one(&at_or_after, d, n as f64).narrow(d, 1, n)
@@ -192,7 +192,7 @@ fn logcumsumexp_backward(x: &Tensor, out: &Tensor, g: &Tensor, d: i64) -> Tensor
     let lowest = lowest(g.dtype());
     let log_abs = g.abs().log();
     let part = |sign: Tensor| {
-        let log_part = Tensor::where_(&sign, &log_abs, lowest) - out;
+        let log_part = Tensor::where_cond(&sign, &log_abs, lowest) - out;
         (log_part.flip(d).logcumsumexp(d).flip(d) + x).exp()
     };
     part(g.gt(0.0)) - part(g.lt(0.0))

@@ -45,7 +45,7 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
         captured(t, d as i64, log)
     } else if capture && half && crate::capture::captures_as_cuda(t.device()) {
         // On CUDA, f16/bf16 as the eager kernel computes them: in f32, rounded once.
-        let _no_grad = crate::no_grad();
+        let _no_grad = crate::no_grad_guard();
         captured(&t.try_to_dtype(DType::F32)?, d as i64, log).try_to_dtype(t.dtype())?
     } else {
         eager(t, op, d, log)?
@@ -69,7 +69,7 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
 /// (or the log subtracted) as the reduction kernel's epilogue: one generated kernel (the sum
 /// is the max kernel's second stage).
 fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
-    let _no_grad = crate::no_grad();
+    let _no_grad = crate::no_grad_guard();
     let z = t - t.amax(d, true);
     if log {
         &z - z.exp().sum_dim(d, true).log()

@@ -171,7 +171,7 @@ fn unary_grad(op: UnaryOp, g: &Tensor, s: Option<&Tensor>) -> Tensor {
         Acosh => g / (s.square() - 1.0).sqrt(),
         Atanh => g / (1.0 - s.square()),
         Sigmoid => g * s * (1.0 - s),
-        Relu => Tensor::where_(&s.gt(0.0), g, 0.0),
+        Relu => Tensor::where_cond(&s.gt(0.0), g, 0.0),
         Gelu => {
             let cdf = (s * FRAC_1_SQRT_2).erf() * 0.5 + 0.5;
             let pdf = (s.square() * -0.5).exp() * (1.0 / (2.0 * PI).sqrt());

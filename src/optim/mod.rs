@@ -5,17 +5,17 @@
 //! kiln rounds each op, so the two differ by an ulp or so per step).
 //!
 //! ```
-//! use kiln::optim::{lr_scheduler::LrScheduler, Optimizer};
+//! use kiln::optim::{lr_scheduler::LRScheduler, Optimizer};
 //! use kiln::prelude::*;
 //! let net = nn::Linear::new(4, 2);
-//! let mut opt = optim::Sgd::new(net.parameters(), optim::SgdConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
-//! let mut sched = optim::lr_scheduler::StepLr::new(&mut opt, 30, 0.1);
+//! let mut opt = optim::SGD::new(net.parameters(), optim::SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+//! let mut sched = optim::lr_scheduler::StepLR::new(&mut opt, 30, 0.1);
 //! let loss = net.forward(&Tensor::randn(&[3, 4])).sum();
 //! opt.zero_grad(); loss.backward(); opt.step(); sched.step(&mut opt);
 //! assert_eq!(opt.lr(0), 0.01);
 //! ```
 //!
-//! The optimizers ([`Sgd`], [`Adam`], [`AdamW`], [`Adadelta`], [`Adagrad`], [`RmsProp`]) are one
+//! The optimizers ([`SGD`], [`Adam`], [`AdamW`], [`Adadelta`], [`Adagrad`], [`RMSprop`]) are one
 //! generic type, [`Optim<C>`], specialised by its configuration `C` (which carries the update
 //! rule, see [`OptimizerConfig`]). Parameters are tensor handles: they share storage with the
 //! module's parameters and are updated in place under [`crate::no_grad`]. Parameters whose
@@ -79,6 +79,6 @@ pub use adagrad::{Adagrad, AdagradConfig, AdagradConsts, AdagradState};
 pub use adam::{Adam, AdamConfig, AdamConsts, AdamState, AdamW, AdamWConfig};
 pub use optimizer::{Optim, Optimizer, OptimizerConfig};
 pub use param_group::ParamGroup;
-pub use rmsprop::{RmsProp, RmsPropConfig, RmsPropConsts, RmsPropState};
-pub use sgd::{Sgd, SgdConfig, SgdConsts, SgdState};
+pub use rmsprop::{RMSprop, RMSpropConfig, RMSpropConsts, RMSpropState};
+pub use sgd::{SGDConfig, SGDConsts, SGDState, SGD};
 pub use state::{HyperValue, StateTensors};

@@ -48,7 +48,7 @@ pub trait Optimizer {
 }
 
 /// An optimization algorithm's hyperparameters, per-parameter state and update rule: the
-/// configuration type of [`Optim`] (`SgdConfig`, `AdamConfig`, …).
+/// configuration type of [`Optim`] (`SGDConfig`, `AdamConfig`, …).
 pub trait OptimizerConfig: Clone + std::fmt::Debug + Sync {
     /// The per-parameter state (momentum buffers, moment estimates, step counts). `Clone`
     /// (of the handles: the tensors' data is not copied) so that a step inside a compiled call
@@ -103,7 +103,7 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug + Sync {
 }
 
 /// An optimizer: parameter groups, each with a configuration `C`, and per-parameter state.
-/// Use it through its aliases: [`super::Sgd`], [`super::Adam`], [`super::AdamW`], …
+/// Use it through its aliases: [`super::SGD`], [`super::Adam`], [`super::AdamW`], …
 pub struct Optim<C: OptimizerConfig> {
     groups: Vec<ParamGroup<C>>,
     state: StateStore<C::State>,
@@ -328,7 +328,7 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
                 self.before_call = Some((call, self.state.clone()));
             }
         }
-        let _no_grad = crate::no_grad();
+        let _no_grad = crate::no_grad_guard();
         // Captured updates are fused by the compiler; eager ones go to the one-pass kernel.
         let capturing = crate::capture::is_active();
         let mut batch = fused::Batch::default();
@@ -384,7 +384,7 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
     }
 
     fn state_dict(&self) -> StateDict {
-        let _no_grad = crate::no_grad();
+        let _no_grad = crate::no_grad_guard();
         let mut sd = StateDict::new();
         let mut index = 0;
         for (g, group) in self.groups.iter().enumerate() {

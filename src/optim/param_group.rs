@@ -4,7 +4,7 @@ use crate::Tensor;
 
 /// Parameters and the hyperparameters they are optimized with. Build one per group to give
 /// parts of a model different learning rates:
-/// `Sgd::with_groups(vec![ParamGroup::new(base, cfg.clone()), ParamGroup::new(head, SgdConfig { lr: 1e-3, ..cfg })])`.
+/// `SGD::with_groups(vec![ParamGroup::new(base, cfg.clone()), ParamGroup::new(head, SGDConfig { lr: 1e-3, ..cfg })])`.
 #[derive(Clone, Debug)]
 pub struct ParamGroup<C> {
     /// The parameters (handles sharing storage with the model's).

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 /// RMSprop's hyperparameters (`torch.optim.RMSprop`'s arguments and defaults).
 #[derive(Clone, Debug, PartialEq)]
-pub struct RmsPropConfig {
+pub struct RMSpropConfig {
     /// Learning rate (default 1e-2).
     pub lr: f64,
     /// Smoothing constant of the squared-gradient average (default 0.99).
@@ -29,9 +29,9 @@ pub struct RmsPropConfig {
     pub fused: Option<bool>,
 }
 
-impl Default for RmsPropConfig {
+impl Default for RMSpropConfig {
     fn default() -> Self {
-        RmsPropConfig {
+        RMSpropConfig {
             lr: 1e-2,
             alpha: 0.99,
             eps: 1e-8,
@@ -47,7 +47,7 @@ impl Default for RmsPropConfig {
 
 /// RMSprop's per-parameter state.
 #[derive(Clone, Debug)]
-pub struct RmsPropState {
+pub struct RMSpropState {
     /// Number of updates so far.
     pub step: f64,
     /// Running average of squared gradients.
@@ -60,14 +60,14 @@ pub struct RmsPropState {
 
 /// What one RMSprop update needs beyond the hyperparameters: nothing (its step count only counts).
 #[derive(Clone, Copy, Debug)]
-pub struct RmsPropConsts {}
+pub struct RMSpropConsts {}
 
 /// RMSprop (`torch.optim.RMSprop`).
-pub type RmsProp = Optim<RmsPropConfig>;
+pub type RMSprop = Optim<RMSpropConfig>;
 
-impl OptimizerConfig for RmsPropConfig {
-    type State = RmsPropState;
-    type Consts = RmsPropConsts;
+impl OptimizerConfig for RMSpropConfig {
+    type State = RMSpropState;
+    type Consts = RMSpropConsts;
     const NAME: &'static str = "RMSprop";
 
     fn validate(&self) -> Result<()> {
@@ -85,8 +85,8 @@ impl OptimizerConfig for RmsPropConfig {
 
     hyperparameters!(lr, alpha, eps, weight_decay, momentum, centered, maximize, foreach, fused);
 
-    fn init_state(&self, param: &Tensor) -> RmsPropState {
-        RmsPropState {
+    fn init_state(&self, param: &Tensor) -> RMSpropState {
+        RMSpropState {
             step: 0.0,
             square_avg: param.zeros_like(),
             momentum_buffer: (self.momentum > 0.0).then(|| param.zeros_like()),
@@ -99,7 +99,7 @@ impl OptimizerConfig for RmsPropConfig {
         (self.fused, self.foreach)
     }
 
-    fn prepare(&self, param: &Tensor, s: &mut RmsPropState) -> (RmsPropConsts, SmallVec<[Tensor; 3]>) {
+    fn prepare(&self, param: &Tensor, s: &mut RMSpropState) -> (RMSpropConsts, SmallVec<[Tensor; 3]>) {
         s.step += 1.0;
         let mut slots = SmallVec::from_iter([s.square_avg.clone()]);
         if self.centered {
@@ -109,13 +109,13 @@ impl OptimizerConfig for RmsPropConfig {
             // A momentum turned on after the first step (a scheduler cycling it) starts from zero.
             slots.push(s.momentum_buffer.get_or_insert_with(|| param.zeros_like()).clone());
         }
-        (RmsPropConsts {}, slots)
+        (RMSpropConsts {}, slots)
     }
 
     /// PyTorch's `_single_tensor_rmsprop`; `s` is `[square_avg]`, then `grad_avg` when
     /// centered, then `momentum_buffer` with momentum.
     #[inline(always)]
-    fn rule<V: Values>(&self, _k: &RmsPropConsts, param: &V, grad: &V, s: &mut [V]) -> V {
+    fn rule<V: Values>(&self, _k: &RMSpropConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
         s[0] = addcmul(&s[0].mul_s(self.alpha), &grad, &grad, 1.0 - self.alpha);
         let avg = if self.centered {
@@ -134,7 +134,7 @@ impl OptimizerConfig for RmsPropConfig {
         }
     }
 
-    fn state_tensors(&self, s: &RmsPropState) -> Vec<(&'static str, Tensor)> {
+    fn state_tensors(&self, s: &RMSpropState) -> Vec<(&'static str, Tensor)> {
         let mut v = vec![("step", step_tensor(s.step)), ("square_avg", s.square_avg.clone())];
         if let Some(b) = &s.momentum_buffer {
             v.push(("momentum_buffer", b.clone()));
@@ -145,8 +145,8 @@ impl OptimizerConfig for RmsPropConfig {
         v
     }
 
-    fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<RmsPropState> {
-        Ok(RmsPropState {
+    fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<RMSpropState> {
+        Ok(RMSpropState {
             step: saved.step()?,
             square_avg: saved.required("square_avg")?,
             momentum_buffer: saved.optional("momentum_buffer")?,

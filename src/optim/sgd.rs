@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 /// SGD's hyperparameters (`torch.optim.SGD`'s arguments and defaults).
 #[derive(Clone, Debug, PartialEq)]
-pub struct SgdConfig {
+pub struct SGDConfig {
     /// Learning rate (default 1e-3).
     pub lr: f64,
     /// Momentum factor (default 0).
@@ -28,9 +28,9 @@ pub struct SgdConfig {
     pub fused: Option<bool>,
 }
 
-impl Default for SgdConfig {
+impl Default for SGDConfig {
     fn default() -> Self {
-        SgdConfig {
+        SGDConfig {
             lr: 1e-3,
             momentum: 0.0,
             dampening: 0.0,
@@ -45,24 +45,24 @@ impl Default for SgdConfig {
 
 /// SGD's per-parameter state: the momentum buffer (only with `momentum != 0`).
 #[derive(Clone, Debug, Default)]
-pub struct SgdState {
+pub struct SGDState {
     /// `momentum_buffer`, created from the first gradient.
     pub momentum_buffer: Option<Tensor>,
 }
 
 /// What one SGD update needs to know beyond the hyperparameters.
 #[derive(Clone, Copy, Debug)]
-pub struct SgdConsts {
+pub struct SGDConsts {
     /// The momentum buffer is new: it starts as the gradient.
     first: bool,
 }
 
 /// Stochastic gradient descent (`torch.optim.SGD`).
-pub type Sgd = Optim<SgdConfig>;
+pub type SGD = Optim<SGDConfig>;
 
-impl OptimizerConfig for SgdConfig {
-    type State = SgdState;
-    type Consts = SgdConsts;
+impl OptimizerConfig for SGDConfig {
+    type State = SGDState;
+    type Consts = SGDConsts;
     const NAME: &'static str = "SGD";
 
     fn validate(&self) -> Result<()> {
@@ -82,26 +82,26 @@ impl OptimizerConfig for SgdConfig {
 
     hyperparameters!(lr, momentum, dampening, weight_decay, nesterov, maximize, foreach, fused);
 
-    fn init_state(&self, _param: &Tensor) -> SgdState {
-        SgdState::default()
+    fn init_state(&self, _param: &Tensor) -> SGDState {
+        SGDState::default()
     }
 
     fn fused_and_foreach(&self) -> (Option<bool>, Option<bool>) {
         (self.fused, self.foreach)
     }
 
-    fn prepare(&self, param: &Tensor, state: &mut SgdState) -> (SgdConsts, SmallVec<[Tensor; 3]>) {
+    fn prepare(&self, param: &Tensor, state: &mut SGDState) -> (SGDConsts, SmallVec<[Tensor; 3]>) {
         if self.momentum == 0.0 {
-            return (SgdConsts { first: false }, SmallVec::new());
+            return (SGDConsts { first: false }, SmallVec::new());
         }
         let first = state.momentum_buffer.is_none();
         let buf = state.momentum_buffer.get_or_insert_with(|| param.zeros_like());
-        (SgdConsts { first }, SmallVec::from_iter([buf.clone()]))
+        (SGDConsts { first }, SmallVec::from_iter([buf.clone()]))
     }
 
     /// PyTorch's `_single_tensor_sgd`; `s` is `[momentum_buffer]` when there is momentum.
     #[inline(always)]
-    fn rule<V: Values>(&self, k: &SgdConsts, param: &V, grad: &V, s: &mut [V]) -> V {
+    fn rule<V: Values>(&self, k: &SGDConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let mut grad = effective_grad(param, grad, self.maximize, self.weight_decay);
         if self.momentum != 0.0 {
             // The first step's buffer is the gradient itself.
@@ -115,11 +115,11 @@ impl OptimizerConfig for SgdConfig {
         add_scaled(param, &grad, -self.lr)
     }
 
-    fn state_tensors(&self, state: &SgdState) -> Vec<(&'static str, Tensor)> {
+    fn state_tensors(&self, state: &SGDState) -> Vec<(&'static str, Tensor)> {
         state.momentum_buffer.iter().map(|b| ("momentum_buffer", b.clone())).collect()
     }
 
-    fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<SgdState> {
-        Ok(SgdState { momentum_buffer: saved.optional("momentum_buffer")? })
+    fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<SGDState> {
+        Ok(SGDState { momentum_buffer: saved.optional("momentum_buffer")? })
     }
 }

@@ -94,7 +94,7 @@ impl<'a> StateTensors<'a> {
                 self.param.shape()
             );
         }
-        let _g = crate::no_grad();
+        let _g = crate::no_grad_guard();
         Ok(Some(t.try_to_dtype(self.param.dtype())?.deep_clone()))
     }
 

@@ -26,7 +26,7 @@ fn check_probabilities(op: &'static str, p: &Tensor) -> Result<()> {
         return Ok(());
     }
     let inside = crate::capture::as_realizing(|| {
-        let _off = crate::autograd::no_grad();
+        let _off = crate::autograd::no_grad_guard();
         Ok::<bool, crate::Error>(p.try_ge(0.0)?.logical_and(&p.try_le(1.0)?).all().item::<bool>())
     })?;
     if !inside {
@@ -55,7 +55,7 @@ fn draw_below(op: &'static str, p: &Tensor, generator: Option<&mut Generator>) -
             u
         }
     };
-    let _off = crate::autograd::no_grad();
+    let _off = crate::autograd::no_grad_guard();
     u.try_lt(p)?.try_to_dtype(p.dtype())
 }
 

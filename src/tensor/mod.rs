@@ -249,7 +249,7 @@ impl Tensor {
         if alone && self.is_contiguous() && self.storage_offset() == 0 && self.numel() == self.storage_len() {
             return self.detach();
         }
-        let _off = crate::autograd::no_grad();
+        let _off = crate::autograd::no_grad_guard();
         self.deep_clone()
     }
 

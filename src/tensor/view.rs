@@ -265,7 +265,7 @@ impl Tensor {
             Some(l) => Ok(self.tracked_reshape(self.with_layout(l), "ViewBackward0")),
             None => {
                 let c = {
-                    let _off = autograd::no_grad();
+                    let _off = autograd::no_grad_guard();
                     self.deep_clone()
                 };
                 let out = c.with_layout(Layout::contiguous(&new));

@@ -1,10 +1,10 @@
 //! `kiln::vision`: datasets and transforms for images (torchvision's counterparts).
 //!
 //! ```no_run
-//! use kiln::vision::datasets::{Mnist, Split};
+//! use kiln::vision::datasets::{MNIST, Split};
 //! use kiln::vision::transforms::{Compose, Normalize, ToTensor};
 //! # fn main() -> kiln::Result<()> {
-//! let train = Mnist::new("data/mnist", Split::Train)?
+//! let train = MNIST::new("data/mnist", Split::Train)?
 //!     .transform(Compose::new((ToTensor, Normalize::new(&[0.1307], &[0.3081]))));
 //! let loader = kiln::data::DataLoader::new(train).batch_size(64).shuffle(true);
 //! for (images, labels) in &loader { /* [64, 1, 28, 28] f32, [64] i64 */ }

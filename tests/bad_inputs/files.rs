@@ -3,7 +3,7 @@
 use super::{either, refused, Cases, Net};
 use kiln::nn::{self, Module};
 use kiln::prelude::*;
-use kiln::vision::datasets::{Cifar10, Mnist, Split};
+use kiln::vision::datasets::{Split, CIFAR10, MNIST};
 use kiln::StateDict;
 use std::path::PathBuf;
 
@@ -163,44 +163,44 @@ fn state_dicts(c: &mut Cases) {
 fn datasets(c: &mut Cases) {
     let images = |n: u32| idx(&[n, 28, 28], &vec![7u8; n as usize * 784]);
     let labels = |n: u32| idx(&[n], &vec![3u8; n as usize]);
-    c.add("mnist/missing-folder", || refused(Mnist::new(folder("none").join("mnist"), Split::Train)));
-    c.add("mnist/empty-folder", || refused(Mnist::new(folder("mnist-empty"), Split::Test)));
-    c.add("mnist/truncated-header", move || refused(Mnist::new(mnist(&[0, 0, 8], &labels(2)), Split::Train)));
-    c.add("mnist/truncated-images", move || refused(Mnist::new(mnist(&images(2)[..1000], &labels(2)), Split::Train)));
-    c.add("mnist/bad-magic", move || refused(Mnist::new(mnist(&[1, 2, 3, 4, 0, 0, 0, 1], &labels(2)), Split::Train)));
-    c.add("mnist/count-mismatch", move || refused(Mnist::new(mnist(&images(3), &labels(2)), Split::Train)));
-    c.add("mnist/labels-as-images", move || refused(Mnist::new(mnist(&labels(2), &labels(2)), Split::Train)));
-    c.add("mnist/label-out-of-range", move || refused(Mnist::new(mnist(&images(1), &idx(&[1], &[10])), Split::Train)));
+    c.add("mnist/missing-folder", || refused(MNIST::new(folder("none").join("mnist"), Split::Train)));
+    c.add("mnist/empty-folder", || refused(MNIST::new(folder("mnist-empty"), Split::Test)));
+    c.add("mnist/truncated-header", move || refused(MNIST::new(mnist(&[0, 0, 8], &labels(2)), Split::Train)));
+    c.add("mnist/truncated-images", move || refused(MNIST::new(mnist(&images(2)[..1000], &labels(2)), Split::Train)));
+    c.add("mnist/bad-magic", move || refused(MNIST::new(mnist(&[1, 2, 3, 4, 0, 0, 0, 1], &labels(2)), Split::Train)));
+    c.add("mnist/count-mismatch", move || refused(MNIST::new(mnist(&images(3), &labels(2)), Split::Train)));
+    c.add("mnist/labels-as-images", move || refused(MNIST::new(mnist(&labels(2), &labels(2)), Split::Train)));
+    c.add("mnist/label-out-of-range", move || refused(MNIST::new(mnist(&images(1), &idx(&[1], &[10])), Split::Train)));
     c.add("mnist/huge-dims", move || {
-        refused(Mnist::new(mnist(&idx(&[u32::MAX, u32::MAX, u32::MAX], &[]), &labels(2)), Split::Train))
+        refused(MNIST::new(mnist(&idx(&[u32::MAX, u32::MAX, u32::MAX], &[]), &labels(2)), Split::Train))
     });
     c.add("mnist/corrupt-gzip", || {
         let dir = folder("mnist-gz");
         std::fs::write(dir.join("train-images-idx3-ubyte.gz"), [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("write");
         std::fs::write(dir.join("train-labels-idx1-ubyte.gz"), [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("write");
-        refused(Mnist::new(dir, Split::Train))
+        refused(MNIST::new(dir, Split::Train))
     });
-    c.add("cifar/missing-folder", || refused(Cifar10::new(folder("none").join("cifar"), false)));
+    c.add("cifar/missing-folder", || refused(CIFAR10::new(folder("none").join("cifar"), Split::Test)));
     c.add("cifar/empty-batch", || {
         let dir = folder("cifar-empty");
         std::fs::write(dir.join("test_batch.bin"), b"").expect("write");
-        refused(Cifar10::new(dir, false))
+        refused(CIFAR10::new(dir, Split::Test))
     });
     c.add("cifar/truncated-record", || {
         let dir = folder("cifar-cut");
         std::fs::write(dir.join("test_batch.bin"), vec![1u8; 3073 + 100]).expect("write");
-        refused(Cifar10::new(dir, false))
+        refused(CIFAR10::new(dir, Split::Test))
     });
     c.add("cifar/label-out-of-range", || {
         let dir = folder("cifar-label");
         let mut record = vec![0u8; 3073];
         record[0] = 200;
         std::fs::write(dir.join("test_batch.bin"), record).expect("write");
-        refused(Cifar10::new(dir, false))
+        refused(CIFAR10::new(dir, Split::Test))
     });
     c.add("cifar/missing-training-batch", || {
         let dir = folder("cifar-train");
         std::fs::write(dir.join("data_batch_1.bin"), vec![0u8; 3073]).expect("write");
-        refused(Cifar10::new(dir, true))
+        refused(CIFAR10::new(dir, Split::Train))
     });
 }

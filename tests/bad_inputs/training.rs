@@ -3,7 +3,7 @@
 use super::{either, panics, refused, Cases, Net, Outcome, Ragged};
 use kiln::data::{random_split, DataLoader, Subset, TensorDataset};
 use kiln::nn::{self, Module};
-use kiln::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Adam, AdamConfig, Optimizer, SGDConfig, SGD};
 use kiln::prelude::*;
 use kiln::StateDict;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -41,7 +41,7 @@ fn autograd(c: &mut Cases) {
         let y = &x * 2.0;
         let z = (&y * &y).sum();
         {
-            let _off = kiln::no_grad();
+            let _off = kiln::no_grad_guard();
             y.add_(1.0);
         }
         refused(z.try_backward_with_opts(None, Default::default()))
@@ -53,22 +53,22 @@ fn autograd(c: &mut Cases) {
 
 fn optimizers(c: &mut Cases) {
     let params = || vec![Tensor::ones(&[2]).requires_grad_(true)];
-    c.add("sgd/negative-lr", move || refused(Sgd::try_new(params(), SgdConfig { lr: -1.0, ..Default::default() })));
-    c.add("sgd/nan-lr", move || refused(Sgd::try_new(params(), SgdConfig { lr: f64::NAN, ..Default::default() })));
+    c.add("sgd/negative-lr", move || refused(SGD::try_new(params(), SGDConfig { lr: -1.0, ..Default::default() })));
+    c.add("sgd/nan-lr", move || refused(SGD::try_new(params(), SGDConfig { lr: f64::NAN, ..Default::default() })));
     c.add("sgd/negative-momentum", move || {
-        refused(Sgd::try_new(params(), SgdConfig { lr: 0.1, momentum: -0.5, ..Default::default() }))
+        refused(SGD::try_new(params(), SGDConfig { lr: 0.1, momentum: -0.5, ..Default::default() }))
     });
     c.add("sgd/nesterov-without-momentum", move || {
-        refused(Sgd::try_new(params(), SgdConfig { lr: 0.1, nesterov: true, ..Default::default() }))
+        refused(SGD::try_new(params(), SGDConfig { lr: 0.1, nesterov: true, ..Default::default() }))
     });
-    c.add("sgd/empty-parameters", || refused(Sgd::try_new(Vec::new(), SgdConfig::default())));
-    c.add("sgd/integer-parameter", || refused(Sgd::try_new(vec![Tensor::arange(2)], SgdConfig::default())));
+    c.add("sgd/empty-parameters", || refused(SGD::try_new(Vec::new(), SGDConfig::default())));
+    c.add("sgd/integer-parameter", || refused(SGD::try_new(vec![Tensor::arange(2)], SGDConfig::default())));
     c.add("sgd/non-leaf-parameter", move || {
-        refused(Sgd::try_new(vec![params()[0].clone() * 2.0], SgdConfig::default()))
+        refused(SGD::try_new(vec![params()[0].clone() * 2.0], SGDConfig::default()))
     });
     c.add("sgd/duplicate-parameter", || {
         let p = Tensor::ones(&[2]).requires_grad_(true);
-        refused(Sgd::try_new(vec![p.clone(), p], SgdConfig::default()))
+        refused(SGD::try_new(vec![p.clone(), p], SGDConfig::default()))
     });
     c.add("adam/beta-one", move || {
         refused(Adam::try_new(params(), AdamConfig { betas: (1.0, 0.999), ..Default::default() }))
@@ -80,27 +80,27 @@ fn optimizers(c: &mut Cases) {
         panics(|| drop(Adam::new(params(), AdamConfig { lr: -0.1, ..Default::default() })))
     });
     c.add("optimizer/state-dict-wrong-groups", move || {
-        let mut opt = Sgd::new(params(), SgdConfig::default());
+        let mut opt = SGD::new(params(), SGDConfig::default());
         let mut sd = StateDict::new();
         sd.set_metadata("param_groups.0.params", "0");
         sd.set_metadata("param_groups.1.params", "1");
         refused(opt.load_state_dict(&sd))
     });
     c.add("optimizer/state-dict-bad-key", move || {
-        let mut opt = Sgd::new(params(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+        let mut opt = SGD::new(params(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
         let mut sd = opt.state_dict();
         sd.insert("momentum_buffer", Tensor::ones(&[2]));
         refused(opt.load_state_dict(&sd))
     });
     c.add("optimizer/state-dict-wrong-shape", move || {
-        let mut opt = Sgd::new(params(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+        let mut opt = SGD::new(params(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
         let mut sd = opt.state_dict();
         sd.insert("state.0.momentum_buffer", Tensor::ones(&[5]));
         refused(opt.load_state_dict(&sd))
     });
     c.add("optimizer/lr-of-missing-group", move || {
         panics(|| {
-            let _ = Sgd::new(params(), SgdConfig::default()).lr(3);
+            let _ = SGD::new(params(), SGDConfig::default()).lr(3);
         })
     });
 }
@@ -124,7 +124,7 @@ fn data(c: &mut Cases) {
     for workers in [0usize, 2] {
         c.add(format!("data-loader/failing-transform-{workers}-workers"), move || {
             // Normalize needs a tensor image: on pixels (no ToTensor first) it fails per item.
-            let mnist = kiln::vision::datasets::Mnist::embedded(kiln::vision::datasets::Split::Test)
+            let mnist = kiln::vision::datasets::MNIST::embedded(kiln::vision::datasets::Split::Test)
                 .expect("the embedded digits");
             let bad = mnist.transform(kiln::vision::transforms::Normalize::new(&[0.5], &[0.5]));
             panics(|| {

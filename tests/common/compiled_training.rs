@@ -3,7 +3,7 @@
 //!
 //! Use it from a test file with `#[path = "common/compiled_training.rs"] mod compiled_training;`.
 
-use kiln::optim::{Optimizer, Sgd, SgdConfig};
+use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::Tensor;
 
 /// What a run of training steps left: the losses, the parameters and their last gradients,
@@ -23,7 +23,7 @@ impl Trained {
     /// `steps` SGD steps (lr 0.1, momentum 0.9) of `params` on the loss `loss()`, compiled or
     /// eager.
     pub fn sgd(params: Vec<Tensor>, mut loss: impl FnMut() -> Tensor, compiled: bool, steps: usize) -> Trained {
-        let mut opt = Sgd::new(params.clone(), SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+        let mut opt = SGD::new(params.clone(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
         let mut step = || {
             opt.zero_grad();
             let loss = loss();

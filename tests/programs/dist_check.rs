@@ -232,9 +232,9 @@ const B: usize = 8;
 /// with SGD-momentum.
 struct Training {
     ddp: DistributedDataParallel<Mlp>,
-    opt: optim::Sgd,
+    opt: optim::SGD,
     reference: Mlp,
-    ref_opt: optim::Sgd,
+    ref_opt: optim::SGD,
 }
 
 /// Rank 1 starts from other weights: DDP must broadcast rank 0's.
@@ -250,8 +250,8 @@ fn training(rank: usize) -> Result<Training, String> {
 }
 
 /// The optimizer of every training mode.
-fn sgd(params: Vec<Tensor>) -> optim::Sgd {
-    optim::Sgd::new(params, optim::SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() })
+fn sgd(params: Vec<Tensor>) -> optim::SGD {
+    optim::SGD::new(params, optim::SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() })
 }
 
 /// Rank `rank`'s rows of a global batch.
@@ -266,7 +266,7 @@ fn check_step(
     step: usize,
     ddp: &[Tensor],
     reference: &[Tensor],
-    ref_opt: &mut optim::Sgd,
+    ref_opt: &mut optim::SGD,
     ref_loss: Tensor,
 ) -> Result<(), String> {
     const TOL: f32 = 1e-5;

@@ -372,7 +372,7 @@ mod tests {
     fn recording_is_skipped_without_grad() {
         let x = Tensor::ones(&[1, 1, 3, 3]).requires_grad_(true);
         let w = Tensor::ones(&[1, 1, 2, 2]);
-        let _g = autograd::no_grad();
+        let _g = autograd::no_grad_guard();
         assert!(conv2d(&x, &w, None, &Default::default()).grad_fn().is_none());
     }
 }

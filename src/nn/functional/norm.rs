@@ -146,7 +146,7 @@ fn update_running_stats(
     count: usize,
     momentum: f64,
 ) -> Result<()> {
-    let _guard = crate::no_grad();
+    let _guard = crate::no_grad_guard();
     if let Some(rm) = running_mean {
         let batch = mean.detach().try_reshape(&[-1])?;
         rm.try_copy_(&(rm * (1.0 - momentum) + batch * momentum))?;

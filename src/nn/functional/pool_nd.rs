@@ -219,8 +219,8 @@ pub fn try_max_pool3d_with_indices(input: &Tensor, opts: &MaxPool3dOpts) -> Resu
     let mut along = [1i64; 6];
     along[3] = k[0] as i64;
     let positions = Tensor::arange(k[0] as i64).view(&along).to(&device);
-    let last_nan = Tensor::where_(&windows.isnan(), &positions, -1i64).amax(3, true);
-    let taken = Tensor::where_(&last_nan.ge(0i64), &last_nan, &first_max);
+    let last_nan = Tensor::where_cond(&windows.isnan(), &positions, -1i64).amax(3, true);
+    let taken = Tensor::where_cond(&last_nan.ge(0i64), &last_nan, &first_max);
     let values = windows.gather(3, &taken).squeeze_dim(3);
     let depth = Tensor::from_vec(taps.depth, &[1, 1, od, k[0], 1, 1]).to(&device).expand(&window);
     let indices = depth.gather(3, &taken).squeeze_dim(3) * (h * w) + plane_at.gather(3, &taken).squeeze_dim(3);

@@ -298,7 +298,7 @@ impl Tensors {
             }
             fn buffer(&mut self, _: &str, tensor: &mut Tensor) {
                 let Item::Buffer(b) = self.next() else { unreachable!("a replica walks as the module does") };
-                let _off = crate::no_grad();
+                let _off = crate::no_grad_guard();
                 *tensor = b.to(&self.device).detach();
             }
             fn child(&mut self, _: &str, module: &mut dyn Module) {

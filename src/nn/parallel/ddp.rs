@@ -86,7 +86,7 @@ impl<M: Module> DistributedDataParallel<M> {
             module.named_parameters().into_iter().filter(|(_, p)| p.requires_grad()).unzip();
         verify_shapes(OP, &params)?;
         {
-            let _off = crate::no_grad();
+            let _off = crate::no_grad_guard();
             for t in module.parameters().iter().chain(module.buffers().iter()) {
                 dist::broadcast(t, 0)?;
             }
@@ -199,7 +199,7 @@ impl<M: Module> Module for DistributedDataParallel<M> {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
         if self.opts.broadcast_buffers {
-            let _off = crate::no_grad();
+            let _off = crate::no_grad_guard();
             for b in self.module.buffers() {
                 dist::broadcast(&b, 0).or_panic();
             }

@@ -191,7 +191,7 @@ impl Reducer {
                 p.grad().unwrap_or_else(|| p.detach().zeros_like()).detach().to_dtype(wire.dtype()).reshape(&[-1])
             })
             .collect();
-        let _off = crate::no_grad();
+        let _off = crate::no_grad_guard();
         Tensor::cat(&flat, 0).contiguous()
     }
 

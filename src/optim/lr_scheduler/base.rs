@@ -114,7 +114,7 @@ pub(super) trait WithBase {
 
 /// A scheduler made of a [`Base`] and settings, whose new learning rates depend only on the
 /// optimizer's current ones, the counters and the settings (StepLR, CosineAnnealingLR, …).
-/// [`impl_lr_scheduler!`] turns one into an [`LrScheduler`](super::LrScheduler).
+/// [`impl_lr_scheduler!`] turns one into an [`LRScheduler`](super::LRScheduler).
 pub(super) trait EpochSchedule: WithBase + Sized {
     /// The new learning rates from the optimizer's current ones `lrs`, once `last_epoch` has
     /// advanced; `initial` for the constructor's step (PyTorch's `_initial_step`).
@@ -140,7 +140,7 @@ pub(super) trait EpochSchedule: WithBase + Sized {
         self.base_mut().finish_step(opt, lrs);
     }
 
-    /// The counters and settings as metadata ([`LrScheduler::state_dict`](super::LrScheduler::state_dict)).
+    /// The counters and settings as metadata ([`LRScheduler::state_dict`](super::LRScheduler::state_dict)).
     fn save(&self) -> StateDict {
         let mut sd = StateDict::new();
         self.base().save(&mut sd);
@@ -149,7 +149,7 @@ pub(super) trait EpochSchedule: WithBase + Sized {
     }
 
     /// Restores what [`EpochSchedule::save`] wrote, changing nothing on an error
-    /// ([`LrScheduler::load_state_dict`](super::LrScheduler::load_state_dict)).
+    /// ([`LRScheduler::load_state_dict`](super::LRScheduler::load_state_dict)).
     #[track_caller]
     fn load(&mut self, sd: &StateDict) -> Result<()> {
         let base = self.base().load_matching(sd, Self::NAME)?;
@@ -159,7 +159,7 @@ pub(super) trait EpochSchedule: WithBase + Sized {
 }
 
 /// Implements [`WithBase`] (over the field `base`, with PyTorch's class name `$name`) and
-/// [`LrScheduler`](super::LrScheduler) (through [`EpochSchedule`]'s default methods) for `$ty`.
+/// [`LRScheduler`](super::LRScheduler) (through [`EpochSchedule`]'s default methods) for `$ty`.
 macro_rules! impl_lr_scheduler {
     ($($ty:ident = $name:literal),+ $(,)?) => {
         $(
@@ -175,7 +175,7 @@ macro_rules! impl_lr_scheduler {
                 }
             }
 
-            impl $crate::optim::lr_scheduler::LrScheduler for $ty {
+            impl $crate::optim::lr_scheduler::LRScheduler for $ty {
                 #[track_caller]
                 fn step(&mut self, opt: &mut dyn $crate::optim::Optimizer) {
                     $crate::optim::lr_scheduler::base::EpochSchedule::advance(self, opt, false)

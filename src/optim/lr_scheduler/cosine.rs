@@ -1,4 +1,4 @@
-//! `CosineAnnealingLr`: cosine annealing between each group's base rate and `eta_min`.
+//! `CosineAnnealingLR`: cosine annealing between each group's base rate and `eta_min`.
 
 use super::base::{get, impl_lr_scheduler, Base, EpochSchedule, WithBase};
 use crate::optim::Optimizer;
@@ -9,24 +9,24 @@ use std::f64::consts::PI;
 /// along a cosine, then back up (a period of `2 * t_max`), with PyTorch's recursive formula
 /// (`torch.optim.lr_scheduler.CosineAnnealingLR`).
 #[derive(Clone, Debug)]
-pub struct CosineAnnealingLr {
+pub struct CosineAnnealingLR {
     base: Base,
     t_max: i64,
     eta_min: f64,
 }
 
-impl CosineAnnealingLr {
+impl CosineAnnealingLR {
     /// A cosine schedule of half-period `t_max` steps down to `eta_min`.
     #[track_caller]
-    pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> CosineAnnealingLr {
+    pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> CosineAnnealingLR {
         if t_max == 0 {
             crate::error::fail("CosineAnnealingLR", crate::ErrorKind::Value, "T_max must be positive");
         }
-        CosineAnnealingLr { base: Base::new(Base::current_lrs(opt)), t_max: t_max as i64, eta_min }.started(opt)
+        CosineAnnealingLR { base: Base::new(Base::current_lrs(opt)), t_max: t_max as i64, eta_min }.started(opt)
     }
 }
 
-impl EpochSchedule for CosineAnnealingLr {
+impl EpochSchedule for CosineAnnealingLR {
     fn new_lrs(&self, lrs: Vec<f64>, initial: bool) -> Vec<f64> {
         let (t_max, eta_min) = (self.t_max, self.eta_min);
         let e = self.base.last_epoch;
@@ -50,8 +50,8 @@ impl EpochSchedule for CosineAnnealingLr {
     }
 
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
-        Ok(CosineAnnealingLr { base, t_max: get(sd, Self::NAME, "T_max")?, eta_min: get(sd, Self::NAME, "eta_min")? })
+        Ok(CosineAnnealingLR { base, t_max: get(sd, Self::NAME, "T_max")?, eta_min: get(sd, Self::NAME, "eta_min")? })
     }
 }
 
-impl_lr_scheduler!(CosineAnnealingLr = "CosineAnnealingLR");
+impl_lr_scheduler!(CosineAnnealingLR = "CosineAnnealingLR");

@@ -5,11 +5,11 @@
 //! rounding. Constructors set the initial learning rate the way PyTorch's do (one initial step).
 //!
 //! ```
-//! use kiln::optim::lr_scheduler::{LrScheduler, StepLr};
-//! use kiln::optim::{Optimizer, Sgd, SgdConfig};
+//! use kiln::optim::lr_scheduler::{LRScheduler, StepLR};
+//! use kiln::optim::{Optimizer, SGD, SGDConfig};
 //! let w = kiln::Tensor::zeros(&[2]).requires_grad_(true);
-//! let mut opt = Sgd::new(vec![w], SgdConfig { lr: 1.0, ..Default::default() });
-//! let mut sched = StepLr::new(&mut opt, 30, 0.1);
+//! let mut opt = SGD::new(vec![w], SGDConfig { lr: 1.0, ..Default::default() });
+//! let mut sched = StepLR::new(&mut opt, 30, 0.1);
 //! for _epoch in 0..60 {
 //!     // train one epoch with `opt` …
 //!     sched.step(&mut opt);
@@ -28,17 +28,17 @@ mod one_cycle;
 mod plateau;
 mod step;
 
-pub use cosine::CosineAnnealingLr;
-pub use linear::LinearLr;
-pub use one_cycle::{AnnealStrategy, OneCycleLr, OneCycleLrConfig};
-pub use plateau::{PlateauMode, ReduceLrOnPlateau, ReduceLrOnPlateauConfig, ThresholdMode};
-pub use step::{ExponentialLr, MultiStepLr, StepLr};
+pub use cosine::CosineAnnealingLR;
+pub use linear::LinearLR;
+pub use one_cycle::{AnnealStrategy, OneCycleLR, OneCycleLRConfig};
+pub use plateau::{PlateauMode, ReduceLROnPlateau, ReduceLROnPlateauConfig, ThresholdMode};
+pub use step::{ExponentialLR, MultiStepLR, StepLR};
 
 use super::Optimizer;
 use crate::{Result, StateDict};
 
 /// A learning-rate schedule driven by the number of `step` calls (PyTorch's `LRScheduler`).
-pub trait LrScheduler {
+pub trait LRScheduler {
     /// Advances the schedule by one epoch (or iteration) and sets the optimizer's learning
     /// rates (`scheduler.step()`); call it after `opt.step()`.
     fn step(&mut self, opt: &mut dyn Optimizer);
@@ -46,7 +46,7 @@ pub trait LrScheduler {
     fn get_last_lr(&self) -> Vec<f64>;
     /// The scheduler's counters and settings, as metadata.
     fn state_dict(&self) -> StateDict;
-    /// Restores what [`LrScheduler::state_dict`] wrote; an error names a missing or unreadable
+    /// Restores what [`LRScheduler::state_dict`] wrote; an error names a missing or unreadable
     /// entry and changes nothing; it names the caller's line (`#[track_caller]` in every
     /// implementation).
     #[track_caller]

@@ -1,14 +1,14 @@
-//! `OneCycleLr`: the 1cycle policy (warm up to `max_lr`, anneal far below the start), with the
+//! `OneCycleLR`: the 1cycle policy (warm up to `max_lr`, anneal far below the start), with the
 //! momentum cycled the opposite way.
 
 use super::base::{get, get_choice, get_list, show_list, Base};
-use super::LrScheduler;
+use super::LRScheduler;
 use crate::error::{bail, OrPanic};
 use crate::optim::Optimizer;
 use crate::{Result, StateDict};
 use std::f64::consts::PI;
 
-/// How `OneCycleLr` moves between two values.
+/// How `OneCycleLR` moves between two values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnnealStrategy {
     /// Cosine annealing (PyTorch's `"cos"`, the default).
@@ -36,11 +36,11 @@ impl AnnealStrategy {
     }
 }
 
-/// `OneCycleLr`'s settings (`torch.optim.lr_scheduler.OneCycleLR`'s arguments). Start from
-/// [`OneCycleLrConfig::new`] for PyTorch's defaults:
-/// `OneCycleLrConfig { three_phase: true, ..OneCycleLrConfig::new(0.1, 1000) }`.
+/// `OneCycleLR`'s settings (`torch.optim.lr_scheduler.OneCycleLR`'s arguments). Start from
+/// [`OneCycleLRConfig::new`] for PyTorch's defaults:
+/// `OneCycleLRConfig { three_phase: true, ..OneCycleLRConfig::new(0.1, 1000) }`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OneCycleLrConfig {
+pub struct OneCycleLRConfig {
     /// The peak learning rate: one value for every group, or one per group.
     pub max_lr: Vec<f64>,
     /// The number of steps in the cycle (`step` may be called this many times).
@@ -63,10 +63,10 @@ pub struct OneCycleLrConfig {
     pub three_phase: bool,
 }
 
-impl OneCycleLrConfig {
+impl OneCycleLRConfig {
     /// PyTorch's defaults with peak `max_lr` over `total_steps` steps.
     pub fn new(max_lr: f64, total_steps: usize) -> Self {
-        OneCycleLrConfig {
+        OneCycleLRConfig {
             max_lr: vec![max_lr],
             total_steps,
             pct_start: 0.3,
@@ -124,24 +124,24 @@ struct Phase {
 /// The 1cycle learning-rate policy (`torch.optim.lr_scheduler.OneCycleLR`): call `step` after
 /// every batch, at most `total_steps` times.
 #[derive(Clone, Debug)]
-pub struct OneCycleLr {
+pub struct OneCycleLR {
     base: Base,
-    config: OneCycleLrConfig,
+    config: OneCycleLRConfig,
     groups: Vec<GroupValues>,
 }
 
-impl OneCycleLr {
+impl OneCycleLR {
     /// A 1cycle schedule for `opt`. Sets each group's learning rate to `max_lr / div_factor`
     /// (and its momentum to `max_momentum`). Panics on invalid settings.
     #[track_caller]
-    pub fn new(opt: &mut dyn Optimizer, config: OneCycleLrConfig) -> OneCycleLr {
+    pub fn new(opt: &mut dyn Optimizer, config: OneCycleLRConfig) -> OneCycleLR {
         Self::try_new(opt, config).or_panic()
     }
 
-    /// [`OneCycleLr::new`] returning an error: `total_steps` 0, `pct_start` outside `[0, 1]`,
+    /// [`OneCycleLR::new`] returning an error: `total_steps` 0, `pct_start` outside `[0, 1]`,
     /// a `max_lr` list of the wrong length, or `cycle_momentum` with an optimizer without one.
     #[track_caller]
-    pub fn try_new(opt: &mut dyn Optimizer, config: OneCycleLrConfig) -> Result<OneCycleLr> {
+    pub fn try_new(opt: &mut dyn Optimizer, config: OneCycleLRConfig) -> Result<OneCycleLR> {
         let n = opt.num_param_groups();
         if config.total_steps == 0 {
             bail!("OneCycleLR", Value, "Expected positive integer total_steps, but got 0");
@@ -176,7 +176,7 @@ impl OneCycleLr {
             }
         }
         let base = Base::new(groups.iter().map(|g| g.initial_lr).collect());
-        let mut s = OneCycleLr { base, config, groups };
+        let mut s = OneCycleLR { base, config, groups };
         s.try_advance(opt, true)?;
         Ok(s)
     }
@@ -199,7 +199,7 @@ impl OneCycleLr {
         }
     }
 
-    /// [`LrScheduler::step`] returning an error when called more than `total_steps` times.
+    /// [`LRScheduler::step`] returning an error when called more than `total_steps` times.
     #[track_caller]
     pub fn try_step(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
         self.try_advance(opt, false)
@@ -246,8 +246,8 @@ impl OneCycleLr {
     }
 }
 
-impl LrScheduler for OneCycleLr {
-    /// Panics when called more than `total_steps` times (see [`OneCycleLr::try_step`]).
+impl LRScheduler for OneCycleLR {
+    /// Panics when called more than `total_steps` times (see [`OneCycleLR::try_step`]).
     #[track_caller]
     fn step(&mut self, opt: &mut dyn Optimizer) {
         self.try_advance(opt, false).or_panic()
@@ -305,7 +305,7 @@ impl LrScheduler for OneCycleLr {
                 base_momentum: lists[4][g],
             })
             .collect();
-        let config = OneCycleLrConfig {
+        let config = OneCycleLRConfig {
             max_lr: lists[0].clone(),
             total_steps: get(sd, NAME, "total_steps")?,
             pct_start: get(sd, NAME, "pct_start")?,
@@ -317,7 +317,7 @@ impl LrScheduler for OneCycleLr {
             final_div_factor: self.config.final_div_factor,
             three_phase: get(sd, NAME, "three_phase")?,
         };
-        *self = OneCycleLr { base, config, groups };
+        *self = OneCycleLR { base, config, groups };
         Ok(())
     }
 }

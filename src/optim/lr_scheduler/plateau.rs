@@ -1,4 +1,4 @@
-//! `ReduceLrOnPlateau`: cut the learning rate when a metric stops improving.
+//! `ReduceLROnPlateau`: cut the learning rate when a metric stops improving.
 
 use super::base::{get, get_choice, get_list, show_list, Base};
 use crate::error::{bail, OrPanic};
@@ -23,10 +23,10 @@ pub enum ThresholdMode {
     Abs,
 }
 
-/// `ReduceLrOnPlateau`'s settings (`torch.optim.lr_scheduler.ReduceLROnPlateau`'s arguments
+/// `ReduceLROnPlateau`'s settings (`torch.optim.lr_scheduler.ReduceLROnPlateau`'s arguments
 /// and defaults, through `Default`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ReduceLrOnPlateauConfig {
+pub struct ReduceLROnPlateauConfig {
     /// Minimize or maximize the metric.
     pub mode: PlateauMode,
     /// New learning rate = old × `factor` (default 0.1, must be < 1).
@@ -45,9 +45,9 @@ pub struct ReduceLrOnPlateauConfig {
     pub eps: f64,
 }
 
-impl Default for ReduceLrOnPlateauConfig {
+impl Default for ReduceLROnPlateauConfig {
     fn default() -> Self {
-        ReduceLrOnPlateauConfig {
+        ReduceLROnPlateauConfig {
             mode: PlateauMode::Min,
             factor: 0.1,
             patience: 10,
@@ -61,12 +61,12 @@ impl Default for ReduceLrOnPlateauConfig {
 }
 
 /// Reduces each group's learning rate by `factor` when the metric given to
-/// [`ReduceLrOnPlateau::step_with_metric`] has not improved for `patience` epochs
-/// (`torch.optim.lr_scheduler.ReduceLROnPlateau`). It is not an [`super::LrScheduler`]: its step
+/// [`ReduceLROnPlateau::step_with_metric`] has not improved for `patience` epochs
+/// (`torch.optim.lr_scheduler.ReduceLROnPlateau`). It is not an [`super::LRScheduler`]: its step
 /// needs the metric.
 #[derive(Clone, Debug)]
-pub struct ReduceLrOnPlateau {
-    config: ReduceLrOnPlateauConfig,
+pub struct ReduceLROnPlateau {
+    config: ReduceLROnPlateauConfig,
     last_epoch: i64,
     best: f64,
     num_bad_epochs: usize,
@@ -74,17 +74,17 @@ pub struct ReduceLrOnPlateau {
     last_lr: Vec<f64>,
 }
 
-impl ReduceLrOnPlateau {
+impl ReduceLROnPlateau {
     /// A plateau scheduler for `opt` (its learning rates are left as they are). Panics when
     /// `factor >= 1` or `min_lr` has neither one value nor one per group.
     #[track_caller]
-    pub fn new(opt: &mut dyn Optimizer, config: ReduceLrOnPlateauConfig) -> ReduceLrOnPlateau {
+    pub fn new(opt: &mut dyn Optimizer, config: ReduceLROnPlateauConfig) -> ReduceLROnPlateau {
         Self::try_new(opt, config).or_panic()
     }
 
-    /// [`ReduceLrOnPlateau::new`] returning an error.
+    /// [`ReduceLROnPlateau::new`] returning an error.
     #[track_caller]
-    pub fn try_new(opt: &mut dyn Optimizer, config: ReduceLrOnPlateauConfig) -> Result<ReduceLrOnPlateau> {
+    pub fn try_new(opt: &mut dyn Optimizer, config: ReduceLROnPlateauConfig) -> Result<ReduceLROnPlateau> {
         if config.factor >= 1.0 {
             bail!("ReduceLROnPlateau", Value, "Factor should be < 1.0 (got {})", config.factor);
         }
@@ -93,7 +93,7 @@ impl ReduceLrOnPlateau {
             bail!("ReduceLROnPlateau", Value, "expected {n} min_lrs, got {}", config.min_lr.len());
         }
         let best = Self::worst(config.mode);
-        Ok(ReduceLrOnPlateau {
+        Ok(ReduceLROnPlateau {
             config,
             last_epoch: 0,
             best,
@@ -128,7 +128,7 @@ impl ReduceLrOnPlateau {
         self.try_step_with_metric(opt, metric).or_panic()
     }
 
-    /// [`ReduceLrOnPlateau::step_with_metric`] returning an error.
+    /// [`ReduceLROnPlateau::step_with_metric`] returning an error.
     #[track_caller]
     pub fn try_step_with_metric(&mut self, opt: &mut dyn Optimizer, metric: f64) -> Result<()> {
         self.last_epoch += 1;
@@ -204,7 +204,7 @@ impl ReduceLrOnPlateau {
         sd
     }
 
-    /// Restores what [`ReduceLrOnPlateau::state_dict`] wrote; an error names a missing or
+    /// Restores what [`ReduceLROnPlateau::state_dict`] wrote; an error names a missing or
     /// unreadable entry and changes nothing.
     #[track_caller]
     pub fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
@@ -212,7 +212,7 @@ impl ReduceLrOnPlateau {
         let mode = get_choice(sd, NAME, "mode", &[("min", PlateauMode::Min), ("max", PlateauMode::Max)])?;
         let threshold_mode =
             get_choice(sd, NAME, "threshold_mode", &[("rel", ThresholdMode::Rel), ("abs", ThresholdMode::Abs)])?;
-        let config = ReduceLrOnPlateauConfig {
+        let config = ReduceLROnPlateauConfig {
             mode,
             threshold_mode,
             factor: get(sd, NAME, "factor")?,
@@ -222,7 +222,7 @@ impl ReduceLrOnPlateau {
             min_lr: get_list(sd, NAME, "min_lrs")?,
             eps: get(sd, NAME, "eps")?,
         };
-        *self = ReduceLrOnPlateau {
+        *self = ReduceLROnPlateau {
             config,
             last_epoch: get(sd, NAME, "last_epoch")?,
             best: get(sd, NAME, "best")?,

@@ -1,5 +1,5 @@
-//! Multiplicative decays: `StepLr` (every `step_size` epochs), `MultiStepLr` (at milestones)
-//! and `ExponentialLr` (every epoch).
+//! Multiplicative decays: `StepLR` (every `step_size` epochs), `MultiStepLR` (at milestones)
+//! and `ExponentialLR` (every epoch).
 
 use super::base::{get, get_list, impl_lr_scheduler, Base, EpochSchedule, WithBase};
 use crate::optim::Optimizer;
@@ -8,24 +8,24 @@ use crate::{Result, StateDict};
 /// Multiplies each group's learning rate by `gamma` every `step_size` epochs
 /// (`torch.optim.lr_scheduler.StepLR`).
 #[derive(Clone, Debug)]
-pub struct StepLr {
+pub struct StepLR {
     base: Base,
     step_size: i64,
     gamma: f64,
 }
 
-impl StepLr {
+impl StepLR {
     /// A schedule decaying `opt`'s learning rates by `gamma` every `step_size` steps.
     #[track_caller]
-    pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> StepLr {
+    pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> StepLR {
         if step_size == 0 {
             crate::error::fail("StepLR", crate::ErrorKind::Value, "step_size must be positive");
         }
-        StepLr { base: Base::new(Base::current_lrs(opt)), step_size: step_size as i64, gamma }.started(opt)
+        StepLR { base: Base::new(Base::current_lrs(opt)), step_size: step_size as i64, gamma }.started(opt)
     }
 }
 
-impl EpochSchedule for StepLr {
+impl EpochSchedule for StepLR {
     fn new_lrs(&self, lrs: Vec<f64>, _initial: bool) -> Vec<f64> {
         let e = self.base.last_epoch;
         if e == 0 || e % self.step_size != 0 {
@@ -41,30 +41,30 @@ impl EpochSchedule for StepLr {
     }
 
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
-        Ok(StepLr { base, step_size: get(sd, Self::NAME, "step_size")?, gamma: get(sd, Self::NAME, "gamma")? })
+        Ok(StepLR { base, step_size: get(sd, Self::NAME, "step_size")?, gamma: get(sd, Self::NAME, "gamma")? })
     }
 }
 
 /// Multiplies each group's learning rate by `gamma` at each milestone epoch; a milestone listed
 /// twice multiplies by `gamma²` (`torch.optim.lr_scheduler.MultiStepLR`).
 #[derive(Clone, Debug)]
-pub struct MultiStepLr {
+pub struct MultiStepLR {
     base: Base,
     milestones: Vec<i64>,
     gamma: f64,
 }
 
-impl MultiStepLr {
+impl MultiStepLR {
     /// A schedule decaying `opt`'s learning rates by `gamma` at each of `milestones`.
     #[track_caller]
-    pub fn new(opt: &mut dyn Optimizer, milestones: impl IntoIterator<Item = usize>, gamma: f64) -> MultiStepLr {
+    pub fn new(opt: &mut dyn Optimizer, milestones: impl IntoIterator<Item = usize>, gamma: f64) -> MultiStepLR {
         let mut milestones: Vec<i64> = milestones.into_iter().map(|m| m as i64).collect();
         milestones.sort_unstable();
-        MultiStepLr { base: Base::new(Base::current_lrs(opt)), milestones, gamma }.started(opt)
+        MultiStepLR { base: Base::new(Base::current_lrs(opt)), milestones, gamma }.started(opt)
     }
 }
 
-impl EpochSchedule for MultiStepLr {
+impl EpochSchedule for MultiStepLR {
     fn new_lrs(&self, lrs: Vec<f64>, _initial: bool) -> Vec<f64> {
         let count = self.milestones.iter().filter(|&&m| m == self.base.last_epoch).count();
         if count == 0 {
@@ -80,7 +80,7 @@ impl EpochSchedule for MultiStepLr {
     }
 
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
-        Ok(MultiStepLr {
+        Ok(MultiStepLR {
             base,
             milestones: get_list(sd, Self::NAME, "milestones")?,
             gamma: get(sd, Self::NAME, "gamma")?,
@@ -91,20 +91,20 @@ impl EpochSchedule for MultiStepLr {
 /// Multiplies each group's learning rate by `gamma` every epoch
 /// (`torch.optim.lr_scheduler.ExponentialLR`).
 #[derive(Clone, Debug)]
-pub struct ExponentialLr {
+pub struct ExponentialLR {
     base: Base,
     gamma: f64,
 }
 
-impl ExponentialLr {
+impl ExponentialLR {
     /// A schedule decaying `opt`'s learning rates by `gamma` every step.
     #[track_caller]
-    pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> ExponentialLr {
-        ExponentialLr { base: Base::new(Base::current_lrs(opt)), gamma }.started(opt)
+    pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> ExponentialLR {
+        ExponentialLR { base: Base::new(Base::current_lrs(opt)), gamma }.started(opt)
     }
 }
 
-impl EpochSchedule for ExponentialLr {
+impl EpochSchedule for ExponentialLR {
     fn new_lrs(&self, lrs: Vec<f64>, initial: bool) -> Vec<f64> {
         if initial {
             lrs
@@ -118,8 +118,8 @@ impl EpochSchedule for ExponentialLr {
     }
 
     fn load_settings(base: Base, sd: &StateDict) -> Result<Self> {
-        Ok(ExponentialLr { base, gamma: get(sd, Self::NAME, "gamma")? })
+        Ok(ExponentialLR { base, gamma: get(sd, Self::NAME, "gamma")? })
     }
 }
 
-impl_lr_scheduler!(StepLr = "StepLR", MultiStepLr = "MultiStepLR", ExponentialLr = "ExponentialLR");
+impl_lr_scheduler!(StepLR = "StepLR", MultiStepLR = "MultiStepLR", ExponentialLR = "ExponentialLR");

@@ -1,7 +1,8 @@
-//! [`Cifar10`]: CIFAR-10 from its binary version.
+//! [`CIFAR10`]: CIFAR-10 from its binary version.
 
 use super::idx::read_maybe_gz;
 use super::image_item;
+use super::Split;
 use crate::data::{check_index, Dataset};
 use crate::error::{AtCaller, Error, ErrorKind, Result};
 use crate::vision::transforms::Transform;
@@ -19,10 +20,10 @@ const RECORD: usize = 1 + IMAGE;
 /// (`cifar-10-binary.tar.gz`, extracted): `data_batch_1.bin` … `data_batch_5.bin` for training
 /// and `test_batch.bin` for testing, each a sequence of 3073-byte records (a label byte, then
 /// 1024 red, 1024 green and 1024 blue bytes). Items are `(image, label)`: a `[3, 32, 32]` f32
-/// tensor (after the default `ToTensor`, or the [`transform`](Cifar10::transform)) and an `i64`
+/// tensor (after the default `ToTensor`, or the [`transform`](CIFAR10::transform)) and an `i64`
 /// in `0..10`. The images are kept once as bytes and shared by clones.
 #[derive(Clone)]
-pub struct Cifar10 {
+pub struct CIFAR10 {
     data: Arc<CifarData>,
     transform: Option<Arc<dyn Transform>>,
 }
@@ -32,17 +33,16 @@ struct CifarData {
     labels: Vec<u8>,
 }
 
-impl Cifar10 {
-    /// Reads the training (`train = true`) or test files from `root`, or from
+impl CIFAR10 {
+    /// Reads the training ([`Split::Train`]) or test files from `root`, or from
     /// `root/cifar-10-batches-bin` (the archive's folder). Files may also be gzipped. An error
     /// names the file and what is wrong with it.
     #[track_caller]
-    pub fn new(root: impl AsRef<Path>, train: bool) -> Result<Cifar10> {
+    pub fn new(root: impl AsRef<Path>, split: Split) -> Result<CIFAR10> {
         let root = root.as_ref();
-        let names: Vec<String> = if train {
-            (1..=5).map(|i| format!("data_batch_{i}.bin")).collect()
-        } else {
-            vec!["test_batch.bin".to_string()]
+        let names: Vec<String> = match split {
+            Split::Train => (1..=5).map(|i| format!("data_batch_{i}.bin")).collect(),
+            Split::Test => vec!["test_batch.bin".to_string()],
         };
         let nested = root.join("cifar-10-batches-bin");
         let dir = if root.join(&names[0]).is_file() || !nested.join(&names[0]).is_file() {
@@ -56,7 +56,7 @@ impl Cifar10 {
             let path = dir.join(name);
             if !path.is_file() {
                 return Err(Error::new(
-                    "Cifar10",
+                    "CIFAR10",
                     ErrorKind::Io,
                     format!(
                         "cannot find {name} in {} or {}",
@@ -67,18 +67,18 @@ impl Cifar10 {
             }
             read_batch(&path, &mut images, &mut labels).at_caller()?;
         }
-        Ok(Cifar10 { data: Arc::new(CifarData { images, labels }), transform: None })
+        Ok(CIFAR10 { data: Arc::new(CifarData { images, labels }), transform: None })
     }
 
     /// The same images with `transform` applied to each item's pixels, e.g.
     /// `Compose::new((RandomCrop::new(32).padding(4), RandomHorizontalFlip::new(0.5), ToTensor, Normalize::new(..)))`.
-    pub fn transform(self, transform: impl Transform) -> Cifar10 {
-        Cifar10 { data: self.data, transform: Some(Arc::new(transform)) }
+    pub fn transform(self, transform: impl Transform) -> CIFAR10 {
+        CIFAR10 { data: self.data, transform: Some(Arc::new(transform)) }
     }
 
     /// The same images without a transform.
-    pub fn without_transform(self) -> Cifar10 {
-        Cifar10 { data: self.data, transform: None }
+    pub fn without_transform(self) -> CIFAR10 {
+        CIFAR10 { data: self.data, transform: None }
     }
 
     /// The bytes of image `index` (3072, channel-first).
@@ -105,9 +105,9 @@ impl Cifar10 {
 /// Appends the records of one batch file.
 #[track_caller]
 fn read_batch(path: &Path, images: &mut Vec<u8>, labels: &mut Vec<u8>) -> Result<()> {
-    let bytes = read_maybe_gz("Cifar10", path)?;
+    let bytes = read_maybe_gz("CIFAR10", path)?;
     let at = Location::caller();
-    let bad = |message: String| Error::at("Cifar10", ErrorKind::Value, format!("{}: {message}", path.display()), at);
+    let bad = |message: String| Error::at("CIFAR10", ErrorKind::Value, format!("{}: {message}", path.display()), at);
     if bytes.is_empty() {
         return Err(bad("the file is empty (expected 3073-byte records)".into()));
     }
@@ -129,7 +129,7 @@ fn read_batch(path: &Path, images: &mut Vec<u8>, labels: &mut Vec<u8>) -> Result
     Ok(())
 }
 
-impl Dataset for Cifar10 {
+impl Dataset for CIFAR10 {
     type Item = (Tensor, i64);
 
     fn len(&self) -> usize {
@@ -137,8 +137,8 @@ impl Dataset for Cifar10 {
     }
 
     fn get(&self, index: usize) -> (Tensor, i64) {
-        check_index("Cifar10", index, self.len());
-        let image = image_item("Cifar10", index, self.image_bytes(index), [3, 32, 32], self.transform.as_ref());
+        check_index("CIFAR10", index, self.len());
+        let image = image_item("CIFAR10", index, self.image_bytes(index), [3, 32, 32], self.transform.as_ref());
         (image, self.label(index) as i64)
     }
 }

@@ -1,4 +1,4 @@
-//! [`Mnist`]: the MNIST digits from IDX files, and the subset kiln ships ([`default_root`]).
+//! [`MNIST`]: the MNIST digits from IDX files, and the subset kiln ships ([`default_root`]).
 
 use super::idx::{read_idx, IdxArray};
 use super::{image_item, Split};
@@ -22,13 +22,13 @@ pub fn default_root() -> PathBuf {
 
 /// The MNIST handwritten digits (`torchvision.datasets.MNIST`, without downloading): items are
 /// `(image, label)` with the image a `[1, 28, 28]` f32 tensor in `[0, 1]` (after the default
-/// `ToTensor`, or whatever [`transform`](Mnist::transform) makes of the pixels) and the label
+/// `ToTensor`, or whatever [`transform`](MNIST::transform) makes of the pixels) and the label
 /// an `i64` in `0..10`.
 ///
 /// The images are kept once, as bytes, and shared by clones (a clone with another transform
 /// costs nothing); the transform runs per item.
 #[derive(Clone)]
-pub struct Mnist {
+pub struct MNIST {
     data: Arc<MnistData>,
     transform: Option<Arc<dyn Transform>>,
 }
@@ -41,7 +41,7 @@ struct MnistData {
 /// The error for a problem with the contents of `path`.
 #[track_caller]
 fn bad(path: &Path, message: impl std::fmt::Display) -> Error {
-    Error::new("Mnist", ErrorKind::Value, format!("{}: {message}", path.display()))
+    Error::new("MNIST", ErrorKind::Value, format!("{}: {message}", path.display()))
 }
 
 /// The path of `name` or `name.gz` in `root` or in `root/MNIST/raw` (torchvision's layout).
@@ -57,18 +57,18 @@ fn find(root: &Path, name: &str) -> Result<PathBuf> {
         }
     }
     Err(Error::new(
-        "Mnist",
+        "MNIST",
         ErrorKind::Io,
         format!("cannot find {name} or {name}.gz in {} or {}", dirs[0].display(), dirs[1].display()),
     ))
 }
 
-impl Mnist {
+impl MNIST {
     /// Reads the `split` from `root`: `train-images-idx3-ubyte` and `train-labels-idx1-ubyte`
     /// (or `t10k-…` for [`Split::Test`]), each plain or `.gz`, directly in `root` or in
     /// `root/MNIST/raw`. An error names the file and what is wrong with it.
     #[track_caller]
-    pub fn new(root: impl AsRef<Path>, split: Split) -> Result<Mnist> {
+    pub fn new(root: impl AsRef<Path>, split: Split) -> Result<MNIST> {
         let root = root.as_ref();
         let prefix = match split {
             Split::Train => "train",
@@ -76,27 +76,27 @@ impl Mnist {
         };
         let image_path = find(root, &format!("{prefix}-images-idx3-ubyte"))?;
         let label_path = find(root, &format!("{prefix}-labels-idx1-ubyte"))?;
-        Mnist::from_files(&image_path, &label_path)
+        MNIST::from_files(&image_path, &label_path)
     }
 
     /// The embedded subset in [`default_root`]: 8,000 training or 2,000 test images.
     #[track_caller]
-    pub fn embedded(split: Split) -> Result<Mnist> {
-        Mnist::new(default_root(), split)
+    pub fn embedded(split: Split) -> Result<MNIST> {
+        MNIST::new(default_root(), split)
     }
 
     /// Reads an images file and a labels file given by path (plain or gzipped IDX).
     #[track_caller]
-    pub fn from_files(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Mnist> {
+    pub fn from_files(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<MNIST> {
         let (image_path, label_path) = (images.as_ref(), labels.as_ref());
         let images = read_idx(image_path).map_err(relabel).at_caller()?;
         let labels = read_idx(label_path).map_err(relabel).at_caller()?;
-        Mnist::from_idx(images, image_path, labels, label_path)
+        MNIST::from_idx(images, image_path, labels, label_path)
     }
 
     /// Checks the two arrays against each other and MNIST's format.
     #[track_caller]
-    fn from_idx(images: IdxArray, image_path: &Path, labels: IdxArray, label_path: &Path) -> Result<Mnist> {
+    fn from_idx(images: IdxArray, image_path: &Path, labels: IdxArray, label_path: &Path) -> Result<MNIST> {
         if images.dims.len() != 3 {
             return Err(bad(
                 image_path,
@@ -137,18 +137,18 @@ impl Mnist {
         if let Some((i, &l)) = labels.data.iter().enumerate().find(|(_, &l)| l > 9) {
             return Err(bad(label_path, format!("label {l} of item {i} is not a digit (0-9)")));
         }
-        Ok(Mnist { data: Arc::new(MnistData { images: images.data, labels: labels.data }), transform: None })
+        Ok(MNIST { data: Arc::new(MnistData { images: images.data, labels: labels.data }), transform: None })
     }
 
     /// The same images with `transform` applied to each item's pixels (torchvision's
     /// `transform=`), e.g. `Compose::new((ToTensor, Normalize::new(&[0.1307], &[0.3081])))`.
-    pub fn transform(self, transform: impl Transform) -> Mnist {
-        Mnist { data: self.data, transform: Some(Arc::new(transform)) }
+    pub fn transform(self, transform: impl Transform) -> MNIST {
+        MNIST { data: self.data, transform: Some(Arc::new(transform)) }
     }
 
     /// The same images without a transform (items are `ToTensor` of the pixels).
-    pub fn without_transform(self) -> Mnist {
-        Mnist { data: self.data, transform: None }
+    pub fn without_transform(self) -> MNIST {
+        MNIST { data: self.data, transform: None }
     }
 
     /// The bytes of image `index` (784, row-major).
@@ -190,11 +190,11 @@ impl Mnist {
 
 /// Renames a `read_idx` error as this dataset's.
 fn relabel(mut e: Error) -> Error {
-    e.op = "Mnist";
+    e.op = "MNIST";
     e
 }
 
-impl Dataset for Mnist {
+impl Dataset for MNIST {
     type Item = (Tensor, i64);
 
     fn len(&self) -> usize {
@@ -202,8 +202,8 @@ impl Dataset for Mnist {
     }
 
     fn get(&self, index: usize) -> (Tensor, i64) {
-        check_index("Mnist", index, self.len());
-        let image = image_item("Mnist", index, self.image_bytes(index), [1, SIDE, SIDE], self.transform.as_ref());
+        check_index("MNIST", index, self.len());
+        let image = image_item("MNIST", index, self.image_bytes(index), [1, SIDE, SIDE], self.transform.as_ref());
         (image, self.label(index) as i64)
     }
 }

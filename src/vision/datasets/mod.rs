@@ -1,5 +1,5 @@
-//! Image datasets read from local files (`torchvision.datasets`): [`Mnist`] (IDX files, plain
-//! or gzipped) and [`Cifar10`] (the binary version). Nothing is downloaded.
+//! Image datasets read from local files (`torchvision.datasets`): [`MNIST`] (IDX files, plain
+//! or gzipped) and [`CIFAR10`] (the binary version). Nothing is downloaded.
 //!
 //! Constructors read and check the whole dataset and return an error naming the file and the
 //! problem (missing, bad magic number, wrong dims, counts that disagree, truncated data, a bad
@@ -11,8 +11,8 @@ mod cifar10;
 pub mod idx;
 pub mod mnist;
 
-pub use cifar10::Cifar10;
-pub use mnist::Mnist;
+pub use cifar10::CIFAR10;
+pub use mnist::MNIST;
 
 use super::transforms::Transform;
 use super::{Image, Pixels};
