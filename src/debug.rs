@@ -1,7 +1,8 @@
 //! `KILN_DEBUG` topics, read at run time:
 //! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,tuning,data,profile` (or `all`)
 //! prints what the graph compiler (and, under `data`, the data loader) does, to standard error,
-//! one `[kiln topic]` line (or block) per event.
+//! one `[kiln topic]` line (or block) per event. `KILN_DEBUG=help` lists the topics; a word
+//! that names no topic gets one warning, when the variable is first read.
 
 use std::sync::OnceLock;
 
@@ -58,24 +59,83 @@ impl Topic {
         }
     }
 
+    /// What the topic prints, in one line (for `KILN_DEBUG=help`).
+    fn description(self) -> &'static str {
+        match self {
+            Topic::Graph => "each new plan's graph: nodes, reads, shapes, dtypes, phases",
+            Topic::Fusion => "why nodes did not fuse with their producers; kernels left to eager code",
+            Topic::Kernels => "each generated kernel's source, once, when it is compiled",
+            Topic::Cache => "plan and kernel cache hits and misses",
+            Topic::Recompiles => "for a plan miss of a step that ran before: what changed",
+            Topic::Breaks => "each graph break, with the user's file:line",
+            Topic::Tuning => "how each large CPU matrix product's split over threads was chosen",
+            Topic::Data => "data loader decisions",
+            Topic::Profile => "each compiled CPU plan step's time, as a table when the step is dropped",
+        }
+    }
+
     fn bit(self) -> u32 {
         1 << Topic::ALL.iter().position(|&t| t == self).expect("listed")
     }
 }
 
-/// The topics `KILN_DEBUG` names (read once).
+/// The topics `KILN_DEBUG` names (read once; the first read prints the help or the warning
+/// that [`parse`] asks for).
 fn topics() -> u32 {
     static TOPICS: OnceLock<u32> = OnceLock::new();
-    *TOPICS.get_or_init(|| parse(&std::env::var("KILN_DEBUG").unwrap_or_default()))
+    *TOPICS.get_or_init(|| {
+        let parsed = parse(&std::env::var("KILN_DEBUG").unwrap_or_default());
+        if let Some(message) = parsed.message {
+            eprintln!("{message}");
+        }
+        parsed.bits
+    })
 }
 
-/// The topic bits of a `KILN_DEBUG` value (unknown words are ignored).
-fn parse(value: &str) -> u32 {
-    value
-        .split(',')
-        .map(str::trim)
-        .map(|w| if w == "all" { u32::MAX } else { Topic::ALL.iter().find(|t| t.name() == w).map_or(0, |t| t.bit()) })
-        .fold(0, |a, b| a | b)
+/// A parsed `KILN_DEBUG` value.
+struct Parsed {
+    /// The topic bits it asks for.
+    bits: u32,
+    /// The help text (for `help`) or a warning naming its unknown words, to print once.
+    message: Option<String>,
+}
+
+/// Parses a `KILN_DEBUG` value: topic names and `all`, separated by commas; `help` asks for the
+/// list of topics, and words that are neither are ignored with a warning.
+fn parse(value: &str) -> Parsed {
+    let (mut bits, mut unknown, mut help) = (0, Vec::new(), false);
+    for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        match word {
+            "all" => bits = u32::MAX,
+            "help" => help = true,
+            _ => match Topic::ALL.iter().find(|t| t.name() == word) {
+                Some(t) => bits |= t.bit(),
+                None => unknown.push(word),
+            },
+        }
+    }
+    let message = if help {
+        Some(help_text())
+    } else if !unknown.is_empty() {
+        let names: Vec<&str> = Topic::ALL.iter().map(|t| t.name()).collect();
+        Some(format!(
+            "[kiln] KILN_DEBUG: ignoring {} (not a topic); topics: {}, or all (KILN_DEBUG=help describes them)",
+            unknown.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", "),
+            names.join(", ")
+        ))
+    } else {
+        None
+    };
+    Parsed { bits, message }
+}
+
+/// `KILN_DEBUG=help`: every topic with what it prints.
+fn help_text() -> String {
+    let mut text = String::from("[kiln] KILN_DEBUG=topic,topic,… prints to standard error:\n");
+    for t in Topic::ALL {
+        text += &format!("  {:<11} {}\n", t.name(), t.description());
+    }
+    text + "  all         every topic\nKILN_DUMP_DIR=dir also writes each new plan's graph (.dot) and kernels there."
 }
 
 /// Whether `KILN_DEBUG` asks for `topic`.
@@ -96,12 +156,34 @@ mod tests {
 
     #[test]
     fn topics_parse() {
-        assert_eq!(parse(""), 0);
-        assert_eq!(parse("kernels"), Topic::Kernels.bit());
-        assert_eq!(parse("graph, breaks,bogus"), Topic::Graph.bit() | Topic::Breaks.bit());
-        assert_eq!(parse("all") & Topic::Cache.bit(), Topic::Cache.bit());
-        assert_eq!(parse("data"), Topic::Data.bit());
-        assert_eq!(parse("tuning,cache"), Topic::Tuning.bit() | Topic::Cache.bit());
-        assert_eq!(parse("profile"), Topic::Profile.bit());
+        let bits = |v: &str| parse(v).bits;
+        assert_eq!(bits(""), 0);
+        assert_eq!(bits("kernels"), Topic::Kernels.bit());
+        assert_eq!(bits("graph, breaks"), Topic::Graph.bit() | Topic::Breaks.bit());
+        assert_eq!(bits("all") & Topic::Cache.bit(), Topic::Cache.bit());
+        assert_eq!(bits("data"), Topic::Data.bit());
+        assert_eq!(bits("tuning,cache"), Topic::Tuning.bit() | Topic::Cache.bit());
+        assert_eq!(bits("profile"), Topic::Profile.bit());
+        assert!(parse("graph,kernels").message.is_none());
+    }
+
+    #[test]
+    fn unknown_words_are_named_in_one_warning_and_known_ones_still_count() {
+        let p = parse("fusions, graph,1");
+        assert_eq!(p.bits, Topic::Graph.bit());
+        let warning = p.message.expect("a warning");
+        assert!(warning.starts_with("[kiln] KILN_DEBUG: ignoring `fusions`, `1` (not a topic); topics: graph, fusion,"));
+        assert!(warning.contains("KILN_DEBUG=help"), "{warning}");
+    }
+
+    #[test]
+    fn help_lists_every_topic_with_its_description() {
+        let p = parse("help");
+        assert_eq!(p.bits, 0);
+        let text = p.message.expect("the help");
+        for t in Topic::ALL {
+            let line = format!("  {:<11} {}", t.name(), t.description());
+            assert!(text.lines().any(|l| l == line), "{line:?} missing from {text}");
+        }
     }
 }

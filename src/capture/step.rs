@@ -4,12 +4,18 @@ use super::plan::Plan;
 use super::report::{self, what_changed};
 use super::{realize, trace};
 use crate::debug::{self, Topic};
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Wraps `f` (a training step, a forward pass, any closure of tensor ops) so that each call is
 /// captured into a graph, fused, compiled and run; the result equals running `f` eagerly,
 /// within the tolerance of the generated kernels' math (see [`crate::capture`]).
+///
+/// To train, pass the model and the optimizer as arguments of each call rather than capturing
+/// them in the closure, so that they stay free between calls (for `model.eval()`,
+/// `scheduler.step(&mut opt)`, …): [`crate::compile_guide`] shows the pattern, what
+/// recompiles, what breaks a graph and how to read `KILN_DEBUG`'s output.
 ///
 /// ```
 /// use kiln::prelude::*;
@@ -145,7 +151,9 @@ pub struct CallStats {
 
 impl<F> CompiledStep<F> {
     /// Calls the step: captures it, realizes its graph (from the plan cache when this graph
-    /// shape ran before) and returns its result, realized.
+    /// shape ran before) and returns its result, realized. `KILN_DEBUG=recompiles` names the
+    /// caller's line.
+    #[track_caller]
     pub fn call<A, R>(&mut self, args: A) -> R
     where
         F: FnMut(A) -> R,
@@ -173,7 +181,7 @@ impl<F> CompiledStep<F> {
         realize::realize(None);
         drop(guard);
         trace::end_call(true);
-        self.finish_call();
+        self.finish_call(Location::caller());
         out
     }
 
@@ -223,8 +231,9 @@ impl<F> CompiledStep<F> {
         &self.last
     }
 
-    /// Gathers the call's report into [`CallStats`] and prints what `KILN_DEBUG` asks for.
-    fn finish_call(&mut self) {
+    /// Gathers the call's report into [`CallStats`] and prints what `KILN_DEBUG` asks for
+    /// (`caller`: the user's line that called the step).
+    fn finish_call(&mut self, caller: &'static Location<'static>) {
         let rep = report::take();
         if debug::enabled(Topic::Recompiles) {
             for (i, (hash, hit, sig)) in rep.graphs.iter().enumerate() {
@@ -235,12 +244,12 @@ impl<F> CompiledStep<F> {
                     Some((old, _, old_sig)) if old != hash => {
                         debug::log(
                             Topic::Recompiles,
-                            format!("graph {i} of the step recompiles: {}", what_changed(old_sig, sig)),
+                            format!("graph {i} of the step called at {caller} recompiles: {}", what_changed(old_sig, sig)),
                         );
                     }
                     None if !self.previous.is_empty() => debug::log(
                         Topic::Recompiles,
-                        format!("graph {i} is new (the step has more graph breaks than before)"),
+                        format!("graph {i} of the step called at {caller} is new (the step has more graph breaks than before)"),
                     ),
                     _ => {}
                 }
