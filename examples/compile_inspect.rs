@@ -1,11 +1,13 @@
 //! What `kiln::compile` makes of a small MLP training step: the kernels it generated, what
-//! each fuses, their CLIF, the cache behaviour over three calls, and where the time went.
+//! each fuses, the largest one's listing and CLIF, the cache behaviour over three calls, and
+//! where the time went.
 //!
 //! Run: `cargo run --release --example compile_inspect`; add `KILN_DEBUG=all` to see every
-//! decision as it happens (graph, fusion refusals, kernels, cache, recompiles, breaks), and
-//! `KILN_DUMP_DIR=dump` to get `dump/step-N.dot` (the DAG, fusion groups coloured, forward /
-//! backward / update clusters; `dot -Tsvg dump/step-1.dot > step.svg`) and one `.clif` file per
-//! kernel.
+//! decision as it happens (graph, fusion refusals, kernel listings and CLIF, cache, recompiles,
+//! breaks; `KILN_DEBUG=help` lists the topics), and `KILN_DUMP_DIR=dump` to get
+//! `dump/step-N.dot` (the DAG, each fused node labelled with its kernel, forward / backward /
+//! update clusters, a legend; `step-N.svg` too when Graphviz is installed) and a `.txt`
+//! listing and a `.clif` file per kernel.
 
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Optimizer, SGDConfig, SGD};
@@ -70,6 +72,8 @@ fn main() {
         }
     }
     if let Some(k) = step.kernels().into_iter().max_by_key(|k| k.ops.len()) {
-        println!("\nthe largest kernel, {} ({}), in CLIF:\n{}", k.name, k.ops, k.source);
+        println!("\nthe largest kernel, as KILN_DEBUG=kernels lists it:\n{}", k.listing);
+        let head: Vec<&str> = k.source.lines().take(12).collect();
+        println!("its first lines of CLIF (all of it under KILN_DEBUG=clif):\n{}\n  …", head.join("\n"));
     }
 }

@@ -1,5 +1,5 @@
 //! `KILN_DEBUG` topics, read at run time:
-//! `KILN_DEBUG=graph,fusion,kernels,cache,recompiles,breaks,tuning,data,profile` (or `all`)
+//! `KILN_DEBUG=graph,fusion,kernels,clif,cuda,cache,recompiles,breaks,tuning,data,profile` (or `all`)
 //! prints what the graph compiler (and, under `data`, the data loader) does, to standard error,
 //! one `[kiln topic]` line (or block) per event. `KILN_DEBUG=help` lists the topics; a word
 //! that names no topic gets one warning, when the variable is first read.
@@ -13,8 +13,14 @@ pub enum Topic {
     Graph,
     /// Why nodes did not fuse with their producers, and kernels left to eager code.
     Fusion,
-    /// Each generated kernel's source (CLIF), once, when it is compiled.
+    /// Each new kernel as a listing a person reads, once, when it is compiled: its inputs
+    /// (the graph nodes they read), one line per operation with its node and the source line
+    /// that recorded it, its outputs (`kiln_codegen::listing`).
     Kernels,
+    /// Each new CPU kernel's Cranelift IR (CLIF), once, when it is compiled.
+    Clif,
+    /// Each new CUDA kernel's C source, once, when it is generated.
+    Cuda,
     /// Plan and kernel cache hits and misses.
     Cache,
     /// For a plan miss of a step that ran before: what changed.
@@ -32,10 +38,12 @@ pub enum Topic {
 }
 
 impl Topic {
-    const ALL: [Topic; 9] = [
+    const ALL: [Topic; 11] = [
         Topic::Graph,
         Topic::Fusion,
         Topic::Kernels,
+        Topic::Clif,
+        Topic::Cuda,
         Topic::Cache,
         Topic::Recompiles,
         Topic::Breaks,
@@ -50,6 +58,8 @@ impl Topic {
             Topic::Graph => "graph",
             Topic::Fusion => "fusion",
             Topic::Kernels => "kernels",
+            Topic::Clif => "clif",
+            Topic::Cuda => "cuda",
             Topic::Cache => "cache",
             Topic::Recompiles => "recompiles",
             Topic::Breaks => "breaks",
@@ -64,7 +74,11 @@ impl Topic {
         match self {
             Topic::Graph => "each new plan's graph: nodes, reads, shapes, dtypes, phases",
             Topic::Fusion => "why nodes did not fuse with their producers; kernels left to eager code",
-            Topic::Kernels => "each generated kernel's source, once, when it is compiled",
+            Topic::Kernels => {
+                "each new kernel as a readable listing: inputs, ops with their nodes and source lines, outputs"
+            }
+            Topic::Clif => "each new CPU kernel's Cranelift IR",
+            Topic::Cuda => "each new CUDA kernel's C source",
             Topic::Cache => "plan and kernel cache hits and misses",
             Topic::Recompiles => "for a plan miss of a step that ran before: what changed",
             Topic::Breaks => "each graph break, with the user's file:line",

@@ -1,6 +1,8 @@
-//! What `KILN_DEBUG` itself prints: one warning for words that name no topic, the topic list
-//! for `help`, and the user's line in a recompile report. Checked in child processes (the
-//! topics are read once per process).
+//! What kiln tells a user about a compiled step: one warning for `KILN_DEBUG` words that name
+//! no topic, the topic list for `help`, the user's line in a recompile report and in a graph
+//! break inside kiln's own code (printing a tensor), and kernel listings tied to the user's
+//! source lines. The debug topics are checked in child processes (they are read once per
+//! process).
 
 use kiln::prelude::*;
 
@@ -49,8 +51,68 @@ fn help_lists_the_topics() {
     }
     let err = child::stderr_of_child("help_lists_the_topics", "help");
     assert!(err.starts_with("[kiln] KILN_DEBUG=topic,topic,… prints to standard error:\n"), "{err}");
-    for topic in ["graph", "fusion", "kernels", "cache", "recompiles", "breaks", "tuning", "data", "profile", "all"] {
+    for topic in [
+        "graph",
+        "fusion",
+        "kernels",
+        "clif",
+        "cuda",
+        "cache",
+        "recompiles",
+        "breaks",
+        "tuning",
+        "data",
+        "profile",
+        "all",
+    ] {
         assert!(err.lines().any(|l| l.starts_with(&format!("  {topic} "))), "{topic} missing: {err}");
     }
     assert!(!err.contains("[kiln recompiles]"), "help alone asks for no topic: {err}");
+}
+
+/// A step that prints a value it computed (a graph break inside kiln's `Display` code).
+fn run_printing_step() {
+    let mut step = kiln::compile(|x: &Tensor| {
+        let y = (x * 2.0).exp();
+        println!("{y}");
+        y.sum()
+    });
+    step.call(&Tensor::ones(&[2]));
+}
+
+#[test]
+fn a_break_inside_kilns_display_names_the_users_function() {
+    if child::is_child() {
+        return run_printing_step();
+    }
+    let err = child::stderr_of_child("a_break_inside_kilns_display_names_the_users_function", "breaks");
+    let line = err.lines().find(|l| l.starts_with("[kiln breaks] graph break at ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("debug_topics::run_printing_step"), "{line}");
+    assert!(line.contains("(through ") && line.contains("display.rs"), "{line}");
+}
+
+#[test]
+fn a_kernel_listing_ties_each_line_to_its_node_and_source_line() {
+    let w = Tensor::randn(&[3, 4]).requires_grad_(true);
+    let x = Tensor::randn(&[3, 4]);
+    let mut step = kiln::compile(|(w, x): (&Tensor, &Tensor)| {
+        let loss = (w * x).tanh().sum(); // LISTING_LINE
+        loss.backward();
+        loss
+    });
+    step.call((&w, &x));
+    let source = include_str!("debug_topics.rs");
+    let line = source.lines().position(|l| l.ends_with("// LISTING_LINE")).expect("marked") + 1;
+    let kernels = step.kernels();
+    let forward = kernels.iter().find(|k| k.listing.contains("tanh(")).unwrap_or_else(|| panic!("{kernels:#?}"));
+    let text = &forward.listing;
+    assert!(text.starts_with(&format!("kernel {} ({}): ", forward.name, forward.backend)), "{text}");
+    let tanh = text.lines().find(|l| l.contains(" = tanh(v")).unwrap_or_else(|| panic!("{text}"));
+    assert!(tanh.contains(" f32 ") && tanh.contains(&format!("tests/debug_topics.rs:{line}:")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("    in0: f32 ")), "{text}");
+    // The backward of tanh (1 - y²) times the incoming gradient: labelled as tanh's backward,
+    // at the forward op's line.
+    let backward = kernels.iter().flat_map(|k| k.listing.lines()).find(|l| l.contains("backward of Tanh"));
+    let backward = backward.unwrap_or_else(|| panic!("{kernels:#?}"));
+    assert!(backward.contains(&format!("tests/debug_topics.rs:{line}:")), "{backward}");
 }

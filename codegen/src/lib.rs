@@ -13,6 +13,7 @@ pub mod cuda;
 pub mod expr;
 pub mod ir;
 pub mod kernel;
+pub mod listing;
 pub mod passes;
 
 pub use expr::Expr;

@@ -150,6 +150,8 @@ fn run_node(node: &Arc<Node>, g: Tensor, create_graph: bool, retain: bool, captu
             Ok(smallvec::smallvec![Some(Flow::Slice(Piece::new(*slice, node_hooks(node, g, create_graph))))])
         }
         NodeKind::Rule { rule, .. } => {
+            // Inside kiln::compile, what the rule records is labelled as this node's backward.
+            let _origin = crate::capture::backward_of(node);
             let g = node_hooks(node, g, create_graph);
             let saved = node.unpack_saved()?;
             let grads = rule(&node.ctx(), &g, &saved);

@@ -18,6 +18,7 @@ use kiln_runtime::{DType, Shape};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
+use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -106,13 +107,18 @@ pub struct Node {
     pub(crate) inputs: SmallVec<[InputInfo; 2]>,
     pub(crate) kind: NodeKind,
     pub(crate) hooks: Mutex<NodeHooks>,
+    /// The line that recorded the forward op (the user's, where `#[track_caller]` reaches it):
+    /// what a compiled step's listing shows for the backward nodes its rule records.
+    pub(crate) origin: &'static Location<'static>,
 }
 
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Node {
+    #[track_caller]
     fn new(name: Cow<'static, str>, inputs: SmallVec<[InputInfo; 2]>, kind: NodeKind) -> Node {
-        Node { name, seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed), inputs, kind, hooks: Mutex::default() }
+        let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
+        Node { name, seq, inputs, kind, hooks: Mutex::default(), origin: Location::caller() }
     }
 
     /// The hooks on this node's output gradient.
@@ -266,6 +272,7 @@ fn accumulator(leaf: &Tensor, inner: &mut MetaInner) -> Arc<Node> {
 /// Records that `out` was computed from `inputs` by an op whose backward is `rule`, saving
 /// `saved` for it; returns `out` with its new `grad_fn`. Call only when
 /// [`is_recording`]`(inputs)` (build the saved list and the rule only then).
+#[track_caller]
 pub(crate) fn record(
     out: Tensor,
     name: impl Into<Cow<'static, str>>,
@@ -293,6 +300,7 @@ pub(crate) fn record(
 
 /// Records `out`, the slice `slice` of `input` (a view sharing its storage), as
 /// [`record_view`] does for other views. Call only when [`is_recording`]`(&[input])`.
+#[track_caller]
 pub(crate) fn record_slice(out: Tensor, name: &'static str, input: &Tensor, slice: SliceOf) -> Tensor {
     let info = InputInfo { edge: gradient_edge(input), shape: input.shape().into(), dtype: input.dtype() };
     let node = Arc::new(Node::new(Cow::Borrowed(name), smallvec::smallvec![info], NodeKind::Slice(slice)));
@@ -310,6 +318,7 @@ fn marked_view(out: Tensor) -> Tensor {
 
 /// [`record`] for a view op (one input, output sharing its storage): also marks the output and
 /// the storage, so that in-place writes that would make the view's history stale are refused.
+#[track_caller]
 pub(crate) fn record_view(
     out: Tensor,
     name: &'static str,

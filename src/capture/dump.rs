@@ -1,6 +1,8 @@
 //! `KILN_DUMP_DIR=dir`: each new plan's graph as `step-N.dot` (written by petgraph's `Dot`;
-//! fusion groups coloured, forward/backward/update in labelled clusters) and each new kernel's
-//! source: CLIF as `NAME.clif` (CPU), CUDA C as `NAME.cu`.
+//! each fused node labelled with the kernel that computes it, forward/backward/update in
+//! labelled clusters, a legend), and `step-N.svg` beside it when Graphviz's `dot` is on `PATH`;
+//! each new kernel's listing as `NAME.txt` and its code: CLIF as `NAME.clif` (CPU), CUDA C as
+//! `NAME.cu`. `NAME` is the kernel's name everywhere (logs, `step.kernels()`, the `.dot`).
 
 use kiln_codegen::ir::{Graph, NodeKind, Phase};
 use kiln_codegen::passes::Fusion;
@@ -23,27 +25,42 @@ fn dir() -> Option<&'static PathBuf> {
     .as_ref()
 }
 
-/// Writes `graph` with its fusion groups as the next `step-N.dot`.
-pub(crate) fn graph(graph: &Graph, live: &[bool], fusion: &Fusion) {
+/// Writes `graph` with its fusion groups (`kernels[g]`: the name of group `g`'s kernel, if it
+/// got one) as the next `step-N.dot`, and as `step-N.svg` when Graphviz's `dot` runs.
+pub(crate) fn graph(graph: &Graph, live: &[bool], fusion: &Fusion, kernels: &[Option<String>]) {
     let Some(d) = dir() else { return };
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    let _ = std::fs::write(d.join(format!("step-{n}.dot")), to_dot(graph, live, fusion));
+    let dot = d.join(format!("step-{n}.dot"));
+    if std::fs::write(&dot, to_dot(graph, live, fusion, kernels)).is_ok() {
+        // Graphviz is optional: without it (or if it fails) the .dot alone stays.
+        let _ = std::process::Command::new("dot")
+            .arg("-Tsvg")
+            .arg(&dot)
+            .arg("-o")
+            .arg(dot.with_extension("svg"))
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
-/// Writes a kernel's source as `NAME.EXT` (`clif` for the CPU's, `cu` for CUDA C).
-pub(crate) fn kernel(name: &str, summary: &str, source: &str, ext: &str) {
+/// Writes a kernel's `listing` as `NAME.txt` and its code as `NAME.EXT` (`clif` for the
+/// CPU's, `cu` for CUDA C).
+pub(crate) fn kernel(name: &str, listing: &str, summary: &str, source: &str, ext: &str) {
     let Some(d) = dir() else { return };
     let comment = if ext == "cu" { "//" } else { ";" };
+    let _ = std::fs::write(d.join(format!("{name}.txt")), listing);
     let _ = std::fs::write(d.join(format!("{name}.{ext}")), format!("{comment} {summary}\n{source}"));
 }
 
 /// The graph in Graphviz's language, written by petgraph's `Dot` from a petgraph graph of the
 /// live nodes' reads (Graphviz id `i` is node `i`): each node labelled `%i kind [shape] dtype`,
-/// fusion groups filled with one colour each (the kernel in the tooltip), inputs and scalars as
-/// ellipses, other unfused nodes bold, outputs doubly outlined, then the nodes of each phase
-/// listed in a labelled cluster.
-pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion) -> String {
+/// fused nodes filled with one colour per group and labelled with the kernels that compute
+/// them (`kernels[g]`: group `g`'s; a node other kernels recompute names those too), members
+/// of a group without a kernel dashed, inputs and scalars as ellipses, other unfused nodes
+/// bold, outputs doubly outlined; then the nodes of each phase in a labelled cluster, and a
+/// legend.
+pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion, kernels: &[Option<String>]) -> String {
     const COLOURS: [&str; 8] = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5"];
     let mut reads: DiGraph<(), (), u32> = DiGraph::with_capacity(graph.nodes.len(), graph.nodes.len() * 2);
     for _ in &graph.nodes {
@@ -54,19 +71,36 @@ pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion) -> String {
             reads.add_edge(NodeIndex::new(u.node as usize), NodeIndex::new(i), ());
         }
     }
+    // The kernels computing each node: its group's, and those of the groups recomputing it.
+    let mut computed_by: Vec<Vec<&str>> = vec![Vec::new(); graph.nodes.len()];
+    for (g, members) in fusion.groups.iter().enumerate() {
+        if let Some(Some(name)) = kernels.get(g) {
+            for &m in members {
+                computed_by[m as usize].push(name);
+            }
+        }
+    }
     let shown = NodeFiltered::from_fn(&reads, |v: NodeIndex| live[v.index()]);
     let node_attributes = |_, (v, _): (NodeIndex, &())| {
         let i = v.index();
         let n = &graph.nodes[i];
+        let mut label = format!("%{i} {} {:?} {}", n.kind.name(), n.shape.as_slice(), n.dtype);
         let style = match (fusion.group_of[i], &n.kind) {
             (Some(g), _) => {
-                format!("style=filled, fillcolor=\"{}\", tooltip=\"kernel {g}\"", COLOURS[g as usize % COLOURS.len()])
+                let colour = COLOURS[g as usize % COLOURS.len()];
+                if computed_by[i].is_empty() {
+                    label += "\\n(no kernel: runs eagerly)";
+                    format!("style=\"filled,dashed\", fillcolor=\"{colour}\"")
+                } else {
+                    label += &format!("\\n{}", computed_by[i].join(", "));
+                    format!("style=filled, fillcolor=\"{colour}\"")
+                }
             }
             (None, NodeKind::Input { .. } | NodeKind::Scalar { .. }) => "shape=ellipse".to_string(),
             (None, _) => "style=bold".to_string(),
         };
         let output = if graph.outputs.contains(&(i as u32)) { ", peripheries=2" } else { "" };
-        format!("label=\"%{i} {} {:?} {}\", {style}{output}", n.kind.name(), n.shape.as_slice(), n.dtype)
+        format!("label=\"{label}\", {style}{output}")
     };
     let dot = Dot::with_attr_getters(
         &shown,
@@ -83,9 +117,21 @@ pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion) -> String {
         }
         s.push_str("  }\n");
     }
+    s.push_str(LEGEND);
     s.push_str("}\n");
     s
 }
+
+/// The `.dot`'s legend: one sample node per style.
+const LEGEND: &str = r##"  subgraph cluster_legend {
+    label="legend";
+    legend_fused [label="%N op [shape] dtype\nthe kernel(s) computing it", style=filled, fillcolor="#8dd3c7"];
+    legend_unfused [label="run by its eager kernel (matmul, conv, ...)", style=bold];
+    legend_input [label="input tensor or run-time number", shape=ellipse];
+    legend_output [label="leaves the step (a live tensor or an update)", peripheries=2];
+    legend_nokernel [label="fusion group without a kernel: runs eagerly", style="filled,dashed", fillcolor="#eeeeee"];
+  }
+"##;
 
 #[cfg(test)]
 mod tests {
@@ -114,12 +160,24 @@ mod tests {
         g.outputs.push(b);
         let live = passes::live_nodes(&g);
         let fusion = passes::fuse(&g, &live);
-        let dot = to_dot(&g, &live, &fusion);
+        assert_eq!(fusion.groups.len(), 1);
+        let dot = to_dot(&g, &live, &fusion, &[Some("kabc".into())]);
         assert!(dot.starts_with("digraph step {\n") && dot.ends_with("}\n"), "{dot}");
         assert!(dot.contains(&format!("{x} [ label=\"%{x} input0 [4] float32\", shape=ellipse]")), "{dot}");
-        let kernel = "style=filled, fillcolor=\"#8dd3c7\", tooltip=\"kernel 0\"";
-        assert!(dot.contains(&format!("{a} [ label=\"%{a} exp [4] float32\", {kernel}]")), "{dot}");
-        assert!(dot.contains(&format!("{b} [ label=\"%{b} neg [4] float32\", {kernel}, peripheries=2]")), "{dot}");
+        let kernel = "style=filled, fillcolor=\"#8dd3c7\"";
+        assert!(dot.contains(&format!("{a} [ label=\"%{a} exp [4] float32\\nkabc\", {kernel}]")), "{dot}");
+        assert!(
+            dot.contains(&format!("{b} [ label=\"%{b} neg [4] float32\\nkabc\", {kernel}, peripheries=2]")),
+            "{dot}"
+        );
+        assert!(dot.contains("subgraph cluster_legend {"), "{dot}");
+        let eager = to_dot(&g, &live, &fusion, &[None]);
+        assert!(
+            eager.contains(&format!(
+                "{a} [ label=\"%{a} exp [4] float32\\n(no kernel: runs eagerly)\", style=\"filled,dashed\""
+            )),
+            "{eager}"
+        );
         assert!(dot.contains(&format!("{x} -> {a} [ ]")) && dot.contains(&format!("{a} -> {b} [ ]")), "{dot}");
         assert!(!dot.contains(&format!("%{dead} ")) && !dot.contains(&format!("-> {dead} ")), "{dot}");
         let forward = format!("subgraph cluster_forward {{\n    label=\"forward\";\n    {x};\n    {a};\n  }}");

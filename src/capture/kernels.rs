@@ -178,32 +178,34 @@ pub(crate) fn get_or_compile(
     };
     let kernel = Arc::new(CompiledKernel { name, summary: summary.join(" "), work_per_element, code });
     debug::log(Topic::Cache, format!("kernel {} miss: generated in {:.1?}", kernel.name, kernel.compile_time()));
-    if debug::enabled(Topic::Kernels) {
-        let calls = match kernel.native_calls() {
-            [] => String::new(),
-            calls => format!(", calls {}", calls.join(" ")),
-        };
-        debug::log(
-            Topic::Kernels,
-            format!("kernel {} ({}, {}{calls}):\n{}", kernel.name, kernel.backend(), kernel.summary, kernel.source()),
-        );
-        if let Some((name, source)) = kernel.vector_variant() {
-            debug::log(
-                Topic::Kernels,
-                format!("kernel {name} (cuda, the 16-byte-access variant of {}):\n{source}", kernel.name),
-            );
-        }
-    }
-    super::dump::kernel(&kernel.name, &kernel.summary, kernel.source(), if cuda { "cu" } else { "clif" });
-    if let Some((name, source)) = kernel.vector_variant() {
-        super::dump::kernel(name, &kernel.summary, source, "cu");
-    }
     let mut cache = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= KERNEL_CACHE_CAP {
         cache.pop_front();
     }
     cache.push_back((hash, kernel.clone()));
     Ok((kernel, false))
+}
+
+/// Shows a newly compiled kernel as `KILN_DEBUG` asks (`kernels`: its `listing`; `clif` or
+/// `cuda`: the back end's code) and writes both to the dump folder (`NAME.txt`, and
+/// `NAME.clif` or `NAME.cu`).
+pub(crate) fn announce(kernel: &CompiledKernel, listing: &str) {
+    debug::log(Topic::Kernels, listing.trim_end());
+    let (topic, ext) = if kernel.backend() == "cuda" { (Topic::Cuda, "cu") } else { (Topic::Clif, "clif") };
+    if debug::enabled(topic) {
+        let calls = match kernel.native_calls() {
+            [] => String::new(),
+            calls => format!(", calls {}", calls.join(" ")),
+        };
+        debug::log(topic, format!("kernel {} ({}{calls}):\n{}", kernel.name, kernel.summary, kernel.source()));
+        if let Some((name, source)) = kernel.vector_variant() {
+            debug::log(topic, format!("kernel {name} (the 16-byte-access variant of {}):\n{source}", kernel.name));
+        }
+    }
+    super::dump::kernel(&kernel.name, listing, &kernel.summary, kernel.source(), ext);
+    if let Some((name, source)) = kernel.vector_variant() {
+        super::dump::kernel(name, listing, &kernel.summary, source, "cu");
+    }
 }
 
 /// A raw pointer that may cross to the pool's threads.

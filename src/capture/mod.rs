@@ -30,6 +30,7 @@
 //! generator at the same offset); the generated kernels' inline `exp`/`log`/`tanh`/… differ from the eager kernels'
 //! within a few ulp (stated in `kiln_codegen::cpu`).
 
+mod break_site;
 mod cell;
 mod dump;
 mod exec;
@@ -47,6 +48,6 @@ pub(crate) use journal::{Outcome, Transaction};
 pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};
 pub(crate) use trace::{
-    as_realizing, assign, before_eager_access, captures_as_cuda, check_devices, elementwise, is_active, journal_grad,
-    opaque, rand, reduce, scalar, set_phase, transaction,
+    as_realizing, assign, backward_of, before_eager_access, captures_as_cuda, check_devices, elementwise, is_active,
+    journal_grad, opaque, rand, reduce, scalar, set_phase, transaction,
 };

@@ -74,6 +74,8 @@ pub(crate) struct KernelRecord {
     pub(crate) kernel: Arc<CompiledKernel>,
     /// True when the kernel cache already had it when the plan was built.
     pub(crate) cache_hit: bool,
+    /// What it computes, in this plan's node numbers (`kiln_codegen::listing`).
+    pub(crate) listing: String,
 }
 
 /// Builds the plan for `graph` (outputs set), whose structural hash is `hash`.
@@ -86,6 +88,9 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
     let live = passes::live_nodes(&graph);
     let fusion = passes::fuse(&graph, &live);
     let schedule = passes::schedule(&graph, &live, &fusion);
+    if debug::enabled(Topic::Graph) {
+        debug::log(Topic::Graph, describe(&graph, &live));
+    }
     if debug::enabled(Topic::Fusion) {
         for (node, reason) in &fusion.refusals {
             debug::log(Topic::Fusion, format!("node {node} ({}): {reason}", graph.node(*node).kind.name()));
@@ -96,6 +101,8 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
     }
     let mut steps = Vec::with_capacity(schedule.steps.len());
     let mut records: Vec<KernelRecord> = Vec::new();
+    // Per fusion group, the name of the kernel it got (for the `.dot` dump).
+    let mut kernel_names: Vec<Option<String>> = vec![None; fusion.groups.len()];
     for s in &schedule.steps {
         match *s {
             StepKind::Node(n) => steps.push(PlanStep::Node(n)),
@@ -108,7 +115,13 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
                     .and_then(|device| kernels::get_or_compile(&lowered.kernel, &graph, &members, device))
                 {
                     Ok((k, hit)) => {
-                        records.push(KernelRecord { kernel: k.clone(), cache_hit: hit });
+                        let listing =
+                            kiln_codegen::listing::listing(&k.name, k.backend(), &k.summary, &lowered, &graph);
+                        if !hit {
+                            kernels::announce(&k, &listing);
+                        }
+                        records.push(KernelRecord { kernel: k.clone(), cache_hit: hit, listing });
+                        kernel_names[gid as usize] = Some(k.name.clone());
                         Some(k)
                     }
                     Err(reason) => {
@@ -132,10 +145,7 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
     scalar_tensors.retain(|&n| matches!(graph.node(n).kind, NodeKind::Scalar { .. }));
     scalar_tensors.sort_unstable();
     scalar_tensors.dedup();
-    if debug::enabled(Topic::Graph) {
-        debug::log(Topic::Graph, describe(&graph, &live));
-    }
-    super::dump::graph(&graph, &live, &fusion);
+    super::dump::graph(&graph, &live, &fusion, &kernel_names);
     let donatable = donations(&graph, &steps);
     let mut donors: Vec<NodeId> = donatable.iter().map(|d| d.1).collect();
     donors.sort_unstable();
@@ -271,8 +281,12 @@ pub(crate) fn describe(g: &Graph, live: &[bool]) -> String {
                 )
             })
             .collect();
+        let origin = match &g.origins[i] {
+            o if o.at.is_some() || o.grad_of.is_some() => format!("  {o}"),
+            _ => String::new(),
+        };
         s += &format!(
-            "  %{i} = {}({}) : {:?} {} {} [{:?}]\n",
+            "  %{i} = {}({}) : {:?} {} {} [{:?}]{origin}\n",
             n.kind.name(),
             reads.join(", "),
             n.shape.as_slice(),

@@ -28,13 +28,16 @@ pub(crate) fn realize(at: Option<&'static Location<'static>>) {
     }
     let _finish = Finish;
     if let Some(loc) = at {
-        debug::log(
-            Topic::Breaks,
-            format!(
-                "graph break at {loc}: a value computed inside the compiled step was read ({} nodes realized)",
-                trace.node_count()
-            ),
-        );
+        if debug::enabled(Topic::Breaks) {
+            debug::log(
+                Topic::Breaks,
+                format!(
+                    "graph break at {}: a value computed inside the compiled step was read ({} nodes realized)",
+                    super::break_site::describe(loc),
+                    trace.node_count()
+                ),
+            );
+        }
         report::note_break(loc);
     }
     realize_trace(trace, at.is_none());

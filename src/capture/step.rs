@@ -51,6 +51,7 @@ fn kernel_infos(plans: &[(Arc<Plan>, bool)]) -> Vec<KernelInfo> {
                 name: k.kernel.name.clone(),
                 backend: k.kernel.backend(),
                 ops: k.kernel.summary.clone(),
+                listing: k.listing.clone(),
                 source: k.kernel.source().to_string(),
                 native_calls: k.kernel.native_calls().to_vec(),
                 vector_variant: k
@@ -75,6 +76,10 @@ pub struct KernelInfo {
     pub backend: &'static str,
     /// The ops fused into it, in order.
     pub ops: String,
+    /// What it computes, as pseudo-code a person reads: inputs (the graph nodes they read),
+    /// one line per operation with its node (`%N`, as in `KILN_DEBUG=graph` and the `.dot`
+    /// dump) and the source line that recorded it, outputs (what `KILN_DEBUG=kernels` prints).
+    pub listing: String,
     /// Its source text (CLIF for the CPU, CUDA C for CUDA).
     pub source: String,
     /// The native routines its code calls, by symbol, sorted: a layer norm's

@@ -7,13 +7,14 @@ use crate::debug::{self, Topic};
 use crate::error::Result;
 use crate::scalar::Scalar;
 use crate::tensor::{StorageCell, Tensor};
-use kiln_codegen::ir::{draw_words, Graph, Node, NodeId, NodeKind, Phase, RandDist, Use};
+use kiln_codegen::ir::{draw_words, Graph, Node, NodeId, NodeKind, Origin, Phase, RandDist, Use};
 use kiln_runtime::cpu::philox::Philox;
 use kiln_runtime::op_kind::ReduceOp;
 use kiln_runtime::{DType, Device, Layout};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -48,6 +49,9 @@ pub(crate) struct Trace {
     pub(crate) cells: Vec<Weak<StorageCell>>,
     /// Where new nodes go: forward, backward or update.
     pub(crate) phase: Phase,
+    /// The grad fn whose backward rule is running (see [`backward_of`]): the origin of the
+    /// nodes it records.
+    backward_of: Option<Arc<crate::autograd::Node>>,
     /// When the trace began (for the step's tracing time).
     pub(crate) started: Instant,
     /// The device the graph is planned for when it is not the tensors' own (see
@@ -72,6 +76,7 @@ impl Trace {
             closures: Vec::new(),
             cells: Vec::new(),
             phase: Phase::Forward,
+            backward_of: None,
             started: Instant::now(),
             target,
         }
@@ -136,6 +141,7 @@ impl Trace {
         graph.nodes.extend_from_slice(&g.nodes[..n]);
         graph.phases.extend_from_slice(&g.phases[..n]);
         graph.devices.extend_from_slice(&g.devices[..n]);
+        graph.origins.extend_from_slice(&g.origins[..n]);
         self.graph = graph;
     }
 
@@ -188,10 +194,29 @@ impl Trace {
         Tensor::over_cell(cell, Layout::contiguous(shape), dtype, device)
     }
 
-    /// Appends an op node on the device its reads give, and returns it.
-    fn push_op(&mut self, kind: NodeKind, shape: &[usize], dtype: DType, reads: SmallVec<[Use; 3]>) -> NodeId {
+    /// Appends an op node on the device its reads give, recorded at `at` (or, in a backward
+    /// pass, by the rule of [`Trace::backward_of`]), and returns it.
+    fn push_op(
+        &mut self,
+        kind: NodeKind,
+        shape: &[usize],
+        dtype: DType,
+        reads: SmallVec<[Use; 3]>,
+        at: &'static Location<'static>,
+    ) -> NodeId {
         let device = self.device_of(&reads);
-        self.push(kind, shape, dtype, reads, device)
+        let node = self.push(kind, shape, dtype, reads, device);
+        if self.expected.is_none() {
+            // A new node of the graph (a node matched against the expected graph keeps the
+            // origin the plan's first call recorded).
+            self.graph.origins[node as usize] = match (&self.backward_of, self.phase) {
+                (Some(grad_fn), Phase::Backward) => {
+                    Origin { at: Some(grad_fn.origin), grad_of: Some(grad_fn.name.clone()) }
+                }
+                _ => Origin { at: Some(at), grad_of: None },
+            };
+        }
+        node
     }
 }
 
@@ -385,6 +410,30 @@ pub(crate) fn check_devices(op: &'static str, operands: &[&Tensor]) -> Result<()
     Ok(())
 }
 
+/// While the returned guard lives, the backward nodes this thread's trace records are
+/// labelled as recorded by `grad_fn`'s rule (the autograd engine calls this around each rule).
+pub(crate) fn backward_of(grad_fn: &Arc<crate::autograd::Node>) -> BackwardOf {
+    STATE.with(|s| {
+        if let Some(t) = s.borrow_mut().trace.as_mut() {
+            t.backward_of = Some(grad_fn.clone());
+        }
+    });
+    BackwardOf
+}
+
+/// Ends [`backward_of`]'s labelling when dropped.
+pub(crate) struct BackwardOf;
+
+impl Drop for BackwardOf {
+    fn drop(&mut self) {
+        STATE.with(|s| {
+            if let Some(t) = s.borrow_mut().trace.as_mut() {
+                t.backward_of = None;
+            }
+        });
+    }
+}
+
 /// Sets the phase new nodes are labelled with (the autograd engine calls this).
 pub(crate) fn set_phase(phase: Phase) {
     STATE.with(|s| {
@@ -434,10 +483,12 @@ pub(crate) fn before_eager_access(cell: &Arc<StorageCell>, write: bool) {
 
 /// Appends an elementwise node reading `reads` (tensor, layout broadcast to `shape`) and
 /// returns its lazy result.
+#[track_caller]
 pub(crate) fn elementwise(kind: NodeKind, reads: &[(&Tensor, Layout)], shape: &[usize], dtype: DType) -> Tensor {
+    let at = Location::caller();
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = reads.iter().map(|(x, l)| t.use_of(x, l.clone())).collect();
-        let node = t.push_op(kind, shape, dtype, uses);
+        let node = t.push_op(kind, shape, dtype, uses, at);
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -487,6 +538,7 @@ pub(crate) fn opaque(
     run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
 ) -> Tensor {
     let run = at_caller_when_run(run);
+    let at = Location::caller();
     with_trace(|t| {
         let uses: SmallVec<[Use; 3]> = inputs.iter().map(|x| t.use_of(x, x.layout().clone())).collect();
         let index = t.closures.len() as u32;
@@ -494,7 +546,7 @@ pub(crate) fn opaque(
         let mut h = kiln_codegen::kernel::ahash_hasher();
         std::hash::Hash::hash(name, &mut h);
         let key = std::hash::Hasher::finish(&h);
-        let node = t.push_op(NodeKind::Opaque { name, key, index }, shape, dtype, uses);
+        let node = t.push_op(NodeKind::Opaque { name, key, index }, shape, dtype, uses, at);
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -513,12 +565,14 @@ pub(crate) fn reduce(
     eager: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'static,
 ) -> Tensor {
     let eager = at_caller_when_run(eager);
+    let at = Location::caller();
     with_trace(|t| {
         let read = t.use_of(input, input.layout().clone());
         let index = t.closures.len() as u32;
         t.closures.push(Some(eager));
         let dims = mask.iter().enumerate().filter(|(_, &r)| r).fold(0u64, |m, (d, _)| m | 1 << d);
-        let node = t.push_op(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]));
+        let node =
+            t.push_op(NodeKind::Reduce { op, dims, divide, index }, shape, dtype, SmallVec::from_iter([read]), at);
         t.lazy_tensor(node, shape, dtype)
     })
 }
@@ -534,8 +588,10 @@ fn at_caller_when_run(run: impl FnOnce(&[Tensor]) -> Result<Tensor> + Send + 'st
 
 /// Records `dst = value` in place (value broadcast to `dst`'s shape, of `dst`'s dtype): the
 /// storage's current value becomes a new node, written back when the trace is realized.
+#[track_caller]
 pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
     debug_assert_eq!(dst.dtype(), value.dtype());
+    let at = Location::caller();
     with_trace(|t| {
         let cell = dst.cell().clone();
         let len = cell.len();
@@ -551,7 +607,7 @@ pub(crate) fn assign(dst: &Tensor, value: &Tensor) {
             let base = t.use_of(dst, Layout::contiguous(&[len]));
             let region = dst.layout().clone();
             let v = t.use_of(value, value.layout().broadcast_to(dst.shape()).expect("the caller checked the shapes"));
-            t.push_op(NodeKind::Assign { len, region }, &[len], dst.dtype(), SmallVec::from_iter([base, v]))
+            t.push_op(NodeKind::Assign { len, region }, &[len], dst.dtype(), SmallVec::from_iter([base, v]), at)
         };
         cell.capture.set(t.id, node, true, len);
         t.cells.push(Arc::downgrade(&cell));

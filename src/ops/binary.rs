@@ -359,6 +359,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
 
 /// Records `out = op(a, b)` with its backward rule; the rule sees both operands as tensors of
 /// the output's dtype (a scalar operand as a 0-dim tensor) and the output.
+#[track_caller]
 fn record_binary(op: BinaryOp, a: &Operand, b: &Operand, inputs: &[&Tensor], out: Tensor) -> Tensor {
     use BinaryOp::*;
     let name = match op {

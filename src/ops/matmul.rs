@@ -245,6 +245,7 @@ fn node_name(op: &'static str, da: usize, db: usize) -> &'static str {
 /// `w.t()` view of a contiguous matrix, as `linear` makes) gets its gradient in the same
 /// transposed layout: `(gᵀ a)ᵀ` rather than `aᵀ g`, so the view's backward hands `w` a
 /// contiguous gradient and accumulating it into `.grad` copies nothing.
+#[track_caller]
 fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tensor {
     let (da, db) = (a.dim(), b.dim());
     let (need_a, need_b) = (a.requires_grad(), b.requires_grad());

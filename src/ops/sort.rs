@@ -42,6 +42,7 @@ fn along_dim(
 
 /// Records `values` (picked from `x` along dim `d` at `indices`) for autograd under `name`: the
 /// gradient scatters back to the picked positions.
+#[track_caller]
 fn record_values(name: &'static str, x: &Tensor, d: usize, (values, indices): (Tensor, Tensor)) -> (Tensor, Tensor) {
     if !autograd::is_recording(&[x]) {
         return (values, indices);

@@ -128,6 +128,7 @@ fn unary_cpu(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
 }
 
 /// Records `out = op(x)` with its backward rule.
+#[track_caller]
 fn record_unary(op: UnaryOp, x: &Tensor, out: Tensor) -> Tensor {
     let saved = match op.saves() {
         UnarySaves::Input => Some(Saved::of(x)),

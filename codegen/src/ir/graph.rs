@@ -246,6 +246,32 @@ pub struct Graph {
     /// The device each node's value lives on, which picks the back end of the kernel that
     /// computes it: part of the structural hash, so a plan is built per device.
     pub devices: Vec<Device>,
+    /// Where each node came from (for listings and logs; not part of the structural hash, so a
+    /// cached plan shows the origins of the call that built it).
+    pub origins: Vec<Origin>,
+}
+
+/// Where a captured node came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The source line that recorded it: the user's where `#[track_caller]` reaches it from
+    /// the user's call (for a backward node, the line of the forward op it differentiates,
+    /// when that op recorded one).
+    pub at: Option<&'static std::panic::Location<'static>>,
+    /// For a backward node: the name of the grad fn whose rule recorded it (`MulBackward0`).
+    pub grad_of: Option<std::borrow::Cow<'static, str>>,
+}
+
+impl std::fmt::Display for Origin {
+    /// `file:line:column`, `backward of NAME (file:line:column)`, or `-` when unknown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.grad_of, self.at) {
+            (Some(name), Some(at)) => write!(f, "backward of {name} ({at})"),
+            (Some(name), None) => write!(f, "backward of {name}"),
+            (None, Some(at)) => write!(f, "{at}"),
+            (None, None) => f.write_str("-"),
+        }
+    }
 }
 
 impl Graph {
@@ -265,6 +291,7 @@ impl Graph {
         self.nodes.push(node);
         self.phases.push(phase);
         self.devices.push(device);
+        self.origins.push(Origin::default());
         (self.nodes.len() - 1) as NodeId
     }
 

@@ -3,5 +3,5 @@
 mod graph;
 mod hash;
 
-pub use graph::{draw_of_scalars, draw_words, Graph, Node, NodeId, NodeKind, Phase, RandDist, Use};
+pub use graph::{draw_of_scalars, draw_words, Graph, Node, NodeId, NodeKind, Origin, Phase, RandDist, Use};
 pub use hash::structural_hash;

@@ -69,12 +69,17 @@ pub struct LoweredGroup {
     pub strides: Vec<isize>,
     /// How many trailing dims of [`LoweredGroup::shape`] a reduction reduces (0: elementwise).
     pub reduce_rank: usize,
+    /// Per instruction, in [`GroupKernel::insts`] order, the node it computes or reads (a
+    /// load's or scalar's source, a stage value's reduction): what a listing names.
+    pub origins: Vec<NodeId>,
 }
 
 /// The instructions of a group's elementwise members, with the loads and scalars they read.
 #[derive(Default)]
 struct Body {
     insts: Vec<Inst>,
+    /// Per instruction, the node it computes or reads ([`LoweredGroup::origins`]).
+    origins: Vec<NodeId>,
     loads: Vec<Use>,
     scalars: Vec<ScalarArg>,
     val_of: AHashMap<NodeId, Val>,
@@ -89,8 +94,10 @@ struct Body {
 }
 
 impl Body {
-    fn push(&mut self, op: InstOp, dtype: kiln_runtime::DType) -> Val {
+    /// Appends an instruction computing (or reading) `node`'s value.
+    fn push(&mut self, op: InstOp, dtype: kiln_runtime::DType, node: NodeId) -> Val {
         self.insts.push(Inst { op, dtype });
+        self.origins.push(node);
         (self.insts.len() - 1) as Val
     }
 
@@ -102,7 +109,7 @@ impl Body {
             if let Some(&v) = self.val_of.get(&u.node) {
                 return v;
             }
-            let v = self.push(InstOp::Reduced(s), dtype);
+            let v = self.push(InstOp::Reduced(s), dtype, u.node);
             self.val_of.insert(u.node, v);
             return v;
         }
@@ -118,14 +125,14 @@ impl Body {
                 scalars.push(ScalarArg::Node(u.node));
                 (scalars.len() - 1) as u32
             });
-            return self.push(InstOp::Scalar(j), src.dtype);
+            return self.push(InstOp::Scalar(j), src.dtype, u.node);
         }
         let loads = &mut self.loads;
         let k = *self.load_of.entry(u.clone()).or_insert_with(|| {
             loads.push(u.clone());
             (loads.len() - 1) as u32
         });
-        self.push(InstOp::Load(k), src.dtype)
+        self.push(InstOp::Load(k), src.dtype, u.node)
     }
 
     /// Appends elementwise member `m`.
@@ -135,7 +142,7 @@ impl Body {
             // The draw's four Scalar reads become four consecutive kernel scalars of its own.
             let params = self.scalars.len() as u32;
             self.scalars.extend(node.reads.iter().map(|u| ScalarArg::Node(u.node)));
-            let v = self.push(InstOp::Rand { dist, params }, node.dtype);
+            let v = self.push(InstOp::Rand { dist, params }, node.dtype, m);
             self.val_of.insert(m, v);
             return;
         }
@@ -155,7 +162,7 @@ impl Body {
             NodeKind::Cast => InstOp::Cast(args[0]),
             ref k => unreachable!("{} is not elementwise", k.name()),
         };
-        let v = self.push(op, node.dtype);
+        let v = self.push(op, node.dtype, m);
         self.val_of.insert(m, v);
     }
 
@@ -245,6 +252,7 @@ pub fn lower_group(
         shape: merged,
         strides,
         reduce_rank: 0,
+        origins: body.origins,
     }
 }
 
@@ -261,6 +269,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
     let mut stages = Vec::with_capacity(parts.stages.len());
     let mut divides = Vec::with_capacity(parts.stages.len());
     let mut outputs = Vec::new();
+    let mut origins = Vec::new();
     for (s, stage) in parts.stages.iter().enumerate() {
         let r = stage.reduce;
         let node = g.node(r);
@@ -275,6 +284,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         }
         body.rows.clear();
         let reduced = body.operand(g, r, &node.reads[0]);
+        origins.append(&mut body.origins);
         stages.push(ReduceStage {
             insts: std::mem::take(&mut body.insts),
             reduced,
@@ -290,7 +300,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
     let n_stages = stages.len();
     let epilogue = (!parts.epilogue.is_empty()).then(|| {
         for (s, stage) in parts.stages.iter().enumerate() {
-            let reduced_value = body.push(InstOp::Reduced(s as u32), g.node(stage.reduce).dtype);
+            let reduced_value = body.push(InstOp::Reduced(s as u32), g.node(stage.reduce).dtype, stage.reduce);
             body.val_of.insert(stage.reduce, reduced_value);
         }
         for &m in &parts.epilogue {
@@ -301,6 +311,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
             }
         }
         outputs.extend(parts.epilogue.iter().copied().filter(|&m| is_output(m) && !parts.rows.contains(&m)));
+        origins.append(&mut body.origins);
         Epilogue {
             outputs: outputs[n_stages..].iter().map(|m| body.val_of[m]).collect(),
             insts: std::mem::take(&mut body.insts),
@@ -340,6 +351,7 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         shape,
         strides,
         reduce_rank: rr,
+        origins,
     }
 }
 
