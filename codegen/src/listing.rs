@@ -114,9 +114,9 @@ fn node_name(graph: &Graph, n: NodeId) -> String {
 /// Node `n` and where it came from: `%N kind  file:line:col` (`backward of …`, `update at …`).
 fn where_from(graph: &Graph, n: NodeId) -> String {
     let node = format!("%{n} {}", graph.node(n).kind.name());
-    let origin = graph.origins.get(n as usize).map(ToString::to_string).unwrap_or_else(|| "-".into());
+    let origin = &graph.origins[n as usize];
     match graph.phases[n as usize] {
-        Phase::Update if origin != "-" => format!("{node:<16} update at {origin}"),
+        Phase::Update if origin.is_known() => format!("{node:<16} update at {origin}"),
         _ => format!("{node:<16} {origin}"),
     }
 }

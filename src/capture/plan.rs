@@ -281,10 +281,7 @@ pub(crate) fn describe(g: &Graph, live: &[bool]) -> String {
                 )
             })
             .collect();
-        let origin = match &g.origins[i] {
-            o if o.at.is_some() || o.grad_of.is_some() => format!("  {o}"),
-            _ => String::new(),
-        };
+        let origin = if g.origins[i].is_known() { format!("  {}", g.origins[i]) } else { String::new() };
         s += &format!(
             "  %{i} = {}({}) : {:?} {} {} [{:?}]{origin}\n",
             n.kind.name(),

@@ -194,8 +194,8 @@ impl Trace {
         Tensor::over_cell(cell, Layout::contiguous(shape), dtype, device)
     }
 
-    /// Appends an op node on the device its reads give, recorded at `at` (or, in a backward
-    /// pass, by the rule of [`Trace::backward_of`]), and returns it.
+    /// Appends an op node on the device its reads give, recorded at `at` (or by the backward
+    /// rule of [`Trace::backward_of`]), and returns it.
     fn push_op(
         &mut self,
         kind: NodeKind,
@@ -209,11 +209,9 @@ impl Trace {
         if self.expected.is_none() {
             // A new node of the graph (a node matched against the expected graph keeps the
             // origin the plan's first call recorded).
-            self.graph.origins[node as usize] = match (&self.backward_of, self.phase) {
-                (Some(grad_fn), Phase::Backward) => {
-                    Origin { at: Some(grad_fn.origin), grad_of: Some(grad_fn.name.clone()) }
-                }
-                _ => Origin { at: Some(at), grad_of: None },
+            self.graph.origins[node as usize] = match &self.backward_of {
+                Some(grad_fn) => Origin { at: Some(grad_fn.origin), grad_of: Some(grad_fn.name.clone()) },
+                None => Origin { at: Some(at), grad_of: None },
             };
         }
         node
@@ -410,28 +408,26 @@ pub(crate) fn check_devices(op: &'static str, operands: &[&Tensor]) -> Result<()
     Ok(())
 }
 
-/// While the returned guard lives, the backward nodes this thread's trace records are
-/// labelled as recorded by `grad_fn`'s rule (the autograd engine calls this around each rule).
+/// While the returned guard lives, the nodes this thread's trace records are labelled as
+/// recorded by `grad_fn`'s backward rule (the autograd engine calls this around each rule).
 pub(crate) fn backward_of(grad_fn: &Arc<crate::autograd::Node>) -> BackwardOf {
-    STATE.with(|s| {
-        if let Some(t) = s.borrow_mut().trace.as_mut() {
-            t.backward_of = Some(grad_fn.clone());
-        }
-    });
-    BackwardOf
+    BackwardOf(swap_backward_of(Some(grad_fn.clone())))
 }
 
-/// Ends [`backward_of`]'s labelling when dropped.
-pub(crate) struct BackwardOf;
+/// Puts back the grad fn that [`backward_of`] replaced (a rule running a backward pass of its
+/// own nests them) when dropped.
+pub(crate) struct BackwardOf(Option<Arc<crate::autograd::Node>>);
 
 impl Drop for BackwardOf {
     fn drop(&mut self) {
-        STATE.with(|s| {
-            if let Some(t) = s.borrow_mut().trace.as_mut() {
-                t.backward_of = None;
-            }
-        });
+        swap_backward_of(self.0.take());
     }
+}
+
+/// Sets the trace's [`Trace::backward_of`] to `grad_fn`, returning the one it replaces (none
+/// outside `kiln::compile`).
+fn swap_backward_of(grad_fn: Option<Arc<crate::autograd::Node>>) -> Option<Arc<crate::autograd::Node>> {
+    STATE.with(|s| s.borrow_mut().trace.as_mut().and_then(|t| std::mem::replace(&mut t.backward_of, grad_fn)))
 }
 
 /// Sets the phase new nodes are labelled with (the autograd engine calls this).

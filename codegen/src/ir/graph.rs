@@ -262,6 +262,13 @@ pub struct Origin {
     pub grad_of: Option<std::borrow::Cow<'static, str>>,
 }
 
+impl Origin {
+    /// Whether anything is known of where the node came from.
+    pub fn is_known(&self) -> bool {
+        self.at.is_some() || self.grad_of.is_some()
+    }
+}
+
 impl std::fmt::Display for Origin {
     /// `file:line:column`, `backward of NAME (file:line:column)`, or `-` when unknown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
