@@ -53,15 +53,15 @@ fn manual_backward(m: &Mlp, x: &Tensor, acts: &[Tensor; 3]) -> Vec<Tensor> {
     let [h1, h2, out] = acts;
     let g_out = out * (2.0 / out.numel() as f64);
     let gw3 = h2.t().matmul(&g_out);
-    let gb3 = g_out.sum_dim(0, false);
+    let gb3 = g_out.sum_dim(0);
     let g_h2 = g_out.matmul(&m.w[2].t());
     let g_p2 = Tensor::where_cond(&h2.gt(0.0), &g_h2, 0.0);
     let gw2 = h1.t().matmul(&g_p2);
-    let gb2 = g_p2.sum_dim(0, false);
+    let gb2 = g_p2.sum_dim(0);
     let g_h1 = g_p2.matmul(&m.w[1].t());
     let g_p1 = Tensor::where_cond(&h1.gt(0.0), &g_h1, 0.0);
     let gw1 = x.t().matmul(&g_p1);
-    let gb1 = g_p1.sum_dim(0, false);
+    let gb1 = g_p1.sum_dim(0);
     vec![gw1, gb1, gw2, gb2, gw3, gb3]
 }
 

@@ -122,7 +122,7 @@ fn main() -> kiln::Result<()> {
         // calculate outputs by running images through the network
         let outputs = net.forward(&images);
         // the class with the highest energy is what we choose as prediction
-        let predicted = outputs.argmax_dim(1, false);
+        let predicted = outputs.argmax_dim(1);
         total += labels.numel();
         correct += predicted.eq(&labels).sum().item::<i64>();
         for (label, prediction) in labels.to_vec::<i64>().into_iter().zip(predicted.to_vec::<i64>()) {

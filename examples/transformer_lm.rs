@@ -288,7 +288,7 @@ impl Digits {
         let _no_grad = kiln::no_grad_guard();
         let mut seq = self.prompts(strings);
         for _ in 0..self.digits {
-            let next = model.forward(&seq).select(1, -1).argmax_dim(-1, true);
+            let next = model.forward(&seq).select(1, -1).argmax_dim_keepdim(-1);
             seq = Tensor::cat(&[seq, next], 1);
         }
         let answers = seq.narrow(1, self.digits as i64 + 1, self.digits).contiguous().to_vec::<i64>();

@@ -99,7 +99,7 @@ pub use random::manual_seed;
 pub use scalar::Scalar;
 pub use serialize::{load, save};
 pub use state_dict::StateDict;
-pub use tensor::Tensor;
+pub use tensor::{IntoShape, Tensor};
 
 /// Sets the number of CPU worker threads kernels use (`torch.set_num_threads`). The default
 /// comes from `KILN_NUM_THREADS`, else `OMP_NUM_THREADS`, else the number of cores.

@@ -25,6 +25,7 @@
 //! [`GeneratorState`] (seed and offset) rather than a byte tensor.
 
 use crate::error::{bail, Error, ErrorKind, OrPanic, Result};
+use crate::tensor::{sizes, IntoShape};
 use crate::Tensor;
 use kiln_codegen::ir::RandDist;
 use kiln_runtime::cpu::elementwise::map2_inplace;
@@ -410,58 +411,64 @@ fn sample_into(op: &'static str, dst: &Tensor, dist: Dist, generator: Option<&mu
 impl Tensor {
     /// Uniform f32 samples on `[0, 1)` (`torch.rand`).
     #[track_caller]
-    pub fn rand(shape: &[usize]) -> Tensor {
+    pub fn rand(shape: impl IntoShape) -> Tensor {
         Self::rand_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// Uniform samples on `[0, 1)` of a floating-point `dtype` on `device`.
     #[track_caller]
-    pub fn rand_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    pub fn rand_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Tensor {
         Self::try_rand_opts(shape, dtype, device).or_panic()
     }
 
     /// [`Tensor::rand_opts`] returning an error for a non-float dtype or an unusable device.
     #[track_caller]
-    pub fn try_rand_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        sample("rand", shape, dtype, device, Dist::Uniform { low: 0.0, high: 1.0 })
+    pub fn try_rand_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Result<Tensor> {
+        sample("rand", &sizes("rand", shape)?, dtype, device, Dist::Uniform { low: 0.0, high: 1.0 })
     }
 
     /// Standard normal f32 samples (`torch.randn`).
     #[track_caller]
-    pub fn randn(shape: &[usize]) -> Tensor {
+    pub fn randn(shape: impl IntoShape) -> Tensor {
         Self::randn_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// Standard normal samples of a floating-point `dtype` on `device`.
     #[track_caller]
-    pub fn randn_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    pub fn randn_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Tensor {
         Self::try_randn_opts(shape, dtype, device).or_panic()
     }
 
     /// [`Tensor::randn_opts`] returning an error for a non-float dtype or an unusable device.
     #[track_caller]
-    pub fn try_randn_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        sample("randn", shape, dtype, device, Dist::Normal { mean: 0.0, std: 1.0 })
+    pub fn try_randn_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Result<Tensor> {
+        sample("randn", &sizes("randn", shape)?, dtype, device, Dist::Normal { mean: 0.0, std: 1.0 })
     }
 
     /// Uniform int64 integers in `[low, high)` (`torch.randint(low, high, shape)`).
     #[track_caller]
-    pub fn randint(low: i64, high: i64, shape: &[usize]) -> Tensor {
+    pub fn randint(low: i64, high: i64, shape: impl IntoShape) -> Tensor {
         Self::randint_opts(low, high, shape, DType::I64, Device::Cpu)
     }
 
     /// Uniform integers in `[low, high)` stored as `dtype` (any dtype whose values hold the
     /// range exactly) on `device`.
     #[track_caller]
-    pub fn randint_opts(low: i64, high: i64, shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    pub fn randint_opts(low: i64, high: i64, shape: impl IntoShape, dtype: DType, device: Device) -> Tensor {
         Self::try_randint_opts(low, high, shape, dtype, device).or_panic()
     }
 
     /// [`Tensor::randint_opts`] returning an error for an empty range, a range `dtype` cannot
     /// hold, or an unusable device.
     #[track_caller]
-    pub fn try_randint_opts(low: i64, high: i64, shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        sample("randint", shape, dtype, device, Dist::Integers { low, high })
+    pub fn try_randint_opts(
+        low: i64,
+        high: i64,
+        shape: impl IntoShape,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        sample("randint", &sizes("randint", shape)?, dtype, device, Dist::Integers { low, high })
     }
 
     /// Uniform samples on `[0, 1)` with this tensor's shape, dtype and device.

@@ -60,7 +60,7 @@ fn settings_tensors_and_autograd() {
     let s = &x + &y;
     let p = &x * 2.0;
     let q = x.matmul(&w);
-    let e = x.exp().sum_dim(1, true);
+    let e = x.exp().sum_dim_keepdim(1);
     assert_eq!(
         (s.shape(), p.shape(), q.shape(), e.shape()),
         (&[5usize, 3][..], &[5usize, 3][..], &[5usize, 2][..], &[5usize, 1][..])
@@ -75,6 +75,20 @@ fn settings_tensors_and_autograd() {
     );
     let v = Tensor::rand(&[4, 4]).view(&[-1, 8]);
     assert_eq!(v.shape(), &[2, 8]);
+    // Shapes: any IntoShape, in creations and views alike (docs/api.md, "Shapes").
+    let shape = x.shape().to_vec();
+    for z in [Tensor::zeros((5, 3)), Tensor::zeros([5, 3]), Tensor::zeros(vec![5i64, 3]), Tensor::zeros(&shape)] {
+        assert_eq!(z.shape(), &[5, 3]);
+    }
+    assert_eq!(Tensor::zeros(x.shape()).shape(), x.shape());
+    assert_eq!((x.view(-1).shape(), x.reshape((3, -1)).shape()), (&[15usize][..], &[3usize, 5][..]));
+    assert_eq!((Tensor::zeros(()).dim(), Tensor::ones(4).shape()), (0, &[4usize][..]));
+    assert!(Tensor::try_zeros([-1, 3]).unwrap_err().message.contains("negative size -1 in shape [-1, 3]"));
+    // Reductions drop the reduced dims (keepdim=False) unless `_keepdim`; var/std are unbiased.
+    assert_eq!((x.sum_dim(1).shape(), x.sum_dim_keepdim(1).shape()), (&[5usize][..], &[5usize, 1][..]));
+    assert_eq!((x.max_dim(0).0.shape(), x.mean_dim_keepdim([0, 1]).shape()), (&[3usize][..], &[1usize, 1][..]));
+    let four = Tensor::new(&[1.0f64, 2.0, 3.0, 4.0]);
+    assert_eq!((four.var().item::<f64>(), four.var_correction([], 0, false).item::<f64>()), (5.0 / 3.0, 1.25));
     let t = x.transpose(0, 1);
     assert!(!t.is_contiguous() && t.contiguous().is_contiguous());
     let (a, b) = (Tensor::ones(&[2]), Tensor::zeros(&[2]));

@@ -135,11 +135,11 @@ fn a_repeated_graph_runs_the_previous_plan_unhashed() {
 #[test]
 fn new_shapes_recompile_once_then_hit() {
     let _seeded = seeded();
-    let mut step = kiln::compile(|x: &Tensor| (x.sigmoid() * x).sum_dim(1, false));
+    let mut step = kiln::compile(|x: &Tensor| (x.sigmoid() * x).sum_dim(1));
     for (i, n) in [8usize, 8, 16, 16, 8].into_iter().enumerate() {
         let x = Tensor::randn(&[n, 5]);
         let y = step.call(&x);
-        close(&y, &(x.sigmoid() * &x).sum_dim(1, false), 1e-5);
+        close(&y, &(x.sigmoid() * &x).sum_dim(1), 1e-5);
         let expect_hit = i == 1 || i >= 3;
         assert_eq!(step.stats().plan_cache_hits == 1, expect_hit, "call {i} (n = {n})");
     }
@@ -254,7 +254,7 @@ fn ops_with_kernels_of_their_own_are_captured() {
     let step = |(x, w): (&Tensor, &Tensor)| {
         let (sorted, order) = x.sort(-1, true);
         let (top, at) = x.topk(2, 2, true, true);
-        let (most, where_most) = x.max_dim(1, false);
+        let (most, where_most) = x.max_dim(1);
         let pooled = F::max_pool2d(x, 2) + F::avg_pool2d(x, 3).mean();
         let mixed = x.cumsum(3).softmax(-1).matmul(w);
         let loss = sorted.narrow(-1, 0, 2).sum()

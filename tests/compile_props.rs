@@ -559,10 +559,13 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
                     match r {
                         Red::Sum => {
                             let m = len * bx.m;
-                            (x.sum_dim(d, keep), B { m, e: len * bx.e + order * m })
+                            (if keep { x.sum_dim_keepdim(d) } else { x.sum_dim(d) }, B { m, e: len * bx.e + order * m })
                         }
-                        Red::Mean => (x.mean_dim(d, keep), B { m: bx.m, e: bx.e + order * bx.m }),
-                        Red::Amax => (x.amax(d, keep), bx),
+                        Red::Mean => {
+                            let mean = if keep { x.mean_dim_keepdim(d) } else { x.mean_dim(d) };
+                            (mean, B { m: bx.m, e: bx.e + order * bx.m })
+                        }
+                        Red::Amax => (if keep { x.amax_keepdim(d) } else { x.amax(d) }, bx),
                         Red::Softmax => (x.softmax(-1), B { m: 1.0, e: bx.e + trans + order }),
                         Red::LogSoftmax => {
                             let m = 2.0 * bx.m + len.ln();
@@ -1250,7 +1253,7 @@ fn fusion_cycle_in_backward_minimal() {
         s.backward();
         s.detach()
     };
-    let make = || (Tensor::zeros(&[3, 1]).requires_grad_(true), Tensor::zeros(&[3, 1]), Tensor::zeros(&[]));
+    let make = || (Tensor::zeros(&[3, 1]).requires_grad_(true), Tensor::zeros(&[3, 1]), Tensor::zeros(()));
     let (xe, x1e, x2e) = make();
     f((&xe, &x1e, &x2e));
     let (xc, x1c, x2c) = make();

@@ -38,7 +38,7 @@ fn a_sum_of_an_elementwise_chain_is_one_kernel() {
     let (e, c, kernels, eager) = both(&x, |x| ((x * 1.5 + 0.25).exp() - x).sum());
     close(&c, &e, 2e-6);
     assert_eq!((kernels, eager), (1, 0));
-    let (e, c, kernels, _) = both(&x, |x| (x * x).mean_dim(1, true));
+    let (e, c, kernels, _) = both(&x, |x| (x * x).mean_dim_keepdim(1));
     close(&c, &e, 2e-6);
     assert_eq!(kernels, 1);
 }
@@ -51,17 +51,17 @@ fn reductions_over_any_dims_and_views_equal_eager() {
     // (name, op, generated): reductions over trailing dims are generated kernels; the others
     // run the eager kernel, which walks memory in order.
     let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>, bool)> = vec![
-        ("sum dim 0", Box::new(|x| (x + 1.0).sum_dim(0, false)), false),
-        ("sum dims 0,2 keepdim", Box::new(|x| x.abs().sum_dim(vec![0, 2], true)), false),
-        ("mean dim 1", Box::new(|x| (x * 2.0).mean_dim(1, false)), false),
-        ("mean of a transpose", Box::new(|x| x.transpose(0, 2).mean_dim(-1, false)), true),
-        ("amax dim 2", Box::new(|x| x.neg().amax(2, true)), true),
-        ("amin dims 0,1", Box::new(|x| x.amin(vec![0, 1], false)), false),
-        ("prod dims 1,2", Box::new(|x| (x * 0.5 + 1.0).prod_dim(vec![1, 2], false)), true),
+        ("sum dim 0", Box::new(|x| (x + 1.0).sum_dim(0)), false),
+        ("sum dims 0,2 keepdim", Box::new(|x| x.abs().sum_dim_keepdim(vec![0, 2])), false),
+        ("mean dim 1", Box::new(|x| (x * 2.0).mean_dim(1)), false),
+        ("mean of a transpose", Box::new(|x| x.transpose(0, 2).mean_dim(-1)), true),
+        ("amax dim 2", Box::new(|x| x.neg().amax_keepdim(2)), true),
+        ("amin dims 0,1", Box::new(|x| x.amin(vec![0, 1])), false),
+        ("prod dims 1,2", Box::new(|x| (x * 0.5 + 1.0).prod_dim(vec![1, 2])), true),
         ("max of all", Box::new(|x| x.sin().max()), true),
-        ("sum of a broadcast", Box::new(|x| x.narrow(2, 0, 1).expand(&[4, 5, 6]).sum_dim(2, false)), true),
-        ("sum of a narrow", Box::new(|x| x.narrow(1, 1, 3).sum_dim(vec![1, 2], false)), true),
-        ("sum over a size-1 leading dim", Box::new(|x| x.narrow(0, 0, 1).sum_dim(vec![0, 2], false)), true),
+        ("sum of a broadcast", Box::new(|x| x.narrow(2, 0, 1).expand(&[4, 5, 6]).sum_dim(2)), true),
+        ("sum of a narrow", Box::new(|x| x.narrow(1, 1, 3).sum_dim(vec![1, 2])), true),
+        ("sum over a size-1 leading dim", Box::new(|x| x.narrow(0, 0, 1).sum_dim(vec![0, 2])), true),
     ];
     for (name, f, generated) in cases {
         let (e, c, kernels, eager) = both(&x, &f);
@@ -76,17 +76,17 @@ fn integer_and_f64_reductions_are_exact() {
     let _seeded = seeded();
     kiln::manual_seed(3);
     let i = Tensor::randint(-50, 50, &[7, 9]);
-    let (e, c, kernels, _) = both(&i, |x| (x * 3).sum_dim(1, false));
+    let (e, c, kernels, _) = both(&i, |x| (x * 3).sum_dim(1));
     assert_eq!((c.to_vec::<i64>(), kernels), (e.to_vec::<i64>(), 1));
-    let (e, c, _, _) = both(&i, |x| x.amax(0, false));
+    let (e, c, _, _) = both(&i, |x| x.amax(0));
     assert_eq!(c.to_vec::<i64>(), e.to_vec::<i64>());
     let i32s = i.to_dtype(DType::I32);
-    let (e, c, _, _) = both(&i32s, |x| x.sum_dim(0, true));
+    let (e, c, _, _) = both(&i32s, |x| x.sum_dim_keepdim(0));
     assert_eq!((c.dtype(), c.to_vec::<i64>()), (DType::I64, e.to_vec::<i64>()));
-    let (e, c, _, _) = both(&i32s, |x| x.amin(1, false));
+    let (e, c, _, _) = both(&i32s, |x| x.amin(1));
     assert_eq!((c.dtype(), c.to_vec::<i32>()), (DType::I32, e.to_vec::<i32>()));
     let d = Tensor::randn(&[6, 50]).to_dtype(DType::F64);
-    let (e, c, _, _) = both(&d, |x| (x * x).mean_dim(1, false));
+    let (e, c, _, _) = both(&d, |x| (x * x).mean_dim(1));
     close(&c, &e, 1e-14);
 }
 
@@ -98,15 +98,15 @@ fn a_value_read_elsewhere_is_loaded_not_recomputed_and_empty_sums_are_zero() {
     // `y` leaves the step, so it is written once and the sum loads it: 2 kernels.
     let mut step = kiln::compile(|x: &Tensor| {
         let y = x.exp();
-        let s = y.sum_dim(1, true);
+        let s = y.sum_dim_keepdim(1);
         (y, s)
     });
     let (y, s) = step.call(&x);
     close(&y, &x.exp(), 1e-6);
-    close(&s, &x.exp().sum_dim(1, true), 2e-6);
+    close(&s, &x.exp().sum_dim_keepdim(1), 2e-6);
     assert_eq!(step.stats().kernels_launched, 2);
     let empty = Tensor::zeros(&[3, 0]);
-    let (e, c, _, _) = both(&empty, |x| (x + 1.0).sum_dim(1, false));
+    let (e, c, _, _) = both(&empty, |x| (x + 1.0).sum_dim(1));
     assert_eq!(c.to_vec::<f32>(), e.to_vec::<f32>());
     assert_eq!(c.to_vec::<f32>(), vec![0.0; 3]);
 }
@@ -119,9 +119,9 @@ fn softmax_from_primitives_fuses_its_reductions() {
     kiln::manual_seed(5);
     let x = Tensor::randn(&[64, 100]);
     let softmax = |x: &Tensor| {
-        let z = x - x.amax(1, true);
+        let z = x - x.amax_keepdim(1);
         let e = z.exp();
-        &e / e.sum_dim(1, true)
+        &e / e.sum_dim_keepdim(1)
     };
     let (e, c, kernels, eager) = both(&x, softmax);
     close(&c, &e, 1e-5);
@@ -132,8 +132,8 @@ fn softmax_from_primitives_fuses_its_reductions() {
         "the max, then the sum as its second stage, with the division as its epilogue"
     );
     let log_softmax = |x: &Tensor| {
-        let z = x - x.amax(-1, true);
-        &z - z.exp().sum_dim(-1, true).log()
+        let z = x - x.amax_keepdim(-1);
+        &z - z.exp().sum_dim_keepdim(-1).log()
     };
     let x3 = Tensor::randn(&[3, 5, 37]);
     let (e, c, kernels, _) = both(&x3, log_softmax);
@@ -403,16 +403,16 @@ fn later_reductions_join_as_stages_unless_they_wait_for_the_kernel() {
     kiln::manual_seed(9);
     let x = Tensor::randn(&[12, 40]);
     let mut step = kiln::compile(|x: &Tensor| {
-        let z = x - x.amax(1, true);
-        let s = z.exp().sum_dim(1, true);
+        let z = x - x.amax_keepdim(1);
+        let s = z.exp().sum_dim_keepdim(1);
         (z, s)
     });
     let (z, s) = step.call(&x);
-    let ez = &x - x.amax(1, true);
+    let ez = &x - x.amax_keepdim(1);
     close(&z, &ez, 1e-6);
-    close(&s, &ez.exp().sum_dim(1, true), 2e-6);
+    close(&s, &ez.exp().sum_dim_keepdim(1), 2e-6);
     assert_eq!(step.stats().kernels_launched, 2, "the max with z as its epilogue, then the sum loading z");
-    let (e, c, kernels, eager) = both(&x, |x| x.amax(1, true) + (x * x).sum_dim(1, true));
+    let (e, c, kernels, eager) = both(&x, |x| x.amax_keepdim(1) + (x * x).sum_dim_keepdim(1));
     close(&c, &e, 2e-6);
     assert_eq!((kernels, eager), (2, 0), "the max and the sum as two stages, the addition of the two rows");
 }

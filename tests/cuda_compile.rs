@@ -279,7 +279,7 @@ fn planning_for_cuda_fuses_elementwise_work_and_reductions() {
     let _g = seeded();
     let x = Tensor::linspace(-2.0, 2.0, 48).view(&[6, 8]);
     let b = Tensor::linspace(0.0, 1.0, 8);
-    let f = |(x, b): (&Tensor, &Tensor)| (&(x.t() * 2.0) + &b.view(&[8, 1])).relu().sum_dim(1, false).exp();
+    let f = |(x, b): (&Tensor, &Tensor)| (&(x.t() * 2.0) + &b.view(&[8, 1])).relu().sum_dim(1).exp();
     let mut step = kiln::compile(f);
     let (out, planned) = step.call_planning_for((&x, &b), Device::Cuda(0));
     // The CPU run is the ordinary one (its reduction fused with its prologue).

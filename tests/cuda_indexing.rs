@@ -267,7 +267,7 @@ test_device!(embedding_lookup_and_gradient, |d| {
 test_device!(max_min_gradients_share_ties, |d| {
     let x = Tensor::new(&[[1.0f32, 3.0, 3.0, f32::NAN], [2.0, 2.0, -1.0, 2.0]]).to(&d).requires_grad_(true);
     let y = Tensor::new(&[[4.0f64, 4.0], [0.5, 4.0]]).to(&d).requires_grad_(true);
-    (x.amax(1, false).sum() + x.narrow(1, 0, 3).amin(1, true).sum()).backward();
+    (x.amax(1).sum() + x.narrow(1, 0, 3).amin_keepdim(1).sum()).backward();
     y.max().backward();
     vec![x.grad().unwrap(), y.grad().unwrap()]
 });

@@ -39,18 +39,18 @@ test_device!(sums_means_and_products_over_dims, |d| {
     let x = data(&[2, 3, 4], d);
     vec![
         x.sum(),
-        x.sum_dim(1, false),
-        x.sum_dim(-1, true),
-        x.sum_dim([0, 2], false),
-        x.sum_dim([2, 0], true),
-        x.sum_dim(Vec::<i64>::new(), true),
+        x.sum_dim(1),
+        x.sum_dim_keepdim(-1),
+        x.sum_dim([0, 2]),
+        x.sum_dim_keepdim([2, 0]),
+        x.sum_dim_keepdim(Vec::<i64>::new()),
         x.mean(),
-        x.mean_dim([0, 1], false),
-        x.mean_dim(2, true),
+        x.mean_dim([0, 1]),
+        x.mean_dim_keepdim(2),
         (&x * 0.5 + 1.0).prod(),
-        (&x * 0.5 + 1.0).prod_dim(1, false),
-        (&x * 0.5 + 1.0).prod_dim([0, 2], true),
-        Tensor::scalar(2.5f32).to(&d).sum_dim(0, true),
+        (&x * 0.5 + 1.0).prod_dim(1),
+        (&x * 0.5 + 1.0).prod_dim_keepdim([0, 2]),
+        Tensor::scalar(2.5f32).to(&d).sum_dim_keepdim(0),
     ]
 });
 
@@ -59,24 +59,16 @@ test_device!(reductions_in_every_dtype, |d| {
     let mut out = Vec::new();
     for dt in [DType::F64, DType::F16, DType::BF16] {
         let y = x.to_dtype(dt);
-        out.extend([y.sum_dim(1, false), y.mean_dim(0, true), y.prod_dim(1, false), y.amax(0, false), y.amin(1, true)]);
-        out.extend([y.var_dim(1, 1, false), y.std_dim(0, 0, true), y.logsumexp(1, false), y.argmax_dim(1, false)]);
+        out.extend([y.sum_dim(1), y.mean_dim_keepdim(0), y.prod_dim(1), y.amax(0), y.amin_keepdim(1)]);
+        out.extend([y.var_dim(1), y.std_correction(0, 0, true), y.logsumexp(1), y.argmax_dim(1)]);
     }
     for dt in [DType::I64, DType::I32, DType::U8, DType::Bool] {
         let y = ints(&[3, 5], dt, d);
         // Integer and bool sums and products are i64 (and wrap); extremes keep the dtype.
-        out.extend([
-            y.sum(),
-            y.sum_dim(0, false),
-            y.prod_dim(1, true),
-            y.amax(1, false),
-            y.amin(0, false),
-            y.max(),
-            y.min(),
-        ]);
-        out.extend([y.all_dim(1, false), y.any_dim(0, true), y.logsumexp(1, false)]);
+        out.extend([y.sum(), y.sum_dim(0), y.prod_dim_keepdim(1), y.amax(1), y.amin(0), y.max(), y.min()]);
+        out.extend([y.all_dim(1), y.any_dim_keepdim(0), y.logsumexp(1)]);
         if dt != DType::Bool {
-            out.extend([y.argmax_dim(1, false), y.argmin(), y.max_dim(0, true).1]);
+            out.extend([y.argmax_dim(1), y.argmin(), y.max_dim_keepdim(0).1]);
         }
     }
     let big = Tensor::from_vec(vec![i64::MAX, 1, i64::MIN, -1], &[4]).to(&d);
@@ -86,15 +78,15 @@ test_device!(reductions_in_every_dtype, |d| {
 
 test_device!(extremes_propagate_nan_and_pick_the_first_index, |d| {
     let x = specials(d);
-    let (v0, i0) = x.max_dim(1, false);
-    let (v1, i1) = x.min_dim(0, true);
-    let (v2, i2) = x.t().max_dim(0, false); // strided
+    let (v0, i0) = x.max_dim(1);
+    let (v1, i1) = x.min_dim_keepdim(0);
+    let (v2, i2) = x.t().max_dim(0); // strided
     vec![
         x.max(),
-        x.amax(1, false),
-        x.amin(0, true),
-        x.argmax_dim(1, false),
-        x.argmin_dim(0, false),
+        x.amax(1),
+        x.amin_keepdim(0),
+        x.argmax_dim(1),
+        x.argmin_dim(0),
         x.narrow(0, 1, 2).argmax(),
         x.narrow(0, 1, 2).argmin(),
         v0,
@@ -117,8 +109,8 @@ test_device!(argmax_ties_pick_the_first_index_in_long_rows, |d| {
     v[3000 + 2500] = f32::NAN;
     v[3000 + 1200] = f32::NAN;
     let x = Tensor::from_vec(v, &[2, 3000]).to(&d);
-    let (m, i) = x.max_dim(1, false);
-    vec![x.argmax_dim(1, false), x.argmin_dim(1, true), m, i, x.argmax(), x.amax(1, false)]
+    let (m, i) = x.max_dim(1);
+    vec![x.argmax_dim(1), x.argmin_dim_keepdim(1), m, i, x.argmax(), x.amax(1)]
 });
 
 test_device!(all_and_any_count_nan_as_true, |d| {
@@ -127,13 +119,13 @@ test_device!(all_and_any_count_nan_as_true, |d| {
     let u = Tensor::from_vec(vec![0u8, 3, 1, 7], &[2, 2]).to(&d);
     vec![
         x.all(),
-        x.any_dim(1, false),
-        z.all_dim(0, false),
-        z.any_dim(1, true),
+        x.any_dim(1),
+        z.all_dim(0),
+        z.any_dim_keepdim(1),
         z.any(),
-        u.all_dim(1, false),
+        u.all_dim(1),
         u.any(),
-        z.all_dim(Vec::<i64>::new(), false),
+        z.all_dim(Vec::<i64>::new()),
     ]
 });
 
@@ -141,15 +133,15 @@ test_device!(variance_and_deviation_with_corrections, |d| {
     let x = data(&[4, 6], d);
     let one = data(&[3, 1], d);
     vec![
-        x.var(true),
-        x.std(false),
-        x.var_dim(1, 1, false),
-        x.var_dim([0, 1], 0, true),
-        x.std_dim(0, 2, false),
-        x.t().var_dim(1, 1, true),
-        one.var_dim(1, 1, false), // n <= correction: NaN
-        one.std_dim(1, 0, false),
-        specials(d).var_dim(1, 1, false),
+        x.var(),
+        x.std_correction([], 0, false),
+        x.var_dim(1),
+        x.var_correction([0, 1], 0, true),
+        x.std_correction(0, 2, false),
+        x.t().var_dim_keepdim(1),
+        one.var_dim(1), // n <= correction: NaN
+        one.std_correction(1, 0, false),
+        specials(d).var_dim(1),
     ]
 });
 
@@ -157,13 +149,7 @@ test_device!(logsumexp_is_stable_with_infinities_and_nan, |d| {
     let x = data(&[3, 7], d) * 50.0;
     let inf =
         Tensor::from_vec(vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::INFINITY, 0.0, 2.0], &[3, 2]).to(&d);
-    vec![
-        x.logsumexp(1, false),
-        x.logsumexp([0, 1], true),
-        x.t().logsumexp(0, false),
-        inf.logsumexp(1, false),
-        specials(d).logsumexp(0, false),
-    ]
+    vec![x.logsumexp(1), x.logsumexp_keepdim([0, 1]), x.t().logsumexp(0), inf.logsumexp(1), specials(d).logsumexp(0)]
 });
 
 test_device!(softmax_along_every_dim_and_view, |d| {
@@ -208,16 +194,16 @@ test_device!(long_rows_and_many_rows, |d| {
     let long = data(&[3, 5000], d);
     let many = data(&[40000, 3], d);
     vec![
-        long.sum_dim(1, false),
+        long.sum_dim(1),
         long.mean(),
-        long.amax(1, false),
-        long.var_dim(1, 1, false),
+        long.amax(1),
+        long.var_dim(1),
         long.softmax(1),
-        long.t().logsumexp(0, false),
-        many.sum_dim(1, false),
-        many.argmax_dim(1, false),
+        long.t().logsumexp(0),
+        many.sum_dim(1),
+        many.argmax_dim(1),
         many.log_softmax(1),
-        many.sum_dim(0, false),
+        many.sum_dim(0),
     ]
 });
 
@@ -226,18 +212,18 @@ test_device!(empty_dims_give_the_identities, |d| {
     let ei = Tensor::zeros(&[2, 0]).to_dtype(DType::I32).to(&d);
     vec![
         e.sum(),
-        e.sum_dim(0, false),
-        e.sum_dim(1, true),
-        e.prod_dim(0, false),
-        e.mean_dim(0, false), // NaN
-        e.var_dim(0, 1, false),
-        e.logsumexp(0, false), // -inf
-        e.all_dim(0, false),
-        e.any_dim(0, false),
-        e.amax(1, false), // no rows: shape [0]
+        e.sum_dim(0),
+        e.sum_dim_keepdim(1),
+        e.prod_dim(0),
+        e.mean_dim(0), // NaN
+        e.var_dim(0),
+        e.logsumexp(0), // -inf
+        e.all_dim(0),
+        e.any_dim(0),
+        e.amax(1), // no rows: shape [0]
         e.softmax(0),
-        ei.sum_dim(1, false),
-        ei.prod_dim(1, false),
+        ei.sum_dim(1),
+        ei.prod_dim(1),
     ]
 });
 
@@ -247,15 +233,15 @@ test_device!(views_are_read_where_they_lie, |d| {
     let n = x.narrow(2, 1, 3).narrow(0, 2, 2); // an offset and gaps
     let e = data(&[6, 1], d).expand(&[6, 7]);
     vec![
-        p.sum_dim([0, 2], false),
-        p.amax(1, true),
-        p.argmin_dim(2, false),
+        p.sum_dim([0, 2]),
+        p.amax_keepdim(1),
+        p.argmin_dim(2),
         n.sum(),
-        n.mean_dim(1, false),
-        n.prod_dim(2, true),
-        e.sum_dim(1, false),
-        e.std_dim(0, 1, false),
-        p.max_dim(0, false).1,
+        n.mean_dim(1),
+        n.prod_dim_keepdim(2),
+        e.sum_dim(1),
+        e.std_dim(0),
+        p.max_dim(0).1,
     ]
 });
 
@@ -271,13 +257,13 @@ test_device!(gradients_of_reductions_and_softmax, |d| {
     let x = data(&[3, 5], d).requires_grad_(true);
     let w = data(&[3, 5], d);
     let terms = [
-        x.mean_dim(1, true).sum(),
-        (x.prod_dim(1, false) * 0.1).sum(),
-        x.amax(1, false).sum(),
-        x.max_dim(0, false).0.sum(),
-        x.var_dim(1, 1, false).sum(),
-        x.std(true),
-        x.logsumexp(1, false).sum(),
+        x.mean_dim_keepdim(1).sum(),
+        (x.prod_dim(1) * 0.1).sum(),
+        x.amax(1).sum(),
+        x.max_dim(0).0.sum(),
+        x.var_dim(1).sum(),
+        x.std(),
+        x.logsumexp(1).sum(),
         (x.softmax(1) * &w).sum(),
         (x.log_softmax(0) * &w).sum(),
         (x.cumsum(1) * &w).sum(),

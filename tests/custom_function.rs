@@ -153,7 +153,7 @@ struct RowArgmax;
 
 impl Function for RowArgmax {
     fn forward(&self, ctx: &mut FunctionCtx, inputs: &[Tensor]) -> Tensor {
-        let idx = inputs[0].argmax_dim(1, false).to_dtype(inputs[0].dtype());
+        let idx = inputs[0].argmax_dim(1).to_dtype(inputs[0].dtype());
         ctx.mark_non_differentiable(&idx);
         idx
     }

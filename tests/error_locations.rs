@@ -70,7 +70,7 @@ fn tensor_op_errors_name_the_callers_line() {
     assert_here("index dtype", a.try_index_select(0, &Tensor::zeros(&[1])).map(drop));
     assert_here("index value", a.try_index_select(0, &Tensor::from_slice(&[5i64])).map(drop));
     assert_here("gather", a.try_gather(1, &Tensor::from_vec(vec![9i64; 6], &[2, 3])).map(drop));
-    assert_here("dim", a.try_sum_dim(5, false).map(drop));
+    assert_here("dim", a.try_sum_dim(5).map(drop));
     assert_here("cat", Tensor::try_cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0).map(drop));
     assert_here("overflow", Tensor::try_zeros(&[usize::MAX, 2]).map(drop));
     assert_here("to_dtype", Tensor::try_from_vec(vec![1.0f32], &[3]).map(drop));

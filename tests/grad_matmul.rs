@@ -89,7 +89,7 @@ fn transposed_operands_get_gradients_in_their_layout() {
     x3.matmul(&w3.t()).backward_with(&g3);
     let gw3 = w3.grad().unwrap();
     assert!(gw3.is_contiguous(), "w.grad strides {:?}", gw3.stride());
-    let per_entry = g3.transpose(-1, -2).matmul(&x3.detach()).sum_dim(0, false);
+    let per_entry = g3.transpose(-1, -2).matmul(&x3.detach()).sum_dim(0);
     assert!(gw3.allclose(&per_entry, 1e-12, 1e-12));
     let (w2, y) = (leaf(&[5, 3]), constant(&[5, 2]));
     w2.t().matmul(&y).sum().backward();

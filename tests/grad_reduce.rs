@@ -58,14 +58,14 @@ fn assert_close(what: &str, got: &[f64], want: &[f64]) {
 fn sum_every_form() {
     let x = leaf(&[2, 3, 4]);
     check("sum()", &x, |x| x.sum());
-    check("sum(1)", &x, |x| x.sum_dim(1, false));
-    check("sum(-1, keepdim)", &x, |x| x.sum_dim(-1, true));
-    check("sum([0, 2])", &x, |x| x.sum_dim([0, 2], false));
-    check("sum([2, 0], keepdim)", &x, |x| x.sum_dim([2, 0], true));
-    check("sum([])", &x, |x| x.sum_dim(Vec::<i64>::new(), false));
-    check("sum() of 0-dim", &leaf(&[]), |x| x.sum_dim(0, false));
-    check("sum of non-contiguous", &transposed_leaf(3, 4), |x| x.sum_dim(0, false));
-    let y = x.sum_dim([0, 2], false);
+    check("sum(1)", &x, |x| x.sum_dim(1));
+    check("sum(-1, keepdim)", &x, |x| x.sum_dim_keepdim(-1));
+    check("sum([0, 2])", &x, |x| x.sum_dim([0, 2]));
+    check("sum([2, 0], keepdim)", &x, |x| x.sum_dim_keepdim([2, 0]));
+    check("sum([])", &x, |x| x.sum_dim(Vec::<i64>::new()));
+    check("sum() of 0-dim", &leaf(&[]), |x| x.sum_dim(0));
+    check("sum of non-contiguous", &transposed_leaf(3, 4), |x| x.sum_dim(0));
+    let y = x.sum_dim([0, 2]);
     assert_eq!(grad_of(&x, &y, Some(&Tensor::new(&[1.0f64, 2.0, 3.0])))[..5], [1.0, 1.0, 1.0, 1.0, 2.0]);
 }
 
@@ -73,10 +73,10 @@ fn sum_every_form() {
 fn mean_every_form() {
     let x = leaf(&[2, 3, 4]);
     check("mean()", &x, |x| x.mean());
-    check("mean(1)", &x, |x| x.mean_dim(1, false));
-    check("mean(-1, keepdim)", &x, |x| x.mean_dim(-1, true));
-    check("mean([0, 2])", &x, |x| x.mean_dim([0, 2], false));
-    check("mean of non-contiguous", &transposed_leaf(3, 4), |x| x.mean_dim(1, true));
+    check("mean(1)", &x, |x| x.mean_dim(1));
+    check("mean(-1, keepdim)", &x, |x| x.mean_dim_keepdim(-1));
+    check("mean([0, 2])", &x, |x| x.mean_dim([0, 2]));
+    check("mean of non-contiguous", &transposed_leaf(3, 4), |x| x.mean_dim_keepdim(1));
     assert_close("mean grad", &grad_of(&x, &x.mean(), None), &[1.0 / 24.0; 24]);
 }
 
@@ -84,25 +84,25 @@ fn mean_every_form() {
 fn sum_and_mean_second_derivatives() {
     let x = leaf(&[2, 3]);
     check2("sum()", &x, |x| x.sum());
-    check2("sum(1)", &x, |x| x.sum_dim(1, false));
-    check2("sum(0, keepdim)", &x, |x| x.sum_dim(0, true));
+    check2("sum(1)", &x, |x| x.sum_dim(1));
+    check2("sum(0, keepdim)", &x, |x| x.sum_dim_keepdim(0));
     check2("mean()", &x, |x| x.mean());
-    check2("mean(-1)", &x, |x| x.mean_dim(-1, false));
+    check2("mean(-1)", &x, |x| x.mean_dim(-1));
 }
 
 #[test]
 fn prod_every_form() {
     let x = leaf(&[2, 3, 4]);
     check("prod()", &x, |x| x.prod());
-    check("prod(1)", &x, |x| x.prod_dim(1, false));
-    check("prod(-1, keepdim)", &x, |x| x.prod_dim(-1, true));
-    check("prod([0, 2])", &x, |x| x.prod_dim([0, 2], false));
-    check("prod of non-contiguous", &transposed_leaf(3, 4), |x| x.prod_dim(0, false));
+    check("prod(1)", &x, |x| x.prod_dim(1));
+    check("prod(-1, keepdim)", &x, |x| x.prod_dim_keepdim(-1));
+    check("prod([0, 2])", &x, |x| x.prod_dim([0, 2]));
+    check("prod of non-contiguous", &transposed_leaf(3, 4), |x| x.prod_dim(0));
     // Exactly at zeros: one zero in a row, two in another, none in the third.
     let z = leaf_of(&[2.0, 0.0, 3.0, 0.0, 0.0, 4.0, 1.5, -2.0, 0.5], &[3, 3]);
-    check("prod(1) with zeros", &z, |x| x.prod_dim(1, false));
+    check("prod(1) with zeros", &z, |x| x.prod_dim(1));
     check("prod() with two zeros", &z, |x| x.prod());
-    check("prod(0) with zeros", &z, |x| x.prod_dim(0, true));
+    check("prod(0) with zeros", &z, |x| x.prod_dim_keepdim(0));
 }
 
 #[test]
@@ -116,14 +116,14 @@ fn prod_with_zeros_matches_pytorch() {
     // x = [[2., 0., 3.], [0., 0., 4.], [1.5, -2., 0.5]]; x.prod(1).backward(torch.ones(3))
     let x = leaf_of(&[2.0, 0.0, 3.0, 0.0, 0.0, 4.0, 1.5, -2.0, 0.5], &[3, 3]);
     let want = [0.0, 6.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.75, -3.0];
-    assert_close("rows", &grad_of(&x, &x.prod_dim(1, false), None), &want);
+    assert_close("rows", &grad_of(&x, &x.prod_dim(1), None), &want);
 }
 
 #[test]
 fn prod_second_derivatives_with_and_without_zeros() {
-    check2("prod(1)", &leaf(&[2, 3]), |x| x.prod_dim(1, false));
+    check2("prod(1)", &leaf(&[2, 3]), |x| x.prod_dim(1));
     let z = leaf_of(&[2.0, 0.0, 3.0, 0.0, 0.0, 4.0, 1.5, -2.0, 0.5, 0.0, 0.0, 0.0], &[4, 3]);
-    check2("prod(1) with zeros", &z, |x| x.prod_dim(1, false));
+    check2("prod(1) with zeros", &z, |x| x.prod_dim(1));
     check2("prod() with zeros", &z, |x| x.prod());
 }
 
@@ -147,41 +147,47 @@ fn full_max_min_split_ties_evenly() {
 #[test]
 fn amax_amin_split_ties_evenly() {
     let x = leaf(&[2, 3, 4]);
-    check("amax(1)", &x, |x| x.amax(1, false));
-    check("amax(-1, keepdim)", &x, |x| x.amax(-1, true));
-    check("amax([0, 2])", &x, |x| x.amax([0, 2], false));
-    check("amin(0)", &x, |x| x.amin(0, false));
-    check("amin([1, 2], keepdim)", &x, |x| x.amin([1, 2], true));
-    check("amax of non-contiguous", &transposed_leaf(3, 4), |x| x.amax(0, false));
+    check("amax(1)", &x, |x| x.amax(1));
+    check("amax(-1, keepdim)", &x, |x| x.amax_keepdim(-1));
+    check("amax([0, 2])", &x, |x| x.amax([0, 2]));
+    check("amin(0)", &x, |x| x.amin(0));
+    check("amin([1, 2], keepdim)", &x, |x| x.amin_keepdim([1, 2]));
+    check("amax of non-contiguous", &transposed_leaf(3, 4), |x| x.amax(0));
     // torch.tensor([[1., 3., 3.], [2., 2., 0.]], dtype=torch.float64, requires_grad=True).amax(1)
     let x = leaf_of(&[1.0, 3.0, 3.0, 2.0, 2.0, 0.0], &[2, 3]);
-    assert_close("amax ties", &grad_of(&x, &x.amax(1, false), None), &[0.0, 0.5, 0.5, 0.5, 0.5, 0.0]);
+    assert_close("amax ties", &grad_of(&x, &x.amax(1), None), &[0.0, 0.5, 0.5, 0.5, 0.5, 0.0]);
     // [[1., 3., 3.], [2., 3., 0.]].amax((0, 1))
     let x = leaf_of(&[1.0, 3.0, 3.0, 2.0, 3.0, 0.0], &[2, 3]);
     let third = 1.0 / 3.0;
-    assert_close("amax over both", &grad_of(&x, &x.amax([0, 1], false), None), &[0.0, third, third, 0.0, third, 0.0]);
+    assert_close("amax over both", &grad_of(&x, &x.amax([0, 1]), None), &[0.0, third, third, 0.0, third, 0.0]);
     // [[1., 3., 3.], [2., 2., 0.]].amin(0, keepdim=True)
     let x = leaf_of(&[1.0, 3.0, 3.0, 1.0, 2.0, 0.0], &[2, 3]);
-    assert_close("amin ties", &grad_of(&x, &x.amin(0, true), None), &[0.5, 0.0, 0.0, 0.5, 1.0, 1.0]);
+    assert_close("amin ties", &grad_of(&x, &x.amin_keepdim(0), None), &[0.5, 0.0, 0.0, 0.5, 1.0, 1.0]);
 }
 
 #[test]
 fn max_dim_min_dim_send_the_gradient_to_the_index() {
     let x = leaf(&[2, 3, 4]);
     for (dim, keepdim) in [(0, false), (1, true), (-1, false), (2, true)] {
-        check(&format!("max_dim({dim}, {keepdim})"), &x, |x| x.max_dim(dim, keepdim).0);
-        check(&format!("min_dim({dim}, {keepdim})"), &x, |x| x.min_dim(dim, keepdim).0);
+        type DimOp = fn(&Tensor, i64) -> (Tensor, Tensor);
+        let (max, min): (DimOp, DimOp) = if keepdim {
+            (Tensor::max_dim_keepdim, Tensor::min_dim_keepdim)
+        } else {
+            (Tensor::max_dim, Tensor::min_dim)
+        };
+        check(&format!("max_dim({dim}, {keepdim})"), &x, |x| max(x, dim).0);
+        check(&format!("min_dim({dim}, {keepdim})"), &x, |x| min(x, dim).0);
     }
-    check("max_dim of non-contiguous", &transposed_leaf(3, 4), |x| x.max_dim(1, false).0);
-    check("max_dim of 0-dim", &leaf(&[]), |x| x.max_dim(0, false).0);
+    check("max_dim of non-contiguous", &transposed_leaf(3, 4), |x| x.max_dim(1).0);
+    check("max_dim of 0-dim", &leaf(&[]), |x| x.max_dim(0).0);
     // torch.tensor([[1., 3., 3.], [2., 0., 2.]], dtype=torch.float64, requires_grad=True).max(1)
     // gives indices [1, 0] and the gradient [[0, 1, 0], [1, 0, 0]]: all of it to the index.
     let x = leaf_of(&[1.0, 3.0, 3.0, 2.0, 0.0, 2.0], &[2, 3]);
-    let (values, indices) = x.max_dim(1, false);
+    let (values, indices) = x.max_dim(1);
     assert_eq!(indices.to_vec::<i64>(), vec![1, 0]);
     assert!(!indices.requires_grad() && indices.grad_fn().is_none());
     assert_close("max_dim ties", &grad_of(&x, &values, None), &[0.0, 1.0, 0.0, 1.0, 0.0, 0.0]);
-    let (values, indices) = x.min_dim(0, true);
+    let (values, indices) = x.min_dim_keepdim(0);
     let mut want = vec![0.0; 6];
     for (col, &row) in indices.to_vec::<i64>().iter().enumerate() {
         want[row as usize * 3 + col] = 1.0;
@@ -192,42 +198,42 @@ fn max_dim_min_dim_send_the_gradient_to_the_index() {
 #[test]
 fn var_std_every_form() {
     let x = leaf(&[2, 3, 4]);
-    check("var(unbiased)", &x, |x| x.var(true));
-    check("var(biased)", &x, |x| x.var(false));
-    check("var(1)", &x, |x| x.var_dim(1, 1, false));
-    check("var([0, 2], c=0, keepdim)", &x, |x| x.var_dim([0, 2], 0, true));
-    check("var(-1, c=2)", &x, |x| x.var_dim(-1, 2, false));
-    check("std(unbiased)", &x, |x| x.std(true));
-    check("std(1, c=0)", &x, |x| x.std_dim(1, 0, false));
-    check("std([0, 2], keepdim)", &x, |x| x.std_dim([0, 2], 1, true));
-    check("var of non-contiguous", &transposed_leaf(3, 4), |x| x.var_dim(0, 1, false));
+    check("var(unbiased)", &x, |x| x.var());
+    check("var(biased)", &x, |x| x.var_correction([], 0, false));
+    check("var(1)", &x, |x| x.var_dim(1));
+    check("var([0, 2], c=0, keepdim)", &x, |x| x.var_correction([0, 2], 0, true));
+    check("var(-1, c=2)", &x, |x| x.var_correction(-1, 2, false));
+    check("std(unbiased)", &x, |x| x.std());
+    check("std(1, c=0)", &x, |x| x.std_correction(1, 0, false));
+    check("std([0, 2], keepdim)", &x, |x| x.std_dim_keepdim([0, 2]));
+    check("var of non-contiguous", &transposed_leaf(3, 4), |x| x.var_dim(0));
     // x = torch.tensor([[0.5, -1.0, 2.0], [0.25, 3.0, -0.75]], dtype=torch.float64, requires_grad=True)
     // x.var(1).backward(torch.tensor([2., -1.], dtype=torch.float64))
     let x = leaf_of(&[0.5, -1.0, 2.0, 0.25, 3.0, -0.75], &[2, 3]);
     let want = [0.0, -3.0, 3.0, 0.583_333_333_333_333_4, -2.166_666_666_666_666_5, 1.583_333_333_333_333_5];
-    assert_close("var", &grad_of(&x, &x.var_dim(1, 1, false), Some(&Tensor::new(&[2.0f64, -1.0]))), &want);
+    assert_close("var", &grad_of(&x, &x.var_dim(1), Some(&Tensor::new(&[2.0f64, -1.0]))), &want);
     // torch.tensor([[1., 1., 1.], [1., 2., 4.]]).std(1): a zero std gets a zero gradient
     let x = leaf_of(&[1.0, 1.0, 1.0, 1.0, 2.0, 4.0], &[2, 3]);
     let want = [0.0, 0.0, 0.0, -0.436_435_780_471_984_84, -0.109_108_945_117_996_25, 0.545_544_725_589_980_9];
-    assert_close("std", &grad_of(&x, &x.std_dim(1, 1, false), None), &want);
+    assert_close("std", &grad_of(&x, &x.std_dim(1), None), &want);
 }
 
 #[test]
 fn var_std_second_derivatives() {
     let x = leaf(&[2, 3]);
-    check2("var()", &x, |x| x.var(true));
-    check2("var(1, c=0)", &x, |x| x.var_dim(1, 0, false));
-    check2("std(0, keepdim)", &x, |x| x.std_dim(0, 1, true));
+    check2("var()", &x, |x| x.var());
+    check2("var(1, c=0)", &x, |x| x.var_correction(1, 0, false));
+    check2("std(0, keepdim)", &x, |x| x.std_dim_keepdim(0));
 }
 
 #[test]
 fn logsumexp_every_form() {
     let x = leaf(&[2, 3, 4]);
-    check("logsumexp(1)", &x, |x| x.logsumexp(1, false));
-    check("logsumexp(-1, keepdim)", &x, |x| x.logsumexp(-1, true));
-    check("logsumexp([0, 2])", &x, |x| x.logsumexp([0, 2], false));
-    check("logsumexp([])", &x, |x| x.logsumexp(Vec::<i64>::new(), false));
-    check("logsumexp of non-contiguous", &transposed_leaf(3, 4), |x| x.logsumexp(0, false));
+    check("logsumexp(1)", &x, |x| x.logsumexp(1));
+    check("logsumexp(-1, keepdim)", &x, |x| x.logsumexp_keepdim(-1));
+    check("logsumexp([0, 2])", &x, |x| x.logsumexp([0, 2]));
+    check("logsumexp([])", &x, |x| x.logsumexp(Vec::<i64>::new()));
+    check("logsumexp of non-contiguous", &transposed_leaf(3, 4), |x| x.logsumexp(0));
     // x.logsumexp(1).backward(torch.tensor([2., -1.], dtype=torch.float64)), x as in var
     let x = leaf_of(&[0.5, -1.0, 2.0, 0.25, 3.0, -0.75], &[2, 3]);
     let want = [
@@ -238,14 +244,14 @@ fn logsumexp_every_form() {
         -0.919_586_224_363_980_1,
         -0.021_626_595_117_279_06,
     ];
-    assert_close("logsumexp", &grad_of(&x, &x.logsumexp(1, false), Some(&Tensor::new(&[2.0f64, -1.0]))), &want);
+    assert_close("logsumexp", &grad_of(&x, &x.logsumexp(1), Some(&Tensor::new(&[2.0f64, -1.0]))), &want);
 }
 
 #[test]
 fn logsumexp_cumsum_second_derivatives() {
     let x = leaf(&[2, 3]);
-    check2("logsumexp(1)", &x, |x| x.logsumexp(1, false));
-    check2("logsumexp([0, 1], keepdim)", &x, |x| x.logsumexp([0, 1], true));
+    check2("logsumexp(1)", &x, |x| x.logsumexp(1));
+    check2("logsumexp([0, 1], keepdim)", &x, |x| x.logsumexp_keepdim([0, 1]));
     check2("cumsum(1)", &x, |x| x.cumsum(1));
 }
 
@@ -311,23 +317,23 @@ fn node_names_follow_pytorch() {
     let name = |y: Tensor| y.grad_fn().expect("recorded").name().to_string();
     let cases = [
         (x.sum(), "SumBackward0"),
-        (x.sum_dim(1, false), "SumBackward1"),
-        (x.sum_dim(Vec::<i64>::new(), false), "SumBackward1"),
+        (x.sum_dim(1), "SumBackward1"),
+        (x.sum_dim(Vec::<i64>::new()), "SumBackward1"),
         (x.mean(), "MeanBackward0"),
-        (x.mean_dim(1, true), "MeanBackward1"),
+        (x.mean_dim_keepdim(1), "MeanBackward1"),
         (x.prod(), "ProdBackward0"),
-        (x.prod_dim(1, false), "ProdBackward1"),
+        (x.prod_dim(1), "ProdBackward1"),
         (x.max(), "MaxBackward1"),
         (x.min(), "MinBackward1"),
-        (x.max_dim(1, false).0, "MaxBackward0"),
-        (x.min_dim(0, true).0, "MinBackward0"),
-        (x.amax(1, false), "AmaxBackward0"),
-        (x.amin(1, false), "AminBackward0"),
-        (x.var(true), "VarBackward0"),
-        (x.var_dim(1, 0, false), "VarBackward0"),
-        (x.std(true), "StdBackward0"),
-        (x.std_dim(1, 1, true), "StdBackward0"),
-        (x.logsumexp(1, false), "LogsumexpBackward0"),
+        (x.max_dim(1).0, "MaxBackward0"),
+        (x.min_dim_keepdim(0).0, "MinBackward0"),
+        (x.amax(1), "AmaxBackward0"),
+        (x.amin(1), "AminBackward0"),
+        (x.var(), "VarBackward0"),
+        (x.var_correction(1, 0, false), "VarBackward0"),
+        (x.std(), "StdBackward0"),
+        (x.std_dim_keepdim(1), "StdBackward0"),
+        (x.logsumexp(1), "LogsumexpBackward0"),
         (x.cumsum(1), "CumsumBackward0"),
         (x.softmax(1), "SoftmaxBackward0"),
         (x.log_softmax(1), "LogSoftmaxBackward0"),
@@ -344,14 +350,14 @@ fn integer_and_bool_results_never_record() {
     for y in [
         x.argmax(),
         x.argmin(),
-        x.argmax_dim(1, false),
-        x.argmin_dim(0, true),
+        x.argmax_dim(1),
+        x.argmin_dim_keepdim(0),
         x.all(),
         x.any(),
-        x.all_dim(1, false),
-        x.any_dim(0, true),
-        x.max_dim(1, false).1,
-        x.min_dim(1, true).1,
+        x.all_dim(1),
+        x.any_dim_keepdim(0),
+        x.max_dim(1).1,
+        x.min_dim_keepdim(1).1,
     ] {
         assert!(!y.requires_grad() && y.grad_fn().is_none(), "{:?} result recorded", y.dtype());
     }
@@ -363,14 +369,14 @@ fn nothing_records_under_no_grad() {
     let _guard = kiln::no_grad_guard();
     let results = [
         x.sum(),
-        x.mean_dim(1, false),
+        x.mean_dim(1),
         x.prod(),
         x.max(),
-        x.amin(0, false),
-        x.max_dim(1, false).0,
-        x.var(true),
-        x.std_dim(1, 0, true),
-        x.logsumexp(1, false),
+        x.amin(0),
+        x.max_dim(1).0,
+        x.var(),
+        x.std_correction(1, 0, true),
+        x.logsumexp(1),
         x.cumsum(0),
         x.softmax(1),
         x.log_softmax(0),
@@ -383,7 +389,7 @@ fn nothing_records_under_no_grad() {
 #[test]
 fn gradients_keep_the_input_dtype() {
     let x = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]).requires_grad_(true);
-    x.softmax(1).sum_dim(1, false).sum().backward();
+    x.softmax(1).sum_dim(1).sum().backward();
     let g = x.grad().expect("gradient");
     assert_eq!(g.dtype(), DType::F32);
     // softmax rows sum to one: the gradient of their sum is zero.
@@ -400,6 +406,6 @@ fn gradients_keep_the_input_dtype() {
 fn chained_reductions_compose() {
     // Only this file's ops: d/dx of sum(logsumexp(softmax(x), 1) * 1) through three rules.
     let x = leaf(&[3, 4]);
-    check("softmax -> logsumexp -> sum", &x, |x| x.softmax(0).logsumexp(1, false).sum());
-    check("cumsum -> amax -> mean", &x, |x| x.cumsum(1).amax(0, false).mean());
+    check("softmax -> logsumexp -> sum", &x, |x| x.softmax(0).logsumexp(1).sum());
+    check("cumsum -> amax -> mean", &x, |x| x.cumsum(1).amax(0).mean());
 }

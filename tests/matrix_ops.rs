@@ -61,13 +61,13 @@ fn values_match_pytorch() {
 
     let nan = f64::NAN;
     let y = Tensor::new(&[[3.0, nan, 1.0, 2.0], [4.0, 1.0, 1.0, 0.0], [5.0, -1.0, 2.0, 7.0]]);
-    assert_values("kthvalue(y, 3, 1, keepdim)", &y.kthvalue(3, 1, true).0, &[3, 1], &[3.0, 1.0, 5.0]);
-    let (med, at) = y.median_dim(1, false);
+    assert_values("kthvalue(y, 3, 1, keepdim)", &y.kthvalue_keepdim(3, 1).0, &[3, 1], &[3.0, 1.0, 5.0]);
+    let (med, at) = y.median_dim(1);
     assert_values("median(y, 1)", &med, &[3], &[nan, 1.0, 2.0]);
     assert_eq!(at.to_vec::<i64>(), [1, 1, 2], "a NaN row points at its NaN; ties at the first occurrence");
     assert_values("median(y[1:])", &y.narrow(0, 1, 2).median(), &[], &[1.0]);
     assert_values("median(y)", &y.median(), &[], &[nan]);
-    assert_values("median(y, 0)", &y.median_dim(0, false).0, &[4], &[4.0, nan, 1.0, 2.0]);
+    assert_values("median(y, 0)", &y.median_dim(0).0, &[4], &[4.0, nan, 1.0, 2.0]);
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn bad_arguments_are_errors_naming_the_op() {
         ("diagonal", Tensor::ones(&[3]).try_diagonal(0, 0, 1), "at least 2 dimensions"),
         ("diag", x.try_diag(0), "1-D or 2-D"),
         ("trace", x.try_trace(), "expected a matrix"),
-        ("kthvalue", x.try_kthvalue(5, 2, false).map(|r| r.0), "k out of range"),
+        ("kthvalue", x.try_kthvalue(5, 2).map(|r| r.0), "k out of range"),
         ("median", Tensor::zeros(&[0]).try_median(), "cannot be empty"),
         ("tensor_split", x.try_tensor_split(0, 0).map(|mut v| v.remove(0)), "larger than 0"),
     ];
@@ -102,8 +102,8 @@ fn gradients_match_finite_differences() {
         ("addmm", |t| t[0].addmm(&t[1], &t[2], 0.5, 2.0), vec![leaf(&[2]), leaf(&[2, 3]), leaf(&[3, 2])]),
         ("baddbmm", |t| t[0].baddbmm(&t[1], &t[2], 1.0, 1.0), vec![leaf(&[2, 2]), leaf(&[3, 2, 2]), leaf(&[3, 2, 2])]),
         ("tensor_split", |t| t[0].tensor_split(2, 1)[1].clone(), vec![leaf(&[2, 5])]),
-        ("kthvalue", |t| t[0].kthvalue(2, 0, false).0, vec![leaf(&[3, 4])]),
-        ("median", |t| t[0].median_dim(-1, true).0, vec![leaf(&[2, 5])]),
+        ("kthvalue", |t| t[0].kthvalue(2, 0).0, vec![leaf(&[3, 4])]),
+        ("median", |t| t[0].median_dim_keepdim(-1).0, vec![leaf(&[2, 5])]),
     ];
     check_gradients(cases);
 }
@@ -118,8 +118,8 @@ fn compiled_step_equals_eager() {
         let y = x.baddbmm(x, &x.transpose(1, 2), 0.5, 1.0) + w.addmm(w, w, 1.0, 0.25) + &grid[0] * &grid[1];
         let parts = y.tensor_split(2, 2);
         let loss = y.diagonal(0, 1, 2).sum() + w.trace() + w.diag(0).diag(1).sum() + parts[1].pow(2.0).mean()
-            - y.median_dim(2, false).0.sum()
-            + y.kthvalue(3, 1, false).0.sum();
+            - y.median_dim(2).0.sum()
+            + y.kthvalue(3, 1).0.sum();
         loss.backward();
         loss
     });

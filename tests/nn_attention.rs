@@ -375,7 +375,7 @@ fn mha_forms_agree() {
     assert_eq!(y.shape(), &[5, 3, 8]);
     assert_eq!(w.as_ref().unwrap().shape(), &[3, 5, 5]);
     // Averaged weights are rows of probabilities.
-    assert!(w.unwrap().sum_dim(-1, false).allclose(&Tensor::ones(&[3, 5]), 1e-5, 1e-5));
+    assert!(w.unwrap().sum_dim(-1).allclose(&Tensor::ones(&[3, 5]), 1e-5, 1e-5));
     let xb = x.transpose(0, 1);
     let (yb, _) = bf.forward_with(&xb, &xb, &xb, MhaArgs::default());
     assert!(yb.transpose(0, 1).allclose(&y, 1e-5, 1e-5));
@@ -419,7 +419,7 @@ fn dropout_acts_in_train_mode_only() {
     assert!(w.unwrap().eq(0.0).all().item::<bool>(), "p = 1 in train mode zeroes the weights");
     mha.eval();
     let (_, w) = mha.forward_with(&x, &x, &x, MhaArgs::default());
-    assert!(w.unwrap().sum_dim(-1, false).allclose(&Tensor::ones(&[2, 3]), 1e-5, 1e-5));
+    assert!(w.unwrap().sum_dim(-1).allclose(&Tensor::ones(&[2, 3]), 1e-5, 1e-5));
     // An encoder layer's dropouts follow train()/eval() too.
     let mut layer =
         nn::TransformerEncoderLayer::with_opts(4, 2, TransformerLayerOpts::default().dim_feedforward(8).dropout(0.5));
@@ -441,7 +441,7 @@ impl Module for Classifier {
     fn forward(&self, x: &Tensor) -> Tensor {
         let mask = nn::Transformer::generate_square_subsequent_mask(x.size(1));
         let y = self.encoder.forward_with(x, EncoderArgs::default().src_mask(&mask).is_causal(true));
-        self.head.forward(&y.mean_dim(1, false))
+        self.head.forward(&y.mean_dim(1))
     }
 }
 

@@ -140,7 +140,7 @@ fn compiled_equals_eager_with_no_graph_break() {
         let b = F::interpolate(x, [12, 20], InterpolateMode::Bilinear, false);
         let c = F::interpolate(x, [12, 20], InterpolateMode::Bilinear, true);
         let d = F::interpolate(&F::pixel_shuffle(x, 2), [12, 20], InterpolateMode::NearestExact, None);
-        let y = (&a + &b * 0.5 - &c * &d).sum_dim(1, true);
+        let y = (&a + &b * 0.5 - &c * &d).sum_dim_keepdim(1);
         let z = F::pixel_unshuffle(&y, 2);
         (&y * w).sum().backward();
         (z, x.grad().expect("grad"))

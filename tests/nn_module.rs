@@ -345,10 +345,10 @@ fn batch_norm_layer_tracks_batches_and_uses_running_stats_in_eval() {
     let y = bn.forward(&x);
     assert_eq!(bn.num_batches_tracked.as_ref().unwrap().item::<i64>(), 1);
     // Train mode normalises with the batch statistics: per-channel mean ≈ 0.
-    let m: Vec<f32> = y.mean_dim([0, 2, 3], false).to_vec();
+    let m: Vec<f32> = y.mean_dim([0, 2, 3]).to_vec();
     assert!(m.iter().all(|v| v.abs() < 1e-5), "{m:?}");
     // running_mean = 0.9·0 + 0.1·batch mean
-    let want: Vec<f32> = (x.mean_dim([0, 2, 3], false) * 0.1).to_vec();
+    let want: Vec<f32> = (x.mean_dim([0, 2, 3]) * 0.1).to_vec();
     let got: Vec<f32> = bn.running_mean.as_ref().unwrap().to_vec();
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6));
     bn.eval();

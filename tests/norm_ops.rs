@@ -48,7 +48,7 @@ fn norms_match_pytorch() {
         let n = x().norm(p);
         assert_eq!((n.shape(), n.dtype()), (&[][..], DType::F64), "p = {p}");
         assert_values(&format!("norm(x, {p})"), &n, &[all]);
-        let d = x().norm_dim(p, [0, 2], true);
+        let d = x().norm_dim_keepdim(p, [0, 2]);
         assert_eq!(d.shape(), [1, 3, 1], "p = {p}");
         assert_values(&format!("norm(x, {p}, dim=[0, 2])"), &d, &over);
     }
@@ -109,23 +109,23 @@ fn bad_inputs_are_errors_naming_the_op() {
     let e = Tensor::zeros(&[0, 3]).try_norm(INF).unwrap_err();
     assert!(e.op == "norm" && e.to_string().contains("empty"), "{e}");
     assert!(e.to_string().contains("tests/norm_ops.rs"), "{e}");
-    let e = x().try_norm_dim(2.0, 3, false).unwrap_err();
+    let e = x().try_norm_dim(2.0, 3).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
     // An empty reduction has a value for finite p: the sum of nothing.
     assert_eq!(Tensor::zeros(&[0, 3]).norm(2.0).item::<f32>(), 0.0);
-    assert_eq!(Tensor::zeros(&[0, 3]).norm_dim(INF, 1, false).shape(), [0], "no output reduces nothing");
-    assert!(Tensor::zeros(&[0, 3]).try_norm_dim(INF, 0, false).is_err(), "each output would reduce nothing");
+    assert_eq!(Tensor::zeros(&[0, 3]).norm_dim(INF, 1).shape(), [0], "no output reduces nothing");
+    assert!(Tensor::zeros(&[0, 3]).try_norm_dim(INF, 0).is_err(), "each output would reduce nothing");
 }
 
 #[test]
 fn gradients_match_finite_differences() {
     kiln::manual_seed(12);
     let cases: [GradCase; 7] = [
-        ("norm 2", |t| t[0].norm_dim(2.0, 1, false), vec![leaf(&[3, 4])]),
+        ("norm 2", |t| t[0].norm_dim(2.0, 1), vec![leaf(&[3, 4])]),
         ("norm 3", |t| t[0].norm(3.0), vec![leaf(&[5])]),
-        ("norm 0.5", |t| t[0].norm_dim(0.5, [0, 2], true), vec![leaf(&[2, 2, 3])]),
+        ("norm 0.5", |t| t[0].norm_dim_keepdim(0.5, [0, 2]), vec![leaf(&[2, 2, 3])]),
         ("norm -1.5", |t| t[0].norm(-1.5), vec![leaf(&[4])]),
-        ("norm inf", |t| t[0].norm_dim(INF, 0, false), vec![leaf(&[3, 2])]),
+        ("norm inf", |t| t[0].norm_dim(INF, 0), vec![leaf(&[3, 2])]),
         ("normalize", |t| F::normalize(&t[0], 2.0, 1, 1e-12), vec![leaf(&[2, 3])]),
         ("cosine_similarity", |t| F::cosine_similarity(&t[0], &t[1], 1, 1e-8), vec![leaf(&[2, 3]), leaf(&[2, 3])]),
     ];
@@ -138,7 +138,7 @@ fn compiled_step_equals_eager() {
     let inputs = [Tensor::randn(&[4, 6]), Tensor::randn(&[4, 6])];
     compiled_equals_eager(&inputs, |t| {
         let (x, y) = (&t[0], &t[1]);
-        let loss = x.norm(2.0) + x.norm_dim(3.0, 1, false).sum() + F::normalize(x, 2.0, 1, 1e-12).sum() * 0.5
+        let loss = x.norm(2.0) + x.norm_dim(3.0, 1).sum() + F::normalize(x, 2.0, 1, 1e-12).sum() * 0.5
             - F::cosine_similarity(x, y, 1, 1e-8).sum();
         loss.backward();
         loss

@@ -214,7 +214,7 @@ fn like_forms_keep_shape_dtype_and_device() {
     for t in [x.rand_like(), x.randn_like(), x.randint_like(0, 4), Tensor::randn_like(&x)] {
         assert_eq!((t.shape(), t.dtype(), t.device()), (&[2usize, 3][..], DType::F64, Device::Cpu));
     }
-    let s = Tensor::rand(&[]);
+    let s = Tensor::rand(());
     assert_eq!(s.shape(), &[] as &[usize]);
     assert!((0.0..1.0).contains(&s.item::<f32>()));
     assert_eq!(Tensor::randn(&[0, 4]).shape(), &[0, 4]);

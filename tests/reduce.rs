@@ -760,37 +760,37 @@ type Op = fn(&Tensor) -> kiln::Result<Vec<Tensor>>;
 fn ops() -> Vec<(&'static str, Op)> {
     vec![
         ("sum", |t| Ok(vec![t.try_sum()?])),
-        ("sum_d0", |t| Ok(vec![t.try_sum_dim(0, false)?])),
-        ("sum_dm1_keep", |t| Ok(vec![t.try_sum_dim(-1, true)?])),
-        ("sum_d01", |t| Ok(vec![t.try_sum_dim([0, 1], false)?])),
+        ("sum_d0", |t| Ok(vec![t.try_sum_dim(0)?])),
+        ("sum_dm1_keep", |t| Ok(vec![t.try_sum_dim_keepdim(-1)?])),
+        ("sum_d01", |t| Ok(vec![t.try_sum_dim([0, 1])?])),
         ("mean", |t| Ok(vec![t.try_mean()?])),
-        ("mean_d0", |t| Ok(vec![t.try_mean_dim(0, false)?])),
-        ("mean_dm1_keep", |t| Ok(vec![t.try_mean_dim(-1, true)?])),
+        ("mean_d0", |t| Ok(vec![t.try_mean_dim(0)?])),
+        ("mean_dm1_keep", |t| Ok(vec![t.try_mean_dim_keepdim(-1)?])),
         ("prod", |t| Ok(vec![t.try_prod()?])),
-        ("prod_d1", |t| Ok(vec![t.try_prod_dim(1, false)?])),
+        ("prod_d1", |t| Ok(vec![t.try_prod_dim(1)?])),
         ("max", |t| Ok(vec![t.try_max()?])),
         ("min", |t| Ok(vec![t.try_min()?])),
-        ("amax_d0", |t| Ok(vec![t.try_amax(0, false)?])),
-        ("amin_dm1_keep", |t| Ok(vec![t.try_amin(-1, true)?])),
-        ("max_dim_d1", |t| t.try_max_dim(1, false).map(|(v, i)| vec![v, i])),
-        ("min_dim_d0_keep", |t| t.try_min_dim(0, true).map(|(v, i)| vec![v, i])),
+        ("amax_d0", |t| Ok(vec![t.try_amax(0)?])),
+        ("amin_dm1_keep", |t| Ok(vec![t.try_amin_keepdim(-1)?])),
+        ("max_dim_d1", |t| t.try_max_dim(1).map(|(v, i)| vec![v, i])),
+        ("min_dim_d0_keep", |t| t.try_min_dim_keepdim(0).map(|(v, i)| vec![v, i])),
         ("argmax", |t| Ok(vec![t.try_argmax()?])),
         ("argmin", |t| Ok(vec![t.try_argmin()?])),
-        ("argmax_d0", |t| Ok(vec![t.try_argmax_dim(0, false)?])),
-        ("argmin_d1_keep", |t| Ok(vec![t.try_argmin_dim(1, true)?])),
+        ("argmax_d0", |t| Ok(vec![t.try_argmax_dim(0)?])),
+        ("argmin_d1_keep", |t| Ok(vec![t.try_argmin_dim_keepdim(1)?])),
         ("all", |t| Ok(vec![t.try_all()?])),
         ("any", |t| Ok(vec![t.try_any()?])),
-        ("all_d1", |t| Ok(vec![t.try_all_dim(1, false)?])),
-        ("any_d0_keep", |t| Ok(vec![t.try_any_dim(0, true)?])),
-        ("var", |t| Ok(vec![t.try_var(true)?])),
-        ("var_biased", |t| Ok(vec![t.try_var(false)?])),
-        ("var_d0", |t| Ok(vec![t.try_var_dim(0, 1, false)?])),
-        ("var_d1_c0_keep", |t| Ok(vec![t.try_var_dim(1, 0, true)?])),
-        ("std", |t| Ok(vec![t.try_std(true)?])),
-        ("std_dm1", |t| Ok(vec![t.try_std_dim(-1, 1, false)?])),
-        ("logsumexp_d01", |t| Ok(vec![t.try_logsumexp([0, 1], false)?])),
-        ("logsumexp_d1", |t| Ok(vec![t.try_logsumexp(1, false)?])),
-        ("logsumexp_d0_keep", |t| Ok(vec![t.try_logsumexp(0, true)?])),
+        ("all_d1", |t| Ok(vec![t.try_all_dim(1)?])),
+        ("any_d0_keep", |t| Ok(vec![t.try_any_dim_keepdim(0)?])),
+        ("var", |t| Ok(vec![t.try_var()?])),
+        ("var_biased", |t| Ok(vec![t.try_var_correction([], 0, false)?])),
+        ("var_d0", |t| Ok(vec![t.try_var_dim(0)?])),
+        ("var_d1_c0_keep", |t| Ok(vec![t.try_var_correction(1, 0, true)?])),
+        ("std", |t| Ok(vec![t.try_std()?])),
+        ("std_dm1", |t| Ok(vec![t.try_std_dim(-1)?])),
+        ("logsumexp_d01", |t| Ok(vec![t.try_logsumexp([0, 1])?])),
+        ("logsumexp_d1", |t| Ok(vec![t.try_logsumexp(1)?])),
+        ("logsumexp_d0_keep", |t| Ok(vec![t.try_logsumexp_keepdim(0)?])),
         ("cumsum_d0", |t| Ok(vec![t.try_cumsum(0)?])),
         ("cumsum_d1", |t| Ok(vec![t.try_cumsum(1)?])),
         ("softmax_d0", |t| Ok(vec![t.try_softmax(0)?])),
@@ -889,8 +889,8 @@ fn every_op_on_every_input_matches_pytorch() {
 fn empty_views_past_the_end_of_their_storage() {
     let e = Tensor::zeros(&[0, 5]).narrow(1, 3, 2); // offset 3 in an empty storage
     assert_eq!(e.sum().item::<f32>(), 0.0);
-    assert_eq!(e.sum_dim(0, false).to_vec::<f32>(), vec![0.0, 0.0]);
-    assert_eq!(e.amax(1, false).shape(), &[0]);
+    assert_eq!(e.sum_dim(0).to_vec::<f32>(), vec![0.0, 0.0]);
+    assert_eq!(e.amax(1).shape(), &[0]);
     assert_eq!(e.cumsum(1).shape(), &[0, 2]);
     assert_eq!(e.softmax(0).shape(), &[0, 2]);
     assert_eq!(e.log_softmax(1).shape(), &[0, 2]);
@@ -901,17 +901,17 @@ fn empty_views_past_the_end_of_their_storage() {
 fn dims_take_one_dim_or_a_list() {
     let x = Tensor::arange(24).to_dtype(DType::F64).reshape(&[2, 3, 4]);
     let dims: &[i64] = &[0, 2];
-    let s = x.sum_dim(dims, true);
+    let s = x.sum_dim_keepdim(dims);
     assert_eq!(s.shape(), &[1, 3, 1]);
     // Σ over i, k of (12 i + 4 j + k) = 2 (4·4 j + 6) + 12·4 = 32 j + 60.
     assert_eq!(s.to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
-    assert_eq!(x.sum_dim([-1, 0], false).to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
-    assert_eq!(x.sum_dim(vec![2, 0], false).to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
-    assert_eq!(x.sum_dim(&[] as &[i64], false).item::<f64>(), 276.0);
-    assert_eq!(x.sum_dim(&[] as &[i64], true).shape(), &[1, 1, 1]);
-    assert_eq!(x.amax([0, 1], false).to_vec::<f64>(), vec![20.0, 21.0, 22.0, 23.0]);
-    assert_eq!(x.prod_dim(1, false).shape(), &[2, 4]);
-    let e = x.try_sum_dim([1, -2], false).unwrap_err().to_string();
+    assert_eq!(x.sum_dim([-1, 0]).to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
+    assert_eq!(x.sum_dim(vec![2, 0]).to_vec::<f64>(), vec![60.0, 92.0, 124.0]);
+    assert_eq!(x.sum_dim(&[] as &[i64]).item::<f64>(), 276.0);
+    assert_eq!(x.sum_dim_keepdim(&[] as &[i64]).shape(), &[1, 1, 1]);
+    assert_eq!(x.amax([0, 1]).to_vec::<f64>(), vec![20.0, 21.0, 22.0, 23.0]);
+    assert_eq!(x.prod_dim(1).shape(), &[2, 4]);
+    let e = x.try_sum_dim([1, -2]).unwrap_err().to_string();
     assert!(e.starts_with("sum: dim 1 appears multiple times in the list of dims [1, -2]"), "{e}");
 }
 
@@ -922,28 +922,28 @@ fn nan_propagates_and_ties_pick_the_first_occurrence() {
     assert!(x.max().item::<f32>().is_nan());
     assert!(x.min().item::<f32>().is_nan());
     assert!(x.sum().item::<f32>().is_nan());
-    let (v, i) = x.max_dim(1, false);
+    let (v, i) = x.max_dim(1);
     let v = v.to_vec::<f32>();
     assert!(v[0].is_nan() && v[1] == 7.0);
     assert_eq!(i.to_vec::<i64>(), vec![1, 0]);
-    let (v, i) = x.min_dim(1, false);
+    let (v, i) = x.min_dim(1);
     assert!(v.to_vec::<f32>()[0].is_nan());
     assert_eq!(i.to_vec::<i64>(), vec![1, 1]);
     assert_eq!(x.argmax().item::<i64>(), 1);
-    assert_eq!(x.argmin_dim(0, false).to_vec::<i64>(), vec![0, 0, 0]);
-    assert!(x.amax(0, false).to_vec::<f32>()[1].is_nan());
+    assert_eq!(x.argmin_dim(0).to_vec::<i64>(), vec![0, 0, 0]);
+    assert!(x.amax(0).to_vec::<f32>()[1].is_nan());
     let sm = x.softmax(1).to_vec2::<f32>();
     assert!(sm[0].iter().all(|v| v.is_nan()) && sm[1].iter().all(|v| !v.is_nan()));
     assert!(Tensor::new(&[nan, 1.0]).all().item::<bool>());
     // f16 compares in f32 and keeps NaN.
     let h = x.to_dtype(DType::F16);
-    assert!(h.amax(1, false).to_dtype(DType::F32).to_vec::<f32>()[0].is_nan());
-    assert_eq!(h.argmax_dim(1, false).to_vec::<i64>(), vec![1, 0]);
+    assert!(h.amax(1).to_dtype(DType::F32).to_vec::<f32>()[0].is_nan());
+    assert_eq!(h.argmax_dim(1).to_vec::<i64>(), vec![1, 0]);
     // Ties in a transposed view: the first in logical (row-major) order, not in memory order.
     let y = Tensor::new(&[[1i32, 7, 0], [7, 2, 7]]).t(); // [[1, 7], [7, 2], [0, 7]]
     assert_eq!(y.argmax().item::<i64>(), 1);
-    assert_eq!(y.max_dim(0, false).1.to_vec::<i64>(), vec![1, 0]);
-    assert_eq!(y.argmax_dim(1, true).to_vec2::<i64>(), vec![vec![1], vec![0], vec![1]]);
+    assert_eq!(y.max_dim(0).1.to_vec::<i64>(), vec![1, 0]);
+    assert_eq!(y.argmax_dim_keepdim(1).to_vec2::<i64>(), vec![vec![1], vec![0], vec![1]]);
 }
 
 #[test]
@@ -1036,30 +1036,30 @@ fn large_inputs_take_the_parallel_paths() {
             let ctx = |op: &str| format!("{op} dim {dim} of {name}");
             let per_line =
                 |f: &dyn Fn(&[f64]) -> f64| lines(&data, rows, cols, dim).iter().map(|l| f(l)).collect::<Vec<f64>>();
-            assert_close(&ctx("sum"), &f64s(&t.sum_dim(d, false)), &per_line(&|l| l.iter().sum()), 1e-6);
-            assert_close(&ctx("mean"), &f64s(&t.mean_dim(d, false)), &per_line(&mean), 1e-6);
-            assert_close(&ctx("var"), &f64s(&t.var_dim(d, 1, false)), &per_line(&var), 1e-6);
-            assert_close(&ctx("std"), &f64s(&t.std_dim(d, 1, false)), &per_line(&|l| var(l).sqrt()), 1e-6);
-            assert_close(&ctx("logsumexp"), &f64s(&t.logsumexp(d, false)), &per_line(&lse), 1e-6);
+            assert_close(&ctx("sum"), &f64s(&t.sum_dim(d)), &per_line(&|l| l.iter().sum()), 1e-6);
+            assert_close(&ctx("mean"), &f64s(&t.mean_dim(d)), &per_line(&mean), 1e-6);
+            assert_close(&ctx("var"), &f64s(&t.var_dim(d)), &per_line(&var), 1e-6);
+            assert_close(&ctx("std"), &f64s(&t.std_dim(d)), &per_line(&|l| var(l).sqrt()), 1e-6);
+            assert_close(&ctx("logsumexp"), &f64s(&t.logsumexp(d)), &per_line(&lse), 1e-6);
             assert_close(
                 &ctx("amax"),
-                &f64s(&t.amax(d, false)),
+                &f64s(&t.amax(d)),
                 &per_line(&|l| l.iter().cloned().fold(f64::MIN, f64::max)),
                 0.0,
             );
-            assert_close(&ctx("argmax"), &f64s(&t.argmax_dim(d, false)), &per_line(&argmax), 0.0);
+            assert_close(&ctx("argmax"), &f64s(&t.argmax_dim(d)), &per_line(&argmax), 0.0);
             assert_close(&ctx("cumsum"), &f64s(&t.cumsum(d)), &map_lines(&data, rows, cols, dim, cumsum), 1e-5);
             assert_close(&ctx("softmax"), &f64s(&t.softmax(d)), &map_lines(&data, rows, cols, dim, softmax), 1e-7);
             let log_sm = map_lines(&data, rows, cols, dim, |l| softmax(l).iter().map(|v| v.ln()).collect());
             assert_close(&ctx("log_softmax"), &f64s(&t.log_softmax(d)), &log_sm, 1e-6);
         }
         assert_close(&format!("sum of {name}"), &[t.sum().item::<f64>()], &[data.iter().sum()], 1e-6);
-        assert_close(&format!("var of {name}"), &[t.var(true).item::<f64>()], &[var(&data)], 1e-6);
+        assert_close(&format!("var of {name}"), &[t.var().item::<f64>()], &[var(&data)], 1e-6);
     }
     // Few outputs with long reductions: each output is split across threads.
     let wide = x.reshape(&[2, -1]);
     let halves: Vec<f64> = data.chunks(rows * cols / 2).map(|c| c.iter().sum()).collect();
-    assert_close("sum of two halves", &f64s(&wide.sum_dim(1, false)), &halves, 1e-6);
+    assert_close("sum of two halves", &f64s(&wide.sum_dim(1)), &halves, 1e-6);
     // Ties across the whole input: the first index wins, also when split across threads.
     let mut v = vec![0i64; 400_000];
     v[123_456] = 9;
@@ -1069,16 +1069,16 @@ fn large_inputs_take_the_parallel_paths() {
     let t = Tensor::from_vec(v, &[400_000]);
     assert_eq!(t.argmax().item::<i64>(), 123_456);
     assert_eq!(t.argmin().item::<i64>(), 7);
-    assert_eq!(t.max_dim(0, false).1.item::<i64>(), 123_456);
+    assert_eq!(t.max_dim(0).1.item::<i64>(), 123_456);
     assert_eq!(t.sum().item::<i64>(), 12);
     assert!(!t.all().item::<bool>() && t.any().item::<bool>());
-    assert_eq!(t.view(&[1000, 400]).any_dim(1, false).sum().item::<i64>(), 4);
+    assert_eq!(t.view(&[1000, 400]).any_dim(1).sum().item::<i64>(), 4);
 }
 
 #[test]
 fn errors_name_the_op_and_the_caller() {
     let x = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]);
-    let e = x.try_sum_dim(2, false).unwrap_err().to_string();
+    let e = x.try_sum_dim(2).unwrap_err().to_string();
     assert!(
         e.starts_with(
             "sum: dimension out of range (expected to be in range of [-2, 1], but got 2) (at tests/reduce.rs:"
@@ -1092,11 +1092,11 @@ fn errors_name_the_op_and_the_caller() {
         e.starts_with("max: expected reduction dim to be specified for input.numel() == 0 (input shape [0, 3])"),
         "{e}"
     );
-    let e = Tensor::zeros(&[0, 3]).try_max_dim(0, false).unwrap_err().to_string();
+    let e = Tensor::zeros(&[0, 3]).try_max_dim(0).unwrap_err().to_string();
     assert!(e.starts_with("max: expected reduction dim 0 to have non-zero size (input shape [0, 3])"), "{e}");
     let e = Tensor::new(&[true]).try_argmax().unwrap_err().to_string();
     assert!(e.starts_with("argmax: does not support bool input"), "{e}");
-    let e = Tensor::new(&[1u8]).try_var(true).unwrap_err().to_string();
+    let e = Tensor::new(&[1u8]).try_var().unwrap_err().to_string();
     assert!(e.starts_with("var: std and var only support floating point dtypes (got uint8)"), "{e}");
     let e = x.try_cumsum(-3).unwrap_err().to_string();
     assert!(e.starts_with("cumsum: dimension out of range"), "{e}");
@@ -1105,5 +1105,5 @@ fn errors_name_the_op_and_the_caller() {
 #[test]
 #[should_panic(expected = "amin: expected reduction dim 1 to have non-zero size (input shape [3, 0])")]
 fn panicking_forms_carry_the_message() {
-    Tensor::zeros(&[3, 0]).amin(-1, false);
+    Tensor::zeros(&[3, 0]).amin(-1);
 }

@@ -4,7 +4,7 @@
 //! `keepdim`; contiguous, transposed, narrowed, expanded, permuted, 0-dim, zero-size and large
 //! (parallel) inputs; NaN, infinities, integer wrapping and the errors PyTorch raises.
 //!
-//! A case's attributes are PyTorch's arguments: `dims` (a list: `x.sum(dims, keepdim)`), `dim`
+//! A case's attributes are PyTorch's arguments: `dims` (a list: `x.sum(dims, keepdim=…)`), `dim`
 //! (one dim; without it `max`, `prod`, `argmax`, ... reduce every element), `keepdim`,
 //! `correction` (var, std) and `values_only` (max/min along a dim with tied extremes, where
 //! PyTorch's index is unspecified: only the values are compared).
@@ -38,11 +38,15 @@ fn var_std<const SQRT: bool>(
     correction: i64,
     keepdim: bool,
 ) -> kiln::Result<Tensor> {
-    match (dims, correction, SQRT) {
-        (None, 0 | 1, false) => x.try_var(correction == 1),
-        (None, 0 | 1, true) => x.try_std(correction == 1),
-        (dims, _, false) => x.try_var_dim(dims.unwrap_or_default(), correction, keepdim),
-        (dims, _, true) => x.try_std_dim(dims.unwrap_or_default(), correction, keepdim),
+    match (dims, correction, keepdim, SQRT) {
+        (None, 1, _, false) => x.try_var(),
+        (None, 1, _, true) => x.try_std(),
+        (Some(d), 1, false, false) => x.try_var_dim(d),
+        (Some(d), 1, true, false) => x.try_var_dim_keepdim(d),
+        (Some(d), 1, false, true) => x.try_std_dim(d),
+        (Some(d), 1, true, true) => x.try_std_dim_keepdim(d),
+        (dims, _, _, false) => x.try_var_correction(dims.unwrap_or_default(), correction, keepdim),
+        (dims, _, _, true) => x.try_std_correction(dims.unwrap_or_default(), correction, keepdim),
     }
 }
 
@@ -55,12 +59,12 @@ fn values_indices(case: &Case, r: kiln::Result<(Tensor, Tensor)>) -> kiln::Resul
 /// method over every element, by its name, and over dims, by its dims name (`amax` for `max`).
 macro_rules! by_table {
     ($($v:ident $name:literal [$all:ident $try_all:ident $g:literal]
-        [$dims:ident $try_dims:ident $dims_name:literal $gd:literal] $what:literal $note:literal;)*) => {
+        [$dims:ident $try_dims:ident $keep:ident $try_keep:ident $dims_name:literal $gd:literal] $what:literal $note:literal;)*) => {
         /// The table's reduction `op` of `x` (over `dims`, or every element), if `op` is a row's.
         fn table_reduction(op: &str, x: &Tensor, dims: Option<Vec<i64>>, keepdim: bool) -> Option<kiln::Result<Tensor>> {
             match (op, dims) {
                 $(($name, None) => Some(x.$try_all()),)*
-                $(($dims_name, Some(d)) => Some(x.$try_dims(d, keepdim)),)*
+                $(($dims_name, Some(d)) => Some(if keepdim { x.$try_keep(d) } else { x.$try_dims(d) }),)*
                 _ => None,
             }
         }
@@ -83,20 +87,24 @@ fn reduce(case: &Case, args: &[Arg]) -> Outcome {
     }
     match (op, dims, dim) {
         ("mean", None, None) => one(x.try_mean()),
-        ("mean", Some(d), None) => one(x.try_mean_dim(d, keepdim)),
-        ("max", None, Some(d)) => outcome(values_indices(case, x.try_max_dim(d, keepdim))),
-        ("min", None, Some(d)) => outcome(values_indices(case, x.try_min_dim(d, keepdim))),
+        ("mean", Some(d), None) => one(if keepdim { x.try_mean_dim_keepdim(d) } else { x.try_mean_dim(d) }),
+        ("max", None, Some(d)) => {
+            outcome(values_indices(case, if keepdim { x.try_max_dim_keepdim(d) } else { x.try_max_dim(d) }))
+        }
+        ("min", None, Some(d)) => {
+            outcome(values_indices(case, if keepdim { x.try_min_dim_keepdim(d) } else { x.try_min_dim(d) }))
+        }
         ("argmax", None, None) => one(x.try_argmax()),
-        ("argmax", None, Some(d)) => one(x.try_argmax_dim(d, keepdim)),
+        ("argmax", None, Some(d)) => one(if keepdim { x.try_argmax_dim_keepdim(d) } else { x.try_argmax_dim(d) }),
         ("argmin", None, None) => one(x.try_argmin()),
-        ("argmin", None, Some(d)) => one(x.try_argmin_dim(d, keepdim)),
+        ("argmin", None, Some(d)) => one(if keepdim { x.try_argmin_dim_keepdim(d) } else { x.try_argmin_dim(d) }),
         ("all", None, None) => one(x.try_all()),
-        ("all", Some(d), None) => one(x.try_all_dim(d, keepdim)),
+        ("all", Some(d), None) => one(if keepdim { x.try_all_dim_keepdim(d) } else { x.try_all_dim(d) }),
         ("any", None, None) => one(x.try_any()),
-        ("any", Some(d), None) => one(x.try_any_dim(d, keepdim)),
+        ("any", Some(d), None) => one(if keepdim { x.try_any_dim_keepdim(d) } else { x.try_any_dim(d) }),
         ("var", dims, None) => one(var_std::<false>(x, dims, case.attr_as("correction"), keepdim)),
         ("std", dims, None) => one(var_std::<true>(x, dims, case.attr_as("correction"), keepdim)),
-        ("logsumexp", Some(d), None) => one(x.try_logsumexp(d, keepdim)),
+        ("logsumexp", Some(d), None) => one(if keepdim { x.try_logsumexp_keepdim(d) } else { x.try_logsumexp(d) }),
         ("cumsum", None, Some(d)) => one(x.try_cumsum(d)),
         ("softmax" | "log_softmax", None, Some(d)) if case.attr("dtype").is_some() => {
             let dtype = common::parse_dtype(case.attr("dtype").unwrap()).unwrap();

@@ -140,18 +140,18 @@ fn quantile_and_mode_match_pytorch() {
     assert_matches(&fx, "quantile/grad", &g[0].narrow(0, 0, 2), 1e-15);
 
     let m = get(&fx, "mode/x");
-    let (v, i) = m.mode(1, false);
+    let (v, i) = m.mode(1);
     assert_matches(&fx, "mode/values1", &v, 0.0);
     assert_matches(&fx, "mode/indices1", &i, 0.0);
-    let (v, i) = m.mode(0, true);
+    let (v, i) = m.mode_keepdim(0);
     assert_matches(&fx, "mode/values0", &v, 0.0);
     assert_matches(&fx, "mode/indices0", &i, 0.0);
     let no_nan = m.index_select(0, &Tensor::new(&[0i64, 1, 3])).requires_grad_(true);
-    (no_nan.mode(1, false).0 * get(&fx, "mode/w")).sum().backward();
+    (no_nan.mode(1).0 * get(&fx, "mode/w")).sum().backward();
     assert_matches(&fx, "mode/grad", &no_nan.grad().unwrap(), 0.0);
-    let (v, i) = Tensor::new(&[[1i64, 2, 2, 1, 3]]).mode(-1, false);
+    let (v, i) = Tensor::new(&[[1i64, 2, 2, 1, 3]]).mode(-1);
     assert_eq!((v.to_vec::<i64>(), i.to_vec::<i64>()), (vec![1], vec![3]));
-    assert_eq!(Tensor::zeros(&[0, 3]).mode(1, false).0.shape(), &[0]);
+    assert_eq!(Tensor::zeros(&[0, 3]).mode(1).0.shape(), &[0]);
 }
 
 #[test]
@@ -208,7 +208,7 @@ fn gradients_match_finite_differences() {
         ("logcumsumexp", |t| t[0].logcumsumexp(1), vec![leaf(&[2, 4])]),
         ("quantile linear", |t| t[0].quantile(0.3, Some(1), false, QuantileInterpolation::Linear), vec![leaf(&[2, 5])]),
         ("quantile midpoint", |t| t[0].quantile(0.5, None, true, QuantileInterpolation::Midpoint), vec![leaf(&[2, 2])]),
-        ("mode", |t| t[0].mode(0, false).0, vec![leaf(&[3, 2])]),
+        ("mode", |t| t[0].mode(0).0, vec![leaf(&[3, 2])]),
         ("unfold", |t| t[0].unfold(1, 3, 2).unfold(0, 2, 1), vec![leaf(&[3, 6])]),
         (
             "masked_scatter",
@@ -238,8 +238,8 @@ fn compiled_step_equals_eager() {
         let (x, s) = (&t[0], &t[1]);
         let mask = x.gt(0.3);
         let y = x.cumprod(1) + x.cummax(0).0 - x.cummin(1).0 + x.logcumsumexp(1);
-        let z = x.unfold(1, 3, 2).sum_dim(-1, false).quantile(0.4, Some(1), true, Default::default());
-        let w = y.masked_scatter(&mask, &s.repeat(&[3])) * z + x.mode(1, true).0;
+        let z = x.unfold(1, 3, 2).sum_dim(-1).quantile(0.4, Some(1), true, Default::default());
+        let w = y.masked_scatter(&mask, &s.repeat(&[3])) * z + x.mode_keepdim(1).0;
         let loss = w.pow(2.0).sum();
         loss.backward();
         loss
@@ -259,7 +259,7 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
         ("quantile", x.try_quantile(1.5, None, false, Default::default()), "q must be in the range [0, 1] but got 1.5"),
         ("quantile", ints.try_quantile(0.5, None, false, Default::default()), "must be either float or double"),
         ("quantile", Tensor::zeros(&[0]).try_quantile(0.5, None, false, Default::default()), "must be non-empty"),
-        ("mode", Tensor::zeros(&[0, 2]).try_mode(0, false).map(|r| r.0), "dim 0 to have non-zero size"),
+        ("mode", Tensor::zeros(&[0, 2]).try_mode(0).map(|r| r.0), "dim 0 to have non-zero size"),
         ("unfold", x.try_unfold(1, 4, 1), "maximum size for tensor at dimension 1 is 3 but size is 4"),
         ("unfold", x.try_unfold(0, 1, 0), "step is 0 but must be > 0"),
         ("masked_scatter", x.try_masked_scatter(&mask, &Tensor::zeros(&[3])), "source < number of ones in mask (3 < 4"),
@@ -349,7 +349,7 @@ fn repeat_interleave_compiled_equals_eager_with_an_honest_graph_break() {
     kiln::manual_seed(22);
     let x = Tensor::randn(&[3, 4]);
     let repeats = Tensor::from_slice(&[2i64, 0, 1, 3]);
-    let eager = |x: &Tensor, r: &Tensor| x.repeat_interleave_tensor(r, Some(1)).exp().sum_dim(0, false);
+    let eager = |x: &Tensor, r: &Tensor| x.repeat_interleave_tensor(r, Some(1)).exp().sum_dim(0);
     // Repeats given to the step: read as an input, no graph break.
     let mut given = kiln::compile(|(x, r): (&Tensor, &Tensor)| eager(x, r));
     assert_eq!(given.call((&x, &repeats)).to_vec::<f32>(), eager(&x, &repeats).to_vec::<f32>());

@@ -224,7 +224,7 @@ pub(crate) fn sum_to_size(g: &Tensor, shape: &[usize]) -> Tensor {
     let lead = g.dim() - shape.len();
     let dims: Vec<i64> =
         (0..g.dim()).filter(|&d| d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)).map(|d| d as i64).collect();
-    let summed = if dims.is_empty() { g.clone() } else { g.sum_dim(dims, true) };
+    let summed = if dims.is_empty() { g.clone() } else { g.sum_dim_keepdim(dims) };
     let target: Vec<i64> = shape.iter().map(|&s| s as i64).collect();
     summed.reshape(&target)
 }

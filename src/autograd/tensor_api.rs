@@ -142,7 +142,9 @@ impl Tensor {
     /// Sums this tensor down to `shape`, over the dims broadcasting would expand to this
     /// tensor's shape (`x.sum_to_size(shape)`); differentiable.
     #[track_caller]
-    pub fn sum_to_size(&self, shape: &[usize]) -> Tensor {
+    pub fn sum_to_size(&self, shape: impl crate::tensor::IntoShape) -> Tensor {
+        use crate::error::OrPanic;
+        let shape = &*crate::tensor::sizes("sum_to_size", shape).or_panic();
         let fits = kiln_runtime::layout::broadcast_shapes(shape, self.shape()).as_deref() == Some(self.shape());
         if !fits {
             panic!(

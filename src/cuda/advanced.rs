@@ -33,7 +33,7 @@ pub(crate) struct Resolved<'a> {
 #[track_caller]
 fn offsets(op: &'static str, x: &Tensor, adv: &Resolved<'_>) -> Result<Tensor> {
     let device = Device::Cuda(ordinal_of(x));
-    let mut acc = Tensor::full_opts(&[], x.layout().offset() as i64, DType::I64, device);
+    let mut acc = Tensor::full_opts((), x.layout().offset() as i64, DType::I64, device);
     for (t, layout, d) in adv.indices {
         let size = x.shape()[*d];
         let t = dense(t);

@@ -103,7 +103,7 @@ pub(crate) fn weight_grad(g: &ConvGeom, x: &Tensor, gy: &Tensor) -> Result<Tenso
     let col = im2col(op, g, x)?;
     let gy = gy.try_reshape(&dims(&[g.n, g.groups, g.cog(), g.l()]))?;
     let per_image = gy.try_matmul(&col.transpose(2, 3))?;
-    per_image.try_sum_dim(0, false)?.try_reshape(&dims(&[g.c_out, g.cig(), g.kh, g.kw]))
+    per_image.try_sum_dim(0)?.try_reshape(&dims(&[g.c_out, g.cig(), g.kh, g.kw]))
 }
 
 /// An error naming `op` and both devices unless `tensors` are all on the first one's device.

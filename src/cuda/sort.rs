@@ -75,7 +75,7 @@ pub(crate) fn sorted_rows(
     }
     let back = |s: CudaStorage| -> Result<Tensor> {
         let t = Tensor::from_storage(Storage::Cuda(s), &out_shape).try_permute(&inverse)?;
-        let t = if x.dim() == 0 { t.reshape(&[]) } else { t };
+        let t = if x.dim() == 0 { t.reshape(()) } else { t };
         Ok(t.contiguous())
     };
     Ok((back(values)?, back(indices)?))

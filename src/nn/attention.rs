@@ -440,7 +440,7 @@ impl MultiheadAttention {
             out.transpose(0, 1)
         };
         let weights = weights.map(|w| {
-            let w = if args.average_attn_weights { w.mean_dim(1, false) } else { w };
+            let w = if args.average_attn_weights { w.mean_dim(1) } else { w };
             if batched {
                 w
             } else {

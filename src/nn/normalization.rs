@@ -2,7 +2,9 @@
 
 use super::functional as F;
 use super::repr::{py_bool, py_float, py_tuple};
+use crate::error::OrPanic;
 use crate::nn::Module;
+use crate::tensor::{sizes, IntoShape};
 use crate::{no_grad_guard, DType, Tensor};
 
 /// Defines a batch-norm layer type: same fields and behaviour, different accepted ranks.
@@ -56,7 +58,7 @@ macro_rules! batch_norm_layer {
                     bias: affine.then(|| Tensor::zeros(&[c]).requires_grad_(true)),
                     running_mean: track.then(|| Tensor::zeros(&[c])),
                     running_var: track.then(|| Tensor::ones(&[c])),
-                    num_batches_tracked: track.then(|| Tensor::zeros(&[]).to_dtype(DType::I64)),
+                    num_batches_tracked: track.then(|| Tensor::zeros(()).to_dtype(DType::I64)),
                     num_features,
                     eps,
                     momentum,
@@ -154,15 +156,17 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// `nn.LayerNorm(normalized_shape)`: eps 1e-5, with elementwise affine.
+    /// `nn.LayerNorm(normalized_shape)`: eps 1e-5, with elementwise affine. The shape is any
+    /// [`IntoShape`] (`LayerNorm::new(512)`, `LayerNorm::new(&[8, 8])`); a negative size panics.
     #[track_caller]
-    pub fn new(normalized_shape: &[usize]) -> LayerNorm {
+    pub fn new(normalized_shape: impl IntoShape) -> LayerNorm {
         LayerNorm::with_opts(normalized_shape, 1e-5, true)
     }
 
     /// `nn.LayerNorm(normalized_shape, eps, elementwise_affine)`.
     #[track_caller]
-    pub fn with_opts(normalized_shape: &[usize], eps: f64, elementwise_affine: bool) -> LayerNorm {
+    pub fn with_opts(normalized_shape: impl IntoShape, eps: f64, elementwise_affine: bool) -> LayerNorm {
+        let normalized_shape = &*sizes("LayerNorm", normalized_shape).or_panic();
         // Not in closures: a shape too large to allocate is reported at the caller's line.
         let (weight, bias) = if elementwise_affine {
             (

@@ -61,7 +61,7 @@ pub(crate) fn forward(c: &Arc<Conv>, x: &Tensor, w: &Tensor, bias: Option<&Tenso
         let gw = ctx.needs_input_grad(1).then(|| weight_grad(&c, x, g).expect("conv weight gradient"));
         let gb = (has_bias && ctx.needs_input_grad(2)).then(|| {
             let dims: Vec<i64> = (0..g.dim() as i64).filter(|&d| d != c.channel_dim as i64).collect();
-            g.sum_dim(dims, false)
+            g.sum_dim(dims)
         });
         let mut out = grads![gx, gw];
         if has_bias {

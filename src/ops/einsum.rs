@@ -208,7 +208,7 @@ fn sum_out(x: Labelled, keep: impl Fn(char) -> bool) -> Result<Labelled> {
         return Ok(x);
     }
     let labels = x.labels.iter().copied().filter(|&c| keep(c)).collect();
-    Ok(Labelled { t: x.t.try_sum_dim(dims, false)?, labels })
+    Ok(Labelled { t: x.t.try_sum_dim(dims)?, labels })
 }
 
 /// `x` permuted to `order` (a permutation of its labels) and expanded to `sizes` of them.

@@ -623,7 +623,7 @@ fn index_put_out(
     Ok(autograd::record(out, "IndexPutBackward0", &[x, values], saved, move |ctx, g, s| {
         let indices = restore_indices(&present, s);
         let masked = || {
-            let zero = Tensor::zeros_opts(&[], g.dtype(), g.device());
+            let zero = Tensor::zeros_opts((), g.dtype(), g.device());
             g.index_put(&indices, &zero, false)
         };
         grads![

@@ -25,6 +25,7 @@ mod diagonal;
 mod dispatch;
 mod einsum;
 mod index;
+mod keepdim;
 mod masked_scatter;
 mod matmul;
 mod norm;

@@ -1,4 +1,4 @@
-//! Vector norms (`x.norm(p)`, `x.norm_dim(p, dims, keepdim)`: PyTorch's `torch.norm` and
+//! Vector norms (`x.norm(p)`, `x.norm_dim(p, dims)`: PyTorch's `torch.norm` and
 //! `torch.linalg.vector_norm`), as decompositions into `abs`, `pow`, sums and `amax`/`amin`.
 //!
 //! The gradient is PyTorch's, zero where the norm is zero (and, for `0 < p < 1` or `p < 0`,
@@ -7,6 +7,7 @@
 //! replaces zeros by one and puts the zero result back afterwards, so no infinite derivative is
 //! ever multiplied by zero, to any order.
 
+use super::keepdim::keepdim_forms;
 use super::reduce::{scalar_type_name, Dims};
 use crate::error::{bail, OrPanic, Result};
 use crate::Tensor;
@@ -27,20 +28,13 @@ impl Tensor {
     pub fn try_norm(&self, p: f64) -> Result<Tensor> {
         vector_norm(self, p, &[], false)
     }
+}
 
-    /// The `p`-norm over `dims` (`x.norm(p, dim, keepdim)`), the reduced dims kept with size 1
-    /// when `keepdim`; an empty list of dims reduces every dim.
-    #[track_caller]
-    pub fn norm_dim(&self, p: f64, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_norm_dim(p, dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::norm_dim`] returning an error for a bad dim, a non-floating-point input or an
-    /// empty reduction with `p = ±∞`.
-    #[track_caller]
-    pub fn try_norm_dim(&self, p: f64, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        vector_norm(self, p, &dims.into().0, keepdim)
-    }
+keepdim_forms! {
+    #[doc = "The `p`-norm over `dims` (`x.norm(p, dim)`); an empty list of dims reduces every dim."]
+    #[errors = "a bad dim, a non-floating-point input or an empty reduction with `p = ±∞`"]
+    norm_dim try_norm_dim norm_dim_keepdim try_norm_dim_keepdim (p: f64, dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| vector_norm(x, p, &dims.into().0, keepdim);
 }
 
 /// The `p`-norm of `x` over `dims` (every dim when empty).
@@ -62,20 +56,21 @@ fn vector_norm(x: &Tensor, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor
     }
     let a = x.abs();
     let dims = dims.to_vec();
+    let sum = |t: &Tensor| if keepdim { t.try_sum_dim_keepdim(&dims) } else { t.try_sum_dim(&dims) };
     if p == f64::INFINITY {
-        return a.try_amax(dims, keepdim);
+        return if keepdim { a.try_amax_keepdim(dims) } else { a.try_amax(dims) };
     }
     if p == f64::NEG_INFINITY {
-        return a.try_amin(dims, keepdim);
+        return if keepdim { a.try_amin_keepdim(dims) } else { a.try_amin(dims) };
     }
     if p == 0.0 {
-        return a.ne(0.0).to_dtype(x.dtype()).try_sum_dim(dims, keepdim);
+        return sum(&a.ne(0.0).to_dtype(x.dtype()));
     }
     if p == 1.0 {
-        return a.try_sum_dim(dims, keepdim);
+        return sum(&a);
     }
     let powered = if p == 2.0 { x * x } else { power_at_zero(&a, p) };
-    let sum = powered.try_sum_dim(dims, keepdim)?;
+    let sum = sum(&powered)?;
     Ok(if p > 0.0 { root_at_zero(&sum, p) } else { sum.pow(1.0 / p) })
 }
 

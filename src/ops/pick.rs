@@ -102,5 +102,5 @@ pub(crate) fn masked_pick(x: &Tensor, d: usize, index: &Tensor) -> Result<Tensor
     let iota = class_indices(x, d, 0..classes as i64, &iota_shape)?;
     let index = if index.dtype() == iota.dtype() { index.clone() } else { index.try_to_dtype(iota.dtype())? };
     let hit = iota.try_eq(&index)?;
-    Tensor::try_where(&hit, x, 0.0)?.try_sum_dim(d as i64, true)
+    Tensor::try_where(&hit, x, 0.0)?.try_sum_dim_keepdim(d as i64)
 }

@@ -8,6 +8,7 @@
 //! `mode` picks the smallest of the most frequent values (each NaN counts once) and returns the
 //! index of its LAST occurrence; its gradient goes to that index.
 
+use super::keepdim::keepdim_forms;
 use super::kernel_op2;
 use super::reduce::{contiguous_elems, wrap};
 use super::scan::{add_into_indices, for_each_line, no_cuda, on_lines};
@@ -85,7 +86,7 @@ fn quantile_impl(
     let low = sorted.try_narrow(d as i64, below as i64, 1)?;
     let value = if above == below { low } else { low.lerp(&sorted.try_narrow(d as i64, above as i64, 1)?, weight) };
     // NaN sorts last: a row holding one has NaN as its quantile, as PyTorch.
-    let has_nan = x.ne(&x).any_dim(d as i64, true);
+    let has_nan = x.ne(&x).any_dim_keepdim(d as i64);
     Tensor::where_cond(&has_nan, f64::NAN, &value).try_reshape(&reduced_shape(t.shape(), dim, keepdim))
 }
 
@@ -161,19 +162,13 @@ impl Tensor {
     ) -> Result<Tensor> {
         quantile_impl(self, q, dim, keepdim, interpolation)
     }
+}
 
-    /// The most frequent value along `dim` and the index of its last occurrence (i64)
-    /// (`x.mode(dim, keepdim)`): the smallest one among equally frequent values, as PyTorch.
-    #[track_caller]
-    pub fn mode(&self, dim: i64, keepdim: bool) -> (Tensor, Tensor) {
-        self.try_mode(dim, keepdim).or_panic()
-    }
-
-    /// [`Tensor::mode`] returning an error for a bad dim or a dim of size 0.
-    #[track_caller]
-    pub fn try_mode(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-        mode_impl(self, dim, keepdim)
-    }
+keepdim_forms! {
+    #[doc = "The most frequent value along `dim` and the index of its last occurrence (i64) (`x.mode(dim)`): \
+        the smallest one among equally frequent values, as PyTorch."]
+    #[errors = "a bad dim or a dim of size 0"]
+    mode try_mode mode_keepdim try_mode_keepdim (dim: i64) -> (Tensor, Tensor) = |x, keepdim| mode_impl(x, dim, keepdim);
 }
 
 #[cfg(test)]

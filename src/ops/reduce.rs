@@ -1,8 +1,9 @@
 //! Reductions over all elements or over dims: `sum mean prod max min amax amin argmax argmin
 //! all any var std logsumexp`, `max_dim`/`min_dim` (values and indices), and `cumsum`.
 //!
-//! Dims are `i64` (negative counts from the end) given as [`Dims`]: one dim (`x.sum_dim(1,
-//! false)`) or several (`x.sum_dim([0, 2], true)`); an empty list reduces every dim, as
+//! Dims are `i64` (negative counts from the end) given as [`Dims`]: one dim (`x.sum_dim(1)`)
+//! or several (`x.sum_dim_keepdim([0, 2])`, see [`super::keepdim`] for the two forms); an empty
+//! list reduces every dim, as
 //! PyTorch's `dim=[]` does for `sum`, `mean`, `amax`, `var`, … — except `all_dim`/`any_dim`,
 //! where an empty list reduces no dim (each element's truth, the input's shape), as PyTorch's
 //! `torch.all(x, dim=())` does (it allows empty dims there, numpy's way). A 0-dim tensor accepts
@@ -22,6 +23,7 @@
 //! they returned, `prod` is exact with zeros in the input. `argmax`, `argmin`, `all`, `any` and
 //! indices never record.
 
+use super::keepdim::keepdim_forms;
 use super::{kernel_op, kernel_op2};
 use crate::autograd::{self, grads, Saved};
 use crate::error::{bail, OrPanic, Result};
@@ -301,7 +303,7 @@ impl GradShapes {
         let out = self.keep(out);
         let both_nan = x.ne(x).logical_and(out.ne(&out));
         let hit = x.eq(&out).logical_or(&both_nan).to_dtype(x.dtype());
-        let ties = hit.sum_dim(self.dims.clone(), true);
+        let ties = hit.sum_dim_keepdim(self.dims.clone());
         self.keep(g) / ties * hit
     }
 
@@ -318,10 +320,10 @@ impl GradShapes {
         let dt = x.dtype();
         let z = is_zero.to_dtype(dt);
         let nonzero = x + &z; // the zeros replaced by ones
-        let nonzero_others = nonzero.prod_dim(self.dims.clone(), true) / &nonzero;
+        let nonzero_others = nonzero.prod_dim_keepdim(self.dims.clone()) / &nonzero;
         let x_at_zeros = x * &z; // zero-valued, derivative 1 at the zeros
-        let zero_others = z.sum_dim(self.dims.clone(), true) - &z;
-        let zero_others_sum = x_at_zeros.sum_dim(self.dims.clone(), true) - &x_at_zeros;
+        let zero_others = z.sum_dim_keepdim(self.dims.clone()) - &z;
+        let zero_others_sum = x_at_zeros.sum_dim_keepdim(self.dims.clone()) - &x_at_zeros;
         let none = zero_others.eq(0.0).to_dtype(dt);
         let one = zero_others.eq(1.0).to_dtype(dt);
         self.keep(g) * nonzero_others * (none + one * zero_others_sum)
@@ -330,7 +332,7 @@ impl GradShapes {
     /// The gradient of a variance with `correction` over these dims:
     /// `g · 2 (x - mean) / (n - correction)`.
     fn var_backward(&self, x: &Tensor, correction: f64, g: &Tensor) -> Tensor {
-        let centered = x - x.mean_dim(self.dims.clone(), true);
+        let centered = x - x.mean_dim_keepdim(self.dims.clone());
         self.keep(g) * centered * (2.0 / (self.count as f64 - correction))
     }
 }
@@ -458,7 +460,7 @@ fn var_impl(t: &Tensor, op: &'static str, dims: &[i64], correction: i64, keepdim
 #[track_caller]
 fn captured_var(red: &Reduction, op: &'static str, t: &Tensor, correction: i64) -> Result<Tensor> {
     let dims: Vec<i64> = red.mask.iter().enumerate().filter(|(_, &r)| r).map(|(d, _)| d as i64).collect();
-    let mean = t.try_mean_dim(dims, true)?;
+    let mean = t.try_mean_dim_keepdim(dims)?;
     let dev = t.try_sub(&mean)?;
     let squares = dev.try_mul(&dev)?;
     red.run_fusable(op, &squares, (ReduceOp::Sum, Some(correction)), None, divided_sum(correction as f64))
@@ -643,16 +645,17 @@ fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
     // The reversed cumulative sum of g: out_j = Σ_{i<=j} x_i, so dx_i = Σ_{j>=i} g_j.
     let d = d as i64;
     Ok(autograd::record(out, "CumsumBackward0", &[t], [], move |_, g, _| {
-        grads![Some(g.sum_dim(d, true) - g.cumsum(d) + g)]
+        grads![Some(g.sum_dim_keepdim(d) - g.cumsum(d) + g)]
     }))
 }
 
 /// The `Tensor` methods of every row of `kiln_runtime::reduce_op_table!`: the reduction over
-/// every element (`x.sum()`) and over dims (`x.sum_dim(dims, keepdim)`), each with its `try_`
-/// form.
+/// every element (`x.sum()`) and over dims (`x.sum_dim(dims)`, `x.sum_dim_keepdim(dims)`), each
+/// with its `try_` form.
 macro_rules! reduce_methods {
     ($($v:ident $name:literal [$all:ident $try_all:ident $grad_all:literal]
-        [$dims:ident $try_dims:ident $dims_name:literal $grad_dims:literal] $what:literal $note:literal;)*) => {
+        [$dims:ident $try_dims:ident $keep:ident $try_keep:ident $dims_name:literal $grad_dims:literal]
+        $what:literal $note:literal;)*) => {
         impl Tensor {
             $(
                 #[doc = concat!("The ", $what, " of all elements, as a 0-dim tensor (`x.", $name, "()`); ", $note, ".")]
@@ -666,23 +669,16 @@ macro_rules! reduce_methods {
                 pub fn $try_all(&self) -> Result<Tensor> {
                     reduce_values(self, $name, $grad_all, ReduceOp::$v, &[], false)
                 }
-
-                #[doc = concat!("The ", $what, " over `dims` (`x.", $dims_name, "(dim, keepdim)`; one dim or a list, ",
-                    "negative from the end), the reduced dims kept with size 1 when `keepdim`; ", $note, ".")]
-                #[track_caller]
-                pub fn $dims(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-                    self.$try_dims(dims, keepdim).or_panic()
-                }
-
-                #[doc = concat!("[`Tensor::", stringify!($dims), "`] returning an error for a dim out of range or repeated ",
-                    "(and for an empty reduction where the op has no value).")]
-                #[track_caller]
-                pub fn $try_dims(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-                    reduce_values(self, $dims_name, $grad_dims, ReduceOp::$v, &dims.into().0, keepdim)
-                }
             )*
         }
 
+        keepdim_forms! {$(
+            #[doc = concat!("The ", $what, " over `dims` (`x.", $dims_name, "(dim)`; one dim or a list, negative from ",
+                "the end); ", $note, ".")]
+            #[errors = "a dim out of range or repeated (and for an empty reduction where the op has no value)"]
+            $dims $try_dims $keep $try_keep (dims: impl Into<Dims>) -> Tensor
+                = |x, keepdim| reduce_values(x, $dims_name, $grad_dims, ReduceOp::$v, &dims.into().0, keepdim);
+        )*}
     };
 }
 
@@ -702,43 +698,6 @@ impl Tensor {
         mean_impl(self, "MeanBackward0", &[], false)
     }
 
-    /// Means over `dims` (`x.mean(dim, keepdim)`).
-    #[track_caller]
-    pub fn mean_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_mean_dim(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::mean_dim`] returning an error for a bad dim or a non-floating-point input.
-    #[track_caller]
-    pub fn try_mean_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        mean_impl(self, "MeanBackward1", &dims.into().0, keepdim)
-    }
-
-    /// The largest values along `dim` and their indices (i64), as PyTorch's `x.max(dim,
-    /// keepdim)`: the first occurrence on ties, the first NaN if there is one.
-    #[track_caller]
-    pub fn max_dim(&self, dim: i64, keepdim: bool) -> (Tensor, Tensor) {
-        self.try_max_dim(dim, keepdim).or_panic()
-    }
-
-    /// [`Tensor::max_dim`] returning an error for a bad dim or a dim of size 0.
-    #[track_caller]
-    pub fn try_max_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-        minmax_dim_impl::<true>(self, "max", dim, keepdim)
-    }
-
-    /// The smallest values along `dim` and their indices (`x.min(dim, keepdim)`).
-    #[track_caller]
-    pub fn min_dim(&self, dim: i64, keepdim: bool) -> (Tensor, Tensor) {
-        self.try_min_dim(dim, keepdim).or_panic()
-    }
-
-    /// [`Tensor::min_dim`] returning an error for a bad dim or a dim of size 0.
-    #[track_caller]
-    pub fn try_min_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-        minmax_dim_impl::<false>(self, "min", dim, keepdim)
-    }
-
     /// The index of the largest element in row-major order, as a 0-dim i64 tensor
     /// (`x.argmax()`): the first occurrence on ties, the first NaN if there is one. Bool input
     /// is rejected, as in PyTorch.
@@ -753,18 +712,6 @@ impl Tensor {
         arg_impl::<true>(self, "argmax", None, false)
     }
 
-    /// The indices of the largest values along `dim` (`x.argmax(dim, keepdim)`).
-    #[track_caller]
-    pub fn argmax_dim(&self, dim: i64, keepdim: bool) -> Tensor {
-        self.try_argmax_dim(dim, keepdim).or_panic()
-    }
-
-    /// [`Tensor::argmax_dim`] returning an error for a bad dim, a dim of size 0 or bool input.
-    #[track_caller]
-    pub fn try_argmax_dim(&self, dim: i64, keepdim: bool) -> Result<Tensor> {
-        arg_impl::<true>(self, "argmax", Some(dim), keepdim)
-    }
-
     /// The index of the smallest element in row-major order (`x.argmin()`).
     #[track_caller]
     pub fn argmin(&self) -> Tensor {
@@ -775,18 +722,6 @@ impl Tensor {
     #[track_caller]
     pub fn try_argmin(&self) -> Result<Tensor> {
         arg_impl::<false>(self, "argmin", None, false)
-    }
-
-    /// The indices of the smallest values along `dim` (`x.argmin(dim, keepdim)`).
-    #[track_caller]
-    pub fn argmin_dim(&self, dim: i64, keepdim: bool) -> Tensor {
-        self.try_argmin_dim(dim, keepdim).or_panic()
-    }
-
-    /// [`Tensor::argmin_dim`] returning an error for a bad dim, a dim of size 0 or bool input.
-    #[track_caller]
-    pub fn try_argmin_dim(&self, dim: i64, keepdim: bool) -> Result<Tensor> {
-        arg_impl::<false>(self, "argmin", Some(dim), keepdim)
     }
 
     /// Whether every element is non-zero (`x.all()`); true for an empty tensor.
@@ -801,19 +736,6 @@ impl Tensor {
         all_any_impl::<true>(self, "all", None, false)
     }
 
-    /// Whether every element over `dims` is non-zero (`x.all(dim, keepdim)`). An empty list
-    /// reduces no dim: the result is each element's truth (`torch.all(x, dim=())`).
-    #[track_caller]
-    pub fn all_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_all_dim(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::all_dim`] returning an error for a dim out of range or repeated.
-    #[track_caller]
-    pub fn try_all_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        all_any_impl::<true>(self, "all", Some(&dims.into().0), keepdim)
-    }
-
     /// Whether any element is non-zero (`x.any()`); false for an empty tensor.
     #[track_caller]
     pub fn any(&self) -> Tensor {
@@ -826,81 +748,58 @@ impl Tensor {
         all_any_impl::<false>(self, "any", None, false)
     }
 
-    /// Whether any element over `dims` is non-zero (`x.any(dim, keepdim)`). An empty list
-    /// reduces no dim: the result is each element's truth (`torch.any(x, dim=())`).
+    /// The variance of all elements divided by n - 1 (`x.var()`, PyTorch's default
+    /// `correction=1`); [`Tensor::var_correction`] takes another correction. Floating-point
+    /// input only.
     #[track_caller]
-    pub fn any_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_any_dim(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::any_dim`] returning an error for a dim out of range or repeated.
-    #[track_caller]
-    pub fn try_any_dim(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        all_any_impl::<false>(self, "any", Some(&dims.into().0), keepdim)
-    }
-
-    /// The variance of all elements (`x.var(unbiased)`): divided by n - 1 when `unbiased`, by n
-    /// otherwise. Floating-point input only.
-    #[track_caller]
-    pub fn var(&self, unbiased: bool) -> Tensor {
-        self.try_var(unbiased).or_panic()
+    pub fn var(&self) -> Tensor {
+        self.try_var().or_panic()
     }
 
     /// [`Tensor::var`] returning an error for a non-floating-point input.
     #[track_caller]
-    pub fn try_var(&self, unbiased: bool) -> Result<Tensor> {
-        var_impl(self, "var", &[], unbiased as i64, false, false)
+    pub fn try_var(&self) -> Result<Tensor> {
+        var_impl(self, "var", &[], 1, false, false)
     }
 
-    /// The variance over `dims` divided by `n - correction` (`x.var(dim, correction=c,
-    /// keepdim)`); NaN or inf when `n <= correction`, as in PyTorch.
+    /// The variance over `dims` (every dim for an empty list) divided by `n - correction`
+    /// (`x.var(dim, correction=c, keepdim=k)`; `correction` 0 is PyTorch's `unbiased=False`);
+    /// NaN or inf when `n <= correction`, as in PyTorch.
     #[track_caller]
-    pub fn var_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Tensor {
-        self.try_var_dim(dims, correction, keepdim).or_panic()
+    pub fn var_correction(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Tensor {
+        self.try_var_correction(dims, correction, keepdim).or_panic()
     }
 
-    /// [`Tensor::var_dim`] returning an error for a bad dim or a non-floating-point input.
+    /// [`Tensor::var_correction`] returning an error for a bad dim or a non-floating-point input.
     #[track_caller]
-    pub fn try_var_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Result<Tensor> {
+    pub fn try_var_correction(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Result<Tensor> {
         var_impl(self, "var", &dims.into().0, correction, keepdim, false)
     }
 
-    /// The standard deviation of all elements (`x.std(unbiased)`).
+    /// The standard deviation of all elements with `correction=1` (`x.std()`); see
+    /// [`Tensor::std_correction`].
     #[track_caller]
-    pub fn std(&self, unbiased: bool) -> Tensor {
-        self.try_std(unbiased).or_panic()
+    pub fn std(&self) -> Tensor {
+        self.try_std().or_panic()
     }
 
     /// [`Tensor::std`] returning an error for a non-floating-point input.
     #[track_caller]
-    pub fn try_std(&self, unbiased: bool) -> Result<Tensor> {
-        var_impl(self, "std", &[], unbiased as i64, false, true)
+    pub fn try_std(&self) -> Result<Tensor> {
+        var_impl(self, "std", &[], 1, false, true)
     }
 
     /// The standard deviation over `dims` with `correction` (`x.std(dim, correction=c,
-    /// keepdim)`).
+    /// keepdim=k)`), as [`Tensor::var_correction`].
     #[track_caller]
-    pub fn std_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Tensor {
-        self.try_std_dim(dims, correction, keepdim).or_panic()
+    pub fn std_correction(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Tensor {
+        self.try_std_correction(dims, correction, keepdim).or_panic()
     }
 
-    /// [`Tensor::std_dim`] returning an error for a bad dim or a non-floating-point input.
+    /// [`Tensor::std_correction`] returning an error for a bad dim or a non-floating-point input.
     #[track_caller]
-    pub fn try_std_dim(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Result<Tensor> {
+    pub fn try_std_correction(&self, dims: impl Into<Dims>, correction: i64, keepdim: bool) -> Result<Tensor> {
         var_impl(self, "std", &dims.into().0, correction, keepdim, true)
-    }
-
-    /// log Σ exp(x) over `dims` (`torch.logsumexp(x, dim, keepdim)`), computed stably; integer
-    /// and bool inputs give f32, and an empty reduction gives -inf.
-    #[track_caller]
-    pub fn logsumexp(&self, dims: impl Into<Dims>, keepdim: bool) -> Tensor {
-        self.try_logsumexp(dims, keepdim).or_panic()
-    }
-
-    /// [`Tensor::logsumexp`] returning an error for a dim out of range or repeated.
-    #[track_caller]
-    pub fn try_logsumexp(&self, dims: impl Into<Dims>, keepdim: bool) -> Result<Tensor> {
-        logsumexp_impl(self, &dims.into().0, keepdim)
     }
 
     /// Cumulative sums along `dim` (`x.cumsum(dim)`); integer and bool inputs give i64.
@@ -914,6 +813,64 @@ impl Tensor {
     pub fn try_cumsum(&self, dim: i64) -> Result<Tensor> {
         cumsum_impl(self, dim)
     }
+}
+
+keepdim_forms! {
+    #[doc = "Means over `dims` (`x.mean(dim)`); floating-point input only."]
+    #[errors = "a bad dim or a non-floating-point input"]
+    mean_dim try_mean_dim mean_dim_keepdim try_mean_dim_keepdim (dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| mean_impl(x, "MeanBackward1", &dims.into().0, keepdim);
+
+    #[doc = "The largest values along `dim` and their indices (i64), as PyTorch's `x.max(dim)`: the first \
+        occurrence on ties, the first NaN if there is one."]
+    #[errors = "a bad dim or a dim of size 0"]
+    max_dim try_max_dim max_dim_keepdim try_max_dim_keepdim (dim: i64) -> (Tensor, Tensor)
+        = |x, keepdim| minmax_dim_impl::<true>(x, "max", dim, keepdim);
+
+    #[doc = "The smallest values along `dim` and their indices (`x.min(dim)`)."]
+    #[errors = "a bad dim or a dim of size 0"]
+    min_dim try_min_dim min_dim_keepdim try_min_dim_keepdim (dim: i64) -> (Tensor, Tensor)
+        = |x, keepdim| minmax_dim_impl::<false>(x, "min", dim, keepdim);
+
+    #[doc = "The indices of the largest values along `dim` (`x.argmax(dim)`)."]
+    #[errors = "a bad dim, a dim of size 0 or bool input"]
+    argmax_dim try_argmax_dim argmax_dim_keepdim try_argmax_dim_keepdim (dim: i64) -> Tensor
+        = |x, keepdim| arg_impl::<true>(x, "argmax", Some(dim), keepdim);
+
+    #[doc = "The indices of the smallest values along `dim` (`x.argmin(dim)`)."]
+    #[errors = "a bad dim, a dim of size 0 or bool input"]
+    argmin_dim try_argmin_dim argmin_dim_keepdim try_argmin_dim_keepdim (dim: i64) -> Tensor
+        = |x, keepdim| arg_impl::<false>(x, "argmin", Some(dim), keepdim);
+
+    #[doc = "Whether every element over `dims` is non-zero (`x.all(dim)`). An empty list reduces no dim: \
+        the result is each element's truth (`torch.all(x, dim=())`)."]
+    #[errors = "a dim out of range or repeated"]
+    all_dim try_all_dim all_dim_keepdim try_all_dim_keepdim (dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| all_any_impl::<true>(x, "all", Some(&dims.into().0), keepdim);
+
+    #[doc = "Whether any element over `dims` is non-zero (`x.any(dim)`). An empty list reduces no dim: \
+        the result is each element's truth (`torch.any(x, dim=())`)."]
+    #[errors = "a dim out of range or repeated"]
+    any_dim try_any_dim any_dim_keepdim try_any_dim_keepdim (dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| all_any_impl::<false>(x, "any", Some(&dims.into().0), keepdim);
+
+    #[doc = "The variance over `dims` divided by n - 1 (`x.var(dim)`, PyTorch's default `correction=1`; \
+        see [`Tensor::var_correction`]). Floating-point input only."]
+    #[errors = "a bad dim or a non-floating-point input"]
+    var_dim try_var_dim var_dim_keepdim try_var_dim_keepdim (dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| var_impl(x, "var", &dims.into().0, 1, keepdim, false);
+
+    #[doc = "The standard deviation over `dims` with `correction=1` (`x.std(dim)`; see \
+        [`Tensor::std_correction`])."]
+    #[errors = "a bad dim or a non-floating-point input"]
+    std_dim try_std_dim std_dim_keepdim try_std_dim_keepdim (dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| var_impl(x, "std", &dims.into().0, 1, keepdim, true);
+
+    #[doc = "log Σ exp(x) over `dims` (`torch.logsumexp(x, dim)`), computed stably; integer and bool inputs \
+        give f32, and an empty reduction gives -inf."]
+    #[errors = "a dim out of range or repeated"]
+    logsumexp try_logsumexp logsumexp_keepdim try_logsumexp_keepdim (dims: impl Into<Dims>) -> Tensor
+        = |x, keepdim| logsumexp_impl(x, &dims.into().0, keepdim);
 }
 
 #[cfg(test)]
@@ -958,19 +915,19 @@ mod tests {
         assert_eq!(i.prod().dtype(), DType::I64);
         assert_eq!(i.max().dtype(), DType::I32);
         assert_eq!(i.cumsum(0).dtype(), DType::I64);
-        assert_eq!(i.logsumexp(0, false).dtype(), DType::F32);
+        assert_eq!(i.logsumexp(0).dtype(), DType::F32);
         assert_eq!(i.all().dtype(), DType::Bool);
         assert_eq!(Tensor::new(&[1u8]).any().dtype(), DType::U8);
         // An empty dim list: no reduction for all/any, every dim for the others (PyTorch).
         let m = Tensor::new(&[[1.0f32, 0.0], [f32::NAN, 2.0]]);
-        let a = m.all_dim(Vec::<i64>::new(), true);
+        let a = m.all_dim_keepdim(Vec::<i64>::new());
         assert_eq!((a.shape(), a.to_vec::<bool>()), (&[2usize, 2][..], vec![true, false, true, true]));
-        assert_eq!(m.any_dim(Vec::<i64>::new(), false).shape(), &[2, 2]);
-        assert_eq!(Tensor::new(&[0u8, 7]).all_dim(Vec::<i64>::new(), false).to_vec::<u8>(), vec![0, 1]);
-        assert_eq!(m.sum_dim(Vec::<i64>::new(), false).shape(), &[] as &[usize]);
+        assert_eq!(m.any_dim(Vec::<i64>::new()).shape(), &[2, 2]);
+        assert_eq!(Tensor::new(&[0u8, 7]).all_dim(Vec::<i64>::new()).to_vec::<u8>(), vec![0, 1]);
+        assert_eq!(m.sum_dim(Vec::<i64>::new()).shape(), &[] as &[usize]);
         let h = Tensor::new(&[1.0f32]).to_dtype(DType::BF16);
         assert_eq!(h.mean().dtype(), DType::BF16);
-        assert_eq!(h.std(false).dtype(), DType::BF16);
-        assert!(i.try_mean().is_err() && i.try_var(true).is_err());
+        assert_eq!(h.std_correction([], 0, false).dtype(), DType::BF16);
+        assert!(i.try_mean().is_err() && i.try_var().is_err());
     }
 }

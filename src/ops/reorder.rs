@@ -12,7 +12,7 @@
 use super::data_dependent;
 use super::reduce::Dims;
 use crate::error::{bail, OrPanic, Result};
-use crate::tensor::normalize_dim;
+use crate::tensor::{normalize_dim, IntoShape};
 use crate::{DType, Tensor};
 
 /// `x` with its elements along `d` taken in the order `positions` (an index built from the
@@ -125,14 +125,19 @@ impl Tensor {
     /// The tensor repeated `sizes[i]` times along dim `i` (`x.repeat(sizes)`): `sizes` has at
     /// least as many entries as the tensor has dims; extra leading entries add new dims.
     #[track_caller]
-    pub fn repeat(&self, sizes: &[usize]) -> Tensor {
+    pub fn repeat(&self, sizes: impl IntoShape) -> Tensor {
         self.try_repeat(sizes).or_panic()
     }
 
     /// [`Tensor::repeat`] returning an error when `sizes` is shorter than the tensor's dims or
     /// the result too large.
     #[track_caller]
-    pub fn try_repeat(&self, sizes: &[usize]) -> Result<Tensor> {
+    pub fn try_repeat(&self, sizes: impl IntoShape) -> Result<Tensor> {
+        self.repeat_sizes(&crate::tensor::sizes("repeat", sizes)?)
+    }
+
+    #[track_caller]
+    fn repeat_sizes(&self, sizes: &[usize]) -> Result<Tensor> {
         if sizes.len() < self.dim() {
             bail!(
                 "repeat",
@@ -156,16 +161,17 @@ impl Tensor {
     /// [`Tensor::repeat`] with `dims` completed by leading ones when it is shorter than the
     /// tensor's dims (`torch.tile(x, dims)`).
     #[track_caller]
-    pub fn tile(&self, dims: &[usize]) -> Tensor {
+    pub fn tile(&self, dims: impl IntoShape) -> Tensor {
         self.try_tile(dims).or_panic()
     }
 
     /// [`Tensor::tile`] returning an error for a result too large.
     #[track_caller]
-    pub fn try_tile(&self, dims: &[usize]) -> Result<Tensor> {
+    pub fn try_tile(&self, dims: impl IntoShape) -> Result<Tensor> {
+        let dims = crate::tensor::sizes("tile", dims)?;
         let lead = self.dim().saturating_sub(dims.len());
         let sizes: Vec<usize> = std::iter::repeat_n(1, lead).chain(dims.iter().copied()).collect();
-        self.try_repeat(&sizes)
+        self.repeat_sizes(&sizes)
     }
 
     /// Each element repeated `repeats` times in place along `dim`

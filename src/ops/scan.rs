@@ -124,7 +124,7 @@ fn logcumsumexp_kernel<T: Element>(x: &[T], lines: Lines) -> CpuBuf<T> {
 
 /// `g`'s sums from each position to the end along `d`: `Σ_{j≥i} g_j`.
 fn reversed_cumsum(g: &Tensor, d: i64) -> Tensor {
-    g.sum_dim(d, true) - g.cumsum(d) + g
+    g.sum_dim_keepdim(d) - g.cumsum(d) + g
 }
 
 /// `x` with one element of `value` appended along `d`: a pad that gathers at index `n` read.

@@ -56,11 +56,11 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
     let d = d as i64;
     Ok(if log {
         autograd::record(out, "LogSoftmaxBackward0", &[t], [Saved::Output], move |_, g, s| {
-            grads![Some(g - s[0].exp() * g.sum_dim(d, true))]
+            grads![Some(g - s[0].exp() * g.sum_dim_keepdim(d))]
         })
     } else {
         autograd::record(out, "SoftmaxBackward0", &[t], [Saved::Output], move |_, g, s| {
-            grads![Some(&s[0] * (g - (g * &s[0]).sum_dim(d, true)))]
+            grads![Some(&s[0] * (g - (g * &s[0]).sum_dim_keepdim(d)))]
         })
     })
 }
@@ -70,12 +70,12 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
 /// is the max kernel's second stage).
 fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
     let _no_grad = crate::no_grad_guard();
-    let z = t - t.amax(d, true);
+    let z = t - t.amax_keepdim(d);
     if log {
-        &z - z.exp().sum_dim(d, true).log()
+        &z - z.exp().sum_dim_keepdim(d).log()
     } else {
         let e = z.exp();
-        &e / e.sum_dim(d, true)
+        &e / e.sum_dim_keepdim(d)
     }
 }
 
@@ -168,7 +168,7 @@ mod tests {
     fn rows_sum_to_one_along_any_dim() {
         let x = Tensor::new(&[[1.0f32, 2.0, 3.0], [-1.0, 0.0, 1000.0]]);
         for dim in [0, 1, -1] {
-            let s = x.softmax(dim).sum_dim(dim, false).to_vec::<f32>();
+            let s = x.softmax(dim).sum_dim(dim).to_vec::<f32>();
             assert!(s.iter().all(|&v| (v - 1.0).abs() < 1e-6), "{dim}: {s:?}");
         }
         // A large entry does not overflow: its row is one-hot.

@@ -1,5 +1,6 @@
 //! Creating tensors: from data, filled, ranges, identity, and the `*_like`/`new_*` forms.
 
+use super::shape_arg::{sizes, IntoShape};
 use super::size::reserve;
 use super::Tensor;
 use crate::cuda::OrOp;
@@ -133,14 +134,15 @@ impl Tensor {
 
     /// A tensor of the given shape from row-major data.
     #[track_caller]
-    pub fn from_vec<T: StorageElement>(data: Vec<T>, shape: &[usize]) -> Tensor {
+    pub fn from_vec<T: StorageElement>(data: Vec<T>, shape: impl IntoShape) -> Tensor {
         Self::try_from_vec(data, shape).or_panic()
     }
 
     /// [`Tensor::from_vec`] returning an error when `data.len()` is not the shape's size (a
     /// shape whose count overflows is an error, never a count that wraps to `data.len()`).
     #[track_caller]
-    pub fn try_from_vec<T: StorageElement>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+    pub fn try_from_vec<T: StorageElement>(data: Vec<T>, shape: impl IntoShape) -> Result<Tensor> {
+        let shape = &*sizes("from_vec", shape)?;
         let n = super::check_shape("from_vec", shape)?;
         if data.len() != n {
             bail!("from_vec", Shape, "{} elements cannot fill shape {shape:?} ({n} elements)", data.len());
@@ -183,7 +185,7 @@ impl Tensor {
     /// cannot hold panics, as PyTorch raises (`1e20` or NaN into `I32`, `256` or `-1.0` into
     /// `U8`, `1e300` into `F32`; see [`Tensor::try_full_opts`]).
     #[track_caller]
-    pub fn full_opts(shape: &[usize], value: impl IntoScalar, dtype: DType, device: Device) -> Tensor {
+    pub fn full_opts(shape: impl IntoShape, value: impl IntoScalar, dtype: DType, device: Device) -> Tensor {
         Self::try_full_opts(shape, value, dtype, device).or_panic()
     }
 
@@ -193,104 +195,101 @@ impl Tensor {
     /// cannot be used (no CUDA device available). On CUDA the values are made on the host and
     /// copied over (one upload; a fill kernel would save the host buffer).
     #[track_caller]
-    pub fn try_full_opts(shape: &[usize], value: impl IntoScalar, dtype: DType, device: Device) -> Result<Tensor> {
-        filled("full", shape, value.into(), dtype, device)
+    pub fn try_full_opts(
+        shape: impl IntoShape,
+        value: impl IntoScalar,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        filled("full", &sizes("full", shape)?, value.into(), dtype, device)
     }
 
     /// A tensor of `shape` filled with `value`; the dtype follows the value (`F32` for floats,
     /// `I64` for integers, `Bool` for bools), as `torch.full` does (a float past f32's range
     /// panics, as there).
     #[track_caller]
-    pub fn full(shape: &[usize], value: impl IntoScalar) -> Tensor {
+    pub fn full(shape: impl IntoShape, value: impl IntoScalar) -> Tensor {
         Self::try_full(shape, value).or_panic()
     }
 
     /// [`Tensor::full`] returning an error (see [`Tensor::try_full_opts`]).
     #[track_caller]
-    pub fn try_full(shape: &[usize], value: impl IntoScalar) -> Result<Tensor> {
+    pub fn try_full(shape: impl IntoShape, value: impl IntoScalar) -> Result<Tensor> {
         let v: Scalar = value.into();
         Self::try_full_opts(shape, v, v.default_dtype(), Device::Cpu)
     }
 
     /// Zeros of `dtype` on `device`.
     #[track_caller]
-    pub fn zeros_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    pub fn zeros_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Tensor {
         Self::try_zeros_opts(shape, dtype, device).or_panic()
     }
 
     /// [`Tensor::zeros_opts`] returning an error for a shape too large for a tensor, memory the
     /// system refuses (`ErrorKind::OutOfMemory`), or a device that cannot be used.
     #[track_caller]
-    pub fn try_zeros_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        filled("zeros", shape, Scalar::Int(0), dtype, device)
+    pub fn try_zeros_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Result<Tensor> {
+        filled("zeros", &sizes("zeros", shape)?, Scalar::Int(0), dtype, device)
     }
 
     /// Ones of `dtype` on `device`.
     #[track_caller]
-    pub fn ones_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    pub fn ones_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Tensor {
         Self::try_ones_opts(shape, dtype, device).or_panic()
     }
 
     /// [`Tensor::ones_opts`] returning an error (see [`Tensor::try_zeros_opts`]).
     #[track_caller]
-    pub fn try_ones_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        filled("ones", shape, Scalar::Int(1), dtype, device)
+    pub fn try_ones_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Result<Tensor> {
+        filled("ones", &sizes("ones", shape)?, Scalar::Int(1), dtype, device)
     }
 
     /// An uninitialized tensor of `dtype` on `device`: its values are whatever the reused memory
     /// held (always valid numbers of the dtype, never undefined behaviour).
     #[track_caller]
-    pub fn empty_opts(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+    pub fn empty_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Tensor {
         Self::try_empty_opts(shape, dtype, device).or_panic()
     }
 
     /// [`Tensor::empty_opts`] returning an error (see [`Tensor::try_zeros_opts`]).
     #[track_caller]
-    pub fn try_empty_opts(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        match device {
-            Device::Cpu => {
-                Ok(Tensor::from_cpu_storage(CpuStorage::uninit(dtype, reserve("empty", shape, dtype)?), shape))
-            }
-            Device::Cuda(i) => {
-                let s = CudaStorage::uninit("empty", i, dtype, super::check_shape("empty", shape)?).or_op("empty")?;
-                Ok(Tensor::from_storage(Storage::Cuda(s), shape))
-            }
-        }
+    pub fn try_empty_opts(shape: impl IntoShape, dtype: DType, device: Device) -> Result<Tensor> {
+        uninit(&sizes("empty", shape)?, dtype, device)
     }
 
     /// f32 zeros.
     #[track_caller]
-    pub fn zeros(shape: &[usize]) -> Tensor {
+    pub fn zeros(shape: impl IntoShape) -> Tensor {
         Self::zeros_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// [`Tensor::zeros`] returning an error (see [`Tensor::try_zeros_opts`]).
     #[track_caller]
-    pub fn try_zeros(shape: &[usize]) -> Result<Tensor> {
+    pub fn try_zeros(shape: impl IntoShape) -> Result<Tensor> {
         Self::try_zeros_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// f32 ones.
     #[track_caller]
-    pub fn ones(shape: &[usize]) -> Tensor {
+    pub fn ones(shape: impl IntoShape) -> Tensor {
         Self::ones_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// [`Tensor::ones`] returning an error (see [`Tensor::try_zeros_opts`]).
     #[track_caller]
-    pub fn try_ones(shape: &[usize]) -> Result<Tensor> {
+    pub fn try_ones(shape: impl IntoShape) -> Result<Tensor> {
         Self::try_ones_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// An uninitialized f32 tensor (see [`Tensor::empty_opts`]).
     #[track_caller]
-    pub fn empty(shape: &[usize]) -> Tensor {
+    pub fn empty(shape: impl IntoShape) -> Tensor {
         Self::empty_opts(shape, DType::F32, Device::Cpu)
     }
 
     /// [`Tensor::empty`] returning an error (see [`Tensor::try_zeros_opts`]).
     #[track_caller]
-    pub fn try_empty(shape: &[usize]) -> Result<Tensor> {
+    pub fn try_empty(shape: impl IntoShape) -> Result<Tensor> {
         Self::try_empty_opts(shape, DType::F32, Device::Cpu)
     }
 
@@ -320,25 +319,25 @@ impl Tensor {
 
     /// Zeros of a new shape with this tensor's dtype and device.
     #[track_caller]
-    pub fn new_zeros(&self, shape: &[usize]) -> Tensor {
+    pub fn new_zeros(&self, shape: impl IntoShape) -> Tensor {
         Self::zeros_opts(shape, self.dtype(), self.device())
     }
 
     /// Ones of a new shape with this tensor's dtype and device.
     #[track_caller]
-    pub fn new_ones(&self, shape: &[usize]) -> Tensor {
+    pub fn new_ones(&self, shape: impl IntoShape) -> Tensor {
         Self::ones_opts(shape, self.dtype(), self.device())
     }
 
     /// `value` in a new shape with this tensor's dtype and device.
     #[track_caller]
-    pub fn new_full(&self, shape: &[usize], value: impl IntoScalar) -> Tensor {
+    pub fn new_full(&self, shape: impl IntoShape, value: impl IntoScalar) -> Tensor {
         Self::full_opts(shape, value, self.dtype(), self.device())
     }
 
     /// Uninitialized, in a new shape with this tensor's dtype and device.
     #[track_caller]
-    pub fn new_empty(&self, shape: &[usize]) -> Tensor {
+    pub fn new_empty(&self, shape: impl IntoShape) -> Tensor {
         Self::empty_opts(shape, self.dtype(), self.device())
     }
 
@@ -438,6 +437,18 @@ impl Tensor {
         let len = reserve("eye", &[n, m], DType::F32)?;
         let buf = CpuBuf::from_fn(len, |i| if i / m.max(1) == i % m.max(1) { 1.0f32 } else { 0.0 });
         Ok(Tensor::from_buf(buf, &[n, m]))
+    }
+}
+
+/// A new uninitialized tensor of `shape` and `dtype` on `device` (`empty`).
+#[track_caller]
+fn uninit(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+    match device {
+        Device::Cpu => Ok(Tensor::from_cpu_storage(CpuStorage::uninit(dtype, reserve("empty", shape, dtype)?), shape)),
+        Device::Cuda(i) => {
+            let s = CudaStorage::uninit("empty", i, dtype, super::check_shape("empty", shape)?).or_op("empty")?;
+            Ok(Tensor::from_storage(Storage::Cuda(s), shape))
+        }
     }
 }
 

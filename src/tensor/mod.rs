@@ -9,15 +9,18 @@ mod convert;
 mod create;
 mod display;
 mod pin;
+mod shape_arg;
 mod size;
 mod view;
 
 pub use convert::SliceGuard;
 pub use create::{IntoScalar, NestedArray};
+pub use shape_arg::{IntoShape, ShapeDims};
 pub use view::{IndexArgs, TensorIndexer};
 
 pub(crate) use convert::{cast, cast_storage};
 pub(crate) use create::scalar_as;
+pub(crate) use shape_arg::sizes;
 pub(crate) use size::{check_shape, reserve};
 
 use crate::autograd::AutogradMeta;

@@ -1,7 +1,7 @@
 //! Views: new layouts over the same storage, never a copy (except `reshape`, which copies only
 //! when no view exists, as in PyTorch).
 
-use super::{check_shape, normalize_dim, Tensor};
+use super::{check_shape, normalize_dim, sizes, IntoShape, Tensor};
 use crate::autograd::{self, grads, SliceOf};
 use crate::error::{bail, OrPanic, Result};
 use kiln_runtime::layout::{checked_numel, numel};
@@ -231,13 +231,18 @@ impl Tensor {
     /// The same elements with a new shape (one entry may be -1), sharing storage; an error when
     /// the strides do not allow it (use [`Tensor::reshape`]).
     #[track_caller]
-    pub fn view(&self, shape: &[i64]) -> Tensor {
+    pub fn view(&self, shape: impl IntoShape) -> Tensor {
         self.try_view(shape).or_panic()
     }
 
     /// [`Tensor::view`] returning an error.
     #[track_caller]
-    pub fn try_view(&self, shape: &[i64]) -> Result<Tensor> {
+    pub fn try_view(&self, shape: impl IntoShape) -> Result<Tensor> {
+        self.view_dims(&shape.into_dims())
+    }
+
+    #[track_caller]
+    fn view_dims(&self, shape: &[i64]) -> Result<Tensor> {
         let new = infer_shape("view", self.shape(), shape)?;
         match self.layout().view(&new) {
             Some(l) => Ok(self.tracked_reshape(self.with_layout(l), "ViewBackward0")),
@@ -253,13 +258,18 @@ impl Tensor {
 
     /// [`Tensor::view`] when the strides allow it, else a contiguous copy with the new shape.
     #[track_caller]
-    pub fn reshape(&self, shape: &[i64]) -> Tensor {
+    pub fn reshape(&self, shape: impl IntoShape) -> Tensor {
         self.try_reshape(shape).or_panic()
     }
 
     /// [`Tensor::reshape`] returning an error.
     #[track_caller]
-    pub fn try_reshape(&self, shape: &[i64]) -> Result<Tensor> {
+    pub fn try_reshape(&self, shape: impl IntoShape) -> Result<Tensor> {
+        self.reshape_dims(&shape.into_dims())
+    }
+
+    #[track_caller]
+    fn reshape_dims(&self, shape: &[i64]) -> Result<Tensor> {
         let new = infer_shape("reshape", self.shape(), shape)?;
         match self.layout().view(&new) {
             Some(l) => Ok(self.tracked_reshape(self.with_layout(l), "ViewBackward0")),
@@ -471,13 +481,18 @@ impl Tensor {
 
     /// Broadcasts to `shape` without copying; -1 keeps a dim's size (`x.expand(3, -1)`).
     #[track_caller]
-    pub fn expand(&self, shape: &[i64]) -> Tensor {
+    pub fn expand(&self, shape: impl IntoShape) -> Tensor {
         self.try_expand(shape).or_panic()
     }
 
     /// [`Tensor::expand`] returning an error when the shapes are incompatible.
     #[track_caller]
-    pub fn try_expand(&self, shape: &[i64]) -> Result<Tensor> {
+    pub fn try_expand(&self, shape: impl IntoShape) -> Result<Tensor> {
+        self.expand_dims(&shape.into_dims())
+    }
+
+    #[track_caller]
+    fn expand_dims(&self, shape: &[i64]) -> Result<Tensor> {
         if shape.len() < self.dim() {
             bail!("expand", Shape, "the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({})", shape.len(), self.dim());
         }
@@ -495,7 +510,7 @@ impl Tensor {
                 target.push(s as usize);
             }
         }
-        self.try_broadcast_to(&target).map_err(|mut e| {
+        self.broadcast_sizes(&target).map_err(|mut e| {
             e.op = "expand";
             e
         })
@@ -503,7 +518,7 @@ impl Tensor {
 
     /// Broadcasts to `shape` without copying (`torch.broadcast_to`).
     #[track_caller]
-    pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
+    pub fn broadcast_to(&self, shape: impl IntoShape) -> Tensor {
         self.try_broadcast_to(shape).or_panic()
     }
 
@@ -511,7 +526,12 @@ impl Tensor {
     /// is too large for a tensor (a view holds at most 2^60 - 1 elements too, see
     /// [`kiln_runtime::layout::MAX_NUMEL`]).
     #[track_caller]
-    pub fn try_broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+    pub fn try_broadcast_to(&self, shape: impl IntoShape) -> Result<Tensor> {
+        self.broadcast_sizes(&sizes("broadcast_to", shape)?)
+    }
+
+    #[track_caller]
+    fn broadcast_sizes(&self, shape: &[usize]) -> Result<Tensor> {
         check_shape("broadcast_to", shape)?;
         match self.layout().broadcast_to(shape) {
             // The engine sums the gradient over the broadcast dims.
@@ -548,9 +568,9 @@ impl Tensor {
 
     /// Splits `dim` into `sizes` (one may be -1): the inverse of `flatten`.
     #[track_caller]
-    pub fn unflatten(&self, dim: i64, sizes: &[i64]) -> Tensor {
+    pub fn unflatten(&self, dim: i64, sizes: impl IntoShape) -> Tensor {
         let d = self.normalize_dim("unflatten", dim).or_panic();
-        let inner = infer_shape("unflatten", &self.shape()[d..=d], sizes).or_panic();
+        let inner = infer_shape("unflatten", &self.shape()[d..=d], &sizes.into_dims()).or_panic();
         let mut shape: Vec<i64> = self.shape()[..d].iter().map(|&v| v as i64).collect();
         shape.extend(inner.iter().map(|&v| v as i64));
         shape.extend(self.shape()[d + 1..].iter().map(|&v| v as i64));

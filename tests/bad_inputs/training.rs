@@ -107,7 +107,7 @@ fn optimizers(c: &mut Cases) {
 
 fn data(c: &mut Cases) {
     c.add("tensor-dataset/lengths-differ", || refused(TensorDataset::new((Tensor::zeros(&[2]), Tensor::zeros(&[3])))));
-    c.add("tensor-dataset/0-dim", || refused(TensorDataset::new((Tensor::zeros(&[]),))));
+    c.add("tensor-dataset/0-dim", || refused(TensorDataset::new((Tensor::zeros(()),))));
     c.add("subset/index-out-of-range", || refused(Subset::new(Ragged, vec![0, 9])));
     c.add("random-split/lengths-sum", || refused(random_split(Ragged, &[1usize, 1][..], 0)));
     c.add("random-split/fractions-sum", || refused(random_split(Ragged, &[0.5f64, 0.6][..], 0)));

@@ -11,13 +11,13 @@
 
 /// The table of reductions, handed to the macro `$then`, one row per op:
 ///
-/// `Variant "torch_name" [all try_all "GradFnAll"] [dims try_dims "dims_name" "GradFnDims"] "what" "note";`
+/// `Variant "torch_name" [all try_all "GradFnAll"] [dims try_dims keep try_keep "dims_name" "GradFnDims"] "what" "note";`
 ///
 /// - `[all try_all "GradFnAll"]`: the `Tensor` methods reducing every element (`x.sum()`) and
 ///   the grad_fn they record;
-/// - `[dims try_dims "dims_name" "GradFnDims"]`: the methods reducing over dims
-///   (`x.sum(dim, keepdim)` is `x.sum_dim(dim, keepdim)`, `x.amax(dim, keepdim)` keeps its
-///   name), the name its errors use, and the grad_fn they record;
+/// - `[dims try_dims keep try_keep "dims_name" "GradFnDims"]`: the methods reducing over dims
+///   (`x.sum(dim)` is `x.sum_dim(dim)`, `x.sum(dim, keepdim=True)` is `x.sum_dim_keepdim(dim)`,
+///   `x.amax(dim)` keeps its name), the name its errors use, and the grad_fn they record;
 /// - `"what"` and `"note"`: what the op computes and its dtype and empty-input rules, for the
 ///   documentation.
 #[macro_export]
@@ -25,13 +25,13 @@ macro_rules! reduce_op_table {
     ($then:ident $(, $($args:tt)*)?) => {
         $then! {
             $(($($args)*))?
-            Sum  "sum"  [sum  try_sum  "SumBackward0"]  [sum_dim  try_sum_dim  "sum"  "SumBackward1"]
+            Sum  "sum"  [sum  try_sum  "SumBackward0"]  [sum_dim  try_sum_dim  sum_dim_keepdim  try_sum_dim_keepdim  "sum"  "SumBackward1"]
                 "sum" "integer and bool inputs give i64; an empty reduction gives 0";
-            Prod "prod" [prod try_prod "ProdBackward0"] [prod_dim try_prod_dim "prod" "ProdBackward1"]
+            Prod "prod" [prod try_prod "ProdBackward0"] [prod_dim try_prod_dim prod_dim_keepdim try_prod_dim_keepdim "prod" "ProdBackward1"]
                 "product" "integer and bool inputs give i64; an empty reduction gives 1";
-            Max  "max"  [max  try_max  "MaxBackward1"]  [amax     try_amax     "amax" "AmaxBackward0"]
+            Max  "max"  [max  try_max  "MaxBackward1"]  [amax     try_amax     amax_keepdim     try_amax_keepdim     "amax" "AmaxBackward0"]
                 "largest value" "the dtype is kept and NaN wins; an empty reduction is an error";
-            Min  "min"  [min  try_min  "MinBackward1"]  [amin     try_amin     "amin" "AminBackward0"]
+            Min  "min"  [min  try_min  "MinBackward1"]  [amin     try_amin     amin_keepdim     try_amin_keepdim     "amin" "AminBackward0"]
                 "smallest value" "the dtype is kept and NaN wins; an empty reduction is an error";
         }
     };

@@ -100,7 +100,7 @@ pub fn try_prelu(input: &Tensor, weight: &Tensor) -> Result<Tensor> {
     }
     // One weight per channel, broadcast along dim 1 of the input.
     let w = if weight.numel() == 1 || input.dim() < 2 {
-        weight.reshape(&[])
+        weight.reshape(())
     } else {
         let mut along = vec![1i64; input.dim() - 1];
         along[0] = channels as i64;

@@ -56,7 +56,7 @@ pub(crate) fn attention(
     let weights = if masked {
         // PyTorch's `_safe_softmax`: a row with no key left gives zeros. The row is replaced
         // by zeros before the softmax too, so that neither value nor gradient is NaN.
-        let dead = weights.eq(f64::NEG_INFINITY).all_dim(-1, true);
+        let dead = weights.eq(f64::NEG_INFINITY).all_dim_keepdim(-1);
         Tensor::where_cond(&dead, 0.0, Tensor::where_cond(&dead, 0.0, &weights).softmax(-1))
     } else {
         weights

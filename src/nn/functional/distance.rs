@@ -13,7 +13,7 @@ pub fn normalize(input: &Tensor, p: f64, dim: i64, eps: f64) -> Tensor {
 /// [`normalize`] returning an error for a bad dim or a non-floating-point input.
 #[track_caller]
 pub fn try_normalize(input: &Tensor, p: f64, dim: i64, eps: f64) -> Result<Tensor> {
-    let norm = input.try_norm_dim(p, dim, true)?;
+    let norm = input.try_norm_dim_keepdim(p, dim)?;
     input.try_div(norm.clamp_min(eps))
 }
 
@@ -31,7 +31,7 @@ pub fn cosine_similarity(x1: &Tensor, x2: &Tensor, dim: i64, eps: f64) -> Tensor
 #[track_caller]
 pub fn try_cosine_similarity(x1: &Tensor, x2: &Tensor, dim: i64, eps: f64) -> Result<Tensor> {
     let unit = |x: &Tensor| -> Result<Tensor> {
-        let norm = x.try_norm_dim(2.0, dim, true)?;
+        let norm = x.try_norm_dim_keepdim(2.0, dim)?;
         let floored = &norm + (norm.clamp_min(eps) - &norm).detach();
         x.try_div(floored)
     };
@@ -39,5 +39,5 @@ pub fn try_cosine_similarity(x1: &Tensor, x2: &Tensor, dim: i64, eps: f64) -> Re
         bail!("cosine_similarity", Shape, "shapes {:?} and {:?} cannot broadcast", x1.shape(), x2.shape());
     };
     let (u1, u2) = (unit(&x1.try_broadcast_to(&shape)?)?, unit(&x2.try_broadcast_to(&shape)?)?);
-    u1.try_mul(u2)?.try_sum_dim(dim, false)
+    u1.try_mul(u2)?.try_sum_dim(dim)
 }

@@ -121,8 +121,8 @@ pub(super) fn cross_entropy(
     let kept = targets.iter().filter(|&&t| t >= 0).count();
     let out = match reduction {
         Reduction::None => Tensor::from_vec(losses.iter().map(|&l| l as f32).collect(), &[rows]),
-        Reduction::Sum => Tensor::from_vec(vec![losses.iter().sum::<f64>() as f32], &[]),
-        Reduction::Mean => Tensor::from_vec(vec![(losses.iter().sum::<f64>() / kept as f64) as f32], &[]),
+        Reduction::Sum => Tensor::from_vec(vec![losses.iter().sum::<f64>() as f32], ()),
+        Reduction::Mean => Tensor::from_vec(vec![(losses.iter().sum::<f64>() / kept as f64) as f32], ()),
     };
     if !autograd::is_recording(&[input]) {
         return Ok(out);

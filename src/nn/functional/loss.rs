@@ -545,7 +545,7 @@ fn cross_entropy_smoothed(
         Some(w) => logp * along_class_dim(w, logp)?,
         None => logp.clone(),
     };
-    let smooth = -weighted.try_sum_dim(cd, false)?;
+    let smooth = -weighted.try_sum_dim(cd)?;
     let smooth = match &parts.weighed {
         Some(w) => smooth.masked_fill(&w.ignored, 0.0),
         None => smooth,
@@ -578,7 +578,7 @@ fn cross_entropy_probs(
         prod = &prod * along_class_dim(w, &prod)?;
     }
     Ok(match reduction {
-        Reduction::None => -prod.try_sum_dim(cd as i64, false)?,
+        Reduction::None => -prod.try_sum_dim(cd as i64)?,
         Reduction::Sum => -prod.sum(),
         Reduction::Mean => {
             let count = input.numel() / classes.max(1);

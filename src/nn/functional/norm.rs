@@ -116,8 +116,8 @@ pub fn try_batch_norm(
                 format!("expected more than 1 value per channel when training, got input of shape {:?}", input.shape()),
             ));
         }
-        let mean = named(OP, x.try_mean_dim(dims.clone(), true))?;
-        let var = named(OP, x.try_var_dim(dims, 0, true))?;
+        let mean = named(OP, x.try_mean_dim_keepdim(dims.clone()))?;
+        let var = named(OP, x.try_var_correction(dims, 0, true))?;
         named(OP, update_running_stats(running_mean, running_var, &mean, &var, count, momentum))?;
         (&x - &mean) * (var + eps).rsqrt()
     } else {
@@ -203,8 +203,8 @@ pub fn try_layer_norm(
     }
     let dims: Vec<i64> = (input.dim() - k..input.dim()).map(|d| d as i64).collect();
     let x = named(OP, input.try_to_dtype(compute_dtype(input.dtype())))?;
-    let mean = named(OP, x.try_mean_dim(dims.clone(), true))?;
-    let var = named(OP, x.try_var_dim(dims, 0, true))?;
+    let mean = named(OP, x.try_mean_dim_keepdim(dims.clone()))?;
+    let var = named(OP, x.try_var_correction(dims, 0, true))?;
     let normalized = (&x - &mean) * (var + eps).rsqrt();
     let shape: Vec<i64> = normalized_shape.iter().map(|&s| s as i64).collect();
     let y = named(OP, affine(normalized, weight, bias, &shape))?;
@@ -251,8 +251,8 @@ pub fn try_group_norm(
     check_param(OP, "bias", bias, &[c])?;
     let x = named(OP, input.try_to_dtype(compute_dtype(input.dtype())))?;
     let grouped = named(OP, x.try_reshape(&[n as i64, num_groups as i64, -1]))?;
-    let mean = named(OP, grouped.try_mean_dim(2, true))?;
-    let var = named(OP, grouped.try_var_dim(2, 0, true))?;
+    let mean = named(OP, grouped.try_mean_dim_keepdim(2))?;
+    let var = named(OP, grouped.try_var_correction(2, 0, true))?;
     let normalized = ((&grouped - &mean) * (var + eps).rsqrt())
         .reshape(&input.shape().iter().map(|&s| s as i64).collect::<Vec<_>>());
     let mut pshape = vec![1i64; input.dim()];
