@@ -11,9 +11,8 @@
 //! in task order, so the result does not depend on scheduling for a fixed thread count.
 
 use super::buffer::CpuBuf;
-use super::parallel::{num_threads, pool};
+use super::parallel::{for_chunks_of, map_tasks, num_threads, pool};
 use crate::dtype::num_like::Float;
-use rayon::prelude::*;
 
 /// The geometry of one 2-d convolution. Padding is given for the top/left side; the
 /// bottom/right padding is whatever makes the output `oh x ow` (so asymmetric "same" padding
@@ -293,7 +292,7 @@ fn for_images<T: Float>(
         if per_task == n {
             run(0, out)
         } else {
-            out.par_chunks_mut(per_task * image).enumerate().for_each(|(t, c)| run(t, c))
+            for_chunks_of(out, per_task * image, |start, c| run(start / (per_task * image), c))
         }
     });
 }
@@ -422,15 +421,10 @@ pub fn conv2d_backward_weight<T: Float>(g: &ConvGeom, x: &[T], gy: &[T]) -> CpuB
     }
     let tasks = num_threads().min(g.n);
     let step = g.n.div_ceil(tasks);
-    let partials: Vec<Vec<T>> = pool().install(|| {
-        (0..tasks)
-            .into_par_iter()
-            .map(|t| {
-                let mut acc = vec![T::zero(); len];
-                images(t * step..((t + 1) * step).min(g.n), &mut acc, gemm::Parallelism::None);
-                acc
-            })
-            .collect()
+    let partials: Vec<Vec<T>> = map_tasks(tasks, |t| {
+        let mut acc = vec![T::zero(); len];
+        images(t * step..((t + 1) * step).min(g.n), &mut acc, gemm::Parallelism::None);
+        acc
     });
     for part in &partials {
         for (o, &v) in gw.iter_mut().zip(part) {

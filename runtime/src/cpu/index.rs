@@ -13,7 +13,7 @@
 
 use super::buffer::CpuBuf;
 use super::elementwise::SendPtr;
-use super::parallel::{for_chunks_mut, for_ranges, num_threads, pool, GRAIN};
+use super::parallel::{for_chunks_mut, for_ranges, map_tasks, num_threads, pool, GRAIN};
 use super::strided::collapse;
 use crate::dtype::{DType, Element};
 use crate::layout::{contiguous_strides, numel, Layout, Shape};
@@ -411,7 +411,7 @@ fn compact<O: Element>(
     let chunks = if n <= GRAIN { 1 } else { (n / GRAIN).clamp(1, num_threads() * 4) };
     let step = n.div_ceil(chunks).max(1);
     let range = |c: usize| (c * step).min(n)..((c + 1) * step).min(n);
-    let counts: Vec<usize> = pool().install(|| (0..chunks).into_par_iter().map(|c| count(range(c))).collect());
+    let counts: Vec<usize> = map_tasks(chunks, |c| count(range(c)));
     let kept: usize = counts.iter().sum();
     let mut out = CpuBuf::<O>::uninit(kept * width);
     let mut parts: Vec<(usize, &mut [O])> = Vec::with_capacity(chunks);

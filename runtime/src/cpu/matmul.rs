@@ -20,7 +20,7 @@
 
 use super::buffer::CpuBuf;
 use super::elementwise::map1;
-use super::parallel::{num_threads, pool};
+use super::parallel::{for_chunks_of, num_threads, pool};
 use super::product_split::{run_product, ProductShape, RawProduct};
 use crate::dtype::{Element, FloatElement};
 use crate::layout::{numel, Layout, Shape, Strides};
@@ -298,7 +298,8 @@ fn int_matmul<T: Element>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> CpuBuf<
     g.run(|g, oa, ob, out: &mut [T], split| {
         let rows = |(blk, o): (usize, &mut [T])| int_rows(g, a, oa + blk * INT_ROWS * g.a.rs, b, ob, o);
         if split && g.work() >= PAR_WORK && g.m > INT_ROWS {
-            pool().install(|| out.par_chunks_mut(INT_ROWS * g.n).enumerate().for_each(rows));
+            let block = INT_ROWS * g.n;
+            for_chunks_of(out, block, |start, o| rows((start / block, o)));
         } else {
             out.chunks_mut(INT_ROWS * g.n).enumerate().for_each(rows);
         }

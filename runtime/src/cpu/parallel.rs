@@ -140,6 +140,14 @@ fn chunk_count(len: usize, grain: usize) -> usize {
 
 /// Calls `f` on disjoint ranges covering `0..len`, in parallel when `len > grain`.
 pub fn for_ranges(len: usize, grain: usize, f: impl Fn(Range<usize>) + Sync + Send) {
+    ranges_dyn(len, grain, &f)
+}
+
+/// [`for_ranges`] through a trait object: the pool's plumbing (rayon's jobs, splitters and
+/// latches) is compiled once here instead of once per kernel closure, which was most of the
+/// crates' LLVM IR and build time; one indirect call per range costs nothing beside a range of
+/// `grain` elements.
+fn ranges_dyn(len: usize, grain: usize, f: &(dyn Fn(Range<usize>) + Sync)) {
     let chunks = chunk_count(len, grain.max(1));
     if chunks == 1 {
         return f(0..len);
@@ -160,13 +168,36 @@ pub fn for_ranges(len: usize, grain: usize, f: impl Fn(Range<usize>) + Sync + Se
 /// `grain`; `start` is the chunk's offset in `out`.
 pub fn for_chunks_mut<T: Send>(out: &mut [T], grain: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let chunks = chunk_count(out.len(), grain.max(1));
-    if chunks == 1 {
+    let step = out.len().div_ceil(chunks).max(1);
+    chunks_dyn(out, step, &f)
+}
+
+/// Calls `f(start, chunk)` on the consecutive chunks of `chunk_len` elements of `out` (the last
+/// may be shorter), in parallel when there is more than one, each in a task of its own; `start`
+/// is the chunk's offset in `out`. Compiled once per element type, not per closure (see
+/// [`ranges_dyn`]).
+pub fn for_chunks_of<T: Send>(out: &mut [T], chunk_len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    chunks_dyn(out, chunk_len.max(1), &f)
+}
+
+fn chunks_dyn<T: Send>(out: &mut [T], step: usize, f: &(dyn Fn(usize, &mut [T]) + Sync)) {
+    if out.len() <= step || SERIAL.get() {
         return f(0, out);
     }
-    let step = out.len().div_ceil(chunks);
-    pool().install(|| {
-        out.par_chunks_mut(step).enumerate().for_each(|(c, chunk)| f(c * step, chunk));
-    });
+    pool().install(|| out.par_chunks_mut(step).enumerate().for_each(|(c, chunk)| f(c * step, chunk)));
+}
+
+/// `f(0), f(1), …, f(tasks - 1)` in order, computed in parallel (one task each) when there is
+/// more than one. Compiled once per result type, not per closure (see [`ranges_dyn`]).
+pub fn map_tasks<R: Send>(tasks: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    map_dyn(tasks, &f)
+}
+
+fn map_dyn<R: Send>(tasks: usize, f: &(dyn Fn(usize) -> R + Sync)) -> Vec<R> {
+    if tasks <= 1 || SERIAL.get() {
+        return (0..tasks).map(f).collect();
+    }
+    pool().install(|| (0..tasks).into_par_iter().map(f).collect())
 }
 
 /// Sets every element of `out` to `value`.

@@ -6,7 +6,7 @@
 //! wins a tie: the first; NaN wins over numbers). Planes are split over kiln's pool.
 
 use super::buffer::CpuBuf;
-use super::parallel::{pool, GRAIN};
+use super::parallel::{for_chunks_of, pool, GRAIN};
 use crate::dtype::num_like::Float;
 use rayon::prelude::*;
 
@@ -49,11 +49,7 @@ fn for_planes<T: Send>(out: &mut [T], plane_len: usize, plane_work: usize, f: im
         return;
     }
     let per_task = (GRAIN / plane_work.max(1)).max(1);
-    let chunk = per_task * plane_len;
-    if out.len() <= chunk {
-        return f(0, out);
-    }
-    pool().install(|| out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i * per_task, c)));
+    for_chunks_of(out, per_task * plane_len, |start, c| f(start / plane_len, c));
 }
 
 /// Max pooling: values and the flat index `iy * w + ix` of each maximum within its plane.

@@ -30,14 +30,13 @@
 
 use super::buffer::CpuBuf;
 use super::elementwise::SendPtr;
-use super::parallel::{for_chunks_mut, for_ranges, num_threads, pool, GRAIN};
+use super::parallel::{for_chunks_mut, for_chunks_of, for_ranges, map_tasks, num_threads, GRAIN};
 use super::strided::{collapse, Collapsed};
 use crate::dtype::num_like::Float;
 use crate::dtype::{Element, FloatElement};
 use crate::layout::{contiguous_strides, numel, Layout};
 use crate::storage::StorageElement;
 use half::{bf16, f16};
-use rayon::prelude::*;
 use smallvec::SmallVec;
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -652,8 +651,7 @@ impl ReducePlan {
             }
             accs
         };
-        let parts: Vec<Vec<R::Acc>> =
-            pool().install(|| (0..n.div_ceil(per_piece)).into_par_iter().map(piece).collect());
+        let parts: Vec<Vec<R::Acc>> = map_tasks(n.div_ceil(per_piece), piece);
         let mut accs: Vec<R::Acc> = (0..w).map(|o| r.init(o)).collect();
         for part in parts {
             for (a, b) in accs.iter_mut().zip(part) {
@@ -742,12 +740,8 @@ pub fn reduce_into<T, R, O>(
         for (o, slot) in out.iter_mut().enumerate() {
             let base = plan.kept_offset(o);
             let pieces = n.div_ceil(SPLIT_CHUNK);
-            let parts: Vec<R::Acc> = pool().install(|| {
-                (0..pieces)
-                    .into_par_iter()
-                    .map(|c| plan.fold(x, r, o, base, c * SPLIT_CHUNK..((c + 1) * SPLIT_CHUNK).min(n)))
-                    .collect()
-            });
+            let parts: Vec<R::Acc> =
+                map_tasks(pieces, |c| plan.fold(x, r, o, base, c * SPLIT_CHUNK..((c + 1) * SPLIT_CHUNK).min(n)));
             let acc = parts.into_iter().fold(r.init(o), |a, b| r.combine(a, b));
             *slot = finish(acc, n);
         }
@@ -802,7 +796,7 @@ pub(crate) fn for_row_blocks<O: Send>(out: &mut [O], row_len: usize, f: impl Fn(
         return f(0, out);
     }
     let per_task = rows.div_ceil(tasks);
-    pool().install(|| out.par_chunks_mut(per_task * row_len).enumerate().for_each(|(i, c)| f(i * per_task, c)));
+    for_chunks_of(out, per_task * row_len, |start, c| f(start / row_len, c));
 }
 
 /// The columns `cols` of one `[n, inner]` slab of an `[outer, n, inner]` output, owned by one
