@@ -39,7 +39,7 @@ fn grad_of(f: fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
 /// Forward (8 bytes per element: x in, y out) and forward+backward (x in, its gradient out: 8
 /// bytes per element at best) of `f`, eager, eager through `decomposed`, and compiled.
 fn case(name: &str, f: fn(&Tensor) -> Tensor, decomposed: Option<fn(&Tensor) -> Tensor>) {
-    let x = Tensor::randn(&[N]);
+    let x = Tensor::randn([N]);
     let mut fwd = kiln::compile(move |x: &Tensor| f(x));
     let (compiled, copy8) = time_against_memcpy(9, N, || {
         black_box(fwd.call(&x));
@@ -54,7 +54,7 @@ fn case(name: &str, f: fn(&Tensor) -> Tensor, decomposed: Option<fn(&Tensor) -> 
     });
     row(&format!("`{name}` forward"), eager, slow, compiled, copy8, 8);
 
-    let xg = Tensor::randn(&[N]).requires_grad_(true);
+    let xg = Tensor::randn([N]).requires_grad_(true);
     let mut both = kiln::compile(move |x: &Tensor| grad_of(f, x));
     let (compiled, copy8) = time_against_memcpy(9, N, || {
         black_box(both.call(&xg));

@@ -32,9 +32,9 @@ impl Mlp {
     fn new() -> Mlp {
         let dims = [784, 512, 512, 10];
         let w = std::array::from_fn(|i| {
-            (Tensor::randn(&[dims[i], dims[i + 1]]) * (1.0 / (dims[i] as f64).sqrt())).requires_grad_(true)
+            (Tensor::randn([dims[i], dims[i + 1]]) * (1.0 / (dims[i] as f64).sqrt())).requires_grad_(true)
         });
-        let b = std::array::from_fn(|i| Tensor::zeros(&[dims[i + 1]]).requires_grad_(true));
+        let b = std::array::from_fn(|i| Tensor::zeros([dims[i + 1]]).requires_grad_(true));
         Mlp { w, b }
     }
 
@@ -93,7 +93,7 @@ fn main() {
     // MLP backward vs the same kernels by hand.
     kiln::manual_seed(0);
     let m = Mlp::new();
-    let input = Tensor::randn(&[128, 784]);
+    let input = Tensor::randn([128, 784]);
     // The four timings interleave, round by round, so machine noise falls on all of them alike.
     let mut auto = || {
         let acts = m.forward(&input);

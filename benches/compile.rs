@@ -146,7 +146,7 @@ fn memory_case(
 /// y written).
 fn gelu(torch: &HashMap<String, f64>) {
     let n = 4096;
-    let (x, a, b) = (Tensor::randn(&[n, n]), Tensor::randn(&[n, n]), Tensor::randn(&[n]));
+    let (x, a, b) = (Tensor::randn([n, n]), Tensor::randn([n, n]), Tensor::randn([n]));
     let gelu = std::cell::RefCell::new(kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b)));
     memory_case(
         "GELU chain `gelu_tanh(x*a+b)`, 11 primitive ops [4096²] f32",
@@ -165,8 +165,8 @@ fn gelu(torch: &HashMap<String, f64>) {
 /// one-pass kernel, kiln's default: PyTorch's `fused=True`) against the in-place update.
 fn adam(torch: &HashMap<String, f64>) {
     let len = 16 << 20;
-    let p = Tensor::randn(&[len]).requires_grad_(true);
-    p.set_grad(Some(Tensor::randn(&[len])));
+    let p = Tensor::randn([len]).requires_grad_(true);
+    p.set_grad(Some(Tensor::randn([len])));
     let mut opt = Adam::new(vec![p], AdamConfig::default());
     opt.step(); // creates the state
     let mut baseline = InPlaceUpdate::new(len);
@@ -193,8 +193,8 @@ fn adam(torch: &HashMap<String, f64>) {
 /// Case `cross_entropy`: cross-entropy forward and backward on logits [8192, 1000]: logits
 /// in, gradient out (8 bytes per element).
 fn cross_entropy(torch: &HashMap<String, f64>) {
-    let logits = Tensor::randn(&[8192, 1000]).requires_grad_(true);
-    let target = Tensor::randint(0, 1000, &[8192]);
+    let logits = Tensor::randn([8192, 1000]).requires_grad_(true);
+    let target = Tensor::randint(0, 1000, [8192]);
     let ce = |(l, t): (&Tensor, &Tensor)| {
         l.set_grad(None);
         F::cross_entropy(l, t).backward();
@@ -216,8 +216,8 @@ fn cross_entropy(torch: &HashMap<String, f64>) {
 /// Case `layer_norm`: LayerNorm(1024) forward on [8192, 1024], no autograd: 8 bytes per
 /// element.
 fn layer_norm(torch: &HashMap<String, f64>) {
-    let ln = nn::LayerNorm::new(&[1024]);
-    let xs = Tensor::randn(&[8192, 1024]);
+    let ln = nn::LayerNorm::new([1024]);
+    let xs = Tensor::randn([8192, 1024]);
     let step = std::cell::RefCell::new(kiln::compile(|x: &Tensor| {
         let _g = kiln::no_grad_guard();
         ln.forward(x)
@@ -359,7 +359,7 @@ fn step_row<'a>(
 /// Case `mlp`: the MLP 784-512-512-10 training step, batch 128, SGD momentum.
 fn mlp(torch: &HashMap<String, f64>) {
     let net = Mlp::new();
-    let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
+    let (x, y) = (Tensor::randn([128, 784]), Tensor::randint(0, 10, [128]));
     let products = linear_products(128, &[(784, 512), (512, 512), (512, 10)], false);
     let workload = "MLP 784-512-512-10 step, batch 128, SGD momentum";
     step_row(workload, "mlp", sgd_step(&net), (&x, &y), &products, Some(65.0), None, torch);
@@ -369,7 +369,7 @@ fn mlp(torch: &HashMap<String, f64>) {
 /// the convolutions' as im2col products and the linear layers'.
 fn cifar(torch: &HashMap<String, f64>) {
     let net = blitz_net::Net::new();
-    let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
+    let (x, y) = (Tensor::randn([64, 3, 32, 32]), Tensor::randint(0, 10, [64]));
     let mut products = conv_products(64, 3, 6, 5, 28, true);
     products.extend(conv_products(64, 6, 16, 5, 10, false));
     products.extend(linear_products(64, &[(400, 120), (120, 84), (84, 10)], true));
@@ -381,7 +381,7 @@ fn cifar(torch: &HashMap<String, f64>) {
 /// log-probabilities, Adadelta lr 1.0), compiled against eager.
 fn mnist(torch: &HashMap<String, f64>) {
     let net = mnist_example::Net::new();
-    let (x, y) = (Tensor::randn(&[64, 1, 28, 28]), Tensor::randint(0, 10, &[64]));
+    let (x, y) = (Tensor::randn([64, 1, 28, 28]), Tensor::randint(0, 10, [64]));
     let mut opt = Adadelta::new(net.parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() });
     let body = |(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();
@@ -401,7 +401,7 @@ fn mnist(torch: &HashMap<String, f64>) {
 /// of capturing and starting a plan is all there is (blocks of 200 calls).
 fn tiny_mlp(_: &HashMap<String, f64>) {
     let net = nn::Sequential::new().add(nn::Linear::new(8, 8)).add(nn::ReLU).add(nn::Linear::new(8, 2));
-    let (x, y) = (Tensor::randn(&[16, 8]), Tensor::randint(0, 2, &[16]));
+    let (x, y) = (Tensor::randn([16, 8]), Tensor::randint(0, 2, [16]));
     let step = std::cell::RefCell::new(kiln::compile(sgd_step(&net)));
     const CALLS: usize = 200;
     let t = time_interleaved(
@@ -418,7 +418,7 @@ fn tiny_mlp(_: &HashMap<String, f64>) {
 
 /// Case `cache_hit`: a compiled call at a plan-cache hit: 1,000 ops on one-element tensors.
 fn cache_hit(_: &HashMap<String, f64>) {
-    let one = Tensor::ones(&[1]);
+    let one = Tensor::ones([1]);
     let chain = |x: &Tensor| {
         let mut y = x.clone();
         for i in 0..1000 {

@@ -39,10 +39,10 @@ fn main() {
         let out = l.hw - l.k + 1;
         let (kk, ll) = (l.c_in * l.k * l.k, out * out);
         let flops = 2.0 * (l.n * l.c_out * ll * kk) as f64; // one product
-        let x = Tensor::randn(&[l.n, l.c_in, l.hw, l.hw]).requires_grad_(l.input_grad);
-        let w = (Tensor::randn(&[l.c_out, l.c_in, l.k, l.k]) * 0.1).requires_grad_(true);
-        let b = Tensor::zeros(&[l.c_out]).requires_grad_(true);
-        let gy = Tensor::randn(&[l.n, l.c_out, out, out]);
+        let x = Tensor::randn([l.n, l.c_in, l.hw, l.hw]).requires_grad_(l.input_grad);
+        let w = (Tensor::randn([l.c_out, l.c_in, l.k, l.k]) * 0.1).requires_grad_(true);
+        let b = Tensor::zeros([l.c_out]).requires_grad_(true);
+        let gy = Tensor::randn([l.n, l.c_out, out, out]);
         let opts = Conv2dOpts::default();
 
         let fwd = time(9, || {

@@ -60,8 +60,8 @@ fn main() {
 
     let copy = memcpy_secs(n);
     let copy_bw = 2.0 * 4.0 * n as f64 / copy;
-    let a = Tensor::rand(&[n]);
-    let b = Tensor::rand(&[n]);
+    let a = Tensor::rand([n]);
+    let b = Tensor::rand([n]);
     for name in ["add", "mul"] {
         let secs = time(9, || {
             black_box(if name == "add" { &a + &b } else { &a * &b });
@@ -78,8 +78,8 @@ fn main() {
     }
 
     // Transposed (non-contiguous) add against the contiguous one.
-    let m = Tensor::rand(&[4096, 4096]);
-    let m2 = Tensor::rand(&[4096, 4096]);
+    let m = Tensor::rand([4096, 4096]);
+    let m2 = Tensor::rand([4096, 4096]);
     let contiguous = time(7, || {
         black_box(&m + &m2);
     });
@@ -96,8 +96,8 @@ fn main() {
     });
 
     // GELU (tanh form) as a chain of primitive eager ops.
-    let x = Tensor::randn(&[4096, 4096]);
-    let (ga, gb) = (Tensor::randn(&[4096, 4096]), Tensor::randn(&[4096, 4096]));
+    let x = Tensor::randn([4096, 4096]);
+    let (ga, gb) = (Tensor::randn([4096, 4096]), Tensor::randn([4096, 4096]));
     let chain = time(5, || {
         let z = &x * &ga + &gb;
         let inner = (&z + z.pow(3.0) * 0.044715) * 0.7978845608;
@@ -133,7 +133,7 @@ fn main() {
     // Sums over the leading dim (a bias gradient: `g.sum_dim(0)` of [rows, features]) against
     // the full sum of the same elements, a pass at read bandwidth.
     for (rows_n, cols) in [(n / 64, 64usize), (n / 256, 256)] {
-        let g = Tensor::rand(&[rows_n, cols]);
+        let g = Tensor::rand([rows_n, cols]);
         let leading = time(9, || {
             black_box(g.sum_dim(0));
         });
@@ -152,8 +152,8 @@ fn main() {
 
     // Matmul against the gemm crate called directly on the same data.
     for size in [1024usize, 2048] {
-        let ta = Tensor::rand(&[size, size]);
-        let tb = Tensor::rand(&[size, size]);
+        let ta = Tensor::rand([size, size]);
+        let tb = Tensor::rand([size, size]);
         let (va, vb) = (ta.to_vec::<f32>(), tb.to_vec::<f32>());
         let mut vc = vec![0.0f32; size * size];
         let direct = time(5, || gemm_direct(size, &va, &vb, &mut vc));
@@ -172,7 +172,7 @@ fn main() {
     }
 
     // Dispatch overhead: add of two 1-element tensors.
-    let (s1, s2) = (Tensor::ones(&[1]), Tensor::ones(&[1]));
+    let (s1, s2) = (Tensor::ones([1]), Tensor::ones([1]));
     let iters = 100_000;
     let per_op = time(5, || {
         for _ in 0..iters {

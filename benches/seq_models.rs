@@ -93,7 +93,7 @@ fn transformer() {
     let (batch, seq, d, heads, ff) = (16, 128, 256, 4, 1024);
     let opts = nn::TransformerLayerOpts::default().dim_feedforward(ff).batch_first(true);
     let layer = nn::TransformerEncoderLayer::with_opts(d, heads, opts);
-    let (x, target) = (Tensor::randn(&[batch, seq, d]), Tensor::randn(&[batch, seq, d]));
+    let (x, target) = (Tensor::randn([batch, seq, d]), Tensor::randn([batch, seq, d]));
     let rows = batch * seq;
     let mut products: Vec<_> =
         [(d, 3 * d), (d, d), (d, ff), (ff, d)].iter().flat_map(|&(i, o)| linear(rows, i, o)).collect();
@@ -116,7 +116,7 @@ fn transformer() {
 fn lstm() {
     let (seq, batch, input, hidden, layers) = (64, 32, 256, 256, 2);
     let lstm = nn::LSTM::with_opts(input, hidden, nn::RNNOpts { num_layers: layers, ..Default::default() });
-    let (x, target) = (Tensor::randn(&[seq, batch, input]), Tensor::randn(&[seq, batch, hidden]));
+    let (x, target) = (Tensor::randn([seq, batch, input]), Tensor::randn([seq, batch, hidden]));
     let mut products = Vec::new();
     for l in 0..layers {
         let fan_in = if l == 0 { input } else { hidden };

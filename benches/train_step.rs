@@ -57,7 +57,7 @@ fn main() {
     println!("|---|---|---|---|---|");
 
     let mlp = Mlp::new();
-    let (x, y) = (Tensor::randn(&[128, 784]), Tensor::randint(0, 10, &[128]));
+    let (x, y) = (Tensor::randn([128, 784]), Tensor::randint(0, 10, [128]));
     let products: Vec<_> = [(784, 512, true), (512, 512, false), (512, 10, false)]
         .iter()
         .flat_map(|&(i, o, f)| linear_products(128, i, o, f))
@@ -72,7 +72,7 @@ fn main() {
     );
 
     let net = blitz_net::Net::new();
-    let (x, y) = (Tensor::randn(&[64, 3, 32, 32]), Tensor::randint(0, 10, &[64]));
+    let (x, y) = (Tensor::randn([64, 3, 32, 32]), Tensor::randint(0, 10, [64]));
     let mut products = conv_products(64, 3, 6, 5, 28, true);
     products.extend(conv_products(64, 6, 16, 5, 10, false));
     for (i, o) in [(400, 120), (120, 84), (84, 10)] {

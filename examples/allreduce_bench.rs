@@ -25,7 +25,7 @@ fn main() -> kiln::Result<()> {
     let bytes = (n * 4) as f64;
     let world = SimpleCommunicator::world();
 
-    let t = Tensor::full(&[n], rank as f64 + 1.0);
+    let t = Tensor::full([n], rank as f64 + 1.0);
     let send = vec![rank as f32 + 1.0; n];
     let mut recv = vec![0f32; n];
     let (mut kiln_times, mut mpi_times) = (Vec::new(), Vec::new());

@@ -8,7 +8,7 @@ fn main() {
     kiln::manual_seed(0);
 
     // Create a tensor and set requires_grad=True to track computation with it:
-    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    let x = Tensor::ones([2, 2]).requires_grad_(true);
     println!("{x}");
 
     // Do a tensor operation; y was created as a result of an operation, so it has a grad_fn:
@@ -22,7 +22,7 @@ fn main() {
     println!("{z} {out}");
 
     // requires_grad_(...) changes an existing tensor's flag in place (default: false):
-    let a = Tensor::randn(&[2, 2]);
+    let a = Tensor::randn([2, 2]);
     let a = (&a * 3.0) / (&a - 1.0);
     println!("{}", a.requires_grad());
     a.requires_grad_(true);
@@ -38,7 +38,7 @@ fn main() {
     assert!(grad.to_vec::<f32>().iter().all(|&g| g == 4.5));
 
     // The vector-Jacobian product: y is not a scalar, so pass the vector to backward:
-    let x = Tensor::randn(&[3]).requires_grad_(true);
+    let x = Tensor::randn([3]).requires_grad_(true);
     let mut y = &x * 2.0;
     while y.detach().square().sum().sqrt().item::<f32>() < 1000.0 {
         y = &y * 2.0;

@@ -88,14 +88,14 @@ impl Module for CharModel {
 /// The corpus as `streams` rows of character ids (the tail that does not fill a row dropped).
 fn batchify(ids: &[i64], streams: usize) -> Tensor {
     let len = ids.len() / streams;
-    Tensor::from_vec(ids[..len * streams].to_vec(), &[streams, len])
+    Tensor::from_vec(ids[..len * streams].to_vec(), [streams, len])
 }
 
 /// The mean cross-entropy of predicting each next character of `data` (streams × length).
 fn evaluate(model: &CharModel, data: &Tensor, args: &Args) -> f64 {
     let _no_grad = kiln::no_grad_guard();
     let (streams, len) = (data.shape()[0], data.shape()[1]);
-    let zeros = Tensor::zeros(&[1, streams, args.hidden]);
+    let zeros = Tensor::zeros([1, streams, args.hidden]);
     let (mut h, mut c) = (zeros.clone(), zeros);
     let (mut total, mut count) = (0.0, 0usize);
     let mut at = 0;
@@ -104,7 +104,7 @@ fn evaluate(model: &CharModel, data: &Tensor, args: &Args) -> f64 {
         let (x, y) = (data.narrow(1, at as i64, n), data.narrow(1, at as i64 + 1, n));
         let (logits, (h2, c2)) = model.step(&x, (&h, &c));
         let vocab = logits.shape()[2] as i64;
-        total += F::cross_entropy(&logits.reshape(&[-1, vocab]), &y.reshape(&[-1])).item::<f32>() as f64
+        total += F::cross_entropy(&logits.reshape([-1, vocab]), &y.reshape([-1])).item::<f32>() as f64
             * (n * streams) as f64;
         count += n * streams;
         (h, c) = (h2, c2);
@@ -120,19 +120,19 @@ fn evaluate(model: &CharModel, data: &Tensor, args: &Args) -> f64 {
 fn sample(model: &CharModel, vocab: &[char], prompt: &str, length: usize, hidden: usize) -> String {
     let _no_grad = kiln::no_grad_guard();
     let id = |c: char| vocab.iter().position(|&v| v == c).unwrap_or(0) as i64;
-    let zeros = Tensor::zeros(&[1, 1, hidden]);
+    let zeros = Tensor::zeros([1, 1, hidden]);
     let (mut h, mut c) = (zeros.clone(), zeros);
     let mut out = String::from(prompt);
-    let mut logits = Tensor::zeros(&[vocab.len()]);
+    let mut logits = Tensor::zeros([vocab.len()]);
     for ch in prompt.chars() {
-        let (l, (h2, c2)) = model.step(&Tensor::from_vec(vec![id(ch)], &[1, 1]), (&h, &c));
-        (logits, h, c) = (l.reshape(&[-1]), h2, c2);
+        let (l, (h2, c2)) = model.step(&Tensor::from_vec(vec![id(ch)], [1, 1]), (&h, &c));
+        (logits, h, c) = (l.reshape([-1]), h2, c2);
     }
     for _ in 0..length {
         let next = sample_index(&logits, 0.8);
         out.push(vocab[next]);
-        let (l, (h2, c2)) = model.step(&Tensor::from_vec(vec![next as i64], &[1, 1]), (&h, &c));
-        (logits, h, c) = (l.reshape(&[-1]), h2, c2);
+        let (l, (h2, c2)) = model.step(&Tensor::from_vec(vec![next as i64], [1, 1]), (&h, &c));
+        (logits, h, c) = (l.reshape([-1]), h2, c2);
     }
     out
 }
@@ -160,7 +160,7 @@ fn main() -> kiln::Result<()> {
     let mut step = kiln::compile(|(x, y, h, c): (&Tensor, &Tensor, &Tensor, &Tensor)| {
         optimizer.zero_grad();
         let (logits, (h, c)) = model.step(x, (h, c));
-        let loss = F::cross_entropy(&logits.reshape(&[-1, vocab_size]), &y.reshape(&[-1]));
+        let loss = F::cross_entropy(&logits.reshape([-1, vocab_size]), &y.reshape([-1]));
         loss.backward();
         nn::utils::clip_grad_norm_(&params, args.clip, 2.0);
         optimizer.step();
@@ -171,7 +171,7 @@ fn main() -> kiln::Result<()> {
     let mut curve = Vec::new();
     for epoch in 1..=args.epochs {
         let (bar, plain_log) = progress(batches, &format!("epoch {epoch}"));
-        let zeros = Tensor::zeros(&[1, args.batch_size, args.hidden]);
+        let zeros = Tensor::zeros([1, args.batch_size, args.hidden]);
         let (mut h, mut c) = (zeros.clone(), zeros);
         let start = std::time::Instant::now();
         for b in 0..batches {

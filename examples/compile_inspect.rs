@@ -30,8 +30,8 @@ fn main() {
     let net = Mlp { fc1: nn::Linear::new(64, 128), fc2: nn::Linear::new(128, 10) };
     let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let criterion = nn::CrossEntropyLoss::new();
-    let x = Tensor::randn(&[32, 64]);
-    let y = Tensor::randint(0, 10, &[32]);
+    let x = Tensor::randn([32, 64]);
+    let y = Tensor::randint(0, 10, [32]);
     let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();
         let loss = criterion.forward(&net.forward(x), y);

@@ -104,7 +104,7 @@ fn model_train(
     for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
         let loss = if args.compile { step.call((&data, &target)) } else { step.call_eager((&data, &target)) };
         if batch_idx % args.train.log_interval == 0 || args.train.dry_run {
-            let mean = Tensor::full(&[1], loss.item::<f32>() as f64);
+            let mean = Tensor::full([1], loss.item::<f32>() as f64);
             dist::all_reduce(&mean, ReduceOp::Avg)?;
             if rank == 0 {
                 println!("Train Epoch: {epoch} [{batch_idx}/{batches}]\tLoss: {:.6}", mean.item::<f32>());

@@ -124,7 +124,7 @@ impl TransformerLm {
             // Built one by one, rather than as `nn::TransformerEncoder`'s copies of one layer,
             // so that the blocks start from different weights.
             blocks: (0..args.layers).map(|_| nn::TransformerEncoderLayer::with_opts(d, args.heads, opts)).collect(),
-            norm: nn::LayerNorm::new(&[d]),
+            norm: nn::LayerNorm::new([d]),
             head: nn::Linear::new(d, vocab),
         }
     }
@@ -192,7 +192,7 @@ impl Text {
             y.extend_from_slice(&ids[s + 1..s + 1 + self.block]);
         }
         let n = x.len() / self.block;
-        (Tensor::from_vec(x, &[n, self.block]), Tensor::from_vec(y, &[n, self.block]))
+        (Tensor::from_vec(x, [n, self.block]), Tensor::from_vec(y, [n, self.block]))
     }
 }
 
@@ -207,7 +207,7 @@ impl Task for Text {
 
     /// Windows at random places of the training text (nanoGPT's `get_batch`).
     fn batch(&self, n: usize) -> (Tensor, Tensor) {
-        let starts = Tensor::randint(0, (self.train.len() - self.block) as i64, &[n]).to_vec::<i64>();
+        let starts = Tensor::randint(0, (self.train.len() - self.block) as i64, [n]).to_vec::<i64>();
         self.windows(&self.train, starts.into_iter().map(|s| s as usize))
     }
 
@@ -220,7 +220,7 @@ impl Task for Text {
         for chunk in starts.chunks(32) {
             let (x, y) = self.windows(&self.valid, chunk.iter().copied());
             let logits = model.forward(&x);
-            let loss = F::cross_entropy(&logits.reshape(&[-1, self.vocab.len() as i64]), &y.reshape(&[-1]));
+            let loss = F::cross_entropy(&logits.reshape([-1, self.vocab.len() as i64]), &y.reshape([-1]));
             total += loss.item::<f32>() as f64 * y.numel() as f64;
             count += y.numel();
         }
@@ -234,8 +234,8 @@ impl Task for Text {
         let mut ids: Vec<i64> = "The ".chars().map(|c| self.vocab.binary_search(&c).unwrap_or(0) as i64).collect();
         for _ in 0..self.sample_len {
             let context = &ids[ids.len().saturating_sub(self.block)..];
-            let logits = model.forward(&Tensor::from_vec(context.to_vec(), &[1, context.len()]));
-            ids.push(sample_index(&logits.select(1, -1).reshape(&[-1]), 0.8) as i64);
+            let logits = model.forward(&Tensor::from_vec(context.to_vec(), [1, context.len()]));
+            ids.push(sample_index(&logits.select(1, -1).reshape([-1]), 0.8) as i64);
         }
         let line: String = ids.iter().map(|&i| self.vocab[i as usize]).collect();
         format!("sample: {line}")
@@ -274,13 +274,13 @@ impl Digits {
 
     /// `n` random strings of `digits` digits.
     fn draw(n: usize, digits: usize) -> Vec<Vec<i64>> {
-        Tensor::randint(0, 10, &[n, digits]).to_vec::<i64>().chunks(digits).map(<[i64]>::to_vec).collect()
+        Tensor::randint(0, 10, [n, digits]).to_vec::<i64>().chunks(digits).map(<[i64]>::to_vec).collect()
     }
 
     /// The prompts `d₁…dₙ>` of `strings`, `(len, digits + 1)`.
     fn prompts(&self, strings: &[Vec<i64>]) -> Tensor {
         let ids: Vec<i64> = strings.iter().flat_map(|s| s.iter().copied().chain([SEP])).collect();
-        Tensor::from_vec(ids, &[strings.len(), self.digits + 1])
+        Tensor::from_vec(ids, [strings.len(), self.digits + 1])
     }
 
     /// The model's greedy answers to `strings`, `digits` tokens each, one token at a time.
@@ -328,7 +328,7 @@ impl Task for Digits {
                 rows += 1;
             }
         }
-        (Tensor::from_vec(x, &[n, 2 * self.digits]), Tensor::from_vec(y, &[n, 2 * self.digits]))
+        (Tensor::from_vec(x, [n, 2 * self.digits]), Tensor::from_vec(y, [n, 2 * self.digits]))
     }
 
     /// The exact-sequence accuracy (every digit right) and the per-digit accuracy of greedy
@@ -392,7 +392,7 @@ fn main() -> kiln::Result<()> {
     let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
         optimizer.zero_grad();
         let logits = model.forward(x);
-        let loss = F::cross_entropy(&logits.reshape(&[-1, vocab]), &y.reshape(&[-1]));
+        let loss = F::cross_entropy(&logits.reshape([-1, vocab]), &y.reshape([-1]));
         loss.backward();
         nn::utils::clip_grad_norm_(&params, args.clip, 2.0);
         optimizer.step();

@@ -257,7 +257,7 @@ mod tests {
         // The target is a directory: the final rename fails.
         std::fs::create_dir_all(target.join("inside")).unwrap();
         let mut sd = StateDict::new();
-        sd.insert("w", Tensor::ones(&[4]));
+        sd.insert("w", Tensor::ones([4]));
         let err = save(&sd, &target).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Io, "{err}");
         assert!(target.join("inside").is_dir(), "the target is untouched");

@@ -122,9 +122,9 @@ mod tests {
     #[test]
     fn keeps_insertion_order_and_replaces_in_place() {
         let mut sd = StateDict::new();
-        sd.insert("b", Tensor::zeros(&[1]));
-        sd.insert("a", Tensor::zeros(&[2]));
-        sd.insert("b", Tensor::zeros(&[3]));
+        sd.insert("b", Tensor::zeros([1]));
+        sd.insert("a", Tensor::zeros([2]));
+        sd.insert("b", Tensor::zeros([3]));
         assert_eq!(sd.keys().collect::<Vec<_>>(), ["b", "a"]);
         assert_eq!(sd.get("b").unwrap().shape(), &[3]);
         assert!(sd.remove("b").is_some());
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn prefixes_nested_state() {
         let mut child = StateDict::new();
-        child.insert("weight", Tensor::zeros(&[1]));
+        child.insert("weight", Tensor::zeros([1]));
         child.set_metadata("step", "3");
         let mut sd = StateDict::new();
         sd.extend_prefixed("fc1.", child);

@@ -11,8 +11,8 @@ fn step(x: &Tensor, w: &Tensor) -> Tensor {
 
 #[test]
 fn steady_state_reuses_buffers() {
-    let x = Tensor::ones(&[256, 1024]);
-    let w = Tensor::full(&[1024], 0.5);
+    let x = Tensor::ones([256, 1024]);
+    let w = Tensor::full([1024], 0.5);
     for _ in 0..3 {
         drop(step(&x, &w));
     }

@@ -35,28 +35,28 @@ fn settings_tensors_and_autograd() {
     kiln::use_deterministic_algorithms(false);
 
     kiln::manual_seed(0);
-    let x = Tensor::empty(&[5, 3]);
+    let x = Tensor::empty([5, 3]);
     assert_eq!(x.shape(), &[5, 3]);
-    let x = Tensor::rand(&[5, 3]);
+    let x = Tensor::rand([5, 3]);
     let _ = (
-        Tensor::randn(&[2]),
-        Tensor::zeros(&[2]),
-        Tensor::ones(&[2]),
-        Tensor::full(&[2], 7),
+        Tensor::randn([2]),
+        Tensor::zeros([2]),
+        Tensor::ones([2]),
+        Tensor::full([2], 7),
         Tensor::arange(3),
         Tensor::linspace(0.0, 1.0, 3),
         Tensor::eye(2),
     );
-    let z = Tensor::zeros(&[5, 3]).to_dtype(DType::I64);
+    let z = Tensor::zeros([5, 3]).to_dtype(DType::I64);
     assert_eq!(z.dtype(), DType::I64);
     let _dtypes = [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool];
     let _ = Tensor::from_slice(&[5.5f32, 3.0]);
-    let _ = Tensor::from_vec(vec![1.0f32; 6], &[2, 3]);
+    let _ = Tensor::from_vec(vec![1.0f32; 6], [2, 3]);
     let _m = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]]);
     let y = x.ones_like();
     let _r = Tensor::randn_like(&x);
     let _ = (x.shape(), x.size(1), x.dtype(), x.device(), x.numel(), x.dim());
-    let w = Tensor::rand(&[3, 2]);
+    let w = Tensor::rand([3, 2]);
     let s = &x + &y;
     let p = &x * 2.0;
     let q = x.matmul(&w);
@@ -71,9 +71,9 @@ fn settings_tensors_and_autograd() {
     let _ = (
         x.select(0, 1),
         x.index_select(0, &Tensor::new(&[0i64, 2])),
-        x.gather(1, &Tensor::zeros(&[5, 1]).to_dtype(DType::I64)),
+        x.gather(1, &Tensor::zeros([5, 1]).to_dtype(DType::I64)),
     );
-    let v = Tensor::rand(&[4, 4]).view(&[-1, 8]);
+    let v = Tensor::rand([4, 4]).view([-1, 8]);
     assert_eq!(v.shape(), &[2, 8]);
     // Shapes: any IntoShape, in creations and views alike (docs/api.md, "Shapes").
     let shape = x.shape().to_vec();
@@ -91,26 +91,26 @@ fn settings_tensors_and_autograd() {
     assert_eq!((four.var().item::<f64>(), four.var_correction([], 0, false).item::<f64>()), (5.0 / 3.0, 1.25));
     let t = x.transpose(0, 1);
     assert!(!t.is_contiguous() && t.contiguous().is_contiguous());
-    let (a, b) = (Tensor::ones(&[2]), Tensor::zeros(&[2]));
+    let (a, b) = (Tensor::ones([2]), Tensor::zeros([2]));
     let _k = Tensor::cat(&[&a, &b], 0);
     let _st = Tensor::stack(&[&a, &b], 0);
     let loss = x.sum();
     let _f: f32 = loss.item();
     let _data: Vec<f32> = x.to_vec();
-    let _ = (Tensor::rand(&[2, 2]).to_vec2::<f32>(), Tensor::rand(&[1, 2, 2]).to_vec3::<f32>());
+    let _ = (Tensor::rand([2, 2]).to_vec2::<f32>(), Tensor::rand([1, 2, 2]).to_vec3::<f32>());
     let d = Device::cuda_if_available(0);
     let _g = x.to(&d);
     let _cpu = [Device::Cpu, Device::Cuda(0)];
     assert!(!format!("{x}").is_empty());
 
-    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    let x = Tensor::ones([2, 2]).requires_grad_(true);
     let y = &x + 2.0;
     assert_eq!(y.grad_fn().unwrap().name(), "AddBackward0");
     let out = (&y * &y * 3.0).mean();
     out.backward();
     assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![4.5; 4]);
     let y2 = &x * 2.0;
-    y2.backward_with(&Tensor::ones(&[2, 2]));
+    y2.backward_with(&Tensor::ones([2, 2]));
     let loss = (&x * &x).sum();
     loss.backward_opts(BackwardOpts { retain_graph: true, create_graph: true });
     let frozen = x.detach();
@@ -140,17 +140,17 @@ fn nn_optim_and_compile() {
     let _others = (nn::MSELoss::new(), nn::NLLLoss::new(), nn::BCEWithLogitsLoss::new());
     let lstm = nn::LSTM::with_opts(10, 20, nn::RNNOpts { num_layers: 2, batch_first: true, ..Default::default() });
     let _recurrent = (nn::RNN::new(10, 20), nn::GRU::new(10, 20), nn::LSTMCell::new(10, 20));
-    let seq = Tensor::randn(&[2, 5, 10]);
+    let seq = Tensor::randn([2, 5, 10]);
     let (out, (h_n, c_n)) = lstm.forward_with_state(&seq, None);
     assert_eq!((out.shape(), h_n.shape(), c_n.shape()), (&[2, 5, 20][..], &[2, 2, 20][..], &[2, 2, 20][..]));
     assert_eq!(lstm.forward(&seq).shape(), &[2, 5, 20]);
     let mha = nn::MultiheadAttention::with_opts(8, 2, nn::MhaOpts { batch_first: true, ..Default::default() });
-    let (q, k, v) = (Tensor::randn(&[2, 3, 8]), Tensor::randn(&[2, 5, 8]), Tensor::randn(&[2, 5, 8]));
+    let (q, k, v) = (Tensor::randn([2, 3, 8]), Tensor::randn([2, 5, 8]), Tensor::randn([2, 5, 8]));
     let pad = Tensor::new(&[[false, false, false, false, true], [false; 5]]);
     let (attn, weights) = mha.forward_with(&q, &k, &v, nn::MhaArgs::default().key_padding_mask(&pad));
     assert_eq!((attn.shape(), weights.unwrap().shape()), (&[2, 3, 8][..], &[2, 3, 5][..]));
     let enc = nn::TransformerEncoder::new(nn::TransformerEncoderLayer::new(8, 2), 2, None);
-    assert_eq!(enc.forward(&Tensor::randn(&[5, 2, 8])).shape(), &[5, 2, 8]);
+    assert_eq!(enc.forward(&Tensor::randn([5, 2, 8])).shape(), &[5, 2, 8]);
     let y = F::scaled_dot_product_attention(&q, &k, &v, None, 0.0, true, None);
     assert_eq!(y.shape(), &[2, 3, 8]);
     let up = nn::ConvTranspose2d::with_opts(
@@ -161,20 +161,20 @@ fn nn_optim_and_compile() {
         true,
     );
     let _more_convs = (nn::ConvTranspose1d::new(2, 2, 3), nn::Conv3d::new(2, 2, 3));
-    let img = Tensor::randn(&[1, 8, 4, 4]);
+    let img = Tensor::randn([1, 8, 4, 4]);
     assert_eq!(up.forward(&img).shape(), &[1, 4, 8, 8]);
     let (p, idx) = F::adaptive_max_pool2d_with_indices(&img, [2, 2]);
     assert_eq!((p.shape(), idx.shape()), (&[1, 8, 2, 2][..], &[1, 8, 2, 2][..]));
     let _pools =
         (nn::MaxPool1d::new(2), nn::AvgPool1d::new(2), nn::MaxPool3d::new(2), nn::AdaptiveMaxPool2d::new([2, 2]));
     let _ = (F::max_pool1d(&seq, 2), F::avg_pool1d(&seq, 2), F::max_pool3d(&img, 2));
-    let (x1, x2) = (Tensor::randn(&[2, 3]), Tensor::randn(&[2, 4]));
+    let (x1, x2) = (Tensor::randn([2, 3]), Tensor::randn([2, 4]));
     let y = nn::Bilinear::new(3, 4, 5).forward_with(&x1, &x2);
     assert_eq!(y.shape(), &[2, 5]);
     assert_eq!(nn::Identity.forward(&y).shape(), &[2, 5]);
     let mut opt =
         optim::SGD::new(net.parameters(), optim::SGDConfig { lr: 0.001, momentum: 0.9, ..Default::default() });
-    let inputs = Tensor::randn(&[2, 3, 32, 32]);
+    let inputs = Tensor::randn([2, 3, 32, 32]);
     let labels = Tensor::new(&[1i64, 7]);
     opt.zero_grad();
     let loss = criterion.forward(&net.forward(&inputs), &labels);
@@ -185,9 +185,9 @@ fn nn_optim_and_compile() {
     let sd = opt.state_dict();
     opt.load_state_dict(&sd).unwrap();
 
-    let w = Tensor::randn(&[8, 4]).requires_grad_(true);
-    let x = Tensor::randn(&[16, 8]);
-    let y = Tensor::randn(&[16, 4]);
+    let w = Tensor::randn([8, 4]).requires_grad_(true);
+    let x = Tensor::randn([16, 8]);
+    let y = Tensor::randn([16, 4]);
     let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
         w.set_grad(None);
         let loss = (x.matmul(&w) - y).square().mean();
@@ -207,7 +207,7 @@ fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
     net.load_state_dict(&kiln::load(&path)?)?;
     let missing = kiln::vision::datasets::MNIST::new(dir.join("no-mnist-here"), Split::Train);
     assert!(missing.is_err(), "a missing dataset is an error, not a panic");
-    let train = kiln::data::TensorDataset::new(vec![Tensor::rand(&[4, 1, 2, 2]), Tensor::new(&[0i64, 1, 2, 3])])?;
+    let train = kiln::data::TensorDataset::new(vec![Tensor::rand([4, 1, 2, 2]), Tensor::new(&[0i64, 1, 2, 3])])?;
     let loader =
         kiln::data::DataLoader::new(train).batch_size(2).shuffle(true).num_workers(2).pin_memory(true).drop_last(false);
     let mut batches = 0;

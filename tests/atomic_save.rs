@@ -11,8 +11,8 @@ const CHILD: &str = "KILN_ATOMIC_SAVE_CHILD";
 /// Checkpoint number `k`: every value is `k` (4 MiB, so a save takes a while).
 fn checkpoint(k: u64) -> StateDict {
     let mut sd = StateDict::new();
-    sd.insert("w", Tensor::full(&[1 << 20], k as f32));
-    sd.insert("b", Tensor::full(&[1000], k as f32));
+    sd.insert("w", Tensor::full([1 << 20], k as f32));
+    sd.insert("b", Tensor::full([1000], k as f32));
     sd.set_metadata("k", k.to_string());
     sd
 }

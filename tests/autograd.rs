@@ -16,7 +16,7 @@ fn panic_message(f: impl FnOnce()) -> String {
 
 #[test]
 fn blitz_mean_of_three_x_plus_two_squared() {
-    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    let x = Tensor::ones([2, 2]).requires_grad_(true);
     let y = &x + 2.0;
     assert_eq!(y.grad_fn().unwrap().name(), "AddBackward0");
     let z = &y * &y * 3.0;
@@ -30,7 +30,7 @@ fn blitz_mean_of_three_x_plus_two_squared() {
 
 #[test]
 fn flags_and_dtype_rules() {
-    let x = Tensor::randn(&[3]);
+    let x = Tensor::randn([3]);
     assert!(!x.requires_grad() && x.is_leaf() && x.grad_fn().is_none());
     let e = Tensor::new(&[1i64, 2]).try_requires_grad_(true).unwrap_err().to_string();
     assert!(e.contains("only tensors of floating point dtype"), "{e}");
@@ -45,8 +45,8 @@ fn flags_and_dtype_rules() {
 
 #[test]
 fn next_functions_walk_the_graph() {
-    let a = Tensor::randn(&[2, 3]).requires_grad_(true);
-    let b = Tensor::randn(&[3, 4]).requires_grad_(true);
+    let a = Tensor::randn([2, 3]).requires_grad_(true);
+    let b = Tensor::randn([3, 4]).requires_grad_(true);
     let loss = a.mm(&b).relu().sum();
     let f = loss.grad_fn().unwrap();
     assert_eq!(f.name(), "SumBackward0");
@@ -57,7 +57,7 @@ fn next_functions_walk_the_graph() {
     let leaves = mm.next_functions();
     assert_eq!(leaves[0].as_ref().unwrap().name(), "AccumulateGrad");
     assert!(leaves[0].as_ref().unwrap().variable().unwrap().shape() == a.shape());
-    let c = Tensor::randn(&[3]);
+    let c = Tensor::randn([3]);
     let g = (&a * &c).sum().grad_fn().unwrap().next_functions()[0].clone().unwrap();
     assert_eq!(g.next_functions().len(), 2);
     assert!(g.next_functions()[1].is_none(), "an input without grad has no edge");
@@ -165,7 +165,7 @@ fn gradient_penalty_through_create_graph() {
 
 #[test]
 fn detach_no_grad_and_frozen_parameters() {
-    let x = Tensor::ones(&[2]).requires_grad_(true);
+    let x = Tensor::ones([2]).requires_grad_(true);
     let d = x.detach();
     assert!(!d.requires_grad() && d.shares_storage_with(&x));
     {
@@ -184,10 +184,10 @@ fn detach_no_grad_and_frozen_parameters() {
     assert!(!y.requires_grad() && y.is_leaf());
 
     // A frozen first layer: no grad for it, the later one still gets one.
-    let w1 = Tensor::randn(&[3, 3]).requires_grad_(true);
-    let w2 = Tensor::randn(&[3, 1]).requires_grad_(true);
+    let w1 = Tensor::randn([3, 3]).requires_grad_(true);
+    let w2 = Tensor::randn([3, 1]).requires_grad_(true);
     w1.requires_grad_(false);
-    let inp = Tensor::randn(&[4, 3]);
+    let inp = Tensor::randn([4, 3]);
     inp.mm(&w1).relu().mm(&w2).sum().backward();
     assert!(w1.grad().is_none());
     assert_eq!(w2.grad().unwrap().shape(), &[3, 1]);
@@ -206,7 +206,7 @@ fn in_place_modification_of_saved_tensor_fails_backward() {
 
 #[test]
 fn in_place_on_leaf_requiring_grad_is_refused_outside_no_grad() {
-    let w = Tensor::ones(&[2]).requires_grad_(true);
+    let w = Tensor::ones([2]).requires_grad_(true);
     let msg = panic_message(|| {
         w.add_(1.0);
     });
@@ -232,7 +232,7 @@ fn in_place_on_non_leaf_rebases_history() {
         assert!((g - expect).abs() < 1e-9 * expect, "{g} vs {expect}");
     }
     // copy_ from a tensor that requires grad gives the destination history.
-    let dst = Tensor::zeros(&[2]).to_dtype(DType::F64);
+    let dst = Tensor::zeros([2]).to_dtype(DType::F64);
     let src = Tensor::new(&[3.0f64]).requires_grad_(true);
     dst.copy_(&src);
     assert!(dst.requires_grad());
@@ -242,7 +242,7 @@ fn in_place_on_non_leaf_rebases_history() {
 
 #[test]
 fn in_place_through_tracked_views_is_refused() {
-    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    let x = Tensor::ones([2, 2]).requires_grad_(true);
     let y = &x * 1.0;
     let row = y.select(0, 0);
     let msg = panic_message(|| {
@@ -276,7 +276,7 @@ fn hooks_see_and_replace_gradients() {
     assert_eq!(seen.lock().unwrap().len(), 1, "removed hook no longer runs");
     assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![3.0, 3.0]);
     let msg = panic_message(|| {
-        let _ = Tensor::ones(&[1]).register_hook(|_| None);
+        let _ = Tensor::ones([1]).register_hook(|_| None);
     });
     assert!(msg.contains("doesn't require gradient"), "{msg}");
 }
@@ -299,8 +299,8 @@ fn grad_of_unused_input() {
 
 #[test]
 fn mixed_dtypes_and_broadcasting_get_input_shaped_gradients() {
-    let a = Tensor::randn(&[3, 1]).requires_grad_(true); // f32
-    let b = Tensor::randn(&[4]).to_dtype(DType::F64).requires_grad_(true);
+    let a = Tensor::randn([3, 1]).requires_grad_(true); // f32
+    let b = Tensor::randn([4]).to_dtype(DType::F64).requires_grad_(true);
     let y = &a * &b; // [3, 4] f64
     assert_eq!(y.dtype(), DType::F64);
     y.sum().backward();
@@ -328,7 +328,7 @@ fn deep_chain_backpropagates_iteratively() {
 #[test]
 fn post_accumulate_grad_hooks_see_the_accumulated_grad() {
     use std::sync::{Arc, Mutex};
-    let x = Tensor::ones(&[2]).requires_grad_(true);
+    let x = Tensor::ones([2]).requires_grad_(true);
     let seen: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
     let s = seen.clone();
     let handle =
@@ -347,7 +347,7 @@ fn post_accumulate_grad_hooks_see_the_accumulated_grad() {
 #[test]
 fn queued_callbacks_run_when_backward_ends_and_their_errors_fail_it() {
     use std::sync::{Arc, Mutex};
-    let y = Tensor::ones(&[1]).requires_grad_(true);
+    let y = Tensor::ones([1]).requires_grad_(true);
     let order: Arc<Mutex<Vec<&'static str>>> = Arc::default();
     let o = order.clone();
     y.register_post_accumulate_grad_hook(move |_| {
@@ -372,7 +372,7 @@ fn queued_callbacks_run_when_backward_ends_and_their_errors_fail_it() {
 #[test]
 fn concurrent_backward_passes_accumulate_every_gradient() {
     // Eight threads each run 200 backward passes into one shared leaf: every gradient lands.
-    let w = Tensor::zeros(&[3]).requires_grad_(true);
+    let w = Tensor::zeros([3]).requires_grad_(true);
     std::thread::scope(|s| {
         for _ in 0..8 {
             s.spawn(|| {

@@ -5,9 +5,9 @@ use kiln::Tensor;
 
 #[test]
 fn training_loop_holds_no_memory() {
-    let w = Tensor::randn(&[16, 8]).requires_grad_(true);
-    let b = Tensor::zeros(&[8]).requires_grad_(true);
-    let x = Tensor::randn(&[4, 16]);
+    let w = Tensor::randn([16, 8]).requires_grad_(true);
+    let b = Tensor::zeros([8]).requires_grad_(true);
+    let x = Tensor::randn([4, 16]);
     let step = || {
         let loss = (x.mm(&w) + &b).relu().square().mean();
         loss.backward();

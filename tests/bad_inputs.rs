@@ -46,7 +46,7 @@ impl kiln::data::Dataset for Ragged {
         4
     }
     fn get(&self, index: usize) -> kiln::Tensor {
-        kiln::Tensor::zeros(&[index + 1])
+        kiln::Tensor::zeros([index + 1])
     }
 }
 

@@ -41,7 +41,7 @@ fn cat_of_views() {
     assert_eq!(t.to_vec2::<i64>(), vec![vec![0, 3, 10, 13], vec![1, 4, 11, 14], vec![2, 5, 12, 15]]);
     // Sliced, expanded (broadcast) and selected inputs mixed with a contiguous one.
     let n = a.narrow(1, 1, 2);
-    let e = arange(&[1, 2], 7).expand(&[2, 2]);
+    let e = arange(&[1, 2], 7).expand([2, 2]);
     let out = Tensor::cat(&[&n, &e, &b.narrow(1, 0, 1)], 1);
     assert_eq!(out.to_vec2::<i64>(), vec![vec![1, 2, 7, 8, 10], vec![4, 5, 7, 8, 13]]);
     // The same storage several times.
@@ -85,8 +85,8 @@ fn cat_promotes_dtypes() {
     let out = Tensor::cat(&[&b, &h], 0);
     assert_eq!(out.dtype(), DType::F16);
     assert_eq!(out.to_dtype(DType::F32).to_vec::<f32>(), vec![1.0, 0.5]);
-    let e = Tensor::zeros_opts(&[0], DType::F64, kiln::Device::Cpu);
-    let out = Tensor::cat(&[&e, &Tensor::ones(&[2, 3])], 0);
+    let e = Tensor::zeros_opts([0], DType::F64, kiln::Device::Cpu);
+    let out = Tensor::cat(&[&e, &Tensor::ones([2, 3])], 0);
     assert_eq!((out.dtype(), out.shape()), (DType::F64, &[2usize, 3][..]));
     let out = Tensor::cat(&[&Tensor::new(&[1i64]), &Tensor::new(&[2.5f64])], 0);
     assert_eq!(out.to_vec::<f64>(), vec![1.0, 2.5]);
@@ -95,7 +95,7 @@ fn cat_promotes_dtypes() {
 #[test]
 fn empty_and_zero_size_inputs() {
     let a = arange(&[2, 3], 0);
-    let empty = Tensor::zeros(&[0]).to_dtype(DType::I64);
+    let empty = Tensor::zeros([0]).to_dtype(DType::I64);
     // Legacy rule: 1-D empty tensors are skipped whatever the dim.
     assert_eq!(Tensor::cat(&[&empty, &a, &empty], 1).to_vec2::<i64>(), a.to_vec2::<i64>());
     assert_eq!(Tensor::cat(&[&empty, &empty], 0).shape(), &[0]);
@@ -158,19 +158,19 @@ fn stack_every_dim() {
 #[test]
 fn errors_name_the_tensors_and_shapes() {
     let e = |r: kiln::Result<Tensor>| r.unwrap_err().to_string();
-    let a = Tensor::zeros(&[2, 3]);
+    let a = Tensor::zeros([2, 3]);
     assert!(e(Tensor::try_cat::<&Tensor>(&[], 0))
         .starts_with("cat: expected a non-empty list of tensors (at tests/cat.rs:"));
     assert!(e(Tensor::try_cat(&[&a, &Tensor::scalar(1.0f32)], 0))
         .starts_with("cat: zero-dimensional tensor (at position 1) cannot be concatenated"));
-    let msg = e(Tensor::try_cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0));
+    let msg = e(Tensor::try_cat(&[&a, &Tensor::zeros([2, 3, 1])], 0));
     assert!(
         msg.starts_with(
             "cat: tensors must have the same number of dimensions, but got [2, 3] (tensor 0) and [2, 3, 1] (tensor 1)"
         ),
         "{msg}"
     );
-    let msg = e(Tensor::try_cat(&[&a, &a, &Tensor::zeros(&[3, 3])], 1));
+    let msg = e(Tensor::try_cat(&[&a, &a, &Tensor::zeros([3, 3])], 1));
     assert!(
         msg.starts_with("cat: sizes of tensors must match except in dimension 1: expected size 2 but got size 3 in dimension 0 for tensor 2 (shapes [2, 3] and [3, 3])"),
         "{msg}"
@@ -178,7 +178,7 @@ fn errors_name_the_tensors_and_shapes() {
     let msg = e(Tensor::try_cat(&[&a], 2));
     assert!(msg.starts_with("cat: dimension out of range (expected to be in range of [-2, 1], but got 2)"), "{msg}");
     assert!(e(Tensor::try_stack::<&Tensor>(&[], 0)).starts_with("stack: expected a non-empty list of tensors"));
-    let msg = e(Tensor::try_stack(&[&a, &Tensor::zeros(&[3, 3])], 0));
+    let msg = e(Tensor::try_stack(&[&a, &Tensor::zeros([3, 3])], 0));
     assert!(
         msg.starts_with(
             "stack: expected each tensor to be equal size, but got [2, 3] at entry 0 and [3, 3] at entry 1"
@@ -187,7 +187,7 @@ fn errors_name_the_tensors_and_shapes() {
     );
     let msg = e(Tensor::try_stack(&[&a], 3));
     assert!(msg.starts_with("stack: dimension out of range (expected to be in range of [-3, 2], but got 3)"), "{msg}");
-    let r = std::panic::catch_unwind(|| Tensor::cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0));
+    let r = std::panic::catch_unwind(|| Tensor::cat(&[&a, &Tensor::zeros([2, 3, 1])], 0));
     let p = r.unwrap_err();
     let text = p.downcast_ref::<String>().unwrap();
     assert!(

@@ -71,7 +71,7 @@ fn with_grads(grads: &[&[f64]]) -> Vec<Tensor> {
     grads
         .iter()
         .map(|g| {
-            let p = Tensor::zeros_opts(&[g.len()], DType::F64, kiln::Device::Cpu).requires_grad_(true);
+            let p = Tensor::zeros_opts([g.len()], DType::F64, kiln::Device::Cpu).requires_grad_(true);
             p.set_grad(Some(Tensor::from_slice(g)));
             p
         })

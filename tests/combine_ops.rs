@@ -21,7 +21,7 @@ fn f64s(v: &[f64]) -> Tensor {
 #[test]
 fn values_match_pytorch() {
     // x = torch.arange(12, dtype=torch.float64).view(3, 4) - 5.5
-    let x = (Tensor::arange(12).to_dtype(DType::F64) - 5.5).view(&[3, 4]);
+    let x = (Tensor::arange(12).to_dtype(DType::F64) - 5.5).view([3, 4]);
     assert_values("tril(x, 1)", &x.tril(1), &[-5.5, -4.5, 0.0, 0.0, -1.5, -0.5, 0.5, 0.0, 2.5, 3.5, 4.5, 5.5]);
     assert_values("triu(x, -1)", &x.triu(-1), &[-5.5, -4.5, -3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 0.0, 3.5, 4.5, 5.5]);
     let (s, e, w) = (f64s(&[1.0, -2.0, 3.5]), f64s(&[4.0, 0.5, -1.0]), f64s(&[0.25, 0.75, -0.5]));
@@ -34,13 +34,13 @@ fn values_match_pytorch() {
     let lerp32 = Tensor::new(&[1e8f32, 1.0]).lerp(&Tensor::new(&[1.0f32, 3.0]), 0.9);
     assert_eq!(lerp32.to_vec::<f32>(), [10_000_003.0, 2.8]);
     // tril keeps the dtype, Bool included.
-    let t = Tensor::ones(&[2, 2]).to_dtype(DType::Bool).tril(0);
+    let t = Tensor::ones([2, 2]).to_dtype(DType::Bool).tril(0);
     assert_eq!((t.dtype(), t.to_vec::<bool>()), (DType::Bool, vec![true, false, true, true]));
 }
 
 #[test]
 fn bad_shapes_are_errors_naming_the_op() {
-    let v = Tensor::ones(&[3]);
+    let v = Tensor::ones([3]);
     let e = v.try_tril(0).unwrap_err();
     assert_eq!(e.op, "tril");
     assert!(e.to_string().contains("at least 2 dimensions"), "{e}");
@@ -63,10 +63,10 @@ fn gradients_match_finite_differences() {
 #[test]
 fn compiled_equals_eager() {
     kiln::manual_seed(8);
-    let (x, y, w) = (Tensor::randn(&[5, 6]), Tensor::randn(&[6]), Tensor::rand(&[5, 6]));
+    let (x, y, w) = (Tensor::randn([5, 6]), Tensor::randn([6]), Tensor::rand([5, 6]));
     let f = |(x, y, w): (&Tensor, &Tensor, &Tensor)| {
         let m = x.tril(0) + x.triu(2) * 0.5;
-        let l = x.lerp(&y.unsqueeze(0).expand(&[5, 6]), w).addcmul(&m, y, 0.25).addcdiv(x, &(w + 1.0), 2.0);
+        let l = x.lerp(&y.unsqueeze(0).expand([5, 6]), w).addcmul(&m, y, 0.25).addcdiv(x, &(w + 1.0), 2.0);
         l + y.outer(y).narrow(0, 0, 5)
     };
     let mut step = kiln::compile(f);

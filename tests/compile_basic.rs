@@ -24,7 +24,7 @@ fn gelu_chain(x: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
 fn gelu_chain_is_one_kernel_and_matches_eager() {
     let _seeded = seeded();
     kiln::manual_seed(0);
-    let (x, a, b) = (Tensor::randn(&[37, 129]), Tensor::randn(&[37, 129]), Tensor::randn(&[129]));
+    let (x, a, b) = (Tensor::randn([37, 129]), Tensor::randn([37, 129]), Tensor::randn([129]));
     let mut step = kiln::compile(|(x, a, b): (&Tensor, &Tensor, &Tensor)| gelu_chain(x, a, b));
     let y = step.call((&x, &a, &b));
     close(&y, &gelu_chain(&x, &a, &b), 1e-5);
@@ -42,11 +42,11 @@ fn adam_update_of_one_parameter_is_one_kernel() {
     use kiln::optim::{Adam, AdamConfig, Optimizer};
     let run = |compiled: bool| {
         kiln::manual_seed(3);
-        let p = Tensor::randn(&[1000]).requires_grad_(true);
+        let p = Tensor::randn([1000]).requires_grad_(true);
         let mut opt = Adam::new(vec![p.clone()], AdamConfig { lr: 0.01, ..Default::default() });
         let mut kernels = Vec::new();
         for k in 0..3 {
-            p.set_grad(Some(Tensor::full(&[1000], 0.5 + k as f64)));
+            p.set_grad(Some(Tensor::full([1000], 0.5 + k as f64)));
             if compiled {
                 let mut step = kiln::compile(|()| opt.step());
                 step.call(());
@@ -119,7 +119,7 @@ fn a_repeated_graph_runs_the_previous_plan_unhashed() {
         ((6, false, true), (true, true)),
     ];
     for (i, ((n, branch, both), (hit, expected))) in calls.into_iter().enumerate() {
-        let x = Tensor::randn(&[n]);
+        let x = Tensor::randn([n]);
         let compiled = step.call((&x, branch, both));
         let eager = body((&x, branch, both));
         assert_eq!(compiled.len(), eager.len(), "call {i}");
@@ -137,7 +137,7 @@ fn new_shapes_recompile_once_then_hit() {
     let _seeded = seeded();
     let mut step = kiln::compile(|x: &Tensor| (x.sigmoid() * x).sum_dim(1));
     for (i, n) in [8usize, 8, 16, 16, 8].into_iter().enumerate() {
-        let x = Tensor::randn(&[n, 5]);
+        let x = Tensor::randn([n, 5]);
         let y = step.call(&x);
         close(&y, &(x.sigmoid() * &x).sum_dim(1), 1e-5);
         let expect_hit = i == 1 || i >= 3;
@@ -156,7 +156,7 @@ fn inplace_writes_through_views() {
         x.add_(1.0);
         y
     };
-    let (a, b) = (Tensor::ones(&[2, 3]), Tensor::ones(&[2, 3]));
+    let (a, b) = (Tensor::ones([2, 3]), Tensor::ones([2, 3]));
     let eager = run(&a);
     let mut step = kiln::compile(|x: &Tensor| run(x));
     let compiled = step.call(&b);
@@ -177,7 +177,7 @@ fn masked_fill_clamp_and_fill_in_place_are_captured() {
         z.fill_(0.25);
         (y, z)
     };
-    let x = Tensor::linspace(-1.0, 1.0, 12).view(&[3, 4]);
+    let x = Tensor::linspace(-1.0, 1.0, 12).view([3, 4]);
     let mask = Tensor::linspace(-1.0, 1.0, 4).gt(0.2);
     let eager = run((&x, &mask));
     let mut step = kiln::compile(run);
@@ -195,7 +195,7 @@ fn module_compile_is_its_forward() {
     use kiln::nn::{self, Module};
     kiln::manual_seed(5);
     let net = nn::Sequential::new().add(nn::Linear::new(6, 8)).add(nn::Tanh).add(nn::Linear::new(8, 3));
-    let x = Tensor::randn(&[4, 6]);
+    let x = Tensor::randn([4, 6]);
     let mut f = net.compile();
     close(&f.call(&x), &net.forward(&x), 1e-5);
     assert_eq!(f.stats().graph_breaks, 0);
@@ -207,7 +207,7 @@ fn module_compile_is_its_forward() {
 fn clamp_with_tensor_bounds_fuses_and_matches_eager() {
     let _seeded = seeded();
     kiln::manual_seed(5);
-    let (x, lo, hi) = (Tensor::randn(&[37, 129]), Tensor::randn(&[129]) - 0.5, Tensor::randn(&[37, 1]) + 0.5);
+    let (x, lo, hi) = (Tensor::randn([37, 129]), Tensor::randn([129]) - 0.5, Tensor::randn([37, 1]) + 0.5);
     let f = |x: &Tensor, lo: &Tensor, hi: &Tensor| (x * 2.0).clamp_tensor(Some(lo), Some(hi)) + 1.0;
     let mut step = kiln::compile(|(x, lo, hi): (&Tensor, &Tensor, &Tensor)| f(x, lo, hi));
     let y = step.call((&x, &lo, &hi));
@@ -250,7 +250,7 @@ fn ops_with_kernels_of_their_own_are_captured() {
     use kiln::nn::functional as F;
     let _seeded = seeded();
     kiln::manual_seed(11);
-    let (x0, w0) = (Tensor::randn(&[2, 3, 6, 6]), Tensor::randn(&[6, 5]));
+    let (x0, w0) = (Tensor::randn([2, 3, 6, 6]), Tensor::randn([6, 5]));
     let step = |(x, w): (&Tensor, &Tensor)| {
         let (sorted, order) = x.sort(-1, true);
         let (top, at) = x.topk(2, 2, true, true);
@@ -296,16 +296,16 @@ fn ops_with_kernels_of_their_own_are_captured() {
 fn indexed_writes_are_captured() {
     let _seeded = seeded();
     kiln::manual_seed(12);
-    let x0 = Tensor::randn(&[4, 5]);
-    let rows = Tensor::from_vec(vec![3i64, 0, 3], &[3]);
-    let cols = Tensor::from_vec(vec![1i64, 4, 2], &[3]);
-    let along = Tensor::from_vec(vec![0i64, 2, 1, 3, 3, 0, 2, 2, 1, 0], &[2, 5]);
-    let labels = Tensor::from_vec(vec![2i64, 0, 4, 1], &[4]);
+    let x0 = Tensor::randn([4, 5]);
+    let rows = Tensor::from_vec(vec![3i64, 0, 3], [3]);
+    let cols = Tensor::from_vec(vec![1i64, 4, 2], [3]);
+    let along = Tensor::from_vec(vec![0i64, 2, 1, 3, 3, 0, 2, 2, 1, 0], [2, 5]);
+    let labels = Tensor::from_vec(vec![2i64, 0, 4, 1], [4]);
     let step = |x: &Tensor| {
         let y = x * 2.0;
-        let buf = Tensor::zeros(&[4, 5]);
+        let buf = Tensor::zeros([4, 5]);
         buf.scatter_(0, &along.narrow(0, 0, 1), &x.detach().narrow(0, 0, 1));
-        buf.index_put_(&[&rows, &cols], &Tensor::full(&[3], 7.0), true);
+        buf.index_put_(&[&rows, &cols], &Tensor::full([3], 7.0), true);
         buf.index_fill_(1, &cols.narrow(0, 0, 1), -1.0);
         let written =
             y.scatter_add(0, &along, &(x * x).narrow(0, 0, 2)).index_put(&[&rows, &cols], &(x.sum() * 0.1), false);

@@ -29,8 +29,8 @@ fn train(compiled: bool) -> (Vec<f32>, Vec<Vec<f32>>, Vec<usize>) {
     kiln::manual_seed(11);
     let net = small_net();
     let mut opt = Adadelta::new(net.parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() });
-    let x = Tensor::randn(&[8, 1, 12, 12]);
-    let y = Tensor::randint(0, 10, &[8]);
+    let x = Tensor::randn([8, 1, 12, 12]);
+    let y = Tensor::randint(0, 10, [8]);
     let mut losses = Vec::new();
     let mut breaks = Vec::new();
     let mut body = |(x, y): (&Tensor, &Tensor)| {
@@ -80,7 +80,7 @@ fn mnist_net_eval_forward_compiled_matches_eager() {
     kiln::manual_seed(5);
     let mut net = small_net();
     net.eval();
-    let x = Tensor::randn(&[8, 1, 12, 12]);
+    let x = Tensor::randn([8, 1, 12, 12]);
     let eager = net.forward(&x).to_vec::<f32>();
     let mut step = kiln::compile(|x: &Tensor| net.forward(x));
     for _ in 0..2 {
@@ -120,8 +120,8 @@ fn conv_pool_dropout_cat_norm_capture_without_breaks() {
     let _g = seeded();
     let run = |compiled: bool| {
         kiln::manual_seed(3);
-        let x = Tensor::randn(&[2, 3, 6, 6]).requires_grad_(true);
-        let w = Tensor::randn(&[4, 3, 3, 3]).requires_grad_(true);
+        let x = Tensor::randn([2, 3, 6, 6]).requires_grad_(true);
+        let w = Tensor::randn([4, 3, 3, 3]).requires_grad_(true);
         let mut body = |(x, w): (&Tensor, &Tensor)| {
             x.set_grad(None);
             w.set_grad(None);

@@ -9,7 +9,7 @@ mod child;
 
 /// Three calls of a step with a product and a fused elementwise chain.
 fn run_step() {
-    let (a, b) = (Tensor::randn(&[4, 8]), Tensor::randn(&[8, 3]));
+    let (a, b) = (Tensor::randn([4, 8]), Tensor::randn([8, 3]));
     let mut step = kiln::compile(|(a, b): (&Tensor, &Tensor)| (a.matmul(b) * 2.0 + 1.0).relu());
     for _ in 0..3 {
         let out = step.call((&a, &b));

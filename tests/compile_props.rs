@@ -98,7 +98,7 @@ impl InKind {
             Narrow(s) => x.narrow(1, (s % 3) as i64, b),
             NarrowRows(s) => x.narrow(0, (s % 3) as i64, a),
             Slice => x.i((.., 1..)),
-            ExpandCol | ExpandRow => x.expand(&[ai, bi]),
+            ExpandCol | ExpandRow => x.expand([ai, bi]),
             Unsqueeze => x.unsqueeze(1),
             SqueezeDim => x.squeeze_dim(1),
             Permute => x.permute(&[2, 0, 1]).squeeze_dim(2),
@@ -528,7 +528,7 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
             Op::Expand(i) => {
                 // A view: it shares its source's storage, so its bound too.
                 let src = v.root[i % n];
-                let t = v.t[i % n].expand(&full);
+                let t = v.t[i % n].expand(full);
                 v.t.push(t);
                 v.root.push(src);
                 continue;
@@ -577,7 +577,7 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
             Op::Matmul(i) => {
                 let (x, bx) = get(i);
                 let w = weight.as_ref().expect("Matmul needs the weight");
-                let x = if x.dim() >= 1 && x.shape()[x.dim() - 1] == b { x } else { x.expand(&full) };
+                let x = if x.dim() >= 1 && x.shape()[x.dim() - 1] == b { x } else { x.expand(full) };
                 let (bf, mw) = (b as f64, 2.0);
                 let m = bf * bx.m * mw;
                 (x.matmul(w), B { m, e: bf * mw * bx.e + bf * ctx.eps * m })
@@ -597,7 +597,7 @@ fn run(prog: &Prog, ins: &[Tensor], ctx: Ctx) -> Out {
             Op::Clone(i) => {
                 let (x, bx) = get(i);
                 clones.push(n);
-                (x.expand(&full).deep_clone(), bx)
+                (x.expand(full).deep_clone(), bx)
             }
             Op::InPlace(ip, k, r) => {
                 if clones.is_empty() {
@@ -649,7 +649,7 @@ fn make_inputs(prog: &Prog, dtype: DType) -> Vec<Tensor> {
     if prog.weight {
         let n = prog.b * prog.b;
         let vals: Vec<f64> = (0..n).map(|k| ((k * 7 + 3) % 17) as f64 / 4.0 - 2.0).collect();
-        out.push(Tensor::from_vec(vals, &[prog.b, prog.b]).to_dtype(dtype));
+        out.push(Tensor::from_vec(vals, [prog.b, prog.b]).to_dtype(dtype));
     }
     out
 }
@@ -1069,7 +1069,7 @@ fn run_int(prog: &IntProg, ins: &[Tensor]) -> Vec<Tensor> {
                     !&x
                 }
             }
-            IntOp::Expand(i) => at(i).expand(&[a as i64, b as i64]),
+            IntOp::Expand(i) => at(i).expand([a as i64, b as i64]),
         };
         v.push(t);
     }
@@ -1148,7 +1148,7 @@ proptest! {
 /// The bitwise ops of a compiled step are generated (one fused kernel), not run eagerly.
 #[test]
 fn bitwise_ops_are_generated_in_a_kernel() {
-    let x = Tensor::from_vec((0..12).map(|k| k * 37 - 200).collect::<Vec<i64>>(), &[3, 4]).to_dtype(DType::I32);
+    let x = Tensor::from_vec((0..12).map(|k| k * 37 - 200).collect::<Vec<i64>>(), [3, 4]).to_dtype(DType::I32);
     let y = Tensor::new(&[0i32, 1, 31, 40]);
     let f = |(x, y): (&Tensor, &Tensor)| {
         let m = x.gt(0);
@@ -1199,7 +1199,7 @@ fn smooth_op() -> impl Strategy<Value = Op> {
 // input of 0.0, ops `Cast(0), Cast(0), ...`; this is the same with `x + x`).
 #[test]
 fn duplicate_outputs_are_both_installed() {
-    let x = Tensor::from_vec(vec![0.0f32], &[1, 1]);
+    let x = Tensor::from_vec(vec![0.0f32], [1, 1]);
     let mut step = kiln::compile(|x: &Tensor| (x + x, x + x));
     let (p, q) = step.call(&x);
     assert_eq!(p.to_vec::<f32>(), vec![0.0]);
@@ -1215,7 +1215,7 @@ fn duplicate_outputs_are_both_installed() {
 #[test]
 
 fn fusion_cycle_minimal() {
-    let (x0, x1b, x2) = (Tensor::zeros(&[2, 1]), Tensor::zeros(&[1, 2]), Tensor::zeros(&[2, 1]));
+    let (x0, x1b, x2) = (Tensor::zeros([2, 1]), Tensor::zeros([1, 2]), Tensor::zeros([2, 1]));
     let f = |(x0, x1b, x2): (&Tensor, &Tensor, &Tensor)| {
         let x1 = x1b.t();
         let v3 = x0 + x0;
@@ -1253,7 +1253,7 @@ fn fusion_cycle_in_backward_minimal() {
         s.backward();
         s.detach()
     };
-    let make = || (Tensor::zeros(&[3, 1]).requires_grad_(true), Tensor::zeros(&[3, 1]), Tensor::zeros(()));
+    let make = || (Tensor::zeros([3, 1]).requires_grad_(true), Tensor::zeros([3, 1]), Tensor::zeros(()));
     let (xe, x1e, x2e) = make();
     f((&xe, &x1e, &x2e));
     let (xc, x1c, x2c) = make();

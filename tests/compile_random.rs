@@ -33,7 +33,7 @@ fn dropout_equals_eager_bit_for_bit() {
     let _seeded = seeded();
     for dtype in [DType::F32, DType::F64] {
         kiln::manual_seed(1);
-        let x = Tensor::randn_opts(&[64, 33], dtype, Device::Cpu);
+        let x = Tensor::randn_opts([64, 33], dtype, Device::Cpu);
         kiln::manual_seed(7);
         let eager = F::dropout(&x, 0.3, true);
         kiln::manual_seed(7);
@@ -48,7 +48,7 @@ fn dropout_equals_eager_bit_for_bit() {
 fn every_call_draws_fresh_numbers_from_a_cached_plan() {
     let _seeded = seeded();
     kiln::manual_seed(2);
-    let x = Tensor::randn(&[50, 21]);
+    let x = Tensor::randn([50, 21]);
     kiln::manual_seed(11);
     let mut step = kiln::compile(|x: &Tensor| F::dropout(x, 0.5, true));
     let before_first = get_rng_state();
@@ -66,18 +66,18 @@ fn every_call_draws_fresh_numbers_from_a_cached_plan() {
 #[test]
 fn the_generator_advances_as_in_eager_code() {
     let _seeded = seeded();
-    let x = Tensor::ones(&[7, 3]);
+    let x = Tensor::ones([7, 3]);
     let body =
-        |x: &Tensor| (F::dropout(x, 0.25, true), Tensor::randn(&[5]), Tensor::rand_opts(&[3], DType::F64, Device::Cpu));
+        |x: &Tensor| (F::dropout(x, 0.25, true), Tensor::randn([5]), Tensor::rand_opts([3], DType::F64, Device::Cpu));
     kiln::manual_seed(3);
     let (ey, en, eu) = body(&x);
     let after_eager = get_rng_state();
-    let next_eager = Tensor::rand(&[10]);
+    let next_eager = Tensor::rand([10]);
     kiln::manual_seed(3);
     let mut step = kiln::compile(body);
     let (cy, cn, cu) = step.call(&x);
     assert_eq!(get_rng_state(), after_eager, "the offset after the compiled call");
-    assert_same(&Tensor::rand(&[10]), &next_eager, "the next eager draw");
+    assert_same(&Tensor::rand([10]), &next_eager, "the next eager draw");
     assert_same(&cy, &ey, "dropout");
     assert_same(&cn, &en, "randn");
     assert_same(&cu, &eu, "rand f64");
@@ -98,11 +98,11 @@ fn randn_and_odd_sizes_equal_eager() {
             };
             for dist in ["rand", "randn"] {
                 kiln::manual_seed(5);
-                let _skew = Tensor::rand(&[3]); // a draw that isn't at offset 0
+                let _skew = Tensor::rand([3]); // a draw that isn't at offset 0
                 let eager = make(dist);
                 kiln::manual_seed(5);
                 let mut step = kiln::compile(|()| {
-                    let _skew = Tensor::rand(&[3]);
+                    let _skew = Tensor::rand([3]);
                     make(dist)
                 });
                 let compiled = step.call(());
@@ -119,7 +119,7 @@ fn randn_and_odd_sizes_equal_eager() {
 fn draws_fused_into_a_rank_2_kernel_split_by_rows() {
     let _seeded = seeded();
     kiln::manual_seed(8);
-    let xt = Tensor::randn(&[500, 601]).t();
+    let xt = Tensor::randn([500, 601]).t();
     let body = |xt: &Tensor| &xt.rand_like() + xt + xt.randn_like();
     kiln::manual_seed(9);
     let eager = body(&xt);
@@ -135,7 +135,7 @@ fn draws_fused_into_a_rank_2_kernel_split_by_rows() {
 #[test]
 fn dropout_is_one_kernel() {
     let _seeded = seeded();
-    let x = Tensor::ones(&[128, 40]);
+    let x = Tensor::ones([128, 40]);
     let mut step = kiln::compile(|x: &Tensor| F::dropout(x, 0.2, true));
     step.call(&x);
     let kernels = step.kernels();
@@ -154,7 +154,7 @@ fn dropout_is_one_kernel() {
 fn dropout_gradient_in_a_compiled_step_equals_eager() {
     let _seeded = seeded();
     kiln::manual_seed(4);
-    let w = Tensor::randn(&[16, 9]).requires_grad_(true);
+    let w = Tensor::randn([16, 9]).requires_grad_(true);
     let run = |w: &Tensor| {
         let y = F::dropout(&(w * 2.0), 0.4, true);
         (&y * &y).sum().backward();
@@ -179,7 +179,7 @@ fn dropout_gradient_in_a_compiled_step_equals_eager() {
 fn dropout_of_half_types_falls_back_to_the_same_numbers() {
     let _seeded = seeded();
     for dtype in [DType::F16, DType::BF16] {
-        let x = Tensor::ones(&[33, 5]).to_dtype(dtype);
+        let x = Tensor::ones([33, 5]).to_dtype(dtype);
         kiln::manual_seed(12);
         let eager = F::dropout(&x, 0.5, true);
         kiln::manual_seed(12);
@@ -199,7 +199,7 @@ fn bernoulli_of_probabilities_equals_eager_in_one_kernel() {
     let _seeded = seeded();
     for dtype in [DType::F32, DType::F64] {
         kiln::manual_seed(12);
-        let p = Tensor::rand_opts(&[37, 19], dtype, Device::Cpu);
+        let p = Tensor::rand_opts([37, 19], dtype, Device::Cpu);
         kiln::manual_seed(13);
         let eager = p.bernoulli();
         kiln::manual_seed(13);
@@ -210,7 +210,7 @@ fn bernoulli_of_probabilities_equals_eager_in_one_kernel() {
         assert_ne!(bits(&step.call(&p)), bits(&compiled), "{dtype}: a fresh draw");
     }
     // A p computed inside the step (a sigmoid) is not read; still one kernel, still == eager.
-    let x = Tensor::randn(&[40, 8]);
+    let x = Tensor::randn([40, 8]);
     kiln::manual_seed(14);
     let eager = x.sigmoid().bernoulli();
     kiln::manual_seed(14);

@@ -34,7 +34,7 @@ fn both(x: &Tensor, f: impl Fn(&Tensor) -> Tensor) -> (Tensor, Tensor, usize, us
 fn a_sum_of_an_elementwise_chain_is_one_kernel() {
     let _seeded = seeded();
     kiln::manual_seed(1);
-    let x = Tensor::randn(&[33, 70]);
+    let x = Tensor::randn([33, 70]);
     let (e, c, kernels, eager) = both(&x, |x| ((x * 1.5 + 0.25).exp() - x).sum());
     close(&c, &e, 2e-6);
     assert_eq!((kernels, eager), (1, 0));
@@ -47,7 +47,7 @@ fn a_sum_of_an_elementwise_chain_is_one_kernel() {
 fn reductions_over_any_dims_and_views_equal_eager() {
     let _seeded = seeded();
     kiln::manual_seed(2);
-    let x = Tensor::randn(&[4, 5, 6]);
+    let x = Tensor::randn([4, 5, 6]);
     // (name, op, generated): reductions over trailing dims are generated kernels; the others
     // run the eager kernel, which walks memory in order.
     let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>, bool)> = vec![
@@ -59,7 +59,7 @@ fn reductions_over_any_dims_and_views_equal_eager() {
         ("amin dims 0,1", Box::new(|x| x.amin(vec![0, 1])), false),
         ("prod dims 1,2", Box::new(|x| (x * 0.5 + 1.0).prod_dim(vec![1, 2])), true),
         ("max of all", Box::new(|x| x.sin().max()), true),
-        ("sum of a broadcast", Box::new(|x| x.narrow(2, 0, 1).expand(&[4, 5, 6]).sum_dim(2)), true),
+        ("sum of a broadcast", Box::new(|x| x.narrow(2, 0, 1).expand([4, 5, 6]).sum_dim(2)), true),
         ("sum of a narrow", Box::new(|x| x.narrow(1, 1, 3).sum_dim(vec![1, 2])), true),
         ("sum over a size-1 leading dim", Box::new(|x| x.narrow(0, 0, 1).sum_dim(vec![0, 2])), true),
     ];
@@ -75,7 +75,7 @@ fn reductions_over_any_dims_and_views_equal_eager() {
 fn integer_and_f64_reductions_are_exact() {
     let _seeded = seeded();
     kiln::manual_seed(3);
-    let i = Tensor::randint(-50, 50, &[7, 9]);
+    let i = Tensor::randint(-50, 50, [7, 9]);
     let (e, c, kernels, _) = both(&i, |x| (x * 3).sum_dim(1));
     assert_eq!((c.to_vec::<i64>(), kernels), (e.to_vec::<i64>(), 1));
     let (e, c, _, _) = both(&i, |x| x.amax(0));
@@ -85,7 +85,7 @@ fn integer_and_f64_reductions_are_exact() {
     assert_eq!((c.dtype(), c.to_vec::<i64>()), (DType::I64, e.to_vec::<i64>()));
     let (e, c, _, _) = both(&i32s, |x| x.amin(1));
     assert_eq!((c.dtype(), c.to_vec::<i32>()), (DType::I32, e.to_vec::<i32>()));
-    let d = Tensor::randn(&[6, 50]).to_dtype(DType::F64);
+    let d = Tensor::randn([6, 50]).to_dtype(DType::F64);
     let (e, c, _, _) = both(&d, |x| (x * x).mean_dim(1));
     close(&c, &e, 1e-14);
 }
@@ -94,7 +94,7 @@ fn integer_and_f64_reductions_are_exact() {
 fn a_value_read_elsewhere_is_loaded_not_recomputed_and_empty_sums_are_zero() {
     let _seeded = seeded();
     kiln::manual_seed(4);
-    let x = Tensor::randn(&[16, 8]);
+    let x = Tensor::randn([16, 8]);
     // `y` leaves the step, so it is written once and the sum loads it: 2 kernels.
     let mut step = kiln::compile(|x: &Tensor| {
         let y = x.exp();
@@ -105,7 +105,7 @@ fn a_value_read_elsewhere_is_loaded_not_recomputed_and_empty_sums_are_zero() {
     close(&y, &x.exp(), 1e-6);
     close(&s, &x.exp().sum_dim_keepdim(1), 2e-6);
     assert_eq!(step.stats().kernels_launched, 2);
-    let empty = Tensor::zeros(&[3, 0]);
+    let empty = Tensor::zeros([3, 0]);
     let (e, c, _, _) = both(&empty, |x| (x + 1.0).sum_dim(1));
     assert_eq!(c.to_vec::<f32>(), e.to_vec::<f32>());
     assert_eq!(c.to_vec::<f32>(), vec![0.0; 3]);
@@ -117,7 +117,7 @@ fn a_value_read_elsewhere_is_loaded_not_recomputed_and_empty_sums_are_zero() {
 fn softmax_from_primitives_fuses_its_reductions() {
     let _seeded = seeded();
     kiln::manual_seed(5);
-    let x = Tensor::randn(&[64, 100]);
+    let x = Tensor::randn([64, 100]);
     let softmax = |x: &Tensor| {
         let z = x - x.amax_keepdim(1);
         let e = z.exp();
@@ -135,7 +135,7 @@ fn softmax_from_primitives_fuses_its_reductions() {
         let z = x - x.amax_keepdim(-1);
         &z - z.exp().sum_dim_keepdim(-1).log()
     };
-    let x3 = Tensor::randn(&[3, 5, 37]);
+    let x3 = Tensor::randn([3, 5, 37]);
     let (e, c, kernels, _) = both(&x3, log_softmax);
     close(&c, &e, 1e-5);
     assert_eq!(kernels, 1);
@@ -147,8 +147,8 @@ fn softmax_from_primitives_fuses_its_reductions() {
 fn softmax_log_softmax_and_layer_norm_are_one_kernel() {
     let _seeded = seeded();
     kiln::manual_seed(7);
-    let x = Tensor::randn(&[24, 96]);
-    let (w, b) = (Tensor::randn(&[96]), Tensor::randn(&[96]));
+    let x = Tensor::randn([24, 96]);
+    let (w, b) = (Tensor::randn([96]), Tensor::randn([96]));
     let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
         ("softmax", Box::new(|x| x.softmax(-1))),
         ("log_softmax", Box::new(|x| x.log_softmax(1))),
@@ -173,9 +173,9 @@ fn calls<F>(step: &kiln::CompiledStep<F>) -> Vec<String> {
 fn softmax_layer_norm_and_cross_entropy_kernels_call_the_native_row_routines() {
     let _seeded = seeded();
     kiln::manual_seed(12);
-    let x = Tensor::randn(&[24, 96]);
-    let (w, b) = (Tensor::randn(&[96]), Tensor::randn(&[96]));
-    let target = Tensor::randint(0, 96, &[24]);
+    let x = Tensor::randn([24, 96]);
+    let (w, b) = (Tensor::randn([96]), Tensor::randn([96]));
+    let target = Tensor::randint(0, 96, [24]);
     let expect = |name: &str, calls: Vec<String>, routines: &[&str]| {
         for r in routines {
             assert!(calls.iter().any(|c| c == r), "{name}: its kernels call {calls:?}, not {r}");
@@ -214,8 +214,8 @@ fn layer_norm_with_a_streamed_output_matches_eager() {
     let _seeded = seeded();
     kiln::manual_seed(9);
     for cols in [1024, 1000] {
-        let x = Tensor::randn(&[(4 << 20) / cols + 1, cols]);
-        let (w, b) = (Tensor::randn(&[cols]), Tensor::randn(&[cols]));
+        let x = Tensor::randn([(4 << 20) / cols + 1, cols]);
+        let (w, b) = (Tensor::randn([cols]), Tensor::randn([cols]));
         let (e, c, kernels, _) = both(&x, |x| kiln::nn::functional::layer_norm(x, &[cols], Some(&w), Some(&b), 1e-5));
         close(&c, &e, 1e-5);
         assert_eq!(kernels, 1, "{cols} columns");
@@ -227,9 +227,9 @@ fn layer_norm_with_a_streamed_output_matches_eager() {
 fn mse_loss_and_backward_match_eager() {
     let _seeded = seeded();
     kiln::manual_seed(6);
-    let (x, t) = (Tensor::randn(&[32, 10]), Tensor::randn(&[32, 10]));
+    let (x, t) = (Tensor::randn([32, 10]), Tensor::randn([32, 10]));
     let run = |compiled: bool| {
-        let w = Tensor::ones(&[10]).requires_grad_(true);
+        let w = Tensor::ones([10]).requires_grad_(true);
         let mut f = |(x, t): (&Tensor, &Tensor)| {
             let loss = kiln::nn::functional::mse_loss(&(x * &w), t);
             loss.backward();
@@ -268,8 +268,8 @@ fn cross_entropy_forward_backward_match_eager() {
 
 /// [`cross_entropy_forward_backward_match_eager`] on logits `[rows, cols]`.
 fn cross_entropy_matches_eager(rows: usize, cols: usize) {
-    let logits = Tensor::randn(&[rows, cols]);
-    let target = Tensor::randint(0, cols as i64, &[rows]);
+    let logits = Tensor::randn([rows, cols]);
+    let target = Tensor::randint(0, cols as i64, [rows]);
     let run = |compiled: bool| {
         let x = logits.detach().requires_grad_(true);
         let f = |(x, t): (&Tensor, &Tensor)| {
@@ -306,13 +306,13 @@ fn cross_entropy_matches_eager(rows: usize, cols: usize) {
 fn cross_entropy_forward_is_two_kernels() {
     let _seeded = seeded();
     kiln::manual_seed(10);
-    let logits = Tensor::randn(&[16, 7]);
+    let logits = Tensor::randn([16, 7]);
     for ignored in [false, true] {
         let mut t: Vec<i64> = (0..16).map(|i| (i * 5 + 2) % 7).collect();
         if ignored {
             t[3] = -100;
         }
-        let target = Tensor::from_vec(t, &[16]);
+        let target = Tensor::from_vec(t, [16]);
         let eager = kiln::nn::functional::cross_entropy(&logits, &target);
         let mut step = kiln::compile(|(x, t): (&Tensor, &Tensor)| kiln::nn::functional::cross_entropy(x, t));
         let loss = step.call((&logits, &target));
@@ -334,13 +334,13 @@ fn cross_entropy_with_label_smoothing_equals_eager() {
     use kiln::nn::functional::{try_cross_entropy_opts, CrossEntropyOpts, Reduction};
     let _seeded = seeded();
     kiln::manual_seed(12);
-    let logits = Tensor::randn(&[12, 6]);
+    let logits = Tensor::randn([12, 6]);
     for ignored in [false, true] {
         let mut t: Vec<i64> = (0..12).map(|i| (i * 5 + 1) % 6).collect();
         if ignored {
             t[7] = -100;
         }
-        let target = Tensor::from_vec(t, &[12]);
+        let target = Tensor::from_vec(t, [12]);
         for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
             let opts = CrossEntropyOpts { label_smoothing: 0.1, reduction, ..Default::default() };
             let eager = try_cross_entropy_opts(&logits, &target, &opts).unwrap();
@@ -359,7 +359,7 @@ fn a_captured_pick_equals_gather() {
     let _seeded = seeded();
     kiln::manual_seed(9);
     for dtype in [DType::F32, DType::F64] {
-        let base = Tensor::randn(&[7, 5]).to_dtype(dtype);
+        let base = Tensor::randn([7, 5]).to_dtype(dtype);
         let index = Tensor::new(&[[4i64], [0], [2], [2], [1]]);
         let run = |compiled: bool| {
             let x = base.detach().requires_grad_(true);
@@ -384,7 +384,7 @@ fn a_captured_pick_equals_gather() {
         close(&gc, &ge, 1e-6);
         assert_eq!(eager_ops, 0, "{dtype}: {eager_ops} eager ops");
     }
-    let x = Tensor::randn(&[3, 4]);
+    let x = Tensor::randn([3, 4]);
     let mut step = kiln::compile(|(x, i): (&Tensor, &Tensor)| x.try_gather(1, i).map(|t| t * 2.0));
     let err = step.call((&x, &Tensor::new(&[[1i64], [4], [0]]))).expect_err("index 4 of 4 classes");
     assert!(err.to_string().contains("index 4 is out of bounds for dimension 1 with size 4"), "{err}");
@@ -401,7 +401,7 @@ fn a_captured_pick_equals_gather() {
 fn later_reductions_join_as_stages_unless_they_wait_for_the_kernel() {
     let _seeded = seeded();
     kiln::manual_seed(9);
-    let x = Tensor::randn(&[12, 40]);
+    let x = Tensor::randn([12, 40]);
     let mut step = kiln::compile(|x: &Tensor| {
         let z = x - x.amax_keepdim(1);
         let s = z.exp().sum_dim_keepdim(1);
@@ -441,7 +441,7 @@ fn softmax_of_an_empty_tensor_is_empty_as_eager() {
     // An empty reduced dim ([3, 0] along 1) and an empty batch ([0, 4] along 1), with backward.
     for (shape, dim) in [([3usize, 0], 1i64), ([0, 4], 1), ([0, 4], 0)] {
         for log in [false, true] {
-            let x = Tensor::zeros(&shape).requires_grad_(true);
+            let x = Tensor::zeros(shape).requires_grad_(true);
             let mut step = kiln::compile(|x: &Tensor| {
                 let y = if log { x.log_softmax(dim) } else { x.softmax(dim) };
                 y.sum().backward();

@@ -22,8 +22,8 @@ fn train(compiled: bool, steps: usize) -> (Vec<f32>, Tensor, Vec<(usize, usize, 
     kiln::manual_seed(7);
     let net = Mlp { fc1: nn::Linear::new(20, 32), fc2: nn::Linear::new(32, 10) };
     let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
-    let x = Tensor::randn(&[16, 20]);
-    let y = Tensor::randint(0, 10, &[16]);
+    let x = Tensor::randn([16, 20]);
+    let y = Tensor::randint(0, 10, [16]);
     let criterion = nn::CrossEntropyLoss::new();
     let mut losses = Vec::new();
     let mut breaks = Vec::new();
@@ -87,8 +87,8 @@ fn large_products_are_measured_once_per_shape_and_keep_eager_bits() {
     let values = |n: usize, salt: usize| -> Vec<f32> {
         (0..n).map(|i| ((i * 7919 + salt) % 1009) as f32 / 504.5 - 1.0).collect()
     };
-    let a = Tensor::from_vec(values(72 * 200, 1), &[72, 200]).requires_grad_(true);
-    let w = Tensor::from_vec(values(120 * 200, 2), &[120, 200]).requires_grad_(true);
+    let a = Tensor::from_vec(values(72 * 200, 1), [72, 200]).requires_grad_(true);
+    let w = Tensor::from_vec(values(120 * 200, 2), [120, 200]).requires_grad_(true);
     let body = |(a, w): (&Tensor, &Tensor)| {
         a.set_grad(None);
         w.set_grad(None);
@@ -126,7 +126,7 @@ fn large_products_are_measured_once_per_shape_and_keep_eager_bits() {
 fn adam_problem() -> Vec<Tensor> {
     let values =
         |n: usize, salt: usize| -> Vec<f32> { (0..n).map(|i| ((i * 31 + salt) % 97) as f32 / 48.5 - 1.0).collect() };
-    let params = vec![Tensor::from_vec(values(300, 1), &[300]), Tensor::from_vec(values(600, 2), &[20, 30])];
+    let params = vec![Tensor::from_vec(values(300, 1), [300]), Tensor::from_vec(values(600, 2), [20, 30])];
     params
         .into_iter()
         .enumerate()

@@ -63,7 +63,7 @@ fn model() -> (Mlp, Adam) {
 
 fn batch() -> (Tensor, Tensor) {
     kiln::manual_seed(5);
-    (Tensor::randn(&[5, 6]), Tensor::randint(0, 3, &[5]))
+    (Tensor::randn([5, 6]), Tensor::randint(0, 3, [5]))
 }
 
 /// One training step that fails as `fail` says; the extra tensor keeps the bad index's result
@@ -230,17 +230,16 @@ fn eager_writes_inside_a_failed_call_are_undone() {
 fn another_thread_reads_parameters_while_compiled_steps_update_them() {
     let _seeded = seeded();
     kiln::manual_seed(3);
-    let w = Tensor::randn(&[64]).requires_grad_(true);
+    let w = Tensor::randn([64]).requires_grad_(true);
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let reads = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         let reader = s.spawn(|| {
-            let mut reads = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let v = w.detach().to_vec::<f32>();
                 assert!(v.len() == 64 && v.iter().all(|x| x.is_finite()));
-                reads += 1;
+                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            reads
         });
         let mut opt = SGD::new([w.clone()], SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
         let mut step = kiln::compile(|opt: &mut SGD| {
@@ -250,10 +249,19 @@ fn another_thread_reads_parameters_while_compiled_steps_update_them() {
             opt.step();
             loss
         });
-        for _ in 0..300 {
+        // At least 300 steps, and on until the reader has read 20 times during them (on a busy
+        // machine its thread may start late); bounded, so a reader that never runs fails.
+        let reads_before = reads.load(std::sync::atomic::Ordering::Relaxed);
+        let mut steps = 0;
+        while steps < 300 || (reads.load(std::sync::atomic::Ordering::Relaxed) < reads_before + 20 && steps < 200_000) {
             step.call(&mut opt);
+            steps += 1;
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        assert!(reader.join().expect("the reader never panics") > 0);
+        reader.join().expect("the reader never panics");
+        assert!(
+            reads.load(std::sync::atomic::Ordering::Relaxed) >= reads_before + 20,
+            "the reader read while the steps ran"
+        );
     });
 }

@@ -17,7 +17,7 @@ mod cubin;
 
 /// Inputs that cross every kink of the composite ops (0, ±1, ±3, 6) and their flat regions.
 fn input() -> Tensor {
-    Tensor::linspace(-7.0, 7.0, 57).view(&[3, 19])
+    Tensor::linspace(-7.0, 7.0, 57).view([3, 19])
 }
 
 /// The composite ops with a float result (the predicates, `isnan`, …, return Bool).
@@ -107,7 +107,7 @@ fn fast_kernels_equal_their_decompositions() {
         assert_agree(&format!("{name} f64"), &fast(&x), &decomposed(&x), 1e-15, 1e-14);
         let x = x.to_dtype(DType::F32);
         assert_agree(&format!("{name} f32"), &fast(&x), &decomposed(&x), 1e-7, 1e-6);
-        let strided = Tensor::new(&all).to_dtype(DType::F32).view(&[2, all.len() as i64 / 2]).t();
+        let strided = Tensor::new(&all).to_dtype(DType::F32).view([2, all.len() as i64 / 2]).t();
         assert_agree(&format!("{name} f32 strided"), &fast(&strided), &decomposed(&strided), 1e-7, 1e-6);
 
         let grad = |f: fn(&Tensor) -> Tensor| {

@@ -20,7 +20,7 @@ test_device!(cat_along_every_dim_of_views, |d| {
     let b = seq(&[2, 5, 4], 100.0, f, d);
     let c = seq(&[4, 3, 2], 200.0, f, d).transpose(0, 2); // [2, 3, 4], transposed
     let wide = seq(&[2, 3, 9], 300.0, f, d).narrow(2, 2, 4); // sliced rows
-    let row = seq(&[1, 3, 4], 400.0, f, d).expand(&[2, 3, 4]); // stride-0 batch
+    let row = seq(&[1, 3, 4], 400.0, f, d).expand([2, 3, 4]); // stride-0 batch
     vec![
         Tensor::cat(&[&a, &c, &wide, &row], 0),
         Tensor::cat(&[&a, &b, &c], 1),
@@ -35,8 +35,8 @@ test_device!(cat_promotes_skips_and_handles_empties, |d| {
     let i = seq(&[2, 3], 0.0, DType::I64, d);
     let h = seq(&[2, 3], 0.5, DType::F16, d);
     let u = seq(&[1, 3], 250.0, DType::U8, d);
-    let empty1d = Tensor::zeros_opts(&[0], DType::F64, d);
-    let none = Tensor::zeros_opts(&[0, 3], DType::F32, d);
+    let empty1d = Tensor::zeros_opts([0], DType::F64, d);
+    let none = Tensor::zeros_opts([0, 3], DType::F32, d);
     vec![
         Tensor::cat(&[&i, &h, &u], 0),             // promoted to f16
         Tensor::cat(&[&i, &u], 0),                 // int64

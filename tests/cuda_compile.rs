@@ -54,7 +54,7 @@ fn gelu_chain(x: &Tensor) -> Tensor {
 fn elementwise_chain_is_one_cuda_kernel_equal_to_eager() {
     let cuda = Device::Cuda(0);
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-        let x = Tensor::linspace(-4.0, 4.0, 3000).to_dtype(dtype).view(&[30, 100]).to(&cuda);
+        let x = Tensor::linspace(-4.0, 4.0, 3000).to_dtype(dtype).view([30, 100]).to(&cuda);
         let mut step = kiln::compile(|x: &Tensor| gelu_chain(x));
         let compiled = step.call(&x);
         assert_eq!(compiled.device(), cuda);
@@ -85,9 +85,9 @@ fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
         for n in [4096, 4099, 7] {
             let base = Tensor::linspace(-3.0, 3.0, n + 3).to_dtype(dtype).to(&cuda);
             let other = Tensor::linspace(2.0, -1.0, n + 3).to_dtype(dtype).to(&cuda);
-            let s = Tensor::full(&[1], 0.5).to_dtype(dtype).to(&cuda); // broadcast: one value
-                                                                       // Views at offset 0 (aligned: the vector variant) and off the 16-byte boundary
-                                                                       // (the strided kernel), alone and mixed.
+            let s = Tensor::full([1], 0.5).to_dtype(dtype).to(&cuda); // broadcast: one value
+                                                                      // Views at offset 0 (aligned: the vector variant) and off the 16-byte boundary
+                                                                      // (the strided kernel), alone and mixed.
             for (ox, oy) in [(0, 0), (1, 1), (0, 3), (2, 0)] {
                 let (x, y) = (base.narrow(0, ox, n), other.narrow(0, oy, n));
                 let mut step = kiln::compile(|(x, y, s): (&Tensor, &Tensor, &Tensor)| f(x, y, s));
@@ -98,7 +98,7 @@ fn fused_chains_on_aligned_misaligned_and_odd_length_inputs_equal_eager() {
             }
             if n % 64 == 0 {
                 // Rank 2, contiguous: still one flat run.
-                let (x, y) = (base.narrow(0, 0, n).view(&[64, -1]), other.narrow(0, 0, n).view(&[64, -1]));
+                let (x, y) = (base.narrow(0, 0, n).view([64, -1]), other.narrow(0, 0, n).view([64, -1]));
                 let mut step = kiln::compile(|(x, y, s): (&Tensor, &Tensor, &Tensor)| f(x, y, s));
                 assert_close(
                     &format!("{dtype} [64, {}]", n / 64),
@@ -127,7 +127,7 @@ fn broadcasts_views_casts_and_where_equal_eager() {
         let m = (&i + n) % 7;
         vec![r, m.to_dtype(DType::F32) * 2.0, pos]
     };
-    let x = Tensor::linspace(-3.0, 3.0, 48).view(&[8, 6]).to(&cuda);
+    let x = Tensor::linspace(-3.0, 3.0, 48).view([8, 6]).to(&cuda);
     let b = Tensor::linspace(-1.0, 2.0, 8).to(&cuda);
     let n = Tensor::arange(8).to_dtype(DType::I32).to(&cuda);
     let mut step = kiln::compile(|(x, b, n): (&Tensor, &Tensor, &Tensor)| f(x, b, n));
@@ -151,8 +151,8 @@ fn mlp_losses(device: Device, compiled: bool, steps: usize) -> Vec<f32> {
     let mut params = l1.parameters();
     params.extend(l2.parameters());
     let mut opt = SGD::new(params, SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
-    let x = Tensor::randn(&[16, 20]).to(&device);
-    let y = Tensor::randint(0, 5, &[16]).to(&device);
+    let x = Tensor::randn([16, 20]).to(&device);
+    let y = Tensor::randint(0, 5, [16]).to(&device);
     let mut body = |(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();
         let h = F::relu(&l1.forward(x));
@@ -221,10 +221,10 @@ fn softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda() {
         // Long rows (a block per row) and short ones (a warp per row, as MNIST's 10 classes).
         for (rows, cols) in [(37usize, 1000usize), (64, 10)] {
             let what = |op: &str| format!("{op} {dtype} [{rows}, {cols}]");
-            let x = (Tensor::randn(&[rows, cols]) * 3.0).to_dtype(dtype).to(&cuda);
-            let w = Tensor::randn(&[cols]).to_dtype(dtype).to(&cuda);
-            let b = Tensor::randn(&[cols]).to_dtype(dtype).to(&cuda);
-            let y = Tensor::randint(0, cols as i64, &[rows]).to(&cuda);
+            let x = (Tensor::randn([rows, cols]) * 3.0).to_dtype(dtype).to(&cuda);
+            let w = Tensor::randn([cols]).to_dtype(dtype).to(&cuda);
+            let b = Tensor::randn([cols]).to_dtype(dtype).to(&cuda);
+            let y = Tensor::randint(0, cols as i64, [rows]).to(&cuda);
             compiled_equals_eager(&what("softmax"), |x: &Tensor| x.softmax(1), &x, 1, tol);
             compiled_equals_eager(&what("log_softmax"), |x: &Tensor| x.log_softmax(1), &x, 1, tol);
             let ln = |(x, w, b): (&Tensor, &Tensor, &Tensor)| F::layer_norm(x, &[cols], Some(w), Some(b), 1e-5);
@@ -247,8 +247,8 @@ fn softmax_layer_norm_and_cross_entropy_equal_eager_on_cuda() {
 fn a_new_shape_recompiles_from_cached_kernels() {
     let cuda = Device::Cuda(0);
     let mut step = kiln::compile(|x: &Tensor| gelu_chain(x));
-    let a = Tensor::linspace(-2.0, 2.0, 64).view(&[4, 16]).to(&cuda);
-    let b = Tensor::linspace(-2.0, 2.0, 160).view(&[10, 16]).to(&cuda);
+    let a = Tensor::linspace(-2.0, 2.0, 64).view([4, 16]).to(&cuda);
+    let b = Tensor::linspace(-2.0, 2.0, 160).view([10, 16]).to(&cuda);
     assert_close("first shape", &step.call(&a), &gelu_chain(&a), 1e-5, 1e-6);
     assert_eq!(step.stats().plan_cache_hits, 0);
     let compiled = step.call(&b);
@@ -262,7 +262,7 @@ fn without_a_gpu_a_cuda_step_fails_naming_the_op() {
     if Device::cuda_is_available() {
         return println!("a CUDA device is present, skipping the no-device error test");
     }
-    let x = Tensor::ones(&[4, 4]);
+    let x = Tensor::ones([4, 4]);
     let mut step =
         kiln::compile(|x: &Tensor| -> kiln::Result<Tensor> { Ok((x * 2.0).try_to(&Device::Cuda(0))?.exp()) });
     let e = step.call(&x).unwrap_err();
@@ -277,9 +277,9 @@ fn without_a_gpu_a_cuda_step_fails_naming_the_op() {
 #[test]
 fn planning_for_cuda_fuses_elementwise_work_and_reductions() {
     let _g = seeded();
-    let x = Tensor::linspace(-2.0, 2.0, 48).view(&[6, 8]);
+    let x = Tensor::linspace(-2.0, 2.0, 48).view([6, 8]);
     let b = Tensor::linspace(0.0, 1.0, 8);
-    let f = |(x, b): (&Tensor, &Tensor)| (&(x.t() * 2.0) + &b.view(&[8, 1])).relu().sum_dim(1).exp();
+    let f = |(x, b): (&Tensor, &Tensor)| (&(x.t() * 2.0) + &b.view([8, 1])).relu().sum_dim(1).exp();
     let mut step = kiln::compile(f);
     let (out, planned) = step.call_planning_for((&x, &b), Device::Cuda(0));
     // The CPU run is the ordinary one (its reduction fused with its prologue).
@@ -322,10 +322,10 @@ fn planned_launches<A: Copy, R>(
 fn softmax_layer_norm_and_cross_entropy_plan_as_few_cuda_kernels_as_on_the_cpu() {
     let _g = seeded();
     kiln::manual_seed(5);
-    let x = Tensor::randn(&[6, 40]);
-    let w = Tensor::randn(&[40]);
-    let b = Tensor::randn(&[40]);
-    let y = Tensor::randint(0, 40, &[6]);
+    let x = Tensor::randn([6, 40]);
+    let w = Tensor::randn([40]);
+    let b = Tensor::randn([40]);
+    let y = Tensor::randint(0, 40, [6]);
     let names =
         |k: &[kiln::capture::KernelInfo]| k.iter().map(|k| format!("{} ({})", k.name, k.ops)).collect::<Vec<_>>();
     let (k, n) = planned_launches("softmax", |x: &Tensor| x.softmax(1), &x);
@@ -356,8 +356,8 @@ fn the_mnist_step_planned_for_cuda_compiles_with_nvrtc() {
     kiln::manual_seed(11);
     let net = mnist::Net::with_sizes(4, 8, 8 * 4 * 4, 16);
     let mut opt = Adadelta::new(net.parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() });
-    let x = Tensor::randn(&[8, 1, 12, 12]);
-    let y = Tensor::randint(0, 10, &[8]);
+    let x = Tensor::randn([8, 1, 12, 12]);
+    let y = Tensor::randint(0, 10, [8]);
     let mut step = kiln::compile(|(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();
         let loss = F::nll_loss(&net.forward(x), y);
@@ -417,7 +417,7 @@ fn noisy_dropout(x: &Tensor) -> Tensor {
 #[test]
 fn planning_for_cuda_generates_random_draws_inside_fused_kernels() {
     let _g = seeded();
-    let x = Tensor::linspace(-2.0, 2.0, 48).view(&[6, 8]);
+    let x = Tensor::linspace(-2.0, 2.0, 48).view([6, 8]);
     let mut step = kiln::compile(|x: &Tensor| noisy_dropout(x));
     kiln::manual_seed(5);
     let (out, planned) = step.call_planning_for(&x, Device::Cuda(0));

@@ -39,8 +39,8 @@ fn require_cuda() {
 /// after them on the CPU, and the device of its first output.
 fn train(model: &dyn Module, device: Device) -> (Vec<f32>, Vec<Tensor>, Device) {
     let mut opt = SGD::new(model.parameters(), SGDConfig { lr: 0.05, momentum: 0.9, ..Default::default() });
-    let x = Tensor::randn(&[10, 16]).to(&device);
-    let y = Tensor::randint(0, 4, &[10]).to(&device);
+    let x = Tensor::randn([10, 16]).to(&device);
+    let y = Tensor::randint(0, 4, [10]).to(&device);
     let criterion = nn::CrossEntropyLoss::new();
     let (mut losses, mut out_device) = (Vec::new(), device);
     for _ in 0..3 {
@@ -91,7 +91,7 @@ fn one_device_moves_the_module_and_the_input_there() {
         DataParallelOpts { device_ids: Some(vec![Device::Cuda(0)]), ..Default::default() },
     );
     assert!(dp.parameters().iter().all(|p| p.device() == Device::Cuda(0)));
-    let x = Tensor::randn(&[6, 16]);
+    let x = Tensor::randn([6, 16]);
     let y = dp.forward(&x);
     assert_eq!(y.device(), Device::Cuda(0));
     let want = dp.module().forward(&x.to(&Device::Cuda(0)));
@@ -125,6 +125,6 @@ fn one_replica_per_gpu_matches_the_bare_module() {
     kiln::manual_seed(10);
     let dp = DataParallel::new(Net::new);
     assert_eq!(dp.device_ids().len(), n);
-    let y = dp.forward(&Tensor::randn(&[2 * n + 1, 16]).to(&Device::Cuda(0)));
+    let y = dp.forward(&Tensor::randn([2 * n + 1, 16]).to(&Device::Cuda(0)));
     assert_eq!((y.shape(), y.device()), (&[2 * n + 1, 4][..], Device::Cuda(0)));
 }

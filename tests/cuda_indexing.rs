@@ -26,7 +26,7 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 fn truthy(d: Device) -> Tensor {
     Tensor::from_vec(
         vec![0.0f32, -0.0, 1.5, f32::NAN, -2.0, 0.0, f32::INFINITY, 0.25, 0.0, -f32::INFINITY, 3.0, 0.0],
-        &[3, 4],
+        [3, 4],
     )
     .to(&d)
 }
@@ -70,7 +70,7 @@ test_device!(bitwise_ops_on_integers, |d| {
 });
 
 test_device!(masked_fill_scalar_tensor_and_in_place, |d| {
-    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape(&[3, 4]).to(&d);
+    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape([3, 4]).to(&d);
     let mask = x.gt(5.5);
     let row = Tensor::new(&[true, false, false, true]).to(&d);
     let i = Tensor::new(&[[1i64, 2], [3, 4]]).to(&d);
@@ -94,7 +94,7 @@ test_device!(masked_fill_scalar_tensor_and_in_place, |d| {
 });
 
 test_device!(masked_fill_gradients, |d| {
-    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape(&[2, 3]).to(&d).requires_grad_(true);
+    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape([2, 3]).to(&d).requires_grad_(true);
     let v = Tensor::scalar(2.0f32).to(&d).requires_grad_(true);
     let mask = Tensor::new(&[[true, false, true], [false, false, true]]).to(&d);
     let out = (x.masked_fill(&mask, 0.0) * 3.0).sum() + (x.masked_fill_tensor(&mask, &v) * &x).sum();
@@ -103,7 +103,7 @@ test_device!(masked_fill_gradients, |d| {
 });
 
 test_device!(gather_and_index_select_on_views, |d| {
-    let x = Tensor::arange_step(0.0, 24.0, 1.0).reshape(&[2, 3, 4]).to(&d);
+    let x = Tensor::arange_step(0.0, 24.0, 1.0).reshape([2, 3, 4]).to(&d);
     let i1 = Tensor::new(&[[[0i64, 2, 1, 0]], [[2, 2, 0, 1]]]).to(&d); // [2, 1, 4] along dim 1
     let i2 = Tensor::new(&[[[3i64], [0], [1]], [[2], [2], [0]]]).to(&d); // [2, 3, 1] along dim 2
     let v = Tensor::new(&[2i64, 0, 2, 1]).to(&d);
@@ -113,7 +113,7 @@ test_device!(gather_and_index_select_on_views, |d| {
     vec![
         x.gather(1, &i1),
         x.gather(2, &i2),
-        x.gather(-1, &i2.expand(&[2, 3, 2])),
+        x.gather(-1, &i2.expand([2, 3, 2])),
         x.transpose(0, 2).gather(0, &Tensor::new(&[[[3i64, 1]]]).to(&d)),
         h.gather(1, &i1),
         b.gather(2, &i2),
@@ -123,35 +123,35 @@ test_device!(gather_and_index_select_on_views, |d| {
         x.i((.., 1, ..)).index_select(1, &v),
         Tensor::scalar(4.5f64).to(&d).gather(0, &Tensor::scalar(0i64).to(&d)),
         Tensor::scalar(4i64).to(&d).index_select(0, &Tensor::new(&[0i64]).to(&d)),
-        x.index_select(0, &Tensor::zeros_opts(&[0], DType::I64, d)),
+        x.index_select(0, &Tensor::zeros_opts([0], DType::I64, d)),
     ]
 });
 
 test_device!(scatter_and_scatter_add, |d| {
     let _g = lock();
-    let base = Tensor::zeros_opts(&[3, 5], DType::F32, d);
-    let src = Tensor::arange_step(1.0, 16.0, 1.0).reshape(&[3, 5]).to(&d);
+    let base = Tensor::zeros_opts([3, 5], DType::F32, d);
+    let src = Tensor::arange_step(1.0, 16.0, 1.0).reshape([3, 5]).to(&d);
     // Distinct positions per column: a plain scatter is the same on every device.
     let idx = Tensor::new(&[[0i64, 1, 2, 0, 1], [2, 0, 1, 1, 2]]).to(&d);
     // Repeated positions: scatter_add sums them (exactly, for these small integers).
     let rep = Tensor::new(&[[0i64, 0, 4, 4], [1, 1, 1, 0], [2, 3, 2, 3]]).to(&d);
-    let ints = Tensor::zeros_opts(&[3, 5], DType::I64, d);
-    let bytes = Tensor::zeros_opts(&[3, 5], DType::U8, d);
-    let halves = Tensor::zeros_opts(&[3, 5], DType::F16, d);
+    let ints = Tensor::zeros_opts([3, 5], DType::I64, d);
+    let bytes = Tensor::zeros_opts([3, 5], DType::U8, d);
+    let halves = Tensor::zeros_opts([3, 5], DType::F16, d);
     let in_place = base.deep_clone();
     in_place.t().scatter_(1, &idx.t().narrow(1, 0, 1).contiguous(), &src.t());
     let value = base.deep_clone();
     value.scatter_value_(0, &idx, 2.5);
     let added = base.deep_clone();
     added.scatter_add_(1, &rep, &src);
-    let bools = Tensor::zeros_opts(&[3, 5], DType::Bool, d);
+    let bools = Tensor::zeros_opts([3, 5], DType::Bool, d);
     vec![
         base.scatter(0, &idx, &src),
         in_place,
         value,
         added,
         ints.scatter_add(1, &rep, &src.to_dtype(DType::I64)),
-        bytes.scatter_add(1, &rep, &Tensor::full_opts(&[3, 5], 200.0, DType::U8, d)),
+        bytes.scatter_add(1, &rep, &Tensor::full_opts([3, 5], 200.0, DType::U8, d)),
         halves.scatter_add(1, &rep, &src.to_dtype(DType::F16)),
         bools.scatter_add(1, &rep, &src.gt(6.0)),
         base.scatter_add(0, &idx.narrow(1, 1, 3), &src.t().contiguous().narrow(0, 0, 2)),
@@ -160,10 +160,10 @@ test_device!(scatter_and_scatter_add, |d| {
 
 test_device!(gather_and_scatter_gradients, |d| {
     let _g = lock();
-    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape(&[3, 4]).to(&d).requires_grad_(true);
-    let src = Tensor::arange_step(1.0, 7.0, 1.0).reshape(&[2, 3]).to(&d).requires_grad_(true);
+    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape([3, 4]).to(&d).requires_grad_(true);
+    let src = Tensor::arange_step(1.0, 7.0, 1.0).reshape([2, 3]).to(&d).requires_grad_(true);
     let idx = Tensor::new(&[[3i64, 0, 3], [1, 1, 2]]).to(&d);
-    let w = Tensor::arange_step(1.0, 7.0, 1.0).reshape(&[2, 3]).to(&d);
+    let w = Tensor::arange_step(1.0, 7.0, 1.0).reshape([2, 3]).to(&d);
     // Distinct positions per row: the scatter's result does not depend on the device.
     let distinct = Tensor::new(&[[0i64, 1, 2], [3, 2, 1]]).to(&d);
     let picked = x.index_select(0, &Tensor::new(&[2i64, 0, 2]).to(&d));
@@ -173,7 +173,7 @@ test_device!(gather_and_scatter_gradients, |d| {
 });
 
 test_device!(index_fill_and_one_hot, |d| {
-    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape(&[3, 4]).to(&d);
+    let x = Tensor::arange_step(0.0, 12.0, 1.0).reshape([3, 4]).to(&d);
     let cols = Tensor::new(&[-1i64, 1, -4]).to(&d);
     let a = x.index_fill(1, &cols, -2.5);
     let b = x.deep_clone();
@@ -193,12 +193,12 @@ test_device!(index_fill_and_one_hot, |d| {
         labels.one_hot(-1),
         labels.t().one_hot(5),
         Tensor::scalar(1i64).to(&d).one_hot(2),
-        Tensor::zeros_opts(&[0], DType::I64, d).one_hot(3),
+        Tensor::zeros_opts([0], DType::I64, d).one_hot(3),
     ]
 });
 
 test_device!(bad_indices_are_the_cpus_errors_and_write_nothing, |d| {
-    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape(&[2, 3]).to(&d);
+    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape([2, 3]).to(&d);
     let bad = Tensor::new(&[[0i64, 3, 1], [5, 0, -1]]).to(&d);
     let msg = |e: kiln::Error| e.to_string();
     let line = line!() + 1;
@@ -225,7 +225,7 @@ test_device!(bad_indices_are_the_cpus_errors_and_write_nothing, |d| {
 
 test_device!(class_index_losses, |d| {
     let _g = lock();
-    let logits = Tensor::from_vec((0..20).map(|i| ((i * 7 % 11) as f32 - 5.0) / 3.0).collect(), &[4, 5])
+    let logits = Tensor::from_vec((0..20).map(|i| ((i * 7 % 11) as f32 - 5.0) / 3.0).collect(), [4, 5])
         .to(&d)
         .requires_grad_(true);
     let target = Tensor::new(&[1i64, 4, -100, 0]).to(&d);
@@ -245,7 +245,7 @@ test_device!(class_index_losses, |d| {
     (&ce + &smooth + nll.sum()).backward();
     let plain = F::cross_entropy(&logits.detach(), &Tensor::new(&[2i64, 2, 3, 0]).to(&d));
     // A 3-D input: classes along dim 1.
-    let img = logits.detach().reshape(&[2, 5, 2]);
+    let img = logits.detach().reshape([2, 5, 2]);
     let pix = F::cross_entropy(&img, &Tensor::new(&[[0i64, 4], [3, 3]]).to(&d));
     let e = F::try_cross_entropy(&logits, &Tensor::new(&[1i64, 5, 0, 0]).to(&d)).unwrap_err().to_string();
     assert!(e.contains("target 5 is out of bounds"), "{e}");
@@ -254,7 +254,7 @@ test_device!(class_index_losses, |d| {
 
 test_device!(embedding_lookup_and_gradient, |d| {
     let _g = lock();
-    let weight = Tensor::arange_step(0.0, 15.0, 1.0).reshape(&[5, 3]).to(&d).requires_grad_(true);
+    let weight = Tensor::arange_step(0.0, 15.0, 1.0).reshape([5, 3]).to(&d).requires_grad_(true);
     let ids = Tensor::new(&[[4i64, 0, 4], [2, 2, 1]]).to(&d);
     let rows = F::embedding(&ids, &weight, None);
     let padded = F::embedding(&ids.to_dtype(DType::I32), &weight, Some(2));
@@ -309,16 +309,16 @@ fn deterministic_scatter_add_equals_the_cpu_bit_for_bit() {
     // Along dim 0 and the last dim, through transposed and narrowed views of the target, the
     // index and the source; 48 or 64 additions into each of 3 or 4 positions per line.
     let run = |d: Device, dtype: DType| -> Vec<Tensor> {
-        let src = Tensor::from_vec(mixed(64 * 50), &[64, 50]).to_dtype(dtype).to(&d);
+        let src = Tensor::from_vec(mixed(64 * 50), [64, 50]).to_dtype(dtype).to(&d);
         let src = src.narrow(1, 1, 48).t(); // [48, 64], strides [1, 50]
         let idx0 = repeated(&[64, 48], 4, d).t(); // [48, 64] in 0..4
         let idx1 = repeated(&[48, 70], 3, d).narrow(1, 2, 64); // [48, 64] in 0..3
-        let base = Tensor::from_vec(mixed(64 * 4), &[64, 4]).to_dtype(dtype).to(&d);
+        let base = Tensor::from_vec(mixed(64 * 4), [64, 4]).to_dtype(dtype).to(&d);
         let along0 = base.t().scatter_add(0, &idx0, &src);
         let in_place = base.deep_clone();
         in_place.t().scatter_add_(0, &idx0, &src);
-        let along1 = Tensor::zeros_opts(&[48, 3], dtype, d).scatter_add(1, &idx1, &src);
-        let last_t = Tensor::zeros_opts(&[3, 48], dtype, d);
+        let along1 = Tensor::zeros_opts([48, 3], dtype, d).scatter_add(1, &idx1, &src);
+        let last_t = Tensor::zeros_opts([3, 48], dtype, d);
         last_t.t().scatter_add_(1, &idx1, &src);
         vec![along0, in_place, along1, last_t]
     };
@@ -346,22 +346,22 @@ fn deterministic_scatter_keeps_the_cpus_last_write() {
     // Along dim 0 and the last dim, through transposed and narrowed views of the target, the
     // index and the source; each line writes 48 or 64 different values into 3 or 4 positions.
     same_bits_as_cpu("scatter", |d, dtype| {
-        let src = Tensor::from_vec(mixed(64 * 50), &[64, 50]).to_dtype(dtype).to(&d);
+        let src = Tensor::from_vec(mixed(64 * 50), [64, 50]).to_dtype(dtype).to(&d);
         let src = src.narrow(1, 1, 48).t(); // [48, 64], strides [1, 50]
         let idx0 = repeated(&[64, 48], 4, d).t(); // [48, 64] in 0..4
         let idx1 = repeated(&[48, 70], 3, d).narrow(1, 2, 64); // [48, 64] in 0..3
-        let base = Tensor::from_vec(mixed(64 * 4), &[64, 4]).to_dtype(dtype).to(&d);
+        let base = Tensor::from_vec(mixed(64 * 4), [64, 4]).to_dtype(dtype).to(&d);
         let along0 = base.t().scatter(0, &idx0, &src);
         let in_place = base.deep_clone();
         in_place.t().scatter_(0, &idx0, &src);
-        let along1 = Tensor::zeros_opts(&[48, 3], dtype, d).scatter(1, &idx1, &src);
-        let last_t = Tensor::zeros_opts(&[3, 48], dtype, d);
+        let along1 = Tensor::zeros_opts([48, 3], dtype, d).scatter(1, &idx1, &src);
+        let last_t = Tensor::zeros_opts([3, 48], dtype, d);
         last_t.t().scatter_(1, &idx1, &src);
         // A 1-D scatter: one line of 1000 writes into 7 positions.
-        let flat = Tensor::zeros_opts(&[7], dtype, d).scatter(
+        let flat = Tensor::zeros_opts([7], dtype, d).scatter(
             0,
             &repeated(&[1000], 7, d),
-            &Tensor::from_vec(mixed(1000), &[1000]).to_dtype(dtype).to(&d),
+            &Tensor::from_vec(mixed(1000), [1000]).to_dtype(dtype).to(&d),
         );
         vec![along0, in_place, along1, last_t, flat]
     });
@@ -405,7 +405,7 @@ fn deterministic_index_put_equals_the_cpu_bit_for_bit() {
 fn deterministic_mode_runs_every_cuda_scatter() {
     let _g = lock();
     let d = Device::Cuda(0);
-    let x = Tensor::zeros_opts(&[4], DType::F32, d);
+    let x = Tensor::zeros_opts([4], DType::F32, d);
     let idx = Tensor::new(&[0i64, 0, 1]).to(&d);
     let src = Tensor::new(&[1.0f32, 2.0, 4.0]).to(&d);
     let (add, put, value, bad) = deterministic(|| {
@@ -434,11 +434,11 @@ fn deterministic_mode_runs_embedding_and_cross_entropy_gradients_on_cuda() {
     let _g = lock();
     let run = |d: Device| -> Vec<Tensor> {
         // 200 lookups of 10 rows: each row's gradient sums 20 upstream rows.
-        let weight = Tensor::from_vec(mixed(10 * 6), &[10, 6]).to(&d).requires_grad_(true);
+        let weight = Tensor::from_vec(mixed(10 * 6), [10, 6]).to(&d).requires_grad_(true);
         let ids = repeated(&[20, 10], 10, d);
-        let up = Tensor::from_vec(mixed(200 * 6), &[20, 10, 6]).to(&d);
+        let up = Tensor::from_vec(mixed(200 * 6), [20, 10, 6]).to(&d);
         (&F::embedding(&ids, &weight, None) * &up).sum().backward();
-        let logits = Tensor::from_vec(mixed(32 * 5), &[32, 5]).to(&d).requires_grad_(true);
+        let logits = Tensor::from_vec(mixed(32 * 5), [32, 5]).to(&d).requires_grad_(true);
         let target = repeated(&[32], 5, d);
         F::cross_entropy(&logits, &target).backward();
         vec![weight.grad().unwrap(), logits.grad().unwrap()]

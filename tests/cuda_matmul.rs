@@ -37,7 +37,7 @@ test_device!(matrix_products_on_views, |d| {
     let bt = exact(&[5, 13], f, d).t();
     let wide = exact(&[9, 20], f, d);
     let sliced = wide.narrow(0, 1, 7).narrow(1, 3, 13); // row stride 20
-    let row = exact(&[1, 13], f, d).expand(&[7, 13]); // stride-0 rows: copied first
+    let row = exact(&[1, 13], f, d).expand([7, 13]); // stride-0 rows: copied first
     let picked = exact(&[13, 5, 2], f, d).select(2, 1); // no unit stride: copied first
     vec![
         a.mm(&b),

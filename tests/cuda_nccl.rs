@@ -45,7 +45,7 @@ fn in_group(f: impl FnOnce(Device)) {
 fn every_collective_runs_on_cuda_tensors() {
     in_group(|dev| {
         let values = vec![1.0f32, -2.0, 3.5, 0.25];
-        let t = Tensor::from_vec(values.clone(), &[4]).to(&dev);
+        let t = Tensor::from_vec(values.clone(), [4]).to(&dev);
         for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min, ReduceOp::Product] {
             let x = t.deep_clone();
             dist::all_reduce(&x, op).unwrap();
@@ -53,17 +53,17 @@ fn every_collective_runs_on_cuda_tensors() {
             assert_eq!(x.to_vec::<f32>(), values, "{op:?}");
         }
         // Other dtypes: native (i64, bool as bytes) and staged through f32 (f16).
-        let i = Tensor::from_vec(vec![7i64, -3, 1 << 40], &[3]).to(&dev);
+        let i = Tensor::from_vec(vec![7i64, -3, 1 << 40], [3]).to(&dev);
         dist::all_reduce(&i, ReduceOp::Sum).unwrap();
         assert_eq!(i.to_vec::<i64>(), vec![7, -3, 1 << 40]);
-        let b = Tensor::from_vec(vec![true, false, true], &[3]).to(&dev);
+        let b = Tensor::from_vec(vec![true, false, true], [3]).to(&dev);
         dist::all_reduce(&b, ReduceOp::Product).unwrap();
         assert_eq!(b.to_vec::<bool>(), vec![true, false, true]);
         let h = t.to_dtype(DType::F16);
         dist::all_reduce(&h, ReduceOp::Avg).unwrap();
         assert_eq!((h.dtype(), h.to_dtype(DType::F32).to_vec::<f32>()), (DType::F16, values.clone()));
         // A strided view: the result is written into its elements only.
-        let m = Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0], &[2, 3]).to(&dev);
+        let m = Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0], [2, 3]).to(&dev);
         dist::all_reduce(&m.select(1, 1), ReduceOp::Sum).unwrap();
         assert_eq!(m.to_vec::<f32>(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
 
@@ -73,11 +73,11 @@ fn every_collective_runs_on_cuda_tensors() {
         let e = dist::broadcast(&x, 1).unwrap_err();
         assert!(e.message.contains("src=1 is not a rank of a group of 1"), "{e}");
 
-        let outputs = [Tensor::zeros(&[4]).to(&dev)];
+        let outputs = [Tensor::zeros([4]).to(&dev)];
         dist::all_gather(&outputs, &t).unwrap();
         assert_eq!(outputs[0].to_vec::<f32>(), values);
 
-        let out = Tensor::zeros(&[4]).to(&dev);
+        let out = Tensor::zeros([4]).to(&dev);
         dist::reduce_scatter(&out, &[t.deep_clone()], ReduceOp::Sum).unwrap();
         assert_eq!(out.to_vec::<f32>(), values);
 
@@ -89,12 +89,12 @@ fn every_collective_runs_on_cuda_tensors() {
 #[ignore = "needs a CUDA device and libnccl (run with --include-ignored on a GPU machine)"]
 fn a_cpu_tensor_given_to_the_nccl_group_names_the_op_devices_and_line() {
     in_group(|_| {
-        let e = dist::all_reduce(&Tensor::ones(&[2]), ReduceOp::Sum).unwrap_err();
+        let e = dist::all_reduce(&Tensor::ones([2]), ReduceOp::Sum).unwrap_err();
         assert_eq!((e.op, e.kind), ("all_reduce", kiln::ErrorKind::Device));
         assert!(e.message.contains("the nccl backend moves CUDA tensors on this rank's device cuda:0 only"), "{e}");
         assert!(e.message.contains("this tensor is on cpu"), "{e}");
         assert!(e.location.file().ends_with("cuda_nccl.rs"), "{e}");
-        let e = dist::all_gather(&[Tensor::zeros(&[2])], &Tensor::ones(&[2]).to(&Device::Cuda(0))).unwrap_err();
+        let e = dist::all_gather(&[Tensor::zeros([2])], &Tensor::ones([2]).to(&Device::Cuda(0))).unwrap_err();
         assert!(e.message.contains("this tensor is on cpu") && e.location.file().ends_with("cuda_nccl.rs"), "{e}");
     });
 }
@@ -110,8 +110,8 @@ fn a_ddp_step_on_cuda_matches_plain_training() {
         wrapped.load_state_dict(&plain.state_dict()).unwrap();
         wrapped.to(&dev);
         let ddp = DistributedDataParallel::new(wrapped, DdpOptions::default()).unwrap();
-        let x = Tensor::randn(&[8, 4]).to(&dev);
-        let y = Tensor::randn(&[8, 3]).to(&dev);
+        let x = Tensor::randn([8, 4]).to(&dev);
+        let y = Tensor::randn([8, 3]).to(&dev);
         F::mse_loss(&plain.forward(&x), &y).backward();
         F::mse_loss(&ddp.forward(&x), &y).backward();
         for ((name, p), q) in ddp.named_parameters().into_iter().zip(plain.parameters()) {

@@ -21,7 +21,7 @@ fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
 /// Items `(row [3] f32, label i64)`: row `i` holds `i, i + 0.5, -i`.
 fn rows(n: usize) -> TensorDataset<(Tensor, Tensor)> {
     let x: Vec<f32> = (0..n).flat_map(|i| [i as f32, i as f32 + 0.5, -(i as f32)]).collect();
-    TensorDataset::new((Tensor::from_vec(x, &[n, 3]), Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), &[n])))
+    TensorDataset::new((Tensor::from_vec(x, [n, 3]), Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), [n])))
         .unwrap()
 }
 
@@ -32,7 +32,7 @@ fn without_a_gpu_pin_memory_fails_naming_the_op_and_line() {
     if Device::cuda_is_available() {
         return println!("a CUDA device is present, skipping the no-device checks");
     }
-    let x = Tensor::arange(6).reshape(&[2, 3]);
+    let x = Tensor::arange(6).reshape([2, 3]);
     assert!(!x.is_pinned());
     let line = line!() + 1;
     let e = x.try_pin_memory().unwrap_err();
@@ -41,7 +41,7 @@ fn without_a_gpu_pin_memory_fails_naming_the_op_and_line() {
     assert!(s.starts_with("pin_memory: no CUDA device available (cuda:0 requested;"), "{s}");
     assert!(s.ends_with(&format!("(at tests/cuda_pinned.rs:{line})")), "{s}");
     let m = panic_message(|| {
-        Tensor::ones(&[4]).t().pin_memory();
+        Tensor::ones([4]).t().pin_memory();
     });
     assert!(m.starts_with("pin_memory: no CUDA device available") && m.contains("tests/cuda_pinned.rs:"), "{m}");
     let e = x.try_to_non_blocking(&Device::Cuda(0)).unwrap_err();
@@ -94,7 +94,7 @@ fn without_a_gpu_a_pinning_loader_says_so_once_under_kiln_debug() {
 #[test]
 #[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn pinned_copies_keep_values_dtypes_and_views() {
-    let base = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), &[4, 6]);
+    let base = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), [4, 6]);
     for x in [
         base.clone(),
         base.to_dtype(DType::F16),
@@ -137,7 +137,7 @@ fn non_blocking_copies_then_use_give_the_values_of_to() {
     for k in 0..6 {
         // Each pinned source is dropped while its copy may still be queued; the next one is
         // the same size, so it would get the same block if the block were reused too early.
-        let src = Tensor::full(&[n], k as f32 + 0.25).pin_memory();
+        let src = Tensor::full([n], k as f32 + 0.25).pin_memory();
         let y = src.to_non_blocking(&d);
         assert_eq!(y.device(), d);
         drop(src);
@@ -159,7 +159,7 @@ fn non_blocking_copies_then_use_give_the_values_of_to() {
     let view = x.pin_memory().narrow(0, 3, 4);
     assert_eq!(view.to_non_blocking(&d).to_vec::<f32>(), vec![3.0, 4.0, 5.0, 6.0]);
     // Gradients flow back through both copies.
-    let w = Tensor::ones(&[3]).requires_grad_(true);
+    let w = Tensor::ones([3]).requires_grad_(true);
     let loss = (&w.pin_memory().to_non_blocking(&d) * 3.0).sum();
     loss.backward();
     assert_eq!(w.grad().unwrap().to_vec::<f32>(), vec![3.0; 3]);
@@ -196,7 +196,7 @@ fn non_blocking_copies_to_the_cpu_are_pinned_and_give_the_values_of_to() {
     // Read at once: the read waits for the copy.
     assert_eq!(y.to_vec::<f32>(), x.to(&Device::Cpu).to_vec::<f32>());
     // Every dtype, and views (made contiguous on the device first).
-    let small = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), &[4, 6]).to(&d);
+    let small = Tensor::from_vec((0..24).map(|v| v as f32 * 0.75 - 4.0).collect::<Vec<f32>>(), [4, 6]).to(&d);
     for x in [
         small.to_dtype(DType::F64),
         small.to_dtype(DType::F16),
@@ -234,7 +234,7 @@ fn non_blocking_copies_to_the_cpu_are_pinned_and_give_the_values_of_to() {
     d.synchronize().unwrap();
     assert_eq!(y.narrow(0, n as i64 - 1, 1).item::<f32>(), (n - 1) as f32 / 7.0);
     // Gradients flow back to the device.
-    let w = Tensor::ones(&[3]).to(&d).requires_grad_(true);
+    let w = Tensor::ones([3]).to(&d).requires_grad_(true);
     (&w.to_non_blocking(&Device::Cpu) * 3.0).sum().backward();
     assert_eq!(w.grad().unwrap().to_vec::<f32>(), vec![3.0; 3]);
 }
@@ -246,14 +246,14 @@ fn device_writes_after_a_non_blocking_copy_to_the_cpu_do_not_change_it() {
     let n = 3_000_001;
     let mut copies = Vec::new();
     for k in 0..6 {
-        let x = Tensor::full(&[n], k as f32 + 0.5).to(&d);
+        let x = Tensor::full([n], k as f32 + 0.5).to(&d);
         let y = x.to_non_blocking(&Device::Cpu);
         // Queued behind the copy on the stream: the copy has read the old values.
         x.fill_(-7.0);
         x.add_(1.0);
         copies.push(y);
         // A copy dropped unread: its block must not be handed out while the copy may write it.
-        drop(Tensor::full(&[n], 99.0).to(&d).to_non_blocking(&Device::Cpu));
+        drop(Tensor::full([n], 99.0).to(&d).to_non_blocking(&Device::Cpu));
     }
     for (k, y) in copies.iter().enumerate() {
         let want = k as f32 + 0.5;

@@ -32,7 +32,7 @@ fn ints(shape: &[usize], dtype: DType, d: Device) -> Tensor {
 /// A [3, 4] f32 tensor with a NaN, ±inf and ties, on `d`.
 fn specials(d: Device) -> Tensor {
     let (nan, inf) = (f32::NAN, f32::INFINITY);
-    Tensor::from_vec(vec![1.0f32, nan, 3.0, nan, -inf, 2.0, 2.0, -1.0, 5.0, inf, 5.0, -inf], &[3, 4]).to(&d)
+    Tensor::from_vec(vec![1.0f32, nan, 3.0, nan, -inf, 2.0, 2.0, -1.0, 5.0, inf, 5.0, -inf], [3, 4]).to(&d)
 }
 
 test_device!(sums_means_and_products_over_dims, |d| {
@@ -71,8 +71,8 @@ test_device!(reductions_in_every_dtype, |d| {
             out.extend([y.argmax_dim(1), y.argmin(), y.max_dim_keepdim(0).1]);
         }
     }
-    let big = Tensor::from_vec(vec![i64::MAX, 1, i64::MIN, -1], &[4]).to(&d);
-    out.extend([big.sum(), big.prod(), Tensor::from_vec(vec![200u8, 100, 3], &[3]).to(&d).sum()]);
+    let big = Tensor::from_vec(vec![i64::MAX, 1, i64::MIN, -1], [4]).to(&d);
+    out.extend([big.sum(), big.prod(), Tensor::from_vec(vec![200u8, 100, 3], [3]).to(&d).sum()]);
     out
 });
 
@@ -108,15 +108,15 @@ test_device!(argmax_ties_pick_the_first_index_in_long_rows, |d| {
     v[2000] = -9.0;
     v[3000 + 2500] = f32::NAN;
     v[3000 + 1200] = f32::NAN;
-    let x = Tensor::from_vec(v, &[2, 3000]).to(&d);
+    let x = Tensor::from_vec(v, [2, 3000]).to(&d);
     let (m, i) = x.max_dim(1);
     vec![x.argmax_dim(1), x.argmin_dim_keepdim(1), m, i, x.argmax(), x.amax(1)]
 });
 
 test_device!(all_and_any_count_nan_as_true, |d| {
     let x = specials(d);
-    let z = Tensor::from_vec(vec![0.0f32, 0.0, 1.0, 0.0, 0.0, 0.0], &[2, 3]).to(&d);
-    let u = Tensor::from_vec(vec![0u8, 3, 1, 7], &[2, 2]).to(&d);
+    let z = Tensor::from_vec(vec![0.0f32, 0.0, 1.0, 0.0, 0.0, 0.0], [2, 3]).to(&d);
+    let u = Tensor::from_vec(vec![0u8, 3, 1, 7], [2, 2]).to(&d);
     vec![
         x.all(),
         x.any_dim(1),
@@ -147,8 +147,7 @@ test_device!(variance_and_deviation_with_corrections, |d| {
 
 test_device!(logsumexp_is_stable_with_infinities_and_nan, |d| {
     let x = data(&[3, 7], d) * 50.0;
-    let inf =
-        Tensor::from_vec(vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::INFINITY, 0.0, 2.0], &[3, 2]).to(&d);
+    let inf = Tensor::from_vec(vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 1.0, f32::INFINITY, 0.0, 2.0], [3, 2]).to(&d);
     vec![x.logsumexp(1), x.logsumexp_keepdim([0, 1]), x.t().logsumexp(0), inf.logsumexp(1), specials(d).logsumexp(0)]
 });
 
@@ -161,7 +160,7 @@ test_device!(softmax_along_every_dim_and_view, |d| {
     }
     let t = x.transpose(0, 2); // strided
     let n = x.narrow(1, 1, 2); // offset
-    let e = data(&[1, 6], d).expand(&[4, 6]); // stride 0
+    let e = data(&[1, 6], d).expand([4, 6]); // stride 0
     out.extend([t.softmax(1), t.log_softmax(0), n.softmax(-1), e.log_softmax(0), e.softmax(1)]);
     // -inf entries, a row of -inf (NaN), a NaN (its row NaN), f16/bf16/f64, a size-1 dim.
     let s = specials(d);
@@ -185,7 +184,7 @@ test_device!(cumsum_along_every_dim_and_view, |d| {
         data(&[2, 3000], d).cumsum(1),
         x.to_dtype(DType::F16).cumsum(1),
         Tensor::scalar(2.0f32).to(&d).cumsum(0),
-        Tensor::zeros(&[0, 3]).to(&d).cumsum(0),
+        Tensor::zeros([0, 3]).to(&d).cumsum(0),
     ]
 });
 
@@ -208,8 +207,8 @@ test_device!(long_rows_and_many_rows, |d| {
 });
 
 test_device!(empty_dims_give_the_identities, |d| {
-    let e = Tensor::zeros(&[0, 3]).to(&d);
-    let ei = Tensor::zeros(&[2, 0]).to_dtype(DType::I32).to(&d);
+    let e = Tensor::zeros([0, 3]).to(&d);
+    let ei = Tensor::zeros([2, 0]).to_dtype(DType::I32).to(&d);
     vec![
         e.sum(),
         e.sum_dim(0),
@@ -231,7 +230,7 @@ test_device!(views_are_read_where_they_lie, |d| {
     let x = data(&[4, 6, 5], d);
     let p = x.permute(&[2, 0, 1]); // [5, 4, 6], every stride out of order
     let n = x.narrow(2, 1, 3).narrow(0, 2, 2); // an offset and gaps
-    let e = data(&[6, 1], d).expand(&[6, 7]);
+    let e = data(&[6, 1], d).expand([6, 7]);
     vec![
         p.sum_dim([0, 2]),
         p.amax_keepdim(1),

@@ -22,7 +22,7 @@ fn data(shape: &[usize], d: Device) -> Tensor {
 fn specials(d: Device) -> Tensor {
     let (nan, inf) = (f32::NAN, f32::INFINITY);
     let v = vec![1.0f32, nan, 3.0, nan, 0.5, -inf, 2.0, 2.0, -inf, 5.0, 0.0, inf, 5.0, -inf, inf];
-    Tensor::from_vec(v, &[3, 5]).to(&d)
+    Tensor::from_vec(v, [3, 5]).to(&d)
 }
 
 /// Every scan of `x` along `dim` (logcumsumexp only for floats).
@@ -47,8 +47,8 @@ test_device!(scans_in_every_dtype_along_every_dim, |d| {
         }
     }
     // cumprod of integers is i64 and wraps; of f32 accumulates in f64 (no overflow midway).
-    let big = Tensor::from_vec(vec![1i64 << 40, 1 << 30, 3], &[3]).to(&d);
-    let wide = Tensor::from_vec(vec![1e30f32, 1e10, 1e-35], &[3]).to(&d);
+    let big = Tensor::from_vec(vec![1i64 << 40, 1 << 30, 3], [3]).to(&d);
+    let wide = Tensor::from_vec(vec![1e30f32, 1e10, 1e-35], [3]).to(&d);
     assert_eq!(big.cumprod(0).dtype(), DType::I64);
     out.extend([big.cumprod(0), wide.cumprod(0), (data(&[4, 5], d) * 4.0).to_dtype(DType::I32).cumprod(1)]);
     out
@@ -58,14 +58,14 @@ test_device!(scans_of_views_and_edge_shapes, |d| {
     let x = data(&[4, 6], d);
     let mut out = Vec::new();
     // Transposed, narrowed (an offset), expanded (stride 0): made contiguous first.
-    for v in [x.t(), x.narrow(1, 1, 4), x.narrow(0, 2, 1).expand(&[3, 6])] {
+    for v in [x.t(), x.narrow(1, 1, 4), x.narrow(0, 2, 1).expand([3, 6])] {
         out.extend(scans(&v, 0));
         out.extend(scans(&v, 1));
     }
     // 0-dim, empty, a size-1 dim, and more lines than one block holds.
     out.extend(scans(&Tensor::scalar(2.5f32).to(&d), 0));
-    out.extend(scans(&Tensor::zeros(&[0, 3]).to(&d), 0));
-    out.extend(scans(&Tensor::zeros(&[2, 0]).to(&d), 0));
+    out.extend(scans(&Tensor::zeros([0, 3]).to(&d), 0));
+    out.extend(scans(&Tensor::zeros([2, 0]).to(&d), 0));
     out.extend(scans(&data(&[3, 1, 2], d), 1));
     out.extend(scans(&data(&[700, 3], d), 1));
     out
@@ -80,7 +80,7 @@ test_device!(nan_inf_ties_and_zeros, |d| {
         out.extend(scans(&x.to_dtype(DType::F16), dim));
     }
     // Ties take the last index, on the CPU as on the device.
-    let (_, at) = Tensor::from_vec(vec![3i64, 1, 3, 0, 3], &[5]).to(&d).cummax(0);
+    let (_, at) = Tensor::from_vec(vec![3i64, 1, 3, 0, 3], [5]).to(&d).cummax(0);
     assert_eq!(at.to(&Device::Cpu).to_vec::<i64>(), [0, 0, 2, 2, 4]);
     out.push(at);
     out
@@ -89,8 +89,7 @@ test_device!(nan_inf_ties_and_zeros, |d| {
 test_device!(gradients_run_on_the_device, |d| {
     let x = data(&[3, 4], d).to_dtype(DType::F64);
     // Zeros in the input: cumprod's exact rule (gathers, flips and a cummin of positions).
-    let zeros =
-        Tensor::from_vec(vec![0.5f64, 0.0, 2.0, -1.5, 0.0, 0.7, 0.0, 0.0, -0.4, 1.2, 3.0, -2.0], &[3, 4]).to(&d);
+    let zeros = Tensor::from_vec(vec![0.5f64, 0.0, 2.0, -1.5, 0.0, 0.7, 0.0, 0.0, -0.4, 1.2, 3.0, -2.0], [3, 4]).to(&d);
     let w = data(&[3, 4], d).to_dtype(DType::F64) + 0.3;
     let mut out = Vec::new();
     let cases: [(&Tensor, fn(&Tensor) -> Tensor); 5] = [

@@ -31,12 +31,12 @@ fn ragged(d: Device) -> Tensor {
         f32::INFINITY, -1.5, nan, -1.5, 3.0, f32::NEG_INFINITY, 3.0,
         0.0, 0.0, -0.0, 5.0, 5.0, nan, -2.0,
     ];
-    Tensor::from_vec(v, &[3, 7]).to(&d)
+    Tensor::from_vec(v, [3, 7]).to(&d)
 }
 
 /// `n` values with many ties (`(j · 7919 + salt) mod m`), as f32 on `d`.
 fn tied(n: usize, m: usize, salt: usize, d: Device) -> Tensor {
-    Tensor::from_vec((0..n).map(|j| ((j * 7919 + salt) % m) as f32 - (m / 2) as f32).collect(), &[n]).to(&d)
+    Tensor::from_vec((0..n).map(|j| ((j * 7919 + salt) % m) as f32 - (m / 2) as f32).collect(), [n]).to(&d)
 }
 
 /// Both results of a sort-like op.
@@ -77,10 +77,10 @@ test_device!(sort_every_dtype, |d| {
 });
 
 test_device!(sort_views_and_middle_dims, |d| {
-    let x = Tensor::arange(60).to(&d).to_dtype(DType::F32).reshape(&[3, 4, 5]).remainder(7.0);
+    let x = Tensor::arange(60).to(&d).to_dtype(DType::F32).reshape([3, 4, 5]).remainder(7.0);
     let t = x.transpose(0, 2); // [5, 4, 3], strided
     let n = x.narrow(2, 1, 3); // offset, non-contiguous
-    let e = Tensor::new(&[1.0f32, 3.0, 2.0]).to(&d).expand(&[4, 3]);
+    let e = Tensor::new(&[1.0f32, 3.0, 2.0]).to(&d).expand([4, 3]);
     let mut out = Vec::new();
     for dim in [0, 1, 2, -1] {
         out.extend(both(x.sort(dim, false)));
@@ -127,7 +127,7 @@ test_device!(topk_ties_nan_and_orders, |d| {
 
 test_device!(sort_empty_and_zero_dim, |d| {
     let s = Tensor::scalar(4.5f32).to(&d);
-    let e = Tensor::zeros_opts(&[3, 0], DType::F32, d);
+    let e = Tensor::zeros_opts([3, 0], DType::F32, d);
     let mut out = Vec::new();
     out.extend(both(s.sort(0, true)));
     out.extend(both(s.topk(1, 0, true, true)));
@@ -147,7 +147,7 @@ test_device!(sort_and_topk_gradients, |d| {
     ])
     .to(&d)
     .requires_grad_(true);
-    let w = Tensor::arange(21).to(&d).to_dtype(DType::F32).reshape(&[3, 7]);
+    let w = Tensor::arange(21).to(&d).to_dtype(DType::F32).reshape([3, 7]);
     let (v, _) = x.sort(1, true);
     let (t, _) = x.topk(2, 0, true, true);
     ((&v * &w).sum() + t.sum()).backward();
@@ -156,7 +156,7 @@ test_device!(sort_and_topk_gradients, |d| {
 
 test_device!(nonzero_every_dtype_and_view, |d| {
     let x = ragged(d);
-    let big = tied(3001, 3, 5, d).reshape(&[3001, 1]); // three chunks, a third of them zero
+    let big = tied(3001, 3, 5, d).reshape([3001, 1]); // three chunks, a third of them zero
     vec![
         x.nonzero(),
         x.t().nonzero(),
@@ -164,13 +164,13 @@ test_device!(nonzero_every_dtype_and_view, |d| {
         x.to_dtype(DType::F16).nonzero(),
         x.to_dtype(DType::I64).nonzero(),
         Tensor::new(&[[0u8, 3], [255, 0]]).to(&d).nonzero(),
-        x.reshape(&[3, 1, 7]).narrow(2, 2, 4).nonzero(),
+        x.reshape([3, 1, 7]).narrow(2, 2, 4).nonzero(),
         big.nonzero(),
-        big.expand(&[3001, 2]).nonzero(),
+        big.expand([3001, 2]).nonzero(),
         Tensor::scalar(2.0f32).to(&d).nonzero(),
         Tensor::scalar(0i64).to(&d).nonzero(),
-        Tensor::zeros_opts(&[2, 0, 3], DType::F32, d).nonzero(),
-        Tensor::zeros_opts(&[4, 5], DType::Bool, d).nonzero(),
+        Tensor::zeros_opts([2, 0, 3], DType::F32, d).nonzero(),
+        Tensor::zeros_opts([4, 5], DType::Bool, d).nonzero(),
     ]
 });
 
@@ -180,7 +180,7 @@ test_device!(masked_select_broadcasts_and_differentiates, |d| {
     let row = Tensor::new(&[true, false, true, true, false, false, true]).to(&d);
     let col = Tensor::new(&[[false], [true], [true]]).to(&d);
     let big = tied(4099, 4, 1, d);
-    let w = Tensor::arange(12).to(&d).to_dtype(DType::F32).reshape(&[3, 4]).requires_grad_(true);
+    let w = Tensor::arange(12).to(&d).to_dtype(DType::F32).reshape([3, 4]).requires_grad_(true);
     let m = Tensor::new(&[[true, false, true, true], [false, false, false, true], [true, true, false, false]]).to(&d);
     let picked = w.masked_select(&m);
     (&picked * &picked).sum().backward();
@@ -193,7 +193,7 @@ test_device!(masked_select_broadcasts_and_differentiates, |d| {
         x.to_dtype(DType::I32).masked_select(&row),
         big.masked_select(&big.ge(0.0)),
         Tensor::scalar(3i64).to(&d).masked_select(&Tensor::scalar(true).to(&d)),
-        x.masked_select(&Tensor::zeros_opts(&[3, 7], DType::Bool, d)),
+        x.masked_select(&Tensor::zeros_opts([3, 7], DType::Bool, d)),
         picked,
         w.grad().unwrap(),
     ]
@@ -201,7 +201,7 @@ test_device!(masked_select_broadcasts_and_differentiates, |d| {
 
 test_device!(index_with_tensors_masks_and_views, |d| {
     let _g = lock();
-    let x = Tensor::arange(60).to(&d).reshape(&[3, 4, 5]);
+    let x = Tensor::arange(60).to(&d).reshape([3, 4, 5]);
     let i = Tensor::new(&[2i64, 0, -1, 1]).to(&d);
     let j = Tensor::new(&[[0i64], [-4], [3]]).to(&d); // broadcasts with i to [3, 4]
     let i32s = Tensor::new(&[1i32, 1, 0]).to(&d);
@@ -223,7 +223,7 @@ test_device!(index_with_tensors_masks_and_views, |d| {
         x.narrow(1, 1, 3).index(&[None, Some(&Tensor::new(&[2i64, 0]).to(&d))]), // an offset source
         x.to_dtype(DType::F16).index(&mask),
         x.ne(0).index(&i),
-        x.index(&Tensor::zeros_opts(&[0], DType::I64, d)),
+        x.index(&Tensor::zeros_opts([0], DType::I64, d)),
         picked,
         f.grad().unwrap(),
     ]
@@ -231,7 +231,7 @@ test_device!(index_with_tensors_masks_and_views, |d| {
 
 test_device!(index_put_plain_and_accumulating, |d| {
     let _g = lock();
-    let base = || Tensor::zeros_opts(&[3, 4], DType::F32, d);
+    let base = || Tensor::zeros_opts([3, 4], DType::F32, d);
     let rows = Tensor::new(&[2i64, 0, -3]).to(&d);
     let cols = Tensor::new(&[1i64, 3, 3]).to(&d);
     let vals = Tensor::new(&[1.5f32, -2.0, 4.0]).to(&d);
@@ -247,7 +247,7 @@ test_device!(index_put_plain_and_accumulating, |d| {
         &Tensor::scalar(-1.0f32).to(&d),
         false,
     );
-    let ints = Tensor::zeros_opts(&[5], DType::I64, d);
+    let ints = Tensor::zeros_opts([5], DType::I64, d);
     ints.index_put_(&Tensor::new(&[1i64, 1, 4, 1]).to(&d), &Tensor::new(&[1i64, 10, 100, 1000]).to(&d), true);
     // Through a transposed view: writes land in the base tensor.
     let t = base();
@@ -257,7 +257,7 @@ test_device!(index_put_plain_and_accumulating, |d| {
 });
 
 test_device!(bad_indices_fail_alike_and_write_nothing, |d| {
-    let x = Tensor::zeros_opts(&[3, 4], DType::F32, d);
+    let x = Tensor::zeros_opts([3, 4], DType::F32, d);
     let e = x.try_index(&Tensor::new(&[0i64, 3]).to(&d)).unwrap_err().to_string();
     assert!(e.starts_with("index: index 3 is out of bounds for dimension 0 with size 3"), "{e}");
     let e = x.try_index(&[None, Some(&Tensor::new(&[-5i64]).to(&d))]).unwrap_err().to_string();
@@ -300,7 +300,7 @@ fn mixed_devices_are_refused_naming_the_op() {
 #[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn deterministic_mode_runs_every_put_in_the_cpus_order() {
     let _g = lock();
-    let x = Tensor::zeros_opts(&[4], DType::F32, Device::Cuda(0));
+    let x = Tensor::zeros_opts([4], DType::F32, Device::Cuda(0));
     let i = Tensor::new(&[1i64, 1, 2]).to(&Device::Cuda(0));
     let values = Tensor::new(&[1.0f32, 2.0, 4.0]).to(&Device::Cuda(0));
     kiln::use_deterministic_algorithms(true);

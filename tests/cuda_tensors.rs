@@ -27,7 +27,7 @@ fn without_a_gpu_cuda_tensors_fail_naming_the_op_and_line() {
     if !no_gpu_or_skip() {
         return;
     }
-    let x = Tensor::ones(&[2, 3]);
+    let x = Tensor::ones([2, 3]);
     let line = line!() + 1;
     let e = x.try_to(&Device::Cuda(0)).unwrap_err();
     assert_eq!(e.op, "to");
@@ -35,11 +35,11 @@ fn without_a_gpu_cuda_tensors_fail_naming_the_op_and_line() {
     assert!(s.starts_with("to: no CUDA device available (cuda:0 requested;"), "{s}");
     assert!(s.ends_with(&format!("(at tests/cuda_tensors.rs:{line})")), "{s}");
     let m = panic_message(|| {
-        Tensor::zeros_opts(&[2], DType::F32, Device::Cuda(0));
+        Tensor::zeros_opts([2], DType::F32, Device::Cuda(0));
     });
     assert!(m.starts_with("zeros: no CUDA device available") && m.contains("tests/cuda_tensors.rs:"), "{m}");
     let m = panic_message(|| {
-        Tensor::empty_opts(&[2], DType::I64, Device::Cuda(1));
+        Tensor::empty_opts([2], DType::I64, Device::Cuda(1));
     });
     assert!(m.starts_with("empty: no CUDA device available (cuda:1 requested;"), "{m}");
     let m = panic_message(|| {
@@ -47,7 +47,7 @@ fn without_a_gpu_cuda_tensors_fail_naming_the_op_and_line() {
     });
     assert!(m.starts_with("to: no CUDA device available"), "{m}");
     let m = panic_message(|| {
-        Tensor::randn_opts(&[2], DType::F32, Device::Cuda(0));
+        Tensor::randn_opts([2], DType::F32, Device::Cuda(0));
     });
     assert!(m.starts_with("randn: no CUDA device available"), "{m}");
     // The CPU is untouched: moving to the CPU is a no-op.
@@ -77,7 +77,7 @@ fn the_torch_cuda_functions_answer_without_a_gpu() {
 
 /// A [3, 4] f32 tensor of varied values (negative, zero, fractional, large) on `d`.
 fn sample(d: Device) -> Tensor {
-    Tensor::from_vec(vec![-2.5f32, -1.0, -0.25, 0.0, 0.5, 1.0, 1.5, 2.0, 3.25, 7.0, -7.5, 10.0], &[3, 4]).to(&d)
+    Tensor::from_vec(vec![-2.5f32, -1.0, -0.25, 0.0, 0.5, 1.0, 1.5, 2.0, 3.25, 7.0, -7.5, 10.0], [3, 4]).to(&d)
 }
 
 test_device!(moves_and_reads_back, |d| {
@@ -94,8 +94,8 @@ test_device!(moves_and_reads_back, |d| {
         i.t().contiguous(),
         b.deep_clone(),
         x.t().deep_clone(),
-        Tensor::zeros_opts(&[2, 2], DType::BF16, d),
-        Tensor::full_opts(&[3], 2.5, DType::F16, d),
+        Tensor::zeros_opts([2, 2], DType::BF16, d),
+        Tensor::full_opts([3], 2.5, DType::F16, d),
     ]
 });
 
@@ -173,7 +173,7 @@ test_device!(binary_ops_broadcast_and_promote, |d| {
         x.pow(2.0),
         x.pow(0.5),
         x.narrow(0, 1, 2) + x.narrow(0, 0, 2),
-        x.expand(&[2, 3, 4]) + &row,
+        x.expand([2, 3, 4]) + &row,
     ]
 });
 
@@ -225,30 +225,30 @@ test_device!(casts_between_every_dtype, |d| {
 });
 
 test_device!(in_place_copy_and_fill_through_views, |d| {
-    let x = Tensor::zeros_opts(&[3, 4], DType::F32, d);
+    let x = Tensor::zeros_opts([3, 4], DType::F32, d);
     x.t().narrow(0, 1, 2).fill_(7.0);
-    let y = Tensor::zeros_opts(&[4, 3], DType::F64, d);
+    let y = Tensor::zeros_opts([4, 3], DType::F64, d);
     y.t().copy_(&sample(d)); // casting, strided destination
     let z = sample(d);
     z.add_(1.0);
     z.narrow(1, 0, 2).mul_(Tensor::new(&[2.0f32, 3.0]).to(&d));
-    let h = Tensor::zeros_opts(&[2, 4], DType::F32, d);
+    let h = Tensor::zeros_opts([2, 4], DType::F32, d);
     h.copy_(&Tensor::new(&[1.0f32, 2.0, 3.0, 4.0])); // from the CPU, broadcast
     let e = sample(d);
     e.t().narrow(0, 0, 2).exp_();
-    let s = Tensor::zeros_opts(&[2, 2], DType::I32, d);
+    let s = Tensor::zeros_opts([2, 2], DType::I32, d);
     s.copy_(&Tensor::new(&[5.0f64, 6.0, 7.0]).i(2)); // a 0-dim CPU view at offset 2
-    let c = Tensor::zeros(&[3]);
+    let c = Tensor::zeros([3]);
     c.copy_(&sample(d).i((1, 1))); // a 0-dim CUDA tensor into a CPU one
     vec![x, y, z, h, e, s, c]
 });
 
 test_device!(random_numbers_are_the_cpus, |d| {
     kiln::manual_seed(7);
-    let r = Tensor::rand_opts(&[5, 7], DType::F32, d);
-    let n = Tensor::randn_opts(&[300], DType::F64, d);
-    let i = Tensor::randint_opts(-5, 5, &[4, 4], DType::I32, d);
-    let v = Tensor::zeros_opts(&[4, 6], DType::F32, d);
+    let r = Tensor::rand_opts([5, 7], DType::F32, d);
+    let n = Tensor::randn_opts([300], DType::F64, d);
+    let i = Tensor::randint_opts(-5, 5, [4, 4], DType::I32, d);
+    let v = Tensor::zeros_opts([4, 6], DType::F32, d);
     v.t().narrow(0, 1, 3).uniform_(-1.0, 1.0);
     vec![r, n, i, v]
 });
@@ -256,8 +256,8 @@ test_device!(random_numbers_are_the_cpus, |d| {
 #[test]
 #[ignore = "needs a CUDA device (run with --include-ignored on a GPU machine)"]
 fn mixed_devices_are_clear_errors() {
-    let g = Tensor::ones(&[2, 3]).to(&Device::Cuda(0));
-    let c = Tensor::ones(&[2, 3]);
+    let g = Tensor::ones([2, 3]).to(&Device::Cuda(0));
+    let c = Tensor::ones([2, 3]);
     let e = g.try_add(&c).unwrap_err().to_string();
     assert!(e.starts_with("add: expected all tensors to be on the same device, but found cuda:0 and cpu"), "{e}");
     let e = c.try_mul(&g).unwrap_err().to_string();
@@ -276,9 +276,9 @@ fn device_draws_give_the_cpus_numbers_and_advance_the_generator_alike() {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         let draw = |d: Device| {
             kiln::manual_seed(21);
-            let u = Tensor::rand_opts(&[1001], dtype, d);
-            let n = Tensor::randn_opts(&[3, 333], dtype, d);
-            let v = Tensor::zeros_opts(&[40, 30], dtype, d);
+            let u = Tensor::rand_opts([1001], dtype, d);
+            let n = Tensor::randn_opts([3, 333], dtype, d);
+            let v = Tensor::zeros_opts([40, 30], dtype, d);
             v.t().narrow(0, 3, 20).uniform_(-2.0, 5.0);
             v.narrow(1, 0, 7).normal_(1.0, 3.0);
             (u, n, v, kiln::random::get_rng_state())
@@ -314,16 +314,16 @@ fn device_integer_and_bernoulli_draws_give_the_cpus_numbers_and_advance_the_gene
         let draw = |d: Device| {
             kiln::manual_seed(33);
             let mut g = kiln::random::Generator::with_seed(5);
-            let r = Tensor::randint_opts(low, high, &[1001], dtype, d);
-            let v = Tensor::zeros_opts(&[40, 30], dtype, d);
+            let r = Tensor::randint_opts(low, high, [1001], dtype, d);
+            let v = Tensor::zeros_opts([40, 30], dtype, d);
             v.t().narrow(0, 3, 20).random_(low, high);
-            let b = Tensor::zeros_opts(&[7, 13], dtype, d);
+            let b = Tensor::zeros_opts([7, 13], dtype, d);
             b.bernoulli_(0.3);
-            let never = Tensor::ones_opts(&[9], dtype, d);
+            let never = Tensor::ones_opts([9], dtype, d);
             never.bernoulli_(0.0);
-            let always = Tensor::zeros_opts(&[9], dtype, d);
+            let always = Tensor::zeros_opts([9], dtype, d);
             always.bernoulli_(1.0);
-            let w = Tensor::zeros_opts(&[3, 5], dtype, d);
+            let w = Tensor::zeros_opts([3, 5], dtype, d);
             w.t().bernoulli_with_(0.5, &mut g);
             w.narrow(1, 1, 3).random_with_(low, high, &mut g);
             let values: Vec<Vec<i64>> = [r, v, b, never, always, w]

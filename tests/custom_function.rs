@@ -57,10 +57,10 @@ fn apply_records_a_named_node_and_gradients_check() {
 
 #[test]
 fn needs_input_grad_is_false_for_an_input_without_grad() {
-    let x = Tensor::randn_opts(&[2, 3], DType::F64, Device::Cpu);
+    let x = Tensor::randn_opts([2, 3], DType::F64, Device::Cpu);
     let w = leaf(&[3, 4]);
     let (y, seen) = my_matmul(&x, &w);
-    y.backward_with(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu));
+    y.backward_with(&Tensor::ones_opts([2, 4], DType::F64, Device::Cpu));
     assert_eq!(*seen.lock().unwrap(), vec![(false, true)]);
     assert!(x.grad().is_none());
     // d(Σ x@w)/dw[k, j] = Σ_i x[i, k]
@@ -80,19 +80,19 @@ fn no_node_without_grad_mode_or_inputs_that_require_grad() {
         let (y, _) = my_matmul(&x, &w);
         assert!(!y.requires_grad() && y.grad_fn().is_none());
     }
-    let plain = Tensor::randn_opts(&[2, 3], DType::F64, Device::Cpu);
+    let plain = Tensor::randn_opts([2, 3], DType::F64, Device::Cpu);
     let (y, _) = my_matmul(&plain, &w.detach());
     assert!(!y.requires_grad());
 }
 
 #[test]
 fn in_place_write_to_a_saved_input_fails_backward() {
-    let x = Tensor::randn_opts(&[2, 3], DType::F64, Device::Cpu);
+    let x = Tensor::randn_opts([2, 3], DType::F64, Device::Cpu);
     let w = leaf(&[3, 4]);
     let (y, seen) = my_matmul(&x, &w);
     x.fill_(0.5);
     let err = y
-        .try_backward_with_opts(Some(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu)), Default::default())
+        .try_backward_with_opts(Some(&Tensor::ones_opts([2, 4], DType::F64, Device::Cpu)), Default::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains("modified by an inplace operation"), "{err}");
@@ -124,13 +124,13 @@ fn saved_output_and_freed_graph() {
     let x = Tensor::new(&[0.0f64, 1.0, -1.0]).requires_grad_(true);
     let y = Exp { calls: calls.clone() }.apply(&[x.clone()]);
     assert_eq!(y.grad_fn().unwrap().name(), "ExpBackward");
-    y.backward_with(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu));
+    y.backward_with(&Tensor::ones_opts([3], DType::F64, Device::Cpu));
     let want: Vec<f64> = [0.0f64, 1.0, -1.0].iter().map(|v| v.exp()).collect();
     assert_eq!(x.grad().unwrap().to_vec::<f64>(), want);
     assert_eq!(calls.load(Ordering::Relaxed), 1);
     // The saved tensors were freed with the graph.
     let err = y
-        .try_backward_with_opts(Some(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu)), Default::default())
+        .try_backward_with_opts(Some(&Tensor::ones_opts([3], DType::F64, Device::Cpu)), Default::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains("backward through the graph a second time") && err.contains("ExpBackward"), "{err}");
@@ -141,7 +141,7 @@ fn saved_output_and_freed_graph() {
         y.fill_(2.0);
     }
     let err = y
-        .try_backward_with_opts(Some(&Tensor::ones_opts(&[3], DType::F64, Device::Cpu)), Default::default())
+        .try_backward_with_opts(Some(&Tensor::ones_opts([3], DType::F64, Device::Cpu)), Default::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains("modified by an inplace operation"), "{err}");
@@ -190,7 +190,7 @@ fn returning_an_input_leaves_the_input_a_leaf() {
     let y = PassThrough.apply(&[x.clone()]);
     assert!(x.is_leaf() && !y.is_leaf());
     assert_eq!(y.grad_fn().unwrap().name(), "PassThroughBackward");
-    y.backward_with(&Tensor::ones_opts(&[2], DType::F64, Device::Cpu));
+    y.backward_with(&Tensor::ones_opts([2], DType::F64, Device::Cpu));
     assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![2.0, 2.0]);
 }
 
@@ -236,7 +236,7 @@ fn double_backward_through_a_custom_backward() {
     let x = Tensor::new(&[2.0f64, -1.0]).requires_grad_(true);
     let y = Cube.apply(&[x.clone()]);
     let opts = GradOpts { create_graph: true, ..Default::default() };
-    let ones = Tensor::ones_opts(&[2], DType::F64, Device::Cpu);
+    let ones = Tensor::ones_opts([2], DType::F64, Device::Cpu);
     let dy = grad(&[&y], &[&x], Some(&[&ones]), opts).unwrap()[0].clone().unwrap();
     assert_eq!(dy.to_vec::<f64>(), vec![12.0, 3.0]); // 3x²
     assert!(dy.requires_grad());
@@ -263,14 +263,14 @@ impl Function for Quadratic {
         let x = &ctx.saved_tensors()[0];
         let sym = &self.a + &self.a.t();
         // (A + Aᵀ) x g with products only: [1] @ (g as [1] ⊗ (A + Aᵀ) x), a [1, n] matrix.
-        let one = Tensor::ones_opts(&[1], g.dtype(), g.device());
-        vec![Some(one.matmul(&g.reshape(&[1]).outer(&sym.mv(x))))]
+        let one = Tensor::ones_opts([1], g.dtype(), g.device());
+        vec![Some(one.matmul(&g.reshape([1]).outer(&sym.mv(x))))]
     }
 }
 
 #[test]
 fn hessian_vector_product_of_a_product_only_backward() {
-    let a = Tensor::randn_opts(&[3, 3], DType::F64, Device::Cpu);
+    let a = Tensor::randn_opts([3, 3], DType::F64, Device::Cpu);
     let f = |xs: &[Tensor]| Quadratic { a: a.clone() }.apply(&[xs[0].clone()]);
     gradcheck(f, &[leaf(&[3])], GradcheckOpts::default()).unwrap();
     // The Hessian-vector product d<∇y, v>/dx is (A + Aᵀ) v.

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 /// Items `(index as f32 row [2], index as i64)`.
 fn pairs(n: usize) -> TensorDataset<(Tensor, Tensor)> {
-    let x = Tensor::from_vec((0..2 * n).map(|v| (v / 2) as f32).collect::<Vec<f32>>(), &[n, 2]);
-    let y = Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), &[n]);
+    let x = Tensor::from_vec((0..2 * n).map(|v| (v / 2) as f32).collect::<Vec<f32>>(), [n, 2]);
+    let y = Tensor::from_vec((0..n as i64).collect::<Vec<i64>>(), [n]);
     TensorDataset::new((x, y)).unwrap()
 }
 
@@ -138,7 +138,7 @@ impl Dataset for Probe {
         if !self.sleep.is_zero() {
             std::thread::sleep(self.sleep);
         }
-        (Tensor::full(&[2], index as f32), index as i64)
+        (Tensor::full([2], index as f32), index as i64)
     }
 }
 
@@ -196,7 +196,7 @@ fn collation_errors_panic_with_the_reason() {
             4
         }
         fn get(&self, index: usize) -> Tensor {
-            Tensor::zeros(&[1 + index % 2])
+            Tensor::zeros([1 + index % 2])
         }
     }
     for workers in [0, 1] {
@@ -209,7 +209,7 @@ fn collation_errors_panic_with_the_reason() {
 
 #[test]
 fn collate_forms() {
-    let (x, y) = <(Tensor, i64)>::collate(vec![(Tensor::ones(&[2, 3]), 4), (Tensor::zeros(&[2, 3]), 7)]).unwrap();
+    let (x, y) = <(Tensor, i64)>::collate(vec![(Tensor::ones([2, 3]), 4), (Tensor::zeros([2, 3]), 7)]).unwrap();
     assert_eq!((x.shape(), y.dtype(), y.to_vec::<i64>()), (&[2usize, 2, 3][..], DType::I64, vec![4, 7]));
     assert_eq!(x.to_vec::<f32>()[..6], [1.0; 6]);
     let cols = Vec::<Tensor>::collate(vec![
@@ -228,16 +228,16 @@ fn collate_forms() {
     // TensorDataset with a single tensor, a Vec and a triple.
     let single = DataLoader::new(TensorDataset::new(Tensor::arange(5)).unwrap()).batch_size(5);
     assert_eq!(single.iter().next().unwrap().to_vec::<i64>(), vec![0, 1, 2, 3, 4]);
-    let v = DataLoader::new(TensorDataset::new(vec![Tensor::arange(4), Tensor::ones(&[4, 2])]).unwrap()).batch_size(3);
+    let v = DataLoader::new(TensorDataset::new(vec![Tensor::arange(4), Tensor::ones([4, 2])]).unwrap()).batch_size(3);
     let first = v.iter().next().unwrap();
     assert_eq!((first.len(), first[1].shape()), (2, &[3usize, 2][..]));
-    let triple = TensorDataset::new((Tensor::arange(3), Tensor::arange(3), Tensor::zeros(&[3, 1]))).unwrap();
+    let triple = TensorDataset::new((Tensor::arange(3), Tensor::arange(3), Tensor::zeros([3, 1]))).unwrap();
     assert_eq!(triple.get(2).1.item::<i64>(), 2);
 }
 
 #[test]
 fn datasets_check_their_inputs() {
-    let e = TensorDataset::new((Tensor::zeros(&[3, 2]), Tensor::zeros(&[4]))).err().unwrap();
+    let e = TensorDataset::new((Tensor::zeros([3, 2]), Tensor::zeros([4]))).err().unwrap();
     assert!(e.to_string().contains("size mismatch") && e.to_string().contains("[3, 2]"), "{e}");
     assert!(TensorDataset::new(Tensor::scalar(1.0)).is_err());
     assert!(TensorDataset::new(Vec::<Tensor>::new()).is_err());

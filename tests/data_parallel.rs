@@ -68,7 +68,7 @@ fn without_devices_the_module_runs_unchanged() {
     kiln::manual_seed(1);
     let dp = DataParallel::new(Net::new);
     assert!(dp.device_ids().is_empty() && dp.output_device().is_none());
-    let x = Tensor::randn(&[5, 4]);
+    let x = Tensor::randn([5, 4]);
     assert!(dp.forward(&x).allclose(&bare.forward(&x), 0.0, 0.0));
 }
 
@@ -92,7 +92,7 @@ fn names_carry_the_module_prefix() {
     other.load_state_dict(&bare.state_dict()).unwrap();
     other_dp.load_state_dict(&dp.state_dict()).unwrap();
     other_dp.module_mut().load_state_dict(&bare.state_dict()).unwrap();
-    let x = Tensor::randn(&[4, 4]);
+    let x = Tensor::randn([4, 4]);
     assert!(close(&other_dp.forward(&x), &other.forward(&x)));
 }
 
@@ -120,17 +120,17 @@ fn replicas_run_on_threads_and_match_the_bare_module() {
     assert_eq!(dp.device_ids(), [Device::Cpu; 3]);
     assert_eq!(dp.output_device(), Some(Device::Cpu));
     // The replicas' draws are undone: the generator goes on as after one bare module.
-    let after_dp = Tensor::rand(&[3]);
+    let after_dp = Tensor::rand([3]);
     kiln::manual_seed(4);
     let _ = Net::new();
-    assert_eq!(after_dp.to_vec::<f32>(), Tensor::rand(&[3]).to_vec::<f32>());
+    assert_eq!(after_dp.to_vec::<f32>(), Tensor::rand([3]).to_vec::<f32>());
     // 7 rows scatter as 3 + 3 + 1.
-    let x = Tensor::randn(&[7, 4]).requires_grad_(true);
+    let x = Tensor::randn([7, 4]).requires_grad_(true);
     let x_bare = x.detach().requires_grad_(true);
     let y = dp.forward(&x);
     let y_bare = bare.forward(&x_bare);
     assert!(close(&y, &y_bare), "{y} vs {y_bare}");
-    let w = Tensor::randn(&[7, 3]);
+    let w = Tensor::randn([7, 3]);
     (&y * &w).sum().backward();
     (&y_bare * &w).sum().backward();
     assert!(close(&x.grad().unwrap(), &x_bare.grad().unwrap()));
@@ -150,13 +150,13 @@ fn replicas_run_on_threads_and_match_the_bare_module() {
         || Probe { net: Net::new() },
         DataParallelOpts { device_ids: Some(vec![Device::Cpu; 3]), ..Default::default() },
     );
-    probe.forward(&Tensor::randn(&[6, 4]));
+    probe.forward(&Tensor::randn([6, 4]));
     let seen = THREADS.lock().unwrap().clone();
     assert_eq!(seen.len(), 3);
     assert!(seen.iter().all(|t| *t != std::thread::current().id()), "{seen:?}");
     assert!(seen[0] != seen[1] && seen[1] != seen[2] && seen[0] != seen[2], "{seen:?}");
     // A replica's panic is an error naming it, at the caller's line.
-    let e = probe.try_forward(&Tensor::randn(&[5, 4])).unwrap_err();
+    let e = probe.try_forward(&Tensor::randn([5, 4])).unwrap_err();
     assert!(e.op == "DataParallel" && e.location.file() == HERE, "{e}");
     assert!(e.to_string().contains("replica 2 on device cpu") && e.to_string().contains("a chunk of one row"), "{e}");
 }
@@ -166,11 +166,11 @@ fn replicas_follow_the_modules_train_flags() {
     let _seeded = seeded();
     kiln::manual_seed(6);
     let mut dp = on_cpus(2, || Net { drop: nn::Dropout::new(1.0), ..Net::new() });
-    let x = Tensor::randn(&[4, 4]);
+    let x = Tensor::randn([4, 4]);
     // p = 1 in train mode zeroes fc1's activations on every replica: the output is fc2's bias.
     let bias = dp.module().fc2.bias.clone().unwrap();
     let train = dp.forward(&x);
-    assert!(close(&train, &bias.expand(&[4, 3])), "{train}");
+    assert!(close(&train, &bias.expand([4, 3])), "{train}");
     dp.eval();
     let eval = dp.forward(&x);
     assert!(close(&eval, &dp.module().forward(&x)), "{eval}");
@@ -179,8 +179,8 @@ fn replicas_follow_the_modules_train_flags() {
 
 /// 4 SGD steps of `model`, compiled or eager.
 fn train(model: &dyn Module, compiled: bool) -> Trained {
-    let x = Tensor::randn(&[8, 4]);
-    let y = Tensor::randint(0, 3, &[8]);
+    let x = Tensor::randn([8, 4]);
+    let y = Tensor::randint(0, 3, [8]);
     let criterion = nn::CrossEntropyLoss::new();
     Trained::sgd(model.parameters(), || criterion.forward(&model.forward(&x), &y), compiled, 4)
 }
@@ -221,8 +221,8 @@ fn bad_options_and_inputs_name_the_op_and_the_callers_line() {
     error(DataParallel::try_with_opts(growing, opts(vec![Device::Cpu; 2])).err().unwrap(), &["differ", "fc1.weight"]);
     let dp = on_cpus(2, Net::new);
     error(dp.try_forward(&Tensor::scalar(1.0f32)).unwrap_err(), &["cannot scatter", "[]", "dim 0"]);
-    error(dp.try_forward(&Tensor::zeros(&[0, 4])).unwrap_err(), &["cannot scatter", "[0, 4]"]);
-    let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(dp.forward(&Tensor::zeros(&[0, 4])))))
+    error(dp.try_forward(&Tensor::zeros([0, 4])).unwrap_err(), &["cannot scatter", "[0, 4]"]);
+    let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(dp.forward(&Tensor::zeros([0, 4])))))
         .expect_err("a panic")
         .downcast_ref::<String>()
         .cloned()

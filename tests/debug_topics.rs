@@ -14,7 +14,7 @@ mod child;
 fn run_two_shapes() {
     let mut step = kiln::compile(|x: &Tensor| (x * 2.0).relu().sum());
     for rows in [2, 5] {
-        let x = Tensor::randn(&[rows, 3]);
+        let x = Tensor::randn([rows, 3]);
         let out = step.call(&x); // CALL_LINE
         assert_eq!(out.shape(), &[] as &[usize]);
     }
@@ -77,7 +77,7 @@ fn run_printing_step() {
         println!("{y}");
         y.sum()
     });
-    step.call(&Tensor::ones(&[2]));
+    step.call(&Tensor::ones([2]));
 }
 
 #[test]
@@ -93,8 +93,8 @@ fn a_break_inside_kilns_display_names_the_users_function() {
 
 #[test]
 fn a_kernel_listing_ties_each_line_to_its_node_and_source_line() {
-    let w = Tensor::randn(&[3, 4]).requires_grad_(true);
-    let x = Tensor::randn(&[3, 4]);
+    let w = Tensor::randn([3, 4]).requires_grad_(true);
+    let x = Tensor::randn([3, 4]);
     let mut step = kiln::compile(|(w, x): (&Tensor, &Tensor)| {
         let loss = (w * x).tanh().sum(); // LISTING_LINE
         loss.backward();

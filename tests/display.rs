@@ -13,7 +13,7 @@ fn check(t: Tensor, want: &str) {
 
 /// A 1-D f32 tensor with `f(i)` at index `i`.
 fn f32s(n: usize, f: impl Fn(usize) -> f32) -> Tensor {
-    Tensor::from_vec((0..n).map(f).collect(), &[n])
+    Tensor::from_vec((0..n).map(f).collect(), [n])
 }
 
 #[test]
@@ -34,7 +34,7 @@ fn floats_fixed_and_whole() {
     check(Tensor::new(&[1.5f64, 2.0]), r#"tensor([1.5000, 2.0000], dtype=torch.float64)"#);
     // torch.zeros(2, 3)
     check(
-        Tensor::zeros(&[2, 3]),
+        Tensor::zeros([2, 3]),
         r#"tensor([[0., 0., 0.],
         [0., 0., 0.]])"#,
     );
@@ -65,13 +65,13 @@ fn zero_dim() {
 #[test]
 fn empty() {
     // torch.zeros(0)
-    check(Tensor::zeros(&[0]), r#"tensor([])"#);
+    check(Tensor::zeros([0]), r#"tensor([])"#);
     // torch.zeros(0, 3)
-    check(Tensor::zeros(&[0, 3]), r#"tensor([], size=(0, 3))"#);
+    check(Tensor::zeros([0, 3]), r#"tensor([], size=(0, 3))"#);
     // torch.zeros(0, dtype=torch.int64)
-    check(Tensor::zeros_opts(&[0], DType::I64, Device::Cpu), r#"tensor([], dtype=torch.int64)"#);
+    check(Tensor::zeros_opts([0], DType::I64, Device::Cpu), r#"tensor([], dtype=torch.int64)"#);
     // torch.zeros(2, 0, 3, dtype=torch.bool)
-    check(Tensor::zeros_opts(&[2, 0, 3], DType::Bool, Device::Cpu), r#"tensor([], size=(2, 0, 3), dtype=torch.bool)"#);
+    check(Tensor::zeros_opts([2, 0, 3], DType::Bool, Device::Cpu), r#"tensor([], size=(2, 0, 3), dtype=torch.bool)"#);
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn half_types() {
 fn nesting_and_wrapping() {
     // torch.arange(24.).reshape(2, 3, 4)
     check(
-        f32s(24, |i| i as f32).reshape(&[2, 3, 4]),
+        f32s(24, |i| i as f32).reshape([2, 3, 4]),
         r#"tensor([[[ 0.,  1.,  2.,  3.],
          [ 4.,  5.,  6.,  7.],
          [ 8.,  9., 10., 11.]],
@@ -158,13 +158,13 @@ fn nesting_and_wrapping() {
     );
     // torch.arange(12, dtype=torch.float64) / 7
     check(
-        Tensor::from_vec((0..12).map(|i| i as f64 / 7.0).collect(), &[12]),
+        Tensor::from_vec((0..12).map(|i| i as f64 / 7.0).collect(), [12]),
         r#"tensor([0.0000, 0.1429, 0.2857, 0.4286, 0.5714, 0.7143, 0.8571, 1.0000, 1.1429,
         1.2857, 1.4286, 1.5714], dtype=torch.float64)"#,
     );
     // torch.arange(40) * 1000
     check(
-        Tensor::from_vec((0..40).map(|i| i * 1000i64).collect(), &[40]),
+        Tensor::from_vec((0..40).map(|i| i * 1000i64).collect(), [40]),
         r#"tensor([    0,  1000,  2000,  3000,  4000,  5000,  6000,  7000,  8000,  9000,
         10000, 11000, 12000, 13000, 14000, 15000, 16000, 17000, 18000, 19000,
         20000, 21000, 22000, 23000, 24000, 25000, 26000, 27000, 28000, 29000,
@@ -176,21 +176,21 @@ fn nesting_and_wrapping() {
 fn views_print_their_values() {
     // torch.arange(6.).reshape(2, 3).t() / 4
     check(
-        f32s(6, |i| i as f32 / 4.0).reshape(&[2, 3]).t(),
+        f32s(6, |i| i as f32 / 4.0).reshape([2, 3]).t(),
         r#"tensor([[0.0000, 0.7500],
         [0.2500, 1.0000],
         [0.5000, 1.2500]])"#,
     );
     // torch.arange(12).reshape(3, 4)[:, 1:3]
     check(
-        Tensor::arange(12).reshape(&[3, 4]).narrow(1, 1, 2),
+        Tensor::arange(12).reshape([3, 4]).narrow(1, 1, 2),
         r#"tensor([[ 1,  2],
         [ 5,  6],
         [ 9, 10]])"#,
     );
     // torch.tensor([1.25, -2.]).expand(3, 2)
     check(
-        Tensor::new(&[1.25f32, -2.0]).expand(&[3, 2]),
+        Tensor::new(&[1.25f32, -2.0]).expand([3, 2]),
         r#"tensor([[ 1.2500, -2.0000],
         [ 1.2500, -2.0000],
         [ 1.2500, -2.0000]])"#,
@@ -207,7 +207,7 @@ fn summarised_past_1000_elements() {
     );
     // torch.arange(1600).reshape(40, 40)
     check(
-        Tensor::arange(1600).reshape(&[40, 40]),
+        Tensor::arange(1600).reshape([40, 40]),
         r#"tensor([[   0,    1,    2,  ...,   37,   38,   39],
         [  40,   41,   42,  ...,   77,   78,   79],
         [  80,   81,   82,  ...,  117,  118,  119],
@@ -218,7 +218,7 @@ fn summarised_past_1000_elements() {
     );
     // (torch.arange(2000, dtype=torch.float32) / 8).reshape(10, 10, 20)
     check(
-        f32s(2000, |i| i as f32 / 8.0).reshape(&[10, 10, 20]),
+        f32s(2000, |i| i as f32 / 8.0).reshape([10, 10, 20]),
         r#"tensor([[[0.0000e+00, 1.2500e-01, 2.5000e-01,  ..., 2.1250e+00,
           2.2500e+00, 2.3750e+00],
          [2.5000e+00, 2.6250e+00, 2.7500e+00,  ..., 4.6250e+00,
@@ -307,7 +307,7 @@ fn summarised_past_1000_elements() {
     );
     // (torch.arange(1200) % 3 == 0)
     check(
-        Tensor::from_vec((0..1200).map(|i| i % 3 == 0).collect(), &[1200]),
+        Tensor::from_vec((0..1200).map(|i| i % 3 == 0).collect(), [1200]),
         r#"tensor([ True, False, False,  ...,  True, False, False])"#,
     );
     // torch.arange(2000, dtype=torch.float32) / 3 * 1e-3
@@ -318,7 +318,7 @@ fn summarised_past_1000_elements() {
     );
     // torch.arange(1005).reshape(1005, 1)
     check(
-        Tensor::arange(1005).reshape(&[1005, 1]),
+        Tensor::arange(1005).reshape([1005, 1]),
         r#"tensor([[   0],
         [   1],
         [   2],
@@ -333,7 +333,7 @@ fn summarised_past_1000_elements() {
 fn summarised_large_tensor() {
     // torch.arange(200000, dtype=torch.float64).reshape(400, 500)
     check(
-        Tensor::from_vec((0..200_000).map(|i| i as f64).collect(), &[400, 500]),
+        Tensor::from_vec((0..200_000).map(|i| i as f64).collect(), [400, 500]),
         r#"tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 4.9700e+02, 4.9800e+02,
          4.9900e+02],
         [5.0000e+02, 5.0100e+02, 5.0200e+02,  ..., 9.9700e+02, 9.9800e+02,
@@ -353,12 +353,12 @@ fn summarised_large_tensor() {
 #[test]
 fn autograd_suffixes() {
     // x = torch.ones(2, 2, requires_grad=True); y = x + 2; out = (y * y * 3).mean()
-    let x = Tensor::ones(&[2, 2]).requires_grad_(true);
+    let x = Tensor::ones([2, 2]).requires_grad_(true);
     check(x.clone(), "tensor([[1., 1.],\n        [1., 1.]], requires_grad=True)");
     let y = &x + 2.0;
     check(y.clone(), "tensor([[3., 3.],\n        [3., 3.]], grad_fn=<AddBackward0>)");
     check((&y * &y * 3.0).mean(), "tensor(27., grad_fn=<MeanBackward0>)");
     // torch.ones(2, dtype=torch.float64, requires_grad=True) * 2
-    let z = Tensor::ones(&[2]).to_dtype(DType::F64).requires_grad_(true) * 2.0;
+    let z = Tensor::ones([2]).to_dtype(DType::F64).requires_grad_(true) * 2.0;
     check(z, "tensor([2., 2.], dtype=torch.float64, grad_fn=<MulBackward0>)");
 }

@@ -197,7 +197,7 @@ fn collectives_without_a_process_group_fail_clearly() {
     assert!(!dist::is_initialized());
     let e = dist::rank().unwrap_err();
     assert!(e.message.contains("Default process group has not been initialized"), "{e}");
-    let e = dist::all_reduce(&kiln::Tensor::ones(&[2]), ReduceOp::Sum).unwrap_err();
+    let e = dist::all_reduce(&kiln::Tensor::ones([2]), ReduceOp::Sum).unwrap_err();
     assert_eq!(e.kind, kiln::ErrorKind::Distributed);
     assert!(e.to_string().starts_with("all_reduce: Default process group has not been initialized"), "{e}");
     assert!(dist::barrier().is_err() && dist::destroy_process_group().is_err());

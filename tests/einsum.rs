@@ -151,7 +151,7 @@ fn gradients_match_finite_differences() {
 fn compiled_step_equals_eager() {
     let _seeded = seeded();
     kiln::manual_seed(17);
-    let inputs = [Tensor::randn(&[2, 3, 5, 4]), Tensor::randn(&[2, 3, 6, 4])];
+    let inputs = [Tensor::randn([2, 3, 5, 4]), Tensor::randn([2, 3, 6, 4])];
     // Attention, then the same written with ellipses over the batch and head dims.
     let equations = [
         ["bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd", "bhqd,bhqd->"],

@@ -148,7 +148,7 @@ fn scalar_lhs(op: &str, s: Scalar, x: &Tensor) -> Option<Tensor> {
 fn binary(case: &Case, args: &[Arg]) -> Outcome {
     if case.op == "full" {
         let dtype = common::parse_dtype(case.attr("dtype").expect("full has a dtype")).unwrap();
-        return outcome(Tensor::try_full_opts(&[2], args[0].scalar(), dtype, kiln::Device::Cpu).map(|t| vec![t]));
+        return outcome(Tensor::try_full_opts([2], args[0].scalar(), dtype, kiln::Device::Cpu).map(|t| vec![t]));
     }
     if let Arg::Scalar(s) = args[0] {
         return scalar_lhs(&case.op, s, args[1].tensor()).map(|t| Ok(vec![t]));

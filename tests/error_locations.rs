@@ -62,19 +62,19 @@ impl Module for Net {
 
 #[test]
 fn tensor_op_errors_name_the_callers_line() {
-    let a = Tensor::zeros(&[2, 3]);
-    assert_here("shape", a.try_add(Tensor::zeros(&[4])).map(drop));
-    assert_here("view", a.try_view(&[7]).map(drop));
+    let a = Tensor::zeros([2, 3]);
+    assert_here("shape", a.try_add(Tensor::zeros([4])).map(drop));
+    assert_here("view", a.try_view([7]).map(drop));
     assert_here("matmul", a.try_matmul(&a).map(drop));
     assert_here("dtype", a.try_bitwise_and(&a).map(drop));
-    assert_here("index dtype", a.try_index_select(0, &Tensor::zeros(&[1])).map(drop));
+    assert_here("index dtype", a.try_index_select(0, &Tensor::zeros([1])).map(drop));
     assert_here("index value", a.try_index_select(0, &Tensor::from_slice(&[5i64])).map(drop));
-    assert_here("gather", a.try_gather(1, &Tensor::from_vec(vec![9i64; 6], &[2, 3])).map(drop));
+    assert_here("gather", a.try_gather(1, &Tensor::from_vec(vec![9i64; 6], [2, 3])).map(drop));
     assert_here("dim", a.try_sum_dim(5).map(drop));
-    assert_here("cat", Tensor::try_cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0).map(drop));
-    assert_here("overflow", Tensor::try_zeros(&[usize::MAX, 2]).map(drop));
-    assert_here("to_dtype", Tensor::try_from_vec(vec![1.0f32], &[3]).map(drop));
-    assert_panics_here("panicking form", || drop(&a + &Tensor::zeros(&[4])));
+    assert_here("cat", Tensor::try_cat(&[&a, &Tensor::zeros([2, 3, 1])], 0).map(drop));
+    assert_here("overflow", Tensor::try_zeros([usize::MAX, 2]).map(drop));
+    assert_here("to_dtype", Tensor::try_from_vec(vec![1.0f32], [3]).map(drop));
+    assert_panics_here("panicking form", || drop(&a + &Tensor::zeros([4])));
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn file_and_dataset_errors_name_the_callers_line() {
     std::fs::write(&corrupt, b"\x08\x00\x00\x00\x00\x00\x00\x00{not json").expect("write");
     assert_here("load corrupt", kiln::load(&corrupt).map(drop));
     let mut sd = StateDict::new();
-    sd.insert("x", Tensor::zeros(&[2]));
+    sd.insert("x", Tensor::zeros([2]));
     assert_here("save to a folder that is not there", kiln::save(&sd, temp("no/such/folder/x.safetensors")));
     assert_here("mnist", MNIST::new(temp("no-mnist"), Split::Train).map(drop));
     let truncated = temp("mnist-bad");
@@ -93,21 +93,21 @@ fn file_and_dataset_errors_name_the_callers_line() {
     std::fs::write(truncated.join("train-labels-idx1-ubyte"), [0u8, 0, 8, 1, 0, 0, 0, 0]).expect("write");
     assert_here("mnist truncated", MNIST::new(&truncated, Split::Train).map(drop));
     assert_here("cifar", CIFAR10::new(temp("no-cifar"), Split::Train).map(drop));
-    assert_here("tensor dataset", TensorDataset::new((Tensor::zeros(&[2]), Tensor::zeros(&[3]))).map(drop));
+    assert_here("tensor dataset", TensorDataset::new((Tensor::zeros([2]), Tensor::zeros([3]))).map(drop));
 }
 
 #[test]
 fn autograd_errors_name_the_callers_line() {
-    let x = Tensor::ones(&[3]).requires_grad_(true);
+    let x = Tensor::ones([3]).requires_grad_(true);
     assert_here("not a scalar", (&x * 2.0).try_backward_with_opts(None, Default::default()));
-    assert_here("no grad", Tensor::ones(&[1]).try_backward_with_opts(None, Default::default()));
+    assert_here("no grad", Tensor::ones([1]).try_backward_with_opts(None, Default::default()));
     let y = (&x * &x).sum();
     y.backward();
     assert_here("backward twice", y.try_backward_with_opts(None, Default::default()));
     let z = (&x * 3.0).sum();
     assert_here(
         "grad of an input not in the graph",
-        kiln::autograd::grad(&[&z], &[&Tensor::ones(&[1]).requires_grad_(true)], None, Default::default()).map(drop),
+        kiln::autograd::grad(&[&z], &[&Tensor::ones([1]).requires_grad_(true)], None, Default::default()).map(drop),
     );
 }
 
@@ -115,10 +115,10 @@ fn autograd_errors_name_the_callers_line() {
 fn module_and_optimizer_errors_name_the_callers_line() {
     let mut net = Net { fc: nn::Linear::new(3, 2) };
     let mut sd = net.state_dict();
-    sd.insert("fc.weight", Tensor::zeros(&[5, 5]));
+    sd.insert("fc.weight", Tensor::zeros([5, 5]));
     assert_here("state dict shape", net.load_state_dict(&sd));
     let mut missing = StateDict::new();
-    missing.insert("fc.bias", Tensor::zeros(&[2]));
+    missing.insert("fc.bias", Tensor::zeros([2]));
     assert_here("state dict missing key", net.load_state_dict(&missing));
     if !Device::cuda_is_available() {
         assert_here("module to a missing device", net.try_to(&Device::Cuda(0)));
@@ -126,7 +126,7 @@ fn module_and_optimizer_errors_name_the_callers_line() {
     assert_here("optimizer lr", SGD::try_new(net.parameters(), SGDConfig { lr: -1.0, ..Default::default() }).map(drop));
     let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let mut bad = StateDict::new();
-    bad.insert("state.7.momentum_buffer", Tensor::zeros(&[2]));
+    bad.insert("state.7.momentum_buffer", Tensor::zeros([2]));
     bad.set_metadata("param_groups.0.params", "0,1");
     assert_here("optimizer state dict", opt.load_state_dict(&bad));
 }
@@ -140,7 +140,7 @@ impl Dataset for Ragged {
         2
     }
     fn get(&self, index: usize) -> Tensor {
-        Tensor::zeros(&[index + 1])
+        Tensor::zeros([index + 1])
     }
 }
 
@@ -158,17 +158,17 @@ fn data_loader_errors_name_the_callers_line() {
 
 #[test]
 fn compiled_step_errors_name_the_callers_line() {
-    let x = Tensor::zeros(&[4, 2]);
+    let x = Tensor::zeros([4, 2]);
     let bad = Tensor::from_slice(&[0i64, 9]);
     let mut step = kiln::compile(|x: &Tensor| x.index_select(0, &bad) * 2.0);
     assert_panics_here("index_select inside compile", || drop(step.call(&x)));
-    let mut step = kiln::compile(|x: &Tensor| x.gather(1, &Tensor::from_vec(vec![7i64; 8], &[4, 2])) + 1.0);
+    let mut step = kiln::compile(|x: &Tensor| x.gather(1, &Tensor::from_vec(vec![7i64; 8], [4, 2])) + 1.0);
     assert_panics_here("gather inside compile", || drop(step.call(&x)));
 }
 
 #[test]
 fn scheduler_errors_name_the_callers_line() {
-    let w = Tensor::zeros(&[2]).requires_grad_(true);
+    let w = Tensor::zeros([2]).requires_grad_(true);
     let mut opt = SGD::new(vec![w], SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
     let empty = StateDict::new();
     let mut step = StepLR::new(&mut opt, 2, 0.5);
@@ -185,7 +185,7 @@ fn scheduler_errors_name_the_callers_line() {
 
 #[test]
 fn dataset_and_transform_errors_name_the_callers_line() {
-    let shared = Arc::new(TensorDataset::new(Tensor::zeros(&[2, 3])).expect("a dataset"));
+    let shared = Arc::new(TensorDataset::new(Tensor::zeros([2, 3])).expect("a dataset"));
     assert_panics_here("dataset index", || drop(shared.get(2)));
     let boxed: Box<dyn Dataset<Item = Tensor>> = Box::new(shared.clone());
     assert_panics_here("dataset behind dyn", || drop(boxed.get(5)));
@@ -209,7 +209,7 @@ fn file_reader_errors_name_the_callers_line_and_keep_the_cause() {
 #[test]
 fn distributed_errors_name_the_callers_line() {
     assert_here("rank without a group", dist::rank().map(drop));
-    assert_here("all_reduce without a group", dist::all_reduce(&Tensor::zeros(&[2]), ReduceOp::Sum));
+    assert_here("all_reduce without a group", dist::all_reduce(&Tensor::zeros([2]), ReduceOp::Sum));
     let taken = std::net::TcpListener::bind("0.0.0.0:0").expect("a free port");
     let port = taken.local_addr().expect("its address").port();
     assert_here("a store's port in use", TcpStore::new("127.0.0.1", port, true, Duration::from_millis(200)).map(drop));

@@ -182,7 +182,7 @@ proptest! {
             _ => false,
         };
         let shape: Vec<usize> = spec.iter().map(|&s| if s == -1 { 6 / known.unwrap_or(1).max(1) as usize } else { s.max(0) as usize }).collect();
-        for (op, r) in [("view", x.try_view(&spec)), ("reshape", x.try_reshape(&spec)), ("reshape", x.view(&[2, 3]).t().try_reshape(&spec))] {
+        for (op, r) in [("view", x.try_view(&spec)), ("reshape", x.try_reshape(&spec)), ("reshape", x.view([2, 3]).t().try_reshape(&spec))] {
             match r {
                 Ok(t) => {
                     prop_assert!(ok, "{} of {:?} gave {:?}", op, spec, t.shape());
@@ -201,7 +201,7 @@ proptest! {
             spec.iter().enumerate().map(|(i, &s)| if s == -1 && i >= lead { Some(1) } else if s >= 0 { Some(s as u128) } else { None }).collect()
         }).flatten();
         let ok = target.as_deref().is_some_and(|t| count(t).is_some());
-        match Tensor::ones(&[1, 1]).try_expand(&spec) {
+        match Tensor::ones([1, 1]).try_expand(&spec) {
             Ok(t) => {
                 prop_assert!(ok, "expand to {:?} gave {:?}", spec, t.shape());
                 prop_assert_eq!(wide(t.shape()), target.unwrap());
@@ -215,7 +215,7 @@ proptest! {
 
     #[test]
     fn narrow_and_index_stay_inside_the_tensor(start in prop::sample::select(vec![0i64, 1, 2, 3, -1, -3, -4, i64::MIN, i64::MAX]), len in dim(), i in dim()) {
-        let x = Tensor::arange(6).view(&[2, 3]);
+        let x = Tensor::arange(6).view([2, 3]);
         let s = if start < 0 { start as i128 + 3 } else { start as i128 };
         let ok = (0..=3).contains(&s) && len as i128 <= 3 - s;
         match x.try_narrow(1, start, len) {
@@ -306,7 +306,7 @@ proptest! {
             let w = [m as u128, k as u128];
             let e = expect(&w, 4);
             if e != Expect::Skip && (e != Expect::Ok || small(&[m as u128, n as u128])) {
-                let r = x.try_index_select(1, &Tensor::zeros_opts(&[k], DType::I64, Device::Cpu));
+                let r = x.try_index_select(1, &Tensor::zeros_opts([k], DType::I64, Device::Cpu));
                 match e {
                     _ if n == 0 && k > 0 && m == 0 => {}
                     Expect::Ok if n == 0 && k > 0 => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::Index),
@@ -378,7 +378,7 @@ fn panic_message(f: impl FnOnce()) -> String {
 fn a_shape_whose_count_wraps_is_refused_at_the_callers_line() {
     // (2^63 + 1) * 2 wraps to 2 in 64 bits: this made a 2-element tensor in release builds.
     let line = line!() + 1;
-    let e = Tensor::try_zeros(&[(1 << 63) + 1, 2]).unwrap_err();
+    let e = Tensor::try_zeros([(1usize << 63) + 1, 2]).unwrap_err();
     assert_eq!(
         e.to_string(),
         format!(
@@ -386,40 +386,40 @@ fn a_shape_whose_count_wraps_is_refused_at_the_callers_line() {
             file!()
         )
     );
-    let msg = panic_message(|| drop(Tensor::zeros(&[(1 << 63) + 1, 2])));
+    let msg = panic_message(|| drop(Tensor::zeros([(1usize << 63) + 1, 2])));
     assert!(msg.starts_with("zeros: shape [9223372036854775809, 2] has too many elements"), "{msg}");
     assert!(msg.contains(file!()), "{msg}");
-    let e = Tensor::try_from_vec(vec![1.0f32, 2.0], &[(1 << 63) + 1, 2]).unwrap_err();
+    let e = Tensor::try_from_vec(vec![1.0f32, 2.0], [(1usize << 63) + 1, 2]).unwrap_err();
     assert_eq!(e.message, "shape [9223372036854775809, 2] has too many elements (the count overflows 64 bits)");
 }
 
 #[test]
 fn a_view_whose_count_wraps_to_the_inputs_is_refused() {
     // 3 * 0x5555555555555556 = 2^64 + 2: a product that wraps to the 2 elements of the input.
-    let x = Tensor::zeros(&[2]);
-    let e = x.try_view(&[3i64, 0x5555_5555_5555_5556]).unwrap_err();
+    let x = Tensor::zeros([2]);
+    let e = x.try_view([3i64, 0x5555_5555_5555_5556]).unwrap_err();
     assert_eq!((e.op, e.kind), ("view", ErrorKind::Shape));
     assert!(e.message.contains("the count overflows 64 bits"), "{e}");
-    assert!(x.try_reshape(&[-1, 1 << 62, 1 << 62]).is_err());
+    assert!(x.try_reshape([-1, 1i64 << 62, 1i64 << 62]).is_err());
     // An empty input: a product that wraps to 0 (2^62 * 4), or sizes past the limit beside a 0.
-    let empty = Tensor::zeros(&[0]);
-    assert!(empty.try_view(&[1 << 62, 4]).is_err());
-    let e = empty.try_view(&[0, 1 << 62, 1 << 62]).unwrap_err();
+    let empty = Tensor::zeros([0]);
+    assert!(empty.try_view([1i64 << 62, 4]).is_err());
+    let e = empty.try_view([0, 1i64 << 62, 1i64 << 62]).unwrap_err();
     assert!(e.message.contains("is too large"), "{e}");
-    assert_eq!(empty.view(&[0, 1 << 29, 1 << 30]).shape(), &[0, 1 << 29, 1 << 30]);
+    assert_eq!(empty.view([0, 1 << 29, 1 << 30]).shape(), &[0, 1 << 29, 1 << 30]);
 }
 
 #[test]
 fn expand_and_broadcasting_past_the_limit_are_errors() {
     // [2^32, 2^32] has 2^64 elements: its count wrapped to 0.
-    let e = Tensor::ones(&[1, 1]).try_expand(&[1 << 32, 1 << 32]).unwrap_err();
+    let e = Tensor::ones([1, 1]).try_expand([1i64 << 32, 1i64 << 32]).unwrap_err();
     assert_eq!(
         e.to_string().split(" (at ").next().unwrap(),
         "expand: shape [4294967296, 4294967296] has too many elements (the count overflows 64 bits)"
     );
     // Two valid views whose broadcast has 2^66 elements.
-    let a = Tensor::ones(&[1, 1]).expand(&[1 << 33, 1]);
-    let b = Tensor::ones(&[1, 1]).expand(&[1, 1 << 33]);
+    let a = Tensor::ones([1, 1]).expand([1i64 << 33, 1]);
+    let b = Tensor::ones([1, 1]).expand([1, 1i64 << 33]);
     let e = a.try_add(&b).unwrap_err();
     assert_eq!(
         e.message,
@@ -427,7 +427,7 @@ fn expand_and_broadcasting_past_the_limit_are_errors() {
     );
     assert!(panic_message(|| drop(&a * &b)).contains(file!()));
     // A product of two valid views: [2^32, 1] @ [1, 2^32].
-    let (p, q) = (Tensor::ones(&[1, 1]).expand(&[1 << 32, 1]), Tensor::ones(&[1, 1]).expand(&[1, 1 << 32]));
+    let (p, q) = (Tensor::ones([1, 1]).expand([1i64 << 32, 1]), Tensor::ones([1, 1]).expand([1, 1i64 << 32]));
     let e = p.try_matmul(&q).unwrap_err();
     assert_eq!((e.op, e.kind), ("matmul", ErrorKind::Shape));
     assert!(e.message.starts_with("shapes [4294967296, 1] and [1, 4294967296] cannot be multiplied: the shape [4294967296, 4294967296] has too many elements"), "{e}");
@@ -435,7 +435,7 @@ fn expand_and_broadcasting_past_the_limit_are_errors() {
 
 #[test]
 fn cat_and_one_hot_sizes_are_added_without_overflow() {
-    let half = Tensor::ones(&[1, 1]).expand(&[1 << 59, 1]);
+    let half = Tensor::ones([1, 1]).expand([1i64 << 59, 1]);
     let e = Tensor::try_cat(&[&half, &half], 0).unwrap_err();
     assert!(e.message.starts_with("shape [1152921504606846976, 1] has too many elements"), "{e}");
     // i64::MAX + 1 classes: the count overflowed (a panic in debug builds).
@@ -465,15 +465,15 @@ fn ranges_and_identities_of_huge_counts_are_errors() {
     assert_eq!(Tensor::try_arange_step(0.0, f64::INFINITY, 1.0).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(Tensor::try_arange_step(0.0, 1e300, 1e-300).unwrap_err().kind, ErrorKind::Shape);
     assert_eq!(Tensor::try_eye_rect(1 << 32, 1 << 32).unwrap_err().kind, ErrorKind::Shape);
-    let e = Tensor::try_rand_opts(&[1 << 62, 1 << 62], DType::F32, Device::Cpu).unwrap_err();
+    let e = Tensor::try_rand_opts([1i64 << 62, 1i64 << 62], DType::F32, Device::Cpu).unwrap_err();
     assert_eq!((e.op, e.kind), ("rand", ErrorKind::Shape));
 }
 
 #[test]
 fn convolution_and_pooling_sizes_near_usize_max_are_errors() {
     use kiln::nn::functional::{self as F, Conv2dOpts, MaxPool2dOpts, Padding};
-    let x = Tensor::ones(&[1, 1, 4, 4]);
-    let w = Tensor::ones(&[1, 1, 2, 2]);
+    let x = Tensor::ones([1, 1, 4, 4]);
+    let w = Tensor::ones([1, 1, 2, 2]);
     let opts = Conv2dOpts { padding: Padding::Explicit([usize::MAX, 0]), ..Default::default() };
     let e = F::try_conv2d(&x, &w, None, &opts).unwrap_err();
     assert_eq!((e.op, e.kind), ("conv2d", ErrorKind::Shape));
@@ -489,54 +489,54 @@ fn convolution_and_pooling_sizes_near_usize_max_are_errors() {
 fn memory_the_system_refuses_is_an_error_from_try_forms_and_a_panic_from_the_others() {
     // 2^48 f32 = 2^50 bytes (1 PiB): refused on any Linux machine. This aborted the process.
     let line = line!() + 1;
-    let e = Tensor::try_zeros(&[1 << 24, 1 << 24]).unwrap_err();
+    let e = Tensor::try_zeros([1 << 24, 1 << 24]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::OutOfMemory);
     assert_eq!(
         e.to_string(),
         format!("zeros: out of memory: the system refused to allocate 1125899906842624 bytes (1.0 PiB) for a tensor of shape [16777216, 16777216] and dtype float32 (at {}:{line})", file!())
     );
-    let msg = panic_message(|| drop(Tensor::ones(&[1 << 48])));
+    let msg = panic_message(|| drop(Tensor::ones([1i64 << 48])));
     assert!(
         msg.starts_with("ones: out of memory: the system refused to allocate 1125899906842624 bytes")
             && msg.contains(file!()),
         "{msg}"
     );
     // Through ops on a valid view: an elementwise result, a cast, a product, a join.
-    let big = Tensor::ones(&[1]).expand(&[1 << 48]);
+    let big = Tensor::ones([1]).expand([1i64 << 48]);
     assert!(panic_message(|| drop(big.exp())).starts_with("exp: out of memory"));
     assert_eq!(big.try_add(&big).unwrap_err().op, "add");
     assert_eq!(big.try_to_dtype(DType::F64).unwrap_err().kind, ErrorKind::OutOfMemory);
-    let col = Tensor::ones(&[1, 1]).expand(&[1 << 24, 1]);
+    let col = Tensor::ones([1, 1]).expand([1 << 24, 1]);
     assert_eq!(col.try_matmul(&col.t()).unwrap_err().kind, ErrorKind::OutOfMemory);
     assert_eq!(Tensor::try_cat(&[&big, &big], 0).unwrap_err().kind, ErrorKind::OutOfMemory);
-    assert_eq!(Tensor::try_randn_opts(&[1 << 48], DType::F32, Device::Cpu).unwrap_err().kind, ErrorKind::OutOfMemory);
+    assert_eq!(Tensor::try_randn_opts([1i64 << 48], DType::F32, Device::Cpu).unwrap_err().kind, ErrorKind::OutOfMemory);
     // Nothing was kept: ordinary allocations go on.
-    assert_eq!(Tensor::ones(&[3]).sum().item::<f32>(), 3.0);
+    assert_eq!(Tensor::ones([3]).sum().item::<f32>(), 3.0);
 }
 
 #[test]
 fn a_compiled_step_over_a_wrapping_view_is_an_error_not_a_segfault() {
     // The compiled kernel ran over the wrapped count's 2 elements with a huge shape.
-    let x = Tensor::zeros(&[2]);
-    let mut step = kiln::compile(|x: &Tensor| x.try_view(&[3i64, 0x5555_5555_5555_5556]).map(|t| t.exp() * 2.0));
+    let x = Tensor::zeros([2]);
+    let mut step = kiln::compile(|x: &Tensor| x.try_view([3i64, 0x5555_5555_5555_5556]).map(|t| t.exp() * 2.0));
     let e = step.call(&x).unwrap_err();
     assert_eq!((e.op, e.kind), ("view", ErrorKind::Shape));
     let mut step = kiln::compile(|(a, b): (&Tensor, &Tensor)| {
-        a.try_expand(&[1 << 33, 1]).and_then(|a| a.try_add(b.expand(&[1, 1 << 33])))
+        a.try_expand([1i64 << 33, 1]).and_then(|a| a.try_add(b.expand([1, 1i64 << 33])))
     });
-    let (a, b) = (Tensor::ones(&[1, 1]), Tensor::ones(&[1, 1]));
+    let (a, b) = (Tensor::ones([1, 1]), Tensor::ones([1, 1]));
     assert_eq!(step.call((&a, &b)).unwrap_err().op, "add");
     // The step still runs ordinary calls afterwards.
-    let mut ok = kiln::compile(|x: &Tensor| x.try_view(&[2, 1]).map(|t| t + 1.0));
+    let mut ok = kiln::compile(|x: &Tensor| x.try_view([2, 1]).map(|t| t + 1.0));
     assert_eq!(ok.call(&x).unwrap().to_vec::<f32>(), vec![1.0, 1.0]);
 }
 
 #[test]
 fn a_compiled_result_the_system_refuses_panics_with_the_bytes_instead_of_aborting() {
-    let big = Tensor::ones(&[1]).expand(&[1 << 48]);
+    let big = Tensor::ones([1]).expand([1i64 << 48]);
     let mut step = kiln::compile(|x: &Tensor| x * 2.0);
     let msg = panic_message(|| drop(step.call(&big)));
     assert!(msg.contains("out of memory: the system refused to allocate"), "{msg}");
-    let small = Tensor::ones(&[3]);
+    let small = Tensor::ones([3]);
     assert_eq!(step.call(&small).to_vec::<f32>(), vec![2.0; 3]);
 }

@@ -49,7 +49,7 @@ fn layer_norm_without_autograd_equals_the_composition() {
         );
     }
     // With autograd recorded the composition runs, and agrees with the row kernel.
-    let x = Tensor::randn(&[8, 33]).requires_grad_(true);
+    let x = Tensor::randn([8, 33]).requires_grad_(true);
     let recorded = F::layer_norm(&x, &[33], None, None, 1e-5);
     assert!(recorded.grad_fn().is_some());
     let plain = {
@@ -61,10 +61,10 @@ fn layer_norm_without_autograd_equals_the_composition() {
 
 /// Logits `[rows, classes]` and targets with every third row ignored (-100) when `ignore`.
 fn logits_and_targets(rows: usize, classes: usize, ignore: bool) -> (Tensor, Tensor) {
-    let x = Tensor::randn(&[rows, classes]) * 4.0;
+    let x = Tensor::randn([rows, classes]) * 4.0;
     let t: Vec<i64> =
         (0..rows).map(|r| if ignore && r % 3 == 1 { -100 } else { ((r * 7 + 3) % classes) as i64 }).collect();
-    (x, Tensor::from_vec(t, &[rows]))
+    (x, Tensor::from_vec(t, [rows]))
 }
 
 /// The loss, its gradient for cotangent `cot`, and the gradient of `Σ grad·v` (second order)
@@ -100,9 +100,9 @@ fn cross_entropy_rows_equal_the_composition_in_every_reduction() {
     kiln::manual_seed(7);
     for (rows, classes, ignore) in [(5, 4, false), (12, 37, true), (70, 300, true)] {
         let (x, t) = logits_and_targets(rows, classes, ignore);
-        let v = Tensor::randn(&[rows, classes]);
+        let v = Tensor::randn([rows, classes]);
         for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
-            let cot = if r == Reduction::None { Tensor::randn(&[rows]) } else { Tensor::scalar(0.75f32) };
+            let cot = if r == Reduction::None { Tensor::randn([rows]) } else { Tensor::scalar(0.75f32) };
             let (loss, grad, second) = loss_and_grads(&x, &t, r, &cot, &v);
             let (loss64, grad64, second64) = loss_and_grads(&x.to_dtype(DType::F64), &t, r, &cot, &v);
             let what = format!("[{rows}, {classes}] {r:?}");
@@ -129,7 +129,7 @@ fn cross_entropy_rows_record_one_node_and_read_views() {
     assert_near("transposed loss", &loss_t, &loss.detach().to_dtype(DType::F64), 1e-7);
     assert_near("transposed grad", &xt.grad().unwrap().t(), &leaf.grad().unwrap().to_dtype(DType::F64), 1e-7);
     // Every target ignored: a NaN mean (0/0, as PyTorch) and a zero gradient.
-    let all = Tensor::full(&[6], -100i64);
+    let all = Tensor::full([6], -100i64);
     let x = x.detach().requires_grad_(true);
     let loss = F::cross_entropy(&x, &all);
     assert!(loss.item::<f32>().is_nan());

@@ -144,9 +144,9 @@ fn views() {
     kiln::manual_seed(3);
     type Op = fn(&Tensor) -> Tensor;
     let cases: &[(&str, Op)] = &[
-        ("view", |x| x.view(&[4, 6]).exp()),
-        ("reshape-copy", |x| x.transpose(0, 2).reshape(&[-1]).exp()),
-        ("reshape-view", |x| x.reshape(&[2, 12])),
+        ("view", |x| x.view([4, 6]).exp()),
+        ("reshape-copy", |x| x.transpose(0, 2).reshape([-1]).exp()),
+        ("reshape-view", |x| x.reshape([2, 12])),
         ("transpose", |x| x.transpose(0, 2).exp()),
         ("t", |x| x.select(0, 1).t().square()),
         ("permute", |x| x.permute(&[2, 0, 1]).square()),
@@ -158,18 +158,18 @@ fn views() {
         ("squeeze", |x| x.narrow(1, 0, 1).squeeze().square()),
         ("squeeze_dim", |x| x.narrow(1, 0, 1).squeeze_dim(1).square()),
         ("unsqueeze", |x| x.unsqueeze(1).square()),
-        ("expand", |x| x.narrow(1, 0, 1).expand(&[2, 3, 4]).square()),
-        ("broadcast_to", |x| x.select(0, 0).broadcast_to(&[5, 3, 4]).square()),
+        ("expand", |x| x.narrow(1, 0, 1).expand([2, 3, 4]).square()),
+        ("broadcast_to", |x| x.select(0, 0).broadcast_to([5, 3, 4]).square()),
         ("flatten", |x| x.flatten(1, 2).square()),
-        ("unflatten", |x| x.unflatten(2, &[2, 2]).square()),
+        ("unflatten", |x| x.unflatten(2, [2, 2]).square()),
         ("split", |x| &x.split(2, 2)[1] * 3.0),
         ("chunk", |x| &x.chunk(3, 1)[2] * 3.0),
         ("split_with_sizes", |x| x.split_with_sizes(&[1, 3], 2)[1].square()),
         ("contiguous", |x| x.transpose(0, 1).contiguous().square()),
         ("deep_clone", |x| x.deep_clone().square()),
-        ("sum_to_size", |x| x.sum_to_size(&[1, 3, 1]).square()),
+        ("sum_to_size", |x| x.sum_to_size([1, 3, 1]).square()),
         ("to_dtype", |x| x.to_dtype(DType::F32).to_dtype(DType::F64).square()),
-        ("views-chain", |x| x.permute(&[1, 0, 2]).narrow(2, 1, 3).reshape(&[3, 6]).t().square()),
+        ("views-chain", |x| x.permute(&[1, 0, 2]).narrow(2, 1, 3).reshape([3, 6]).t().square()),
     ];
     for &(name, op) in cases {
         let x = leaf(&[2, 3, 4], -1.0, 1.0);
@@ -202,8 +202,8 @@ fn in_place_ops_match_out_of_place_gradients() {
 
 #[test]
 fn grad_fn_names() {
-    let x = Tensor::randn(&[2, 3]).requires_grad_(true);
-    let y = Tensor::randn(&[2, 3]).requires_grad_(true);
+    let x = Tensor::randn([2, 3]).requires_grad_(true);
+    let y = Tensor::randn([2, 3]).requires_grad_(true);
     let name = |t: Tensor| t.grad_fn().unwrap().name().to_string();
     assert_eq!(name(&x + &y), "AddBackward0");
     assert_eq!(name(&x - 1.0), "SubBackward0");
@@ -214,13 +214,13 @@ fn grad_fn_names() {
     assert_eq!(name(x.exp()), "ExpBackward0");
     assert_eq!(name(x.relu()), "ReluBackward0");
     assert_eq!(name(x.sigmoid()), "SigmoidBackward0");
-    assert_eq!(name(x.view(&[6])), "ViewBackward0");
+    assert_eq!(name(x.view([6])), "ViewBackward0");
     assert_eq!(name(x.t()), "TransposeBackward0");
     assert_eq!(name(x.permute(&[1, 0])), "PermuteBackward0");
     assert_eq!(name(x.narrow(1, 0, 2)), "SliceBackward0");
     assert_eq!(name(x.select(0, 1)), "SelectBackward0");
     assert_eq!(name(x.unsqueeze(0)), "UnsqueezeBackward0");
-    assert_eq!(name(x.expand(&[4, 2, 3])), "ExpandBackward0");
+    assert_eq!(name(x.expand([4, 2, 3])), "ExpandBackward0");
     assert_eq!(name(x.deep_clone()), "CloneBackward0");
     assert_eq!(name(x.to_dtype(DType::F64)), "ToCopyBackward0");
     assert_eq!(name(x.neg()), "NegBackward0");
@@ -242,8 +242,8 @@ fn grad_fn_names() {
 #[test]
 fn softmax_dtype_gradients() {
     kiln::manual_seed(5);
-    let x = Tensor::randn(&[3, 4]).requires_grad_(true);
-    let w = Tensor::randn(&[3, 4]).to_dtype(DType::F64);
+    let x = Tensor::randn([3, 4]).requires_grad_(true);
+    let w = Tensor::randn([3, 4]).to_dtype(DType::F64);
     (x.softmax_dtype(1, DType::F64) * &w).sum().backward();
     let g = x.grad().unwrap();
     assert_eq!(g.dtype(), DType::F32);

@@ -14,7 +14,7 @@ fn leaf(shape: &[usize]) -> Tensor {
 
 /// A random f64 leaf that requires grad, transposed (so not contiguous), of shape `[m, n]`.
 fn leaf_t(m: usize, n: usize) -> Tensor {
-    let x = Tensor::randn(&[n, m]).to_dtype(DType::F64).t();
+    let x = Tensor::randn([n, m]).to_dtype(DType::F64).t();
     assert!(!x.is_contiguous());
     x.requires_grad_(true)
 }
@@ -129,13 +129,13 @@ fn scatter_gradients() {
     // a source larger than the index: its other elements get zero gradient
     check(|xs| xs[0].scatter(1, &idx2(&[1, 3], &[2, 1]), &xs[1]), &[x.clone(), leaf(&[3, 3])]);
     // only the source requires grad, and a non-contiguous source
-    check(|xs| Tensor::zeros(&[2, 4]).to_dtype(DType::F64).scatter(1, &index, &xs[0]), &[leaf_t(2, 3)]);
+    check(|xs| Tensor::zeros([2, 4]).to_dtype(DType::F64).scatter(1, &index, &xs[0]), &[leaf_t(2, 3)]);
     check(|xs| xs[0].scatter_value(0, &idx2(&[1, 0, 1], &[1, 3]), 2.5), &[leaf(&[2, 3])]);
     check(|xs| xs[0].scatter_value(0, &Tensor::scalar(0i64), 2.5), &[leaf(&[])]);
     check2(|xs| xs[0].scatter(1, &index, &xs[1]), &[x.clone(), src.clone()]);
     assert_eq!(name(&x.scatter(1, &index, &src)), "ScatterBackward0");
     assert_eq!(name(&x.scatter_value(1, &index, 1.0)), "ScatterBackward1");
-    assert_eq!(name(&Tensor::zeros(&[2, 4]).to_dtype(DType::F64).scatter(1, &index, &src)), "ScatterBackward0");
+    assert_eq!(name(&Tensor::zeros([2, 4]).to_dtype(DType::F64).scatter(1, &index, &src)), "ScatterBackward0");
 
     // x = torch.arange(6.).view(2, 3).double().requires_grad_()
     // s = torch.arange(10., 14.).view(2, 2).double().requires_grad_()
@@ -303,9 +303,9 @@ fn cat_and_stack_gradients() {
     check(|xs| Tensor::cat(&[&xs[0], &xs[1]], -1), &[a.clone(), c.clone()]);
     check(|xs| Tensor::cat(&[&xs[0], &xs[1]], 1), &[leaf_t(2, 3), leaf(&[2, 2])]);
     // a 1-D empty input is skipped; an input that doesn't require grad; another dtype
-    let empty = Tensor::from_vec(Vec::<f64>::new(), &[0]).requires_grad_(true);
+    let empty = Tensor::from_vec(Vec::<f64>::new(), [0]).requires_grad_(true);
     check(|xs| Tensor::cat(&[&xs[0], &xs[1], &xs[2]], 0), &[a.clone(), empty, b.clone()]);
-    let f32_const = Tensor::randn(&[2, 3]);
+    let f32_const = Tensor::randn([2, 3]);
     check(|xs| Tensor::cat(&[&f32_const, &xs[0]], 1), &[a.clone()]);
     for dim in [0, 1, 2, -1, -3] {
         check(|xs| Tensor::stack(&[&xs[0], &xs[1]], dim), &[a.clone(), c.clone()]);
@@ -320,7 +320,7 @@ fn cat_and_stack_gradients() {
 
 #[test]
 fn cat_gradients_take_each_inputs_dtype() {
-    let a = Tensor::randn(&[2]).requires_grad_(true);
+    let a = Tensor::randn([2]).requires_grad_(true);
     let b = leaf(&[3]);
     let y = Tensor::cat(&[&a, &b], 0);
     assert_eq!(y.dtype(), DType::F64);
@@ -330,7 +330,7 @@ fn cat_gradients_take_each_inputs_dtype() {
     assert_eq!(ga.to_vec::<f32>(), vec![1., 2.]);
     assert_eq!(gb.to_vec::<f64>(), vec![3., 4., 5.]);
     let s = Tensor::stack(&[&a, &a], 1);
-    s.backward_with(&Tensor::ones(&[2, 2]));
+    s.backward_with(&Tensor::ones([2, 2]));
     assert_eq!(a.grad().unwrap().to_vec::<f32>(), vec![3., 4.]);
 }
 
@@ -342,7 +342,7 @@ fn where_gradients() {
     // scalar operands, operands that don't require grad, broadcasting in every operand
     check(|xs| Tensor::where_cond(&cond, &xs[0], 0.5), &[x.clone()]);
     check(|xs| Tensor::where_cond(&cond, -2, &xs[0]), &[y.clone()]);
-    let f32_row = Tensor::randn(&[4]);
+    let f32_row = Tensor::randn([4]);
     check(|xs| Tensor::where_cond(&cond, &xs[0], &f32_row), &[x.clone()]);
     check(|xs| Tensor::where_cond(&cond, &xs[0], &xs[1]), &[leaf(&[3, 1]), leaf(&[4])]);
     check(|xs| Tensor::where_cond(&cond.narrow(0, 0, 1), &xs[0], &xs[1]), &[leaf_t(3, 4), leaf(&[])]);
@@ -372,7 +372,7 @@ fn masked_fill_gradients() {
     check2(|xs| xs[0].masked_fill(&mask, 3.0), &[leaf(&[2, 3])]);
     let x = leaf(&[2, 3]);
     assert_eq!(name(&x.masked_fill(&mask, 1.0)), "MaskedFillBackward0");
-    let g = grads_of(&x.masked_fill(&mask, 1.0), &[&x], &Tensor::ones(&[2, 3]).to_dtype(DType::F64));
+    let g = grads_of(&x.masked_fill(&mask, 1.0), &[&x], &Tensor::ones([2, 3]).to_dtype(DType::F64));
     assert_eq!(g[0], vec![0., 1., 0., 1., 1., 0.]);
 }
 
@@ -422,7 +422,7 @@ fn in_place_forms_reuse_the_out_of_place_rules() {
     same_as_out_of_place(&y, &x.masked_fill(&mask, 4.0), &[&x]);
 
     // a leaf that doesn't require grad written with a source that does: the write records
-    let y = Tensor::zeros(&[2, 4]).to_dtype(DType::F64);
+    let y = Tensor::zeros([2, 4]).to_dtype(DType::F64);
     y.scatter_(1, &index, &src);
     assert_eq!(name(&y), "ScatterBackward0");
 

@@ -69,7 +69,7 @@ fn non_contiguous_operands() {
     gradcheck(|xs| xs[0].matmul(&xs[1]), &[a.clone(), bt.clone()], GradcheckOpts::default()).unwrap();
     gradcheck(|xs| xs[0].mm(&xs[1]), &[leaf(&[2, 3]), bt.clone()], GradcheckOpts::default()).unwrap();
     // An expanded (stride-0) batch on the constant side.
-    let e = constant(&[3, 4]).unsqueeze(0).expand(&[2, 3, 4]);
+    let e = constant(&[3, 4]).unsqueeze(0).expand([2, 3, 4]);
     gradcheck(|xs| xs[0].matmul(&xs[1]), &[leaf(&[2, 2, 3]), e], GradcheckOpts::default()).unwrap();
     gradgradcheck(|xs| xs[0].matmul(&xs[1]), &[a, leaf(&[3, 4])], GradcheckOpts::default()).unwrap();
 }
@@ -137,14 +137,14 @@ fn strict_products_gradcheck_and_gradgradcheck() {
 #[test]
 fn outer_with_promoted_operands() {
     // An integer lhs (no grad) with an f64 rhs: the rule casts the saved lhs to f64.
-    let ints = Tensor::from_vec(vec![1i64, -2, 3], &[3]);
+    let ints = Tensor::from_vec(vec![1i64, -2, 3], [3]);
     gradcheck(|xs| xs[0].outer(&xs[1]), &[ints, leaf(&[2])], GradcheckOpts::default()).unwrap();
     // f32 ⊗ f64 is f64; each gradient comes back in its input's dtype.
     let a = Tensor::new(&[1.0f32, 2.0]).requires_grad_(true);
     let b = Tensor::new(&[3.0f64, 4.0, 5.0]).requires_grad_(true);
     let y = a.outer(&b);
     assert_eq!(y.dtype(), DType::F64);
-    y.backward_with(&Tensor::ones_opts(&[2, 3], DType::F64, Device::Cpu));
+    y.backward_with(&Tensor::ones_opts([2, 3], DType::F64, Device::Cpu));
     let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
     assert_eq!(ga.dtype(), DType::F32);
     assert_eq!(ga.to_vec::<f32>(), vec![12.0, 12.0]); // Σ_j b[j]
@@ -196,9 +196,9 @@ fn nothing_records_without_grad() {
     }
     // Integer products never record (integer tensors cannot require grad), and products of
     // tensors that don't require grad don't either.
-    let i = Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]);
+    let i = Tensor::from_vec(vec![1i64, 2, 3, 4], [2, 2]);
     assert!(!i.matmul(&i).requires_grad());
-    assert!(Tensor::from_vec(vec![1u8, 0], &[2]).outer(&Tensor::from_vec(vec![true, false], &[2])).grad_fn().is_none());
+    assert!(Tensor::from_vec(vec![1u8, 0], [2]).outer(&Tensor::from_vec(vec![true, false], [2])).grad_fn().is_none());
     assert!(!constant(&[2, 3]).matmul(&constant(&[3])).requires_grad());
 }
 
@@ -210,7 +210,7 @@ fn in_place_write_to_a_saved_operand_fails_backward() {
     let y = x.mm(&w);
     x.fill_(1.0);
     let err = y
-        .try_backward_with_opts(Some(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu)), Default::default())
+        .try_backward_with_opts(Some(&Tensor::ones_opts([2, 4], DType::F64, Device::Cpu)), Default::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains("modified by an inplace operation") && err.contains("MmBackward0"), "{err}");
@@ -223,7 +223,7 @@ fn in_place_write_to_a_saved_operand_fails_backward() {
         let _off = kiln::no_grad_guard();
         x.fill_(1.0);
     }
-    y.backward_with(&Tensor::ones_opts(&[2, 4], DType::F64, Device::Cpu));
+    y.backward_with(&Tensor::ones_opts([2, 4], DType::F64, Device::Cpu));
     let want: Vec<f64> = (0..3).map(|k| (0..4).map(|j| w.to_vec2::<f64>()[k][j]).sum()).collect();
     for row in x.grad().unwrap().to_vec2::<f64>() {
         for (g, e) in row.iter().zip(&want) {

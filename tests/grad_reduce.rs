@@ -18,7 +18,7 @@ fn leaf_of(values: &[f64], shape: &[usize]) -> Tensor {
 
 /// A non-contiguous f64 leaf of logical shape `[rows, cols]` (the transpose of a contiguous one).
 fn transposed_leaf(rows: usize, cols: usize) -> Tensor {
-    let x = Tensor::randn(&[cols, rows]).to_dtype(DType::F64).t();
+    let x = Tensor::randn([cols, rows]).to_dtype(DType::F64).t();
     assert!(!x.is_contiguous());
     x.requires_grad_(true)
 }

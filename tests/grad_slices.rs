@@ -55,14 +55,14 @@ fn combined_slices_pass_gradcheck() {
         |xs| xs[0].narrow(0, 1, 4).narrow(1, 0, 3).exp() * &xs[0].narrow(1, 1, 3).narrow(0, 0, 4),
         &[x.clone()],
     );
-    check("slices and a dense use", |xs| &xs[0].narrow(1, 0, 2).repeat(&[1, 2]) * &xs[0], &[x.clone()]);
+    check("slices and a dense use", |xs| &xs[0].narrow(1, 0, 2).repeat([1, 2]) * &xs[0], &[x.clone()]);
     check("selects", |xs| &xs[0].select(0, 5) * &xs[0].select(0, 0) + xs[0].select(1, 2).sum(), &[x.clone()]);
     check(
         "nested steps",
         |xs| {
             let halves = xs[0].split(3, 0);
             let steps: Vec<Tensor> = halves.iter().flat_map(|h| h.split(1, 0)).collect();
-            steps.iter().fold(Tensor::zeros_opts(&[1, 4], DType::F64, Device::Cpu), |h, s| (&h + s).tanh())
+            steps.iter().fold(Tensor::zeros_opts([1, 4], DType::F64, Device::Cpu), |h, s| (&h + s).tanh())
         },
         &[x.clone()],
     );
@@ -74,7 +74,7 @@ fn combined_slices_pass_gradcheck() {
 /// `(x[1:2]*3).sum()` and `(x[0:3] + x[1:4]).sum()` accumulated by three `backward()` calls.
 #[test]
 fn slice_gradients_equal_pytorch_sums() {
-    let x = Tensor::zeros(&[4, 2]).requires_grad_(true);
+    let x = Tensor::zeros([4, 2]).requires_grad_(true);
     (&x.narrow(0, 0, 2) + &(&x.narrow(0, 2, 2) * 2.0)).sum().backward();
     assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![1., 1., 1., 1., 2., 2., 2., 2.]);
     (&x.narrow(0, 1, 1) * 3.0).sum().backward();
@@ -87,7 +87,7 @@ fn slice_gradients_equal_pytorch_sums() {
 /// keeps it; `autograd::grad` with `create_graph` through tiled slices differentiates again.
 #[test]
 fn hooks_retain_grad_and_create_graph_see_each_slice() {
-    let x = Tensor::arange(6).to_dtype(DType::F32).view(&[3, 2]).requires_grad_(true);
+    let x = Tensor::arange(6).to_dtype(DType::F32).view([3, 2]).requires_grad_(true);
     let parts = x.split(1, 0);
     parts[0].register_hook(|g| Some(g * 10.0));
     parts[2].retain_grad();
@@ -111,10 +111,10 @@ fn hooks_retain_grad_and_create_graph_see_each_slice() {
 fn compiled_slice_gradients_equal_eager() {
     let _g = seeded();
     kiln::manual_seed(2);
-    let (w, x) = (Tensor::randn(&[8, 16]).requires_grad_(true), Tensor::randn(&[5, 3, 8]));
+    let (w, x) = (Tensor::randn([8, 16]).requires_grad_(true), Tensor::randn([5, 3, 8]));
     let run = |x: &Tensor| -> Tensor {
         let gates = x.matmul(&w);
-        let mut h = Tensor::zeros(&[3, 4]);
+        let mut h = Tensor::zeros([3, 4]);
         for step in gates.split(1, 0) {
             let g = step.squeeze_dim(0).chunk(4, 1);
             h = &g[0].sigmoid() * &(&h + &g[2].tanh()) + &g[1] * &g[3].sigmoid();

@@ -7,12 +7,12 @@ use kiln::{DType, Device, Tensor};
 
 /// `arange(12)` as a [3, 4] int64 tensor.
 fn x2() -> Tensor {
-    Tensor::arange(12).view(&[3, 4])
+    Tensor::arange(12).view([3, 4])
 }
 
 /// `arange(24)` as a [2, 3, 4] int64 tensor.
 fn x3() -> Tensor {
-    Tensor::arange(24).view(&[2, 3, 4])
+    Tensor::arange(24).view([2, 3, 4])
 }
 
 fn t1(v: &[i64]) -> Tensor {
@@ -56,12 +56,12 @@ fn matches_pytorch() {
     check(&x2().narrow(1, 1, 2).index_select(1, &t1(&[1, 0, 1])), &[3, 3], &[2, 1, 2, 6, 5, 6, 10, 9, 10]);
     // index_select expanded
     check(
-        &Tensor::arange(4).view(&[1, 4]).expand(&[3, 4]).index_select(0, &t1(&[2, 1])),
+        &Tensor::arange(4).view([1, 4]).expand([3, 4]).index_select(0, &t1(&[2, 1])),
         &[2, 4],
         &[0, 1, 2, 3, 0, 1, 2, 3],
     );
     // index_select strided index
-    check(&Tensor::arange(8).index_select(0, &Tensor::arange(6).view(&[3, 2]).t().select(0, 1)), &[3], &[1, 3, 5]);
+    check(&Tensor::arange(8).index_select(0, &Tensor::arange(6).view([3, 2]).t().select(0, 1)), &[3], &[1, 3, 5]);
     // index_select 0-dim index
     check(&x2().index_select(1, &Tensor::scalar(2i64)), &[3, 1], &[2, 6, 10]);
     // gather dim 1
@@ -93,22 +93,22 @@ fn matches_pytorch() {
     // gather transposed input
     check(&x2().t().gather(0, &t2(&[[2, 0, 1], [0, 0, 0]])), &[2, 3], &[2, 4, 9, 0, 4, 8]);
     // gather expanded index
-    check(&x2().gather(1, &t2(&[[1], [0], [3]]).expand(&[3, 2])), &[3, 2], &[1, 1, 4, 4, 11, 11]);
+    check(&x2().gather(1, &t2(&[[1], [0], [3]]).expand([3, 2])), &[3, 2], &[1, 1, 4, 4, 11, 11]);
     // gather transposed index
     check(&x2().gather(1, &t2(&[[3, 0, 1], [1, 2, 2]]).t()), &[3, 2], &[3, 1, 4, 6, 9, 10]);
     // scatter dim 0
     check(
-        &Tensor::zeros_opts(&[3, 5], DType::I64, Device::Cpu).scatter(
+        &Tensor::zeros_opts([3, 5], DType::I64, Device::Cpu).scatter(
             0,
             &t2(&[[0, 1, 2, 0, 0], [2, 0, 0, 1, 2]]),
-            &Tensor::arange_step(1, 11, 1).view(&[2, 5]),
+            &Tensor::arange_step(1, 11, 1).view([2, 5]),
         ),
         &[3, 5],
         &[1, 7, 8, 4, 5, 0, 2, 0, 9, 0, 6, 0, 3, 0, 10],
     );
     // scatter duplicates
     check(
-        &Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(
+        &Tensor::zeros_opts([2, 4], DType::I64, Device::Cpu).scatter(
             1,
             &t2(&[[1, 1, 3], [0, 0, 0]]),
             &t2(&[[1, 2, 3], [4, 5, 6]]),
@@ -118,13 +118,13 @@ fn matches_pytorch() {
     );
     // scatter src larger than index
     check(
-        &Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(1, &t2(&[[3], [2]]), &x2()),
+        &Tensor::zeros_opts([2, 4], DType::I64, Device::Cpu).scatter(1, &t2(&[[3], [2]]), &x2()),
         &[2, 4],
         &[0, 0, 0, 0, 0, 0, 4, 0],
     );
     // scatter_add 2-D dim 0
     check(
-        &Tensor::zeros_opts(&[3, 3], DType::I64, Device::Cpu).scatter_add(
+        &Tensor::zeros_opts([3, 3], DType::I64, Device::Cpu).scatter_add(
             0,
             &t2(&[[0, 1, 2], [0, 0, 0]]),
             &t2(&[[1, 2, 3], [4, 5, 6]]),
@@ -134,20 +134,20 @@ fn matches_pytorch() {
     );
     // scatter_add 3-D dim 1
     check(
-        &Tensor::zeros_opts(&[2, 2, 3], DType::I64, Device::Cpu).scatter_add(
+        &Tensor::zeros_opts([2, 2, 3], DType::I64, Device::Cpu).scatter_add(
             1,
             &Tensor::new(&[[[0i64, 1, 1], [1, 1, 0]], [[0, 0, 0], [1, 0, 1]]]),
-            &Tensor::arange(12).view(&[2, 2, 3]),
+            &Tensor::arange(12).view([2, 2, 3]),
         ),
         &[2, 2, 3],
         &[0, 0, 5, 3, 5, 2, 6, 17, 8, 9, 0, 11],
     );
     // scatter_add 3-D dim -1
     check(
-        &Tensor::ones_opts(&[2, 2, 3], DType::I64, Device::Cpu).scatter_add(
+        &Tensor::ones_opts([2, 2, 3], DType::I64, Device::Cpu).scatter_add(
             -1,
             &Tensor::new(&[[[2i64, 2], [0, 1]], [[1, 1], [2, 0]]]),
-            &Tensor::arange(12).view(&[2, 2, 3]),
+            &Tensor::arange(12).view([2, 2, 3]),
         ),
         &[2, 2, 3],
         &[1, 1, 2, 4, 5, 1, 1, 14, 1, 11, 1, 10],
@@ -192,7 +192,7 @@ fn matches_pytorch() {
     check(&x2().index(&Tensor::new(&[2i32, -3])), &[2, 4], &[8, 9, 10, 11, 0, 1, 2, 3]);
     // index_put
     check(
-        &Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(
+        &Tensor::zeros_opts([3, 4], DType::I64, Device::Cpu).index_put(
             &[&t1(&[0, 2]), &t1(&[1, 3])],
             &t1(&[5, 6]),
             false,
@@ -202,7 +202,7 @@ fn matches_pytorch() {
     );
     // index_put accumulate duplicates
     check(
-        &Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(
+        &Tensor::zeros_opts([3, 4], DType::I64, Device::Cpu).index_put(
             &[&t1(&[0, 0, 2, 0]), &t1(&[1, 1, -1, 1])],
             &t1(&[1, 2, 3, 4]),
             true,
@@ -212,13 +212,13 @@ fn matches_pytorch() {
     );
     // index_put scalar value
     check(
-        &Tensor::zeros_opts(&[3, 4], DType::I64, Device::Cpu).index_put(&[&t1(&[2, 0])], &Tensor::scalar(9i64), false),
+        &Tensor::zeros_opts([3, 4], DType::I64, Device::Cpu).index_put(&[&t1(&[2, 0])], &Tensor::scalar(9i64), false),
         &[3, 4],
         &[9, 9, 9, 9, 0, 0, 0, 0, 9, 9, 9, 9],
     );
     // index_put separated
     check(
-        &Tensor::zeros_opts(&[2, 3, 4], DType::I64, Device::Cpu).index_put(
+        &Tensor::zeros_opts([2, 3, 4], DType::I64, Device::Cpu).index_put(
             &[Some(&t1(&[1, 0])), None, Some(&t1(&[3, 1]))],
             &t2(&[[1, 2, 3], [4, 5, 6]]),
             false,
@@ -228,7 +228,7 @@ fn matches_pytorch() {
     );
     // index_put mask
     check(
-        &Tensor::zeros_opts(&[2, 3], DType::I64, Device::Cpu).index_put(
+        &Tensor::zeros_opts([2, 3], DType::I64, Device::Cpu).index_put(
             &Tensor::new(&[[true, false, true], [false, false, true]]),
             &t1(&[7, 8, 9]),
             false,
@@ -325,19 +325,19 @@ fn scatter_add_in_every_dtype() {
         ("U8", DType::U8),
     ];
     for (_, dt) in want {
-        let r = Tensor::ones_opts(&[3], dt, Device::Cpu).scatter_add(0, &idx, &t1(&[1, 2, 3, 4, 5]).to_dtype(dt));
+        let r = Tensor::ones_opts([3], dt, Device::Cpu).scatter_add(0, &idx, &t1(&[1, 2, 3, 4, 5]).to_dtype(dt));
         // from PyTorch: torch.ones(3).scatter_add(0, [0,1,0,0,2], [1,2,3,4,5]) == [9, 3, 6]
         check(&r, &[3], &[9, 3, 6]);
     }
-    let b = Tensor::zeros_opts(&[3], DType::Bool, Device::Cpu).scatter_add(
+    let b = Tensor::zeros_opts([3], DType::Bool, Device::Cpu).scatter_add(
         0,
         &idx,
         &Tensor::new(&[false, true, false, false, true]),
     );
     assert_eq!(b.to_vec::<bool>(), vec![false, true, true]);
-    let u = Tensor::full_opts(&[1], 250, DType::U8, Device::Cpu).scatter_add(0, &t1(&[0, 0]), &Tensor::new(&[5u8, 6]));
+    let u = Tensor::full_opts([1], 250, DType::U8, Device::Cpu).scatter_add(0, &t1(&[0, 0]), &Tensor::new(&[5u8, 6]));
     assert_eq!(u.to_vec::<u8>(), vec![5]); // wraps, as uint8 arithmetic does
-    let h = Tensor::zeros_opts(&[1], DType::F16, Device::Cpu).scatter_add(
+    let h = Tensor::zeros_opts([1], DType::F16, Device::Cpu).scatter_add(
         0,
         &t1(&[0, 0, 0]),
         &Tensor::new(&[0.1f32, 0.2, 0.3]).to_dtype(DType::F16),
@@ -364,11 +364,11 @@ fn zero_dim_and_zero_size() {
 
     let empty_idx = t1(&[]);
     check(&x2().index_select(1, &empty_idx), &[3, 0], &[]);
-    let z = Tensor::zeros_opts(&[0, 4], DType::F32, Device::Cpu);
+    let z = Tensor::zeros_opts([0, 4], DType::F32, Device::Cpu);
     check(&z.index_select(1, &t1(&[1, 3])), &[0, 2], &[]);
-    check(&x2().gather(1, &Tensor::zeros_opts(&[3, 0], DType::I64, Device::Cpu)), &[3, 0], &[]);
+    check(&x2().gather(1, &Tensor::zeros_opts([3, 0], DType::I64, Device::Cpu)), &[3, 0], &[]);
     check(
-        &x2().scatter(1, &Tensor::zeros_opts(&[3, 0], DType::I64, Device::Cpu), &x2()),
+        &x2().scatter(1, &Tensor::zeros_opts([3, 0], DType::I64, Device::Cpu), &x2()),
         &[3, 4],
         &x2().to_vec::<i64>(),
     );
@@ -385,42 +385,42 @@ fn zero_dim_and_zero_size() {
 #[test]
 fn in_place_writes_go_through_views() {
     // scatter_ into a transposed view writes the base tensor (reference from PyTorch)
-    let base = Tensor::zeros_opts(&[4, 3], DType::I64, Device::Cpu);
+    let base = Tensor::zeros_opts([4, 3], DType::I64, Device::Cpu);
     let v0 = base.version();
     base.t().scatter_(1, &t2(&[[3, 0], [1, 2], [0, 0]]), &t2(&[[1, 2], [3, 4], [5, 6]]));
     check(&base, &[4, 3], &[2, 0, 6, 0, 3, 0, 0, 4, 0, 1, 0, 0]);
     assert!(base.version() > v0);
     // into a narrowed view
-    let base = Tensor::zeros_opts(&[3, 6], DType::I64, Device::Cpu);
+    let base = Tensor::zeros_opts([3, 6], DType::I64, Device::Cpu);
     base.narrow(1, 1, 4).scatter_(1, &t2(&[[3], [0], [2]]), &t2(&[[7], [8], [9]]));
     check(&base, &[3, 6], &[0, 0, 0, 0, 7, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0]);
     // scatter_add_ and scatter_value_ through a transposed view
-    let base = Tensor::zeros_opts(&[3, 2], DType::F32, Device::Cpu);
+    let base = Tensor::zeros_opts([3, 2], DType::F32, Device::Cpu);
     base.t().scatter_add_(1, &t2(&[[2, 2], [0, 1]]), &Tensor::new(&[[1.5f32, 2.0], [1.0, 4.0]]));
     base.t().scatter_value_(0, &t2(&[[1, 0, 1]]), -1.0);
     // base.t() = [[0, -1, 3.5], [-1, 4, -1]]
     assert_eq!(base.to_vec::<f32>(), vec![0.0, -1.0, -1.0, 4.0, 3.5, -1.0]);
     // index_fill_ through a transposed view (PyTorch: b.t().index_fill_(1, [2], 1))
-    let b = Tensor::zeros(&[4, 3]);
+    let b = Tensor::zeros([4, 3]);
     b.t().index_fill_(1, &t1(&[2]), 1);
     assert_eq!(b.to_vec::<f32>(), vec![0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
     // index_put_ through a transposed view (PyTorch: z.t()[[1], [0, 2]] = [4, 5])
-    let z = Tensor::zeros_opts(&[3, 2], DType::I64, Device::Cpu);
+    let z = Tensor::zeros_opts([3, 2], DType::I64, Device::Cpu);
     z.t().index_put_(&[&t1(&[1]), &t1(&[0, 2])], &t1(&[4, 5]), false);
     check(&z, &[3, 2], &[0, 4, 0, 0, 0, 5]);
     // index_put_ into a column (a strided view)
-    let m = Tensor::zeros_opts(&[3, 3], DType::I64, Device::Cpu);
+    let m = Tensor::zeros_opts([3, 3], DType::I64, Device::Cpu);
     m.select(1, 1).index_put_(&t1(&[2, 0]), &t1(&[8, 9]), false);
     check(&m, &[3, 3], &[0, 9, 0, 0, 0, 0, 0, 8, 0]);
     // expanded destinations are refused
-    let e = err(Tensor::zeros(&[3]).expand(&[2, 3]).try_index_put_(&[&t1(&[0])], &Tensor::scalar(1.0f32), false));
+    let e = err(Tensor::zeros([3]).expand([2, 3]).try_index_put_(&[&t1(&[0])], &Tensor::scalar(1.0f32), false));
     assert!(e.contains("more than one element of the written-to tensor"), "{e}");
 }
 
 #[test]
 fn sources_and_indices_may_alias_the_destination() {
     // src is the destination itself: read before anything is written
-    let x = Tensor::arange(6).view(&[2, 3]);
+    let x = Tensor::arange(6).view([2, 3]);
     x.narrow(0, 0, 1).scatter_(1, &t2(&[[2, 1, 0]]), &x.narrow(0, 0, 1));
     check(&x, &[2, 3], &[2, 1, 0, 3, 4, 5]);
     // the index is a view of the destination
@@ -438,7 +438,7 @@ fn sources_and_indices_may_alias_the_destination() {
 #[test]
 fn duplicates_are_deterministic() {
     // plain writes: the last position in row-major order wins
-    let r = Tensor::zeros_opts(&[2, 4], DType::I64, Device::Cpu).scatter(
+    let r = Tensor::zeros_opts([2, 4], DType::I64, Device::Cpu).scatter(
         1,
         &t2(&[[1, 1, 3], [0, 0, 0]]),
         &t2(&[[1, 2, 3], [4, 5, 6]]),
@@ -448,22 +448,22 @@ fn duplicates_are_deterministic() {
     check(&r, &[3], &[4, 3, 0]);
     // float accumulation adds in row-major order: bit-identical to a serial sum, every run
     let n = 120_000;
-    let idx = Tensor::from_vec((0..n as i64).map(|i| (i * 7) % 3).collect(), &[n]);
-    let src = Tensor::from_vec((0..n).map(|i| 0.1f32 + (i % 13) as f32 * 0.37).collect(), &[n]);
+    let idx = Tensor::from_vec((0..n as i64).map(|i| (i * 7) % 3).collect(), [n]);
+    let src = Tensor::from_vec((0..n).map(|i| 0.1f32 + (i % 13) as f32 * 0.37).collect(), [n]);
     let mut serial = [0.0f32; 3];
     for (i, v) in src.to_vec::<f32>().into_iter().enumerate() {
         serial[(i * 7) % 3] += v;
     }
     for _ in 0..3 {
-        assert_eq!(Tensor::zeros(&[3]).scatter_add(0, &idx, &src).to_vec::<f32>(), serial.to_vec());
-        assert_eq!(Tensor::zeros(&[3]).index_put(&idx, &src, true).to_vec::<f32>(), serial.to_vec());
+        assert_eq!(Tensor::zeros([3]).scatter_add(0, &idx, &src).to_vec::<f32>(), serial.to_vec());
+        assert_eq!(Tensor::zeros([3]).index_put(&idx, &src, true).to_vec::<f32>(), serial.to_vec());
     }
 }
 
 #[test]
 fn large_inputs_take_the_parallel_paths() {
     let (r, c) = (1000usize, 300usize);
-    let x = Tensor::arange((r * c) as i64).view(&[r as i64, c as i64]).to_dtype(DType::F32);
+    let x = Tensor::arange((r * c) as i64).view([r as i64, c as i64]).to_dtype(DType::F32);
     let at = |i: usize, j: usize| (i * c + j) as f32;
     // index_select of rows (the copy path) and of columns (the gather path)
     let rows = x.index_select(0, &t1(&[999, 0, 500]));
@@ -477,17 +477,17 @@ fn large_inputs_take_the_parallel_paths() {
     assert!(cols.to_vec::<f32>() == want, "index_select of columns");
     assert!(x.t().index_select(0, &t1(&cols_idx)).t().to_vec::<f32>() == want, "index_select of a transposed input");
     // gather with a full-size index, on a transposed input
-    let g_idx = Tensor::from_vec((0..r * c).map(|p| ((p / c) * 7 + (p % c) * 3) as i64 % r as i64).collect(), &[c, r]);
+    let g_idx = Tensor::from_vec((0..r * c).map(|p| ((p / c) * 7 + (p % c) * 3) as i64 % r as i64).collect(), [c, r]);
     let g = x.t().gather(1, &g_idx);
     let gi = g_idx.to_vec::<i64>();
     let want: Vec<f32> = (0..c * r).map(|p| at(gi[p] as usize, p / r)).collect();
     assert!(g.to_vec::<f32>() == want, "gather on a transposed input");
     // scatter_add into many rows in parallel
-    let s_idx = Tensor::from_vec((0..400 * 500).map(|p| ((p / 500) * (p % 500) % 10) as i64).collect(), &[400, 500]);
-    let acc = Tensor::zeros_opts(&[400, 10], DType::I64, Device::Cpu).scatter_add(
+    let s_idx = Tensor::from_vec((0..400 * 500).map(|p| ((p / 500) * (p % 500) % 10) as i64).collect(), [400, 500]);
+    let acc = Tensor::zeros_opts([400, 10], DType::I64, Device::Cpu).scatter_add(
         1,
         &s_idx,
-        &Tensor::ones_opts(&[400, 500], DType::I64, Device::Cpu),
+        &Tensor::ones_opts([400, 500], DType::I64, Device::Cpu),
     );
     let mut want = vec![0i64; 4000];
     for i in 0..400 {
@@ -497,7 +497,7 @@ fn large_inputs_take_the_parallel_paths() {
     }
     assert!(acc.to_vec::<i64>() == want, "scatter_add over rows");
     // advanced indexing and index_put_ over a large broadcast result
-    let ii = Tensor::from_vec((0..1000).map(|k| (999 - k) as i64).collect(), &[1000, 1]);
+    let ii = Tensor::from_vec((0..1000).map(|k| (999 - k) as i64).collect(), [1000, 1]);
     let jj = t1(&[0, 299, -1, 5]);
     let sel = x.index(&[&ii, &jj]);
     assert_eq!(sel.shape(), &[1000, 4]);
@@ -518,7 +518,7 @@ fn large_inputs_take_the_parallel_paths() {
     assert_eq!(nz.shape(), &[1000, 2]);
     assert_eq!(nz.to_vec2::<i64>()[..3], [vec![0, 0], vec![0, 1], vec![0, 2]]);
     // one_hot of 120k labels
-    let labels = Tensor::from_vec((0..120_000).map(|k| (k % 10) as i64).collect(), &[120_000]);
+    let labels = Tensor::from_vec((0..120_000).map(|k| (k % 10) as i64).collect(), [120_000]);
     let oh = labels.one_hot(10);
     assert_eq!(oh.shape(), &[120_000, 10]);
     let flat = oh.to_vec::<i64>();
@@ -527,7 +527,7 @@ fn large_inputs_take_the_parallel_paths() {
 
 #[test]
 fn failed_writes_leave_the_destination_untouched() {
-    let x = Tensor::arange(6).view(&[2, 3]);
+    let x = Tensor::arange(6).view([2, 3]);
     let v0 = x.version();
     // the bad value comes last: nothing before it may have been written
     assert!(x.try_scatter_(1, &t2(&[[0, 1, 2], [0, 1, 3]]), &t2(&[[9, 9, 9], [9, 9, 9]])).is_err());
@@ -567,16 +567,16 @@ fn error_messages_name_op_value_dim_and_size() {
 #[test]
 fn int32_indices_are_accepted_where_pytorch_accepts_them() {
     // x = torch.arange(6.).reshape(2, 3); i = torch.tensor([[0, 1]], dtype=torch.int32)
-    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape(&[2, 3]);
+    let x = Tensor::arange_step(0.0, 6.0, 1.0).reshape([2, 3]);
     let i = Tensor::new(&[[0i32, 1]]);
     // x.gather(1, i) == [[0., 1.]]
     assert_eq!(x.gather(1, &i).to_vec::<f32>(), vec![0.0, 1.0]);
     // x.index_select(1, torch.tensor([0, 2], dtype=torch.int32)) == [[0., 2.], [3., 5.]]
     assert_eq!(x.index_select(1, &Tensor::new(&[0i32, 2])).to_vec::<f32>(), vec![0.0, 2.0, 3.0, 5.0]);
     // torch.zeros(2, 3).scatter(1, i, 1.0) == [[1., 1., 0.], [0., 0., 0.]]
-    assert_eq!(Tensor::zeros(&[2, 3]).scatter_value(1, &i, 1.0).to_vec::<f32>(), vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
-    let z = Tensor::zeros(&[2, 3]);
-    z.scatter_add_(1, &i, &Tensor::ones(&[1, 2]));
+    assert_eq!(Tensor::zeros([2, 3]).scatter_value(1, &i, 1.0).to_vec::<f32>(), vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+    let z = Tensor::zeros([2, 3]);
+    z.scatter_add_(1, &i, &Tensor::ones([1, 2]));
     assert_eq!(z.to_vec::<f32>(), vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
     // index_fill_ refuses int32 in PyTorch ("Expected dtype int64 for index"), and so does kiln.
     assert!(x.try_index_fill(1, &Tensor::new(&[0i32]), 1.0).is_err());

@@ -55,7 +55,7 @@ fn build_opt(case: &Case) -> Box<dyn Optimizer> {
     let kind = &case.lines.iter().find(|l| l.tag == "opt").unwrap().args[0];
     let groups: Vec<_> = case.lines.iter().filter(|l| l.tag == "group").map(|l| key_values(&l.args)).collect();
     let lr = |g: usize| groups[g]["lr"].parse::<f64>().unwrap();
-    let p = || Tensor::zeros(&[2]).requires_grad_(true);
+    let p = || Tensor::zeros([2]).requires_grad_(true);
     match kind.as_str() {
         "SGD" => Box::new(SGD::with_groups(
             (0..2)
@@ -211,7 +211,7 @@ fn sgd(lrs: &[f64]) -> SGD {
         lrs.iter()
             .map(|&lr| {
                 ParamGroup::new(
-                    [Tensor::zeros(&[1]).requires_grad_(true)],
+                    [Tensor::zeros([1]).requires_grad_(true)],
                     SGDConfig { lr, momentum: 0.9, ..Default::default() },
                 )
             })
@@ -249,7 +249,7 @@ fn errors() {
     let err = s.try_step(&mut opt).unwrap_err().to_string();
     assert!(err.contains("Tried to step 4 times"), "{err}");
 
-    let mut ada = Adagrad::new([Tensor::zeros(&[1]).requires_grad_(true)], AdagradConfig::default());
+    let mut ada = Adagrad::new([Tensor::zeros([1]).requires_grad_(true)], AdagradConfig::default());
     let err = OneCycleLR::try_new(&mut ada, OneCycleLRConfig::new(1.0, 3)).unwrap_err().to_string();
     assert!(err.contains("momentum or beta1"), "{err}");
     assert!(OneCycleLR::try_new(&mut ada, OneCycleLRConfig { cycle_momentum: false, ..OneCycleLRConfig::new(1.0, 3) })
@@ -282,7 +282,7 @@ fn errors() {
     let mut s2 = StepLR::new(&mut two, 2, 0.5);
     assert!(s2.load_state_dict(&s.state_dict()).unwrap_err().to_string().contains("parameter groups"));
 
-    let mut adam = Adam::new([Tensor::zeros(&[1]).requires_grad_(true)], AdamConfig::default());
+    let mut adam = Adam::new([Tensor::zeros([1]).requires_grad_(true)], AdamConfig::default());
     let mut m = MultiStepLR::new(&mut adam, [4, 2], 0.1);
     for _ in 0..4 {
         m.step(&mut adam);

@@ -80,7 +80,7 @@ fn check(got: &Tensor, a: &Tensor, b: &Tensor) {
     let got = got.to_dtype(DType::F64).to_vec::<f64>();
     let dtype = a.dtype();
     if !dtype.is_float() {
-        let wrapped = Tensor::from_vec(want, &[got.len()]).to_dtype(dtype).to_dtype(DType::F64).to_vec::<f64>();
+        let wrapped = Tensor::from_vec(want, [got.len()]).to_dtype(dtype).to_dtype(DType::F64).to_vec::<f64>();
         assert_eq!(got, wrapped, "{dtype} {:?} @ {:?}", a.shape(), b.shape());
         return;
     }
@@ -155,11 +155,11 @@ fn views_are_read_in_place() {
         let x = data(&[5, 3, 4], dtype, 4).select(2, 1);
         check(&b.t().matmul(&x), &b.t(), &x);
         // Expanded operands: a repeated row, a matrix of one repeated value, a broadcast batch.
-        let row = data(&[1, 7], dtype, 5).expand(&[5, 7]);
+        let row = data(&[1, 7], dtype, 5).expand([5, 7]);
         check(&a.narrow(1, 0, 5).matmul(&row), &a.narrow(1, 0, 5), &row);
-        let same = data(&[1, 1], dtype, 6).expand(&[3, 5]);
+        let same = data(&[1, 1], dtype, 6).expand([3, 5]);
         check(&same.matmul(&b), &same, &b);
-        let batch = data(&[5, 7], dtype, 7).expand(&[4, 5, 7]);
+        let batch = data(&[5, 7], dtype, 7).expand([4, 5, 7]);
         let lhs = data(&[4, 2, 5], dtype, 8);
         check(&lhs.matmul(&batch), &lhs, &batch);
         // A batch of transposed matrices, and a permuted batch.
@@ -212,8 +212,8 @@ fn large_products_take_the_parallel_paths() {
 #[test]
 fn integers_wrap() {
     // uint8: 200 * 1 + 200 * 1 = 400 = 144 (mod 256), as torch gives.
-    let a = Tensor::from_vec(vec![1u8; 4], &[2, 2]);
-    let b = Tensor::from_vec(vec![200u8; 4], &[2, 2]);
+    let a = Tensor::from_vec(vec![1u8; 4], [2, 2]);
+    let b = Tensor::from_vec(vec![200u8; 4], [2, 2]);
     assert_eq!(a.matmul(&b).to_vec::<u8>(), vec![144; 4]);
     let big = Tensor::new(&[i64::MAX, 1]);
     assert_eq!(big.dot(&Tensor::new(&[2i64, 1])).item::<i64>(), i64::MAX.wrapping_mul(2).wrapping_add(1));
@@ -242,32 +242,34 @@ fn strict_forms() {
 #[test]
 fn errors_name_the_op_shapes_and_caller() {
     let e = |r: kiln::Result<Tensor>| r.unwrap_err().to_string();
-    let a = Tensor::zeros(&[2, 3]);
-    let msg = e(a.try_matmul(&Tensor::zeros(&[4, 5])));
+    let a = Tensor::zeros([2, 3]);
+    let msg = e(a.try_matmul(&Tensor::zeros([4, 5])));
     assert!(
         msg.starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at tests/matmul.rs:"),
         "{msg}"
     );
-    let msg = e(Tensor::scalar(1.0f32).try_matmul(&Tensor::zeros(&[2])));
+    let msg = e(Tensor::scalar(1.0f32).try_matmul(&Tensor::zeros([2])));
     assert!(msg.starts_with("matmul: both arguments need to be at least 1-D, but got shapes [] and [2]"), "{msg}");
-    let msg = e(Tensor::zeros(&[2, 3, 4]).try_matmul(&Tensor::zeros(&[3, 4, 2])));
+    let msg = e(Tensor::zeros([2, 3, 4]).try_matmul(&Tensor::zeros([3, 4, 2])));
     assert!(msg.contains("batch dimensions [2] and [3] cannot broadcast"), "{msg}");
-    let msg = e(a.try_matmul(&Tensor::zeros_opts(&[3, 2], DType::F64, Device::Cpu)));
+    let msg = e(a.try_matmul(&Tensor::zeros_opts([3, 2], DType::F64, Device::Cpu)));
     assert!(
         msg.starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"),
         "{msg}"
     );
-    let bools = Tensor::zeros_opts(&[2, 2], DType::Bool, Device::Cpu);
+    let bools = Tensor::zeros_opts([2, 2], DType::Bool, Device::Cpu);
     assert!(e(bools.try_matmul(&bools)).starts_with("matmul: not implemented for dtype bool"));
-    assert!(e(a.try_mm(&Tensor::zeros(&[3])))
-        .starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3] and [3]"));
-    assert!(e(Tensor::zeros(&[2, 3, 4]).try_bmm(&Tensor::zeros(&[3, 4, 2])))
-        .starts_with("bmm: expected the same batch size"));
-    assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4])))
+    assert!(
+        e(a.try_mm(&Tensor::zeros([3]))).starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3] and [3]")
+    );
+    assert!(
+        e(Tensor::zeros([2, 3, 4]).try_bmm(&Tensor::zeros([3, 4, 2]))).starts_with("bmm: expected the same batch size")
+    );
+    assert!(e(Tensor::zeros([3]).try_dot(&Tensor::zeros([4])))
         .starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
-    assert!(e(a.try_mv(&Tensor::zeros(&[2]))).starts_with("mv: shapes [2, 3] and [2] cannot be multiplied (3 != 2)"));
-    assert!(e(a.try_outer(&Tensor::zeros(&[2]))).starts_with("outer: expected 1-D and 1-D tensors"));
-    let r = std::panic::catch_unwind(|| a.matmul(&Tensor::zeros(&[4, 5])));
+    assert!(e(a.try_mv(&Tensor::zeros([2]))).starts_with("mv: shapes [2, 3] and [2] cannot be multiplied (3 != 2)"));
+    assert!(e(a.try_outer(&Tensor::zeros([2]))).starts_with("outer: expected 1-D and 1-D tensors"));
+    let r = std::panic::catch_unwind(|| a.matmul(&Tensor::zeros([4, 5])));
     let p = r.unwrap_err();
     let text = p.downcast_ref::<String>().unwrap();
     assert!(

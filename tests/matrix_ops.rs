@@ -13,7 +13,7 @@ use op_checks::{check_gradients, compiled_equals_eager, leaf, GradCase};
 
 /// x = torch.arange(24, dtype=torch.float64).view(2, 3, 4) - 11.5
 fn x() -> Tensor {
-    (Tensor::arange(24).to_dtype(DType::F64) - 11.5).view(&[2, 3, 4])
+    (Tensor::arange(24).to_dtype(DType::F64) - 11.5).view([2, 3, 4])
 }
 
 /// Panics unless `got` has `shape` and holds `want` (what PyTorch printed), NaN matching NaN.
@@ -40,11 +40,11 @@ fn values_match_pytorch() {
     let i = Tensor::new(&[[1.0f64, 2.0], [3.0, 4.0]]);
     let (a, b) = (m.narrow(0, 0, 2).narrow(1, 0, 3), m.t().narrow(0, 0, 3).narrow(1, 0, 2));
     assert_values("addmm", &i.addmm(&a, &b, 0.5, 2.0), &[2, 2], &[666.0, 414.5, 415.0, 259.5]);
-    let batch = Tensor::arange(12).to_dtype(DType::F64).view(&[2, 2, 3]);
-    let ones = Tensor::ones(&[1, 2, 2]).to_dtype(DType::F64);
+    let batch = Tensor::arange(12).to_dtype(DType::F64).view([2, 2, 3]);
+    let ones = Tensor::ones([1, 2, 2]).to_dtype(DType::F64);
     let want = [-3.0, -12.0, -12.0, -48.0, -147.0, -210.0, -210.0, -300.0];
     assert_values("baddbmm", &ones.baddbmm(&batch, &batch.transpose(1, 2), 2.0, -1.0), &[2, 2, 2], &want);
-    let nan_input = Tensor::full(&[2, 2], f64::NAN).to_dtype(DType::F64);
+    let nan_input = Tensor::full([2, 2], f64::NAN).to_dtype(DType::F64);
     assert!(!nan_input.addmm(&a, &b, 0.0, 1.0).to_vec::<f64>()[0].is_nan(), "beta = 0 ignores the input");
 
     let r = Tensor::arange(7);
@@ -75,11 +75,11 @@ fn bad_arguments_are_errors_naming_the_op() {
     let x = x();
     let cases: [(&str, kiln::Result<Tensor>, &str); 7] = [
         ("diagonal", x.try_diagonal(0, 1, -2), "cannot be identical"),
-        ("diagonal", Tensor::ones(&[3]).try_diagonal(0, 0, 1), "at least 2 dimensions"),
+        ("diagonal", Tensor::ones([3]).try_diagonal(0, 0, 1), "at least 2 dimensions"),
         ("diag", x.try_diag(0), "1-D or 2-D"),
         ("trace", x.try_trace(), "expected a matrix"),
         ("kthvalue", x.try_kthvalue(5, 2).map(|r| r.0), "k out of range"),
-        ("median", Tensor::zeros(&[0]).try_median(), "cannot be empty"),
+        ("median", Tensor::zeros([0]).try_median(), "cannot be empty"),
         ("tensor_split", x.try_tensor_split(0, 0).map(|mut v| v.remove(0)), "larger than 0"),
     ];
     for (op, r, words) in cases {
@@ -111,7 +111,7 @@ fn gradients_match_finite_differences() {
 #[test]
 fn compiled_step_equals_eager() {
     kiln::manual_seed(15);
-    let inputs = [Tensor::randn(&[3, 4, 4]), Tensor::randn(&[4, 4])];
+    let inputs = [Tensor::randn([3, 4, 4]), Tensor::randn([4, 4])];
     compiled_equals_eager(&inputs, |t| {
         let (x, w) = (&t[0], &t[1]);
         let grid = Tensor::meshgrid(&[&w.select(0, 0), &w.select(1, 1)], Indexing::Ij);

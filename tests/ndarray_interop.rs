@@ -49,21 +49,21 @@ fn every_dtype_round_trips() {
 
 #[test]
 fn to_ndarray_copies_views_in_logical_order() {
-    let t = Tensor::arange(12).reshape(&[3, 4]);
+    let t = Tensor::arange(12).reshape([3, 4]);
     let n = t.narrow(1, 1, 2).to_ndarray::<i64>();
     assert_eq!(n, arr2(&[[1i64, 2], [5, 6], [9, 10]]).into_dyn());
     assert!(n.is_standard_layout());
-    let x = Tensor::new(&[1.0f32, 2.0]).expand(&[2, 2]).to_ndarray::<f32>();
+    let x = Tensor::new(&[1.0f32, 2.0]).expand([2, 2]).to_ndarray::<f32>();
     assert_eq!(x, arr2(&[[1.0f32, 2.0], [1.0, 2.0]]).into_dyn());
     assert_eq!(Tensor::new(&4i32).to_ndarray::<i32>(), arr0(4).into_dyn());
-    assert_eq!(Tensor::zeros(&[2, 0]).to_ndarray::<f32>().shape(), &[2, 0]);
+    assert_eq!(Tensor::zeros([2, 0]).to_ndarray::<f32>().shape(), &[2, 0]);
     // Another element type casts the values, as `to_vec` and `item` do.
     assert_eq!(t.narrow(0, 0, 1).to_ndarray::<f32>(), arr2(&[[0.0f32, 1.0, 2.0, 3.0]]).into_dyn());
 }
 
 #[test]
 fn ndarray_view_borrows_without_copying() {
-    let t = Tensor::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3]);
+    let t = Tensor::from_vec((0..6).map(|i| i as f32).collect(), [2, 3]);
     {
         let guard = t.as_ndarray_view::<f32>();
         let v = guard.view();
@@ -77,11 +77,11 @@ fn ndarray_view_borrows_without_copying() {
     assert_eq!(g.view().strides(), &[1, 3]);
     let n = t.narrow(1, 1, 2);
     assert_eq!(n.as_ndarray_view::<f32>().view(), arr2(&[[1.0f32, 2.0], [4.0, 5.0]]).into_dyn());
-    let e = Tensor::new(&[1i64, 2]).expand(&[3, 2]);
+    let e = Tensor::new(&[1i64, 2]).expand([3, 2]);
     let ev = e.as_ndarray_view::<i64>();
     assert_eq!(ev.view().strides(), &[0, 1]);
     assert_eq!(ev.view().sum(), 9);
-    let z = Tensor::zeros(&[0, 3]);
+    let z = Tensor::zeros([0, 3]);
     assert_eq!(z.as_ndarray_view::<f32>().view().shape(), &[0, 3]);
     assert_eq!(t.try_as_ndarray_view::<i64>().unwrap_err().kind, ErrorKind::DType);
 }

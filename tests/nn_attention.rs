@@ -209,7 +209,7 @@ fn transformer_encoder_matches_pytorch() {
         let case = Case { fx: &fx, name };
         let d = c.num("d_model");
         let layer = nn::TransformerEncoderLayer::with_opts(d, c.num("nhead"), c.layer_opts());
-        let norm = c.flag("final_norm").then(|| nn::LayerNorm::new(&[d]));
+        let norm = c.flag("final_norm").then(|| nn::LayerNorm::new([d]));
         let mut enc = nn::TransformerEncoder::new(layer, c.num("num_layers"), norm);
         assert!(enc.is_training());
         case.load(&mut enc);
@@ -350,7 +350,7 @@ fn multihead_attention_gradients_match_finite_differences() {
     let opts = MhaOpts::default().kdim(3).add_bias_kv(true).batch_first(true);
     let mha = nn::MultiheadAttention::with_opts(4, 2, opts);
     let kpm = Tensor::new(&[[false, false, true], [false, false, false]]);
-    let am = Tensor::randn(&[2, 3]).to_dtype(DType::F64);
+    let am = Tensor::randn([2, 3]).to_dtype(DType::F64);
     let inputs = vec![randn64(&[2, 2, 4]), randn64(&[2, 3, 3]), randn64(&[2, 3, 4])];
     check_gradients(mha, inputs, |m, a| {
         let args = MhaArgs::default().key_padding_mask(&kpm).attn_mask(&am).average_attn_weights(false);
@@ -370,12 +370,12 @@ fn mha_forms_agree() {
     let mha = nn::MultiheadAttention::new(8, 4);
     let mut bf = nn::MultiheadAttention::with_opts(8, 4, MhaOpts::default().batch_first(true));
     bf.load_state_dict(&mha.state_dict()).unwrap();
-    let x = Tensor::randn(&[5, 3, 8]);
+    let x = Tensor::randn([5, 3, 8]);
     let (y, w) = mha.forward_with(&x, &x, &x, MhaArgs::default());
     assert_eq!(y.shape(), &[5, 3, 8]);
     assert_eq!(w.as_ref().unwrap().shape(), &[3, 5, 5]);
     // Averaged weights are rows of probabilities.
-    assert!(w.unwrap().sum_dim(-1).allclose(&Tensor::ones(&[3, 5]), 1e-5, 1e-5));
+    assert!(w.unwrap().sum_dim(-1).allclose(&Tensor::ones([3, 5]), 1e-5, 1e-5));
     let xb = x.transpose(0, 1);
     let (yb, _) = bf.forward_with(&xb, &xb, &xb, MhaArgs::default());
     assert!(yb.transpose(0, 1).allclose(&y, 1e-5, 1e-5));
@@ -397,7 +397,7 @@ fn mha_forms_agree() {
     assert!(!a.allclose(&y, 1e-3, 1e-3), "the mask changes the output");
     // The first query sees only the first key: its output does not depend on the others.
     let x3 = x.clone();
-    let x3 = Tensor::cat(&[x3.narrow(0, 0, 1), Tensor::randn(&[4, 3, 8])], 0);
+    let x3 = Tensor::cat(&[x3.narrow(0, 0, 1), Tensor::randn([4, 3, 8])], 0);
     let a3 = mha.forward_with(&x3, &x3, &x3, MhaArgs::default().attn_mask(&causal)).0;
     assert!(a3.select(0, 0).allclose(&a.select(0, 0), 1e-5, 1e-5));
 }
@@ -406,7 +406,7 @@ fn mha_forms_agree() {
 fn dropout_acts_in_train_mode_only() {
     let _seeded = seeded();
     kiln::manual_seed(21);
-    let (q, k, v) = (Tensor::randn(&[2, 3, 4]), Tensor::randn(&[2, 5, 4]), Tensor::randn(&[2, 5, 4]));
+    let (q, k, v) = (Tensor::randn([2, 3, 4]), Tensor::randn([2, 5, 4]), Tensor::randn([2, 5, 4]));
     // p = 1 drops every weight: zeros.
     let y = F::scaled_dot_product_attention(&q, &k, &v, None, 1.0, false, None);
     assert!(y.eq(0.0).all().item::<bool>());
@@ -414,12 +414,12 @@ fn dropout_acts_in_train_mode_only() {
     let yd = F::scaled_dot_product_attention(&q, &k, &v, None, 0.5, false, None);
     assert!(!yd.allclose(&y0, 1e-3, 1e-3));
     let mut mha = nn::MultiheadAttention::with_opts(4, 2, MhaOpts::default().dropout(1.0));
-    let x = Tensor::randn(&[3, 2, 4]);
+    let x = Tensor::randn([3, 2, 4]);
     let (_, w) = mha.forward_with(&x, &x, &x, MhaArgs::default());
     assert!(w.unwrap().eq(0.0).all().item::<bool>(), "p = 1 in train mode zeroes the weights");
     mha.eval();
     let (_, w) = mha.forward_with(&x, &x, &x, MhaArgs::default());
-    assert!(w.unwrap().sum_dim(-1).allclose(&Tensor::ones(&[2, 3]), 1e-5, 1e-5));
+    assert!(w.unwrap().sum_dim(-1).allclose(&Tensor::ones([2, 3]), 1e-5, 1e-5));
     // An encoder layer's dropouts follow train()/eval() too.
     let mut layer =
         nn::TransformerEncoderLayer::with_opts(4, 2, TransformerLayerOpts::default().dim_feedforward(8).dropout(0.5));
@@ -458,12 +458,12 @@ fn train_classifier(compiled: bool, steps: usize) -> Trained {
         .activation(TransformerActivation::Gelu);
     let layer = nn::TransformerEncoderLayer::with_opts(8, 2, opts);
     let net = Classifier {
-        encoder: nn::TransformerEncoder::new(layer, 2, Some(nn::LayerNorm::new(&[8]))),
+        encoder: nn::TransformerEncoder::new(layer, 2, Some(nn::LayerNorm::new([8]))),
         head: nn::Linear::new(8, 3),
     };
     let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
-    let x = Tensor::randn(&[4, 5, 8]);
-    let y = Tensor::randint(0, 3, &[4]);
+    let x = Tensor::randn([4, 5, 8]);
+    let y = Tensor::randint(0, 3, [4]);
     let criterion = nn::CrossEntropyLoss::new();
     let mut body = |(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();

@@ -53,8 +53,8 @@ fn run(net: &Net, opt: &mut SGD, sched: &mut StepLR, first_step: usize, steps: u
     let mut losses = Vec::new();
     for step in first_step..first_step + steps {
         kiln::manual_seed(1000 + step as u64);
-        let x = Tensor::randn(&[4, 3, 32, 32]);
-        let y = Tensor::randint(0, 10, &[4]);
+        let x = Tensor::randn([4, 3, 32, 32]);
+        let y = Tensor::randint(0, 10, [4]);
         opt.zero_grad();
         let loss = criterion.forward(&net.forward(&x), &y);
         loss.backward();

@@ -129,12 +129,12 @@ fn gradgradcheck_conv2d() {
 
 #[test]
 fn grad_fn_names_follow_pytorch() {
-    let x = Tensor::randn(&[1, 1, 4, 4]).requires_grad_(true);
-    let w = Tensor::randn(&[1, 1, 3, 3]).requires_grad_(true);
+    let x = Tensor::randn([1, 1, 4, 4]).requires_grad_(true);
+    let w = Tensor::randn([1, 1, 3, 3]).requires_grad_(true);
     let y = F::conv2d(&x, &w, None, &Default::default());
     assert_eq!(y.grad_fn().unwrap().name(), "ConvolutionBackward0");
-    let w1 = Tensor::randn(&[2, 1, 3]).requires_grad_(true);
-    let y1 = F::conv1d(&x.view(&[1, 1, 16]), &w1, None, &Default::default());
+    let w1 = Tensor::randn([2, 1, 3]).requires_grad_(true);
+    let y1 = F::conv1d(&x.view([1, 1, 16]), &w1, None, &Default::default());
     assert_eq!(y1.grad_fn().unwrap().name(), "ConvolutionBackward0");
     let gx = kiln::autograd::grad(
         &[&y.sum()],
@@ -149,7 +149,7 @@ fn grad_fn_names_follow_pytorch() {
 #[test]
 fn input_and_weight_may_share_storage() {
     // conv of x by itself (one storage read twice) equals conv by a copy.
-    let x = Tensor::randn(&[1, 1, 3, 3]);
+    let x = Tensor::randn([1, 1, 3, 3]);
     let same = F::conv2d(&x, &x, None, &Default::default());
     let copy = F::conv2d(&x, &x.deep_clone(), None, &Default::default());
     assert_eq!(same.to_vec::<f32>(), copy.to_vec::<f32>());
@@ -158,25 +158,25 @@ fn input_and_weight_may_share_storage() {
 #[test]
 fn dtype_errors_name_both_dtypes() {
     let e = |r: kiln::Result<Tensor>| r.unwrap_err().to_string();
-    let x = Tensor::zeros(&[1, 1, 4, 4]);
-    let w64 = Tensor::zeros(&[1, 1, 3, 3]).to_dtype(DType::F64);
+    let x = Tensor::zeros([1, 1, 4, 4]);
+    let w64 = Tensor::zeros([1, 1, 3, 3]).to_dtype(DType::F64);
     let m = e(F::try_conv2d(&x, &w64, None, &Default::default()));
     assert!(m.starts_with("conv2d: input type (float32) and weight type (float64) should be the same"), "{m}");
     assert!(m.contains(file!()), "{m}");
     let xi = x.to_dtype(DType::I64);
     let m = e(F::try_conv2d(&xi, &w64.to_dtype(DType::I64), None, &Default::default()));
     assert!(m.starts_with("conv2d: not implemented for dtype int64"), "{m}");
-    let m = e(F::try_conv2d(&x, &Tensor::zeros(&[1, 1, 3, 3]), None, &Conv2dOpts { groups: 0, ..Default::default() }));
+    let m = e(F::try_conv2d(&x, &Tensor::zeros([1, 1, 3, 3]), None, &Conv2dOpts { groups: 0, ..Default::default() }));
     assert!(m.starts_with("conv2d: non-positive groups"), "{m}");
     let m =
-        e(F::try_conv2d(&x, &Tensor::zeros(&[1, 1, 3, 3]), None, &Conv2dOpts { stride: [0, 1], ..Default::default() }));
+        e(F::try_conv2d(&x, &Tensor::zeros([1, 1, 3, 3]), None, &Conv2dOpts { stride: [0, 1], ..Default::default() }));
     assert!(m.starts_with("conv2d: non-positive stride"), "{m}");
 }
 
 #[test]
 fn the_panicking_form_reports_the_callers_line() {
     let r = common::catch_quietly(|| {
-        F::conv2d(&Tensor::zeros(&[1, 2, 4, 4]), &Tensor::zeros(&[1, 1, 3, 3]), None, &Default::default())
+        F::conv2d(&Tensor::zeros([1, 2, 4, 4]), &Tensor::zeros([1, 1, 3, 3]), None, &Default::default())
     });
     let m = common::panic_message(&*r.unwrap_err());
     assert!(m.starts_with("conv2d: given groups=1, weight of size [1, 1, 3, 3], expected input [1, 2, 4, 4] to have 1 channels, but got 2"), "{m}");

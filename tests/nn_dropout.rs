@@ -15,7 +15,7 @@ use seeded::seeded;
 /// Non-zero values whose products with 1.25 are exact in f32.
 fn input(n: usize) -> Tensor {
     let v: Vec<f32> = (0..n).map(|i| ((i % 13) as f32 - 6.5) / 4.0).collect();
-    Tensor::from_vec(v, &[n])
+    Tensor::from_vec(v, [n])
 }
 
 #[test]
@@ -24,7 +24,7 @@ fn fraction_zeroed_is_close_to_p_and_scaling_is_exact() {
     kiln::manual_seed(7);
     for p in [0.1, 0.3, 0.75] {
         let n = 100_000;
-        let y = F::dropout(&Tensor::ones(&[n]), p, true).to_vec::<f32>();
+        let y = F::dropout(&Tensor::ones([n]), p, true).to_vec::<f32>();
         let zeroed = y.iter().filter(|&&v| v == 0.0).count() as f64 / n as f64;
         // the standard deviation of the fraction is sqrt(p(1-p)/n) < 0.0016: 0.01 is > 6 sigma
         assert!((zeroed - p).abs() < 0.01, "p = {p}: {zeroed} zeroed");
@@ -46,8 +46,8 @@ fn eval_and_p_zero_are_the_identity_and_p_one_gives_zeros() {
     for (p, training) in [(0.5, false), (0.0, true)] {
         let y = F::dropout(&x, p, training);
         assert!(y.shares_storage_with(&x) && y.equal(&x));
-        let y2 = F::dropout2d(&x.view(&[2, 2, 4, 4]), p, training);
-        assert!(y2.equal(&x.view(&[2, 2, 4, 4])));
+        let y2 = F::dropout2d(&x.view([2, 2, 4, 4]), p, training);
+        assert!(y2.equal(&x.view([2, 2, 4, 4])));
     }
     let z = F::dropout(&x, 1.0, true);
     assert!(z.equal(&x.zeros_like()));
@@ -89,7 +89,7 @@ fn channel_dropout_drops_whole_channels() {
     let _seeded = seeded();
     kiln::manual_seed(5);
     let (n, c) = (40, 50);
-    let x = Tensor::ones(&[n, c, 3, 2]);
+    let x = Tensor::ones([n, c, 3, 2]);
     let y = F::dropout2d(&x, 0.3, true).to_vec::<f32>();
     let mut dropped = 0;
     for ch in y.chunks(6) {
@@ -102,11 +102,11 @@ fn channel_dropout_drops_whole_channels() {
     assert!((frac - 0.3).abs() < 0.06, "{frac}");
     // a 3-D input is (N, C, L) for dropout2d and dropout1d; dropout3d takes (C, D, H, W) too
     for (y, len) in [
-        (F::dropout2d(&Tensor::ones(&[8, 16, 5]), 0.5, true), 5),
-        (F::dropout1d(&Tensor::ones(&[8, 16, 5]), 0.5, true), 5),
-        (F::dropout1d(&Tensor::ones(&[16, 5]), 0.5, true), 5),
-        (F::dropout3d(&Tensor::ones(&[16, 2, 2, 2]), 0.5, true), 8),
-        (F::dropout3d(&Tensor::ones(&[2, 8, 2, 2, 2]), 0.5, true), 8),
+        (F::dropout2d(&Tensor::ones([8, 16, 5]), 0.5, true), 5),
+        (F::dropout1d(&Tensor::ones([8, 16, 5]), 0.5, true), 5),
+        (F::dropout1d(&Tensor::ones([16, 5]), 0.5, true), 5),
+        (F::dropout3d(&Tensor::ones([16, 2, 2, 2]), 0.5, true), 8),
+        (F::dropout3d(&Tensor::ones([2, 8, 2, 2, 2]), 0.5, true), 8),
     ] {
         let v = y.to_vec::<f32>();
         assert!(v.chunks(len).all(|ch| ch.iter().all(|&e| e == ch[0])));
@@ -117,7 +117,7 @@ fn channel_dropout_drops_whole_channels() {
 #[test]
 fn bad_arguments_are_errors_naming_the_op() {
     let _seeded = seeded();
-    let x = Tensor::ones(&[2, 3]);
+    let x = Tensor::ones([2, 3]);
     let e = F::try_dropout(&x, 1.5, true).unwrap_err().to_string();
     assert!(e.starts_with("dropout: dropout probability has to be between 0 and 1, but got 1.5"), "{e}");
     let e = F::try_dropout(&x, -0.1, false).unwrap_err().to_string();

@@ -72,22 +72,22 @@ fn pixel_shuffles_match_pytorch() {
 fn small_cases_by_hand() {
     // F.interpolate(torch.arange(6.).view(1, 1, 6), size=4): nearest [0, 1, 3, 4],
     // nearest-exact [0, 2, 3, 5]; scale_factor=0.5: [0, 2, 4].
-    let x = Tensor::arange(6).to_dtype(DType::F32).view(&[1, 1, 6]);
+    let x = Tensor::arange(6).to_dtype(DType::F32).view([1, 1, 6]);
     assert_eq!(F::interpolate(&x, 4, InterpolateMode::Nearest, None).to_vec::<f32>(), [0.0, 1.0, 3.0, 4.0]);
     assert_eq!(F::interpolate(&x, 4, InterpolateMode::NearestExact, None).to_vec::<f32>(), [0.0, 2.0, 3.0, 5.0]);
     assert_eq!(F::interpolate(&x, 0.5, InterpolateMode::Nearest, None).to_vec::<f32>(), [0.0, 2.0, 4.0]);
     // linear 2 → 4: align_corners=False [0, 0.25, 0.75, 1], True [0, 1/3, 2/3, 1].
-    let t = Tensor::from_vec(vec![0.0f64, 1.0], &[1, 1, 2]);
+    let t = Tensor::from_vec(vec![0.0f64, 1.0], [1, 1, 2]);
     assert_eq!(F::interpolate(&t, 4, InterpolateMode::Linear, false).to_vec::<f64>(), [0.0, 0.25, 0.75, 1.0]);
     let a = F::interpolate(&t, 4, InterpolateMode::Linear, true).to_vec::<f64>();
     assert!(a.iter().zip([0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0]).all(|(g, w)| (g - w).abs() < 1e-15), "{a:?}");
     // Nearest takes integer tensors (index_select keeps the dtype).
-    let i = Tensor::from_vec(vec![1i64, 2, 3, 4], &[1, 1, 2, 2]);
+    let i = Tensor::from_vec(vec![1i64, 2, 3, 4], [1, 1, 2, 2]);
     let up = F::interpolate(&i, 2.0, InterpolateMode::Nearest, None);
     assert_eq!((up.dtype(), up.shape()), (DType::I64, &[1, 1, 4, 4][..]));
     assert_eq!(up.to_vec::<i64>()[..8], [1, 1, 2, 2, 1, 1, 2, 2]);
     // pixel_unshuffle undoes pixel_shuffle.
-    let y = Tensor::randn(&[2, 3, 4, 6]);
+    let y = Tensor::randn([2, 3, 4, 6]);
     let back = F::pixel_shuffle(&F::pixel_unshuffle(&y, 2), 2);
     assert_eq!(back.to_vec::<f32>(), y.to_vec::<f32>());
 }
@@ -132,8 +132,8 @@ fn gradients_match_finite_differences() {
 #[test]
 fn compiled_equals_eager_with_no_graph_break() {
     kiln::manual_seed(12);
-    let x = Tensor::randn(&[2, 4, 3, 5]).requires_grad_(true);
-    let w = Tensor::randn(&[2, 1, 12, 20]);
+    let x = Tensor::randn([2, 4, 3, 5]).requires_grad_(true);
+    let w = Tensor::randn([2, 1, 12, 20]);
     let body = |(x, w): (&Tensor, &Tensor)| {
         x.set_grad(None);
         let a = F::interpolate(x, 4.0, InterpolateMode::Nearest, None);
@@ -181,7 +181,7 @@ fn modules_print_like_pytorch_and_resample_as_f_interpolate() {
     assert_eq!(nn::PixelUnshuffle::new(2).to_string(), "PixelUnshuffle(downscale_factor=2)");
 
     kiln::manual_seed(13);
-    let x = Tensor::randn(&[1, 4, 3, 4]);
+    let x = Tensor::randn([1, 4, 3, 4]);
     let same = |got: Tensor, want: Tensor| {
         assert_eq!(got.shape(), want.shape());
         assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
@@ -196,7 +196,7 @@ fn modules_print_like_pytorch_and_resample_as_f_interpolate() {
     );
     same(nn::UpsamplingNearest2d::new(6).forward(&x), F::interpolate(&x, 6, InterpolateMode::Nearest, None));
     same(nn::PixelShuffle::new(2).forward(&x), F::pixel_shuffle(&x, 2));
-    let t = Tensor::randn(&[1, 2, 4, 6]).transpose(2, 3);
+    let t = Tensor::randn([1, 2, 4, 6]).transpose(2, 3);
     same(nn::PixelUnshuffle::new(2).forward(&t), F::pixel_unshuffle(&t, 2));
 }
 
@@ -214,7 +214,7 @@ fn assert_error(r: kiln::Result<Tensor>, op: &str, kind: ErrorKind, words: &[&st
 
 #[test]
 fn bad_arguments_are_errors_naming_the_op_shapes_and_line() {
-    let x = Tensor::zeros(&[1, 1, 5]);
+    let x = Tensor::zeros([1, 1, 5]);
     let i = "interpolate";
     assert_error(
         F::try_interpolate(&x, 2.0, InterpolateMode::Nearest, true),
@@ -229,7 +229,7 @@ fn bad_arguments_are_errors_naming_the_op_shapes_and_line() {
         &["3-D input of shape [1, 1, 5]", "bilinear mode needs 4-D input"],
     );
     assert_error(
-        F::try_interpolate(&Tensor::zeros(&[5]), 2, InterpolateMode::Nearest, None),
+        F::try_interpolate(&Tensor::zeros([5]), 2, InterpolateMode::Nearest, None),
         i,
         ErrorKind::Shape,
         &["1-D input of shape [5]"],
@@ -253,13 +253,13 @@ fn bad_arguments_are_errors_naming_the_op_shapes_and_line() {
         &["greater than 0", "[0]"],
     );
     assert_error(
-        F::try_interpolate(&Tensor::zeros(&[1, 0, 4]), 3, InterpolateMode::Nearest, None),
+        F::try_interpolate(&Tensor::zeros([1, 0, 4]), 3, InterpolateMode::Nearest, None),
         i,
         ErrorKind::Shape,
         &["non-empty", "[1, 0, 4]"],
     );
     assert_error(
-        F::try_interpolate(&Tensor::zeros(&[1, 1, 4]).to_dtype(DType::I64), 3, InterpolateMode::Linear, None),
+        F::try_interpolate(&Tensor::zeros([1, 1, 4]).to_dtype(DType::I64), 3, InterpolateMode::Linear, None),
         i,
         ErrorKind::DType,
         &["linear", "int64", "[1, 1, 4]"],
@@ -268,38 +268,32 @@ fn bad_arguments_are_errors_naming_the_op_shapes_and_line() {
     o.recompute_scale_factor = Some(true);
     assert_error(F::try_interpolate_opts(&x, &o), i, ErrorKind::Value, &["recompute_scale_factor"]);
     // A batch of 0 is fine, as in PyTorch.
-    assert_eq!(F::interpolate(&Tensor::zeros(&[0, 1, 4]), 3, InterpolateMode::Nearest, None).shape(), &[0, 1, 3]);
+    assert_eq!(F::interpolate(&Tensor::zeros([0, 1, 4]), 3, InterpolateMode::Nearest, None).shape(), &[0, 1, 3]);
 
     let p = "pixel_shuffle";
     assert_error(
-        F::try_pixel_shuffle(&Tensor::zeros(&[1, 3, 2, 2]), 2),
+        F::try_pixel_shuffle(&Tensor::zeros([1, 3, 2, 2]), 2),
         p,
         ErrorKind::Shape,
         &["divisible", "[1, 3, 2, 2]"],
     );
     assert_error(
-        F::try_pixel_shuffle(&Tensor::zeros(&[3, 2]), 2),
+        F::try_pixel_shuffle(&Tensor::zeros([3, 2]), 2),
         p,
         ErrorKind::Shape,
         &["at least 3 dimensions", "[3, 2]"],
     );
+    assert_error(F::try_pixel_shuffle(&Tensor::zeros([4, 2, 2]), 0), p, ErrorKind::Value, &["positive upscale_factor"]);
     assert_error(
-        F::try_pixel_shuffle(&Tensor::zeros(&[4, 2, 2]), 0),
-        p,
-        ErrorKind::Value,
-        &["positive upscale_factor"],
-    );
-    assert_error(
-        F::try_pixel_unshuffle(&Tensor::zeros(&[1, 3, 3, 2]), 2),
+        F::try_pixel_unshuffle(&Tensor::zeros([1, 3, 3, 2]), 2),
         "pixel_unshuffle",
         ErrorKind::Shape,
         &["divisible by downscale_factor 2", "[1, 3, 3, 2]"],
     );
     // The panicking form reports the caller's line too.
-    let text =
-        std::panic::catch_unwind(|| F::interpolate(&Tensor::zeros(&[1, 5]), 2.0, InterpolateMode::Nearest, None))
-            .expect_err("a panic")
-            .downcast::<String>()
-            .expect("a message");
+    let text = std::panic::catch_unwind(|| F::interpolate(&Tensor::zeros([1, 5]), 2.0, InterpolateMode::Nearest, None))
+        .expect_err("a panic")
+        .downcast::<String>()
+        .expect("a message");
     assert!(text.starts_with("interpolate: ") && text.contains(&format!("(at {HERE}:")), "{text}");
 }

@@ -229,20 +229,20 @@ fn small_cases_by_hand() {
     let _seeded = seeded();
     // A 1x1 input through a stride-2 transposed convolution places the kernel: ones(1, 1, 1, 1)
     // by arange(4).view(1, 1, 2, 2) is the kernel itself; output_padding adds a zero row/column.
-    let x = Tensor::ones(&[1, 1, 1, 1]);
-    let w = Tensor::arange(4).to_dtype(DType::F32).view(&[1, 1, 2, 2]);
+    let x = Tensor::ones([1, 1, 1, 1]);
+    let w = Tensor::arange(4).to_dtype(DType::F32).view([1, 1, 2, 2]);
     let o = ConvTransposeOpts { stride: [2, 2], output_padding: [1, 1], ..Default::default() };
     let y = F::conv_transpose2d(&x, &w, None, &o);
     assert_eq!(y.to_vec::<f32>(), [0.0, 1.0, 0.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0]);
     // Adaptive max over [0, 5, 1, 4, 2, 3] to 2 windows of 3: [5, 4] at [1, 3].
-    let x = Tensor::from_slice(&[0.0f32, 5.0, 1.0, 4.0, 2.0, 3.0]).view(&[1, 1, 6]);
+    let x = Tensor::from_slice(&[0.0f32, 5.0, 1.0, 4.0, 2.0, 3.0]).view([1, 1, 6]);
     let (v, i) = F::adaptive_max_pool2d_with_indices(&x, [1, 2]);
     assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![5.0, 4.0], vec![1, 3]));
     assert_eq!(F::max_pool1d(&x, 2).to_vec::<f32>(), [5.0, 4.0, 3.0]);
     assert_eq!(F::avg_pool1d(&x, 3).to_vec::<f32>(), [2.0, 3.0]);
     // f16 inputs compute in f32 and keep their dtype.
-    let h = Tensor::ones(&[1, 1, 2, 2, 2]).to_dtype(DType::F16);
-    let y = F::conv3d(&h, &Tensor::ones(&[1, 1, 2, 2, 2]).to_dtype(DType::F16), None, &Default::default());
+    let h = Tensor::ones([1, 1, 2, 2, 2]).to_dtype(DType::F16);
+    let y = F::conv3d(&h, &Tensor::ones([1, 1, 2, 2, 2]).to_dtype(DType::F16), None, &Default::default());
     assert_eq!((y.dtype(), y.to_dtype(DType::F32).to_vec::<f32>()), (DType::F16, vec![8.0]));
 }
 
@@ -440,14 +440,14 @@ fn parameters_are_initialised_as_pytorch_does() {
 fn modules_forward_their_functions() {
     let _seeded = seeded();
     kiln::manual_seed(10);
-    let x = Tensor::randn(&[2, 4, 3, 3]);
+    let x = Tensor::randn([2, 4, 3, 3]);
     let ct = nn::ConvTranspose2d::new(4, 2, 2);
     assert_eq!(
         ct.forward(&x).to_vec::<f32>(),
         F::conv_transpose2d(&x, &ct.weight, ct.bias.as_ref(), &ct.opts).to_vec::<f32>()
     );
-    assert_eq!(nn::Conv3d::new(3, 2, 2).forward(&Tensor::randn(&[1, 3, 4, 3, 3])).shape(), &[1, 2, 3, 2, 2]);
-    let seq = Tensor::randn(&[2, 3, 8]);
+    assert_eq!(nn::Conv3d::new(3, 2, 2).forward(&Tensor::randn([1, 3, 4, 3, 3])).shape(), &[1, 2, 3, 2, 2]);
+    let seq = Tensor::randn([2, 3, 8]);
     assert_eq!(nn::ConvTranspose1d::new(3, 5, 3).forward(&seq).shape(), &[2, 5, 10]);
     assert_eq!(nn::MaxPool1d::new(2).forward_with_indices(&seq).1.shape(), &[2, 3, 4]);
     assert_eq!(nn::AvgPool1d::new(4).forward(&seq).shape(), &[2, 3, 2]);
@@ -480,8 +480,8 @@ fn assert_error(r: kiln::Result<Tensor>, op: &str, kind: ErrorKind, words: &[&st
 #[test]
 fn bad_inputs_are_errors_naming_the_op_shapes_and_line() {
     let _seeded = seeded();
-    let x = Tensor::zeros(&[1, 2, 3, 3]);
-    let w = Tensor::zeros(&[3, 2, 2, 2]);
+    let x = Tensor::zeros([1, 2, 3, 3]);
+    let w = Tensor::zeros([3, 2, 2, 2]);
     let d = ConvTransposeOpts::default();
     #[rustfmt::skip]
     assert_error(F::try_conv_transpose2d(&x, &w, None, &d), "conv_transpose2d", ErrorKind::Shape, &["[3, 2, 2, 2]", "[1, 2, 3, 3]", "3 channels"]);
@@ -490,14 +490,14 @@ fn bad_inputs_are_errors_naming_the_op_shapes_and_line() {
     assert_error(F::try_conv_transpose2d(&x, &w.narrow(0, 0, 2), None, &bad_pad), "conv_transpose2d", ErrorKind::Value, &["output padding must be smaller"]);
     let crop = ConvTransposeOpts { padding: [3], ..Default::default() };
     #[rustfmt::skip]
-    assert_error(F::try_conv_transpose1d(&Tensor::zeros(&[1, 1, 2]), &Tensor::zeros(&[1, 1, 2]), None, &crop), "conv_transpose1d", ErrorKind::Shape, &["too small", "[1, 1, 2]"]);
+    assert_error(F::try_conv_transpose1d(&Tensor::zeros([1, 1, 2]), &Tensor::zeros([1, 1, 2]), None, &crop), "conv_transpose1d", ErrorKind::Shape, &["too small", "[1, 1, 2]"]);
     #[rustfmt::skip]
-    assert_error(F::try_conv3d(&x, &Tensor::zeros(&[1, 1, 3, 2, 2]), None, &Default::default()), "conv3d", ErrorKind::Shape, &["kernel size can't be greater", "[1, 2, 3, 3]"]);
+    assert_error(F::try_conv3d(&x, &Tensor::zeros([1, 1, 3, 2, 2]), None, &Default::default()), "conv3d", ErrorKind::Shape, &["kernel size can't be greater", "[1, 2, 3, 3]"]);
     #[rustfmt::skip]
-    assert_error(F::try_conv3d(&Tensor::zeros(&[1, 3, 2, 2, 2]), &Tensor::zeros(&[1, 2, 1, 1, 1]), None, &Default::default()), "conv3d", ErrorKind::Shape, &["to have 2 channels", "[1, 3, 2, 2, 2]"]);
+    assert_error(F::try_conv3d(&Tensor::zeros([1, 3, 2, 2, 2]), &Tensor::zeros([1, 2, 1, 1, 1]), None, &Default::default()), "conv3d", ErrorKind::Shape, &["to have 2 channels", "[1, 3, 2, 2, 2]"]);
     #[rustfmt::skip]
     assert_error(F::try_max_pool1d_opts(&x, &MaxPool1dOpts::new(2)), "max_pool1d", ErrorKind::Shape, &["2D (unbatched) or 3D", "[1, 2, 3, 3]"]);
-    let seq = Tensor::zeros(&[2, 3]);
+    let seq = Tensor::zeros([2, 3]);
     #[rustfmt::skip]
     assert_error(F::try_avg_pool1d_opts(&seq, &AvgPool1dOpts { padding: 2, ..AvgPool1dOpts::new(2) }), "avg_pool1d", ErrorKind::Value, &["half of kernel size"]);
     #[rustfmt::skip]
@@ -505,9 +505,9 @@ fn bad_inputs_are_errors_naming_the_op_shapes_and_line() {
     #[rustfmt::skip]
     assert_error(F::try_max_pool3d_with_indices(&seq, &MaxPool3dOpts::new([1; 3])).map(|r| r.1), "max_pool3d", ErrorKind::Shape, &["4D (unbatched) or 5D", "[2, 3]"]);
     #[rustfmt::skip]
-    assert_error(F::try_adaptive_max_pool2d(&Tensor::zeros(&[4]), [2, 2]), "adaptive_max_pool2d", ErrorKind::Shape, &["[4]"]);
+    assert_error(F::try_adaptive_max_pool2d(&Tensor::zeros([4]), [2, 2]), "adaptive_max_pool2d", ErrorKind::Shape, &["[4]"]);
     #[rustfmt::skip]
-    assert_error(F::try_bilinear(&seq, &seq, &Tensor::zeros(&[2, 3, 4]), None), "bilinear", ErrorKind::Shape, &["[2, 3]", "[2, 3, 4]"]);
+    assert_error(F::try_bilinear(&seq, &seq, &Tensor::zeros([2, 3, 4]), None), "bilinear", ErrorKind::Shape, &["[2, 3]", "[2, 3, 4]"]);
     // The panicking form reports the caller's line too.
     let line = line!() + 1;
     let err = catch_unwind(AssertUnwindSafe(|| F::conv3d(&x, &w, None, &Default::default()))).expect_err("panics");

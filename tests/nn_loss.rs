@@ -140,19 +140,19 @@ fn errors_name_the_op_and_the_callers_line() {
 
 #[test]
 fn kiln_specific_errors() {
-    let x = Tensor::zeros(&[3, 4]);
-    let e = F::try_mse_loss_opts(&x, &Tensor::zeros(&[4]), Reduction::Mean).unwrap_err().to_string();
+    let x = Tensor::zeros([3, 4]);
+    let e = F::try_mse_loss_opts(&x, &Tensor::zeros([4]), Reduction::Mean).unwrap_err().to_string();
     assert!(
         e.starts_with("mse_loss: ") && e.contains("[4]") && e.contains("[3, 4]") && e.contains("nn_loss.rs"),
         "{e}"
     );
     let e = F::try_cross_entropy(&x, &Tensor::new(&[0i64, 9, 1])).unwrap_err().to_string();
     assert!(e.starts_with("cross_entropy: target 9 is out of bounds"), "{e}");
-    let e = F::try_cross_entropy(&Tensor::zeros(&[3, 4]).to_dtype(DType::I64), &Tensor::new(&[0i64, 1, 1]))
+    let e = F::try_cross_entropy(&Tensor::zeros([3, 4]).to_dtype(DType::I64), &Tensor::new(&[0i64, 1, 1]))
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("cross_entropy: ") && e.contains("int64"), "{e}");
-    let e = F::try_kl_div(&x, &Tensor::zeros(&[3, 1]), Reduction::Sum, false).unwrap_err().to_string();
+    let e = F::try_kl_div(&x, &Tensor::zeros([3, 1]), Reduction::Sum, false).unwrap_err().to_string();
     assert!(e.starts_with("kl_div: ") && e.contains("[3, 1]"), "{e}");
     // The panicking form reports the caller's line.
     let line = line!() + 1;
@@ -244,11 +244,11 @@ fn gradgradcheck_mse_and_cross_entropy() {
 #[test]
 fn modules_apply_their_options() {
     kiln::manual_seed(3);
-    let x = Tensor::randn(&[4, 3]);
-    let t = Tensor::randn(&[4, 3]);
+    let x = Tensor::randn([4, 3]);
+    let t = Tensor::randn([4, 3]);
     let c = Tensor::new(&[0i64, 2, 1, 2]);
     let w = Tensor::new(&[1.0f32, 0.5, 2.0]);
-    let p = Tensor::rand(&[4, 3]) * 0.8 + 0.1;
+    let p = Tensor::rand([4, 3]) * 0.8 + 0.1;
     let same = |a: Tensor, b: Tensor| assert!(a.allclose(&b, 0.0, 0.0), "{a} vs {b}");
     same(nn::MSELoss::new().reduction(Reduction::Sum).forward(&x, &t), F::mse_loss_opts(&x, &t, Reduction::Sum));
     same(nn::L1Loss::new().forward(&x, &t), F::l1_loss(&x, &t));
@@ -293,7 +293,7 @@ fn modules_apply_their_options() {
     let e = nn::CrossEntropyLoss::new().try_forward(&x, &Tensor::new(&[0i64, 3, 1, 2])).unwrap_err();
     assert_eq!(e.op, "cross_entropy");
     // a loss trains: one SGD-like step lowers the loss
-    let logits = Tensor::randn(&[4, 3]).requires_grad_(true);
+    let logits = Tensor::randn([4, 3]).requires_grad_(true);
     let ce = nn::CrossEntropyLoss::new();
     let before = ce.forward(&logits, &c);
     before.backward();

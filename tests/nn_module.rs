@@ -33,10 +33,10 @@ impl Net {
         Net {
             first: nn::Linear::new(4, 3),
             blocks: (0..2)
-                .map(|_| Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones(&[3]) })
+                .map(|_| Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones([3]) })
                 .collect(),
             head: Some(nn::Linear::with_bias(3, 2, false)),
-            gain: Tensor::ones(&[1]).requires_grad_(true),
+            gain: Tensor::ones([1]).requires_grad_(true),
             hidden: 3,
             training: true,
         }
@@ -100,7 +100,7 @@ fn vec_fields_print_as_pytorch_module_lists() {
     let mut net = Net::new();
     assert_eq!(net.to_string(), want);
     // Items that differ print one by one, runs of equal ones collapse (PyTorch 2's repr).
-    net.blocks.push(Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones(&[3]) });
+    net.blocks.push(Block { fc: nn::Linear::new(3, 3), act: nn::ReLU, scale: Tensor::ones([3]) });
     net.blocks[1].fc = nn::Linear::with_bias(3, 3, false);
     let text = net.to_string();
     assert!(text.contains("  (blocks): ModuleList(\n    (0): Block(\n"), "{text}");
@@ -145,7 +145,7 @@ fn linear_init_uses_pytorch_bounds_and_forward_is_affine() {
     let b: Vec<f32> = fc.bias.as_ref().unwrap().to_vec();
     assert!(w.iter().chain(&b).all(|x| x.abs() <= 0.1 + 1e-7), "U(±1/√100)");
     assert!(w.iter().any(|x| x.abs() > 0.09));
-    let x = Tensor::randn(&[7, 100]);
+    let x = Tensor::randn([7, 100]);
     let y = fc.forward(&x);
     let want = x.matmul(&fc.weight.t()) + fc.bias.as_ref().unwrap();
     assert_eq!(y.to_vec::<f32>(), want.to_vec::<f32>());
@@ -162,11 +162,11 @@ fn state_dict_round_trip_and_strict_errors() {
     b.load_state_dict(&sd).unwrap();
     // Loaded in place: the old handle (an optimizer's) sees the new values.
     assert_eq!(keep.to_vec::<f32>(), a.first.weight.to_vec::<f32>());
-    let x = Tensor::randn(&[2, 4]);
+    let x = Tensor::randn([2, 4]);
     assert_eq!(a.forward(&x).to_vec::<f32>(), b.forward(&x).to_vec::<f32>());
 
     let mut partial: StateDict = sd.iter().filter(|(n, _)| *n != "head.weight").map(|(n, t)| (n, t.clone())).collect();
-    partial.insert("extra.weight", Tensor::zeros(&[1]));
+    partial.insert("extra.weight", Tensor::zeros([1]));
     let err = b.load_state_dict(&partial).unwrap_err().to_string();
     assert!(
         err.contains("missing keys [\"head.weight\"]") && err.contains("unexpected keys [\"extra.weight\"]"),
@@ -177,7 +177,7 @@ fn state_dict_round_trip_and_strict_errors() {
     assert_eq!(report.unexpected_keys, ["extra.weight"]);
 
     let mut wrong = sd.clone();
-    wrong.insert("first.weight", Tensor::zeros(&[3, 5]));
+    wrong.insert("first.weight", Tensor::zeros([3, 5]));
     let err = b.load_state_dict(&wrong).unwrap_err().to_string();
     assert!(
         err.contains("size mismatch for first.weight") && err.contains("[3, 5]") && err.contains("[3, 4]"),
@@ -194,7 +194,7 @@ fn save_and_load_a_module_through_safetensors() {
     let mut b = Net { first: nn::Linear::new(4, 3), ..Net::new() };
     b.load_state_dict(&kiln::load(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let x = Tensor::randn(&[3, 4]);
+    let x = Tensor::randn([3, 4]);
     assert_eq!(a.forward(&x).to_vec::<f32>(), b.forward(&x).to_vec::<f32>());
 }
 
@@ -210,14 +210,14 @@ fn train_eval_zero_grad_and_freezing() {
     seq.train();
     assert!(seq.is_training());
 
-    let loss = net.forward(&Tensor::randn(&[5, 4])).sum();
+    let loss = net.forward(&Tensor::randn([5, 4])).sum();
     loss.backward();
     assert!(net.parameters().iter().all(|p| p.grad().is_some()));
     net.zero_grad();
     assert!(net.parameters().iter().all(|p| p.grad().is_none()));
 
     net.first.requires_grad_(false);
-    net.forward(&Tensor::randn(&[5, 4])).sum().backward();
+    net.forward(&Tensor::randn([5, 4])).sum().backward();
     assert!(net.first.weight.grad().is_none());
     assert!(net.head.as_ref().unwrap().weight.grad().is_some());
 }
@@ -228,7 +228,7 @@ fn to_dtype_converts_parameters_and_keeps_them_trainable() {
     net.to_dtype(DType::F64);
     assert!(net.parameters().iter().all(|p| p.dtype() == DType::F64 && p.requires_grad() && p.is_leaf()));
     assert!(net.buffers().iter().all(|b| b.dtype() == DType::F64 && !b.requires_grad()));
-    let y = net.forward(&Tensor::randn(&[2, 4]).to_dtype(DType::F64));
+    let y = net.forward(&Tensor::randn([2, 4]).to_dtype(DType::F64));
     assert_eq!(y.dtype(), DType::F64);
     net.to(&kiln::Device::Cpu);
     if !kiln::Device::cuda_is_available() {
@@ -241,7 +241,7 @@ fn to_dtype_converts_parameters_and_keeps_them_trainable() {
 fn a_small_regression_trains_with_plain_sgd() {
     kiln::manual_seed(3);
     let model = nn::Sequential::new().add(nn::Linear::new(2, 8)).add(nn::Tanh).add(nn::Linear::new(8, 1));
-    let x = Tensor::randn(&[64, 2]);
+    let x = Tensor::randn([64, 2]);
     let y = (x.i((.., 0..1)) * 2.0 - x.i((.., 1..2))).tanh();
     let mse = |m: &nn::Sequential| (m.forward(&x) - &y).square().mean();
     let first = mse(&model).item::<f32>();
@@ -290,7 +290,7 @@ fn every_layer_prints_like_pytorch() {
         .add(nn::AdaptiveAvgPool2d::new([1, 1]))
         .add(nn::BatchNorm2d::new(8))
         .add(nn::BatchNorm1d::with_opts(4, 1e-5, None, false, true))
-        .add(nn::LayerNorm::new(&[10]))
+        .add(nn::LayerNorm::new([10]))
         .add(nn::GroupNorm::new(2, 8))
         .add(nn::Dropout2d::new(0.5))
         .add(nn::Embedding::with_padding(10, 3, Some(0)))
@@ -341,7 +341,7 @@ fn every_layer_prints_like_pytorch() {
 fn batch_norm_layer_tracks_batches_and_uses_running_stats_in_eval() {
     kiln::manual_seed(4);
     let mut bn = nn::BatchNorm2d::new(3);
-    let x = Tensor::randn(&[4, 3, 2, 2]) * 2.0 + 1.0;
+    let x = Tensor::randn([4, 3, 2, 2]) * 2.0 + 1.0;
     let y = bn.forward(&x);
     assert_eq!(bn.num_batches_tracked.as_ref().unwrap().item::<i64>(), 1);
     // Train mode normalises with the batch statistics: per-channel mean ≈ 0.

@@ -155,7 +155,7 @@ fn batch_norm_running_stats_update_in_place_without_history() {
     let _seeded = seeded();
     // input (N=2, C=2): channel 0 is [1, 3], channel 1 is [2, 6]
     let x = Tensor::new(&[[1.0f32, 2.0], [3.0, 6.0]]).requires_grad_(true);
-    let (rm, rv) = (Tensor::zeros(&[2]), Tensor::ones(&[2]));
+    let (rm, rv) = (Tensor::zeros([2]), Tensor::ones([2]));
     let y = F::batch_norm(&x, Some(&rm), Some(&rv), None, None, true, 0.25, 0.0);
     // batch means 2 and 4; unbiased variances 2 and 8 (the biased ones, 1 and 4, normalise)
     assert_eq!(rm.to_vec::<f32>(), vec![0.5, 1.0]);
@@ -206,7 +206,7 @@ fn batch_norm_of_an_empty_batch_in_training_is_empty_and_keeps_the_statistics() 
     // PyTorch returns an empty output (still connected to weight and bias) and leaves the
     // running statistics alone; only num_batches_tracked counts the call.
     let bn = kiln::nn::BatchNorm1d::new(4);
-    let x = Tensor::zeros(&[0, 4]).requires_grad_(true);
+    let x = Tensor::zeros([0, 4]).requires_grad_(true);
     let y = kiln::nn::Module::forward(&bn, &x);
     assert_eq!(y.shape(), &[0, 4]);
     assert_eq!(bn.running_mean.as_ref().expect("tracked").to_vec::<f32>(), [0.0; 4]);
@@ -215,7 +215,7 @@ fn batch_norm_of_an_empty_batch_in_training_is_empty_and_keeps_the_statistics() 
     assert_eq!(bn.weight.as_ref().expect("affine").grad().expect("a gradient").to_vec::<f32>(), [0.0; 4]);
     assert_eq!(x.grad().expect("a gradient").shape(), &[0, 4]);
     // One value per channel is still refused, as PyTorch refuses it.
-    let e = F::try_batch_norm(&Tensor::zeros(&[1, 4]), None, None, None, None, true, 0.1, 1e-5).unwrap_err();
+    let e = F::try_batch_norm(&Tensor::zeros([1, 4]), None, None, None, None, true, 0.1, 1e-5).unwrap_err();
     assert!(e.to_string().contains("more than 1 value per channel"), "{e}");
 }
 
@@ -231,7 +231,7 @@ fn layer_norm_without_bias_matches_pytorch() {
         assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= 1e-12 * (1.0 + b.abs())), "{what}: {g:?} vs {w:?}");
     };
     // PyTorch's state dict holds the weight alone, and loads.
-    let mut ln = nn::LayerNorm::new(&[3, 4]).bias(false);
+    let mut ln = nn::LayerNorm::new([3, 4]).bias(false);
     ln.to_dtype(DType::F64);
     let mut sd = StateDict::new();
     sd.insert("weight", get("weight"));
@@ -244,7 +244,7 @@ fn layer_norm_without_bias_matches_pytorch() {
     close("grad x", &x.grad().unwrap(), &get("grad/x"));
     close("grad weight", &ln.weight.as_ref().unwrap().grad().unwrap(), &get("grad/weight"));
     // Printed and named as PyTorch's LayerNorm(4, bias=False).
-    let small = nn::LayerNorm::new(&[4]).bias(false);
+    let small = nn::LayerNorm::new([4]).bias(false);
     assert_eq!(small.to_string(), fx.metadata("layer_norm_no_bias:repr").unwrap());
     assert_eq!(
         small.state_dict().keys().collect::<Vec<_>>().join(","),
@@ -253,13 +253,13 @@ fn layer_norm_without_bias_matches_pytorch() {
     // A state dict with a bias is refused; bias(true) brings back a zero shift; a layer
     // without elementwise affine has no shift either way.
     let mut with_bias = StateDict::new();
-    with_bias.insert("weight", Tensor::ones(&[4]));
-    with_bias.insert("bias", Tensor::zeros(&[4]));
-    let mut m = nn::LayerNorm::new(&[4]).bias(false);
+    with_bias.insert("weight", Tensor::ones([4]));
+    with_bias.insert("bias", Tensor::zeros([4]));
+    let mut m = nn::LayerNorm::new([4]).bias(false);
     let e = m.load_state_dict(&with_bias).unwrap_err();
     assert!(e.to_string().contains("bias"), "{e}");
-    let back = nn::LayerNorm::new(&[4]).bias(false).bias(true);
+    let back = nn::LayerNorm::new([4]).bias(false).bias(true);
     assert_eq!(back.bias.as_ref().map(|b| (b.to_vec::<f32>(), b.requires_grad())), Some((vec![0.0; 4], true)));
-    assert!(nn::LayerNorm::with_opts(&[4], 1e-5, false).bias(true).bias.is_none());
-    assert!(nn::LayerNorm::new(&[4]).bias(true).bias.is_some());
+    assert!(nn::LayerNorm::with_opts([4], 1e-5, false).bias(true).bias.is_none());
+    assert!(nn::LayerNorm::new([4]).bias(true).bias.is_some());
 }

@@ -45,7 +45,7 @@ fn values_and_gradients_match_pytorch() {
 fn small_cases_by_hand() {
     // torch.arange(5.).view(1, 1, 5) padded (-1, 2) reflect: [1, 2, 3, 4, 3, 2]; (-2, 3)
     // circular: [2, 3, 4, 2, 3, 4]; (-2, -1) replicate: [2, 3].
-    let x = Tensor::arange(5).to_dtype(DType::F32).view(&[1, 1, 5]);
+    let x = Tensor::arange(5).to_dtype(DType::F32).view([1, 1, 5]);
     assert_eq!(F::pad(&x, &[-1, 2], PadMode::Reflect).to_vec::<f32>(), [1.0, 2.0, 3.0, 4.0, 3.0, 2.0]);
     assert_eq!(F::pad(&x, &[-2, 3], PadMode::Circular).to_vec::<f32>(), [2.0, 3.0, 4.0, 2.0, 3.0, 4.0]);
     assert_eq!(F::pad(&x, &[-2, -1], PadMode::Replicate).to_vec::<f32>(), [2.0, 3.0]);
@@ -58,7 +58,7 @@ fn small_cases_by_hand() {
     let i = Tensor::from_slice(&[1i64, 2, 3]);
     let p = F::pad_value(&i, &[1, 2], 7.0);
     assert_eq!((p.dtype(), p.to_vec::<i64>()), (DType::I64, vec![7, 1, 2, 3, 7, 7]));
-    let r = F::pad(&i.view(&[1, 3]), &[2, 2], PadMode::Reflect);
+    let r = F::pad(&i.view([1, 3]), &[2, 2], PadMode::Reflect);
     assert_eq!(r.to_vec::<i64>(), [3, 2, 1, 2, 3, 2, 1]);
 }
 
@@ -88,8 +88,8 @@ fn gradients_match_finite_differences() {
 #[test]
 fn compiled_equals_eager_with_no_graph_break() {
     kiln::manual_seed(4);
-    let x = Tensor::randn(&[2, 3, 4, 5]).requires_grad_(true);
-    let w = Tensor::randn(&[2, 3, 7, 8]);
+    let x = Tensor::randn([2, 3, 4, 5]).requires_grad_(true);
+    let w = Tensor::randn([2, 3, 7, 8]);
     let body = |(x, w): (&Tensor, &Tensor)| {
         x.set_grad(None);
         let a = F::pad(x, &[1, 2, 2, 1], PadMode::Reflect);
@@ -132,8 +132,8 @@ fn modules_print_like_pytorch_and_pad_as_f_pad() {
     assert_eq!(nn::CircularPad2d::new([1, 2, 0, 1]).to_string(), "CircularPad2d((1, 2, 0, 1))");
 
     kiln::manual_seed(5);
-    let x = Tensor::randn(&[1, 2, 3, 4, 5]);
-    let (x3, x4) = (x.view(&[2, 3, 20]), x.view(&[2, 3, 4, 5]));
+    let x = Tensor::randn([1, 2, 3, 4, 5]);
+    let (x3, x4) = (x.view([2, 3, 20]), x.view([2, 3, 4, 5]));
     let same = |m: &dyn Module, x: &Tensor, pad: &[i64], mode: PadMode| {
         let (got, want) = (m.forward(x), F::pad(x, pad, mode));
         assert_eq!(got.shape(), want.shape(), "{pad:?} {mode:?}");
@@ -169,7 +169,7 @@ fn assert_error(r: kiln::Result<Tensor>, kind: ErrorKind, words: &[&str]) {
 
 #[test]
 fn bad_paddings_are_errors_naming_the_op_shapes_and_line() {
-    let x = Tensor::zeros(&[1, 1, 5]);
+    let x = Tensor::zeros([1, 1, 5]);
     assert_error(F::try_pad(&x, &[1], PadMode::Reflect), ErrorKind::Value, &["divisible by 2", "[1, 1, 5]"]);
     assert_error(F::try_pad(&x, &[1; 8], PadMode::Constant(0.0)), ErrorKind::Value, &["length 8", "[1, 1, 5]"]);
     assert_error(
@@ -179,12 +179,12 @@ fn bad_paddings_are_errors_naming_the_op_shapes_and_line() {
     );
     assert_error(F::try_pad(&x, &[1, 1, 1, 1], PadMode::Reflect), ErrorKind::Value, &["(1, 1) at dimension 1"]);
     assert_error(
-        F::try_pad(&Tensor::zeros(&[5]), &[1, 1], PadMode::Reflect),
+        F::try_pad(&Tensor::zeros([5]), &[1, 1], PadMode::Reflect),
         ErrorKind::Unsupported,
         &["reflect", "1-D input of shape [5]", "padding length 2"],
     );
     assert_error(
-        F::try_pad(&Tensor::zeros(&[2, 2, 2, 2, 2, 2]), &[1; 6], PadMode::Circular),
+        F::try_pad(&Tensor::zeros([2, 2, 2, 2, 2, 2]), &[1; 6], PadMode::Circular),
         ErrorKind::Unsupported,
         &["circular", "[2, 2, 2, 2, 2, 2]"],
     );
@@ -203,12 +203,12 @@ fn bad_paddings_are_errors_naming_the_op_shapes_and_line() {
         &["negative output size", "dimension 2"],
     );
     assert_error(
-        F::try_pad(&Tensor::zeros(&[1, 0, 3]), &[1, 1], PadMode::Replicate),
+        F::try_pad(&Tensor::zeros([1, 0, 3]), &[1, 1], PadMode::Replicate),
         ErrorKind::Shape,
         &["non-zero dimensions", "[1, 0, 3]"],
     );
     // The panicking form reports the caller's line too.
-    let text = std::panic::catch_unwind(|| F::pad(&Tensor::zeros(&[1, 1, 5]), &[5, 0], PadMode::Reflect))
+    let text = std::panic::catch_unwind(|| F::pad(&Tensor::zeros([1, 1, 5]), &[5, 0], PadMode::Reflect))
         .expect_err("a panic")
         .downcast::<String>()
         .expect("a message");

@@ -133,7 +133,7 @@ fn gradcheck_and_gradgradcheck_every_pooling() {
 
 #[test]
 fn grad_fn_names_and_index_dtype_follow_pytorch() {
-    let x = Tensor::randn(&[1, 2, 4, 4]).requires_grad_(true);
+    let x = Tensor::randn([1, 2, 4, 4]).requires_grad_(true);
     let (v, i) = F::max_pool2d_with_indices(&x, &MaxPool2dOpts::new([2, 2]));
     assert_eq!(v.grad_fn().unwrap().name(), "MaxPool2DWithIndicesBackward0");
     assert_eq!(i.dtype(), DType::I64);
@@ -145,7 +145,7 @@ fn grad_fn_names_and_index_dtype_follow_pytorch() {
 
 #[test]
 fn integer_input_is_refused() {
-    let x = Tensor::zeros(&[1, 1, 4, 4]).to_dtype(DType::I64);
+    let x = Tensor::zeros([1, 1, 4, 4]).to_dtype(DType::I64);
     let m = F::try_max_pool2d_opts(&x, &MaxPool2dOpts::new([2, 2])).unwrap_err().to_string();
     assert!(m.starts_with("max_pool2d: not implemented for dtype int64") && m.contains(file!()), "{m}");
     let m = F::try_avg_pool2d_opts(&x, &AvgPool2dOpts::new([2, 2])).unwrap_err().to_string();
@@ -156,7 +156,7 @@ fn integer_input_is_refused() {
 
 #[test]
 fn the_panicking_form_reports_the_callers_line() {
-    let r = common::catch_quietly(|| F::max_pool2d(&Tensor::zeros(&[1, 1, 2, 2]), 3));
+    let r = common::catch_quietly(|| F::max_pool2d(&Tensor::zeros([1, 1, 2, 2]), 3));
     let m = common::panic_message(&*r.unwrap_err());
     assert!(m.starts_with("max_pool2d: ") && m.contains("output size is too small"), "{m}");
     assert!(m.contains(&format!("(at {}:", file!())), "{m}");

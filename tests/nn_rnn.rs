@@ -284,7 +284,7 @@ fn second_order_gradients_match_finite_differences() {
 #[test]
 fn the_recurrent_weight_gradient_is_one_node_per_layer_and_direction() {
     let lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().num_layers(2).bidirectional(true));
-    let y = lstm.forward(&Tensor::randn(&[5, 2, 3]));
+    let y = lstm.forward(&Tensor::randn([5, 2, 3]));
     let (mut seen, mut stack, mut merged) = (Vec::new(), vec![y.grad_fn().expect("a recorded output")], 0);
     while let Some(f) = stack.pop() {
         if seen.contains(&f) {
@@ -338,8 +338,8 @@ fn train_tagger(compiled: bool, steps: usize) -> Trained {
     kiln::manual_seed(5);
     let lstm = nn::LSTM::with_opts(3, 5, RNNOpts::default().num_layers(2).batch_first(true));
     let net = Tagger { lstm, head: nn::Linear::new(5, 4) };
-    let x = Tensor::randn(&[6, 4, 3]);
-    let y = Tensor::randint(0, 4, &[6]);
+    let x = Tensor::randn([6, 4, 3]);
+    let y = Tensor::randint(0, 4, [6]);
     let criterion = nn::CrossEntropyLoss::new();
     Trained::sgd(net.parameters(), || criterion.forward(&net.forward(&x), &y), compiled, steps)
 }
@@ -382,7 +382,7 @@ fn prints_like_pytorch() {
 fn dropout_acts_between_layers_in_train_mode_only() {
     let _seeded = seeded();
     kiln::manual_seed(21);
-    let x = Tensor::randn(&[5, 2, 3]);
+    let x = Tensor::randn([5, 2, 3]);
     let mut lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().num_layers(2).dropout(1.0));
     assert!(lstm.is_training());
     // p = 1 zeroes everything between the layers: layer 1 sees zeros, so the output is what
@@ -396,7 +396,7 @@ fn dropout_acts_between_layers_in_train_mode_only() {
     }
     top.load_state_dict(&sd).unwrap();
     let (train_out, (train_h, _)) = lstm.forward_with_state(&x, None);
-    let (want_out, (want_h, _)) = top.forward_with_state(&Tensor::zeros(&[5, 2, 4]), None);
+    let (want_out, (want_h, _)) = top.forward_with_state(&Tensor::zeros([5, 2, 4]), None);
     assert!(train_out.allclose(&want_out, 1e-6, 1e-6), "{train_out} vs {want_out}");
     assert!(train_h.select(0, 1).allclose(&want_h.select(0, 0), 1e-6, 1e-6));
     // Layer 0's final state is not dropped.
@@ -430,55 +430,55 @@ fn assert_error(e: Result<(), Error>, parts: &[&str]) {
 fn bad_inputs_name_the_layer_the_shapes_and_the_callers_line() {
     let _seeded = seeded();
     let lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().num_layers(2));
-    let ok = Tensor::zeros(&[5, 2, 3]);
+    let ok = Tensor::zeros([5, 2, 3]);
     let run = |x: &Tensor, h: Option<(&Tensor, &Tensor)>| lstm.try_forward_with_state(x, h).map(drop);
-    assert_error(run(&Tensor::zeros(&[5, 2, 3, 1]), None), &["LSTM", "[5, 2, 3, 1]", "2-d", "3-d"]);
-    assert_error(run(&Tensor::zeros(&[5, 2, 7]), None), &["LSTM", "[5, 2, 7]", "input_size 3"]);
-    assert_error(run(&Tensor::zeros(&[0, 2, 3]), None), &["LSTM", "[0, 2, 3]", "length"]);
-    let (h, c) = (Tensor::zeros(&[2, 2, 4]), Tensor::zeros(&[2, 2, 4]));
+    assert_error(run(&Tensor::zeros([5, 2, 3, 1]), None), &["LSTM", "[5, 2, 3, 1]", "2-d", "3-d"]);
+    assert_error(run(&Tensor::zeros([5, 2, 7]), None), &["LSTM", "[5, 2, 7]", "input_size 3"]);
+    assert_error(run(&Tensor::zeros([0, 2, 3]), None), &["LSTM", "[0, 2, 3]", "length"]);
+    let (h, c) = (Tensor::zeros([2, 2, 4]), Tensor::zeros([2, 2, 4]));
     assert!(run(&ok, Some((&h, &c))).is_ok());
-    let bad_h = Tensor::zeros(&[1, 2, 4]);
+    let bad_h = Tensor::zeros([1, 2, 4]);
     assert_error(run(&ok, Some((&bad_h, &c))), &["LSTM", "h0", "[2, 2, 4]", "[1, 2, 4]", "[5, 2, 3]"]);
-    let bad_c = Tensor::zeros(&[2, 3, 4]);
+    let bad_c = Tensor::zeros([2, 3, 4]);
     assert_error(run(&ok, Some((&h, &bad_c))), &["LSTM", "c0", "[2, 3, 4]"]);
     // An unbatched input takes unbatched states.
-    assert_error(run(&Tensor::zeros(&[5, 3]), Some((&h, &c))), &["LSTM", "h0", "[2, 4]", "[2, 2, 4]"]);
+    assert_error(run(&Tensor::zeros([5, 3]), Some((&h, &c))), &["LSTM", "h0", "[2, 4]", "[2, 2, 4]"]);
     assert_error(run(&ok.to_dtype(DType::F64), None), &["LSTM", "float64", "float32"]);
 
     let gru = nn::GRU::with_opts(3, 4, RNNOpts::default().batch_first(true));
     assert_error(
-        gru.try_forward_with_state(&Tensor::zeros(&[2, 5, 4]), None).map(drop),
+        gru.try_forward_with_state(&Tensor::zeros([2, 5, 4]), None).map(drop),
         &["GRU", "(N, L, H_in)", "[2, 5, 4]"],
     );
     let rnn = nn::RNN::new(3, 4);
     assert_error(
-        rnn.try_forward_with_state(&ok, Some(&Tensor::zeros(&[1, 3, 4]))).map(drop),
+        rnn.try_forward_with_state(&ok, Some(&Tensor::zeros([1, 3, 4]))).map(drop),
         &["RNN", "[1, 2, 4]", "[1, 3, 4]"],
     );
 
     let cell = nn::LSTMCell::new(3, 4);
-    assert_error(cell.try_forward_with_state(&Tensor::zeros(&[2, 2, 3]), None).map(drop), &["LSTMCell", "[2, 2, 3]"]);
-    let (h, c) = (Tensor::zeros(&[2, 5]), Tensor::zeros(&[2, 4]));
+    assert_error(cell.try_forward_with_state(&Tensor::zeros([2, 2, 3]), None).map(drop), &["LSTMCell", "[2, 2, 3]"]);
+    let (h, c) = (Tensor::zeros([2, 5]), Tensor::zeros([2, 4]));
     assert_error(
-        cell.try_forward_with_state(&Tensor::zeros(&[2, 3]), Some((&h, &c))).map(drop),
+        cell.try_forward_with_state(&Tensor::zeros([2, 3]), Some((&h, &c))).map(drop),
         &["LSTMCell", "hx", "[2, 4]", "[2, 5]"],
     );
     let gru_cell = nn::GRUCell::new(3, 4);
     assert_error(
-        gru_cell.try_forward_with_state(&Tensor::zeros(&[2, 6]), None).map(drop),
+        gru_cell.try_forward_with_state(&Tensor::zeros([2, 6]), None).map(drop),
         &["GRUCell", "[2, 6]", "input_size 3"],
     );
     let rnn_cell = nn::RNNCell::new(3, 4);
     assert_error(
-        rnn_cell.try_forward_with_state(&Tensor::zeros(&[3]), Some(&Tensor::zeros(&[1, 4]))).map(drop),
+        rnn_cell.try_forward_with_state(&Tensor::zeros([3]), Some(&Tensor::zeros([1, 4]))).map(drop),
         &["RNNCell", "[4]", "[1, 4]"],
     );
 
     // The panicking forms (and Module::forward) report the same at this file's line.
     for text in [
-        panic_text(|| drop(lstm.forward(&Tensor::zeros(&[5, 2, 7])))),
-        panic_text(|| drop(gru.forward_with_state(&Tensor::zeros(&[2, 5, 4]), None))),
-        panic_text(|| drop(cell.forward(&Tensor::zeros(&[2, 7])))),
+        panic_text(|| drop(lstm.forward(&Tensor::zeros([5, 2, 7])))),
+        panic_text(|| drop(gru.forward_with_state(&Tensor::zeros([2, 5, 4]), None))),
+        panic_text(|| drop(cell.forward(&Tensor::zeros([2, 7])))),
         panic_text(|| drop(nn::GRU::with_opts(3, 4, RNNOpts::default().proj_size(2)))),
         panic_text(|| drop(nn::LSTM::with_opts(3, 4, RNNOpts::default().proj_size(4)))),
         panic_text(|| drop(nn::LSTM::with_opts(3, 4, RNNOpts::default().nonlinearity(RNNNonlinearity::Relu)))),
@@ -498,8 +498,8 @@ fn unbatched_batch_first_and_states_agree_with_the_batched_run() {
     let lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().bidirectional(true));
     let mut batch_first = nn::LSTM::with_opts(3, 4, RNNOpts::default().bidirectional(true).batch_first(true));
     batch_first.load_state_dict(&lstm.state_dict()).unwrap();
-    let x = Tensor::randn(&[6, 3, 3]);
-    let (h0, c0) = (Tensor::randn(&[2, 3, 4]), Tensor::randn(&[2, 3, 4]));
+    let x = Tensor::randn([6, 3, 3]);
+    let (h0, c0) = (Tensor::randn([2, 3, 4]), Tensor::randn([2, 3, 4]));
     let (y, (h, c)) = lstm.forward_with_state(&x, Some((&h0, &c0)));
     assert_eq!(y.shape(), &[6, 3, 8]);
     assert_eq!(h.shape(), &[2, 3, 4]);

@@ -160,8 +160,8 @@ fn each_sequence_of_a_packed_batch_runs_as_if_alone() {
     let opts = RNNOpts::default().num_layers(2).bidirectional(true).proj_size(3);
     let lstm = nn::LSTM::with_opts(3, 5, opts);
     let lengths = [3, 6, 1, 4];
-    let x = Tensor::randn(&[6, 4, 3]);
-    let (h0, c0) = (Tensor::randn(&[4, 4, 3]), Tensor::randn(&[4, 4, 5]));
+    let x = Tensor::randn([6, 4, 3]);
+    let (h0, c0) = (Tensor::randn([4, 4, 3]), Tensor::randn([4, 4, 5]));
     let packed = pack_padded_sequence(&x, &lengths, false, false);
     let (y, (h_n, c_n)) = lstm.forward_packed(&packed, Some((&h0, &c0)));
     let (padded, _) = pad_packed_sequence(&y, false, 0.0, None);
@@ -223,8 +223,8 @@ fn train_tagger(compiled: bool, steps: usize) -> Trained {
     kiln::manual_seed(53);
     let lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().bidirectional(true).batch_first(true));
     let net = Tagger { lstm, head: nn::Linear::new(8, 2) };
-    let x = Tensor::randn(&[4, 6, 3]);
-    let target = Tensor::randn(&[4, 6, 2]);
+    let x = Tensor::randn([4, 6, 3]);
+    let target = Tensor::randn([4, 6, 2]);
     let criterion = nn::MSELoss::new();
     let loss = || {
         let (tags, h) = net.run(&x, &[6, 2, 5, 3]);
@@ -246,19 +246,19 @@ fn compiled_packed_training_matches_eager() {
 fn bad_packed_inputs_name_the_layer_the_shapes_and_the_callers_line() {
     let _seeded = seeded();
     let lstm = nn::LSTM::with_opts(3, 4, RNNOpts::default().num_layers(2));
-    let packed = pack_padded_sequence(&Tensor::zeros(&[5, 2, 3]), &[5, 2], false, true);
+    let packed = pack_padded_sequence(&Tensor::zeros([5, 2, 3]), &[5, 2], false, true);
     let run = |x: &PackedSequence, h: Option<(&Tensor, &Tensor)>| lstm.try_forward_packed(x, h).map(drop);
     let error = |e, parts: &[&str]| rnn_fixture::assert_error(e, HERE, parts);
-    let wide = pack_padded_sequence(&Tensor::zeros(&[5, 2, 7]), &[5, 2], false, true);
+    let wide = pack_padded_sequence(&Tensor::zeros([5, 2, 7]), &[5, 2], false, true);
     error(run(&wide, None), &["LSTM", "[7, 7]", "input_size 3"]);
-    let (h, c) = (Tensor::zeros(&[2, 2, 4]), Tensor::zeros(&[2, 2, 4]));
+    let (h, c) = (Tensor::zeros([2, 2, 4]), Tensor::zeros([2, 2, 4]));
     assert!(run(&packed, Some((&h, &c))).is_ok());
-    let bad_h = Tensor::zeros(&[2, 3, 4]);
+    let bad_h = Tensor::zeros([2, 3, 4]);
     error(run(&packed, Some((&bad_h, &c))), &["LSTM", "h0", "[2, 2, 4]", "[2, 3, 4]", "2 sequences"]);
-    error(run(&packed, Some((&h, &Tensor::zeros(&[1, 2, 4])))), &["LSTM", "c0", "[1, 2, 4]"]);
+    error(run(&packed, Some((&h, &Tensor::zeros([1, 2, 4])))), &["LSTM", "c0", "[1, 2, 4]"]);
     error(run(&packed.to_dtype(DType::F64), None), &["LSTM", "float64", "float32"]);
     let gru = nn::GRU::new(3, 4);
-    error(gru.try_forward_packed(&packed, Some(&Tensor::zeros(&[1, 4]))).map(drop), &["GRU", "h0", "[1, 2, 4]"]);
+    error(gru.try_forward_packed(&packed, Some(&Tensor::zeros([1, 4]))).map(drop), &["GRU", "h0", "[1, 2, 4]"]);
     // The panicking forms report the same at this file's line.
     for text in [
         panic_text(|| drop(lstm.forward_packed(&wide, None))),

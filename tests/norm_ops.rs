@@ -15,7 +15,7 @@ const INF: f64 = f64::INFINITY;
 
 /// x = torch.arange(24, dtype=torch.float64).view(2, 3, 4) - 11.5
 fn x() -> Tensor {
-    (Tensor::arange(24).to_dtype(DType::F64) - 11.5).view(&[2, 3, 4])
+    (Tensor::arange(24).to_dtype(DType::F64) - 11.5).view([2, 3, 4])
 }
 
 fn f64s(v: &[f64]) -> Tensor {
@@ -70,7 +70,7 @@ fn gradients_at_zero_are_pytorchs() {
         let y = f64s(&[0.0, 1.0, -2.0, 0.5]).requires_grad_(true);
         y.norm(p).backward();
         assert_values(&format!("grad of norm(y, {p})"), &y.grad().unwrap(), &want);
-        let z = Tensor::zeros(&[3]).to_dtype(DType::F64).requires_grad_(true);
+        let z = Tensor::zeros([3]).to_dtype(DType::F64).requires_grad_(true);
         z.norm(p).backward();
         assert_values(&format!("grad of norm(0, {p})"), &z.grad().unwrap(), &[0.0; 3]);
     }
@@ -78,11 +78,11 @@ fn gradients_at_zero_are_pytorchs() {
 
 #[test]
 fn normalize_and_cosine_similarity_match_pytorch() {
-    let a = f64s(&[3.0, 4.0, 0.0, 0.01, 0.0, 0.0, 0.0, 0.0, 0.0]).view(&[3, 3]).requires_grad_(true);
-    let b = f64s(&[1.0, 2.0, 2.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0]).view(&[3, 3]).requires_grad_(true);
+    let a = f64s(&[3.0, 4.0, 0.0, 0.01, 0.0, 0.0, 0.0, 0.0, 0.0]).view([3, 3]).requires_grad_(true);
+    let b = f64s(&[1.0, 2.0, 2.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0]).view([3, 3]).requires_grad_(true);
     let n = F::normalize(&a, 2.0, 1, 0.1);
     assert_values("normalize", &n, &[0.6, 0.8, 0.0, 0.09999999999999999, 0.0, 0.0, 0.0, 0.0, 0.0]);
-    (&n * Tensor::arange(9).to_dtype(DType::F64).view(&[3, 3])).sum().backward();
+    (&n * Tensor::arange(9).to_dtype(DType::F64).view([3, 3])).sum().backward();
     let want = [-0.096, 0.07200000000000001, 0.4, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0];
     assert_values("normalize's gradient", &a.grad().unwrap(), &want);
 
@@ -106,15 +106,15 @@ fn normalize_and_cosine_similarity_match_pytorch() {
 fn bad_inputs_are_errors_naming_the_op() {
     let e = Tensor::arange(3).try_norm(2.0).unwrap_err();
     assert!(e.op == "norm" && e.to_string().contains("Expected a floating point tensor as input. Got Long"), "{e}");
-    let e = Tensor::zeros(&[0, 3]).try_norm(INF).unwrap_err();
+    let e = Tensor::zeros([0, 3]).try_norm(INF).unwrap_err();
     assert!(e.op == "norm" && e.to_string().contains("empty"), "{e}");
     assert!(e.to_string().contains("tests/norm_ops.rs"), "{e}");
     let e = x().try_norm_dim(2.0, 3).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
     // An empty reduction has a value for finite p: the sum of nothing.
-    assert_eq!(Tensor::zeros(&[0, 3]).norm(2.0).item::<f32>(), 0.0);
-    assert_eq!(Tensor::zeros(&[0, 3]).norm_dim(INF, 1).shape(), [0], "no output reduces nothing");
-    assert!(Tensor::zeros(&[0, 3]).try_norm_dim(INF, 0).is_err(), "each output would reduce nothing");
+    assert_eq!(Tensor::zeros([0, 3]).norm(2.0).item::<f32>(), 0.0);
+    assert_eq!(Tensor::zeros([0, 3]).norm_dim(INF, 1).shape(), [0], "no output reduces nothing");
+    assert!(Tensor::zeros([0, 3]).try_norm_dim(INF, 0).is_err(), "each output would reduce nothing");
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn gradients_match_finite_differences() {
 #[test]
 fn compiled_step_equals_eager() {
     kiln::manual_seed(13);
-    let inputs = [Tensor::randn(&[4, 6]), Tensor::randn(&[4, 6])];
+    let inputs = [Tensor::randn([4, 6]), Tensor::randn([4, 6])];
     compiled_equals_eager(&inputs, |t| {
         let (x, y) = (&t[0], &t[1]);
         let loss = x.norm(2.0) + x.norm_dim(3.0, 1).sum() + F::normalize(x, 2.0, 1, 1e-12).sum() * 0.5

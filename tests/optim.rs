@@ -102,12 +102,12 @@ fn trajectories_match_pytorch() {
 /// Deterministic f64 parameters and loss coefficients for the round-trip tests.
 fn problem() -> (Vec<Tensor>, Vec<Tensor>) {
     let p = vec![
-        Tensor::from_vec(vec![0.3, -0.7, 0.9, -0.2, 0.5, 0.1], &[2, 3]),
-        Tensor::from_vec(vec![-0.4, 0.8, 0.6, -0.9], &[4]),
+        Tensor::from_vec(vec![0.3, -0.7, 0.9, -0.2, 0.5, 0.1], [2, 3]),
+        Tensor::from_vec(vec![-0.4, 0.8, 0.6, -0.9], [4]),
     ];
     let c = vec![
-        Tensor::from_vec(vec![1.0, 0.6, 1.3, 0.9, 0.7, 1.1], &[2, 3]),
-        Tensor::from_vec(vec![0.8, 1.2, 0.5, 1.4], &[4]),
+        Tensor::from_vec(vec![1.0, 0.6, 1.3, 0.9, 0.7, 1.1], [2, 3]),
+        Tensor::from_vec(vec![0.8, 1.2, 0.5, 1.4], [4]),
     ];
     (p, c)
 }
@@ -252,7 +252,7 @@ fn load_state_dict_errors_name_the_difference_and_change_nothing() {
     check(&mut other, &sd, "parameter group 0 has 1 parameters");
 
     let mut sd = good.clone();
-    sd.insert("state.1.exp_avg", Tensor::zeros_opts(&[5], DType::F64, kiln::Device::Cpu));
+    sd.insert("state.1.exp_avg", Tensor::zeros_opts([5], DType::F64, kiln::Device::Cpu));
     check(&mut other, &sd, "state.1.exp_avg has shape [5]");
 
     let mut sd = good.clone();
@@ -260,7 +260,7 @@ fn load_state_dict_errors_name_the_difference_and_change_nothing() {
     check(&mut other, &sd, "state.0.exp_avg_sq is missing");
 
     let mut sd = good.clone();
-    sd.insert("state.0.momentum_buffer", Tensor::zeros_opts(&[2, 3], DType::F64, kiln::Device::Cpu));
+    sd.insert("state.0.momentum_buffer", Tensor::zeros_opts([2, 3], DType::F64, kiln::Device::Cpu));
     check(&mut other, &sd, "unexpected state tensor state.0.momentum_buffer");
 
     let mut sd = good.clone();

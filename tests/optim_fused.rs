@@ -19,7 +19,7 @@ fn trajectory<C: OptimizerConfig>(config: &C, fused: &str, dtype: DType) -> Vec<
     kiln::manual_seed(7);
     let mut params: Vec<Tensor> = SHAPES.iter().map(|s| Tensor::randn(s).to_dtype(dtype)).collect();
     // A transposed view: not contiguous, so the kernel leaves it to the op-by-op path.
-    params.push(Tensor::randn(&[6, 4]).to_dtype(dtype).t());
+    params.push(Tensor::randn([6, 4]).to_dtype(dtype).t());
     let params: Vec<Tensor> = params.into_iter().map(|p| p.requires_grad_(true)).collect();
     let mut c = config.clone();
     c.set_hyperparameter("fused", fused).unwrap();

@@ -21,7 +21,7 @@ const HERE: &str = "tests/pack_sequence.rs";
 /// `(3, 3, 1)`, time-major: step `t` of sequence `b` holds `10·t + b`.
 fn steps() -> Tensor {
     let values: Vec<f32> = (0..3).flat_map(|t| (0..3).map(move |b| (10 * t + b) as f32)).collect();
-    Tensor::from_vec(values, &[3, 3, 1])
+    Tensor::from_vec(values, [3, 3, 1])
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn gradients_flow_through_packing_and_padding() {
     let x = steps().requires_grad_(true);
     let packed = pack_padded_sequence(&x, &[1, 3, 2], false, false);
     let (padded, _) = pad_packed_sequence(&packed, true, 5.0, Some(4));
-    let weights = Tensor::arange(12).to_dtype(DType::F32).view(&[3, 4, 1]) + 1.0;
+    let weights = Tensor::arange(12).to_dtype(DType::F32).view([3, 4, 1]) + 1.0;
     (&padded * &weights).sum().backward();
     // Each valid step gets its weight (batch-first position (b, t)), each padded step zero.
     let grad = x.grad().unwrap().to_vec::<f32>();
@@ -147,7 +147,7 @@ fn assert_error(e: Result<(), Error>, parts: &[&str]) {
 
 #[test]
 fn bad_inputs_name_the_op_the_lengths_and_the_callers_line() {
-    let x = Tensor::zeros(&[3, 2, 4]);
+    let x = Tensor::zeros([3, 2, 4]);
     let pack =
         |x: &Tensor, lengths: &[usize], enforce: bool| try_pack_padded_sequence(x, lengths, false, enforce).map(drop);
     assert_error(
@@ -158,8 +158,8 @@ fn bad_inputs_name_the_op_the_lengths_and_the_callers_line() {
     assert_error(pack(&x, &[2, 0], false), &["pack_padded_sequence", "greater than 0", "lengths[1]"]);
     assert_error(pack(&x, &[4, 1], false), &["pack_padded_sequence", "lengths[0] = 4", "3 steps", "[3, 2, 4]"]);
     assert_error(pack(&x, &[3, 2, 1], false), &["pack_padded_sequence", "batch_size=2", "got 3"]);
-    assert_error(pack(&Tensor::zeros(&[3]), &[3], false), &["pack_padded_sequence", "at least 2 dims", "[3]"]);
-    assert_error(pack(&Tensor::zeros(&[0, 2]), &[1, 1], false), &["pack_padded_sequence", "empty", "[0, 2]"]);
+    assert_error(pack(&Tensor::zeros([3]), &[3], false), &["pack_padded_sequence", "at least 2 dims", "[3]"]);
+    assert_error(pack(&Tensor::zeros([0, 2]), &[1, 1], false), &["pack_padded_sequence", "empty", "[0, 2]"]);
     // batch_first reads the lengths against dim 1.
     assert_error(
         try_pack_padded_sequence(&x, &[1, 1, 5], true, false).map(drop),
@@ -170,10 +170,7 @@ fn bad_inputs_name_the_op_the_lengths_and_the_callers_line() {
         try_pad_packed_sequence(&packed, false, 0.0, Some(2)).map(drop),
         &["pad_packed_sequence", "total_length=2", "max sequence length being 3"],
     );
-    assert_error(
-        try_pack_sequence(&[&Tensor::zeros(&[2]), &Tensor::zeros(&[0])], false).map(drop),
-        &["greater than 0"],
-    );
+    assert_error(try_pack_sequence(&[&Tensor::zeros([2]), &Tensor::zeros([0])], false).map(drop), &["greater than 0"]);
     assert_error(try_pack_sequence(&[], false).map(drop), &["pad_sequence", "empty list"]);
     assert_error(try_unpad_sequence(&x, &[1, 4], false).map(drop), &["unpad_sequence", "lengths[1] = 4", "[3, 2, 4]"]);
     assert_error(try_unpad_sequence(&x, &[1], false).map(drop), &["unpad_sequence", "1 lengths for 2 sequences"]);
@@ -182,7 +179,7 @@ fn bad_inputs_name_the_op_the_lengths_and_the_callers_line() {
         panic_text(|| drop(pack_padded_sequence(&x, &[2, 3], false, true))),
         panic_text(|| drop(pad_packed_sequence(&packed, true, 0.0, Some(1)))),
         panic_text(|| drop(unpad_sequence(&x, &[9, 9], false))),
-        panic_text(|| drop(PackedSequence::new(Tensor::zeros(&[2]), vec![], None))),
+        panic_text(|| drop(PackedSequence::new(Tensor::zeros([2]), vec![], None))),
     ] {
         assert!(text.contains(&format!("(at {HERE}:")), "{text}");
     }

@@ -8,7 +8,7 @@ use kiln::prelude::*;
 fn values_match_pytorch() {
     let a = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]);
     let b = Tensor::new(&[[7.0f32, 8.0]]);
-    let c = Tensor::zeros(&[0, 2]);
+    let c = Tensor::zeros([0, 2]);
     let time_major = pad_sequence(&[&a, &b, &c], false, 0.0, PaddingSide::Right);
     assert_eq!(time_major.shape(), [3, 3, 2]);
     let want = [1.0, 2.0, 7.0, 8.0, 0.0, 0.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 5.0, 6.0, 0.0, 0.0, 0.0, 0.0];
@@ -27,10 +27,10 @@ fn values_match_pytorch() {
 fn errors_and_gradients() {
     let e = try_pad_sequence(&[], false, 0.0, PaddingSide::Right).unwrap_err();
     assert!(e.op == "pad_sequence" && e.to_string().contains("empty list"), "{e}");
-    let (a, b) = (Tensor::zeros(&[3, 2]), Tensor::zeros(&[2, 3]));
+    let (a, b) = (Tensor::zeros([3, 2]), Tensor::zeros([2, 3]));
     let e = try_pad_sequence(&[&a, &b], false, 0.0, PaddingSide::Right).unwrap_err();
     assert!(e.to_string().contains("trailing dims differ") && e.to_string().contains("tests/pad_sequence.rs"), "{e}");
-    let (a, b) = (Tensor::ones(&[3]).requires_grad_(true), Tensor::ones(&[1]).requires_grad_(true));
+    let (a, b) = (Tensor::ones([3]).requires_grad_(true), Tensor::ones([1]).requires_grad_(true));
     let padded = pad_sequence(&[&a, &b], true, 0.0, PaddingSide::Left);
     (padded * Tensor::new(&[[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]])).sum().backward();
     assert_eq!(a.grad().unwrap().to_vec::<f32>(), [1.0, 2.0, 3.0]);

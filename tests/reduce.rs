@@ -718,9 +718,9 @@ fn input(name: &str) -> Tensor {
         "contig" => return x,
         "t" => return x.t(),
         "narrow" => return x.narrow(1, 1, 2),
-        "expand" => return x.narrow(0, 1, 1).expand(&[3, 4]),
-        "empty03" => return Tensor::zeros_opts(&[0, 3], DType::F64, kiln::Device::Cpu),
-        "empty30" => return Tensor::zeros_opts(&[3, 0], DType::F64, kiln::Device::Cpu),
+        "expand" => return x.narrow(0, 1, 1).expand([3, 4]),
+        "empty03" => return Tensor::zeros_opts([0, 3], DType::F64, kiln::Device::Cpu),
+        "empty30" => return Tensor::zeros_opts([3, 0], DType::F64, kiln::Device::Cpu),
         "scalar" => return Tensor::new(&2.5f64),
         other => {
             let (d, t) = other.split_once('_').map_or((other, false), |(d, _)| (d, true));
@@ -887,7 +887,7 @@ fn every_op_on_every_input_matches_pytorch() {
 
 #[test]
 fn empty_views_past_the_end_of_their_storage() {
-    let e = Tensor::zeros(&[0, 5]).narrow(1, 3, 2); // offset 3 in an empty storage
+    let e = Tensor::zeros([0, 5]).narrow(1, 3, 2); // offset 3 in an empty storage
     assert_eq!(e.sum().item::<f32>(), 0.0);
     assert_eq!(e.sum_dim(0).to_vec::<f32>(), vec![0.0, 0.0]);
     assert_eq!(e.amax(1).shape(), &[0]);
@@ -899,7 +899,7 @@ fn empty_views_past_the_end_of_their_storage() {
 
 #[test]
 fn dims_take_one_dim_or_a_list() {
-    let x = Tensor::arange(24).to_dtype(DType::F64).reshape(&[2, 3, 4]);
+    let x = Tensor::arange(24).to_dtype(DType::F64).reshape([2, 3, 4]);
     let dims: &[i64] = &[0, 2];
     let s = x.sum_dim_keepdim(dims);
     assert_eq!(s.shape(), &[1, 3, 1]);
@@ -950,13 +950,13 @@ fn nan_propagates_and_ties_pick_the_first_occurrence() {
 fn float_sums_do_not_drift() {
     // A plain f32 running sum of a million 0.1s is off by ~1%; kiln accumulates in f64.
     let n = 1_000_000;
-    let x = Tensor::full(&[n], 0.1f32);
+    let x = Tensor::full([n], 0.1f32);
     let want = (n as f64 * 0.1f32 as f64) as f32;
     assert_eq!(x.sum().item::<f32>(), want);
     assert_eq!(x.mean().item::<f32>(), 0.1f32);
     assert_eq!(x.cumsum(0).to_vec::<f32>()[n - 1], want);
     assert_eq!(x.to_dtype(DType::BF16).sum().item::<f32>(), 100_352.0);
-    assert_eq!(Tensor::ones(&[n]).to_dtype(DType::I32).sum().item::<i64>(), n as i64);
+    assert_eq!(Tensor::ones([n]).to_dtype(DType::I32).sum().item::<i64>(), n as i64);
 }
 
 /// Deterministic values in [-1, 1).
@@ -1004,8 +1004,8 @@ fn large_inputs_take_the_parallel_paths() {
     let data = pseudo_random(rows * cols, 7);
     let x32: Vec<f32> = data.iter().map(|&v| v as f32).collect();
     let data: Vec<f64> = x32.iter().map(|&v| v as f64).collect();
-    let x = Tensor::from_vec(x32, &[rows, cols]);
-    let xt_src = Tensor::from_vec(x.to_vec::<f32>(), &[rows, cols]).t().contiguous().t(); // same values, column-major
+    let x = Tensor::from_vec(x32, [rows, cols]);
+    let xt_src = Tensor::from_vec(x.to_vec::<f32>(), [rows, cols]).t().contiguous().t(); // same values, column-major
     let f64s = |t: &Tensor| t.to_dtype(DType::F64).to_vec::<f64>();
     let mean = |l: &[f64]| l.iter().sum::<f64>() / l.len() as f64;
     let var = |l: &[f64]| {
@@ -1057,7 +1057,7 @@ fn large_inputs_take_the_parallel_paths() {
         assert_close(&format!("var of {name}"), &[t.var().item::<f64>()], &[var(&data)], 1e-6);
     }
     // Few outputs with long reductions: each output is split across threads.
-    let wide = x.reshape(&[2, -1]);
+    let wide = x.reshape([2, -1]);
     let halves: Vec<f64> = data.chunks(rows * cols / 2).map(|c| c.iter().sum()).collect();
     assert_close("sum of two halves", &f64s(&wide.sum_dim(1)), &halves, 1e-6);
     // Ties across the whole input: the first index wins, also when split across threads.
@@ -1066,13 +1066,13 @@ fn large_inputs_take_the_parallel_paths() {
     v[300_000] = 9;
     v[7] = -3;
     v[399_999] = -3;
-    let t = Tensor::from_vec(v, &[400_000]);
+    let t = Tensor::from_vec(v, [400_000]);
     assert_eq!(t.argmax().item::<i64>(), 123_456);
     assert_eq!(t.argmin().item::<i64>(), 7);
     assert_eq!(t.max_dim(0).1.item::<i64>(), 123_456);
     assert_eq!(t.sum().item::<i64>(), 12);
     assert!(!t.all().item::<bool>() && t.any().item::<bool>());
-    assert_eq!(t.view(&[1000, 400]).any_dim(1).sum().item::<i64>(), 4);
+    assert_eq!(t.view([1000, 400]).any_dim(1).sum().item::<i64>(), 4);
 }
 
 #[test]
@@ -1087,12 +1087,12 @@ fn errors_name_the_op_and_the_caller() {
     );
     let e = Tensor::new(&[1i64, 2]).try_mean().unwrap_err().to_string();
     assert!(e.starts_with("mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long"), "{e}");
-    let e = Tensor::zeros(&[0, 3]).try_max().unwrap_err().to_string();
+    let e = Tensor::zeros([0, 3]).try_max().unwrap_err().to_string();
     assert!(
         e.starts_with("max: expected reduction dim to be specified for input.numel() == 0 (input shape [0, 3])"),
         "{e}"
     );
-    let e = Tensor::zeros(&[0, 3]).try_max_dim(0).unwrap_err().to_string();
+    let e = Tensor::zeros([0, 3]).try_max_dim(0).unwrap_err().to_string();
     assert!(e.starts_with("max: expected reduction dim 0 to have non-zero size (input shape [0, 3])"), "{e}");
     let e = Tensor::new(&[true]).try_argmax().unwrap_err().to_string();
     assert!(e.starts_with("argmax: does not support bool input"), "{e}");
@@ -1105,5 +1105,5 @@ fn errors_name_the_op_and_the_caller() {
 #[test]
 #[should_panic(expected = "amin: expected reduction dim 1 to have non-zero size (input shape [3, 0])")]
 fn panicking_forms_carry_the_message() {
-    Tensor::zeros(&[3, 0]).amin(-1);
+    Tensor::zeros([3, 0]).amin(-1);
 }

@@ -14,7 +14,7 @@ use op_checks::{check_gradients, compiled_equals_eager, leaf, GradCase};
 
 /// x = torch.arange(24, dtype=torch.float64).view(2, 3, 4) - 11.5
 fn x() -> Tensor {
-    (Tensor::arange(24).to_dtype(DType::F64) - 11.5).view(&[2, 3, 4])
+    (Tensor::arange(24).to_dtype(DType::F64) - 11.5).view([2, 3, 4])
 }
 
 /// Panics unless `got` holds `want` (what PyTorch printed) within `tol`, with `want`'s shape.
@@ -40,14 +40,14 @@ fn reorders_match_pytorch() {
     let flat_rolled = [5.5, 6.5, 7.5, 8.5, 9.5, 10.5, 11.5, -11.5, -10.5, -9.5, -8.5, -7.5, -6.5, -5.5, -4.5, -3.5,
         -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5];
     assert_values("roll(x, 7)", &x.roll(&[7], &[]), &[2, 3, 4], &flat_rolled, 0.0);
-    let part = x.view(&[2, 12]).narrow(1, 0, 3);
+    let part = x.view([2, 12]).narrow(1, 0, 3);
     #[rustfmt::skip]
     let repeated = [-11.5, -10.5, -9.5, -11.5, -10.5, -9.5, 0.5, 1.5, 2.5, 0.5, 1.5, 2.5, -11.5, -10.5, -9.5, -11.5,
         -10.5, -9.5, 0.5, 1.5, 2.5, 0.5, 1.5, 2.5];
-    assert_values("x[:, :3].repeat(2, 1, 2)", &part.repeat(&[2, 1, 2]), &[2, 2, 6], &repeated, 0.0);
+    assert_values("x[:, :3].repeat(2, 1, 2)", &part.repeat([2, 1, 2]), &[2, 2, 6], &repeated, 0.0);
     let square = x.select(0, 0).narrow(0, 0, 2).narrow(1, 0, 2);
     let tiled = [-11.5, -10.5, -11.5, -10.5, -11.5, -10.5, -7.5, -6.5, -7.5, -6.5, -7.5, -6.5];
-    assert_values("tile(x[0, :2, :2], (3,))", &square.tile(&[3]), &[2, 6], &tiled, 0.0);
+    assert_values("tile(x[0, :2, :2], (3,))", &square.tile([3]), &[2, 6], &tiled, 0.0);
     let interleaved = [-11.5, -11.5, -10.5, -10.5, -7.5, -7.5, -6.5, -6.5];
     assert_values("repeat_interleave(2, dim=1)", &square.repeat_interleave(2, Some(1)), &[2, 4], &interleaved, 0.0);
     let flat = [-11.5, -11.5, -11.5, -10.5, -10.5, -10.5, -7.5, -7.5, -7.5, -6.5, -6.5, -6.5];
@@ -94,10 +94,10 @@ fn bad_arguments_are_errors_naming_the_op() {
         ("flip", x.try_flip([0, -3]), "appears multiple times"),
         ("flip", x.try_flip(3), "out of range"),
         ("roll", x.try_roll(&[1, 2], &[0]), "shifts and dimensions must align"),
-        ("repeat", x.try_repeat(&[2, 2]), "can not be smaller than number of dimensions"),
+        ("repeat", x.try_repeat([2, 2]), "can not be smaller than number of dimensions"),
         ("repeat_interleave", x.try_repeat_interleave(2, Some(5)), "out of range"),
         ("glu", F::try_glu(&x, 1), "Halving dimension must be even, but dimension 1 is size 3"),
-        ("prelu", F::try_prelu(&x, &Tensor::ones(&[2])), "Found parameter numbers = 2 and channel size = 3"),
+        ("prelu", F::try_prelu(&x, &Tensor::ones([2])), "Found parameter numbers = 2 and channel size = 3"),
     ];
     for (op, r, words) in cases {
         let e = r.unwrap_err();
@@ -113,8 +113,8 @@ fn gradients_match_finite_differences() {
     let cases: [GradCase; 8] = [
         ("flip", |t| t[0].flip([0, 2]), vec![leaf(&[2, 3, 2])]),
         ("roll", |t| t[0].roll(&[1, -2], &[1, 0]), vec![leaf(&[3, 4])]),
-        ("repeat", |t| t[0].repeat(&[2, 1, 3]), vec![leaf(&[2, 2])]),
-        ("tile", |t| t[0].tile(&[2]), vec![leaf(&[2, 3])]),
+        ("repeat", |t| t[0].repeat([2, 1, 3]), vec![leaf(&[2, 2])]),
+        ("tile", |t| t[0].tile([2]), vec![leaf(&[2, 3])]),
         ("repeat_interleave", |t| t[0].repeat_interleave(2, Some(0)), vec![leaf(&[3, 2])]),
         ("glu", |t| F::glu(&t[0], 1), vec![leaf(&[2, 4])]),
         // The slopes' and the input's gradients; inputs away from 0, where prelu has a kink.
@@ -131,11 +131,11 @@ fn gradients_match_finite_differences() {
 #[test]
 fn compiled_step_equals_eager() {
     kiln::manual_seed(10);
-    let inputs = [Tensor::randn(&[2, 4, 3]), Tensor::rand(&[4])];
+    let inputs = [Tensor::randn([2, 4, 3]), Tensor::rand([4])];
     compiled_equals_eager(&inputs, |t| {
         let (x, w) = (&t[0], &t[1]);
-        let y = x.flip([1]).roll(&[2], &[2]) + x.repeat(&[1, 1, 1]) - x.repeat_interleave(2, Some(2)).narrow(2, 0, 3);
-        let z = F::prelu(&y, w).tile(&[2, 1, 1]) + F::glu(&x.repeat(&[1, 1, 2]), 2).repeat(&[2, 1, 1]);
+        let y = x.flip([1]).roll(&[2], &[2]) + x.repeat([1, 1, 1]) - x.repeat_interleave(2, Some(2)).narrow(2, 0, 3);
+        let z = F::prelu(&y, w).tile([2, 1, 1]) + F::glu(&x.repeat([1, 1, 2]), 2).repeat([2, 1, 1]);
         let loss = z.nan_to_num(0.0, None, None).pow(2.0).sum();
         loss.backward();
         loss

@@ -94,7 +94,7 @@ fn edge_shapes_and_dtypes() {
     assert_eq!(s.cumprod(0).item::<f64>(), 2.5);
     assert_eq!((s.cummax(-1).0.item::<f64>(), s.cummin(0).1.item::<i64>()), (2.5, 0));
     assert_eq!(s.logcumsumexp(0).item::<f64>(), 2.5);
-    let empty = Tensor::zeros(&[0, 3]);
+    let empty = Tensor::zeros([0, 3]);
     assert_eq!(empty.cumprod(0).shape(), &[0, 3]);
     assert_eq!(empty.cummax(0).1.shape(), &[0, 3]);
     assert_eq!(empty.logcumsumexp(1).shape(), &[0, 3]);
@@ -151,7 +151,7 @@ fn quantile_and_mode_match_pytorch() {
     assert_matches(&fx, "mode/grad", &no_nan.grad().unwrap(), 0.0);
     let (v, i) = Tensor::new(&[[1i64, 2, 2, 1, 3]]).mode(-1);
     assert_eq!((v.to_vec::<i64>(), i.to_vec::<i64>()), (vec![1], vec![3]));
-    assert_eq!(Tensor::zeros(&[0, 3]).mode(1).0.shape(), &[0]);
+    assert_eq!(Tensor::zeros([0, 3]).mode(1).0.shape(), &[0]);
 }
 
 #[test]
@@ -184,7 +184,7 @@ fn unfold_and_masked_scatter_match_pytorch() {
     y.masked_scatter_(&mask, &src);
     assert_matches(&fx, "masked_scatter/out", &y, 0.0);
     // An empty source with nothing to write.
-    let none = Tensor::zeros(&[2]).masked_scatter(&Tensor::new(&[false, false]), &Tensor::zeros(&[0]));
+    let none = Tensor::zeros([2]).masked_scatter(&Tensor::new(&[false, false]), &Tensor::zeros([0]));
     assert_eq!(none.to_vec::<f32>(), [0.0, 0.0]);
 }
 
@@ -233,13 +233,13 @@ fn gradients_match_finite_differences() {
 fn compiled_step_equals_eager() {
     let _seeded = seeded();
     kiln::manual_seed(12);
-    let inputs = [Tensor::randn(&[3, 6]), Tensor::randn(&[8])];
+    let inputs = [Tensor::randn([3, 6]), Tensor::randn([8])];
     compiled_equals_eager(&inputs, |t| {
         let (x, s) = (&t[0], &t[1]);
         let mask = x.gt(0.3);
         let y = x.cumprod(1) + x.cummax(0).0 - x.cummin(1).0 + x.logcumsumexp(1);
         let z = x.unfold(1, 3, 2).sum_dim(-1).quantile(0.4, Some(1), true, Default::default());
-        let w = y.masked_scatter(&mask, &s.repeat(&[3])) * z + x.mode_keepdim(1).0;
+        let w = y.masked_scatter(&mask, &s.repeat([3])) * z + x.mode_keepdim(1).0;
         let loss = w.pow(2.0).sum();
         loss.backward();
         loss
@@ -249,7 +249,7 @@ fn compiled_step_equals_eager() {
 #[test]
 fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
     let _seeded = seeded();
-    let x = Tensor::zeros(&[2, 3]);
+    let x = Tensor::zeros([2, 3]);
     let ints = Tensor::arange(4);
     let mask = Tensor::new(&[true, true, false]);
     let cases: [(&str, kiln::Result<Tensor>, &str); 19] = [
@@ -258,11 +258,11 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
         ("logcumsumexp", ints.try_logcumsumexp(0), "expected a floating-point input, got int64"),
         ("quantile", x.try_quantile(1.5, None, false, Default::default()), "q must be in the range [0, 1] but got 1.5"),
         ("quantile", ints.try_quantile(0.5, None, false, Default::default()), "must be either float or double"),
-        ("quantile", Tensor::zeros(&[0]).try_quantile(0.5, None, false, Default::default()), "must be non-empty"),
-        ("mode", Tensor::zeros(&[0, 2]).try_mode(0).map(|r| r.0), "dim 0 to have non-zero size"),
+        ("quantile", Tensor::zeros([0]).try_quantile(0.5, None, false, Default::default()), "must be non-empty"),
+        ("mode", Tensor::zeros([0, 2]).try_mode(0).map(|r| r.0), "dim 0 to have non-zero size"),
         ("unfold", x.try_unfold(1, 4, 1), "maximum size for tensor at dimension 1 is 3 but size is 4"),
         ("unfold", x.try_unfold(0, 1, 0), "step is 0 but must be > 0"),
-        ("masked_scatter", x.try_masked_scatter(&mask, &Tensor::zeros(&[3])), "source < number of ones in mask (3 < 4"),
+        ("masked_scatter", x.try_masked_scatter(&mask, &Tensor::zeros([3])), "source < number of ones in mask (3 < 4"),
         ("masked_scatter", x.try_masked_scatter(&x, &x), "only supports boolean masks"),
         ("masked_scatter", x.try_masked_scatter(&mask, &ints), "same dtypes"),
         (
@@ -282,7 +282,7 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
         ),
         (
             "repeat_interleave",
-            x.try_repeat_interleave_tensor(&Tensor::ones(&[1, 2]).to_dtype(DType::I64), Some(0)),
+            x.try_repeat_interleave_tensor(&Tensor::ones([1, 2]).to_dtype(DType::I64), Some(0)),
             "0-dim or 1-dim",
         ),
         ("repeat_interleave", x.try_repeat_interleave_tensor(&Tensor::from_slice(&[1i64]), Some(2)), "out of range"),
@@ -299,7 +299,7 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
         assert!(e.to_string().contains(words), "{e}");
         assert!(e.to_string().contains("tests/scan_ops.rs"), "{e}");
     }
-    let e = Tensor::zeros(&[3]).try_masked_scatter_(&Tensor::ones(&[2, 3]).gt(0.0), &x).unwrap_err();
+    let e = Tensor::zeros([3]).try_masked_scatter_(&Tensor::ones([2, 3]).gt(0.0), &x).unwrap_err();
     assert!(e.to_string().contains("does not broadcast") && e.to_string().contains("tests/scan_ops.rs"), "{e}");
 }
 
@@ -332,11 +332,11 @@ fn repeat_interleave_edge_shapes() {
     let five = Tensor::scalar(5.0f32);
     // A 0-dim input is flattened; empty repeats of an empty dim, and all-zero counts, are empty.
     assert_eq!(five.repeat_interleave_tensor(&Tensor::from_slice(&[3i64]), Some(0)).to_vec::<f32>(), [5.0; 3]);
-    let empty = Tensor::zeros(&[0, 2]).repeat_interleave_tensor(&Tensor::zeros(&[0]).to_dtype(DType::I64), Some(0));
+    let empty = Tensor::zeros([0, 2]).repeat_interleave_tensor(&Tensor::zeros([0]).to_dtype(DType::I64), Some(0));
     assert_eq!(empty.shape(), &[0, 2]);
-    let zeros = Tensor::ones(&[2, 3]).repeat_interleave_tensor(&Tensor::from_slice(&[0i64]), Some(0));
+    let zeros = Tensor::ones([2, 3]).repeat_interleave_tensor(&Tensor::from_slice(&[0i64]), Some(0));
     assert_eq!(zeros.shape(), &[0, 3]);
-    let none = Tensor::repeat_interleave_indices(&Tensor::zeros(&[0]).to_dtype(DType::I64));
+    let none = Tensor::repeat_interleave_indices(&Tensor::zeros([0]).to_dtype(DType::I64));
     assert_eq!((none.shape(), none.dtype()), (&[0][..], DType::I64));
     // u8 counts are counts too, as PyTorch's.
     let u8s = Tensor::from_slice(&[2u8, 1]);
@@ -347,7 +347,7 @@ fn repeat_interleave_edge_shapes() {
 fn repeat_interleave_compiled_equals_eager_with_an_honest_graph_break() {
     let _seeded = seeded();
     kiln::manual_seed(22);
-    let x = Tensor::randn(&[3, 4]);
+    let x = Tensor::randn([3, 4]);
     let repeats = Tensor::from_slice(&[2i64, 0, 1, 3]);
     let eager = |x: &Tensor, r: &Tensor| x.repeat_interleave_tensor(r, Some(1)).exp().sum_dim(0);
     // Repeats given to the step: read as an input, no graph break.

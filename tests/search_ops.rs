@@ -43,8 +43,8 @@ fn searches_match_pytorch() {
     assert_matches(&fx, "bucketize/right", &x.bucketize(&b, true));
     // A 0-dim value, an empty sequence, no values.
     assert_eq!(Tensor::new(&[1i64, 2]).searchsorted(&Tensor::scalar(2i64), false).item::<i64>(), 1);
-    assert_eq!(Tensor::zeros(&[0]).searchsorted(&Tensor::ones(&[2]), false).to_vec::<i64>(), [0, 0]);
-    assert_eq!(Tensor::ones(&[3]).searchsorted(&Tensor::zeros(&[0, 2]), true).shape(), &[0, 2]);
+    assert_eq!(Tensor::zeros([0]).searchsorted(&Tensor::ones([2]), false).to_vec::<i64>(), [0, 0]);
+    assert_eq!(Tensor::ones([3]).searchsorted(&Tensor::zeros([0, 2]), true).shape(), &[0, 2]);
     assert_eq!(Tensor::scalar(2.0f32).bucketize(&Tensor::new(&[1.0f32, 3.0]), false).item::<i64>(), 1);
 }
 
@@ -61,7 +61,7 @@ fn unique_matches_pytorch() {
         assert!(plain.inverse.is_none() && plain.counts.is_none());
         assert_matches(&fx, &format!("{prefix}values"), &plain.values);
     }
-    let empty = Tensor::zeros(&[0]).unique(true, true, true);
+    let empty = Tensor::zeros([0]).unique(true, true, true);
     assert_eq!(
         (empty.values.shape(), empty.inverse.unwrap().shape(), empty.counts.unwrap().shape()),
         (&[0][..], &[0][..], &[0][..])
@@ -96,11 +96,11 @@ fn bad_arguments_are_errors_naming_the_op_and_the_caller() {
             seq.try_searchsorted(&Tensor::new(&[3i64, 4]), false),
             "boundaries tensor [2, 3] and input value tensor [2]",
         ),
-        ("searchsorted", seq.try_searchsorted(&Tensor::zeros(&[3, 1]), false), "first N-1 dimensions"),
-        ("searchsorted", Tensor::scalar(1.0f32).try_searchsorted(&Tensor::ones(&[2]), false), "should be 1 dimension"),
+        ("searchsorted", seq.try_searchsorted(&Tensor::zeros([3, 1]), false), "first N-1 dimensions"),
+        ("searchsorted", Tensor::scalar(1.0f32).try_searchsorted(&Tensor::ones([2]), false), "should be 1 dimension"),
         (
             "bucketize",
-            Tensor::ones(&[2]).try_bucketize(&seq, false),
+            Tensor::ones([2]).try_bucketize(&seq, false),
             "boundaries tensor must be 1 dimension, but got dim(2)",
         ),
     ];

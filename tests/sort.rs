@@ -18,7 +18,7 @@ fn u2() -> Tensor {
 
 /// `arange(12).view(2, 2, 3) * [1, -1, 0.5]`
 fn u3() -> Tensor {
-    Tensor::arange(12).view(&[2, 2, 3]).to_dtype(DType::F32).mul(Tensor::new(&[1.0f32, -1.0, 0.5]))
+    Tensor::arange(12).view([2, 2, 3]).to_dtype(DType::F32).mul(Tensor::new(&[1.0f32, -1.0, 0.5]))
 }
 
 #[track_caller]
@@ -88,7 +88,7 @@ fn matches_pytorch() {
     check_i(a2().narrow(1, 1, 3).sort(1, true), &[3, 3], &[2, 1, 1, 5, 5, -1, 9, 2, 0], &[1, 0, 2, 0, 1, 2, 1, 0, 2]);
     // sort expanded
     check_i(
-        a2().narrow(0, 1, 1).expand(&[2, 4]).sort(0, false),
+        a2().narrow(0, 1, 1).expand([2, 4]).sort(0, false),
         &[2, 4],
         &[0, 5, 5, -1, 0, 5, 5, -1],
         &[0, 0, 0, 0, 1, 1, 1, 1],
@@ -206,7 +206,7 @@ fn zero_dim_and_zero_size() {
     // as in PyTorch, k = 0 on a 0-dim tensor still returns its element
     let (v, i) = Tensor::scalar(2.5f32).topk(0, 0, true, true);
     assert_eq!((v.shape(), v.item::<f32>(), i.item::<i64>()), (&[] as &[usize], 2.5, 0));
-    let e = Tensor::zeros_opts(&[0, 3], DType::F32, Device::Cpu);
+    let e = Tensor::zeros_opts([0, 3], DType::F32, Device::Cpu);
     let (v, i) = e.sort(1, false);
     assert_eq!((v.shape(), i.shape()), (&[0usize, 3][..], &[0usize, 3][..]));
     let (v, _) = e.t().sort(1, true);
@@ -221,7 +221,7 @@ fn large_inputs_sort_in_parallel() {
     // many rows (parallel over rows), along the last dim and along dim 0 of a transposed view
     let (r, c) = (400usize, 300usize);
     let data: Vec<f32> = (0..r * c).map(|p| ((p * 7919) % 1009) as f32 - 500.0).collect();
-    let x = Tensor::from_vec(data.clone(), &[r, c]);
+    let x = Tensor::from_vec(data.clone(), [r, c]);
     let (v, i) = x.sort(1, false);
     let (v, i) = (v.to_vec::<f32>(), i.to_vec::<i64>());
     for row in 0..r {
@@ -241,7 +241,7 @@ fn large_inputs_sort_in_parallel() {
     assert!(it.t().to_vec::<i64>() == x.argsort(1, true).to_vec::<i64>());
     // one long row (sorted with the whole pool)
     let n = 200_003usize;
-    let long = Tensor::from_vec((0..n).map(|p| ((p * 7919) % 1000) as i64).collect(), &[n]);
+    let long = Tensor::from_vec((0..n).map(|p| ((p * 7919) % 1000) as i64).collect(), [n]);
     let (v, i) = long.sort(0, true);
     let (v, i) = (v.to_vec::<i64>(), i.to_vec::<i64>());
     assert!(

@@ -366,11 +366,11 @@ fn numpy_broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 /// Zero-size views may start past the end of their storage, as in PyTorch.
 #[test]
 fn zero_size_views_with_offsets() {
-    let x = Tensor::zeros(&[0, 2, 1]);
+    let x = Tensor::zeros([0, 2, 1]);
     assert_eq!(x.select(1, 1).shape(), &[0, 1]);
-    let y = Tensor::zeros(&[0, 1]).narrow(1, 1, 0);
+    let y = Tensor::zeros([0, 1]).narrow(1, 1, 0);
     assert_eq!((y.shape(), y.exp().shape()), (&[0usize, 0][..], &[0usize, 0][..]));
-    assert_eq!(Tensor::zeros(&[2, 0]).t().narrow(0, 0, 0).add(1.0).numel(), 0);
+    assert_eq!(Tensor::zeros([2, 0]).t().narrow(0, 0, 0).add(1.0).numel(), 0);
 }
 
 /// Views of an input past the parallel threshold (> 100k elements): ops on them equal ops on
@@ -396,6 +396,6 @@ fn large_views_take_the_parallel_path() {
     for (k, (x, y)) in sv.iter().zip(&cv).enumerate() {
         assert_eq!(*x, y + (k % 400) as f64, "element {k}");
     }
-    let e = Tensor::from_vec((0..250).map(|i| i as f32).collect(), &[250, 1]).expand(&[250, 400]);
+    let e = Tensor::from_vec((0..250).map(|i| i as f32).collect(), [250, 1]).expand([250, 400]);
     assert!(same_values(&v.mul(&e), &c.mul(e.contiguous())));
 }

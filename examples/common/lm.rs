@@ -42,7 +42,7 @@ pub fn vocabulary(text: &str) -> (Vec<char>, Vec<i64>) {
 /// generator.
 pub fn sample_index(logits: &Tensor, temperature: f64) -> usize {
     let probs = (logits / temperature).softmax(0).to_vec::<f32>();
-    let u = Tensor::rand(&[1]).item::<f32>();
+    let u = Tensor::rand([1]).item::<f32>();
     let mut acc = 0.0;
     let next = probs.iter().position(|&p| {
         acc += p;

@@ -110,7 +110,7 @@ pub fn evaluate(
         loss +=
             F::nll_loss_opts(&output, &target, &F::NllLossOpts { reduction: F::Reduction::Sum, ..Default::default() })
                 .item::<f32>() as f64;
-        correct += output.argmax_dim_keepdim(1).eq(target.view(&[-1, 1])).sum().item::<i64>();
+        correct += output.argmax_dim_keepdim(1).eq(target.view([-1, 1])).sum().item::<i64>();
         seen += target.numel();
     }
     (loss, correct, seen)

@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn pieces_that_tile_become_one_cat_with_zero_gaps() {
-        let (a, b) = (Tensor::full(&[2, 1], 1.0), Tensor::full(&[2, 2], 2.0));
+        let (a, b) = (Tensor::full([2, 1], 1.0), Tensor::full([2, 2], 2.0));
         let mut arrived = Arrived::default();
         // Out of order, with a gap at column 1 and one at the end.
         arrived.add_piece(piece(1, 2, b), &[2, 5]);
@@ -162,17 +162,17 @@ mod tests {
     fn overlapping_or_mixed_pieces_and_dense_gradients_are_summed() {
         let shape = [3, 2];
         let mut arrived = Arrived::default();
-        arrived.add_piece(piece(0, 0, Tensor::full(&[2, 2], 1.0)), &shape);
-        arrived.add_piece(piece(0, 1, Tensor::full(&[2, 2], 10.0)), &shape);
-        arrived.add_piece(piece(1, 1, Tensor::full(&[3, 1], 100.0)), &shape);
-        arrived.add(Tensor::full(&[3, 2], 1000.0));
+        arrived.add_piece(piece(0, 0, Tensor::full([2, 2], 1.0)), &shape);
+        arrived.add_piece(piece(0, 1, Tensor::full([2, 2], 10.0)), &shape);
+        arrived.add_piece(piece(1, 1, Tensor::full([3, 1], 100.0)), &shape);
+        arrived.add(Tensor::full([3, 2], 1000.0));
         let t = arrived.total().expect("a total");
         assert_eq!(t.to_vec::<f32>(), vec![1001., 1101., 1011., 1111., 1010., 1110.]);
     }
 
     #[test]
     fn a_squeezed_piece_is_a_slice_of_length_one() {
-        let p = Piece::new(SliceOf { dim: 1, start: 2, squeezed: true }, Tensor::full(&[4], 3.0));
+        let p = Piece::new(SliceOf { dim: 1, start: 2, squeezed: true }, Tensor::full([4], 3.0));
         assert_eq!(p.grad.shape(), &[4, 1]);
         let mut arrived = Arrived::default();
         arrived.add_piece(p, &[4, 3]);
@@ -183,14 +183,14 @@ mod tests {
 
     #[test]
     fn transposed_sums_keep_their_strides_and_values() {
-        let a = Tensor::arange(12).to_dtype(DType::F32).view(&[3, 4]).t();
-        let b = (Tensor::arange(12).to_dtype(DType::F32) * 0.5).view(&[3, 4]).t();
+        let a = Tensor::arange(12).to_dtype(DType::F32).view([3, 4]).t();
+        let b = (Tensor::arange(12).to_dtype(DType::F32) * 0.5).view([3, 4]).t();
         let s = add_in_storage_order(&a, &b);
         assert_eq!(s.shape(), &[4, 3]);
         assert_eq!(s.stride(), a.stride());
         assert_eq!(s.to_vec::<f32>(), (&a.contiguous() + &b.contiguous()).to_vec::<f32>());
         // Different strides: an ordinary sum.
-        let c = Tensor::arange(12).to_dtype(DType::F32).view(&[4, 3]);
+        let c = Tensor::arange(12).to_dtype(DType::F32).view([4, 3]);
         assert_eq!(add_in_storage_order(&a, &c).to_vec::<f32>(), (&a.contiguous() + &c).to_vec::<f32>());
     }
 }

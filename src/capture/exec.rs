@@ -397,7 +397,7 @@ fn run_node(node: &Node, device: kiln_runtime::Device, values: &Values, trace: &
             if whole {
                 // The value (broadcast to the region) in one copy: a buffer of its own, never
                 // the value node's (two installed outputs must not share memory).
-                r(1).deep_clone().try_reshape(&[len as i64])?
+                r(1).deep_clone().try_reshape([len as i64])?
             } else {
                 let out = r(0).deep_clone();
                 out.with_layout(region.clone()).try_copy_(&r(1))?;

@@ -47,10 +47,10 @@ fn offsets(op: &'static str, x: &Tensor, adv: &Resolved<'_>) -> Result<Tensor> {
         let steps: Vec<i64> = (0..x.shape()[d]).map(|c| (c * x.stride()[d]) as i64).collect();
         let mut strides = vec![0; adv.shape.len()];
         strides[r] = 1;
-        let steps = super::to_device(op, &Tensor::from_vec(steps, &[x.shape()[d]]), device)?;
+        let steps = super::to_device(op, &Tensor::from_vec(steps, [x.shape()[d]]), device)?;
         acc = acc.try_add(steps.with_layout(Layout::new(adv.shape.into(), strides.into(), 0)))?;
     }
-    Ok(dense(&acc.try_broadcast_to(adv.shape)?).reshape(&[-1]))
+    Ok(dense(&acc.try_broadcast_to(adv.shape)?).reshape([-1]))
 }
 
 /// The whole storage of `x` as a vector (a view sharing it).
@@ -173,19 +173,19 @@ mod tests {
 
     #[test]
     fn the_put_plans_apply_repeated_positions_in_the_cpus_order() {
-        let mixed = |n: usize| Tensor::from_vec(host::mixed(n), &[n]);
-        let parent = mixed(24).reshape(&[6, 4]);
+        let mixed = |n: usize| Tensor::from_vec(host::mixed(n), [n]);
+        let parent = mixed(24).reshape([6, 4]);
         let transposed = |p: &Tensor| p.t(); // [4, 6], strides [1, 4]
                                              // x[rows] (+)= v: rows repeat; one line per column of x.
         let rows = Tensor::new(&[3i64, 0, 3, 3, 1, 0]);
-        let v = mixed(36).reshape(&[6, 6]);
+        let v = mixed(36).reshape([6, 6]);
         // x[:, cols] (+)= v: columns repeat, one of them negative.
         let cols = Tensor::new(&[5i64, 1, -1, 2, 5]);
-        let w = mixed(20).reshape(&[4, 5]);
+        let w = mixed(20).reshape([4, 5]);
         // x3[i, :, j] (+)= u: two index tensors apart, so their dims go in front.
-        let x3 = mixed(60).reshape(&[3, 4, 5]);
+        let x3 = mixed(60).reshape([3, 4, 5]);
         let (i, j) = (Tensor::new(&[[2i64, 0, 2], [1, 2, 2]]), Tensor::new(&[[4i64, 4, 0], [4, 1, 4]]));
-        let u = mixed(24).reshape(&[2, 3, 4]);
+        let u = mixed(24).reshape([2, 3, 4]);
         for acc in [false, true] {
             let at = |c: &[usize]| rows.to_vec::<i64>()[c[0]] + 4 * c[1] as i64;
             same_as_cpu(&parent, transposed, &[Some(&rows)], (&[6, 6], &[None, Some(1)]), at, &v, acc);

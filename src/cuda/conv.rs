@@ -57,7 +57,7 @@ fn dims(d: &[usize]) -> Vec<i64> {
 fn im2col(op: &'static str, g: &ConvGeom, x: &Tensor) -> Result<Tensor> {
     let shape = [g.n, g.groups, g.k(), g.l()];
     if g.col_is_input() {
-        return x.try_reshape(&dims(&shape));
+        return x.try_reshape(dims(&shape));
     }
     columns(op, ColKind::Im2col, g, x, &shape)
 }
@@ -65,7 +65,7 @@ fn im2col(op: &'static str, g: &ConvGeom, x: &Tensor) -> Result<Tensor> {
 /// The weight (`[C_out, C_in/G, kh, kw]` memory) as `[G, C_out/G, K]`.
 #[track_caller]
 fn grouped_weight(g: &ConvGeom, w: &Tensor) -> Result<Tensor> {
-    w.try_reshape(&dims(&[g.groups, g.cog(), g.k()]))
+    w.try_reshape(dims(&[g.groups, g.cog(), g.k()]))
 }
 
 /// The convolution of `x` (`[N, C_in, H, W]` memory) by `w` plus `bias`, `[N, C_out, L]`.
@@ -74,9 +74,9 @@ pub(crate) fn forward(g: &ConvGeom, x: &Tensor, w: &Tensor, bias: Option<&Tensor
     let op = "conv2d";
     check_devices(op, &[x, w].into_iter().chain(bias).collect::<Vec<_>>())?;
     let col = im2col(op, g, x)?;
-    let y = grouped_weight(g, w)?.try_matmul(&col)?.try_reshape(&dims(&[g.n, g.c_out, g.l()]))?;
+    let y = grouped_weight(g, w)?.try_matmul(&col)?.try_reshape(dims(&[g.n, g.c_out, g.l()]))?;
     match bias {
-        Some(b) => y.try_add(&b.try_reshape(&dims(&[g.c_out, 1]))?),
+        Some(b) => y.try_add(&b.try_reshape(dims(&[g.c_out, 1]))?),
         None => Ok(y),
     }
 }
@@ -86,11 +86,11 @@ pub(crate) fn forward(g: &ConvGeom, x: &Tensor, w: &Tensor, bias: Option<&Tensor
 pub(crate) fn input_grad(g: &ConvGeom, gy: &Tensor, w: &Tensor) -> Result<Tensor> {
     let op = "conv2d_backward_input";
     check_devices(op, &[gy, w])?;
-    let gy = gy.try_reshape(&dims(&[g.n, g.groups, g.cog(), g.l()]))?;
+    let gy = gy.try_reshape(dims(&[g.n, g.groups, g.cog(), g.l()]))?;
     let gcol = grouped_weight(g, w)?.transpose(1, 2).try_matmul(&gy)?;
     let shape = [g.n, g.c_in, g.h, g.w];
     if g.col_is_input() {
-        return gcol.try_reshape(&dims(&shape));
+        return gcol.try_reshape(dims(&shape));
     }
     columns(op, ColKind::Col2im, g, &gcol, &shape)
 }
@@ -101,9 +101,9 @@ pub(crate) fn weight_grad(g: &ConvGeom, x: &Tensor, gy: &Tensor) -> Result<Tenso
     let op = "conv2d_backward_weight";
     check_devices(op, &[x, gy])?;
     let col = im2col(op, g, x)?;
-    let gy = gy.try_reshape(&dims(&[g.n, g.groups, g.cog(), g.l()]))?;
+    let gy = gy.try_reshape(dims(&[g.n, g.groups, g.cog(), g.l()]))?;
     let per_image = gy.try_matmul(&col.transpose(2, 3))?;
-    per_image.try_sum_dim(0)?.try_reshape(&dims(&[g.c_out, g.cig(), g.kh, g.kw]))
+    per_image.try_sum_dim(0)?.try_reshape(dims(&[g.c_out, g.cig(), g.kh, g.kw]))
 }
 
 /// An error naming `op` and both devices unless `tensors` are all on the first one's device.

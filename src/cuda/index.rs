@@ -346,7 +346,7 @@ mod tests {
 
     /// An int64 `[rows, cols]` tensor of values in `0..k` repeating irregularly.
     fn repeated(rows: usize, cols: usize, k: usize) -> Tensor {
-        Tensor::from_vec((0..rows * cols).map(|i| ((i * 5 + i / 7) % k) as i64).collect(), &[rows, cols])
+        Tensor::from_vec((0..rows * cols).map(|i| ((i * 5 + i / 7) % k) as i64).collect(), [rows, cols])
     }
 
     /// The CPU's scatter (`add`: scatter_add) into the view `view(parent)` along `d` against
@@ -376,13 +376,13 @@ mod tests {
 
     #[test]
     fn the_line_plans_apply_repeated_positions_in_the_cpus_order() {
-        let parent = Tensor::from_vec(mixed(30), &[6, 5]);
+        let parent = Tensor::from_vec(mixed(30), [6, 5]);
         let transposed = |p: &Tensor| p.t(); // [5, 6], strides [1, 5]
                                              // Along dim 0: a narrowed index [7, 6] (values in 0..5) and a transposed source.
-        let (ip, sp) = (repeated(7, 10, 5), Tensor::from_vec(mixed(56), &[8, 7]));
+        let (ip, sp) = (repeated(7, 10, 5), Tensor::from_vec(mixed(56), [8, 7]));
         let (idx, src) = (ip.narrow(1, 2, 6), sp.t());
         // Along the last dim: a transposed index [5, 9] (values in 0..6), a narrowed source.
-        let (ip1, sp1) = (repeated(9, 5, 6), Tensor::from_vec(mixed(60), &[5, 12]));
+        let (ip1, sp1) = (repeated(9, 5, 6), Tensor::from_vec(mixed(60), [5, 12]));
         let (idx1, src1) = (ip1.t(), sp1.narrow(1, 3, 9));
         for add in [false, true] {
             same_as_cpu(&parent, transposed, 0, (&ip, &idx), (&sp, &src), add);

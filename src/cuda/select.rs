@@ -35,7 +35,7 @@ fn coordinates(op: &'static str, flags: &Tensor, sizes: &[usize]) -> Result<Tens
     let counts = Tensor::from_storage(Storage::Cuda(counts), &[chunks + 1]);
     let total = counts.try_narrow(0, chunks as i64, 1)?.try_item::<i64>()? as usize;
     let host_sizes: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
-    let sizes_t = super::to_device(op, &Tensor::from_vec(host_sizes, &[ndim]), Device::Cuda(ordinal))?;
+    let sizes_t = super::to_device(op, &Tensor::from_vec(host_sizes, [ndim]), Device::Cuda(ordinal))?;
     let mut out = CudaStorage::uninit(op, ordinal, DType::I64, total * ndim).or_op(op)?;
     {
         let operands = [flags.clone(), counts, sizes_t];
@@ -66,8 +66,8 @@ pub(crate) fn masked_select(op: &'static str, x: &Tensor, mask: &Tensor, shape: 
     let _off = crate::autograd::no_grad_guard();
     let n = shape.iter().product::<usize>();
     let flags = dense(&mask.try_broadcast_to(shape)?);
-    let positions = coordinates(op, &flags, &[n])?.reshape(&[-1]);
-    let flat = dense(&x.try_broadcast_to(shape)?).reshape(&[n as i64]);
+    let positions = coordinates(op, &flags, &[n])?.reshape([-1]);
+    let flat = dense(&x.try_broadcast_to(shape)?).reshape([n as i64]);
     let count = positions.numel();
     super::index::gather(op, &flat, 0, &positions, positions.layout(), &[count], &[count])
 }

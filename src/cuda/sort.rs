@@ -43,7 +43,7 @@ pub(crate) fn sorted_rows(
 ) -> Result<(Tensor, Tensor)> {
     let _off = crate::autograd::no_grad_guard();
     let ordinal = ordinal_of(x);
-    let x1 = if x.dim() == 0 { x.reshape(&[1]) } else { x.clone() };
+    let x1 = if x.dim() == 0 { x.reshape([1]) } else { x.clone() };
     let (forward, inverse) = dim_last(x1.dim(), d);
     let moved = dense(&x1.try_permute(&forward)?);
     let n = x1.shape()[d];

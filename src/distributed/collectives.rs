@@ -78,7 +78,7 @@ pub fn all_gather(outputs: &[Tensor], tensor: &Tensor) -> Result<()> {
     let out = received(exchange(OP, &send, Call::AllGather, n, n * world_size)?, &[world_size, n]);
     for (r, o) in outputs.iter().enumerate() {
         let _off = crate::no_grad_guard();
-        o.detach().copy_(&out.select(0, r as i64).reshape(&shape_i64(o.shape())));
+        o.detach().copy_(&out.select(0, r as i64).reshape(shape_i64(o.shape())));
     }
     Ok(())
 }
@@ -97,7 +97,7 @@ pub fn reduce_scatter(output: &Tensor, inputs: &[Tensor], op: ReduceOp) -> Resul
     let n = output.numel();
     agree(OP, Call::ReduceScatter(op), output.dtype(), n)?;
     let wire = Wire::of(output.dtype(), output.device());
-    let flat: Vec<Tensor> = inputs.iter().map(|t| t.detach().to_dtype(wire.dtype()).reshape(&[-1])).collect();
+    let flat: Vec<Tensor> = inputs.iter().map(|t| t.detach().to_dtype(wire.dtype()).reshape([-1])).collect();
     let send = staged(&Tensor::cat(&flat, 0));
     let mut out = exchange(OP, &send, Call::ReduceScatter(op), n, n)?;
     if op == ReduceOp::Avg {
@@ -122,7 +122,7 @@ pub fn barrier() -> Result<()> {
 fn agree(op: &'static str, call: Call, dtype: DType, count: usize) -> Result<()> {
     let mine = [call.code(), dtype_code(dtype), count as i64];
     let probe: Vec<i64> = mine.iter().copied().chain(mine.iter().map(|v| -v)).collect();
-    let probe = on_group_device(op, Tensor::from_vec(probe, &[6]))?;
+    let probe = on_group_device(op, Tensor::from_vec(probe, [6]))?;
     let out = exchange(op, &probe, Call::AllReduce(ReduceOp::Max), 6, 6)?;
     let ext: Vec<i64> = received(out, &[6]).to_vec();
     let (max, min) = (&ext[..3], [-ext[3], -ext[4], -ext[5]]);

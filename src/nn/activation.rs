@@ -220,7 +220,7 @@ impl PReLU {
     /// `nn.PReLU(num_parameters, init)`.
     #[track_caller]
     pub fn new(num_parameters: usize, init: f64) -> PReLU {
-        PReLU { weight: Tensor::full(&[num_parameters], init).requires_grad_(true), num_parameters }
+        PReLU { weight: Tensor::full([num_parameters], init).requires_grad_(true), num_parameters }
     }
 
     fn describe(&self) -> String {

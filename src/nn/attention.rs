@@ -211,14 +211,14 @@ impl MultiheadAttention {
         } else {
             (None, xavier(&[embed_dim, embed_dim]), xavier(&[embed_dim, kdim]), xavier(&[embed_dim, vdim]))
         };
-        let in_proj_bias = opts.bias.then(|| Tensor::zeros(&[3 * embed_dim]).requires_grad_(true));
+        let in_proj_bias = opts.bias.then(|| Tensor::zeros([3 * embed_dim]).requires_grad_(true));
         let out_proj = Linear::with_bias(embed_dim, embed_dim, opts.bias);
         if let Some(b) = &out_proj.bias {
             let _guard = crate::no_grad_guard();
             constant_(b, 0.0);
         }
         let extra = || {
-            let t = Tensor::empty(&[1, 1, embed_dim]);
+            let t = Tensor::empty([1, 1, embed_dim]);
             xavier_normal_(&t, 1.0);
             t.requires_grad_(true)
         };
@@ -366,12 +366,12 @@ impl MultiheadAttention {
         let mut bias = match args.attn_mask {
             Some(m) if !use_causal => {
                 let b = as_bias(m);
-                Some(if m.dim() == 2 { b.view(&[1, 1, li, si]) } else { b.reshape(&[ni, hi, li, si]) })
+                Some(if m.dim() == 2 { b.view([1, 1, li, si]) } else { b.reshape([ni, hi, li, si]) })
             }
             _ => None,
         };
         if let Some(m) = args.key_padding_mask {
-            let b = as_bias(m).reshape(&[ni, 1, 1, si]);
+            let b = as_bias(m).reshape([ni, 1, 1, si]);
             bias = Some(match bias {
                 Some(a) => &a + &b,
                 None => b,
@@ -411,14 +411,14 @@ impl MultiheadAttention {
         };
         let (mut k, mut v) = (k, v);
         if let (Some(bk), Some(bv)) = (&self.bias_k, &self.bias_v) {
-            k = Tensor::cat(&[k, bk.expand(&[ni, 1, e as i64])], 1);
-            v = Tensor::cat(&[v, bv.expand(&[ni, 1, e as i64])], 1);
+            k = Tensor::cat(&[k, bk.expand([ni, 1, e as i64])], 1);
+            v = Tensor::cat(&[v, bv.expand([ni, 1, e as i64])], 1);
             bias = bias.map(pad);
         }
-        let heads = |t: &Tensor| t.reshape(&[ni, -1, hi, self.head_dim as i64]).transpose(1, 2);
+        let heads = |t: &Tensor| t.reshape([ni, -1, hi, self.head_dim as i64]).transpose(1, 2);
         let (q, mut k, mut v) = (heads(&q), heads(&k), heads(&v));
         if self.add_zero_attn {
-            let zeros = Tensor::zeros_opts(&[n, h, 1, self.head_dim], dtype, device);
+            let zeros = Tensor::zeros_opts([n, h, 1, self.head_dim], dtype, device);
             k = Tensor::cat(&[k, zeros.clone()], 2);
             v = Tensor::cat(&[v, zeros], 2);
             bias = bias.map(pad);
@@ -431,7 +431,7 @@ impl MultiheadAttention {
         let p = if self.training { self.dropout } else { 0.0 };
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let (out, weights) = attention(&q, &k, &v, mask, p, scale, args.need_weights);
-        let out = self.out_proj.forward(&out.transpose(1, 2).reshape(&[ni, li, e as i64]));
+        let out = self.out_proj.forward(&out.transpose(1, 2).reshape([ni, li, e as i64]));
         let out = if !batched {
             out.squeeze_dim(0)
         } else if self.batch_first {

@@ -23,7 +23,7 @@ pub(super) fn conv_params(shape: &[usize], bias_len: Option<usize>) -> (Tensor, 
     kaiming_uniform_(&weight, Nonlinearity::LeakyRelu(5f64.sqrt()), FanMode::FanIn);
     let fan_in: usize = shape[1..].iter().product();
     let bias = bias_len.map(|len| {
-        let b = Tensor::empty(&[len]);
+        let b = Tensor::empty([len]);
         let bound = if fan_in > 0 { 1.0 / (fan_in as f64).sqrt() } else { 0.0 };
         uniform_(&b, -bound, bound);
         b.requires_grad_(true)

@@ -150,7 +150,7 @@ pub fn orthogonal_(tensor: &Tensor, gain: f64) -> &Tensor {
     }
     // Orthonormalise the columns of a tall (n × m, n ≥ m) normal matrix.
     let (n, m) = (rows.max(cols), rows.min(cols));
-    let mut a: Vec<f64> = Tensor::randn_opts(&[n, m], DType::F64, tensor.device()).to_vec();
+    let mut a: Vec<f64> = Tensor::randn_opts([n, m], DType::F64, tensor.device()).to_vec();
     for j in 0..m {
         for k in 0..j {
             let dot: f64 = (0..n).map(|i| a[i * m + j] * a[i * m + k]).sum();
@@ -163,9 +163,9 @@ pub fn orthogonal_(tensor: &Tensor, gain: f64) -> &Tensor {
             a[i * m + j] /= norm;
         }
     }
-    let q = Tensor::from_vec(a, &[n, m]);
+    let q = Tensor::from_vec(a, [n, m]);
     let q = if rows < cols { q.t() } else { q };
-    let q = (q * gain).reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
+    let q = (q * gain).reshape(shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
     let _guard = no_grad_guard();
     tensor.copy_(&q);
     tensor
@@ -177,8 +177,8 @@ mod tests {
 
     #[test]
     fn fans_count_the_receptive_field() {
-        assert_eq!(calculate_fan_in_and_fan_out(&Tensor::zeros(&[32, 16, 3, 3])), (144, 288));
-        assert_eq!(calculate_fan_in_and_fan_out(&Tensor::zeros(&[10, 4])), (4, 10));
+        assert_eq!(calculate_fan_in_and_fan_out(&Tensor::zeros([32, 16, 3, 3])), (144, 288));
+        assert_eq!(calculate_fan_in_and_fan_out(&Tensor::zeros([10, 4])), (4, 10));
     }
 
     #[test]
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn kaiming_uniform_stays_inside_its_bound() {
-        let w = Tensor::zeros(&[64, 100]);
+        let w = Tensor::zeros([64, 100]);
         kaiming_uniform_(&w, Nonlinearity::LeakyRelu(5f64.sqrt()), FanMode::FanIn);
         let v: Vec<f32> = w.to_vec();
         let bound = 1.0 / 10.0; // 1/√fan_in
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn orthogonal_rows_are_orthonormal() {
         for shape in [[3usize, 5], [5, 3]] {
-            let w = Tensor::zeros(&shape).to_dtype(DType::F64);
+            let w = Tensor::zeros(shape).to_dtype(DType::F64);
             orthogonal_(&w, 2.0);
             let gram = if shape[0] < shape[1] { w.matmul(&w.t()) } else { w.t().matmul(&w) };
             let k = shape[0].min(shape[1]);

@@ -31,10 +31,10 @@ impl Linear {
     /// A linear layer with or without a bias (`nn.Linear(in, out, bias=False)`).
     #[track_caller]
     pub fn with_bias(in_features: usize, out_features: usize, bias: bool) -> Linear {
-        let weight = Tensor::empty(&[out_features, in_features]);
+        let weight = Tensor::empty([out_features, in_features]);
         kaiming_uniform_(&weight, Nonlinearity::LeakyRelu(5f64.sqrt()), FanMode::FanIn);
         let bias = bias.then(|| {
-            let b = Tensor::empty(&[out_features]);
+            let b = Tensor::empty([out_features]);
             let bound = if in_features > 0 { 1.0 / (in_features as f64).sqrt() } else { 0.0 };
             uniform_(&b, -bound, bound);
             b.requires_grad_(true)

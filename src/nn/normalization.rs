@@ -246,8 +246,8 @@ impl GroupNorm {
             );
         }
         GroupNorm {
-            weight: affine.then(|| Tensor::ones(&[num_channels]).requires_grad_(true)),
-            bias: affine.then(|| Tensor::zeros(&[num_channels]).requires_grad_(true)),
+            weight: affine.then(|| Tensor::ones([num_channels]).requires_grad_(true)),
+            bias: affine.then(|| Tensor::zeros([num_channels]).requires_grad_(true)),
             num_groups,
             num_channels,
             eps,

@@ -35,7 +35,7 @@ impl Embedding {
                 );
             }
         }
-        let weight = Tensor::empty(&[num_embeddings, embedding_dim]);
+        let weight = Tensor::empty([num_embeddings, embedding_dim]);
         normal_(&weight, 0.0, 1.0);
         if let Some(p) = padding_idx {
             let _guard = no_grad_guard();

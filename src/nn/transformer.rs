@@ -243,7 +243,7 @@ fn check_opts(layer: &'static str, d_model: usize, nhead: usize, opts: &Transfor
 /// `LayerNorm((d,), eps)` with or without its bias (PyTorch's `LayerNorm(bias=…)`).
 #[track_caller]
 fn layer_norm(d: usize, eps: f64, bias: bool) -> LayerNorm {
-    let mut norm = LayerNorm::with_opts(&[d], eps, true);
+    let mut norm = LayerNorm::with_opts([d], eps, true);
     if !bias {
         norm.bias = None;
     }
@@ -813,8 +813,8 @@ impl Transformer {
     /// `to_dtype`/`to` for other dtypes and devices.
     #[track_caller]
     pub fn generate_square_subsequent_mask(sz: usize) -> Tensor {
-        let above = Tensor::ones_opts(&[sz, sz], crate::DType::Bool, crate::Device::Cpu).triu(1);
-        Tensor::zeros(&[sz, sz]).masked_fill(&above, f64::NEG_INFINITY)
+        let above = Tensor::ones_opts([sz, sz], crate::DType::Bool, crate::Device::Cpu).triu(1);
+        Tensor::zeros([sz, sz]).masked_fill(&above, f64::NEG_INFINITY)
     }
 }
 

@@ -759,7 +759,7 @@ mod tests {
 
     #[test]
     fn inplace_through_views() {
-        let x = Tensor::zeros(&[2, 3]);
+        let x = Tensor::zeros([2, 3]);
         let col = x.i((.., 1));
         col.add_(5.0);
         x.t().mul_(Tensor::new(&[[1.0f32], [2.0], [3.0]]));
@@ -773,15 +773,15 @@ mod tests {
             i.add_(0.5);
         })
         .is_err());
-        let e = Tensor::ones(&[3]).expand(&[2, 3]);
+        let e = Tensor::ones([3]).expand([2, 3]);
         assert!(std::panic::catch_unwind(|| {
             e.add_(1.0);
         })
         .is_err());
-        let mut y = Tensor::ones(&[2]);
+        let mut y = Tensor::ones([2]);
         y += 2.0;
         assert_eq!(y.to_vec::<f32>(), vec![3.0, 3.0]);
-        let h = Tensor::ones(&[2]).to_dtype(DType::F16);
+        let h = Tensor::ones([2]).to_dtype(DType::F16);
         h.add_(Tensor::new(&[0.5f32, 1.0]));
         assert_eq!(h.to_dtype(DType::F32).to_vec::<f32>(), vec![1.5, 2.0]);
     }
@@ -789,7 +789,7 @@ mod tests {
     #[test]
     fn empty_views_past_the_end_of_storage() {
         // narrow(1, 1, 0) of a [0, 1] tensor has offset 1 in an empty storage (as in PyTorch).
-        let e = Tensor::zeros(&[0, 1]).narrow(1, 1, 0);
+        let e = Tensor::zeros([0, 1]).narrow(1, 1, 0);
         assert_eq!((&e + 1.0).shape(), &[0, 0]);
         assert_eq!(e.exp().numel(), 0);
         e.add_(1.0);
@@ -840,7 +840,7 @@ mod tests {
         assert!(fits(F(1e300), DType::F64));
 
         // Every path that writes a number into a tensor checks it, naming the op.
-        let i = Tensor::zeros(&[3]).to_dtype(DType::I32);
+        let i = Tensor::zeros([3]).to_dtype(DType::I32);
         let idx = Tensor::new(&[1i64]);
         let e = i.try_fill_(1e20).unwrap_err().to_string();
         assert!(e.starts_with("fill_: value 1e20 cannot be converted to type int32 without overflow"), "{e}");
@@ -849,25 +849,25 @@ mod tests {
         assert!(i.try_scatter_value(0, &idx, 1i64 << 40).unwrap_err().to_string().starts_with("scatter: value"));
         assert!(i.try_scatter_value_(0, &idx, 1e20).is_err());
         assert!(Tensor::try_scalar_opts(1i64 << 40, DType::I32).unwrap_err().to_string().starts_with("tensor: value"));
-        assert!(Tensor::try_full_opts(&[2], -1.0, DType::U8, kiln_runtime::Device::Cpu).is_err());
+        assert!(Tensor::try_full_opts([2], -1.0, DType::U8, kiln_runtime::Device::Cpu).is_err());
         assert!(Tensor::try_where(&Tensor::new(&[true]), i.narrow(0, 0, 1), 1i64 << 40)
             .unwrap_err()
             .to_string()
             .starts_with("where: value"));
-        assert!(std::panic::catch_unwind(|| Tensor::full(&[1], 1e300)).is_err());
+        assert!(std::panic::catch_unwind(|| Tensor::full([1], 1e300)).is_err());
         assert_eq!(i.try_fill_(3.7).unwrap().to_vec::<i32>(), vec![3; 3]);
         assert_eq!(
-            Tensor::zeros(&[1]).to_dtype(DType::U8).masked_fill(&Tensor::new(&[true]), -1).to_vec::<u8>(),
+            Tensor::zeros([1]).to_dtype(DType::U8).masked_fill(&Tensor::new(&[true]), -1).to_vec::<u8>(),
             vec![255]
         );
         // Arithmetic operands wrap, as PyTorch's do; a tensor cast is not a scalar conversion.
         assert_eq!((&i + (1i64 << 40)).to_vec::<i32>(), vec![3; 3]);
-        assert_eq!(Tensor::full(&[1], 1e20).to_dtype(DType::I32).dtype(), DType::I32);
+        assert_eq!(Tensor::full([1], 1e20).to_dtype(DType::I32).dtype(), DType::I32);
     }
 
     #[test]
     fn copy_and_fill() {
-        let x = Tensor::zeros(&[2, 2]).to_dtype(DType::I32);
+        let x = Tensor::zeros([2, 2]).to_dtype(DType::I32);
         x.copy_(&Tensor::new(&[1.9f32, -2.9]));
         assert_eq!(x.to_vec::<i32>(), vec![1, -2, 1, -2]);
         x.fill_(7);

@@ -122,7 +122,7 @@ fn cat(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
     let dtype = tensors.iter().map(|t| t.dtype()).fold(first.dtype(), DType::promote);
     let kept: Vec<(usize, &Tensor)> = tensors.iter().copied().enumerate().filter(|(_, t)| !is_skipped(t)).collect();
     let Some(&(i0, reference)) = kept.first() else {
-        return Ok(Tensor::empty_opts(&[0], dtype, first.device()));
+        return Ok(Tensor::empty_opts([0], dtype, first.device()));
     };
     let d = reference.normalize_dim(op, dim)?;
     let mut shape = reference.shape().to_vec();
@@ -270,8 +270,8 @@ mod tests {
     #[test]
     fn pieces_cross_chunk_boundaries() {
         // Long enough to be split into several parallel chunks, with rows that straddle them.
-        let a = Tensor::arange(3 * 100_001).view(&[3, 100_001]);
-        let b = Tensor::arange(3 * 5).view(&[5, 3]).t();
+        let a = Tensor::arange(3 * 100_001).view([3, 100_001]);
+        let b = Tensor::arange(3 * 5).view([5, 3]).t();
         let out = Tensor::cat(&[&a, &b], 1);
         assert_eq!(out.shape(), &[3, 100_006]);
         let v = out.to_vec::<i64>();

@@ -614,7 +614,7 @@ mod tests {
         // Errors: no bound, shapes that cannot broadcast.
         let e = f.try_clamp_tensor(None, None).unwrap_err().to_string();
         assert!(e.starts_with("clamp: torch.clamp: At least one of 'min' or 'max' must not be None"), "{e}");
-        let e = f.try_clamp_tensor(Some(&Tensor::zeros(&[3])), None).unwrap_err().to_string();
+        let e = f.try_clamp_tensor(Some(&Tensor::zeros([3])), None).unwrap_err().to_string();
         assert!(e.starts_with("clamp: shapes [2] and [3] cannot broadcast (at src/ops/clamp.rs:"), "{e}");
     }
 
@@ -633,7 +633,7 @@ mod tests {
         assert_eq!(i.to_vec::<i32>(), vec![4, 4, 5]);
         let e = i.try_clamp_tensor_(Some(&Tensor::new(&[0.5f32])), None).unwrap_err().to_string();
         assert!(e.starts_with("clamp_: result type Float can't be cast to the desired output type Int"), "{e}");
-        let e = i.try_clamp_tensor_(Some(&Tensor::zeros(&[2, 3]).to_dtype(DType::I32)), None).unwrap_err().to_string();
+        let e = i.try_clamp_tensor_(Some(&Tensor::zeros([2, 3]).to_dtype(DType::I32)), None).unwrap_err().to_string();
         assert!(e.starts_with("clamp_: output with shape [3] doesn't match the broadcast shape [2, 3]"), "{e}");
         assert_eq!(i.to_vec::<i32>(), vec![4, 4, 5]);
     }

@@ -397,7 +397,7 @@ mod tests {
 
     #[test]
     fn masked_fill_in_place_through_view() {
-        let x = Tensor::zeros(&[2, 3]);
+        let x = Tensor::zeros([2, 3]);
         let mask = Tensor::new(&[true, false]);
         x.t().masked_fill_(&mask.unsqueeze(0), 4.5);
         assert_eq!(x.to_vec::<f32>(), vec![4.5, 4.5, 4.5, 0.0, 0.0, 0.0]);

@@ -146,7 +146,7 @@ fn launch_cuda(
         Product::InputGrad => crate::cuda::conv::input_grad(g, a, b)?,
         Product::WeightGrad => crate::cuda::conv::weight_grad(g, a, b)?,
     };
-    out.try_reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
+    out.try_reshape(shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
 }
 
 /// [`launch`]'s CPU kernels on realized operands, the result shaped `shape`.

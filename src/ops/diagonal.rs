@@ -27,8 +27,8 @@ fn diagonal_backward(g: &Tensor, shape: &[usize], offset: i64, d1: usize, d2: us
     let mut index_shape = vec![1i64; others.len()];
     index_shape.push(len as i64);
     let mut g_shape: Vec<i64> = g.shape().iter().map(|&n| n as i64).collect();
-    let index = Tensor::from_vec(positions, &[len]).to(&g.device()).reshape(&index_shape).expand(&g_shape);
-    let zeros = Tensor::zeros_opts(&flat.iter().map(|&n| n as usize).collect::<Vec<_>>(), g.dtype(), g.device());
+    let index = Tensor::from_vec(positions, [len]).to(&g.device()).reshape(&index_shape).expand(&g_shape);
+    let zeros = Tensor::zeros_opts(flat.iter().map(|&n| n as usize).collect::<Vec<_>>(), g.dtype(), g.device());
     let written = zeros.scatter(-1, &index, g);
     // Back to the input's shape: the others, d1, d2 split again, then permuted into place.
     g_shape.pop();

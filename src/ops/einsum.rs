@@ -233,8 +233,8 @@ fn contract(a: Labelled, b: Labelled, keep: &dyn Fn(char) -> bool, size: &dyn Fn
     let (nb, m, k, n) = (product(&batch), product(&a_own), product(&summed), product(&b_own));
     let a_order: Vec<char> = batch.iter().chain(&a_own).chain(&summed).copied().collect();
     let b_order: Vec<char> = batch.iter().chain(&summed).chain(&b_own).copied().collect();
-    let lhs = arrange(&a, &a_order, size)?.try_reshape(&[nb, m, k])?;
-    let rhs = arrange(&b, &b_order, size)?.try_reshape(&[nb, k, n])?;
+    let lhs = arrange(&a, &a_order, size)?.try_reshape([nb, m, k])?;
+    let rhs = arrange(&b, &b_order, size)?.try_reshape([nb, k, n])?;
     let labels: Vec<char> = batch.iter().chain(&a_own).chain(&b_own).copied().collect();
     let shape: Vec<i64> = labels.iter().map(|&c| size(c) as i64).collect();
     Ok(Labelled { t: lhs.try_bmm(&rhs)?.try_reshape(&shape)?, labels })

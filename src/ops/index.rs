@@ -334,14 +334,14 @@ fn scatter_operands(dst: &Tensor, ins: &[Tensor], scalar: Option<Scalar>) -> (Te
 /// `g` padded with zeros at the end of each dim up to `shape`: the gradient of a source larger
 /// than its index (only the index's extent was read). Built with `cat`, so it is differentiable.
 fn pad_to(g: Tensor, shape: &[usize]) -> Tensor {
-    let mut g = if g.dim() == 0 && shape.len() == 1 { g.reshape(&[1]) } else { g };
+    let mut g = if g.dim() == 0 && shape.len() == 1 { g.reshape([1]) } else { g };
     if g.dim() != shape.len() {
         return g;
     }
     for (k, &want) in shape.iter().enumerate() {
         let have = g.shape()[k];
         if have < want {
-            let zeros = Tensor::zeros_opts(&with_len(g.shape(), k, want - have), g.dtype(), g.device());
+            let zeros = Tensor::zeros_opts(with_len(g.shape(), k, want - have), g.dtype(), g.device());
             g = Tensor::cat(&[&g, &zeros], k as i64);
         }
     }
@@ -1080,7 +1080,7 @@ mod tests {
 
     #[test]
     fn advanced_result_shapes_follow_pytorch() {
-        let y = Tensor::arange(24).view(&[2, 3, 4]);
+        let y = Tensor::arange(24).view([2, 3, 4]);
         let i = Tensor::new(&[0i64, 1]);
         let j = Tensor::new(&[[1i64], [3]]);
         // adjacent indexed dims stay in place; separated ones move to the front
@@ -1099,7 +1099,7 @@ mod tests {
 
     #[test]
     fn index_rules_and_messages() {
-        let x = Tensor::zeros(&[2, 3]);
+        let x = Tensor::zeros([2, 3]);
         let i = Tensor::new(&[0i64, 2]);
         let e = err(x.try_index(&[&i, &i, &i]));
         assert!(e.starts_with("index: too many indices for tensor of dimension 2 (got 3)"), "{e}");
@@ -1119,44 +1119,44 @@ mod tests {
             ),
             "{e}"
         );
-        let e = err(x.try_index_put_(&[&i], &Tensor::zeros(&[3]), false));
+        let e = err(x.try_index_put_(&[&i], &Tensor::zeros([3]), false));
         assert!(e.starts_with("index_put_: index 2 is out of bounds"), "{e}");
-        let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros(&[3]), false));
+        let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros([3]), false));
         assert!(e.contains("value tensor of shape [3] cannot be broadcast to indexing result of shape [2, 2]"), "{e}");
-        let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros(&[1]).to_dtype(DType::F64), false));
+        let e = err(x.try_index_put_(&[None, Some(&i)], &Tensor::zeros([1]).to_dtype(DType::F64), false));
         assert!(e.contains("got float32 for the destination and float64 for the source"), "{e}");
     }
 
     #[test]
     fn scatter_rules_and_messages() {
-        let x = Tensor::zeros(&[2, 3]);
-        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 3]]), &Tensor::ones(&[1, 2])));
+        let x = Tensor::zeros([2, 3]);
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 3]]), &Tensor::ones([1, 2])));
         assert!(e.starts_with("scatter_: index 3 is out of bounds for dimension 1 with size 3"), "{e}");
         assert_eq!(x.to_vec::<f32>(), vec![0.0; 6], "the valid index 0 was not written either");
         // An index that is also the destination and the source: read as it was before.
         let i = Tensor::new(&[0i64, 1, 1]);
         i.scatter_add_(0, &i, &i);
         assert_eq!(i.to_vec::<i64>(), vec![0, 3, 1]);
-        let e = err(x.try_scatter_(1, &Tensor::new(&[[-1i64]]), &Tensor::ones(&[1, 1])));
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[-1i64]]), &Tensor::ones([1, 1])));
         assert!(e.starts_with("scatter_: index -1 is out of bounds for dimension 1 with size 3"), "{e}");
-        let e = err(x.try_scatter_(1, &Tensor::new(&[0i64]), &Tensor::ones(&[1])));
+        let e = err(x.try_scatter_(1, &Tensor::new(&[0i64]), &Tensor::ones([1])));
         assert!(e.starts_with("scatter_: index tensor must have the same number of dimensions as self tensor (index shape [1], self shape [2, 3])"), "{e}");
-        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 1]]), &Tensor::ones(&[1, 1])));
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64, 1]]), &Tensor::ones([1, 1])));
         assert!(e.contains("expected index [1, 2] to be no larger than self [2, 3] apart from dimension 1 and no larger than src [1, 1]"), "{e}");
-        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64]; 3]), &Tensor::ones(&[3, 1])));
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0i64]; 3]), &Tensor::ones([3, 1])));
         assert!(e.contains("expected index [3, 1] to be no larger than self [2, 3] apart from dimension 1"), "{e}");
         // along `dim` itself the index may be longer than self
-        x.scatter_(0, &Tensor::new(&[[1i64]; 3]), &Tensor::ones(&[3, 1]));
-        let e = err(x.try_scatter_(1, &Tensor::new(&[[0u8]]), &Tensor::ones(&[1, 1])));
+        x.scatter_(0, &Tensor::new(&[[1i64]; 3]), &Tensor::ones([3, 1]));
+        let e = err(x.try_scatter_(1, &Tensor::new(&[[0u8]]), &Tensor::ones([1, 1])));
         assert!(e.starts_with("scatter_: expected dtype int64 or int32 for index, got uint8"), "{e}");
-        let e = err(x.try_scatter_add_(1, &Tensor::new(&[[0i64]]), &Tensor::ones(&[1, 1]).to_dtype(DType::F64)));
+        let e = err(x.try_scatter_add_(1, &Tensor::new(&[[0i64]]), &Tensor::ones([1, 1]).to_dtype(DType::F64)));
         assert!(
             e.starts_with("scatter_add_: expected self.dtype to be equal to src.dtype (got float32 and float64)"),
             "{e}"
         );
-        let e = err(Tensor::zeros(&[3]).expand(&[2, 3]).try_scatter_value_(1, &Tensor::new(&[[0i64]]), 1.0));
+        let e = err(Tensor::zeros([3]).expand([2, 3]).try_scatter_value_(1, &Tensor::new(&[[0i64]]), 1.0));
         assert!(e.contains("more than one element of the written-to tensor"), "{e}");
-        let e = err(x.try_scatter(2, &Tensor::new(&[[0i64]]), &Tensor::ones(&[1, 1])));
+        let e = err(x.try_scatter(2, &Tensor::new(&[[0i64]]), &Tensor::ones([1, 1])));
         assert!(
             e.starts_with("scatter: dimension out of range (expected to be in range of [-2, 1], but got 2)"),
             "{e}"
@@ -1165,7 +1165,7 @@ mod tests {
 
     #[test]
     fn vector_ops_rules_and_messages() {
-        let x = Tensor::zeros(&[2, 3]);
+        let x = Tensor::zeros([2, 3]);
         let e = err(x.try_index_select(1, &Tensor::new(&[[0i64]])));
         assert!(e.starts_with("index_select: index is supposed to be a vector, got shape [1, 1]"), "{e}");
         let e = err(x.try_index_select(1, &Tensor::new(&[-1i64])));

@@ -22,36 +22,36 @@ macro_rules! keepdim_forms {
         = |$this:ident, $keepdim:ident| $body:expr;
     )*) => {
         impl $crate::Tensor {$(
-            #[doc = $doc]
-            #[doc = ""]
-            #[doc = concat!("Drops the reduced dims (PyTorch's `keepdim=False`); [`Tensor::", stringify!($keep),
-                "`] keeps them.")]
-            #[track_caller]
-            pub fn $name(&self, $($arg: $ty),*) -> $out {
-                $crate::error::OrPanic::or_panic(self.$try_name($($arg),*))
+            keepdim_forms! { @form false $name $try_name ($($arg: $ty),*) -> $out = |$this, $keepdim| $body;
+                try_doc = concat!("[`Tensor::", stringify!($name), "`] returning an error for ", $errors, ".");
+                #[doc = $doc]
+                #[doc = ""]
+                #[doc = concat!("Drops the reduced dims (PyTorch's `keepdim=False`); [`Tensor::", stringify!($keep),
+                    "`] keeps them.")]
             }
-
-            #[doc = concat!("[`Tensor::", stringify!($name), "`] returning an error for ", $errors, ".")]
-            #[track_caller]
-            pub fn $try_name(&self, $($arg: $ty),*) -> $crate::error::Result<$out> {
-                let ($this, $keepdim) = (self, false);
-                $body
-            }
-
-            #[doc = concat!("[`Tensor::", stringify!($name), "`] keeping each reduced dim with size 1 (PyTorch's ",
-                "`keepdim=True`).")]
-            #[track_caller]
-            pub fn $keep(&self, $($arg: $ty),*) -> $out {
-                $crate::error::OrPanic::or_panic(self.$try_keep($($arg),*))
-            }
-
-            #[doc = concat!("[`Tensor::", stringify!($keep), "`] returning an error for ", $errors, ".")]
-            #[track_caller]
-            pub fn $try_keep(&self, $($arg: $ty),*) -> $crate::error::Result<$out> {
-                let ($this, $keepdim) = (self, true);
-                $body
+            keepdim_forms! { @form true $keep $try_keep ($($arg: $ty),*) -> $out = |$this, $keepdim| $body;
+                try_doc = concat!("[`Tensor::", stringify!($keep), "`] returning an error for ", $errors, ".");
+                #[doc = concat!("[`Tensor::", stringify!($name), "`] keeping each reduced dim with size 1 (PyTorch's ",
+                    "`keepdim=True`).")]
             }
         )*}
+    };
+    // One form: the panicking method (documented by the docs) and its `try_` form (by
+    // `try_doc`), computing `$body` with `$keepdim` bound to `$flag`.
+    (@form $flag:literal $name:ident $try_name:ident ($($arg:ident : $ty:ty),*) -> $out:ty
+        = |$this:ident, $keepdim:ident| $body:expr; try_doc = $try_doc:expr; $(#[doc = $doc:expr])*) => {
+        $(#[doc = $doc])*
+        #[track_caller]
+        pub fn $name(&self, $($arg: $ty),*) -> $out {
+            $crate::error::OrPanic::or_panic(self.$try_name($($arg),*))
+        }
+
+        #[doc = $try_doc]
+        #[track_caller]
+        pub fn $try_name(&self, $($arg: $ty),*) -> $crate::error::Result<$out> {
+            let ($this, $keepdim) = (self, $flag);
+            $body
+        }
     };
 }
 pub(crate) use keepdim_forms;

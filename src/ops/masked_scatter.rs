@@ -63,10 +63,10 @@ fn masked_scatter_out(op: &'static str, x: &Tensor, mask: &Tensor, source: &Tens
     let shape = broadcast_all(op, &[x.shape(), mask.shape()])?;
     let mask = mask.try_broadcast_to(&shape)?;
     check_count(op, &mask, source)?;
-    let flat = source.try_reshape(&[-1])?;
+    let flat = source.try_reshape([-1])?;
     // An empty source is gathered from a zero it never shows (no position is true).
-    let flat = if flat.numel() == 0 { Tensor::zeros_opts(&[1], x.dtype(), x.device()) } else { flat };
-    let mask_flat = mask.try_reshape(&[-1])?;
+    let flat = if flat.numel() == 0 { Tensor::zeros_opts([1], x.dtype(), x.device()) } else { flat };
+    let mask_flat = mask.try_reshape([-1])?;
     let rank = mask_flat.try_to_dtype(DType::I64)?.try_cumsum(0)? - 1;
     let index = Tensor::where_cond(&mask_flat, &rank, 0i64);
     let shape: Vec<i64> = shape.iter().map(|&n| n as i64).collect();

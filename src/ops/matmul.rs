@@ -281,7 +281,7 @@ fn record_product(op: &'static str, out: Tensor, a: &Tensor, b: &Tensor) -> Tens
                 // one product over the batch's rows, as PyTorch's matmul folds them, not a
                 // product per batch entry summed afterwards.
                 let (k, n) = (a.shape()[da - 1] as i64, g.shape()[g.dim() - 1] as i64);
-                let (a, g) = (a.reshape(&[-1, k]), g.reshape(&[-1, n]));
+                let (a, g) = (a.reshape([-1, k]), g.reshape([-1, n]));
                 if b_transposed {
                     g.t().matmul(&a).t()
                 } else {
@@ -351,22 +351,22 @@ mod tests {
     #[test]
     fn errors_name_shapes_and_dtypes() {
         let e = |r: Result<Tensor>| r.unwrap_err().to_string();
-        let (a, b) = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[4, 5]));
+        let (a, b) = (Tensor::zeros([2, 3]), Tensor::zeros([4, 5]));
         assert!(e(a.try_matmul(&b))
             .starts_with("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4) (at src/ops/matmul.rs:"));
         assert!(e(a.try_matmul(&Tensor::scalar(1.0f32))).starts_with("matmul: both arguments need to be at least 1-D"));
-        let c = Tensor::zeros(&[2, 3, 4]);
-        assert!(e(c.try_matmul(&Tensor::zeros(&[3, 4, 2]))).contains("batch dimensions [2] and [3] cannot broadcast"));
-        let d = Tensor::zeros_opts(&[3, 2], DType::F64, kiln_runtime::Device::Cpu);
+        let c = Tensor::zeros([2, 3, 4]);
+        assert!(e(c.try_matmul(&Tensor::zeros([3, 4, 2]))).contains("batch dimensions [2] and [3] cannot broadcast"));
+        let d = Tensor::zeros_opts([3, 2], DType::F64, kiln_runtime::Device::Cpu);
         assert!(e(a.try_matmul(&d))
             .starts_with("matmul: expected both operands to have the same dtype, but got float32 and float64"));
-        let bools = Tensor::zeros_opts(&[2, 2], DType::Bool, kiln_runtime::Device::Cpu);
+        let bools = Tensor::zeros_opts([2, 2], DType::Bool, kiln_runtime::Device::Cpu);
         assert!(e(bools.try_mm(&bools)).starts_with("mm: not implemented for dtype bool"));
         assert!(e(c.try_mm(&b)).starts_with("mm: expected 2-D and 2-D tensors, but got shapes [2, 3, 4] and [4, 5]"));
-        assert!(e(Tensor::zeros(&[1, 3, 4]).try_bmm(&Tensor::zeros(&[2, 4, 3])))
+        assert!(e(Tensor::zeros([1, 3, 4]).try_bmm(&Tensor::zeros([2, 4, 3])))
             .starts_with("bmm: expected the same batch size"));
-        assert!(e(Tensor::zeros(&[3]).try_dot(&Tensor::zeros(&[4])))
+        assert!(e(Tensor::zeros([3]).try_dot(&Tensor::zeros([4])))
             .starts_with("dot: shapes [3] and [4] cannot be multiplied (3 != 4)"));
-        assert!(e(a.try_outer(&Tensor::zeros(&[2]))).starts_with("outer: expected 1-D and 1-D tensors"));
+        assert!(e(a.try_outer(&Tensor::zeros([2]))).starts_with("outer: expected 1-D and 1-D tensors"));
     }
 }

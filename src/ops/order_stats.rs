@@ -21,7 +21,7 @@ fn kth(x: &Tensor, k: usize, d: usize, keepdim: bool) -> Result<(Tensor, Tensor)
             Ok(one)
         } else {
             one.try_reshape(
-                &t.shape().iter().enumerate().filter(|&(i, _)| i != d).map(|(_, &n)| n as i64).collect::<Vec<_>>(),
+                t.shape().iter().enumerate().filter(|&(i, _)| i != d).map(|(_, &n)| n as i64).collect::<Vec<_>>(),
             )
         }
     };
@@ -41,7 +41,7 @@ impl Tensor {
         if self.numel() == 0 {
             bail!("median", Index, "median() input tensor cannot be empty (shape {:?})", self.shape());
         }
-        Ok(self.try_reshape(&[-1])?.try_median_dim(0)?.0)
+        Ok(self.try_reshape([-1])?.try_median_dim(0)?.0)
     }
 }
 /// The `k`-th smallest values of `x` along `dim` and their indices, for `kthvalue`.

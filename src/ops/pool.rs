@@ -113,7 +113,7 @@ pub(crate) fn max_scatter(p: &Arc<Pool>, gy: &Tensor, idx: &Tensor) -> Result<Te
     let p = p.clone();
     Ok(autograd::record(out, "MaxPool2DWithIndicesBackwardBackward0", &[gy], [Saved::of(idx)], move |_, g, s| {
         let (planes, il, ol) = (p.geom.planes as i64, (p.geom.h * p.geom.w) as i64, (p.geom.oh * p.geom.ow) as i64);
-        let picked = g.reshape(&[planes, il]).gather(1, &s[0].reshape(&[planes, ol]));
+        let picked = g.reshape([planes, il]).gather(1, &s[0].reshape([planes, ol]));
         let shape: Vec<i64> = p.y_shape.iter().map(|&d| d as i64).collect();
         grads![Some(picked.reshape(&shape))]
     }))

@@ -79,7 +79,7 @@ fn quantile_impl(
     let dim = dim.map(|d| t.normalize_dim(OP, d)).transpose()?;
     let (x, d) = match dim {
         Some(d) if t.dim() > 0 => (t.clone(), d),
-        _ => (t.try_reshape(&[-1])?, 0),
+        _ => (t.try_reshape([-1])?, 0),
     };
     let (below, above, weight) = ranks(q, x.shape()[d], t.dtype(), interpolation);
     let sorted = x.try_sort(d as i64, false)?.0;
@@ -87,7 +87,7 @@ fn quantile_impl(
     let value = if above == below { low } else { low.lerp(&sorted.try_narrow(d as i64, above as i64, 1)?, weight) };
     // NaN sorts last: a row holding one has NaN as its quantile, as PyTorch.
     let has_nan = x.ne(&x).any_dim_keepdim(d as i64);
-    Tensor::where_cond(&has_nan, f64::NAN, &value).try_reshape(&reduced_shape(t.shape(), dim, keepdim))
+    Tensor::where_cond(&has_nan, f64::NAN, &value).try_reshape(reduced_shape(t.shape(), dim, keepdim))
 }
 
 /// The mode of every line of `x` (split as `lines`): the smallest most frequent value and the

@@ -888,7 +888,7 @@ mod tests {
 
     #[test]
     fn reduction_shapes_follow_keepdim() {
-        let t = Tensor::zeros(&[2, 3, 4]);
+        let t = Tensor::zeros([2, 3, 4]);
         let r = Reduction::new("sum", &t, &[0, -1], false).unwrap();
         assert_eq!((r.mask.as_slice(), r.shape.as_slice()), (&[true, false, true][..], &[3][..]));
         assert_eq!(Reduction::new("sum", &t, &[1], true).unwrap().shape.as_slice(), &[2, 1, 4]);

@@ -19,7 +19,7 @@ use crate::{DType, Tensor};
 /// shape, on `x`'s device).
 #[track_caller]
 fn reorder_along(x: &Tensor, d: usize, positions: Vec<i64>) -> Result<Tensor> {
-    let index = Tensor::from_vec(positions, &[x.shape()[d]]).to(&x.device());
+    let index = Tensor::from_vec(positions, [x.shape()[d]]).to(&x.device());
     x.try_index_select(d as i64, &index)
 }
 
@@ -49,7 +49,7 @@ fn repeated_positions(counts: &[usize], device: crate::Device) -> Result<Tensor>
     let total = counts.iter().try_fold(0usize, |a, &n| a.checked_add(n)).unwrap_or(usize::MAX);
     crate::tensor::check_shape("repeat_interleave", &[total])?;
     let positions: Vec<i64> = counts.iter().enumerate().flat_map(|(i, &n)| std::iter::repeat_n(i as i64, n)).collect();
-    Tensor::from_vec(positions, &[total]).try_to(&device)
+    Tensor::from_vec(positions, [total]).try_to(&device)
 }
 
 /// The distinct dims of `dims`, normalized against a tensor of `ndim` dims; an error naming
@@ -102,8 +102,8 @@ impl Tensor {
             if shifts.len() != 1 {
                 bail!("roll", Value, "with no dims, shifts must have one element, but got {shifts:?}");
             }
-            let flat = self.try_reshape(&[-1])?.try_roll(shifts, &[0])?;
-            return flat.try_reshape(&self.shape().iter().map(|&n| n as i64).collect::<Vec<_>>());
+            let flat = self.try_reshape([-1])?.try_roll(shifts, &[0])?;
+            return flat.try_reshape(self.shape().iter().map(|&n| n as i64).collect::<Vec<_>>());
         }
         if shifts.len() != dims.len() {
             bail!("roll", Value, "shifts and dimensions must align. shifts: {}, dims: {}", shifts.len(), dims.len());
@@ -155,7 +155,7 @@ impl Tensor {
         };
         let merged: Vec<i64> = shape.iter().zip(sizes).map(|(&s, &r)| s.saturating_mul(r) as i64).collect();
         crate::tensor::check_shape("repeat", &merged.iter().map(|&n| n as usize).collect::<Vec<_>>())?;
-        self.try_reshape(&pairs(&|_| 1))?.try_expand(&pairs(&|r| r))?.try_reshape(&merged)
+        self.try_reshape(pairs(&|_| 1))?.try_expand(pairs(&|r| r))?.try_reshape(&merged)
     }
 
     /// [`Tensor::repeat`] with `dims` completed by leading ones when it is shorter than the
@@ -186,11 +186,11 @@ impl Tensor {
     #[track_caller]
     pub fn try_repeat_interleave(&self, repeats: usize, dim: Option<i64>) -> Result<Tensor> {
         let Some(dim) = dim else {
-            return self.try_reshape(&[-1])?.try_repeat_interleave(repeats, Some(0));
+            return self.try_reshape([-1])?.try_repeat_interleave(repeats, Some(0));
         };
         let d = normalize_dim("repeat_interleave", dim, self.dim())?;
         if self.dim() == 0 {
-            return self.try_reshape(&[1])?.try_repeat_interleave(repeats, Some(0));
+            return self.try_reshape([1])?.try_repeat_interleave(repeats, Some(0));
         }
         let shape: Vec<i64> = self.shape().iter().map(|&n| n as i64).collect();
         let mut expanded = shape.clone();
@@ -222,7 +222,7 @@ impl Tensor {
                 if let Some(dim) = dim {
                     normalize_dim("repeat_interleave", dim, 0)?;
                 }
-                flat = self.try_reshape(&[-1])?;
+                flat = self.try_reshape([-1])?;
                 (&flat, 0)
             }
         };

@@ -139,7 +139,7 @@ fn unique_impl(t: &Tensor, return_inverse: bool, return_counts: bool) -> Result<
     Ok(Unique {
         values: Tensor::from_cpu_storage(values, &[n]),
         inverse: return_inverse.then(|| Tensor::from_vec(inverse, t.shape())),
-        counts: return_counts.then(|| Tensor::from_vec(counts, &[n])),
+        counts: return_counts.then(|| Tensor::from_vec(counts, [n])),
     })
 }
 

@@ -16,11 +16,11 @@ fn unfold_backward(g: &Tensor, shape: &[usize], d: usize, (windows, size, step):
     let order: Vec<i64> = (0..=d).chain([nd]).chain(d + 1..nd).map(|k| k as i64).collect();
     let mut merged: Vec<i64> = input.iter().map(|&n| n as i64).collect();
     merged[d] = (windows * size) as i64;
-    let g = g.reshape(&with_window(&input, d, windows, size)).permute(&order).reshape(&merged);
+    let g = g.reshape(with_window(&input, d, windows, size)).permute(&order).reshape(&merged);
     let positions: Vec<i64> = (0..windows).flat_map(|w| (0..size).map(move |k| (w * step + k) as i64)).collect();
     let mut along = vec![1i64; nd];
     along[d] = positions.len() as i64;
-    let index = Tensor::from_vec(positions, &[windows * size]).to(&g.device()).reshape(&along).expand(&merged);
+    let index = Tensor::from_vec(positions, [windows * size]).to(&g.device()).reshape(&along).expand(&merged);
     let grad = Tensor::zeros_opts(&input, g.dtype(), g.device()).scatter_add(d as i64, &index, &g);
     let shape: Vec<i64> = shape.iter().map(|&n| n as i64).collect();
     grad.reshape(&shape)

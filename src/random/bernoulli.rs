@@ -94,7 +94,7 @@ mod tests {
     /// The uniform draws of `n` elements that [`Tensor::bernoulli_with`] makes from a
     /// generator seeded with `seed`.
     fn uniforms(seed: u64, n: usize, dtype: DType) -> Vec<f64> {
-        let u = Tensor::zeros_opts(&[n], dtype, kiln_runtime::Device::Cpu);
+        let u = Tensor::zeros_opts([n], dtype, kiln_runtime::Device::Cpu);
         super::super::sample_into(
             "test",
             &u,
@@ -109,7 +109,7 @@ mod tests {
     fn ones_fall_where_the_draw_is_below_p() {
         let p = Tensor::from_vec(
             (0..1000).map(|i| (i % 11) as f64 / 10.0).map(|v| v.min(1.0)).collect::<Vec<f64>>(),
-            &[10, 100],
+            [10, 100],
         );
         let b = p.bernoulli_with(&mut Generator::with_seed(11));
         assert_eq!((b.shape(), b.dtype()), (&[10usize, 100][..], DType::F64));
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn the_frequency_matches_p_in_every_float_dtype() {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-            let p = Tensor::full(&[20_000], 0.25).to_dtype(dtype);
+            let p = Tensor::full([20_000], 0.25).to_dtype(dtype);
             let b = p.bernoulli();
             assert_eq!(b.dtype(), dtype);
             let mean = b.to_dtype(DType::F64).mean().item::<f64>();
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_generator_replays_its_numbers_and_moves_on() {
-        let p = Tensor::full(&[64], 0.5);
+        let p = Tensor::full([64], 0.5);
         let (mut g1, mut g2) = (Generator::with_seed(9), Generator::with_seed(9));
         let first = p.bernoulli_with(&mut g1).to_vec::<f32>();
         assert_eq!(first, p.bernoulli_with(&mut g2).to_vec::<f32>());
@@ -165,6 +165,6 @@ mod tests {
         }
         let e = Tensor::from_slice(&[1i64, 0]).try_bernoulli().unwrap_err();
         assert!(e.message.contains("floating-point") && e.message.contains("int64"), "{e}");
-        assert_eq!(Tensor::zeros(&[0, 3]).bernoulli().shape(), &[0, 3]);
+        assert_eq!(Tensor::zeros([0, 3]).bernoulli().shape(), &[0, 3]);
     }
 }

@@ -497,11 +497,11 @@ mod tests {
 
     #[test]
     fn full_follows_value_dtype() {
-        assert_eq!(Tensor::full(&[2], 7).dtype(), DType::I64);
-        assert_eq!(Tensor::full(&[2], 1.5).dtype(), DType::F32);
-        assert_eq!(Tensor::full(&[2], true).dtype(), DType::Bool);
-        let x = Tensor::zeros(&[2, 3]).to_dtype(DType::F64);
-        let y = x.new_ones(&[4]);
+        assert_eq!(Tensor::full([2], 7).dtype(), DType::I64);
+        assert_eq!(Tensor::full([2], 1.5).dtype(), DType::F32);
+        assert_eq!(Tensor::full([2], true).dtype(), DType::Bool);
+        let x = Tensor::zeros([2, 3]).to_dtype(DType::F64);
+        let y = x.new_ones([4]);
         assert_eq!((y.dtype(), y.shape()), (DType::F64, &[4usize][..]));
     }
 }

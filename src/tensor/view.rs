@@ -1,6 +1,7 @@
 //! Views: new layouts over the same storage, never a copy (except `reshape`, which copies only
 //! when no view exists, as in PyTorch).
 
+use super::shape_arg::signed_sizes;
 use super::{check_shape, normalize_dim, sizes, IntoShape, Tensor};
 use crate::autograd::{self, grads, SliceOf};
 use crate::error::{bail, OrPanic, Result};
@@ -238,7 +239,7 @@ impl Tensor {
     /// [`Tensor::view`] returning an error.
     #[track_caller]
     pub fn try_view(&self, shape: impl IntoShape) -> Result<Tensor> {
-        self.view_dims(&shape.into_dims())
+        self.view_dims(&signed_sizes(shape))
     }
 
     #[track_caller]
@@ -265,7 +266,7 @@ impl Tensor {
     /// [`Tensor::reshape`] returning an error.
     #[track_caller]
     pub fn try_reshape(&self, shape: impl IntoShape) -> Result<Tensor> {
-        self.reshape_dims(&shape.into_dims())
+        self.reshape_dims(&signed_sizes(shape))
     }
 
     #[track_caller]
@@ -488,7 +489,7 @@ impl Tensor {
     /// [`Tensor::expand`] returning an error when the shapes are incompatible.
     #[track_caller]
     pub fn try_expand(&self, shape: impl IntoShape) -> Result<Tensor> {
-        self.expand_dims(&shape.into_dims())
+        self.expand_dims(&signed_sizes(shape))
     }
 
     #[track_caller]
@@ -546,7 +547,7 @@ impl Tensor {
     #[track_caller]
     pub fn flatten(&self, start_dim: i64, end_dim: i64) -> Tensor {
         if self.dim() == 0 {
-            return self.reshape(&[1]);
+            return self.reshape([1]);
         }
         let s = self.normalize_dim("flatten", start_dim).or_panic();
         let e = self.normalize_dim("flatten", end_dim).or_panic();
@@ -570,7 +571,7 @@ impl Tensor {
     #[track_caller]
     pub fn unflatten(&self, dim: i64, sizes: impl IntoShape) -> Tensor {
         let d = self.normalize_dim("unflatten", dim).or_panic();
-        let inner = infer_shape("unflatten", &self.shape()[d..=d], &sizes.into_dims()).or_panic();
+        let inner = infer_shape("unflatten", &self.shape()[d..=d], &signed_sizes(sizes)).or_panic();
         let mut shape: Vec<i64> = self.shape()[..d].iter().map(|&v| v as i64).collect();
         shape.extend(inner.iter().map(|&v| v as i64));
         shape.extend(self.shape()[d + 1..].iter().map(|&v| v as i64));
@@ -662,7 +663,7 @@ mod tests {
     use super::*;
 
     fn m() -> Tensor {
-        Tensor::arange(24).view(&[2, 3, 4])
+        Tensor::arange(24).view([2, 3, 4])
     }
 
     #[test]
@@ -680,15 +681,15 @@ mod tests {
     #[test]
     fn view_vs_reshape() {
         let x = m();
-        assert_eq!(x.view(&[-1, 4]).shape(), &[6, 4]);
+        assert_eq!(x.view([-1, 4]).shape(), &[6, 4]);
         let t = x.transpose(1, 2);
-        let e = t.try_view(&[-1]).unwrap_err().to_string();
+        let e = t.try_view([-1]).unwrap_err().to_string();
         assert!(e.starts_with("view: view size is not compatible"), "{e}");
-        let r = t.reshape(&[-1]);
+        let r = t.reshape([-1]);
         assert!(!r.shares_storage_with(&x));
         assert_eq!(r.to_vec::<i64>()[..6], [0, 4, 8, 1, 5, 9]);
-        assert!(x.try_view(&[5, -1]).is_err());
-        assert!(x.try_view(&[-1, -1]).is_err());
+        assert!(x.try_view([5, -1]).is_err());
+        assert!(x.try_view([-1, -1]).is_err());
     }
 
     #[test]
@@ -704,17 +705,17 @@ mod tests {
 
     #[test]
     fn squeeze_unsqueeze_expand_flatten() {
-        let x = Tensor::zeros(&[1, 3, 1]);
+        let x = Tensor::zeros([1, 3, 1]);
         assert_eq!(x.squeeze().shape(), &[3]);
         assert_eq!(x.squeeze_dim(0).shape(), &[3, 1]);
         assert_eq!(x.squeeze_dim(1).shape(), &[1, 3, 1]);
         assert_eq!(x.unsqueeze(-1).shape(), &[1, 3, 1, 1]);
-        let e = Tensor::arange(3).unsqueeze(1).expand(&[2, -1, 4]);
+        let e = Tensor::arange(3).unsqueeze(1).expand([2, -1, 4]);
         assert_eq!(e.shape(), &[2, 3, 4]);
         assert_eq!(e.stride(), &[0, 1, 0]);
-        assert!(Tensor::arange(3).try_expand(&[4]).is_err());
+        assert!(Tensor::arange(3).try_expand([4]).is_err());
         assert_eq!(m().flatten(1, -1).shape(), &[2, 12]);
-        assert_eq!(m().flatten(0, 1).unflatten(0, &[2, -1]).shape(), &[2, 3, 4]);
+        assert_eq!(m().flatten(0, 1).unflatten(0, [2, -1]).shape(), &[2, 3, 4]);
         assert_eq!(m().permute(&[2, 0, 1]).shape(), &[4, 2, 3]);
         assert!(m().try_permute(&[0, 0, 1]).is_err());
     }

@@ -29,8 +29,8 @@ fn folder(name: &str) -> PathBuf {
 /// A valid safetensors file's bytes.
 fn valid_checkpoint() -> Vec<u8> {
     let mut sd = StateDict::new();
-    sd.insert("w", Tensor::arange(6).reshape(&[2, 3]).to_dtype(DType::F32));
-    sd.insert("b", Tensor::ones(&[3]));
+    sd.insert("w", Tensor::arange(6).reshape([2, 3]).to_dtype(DType::F32));
+    sd.insert("b", Tensor::ones([3]));
     let path = folder("valid").join("ok.safetensors");
     kiln::save(&sd, &path).expect("save");
     std::fs::read(&path).expect("read back")
@@ -144,12 +144,12 @@ fn state_dicts(c: &mut Cases) {
     });
     c.add("state-dict/unexpected-key", move || {
         let mut sd = net().state_dict();
-        sd.insert("fc.extra", Tensor::ones(&[1]));
+        sd.insert("fc.extra", Tensor::ones([1]));
         refused(net().load_state_dict(&sd))
     });
     c.add("state-dict/wrong-shape", move || {
         let mut sd = net().state_dict();
-        sd.insert("fc.weight", Tensor::ones(&[3, 2]));
+        sd.insert("fc.weight", Tensor::ones([3, 2]));
         refused(net().load_state_dict(&sd))
     });
     c.add("state-dict/empty", move || refused(net().load_state_dict(&StateDict::new())));

@@ -16,9 +16,9 @@ pub fn add(c: &mut Cases) {
 }
 
 fn autograd(c: &mut Cases) {
-    let leaf = || Tensor::ones(&[3]).requires_grad_(true);
+    let leaf = || Tensor::ones([3]).requires_grad_(true);
     c.add("backward/non-scalar", move || refused((leaf() * 2.0).try_backward_with_opts(None, Default::default())));
-    c.add("backward/no-grad", || refused(Tensor::ones(&[1]).try_backward_with_opts(None, Default::default())));
+    c.add("backward/no-grad", || refused(Tensor::ones([1]).try_backward_with_opts(None, Default::default())));
     c.add("backward/twice", move || {
         let x = leaf();
         let y = (&x * &x).sum();
@@ -26,14 +26,14 @@ fn autograd(c: &mut Cases) {
         refused(y.try_backward_with_opts(None, Default::default()))
     });
     c.add("backward/gradient-shape", move || {
-        refused((leaf() * 2.0).try_backward_with_opts(Some(&Tensor::ones(&[4])), Default::default()))
+        refused((leaf() * 2.0).try_backward_with_opts(Some(&Tensor::ones([4])), Default::default()))
     });
     c.add("backward/panicking-form", move || panics(|| (leaf() * 2.0).backward()));
     c.add("grad/unused-input", move || {
         refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&leaf()], None, Default::default()))
     });
     c.add("grad/input-without-grad", move || {
-        refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&Tensor::ones(&[3])], None, Default::default()))
+        refused(kiln::autograd::grad(&[&(leaf() * 2.0).sum()], &[&Tensor::ones([3])], None, Default::default()))
     });
     c.add("in-place/leaf-requiring-grad", move || panics(|| drop(leaf().add_(1.0).clone())));
     c.add("in-place/saved-tensor-changed", move || {
@@ -46,13 +46,13 @@ fn autograd(c: &mut Cases) {
         }
         refused(z.try_backward_with_opts(None, Default::default()))
     });
-    c.add("set-grad/shape", move || panics(|| leaf().set_grad(Some(Tensor::ones(&[4])))));
-    c.add("register-hook/no-grad", || panics(|| drop(Tensor::ones(&[2]).register_hook(|g| Some(g.clone())))));
-    c.add("retain-grad/no-grad", || panics(|| Tensor::ones(&[2]).retain_grad()));
+    c.add("set-grad/shape", move || panics(|| leaf().set_grad(Some(Tensor::ones([4])))));
+    c.add("register-hook/no-grad", || panics(|| drop(Tensor::ones([2]).register_hook(|g| Some(g.clone())))));
+    c.add("retain-grad/no-grad", || panics(|| Tensor::ones([2]).retain_grad()));
 }
 
 fn optimizers(c: &mut Cases) {
-    let params = || vec![Tensor::ones(&[2]).requires_grad_(true)];
+    let params = || vec![Tensor::ones([2]).requires_grad_(true)];
     c.add("sgd/negative-lr", move || refused(SGD::try_new(params(), SGDConfig { lr: -1.0, ..Default::default() })));
     c.add("sgd/nan-lr", move || refused(SGD::try_new(params(), SGDConfig { lr: f64::NAN, ..Default::default() })));
     c.add("sgd/negative-momentum", move || {
@@ -67,7 +67,7 @@ fn optimizers(c: &mut Cases) {
         refused(SGD::try_new(vec![params()[0].clone() * 2.0], SGDConfig::default()))
     });
     c.add("sgd/duplicate-parameter", || {
-        let p = Tensor::ones(&[2]).requires_grad_(true);
+        let p = Tensor::ones([2]).requires_grad_(true);
         refused(SGD::try_new(vec![p.clone(), p], SGDConfig::default()))
     });
     c.add("adam/beta-one", move || {
@@ -89,13 +89,13 @@ fn optimizers(c: &mut Cases) {
     c.add("optimizer/state-dict-bad-key", move || {
         let mut opt = SGD::new(params(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
         let mut sd = opt.state_dict();
-        sd.insert("momentum_buffer", Tensor::ones(&[2]));
+        sd.insert("momentum_buffer", Tensor::ones([2]));
         refused(opt.load_state_dict(&sd))
     });
     c.add("optimizer/state-dict-wrong-shape", move || {
         let mut opt = SGD::new(params(), SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
         let mut sd = opt.state_dict();
-        sd.insert("state.0.momentum_buffer", Tensor::ones(&[5]));
+        sd.insert("state.0.momentum_buffer", Tensor::ones([5]));
         refused(opt.load_state_dict(&sd))
     });
     c.add("optimizer/lr-of-missing-group", move || {
@@ -106,7 +106,7 @@ fn optimizers(c: &mut Cases) {
 }
 
 fn data(c: &mut Cases) {
-    c.add("tensor-dataset/lengths-differ", || refused(TensorDataset::new((Tensor::zeros(&[2]), Tensor::zeros(&[3])))));
+    c.add("tensor-dataset/lengths-differ", || refused(TensorDataset::new((Tensor::zeros([2]), Tensor::zeros([3])))));
     c.add("tensor-dataset/0-dim", || refused(TensorDataset::new((Tensor::zeros(()),))));
     c.add("subset/index-out-of-range", || refused(Subset::new(Ragged, vec![0, 9])));
     c.add("random-split/lengths-sum", || refused(random_split(Ragged, &[1usize, 1][..], 0)));
@@ -141,7 +141,7 @@ fn data(c: &mut Cases) {
 fn user_panic_then_recover(fail_after_step: bool) -> Outcome {
     let net = Net { fc: nn::Linear::new(3, 2) };
     let mut opt = Adam::new(net.parameters(), AdamConfig::default());
-    let x = Tensor::ones(&[4, 3]);
+    let x = Tensor::ones([4, 3]);
     let before = net.fc.weight.to_vec::<f32>();
     let mut step = kiln::compile(|(fail, opt): (bool, &mut Adam)| {
         opt.zero_grad();
@@ -164,14 +164,14 @@ fn user_panic_then_recover(fail_after_step: bool) -> Outcome {
 }
 
 fn compiled(c: &mut Cases) {
-    let x = || Tensor::ones(&[4, 3]);
+    let x = || Tensor::ones([4, 3]);
     c.add("compile/index-select-out-of-range", move || {
         let bad = Tensor::from_slice(&[0i64, 9]);
         let mut step = kiln::compile(|x: &Tensor| x.index_select(0, &bad) * 2.0);
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/gather-out-of-range", move || {
-        let index = Tensor::full_opts(&[4, 1], 5, DType::I64, Device::Cpu);
+        let index = Tensor::full_opts([4, 1], 5, DType::I64, Device::Cpu);
         let mut step = kiln::compile(|x: &Tensor| x.gather(1, &index).exp());
         panics(|| drop(step.call(&x())))
     });
@@ -181,17 +181,17 @@ fn compiled(c: &mut Cases) {
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/scatter-out-of-range", move || {
-        let index = Tensor::full_opts(&[4, 1], 9, DType::I64, Device::Cpu);
-        let mut step = kiln::compile(|x: &Tensor| x.scatter(1, &index, &Tensor::ones(&[4, 1])) * 2.0);
+        let index = Tensor::full_opts([4, 1], 9, DType::I64, Device::Cpu);
+        let mut step = kiln::compile(|x: &Tensor| x.scatter(1, &index, &Tensor::ones([4, 1])) * 2.0);
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/scatter-add-out-of-range", move || {
-        let index = Tensor::full_opts(&[1, 3], -7, DType::I64, Device::Cpu);
-        let mut step = kiln::compile(|x: &Tensor| x.scatter_add(0, &index, &Tensor::ones(&[1, 3])).sum());
+        let index = Tensor::full_opts([1, 3], -7, DType::I64, Device::Cpu);
+        let mut step = kiln::compile(|x: &Tensor| x.scatter_add(0, &index, &Tensor::ones([1, 3])).sum());
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/shape-mismatch", move || {
-        let mut step = kiln::compile(|x: &Tensor| x + Tensor::ones(&[5]));
+        let mut step = kiln::compile(|x: &Tensor| x + Tensor::ones([5]));
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/matmul-mismatch", move || {
@@ -199,7 +199,7 @@ fn compiled(c: &mut Cases) {
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/huge-expand", move || {
-        let mut step = kiln::compile(|x: &Tensor| x.sum().expand(&[i64::MAX, 2]) * 2.0);
+        let mut step = kiln::compile(|x: &Tensor| x.sum().expand([i64::MAX, 2]) * 2.0);
         panics(|| drop(step.call(&x())))
     });
     c.add("compile/user-panic-before-step", || user_panic_then_recover(false));
@@ -217,7 +217,7 @@ fn compiled(c: &mut Cases) {
         })
     });
     c.add("compile/bad-index-after-an-update-then-recover", || {
-        let w = Tensor::ones(&[3]);
+        let w = Tensor::ones([3]);
         let bad = Tensor::from_slice(&[3i64]);
         let mut step = kiln::compile(|fail: bool| {
             w.mul_(2.0);
@@ -235,6 +235,6 @@ fn compiled(c: &mut Cases) {
     });
     c.add("compile/empty-softmax-is-fine", || {
         let mut step = kiln::compile(|x: &Tensor| x.softmax(1));
-        either(Ok::<_, kiln::Error>(step.call(&Tensor::zeros(&[2, 0]))))
+        either(Ok::<_, kiln::Error>(step.call(&Tensor::zeros([2, 0]))))
     });
 }

@@ -71,40 +71,40 @@ fn collectives(rank: usize) -> Result<(), String> {
     let r = rank as f64;
     // Sum on every dtype: rank r holds r + 1 (Bool: rank 0 false, rank 1 true).
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8] {
-        let t = Tensor::full(&[5], r + 1.0).to_dtype(dtype);
+        let t = Tensor::full([5], r + 1.0).to_dtype(dtype);
         dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
         let got: Vec<f64> = t.to_dtype(DType::F64).to_vec();
         ensure(got == vec![3.0; 5] && t.dtype() == dtype, || format!("Sum on {dtype}: {got:?}"))?;
     }
-    let b = Tensor::full(&[3], r).to_dtype(DType::Bool);
+    let b = Tensor::full([3], r).to_dtype(DType::Bool);
     dist::all_reduce(&b, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(b.to_vec::<bool>() == vec![true; 3], || format!("Bool Sum (or): {b}"))?;
-    let b = Tensor::full(&[3], r).to_dtype(DType::Bool);
+    let b = Tensor::full([3], r).to_dtype(DType::Bool);
     dist::all_reduce(&b, ReduceOp::Min).map_err(|e| e.to_string())?;
     ensure(b.to_vec::<bool>() == vec![false; 3], || format!("Bool Min (and): {b}"))?;
     // Max, Min, Product, Avg with known results.
     let cases = [(ReduceOp::Max, 2.0), (ReduceOp::Min, 1.0), (ReduceOp::Product, 2.0), (ReduceOp::Avg, 1.5)];
     for (op, want) in cases {
-        let t = Tensor::full(&[4], r + 1.0);
+        let t = Tensor::full([4], r + 1.0);
         dist::all_reduce(&t, op).map_err(|e| e.to_string())?;
         ensure(t.to_vec::<f32>() == vec![want as f32; 4], || format!("{op:?}: {t}"))?;
     }
-    let t = Tensor::from_vec(vec![7i64 * (rank as i64 + 1), -(rank as i64)], &[2]);
+    let t = Tensor::from_vec(vec![7i64 * (rank as i64 + 1), -(rank as i64)], [2]);
     dist::all_reduce(&t, ReduceOp::Max).map_err(|e| e.to_string())?;
     ensure(t.to_vec::<i64>() == vec![14, 0], || format!("I64 Max: {t}"))?;
     // A non-contiguous view and a narrow view of a larger storage are reduced in place.
-    let base = Tensor::arange_step(0.0, 6.0, 1.0).reshape(&[2, 3]).mul(r + 1.0);
+    let base = Tensor::arange_step(0.0, 6.0, 1.0).reshape([2, 3]).mul(r + 1.0);
     let tr = base.transpose(0, 1);
     dist::all_reduce(&tr, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(base.to_vec::<f32>() == vec![0.0, 3.0, 6.0, 9.0, 12.0, 15.0], || format!("transposed view: {base}"))?;
-    let big = Tensor::full(&[6], r + 1.0);
+    let big = Tensor::full([6], r + 1.0);
     dist::all_reduce(&big.narrow(0, 2, 2), ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(
         big.to_vec::<f32>() == vec![r as f32 + 1.0, r as f32 + 1.0, 3.0, 3.0, r as f32 + 1.0, r as f32 + 1.0],
         || format!("narrow view: {big}"),
     )?;
     // A large tensor: 2^20 elements.
-    let t = Tensor::full(&[1 << 20], r + 0.5);
+    let t = Tensor::full([1 << 20], r + 0.5);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(t.sum().item::<f32>() as f64 == 2.0 * (1 << 20) as f64, || "2^20-element sum".into())?;
     // Broadcast from rank 1, in several dtypes.
@@ -116,32 +116,32 @@ fn collectives(rank: usize) -> Result<(), String> {
         })?;
     }
     // all_gather: rank r contributes [r, r, r] as [3]; outputs are [3] each.
-    let outs = [Tensor::zeros(&[3]), Tensor::zeros(&[3])];
-    dist::all_gather(&outs, &Tensor::full(&[3], r)).map_err(|e| e.to_string())?;
+    let outs = [Tensor::zeros([3]), Tensor::zeros([3])];
+    dist::all_gather(&outs, &Tensor::full([3], r)).map_err(|e| e.to_string())?;
     ensure(outs[0].to_vec::<f32>() == vec![0.0; 3] && outs[1].to_vec::<f32>() == vec![1.0; 3], || {
         format!("all_gather: {} {}", outs[0], outs[1])
     })?;
     // reduce_scatter: input i of rank r is (10 i + r); rank r gets Σ over ranks of input r.
-    let inputs: Vec<Tensor> = (0..2).map(|i| Tensor::full(&[2], 10.0 * i as f64 + r)).collect();
-    let out = Tensor::zeros(&[2]);
+    let inputs: Vec<Tensor> = (0..2).map(|i| Tensor::full([2], 10.0 * i as f64 + r)).collect();
+    let out = Tensor::zeros([2]);
     dist::reduce_scatter(&out, &inputs, ReduceOp::Sum).map_err(|e| e.to_string())?;
     let want = 2.0 * 10.0 * r as f32 + 1.0;
     ensure(out.to_vec::<f32>() == vec![want; 2], || format!("reduce_scatter: {out}"))?;
     dist::barrier().map_err(|e| e.to_string())?;
     // Ranks that disagree fail together with a clear error, and the group stays usable.
-    let t = Tensor::zeros(&[3 + rank]);
+    let t = Tensor::zeros([3 + rank]);
     let e = dist::all_reduce(&t, ReduceOp::Sum).err().ok_or("mismatched sizes did not fail")?;
     ensure(e.kind == kiln::ErrorKind::Distributed && e.message.contains("between 3 and 4 elements"), || {
         format!("mismatch error: {e}")
     })?;
-    let t = if rank == 0 { Tensor::zeros(&[3]) } else { Tensor::zeros(&[3]).to_dtype(DType::F64) };
+    let t = if rank == 0 { Tensor::zeros([3]) } else { Tensor::zeros([3]).to_dtype(DType::F64) };
     let e = dist::all_reduce(&t, ReduceOp::Sum).err().ok_or("mismatched dtypes did not fail")?;
     ensure(e.message.contains("different dtypes"), || format!("dtype mismatch error: {e}"))?;
-    let e = dist::all_reduce(&Tensor::zeros(&[2]).to_dtype(DType::I64), ReduceOp::Avg)
+    let e = dist::all_reduce(&Tensor::zeros([2]).to_dtype(DType::I64), ReduceOp::Avg)
         .err()
         .ok_or("Avg on I64 did not fail")?;
     ensure(e.message.contains("Avg needs a floating-point tensor"), || format!("Avg error: {e}"))?;
-    let t = Tensor::ones(&[2]);
+    let t = Tensor::ones([2]);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(t.to_vec::<f32>() == vec![2.0; 2], || "the group after the mismatches".into())?;
     // The sampler shards by rank.
@@ -172,14 +172,14 @@ fn chunks(rank: usize) -> Result<(), String> {
     let t = ramp(8, 10.0 * r).to_dtype(DType::I32);
     dist::broadcast(&t, 1).map_err(|e| e.to_string())?;
     ensure(floats(&t) == want(8, &|i: f64| i + 10.0), || format!("broadcast: {t}"))?;
-    let outs = [Tensor::zeros(&[5]), Tensor::zeros(&[5])];
+    let outs = [Tensor::zeros([5]), Tensor::zeros([5])];
     dist::all_gather(&outs, &ramp(5, 10.0 * r)).map_err(|e| e.to_string())?;
     for (q, o) in outs.iter().enumerate() {
         ensure(floats(o) == want(5, &|i: f64| i + 10.0 * q as f64), || format!("all_gather from rank {q}: {o}"))?;
     }
     // Input q of rank r is 100 q + 10 r + i; rank r gets the sum over ranks of input r.
     let inputs: Vec<Tensor> = (0..2).map(|q| ramp(4, 100.0 * q as f64 + 10.0 * r)).collect();
-    let out = Tensor::zeros(&[4]);
+    let out = Tensor::zeros([4]);
     dist::reduce_scatter(&out, &inputs, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(floats(&out) == want(4, &|i: f64| 2.0 * (100.0 * r + i) + 10.0), || format!("reduce_scatter: {out}"))?;
     dist::barrier().map_err(|e| e.to_string())?;
@@ -209,7 +209,7 @@ impl Module for Mlp {
 /// The global batch of step `step` (the same on every rank): inputs [2b, 6] and targets [2b, 3].
 fn batch(step: usize, b: usize) -> (Tensor, Tensor) {
     kiln::manual_seed(1000 + step as u64);
-    (Tensor::randn(&[2 * b, 6]), Tensor::randn(&[2 * b, 3]))
+    (Tensor::randn([2 * b, 6]), Tensor::randn([2 * b, 3]))
 }
 
 /// Max |a - b| over the parameters, and whether every rank holds bit-identical parameters.
@@ -218,7 +218,7 @@ fn compare(ddp: &[Tensor], reference: &[Tensor]) -> Result<(f32, bool), String> 
     for (a, b) in ddp.iter().zip(reference) {
         worst = worst.max((a - b).abs().max().item::<f32>());
     }
-    let flat = Tensor::cat(&ddp.iter().map(|p| p.detach().reshape(&[-1])).collect::<Vec<_>>(), 0);
+    let flat = Tensor::cat(&ddp.iter().map(|p| p.detach().reshape([-1])).collect::<Vec<_>>(), 0);
     let outs = [flat.zeros_like(), flat.zeros_like()];
     dist::all_gather(&outs, &flat).map_err(|e| e.to_string())?;
     let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
@@ -420,14 +420,14 @@ fn unused_error(rank: usize) -> Result<(), String> {
     ensure(e.message.contains(&want) && e.message.contains("find_unused_parameters: true"), || {
         format!("the error does not say {want:?}")
     })?;
-    let t = Tensor::ones(&[2]);
+    let t = Tensor::ones([2]);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     ensure(t.to_vec::<f32>() == vec![2.0; 2], || "the group after the error".into())?;
     Ok(())
 }
 
 fn stall(rank: usize) -> Result<(), String> {
-    let t = Tensor::ones(&[4]);
+    let t = Tensor::ones([4]);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     if rank == 1 {
         // A hung peer: never joins the next collective.
@@ -464,7 +464,7 @@ fn ddp_stall(rank: usize) -> Result<(), String> {
 }
 
 fn die(rank: usize) -> Result<(), String> {
-    let t = Tensor::ones(&[4]);
+    let t = Tensor::ones([4]);
     dist::all_reduce(&t, ReduceOp::Sum).map_err(|e| e.to_string())?;
     if rank == 1 {
         eprintln!("rank 1: killing itself");

@@ -157,9 +157,9 @@ mod tests {
 
     #[test]
     fn linear_checks_shapes() {
-        let err = try_linear(&Tensor::zeros(&[2, 3]), &Tensor::zeros(&[4, 5]), None).unwrap_err();
+        let err = try_linear(&Tensor::zeros([2, 3]), &Tensor::zeros([4, 5]), None).unwrap_err();
         assert!(err.to_string().contains("[2, 3]") && err.to_string().contains("[4, 5]"), "{err}");
-        let y = linear(&Tensor::ones(&[2, 3]), &Tensor::ones(&[4, 3]), Some(&Tensor::ones(&[4])));
+        let y = linear(&Tensor::ones([2, 3]), &Tensor::ones([4, 3]), Some(&Tensor::ones([4])));
         assert_eq!(y.shape(), &[2, 4]);
         assert_eq!(y.to_vec::<f32>(), vec![4.0; 8]);
     }

@@ -47,7 +47,7 @@ pub(crate) fn attention(
     let (weights, masked) = match mask {
         AttnMask::None => (scores.softmax(-1), false),
         AttnMask::Causal => {
-            let keep = Tensor::ones_opts(&[l, s], DType::Bool, q.device()).tril(0);
+            let keep = Tensor::ones_opts([l, s], DType::Bool, q.device()).tril(0);
             (scores.masked_fill(&keep.logical_not(), f64::NEG_INFINITY).softmax(-1), false)
         }
         AttnMask::Keep(keep) => (scores.masked_fill(&keep.logical_not(), f64::NEG_INFINITY), true),

@@ -21,9 +21,9 @@ pub fn try_bilinear(input1: &Tensor, input2: &Tensor, weight: &Tensor, bias: Opt
     let lead = &input1.shape()[..input1.dim() - 1];
     let rows = lead.iter().product::<usize>() as i64;
     // (B, in1) · (in1, out·in2) → (B, out, in2), weighted by x2 and summed over in2.
-    let a = weight.permute(&[1, 0, 2]).reshape(&[in1, out * in2]);
-    let t = input1.reshape(&[rows, in1]).matmul(&a).view(&[rows, out, in2]);
-    let y = (&t * &input2.reshape(&[rows, 1, in2])).sum_dim(-1);
+    let a = weight.permute(&[1, 0, 2]).reshape([in1, out * in2]);
+    let t = input1.reshape([rows, in1]).matmul(&a).view([rows, out, in2]);
+    let y = (&t * &input2.reshape([rows, 1, in2])).sum_dim(-1);
     let y = match bias {
         Some(b) => &y + b,
         None => y,

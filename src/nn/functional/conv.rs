@@ -359,8 +359,8 @@ mod tests {
 
     #[test]
     fn same_padding_puts_the_odd_zero_after() {
-        let x = Tensor::zeros(&[1, 1, 5, 6]);
-        let w = Tensor::zeros(&[1, 1, 2, 4]);
+        let x = Tensor::zeros([1, 1, 5, 6]);
+        let w = Tensor::zeros([1, 1, 2, 4]);
         let opts = Conv2dOpts { padding: Padding::Same, ..Default::default() };
         let c = plan("conv2d", &x, &w, None, &opts).unwrap();
         assert_eq!(c.geom.pad, [0, 1]);
@@ -370,8 +370,8 @@ mod tests {
 
     #[test]
     fn recording_is_skipped_without_grad() {
-        let x = Tensor::ones(&[1, 1, 3, 3]).requires_grad_(true);
-        let w = Tensor::ones(&[1, 1, 2, 2]);
+        let x = Tensor::ones([1, 1, 3, 3]).requires_grad_(true);
+        let w = Tensor::ones([1, 1, 2, 2]);
         let _g = autograd::no_grad_guard();
         assert!(conv2d(&x, &w, None, &Default::default()).grad_fn().is_none());
     }

@@ -35,13 +35,13 @@ pub fn try_conv3d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: 
     let x = try_pad(&x, &[0, 0, 0, 0, lo[0] as i64, (padded[0] - d - lo[0]) as i64], PadMode::Constant(0.0))?;
     let depths = window_taps(out[0], kd, opts.stride[0], opts.dilation[0]);
     let cols = x
-        .index_select(2, &Tensor::from_vec(depths, &[out[0] * kd]).to(&x.device()))
-        .view(&[n, c, out[0], kd, h, w].map(|s| s as i64))
+        .index_select(2, &Tensor::from_vec(depths, [out[0] * kd]).to(&x.device()))
+        .view([n, c, out[0], kd, h, w].map(|s| s as i64))
         .permute(&[0, 2, 1, 3, 4, 5])
-        .reshape(&[(n * out[0]) as i64, (c * kd) as i64, h as i64, w as i64]);
-    let w2 = weight.reshape(&[o as i64, -1, kh as i64, kw as i64]);
+        .reshape([(n * out[0]) as i64, (c * kd) as i64, h as i64, w as i64]);
+    let w2 = weight.reshape([o as i64, -1, kh as i64, kw as i64]);
     let y = try_conv2d(&cols, &w2, bias, &plane_opts(opts))?;
-    let y = y.view(&[n, out[0], o, out[1], out[2]].map(|s| s as i64)).permute(&[0, 2, 1, 3, 4]).contiguous();
+    let y = y.view([n, out[0], o, out[1], out[2]].map(|s| s as i64)).permute(&[0, 2, 1, 3, 4]).contiguous();
     Ok(if batched { y } else { y.squeeze_dim(0) })
 }
 

@@ -120,7 +120,7 @@ pub(super) fn cross_entropy(
     })?;
     let kept = targets.iter().filter(|&&t| t >= 0).count();
     let out = match reduction {
-        Reduction::None => Tensor::from_vec(losses.iter().map(|&l| l as f32).collect(), &[rows]),
+        Reduction::None => Tensor::from_vec(losses.iter().map(|&l| l as f32).collect(), [rows]),
         Reduction::Sum => Tensor::from_vec(vec![losses.iter().sum::<f64>() as f32], ()),
         Reduction::Mean => Tensor::from_vec(vec![(losses.iter().sum::<f64>() / kept as f64) as f32], ()),
     };
@@ -147,8 +147,8 @@ pub(super) fn cross_entropy(
                     keep[r] = 1.0;
                 }
             }
-            let p = s[0].softmax(1) * Tensor::from_vec(keep, &[rows, 1]);
-            return grads![Some((p - Tensor::from_vec(onehot, &[rows, n])) * scale(g))];
+            let p = s[0].softmax(1) * Tensor::from_vec(keep, [rows, 1]);
+            return grads![Some((p - Tensor::from_vec(onehot, [rows, n])) * scale(g))];
         }
         let row_scale: Vec<f32> = match reduction {
             Reduction::None => g.to_vec::<f32>(),

@@ -274,7 +274,7 @@ pub fn try_interpolate_opts(input: &Tensor, opts: &InterpolateOpts) -> Result<Te
     // The last dim first: PyTorch's kernel nests the last dim innermost.
     for i in (0..spatial).rev() {
         let (d, len, out_len) = (2 + i, in_sizes[i], out_sizes[i]);
-        let index = |v: Vec<i64>| Tensor::from_vec(v, &[out_len]).to(&device);
+        let index = |v: Vec<i64>| Tensor::from_vec(v, [out_len]).to(&device);
         if !is_linear {
             let exact = mode == InterpolateMode::NearestExact;
             let idx: Vec<i64> = (0..out_len).map(|o| nearest_index(o, len, out_len, scales[i], exact)).collect();
@@ -431,7 +431,7 @@ pub fn try_pixel_shuffle(input: &Tensor, upscale_factor: usize) -> Result<Tensor
     let l = lead.len() as i64;
     let dims = |tail: &[usize]| lead.iter().chain(tail).map(|&s| s as i64).collect::<Vec<i64>>();
     let perm: Vec<i64> = (0..l).chain([l, l + 3, l + 1, l + 4, l + 2]).collect();
-    input.try_reshape(&dims(&[c / (r * r), r, r, h, w]))?.try_permute(&perm)?.try_reshape(&dims(&[
+    input.try_reshape(dims(&[c / (r * r), r, r, h, w]))?.try_permute(&perm)?.try_reshape(dims(&[
         c / (r * r),
         h * r,
         w * r,
@@ -464,11 +464,7 @@ pub fn try_pixel_unshuffle(input: &Tensor, downscale_factor: usize) -> Result<Te
     let l = lead.len() as i64;
     let dims = |tail: &[usize]| lead.iter().chain(tail).map(|&s| s as i64).collect::<Vec<i64>>();
     let perm: Vec<i64> = (0..l).chain([l, l + 2, l + 4, l + 1, l + 3]).collect();
-    input.try_reshape(&dims(&[c, h / r, r, w / r, r]))?.try_permute(&perm)?.try_reshape(&dims(&[
-        c * r * r,
-        h / r,
-        w / r,
-    ]))
+    input.try_reshape(dims(&[c, h / r, r, w / r, r]))?.try_permute(&perm)?.try_reshape(dims(&[c * r * r, h / r, w / r]))
 }
 
 /// The leading dims and `(C, H, W)` of a pixel-shuffle input, checking its rank and factor.

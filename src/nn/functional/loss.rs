@@ -458,7 +458,7 @@ fn nll_parts(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_in
     let picked = picked.squeeze_dim(cd);
     let keep = ignored.logical_not().try_to_dtype(input.dtype())?;
     let target_weight = match weight {
-        Some(w) => w.try_index_select(0, &safe.flatten(0, -1))?.try_reshape(&shape_i64(target.shape()))? * keep,
+        Some(w) => w.try_index_select(0, &safe.flatten(0, -1))?.try_reshape(shape_i64(target.shape()))? * keep,
         None => keep,
     };
     let loss = -(picked * &target_weight);

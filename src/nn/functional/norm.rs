@@ -148,11 +148,11 @@ fn update_running_stats(
 ) -> Result<()> {
     let _guard = crate::no_grad_guard();
     if let Some(rm) = running_mean {
-        let batch = mean.detach().try_reshape(&[-1])?;
+        let batch = mean.detach().try_reshape([-1])?;
         rm.try_copy_(&(rm * (1.0 - momentum) + batch * momentum))?;
     }
     if let Some(rv) = running_var {
-        let unbiased = var.detach().try_reshape(&[-1])? * (count as f64 / (count - 1) as f64);
+        let unbiased = var.detach().try_reshape([-1])? * (count as f64 / (count - 1) as f64);
         rv.try_copy_(&(rv * (1.0 - momentum) + unbiased * momentum))?;
     }
     Ok(())
@@ -250,11 +250,11 @@ pub fn try_group_norm(
     check_param(OP, "weight", weight, &[c])?;
     check_param(OP, "bias", bias, &[c])?;
     let x = named(OP, input.try_to_dtype(compute_dtype(input.dtype())))?;
-    let grouped = named(OP, x.try_reshape(&[n as i64, num_groups as i64, -1]))?;
+    let grouped = named(OP, x.try_reshape([n as i64, num_groups as i64, -1]))?;
     let mean = named(OP, grouped.try_mean_dim_keepdim(2))?;
     let var = named(OP, grouped.try_var_correction(2, 0, true))?;
-    let normalized = ((&grouped - &mean) * (var + eps).rsqrt())
-        .reshape(&input.shape().iter().map(|&s| s as i64).collect::<Vec<_>>());
+    let normalized =
+        ((&grouped - &mean) * (var + eps).rsqrt()).reshape(input.shape().iter().map(|&s| s as i64).collect::<Vec<_>>());
     let mut pshape = vec![1i64; input.dim()];
     pshape[1] = c as i64;
     let y = named(OP, affine(normalized, weight, bias, &pshape))?;

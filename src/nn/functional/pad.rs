@@ -197,7 +197,7 @@ pub fn try_pad(input: &Tensor, pad: &[i64], mode: PadMode) -> Result<Tensor> {
         };
         let index: Vec<i64> = (-l..size + r).map(src).collect();
         let len = index.len();
-        let index = Tensor::from_vec(index, &[len]).to(&input.device());
+        let index = Tensor::from_vec(index, [len]).to(&input.device());
         out = out.try_index_select(d as i64, &index)?;
     }
     Ok(out)

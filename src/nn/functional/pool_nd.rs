@@ -208,21 +208,21 @@ pub fn try_max_pool3d_with_indices(input: &Tensor, opts: &MaxPool3dOpts) -> Resu
     };
     let (oh, ow) = (oh as i64, ow as i64);
     // Each depth slice pooled in 2-d, then its windows of depths gathered.
-    let (y, at) = max_pool_as(op, &x.reshape(&[n, c * dp, h, w]), &slices)?;
+    let (y, at) = max_pool_as(op, &x.reshape([n, c * dp, h, w]), &slices)?;
     let window = [n, c, od as i64, k[0] as i64, oh, ow];
     let device = y.device();
-    let gathered = Tensor::from_vec(taps.gathered, &[od * k[0]]).to(&device);
-    let windows = y.view(&[n, c, dp, oh, ow]).index_select(2, &gathered).view(&window);
-    let plane_at = at.view(&[n, c, dp, oh, ow]).index_select(2, &gathered).view(&window);
+    let gathered = Tensor::from_vec(taps.gathered, [od * k[0]]).to(&device);
+    let windows = y.view([n, c, dp, oh, ow]).index_select(2, &gathered).view(window);
+    let plane_at = at.view([n, c, dp, oh, ow]).index_select(2, &gathered).view(window);
     // The tap taken: the latest NaN, else the first maximum (max_dim's choice).
     let first_max = windows.max_dim_keepdim(3).1;
     let mut along = [1i64; 6];
     along[3] = k[0] as i64;
-    let positions = Tensor::arange(k[0] as i64).view(&along).to(&device);
+    let positions = Tensor::arange(k[0] as i64).view(along).to(&device);
     let last_nan = Tensor::where_cond(&windows.isnan(), &positions, -1i64).amax_keepdim(3);
     let taken = Tensor::where_cond(&last_nan.ge(0i64), &last_nan, &first_max);
     let values = windows.gather(3, &taken).squeeze_dim(3);
-    let depth = Tensor::from_vec(taps.depth, &[1, 1, od, k[0], 1, 1]).to(&device).expand(&window);
+    let depth = Tensor::from_vec(taps.depth, [1, 1, od, k[0], 1, 1]).to(&device).expand(window);
     let indices = depth.gather(3, &taken).squeeze_dim(3) * (h * w) + plane_at.gather(3, &taken).squeeze_dim(3);
     Ok(if batched { (values, indices) } else { (values.squeeze_dim(0), indices.squeeze_dim(0)) })
 }
@@ -352,8 +352,8 @@ fn window_max(x: &Tensor, dim: i64, len: usize, out: usize) -> (Tensor, Tensor) 
     let k = ranges.iter().map(|(start, end)| end - start).max().unwrap_or(1);
     let taps: Vec<i64> =
         ranges.iter().flat_map(|&(start, end)| (0..k).map(move |j| (start + j).min(end - 1) as i64)).collect();
-    let taps = Tensor::from_vec(taps, &[out * k]).to(&x.device());
-    let windows = x.index_select(dim, &taps).unflatten(dim, &[out as i64, k as i64]);
+    let taps = Tensor::from_vec(taps, [out * k]).to(&x.device());
+    let windows = x.index_select(dim, &taps).unflatten(dim, [out as i64, k as i64]);
     let (values, at) = windows.max_dim(dim);
     let mut starts_shape = vec![out];
     starts_shape.extend(std::iter::repeat_n(1, (-dim - 1) as usize));

@@ -44,11 +44,11 @@ mod tests {
     #[test]
     fn buckets_fill_in_reverse_up_to_the_cap() {
         let params = [
-            Tensor::zeros(&[4]),
-            Tensor::zeros(&[2]),
-            Tensor::zeros(&[3]),
-            Tensor::zeros(&[10]),
-            Tensor::zeros(&[1]).to_dtype(DType::F64),
+            Tensor::zeros([4]),
+            Tensor::zeros([2]),
+            Tensor::zeros([3]),
+            Tensor::zeros([10]),
+            Tensor::zeros([1]).to_dtype(DType::F64),
         ];
         let b = assign(&params, 24); // six f32s
         let got: Vec<(Vec<usize>, Vec<usize>, usize)> =

@@ -163,7 +163,7 @@ fn verify_shapes(op: &'static str, params: &[Tensor]) -> Result<()> {
     let disagree = || {
         Error::at(op, ErrorKind::Shape, "the ranks' modules have different parameters (number, order or shapes): DDP needs the same model on every rank", at)
     };
-    let local = dist::on_group_device(op, Tensor::from_vec(sig.clone(), &[sig.len()]))?;
+    let local = dist::on_group_device(op, Tensor::from_vec(sig.clone(), [sig.len()]))?;
     let (hi, lo) = (local.deep_clone(), local.deep_clone());
     dist::all_reduce(&hi, ReduceOp::Max).map_err(|e| if e.kind == ErrorKind::Distributed { disagree() } else { e })?;
     dist::all_reduce(&lo, ReduceOp::Min)?;

@@ -39,7 +39,7 @@ mod tests {
 
     #[test]
     fn finds_the_parameters_an_output_depends_on() {
-        let [a, b, c] = [0, 1, 2].map(|_| Tensor::ones(&[2]).requires_grad_(true));
+        let [a, b, c] = [0, 1, 2].map(|_| Tensor::ones([2]).requires_grad_(true));
         let y = (&(&a * &b) + &a).sum();
         assert_eq!(reached(&y, &[a.clone(), b.clone(), c.clone()]), vec![true, true, false]);
         assert_eq!(reached(&c, &[a.clone(), c.clone()]), vec![false, true]);

@@ -188,7 +188,7 @@ impl Reducer {
             .iter()
             .map(|&i| {
                 let p = &self.params[i];
-                p.grad().unwrap_or_else(|| p.detach().zeros_like()).detach().to_dtype(wire.dtype()).reshape(&[-1])
+                p.grad().unwrap_or_else(|| p.detach().zeros_like()).detach().to_dtype(wire.dtype()).reshape([-1])
             })
             .collect();
         let _off = crate::no_grad_guard();
@@ -294,7 +294,7 @@ impl Reducer {
 fn start_used_map(used: &[bool]) -> Result<Work> {
     const USED: &str = "all_reduce (DistributedDataParallel used parameters)";
     let bytes: Vec<u8> = used.iter().map(|&u| u as u8).collect();
-    let map = on_group_device(USED, Tensor::from_vec(bytes, &[used.len()]))?;
+    let map = on_group_device(USED, Tensor::from_vec(bytes, [used.len()]))?;
     let recv = fresh(USED, map.device(), Wire::U8.dtype(), used.len())?;
     let send = owned_storage(map);
     // SAFETY: the send and receive buffers are owned by the work.

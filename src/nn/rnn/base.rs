@@ -185,9 +185,9 @@ impl Base {
         let Checked { x, h0, c0, unbatched } = self.check(input, h0, c0)?;
         let (seq, n) = (x.shape()[0], x.shape()[1]);
         // A padded batch is the packed batch whose every step has all the sequences.
-        let data = x.reshape(&[(seq * n) as i64, self.input_size as i64]);
+        let data = x.reshape([(seq * n) as i64, self.input_size as i64]);
         let (out, h_n, c_n) = self.run(&data, &vec![n; seq], h0, c0);
-        let out = out.reshape(&[seq as i64, n as i64, (self.dirs() * self.out_size()) as i64]);
+        let out = out.reshape([seq as i64, n as i64, (self.dirs() * self.out_size()) as i64]);
         Ok(if unbatched {
             (out.squeeze_dim(1), h_n.squeeze_dim(1), c_n.map(|c| c.squeeze_dim(1)))
         } else if self.opts.batch_first {
@@ -347,11 +347,11 @@ impl Base {
                 let w = &self.weights[k];
                 let h = match &h0 {
                     Some(h0) => h0.select(0, k as i64),
-                    None => Tensor::zeros_opts(&[n, self.out_size()], dtype, device),
+                    None => Tensor::zeros_opts([n, self.out_size()], dtype, device),
                 };
                 let c = match (&c0, mode) {
                     (Some(c0), _) => Some(c0.select(0, k as i64)),
-                    (None, Mode::Lstm) => Some(Tensor::zeros_opts(&[n, self.hidden_size], dtype, device)),
+                    (None, Mode::Lstm) => Some(Tensor::zeros_opts([n, self.hidden_size], dtype, device)),
                     (None, _) => None,
                 };
                 let gates = input_gates(mode, &layer_input, &w.weight_ih, w.bias_ih.as_ref(), w.bias_hh.as_ref());

@@ -52,7 +52,7 @@ fn check_state(
 ) -> Result<Tensor> {
     let n = input.x.shape()[0];
     let Some(s) = state else {
-        return Tensor::try_zeros_opts(&[n, hidden_size], input.x.dtype(), input.x.device());
+        return Tensor::try_zeros_opts([n, hidden_size], input.x.dtype(), input.x.device());
     };
     let want: Vec<usize> = if input.unbatched { vec![hidden_size] } else { vec![n, hidden_size] };
     if s.shape() != want.as_slice() {

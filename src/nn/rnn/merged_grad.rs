@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn several_steps_multiply_by_a_row_major_copy_one_step_by_the_view() {
-        let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
         let copy = row_major_t(&w, 2);
         assert!(copy.is_contiguous() && !copy.shares_storage_with(&w));
         assert_eq!(copy.to_vec::<f32>(), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);

@@ -93,7 +93,7 @@ impl CIFAR10 {
 
     /// All labels as an i64 tensor `[N]` (torchvision's `targets`).
     pub fn targets(&self) -> Tensor {
-        Tensor::from_vec(self.data.labels.iter().map(|&l| l as i64).collect::<Vec<i64>>(), &[self.len()])
+        Tensor::from_vec(self.data.labels.iter().map(|&l| l as i64).collect::<Vec<i64>>(), [self.len()])
     }
 
     /// The class names in label order (torchvision's `classes`).

@@ -163,12 +163,12 @@ impl MNIST {
 
     /// All images as a u8 tensor `[N, 28, 28]` (torchvision's `dataset.data`).
     pub fn data(&self) -> Tensor {
-        Tensor::from_slice(&self.data.images).reshape(&[self.len() as i64, SIDE as i64, SIDE as i64])
+        Tensor::from_slice(&self.data.images).reshape([self.len() as i64, SIDE as i64, SIDE as i64])
     }
 
     /// All labels as an i64 tensor `[N]` (torchvision's `dataset.targets`).
     pub fn targets(&self) -> Tensor {
-        Tensor::from_vec(self.data.labels.iter().map(|&l| l as i64).collect::<Vec<i64>>(), &[self.len()])
+        Tensor::from_vec(self.data.labels.iter().map(|&l| l as i64).collect::<Vec<i64>>(), [self.len()])
     }
 
     /// The class names, `"0 - zero"` to `"9 - nine"` (torchvision's `classes`).

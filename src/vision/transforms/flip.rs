@@ -63,7 +63,7 @@ impl Transform for RandomHorizontalFlip {
                 Image::Pixels(Pixels::new(data, p.channels(), p.height(), p.width())?)
             }
             Image::Tensor(t) => {
-                let reversed = Tensor::from_vec((0..w as i64).rev().collect::<Vec<i64>>(), &[w]);
+                let reversed = Tensor::from_vec((0..w as i64).rev().collect::<Vec<i64>>(), [w]);
                 Image::Tensor(t.try_index_select(-1, &reversed)?)
             }
         })

@@ -106,8 +106,8 @@ impl Transform for Normalize {
         let channels = t.shape()[t.dim() - 3];
         self.check_channels(channels)?;
         let c = self.mean.len();
-        let mean = Tensor::try_from_vec(self.mean.clone(), &[c, 1, 1])?.try_to_dtype(t.dtype())?;
-        let std = Tensor::try_from_vec(self.std.clone(), &[c, 1, 1])?.try_to_dtype(t.dtype())?;
+        let mean = Tensor::try_from_vec(self.mean.clone(), [c, 1, 1])?.try_to_dtype(t.dtype())?;
+        let std = Tensor::try_from_vec(self.std.clone(), [c, 1, 1])?.try_to_dtype(t.dtype())?;
         Ok(Image::Tensor(t.try_sub(&mean)?.try_div(&std)?))
     }
 }

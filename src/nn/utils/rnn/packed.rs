@@ -179,5 +179,5 @@ fn invert(op: &'static str, sorted: &[usize], n: usize) -> Result<Vec<usize>> {
 /// An int64 index vector on `device`, for `index_select`.
 pub(crate) fn index_tensor(index: Vec<usize>, device: Device) -> Tensor {
     let n = index.len();
-    Tensor::from_vec(index.into_iter().map(|i| i as i64).collect::<Vec<i64>>(), &[n]).to(&device)
+    Tensor::from_vec(index.into_iter().map(|i| i as i64).collect::<Vec<i64>>(), [n]).to(&device)
 }
