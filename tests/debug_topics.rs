@@ -116,3 +116,22 @@ fn a_kernel_listing_ties_each_line_to_its_node_and_source_line() {
     let backward = backward.unwrap_or_else(|| panic!("{kernels:#?}"));
     assert!(backward.contains(&format!("tests/debug_topics.rs:{line}:")), "{backward}");
 }
+
+#[test]
+fn ops_kiln_writes_as_several_ops_list_the_users_line() {
+    let x = Tensor::randn([4, 5]);
+    let mut step = kiln::compile(|x: &Tensor| {
+        F::dropout(&x.log_softmax(1), 0.5, true) // COMPOSITE_LINE
+    });
+    step.call(&x);
+    let source = include_str!("debug_topics.rs");
+    let line = source.lines().position(|l| l.ends_with("// COMPOSITE_LINE")).expect("marked") + 1;
+    let kernels = step.kernels();
+    let ops: Vec<&str> = kernels.iter().flat_map(|k| k.listing.lines()).filter(|l| l.contains(".rs:")).collect();
+    let at_user = format!("tests/debug_topics.rs:{line}:");
+    assert!(ops.iter().any(|l| l.contains(" exp") || l.contains("exp(")), "{kernels:#?}");
+    assert!(ops.iter().any(|l| l.contains(" mul ")), "the dropout mask's product: {kernels:#?}");
+    for op in &ops {
+        assert!(op.contains(&at_user), "log_softmax's and dropout's ops name the user's line: {op}");
+    }
+}

@@ -67,7 +67,8 @@ fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Ten
 
 /// Inside a compiled step: the row max, then the shifted exponentials' sum with the division
 /// (or the log subtracted) as the reduction kernel's epilogue: one generated kernel (the sum
-/// is the max kernel's second stage).
+/// is the max kernel's second stage). Its nodes carry the caller's line (`#[track_caller]`).
+#[track_caller]
 fn captured(t: &Tensor, d: i64, log: bool) -> Tensor {
     let _no_grad = crate::no_grad_guard();
     let z = t - t.amax_keepdim(d);

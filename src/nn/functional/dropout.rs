@@ -36,8 +36,11 @@ fn apply(op: &'static str, input: &Tensor, p: f64, training: bool, mask_shape: &
     }
     let draw_dtype = if input.dtype() == DType::F64 { DType::F64 } else { DType::F32 };
     let uniform = named(op, Tensor::try_rand_opts(mask_shape, draw_dtype, input.device()))?;
-    let scale = named(op, uniform.try_ge(p).and_then(|keep| keep.try_to_dtype(input.dtype())))?.try_div(1.0 - p);
-    named(op, scale.and_then(|mask| input.try_mul(&mask)))
+    // No closures here: each op records the caller's line (`#[track_caller]`), which a closure
+    // would hide behind this file's.
+    let keep = named(op, uniform.try_ge(p))?;
+    let mask = named(op, named(op, keep.try_to_dtype(input.dtype()))?.try_div(1.0 - p))?;
+    named(op, input.try_mul(&mask))
 }
 
 /// Dropout of single elements (`F.dropout(input, p, training)`; PyTorch's defaults are
