@@ -1,8 +1,9 @@
 //! What kiln tells a user about a compiled step: one warning for `KILN_DEBUG` words that name
 //! no topic, the topic list for `help`, the user's line in a recompile report and in a graph
-//! break inside kiln's own code (printing a tensor), and kernel listings tied to the user's
-//! source lines. The debug topics are checked in child processes (they are read once per
-//! process).
+//! break inside kiln's own code (printing a tensor), kernel listings tied to the user's source
+//! lines, and the files `KILN_DUMP_DIR` gets (the `.dot`, its `.svg` when Graphviz is on
+//! `PATH`, each kernel's listing and code). These are checked in child processes (the
+//! environment is read once per process).
 
 use kiln::prelude::*;
 
@@ -134,4 +135,52 @@ fn ops_kiln_writes_as_several_ops_list_the_users_line() {
     for op in &ops {
         assert!(op.contains(&at_user), "log_softmax's and dropout's ops name the user's line: {op}");
     }
+}
+
+/// A compiled step whose kernels' names it prints, one per line, for the dump test.
+fn run_and_print_kernel_names() {
+    let w = Tensor::randn([3, 4]).requires_grad_(true);
+    let mut step = kiln::compile(|w: &Tensor| {
+        let loss = (w * 2.0).tanh().sum();
+        loss.backward();
+        loss
+    });
+    step.call(&w);
+    for k in step.kernels() {
+        eprintln!("KERNEL {}", k.name);
+    }
+}
+
+#[test]
+fn the_dump_dir_holds_the_graph_and_each_kernels_listing_and_code() {
+    if child::is_child() {
+        return run_and_print_kernel_names();
+    }
+    let dir = std::env::temp_dir().join(format!("kiln-dump-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = child::stderr_of_child_with(
+        "the_dump_dir_holds_the_graph_and_each_kernels_listing_and_code",
+        &[("KILN_DUMP_DIR", dir.to_str().unwrap())],
+    );
+    let names: Vec<&str> = err.lines().filter_map(|l| l.strip_prefix("KERNEL ")).collect();
+    assert!(!names.is_empty(), "{err}");
+    for name in &names {
+        let listing = std::fs::read_to_string(dir.join(format!("{name}.txt"))).expect("a listing per kernel");
+        assert!(listing.starts_with(&format!("kernel {name} (")), "{listing}");
+        assert!(dir.join(format!("{name}.clif")).exists(), "the CPU kernel's code beside its listing");
+    }
+    let dot = std::fs::read_to_string(dir.join("step-0.dot")).expect("the graph");
+    assert!(
+        dot.starts_with("digraph") && names.iter().all(|n| dot.contains(n)),
+        "every kernel named in the graph: {dot}"
+    );
+    match std::process::Command::new("dot").arg("-V").output() {
+        Ok(_) => {
+            let svg =
+                std::fs::read_to_string(dir.join("step-0.svg")).expect("Graphviz is on PATH: the .svg is written");
+            assert!(svg.contains("<svg"), "{svg}");
+        }
+        Err(_) => eprintln!("skipping the .svg check: Graphviz's `dot` is not on PATH"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,10 +12,15 @@ pub fn is_child() -> bool {
 /// Runs test `name` of this binary alone in a child process with `KILN_DEBUG=debug` and
 /// returns its stderr; panics with that stderr when the child fails.
 pub fn stderr_of_child(name: &str, debug: &str) -> String {
+    stderr_of_child_with(name, &[("KILN_DEBUG", debug)])
+}
+
+/// [`stderr_of_child`] with the environment `vars` (`KILN_DUMP_DIR`, …).
+pub fn stderr_of_child_with(name: &str, vars: &[(&str, &str)]) -> String {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
-        .env("KILN_DEBUG", debug)
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
