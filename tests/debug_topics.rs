@@ -184,3 +184,26 @@ fn the_dump_dir_holds_the_graph_and_each_kernels_listing_and_code() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_optimizers_update_lists_the_users_step_line() {
+    let w = Tensor::randn([8]).requires_grad_(true);
+    let mut opt = optim::SGD::new([w.clone()], optim::SGDConfig { lr: 0.1, momentum: 0.9, ..Default::default() });
+    let mut step = kiln::compile(|opt: &mut optim::SGD| {
+        opt.zero_grad();
+        let loss = (&w * &w).sum();
+        loss.backward();
+        opt.step(); // STEP_LINE
+        loss
+    });
+    step.call(&mut opt);
+    let source = include_str!("debug_topics.rs");
+    let line = source.lines().position(|l| l.ends_with("// STEP_LINE")).expect("marked") + 1;
+    let kernels = step.kernels();
+    let updates: Vec<&str> =
+        kernels.iter().flat_map(|k| k.listing.lines()).filter(|l| l.contains(" update at ")).collect();
+    assert!(!updates.is_empty(), "{kernels:#?}");
+    for u in &updates {
+        assert!(u.contains(&format!("update at tests/debug_topics.rs:{line}:")), "{u}");
+    }
+}

@@ -49,5 +49,5 @@ pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};
 pub(crate) use trace::{
     as_realizing, assign, backward_of, before_eager_access, captures_as_cuda, check_devices, elementwise, is_active,
-    journal_grad, opaque, rand, reduce, scalar, set_phase, transaction,
+    journal_grad, opaque, optimizer_step_at, rand, reduce, scalar, set_phase, transaction,
 };

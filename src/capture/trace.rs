@@ -52,6 +52,9 @@ pub(crate) struct Trace {
     /// The grad fn whose backward rule is running (see [`backward_of`]): the origin of the
     /// nodes it records.
     backward_of: Option<Arc<crate::autograd::Node>>,
+    /// The user's line of the optimizer step running (see [`optimizer_step_at`]): the origin
+    /// of the update nodes it records.
+    update_at: Option<&'static Location<'static>>,
     /// When the trace began (for the step's tracing time).
     pub(crate) started: Instant,
     /// The device the graph is planned for when it is not the tensors' own (see
@@ -77,6 +80,7 @@ impl Trace {
             cells: Vec::new(),
             phase: Phase::Forward,
             backward_of: None,
+            update_at: None,
             started: Instant::now(),
             target,
         }
@@ -209,9 +213,10 @@ impl Trace {
         if self.expected.is_none() {
             // A new node of the graph (a node matched against the expected graph keeps the
             // origin the plan's first call recorded).
-            self.graph.origins[node as usize] = match &self.backward_of {
-                Some(grad_fn) => Origin { at: Some(grad_fn.origin), grad_of: Some(grad_fn.name.clone()) },
-                None => Origin { at: Some(at), grad_of: None },
+            self.graph.origins[node as usize] = match (&self.backward_of, self.update_at) {
+                (Some(grad_fn), _) => Origin { at: Some(grad_fn.origin), grad_of: Some(grad_fn.name.clone()) },
+                (None, Some(step)) => Origin { at: Some(step), grad_of: None },
+                (None, None) => Origin { at: Some(at), grad_of: None },
             };
         }
         node
@@ -428,6 +433,27 @@ impl Drop for BackwardOf {
 /// outside `kiln::compile`).
 fn swap_backward_of(grad_fn: Option<Arc<crate::autograd::Node>>) -> Option<Arc<crate::autograd::Node>> {
     STATE.with(|s| s.borrow_mut().trace.as_mut().and_then(|t| std::mem::replace(&mut t.backward_of, grad_fn)))
+}
+
+/// Labels the nodes recorded until the guard drops with `at`, the user's line of an optimizer's
+/// `step()` (its update rule is kiln's code, which `#[track_caller]` would otherwise name).
+pub(crate) fn optimizer_step_at(at: &'static Location<'static>) -> OptimizerStepAt {
+    OptimizerStepAt(swap_update_at(Some(at)))
+}
+
+/// Puts back the line that [`optimizer_step_at`] replaced when dropped.
+pub(crate) struct OptimizerStepAt(Option<&'static Location<'static>>);
+
+impl Drop for OptimizerStepAt {
+    fn drop(&mut self) {
+        swap_update_at(self.0.take());
+    }
+}
+
+/// Sets the trace's [`Trace::update_at`], returning the one it replaces (none outside
+/// `kiln::compile`).
+fn swap_update_at(at: Option<&'static Location<'static>>) -> Option<&'static Location<'static>> {
+    STATE.with(|s| s.borrow_mut().trace.as_mut().and_then(|t| std::mem::replace(&mut t.update_at, at)))
 }
 
 /// Sets the phase new nodes are labelled with (the autograd engine calls this).

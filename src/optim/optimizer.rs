@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 /// What a training loop and a learning-rate scheduler need from an optimizer
 /// (PyTorch's `torch.optim.Optimizer`).
 pub trait Optimizer {
-    /// Updates every parameter that has a gradient, in place (`opt.step()`).
+    /// Updates every parameter that has a gradient, in place (`opt.step()`). Inside
+    /// `kiln::compile` the update's nodes carry the caller's line (`#[track_caller]`).
+    #[track_caller]
     fn step(&mut self);
     /// Sets every parameter's gradient to `None` (`opt.zero_grad()`, `set_to_none=True`).
     fn zero_grad(&mut self);
@@ -322,6 +324,7 @@ impl<C: OptimizerConfig> Optim<C> {
 
 impl<C: OptimizerConfig> Optimizer for Optim<C> {
     fn step(&mut self) {
+        let _at = crate::capture::optimizer_step_at(std::panic::Location::caller());
         self.settle();
         if let Some(call) = crate::capture::transaction() {
             if !self.before_call.as_ref().is_some_and(|(c, _)| c.is_same(&call)) {
