@@ -125,10 +125,12 @@ mod tests {
     }
 
     #[test]
+    // `&[5, 3]` is a spelling users write; clippy would drop its `&`.
+    #[allow(clippy::needless_borrows_for_generic_args)]
     fn every_spelling_of_a_shape_gives_the_same_sizes() {
         let v = vec![5usize, 3];
         let from_tensor: &[usize] = &v;
-        for d in [dims([5, 3]), dims([5, 3]), dims((5, 3)), dims(vec![5i64, 3]), dims(&v), dims(from_tensor)] {
+        for d in [dims(&[5, 3]), dims([5, 3]), dims((5, 3)), dims(vec![5i64, 3]), dims(&v), dims(from_tensor)] {
             assert_eq!(d, [5, 3]);
         }
         assert_eq!(dims(7), [7]);
