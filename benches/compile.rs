@@ -160,34 +160,37 @@ fn gelu(torch: &HashMap<String, f64>) {
     );
 }
 
-/// Case `adam`: one Adam step on a 16M-element parameter: 28 bytes per element (p, g, m, v
-/// read; p, m, v written). Compiled (the plan writes p, m and v in place) and eager (the
-/// one-pass kernel, kiln's default: PyTorch's `fused=True`) against the in-place update.
-fn adam(torch: &HashMap<String, f64>) {
+/// Case `optimizers`: one Adam step and one SGD-with-momentum step on a 16M-element
+/// parameter. Compiled (the plan writes the parameter and state in place) and eager (the
+/// one-pass kernel, kiln's default: PyTorch's `fused=True`) against the in-place update of the
+/// same bytes.
+fn optimizers(torch: &HashMap<String, f64>) {
     let len = 16 << 20;
-    let p = Tensor::randn([len]).requires_grad_(true);
-    p.set_grad(Some(Tensor::randn([len])));
-    let mut opt = Adam::new(vec![p], AdamConfig::default());
+    let param = || {
+        let p = Tensor::randn([len]).requires_grad_(true);
+        p.set_grad(Some(Tensor::randn([len])));
+        vec![p]
+    };
+    let adam = Adam::new(param(), AdamConfig::default());
+    optimizer_case("Adam step, one 16M f32 parameter", adam, InPlaceUpdate::new(len, 2), torch.get("adam_fused"));
+    let sgd = SGD::new(param(), SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
+    optimizer_case("SGD momentum step, one 16M f32 parameter", sgd, InPlaceUpdate::new(len, 1), None);
+}
+
+/// Prints the row of one step of `opt`, compiled and eager, against `baseline`; targets: both
+/// reach 90% of it, and eager ≤ PyTorch's `fused=True` time when known.
+fn optimizer_case(workload: &str, mut opt: impl Optimizer, mut baseline: InPlaceUpdate, torch: Option<&f64>) {
     opt.step(); // creates the state
-    let mut baseline = InPlaceUpdate::new(len);
-    let adam = std::cell::RefCell::new(kiln::compile(|()| opt.step()));
+    let step = std::cell::RefCell::new(kiln::compile(|()| opt.step()));
     let t = time_interleaved(
         ROUNDS,
-        &mut [&mut || adam.borrow_mut().call(()), &mut || adam.borrow_mut().call_eager(()), &mut || baseline.run()],
+        &mut [&mut || step.borrow_mut().call(()), &mut || step.borrow_mut().call_eager(()), &mut || baseline.run()],
     );
     let (compiled, eager, in_place) = (t[0], t[1], t[2]);
     let mut targets = vec![share("compiled", in_place, compiled, 90.0), share("eager", in_place, eager, 90.0)];
-    targets.extend(
-        torch.get("adam_fused").map(|&t| target(format!("eager ≤ PyTorch `fused=True` {}", secs(t)), eager <= t)),
-    );
-    Row {
-        workload: "Adam step, one 16M f32 parameter",
-        limit: format!("in-place update 28 B/elem {}", secs(in_place)),
-        eager,
-        compiled,
-        targets,
-    }
-    .print();
+    targets.extend(torch.map(|&t| target(format!("eager ≤ PyTorch `fused=True` {}", secs(t)), eager <= t)));
+    let limit = format!("in-place update {} B/elem {}", baseline.bytes_per_element(), secs(in_place));
+    Row { workload, limit, eager, compiled, targets }.print();
 }
 
 /// Case `cross_entropy`: cross-entropy forward and backward on logits [8192, 1000]: logits
@@ -470,7 +473,7 @@ fn main() {
         ("cross_entropy", cross_entropy),
         ("layer_norm", layer_norm),
         ("gelu", gelu),
-        ("adam", adam),
+        ("optimizers", optimizers),
         ("tiny_mlp", tiny_mlp),
         ("cache_hit", cache_hit),
     ];

@@ -183,22 +183,35 @@ pub fn time_against_memcpy(reps: usize, elems: usize, mut f: impl FnMut()) -> (f
     (t[0], t[1].min(t[2]))
 }
 
-/// The in-place update baseline: one pass that reads four f32 arrays (p, g, m, v) and writes
-/// three of them back in place (p, m, v), with trivial arithmetic: the traffic of an
-/// optimizer's one-pass update (28 bytes per element for Adam) at the machine's speed.
+/// The in-place update baseline: one pass that reads f32 arrays p, g and one or two state
+/// arrays (m, and v when there are two) and writes p and the state back in place, with trivial
+/// arithmetic: the traffic of an optimizer's one-pass update (20 bytes per element for SGD
+/// with momentum, 28 for Adam) at the machine's speed.
 #[allow(dead_code)]
 pub struct InPlaceUpdate {
     p: Vec<f32>,
     g: Vec<f32>,
     m: Vec<f32>,
+    /// Empty with one state array.
     v: Vec<f32>,
 }
 
 #[allow(dead_code)]
 impl InPlaceUpdate {
-    /// Arrays of `elems` values.
-    pub fn new(elems: usize) -> InPlaceUpdate {
-        InPlaceUpdate { p: vec![0.0; elems], g: vec![1e-30; elems], m: vec![0.0; elems], v: vec![0.0; elems] }
+    /// Arrays of `elems` values, with `states` (1 or 2) state arrays.
+    pub fn new(elems: usize, states: usize) -> InPlaceUpdate {
+        assert!(matches!(states, 1 | 2), "1 or 2 state arrays, not {states}");
+        let v = if states == 2 { vec![0.0; elems] } else { Vec::new() };
+        InPlaceUpdate { p: vec![0.0; elems], g: vec![1e-30; elems], m: vec![0.0; elems], v }
+    }
+
+    /// The bytes one element's update moves.
+    pub fn bytes_per_element(&self) -> usize {
+        if self.v.is_empty() {
+            20
+        } else {
+            28
+        }
     }
 
     /// One pass, split across kiln's pool as its kernels split their work.
@@ -211,7 +224,7 @@ impl InPlaceUpdate {
             let n = p.len().min(grain);
             let (p0, p1) = p.split_at_mut(n);
             let (m0, m1) = m.split_at_mut(n);
-            let (v0, v1) = v.split_at_mut(n);
+            let (v0, v1) = v.split_at_mut(n.min(v.len()));
             chunks.push((p0, m0, v0));
             (p, m, v) = (p1, m1, v1);
         }
@@ -219,10 +232,17 @@ impl InPlaceUpdate {
             use rayon::prelude::*;
             chunks.into_par_iter().enumerate().for_each(|(c, (p, m, v))| {
                 let g = &g[c * grain..c * grain + p.len()];
-                for i in 0..p.len() {
-                    m[i] += g[i];
-                    v[i] += g[i];
-                    p[i] += m[i] - v[i];
+                if v.is_empty() {
+                    for i in 0..p.len() {
+                        m[i] += g[i];
+                        p[i] += m[i];
+                    }
+                } else {
+                    for i in 0..p.len() {
+                        m[i] += g[i];
+                        v[i] += g[i];
+                        p[i] += m[i] - v[i];
+                    }
                 }
             })
         });

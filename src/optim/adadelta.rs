@@ -1,6 +1,6 @@
 //! Adadelta (`torch.optim.Adadelta`).
 
-use super::optimizer::{Optim, OptimizerConfig};
+use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
 use super::rule::{add_scaled, addcmul, effective_grad, Values};
 use super::state::{check, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
@@ -61,6 +61,8 @@ impl OptimizerConfig for AdadeltaConfig {
     }
 
     lr_and_momentum!();
+
+    step_compiled_in_kiln!();
 
     hyperparameters!(lr, rho, eps, weight_decay, maximize, foreach, fused);
 

@@ -1,6 +1,6 @@
 //! Adagrad (`torch.optim.Adagrad`).
 
-use super::optimizer::{Optim, OptimizerConfig};
+use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
 use super::rule::{addcdiv, addcmul, effective_grad, Values};
 use super::state::{hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
@@ -79,6 +79,8 @@ impl OptimizerConfig for AdagradConfig {
     }
 
     lr_and_momentum!();
+
+    step_compiled_in_kiln!();
 
     hyperparameters!(lr, lr_decay, weight_decay, initial_accumulator_value, eps, maximize, foreach, fused);
 

@@ -1,7 +1,7 @@
 //! Adam and AdamW (`torch.optim.Adam`, `torch.optim.AdamW`): one update rule, with the weight
 //! decay added to the gradient (Adam) or applied to the parameter directly (AdamW).
 
-use super::optimizer::{Optim, OptimizerConfig};
+use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
 use super::rule::{addcdiv, addcmul, effective_grad, lerp, Values};
 use super::state::{check, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
@@ -209,6 +209,8 @@ macro_rules! adam_config {
             }
 
             lr_and_momentum!(momentum: betas.0);
+
+            step_compiled_in_kiln!();
 
             hyperparameters!(lr, betas, eps, weight_decay, amsgrad, maximize, foreach, fused);
 

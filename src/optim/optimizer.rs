@@ -11,6 +11,7 @@ use crate::error::{bail, AtCaller, OrPanic, Result};
 use crate::{StateDict, Tensor};
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::panic::Location;
 
 /// What a training loop and a learning-rate scheduler need from an optimizer
 /// (PyTorch's `torch.optim.Optimizer`).
@@ -102,7 +103,28 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug + Sync {
     /// Rebuilds a state from saved tensors.
     #[track_caller]
     fn load_state(&self, saved: &mut StateTensors<'_>) -> Result<Self::State>;
+    /// One `opt.step()` of `opt`, called at `at`. Generic code is compiled in the crate that
+    /// instantiates it, at that crate's optimization level, so this default runs unoptimized
+    /// in a dependent crate's debug build; kiln's configurations override it with a body
+    /// compiled in kiln ([`step_compiled_in_kiln`]), and a configuration written elsewhere may
+    /// keep it.
+    fn run_step(opt: &mut Optim<Self>, at: &'static Location<'static>) {
+        opt.step_at(at)
+    }
 }
+
+/// [`OptimizerConfig::run_step`] for a configuration defined in kiln: a non-generic function,
+/// so kiln compiles it (and the step, the update rule and the one-pass kernel it instantiates)
+/// with kiln's own optimization level, and a crate calling `opt.step()` links to it.
+macro_rules! step_compiled_in_kiln {
+    () => {
+        #[inline(never)]
+        fn run_step(opt: &mut $crate::optim::Optim<Self>, at: &'static std::panic::Location<'static>) {
+            opt.step_at(at)
+        }
+    };
+}
+pub(crate) use step_compiled_in_kiln;
 
 /// An optimizer: parameter groups, each with a configuration `C`, and per-parameter state.
 /// Use it through its aliases: [`super::SGD`], [`super::Adam`], [`super::AdamW`], …
@@ -322,9 +344,10 @@ impl<C: OptimizerConfig> Optim<C> {
     }
 }
 
-impl<C: OptimizerConfig> Optimizer for Optim<C> {
-    fn step(&mut self) {
-        let _at = crate::capture::optimizer_step_at(std::panic::Location::caller());
+impl<C: OptimizerConfig> Optim<C> {
+    /// [`Optimizer::step`], called at `at`.
+    pub(crate) fn step_at(&mut self, at: &'static Location<'static>) {
+        let _at = crate::capture::optimizer_step_at(at);
         self.settle();
         if let Some(call) = crate::capture::transaction() {
             if !self.before_call.as_ref().is_some_and(|(c, _)| c.is_same(&call)) {
@@ -348,6 +371,12 @@ impl<C: OptimizerConfig> Optimizer for Optim<C> {
             }
         }
         batch.run();
+    }
+}
+
+impl<C: OptimizerConfig> Optimizer for Optim<C> {
+    fn step(&mut self) {
+        C::run_step(self, Location::caller())
     }
 
     fn zero_grad(&mut self) {

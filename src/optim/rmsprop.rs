@@ -1,6 +1,6 @@
 //! RMSprop (`torch.optim.RMSprop`), optionally centered and with momentum.
 
-use super::optimizer::{Optim, OptimizerConfig};
+use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
 use super::rule::{add_scaled, addcdiv, addcmul, effective_grad, lerp, Values};
 use super::state::{hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
@@ -82,6 +82,8 @@ impl OptimizerConfig for RMSpropConfig {
     }
 
     lr_and_momentum!(momentum: momentum);
+
+    step_compiled_in_kiln!();
 
     hyperparameters!(lr, alpha, eps, weight_decay, momentum, centered, maximize, foreach, fused);
 

@@ -1,7 +1,7 @@
 //! Stochastic gradient descent, optionally with momentum, dampening, Nesterov momentum and
 //! weight decay (`torch.optim.SGD`).
 
-use super::optimizer::{Optim, OptimizerConfig};
+use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
 use super::rule::{add_scaled, effective_grad, Values};
 use super::state::{check, hyperparameters, lr_and_momentum, non_negative, StateTensors};
 use crate::{Result, Tensor};
@@ -79,6 +79,8 @@ impl OptimizerConfig for SGDConfig {
     }
 
     lr_and_momentum!(momentum: momentum);
+
+    step_compiled_in_kiln!();
 
     hyperparameters!(lr, momentum, dampening, weight_decay, nesterov, maximize, foreach, fused);
 
