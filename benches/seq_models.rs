@@ -10,7 +10,10 @@
 //! beat). `scripts/bench_seq_models.py` times the same steps in PyTorch, eager and
 //! `torch.compile`, when torch is installed.
 //!
-//! `cargo bench --bench seq_models [transformer|lstm]` prints a Markdown table.
+//! - `attention`: `F::scaled_dot_product_attention` forward and backward alone, the fused
+//!   kernel against the chain of ops it replaced, with each one's memory peak.
+//!
+//! `cargo bench --bench seq_models [transformer|lstm|attention]` prints Markdown tables.
 
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{AdamW, AdamWConfig, Optimizer};
@@ -66,6 +69,11 @@ fn bench_step(
         ],
     );
     let (compiled, eager, gemm) = (t[0], t[1], t[2]);
+    static HEADER: std::sync::Once = std::sync::Once::new();
+    HEADER.call_once(|| {
+        println!("| training step (AdamW, MSE) | eager | compiled | speed-up | target | met | its products through gemm | first two compiled calls |");
+        println!("|---|---|---|---|---|---|---|---|");
+    });
     let flops: f64 = products.iter().map(|&(m, k, n)| 2.0 * (m * k * n) as f64).sum();
     println!(
         "| {case} | {:.1} ms | {:.1} ms | {:.2}× | ≥ {goal}× | {} | {:.1} ms ({:.0} MFLOP) | {:.2} s |",
@@ -132,12 +140,56 @@ fn lstm() {
     bench_step("LSTM 256→256 ×2 layers, 64 steps × batch 32", &lstm, &x, &target, &products, 1.2);
 }
 
+/// Case `attention`: eager attention forward and backward on 4×4 heads of 64 features,
+/// without dropout and with 0.1 (PyTorch's Transformer default), for several sequence
+/// lengths: the fused kernel
+/// against the chain of ops it replaced (product, softmax, dropout, product, as
+/// `F::scaled_dot_product_attention` ran before it), timed round by round, and the memory each
+/// one's call allocates at its peak (tensors only: the fused kernel's per-thread scratch, at
+/// most three tiles of 65536 numbers, is not counted).
+fn attention() {
+    println!();
+    println!("| attention fwd+bwd, 4×4 heads × 64, L = S | dropout | fused | op by op | speed-up | fused peak | op-by-op peak |");
+    println!("|---|---|---|---|---|---|---|");
+    for (l, p) in [128, 512, 1024].into_iter().flat_map(|l| [(l, 0.0), (l, 0.1)]) {
+        let [q, k, v] = [0, 1, 2].map(|_| Tensor::randn([4, 4, l, 64]).requires_grad_(true));
+        let g = Tensor::randn([4, 4, l, 64]);
+        let run = |fused: bool| {
+            let out = if fused {
+                F::scaled_dot_product_attention(&q, &k, &v, None, p, false, None)
+            } else {
+                let weights = (&q * 0.125).matmul(&k.transpose(-2, -1)).softmax(-1);
+                F::dropout(&weights, p, true).matmul(&v)
+            };
+            out.backward_with(&g);
+            for t in [&q, &k, &v] {
+                t.set_grad(None);
+            }
+        };
+        let peak = |fused: bool| {
+            let before = kiln::memory::memory_allocated();
+            kiln::memory::reset_peak_memory_stats();
+            run(fused);
+            kiln::memory::max_memory_allocated() - before
+        };
+        let (fused_peak, chain_peak) = (peak(true), peak(false));
+        let t = time_interleaved(11, &mut [&mut || run(true), &mut || run(false)]);
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        println!(
+            "| {l} | {p} | {:.2} ms | {:.2} ms | {:.2}× | {:.1} MiB | {:.1} MiB |",
+            t[0] * 1e3,
+            t[1] * 1e3,
+            t[1] / t[0],
+            mib(fused_peak),
+            mib(chain_peak)
+        );
+    }
+}
+
 fn main() {
     kiln::manual_seed(0);
     println!("threads: {}\n", kiln::get_num_threads());
-    println!("| training step (AdamW, MSE) | eager | compiled | speed-up | target | met | its products through gemm | first two compiled calls |");
-    println!("|---|---|---|---|---|---|---|---|");
-    let cases: [(&str, fn()); 2] = [("transformer", transformer), ("lstm", lstm)];
+    let cases: [(&str, fn()); 3] = [("transformer", transformer), ("lstm", lstm), ("attention", attention)];
     let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     for (name, case) in cases {
         if wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str())) {

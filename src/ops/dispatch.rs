@@ -99,8 +99,7 @@ pub(crate) fn kernel_op(
 }
 
 /// [`kernel_op`] for an op with two results (values and indices: `sort`, `max_pool2d`, …),
-/// `outs` their shapes and dtypes. Captured, each result is an opaque node (a node has one
-/// result); whichever runs first runs the kernel and leaves the other result for the other.
+/// `outs` their shapes and dtypes: [`kernel_ops`] with the results as a pair.
 #[track_caller]
 pub(crate) fn kernel_op2(
     op: &'static str,
@@ -109,15 +108,30 @@ pub(crate) fn kernel_op2(
     cpu: impl Kernel<(Tensor, Tensor)>,
     cuda: impl Kernel<(Tensor, Tensor)>,
 ) -> Result<(Tensor, Tensor)> {
+    let pair = |(a, b)| [a, b];
+    let [a, b] = kernel_ops(op, operands, outs, move |ins| cpu(ins).map(pair), move |ins| cuda(ins).map(pair))?;
+    Ok((a, b))
+}
+
+/// [`kernel_op`] for an op with `N` results, `outs` their shapes and dtypes. Captured, each
+/// result is an opaque node (a node has one result); whichever runs first runs the kernel and
+/// leaves the other results for the other nodes.
+#[track_caller]
+pub(crate) fn kernel_ops<const N: usize>(
+    op: &'static str,
+    operands: &[&Tensor],
+    outs: [(&[usize], DType); N],
+    cpu: impl Kernel<[Tensor; N]>,
+    cuda: impl Kernel<[Tensor; N]>,
+) -> Result<[Tensor; N]> {
     let backend = Backend::of(op, operands)?;
     if backend == Backend::Capture {
-        let shared = Arc::new(Mutex::new(Pair::Kernels(Box::new(move |ins| on_device(ins, cpu, cuda)))));
-        let [a, b] = [0, 1].map(|i| {
+        let shared = Arc::new(Mutex::new(Results::Kernels(Box::new(move |ins| on_device(ins, cpu, cuda)))));
+        return Ok(std::array::from_fn(|i| {
             let shared = shared.clone();
             let (shape, dtype) = outs[i];
-            crate::capture::opaque(op, operands, shape, dtype, move |ins| Pair::take(op, &shared, i, ins))
-        });
-        return Ok((a, b));
+            crate::capture::opaque(op, operands, shape, dtype, move |ins| Results::take(op, &shared, i, ins))
+        }));
     }
     if backend == Backend::Cpu {
         for (shape, dtype) in outs {
@@ -194,27 +208,31 @@ pub(crate) fn data_dependent<R>(
     on_device(&owned(operands), cpu, cuda).at_caller()
 }
 
-/// The state two opaque nodes of one two-result kernel share: the kernel until one of them
-/// runs it, then the result the other has not taken yet.
-enum Pair {
-    Kernels(Box<dyn FnOnce(&[Tensor]) -> Result<(Tensor, Tensor)> + Send>),
-    Left([Option<Tensor>; 2]),
+/// The state the opaque nodes of one `N`-result kernel share: the kernel until one of them
+/// runs it, then the results the others have not taken yet.
+enum Results<const N: usize> {
+    Kernels(ResultsKernel<N>),
+    Left([Option<Tensor>; N]),
 }
 
-impl Pair {
-    /// Result `i` of `op`'s kernel, run on `ins` unless the other node ran it first.
-    fn take(op: &'static str, shared: &Mutex<Pair>, i: usize, ins: &[Tensor]) -> Result<Tensor> {
-        let mut pair = shared.lock().unwrap_or_else(|e| e.into_inner());
-        if let Pair::Left(left) = &mut *pair {
+/// The kernel of a captured op with `N` results.
+type ResultsKernel<const N: usize> = Box<dyn FnOnce(&[Tensor]) -> Result<[Tensor; N]> + Send>;
+
+impl<const N: usize> Results<N> {
+    /// Result `i` of `op`'s kernel, run on `ins` unless another result's node ran it first.
+    fn take(op: &'static str, shared: &Mutex<Results<N>>, i: usize, ins: &[Tensor]) -> Result<Tensor> {
+        let mut results = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Results::Left(left) = &mut *results {
             let Some(t) = left[i].take() else { bail!(op, Value, "the kernel's run for this result failed") };
             return Ok(t);
         }
-        let Pair::Kernels(run) = std::mem::replace(&mut *pair, Pair::Left([None, None])) else { unreachable!() };
-        let (a, b) = run(ins)?;
-        let [mine, other] = if i == 0 { [a, b] } else { [b, a] };
-        let mut left = [None, None];
-        left[1 - i] = Some(other);
-        *pair = Pair::Left(left);
+        let Results::Kernels(run) = std::mem::replace(&mut *results, Results::Left(std::array::from_fn(|_| None)))
+        else {
+            unreachable!()
+        };
+        let mut left = run(ins)?.map(Some);
+        let mine = left[i].take().expect("just computed");
+        *results = Results::Left(left);
         Ok(mine)
     }
 }

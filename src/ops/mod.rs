@@ -13,6 +13,7 @@
 //! The public methods on [`crate::Tensor`] are thin: a `try_x` returning `Result`, and `x`
 //! panicking with the error's message.
 
+mod attention;
 mod binary;
 mod bitwise;
 mod cat;
@@ -44,6 +45,7 @@ mod split;
 mod unary;
 mod unfold;
 
+pub(crate) use attention::fused_attention;
 pub(crate) use binary::binary;
 pub use binary::Operand;
 #[doc(hidden)]
@@ -55,7 +57,9 @@ pub use compare::{COMPARE_METHODS, LOGICAL_METHODS};
 pub(crate) use composite::composite_unary_table;
 #[doc(hidden)]
 pub use composite::{composite_fast, COMPOSITE_UNARY};
-pub(crate) use dispatch::{data_dependent, elementwise, kernel_op, kernel_op2, write_op, written_copy, Backend};
+pub(crate) use dispatch::{
+    data_dependent, elementwise, kernel_op, kernel_op2, kernel_ops, write_op, written_copy, Backend,
+};
 pub(crate) use index::out_of_bounds;
 pub use quantile::QuantileInterpolation;
 pub use search::Unique;

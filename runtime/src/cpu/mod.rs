@@ -2,6 +2,7 @@
 //! and threads they run on.
 
 pub mod alloc;
+pub mod attention;
 pub mod buffer;
 pub mod conv;
 pub mod elementwise;

@@ -1,6 +1,9 @@
-//! Scaled dot-product attention (`F.scaled_dot_product_attention`), decomposed into ordinary
-//! ops (product, scale, mask, softmax, dropout, product) so that autograd and `kiln::compile`
-//! treat it like any other chain of ops; there is no fused attention kernel yet.
+//! Scaled dot-product attention (`F.scaled_dot_product_attention`): CPU f32/f64 operands
+//! without an explicit mask take the fused kernel of `ops::attention` (no `[…, L, S]` weights
+//! in memory, eagerly or compiled, forward or backward) unless the weights are asked for;
+//! everything else is decomposed into ordinary ops (product, scale, mask, softmax, dropout,
+//! product) that autograd and `kiln::compile` treat like any other chain of ops. Both give the
+//! same numbers up to rounding, the same dropout mask included.
 //!
 //! PyTorch's semantics: `softmax(q·kᵀ · scale + bias) · v` over the last two dims, with any
 //! leading batch dims (broadcast), `L` query and `S` key positions (`L != S` allowed) and a
@@ -42,6 +45,9 @@ pub(crate) fn attention(
     scale: f64,
     want_weights: bool,
 ) -> (Tensor, Option<Tensor>) {
+    if let Some(out) = fused(q, k, v, &mask, dropout_p, scale, want_weights) {
+        return (out, None);
+    }
     let scores = (q * scale).matmul(&k.transpose(-2, -1));
     let (l, s) = (q.shape()[q.dim() - 2], k.shape()[k.dim() - 2]);
     let (weights, masked) = match mask {
@@ -64,6 +70,40 @@ pub(crate) fn attention(
     let weights = if dropout_p > 0.0 { super::dropout(&weights, dropout_p, true) } else { weights };
     let out = weights.matmul(v);
     (out, want_weights.then_some(weights))
+}
+
+/// The fused kernel's result where it applies: CPU f32/f64 operands, no explicit mask, the
+/// weights not asked for, `dropout_p < 1`. Batch dims are broadcast and flattened into one.
+#[track_caller]
+fn fused(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: &AttnMask,
+    dropout_p: f64,
+    scale: f64,
+    want_weights: bool,
+) -> Option<Tensor> {
+    let causal = match mask {
+        AttnMask::None => false,
+        AttnMask::Causal => true,
+        AttnMask::Keep(_) | AttnMask::Add(_) => return None,
+    };
+    let on_cpu = [q, k, v].iter().all(|t| t.device().is_cpu());
+    if want_weights || dropout_p >= 1.0 || !on_cpu || !matches!(q.dtype(), DType::F32 | DType::F64) {
+        return None;
+    }
+    let lead = |t: &Tensor| t.shape()[..t.dim() - 2].to_vec();
+    let batch = broadcast_shapes(&lead(q), &lead(k)).and_then(|b| broadcast_shapes(&b, &lead(v)))?;
+    let problems: usize = batch.iter().product();
+    let flat = |t: &Tensor| {
+        let (rows, cols) = (t.shape()[t.dim() - 2], t.shape()[t.dim() - 1]);
+        let full: Vec<usize> = batch.iter().copied().chain([rows, cols]).collect();
+        t.expand(&full).reshape([problems, rows, cols]).contiguous()
+    };
+    let out = crate::ops::fused_attention(&flat(q), &flat(k), &flat(v), scale, causal, dropout_p).or_panic();
+    let shape: Vec<usize> = batch.iter().copied().chain([out.shape()[1], out.shape()[2]]).collect();
+    Some(out.reshape(&shape))
 }
 
 /// Attention of `query` `(…, L, E)` over `key` `(…, S, E)` and `value` `(…, S, Ev)`, giving

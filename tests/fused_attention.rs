@@ -1,0 +1,155 @@
+//! The fused attention kernel (`F::scaled_dot_product_attention` on CPU without an explicit
+//! mask) against the decomposition it replaces (forced by an explicit Bool mask meaning the
+//! same), values and gradients in f64 and f32, with the causal mask and dropout (the same mask
+//! from the same seed); finite-difference first and second derivatives; and inside `kiln::compile`, where it
+//! must equal eager and keep the `[…, L, S]` weights out of the step's memory.
+
+use kiln::autograd::{grad, gradcheck, gradgradcheck, GradOpts, GradcheckOpts};
+use kiln::nn::functional as F;
+use kiln::{DType, Tensor};
+
+/// Random leaves of `shape` and `dtype`.
+fn leaf_of(shape: &[usize], dtype: DType) -> Tensor {
+    Tensor::randn(shape).to_dtype(dtype).requires_grad_(true)
+}
+
+/// Random f64 leaves of `shape`.
+fn leaf(shape: &[usize]) -> Tensor {
+    leaf_of(shape, DType::F64)
+}
+
+/// The attention of `(q, k, v)` with seed `seed` before it (for the dropout mask): fused
+/// (no mask, `is_causal` as given) or decomposed (the same mask spelled as a Bool tensor).
+fn attend(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, p: f64, fused: bool) -> Tensor {
+    kiln::manual_seed(7);
+    if fused {
+        return F::scaled_dot_product_attention(q, k, v, None, p, causal, Some(0.3));
+    }
+    let (l, s) = (q.shape()[q.dim() - 2], k.shape()[k.dim() - 2]);
+    let keep = Tensor::ones_opts([l, s], DType::Bool, q.device());
+    let keep = if causal { keep.tril(0) } else { keep };
+    F::scaled_dot_product_attention(q, k, v, Some(&keep), p, false, Some(0.3))
+}
+
+/// The largest difference between two tensors, relative to 1 + |b|.
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    let (a, b) = (a.to_dtype(DType::F64).to_vec::<f64>(), b.to_dtype(DType::F64).to_vec::<f64>());
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max)
+}
+
+#[test]
+fn fused_attention_equals_the_decomposition_in_values_and_gradients() {
+    let _alone = alone();
+    // 2048 keys make blocks of 64 query rows: 70 queries are a whole block and a partial one
+    // (backward adds both blocks into dK and dV); broadcast batch dims; L > S so the causal
+    // rows past S see every key; 2-dim inputs.
+    let shapes: [(&[usize], &[usize], &[usize]); 4] = [
+        (&[1, 70, 4], &[1, 2048, 4], &[1, 2048, 3]),
+        (&[2, 3, 70, 8], &[3, 50, 8], &[1, 50, 5]),
+        (&[4, 6], &[9, 6], &[9, 3]),
+        (&[2, 1, 5, 4], &[2, 3, 80, 4], &[2, 3, 80, 4]),
+    ];
+    for ((qs, ks, vs), (dtype, tolerance)) in
+        shapes.into_iter().flat_map(|s| [(s, (DType::F64, 1e-12)), (s, (DType::F32, 1e-5))])
+    {
+        for causal in [false, true] {
+            for p in [0.0, 0.3] {
+                let (q, k, v) = (leaf_of(qs, dtype), leaf_of(ks, dtype), leaf_of(vs, dtype));
+                let g = Tensor::randn(attend(&q, &k, &v, causal, p, true).shape()).to_dtype(dtype);
+                let mut results = Vec::new();
+                for fused in [true, false] {
+                    let out = attend(&q, &k, &v, causal, p, fused);
+                    out.backward_with(&g);
+                    results.push([out.detach(), q.grad().unwrap(), k.grad().unwrap(), v.grad().unwrap()]);
+                    for t in [&q, &k, &v] {
+                        t.set_grad(None);
+                    }
+                }
+                for (i, what) in ["output", "dq", "dk", "dv"].iter().enumerate() {
+                    let d = max_diff(&results[0][i], &results[1][i]);
+                    assert!(d < tolerance, "{dtype} {qs:?} {ks:?} {vs:?} causal {causal} p {p}: {what} differs by {d}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_attention_passes_first_and_second_derivative_checks() {
+    let _alone = alone();
+    for (causal, p) in [(false, 0.0), (true, 0.0), (true, 0.4)] {
+        let (q, k, v) = (leaf(&[2, 5, 3]), leaf(&[2, 4, 3]), leaf(&[2, 4, 2]));
+        let f = |x: &[Tensor]| attend(&x[0], &x[1], &x[2], causal, p, true);
+        let what = format!("causal {causal} dropout {p}");
+        gradcheck(f, &[q.clone(), k.clone(), v.clone()], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        gradgradcheck(f, &[q.clone(), k.clone(), v.clone()], GradcheckOpts::default())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // Under `create_graph` the rule is made of tensor ops: its first derivatives must be
+        // the kernel's (gradgradcheck only checks them against themselves).
+        let g = Tensor::randn([2, 5, 2]).to_dtype(DType::F64);
+        let out = f(&[q.clone(), k.clone(), v.clone()]);
+        let opts = GradOpts { create_graph: true, ..Default::default() };
+        let differentiable = grad(&[&out], &[&q, &k, &v], Some(&[&g]), opts).unwrap();
+        let kernel = grad(&[&out], &[&q, &k, &v], Some(&[&g]), GradOpts::default()).unwrap();
+        for (i, (a, b)) in differentiable.iter().zip(&kernel).enumerate() {
+            let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
+            assert!(a.requires_grad() && !b.requires_grad(), "{what}: input {i}: which rule ran");
+            let d = max_diff(&a.detach(), b);
+            assert!(d < 1e-12, "{what}: input {i}: create_graph gradient differs by {d}");
+        }
+    }
+}
+
+/// The compiled step: attention of `(q, k, v)`, causal, with dropout; its loss and backward.
+fn loss_and_backward((q, k, v, fused): (&Tensor, &Tensor, &Tensor, bool)) -> Tensor {
+    let loss = attend(q, k, v, true, 0.2, fused).square().sum();
+    loss.backward();
+    loss
+}
+
+#[test]
+fn compiled_fused_attention_equals_eager_and_keeps_the_weights_out_of_memory() {
+    let _alone = alone();
+    let (b, h, l, e) = (2, 3, 1024, 8);
+    let weights_bytes = b * h * l * l * 4;
+    let mut peaks = Vec::new();
+    for fused in [true, false] {
+        let [q, k, v] = [0, 1, 2].map(|_| Tensor::randn([b, h, l, e]).requires_grad_(true));
+        let mut step = kiln::compile(loss_and_backward);
+        for call in 0..2 {
+            for t in [&q, &k, &v] {
+                t.set_grad(None);
+            }
+            let before = kiln::memory::memory_allocated();
+            kiln::memory::reset_peak_memory_stats();
+            let compiled = step.call((&q, &k, &v, fused));
+            peaks.push(kiln::memory::max_memory_allocated() - before);
+            let grads: Vec<Tensor> = [&q, &k, &v].iter().map(|t| t.grad().unwrap()).collect();
+            for t in [&q, &k, &v] {
+                t.set_grad(None);
+            }
+            let eager = loss_and_backward((&q, &k, &v, fused));
+            let what = format!("fused {fused}, call {call}");
+            let (c, e) = (compiled.item::<f32>(), eager.item::<f32>());
+            assert!((c - e).abs() <= 1e-4 * e.abs(), "{what}: loss compiled {c} vs eager {e}");
+            for (g, t) in grads.iter().zip([&q, &k, &v]) {
+                let d = (g - &t.grad().unwrap()).abs().max().item::<f32>();
+                assert!(d <= 1e-4, "{what}: gradients differ by {d}");
+            }
+        }
+        assert_eq!(step.stats().plan_cache_hits, 1, "fused {fused}: the second call reuses the plan");
+    }
+    // The cache-hit calls' peaks: fused, then decomposed.
+    let (fused, decomposed) = (peaks[1], peaks[3]);
+    assert!(decomposed >= weights_bytes, "the decomposition holds the weights: peak {decomposed} B");
+    assert!(fused < weights_bytes / 4, "fused peak {fused} B, weights {weights_bytes} B");
+}
+
+/// Holds the tests of this file one at a time: they seed and draw from the global generator
+/// and read the process's memory peak.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
