@@ -106,8 +106,8 @@ pub trait OptimizerConfig: Clone + std::fmt::Debug + Sync {
     /// One `opt.step()` of `opt`, called at `at`. Generic code is compiled in the crate that
     /// instantiates it, at that crate's optimization level, so this default runs unoptimized
     /// in a dependent crate's debug build; kiln's configurations override it with a body
-    /// compiled in kiln ([`step_compiled_in_kiln`]), and a configuration written elsewhere may
-    /// keep it.
+    /// compiled in kiln (its `step_compiled_in_kiln!` macro), and a configuration written
+    /// elsewhere may keep it.
     fn run_step(opt: &mut Optim<Self>, at: &'static Location<'static>) {
         opt.step_at(at)
     }
