@@ -1,7 +1,8 @@
 //! The fused attention kernel (`F::scaled_dot_product_attention` on CPU without an explicit
 //! mask) against the decomposition it replaces (forced by an explicit Bool mask meaning the
 //! same), values and gradients in f64 and f32, with the causal mask and dropout (the same mask
-//! from the same seed); finite-difference first and second derivatives; and inside `kiln::compile`, where it
+//! from the same seed), and at empty sizes (no queries, keys, features or problems);
+//! finite-difference first and second derivatives; and inside `kiln::compile`, where it
 //! must equal eager and keep the `[…, L, S]` weights out of the step's memory.
 
 use kiln::autograd::{grad, gradcheck, gradgradcheck, GradOpts, GradcheckOpts};
@@ -70,6 +71,37 @@ fn fused_attention_equals_the_decomposition_in_values_and_gradients() {
                     let d = max_diff(&results[0][i], &results[1][i]);
                     assert!(d < tolerance, "{dtype} {qs:?} {ks:?} {vs:?} causal {causal} p {p}: {what} differs by {d}");
                 }
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_sizes_give_what_the_decomposition_gives() {
+    let _alone = alone();
+    // No queries, no keys, no features, no problems.
+    let shapes: [(&[usize], &[usize], &[usize]); 4] = [
+        (&[2, 0, 4], &[2, 3, 4], &[2, 3, 5]),
+        (&[2, 3, 4], &[2, 0, 4], &[2, 0, 5]),
+        (&[2, 3, 0], &[2, 4, 0], &[2, 4, 5]),
+        (&[0, 3, 4], &[0, 2, 4], &[0, 2, 5]),
+    ];
+    for (qs, ks, vs) in shapes {
+        for causal in [false, true] {
+            let (q, k, v) = (leaf(qs), leaf(ks), leaf(vs));
+            let what = format!("{qs:?} {ks:?} {vs:?} causal {causal}");
+            let [fused, decomposed] = [true, false].map(|f| {
+                let out = attend(&q, &k, &v, causal, 0.0, f);
+                out.sum().backward();
+                let [dq, dk, dv] = [&q, &k, &v].map(|t| t.grad().unwrap());
+                for t in [&q, &k, &v] {
+                    t.set_grad(None);
+                }
+                [out.detach(), dq, dk, dv]
+            });
+            for (i, (a, b)) in fused.iter().zip(&decomposed).enumerate() {
+                // `max_diff` asserts the shapes are equal.
+                assert!(max_diff(a, b) < 1e-12, "{what}: result {i} (output, dq, dk, dv)");
             }
         }
     }
