@@ -19,17 +19,41 @@ fn leaf(shape: &[usize]) -> Tensor {
     leaf_of(shape, DType::F64)
 }
 
-/// The attention of `(q, k, v)` with seed `seed` before it (for the dropout mask): fused
-/// (no mask, `is_causal` as given) or decomposed (the same mask spelled as a Bool tensor).
-fn attend(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, p: f64, fused: bool) -> Tensor {
+/// The additive form of the Bool mask `keep` (0 where it attends, −∞ elsewhere), as `dtype`;
+/// `grad` makes it require grad, which sends attention to the decomposition.
+fn additive(keep: &Tensor, dtype: DType, grad: bool) -> Tensor {
+    Tensor::zeros_opts(keep.shape(), dtype, keep.device())
+        .masked_fill(&keep.logical_not(), f64::NEG_INFINITY)
+        .requires_grad_(grad)
+}
+
+/// The attention of `(q, k, v)`, seeded before (for the dropout mask), masked by `keep` (Bool)
+/// when given, else causal or not: fused (`keep` as given, or `is_causal`) or decomposed (the
+/// same mask spelled as an additive mask that requires grad, which the fused kernel leaves to
+/// the decomposition).
+fn attend_masked(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    keep: Option<&Tensor>,
+    causal: bool,
+    p: f64,
+    fused: bool,
+) -> Tensor {
     kiln::manual_seed(7);
     if fused {
-        return F::scaled_dot_product_attention(q, k, v, None, p, causal, Some(0.3));
+        return F::scaled_dot_product_attention(q, k, v, keep, p, causal, Some(0.3));
     }
     let (l, s) = (q.shape()[q.dim() - 2], k.shape()[k.dim() - 2]);
-    let keep = Tensor::ones_opts([l, s], DType::Bool, q.device());
-    let keep = if causal { keep.tril(0) } else { keep };
-    F::scaled_dot_product_attention(q, k, v, Some(&keep), p, false, Some(0.3))
+    let causal_keep = Tensor::ones_opts([l, s], DType::Bool, q.device()).tril(0);
+    let keep =
+        keep.cloned().unwrap_or(if causal { causal_keep } else { Tensor::ones_opts([l, s], DType::Bool, q.device()) });
+    F::scaled_dot_product_attention(q, k, v, Some(&additive(&keep, q.dtype(), true)), p, false, Some(0.3))
+}
+
+/// [`attend_masked`] without a Bool mask.
+fn attend(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, p: f64, fused: bool) -> Tensor {
+    attend_masked(q, k, v, None, causal, p, fused)
 }
 
 /// The largest difference between two tensors, relative to 1 + |b|.
@@ -37,6 +61,30 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
     assert_eq!(a.shape(), b.shape());
     let (a, b) = (a.to_dtype(DType::F64).to_vec::<f64>(), b.to_dtype(DType::F64).to_vec::<f64>());
     a.iter().zip(&b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max)
+}
+
+/// Asserts that `run(true)` (fused) and `run(false)` (decomposed) give outputs and gradients
+/// of `q`, `k`, `v` (for one random output gradient) within `tolerance` of each other.
+fn assert_fused_equals_decomposed(
+    what: &str,
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    tolerance: f64,
+    run: impl Fn(bool) -> Tensor,
+) {
+    let g = Tensor::randn(run(true).shape()).to_dtype(q.dtype());
+    let [fused, decomposed] = [true, false].map(|fused| {
+        let out = run(fused);
+        out.backward_with(&g);
+        let grads = [q, k, v].map(|t| t.grad().unwrap());
+        for t in [q, k, v] {
+            t.set_grad(None);
+        }
+        [out.detach(), grads[0].clone(), grads[1].clone(), grads[2].clone()]
+    });
+    for (i, name) in ["output", "dq", "dk", "dv"].iter().enumerate() {
+        let d = max_diff(&fused[i], &decomposed[i]);
+        assert!(d < tolerance, "{what}: {name} differs by {d}");
+    }
 }
 
 #[test]
@@ -57,21 +105,32 @@ fn fused_attention_equals_the_decomposition_in_values_and_gradients() {
         for causal in [false, true] {
             for p in [0.0, 0.3] {
                 let (q, k, v) = (leaf_of(qs, dtype), leaf_of(ks, dtype), leaf_of(vs, dtype));
-                let g = Tensor::randn(attend(&q, &k, &v, causal, p, true).shape()).to_dtype(dtype);
-                let mut results = Vec::new();
-                for fused in [true, false] {
-                    let out = attend(&q, &k, &v, causal, p, fused);
-                    out.backward_with(&g);
-                    results.push([out.detach(), q.grad().unwrap(), k.grad().unwrap(), v.grad().unwrap()]);
-                    for t in [&q, &k, &v] {
-                        t.set_grad(None);
-                    }
-                }
-                for (i, what) in ["output", "dq", "dk", "dv"].iter().enumerate() {
-                    let d = max_diff(&results[0][i], &results[1][i]);
-                    assert!(d < tolerance, "{dtype} {qs:?} {ks:?} {vs:?} causal {causal} p {p}: {what} differs by {d}");
-                }
+                let what = format!("{dtype} {qs:?} {ks:?} {vs:?} causal {causal} p {p}");
+                assert_fused_equals_decomposed(&what, (&q, &k, &v), tolerance, |fused| {
+                    attend(&q, &k, &v, causal, p, fused)
+                });
             }
+        }
+    }
+}
+
+#[test]
+fn masked_fused_attention_equals_the_decomposition() {
+    let _alone = alone();
+    let (q, k, v) = (leaf(&[2, 3, 70, 8]), leaf(&[2, 3, 2048, 8]), leaf(&[2, 3, 2048, 5]));
+    // A key-padding mask [2, 1, 1, S] broadcast over heads and queries (the first sequence's
+    // keys past 1500 are padding), a query-by-key mask [L, S] broadcast over the batch with
+    // row 5 masked out entirely (zero output, no gradient), and a full [2, 3, L, S] one.
+    let pad =
+        Tensor::cat(&[Tensor::arange(2048).lt(1500), Tensor::ones_opts([2048], DType::Bool, kiln::Device::Cpu)], 0)
+            .reshape([2, 1, 1, 2048]);
+    let rows = Tensor::rand([70, 2048]).ge(0.3).logical_and(Tensor::arange(70).ne(5).reshape([70, 1]));
+    let full = Tensor::rand([2, 3, 70, 2048]).ge(0.5);
+    for (what, keep) in [("key padding", &pad), ("rows", &rows), ("full", &full)] {
+        for p in [0.0, 0.3] {
+            assert_fused_equals_decomposed(&format!("{what} mask, p {p}"), (&q, &k, &v), 1e-12, |fused| {
+                attend_masked(&q, &k, &v, Some(keep), false, p, fused)
+            });
         }
     }
 }
@@ -110,10 +169,15 @@ fn empty_sizes_give_what_the_decomposition_gives() {
 #[test]
 fn fused_attention_passes_first_and_second_derivative_checks() {
     let _alone = alone();
-    for (causal, p) in [(false, 0.0), (true, 0.0), (true, 0.4)] {
+    // A Bool mask with row 2 masked out entirely.
+    let keep = Tensor::new(&[true, false, true, true])
+        .reshape([1, 4])
+        .expand([5, 4])
+        .logical_and(Tensor::arange(5).ne(2).reshape([5, 1]));
+    for (causal, p, mask) in [(false, 0.0, None), (true, 0.0, None), (true, 0.4, None), (false, 0.4, Some(&keep))] {
         let (q, k, v) = (leaf(&[2, 5, 3]), leaf(&[2, 4, 3]), leaf(&[2, 4, 2]));
-        let f = |x: &[Tensor]| attend(&x[0], &x[1], &x[2], causal, p, true);
-        let what = format!("causal {causal} dropout {p}");
+        let f = |x: &[Tensor]| attend_masked(&x[0], &x[1], &x[2], mask, causal, p, true);
+        let what = format!("causal {causal} dropout {p} mask {}", mask.is_some());
         gradcheck(f, &[q.clone(), k.clone(), v.clone()], GradcheckOpts::default())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         gradgradcheck(f, &[q.clone(), k.clone(), v.clone()], GradcheckOpts::default())

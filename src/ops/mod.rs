@@ -45,7 +45,7 @@ mod split;
 mod unary;
 mod unfold;
 
-pub(crate) use attention::fused_attention;
+pub(crate) use attention::{fused_attention, ScoreMask};
 pub(crate) use binary::binary;
 pub use binary::Operand;
 #[doc(hidden)]

@@ -11,7 +11,8 @@
 //! into the same `dK`, `dV`), problems in parallel.
 //!
 //! The causal mask is PyTorch's `is_causal`: query `i` attends keys `0..=i` (top-left aligned),
-//! so a block of rows `r` reads only the first `min(r.end, S)` keys. Dropout of the weights
+//! so a block of rows `r` reads only the first `min(r.end, S)` keys. Other masks arrive as an
+//! additive, broadcast [`AttentionBias`]. Dropout of the weights
 //! ([`AttentionDropout`]) draws the mask `F.dropout` would draw for the whole `[batch, L, S]`
 //! weights, a row at a time, and backward draws it again.
 
@@ -100,6 +101,34 @@ impl AttentionDropout {
     }
 }
 
+/// An additive mask of the scores (a Bool mask arrives as 0 and −∞), broadcast over what it
+/// does not vary along: score `(i, j)` of problem `b` gets
+/// `values[offsets[b] + i·row_stride + j·col_stride]` added after scaling. A row whose every
+/// score is then −∞ gets zero weights (PyTorch's `_safe_softmax`), so zero output and
+/// gradients.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionBias<'a, T> {
+    /// The mask's values.
+    pub values: &'a [T],
+    /// Where each problem's `[L, S]` mask starts in `values`.
+    pub offsets: &'a [usize],
+    /// The step between query rows (0 when the mask is the same for every row).
+    pub row_stride: usize,
+    /// The step between keys (0 when the mask is the same for every key).
+    pub col_stride: usize,
+}
+
+impl<T> AttentionBias<'_, T> {
+    /// Panics unless every index the geometry reaches lies inside `values`.
+    fn check(&self, g: &AttentionGeom) {
+        assert_eq!(self.offsets.len(), g.batch, "attention: a mask offset per problem");
+        if g.l > 0 && g.s > 0 {
+            let last = (g.l - 1) * self.row_stride + (g.s - 1) * self.col_stride;
+            assert!(self.offsets.iter().all(|&o| o + last < self.values.len()), "attention: mask size");
+        }
+    }
+}
+
 /// `out[m×n] (+)= alpha · a[m×k] · b[k×n]`, `a` and `b` given by their row and column strides
 /// inside the slices; `accumulate` adds to `out` instead of overwriting it. Single-threaded.
 #[allow(clippy::too_many_arguments)]
@@ -155,9 +184,16 @@ fn product<T: Float>(
     }
 }
 
-/// The softmax weights of query rows `rows` of one problem in `tile` (`rows.len() × nk`, row
-/// stride `nk`): scores `q_r·kᵀ·scale`, masked, normalized per row. Masked entries are 0.
-fn weights<T: AttentionElement>(g: &AttentionGeom, rows: Range<usize>, nk: usize, q: &[T], k: &[T], tile: &mut [T]) {
+/// The softmax weights of query rows `rows` of problem `b` in `tile` (`rows.len() × nk`, row
+/// stride `nk`): scores `q_r·kᵀ·scale` (`q`, `k` the problem's), masked, normalized per row.
+/// Masked entries are 0.
+fn weights<T: AttentionElement>(
+    g: &AttentionGeom,
+    (b, rows, nk): (usize, Range<usize>, usize),
+    (q, k): (&[T], &[T]),
+    bias: Option<&AttentionBias<'_, T>>,
+    tile: &mut [T],
+) {
     if nk == 0 {
         return;
     }
@@ -166,6 +202,12 @@ fn weights<T: AttentionElement>(g: &AttentionGeom, rows: Range<usize>, nk: usize
     for (r, row) in rows.zip(tile.chunks_exact_mut(nk)) {
         let (live, dead) = row.split_at_mut(g.keys(r).min(nk));
         dead.fill(T::zero());
+        if let Some(m) = bias {
+            let start = m.offsets[b] + r * m.row_stride;
+            for (j, x) in live.iter_mut().enumerate() {
+                *x = *x + m.values[start + j * m.col_stride];
+            }
+        }
         T::softmax_row(live);
     }
 }
@@ -173,13 +215,16 @@ fn weights<T: AttentionElement>(g: &AttentionGeom, rows: Range<usize>, nk: usize
 /// The element types of the kernels: f32 (whose softmax rows run the vectorized row routines)
 /// and f64.
 pub trait AttentionElement: Float + FloatElement {
-    /// `row` replaced by its softmax (`row` not empty, its elements finite).
+    /// `row` replaced by its softmax (`row` not empty), or by zeros when every element is −∞.
     fn softmax_row(row: &mut [Self]);
 }
 
 impl AttentionElement for f64 {
     fn softmax_row(row: &mut [f64]) {
         let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if max == f64::NEG_INFINITY {
+            return row.fill(0.0);
+        }
         let mut sum = 0.0;
         for x in row.iter_mut() {
             *x = (*x - max).exp();
@@ -195,12 +240,14 @@ impl AttentionElement for f32 {
     fn softmax_row(row: &mut [f32]) {
         let f = row_fns();
         let (p, n) = (row.as_mut_ptr(), row.len());
-        // SAFETY: `row` holds `n` f32, readable and writable; `exp_sum` may write its exps over
-        // its source when `dst` equals `src`; `next` is only prefetched.
-        let sum = unsafe {
-            let max = (f.max)(p, n);
-            (f.exp_sum)(p, max, p, n, p)
-        };
+        // SAFETY: `row` holds `n` f32, readable and writable.
+        let max = unsafe { (f.max)(p, n) };
+        if max == f32::NEG_INFINITY {
+            return row.fill(0.0);
+        }
+        // SAFETY: as above; `exp_sum` may write its exps over its source when `dst` equals
+        // `src`; `next` is only prefetched.
+        let sum = unsafe { (f.exp_sum)(p, max, p, n, p) };
         let r = (1.0 / sum) as f32;
         for x in row.iter_mut() {
             *x *= r;
@@ -218,15 +265,20 @@ fn blocks(g: &AttentionGeom) -> impl Iterator<Item = (Range<usize>, usize)> + '_
     })
 }
 
-/// The attention output `[batch, l, ev]`, the weights dropped out by `dropout` when given.
+/// The attention output `[batch, l, ev]`, the scores masked by `bias` and the weights dropped
+/// out by `dropout` when given.
 pub fn attention_forward<T: AttentionElement>(
     g: &AttentionGeom,
     q: &[T],
     k: &[T],
     v: &[T],
+    bias: Option<&AttentionBias<'_, T>>,
     dropout: Option<&AttentionDropout>,
 ) -> CpuBuf<T> {
     g.check(q, k, v);
+    if let Some(m) = bias {
+        m.check(g);
+    }
     let per_problem: Vec<_> = blocks(g).collect();
     let tasks = g.batch * per_problem.len();
     let parts = map_tasks(tasks, |t| {
@@ -235,7 +287,7 @@ pub fn attention_forward<T: AttentionElement>(
         let m = rows.len();
         // Scratch from kiln's caching allocator: every element is written before it is read.
         let mut tile = CpuBuf::<T>::uninit(m * nk);
-        weights(g, rows.clone(), nk, q, k, &mut tile);
+        weights(g, (b, rows.clone(), nk), (q, k), bias, &mut tile);
         if let Some(d) = dropout {
             let mut mask = CpuBuf::<T>::uninit(m * nk);
             d.mask_into(g, b, rows, nk, &mut mask);
@@ -281,15 +333,20 @@ fn concat<T: Float>(parts: &[CpuBuf<T>]) -> CpuBuf<T> {
     out
 }
 
-/// The gradients `(dq, dk, dv)` of [`attention_forward`]'s output (with the same `dropout`)
+/// The gradients `(dq, dk, dv)` of [`attention_forward`]'s output (with the same `bias` and
+/// `dropout`)
 /// for its gradient `dout` (`[batch, l, ev]`), shaped as `q`, `k` and `v`.
 pub fn attention_backward<T: AttentionElement>(
     g: &AttentionGeom,
     (q, k, v): (&[T], &[T], &[T]),
     dout: &[T],
+    bias: Option<&AttentionBias<'_, T>>,
     dropout: Option<&AttentionDropout>,
 ) -> [CpuBuf<T>; 3] {
     g.check(q, k, v);
+    if let Some(m) = bias {
+        m.check(g);
+    }
     assert_eq!(dout.len(), g.batch * g.l * g.ev, "attention: output gradient size");
     let (e, ev) = (g.e, g.ev);
     let scale = T::c(g.scale);
@@ -306,7 +363,7 @@ pub fn attention_backward<T: AttentionElement>(
         for (rows, nk) in blocks(g).filter(|&(_, nk)| nk > 0) {
             let m = rows.len();
             let (p, ds) = (&mut p_buf[..m * nk], &mut ds_buf[..m * nk]);
-            weights(g, rows.clone(), nk, q, k, p);
+            weights(g, (b, rows.clone(), nk), (q, k), bias, p);
             let mask = dropout.map(|d| {
                 let mask = &mut mask_buf[..m * nk];
                 d.mask_into(g, b, rows.clone(), nk, mask);
@@ -378,7 +435,7 @@ mod tests {
         for (l, s, causal) in [(70, 2048, false), (70, 2048, true), (600, 50, true), (3, 80, true), (5, 0, false)] {
             let g = AttentionGeom { batch: 2, l, s, e: 5, ev: 3, scale: 0.4, causal };
             let (q, k, v) = (numbers(2 * l * 5, 1.0), numbers(2 * s * 5, 2.0), numbers(2 * s * 3, 3.0));
-            let out = attention_forward(&g, &q, &k, &v, None);
+            let out = attention_forward(&g, &q, &k, &v, None, None);
             for b in 0..2 {
                 let want = naive(&g, &q[b * l * 5..], &k[b * s * 5..], &v[b * s * 3..]);
                 for (i, (x, y)) in out[b * l * 3..(b + 1) * l * 3].iter().zip(&want).enumerate() {

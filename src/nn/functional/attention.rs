@@ -1,7 +1,7 @@
-//! Scaled dot-product attention (`F.scaled_dot_product_attention`): CPU f32/f64 operands
-//! without an explicit mask take the fused kernel of `ops::attention` (no `[…, L, S]` weights
-//! in memory, eagerly or compiled, forward or backward) unless the weights are asked for;
-//! everything else is decomposed into ordinary ops (product, scale, mask, softmax, dropout,
+//! Scaled dot-product attention (`F.scaled_dot_product_attention`): CPU f32/f64 operands take
+//! the fused kernel of `ops::attention` (no `[…, L, S]` weights in memory, eagerly or
+//! compiled, forward or backward) unless the weights are asked for or a float mask requires
+//! grad; everything else is decomposed into ordinary ops (product, scale, mask, softmax, dropout,
 //! product) that autograd and `kiln::compile` treat like any other chain of ops. Both give the
 //! same numbers up to rounding, the same dropout mask included.
 //!
@@ -17,6 +17,7 @@
 
 use super::loss::{check_float, err};
 use crate::error::{bail, ErrorKind, OrPanic, Result};
+use crate::ops::ScoreMask;
 use crate::tensor::Tensor;
 use kiln_runtime::layout::broadcast_shapes;
 use kiln_runtime::DType;
@@ -72,8 +73,9 @@ pub(crate) fn attention(
     (out, want_weights.then_some(weights))
 }
 
-/// The fused kernel's result where it applies: CPU f32/f64 operands, no explicit mask, the
-/// weights not asked for, `dropout_p < 1`. Batch dims are broadcast and flattened into one.
+/// The fused kernel's result where it applies: CPU f32/f64 operands, a mask (if any) that
+/// needs no gradient, the weights not asked for, `dropout_p < 1`. Batch dims are broadcast and
+/// flattened into one; a mask keeps its own (broadcast) shape.
 #[track_caller]
 fn fused(
     q: &Tensor,
@@ -84,24 +86,36 @@ fn fused(
     scale: f64,
     want_weights: bool,
 ) -> Option<Tensor> {
-    let causal = match mask {
-        AttnMask::None => false,
-        AttnMask::Causal => true,
-        AttnMask::Keep(_) | AttnMask::Add(_) => return None,
-    };
     let on_cpu = [q, k, v].iter().all(|t| t.device().is_cpu());
     if want_weights || dropout_p >= 1.0 || !on_cpu || !matches!(q.dtype(), DType::F32 | DType::F64) {
         return None;
     }
     let lead = |t: &Tensor| t.shape()[..t.dim() - 2].to_vec();
     let batch = broadcast_shapes(&lead(q), &lead(k)).and_then(|b| broadcast_shapes(&b, &lead(v)))?;
+    // The mask as values added to the scores, of the scores' rank.
+    let values = match mask {
+        AttnMask::None | AttnMask::Causal => None,
+        AttnMask::Add(bias) if bias.requires_grad() => return None,
+        AttnMask::Add(bias) => Some(bias.clone()),
+        AttnMask::Keep(keep) => Some(
+            Tensor::zeros_opts(keep.shape(), q.dtype(), q.device()).masked_fill(&keep.logical_not(), f64::NEG_INFINITY),
+        ),
+    };
+    let values = values.map(|m| {
+        let rank = batch.len() + 2;
+        let shape: Vec<usize> = std::iter::repeat_n(1, rank - m.dim()).chain(m.shape().iter().copied()).collect();
+        m.reshape(&shape).contiguous()
+    });
     let problems: usize = batch.iter().product();
     let flat = |t: &Tensor| {
         let (rows, cols) = (t.shape()[t.dim() - 2], t.shape()[t.dim() - 1]);
         let full: Vec<usize> = batch.iter().copied().chain([rows, cols]).collect();
         t.expand(&full).reshape([problems, rows, cols]).contiguous()
     };
-    let out = crate::ops::fused_attention(&flat(q), &flat(k), &flat(v), scale, causal, dropout_p).or_panic();
+    let causal = matches!(mask, AttnMask::Causal);
+    let mask = values.as_ref().map(|values| ScoreMask { values, batch: &batch });
+    let qkv = (&flat(q), &flat(k), &flat(v));
+    let out = crate::ops::fused_attention(qkv, mask, scale, causal, dropout_p).or_panic();
     let shape: Vec<usize> = batch.iter().copied().chain([out.shape()[1], out.shape()[2]]).collect();
     Some(out.reshape(&shape))
 }
