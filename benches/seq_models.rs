@@ -141,25 +141,31 @@ fn lstm() {
 }
 
 /// Case `attention`: eager attention forward and backward on 4×4 heads of 64 features,
-/// without dropout and with 0.1 (PyTorch's Transformer default), for several sequence
-/// lengths: the fused kernel
+/// without dropout and with 0.1 (PyTorch's Transformer default), and with 0.1 and a
+/// key-padding mask, for several sequence lengths: the fused kernel
 /// against the chain of ops it replaced (product, softmax, dropout, product, as
 /// `F::scaled_dot_product_attention` ran before it), timed round by round, and the memory each
 /// one's call allocates at its peak (tensors only: the fused kernel's per-thread scratch, at
 /// most three tiles of 65536 numbers, is not counted).
 fn attention() {
     println!();
-    println!("| attention fwd+bwd, 4×4 heads × 64, L = S | dropout | fused | op by op | speed-up | fused peak | op-by-op peak |");
-    println!("|---|---|---|---|---|---|---|");
-    for (l, p) in [128, 512, 1024].into_iter().flat_map(|l| [(l, 0.0), (l, 0.1)]) {
+    println!("| attention fwd+bwd, 4×4 heads × 64, L = S | dropout | mask | fused | op by op | speed-up | fused peak | op-by-op peak |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let cases = [128, 512, 1024].into_iter().flat_map(|l| [(l, 0.0, false), (l, 0.1, false), (l, 0.1, true)]);
+    for (l, p, masked) in cases {
         let [q, k, v] = [0, 1, 2].map(|_| Tensor::randn([4, 4, l, 64]).requires_grad_(true));
         let g = Tensor::randn([4, 4, l, 64]);
+        // Key padding: the last quarter of each sequence's keys, as an additive [4, 1, 1, L].
+        let padding = Tensor::arange(l as i64).ge((l * 3 / 4) as i64).reshape([1, 1, 1, l]);
+        let bias = Tensor::zeros([4, 1, 1, l]).masked_fill(&padding, f64::NEG_INFINITY);
+        let mask = masked.then_some(&bias);
         let run = |fused: bool| {
             let out = if fused {
-                F::scaled_dot_product_attention(&q, &k, &v, None, p, false, None)
+                F::scaled_dot_product_attention(&q, &k, &v, mask, p, false, None)
             } else {
-                let weights = (&q * 0.125).matmul(&k.transpose(-2, -1)).softmax(-1);
-                F::dropout(&weights, p, true).matmul(&v)
+                let scores = (&q * 0.125).matmul(&k.transpose(-2, -1));
+                let scores = mask.map_or(scores.clone(), |m| &scores + m);
+                F::dropout(&scores.softmax(-1), p, true).matmul(&v)
             };
             out.backward_with(&g);
             for t in [&q, &k, &v] {
@@ -176,7 +182,8 @@ fn attention() {
         let t = time_interleaved(11, &mut [&mut || run(true), &mut || run(false)]);
         let mib = |b: usize| b as f64 / (1 << 20) as f64;
         println!(
-            "| {l} | {p} | {:.2} ms | {:.2} ms | {:.2}× | {:.1} MiB | {:.1} MiB |",
+            "| {l} | {p} | {} | {:.2} ms | {:.2} ms | {:.2}× | {:.1} MiB | {:.1} MiB |",
+            if masked { "key padding" } else { "–" },
             t[0] * 1e3,
             t[1] * 1e3,
             t[1] / t[0],

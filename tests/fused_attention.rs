@@ -126,7 +126,9 @@ fn masked_fused_attention_equals_the_decomposition() {
             .reshape([2, 1, 1, 2048]);
     let rows = Tensor::rand([70, 2048]).ge(0.3).logical_and(Tensor::arange(70).ne(5).reshape([70, 1]));
     let full = Tensor::rand([2, 3, 70, 2048]).ge(0.5);
-    for (what, keep) in [("key padding", &pad), ("rows", &rows), ("full", &full)] {
+    // One value per query, broadcast over the keys (row 5 masked out).
+    let per_query = Tensor::arange(70).ne(5).reshape([70, 1]);
+    for (what, keep) in [("key padding", &pad), ("rows", &rows), ("full", &full), ("per query", &per_query)] {
         for p in [0.0, 0.3] {
             assert_fused_equals_decomposed(&format!("{what} mask, p {p}"), (&q, &k, &v), 1e-12, |fused| {
                 attend_masked(&q, &k, &v, Some(keep), false, p, fused)

@@ -204,8 +204,16 @@ fn weights<T: AttentionElement>(
         dead.fill(T::zero());
         if let Some(m) = bias {
             let start = m.offsets[b] + r * m.row_stride;
-            for (j, x) in live.iter_mut().enumerate() {
-                *x = *x + m.values[start + j * m.col_stride];
+            if m.col_stride == 1 {
+                // One row of the mask: a loop the compiler vectorizes.
+                let n = live.len();
+                for (x, &add) in live.iter_mut().zip(&m.values[start..start + n]) {
+                    *x = *x + add;
+                }
+            } else {
+                for (j, x) in live.iter_mut().enumerate() {
+                    *x = *x + m.values[start + j * m.col_stride];
+                }
             }
         }
         T::softmax_row(live);
