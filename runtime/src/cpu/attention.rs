@@ -19,6 +19,7 @@
 use super::buffer::CpuBuf;
 use super::parallel::map_tasks;
 use super::philox::{uniform_from, Philox};
+use super::product_split::RawProduct;
 use super::row_reduce::row_fns;
 use crate::dtype::num_like::Float;
 use crate::dtype::FloatElement;
@@ -154,34 +155,25 @@ fn product<T: Float>(
         return;
     }
     assert!(T::DTYPE == crate::DType::F32 || T::DTYPE == crate::DType::F64, "attention: f32 or f64");
+    let p = RawProduct {
+        m,
+        n,
+        k,
+        a: a.as_ptr(),
+        a_rs: a_rs as isize,
+        a_cs: a_cs as isize,
+        b: b.as_ptr(),
+        b_rs: b_rs as isize,
+        b_cs: b_cs as isize,
+        out: out.as_mut_ptr(),
+        out_rs: n as isize,
+    };
     // SAFETY: the asserts above show every element gemm reads (`a[i*a_rs + p*a_cs]`,
     // `b[p*b_rs + j*b_cs]` for i < m, p < k, j < n) and writes (`out[i*n + j]`) lies inside
     // the slices; `out` is borrowed mutably, so nothing else touches it; `T` is f32 or f64
-    // (asserted), the types gemm multiplies. With `read_dst` false gemm ignores `out`'s old
-    // contents; with it true, `out = 1·out + alpha·a·b`.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.as_ptr(),
-            a_cs as isize,
-            a_rs as isize,
-            b.as_ptr(),
-            b_cs as isize,
-            b_rs as isize,
-            T::one(),
-            alpha,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        )
-    }
+    // (asserted). With `accumulate` false `out`'s old contents are not read; with it true,
+    // `out = 1·out + alpha·a·b`.
+    unsafe { p.call_into(gemm::Parallelism::None, accumulate, T::one(), alpha) }
 }
 
 /// The softmax weights of query rows `rows` of problem `b` in `tile` (`rows.len() × nk`, row

@@ -141,15 +141,31 @@ impl<T: 'static + Copy + Send + Sync> RawProduct<T> {
         }
     }
 
-    /// One `gemm` call.
+    /// One `gemm` call: `out = a·b`.
+    ///
+    /// # Safety
+    /// As [`RawProduct::call_into`].
+    unsafe fn call(&self, parallelism: gemm::Parallelism, zero: T, one: T) {
+        // SAFETY: the caller's contract; `read_dst` false means `out`'s old contents are not
+        // read.
+        unsafe { self.call_into(parallelism, false, zero, one) }
+    }
+
+    /// One `gemm` call: `out = dst_scale·out + product_scale·a·b` when `read_dst`, else
+    /// `out = product_scale·a·b` (`out`'s old contents not read).
     ///
     /// # Safety
     /// Every `a[i*a_rs + p*a_cs]` and `b[p*b_rs + j*b_cs]` (`i < m`, `p < k`, `j < n`) must be
     /// readable, every `out[i*out_rs + j]` writable and touched by no one else during the call;
     /// `T` must be `f32` or `f64`.
-    unsafe fn call(&self, parallelism: gemm::Parallelism, zero: T, one: T) {
-        // SAFETY: the caller's contract is exactly what `gemm` reads and writes; `read_dst`
-        // false means `out`'s old contents are not read.
+    pub(super) unsafe fn call_into(
+        &self,
+        parallelism: gemm::Parallelism,
+        read_dst: bool,
+        dst_scale: T,
+        product_scale: T,
+    ) {
+        // SAFETY: the caller's contract is exactly what `gemm` reads and writes.
         unsafe {
             gemm::gemm(
                 self.m,
@@ -158,15 +174,15 @@ impl<T: 'static + Copy + Send + Sync> RawProduct<T> {
                 self.out,
                 1,
                 self.out_rs,
-                false,
+                read_dst,
                 self.a,
                 self.a_cs,
                 self.a_rs,
                 self.b,
                 self.b_cs,
                 self.b_rs,
-                zero,
-                one,
+                dst_scale,
+                product_scale,
                 false,
                 false,
                 false,
