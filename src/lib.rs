@@ -66,6 +66,7 @@
 // Lets `#[derive(Module)]` (which names `::kiln`) work inside this crate too.
 extern crate self as kiln;
 
+pub mod amp;
 pub mod autograd;
 pub mod backends;
 pub mod capture;

@@ -1,5 +1,6 @@
 //! The reader of tests/fixtures/optim.txt (written by scripts/fixtures_optim.py, whose header
-//! describes the format), shared by the optimizer, scheduler and gradient-clipping tests:
+//! describes the format), shared by the optimizer, scheduler, gradient-clipping and grad-scaler
+//! tests (tests/fixtures/grad_scaler.txt has the same format):
 //! `#[path = "common/optim_fixture.rs"] mod optim_fixture;`.
 #![allow(dead_code)]
 
@@ -21,8 +22,14 @@ pub struct Case {
 
 /// The fixture's cases of kind `kind` (panics when there are none).
 pub fn load_cases(kind: &str) -> Vec<Case> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.txt"))
-        .expect("tests/fixtures/optim.txt");
+    load_fixture_cases("optim.txt", kind)
+}
+
+/// The cases of kind `kind` in `tests/fixtures/<file>`, a fixture in this format (panics when
+/// there are none).
+pub fn load_fixture_cases(file: &str, kind: &str) -> Vec<Case> {
+    let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut cases: Vec<Case> = Vec::new();
     for raw in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (head, values) = match raw.split_once(" = ") {
