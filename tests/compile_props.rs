@@ -21,7 +21,8 @@
 //! propagate through each op's Lipschitz constant (plus one rounding, 2 ulp, of the output).
 //! Values computed only from exact ops have `e == 0`. An element passes when
 //! `|c - e| <= REL * |eager| + ABS + 2 * e_bound` (REL = 1e-5, ABS = 1e-6 for f32; 1e-12 and
-//! 1e-14 for f64); non-finite values must match exactly (same infinity, or both NaN).
+//! 1e-14 for f64); non-finite values must match exactly (same infinity, or both NaN). f16 and
+//! bf16 programs must match exactly (`Ctx::exact`): their kernels call the eager routines.
 //! Comparisons feeding `where_cond` only take exact values (`e == 0`), so a few-ulp difference
 //! never flips a branch.
 
@@ -48,6 +49,16 @@ struct Ctx {
 
 const F32: Ctx = Ctx { dtype: DType::F32, eps: f32::EPSILON as f64, dedupe: true };
 const F64: Ctx = Ctx { dtype: DType::F64, eps: f64::EPSILON, dedupe: true };
+const F16: Ctx = Ctx { dtype: DType::F16, eps: 1.0 / 1024.0, dedupe: true };
+const BF16: Ctx = Ctx { dtype: DType::BF16, eps: 1.0 / 128.0, dedupe: true };
+
+impl Ctx {
+    /// f16 and bf16 kernels compute every op as eager kernels do (in f32, rounded back, with
+    /// the eager routines for transcendentals), so their results must be equal bit for bit.
+    fn exact(self) -> bool {
+        matches!(self.dtype, DType::F16 | DType::BF16)
+    }
+}
 
 /// How an input is made: its base tensor's shape, and the view `run` takes of it. Every view
 /// has a shape of rank <= 2 whose last dim is 1 or `b` and whose second-last is 1 or `a`, so
@@ -659,10 +670,10 @@ fn deep_copies(ins: &[Tensor]) -> Vec<Tensor> {
 }
 
 fn tols(ctx: Ctx) -> (f64, f64) {
-    if ctx.dtype == DType::F32 {
-        (1e-5, 1e-6)
-    } else {
-        (1e-12, 1e-14)
+    match ctx.dtype {
+        DType::F32 => (1e-5, 1e-6),
+        DType::F16 | DType::BF16 => (0.0, 0.0),
+        _ => (1e-12, 1e-14),
     }
 }
 
@@ -672,6 +683,7 @@ fn check_close(what: &str, compiled: &Tensor, eager: &Tensor, bound: f64, ctx: C
     prop_assert_eq!(compiled.dtype(), eager.dtype(), "{}: dtypes", what);
     let (c, e) = (compiled.to_dtype(DType::F64).to_vec::<f64>(), eager.to_dtype(DType::F64).to_vec::<f64>());
     let (rel, abs) = tols(ctx);
+    let bound = if ctx.exact() { 0.0 } else { bound };
     for (k, (x, y)) in c.iter().zip(&e).enumerate() {
         if x.is_finite() && y.is_finite() {
             let tol = rel * y.abs() + abs + 2.0 * bound;
@@ -867,6 +879,16 @@ proptest! {
     #[test]
     fn elementwise_dags_match_eager_f64(prog in prog_with(elementwise_op(), false, false)) {
         check_prog(&prog, F64)?;
+    }
+
+    /// 1c. The same in f16 and bf16, equal to eager bit for bit, every op in a generated
+    /// kernel.
+    #[test]
+    fn elementwise_dags_match_eager_bit_for_bit_in_f16_and_bf16(prog in prog_with(elementwise_op(), false, false)) {
+        for ctx in [F16, BF16] {
+            let stats = check_prog(&prog, ctx)?;
+            prop_assert_eq!(stats.eager_ops, 0, "{}: {:?}", ctx.dtype, stats);
+        }
     }
 
     /// 2. Reductions, softmax, log_softmax and matmul interleaved with elementwise ops.

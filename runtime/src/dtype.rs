@@ -324,9 +324,12 @@ macro_rules! half_float_element {
             fn to_f64(self) -> f64 {
                 self.to_f64()
             }
+            /// Through f32, as PyTorch's `static_cast<c10::Half>(double)` (two roundings;
+            /// `half`'s own `from_f64` drops the f64's low 32 bits before rounding, so an f32
+            /// halfway case with low bits set would round down).
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                <$t>::from_f64(v)
+                <$t>::from_f32(v as f32)
             }
             #[inline(always)]
             fn to_i64(self) -> i64 {

@@ -4,7 +4,7 @@
 //! [`super::emit`].
 
 use super::emit::{emit_element, emit_pre, live_set, load_draws, plan, store_outputs, Entry, Plan};
-use super::ops::{clif_type, FnEmitter};
+use super::ops::{value_type, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use super::tiled_rows::{self, TileBody};
 use crate::kernel::ElementwiseKernel;
@@ -26,11 +26,11 @@ pub(crate) fn build(
     let live = live_set(k);
     for (n, inst) in k.insts.iter().enumerate() {
         if live[n] {
-            clif_type(inst.dtype)?;
+            value_type(inst.dtype)?;
         }
     }
     for i in &k.inputs {
-        clif_type(i.dtype)?;
+        value_type(i.dtype)?;
     }
     let plan = plan(k, &live);
     let vty = match plan {

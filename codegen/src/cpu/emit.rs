@@ -6,7 +6,7 @@
 //! `tiled_rows.rs`). The elementwise kernel's function and its row loop are in
 //! `elementwise.rs`; the loop skeleton is in `run_loops.rs`.
 
-use super::ops::{clif_type, FnEmitter};
+use super::ops::{value_type, FnEmitter};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use kiln_runtime::DType;
@@ -114,15 +114,16 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
 
 /// A constant converted to `dtype` as the eager scalar conversion does (`Element::from_f64`).
 pub(crate) fn const_value(cx: &mut FnEmitter, c: f64, dtype: DType) -> Result<Value, String> {
-    let ty = clif_type(dtype)?;
+    let ty = value_type(dtype)?;
     Ok(match dtype {
         DType::F32 => cx.b.ins().f32const(c as f32),
+        DType::F16 => cx.b.ins().f32const(half::f16::from_f32(c as f32).to_f32()),
+        DType::BF16 => cx.b.ins().f32const(half::bf16::from_f32(c as f32).to_f32()),
         DType::F64 => cx.b.ins().f64const(c),
         DType::Bool => cx.b.ins().iconst(ty, (c != 0.0) as i64),
         DType::I64 => cx.b.ins().iconst(ty, c as i64),
         DType::I32 => cx.b.ins().iconst(ty, (c as i64) as i32 as i64),
         DType::U8 => cx.b.ins().iconst(ty, (c as i64) as u8 as i64),
-        _ => unreachable!("clif_type rejected it"),
     })
 }
 
@@ -173,7 +174,7 @@ pub(crate) fn store_outputs(cx: &mut FnEmitter, k: &ElementwiseKernel, row: &Row
         let size = k.dtype(val).size_in_bytes() as i64;
         let off = cx.b.ins().imul_imm_s(j, size);
         let addr = cx.b.ins().iadd(row.out_ptr[o], off);
-        cx.b.ins().store(data_flags(), vals[val as usize].expect("outputs are live"), addr, 0);
+        cx.store_value(k.dtype(val), vals[val as usize].expect("outputs are live"), addr, data_flags());
     }
 }
 
@@ -228,13 +229,13 @@ pub(crate) fn emit_values_given(
                         match vty {
                             Some(vt) if inst.dtype == DType::Bool => cx.load_mask(addr, vt, data_flags()),
                             Some(vt) => cx.b.ins().load(vt, data_flags(), addr, 0),
-                            None => cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), addr, 0),
+                            None => cx.load_value(inst.dtype, addr, data_flags())?,
                         }
                     }
                     InnerStride::Strided => {
                         let off = cx.b.ins().imul(j, row.in_step[i].expect("strided step"));
                         let addr = cx.b.ins().iadd(row.in_ptr[i], off);
-                        cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), addr, 0)
+                        cx.load_value(inst.dtype, addr, data_flags())?
                     }
                 }
             }
@@ -461,7 +462,7 @@ pub(crate) fn load_bcast(
         if let InstOp::Load(i) = inst.op {
             let i = i as usize;
             if inputs[i].inner == InnerStride::Broadcast && bcast[i].is_none() {
-                let s = cx.b.ins().load(clif_type(inst.dtype)?, data_flags(), in_ptr[i], 0);
+                let s = cx.load_value(inst.dtype, in_ptr[i], data_flags())?;
                 bcast[i] = Some(s);
                 if let Some(vt) = vty {
                     bcast_v[i] =

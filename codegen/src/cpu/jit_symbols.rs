@@ -227,6 +227,38 @@ fn row_all(v: &mut Vec<Helper>) {
     });
 }
 
+/// The helpers of f16 values, which kernels hold as the f32 of the same number
+/// (`FnEmitter::load_value`): f16's conversions, which x86 has no scalar instruction for
+/// without F16C, taken from the `half` crate that eager kernels use (bf16's are inline: a few
+/// integer instructions).
+pub(crate) mod half_names {
+    /// `fn(bits: i32) -> f32`: the f16 with these low 16 bits.
+    pub const F16_LOAD: &str = "kiln_f16_load";
+    /// `fn(f32) -> i32`: the bits of the f16 nearest (ties to even).
+    pub const F16_STORE: &str = "kiln_f16_store";
+    /// `fn(f32) -> f32`: the f16 nearest, as f32.
+    pub const F16_ROUND: &str = "kiln_f16_round";
+}
+
+extern "C" fn f16_load(bits: i32) -> f32 {
+    half::f16::from_bits(bits as u16).to_f32()
+}
+extern "C" fn f16_store(x: f32) -> i32 {
+    half::f16::from_f32(x).to_bits() as i32
+}
+extern "C" fn f16_round(x: f32) -> f32 {
+    half::f16::from_f32(x).to_f32()
+}
+
+/// The helpers of [`half_names`].
+fn half_all(v: &mut Vec<Helper>) {
+    use half_names::*;
+    use types::{F32, I32};
+    v.push(Helper { name: F16_LOAD, ptr: f16_load as *const u8, params: &[I32], ret: Some(F32) });
+    v.push(Helper { name: F16_STORE, ptr: f16_store as *const u8, params: &[F32], ret: Some(I32) });
+    v.push(Helper { name: F16_ROUND, ptr: f16_round as *const u8, params: &[F32], ret: Some(F32) });
+}
+
 /// Every helper.
 fn all() -> Vec<Helper> {
     let mut v = Vec::new();
@@ -236,6 +268,7 @@ fn all() -> Vec<Helper> {
     rand_slice_all(&mut v);
     slice_all(&mut v);
     row_all(&mut v);
+    half_all(&mut v);
     v.push(Helper {
         name: POW_I64,
         ptr: pow_i64 as *const u8,
