@@ -10,12 +10,13 @@ mod common;
 use clap::Parser;
 use common::mnist::{datasets, evaluate, report, Net, TrainArgs};
 use common::progress;
+use kiln::amp::GradScaler;
 use kiln::data::{DataLoader, Dataset};
 use kiln::nn::{functional as F, Module};
 use kiln::optim::lr_scheduler::{LRScheduler, StepLR};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
 use kiln::vision::datasets::MNIST;
-use kiln::{CompiledStep, Device, Tensor};
+use kiln::{CompiledStep, DType, Device, Tensor};
 use std::time::Instant;
 
 /// PyTorch MNIST Example
@@ -35,18 +36,49 @@ struct Args {
     /// run each training step and test batch through kiln::compile (fused, JIT-compiled)
     #[arg(long)]
     compile: bool,
+    /// mixed precision: forward and loss under autocast (bf16 on the CPU; f16 with a
+    /// GradScaler on CUDA), as PyTorch's AMP recipe
+    #[arg(long)]
+    amp: bool,
+}
+
+/// Mixed precision (`--amp`): the autocast region's device type and dtype, and on CUDA the
+/// loss scaler that keeps f16 gradients from underflowing.
+struct Amp {
+    device_type: &'static str,
+    dtype: DType,
+    scaler: Option<GradScaler>,
 }
 
 /// One training step (PyTorch's loop body), compiled once in `main` and called with the model
 /// and the optimizer as arguments: the step borrows them only during a call, so `main` can
 /// switch the model between train and eval and step the scheduler between calls
 /// (docs/compile.md).
-fn train_step((model, optimizer, data, target): (&Net, &mut Adadelta, &Tensor, &Tensor)) -> Tensor {
+fn train_step(
+    (model, optimizer, data, target, amp): (&Net, &mut Adadelta, &Tensor, &Tensor, Option<&mut Amp>),
+) -> Tensor {
     optimizer.zero_grad();
-    let output = model.forward(data);
-    let loss = F::nll_loss(&output, target);
-    loss.backward();
-    optimizer.step();
+    let Some(amp) = amp else {
+        let output = model.forward(data);
+        let loss = F::nll_loss(&output, target);
+        loss.backward();
+        optimizer.step();
+        return loss;
+    };
+    // The recipe of PyTorch's AMP examples: forward and loss inside the region, backward and
+    // the step outside it.
+    let loss = kiln::autocast(amp.device_type, amp.dtype, || F::nll_loss(&model.forward(data), target));
+    match &mut amp.scaler {
+        Some(scaler) => {
+            scaler.scale(&loss).backward();
+            scaler.step(optimizer);
+            scaler.update();
+        }
+        None => {
+            loss.backward();
+            optimizer.step();
+        }
+    }
     loss
 }
 
@@ -60,10 +92,11 @@ fn train<S>(
     device: &Device,
     loader: &DataLoader<MNIST>,
     optimizer: &mut Adadelta,
+    mut amp: Option<&mut Amp>,
     epoch: usize,
 ) -> f64
 where
-    S: for<'a> FnMut((&'a Net, &'a mut Adadelta, &'a Tensor, &'a Tensor)) -> Tensor,
+    S: for<'a> FnMut((&'a Net, &'a mut Adadelta, &'a Tensor, &'a Tensor, Option<&'a mut Amp>)) -> Tensor,
 {
     model.train();
     let (bar, plain_log) = progress(loader.len(), &format!("epoch {epoch}"));
@@ -71,7 +104,7 @@ where
     let (mut sum, mut batches) = (0.0, 0);
     for (batch_idx, (data, target)) in loader.into_iter().enumerate() {
         let (data, target) = (data.to(device), target.to(device));
-        let args_of_step = (&*model, &mut *optimizer, &data, &target);
+        let args_of_step = (&*model, &mut *optimizer, &data, &target, amp.as_deref_mut());
         let loss = if args.compile { step.call(args_of_step) } else { step.call_eager(args_of_step) };
         if args.compile && (batch_idx == 1 || args.train.dry_run) {
             let s = step.stats();
@@ -112,13 +145,15 @@ where
     sum / batches.max(1) as f64
 }
 
-/// Evaluates on the test set; returns (mean loss, accuracy in %).
+/// Evaluates on the test set (under `amp`'s autocast region when given); returns (mean loss,
+/// accuracy in %).
 fn test<S>(
     args: &Args,
     forward: &mut CompiledStep<S>,
     model: &mut Net,
     device: &Device,
     loader: &DataLoader<MNIST>,
+    amp: Option<&Amp>,
 ) -> (f64, f64)
 where
     S: for<'a> FnMut((&'a Net, &'a Tensor)) -> Tensor,
@@ -126,11 +161,9 @@ where
     model.eval();
     let model = &*model;
     let (loss, correct, seen) = evaluate(loader, device, |data| {
-        if args.compile {
-            forward.call((model, data))
-        } else {
-            forward.call_eager((model, data))
-        }
+        let _region = amp.map(|a| kiln::autocast_guard(a.device_type, a.dtype));
+        let output = if args.compile { forward.call((model, data)) } else { forward.call_eager((model, data)) };
+        output.to_dtype(DType::F32)
     });
     report(loss, correct, seen)
 }
@@ -159,15 +192,20 @@ fn main() -> kiln::Result<()> {
     let mut optimizer = Adadelta::new(model.parameters(), AdadeltaConfig { lr: args.train.lr, ..Default::default() });
     let mut scheduler = StepLR::new(&mut optimizer, 1, args.train.gamma);
 
+    let mut amp = args.amp.then(|| match device {
+        Device::Cpu => Amp { device_type: "cpu", dtype: DType::BF16, scaler: None },
+        Device::Cuda(_) => Amp { device_type: "cuda", dtype: DType::F16, scaler: Some(GradScaler::new()) },
+    });
     // Compiled once: each call passes the model and optimizer, and the plan cache keeps hitting.
     let mut step = kiln::compile(train_step);
     let mut forward = kiln::compile(|(model, data): (&Net, &Tensor)| model.forward(data));
     let mut curve = Vec::new();
     for epoch in 1..=args.train.epochs {
         let start = Instant::now();
-        let train_loss = train(&args, &mut step, &mut model, &device, &train_loader, &mut optimizer, epoch);
+        let train_loss =
+            train(&args, &mut step, &mut model, &device, &train_loader, &mut optimizer, amp.as_mut(), epoch);
         let train_secs = start.elapsed().as_secs_f64();
-        let (test_loss, accuracy) = test(&args, &mut forward, &mut model, &device, &test_loader);
+        let (test_loss, accuracy) = test(&args, &mut forward, &mut model, &device, &test_loader, amp.as_ref());
         println!("epoch {epoch}: {train_secs:.1} s training, {:.1} s in all", start.elapsed().as_secs_f64());
         curve.push((epoch, train_loss, test_loss, accuracy));
         scheduler.step(&mut optimizer);

@@ -93,6 +93,7 @@ pub mod vision;
 pub use autograd::{
     enable_grad, enable_grad_guard, is_grad_enabled, no_grad, no_grad_guard, set_grad_enabled, BackwardOpts,
 };
+pub use amp::autocast::{autocast, autocast_guard, autocast_with, AutocastOptions};
 pub use capture::{compile, CompiledStep};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};

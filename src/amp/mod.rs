@@ -1,4 +1,6 @@
-//! Automatic mixed precision (PyTorch's `torch.amp`): [`GradScaler`], dynamic loss scaling.
+//! Automatic mixed precision (PyTorch's `torch.amp`): [`autocast`] regions, which run each op
+//! in the dtype PyTorch's op lists give it (see the [`autocast`](mod@autocast) module), and
+//! [`GradScaler`], dynamic loss scaling.
 //!
 //! Gradients of a loss computed in a narrow float type (f16, bf16) can underflow to zero. A
 //! [`GradScaler`] multiplies the loss by a large factor before backward, so the gradients are
@@ -66,6 +68,8 @@
 //! (f64 text that parses back to the same bits), `growth_factor`, `backoff_factor`,
 //! `growth_interval` and `_growth_tracker` (integers). A disabled scaler's is empty.
 
+pub mod autocast;
 pub mod grad_scaler;
 
+pub use autocast::{autocast, autocast_guard, autocast_with, AutocastGuard, AutocastOptions, Policy};
 pub use grad_scaler::{GradScaler, GradScalerConfig};

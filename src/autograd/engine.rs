@@ -53,6 +53,8 @@ pub(crate) fn run(
 ) -> Result<Vec<Option<Tensor>>> {
     let retain = opts.retain_graph || opts.create_graph;
     let _mode = super::grad_mode(opts.create_graph);
+    // Backward rules run in the dtypes forward chose: no autocast inside them.
+    let _autocast_off = crate::amp::autocast::suspend();
     // Under kiln::compile, label what this pass records as backward, what follows as update.
     struct Phase;
     impl Drop for Phase {

@@ -48,6 +48,9 @@ impl Tensor {
     /// [`Tensor::addmm`] returning an error for shapes that do not fit.
     #[track_caller]
     pub fn try_addmm(&self, mat1: &Tensor, mat2: &Tensor, beta: f64, alpha: f64) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("addmm", &[Some(self), Some(mat1), Some(mat2)])? {
+            return c.arg(0).try_addmm(c.arg(1), c.arg(2), beta, alpha);
+        }
         scaled_sum(self, mat1.try_mm(mat2)?, beta, alpha)
     }
 
@@ -60,6 +63,9 @@ impl Tensor {
     /// [`Tensor::baddbmm`] returning an error for shapes that do not fit.
     #[track_caller]
     pub fn try_baddbmm(&self, batch1: &Tensor, batch2: &Tensor, beta: f64, alpha: f64) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("baddbmm", &[Some(self), Some(batch1), Some(batch2)])? {
+            return c.arg(0).try_baddbmm(c.arg(1), c.arg(2), beta, alpha);
+        }
         scaled_sum(self, batch1.try_bmm(batch2)?, beta, alpha)
     }
 

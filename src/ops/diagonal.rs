@@ -101,6 +101,9 @@ impl Tensor {
     /// [`Tensor::trace`] returning an error unless the tensor is a matrix.
     #[track_caller]
     pub fn try_trace(&self) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("trace", &[Some(self)])? {
+            return c.arg(0).try_trace();
+        }
         if self.dim() != 2 {
             bail!("trace", Shape, "expected a matrix, but got shape {:?}", self.shape());
         }

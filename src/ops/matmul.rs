@@ -41,6 +41,9 @@ impl Tensor {
     /// `Bool` operands, or operands on different devices.
     #[track_caller]
     pub fn try_matmul(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("matmul", &[Some(self), Some(other)])? {
+            return c.arg(0).try_matmul(c.arg(1));
+        }
         product("matmul", self, other)
     }
 
@@ -53,6 +56,9 @@ impl Tensor {
     /// [`Tensor::mm`] returning an error instead of panicking.
     #[track_caller]
     pub fn try_mm(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("mm", &[Some(self), Some(other)])? {
+            return c.arg(0).try_mm(c.arg(1));
+        }
         expect_dims("mm", self, other, 2, 2)?;
         product("mm", self, other)
     }
@@ -66,6 +72,9 @@ impl Tensor {
     /// [`Tensor::bmm`] returning an error instead of panicking.
     #[track_caller]
     pub fn try_bmm(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("bmm", &[Some(self), Some(other)])? {
+            return c.arg(0).try_bmm(c.arg(1));
+        }
         expect_dims("bmm", self, other, 3, 3)?;
         if self.shape()[0] != other.shape()[0] {
             bail!(

@@ -160,6 +160,9 @@ impl Tensor {
         keepdim: bool,
         interpolation: QuantileInterpolation,
     ) -> Result<Tensor> {
+        if let Some(c) = crate::amp::autocast::operands("quantile", &[Some(self)])? {
+            return c.arg(0).try_quantile(q, dim, keepdim, interpolation);
+        }
         quantile_impl(self, q, dim, keepdim, interpolation)
     }
 }

@@ -354,6 +354,9 @@ fn reduce_values(
     dims: &[i64],
     keepdim: bool,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands(name, &[Some(t)])? {
+        return reduce_values(c.arg(0), name, grad_name, op, dims, keepdim);
+    }
     let red = Reduction::new(name, t, dims, keepdim)?;
     if op.needs_elements() {
         red.check_nonempty(name, t)?;

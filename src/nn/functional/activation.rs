@@ -87,6 +87,9 @@ pub fn prelu(input: &Tensor, weight: &Tensor) -> Tensor {
 /// [`prelu`] returning an error when the weight has neither one element nor one per channel.
 #[track_caller]
 pub fn try_prelu(input: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("prelu", &[Some(input), Some(weight)])? {
+        return try_prelu(c.arg(0), c.arg(1));
+    }
     let channels = if input.dim() >= 2 { input.shape()[1] } else { 1 };
     if weight.dim() > 1 || (weight.numel() != 1 && weight.numel() != channels) {
         bail!(
@@ -118,6 +121,9 @@ pub fn linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor 
 /// [`linear`] returning an error naming the shapes that do not fit.
 #[track_caller]
 pub fn try_linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("linear", &[Some(input), Some(weight), bias])? {
+        return try_linear(c.arg(0), c.arg(1), c.opt(2));
+    }
     let (x, w) = (input.shape(), weight.shape());
     if w.len() != 2 || x.is_empty() || x[x.len() - 1] != w[1] {
         bail!(

@@ -151,6 +151,12 @@ pub fn try_scaled_dot_product_attention(
     is_causal: bool,
     scale: Option<f64>,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands(
+        "scaled_dot_product_attention",
+        &[Some(query), Some(key), Some(value), attn_mask],
+    )? {
+        return try_scaled_dot_product_attention(c.arg(0), c.arg(1), c.arg(2), c.opt(3), dropout_p, is_causal, scale);
+    }
     const OP: &str = "scaled_dot_product_attention";
     let (q, k, v) = (query.shape(), key.shape(), value.shape());
     if q.len() < 2 || k.len() < 2 || v.len() < 2 {

@@ -66,6 +66,9 @@ pub fn conv2d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Con
 /// than the padded input, bad options, or unsupported dtypes.
 #[track_caller]
 pub fn try_conv2d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv2dOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("conv2d", &[Some(input), Some(weight), bias])? {
+        return try_conv2d(c.arg(0), c.arg(1), c.opt(2), opts);
+    }
     convolution("conv2d", input, weight, bias, opts)
 }
 
@@ -79,6 +82,9 @@ pub fn conv1d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Con
 /// [`conv1d`] returning an error instead of panicking.
 #[track_caller]
 pub fn try_conv1d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv1dOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("conv1d", &[Some(input), Some(weight), bias])? {
+        return try_conv1d(c.arg(0), c.arg(1), c.opt(2), opts);
+    }
     convolution("conv1d", input, weight, bias, opts)
 }
 

@@ -28,6 +28,9 @@ pub fn conv3d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Con
 /// than the padded input, bad options, or unsupported dtypes.
 #[track_caller]
 pub fn try_conv3d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv3dOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("conv3d", &[Some(input), Some(weight), bias])? {
+        return try_conv3d(c.arg(0), c.arg(1), c.opt(2), opts);
+    }
     let Checked { batched, lo, padded, out } = check("conv3d", input, weight, bias, opts)?;
     let x = if batched { input.clone() } else { input.unsqueeze(0) };
     let [n, c, d, h, w] = dims(x.shape());

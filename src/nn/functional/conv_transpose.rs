@@ -65,6 +65,9 @@ pub fn try_conv_transpose2d(
     bias: Option<&Tensor>,
     opts: &ConvTranspose2dOpts,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("conv_transpose2d", &[Some(input), Some(weight), bias])? {
+        return try_conv_transpose2d(c.arg(0), c.arg(1), c.opt(2), opts);
+    }
     transposed("conv_transpose2d", input, weight, bias, opts)
 }
 
@@ -83,6 +86,9 @@ pub fn try_conv_transpose1d(
     bias: Option<&Tensor>,
     opts: &ConvTranspose1dOpts,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("conv_transpose1d", &[Some(input), Some(weight), bias])? {
+        return try_conv_transpose1d(c.arg(0), c.arg(1), c.opt(2), opts);
+    }
     transposed("conv_transpose1d", input, weight, bias, opts)
 }
 

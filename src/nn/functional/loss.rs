@@ -218,6 +218,9 @@ pub fn mse_loss_opts(input: &Tensor, target: &Tensor, reduction: Reduction) -> T
 /// [`mse_loss_opts`] returning an error for non-float inputs or different shapes.
 #[track_caller]
 pub fn try_mse_loss_opts(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("mse_loss", &[Some(input), Some(target)])? {
+        return try_mse_loss_opts(c.arg(0), c.arg(1), reduction);
+    }
     const OP: &str = "mse_loss";
     check_pointwise(OP, input, target)?;
     named(OP, input.try_sub(target).and_then(|d| reduce(d.square(), reduction)))
@@ -238,6 +241,9 @@ pub fn l1_loss_opts(input: &Tensor, target: &Tensor, reduction: Reduction) -> Te
 /// [`l1_loss_opts`] returning an error for non-float inputs or different shapes.
 #[track_caller]
 pub fn try_l1_loss_opts(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("l1_loss", &[Some(input), Some(target)])? {
+        return try_l1_loss_opts(c.arg(0), c.arg(1), reduction);
+    }
     const OP: &str = "l1_loss";
     check_pointwise(OP, input, target)?;
     named(OP, input.try_sub(target).and_then(|d| reduce(d.abs(), reduction)))
@@ -254,6 +260,9 @@ pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction, bet
 /// [`smooth_l1_loss`] returning an error (also for a negative `beta`).
 #[track_caller]
 pub fn try_smooth_l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction, beta: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("smooth_l1_loss", &[Some(input), Some(target)])? {
+        return try_smooth_l1_loss(c.arg(0), c.arg(1), reduction, beta);
+    }
     const OP: &str = "smooth_l1_loss";
     check_pointwise(OP, input, target)?;
     if beta.is_nan() || beta < 0.0 {
@@ -333,6 +342,9 @@ pub fn nll_loss_opts(input: &Tensor, target: &Tensor, opts: &NllLossOpts) -> Ten
 /// [`nll_loss_opts`] returning an error (shapes, dtypes, a class index out of range).
 #[track_caller]
 pub fn try_nll_loss_opts(input: &Tensor, target: &Tensor, opts: &NllLossOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("nll_loss", &[Some(input), Some(target)])? {
+        return try_nll_loss_opts(c.arg(0), c.arg(1), opts);
+    }
     const OP: &str = "nll_loss";
     let picked = nll_pick(OP, input, target, opts.weight.as_ref(), opts.ignore_index)?;
     named(OP, nll_reduce(picked, opts.reduction))
@@ -497,6 +509,9 @@ pub fn cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &CrossEntropyOp
 /// label smoothing outside `[0, 1]`).
 #[track_caller]
 pub fn try_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &CrossEntropyOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("cross_entropy", &[Some(input), Some(target)])? {
+        return try_cross_entropy_opts(c.arg(0), c.arg(1), opts);
+    }
     const OP: &str = "cross_entropy";
     check_float(OP, "input", input)?;
     if input.dim() == 0 {
@@ -626,6 +641,9 @@ pub fn binary_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &BinaryC
 /// [`binary_cross_entropy_opts`] returning an error (also for input values outside `[0, 1]`).
 #[track_caller]
 pub fn try_binary_cross_entropy_opts(input: &Tensor, target: &Tensor, opts: &BinaryCrossEntropyOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("binary_cross_entropy", &[Some(input), Some(target)])? {
+        return try_binary_cross_entropy_opts(c.arg(0), c.arg(1), opts);
+    }
     const OP: &str = "binary_cross_entropy";
     check_pointwise(OP, input, target)?;
     let inside = input.ge(0.0).logical_and(input.le(1.0)).all().item::<bool>();
@@ -677,6 +695,9 @@ pub fn try_binary_cross_entropy_with_logits_opts(
     target: &Tensor,
     opts: &BinaryCrossEntropyWithLogitsOpts,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("binary_cross_entropy_with_logits", &[Some(input), Some(target)])? {
+        return try_binary_cross_entropy_with_logits_opts(c.arg(0), c.arg(1), opts);
+    }
     const OP: &str = "binary_cross_entropy_with_logits";
     check_pointwise(OP, input, target)?;
     for (what, t) in [("weight", &opts.weight), ("pos_weight", &opts.pos_weight)] {
@@ -725,6 +746,9 @@ pub fn try_kl_div(
     reduction: impl Into<KlDivReduction>,
     log_target: bool,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("kl_div", &[Some(input), Some(target)])? {
+        return try_kl_div(c.arg(0), c.arg(1), reduction, log_target);
+    }
     const OP: &str = "kl_div";
     check_pointwise(OP, input, target)?;
     named(OP, kl_div_impl(input, target, reduction.into(), log_target))

@@ -86,6 +86,14 @@ pub fn pad_value(input: &Tensor, pad: &[i64], value: f64) -> Tensor {
 /// negative or, for reflect and replicate, empty), or dims the mode does not pad.
 #[track_caller]
 pub fn try_pad(input: &Tensor, pad: &[i64], mode: PadMode) -> Result<Tensor> {
+    let listed = match mode {
+        PadMode::Reflect => Some("pad_reflect"),
+        PadMode::Replicate => Some("pad_replicate"),
+        _ => None,
+    };
+    if let Some(c) = listed.map(|op| crate::amp::autocast::operands(op, &[Some(input)])).transpose()?.flatten() {
+        return try_pad(c.arg(0), pad, mode);
+    }
     let op = "pad";
     let shape = input.shape().to_vec();
     let n = shape.len();

@@ -173,6 +173,9 @@ pub fn max_pool3d_opts(input: &Tensor, opts: &MaxPool3dOpts) -> Tensor {
 /// be empty, or an unsupported dtype.
 #[track_caller]
 pub fn try_max_pool3d_opts(input: &Tensor, opts: &MaxPool3dOpts) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("max_pool3d", &[Some(input)])? {
+        return try_max_pool3d_opts(c.arg(0), opts);
+    }
     Ok(try_max_pool3d_with_indices(input, opts)?.0)
 }
 
