@@ -82,10 +82,10 @@ const CPU: &[(&str, Policy)] = &[
 
 /// The ops of each policy on CUDA: `torch.autocast("cuda")`'s lists
 /// (`AT_FORALL_LOWER_PRECISION_FP` and `AT_FORALL_FP32` in `aten/src/ATen/autocast_mode.h`) for
-/// the ops kiln hooks. PyTorch's "set opt dtype" ops (`sum`, `prod`, which it runs with
-/// `dtype=f32` when an operand is of the region's dtype) are F32 here: the same numbers. Not
-/// yet covered: the f32 list's elementwise ops (`exp`, `log`, `pow`, …), norms, `softmax`,
-/// `log_softmax` and `cumsum`.
+/// the ops kiln hooks. PyTorch's "set opt dtype" ops (`sum`, `prod`, `softmax`,
+/// `log_softmax`, which it runs with `dtype=f32` when an operand is of the region's dtype) are
+/// F32 here: the same numbers. Not yet covered: `pow`, `softplus`, `group_norm`, norms,
+/// `cumsum`/`cumprod` and the distance ops.
 /// `einsum` is lowered to `bmm`, which is on the list; the promote list (`addcmul`, `atan2`,
 /// `dot`, …) is kiln's own type promotion.
 const CUDA: &[(&str, Policy)] = &[
@@ -111,6 +111,21 @@ const CUDA: &[(&str, Policy)] = &[
     ("cross_entropy", Policy::F32),
     ("sum", Policy::F32),
     ("prod", Policy::F32),
+    ("softmax", Policy::F32),
+    ("log_softmax", Policy::F32),
+    ("layer_norm", Policy::F32),
+    ("acos", Policy::F32),
+    ("asin", Policy::F32),
+    ("cosh", Policy::F32),
+    ("exp", Policy::F32),
+    ("expm1", Policy::F32),
+    ("log", Policy::F32),
+    ("log2", Policy::F32),
+    ("log1p", Policy::F32),
+    ("reciprocal", Policy::F32),
+    ("rsqrt", Policy::F32),
+    ("sinh", Policy::F32),
+    ("tan", Policy::F32),
 ];
 
 /// How op `op` is treated on `device`'s autocast (`None`: not listed, it runs as given).
@@ -448,6 +463,30 @@ mod tests {
         assert!(STATE.with(|s| s.borrow().cache.is_empty()), "the outermost region cleared the cache");
         let unwound = std::panic::catch_unwind(|| autocast("cpu", DType::BF16, || panic!("inside")));
         assert!(unwound.is_err() && !is_autocast_enabled("cpu"), "a panic ends the region");
+    }
+
+    /// Samples of PyTorch's lists: the CPU's and CUDA's differ (elementwise ops, softmax and
+    /// layer norm run as given on the CPU and in f32 on CUDA).
+    #[test]
+    fn each_device_has_pytorchs_lists() {
+        let cuda = Device::Cuda(0);
+        for op in ["matmul", "linear", "conv2d", "scaled_dot_product_attention"] {
+            assert_eq!(
+                (policy(op, Device::Cpu), policy(op, cuda)),
+                (Some(Policy::LowerPrecision), Some(Policy::LowerPrecision)),
+                "{op}"
+            );
+        }
+        for op in ["mse_loss", "cross_entropy", "nll_loss", "prod"] {
+            assert_eq!((policy(op, Device::Cpu), policy(op, cuda)), (Some(Policy::F32), Some(Policy::F32)), "{op}");
+        }
+        for op in ["exp", "log", "softmax", "log_softmax", "layer_norm", "sum"] {
+            assert_eq!((policy(op, Device::Cpu), policy(op, cuda)), (None, Some(Policy::F32)), "{op}");
+        }
+        for op in ["trace", "quantile", "max_pool3d", "pad_reflect"] {
+            assert_eq!((policy(op, Device::Cpu), policy(op, cuda)), (Some(Policy::F32), None), "{op}");
+        }
+        assert_eq!((policy("relu", Device::Cpu), policy("relu", cuda)), (None, None));
     }
 
     #[test]

@@ -33,6 +33,9 @@ use kiln_runtime::{CpuStorage, DType};
 
 #[track_caller]
 fn softmax_impl(t: &Tensor, op: &'static str, dim: i64, log: bool) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands(op, &[Some(t)])? {
+        return softmax_impl(c.arg(0), op, dim, log);
+    }
     let d = t.normalize_dim(op, dim)?;
     if !t.dtype().is_float() {
         bail!(op, DType, "not implemented for '{}' (the input must be floating point)", scalar_type_name(t.dtype()));

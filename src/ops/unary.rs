@@ -95,6 +95,9 @@ fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 /// `op(x)` elementwise into a new tensor.
 #[track_caller]
 pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands(op.name(), &[Some(x)])? {
+        return unary(op, c.arg(0));
+    }
     let dt = unary_dtype(op, x.dtype())?;
     let x = x.try_to_dtype(dt)?;
     let out = elementwise(

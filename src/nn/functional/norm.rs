@@ -182,6 +182,9 @@ pub fn try_layer_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("layer_norm", &[Some(input), weight, bias])? {
+        return try_layer_norm(c.arg(0), normalized_shape, c.opt(1), c.opt(2), eps);
+    }
     const OP: &str = "layer_norm";
     check_float(OP, "input", input)?;
     let k = normalized_shape.len();
