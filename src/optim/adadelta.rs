@@ -1,7 +1,7 @@
 //! Adadelta (`torch.optim.Adadelta`).
 
 use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
-use super::rule::{add_scaled, addcmul, effective_grad, Values};
+use super::rule::{effective_grad, Values};
 use super::state::{check, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 use smallvec::SmallVec;
@@ -84,11 +84,11 @@ impl OptimizerConfig for AdadeltaConfig {
     #[inline(always)]
     fn rule<V: Values>(&self, _k: &AdadeltaConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
-        s[0] = addcmul(&s[0].mul_s(self.rho), &grad, &grad, 1.0 - self.rho);
+        s[0] = s[0].mul_s(self.rho).addcmul(&grad, &grad, 1.0 - self.rho);
         let std = s[0].add_s(self.eps).sqrt();
         let delta = s[1].add_s(self.eps).sqrt().div(&std).mul(&grad);
-        s[1] = addcmul(&s[1].mul_s(self.rho), &delta, &delta, 1.0 - self.rho);
-        add_scaled(param, &delta, -self.lr)
+        s[1] = s[1].mul_s(self.rho).addcmul(&delta, &delta, 1.0 - self.rho);
+        param.add_scaled(&delta, -self.lr)
     }
 
     fn state_tensors(&self, s: &AdadeltaState) -> Vec<(&'static str, Tensor)> {

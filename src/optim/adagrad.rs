@@ -1,7 +1,7 @@
 //! Adagrad (`torch.optim.Adagrad`).
 
 use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
-use super::rule::{addcdiv, addcmul, effective_grad, Values};
+use super::rule::{effective_grad, Values};
 use super::state::{hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 use smallvec::SmallVec;
@@ -103,9 +103,9 @@ impl OptimizerConfig for AdagradConfig {
     #[inline(always)]
     fn rule<V: Values>(&self, k: &AdagradConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
-        s[0] = addcmul(&s[0], &grad, &grad, 1.0);
+        s[0] = s[0].addcmul(&grad, &grad, 1.0);
         let std = s[0].sqrt().add_s(self.eps);
-        addcdiv(param, &grad, &std, -k.clr)
+        param.addcdiv(&grad, &std, -k.clr)
     }
 
     fn state_tensors(&self, s: &AdagradState) -> Vec<(&'static str, Tensor)> {

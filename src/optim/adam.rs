@@ -2,7 +2,7 @@
 //! decay added to the gradient (Adam) or applied to the parameter directly (AdamW).
 
 use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
-use super::rule::{addcdiv, addcmul, effective_grad, lerp, Values};
+use super::rule::{effective_grad, Values};
 use super::state::{check, hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 use smallvec::SmallVec;
@@ -160,8 +160,8 @@ fn rule<V: Values>(h: &Hyper, k: &AdamConsts, param: &V, grad: &V, s: &mut [V]) 
     } else {
         (param.clone(), effective_grad(param, grad, h.maximize, h.weight_decay))
     };
-    s[0] = lerp(&s[0], &grad, 1.0 - beta1);
-    s[1] = addcmul(&s[1].mul_s(beta2), &grad, &grad, 1.0 - beta2);
+    s[0] = s[0].lerp(&grad, 1.0 - beta1);
+    s[1] = s[1].mul_s(beta2).addcmul(&grad, &grad, 1.0 - beta2);
     let denom = if h.amsgrad {
         s[2] = s[2].maximum(&s[1]);
         s[2].sqrt()
@@ -169,7 +169,7 @@ fn rule<V: Values>(h: &Hyper, k: &AdamConsts, param: &V, grad: &V, s: &mut [V]) 
         s[1].sqrt()
     };
     let denom = denom.div_s(k.bias_correction2_sqrt).add_s(h.eps);
-    addcdiv(&param, &s[0], &denom, -k.step_size)
+    param.addcdiv(&s[0], &denom, -k.step_size)
 }
 
 fn state_tensors(s: &AdamState) -> Vec<(&'static str, Tensor)> {

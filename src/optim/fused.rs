@@ -1,13 +1,16 @@
 //! The one-pass optimizer kernel (PyTorch's `fused=True`, and kiln's default for eager steps):
-//! every parameter of a step that it can take, per dtype, in one parallel launch that reads
-//! each element of the parameter, its gradient and its state once and writes the parameter and
-//! the state back in place. The arithmetic is the optimizer's [`OptimizerConfig::rule`] on
-//! single numbers, so the results are the op-by-op formula's bits.
+//! every parameter of a step that it can take, per dtype (f32, f64, f16, bf16), in one
+//! parallel launch that reads each element of the parameter, its gradient and its state once
+//! and writes the parameter and the state back in place. The arithmetic is the optimizer's
+//! [`OptimizerConfig::rule`] on single numbers (half values as [`HalfNumber`]s, each op rounded
+//! to the half type as the op-by-op path rounds it), so the results are the op-by-op formula's
+//! bits.
 
 use super::optimizer::OptimizerConfig;
-use super::rule::Values;
+use super::rule::{ops, HalfNumber, Values};
 use crate::Tensor;
 use ahash::AHashSet;
+use half::{bf16, f16};
 use kiln_runtime::cpu::parallel::{for_ranges, GRAIN};
 use kiln_runtime::storage::StorageElement;
 use kiln_runtime::{DType, Storage};
@@ -63,12 +66,12 @@ const MAX_SLOTS: usize = 3;
 
 impl<'c, C: OptimizerConfig> Batch<'c, C> {
     /// Takes `update` when the kernel can run it, else gives it back: every tensor on the CPU,
-    /// of the parameter's dtype (f32 or f64) and shape, contiguous, and of a storage that no
+    /// of the parameter's dtype (a float dtype) and shape, contiguous, and of a storage that no
     /// other tensor of the batch uses.
     pub(crate) fn push(&mut self, update: Update<'c, C>) -> Option<Update<'c, C>> {
         let p = &update.param;
         let tensors = || std::iter::once(p).chain([&update.grad]).chain(&update.slots);
-        let fits = matches!(p.dtype(), DType::F32 | DType::F64)
+        let fits = matches!(p.dtype(), DType::F32 | DType::F64 | DType::F16 | DType::BF16)
             && update.slots.len() <= MAX_SLOTS
             && tensors()
                 .all(|t| t.device().is_cpu() && t.dtype() == p.dtype() && t.shape() == p.shape() && t.is_contiguous());
@@ -87,11 +90,69 @@ impl<'c, C: OptimizerConfig> Batch<'c, C> {
 
     /// Runs the kernel: one launch per dtype over all the batch's parameters.
     pub(crate) fn run(self) {
-        let (f32s, f64s): (Vec<_>, Vec<_>) = self.updates.into_iter().partition(|u| u.param.dtype() == DType::F32);
+        let mut by_dtype: [Vec<Update<'c, C>>; 4] = Default::default();
+        for u in self.updates {
+            let i = match u.param.dtype() {
+                DType::F32 => 0,
+                DType::F64 => 1,
+                DType::BF16 => 2,
+                _ => 3,
+            };
+            by_dtype[i].push(u);
+        }
+        let [f32s, f64s, bf16s, f16s] = by_dtype;
         run_typed::<C, f32>(&f32s);
         run_typed::<C, f64>(&f64s);
+        run_typed::<C, bf16>(&bf16s);
+        run_typed::<C, f16>(&f16s);
     }
 }
+
+/// An element type the kernel updates, and the number type the rule computes with on it.
+trait KernelElement: StorageElement + Copy + Default {
+    /// The number an element is computed as.
+    type Number: LaneNumber;
+    /// The element as a number.
+    fn load(self) -> Self::Number;
+    /// The number as an element.
+    fn store(n: Self::Number) -> Self;
+}
+
+/// f32 and f64 compute in themselves.
+macro_rules! native_element {
+    ($($t:ty),*) => {$(
+        impl KernelElement for $t {
+            type Number = $t;
+            #[inline(always)]
+            fn load(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn store(n: $t) -> $t {
+                n
+            }
+        }
+    )*};
+}
+native_element!(f32, f64);
+
+/// f16 and bf16 compute as [`HalfNumber`]s.
+macro_rules! half_element {
+    ($($t:ty),*) => {$(
+        impl KernelElement for $t {
+            type Number = HalfNumber<$t>;
+            #[inline(always)]
+            fn load(self) -> HalfNumber<$t> {
+                HalfNumber::new(self)
+            }
+            #[inline(always)]
+            fn store(n: HalfNumber<$t>) -> $t {
+                n.get()
+            }
+        }
+    )*};
+}
+half_element!(f16, bf16);
 
 /// The address that identifies a tensor's storage.
 fn storage_address(t: &Tensor) -> usize {
@@ -120,7 +181,7 @@ struct Jobs<'c, C: OptimizerConfig>(Vec<Job<'c, C>>);
 unsafe impl<C: OptimizerConfig> Sync for Jobs<'_, C> {}
 
 /// The kernel over the updates of element type `T`.
-fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(updates: &[Update<'_, C>]) {
+fn run_typed<C: OptimizerConfig, T: KernelElement>(updates: &[Update<'_, C>]) {
     if updates.is_empty() {
         return;
     }
@@ -200,7 +261,7 @@ fn run_typed<C: OptimizerConfig, T: StorageElement + Values + Copy + Default>(up
 /// # Safety
 /// `from..to` must lie inside every one of the job's tensors, which must stay valid and not be
 /// touched by anyone else meanwhile.
-unsafe fn update_elements<C: OptimizerConfig, T: Values + Copy + Default>(j: &Job<'_, C>, from: usize, to: usize) {
+unsafe fn update_elements<C: OptimizerConfig, T: KernelElement>(j: &Job<'_, C>, from: usize, to: usize) {
     let (config, n) = (j.config, to - from);
     let at = |p: *mut u8| (p as *mut T).wrapping_add(from);
     let (p, g) = (at(j.param), at(j.grad as *mut u8) as *const T);
@@ -222,7 +283,7 @@ unsafe fn update_elements<C: OptimizerConfig, T: Values + Copy + Default>(j: &Jo
 ///
 /// # Safety
 /// As [`update_elements`]: `n` elements from each pointer, disjoint.
-unsafe fn lanes<C: OptimizerConfig, T: Values + Copy + Default, const N: usize>(
+unsafe fn lanes<C: OptimizerConfig, T: KernelElement, const N: usize>(
     config: &C,
     k: &C::Consts,
     p: *mut T,
@@ -260,7 +321,7 @@ const BLOCK: usize = 64;
 
 /// The loop itself: the rule on blocks of [`BLOCK`] elements, then on each remaining element.
 #[inline(always)]
-fn lanes_plain<C: OptimizerConfig, T: Values + Copy + Default, const N: usize>(
+fn lanes_plain<C: OptimizerConfig, T: KernelElement, const N: usize>(
     config: &C,
     k: &C::Consts,
     p: &mut [T],
@@ -269,22 +330,25 @@ fn lanes_plain<C: OptimizerConfig, T: Values + Copy + Default, const N: usize>(
 ) {
     let n = p.len();
     assert!(g.len() == n && s.iter().all(|s| s.len() == n));
-    let block = |x: &[T]| -> Lanes<T> { Lanes(x.try_into().expect("a block")) };
+    let block = |x: &[T]| -> Lanes<T::Number> {
+        let x: &[T; BLOCK] = x.try_into().expect("a block");
+        Lanes(x.map(T::load))
+    };
     let full = n - n % BLOCK;
     for at in (0..full).step_by(BLOCK) {
         let r = at..at + BLOCK;
-        let mut v: [Lanes<T>; N] = std::array::from_fn(|j| block(&s[j][r.clone()]));
+        let mut v: [Lanes<T::Number>; N] = std::array::from_fn(|j| block(&s[j][r.clone()]));
         let new = config.rule(k, &block(&p[r.clone()]), &block(&g[r.clone()]), &mut v);
-        p[r.clone()].copy_from_slice(&new.0);
+        p[r.clone()].copy_from_slice(&new.0.map(T::store));
         for j in 0..N {
-            s[j][r.clone()].copy_from_slice(&v[j].0);
+            s[j][r.clone()].copy_from_slice(&v[j].0.map(T::store));
         }
     }
     for i in full..n {
-        let mut v: [T; N] = std::array::from_fn(|j| s[j][i]);
-        p[i] = config.rule(k, &p[i], &g[i], &mut v);
+        let mut v: [T::Number; N] = std::array::from_fn(|j| s[j][i].load());
+        p[i] = T::store(config.rule(k, &p[i].load(), &g[i].load(), &mut v));
         for j in 0..N {
-            s[j][i] = v[j];
+            s[j][i] = T::store(v[j]);
         }
     }
 }
@@ -304,12 +368,38 @@ impl<T: Values + Copy> Lanes<T> {
     fn zip(&self, o: &Self, f: impl Fn(&T, &T) -> T) -> Self {
         Lanes(std::array::from_fn(|i| f(&self.0[i], &o.0[i])))
     }
+
+    #[inline(always)]
+    fn zip3(&self, a: &Self, b: &Self, f: impl Fn(&T, &T, &T) -> T) -> Self {
+        Lanes(std::array::from_fn(|i| f(&self.0[i], &a.0[i], &b.0[i])))
+    }
 }
 
-/// `impl Values for Lanes<T>`: each method applies `T`'s lane by lane.
+/// A number the kernel computes with: whether its ops of several operations (`add_scaled`,
+/// `addcmul`, `addcdiv`, `lerp`) round once per op (half numbers, run lane by lane) or once per
+/// operation (f32 and f64, run as those operations over whole blocks, which vectorize).
+trait LaneNumber: Values + Copy + Default {
+    /// True when the composite ops must run lane by lane.
+    const LANE_BY_LANE: bool;
+}
+
+impl LaneNumber for f32 {
+    const LANE_BY_LANE: bool = false;
+}
+
+impl LaneNumber for f64 {
+    const LANE_BY_LANE: bool = false;
+}
+
+impl<H: kiln_runtime::FloatElement<Compute = f32>> LaneNumber for HalfNumber<H> {
+    const LANE_BY_LANE: bool = true;
+}
+
+/// `impl Values for Lanes<T>`: each method applies `T`'s lane by lane (the composite ops of
+/// f32 and f64 as their operations over the block).
 macro_rules! lane_wise {
     (binary: $($b:ident),*; scalar: $($s:ident),*; unary: $($u:ident),*) => {
-        impl<T: Values + Copy> Values for Lanes<T> {
+        impl<T: LaneNumber> Values for Lanes<T> {
             $(
                 #[inline(always)]
                 fn $b(&self, o: &Self) -> Self {
@@ -328,6 +418,42 @@ macro_rules! lane_wise {
                     self.map(T::$u)
                 }
             )*
+
+            #[inline(always)]
+            fn add_scaled(&self, o: &Self, alpha: f64) -> Self {
+                if T::LANE_BY_LANE {
+                    self.zip(o, |x, y| x.add_scaled(y, alpha))
+                } else {
+                    ops::add_scaled(self, o, alpha)
+                }
+            }
+
+            #[inline(always)]
+            fn addcmul(&self, a: &Self, b: &Self, value: f64) -> Self {
+                if T::LANE_BY_LANE {
+                    self.zip3(a, b, |x, a, b| x.addcmul(a, b, value))
+                } else {
+                    ops::addcmul(self, a, b, value)
+                }
+            }
+
+            #[inline(always)]
+            fn addcdiv(&self, a: &Self, b: &Self, value: f64) -> Self {
+                if T::LANE_BY_LANE {
+                    self.zip3(a, b, |x, a, b| x.addcdiv(a, b, value))
+                } else {
+                    ops::addcdiv(self, a, b, value)
+                }
+            }
+
+            #[inline(always)]
+            fn lerp(&self, end: &Self, w: f64) -> Self {
+                if T::LANE_BY_LANE {
+                    self.zip(end, |x, e| x.lerp(e, w))
+                } else {
+                    ops::lerp(self, end, w)
+                }
+            }
         }
     };
 }
@@ -340,7 +466,7 @@ macro_rules! lanes_for {
         #[doc = concat!("[`lanes_plain`] with `", $features, "`.")]
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $features)]
-        unsafe fn $name<C: OptimizerConfig, T: Values + Copy + Default, const N: usize>(
+        unsafe fn $name<C: OptimizerConfig, T: KernelElement, const N: usize>(
             config: &C,
             k: &C::Consts,
             p: &mut [T],

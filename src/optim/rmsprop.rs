@@ -1,7 +1,7 @@
 //! RMSprop (`torch.optim.RMSprop`), optionally centered and with momentum.
 
 use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
-use super::rule::{add_scaled, addcdiv, addcmul, effective_grad, lerp, Values};
+use super::rule::{effective_grad, Values};
 use super::state::{hyperparameters, lr_and_momentum, non_negative, step_tensor, StateTensors};
 use crate::{Result, Tensor};
 use smallvec::SmallVec;
@@ -119,20 +119,20 @@ impl OptimizerConfig for RMSpropConfig {
     #[inline(always)]
     fn rule<V: Values>(&self, _k: &RMSpropConsts, param: &V, grad: &V, s: &mut [V]) -> V {
         let grad = effective_grad(param, grad, self.maximize, self.weight_decay);
-        s[0] = addcmul(&s[0].mul_s(self.alpha), &grad, &grad, 1.0 - self.alpha);
+        s[0] = s[0].mul_s(self.alpha).addcmul(&grad, &grad, 1.0 - self.alpha);
         let avg = if self.centered {
-            s[1] = lerp(&s[1], &grad, 1.0 - self.alpha);
-            addcmul(&s[0], &s[1], &s[1], -1.0).sqrt()
+            s[1] = s[1].lerp(&grad, 1.0 - self.alpha);
+            s[0].addcmul(&s[1], &s[1], -1.0).sqrt()
         } else {
             s[0].sqrt()
         };
         let avg = avg.add_s(self.eps);
         if self.momentum > 0.0 {
             let b = s.len() - 1;
-            s[b] = addcdiv(&s[b].mul_s(self.momentum), &grad, &avg, 1.0);
-            add_scaled(param, &s[b], -self.lr)
+            s[b] = s[b].mul_s(self.momentum).addcdiv(&grad, &avg, 1.0);
+            param.add_scaled(&s[b], -self.lr)
         } else {
-            addcdiv(param, &grad, &avg, -self.lr)
+            param.addcdiv(&grad, &avg, -self.lr)
         }
     }
 

@@ -2,7 +2,7 @@
 //! weight decay (`torch.optim.SGD`).
 
 use super::optimizer::{step_compiled_in_kiln, Optim, OptimizerConfig};
-use super::rule::{add_scaled, effective_grad, Values};
+use super::rule::{effective_grad, Values};
 use super::state::{check, hyperparameters, lr_and_momentum, non_negative, StateTensors};
 use crate::{Result, Tensor};
 use smallvec::SmallVec;
@@ -107,14 +107,11 @@ impl OptimizerConfig for SGDConfig {
         let mut grad = effective_grad(param, grad, self.maximize, self.weight_decay);
         if self.momentum != 0.0 {
             // The first step's buffer is the gradient itself.
-            s[0] = if k.first {
-                grad.clone()
-            } else {
-                add_scaled(&s[0].mul_s(self.momentum), &grad, 1.0 - self.dampening)
-            };
-            grad = if self.nesterov { grad.add(&s[0].mul_s(self.momentum)) } else { s[0].clone() };
+            s[0] =
+                if k.first { grad.clone() } else { s[0].mul_s(self.momentum).add_scaled(&grad, 1.0 - self.dampening) };
+            grad = if self.nesterov { grad.add_scaled(&s[0], self.momentum) } else { s[0].clone() };
         }
-        add_scaled(param, &grad, -self.lr)
+        param.add_scaled(&grad, -self.lr)
     }
 
     fn state_tensors(&self, state: &SGDState) -> Vec<(&'static str, Tensor)> {

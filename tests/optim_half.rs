@@ -1,0 +1,254 @@
+//! Optimizers on f16 and bf16 parameters give PyTorch's numbers bit for bit: the single-tensor
+//! trajectories of tests/fixtures/optim_half.txt (written by scripts/fixtures_optim_half.py,
+//! whose header describes the format) replayed through kiln's one-pass kernel (the eager
+//! default), its op-by-op path (`fused: Some(false)`) and `kiln::compile` (a closure that sets
+//! the gradients and calls `opt.step()`). Then the one-pass kernel against the op-by-op path
+//! on half parameters larger than its work ranges, and a one-pass half step allocates nothing
+//! (so the kernel, not the op-by-op fallback, ran it). One test, so that the memory statistics
+//! it reads see no other test's tensors.
+
+use kiln::optim::{
+    AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, OptimizerConfig, ParamGroup,
+    RMSpropConfig, SGDConfig,
+};
+use kiln::{DType, Tensor};
+use std::collections::BTreeMap;
+
+#[path = "common/optim_fixture.rs"]
+mod optim_fixture;
+use optim_fixture::{key_values, load_fixture_cases, Case};
+
+/// How a replay runs each step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    /// Eager, default options: the one-pass kernel.
+    OnePass,
+    /// Eager with `fused: Some(false)`: the rule op by op.
+    OpByOp,
+    /// Inside `kiln::compile`.
+    Compiled,
+}
+
+/// Each fixture parameter is repeated this many times (32 elements become 96), so that the
+/// one-pass kernel runs both its blocks of 64 elements and its element-by-element tail; every
+/// copy must end equal to PyTorch's (whose results the script checked do not depend on an
+/// element's position).
+const COPIES: usize = 3;
+
+/// Steps in every fixture case.
+const STEPS: usize = 5;
+
+/// An optimizer of kind `C` with the fixture's groups over `params`, `fused` set unless `None`.
+fn make<C: OptimizerConfig + Default + 'static>(
+    groups: &[BTreeMap<String, String>],
+    params: &[Tensor],
+    fused: Option<&str>,
+) -> Box<dyn Optimizer> {
+    let groups = groups
+        .iter()
+        .map(|kv| {
+            let mut config = C::default();
+            for (k, v) in kv.iter().filter(|(k, _)| *k != "params") {
+                config.set_hyperparameter(k, v).unwrap();
+            }
+            if let Some(fused) = fused {
+                config.set_hyperparameter("fused", fused).unwrap();
+            }
+            let ids = kv["params"].split(',').map(|i| params[i.parse::<usize>().unwrap()].clone());
+            ParamGroup::new(ids, config)
+        })
+        .collect();
+    Box::new(Optim::<C>::with_groups(groups))
+}
+
+fn build(kind: &str, groups: &[BTreeMap<String, String>], params: &[Tensor], path: Path) -> Box<dyn Optimizer> {
+    let fused = (path == Path::OpByOp).then_some("false");
+    match kind {
+        "SGD" => make::<SGDConfig>(groups, params, fused),
+        "Adam" => make::<AdamConfig>(groups, params, fused),
+        "AdamW" => make::<AdamWConfig>(groups, params, fused),
+        "Adadelta" => make::<AdadeltaConfig>(groups, params, fused),
+        "Adagrad" => make::<AdagradConfig>(groups, params, fused),
+        "RMSprop" => make::<RMSpropConfig>(groups, params, fused),
+        _ => panic!("unknown optimizer {kind}"),
+    }
+}
+
+/// The bits of a half tensor's elements.
+fn bits(t: &Tensor) -> Vec<u16> {
+    match t.dtype() {
+        DType::BF16 => t.to_vec::<half::bf16>().iter().map(|x| x.to_bits()).collect(),
+        DType::F16 => t.to_vec::<half::f16>().iter().map(|x| x.to_bits()).collect(),
+        d => panic!("bits of {d}"),
+    }
+}
+
+/// Fixture values (exact half values) repeated [`COPIES`] times, as a flat tensor of `dtype`.
+fn repeated(values: &[f64], dtype: DType) -> Tensor {
+    let all: Vec<f64> = (0..COPIES).flat_map(|_| values.iter().copied()).collect();
+    let t = Tensor::from_vec(all, [values.len() * COPIES]).to_dtype(dtype);
+    assert_eq!(t.to_dtype(DType::F64).to_vec::<f64>()[..values.len()], *values, "not half values");
+    t
+}
+
+/// Replays `case` along `path`; one message per parameter and step that differs from PyTorch.
+fn replay(case: &Case, path: Path) -> Vec<String> {
+    let line = |tag: &'static str| case.lines.iter().filter(move |l| l.tag == tag);
+    let kind = &line("opt").next().unwrap().args[0];
+    let dtype = match line("dtype").next().unwrap().args[0].as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        d => panic!("dtype {d}"),
+    };
+    let groups: Vec<_> = line("group").map(|l| key_values(&l.args)).collect();
+    let params: Vec<Tensor> = line("param").map(|l| repeated(&l.values, dtype).requires_grad_(true)).collect();
+    let grad = |k: usize, i: usize| {
+        line("grad").find(|l| l.args == [k.to_string(), i.to_string()]).map(|l| repeated(&l.values, dtype))
+    };
+    let mut opt = build(kind, &groups, &params, path);
+    let mut body = |grads: &[Option<Tensor>]| {
+        for (p, g) in params.iter().zip(grads) {
+            p.set_grad(g.clone());
+        }
+        opt.step();
+    };
+    let grads: Vec<Vec<Option<Tensor>>> =
+        (1..=STEPS).map(|k| (0..params.len()).map(|i| grad(k, i)).collect()).collect();
+    // The parameters' bits after each step.
+    let mut after: Vec<Vec<Vec<u16>>> = Vec::new();
+    let mut failures = Vec::new();
+    if path == Path::Compiled {
+        let mut step = kiln::compile(&mut body);
+        for (k, g) in grads.iter().enumerate() {
+            step.call(&g[..]);
+            if step.stats().kernels_launched == 0 {
+                failures.push(format!("{} {path:?} step {}: no generated kernel ran", case.name, k + 1));
+            }
+            after.push(params.iter().map(|p| bits(&p.detach())).collect());
+        }
+    } else {
+        for g in &grads {
+            body(&g[..]);
+            after.push(params.iter().map(|p| bits(&p.detach())).collect());
+        }
+    }
+    for k in 1..=STEPS {
+        for l in line("after").filter(|l| l.args[0] == k.to_string()) {
+            let i: usize = l.args[1].parse().unwrap();
+            let expected = bits(&Tensor::from_vec(l.values.clone(), [l.values.len()]).to_dtype(dtype));
+            for (copy, got) in after[k - 1][i].chunks(expected.len()).enumerate() {
+                let differ: Vec<usize> = (0..expected.len()).filter(|&j| got[j] != expected[j]).collect();
+                if let Some(&j) = differ.first() {
+                    failures.push(format!(
+                        "{} {path:?} step {k} param {i} copy {copy}: {} of {} elements differ; first [{j}] kiln {:#06x}, PyTorch {:#06x}",
+                        case.name,
+                        differ.len(),
+                        expected.len(),
+                        got[j],
+                        expected[j]
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// Every fixture case along `path`: the messages of those that differ from PyTorch.
+fn replay_all(path: Path) -> Vec<String> {
+    let cases = load_fixture_cases("optim_half.txt", "opt");
+    assert!(cases.len() >= 50, "{} cases in the fixture", cases.len());
+    cases.iter().flat_map(|c| replay(c, path)).collect()
+}
+
+/// Parameter shapes for the one-pass-against-op-by-op check: 40,000 + 30,000 elements cross
+/// the kernel's 32,768-element work ranges mid-parameter; the small ones share a range.
+const SHAPES: [&[usize]; 4] = [&[40_000], &[30, 1000], &[5], &[3, 4]];
+
+/// Three steps of an optimizer with `config` and `fused` set to `fused`, from the same half
+/// parameters and gradients every time; the final parameters' and state's bits.
+fn trajectory<C: OptimizerConfig>(config: &C, fused: &str, dtype: DType) -> Vec<Vec<u16>> {
+    kiln::manual_seed(7);
+    let params: Vec<Tensor> = SHAPES.iter().map(|s| Tensor::randn(s).to_dtype(dtype).requires_grad_(true)).collect();
+    let mut c = config.clone();
+    c.set_hyperparameter("fused", fused).unwrap();
+    let mut opt = Optim::new(params.clone(), c);
+    for _ in 0..3 {
+        for p in &params {
+            p.set_grad(Some(Tensor::randn(p.shape()).to_dtype(dtype)));
+        }
+        opt.step();
+    }
+    let mut out: Vec<Vec<u16>> = params.iter().map(|p| bits(&p.detach())).collect();
+    out.extend(opt.state_dict().iter().filter(|(k, _)| !k.ends_with(".step")).map(|(_, t)| bits(t)));
+    out
+}
+
+/// The one-pass and op-by-op trajectories of `config` agree bit for bit in f16 and bf16; the
+/// messages where they do not.
+fn same_bits<C: OptimizerConfig>(what: &str, config: C) -> Vec<String> {
+    let mut failures = Vec::new();
+    for dtype in [DType::BF16, DType::F16] {
+        let op_by_op = trajectory(&config, "false", dtype);
+        let one_pass = trajectory(&config, "true", dtype);
+        assert_eq!(op_by_op.len(), one_pass.len(), "{what} {dtype}: state tensors differ");
+        for (i, (a, b)) in op_by_op.iter().zip(&one_pass).enumerate() {
+            let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
+            if differ > 0 {
+                failures.push(format!("{what} {dtype}: tensor {i} differs in {differ} of {} elements", a.len()));
+            }
+        }
+    }
+    failures
+}
+
+/// Bytes a step of `opt` allocates beyond what was live before it.
+fn step_allocates(opt: &mut dyn Optimizer) -> usize {
+    let before = kiln::memory::memory_allocated();
+    kiln::memory::reset_peak_memory_stats();
+    opt.step();
+    kiln::memory::max_memory_allocated() - before
+}
+
+#[test]
+fn half_optimizers_match_pytorch_bit_for_bit_on_every_path() {
+    let mut failures = Vec::new();
+    for path in [Path::OnePass, Path::OpByOp, Path::Compiled] {
+        failures.extend(replay_all(path));
+    }
+
+    let sgd = SGDConfig { lr: 0.1, momentum: 0.9, dampening: 0.2, weight_decay: 0.01, ..Default::default() };
+    failures.extend(same_bits("SGD momentum dampening", sgd.clone()));
+    failures.extend(same_bits(
+        "SGD nesterov maximize",
+        SGDConfig { dampening: 0.0, nesterov: true, maximize: true, ..sgd },
+    ));
+    let adam = AdamConfig { lr: 0.01, weight_decay: 0.1, amsgrad: true, ..Default::default() };
+    failures.extend(same_bits("Adam amsgrad", adam));
+    failures.extend(same_bits("AdamW", AdamWConfig { lr: 0.01, ..Default::default() }));
+    let rms = RMSpropConfig { centered: true, momentum: 0.5, weight_decay: 0.1, ..Default::default() };
+    failures.extend(same_bits("RMSprop centered momentum", rms));
+    failures.extend(same_bits("Adagrad", AdagradConfig { lr_decay: 0.1, weight_decay: 0.1, ..Default::default() }));
+    failures.extend(same_bits("Adadelta", AdadeltaConfig { weight_decay: 0.1, maximize: true, ..Default::default() }));
+
+    // A one-pass step writes in place: no tensor memory once the state exists (the op-by-op
+    // path makes temporaries of the parameters' size).
+    for dtype in [DType::BF16, DType::F16] {
+        let params: Vec<Tensor> =
+            SHAPES.iter().map(|s| Tensor::randn(s).to_dtype(dtype).requires_grad_(true)).collect();
+        for p in &params {
+            p.set_grad(Some(Tensor::randn(p.shape()).to_dtype(dtype)));
+        }
+        let mut one_pass = Optim::new(params.clone(), AdamConfig::default());
+        one_pass.step(); // creates the state
+        let bytes = step_allocates(&mut one_pass);
+        if bytes != 0 {
+            failures.push(format!("a one-pass {dtype} Adam step allocated {bytes} bytes: did it run op by op?"));
+        }
+        let mut op_by_op = Optim::new(params, AdamConfig { fused: Some(false), ..Default::default() });
+        op_by_op.step();
+        let bytes = step_allocates(&mut op_by_op);
+        assert!(bytes >= 40_000 * 2, "the op-by-op {dtype} step allocated only {bytes} bytes");
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures[..failures.len().min(40)].join("\n"));
+}
