@@ -90,10 +90,10 @@ pub mod state_dict;
 pub mod tensor;
 pub mod vision;
 
+pub use amp::autocast::{autocast, autocast_guard, autocast_with, AutocastOptions};
 pub use autograd::{
     enable_grad, enable_grad_guard, is_grad_enabled, no_grad, no_grad_guard, set_grad_enabled, BackwardOpts,
 };
-pub use amp::autocast::{autocast, autocast_guard, autocast_with, AutocastOptions};
 pub use capture::{compile, CompiledStep};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};

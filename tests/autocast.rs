@@ -105,7 +105,7 @@ fn run(op: &str, d: &[DType]) -> Option<kiln::Result<Tensor>> {
         "exp" => Ok(r(&[4, 5], d[0]).exp()),
         "layer_norm" => F::try_layer_norm(&r(&[4, 5], d[0]), &[5], None, None, 1e-5),
         "relu" => Ok(F::relu(&r(&[4, 5], d[0]))),
-        "add" => r(&[4, 5], d[0]).try_add(&r(&[4, 5], d[1])),
+        "add" => r(&[4, 5], d[0]).try_add(r(&[4, 5], d[1])),
         "cat" => Tensor::try_cat(&[r(&[2, 5], d[0]), r(&[3, 5], d[1])], 0),
         "stack" => Tensor::try_stack(&[r(&[2, 5], d[0]), r(&[2, 5], d[1])], 0),
         // The script casts a non-f32 input to f32 first (torch.quantile takes f32/f64 only).
