@@ -2,9 +2,14 @@
 //! `row_start..row_end` whose rows are one run of [`super::run_loops`] or, for f32 rows with
 //! native transcendentals or random draws, tiles ([`super::tiled_rows`]); the values, loads and stores come from
 //! [`super::emit`].
+//!
+//! A kernel holding f16 or bf16 values (inputs, live instructions) is never tiled: its rows are
+//! one run (F32X4 vectors for bf16 and f32 values, see [`super::emit::plan`]; scalars with
+//! f16), whose transcendentals are the eager routines called per element, so its results
+//! equal eager ones bit for bit; the slice routines of tiles are f32 forms that are not.
 
 use super::emit::{emit_element, emit_pre, live_set, load_draws, plan, store_outputs, Entry, Plan};
-use super::ops::{value_type, FnEmitter};
+use super::ops::{is_half, value_type, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use super::tiled_rows::{self, TileBody};
 use crate::kernel::ElementwiseKernel;
@@ -38,7 +43,11 @@ pub(crate) fn build(
         Plan::Scalar => None,
     };
     let body = TileBody { inputs: &k.inputs, insts: &k.insts, roots: &k.outputs };
-    let tiling = if tile { tiled_rows::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
+    // Half kernels are bit-identical to eager only untiled (see the module documentation).
+    let holds_half =
+        k.inputs.iter().any(|i| is_half(i.dtype)) || k.insts.iter().zip(&live).any(|(i, &l)| l && is_half(i.dtype));
+    let tiling =
+        if tile && !holds_half { tiled_rows::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
     let ptr = module.target_config().pointer_type();
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);

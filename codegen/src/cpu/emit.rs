@@ -3,10 +3,12 @@
 //! which also serves the prologue and the epilogue of reduction kernels), broadcast loads, and
 //! the random draws' scalars (an [`InstOp::Rand`] outside a tile is one helper call per element,
 //! lane by lane on the vector plan; tiled f32 rows fill a tile of a draw per call, see
-//! `tiled_rows.rs`). The elementwise kernel's function and its row loop are in
-//! `elementwise.rs`; the loop skeleton is in `run_loops.rs`.
+//! `tiled_rows.rs`). The F32X4 plan also holds bf16 values, as the f32 of the same number
+//! (four bf16 loaded, rounded and stored per vector, bit for bit the scalar plan's lanes; see
+//! [`plan`]); f16 values keep the scalar plan. The elementwise kernel's function and its row
+//! loop are in `elementwise.rs`; the loop skeleton is in `run_loops.rs`.
 
-use super::ops::{value_type, FnEmitter};
+use super::ops::{is_half, value_type, FnEmitter};
 use crate::kernel::{ElementwiseKernel, InnerStride, Inst, InstOp, KernelArgs, KernelInput, Val};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use kiln_runtime::DType;
@@ -60,19 +62,28 @@ pub(crate) fn live_cut(insts: &[Inst], roots: &[Val], given: impl Fn(usize) -> b
     live
 }
 
-/// The vector plan applies when every live value is of one float dtype E (f32 or f64), except
-/// Bool values (kept as lane masks) made by Cmp/Logical/Not or loaded, every input is E or Bool
-/// with a unit or broadcast inner stride, every Cast is E→E or Bool→E (a mask to 1 or 0:
-/// dropout's `(rand >= p).to(E)`) and every output is E. A Bool input is attention's mask,
+/// The vector plan applies when every live value is of one float dtype E (f32 or f64; with
+/// E = f32 a value may also be bf16, held in f32 lanes, [`in_lanes`]), except Bool values
+/// (kept as lane masks) made by Cmp/Logical/Not or loaded, every input is of E's lanes or Bool
+/// with a unit or broadcast inner stride, every Cast is between E's lanes (f32→bf16 rounds
+/// lane-wise, bf16→f32 is exact) or Bool→E's lanes (a mask to 1 or 0: dropout's
+/// `(rand >= p).to(E)`) and every output is of E's lanes. A Bool input is attention's mask,
 /// say: without it, a masked softmax would run scalar code with a libm `exp` per element. A
 /// random draw ([`InstOp::Rand`] of E) is one helper call per lane, or in tiled f32 rows one
 /// call per tile, so dropout's other math stays vectorized.
+///
+/// So a bf16 kernel (or one mixing bf16 and f32 values) takes the F32X4 plan: its bf16 loads,
+/// roundings and stores are lane-wise forms of the scalar ones (`ops.rs`), its arithmetic is
+/// the f32 vector code, and its transcendentals run the eager routine on each lane (one helper
+/// call per vector), so each lane equals the scalar plan's (and eager's) result bit for bit.
+/// f16 values keep the scalar plan (their conversions are helper calls).
 pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     let e = match k.outputs.first().map(|&o| k.dtype(o)) {
-        Some(d @ (DType::F32 | DType::F64)) => d,
+        Some(DType::F32 | DType::BF16) => DType::F32,
+        Some(DType::F64) => DType::F64,
         _ => return Plan::Scalar,
     };
-    if k.outputs.iter().any(|&o| k.dtype(o) != e) {
+    if k.outputs.iter().any(|&o| !in_lanes(k.dtype(o), e)) {
         return Plan::Scalar;
     }
     if !vector_ok(&k.inputs, &k.insts, live, e) {
@@ -81,10 +92,18 @@ pub(crate) fn plan(k: &ElementwiseKernel, live: &[bool]) -> Plan {
     Plan::Vector(if e == DType::F32 { types::F32X4 } else { types::F64X2 })
 }
 
+/// True when a value of `d` rides the lanes of float dtype `e`'s vectors: `e` itself, and bf16
+/// in f32 lanes (the f32 of the same number, [`value_type`]).
+fn in_lanes(d: DType, e: DType) -> bool {
+    d == e || (e == DType::F32 && d == DType::BF16)
+}
+
 /// The instruction and input rules of the vector plan for float dtype `e` (see [`plan`]),
-/// without the rule on outputs.
+/// without the rule on outputs. With `e` f32, bf16 values pass ([`in_lanes`]); reduction
+/// stages and epilogues, which also ask this, refuse half values before (`clif_type`).
 pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e: DType) -> bool {
-    if inputs.iter().any(|i| !(i.dtype == e || i.dtype == DType::Bool) || i.inner == InnerStride::Strided) {
+    let lanes = |d: DType| in_lanes(d, e);
+    if inputs.iter().any(|i| !(lanes(i.dtype) || i.dtype == DType::Bool) || i.inner == InnerStride::Strided) {
         return false;
     }
     let dt = |v: Val| insts[v as usize].dtype;
@@ -93,13 +112,13 @@ pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e
             continue;
         }
         let ok = match inst.op {
-            InstOp::Cmp(_, a, _) => inst.dtype == DType::Bool && dt(a) == e,
-            InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| dt(v) == e || dt(v) == DType::Bool),
-            InstOp::Not(a) => dt(a) == e || dt(a) == DType::Bool,
-            InstOp::Cast(a) => inst.dtype == e && (dt(a) == e || dt(a) == DType::Bool),
+            InstOp::Cmp(_, a, _) => inst.dtype == DType::Bool && lanes(dt(a)),
+            InstOp::Logical(_, a, b) => [a, b].iter().all(|&v| lanes(dt(v)) || dt(v) == DType::Bool),
+            InstOp::Not(a) => lanes(dt(a)) || dt(a) == DType::Bool,
+            InstOp::Cast(a) => lanes(inst.dtype) && (lanes(dt(a)) || dt(a) == DType::Bool),
             InstOp::Rand { .. } => inst.dtype == e,
-            InstOp::Load(_) => inst.dtype == e || inst.dtype == DType::Bool,
-            _ => inst.dtype == e,
+            InstOp::Load(_) => lanes(inst.dtype) || inst.dtype == DType::Bool,
+            _ => lanes(inst.dtype),
         };
         // A Bool value must come from Cmp/Logical/Not or a load (a mask), never from a
         // const/cast.
@@ -227,8 +246,7 @@ pub(crate) fn emit_values_given(
                         let off = cx.b.ins().imul_imm_s(j, size);
                         let addr = cx.b.ins().iadd(row.in_ptr[i], off);
                         match vty {
-                            Some(vt) if inst.dtype == DType::Bool => cx.load_mask(addr, vt, data_flags()),
-                            Some(vt) => cx.b.ins().load(vt, data_flags(), addr, 0),
+                            Some(vt) => cx.load_lanes(inst.dtype, addr, vt, data_flags()),
                             None => cx.load_value(inst.dtype, addr, data_flags())?,
                         }
                     }
@@ -255,11 +273,13 @@ pub(crate) fn emit_values_given(
             }
             InstOp::Where(c, a, b) => cx.sel(v(c), v(a), v(b)),
             InstOp::Cast(a) => match vty {
-                // The vector plan admits E→E casts and masks to E.
+                // The vector plan admits casts between E's lanes and masks to them: 1 and 0
+                // are exact in bf16, bf16→f32 is exact, f32→bf16 rounds lane-wise.
                 Some(vt) if dt(a) == DType::Bool => {
                     let (one, zero) = (cx.fconst(vt, 1.0), cx.fconst(vt, 0.0));
                     cx.sel(v(a), one, zero)
                 }
+                Some(_) if is_half(inst.dtype) && !is_half(dt(a)) => cx.round_to(inst.dtype, v(a)),
                 Some(_) => v(a),
                 None => cx.cast(v(a), dt(a), inst.dtype)?,
             },

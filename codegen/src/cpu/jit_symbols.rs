@@ -6,7 +6,9 @@
 //! which fill a tile with its elements of a draw four per Philox block). Each scalar one is the
 //! scalar reference itself (`UnaryOp::eval`, `BinaryOp::eval`, `BinaryOp::eval_int`, the
 //! runtime's `philox::uniform_at`/`normal_at`), so those ops (and the random tiles) equal the
-//! eager ones bit for bit.
+//! eager ones bit for bit. A unary op's `kiln_f32x4_*` helper applies the same `UnaryOp::eval`
+//! to the four f32 lanes of a vector in a stack slot, one call per vector (an F32X4 kernel's
+//! f32 ops without an inline form, and its bf16 transcendentals).
 //!
 //! Every helper is known to the JIT by name ([`find`]); a kernel's module declares only the
 //! ones its code calls.
@@ -44,9 +46,28 @@ macro_rules! unary_helpers {
             }
         }
 
+        /// The helper symbol for unary `op` on the four f32 lanes of a vector:
+        /// `fn(lanes: *mut f32)`, each of the four f32 at `lanes` replaced by `op` of it (the
+        /// eager routine, as [`unary_name`]'s helper; one call per vector instead of per lane).
+        pub(crate) fn unary_x4_name(op: UnaryOp) -> &'static str {
+            assert!(!op.is_int_only(), "{} is an integer op: it has no float helper", op.name());
+            match op {
+                $(UnaryOp::$op => concat!("kiln_f32x4_", stringify!($op)),)*
+            }
+        }
+
         fn unary_all(v: &mut Vec<Helper>) {
             $(
                 if !UnaryOp::$op.is_int_only() {
+                    extern "C" fn f32x4_fn(lanes: *mut f32) {
+                        // SAFETY: the generated code passes a 16-byte stack slot holding the four
+                        // lanes, which nothing else references during the call.
+                        let lanes = unsafe { &mut *lanes.cast::<[f32; 4]>() };
+                        for x in lanes {
+                            *x = UnaryOp::$op.eval(*x);
+                        }
+                    }
+                    v.push(Helper { name: concat!("kiln_f32x4_", stringify!($op)), ptr: f32x4_fn as *const u8, params: &[types::I64], ret: None });
                     extern "C" fn f32_fn(x: f32) -> f32 {
                         UnaryOp::$op.eval(x)
                     }

@@ -57,15 +57,23 @@ unsafe impl Sync for CpuKernel {}
 
 impl CpuKernel {
     /// Compiles `k` (validated first) into a function named `name` (for debugging output).
-    /// Errors for an invalid kernel, for F16/BF16 values ("f16/bf16 are not supported by the
-    /// CPU JIT": the caller falls back to eager), and for code generation failures. With the
-    /// environment variable `KILN_CPU_DISASM` set, prints the machine code to stderr.
+    /// Errors for an invalid kernel and for code generation failures. With the environment
+    /// variable `KILN_CPU_DISASM` set, prints the machine code to stderr.
+    ///
+    /// f16 and bf16 values are held as the f32 of the same number, every op computed in f32
+    /// and rounded back, transcendentals by the eager routine, so results equal eager ones bit
+    /// for bit. A kernel whose float values are f32 or bf16 (inputs also Bool; unit or
+    /// broadcast inner strides) runs the F32X4 vector loop ([`CpuKernel::is_vectorized`]):
+    /// four bf16 loaded, rounded and stored per vector, a transcendental one helper call per
+    /// vector that runs the eager routine on each lane; a kernel with f16 values, or a strided
+    /// input, runs the scalar loop.
     ///
     /// An f32 kernel on the vector plan whose transcendentals have native slice routines
     /// (exp, tanh, sigmoid), or which draws random numbers, walks its rows in tiles of [`TILE`]
     /// elements and calls those routines per tile ([`CpuKernel::is_tiled`]; see
     /// `cpu/tiled_rows.rs` for their error bounds: with AVX2+FMA or AVX-512F the
-    /// transcendentals are not bit-identical to the inline forms; the draws always are).
+    /// transcendentals are not bit-identical to the inline forms; the draws always are). A
+    /// kernel holding f16 or bf16 values is never tiled.
     pub fn compile(k: &ElementwiseKernel, name: &str) -> Result<CpuKernel, String> {
         Self::compile_elementwise(k, name, true)
     }

@@ -4,6 +4,22 @@
 //! Scalar values use the CLIF type of their dtype ([`clif_type`]); Bool is an `i8` holding 0
 //! or 1. In the vector path a Bool is a lane mask (all ones or zero, `i32x4`/`i64x2`).
 //!
+//! An f16 or bf16 value is held as the f32 of the same number ([`value_type`]): every op is
+//! computed in f32 and rounded back ([`FnEmitter::round_to`]), transcendentals by the eager
+//! routine (a helper call; in a vector, one call that runs it on each of the four lanes) rather
+//! than the inline polynomial. bf16 values also ride F32X4 lanes (the vector plan of
+//! `emit.rs`): loaded four at a time from their bytes (`uload16x4`, shifted into the high
+//! half, NaNs quieted as the scalar load does; [`FnEmitter::load_lanes`]), rounded lane-wise
+//! with the scalar's integer formula, and stored by narrowing the high halves to four `u16`
+//! ([`FnEmitter::store_value`]): every lane is the scalar path's result bit for bit. f16 stays
+//! scalar: Cranelift's x86-64 back end has no vector f16 conversion (no F16C lowering), and
+//! its rounding is a helper call.
+//!
+//! An f32 vector op without an inline form (log1p, atan, …; a bf16 transcendental) is one
+//! call per vector of a helper that runs the eager routine on the four lanes in a stack slot
+//! (`FnEmitter::call_eager_unary`): calling per lane spilled every live vector around each of
+//! four calls (a bf16 GELU chain kernel took 1.8× as long).
+//!
 //! [`ElementwiseKernel`]: crate::kernel::ElementwiseKernel
 
 use super::jit_symbols::{self, half_names};
@@ -132,6 +148,21 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
         out
     }
 
+    /// The eager routine of unary `op` on f32 scalar `x` (a helper call), or on each lane of
+    /// F32X4 `x`: the lanes stored to a stack slot, one helper call over the four
+    /// ([`jit_symbols::unary_x4_name`]), the slot loaded back.
+    fn call_eager_unary(&mut self, op: UnaryOp, x: Value) -> Value {
+        let ty = self.ty(x);
+        if ty != types::F32X4 {
+            return self.call_any(jit_symbols::unary_name(op, false), &[x]);
+        }
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
+        self.b.ins().stack_store(types::I64, x, slot, 0);
+        let addr = self.b.ins().stack_addr(types::I64, slot, 0);
+        self.call_void(jit_symbols::unary_x4_name(op), &[addr]);
+        self.b.ins().stack_load(types::I64, ty, slot, 0)
+    }
+
     /// Element `index` (an i64) of the draw whose four f64 run-time scalars are `params`, in
     /// `dist` and float `dtype` (`InstOp::Rand`): a call of the runtime's per-element function;
     /// with vector type `vty`, elements `index + lane`, one call per lane (as [`Self::call_any`]).
@@ -171,9 +202,60 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
         })
     }
 
+    /// The F32X4/F64X2 vector (`vty`) of the elements of `dtype` at `addr`, one per lane: a
+    /// plain load of f32/f64 lanes, the lane mask of Bool bytes ([`Self::load_mask`]), or four
+    /// bf16 as their f32 ([`Self::load_bf16x4`]). Other dtypes never reach the vector plan.
+    pub fn load_lanes(&mut self, dtype: DType, addr: Value, vty: Type, flags: MemFlagsData) -> Value {
+        match dtype {
+            DType::Bool => self.load_mask(addr, vty, flags),
+            DType::BF16 => {
+                debug_assert_eq!(vty, types::F32X4, "bf16 lanes are f32 lanes");
+                self.load_bf16x4(addr, flags)
+            }
+            _ => {
+                debug_assert_eq!(value_type(dtype).ok(), Some(vty.lane_type()), "{dtype} in {vty} lanes");
+                self.b.ins().load(vty, flags, addr, 0)
+            }
+        }
+    }
+
+    /// The four bf16 at `addr` (8 bytes) as an F32X4 of the same numbers, each lane as
+    /// [`Self::load_value`] makes it: zero-extended to 32 bits (`uload16x4`), shifted into the
+    /// high half, and a NaN given its quiet bit (`half::bf16::to_f32`'s rule: a bf16 NaN's
+    /// magnitude exceeds 0x7F80, so its f32 is a NaN, and bit 0x40 of the bf16 is bit 22 of
+    /// the f32).
+    fn load_bf16x4(&mut self, addr: Value, flags: MemFlagsData) -> Value {
+        let bits = self.b.ins().uload16x4(flags, addr, 0);
+        let wide = self.b.ins().ishl_imm_u(bits, 16);
+        let f = self.bitcast(types::F32X4, wide);
+        let nan = self.fcmp(FloatCC::Unordered, f, f);
+        let quiet_bit = self.iconst(types::I32X4, 0x0040_0000);
+        let quiet = self.b.ins().bor(wide, quiet_bit);
+        let bits = self.b.ins().bitselect(nan, quiet, wide);
+        self.bitcast(types::F32X4, bits)
+    }
+
     /// Stores kernel value `v` of `dtype` at `addr` (an f16 or bf16 as its two bytes; `v` is
-    /// already of its precision, so this rounding is exact).
+    /// already of its precision, so this rounding is exact). A vector `v` stores one element
+    /// per lane: f32/f64 lanes as they are, bf16 lanes (F32X4 values of bf16 precision, whose
+    /// low 16 bits are zero) as the four high halves, 8 bytes.
     pub fn store_value(&mut self, dtype: DType, v: Value, addr: Value, flags: MemFlagsData) {
+        if self.ty(v).is_vector() {
+            if dtype == DType::BF16 {
+                // The high halves, shifted down with their sign (so each fits an i16 and the
+                // signed saturating narrow keeps it), packed into the low 8 bytes.
+                let u = self.bitcast(types::I32X4, v);
+                let high = self.b.ins().sshr_imm_u(u, 16);
+                let packed = self.b.ins().snarrow(high, high);
+                let q = self.bitcast(types::I64X2, packed);
+                let low = self.b.ins().extractlane(q, 0);
+                self.b.ins().store(flags, low, addr, 0);
+            } else {
+                debug_assert!(!is_half(dtype), "f16 never takes the vector plan");
+                self.b.ins().store(flags, v, addr, 0);
+            }
+            return;
+        }
         let bits = match dtype {
             DType::BF16 => self.bf16_bits(v),
             DType::F16 => self.call(half_names::F16_STORE, &[v]),
@@ -199,18 +281,44 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
         self.b.ins().select(nan, quiet, rounded)
     }
 
-    /// f32 scalar `v` rounded to the precision of `dtype` when it is f16 or bf16 (what every
-    /// op of those types keeps), else `v`.
+    /// f32 scalar or F32X4 vector `v` rounded to the precision of `dtype` when it is f16 or
+    /// bf16 (what every op of those types keeps), else `v`. A bf16 vector is rounded lane-wise
+    /// by [`Self::bf16_bits`]'s formula ([`Self::round_bf16x4`]); f16 calls the helper (lane
+    /// by lane in a vector, which the vector plan never asks for).
     pub fn round_to(&mut self, dtype: DType, v: Value) -> Value {
         match dtype {
+            DType::BF16 if self.ty(v).is_vector() => self.round_bf16x4(v),
             DType::BF16 => {
                 let bits = self.bf16_bits(v);
                 let wide = self.b.ins().ishl_imm_u(bits, 16);
                 self.bitcast(types::F32, wide)
             }
-            DType::F16 => self.call(half_names::F16_ROUND, &[v]),
+            DType::F16 => self.call_any(half_names::F16_ROUND, &[v]),
             _ => v,
         }
+    }
+
+    /// Each lane of F32X4 `v` rounded to the nearest bf16 (ties to even; a NaN keeps its high
+    /// half with the quiet bit set), as an F32X4: [`Self::bf16_bits`] lane-wise, with the
+    /// shift down and back up folded into a mask of the high half (`(u + 0x7FFF + lsb) &
+    /// 0xFFFF0000`, and `(u | 0x0040_0000) & 0xFFFF0000` for a NaN lane, picked by the mask
+    /// of `fcmp uno`).
+    fn round_bf16x4(&mut self, v: Value) -> Value {
+        let ity = types::I32X4;
+        let u = self.bitcast(ity, v);
+        let high = self.b.ins().ushr_imm_u(u, 16);
+        let one = self.iconst(ity, 1);
+        let lsb = self.b.ins().band(high, one);
+        let half_ulp = self.iconst(ity, 0x7FFF);
+        let bias = self.b.ins().iadd(lsb, half_ulp);
+        let sum = self.b.ins().iadd(u, bias);
+        let quiet_bit = self.iconst(ity, 0x0040_0000);
+        let quiet = self.b.ins().bor(u, quiet_bit);
+        let nan = self.fcmp(FloatCC::Unordered, v, v);
+        let bits = self.b.ins().bitselect(nan, quiet, sum);
+        let high_half = self.iconst(ity, 0xFFFF_0000);
+        let wide = self.b.ins().band(bits, high_half);
+        self.bitcast(types::F32X4, wide)
     }
 
     /// A float constant of type `ty` (F32, F64 or a vector of them).
@@ -356,7 +464,8 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
         }
         if is_half(dtype) {
             // In f32, then rounded; the ops whose f32 form is an inline polynomial (a few ulp
-            // from the eager routine, enough to round to another f16) call the eager routine.
+            // from the eager routine, enough to round to another f16) call the eager routine
+            // (lane by lane on a bf16 vector).
             let r = match op {
                 UnaryOp::Exp
                 | UnaryOp::Log
@@ -365,7 +474,7 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
                 | UnaryOp::Gelu
                 | UnaryOp::Erf
                 | UnaryOp::Sin
-                | UnaryOp::Cos => self.call(jit_symbols::unary_name(op, false), &[x]),
+                | UnaryOp::Cos => self.call_eager_unary(op, x),
                 _ => self.unary(op, DType::F32, x)?,
             };
             return Ok(self.round_to(dtype, r));
@@ -413,7 +522,8 @@ impl<'a, 'b> FnEmitter<'a, 'b> {
             UnaryOp::Erf if f32 => self.erf_f32(x),
             UnaryOp::Sin if f32 => self.sin_cos_f32(x, false),
             UnaryOp::Cos if f32 => self.sin_cos_f32(x, true),
-            _ => self.call_any(jit_symbols::unary_name(op, !f32), &[x]),
+            _ if f32 => self.call_eager_unary(op, x),
+            _ => self.call_any(jit_symbols::unary_name(op, true), &[x]),
         })
     }
 

@@ -3,7 +3,10 @@
 //! reduced dims (all reduced dims but the last) are walked by one counter `m` decomposed into
 //! a multi-index; each run along the last dim is an F32X4/F64X2 loop of `unroll` vectors per
 //! iteration (when the pass has a vector type) and a scalar tail. What is done at each
-//! position is the caller's closure.
+//! position is the caller's closure. An elementwise kernel's bf16 values ride the F32X4 loop
+//! (four elements per vector, two bytes each in memory) and the tail's elements are the scalar
+//! forms of the same loads, roundings and stores, so a row's results do not depend on which
+//! of its elements fall in the tail.
 //!
 //! [`ReduceKernel`]: crate::kernel::ReduceKernel
 

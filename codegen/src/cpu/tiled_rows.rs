@@ -11,11 +11,12 @@
 //! `Σ exp(x - max)`), or an epilogue's sweep (softmax's `exp(x - max) / Σ`), all described by
 //! a [`TileBody`].
 //!
-//! A pass qualifies ([`tiling`]) when it runs the F32X4 plan and some live instruction that
+//! A pass qualifies ([`tiling`]) when it runs the F32X4 plan and some live f32 instruction that
 //! varies along the row (not one computed once per output, see
 //! [`super::emit::per_output_known`]) is a unary op with a slice routine (exp, tanh, sigmoid) or
 //! a random draw, at most [`MAX_STAGES`] of them. Each such instruction is a *stage*, in
-//! instruction order. Per tile:
+//! instruction order. A bf16 op is never a stage, and an elementwise kernel holding f16 or bf16
+//! values is not tiled at all (`elementwise.rs`: it stays bit for bit eager's). Per tile:
 //!
 //! 1. for each stage: a pass (one run of [`super::run_loops`]'s loop over the tile) computes the
 //!    stage's operand into the stage's buffer, reading the buffers of earlier stages where
