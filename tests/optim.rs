@@ -3,46 +3,14 @@
 //! resume-equals-continuous, and the constructors' and loaders' errors.
 
 use kiln::optim::{
-    Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optim, Optimizer,
-    OptimizerConfig, ParamGroup, RMSprop, RMSpropConfig, SGDConfig, SGD,
+    Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, ParamGroup,
+    RMSprop, RMSpropConfig, SGDConfig, SGD,
 };
 use kiln::{DType, StateDict, Tensor};
-use std::collections::BTreeMap;
 
 #[path = "common/optim_fixture.rs"]
 mod optim_fixture;
-use optim_fixture::{key_values, load_cases};
-
-/// An optimizer of kind `C` with the fixture's groups over `params`.
-fn make<C: OptimizerConfig + Default + 'static>(
-    groups: &[BTreeMap<String, String>],
-    params: &[Tensor],
-) -> Box<dyn Optimizer> {
-    let groups = groups
-        .iter()
-        .map(|kv| {
-            let mut config = C::default();
-            for (k, v) in kv.iter().filter(|(k, _)| *k != "params") {
-                config.set_hyperparameter(k, v).unwrap();
-            }
-            let ids = kv["params"].split(',').map(|i| params[i.parse::<usize>().unwrap()].clone());
-            ParamGroup::new(ids, config)
-        })
-        .collect();
-    Box::new(Optim::<C>::with_groups(groups))
-}
-
-fn build(kind: &str, groups: &[BTreeMap<String, String>], params: &[Tensor]) -> Box<dyn Optimizer> {
-    match kind {
-        "SGD" => make::<SGDConfig>(groups, params),
-        "Adam" => make::<AdamConfig>(groups, params),
-        "AdamW" => make::<AdamWConfig>(groups, params),
-        "Adadelta" => make::<AdadeltaConfig>(groups, params),
-        "Adagrad" => make::<AdagradConfig>(groups, params),
-        "RMSprop" => make::<RMSpropConfig>(groups, params),
-        _ => panic!("unknown optimizer {kind}"),
-    }
-}
+use optim_fixture::{build_optimizer, key_values, load_cases};
 
 /// `sum(c * p * p) + 0.1 * sum(p * p * p)` over the parameters, backpropagated.
 fn backward(params: &[Tensor], coefs: &[Tensor]) {
@@ -74,7 +42,7 @@ fn trajectories_match_pytorch() {
             .collect();
         let skips: Vec<(usize, usize)> =
             line("skip").map(|l| (l.args[0].parse().unwrap(), l.args[1].parse().unwrap())).collect();
-        let mut opt = build(kind, &groups, &params);
+        let mut opt = build_optimizer(kind, &groups, &params, None);
         for k in 1..=5 {
             opt.zero_grad();
             backward(&params, &coefs);

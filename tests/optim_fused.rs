@@ -9,6 +9,10 @@ use kiln::optim::{
 };
 use kiln::{DType, Tensor};
 
+#[path = "common/optim_fixture.rs"]
+mod optim_fixture;
+use optim_fixture::step_allocates;
+
 /// Parameter shapes: 40,000 + 30,000 elements cross the kernel's 32,768-element work ranges
 /// mid-parameter; the small ones share a range.
 const SHAPES: [&[usize]; 4] = [&[40_000], &[30, 1000], &[5], &[3, 4]];
@@ -47,14 +51,6 @@ fn same_bits<C: OptimizerConfig>(what: &str, config: C) {
             assert_eq!(differ, 0, "{what} {dtype}: tensor {i} differs in {differ} of {} elements", a.len());
         }
     }
-}
-
-/// Bytes a step of `opt` allocates beyond what was live before it.
-fn step_allocates(opt: &mut dyn Optimizer) -> usize {
-    let before = kiln::memory::memory_allocated();
-    kiln::memory::reset_peak_memory_stats();
-    opt.step();
-    kiln::memory::max_memory_allocated() - before
 }
 
 #[test]

@@ -8,15 +8,13 @@
 //! it reads see no other test's tensors.
 
 use kiln::optim::{
-    AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, OptimizerConfig, ParamGroup,
-    RMSpropConfig, SGDConfig,
+    AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, OptimizerConfig, RMSpropConfig, SGDConfig,
 };
 use kiln::{DType, Tensor};
-use std::collections::BTreeMap;
 
 #[path = "common/optim_fixture.rs"]
 mod optim_fixture;
-use optim_fixture::{key_values, load_fixture_cases, Case};
+use optim_fixture::{build_optimizer, key_values, load_fixture_cases, step_allocates, Case};
 
 /// How a replay runs each step.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,42 +35,6 @@ const COPIES: usize = 3;
 
 /// Steps in every fixture case.
 const STEPS: usize = 5;
-
-/// An optimizer of kind `C` with the fixture's groups over `params`, `fused` set unless `None`.
-fn make<C: OptimizerConfig + Default + 'static>(
-    groups: &[BTreeMap<String, String>],
-    params: &[Tensor],
-    fused: Option<&str>,
-) -> Box<dyn Optimizer> {
-    let groups = groups
-        .iter()
-        .map(|kv| {
-            let mut config = C::default();
-            for (k, v) in kv.iter().filter(|(k, _)| *k != "params") {
-                config.set_hyperparameter(k, v).unwrap();
-            }
-            if let Some(fused) = fused {
-                config.set_hyperparameter("fused", fused).unwrap();
-            }
-            let ids = kv["params"].split(',').map(|i| params[i.parse::<usize>().unwrap()].clone());
-            ParamGroup::new(ids, config)
-        })
-        .collect();
-    Box::new(Optim::<C>::with_groups(groups))
-}
-
-fn build(kind: &str, groups: &[BTreeMap<String, String>], params: &[Tensor], path: Path) -> Box<dyn Optimizer> {
-    let fused = (path == Path::OpByOp).then_some("false");
-    match kind {
-        "SGD" => make::<SGDConfig>(groups, params, fused),
-        "Adam" => make::<AdamConfig>(groups, params, fused),
-        "AdamW" => make::<AdamWConfig>(groups, params, fused),
-        "Adadelta" => make::<AdadeltaConfig>(groups, params, fused),
-        "Adagrad" => make::<AdagradConfig>(groups, params, fused),
-        "RMSprop" => make::<RMSpropConfig>(groups, params, fused),
-        _ => panic!("unknown optimizer {kind}"),
-    }
-}
 
 /// The bits of a half tensor's elements.
 fn bits(t: &Tensor) -> Vec<u16> {
@@ -105,7 +67,7 @@ fn replay(case: &Case, path: Path) -> Vec<String> {
     let grad = |k: usize, i: usize| {
         line("grad").find(|l| l.args == [k.to_string(), i.to_string()]).map(|l| repeated(&l.values, dtype))
     };
-    let mut opt = build(kind, &groups, &params, path);
+    let mut opt = build_optimizer(kind, &groups, &params, (path == Path::OpByOp).then_some("false"));
     let mut body = |grads: &[Option<Tensor>]| {
         for (p, g) in params.iter().zip(grads) {
             p.set_grad(g.clone());
@@ -200,14 +162,6 @@ fn same_bits<C: OptimizerConfig>(what: &str, config: C) -> Vec<String> {
         }
     }
     failures
-}
-
-/// Bytes a step of `opt` allocates beyond what was live before it.
-fn step_allocates(opt: &mut dyn Optimizer) -> usize {
-    let before = kiln::memory::memory_allocated();
-    kiln::memory::reset_peak_memory_stats();
-    opt.step();
-    kiln::memory::max_memory_allocated() - before
 }
 
 #[test]

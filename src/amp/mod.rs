@@ -1,4 +1,4 @@
-//! Automatic mixed precision (PyTorch's `torch.amp`): [`autocast`] regions, which run each op
+//! Automatic mixed precision (PyTorch's `torch.amp`): [`autocast()`] regions, which run each op
 //! in the dtype PyTorch's op lists give it (see the [`autocast`](mod@autocast) module), and
 //! [`GradScaler`], dynamic loss scaling.
 //!

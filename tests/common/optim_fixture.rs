@@ -4,6 +4,11 @@
 //! `#[path = "common/optim_fixture.rs"] mod optim_fixture;`.
 #![allow(dead_code)]
 
+use kiln::optim::{
+    AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, OptimizerConfig, ParamGroup,
+    RMSpropConfig, SGDConfig,
+};
+use kiln::Tensor;
 use std::collections::BTreeMap;
 
 /// One line of a fixture case: a tag, its words, and the values after ` = `.
@@ -58,4 +63,54 @@ pub fn key_values(args: &[String]) -> BTreeMap<String, String> {
     args.iter()
         .map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string())).expect("key=value"))
         .collect()
+}
+
+/// An optimizer of kind `C` with the fixture's groups over `params`, `fused` set unless `None`.
+fn make<C: OptimizerConfig + Default + 'static>(
+    groups: &[BTreeMap<String, String>],
+    params: &[Tensor],
+    fused: Option<&str>,
+) -> Box<dyn Optimizer> {
+    let groups = groups
+        .iter()
+        .map(|kv| {
+            let mut config = C::default();
+            for (k, v) in kv.iter().filter(|(k, _)| *k != "params") {
+                config.set_hyperparameter(k, v).unwrap();
+            }
+            if let Some(fused) = fused {
+                config.set_hyperparameter("fused", fused).unwrap();
+            }
+            let ids = kv["params"].split(',').map(|i| params[i.parse::<usize>().unwrap()].clone());
+            ParamGroup::new(ids, config)
+        })
+        .collect();
+    Box::new(Optim::<C>::with_groups(groups))
+}
+
+/// The fixture's optimizer `kind` (PyTorch's class name) with its groups over `params`, and
+/// the hyperparameter `fused` set to the value given, if any.
+pub fn build_optimizer(
+    kind: &str,
+    groups: &[BTreeMap<String, String>],
+    params: &[Tensor],
+    fused: Option<&str>,
+) -> Box<dyn Optimizer> {
+    match kind {
+        "SGD" => make::<SGDConfig>(groups, params, fused),
+        "Adam" => make::<AdamConfig>(groups, params, fused),
+        "AdamW" => make::<AdamWConfig>(groups, params, fused),
+        "Adadelta" => make::<AdadeltaConfig>(groups, params, fused),
+        "Adagrad" => make::<AdagradConfig>(groups, params, fused),
+        "RMSprop" => make::<RMSpropConfig>(groups, params, fused),
+        _ => panic!("unknown optimizer {kind}"),
+    }
+}
+
+/// Bytes a step of `opt` allocates beyond what was live before it.
+pub fn step_allocates(opt: &mut dyn Optimizer) -> usize {
+    let before = kiln::memory::memory_allocated();
+    kiln::memory::reset_peak_memory_stats();
+    opt.step();
+    kiln::memory::max_memory_allocated() - before
 }
