@@ -1,5 +1,6 @@
 //! The one-pass optimizer kernel (`fused`/`foreach`, kiln's default for eager steps) against
-//! the op-by-op formula: the same bits for every optimizer and option, in f32 and f64, over
+//! the op-by-op formula: the same bits for every optimizer and option, in f32, f64, bf16 and
+//! f16, over
 //! parameters whose elements straddle the kernel's parallel work ranges, next to a parameter it
 //! cannot take (a transposed view, updated op by op); and a fused step allocates nothing.
 //! One test, so that the memory statistics it reads see no other test's tensors.
@@ -42,7 +43,7 @@ fn trajectory<C: OptimizerConfig>(config: &C, fused: &str, dtype: DType) -> Vec<
 
 /// The one-pass and op-by-op trajectories of `config` agree bit for bit, in f32 and f64.
 fn same_bits<C: OptimizerConfig>(what: &str, config: C) {
-    for dtype in [DType::F32, DType::F64] {
+    for dtype in [DType::F32, DType::F64, DType::BF16, DType::F16] {
         let op_by_op = trajectory(&config, "false", dtype);
         let fused = trajectory(&config, "true", dtype);
         assert_eq!(op_by_op.len(), fused.len(), "{what} {dtype}: state tensors differ");

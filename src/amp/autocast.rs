@@ -170,6 +170,18 @@ thread_local! {
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
 }
 
+/// This thread's autocast setting for `device`'s type.
+fn setting(device: Device) -> Setting {
+    STATE.with(|s| {
+        let s = s.borrow();
+        if device.is_cuda() {
+            s.cuda
+        } else {
+            s.cpu
+        }
+    })
+}
+
 /// Recomputes [`ACTIVE`] from the state.
 fn refresh(s: &State) {
     ACTIVE.with(|a| a.set((s.cpu.enabled || s.cuda.enabled) && s.suspended == 0));
@@ -294,29 +306,13 @@ pub fn autocast_with<R>(device_type: &str, opts: AutocastOptions, f: impl FnOnce
 /// Whether autocast is on for `device_type` on this thread (`torch.is_autocast_enabled`).
 #[track_caller]
 pub fn is_autocast_enabled(device_type: &str) -> bool {
-    let device = device_of(device_type).or_panic();
-    STATE.with(|s| {
-        let s = s.borrow();
-        if device.is_cuda() {
-            s.cuda.enabled
-        } else {
-            s.cpu.enabled
-        }
-    })
+    setting(device_of(device_type).or_panic()).enabled
 }
 
 /// The dtype autocast casts to for `device_type` (`torch.get_autocast_dtype`).
 #[track_caller]
 pub fn get_autocast_dtype(device_type: &str) -> DType {
-    let device = device_of(device_type).or_panic();
-    STATE.with(|s| {
-        let s = s.borrow();
-        if device.is_cuda() {
-            s.cuda.dtype
-        } else {
-            s.cpu.dtype
-        }
-    })
+    setting(device_of(device_type).or_panic()).dtype
 }
 
 /// Turns autocast off on this thread until dropped (an op of the lists running its body; the
@@ -379,14 +375,7 @@ pub(crate) fn operands(op: &'static str, args: &[Option<&Tensor>]) -> Result<Opt
     }
     let Some(first) = args.iter().flatten().next() else { return Ok(None) };
     let device = first.device();
-    let setting = STATE.with(|s| {
-        let s = s.borrow();
-        if device.is_cuda() {
-            s.cuda
-        } else {
-            s.cpu
-        }
-    });
+    let setting = setting(device);
     if !setting.enabled {
         return Ok(None);
     }
