@@ -42,7 +42,7 @@ macro_rules! composite_unary_table {
     ($then:ident) => {
         $then! {
             silu() [SiLU] InF32 "SiLU (swish) `x·sigmoid(x)`"
-                |x| x / ((-x).exp() + 1.0),
+                |x| x * x.sigmoid(),
                 fast[FastUnary::Silu, "SiluBackward0", |x, g| {
                     let s = x.sigmoid();
                     g * &s * (x * (1.0 - &s) + 1.0)

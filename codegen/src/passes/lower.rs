@@ -282,8 +282,10 @@ fn lower_reduce(g: &Graph, parts: &ReduceParts, is_output: impl Fn(NodeId) -> bo
         for &m in &stage.prologue {
             body.member(g, m);
         }
-        body.rows.clear();
+        // The reduction itself may read a row value (`Σ_j broadcast(max + c)`), so the rows
+        // stay known until its operand is taken.
         let reduced = body.operand(g, r, &node.reads[0]);
+        body.rows.clear();
         origins.append(&mut body.origins);
         stages.push(ReduceStage {
             insts: std::mem::take(&mut body.insts),
