@@ -804,6 +804,16 @@ fn reduce_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Sums, means and maxima among elementwise ops (softmax and log_softmax of f16/bf16 stay the
+/// eager kernel on the CPU, computing in f32 once).
+fn half_reduce_op() -> impl Strategy<Value = Op> {
+    let red = prop_oneof![Just(Red::Sum), Just(Red::Mean), Just(Red::Amax)];
+    prop_oneof![
+        3 => elementwise_op(),
+        2 => (red, IX, any::<bool>(), any::<bool>()).prop_map(|(r, i, l, k)| Op::Reduce(r, i, l, k)),
+    ]
+}
+
 fn ip() -> impl Strategy<Value = Ip> {
     prop_oneof![
         IX.prop_map(Ip::Add),
@@ -893,6 +903,20 @@ proptest! {
     #[test]
     fn reductions_and_matmul_match_eager(prog in prog_with(reduce_op(), true, false)) {
         check_prog(&prog, F32)?;
+    }
+
+    /// 2b. Sums, means and maxima among elementwise ops in f16 and bf16, equal to eager bit for
+    /// bit (the kernels accumulate in f64 as eager does), no op eager that the same program
+    /// runs in a kernel in f32 (a sum over leading dims, which fusion leaves alone, runs its
+    /// eager kernel in every dtype; the kernel counts differ where `Cast` goes through f64 in
+    /// f32 and through f32 in f16/bf16).
+    #[test]
+    fn half_reductions_match_eager(prog in prog_with(half_reduce_op(), false, false)) {
+        let f32_stats = check_prog(&prog, F32)?;
+        for ctx in [F16, BF16] {
+            let stats = check_prog(&prog, ctx)?;
+            prop_assert_eq!(stats.eager_ops, f32_stats.eager_ops, "{}: {:?}", ctx.dtype, stats);
+        }
     }
 
     /// 6. Elementwise DAGs with draws (`rand_like`, `randn_like`, dropout), f32 and f64.

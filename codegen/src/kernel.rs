@@ -494,11 +494,6 @@ impl ReduceKernel {
         }
     }
 
-    /// Every instruction of the kernel: each stage's prologue in order, then the epilogue's.
-    pub fn all_insts(&self) -> impl Iterator<Item = &Inst> {
-        self.stages.iter().flat_map(|s| &s.insts).chain(self.epilogue.iter().flat_map(|e| &e.insts))
-    }
-
     /// A structural hash: equal for kernels that compile to the same code.
     pub fn structural_hash(&self) -> u64 {
         let mut h = ahash_hasher();

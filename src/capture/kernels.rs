@@ -8,7 +8,7 @@ use kiln_codegen::ir::{Graph, NodeId};
 use kiln_codegen::kernel::KernelArgs;
 use kiln_codegen::passes::{GroupKernel, LoweredGroup};
 use kiln_runtime::cpu::parallel::{for_ranges, on_pool, GRAIN};
-use kiln_runtime::{DType, Device};
+use kiln_runtime::Device;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -137,13 +137,7 @@ pub(crate) fn get_or_compile(
     members: &[NodeId],
     device: Device,
 ) -> Result<(Arc<CompiledKernel>, bool), String> {
-    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
     let cuda = device.is_cuda();
-    if let (false, GroupKernel::Reduce(r)) = (cuda, k) {
-        if k.insts().any(|i| half(i.dtype)) || r.stages.iter().any(|s| half(s.output)) {
-            return Err("f16/bf16 reductions are not generated on the CPU yet".into());
-        }
-    }
     let hash = (k.structural_hash(), cuda);
     {
         let mut cache = KERNELS.lock().unwrap_or_else(|e| e.into_inner());

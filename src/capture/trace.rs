@@ -396,8 +396,10 @@ pub(crate) fn target() -> Option<Device> {
 }
 
 /// True when an op on `device` is captured as on CUDA: `device` is a CUDA device, or the
-/// trace plans for one. Ops whose capture differs on CUDA ask this: f16/bf16 reductions and
-/// softmax are captured (the CUDA emitter generates them; the CPU's does not).
+/// trace plans for one. Ops whose capture differs on CUDA ask this: f16/bf16 softmax is
+/// captured as the f32 softmax between two casts (the CUDA eager kernel computes it so; the
+/// CPU's eager kernel stays an opaque node, its exact routines one rounding from the f32
+/// result).
 pub(crate) fn captures_as_cuda(device: Device) -> bool {
     device.is_cuda() || target().is_some_and(|t| t.is_cuda())
 }

@@ -221,9 +221,9 @@ impl Reduction {
         cuda: Option<(CudaReduce, i64)>,
         kernel: impl FnOnce(&CpuStorage, &ReducePlan) -> CpuStorage + Send + 'static,
     ) -> Result<Tensor> {
-        // The CUDA emitter also generates f16/bf16 reductions (accumulating in f32).
-        let half = matches!(t.dtype(), DType::F16 | DType::BF16) && crate::capture::captures_as_cuda(t.device());
-        let generated = half || matches!(t.dtype(), DType::F32 | DType::F64 | DType::I64 | DType::I32);
+        // f16/bf16 too: the CPU JIT accumulates them in f64 as the eager kernels do (CUDA's
+        // emitter in f32).
+        let generated = t.dtype().is_float() || matches!(t.dtype(), DType::I64 | DType::I32);
         let dtype = match op {
             ReduceOp::Sum | ReduceOp::Prod if !t.dtype().is_float() => DType::I64,
             _ => t.dtype(),

@@ -99,8 +99,8 @@ fn in_lanes(d: DType, e: DType) -> bool {
 }
 
 /// The instruction and input rules of the vector plan for float dtype `e` (see [`plan`]),
-/// without the rule on outputs. With `e` f32, bf16 values pass ([`in_lanes`]); reduction
-/// stages and epilogues, which also ask this, refuse half values before (`clif_type`).
+/// without the rule on outputs. With `e` f32, bf16 values pass ([`in_lanes`]), in reduction
+/// stages and epilogues too.
 pub(crate) fn vector_ok(inputs: &[KernelInput], insts: &[Inst], live: &[bool], e: DType) -> bool {
     let lanes = |d: DType| in_lanes(d, e);
     if inputs.iter().any(|i| !(lanes(i.dtype) || i.dtype == DType::Bool) || i.inner == InnerStride::Strided) {

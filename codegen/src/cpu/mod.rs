@@ -97,7 +97,9 @@ impl CpuKernel {
     /// Compiles reduction kernel `k` (validated first) into a function named `name`; the
     /// result is called like an elementwise kernel, `row_start..row_end` indexing output
     /// elements (see [`ReduceKernel`] and [`CpuKernel::call`]). Errors as [`CpuKernel::compile`]
-    /// does (F16/BF16 inputs, values or outputs are refused). [`CpuKernel::is_vectorized`]
+    /// does. f16 and bf16 values are held and rounded as in elementwise kernels, and sums and
+    /// products of them accumulate in f64 as eager's do, so results equal eager ones (each
+    /// rounded once from the f64 accumulator, through f32). [`CpuKernel::is_vectorized`]
     /// tells whether every stage's last reduced dim runs the F32X4/F64X2 loop (each stage
     /// picks its plan on its own prologue; the epilogue picks its own, with the rules of
     /// elementwise kernels). With one reduced dim, an f32 stage or epilogue that computes a

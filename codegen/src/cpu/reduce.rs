@@ -13,12 +13,17 @@
 //! i64 for integer/Bool values) and, on the vector plan, two F64X2 for f32 Sum/Prod (the low
 //! and high halves of each F32X4, promoted), one F64X2 for f64, or one F32X4 for f32 Max/Min.
 //! They are combined lane by lane into the scalar one when the output is done.
+//!
+//! f16 and bf16 values are held as their f32, as in elementwise kernels ([`value_type`]): a
+//! bf16 stage takes the F32X4 plan (its sums promoting every vector: f64 accumulation, as
+//! eager's), an f16 one the scalar loop; neither is tiled. The f64 result is rounded to the
+//! half type through f32, as eager's `Element::from_f64` does.
 
 use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, vector_ok, Entry, PerValue};
 use super::epilogue::EpiloguePass;
 use super::kept_tile_values::{same_value, ROW_CACHE};
 use super::native_rows::{native_row, per_output_arg, NativeRow, RowCall};
-use super::ops::{clif_type, FnEmitter};
+use super::ops::{is_half, value_type, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use super::tiled_rows::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage, Val};
@@ -206,7 +211,9 @@ impl Accs {
     ///
     /// An f32 sum adds the iteration's [`UNROLL`] vectors in f32 (pairwise: two roundings of
     /// four terms per lane) and promotes that one vector: promoting each vector to two F64X2
-    /// cost five instructions per four elements, the loop's largest share.
+    /// cost five instructions per four elements, the loop's largest share. A bf16 sum
+    /// promotes each vector, so that it accumulates in f64 as eager does: its result, rounded
+    /// once to bf16, is then eager's.
     fn fold(&self, cx: &mut FnEmitter, op: ReduceOp, dtype: DType, x: Value, vector: bool, u: usize) {
         if !vector {
             let x = widen(cx, x, dtype);
@@ -215,7 +222,7 @@ impl Accs {
             cx.b.def_var(self.scalar, r);
             return;
         }
-        if (self.vacc, op) == (VecAcc::F32Wide, ReduceOp::Sum) {
+        if (self.vacc, op, dtype) == (VecAcc::F32Wide, ReduceOp::Sum, DType::F32) {
             let mut pending = self.pending.borrow_mut();
             pending.push(x);
             if u + 1 < UNROLL {
@@ -315,7 +322,7 @@ struct StagePlan<'k> {
     st: &'k ReduceStage,
     /// Which of its prologue's instructions the reduced value depends on.
     live: Vec<bool>,
-    /// The reduced value's dtype.
+    /// The reduced value's dtype (an f16 or bf16 one held as its f32, see [`value_type`]).
     rd: DType,
     /// The vector type of its inner loop, or `None` for the scalar loop only.
     vty: Option<Type>,
@@ -331,19 +338,20 @@ struct StagePlan<'k> {
 
 impl<'k> StagePlan<'k> {
     /// Checks the stage's types and picks its plan with the rules of [`vector_ok`] (the
-    /// reduced value's dtype is the vector plan's, and stage values it reads count as
-    /// run-time scalars).
+    /// reduced value's dtype is the vector plan's, bf16 riding f32 lanes, and stage values it
+    /// reads count as run-time scalars). A stage holding f16 or bf16 values is never tiled
+    /// (as elementwise kernels: its transcendentals are the eager routines, per element).
     fn new(k: &ReduceKernel, st: &'k ReduceStage) -> Result<StagePlan<'k>, String> {
         let live = live_of(&st.insts, &[st.reduced]);
         for (n, inst) in st.insts.iter().enumerate() {
             if live[n] {
-                clif_type(inst.dtype)?;
+                value_type(inst.dtype)?;
             }
         }
-        clif_type(st.output)?;
+        value_type(st.output)?;
         let rd = st.dtype(st.reduced);
         let vty = match rd {
-            DType::F32 if vector_ok(&k.inputs, &st.insts, &live, rd) => Some(types::F32X4),
+            DType::F32 | DType::BF16 if vector_ok(&k.inputs, &st.insts, &live, DType::F32) => Some(types::F32X4),
             DType::F64 if vector_ok(&k.inputs, &st.insts, &live, rd) => Some(types::F64X2),
             _ => None,
         };
@@ -352,7 +360,9 @@ impl<'k> StagePlan<'k> {
             (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
             (Some(t), _) => VecAcc::Same(t),
         };
-        let tiling = tiled_rows::reduction_tiling(k, &Self::body(k, st), &live, vty);
+        let holds_half = k.inputs.iter().any(|i| is_half(i.dtype))
+            || st.insts.iter().zip(&live).any(|(i, &l)| l && is_half(i.dtype));
+        let tiling = if holds_half { None } else { tiled_rows::reduction_tiling(k, &Self::body(k, st), &live, vty) };
         let native = native_row(k, st);
         Ok(StagePlan { st, live, rd, vty, vacc, tiling, native })
     }
@@ -451,7 +461,7 @@ impl StagePass<'_, '_> {
         let out = cx.cast(acc, acc_dtype, st.output)?;
         let off = cx.b.ins().imul_imm_s(row, st.output.size_in_bytes() as i64);
         let addr = cx.b.ins().iadd(out_base, off);
-        cx.b.ins().store(data_flags(), out, addr, 0);
+        cx.store_value(st.output, out, addr, data_flags());
         Ok(out)
     }
 }
@@ -537,7 +547,7 @@ fn next_row(cx: &mut FnEmitter, sp: &Space, native: NativeRow, src: Value) -> Va
 /// whether some stage or the epilogue is tiled.
 pub(crate) fn build(k: &ReduceKernel, module: &mut JITModule, func: &mut Function) -> Result<(bool, bool), String> {
     for i in &k.inputs {
-        clif_type(i.dtype)?;
+        value_type(i.dtype)?;
     }
     let plans = k.stages.iter().map(|st| StagePlan::new(k, st)).collect::<Result<Vec<_>, _>>()?;
     let ptr = module.target_config().pointer_type();
@@ -625,11 +635,11 @@ fn kept_stage(plans: &[StagePlan], e: &EpiloguePass) -> Option<(usize, usize, us
     })
 }
 
-/// A scalar value of `dtype` in the scalar accumulator's type: f32 promoted to f64 (exactly),
-/// integers and Bool widened to i64.
+/// A scalar value of `dtype` in the scalar accumulator's type: f32 (and f16 and bf16, held as
+/// their f32) promoted to f64 (exactly), integers and Bool widened to i64.
 fn widen(cx: &mut FnEmitter, x: Value, dtype: DType) -> Value {
     match dtype {
-        DType::F32 => cx.b.ins().fpromote(types::F64, x),
+        DType::F32 | DType::F16 | DType::BF16 => cx.b.ins().fpromote(types::F64, x),
         DType::F64 => x,
         _ => cx.widen_i64(x, dtype),
     }

@@ -29,14 +29,6 @@ impl GroupKernel {
             GroupKernel::Reduce(k) => k.structural_hash(),
         }
     }
-
-    /// Its instructions (for a reduction, every stage's prologue, then the epilogue's).
-    pub fn insts(&self) -> Box<dyn Iterator<Item = &Inst> + '_> {
-        match self {
-            GroupKernel::Elementwise(k) => Box::new(k.insts.iter()),
-            GroupKernel::Reduce(k) => Box::new(k.all_insts()),
-        }
-    }
 }
 
 /// Where a kernel's run-time scalar comes from.
@@ -69,8 +61,9 @@ pub struct LoweredGroup {
     pub strides: Vec<isize>,
     /// How many trailing dims of [`LoweredGroup::shape`] a reduction reduces (0: elementwise).
     pub reduce_rank: usize,
-    /// Per instruction, in [`GroupKernel::insts`] order, the node it computes or reads (a
-    /// load's or scalar's source, a stage value's reduction): what a listing names.
+    /// Per instruction (an elementwise kernel's; a reduction's, each stage's prologue in order
+    /// and then the epilogue's), the node it computes or reads (a load's or scalar's source, a
+    /// stage value's reduction): what a listing names.
     pub origins: Vec<NodeId>,
 }
 
