@@ -320,11 +320,24 @@ fn train_step<'a>(
 /// The body of a training step of `net`: zero_grad, forward, cross-entropy, backward, SGD
 /// (lr 0.01, momentum 0.9) step; returns the loss.
 fn sgd_step<'a>(net: &'a dyn Module) -> impl FnMut((&Tensor, &Tensor)) -> Tensor + 'a {
+    sgd_step_autocast(net, None)
+}
+
+/// [`sgd_step`] with forward and loss under `kiln::autocast("cpu", dtype)` when `autocast`
+/// names a dtype (backward and the step outside, PyTorch's recipe).
+fn sgd_step_autocast<'a>(
+    net: &'a dyn Module,
+    autocast: Option<DType>,
+) -> impl FnMut((&Tensor, &Tensor)) -> Tensor + 'a {
     let mut opt = SGD::new(net.parameters(), SGDConfig { lr: 0.01, momentum: 0.9, ..Default::default() });
     let criterion = nn::CrossEntropyLoss::new();
     move |(x, y): (&Tensor, &Tensor)| {
         opt.zero_grad();
-        let loss = criterion.forward(&net.forward(x), y);
+        let forward = || criterion.forward(&net.forward(x), y);
+        let loss = match autocast {
+            Some(dtype) => kiln::autocast("cpu", dtype, forward),
+            None => forward(),
+        };
         loss.backward();
         opt.step();
         loss
@@ -428,6 +441,55 @@ fn cifar(torch: &HashMap<String, f64>) {
     step_row(workload, "cifar", sgd_step(&net), (&x, &y), &products, Some(30.0), None, torch);
 }
 
+/// Case `autocast`: the steps of `mlp` and `cifar` under bf16 autocast, eager and compiled,
+/// interleaved with the same steps in f32 (each with its own SGD over the same parameters).
+/// The limit column holds the f32 times and the autocast/f32 ratios: the bf16 products run in
+/// f32 on copies of their operands (a CPU without bf16 arithmetic gains nothing from bf16, so
+/// autocast costs its casts here). Target: the compiled autocast step beats the eager one.
+fn autocast(_torch: &HashMap<String, f64>) {
+    let net = Mlp::new();
+    let (x, y) = (Tensor::randn([128, 784]), Tensor::randint(0, 10, [128]));
+    autocast_row("MLP 784-512-512-10 step, batch 128, SGD momentum, bf16 autocast", &net, (&x, &y));
+    let net = blitz_net::Net::new();
+    let (x, y) = (Tensor::randn([64, 3, 32, 32]), Tensor::randint(0, 10, [64]));
+    autocast_row("blitz CIFAR net step, batch 64, SGD momentum, bf16 autocast", &net, (&x, &y));
+}
+
+/// One row of case `autocast`: `net`'s SGD step under bf16 autocast and in f32, each eager and
+/// compiled (warmed up like [`train_step`]), timed round by round.
+fn autocast_row(workload: &str, net: &dyn Module, (x, y): (&Tensor, &Tensor)) {
+    let mut amp = kiln::compile(sgd_step_autocast(net, Some(DType::BF16)));
+    let mut full = kiln::compile(sgd_step(net));
+    for _ in 0..WARM_UP_CALLS {
+        amp.call((x, y));
+        full.call((x, y));
+    }
+    let (amp, full) = (std::cell::RefCell::new(amp), std::cell::RefCell::new(full));
+    let t = time_interleaved(
+        ROUNDS,
+        &mut [
+            &mut || drop(black_box(amp.borrow_mut().call((x, y)))),
+            &mut || drop(black_box(amp.borrow_mut().call_eager((x, y)))),
+            &mut || drop(black_box(full.borrow_mut().call((x, y)))),
+            &mut || drop(black_box(full.borrow_mut().call_eager((x, y)))),
+        ],
+    );
+    let (compiled, eager, f32_compiled, f32_eager) = (t[0], t[1], t[2], t[3]);
+    let stats = amp.borrow().stats().clone();
+    let limit = format!(
+        "f32 step: eager {}, compiled {}; autocast / f32: eager {:.2}×, compiled {:.2}×",
+        secs(f32_eager),
+        secs(f32_compiled),
+        eager / f32_eager,
+        compiled / f32_compiled
+    );
+    let targets = vec![target(
+        format!("compiled < eager ({} kernels, {} eager ops)", stats.kernels_launched, stats.eager_ops),
+        compiled < eager,
+    )];
+    Row { workload, limit, eager, compiled, targets }.print();
+}
+
 /// Case `mnist`: the MNIST example's training step (its network, batch 64, `nll_loss` on the
 /// log-probabilities, Adadelta lr 1.0), compiled against eager.
 fn mnist(torch: &HashMap<String, f64>) {
@@ -514,9 +576,10 @@ fn main() {
     );
     println!("| workload | limit (same run) | eager | compiled | eager / compiled | targets | met |");
     println!("|---|---|---|---|---|---|---|");
-    let cases: [(&str, fn(&HashMap<String, f64>)); 10] = [
+    let cases: [(&str, fn(&HashMap<String, f64>)); 11] = [
         ("mlp", mlp),
         ("cifar", cifar),
+        ("autocast", autocast),
         ("mnist", mnist),
         ("cross_entropy", cross_entropy),
         ("layer_norm", layer_norm),
