@@ -83,9 +83,10 @@ const CPU: &[(&str, Policy)] = &[
 /// The ops of each policy on CUDA: `torch.autocast("cuda")`'s lists
 /// (`AT_FORALL_LOWER_PRECISION_FP` and `AT_FORALL_FP32` in `aten/src/ATen/autocast_mode.h`) for
 /// the ops kiln hooks. PyTorch's "set opt dtype" ops (`sum`, `prod`, `softmax`,
-/// `log_softmax`, which it runs with `dtype=f32` when an operand is of the region's dtype) are
-/// F32 here: the same numbers. Not yet covered: `pow`, `softplus`, `group_norm`, norms,
-/// `cumsum`/`cumprod` and the distance ops.
+/// `log_softmax`, `cumsum`, `cumprod`, the vector norm, which it runs with `dtype=f32` when an
+/// operand is of the region's dtype) are F32 here: the same numbers. Not hooked yet:
+/// `cosine_similarity` and the upsampling ops (`F::interpolate`); the listed ops kiln lacks
+/// (`erfinv`, `log10`, the distance ops, `renorm`) have no row.
 /// `einsum` is lowered to `bmm`, which is on the list; the promote list (`addcmul`, `atan2`,
 /// `dot`, …) is kiln's own type promotion.
 const CUDA: &[(&str, Policy)] = &[
@@ -126,6 +127,13 @@ const CUDA: &[(&str, Policy)] = &[
     ("rsqrt", Policy::F32),
     ("sinh", Policy::F32),
     ("tan", Policy::F32),
+    ("pow", Policy::F32),
+    ("softplus", Policy::F32),
+    ("group_norm", Policy::F32),
+    ("norm", Policy::F32),
+    ("cumsum", Policy::F32),
+    ("cumprod", Policy::F32),
+    ("logsumexp", Policy::F32),
 ];
 
 /// How op `op` is treated on `device`'s autocast (`None`: not listed, it runs as given).
@@ -469,7 +477,7 @@ mod tests {
         for op in ["mse_loss", "cross_entropy", "nll_loss", "prod"] {
             assert_eq!((policy(op, Device::Cpu), policy(op, cuda)), (Some(Policy::F32), Some(Policy::F32)), "{op}");
         }
-        for op in ["exp", "log", "softmax", "log_softmax", "layer_norm", "sum"] {
+        for op in ["exp", "log", "softmax", "log_softmax", "layer_norm", "sum", "pow", "group_norm", "cumsum", "norm"] {
             assert_eq!((policy(op, Device::Cpu), policy(op, cuda)), (None, Some(Policy::F32)), "{op}");
         }
         for op in ["trace", "quantile", "max_pool3d", "pad_reflect"] {

@@ -349,6 +349,12 @@ fn pow_scalar_special_captured(x: &Tensor, e: f64) -> Tensor {
 /// the op for autograd when a tensor operand requires grad.
 #[track_caller]
 pub(crate) fn binary(op: BinaryOp, a: &Operand, b: &Operand) -> Result<Tensor> {
+    if op == BinaryOp::Pow {
+        if let Some(c) = crate::amp::autocast::operands("pow", &[a.as_tensor(), b.as_tensor()])? {
+            let cast = |i: usize, o: &Operand| c.opt(i).map_or_else(|| o.clone(), |t| Operand::Tensor(t.clone()));
+            return binary(op, &cast(0, a), &cast(1, b));
+        }
+    }
     let out = binary_forward(op, a, b)?;
     let inputs: SmallVec<[&Tensor; 2]> = [a, b].into_iter().filter_map(Operand::as_tensor).collect();
     if out.dtype().is_float() && autograd::is_recording(&inputs) {

@@ -112,6 +112,10 @@ macro_rules! composite_methods {
             #[doc = concat!("Elementwise ", $doc, " (`F.", stringify!($name), "`), a decomposition into primitive ops.")]
             #[track_caller]
             pub fn $name(&self, $($p: f64),*) -> crate::Tensor {
+                // Autocast lists `softplus` (in f32 on CUDA); the others run as given.
+                if let Some(c) = crate::amp::autocast::operands(stringify!($name), &[Some(self)]).or_panic() {
+                    return c.arg(0).$name($($p),*);
+                }
                 let low = rounds_from_f32(self, Compute::$compute);
                 let upcast;
                 let $x = match low {

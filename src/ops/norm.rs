@@ -40,6 +40,9 @@ keepdim_forms! {
 /// The `p`-norm of `x` over `dims` (every dim when empty).
 #[track_caller]
 fn vector_norm(x: &Tensor, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("norm", &[Some(x)])? {
+        return vector_norm(c.arg(0), p, dims, keepdim);
+    }
     if !x.dtype().is_float() {
         bail!("norm", DType, "Expected a floating point tensor as input. Got {}", scalar_type_name(x.dtype()));
     }

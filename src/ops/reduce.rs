@@ -525,6 +525,9 @@ fn finish_var(red: &Reduction, t: &Tensor, out: Tensor, correction: f64, sqrt: b
 /// log Σ exp(x), as PyTorch computes it: shifted by the max (0 where the max is infinite).
 #[track_caller]
 fn logsumexp_impl(t: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("logsumexp", &[Some(t)])? {
+        return logsumexp_impl(c.arg(0), dims, keepdim);
+    }
     let red = Reduction::new("logsumexp", t, dims, keepdim)?;
     let x = if t.dtype().is_float() { t.clone() } else { t.try_to_dtype(DType::F32)? };
     let out = red.run("logsumexp", &x, x.dtype(), Some((CudaReduce::LogSumExp, 0)), |s, plan| {
@@ -630,6 +633,9 @@ fn all_any_impl<const ALL: bool>(t: &Tensor, op: &'static str, dims: Option<&[i6
 
 #[track_caller]
 fn cumsum_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("cumsum", &[Some(t)])? {
+        return cumsum_impl(c.arg(0), dim);
+    }
     let d = t.normalize_dim("cumsum", dim)?;
     let (outer, n, inner) = split_at_dim(t.shape(), d);
     let dtype = CudaReduce::CumSum.out_dtype(t.dtype());

@@ -206,6 +206,9 @@ fn on_cuda(op: &'static str, kind: ScanKind, t: &Tensor, d: usize) -> Result<(Te
 
 #[track_caller]
 fn cumprod_impl(t: &Tensor, dim: i64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("cumprod", &[Some(t)])? {
+        return cumprod_impl(c.arg(0), dim);
+    }
     const OP: &str = "cumprod";
     let d = t.normalize_dim(OP, dim)?;
     let cpu = move |ins: &[Tensor]| {

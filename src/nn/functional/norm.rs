@@ -237,6 +237,9 @@ pub fn try_group_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Result<Tensor> {
+    if let Some(c) = crate::amp::autocast::operands("group_norm", &[Some(input), weight, bias])? {
+        return try_group_norm(c.arg(0), num_groups, c.opt(1), c.opt(2), eps);
+    }
     const OP: &str = "group_norm";
     check_float(OP, "input", input)?;
     if input.dim() < 2 {
