@@ -72,6 +72,7 @@ pub mod backends;
 pub mod capture;
 #[doc = include_str!("../docs/compile.md")]
 pub mod compile_guide {}
+mod checkpoint;
 pub mod cuda;
 pub mod data;
 pub mod debug;
@@ -95,6 +96,7 @@ pub use autograd::{
     enable_grad, enable_grad_guard, is_grad_enabled, no_grad, no_grad_guard, set_grad_enabled, BackwardOpts,
 };
 pub use capture::{compile, CompiledStep};
+pub use checkpoint::{load_checkpoint, save_checkpoint, Checkpoint};
 pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
 pub use random::manual_seed;

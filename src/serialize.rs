@@ -22,8 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// `.NAME.kiln-tmp-*`, beside the target; a failed save removes it.)
 #[track_caller]
 pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
-    let at = Location::caller();
-    let path = path.as_ref();
+    save_at(state, path.as_ref(), Location::caller())
+}
+
+/// [`save`] with errors naming `at`.
+pub(crate) fn save_at(state: &StateDict, path: &Path, at: &'static Location<'static>) -> Result<()> {
     let mut blobs = Vec::with_capacity(state.len());
     for (name, t) in state.iter() {
         if !t.device().is_cpu() {
@@ -89,8 +92,11 @@ fn replace_durably(tmp: &Path, target: &Path) -> std::io::Result<()> {
 /// and the error says how to convert it.
 #[track_caller]
 pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
-    let at = Location::caller();
-    let path = path.as_ref();
+    load_at(path.as_ref(), Location::caller())
+}
+
+/// [`load`] with errors naming `at`.
+pub(crate) fn load_at(path: &Path, at: &'static Location<'static>) -> Result<StateDict> {
     let bytes = std::fs::read(path).map_err(|e| {
         Error::at("load", ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e)
     })?;
