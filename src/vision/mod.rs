@@ -20,6 +20,8 @@
 
 pub mod datasets;
 mod image;
+pub mod io;
 pub mod transforms;
+pub mod utils;
 
 pub use image::{Image, Pixels};
