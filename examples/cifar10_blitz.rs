@@ -4,14 +4,17 @@
 //! Run: `cargo run --release --example cifar10_blitz -- --data-dir DIR` where DIR holds the
 //! binary CIFAR-10 files (`data_batch_1.bin` … `data_batch_5.bin`, `test_batch.bin`; the
 //! `cifar-10-batches-bin` folder of https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz).
-//! Nothing is downloaded.
+//! Nothing is downloaded. `--save-grid FILE` writes the first training batch as one image
+//! (`make_grid`, as the blitz's `imshow`) and prints its labels.
 
 use clap::Parser;
 use kiln::data::DataLoader;
 use kiln::nn::{self, functional as F, Module};
 use kiln::optim::{Optimizer, SGDConfig, SGD};
 use kiln::vision::datasets::{Split, CIFAR10};
+use kiln::vision::io::save_image;
 use kiln::vision::transforms::{Compose, Normalize, ToTensor};
+use kiln::vision::utils::GridOpts;
 use kiln::Tensor;
 use std::path::PathBuf;
 
@@ -36,6 +39,10 @@ struct Args {
     /// run each training step through kiln::compile (fused, JIT-compiled)
     #[arg(long)]
     compile: bool,
+    /// write a grid of the first training batch to this PNG/JPEG file, and print its labels
+    /// (the blitz's `imshow(torchvision.utils.make_grid(images))`)
+    #[arg(long)]
+    save_grid: Option<PathBuf>,
 }
 
 #[derive(Module)]
@@ -80,6 +87,14 @@ fn main() -> kiln::Result<()> {
     let testset = CIFAR10::new(&args.data_dir, Split::Test)?.transform(transform());
     let testloader = DataLoader::new(testset).batch_size(args.batch_size).num_workers(args.num_workers);
     let classes = CIFAR10::classes();
+
+    // get some random training images, show them (unnormalized) and print their labels
+    if let Some(path) = &args.save_grid {
+        let (images, labels) = trainloader.iter().next().expect("the training set is not empty");
+        save_image(&(&images / 2.0 + 0.5), path, &GridOpts::default())?;
+        let names: Vec<String> = labels.to_vec::<i64>().iter().map(|&l| format!("{:5}", classes[l as usize])).collect();
+        println!("{} (grid in {})", names.join(" "), path.display());
+    }
 
     let net = Net::new();
     let criterion = nn::CrossEntropyLoss::new();
