@@ -9,7 +9,7 @@
 //! equal eager ones bit for bit; the slice routines of tiles are f32 forms that are not.
 
 use super::emit::{emit_element, emit_pre, live_set, load_draws, plan, store_outputs, Entry, Plan};
-use super::ops::{is_half, value_type, FnEmitter};
+use super::ops::{value_type, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use super::tiled_rows::{self, TileBody};
 use crate::kernel::ElementwiseKernel;
@@ -43,11 +43,8 @@ pub(crate) fn build(
         Plan::Scalar => None,
     };
     let body = TileBody { inputs: &k.inputs, insts: &k.insts, roots: &k.outputs };
-    // Half kernels are bit-identical to eager only untiled (see the module documentation).
-    let holds_half =
-        k.inputs.iter().any(|i| is_half(i.dtype)) || k.insts.iter().zip(&live).any(|(i, &l)| l && is_half(i.dtype));
-    let tiling =
-        if tile && !holds_half { tiled_rows::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
+    // Half kernels are never tiled (`tiled_rows::tiling`; see the module documentation).
+    let tiling = if tile { tiled_rows::tiling(&body, &live, vty, &vec![false; k.insts.len()]) } else { None };
     let ptr = module.target_config().pointer_type();
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(func, &mut fctx);

@@ -20,7 +20,7 @@ use super::emit::{emit_element, emit_pre, live_set, per_output_pre, plan, store_
 use super::kept_tile_values::{self, ROW_CACHE};
 use super::native_epilogue::{native_epilogue, KeptSource, NativeEpilogue};
 use super::native_rows::per_output_arg;
-use super::ops::{is_half, value_type, FnEmitter};
+use super::ops::{value_type, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use super::tiled_rows::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ElementwiseKernel, Epilogue, Inst, ReduceKernel, Val};
@@ -75,15 +75,12 @@ impl EpiloguePass {
                 value_type(inst.dtype)?;
             }
         }
-        // f16 and bf16 values are never tiled (as in elementwise kernels).
-        let holds_half = ek.inputs.iter().any(|i| is_half(i.dtype))
-            || ek.insts.iter().zip(&live).any(|(i, &l)| l && is_half(i.dtype));
         let vty = match plan(&ek, &live) {
             Plan::Vector(t) => Some(t),
             Plan::Scalar => None,
         };
         let pre = emit_pre(cx, &ek.insts, &live, scalars_p, vty)?;
-        let tiling = if holds_half { None } else { tiled_rows::reduction_tiling(k, &Self::body(&ek), &live, vty) };
+        let tiling = tiled_rows::reduction_tiling(k, &Self::body(&ek), &live, vty);
         let native = native_epilogue(&ek.inputs, k.reduce_rank, &ek.insts, &ek.outputs);
         let stream = native.map(|_| streams_output(cx, sp));
         Ok(EpiloguePass { ek, live, vty, pre, tiling, native, stream })

@@ -23,7 +23,7 @@ use super::emit::{data_flags, emit_pre, emit_values, live_of, per_output_pre, ve
 use super::epilogue::EpiloguePass;
 use super::kept_tile_values::{same_value, ROW_CACHE};
 use super::native_rows::{native_row, per_output_arg, NativeRow, RowCall};
-use super::ops::{is_half, value_type, FnEmitter};
+use super::ops::{value_type, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use super::tiled_rows::{self, RowKeep, TileBody, Tiling};
 use crate::kernel::{ReduceKernel, ReduceStage, Val};
@@ -360,9 +360,7 @@ impl<'k> StagePlan<'k> {
             (Some(types::F32X4), ReduceOp::Sum | ReduceOp::Prod) => VecAcc::F32Wide,
             (Some(t), _) => VecAcc::Same(t),
         };
-        let holds_half = k.inputs.iter().any(|i| is_half(i.dtype))
-            || st.insts.iter().zip(&live).any(|(i, &l)| l && is_half(i.dtype));
-        let tiling = if holds_half { None } else { tiled_rows::reduction_tiling(k, &Self::body(k, st), &live, vty) };
+        let tiling = tiled_rows::reduction_tiling(k, &Self::body(k, st), &live, vty);
         let native = native_row(k, st);
         Ok(StagePlan { st, live, rd, vty, vacc, tiling, native })
     }

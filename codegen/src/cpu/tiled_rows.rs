@@ -41,7 +41,7 @@
 use super::emit::{data_flags, emit_values_given, live_cut, per_output_known, PerValue, Row};
 use super::jit_symbols;
 use super::kept_tile_values::ROW_CACHE;
-use super::ops::FnEmitter;
+use super::ops::{is_half, FnEmitter};
 use super::run_loops::{emit_runs, Pass, Space};
 use crate::kernel::{InnerStride, Inst, InstOp, KernelInput, ReduceKernel, Val};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -142,9 +142,13 @@ pub(crate) fn reduction_tiling(k: &ReduceKernel, body: &TileBody, live: &[bool],
 
 /// The tiling of `body` (with live instructions `live`, on the vector type `vty`; `known[n]`
 /// when instruction `n` is computed once per output, before the loops), or `None` when the
-/// pass keeps the untiled path (see the module documentation).
+/// pass keeps the untiled path (see the module documentation). A body holding f16 or bf16
+/// values (inputs or live instructions) is never tiled: the tile routines are f32's, and half
+/// kernels equal eager ones bit for bit only with the eager routines, per element.
 pub(crate) fn tiling(body: &TileBody, live: &[bool], vty: Option<Type>, known: &[bool]) -> Option<Tiling> {
-    if vty != Some(types::F32X4) {
+    let holds_half = body.inputs.iter().any(|i| is_half(i.dtype))
+        || body.insts.iter().zip(live).any(|(i, &l)| l && is_half(i.dtype));
+    if vty != Some(types::F32X4) || holds_half {
         return None;
     }
     let insts = body.insts;
