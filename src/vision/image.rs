@@ -86,7 +86,7 @@ impl Pixels {
 
 /// What a vision transform takes and returns: pixels as a dataset stores them, or a tensor
 /// (`[..., C, H, W]`, usually after `ToTensor`).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum Image {
     /// Bytes, channel-first.
     Pixels(Pixels),

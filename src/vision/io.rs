@@ -6,6 +6,7 @@
 //! extension. Decoding and encoding are the `image` crate's.
 
 use super::utils::{try_make_grid, GridOpts};
+use super::Pixels;
 use crate::error::{Error, ErrorKind, Result};
 use crate::{DType, Tensor};
 use ::image::{DynamicImage, ExtendedColorType, ImageFormat};
@@ -29,6 +30,24 @@ pub fn read_image(path: impl AsRef<Path>) -> Result<Tensor> {
         Error::at("read_image", ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e)
     })?;
     decode_at(&bytes, "read_image", &path.display().to_string(), at)
+}
+
+/// The image in the file at `path` as RGB pixels, as torchvision's default loader reads it
+/// (`PIL.Image.open(path).convert("RGB")`: grey replicated, alpha dropped); errors name `op`
+/// and the file.
+pub(crate) fn read_rgb(path: &Path, op: &'static str, at: &'static Location<'static>) -> Result<Pixels> {
+    let img = ::image::open(path)
+        .map_err(|e| Error::at(op, ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e))?;
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    let hwc = img.to_rgb8().into_raw();
+    let plane = h * w;
+    let mut chw = vec![0u8; hwc.len()];
+    for (i, px) in hwc.chunks_exact(3).enumerate() {
+        for c in 0..3 {
+            chw[c * plane + i] = px[c];
+        }
+    }
+    Pixels::new(chw, 3, h, w)
 }
 
 /// Decodes `bytes` for `op`; `what` names them in errors.

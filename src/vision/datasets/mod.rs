@@ -1,5 +1,6 @@
 //! Image datasets read from local files (`torchvision.datasets`): [`MNIST`] (IDX files, plain
-//! or gzipped) and [`CIFAR10`] (the binary version). Nothing is downloaded.
+//! or gzipped), [`CIFAR10`] (the binary version) and [`ImageFolder`] (a folder per class).
+//! Nothing is downloaded.
 //!
 //! Constructors read and check the whole dataset and return an error naming the file and the
 //! problem (missing, bad magic number, wrong dims, counts that disagree, truncated data, a bad
@@ -9,9 +10,11 @@
 
 mod cifar10;
 pub mod idx;
+mod image_folder;
 pub mod mnist;
 
 pub use cifar10::CIFAR10;
+pub use image_folder::ImageFolder;
 pub use mnist::MNIST;
 
 use super::transforms::Transform;
@@ -41,6 +44,18 @@ pub(crate) fn image_item(
 ) -> Tensor {
     let pixels =
         Pixels::new(bytes.to_vec(), shape[0], shape[1], shape[2]).expect("stored images have their shape's size");
+    transform_item(dataset, index, pixels, transform)
+}
+
+/// An item's pixels as a tensor: `transform` applied (then `ToTensor` if it left pixels), or
+/// `ToTensor` alone; panics as [`image_item`] does.
+#[track_caller]
+pub(crate) fn transform_item(
+    dataset: &str,
+    index: usize,
+    pixels: Pixels,
+    transform: Option<&Arc<dyn Transform>>,
+) -> Tensor {
     match transform {
         None => pixels.to_tensor(),
         Some(t) => match t.apply(Image::Pixels(pixels)) {

@@ -1,8 +1,9 @@
-//! [`RandomCrop`]: a crop at a random position, after optional zero padding.
+//! Crops: [`RandomCrop`] (a random position, after optional zero padding) and
+//! [`CenterCrop`].
 
-use super::{draw_below, Transform};
+use super::{draw_below, functional, Transform};
 use crate::error::{bail, Result};
-use crate::vision::{Image, Pixels};
+use crate::vision::Image;
 
 /// Pads every side with `padding` zeros, then crops a `height x width` window at a random
 /// position (`transforms.RandomCrop(size, padding)`). The position is drawn from the item
@@ -49,27 +50,6 @@ impl RandomCrop {
         let left = draw_below(pw - self.width + 1);
         Ok((top, left))
     }
-
-    /// The crop of pixels: each output byte is the padded image's byte, or 0 in the padding.
-    fn crop_pixels(&self, p: &Pixels, top: usize, left: usize) -> Result<Pixels> {
-        let (h, w, pad) = (p.height(), p.width(), self.padding);
-        let mut out = vec![0u8; p.channels() * self.height * self.width];
-        for c in 0..p.channels() {
-            let src = &p.data()[c * h * w..(c + 1) * h * w];
-            for y in 0..self.height {
-                // Row y of the window is row top + y of the padded image, row top + y - pad of
-                // the source; rows and columns outside the source stay 0.
-                let Some(sy) = (top + y).checked_sub(pad).filter(|&sy| sy < h) else { continue };
-                let row = &mut out[(c * self.height + y) * self.width..][..self.width];
-                for (x, o) in row.iter_mut().enumerate() {
-                    if let Some(sx) = (left + x).checked_sub(pad).filter(|&sx| sx < w) {
-                        *o = src[sy * w + sx];
-                    }
-                }
-            }
-        }
-        Pixels::new(out, p.channels(), self.height, self.width)
-    }
 }
 
 impl Transform for RandomCrop {
@@ -77,24 +57,34 @@ impl Transform for RandomCrop {
     fn apply(&self, image: Image) -> Result<Image> {
         let (h, w) = image.size()?;
         let (top, left) = self.position(h, w)?;
-        match image {
-            Image::Pixels(p) => Ok(Image::Pixels(self.crop_pixels(&p, top, left)?)),
-            Image::Tensor(t) => {
-                let nd = t.dim();
-                let padded = if self.padding == 0 {
-                    t
-                } else {
-                    let mut shape = t.shape().to_vec();
-                    shape[nd - 2] += 2 * self.padding;
-                    shape[nd - 1] += 2 * self.padding;
-                    let padded = t.new_zeros(&shape);
-                    let pad = self.padding as i64;
-                    padded.try_narrow(-2, pad, h)?.try_narrow(-1, pad, w)?.try_copy_(&t)?;
-                    padded
-                };
-                let out = padded.try_narrow(-2, top as i64, self.height)?.try_narrow(-1, left as i64, self.width)?;
-                Ok(Image::Tensor(out.contiguous()))
-            }
-        }
+        let pad = self.padding as i64;
+        functional::crop(image, top as i64 - pad, left as i64 - pad, self.height, self.width)
+    }
+}
+
+/// Crops the central `height x width` window (`transforms.CenterCrop(size)`), padding with
+/// zeros where the image is smaller ([`functional::center_crop`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CenterCrop {
+    height: usize,
+    width: usize,
+}
+
+impl CenterCrop {
+    /// A square crop of `size x size`.
+    pub fn new(size: usize) -> CenterCrop {
+        CenterCrop { height: size, width: size }
+    }
+
+    /// A crop of `height x width`.
+    pub fn with_size(height: usize, width: usize) -> CenterCrop {
+        CenterCrop { height, width }
+    }
+}
+
+impl Transform for CenterCrop {
+    #[track_caller]
+    fn apply(&self, image: Image) -> Result<Image> {
+        functional::center_crop(image, self.height, self.width)
     }
 }

@@ -1,5 +1,7 @@
 //! Image transforms (`torchvision.transforms`): [`ToTensor`], [`Normalize`], [`Compose`],
-//! [`RandomCrop`], [`RandomHorizontalFlip`] and [`Lambda`].
+//! [`Resize`], [`CenterCrop`], [`RandomCrop`], [`RandomResizedCrop`],
+//! [`RandomHorizontalFlip`], [`ColorJitter`] and [`Lambda`]; the functions they are made of
+//! in [`functional`].
 //!
 //! Transforms take and return an [`Image`]: [`Pixels`](super::Pixels) (bytes, as datasets store
 //! them) or a tensor. Random transforms draw from the per-item generator
@@ -10,15 +12,24 @@
 //! (the table holds exactly what `ToTensor` then `Normalize` compute, in f32), so data loading
 //! stays cheap.
 
+mod color_jitter;
 mod compose;
 mod crop;
+mod enhance;
 mod flip;
+pub mod functional;
 mod normalize;
+mod resample;
+mod resize;
+mod resized_crop;
 
+pub use color_jitter::ColorJitter;
 pub use compose::{Compose, IntoTransforms};
-pub use crop::RandomCrop;
+pub use crop::{CenterCrop, RandomCrop};
 pub use flip::RandomHorizontalFlip;
 pub use normalize::Normalize;
+pub use resize::Resize;
+pub use resized_crop::RandomResizedCrop;
 
 use super::Image;
 use crate::error::{bail, Result};
@@ -103,4 +114,10 @@ fn draw_below(n: usize) -> usize {
         let w = g.draw(1).words64(0)[0];
         ((w as u128 * n as u128) >> 64) as usize
     })
+}
+
+/// A uniform value in `[lo, hi)` from the item generator (53 random bits).
+fn draw_uniform(lo: f64, hi: f64) -> f64 {
+    let w = crate::data::with_item_generator(|g| g.draw(1).words64(0)[0]);
+    lo + (hi - lo) * ((w >> 11) as f64 * (1.0 / (1u64 << 53) as f64))
 }
