@@ -15,7 +15,8 @@ macro_rules! activation {
         impl Module for $name {
             #[track_caller]
             fn forward(&self, $x: &Tensor) -> Tensor {
-                $apply
+                let layer = crate::nn::summary::enter(self);
+                layer.exit($apply)
             }
         }
     };
@@ -77,7 +78,8 @@ macro_rules! composite_module {
         impl Module for $module {
             #[track_caller]
             fn forward(&self, x: &Tensor) -> Tensor {
-                F::$name(x, $(self.$p),*)
+                let layer = crate::nn::summary::enter(self);
+                layer.exit(F::$name(x, $(self.$p),*))
             }
         }
     };
@@ -112,11 +114,8 @@ impl GELU {
 impl Module for GELU {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        if self.tanh_approximation {
-            x.gelu_tanh()
-        } else {
-            x.gelu()
-        }
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(if self.tanh_approximation { x.gelu_tanh() } else { x.gelu() })
     }
 }
 
@@ -142,7 +141,8 @@ impl Softmax {
 impl Module for Softmax {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        x.softmax(self.dim)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(x.softmax(self.dim))
     }
 }
 
@@ -168,7 +168,8 @@ impl LogSoftmax {
 impl Module for LogSoftmax {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        x.log_softmax(self.dim)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(x.log_softmax(self.dim))
     }
 }
 
@@ -201,7 +202,8 @@ impl Default for GLU {
 impl Module for GLU {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        F::glu(x, self.dim)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::glu(x, self.dim))
     }
 }
 
@@ -238,6 +240,7 @@ impl Default for PReLU {
 impl Module for PReLU {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        F::prelu(x, &self.weight)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::prelu(x, &self.weight))
     }
 }

@@ -256,7 +256,10 @@ impl MultiheadAttention {
         value: &Tensor,
         args: MhaArgs<'_>,
     ) -> (Tensor, Option<Tensor>) {
-        self.try_forward_with(query, key, value, args).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with(query, key, value, args).or_panic();
+        layer.record(&out.0);
+        out
     }
 
     /// [`MultiheadAttention::forward_with`] returning an error for a wrong rank, feature size,

@@ -118,7 +118,8 @@ impl Sequential {
 impl Module for Sequential {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        self.modules.iter().fold(input.clone(), |x, m| m.forward(&x))
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(self.modules.iter().fold(input.clone(), |x, m| m.forward(&x)))
     }
 }
 

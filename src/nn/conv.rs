@@ -133,7 +133,8 @@ impl Conv2d {
 impl Module for Conv2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::conv2d(input, &self.weight, self.bias.as_ref(), &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::conv2d(input, &self.weight, self.bias.as_ref(), &self.opts))
     }
 }
 
@@ -178,6 +179,7 @@ impl Conv1d {
 impl Module for Conv1d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::conv1d(input, &self.weight, self.bias.as_ref(), &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::conv1d(input, &self.weight, self.bias.as_ref(), &self.opts))
     }
 }

@@ -46,6 +46,7 @@ impl Conv3d {
 impl Module for Conv3d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::conv3d(input, &self.weight, self.bias.as_ref(), &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::conv3d(input, &self.weight, self.bias.as_ref(), &self.opts))
     }
 }

@@ -72,7 +72,8 @@ impl ConvTranspose2d {
 impl Module for ConvTranspose2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::conv_transpose2d(input, &self.weight, self.bias.as_ref(), &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::conv_transpose2d(input, &self.weight, self.bias.as_ref(), &self.opts))
     }
 }
 
@@ -117,6 +118,7 @@ impl ConvTranspose1d {
 impl Module for ConvTranspose1d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::conv_transpose1d(input, &self.weight, self.bias.as_ref(), &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::conv_transpose1d(input, &self.weight, self.bias.as_ref(), &self.opts))
     }
 }

@@ -43,7 +43,8 @@ impl Dropout {
 impl Module for Dropout {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::dropout(input, self.p, self.training)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::dropout(input, self.p, self.training))
     }
 }
 
@@ -72,6 +73,7 @@ impl Dropout2d {
 impl Module for Dropout2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::dropout2d(input, self.p, self.training)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::dropout2d(input, self.p, self.training))
     }
 }

@@ -38,6 +38,7 @@ impl Default for Flatten {
 impl Module for Flatten {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        input.flatten(self.start_dim, self.end_dim)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(input.flatten(self.start_dim, self.end_dim))
     }
 }

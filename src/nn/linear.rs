@@ -55,7 +55,8 @@ impl Linear {
 impl Module for Linear {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::linear(input, &self.weight, self.bias.as_ref())
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::linear(input, &self.weight, self.bias.as_ref()))
     }
 }
 
@@ -65,6 +66,7 @@ pub struct Identity;
 
 impl Module for Identity {
     fn forward(&self, input: &Tensor) -> Tensor {
-        input.clone()
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(input.clone())
     }
 }

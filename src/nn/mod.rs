@@ -46,6 +46,7 @@ mod pooling_nd;
 mod repr;
 mod rnn;
 mod sparse;
+mod summary;
 mod transformer;
 mod upsampling;
 pub mod utils;
@@ -78,6 +79,7 @@ pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pooling_nd::{AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, MaxPool3d};
 pub use rnn::{GRUCell, LSTMCell, RNNCell, RNNNonlinearity, RNNOpts, GRU, LSTM, RNN};
 pub use sparse::Embedding;
+pub use summary::{summary, summary_with_input, LayerSummary, ModelSummary};
 pub use transformer::{
     DecoderArgs, EncoderArgs, Transformer, TransformerActivation, TransformerArgs, TransformerDecoder,
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, TransformerLayerOpts, TransformerOpts,

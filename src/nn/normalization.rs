@@ -74,6 +74,7 @@ macro_rules! batch_norm_layer {
         impl Module for $name {
             #[track_caller]
             fn forward(&self, input: &Tensor) -> Tensor {
+                let layer = crate::nn::summary::enter(self);
                 if !$ranks.contains(&input.dim()) {
                     panic!("{}: expected {} input, got shape {:?}", stringify!($name), $expected, input.shape());
                 }
@@ -82,7 +83,7 @@ macro_rules! batch_norm_layer {
                     var: self.running_var.as_ref(),
                     batches: self.num_batches_tracked.as_ref(),
                 };
-                batch_norm_forward(input, state, self.weight.as_ref(), self.bias.as_ref(), self.training, self.momentum, self.eps)
+                layer.exit(batch_norm_forward(input, state, self.weight.as_ref(), self.bias.as_ref(), self.training, self.momentum, self.eps))
             }
         }
     };
@@ -208,7 +209,8 @@ impl LayerNorm {
 impl Module for LayerNorm {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::layer_norm(input, &self.normalized_shape, self.weight.as_ref(), self.bias.as_ref(), self.eps)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::layer_norm(input, &self.normalized_shape, self.weight.as_ref(), self.bias.as_ref(), self.eps))
     }
 }
 
@@ -268,6 +270,7 @@ impl GroupNorm {
 impl Module for GroupNorm {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::group_norm(input, self.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.eps)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::group_norm(input, self.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.eps))
     }
 }

@@ -56,7 +56,8 @@ macro_rules! pad_module {
         impl Module for $name {
             #[track_caller]
             fn forward(&self, input: &Tensor) -> Tensor {
-                F::pad(input, &self.padding, $mode)
+                let layer = crate::nn::summary::enter(self);
+                layer.exit(F::pad(input, &self.padding, $mode))
             }
         }
     };
@@ -89,7 +90,8 @@ macro_rules! constant_pad_module {
         impl Module for $name {
             #[track_caller]
             fn forward(&self, input: &Tensor) -> Tensor {
-                F::pad(input, &self.padding, PadMode::Constant(self.value))
+                let layer = crate::nn::summary::enter(self);
+                layer.exit(F::pad(input, &self.padding, PadMode::Constant(self.value)))
             }
         }
     };

@@ -41,7 +41,8 @@ impl MaxPool2d {
 impl Module for MaxPool2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::max_pool2d_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::max_pool2d_opts(input, &self.opts))
     }
 }
 
@@ -79,7 +80,8 @@ impl AvgPool2d {
 impl Module for AvgPool2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::avg_pool2d_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::avg_pool2d_opts(input, &self.opts))
     }
 }
 
@@ -105,6 +107,7 @@ impl AdaptiveAvgPool2d {
 impl Module for AdaptiveAvgPool2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::adaptive_avg_pool2d(input, self.output_size)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::adaptive_avg_pool2d(input, self.output_size))
     }
 }

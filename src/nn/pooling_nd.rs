@@ -53,7 +53,8 @@ impl MaxPool1d {
 impl Module for MaxPool1d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::max_pool1d_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::max_pool1d_opts(input, &self.opts))
     }
 }
 
@@ -92,7 +93,8 @@ impl AvgPool1d {
 impl Module for AvgPool1d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::avg_pool1d_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::avg_pool1d_opts(input, &self.opts))
     }
 }
 
@@ -132,7 +134,8 @@ impl MaxPool3d {
 impl Module for MaxPool3d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::max_pool3d_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::max_pool3d_opts(input, &self.opts))
     }
 }
 
@@ -165,6 +168,7 @@ impl AdaptiveMaxPool2d {
 impl Module for AdaptiveMaxPool2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::adaptive_max_pool2d(input, self.output_size)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::adaptive_max_pool2d(input, self.output_size))
     }
 }

@@ -57,6 +57,7 @@ impl Module for Embedding {
     /// Looks up the rows named by the integer tensor `input`: output `(*input.shape, dim)`.
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::embedding(input, &self.weight, self.padding_idx.map(|p| p as i64))
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::embedding(input, &self.weight, self.padding_idx.map(|p| p as i64)))
     }
 }

@@ -384,7 +384,10 @@ impl TransformerEncoderLayer {
     /// shapes that do not fit, naming the layer and them.
     #[track_caller]
     pub fn forward_with(&self, src: &Tensor, args: EncoderArgs<'_>) -> Tensor {
-        self.try_forward_with(src, args).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with(src, args).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`TransformerEncoderLayer::forward_with`] returning an error for an input or mask of a
@@ -521,7 +524,10 @@ impl TransformerDecoderLayer {
     /// do not fit, naming the layer and them.
     #[track_caller]
     pub fn forward_with(&self, tgt: &Tensor, memory: &Tensor, args: DecoderArgs<'_>) -> Tensor {
-        self.try_forward_with(tgt, memory, args).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with(tgt, memory, args).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`TransformerDecoderLayer::forward_with`] returning an error for inputs or masks that do
@@ -625,7 +631,10 @@ impl TransformerEncoder {
     /// [`EncoderArgs::src_mask`]). Panics on shapes that do not fit, naming them.
     #[track_caller]
     pub fn forward_with(&self, src: &Tensor, args: EncoderArgs<'_>) -> Tensor {
-        self.try_forward_with(src, args).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with(src, args).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`TransformerEncoder::forward_with`] returning an error for inputs or masks that do not
@@ -681,7 +690,10 @@ impl TransformerDecoder {
     /// do not fit, naming them.
     #[track_caller]
     pub fn forward_with(&self, tgt: &Tensor, memory: &Tensor, args: DecoderArgs<'_>) -> Tensor {
-        self.try_forward_with(tgt, memory, args).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with(tgt, memory, args).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`TransformerDecoder::forward_with`] returning an error for inputs or masks that do not
@@ -767,7 +779,10 @@ impl Transformer {
     /// target's shape. Panics on shapes that do not fit, naming them.
     #[track_caller]
     pub fn forward_with(&self, src: &Tensor, tgt: &Tensor, args: TransformerArgs<'_>) -> Tensor {
-        self.try_forward_with(src, tgt, args).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with(src, tgt, args).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`Transformer::forward_with`] returning an error for inputs or masks that do not fit.

@@ -52,7 +52,8 @@ impl Upsample {
 impl Module for Upsample {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::interpolate_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::interpolate_opts(input, &self.opts))
     }
 }
 
@@ -80,7 +81,8 @@ impl UpsamplingNearest2d {
 impl Module for UpsamplingNearest2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::interpolate_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::interpolate_opts(input, &self.opts))
     }
 }
 
@@ -110,7 +112,8 @@ impl UpsamplingBilinear2d {
 impl Module for UpsamplingBilinear2d {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::interpolate_opts(input, &self.opts)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::interpolate_opts(input, &self.opts))
     }
 }
 
@@ -137,7 +140,8 @@ impl PixelShuffle {
 impl Module for PixelShuffle {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::pixel_shuffle(input, self.upscale_factor)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::pixel_shuffle(input, self.upscale_factor))
     }
 }
 
@@ -164,6 +168,7 @@ impl PixelUnshuffle {
 impl Module for PixelUnshuffle {
     #[track_caller]
     fn forward(&self, input: &Tensor) -> Tensor {
-        F::pixel_unshuffle(input, self.downscale_factor)
+        let layer = crate::nn::summary::enter(self);
+        layer.exit(F::pixel_unshuffle(input, self.downscale_factor))
     }
 }

@@ -147,7 +147,10 @@ impl RNNCell {
     /// `(hidden_size)`; zeros when `None`). Panics on shapes that do not fit, naming them.
     #[track_caller]
     pub fn forward_with_state(&self, input: &Tensor, hx: Option<&Tensor>) -> Tensor {
-        self.try_forward_with_state(input, hx).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with_state(input, hx).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`RNNCell::forward_with_state`] returning an error for a wrong rank, feature size,
@@ -220,7 +223,10 @@ impl LSTMCell {
     /// `(N, hidden_size)` (or `(hidden_size)`; zeros when `None`).
     #[track_caller]
     pub fn forward_with_state(&self, input: &Tensor, state: Option<(&Tensor, &Tensor)>) -> (Tensor, Tensor) {
-        self.try_forward_with_state(input, state).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with_state(input, state).or_panic();
+        layer.record(&out.0);
+        out
     }
 
     /// [`LSTMCell::forward_with_state`] returning an error for a wrong rank, feature size,
@@ -302,7 +308,10 @@ impl GRUCell {
     /// `(hidden_size)`; zeros when `None`).
     #[track_caller]
     pub fn forward_with_state(&self, input: &Tensor, hx: Option<&Tensor>) -> Tensor {
-        self.try_forward_with_state(input, hx).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with_state(input, hx).or_panic();
+        layer.record(&out);
+        out
     }
 
     /// [`GRUCell::forward_with_state`] returning an error for a wrong rank, feature size,

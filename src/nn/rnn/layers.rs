@@ -100,7 +100,10 @@ macro_rules! hidden_state_forwards {
             /// state `h0` (zeros when `None`). Panics on shapes that do not fit, naming them.
             #[track_caller]
             pub fn forward_with_state(&self, input: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
-                self.try_forward_with_state(input, h0).or_panic()
+                let layer = crate::nn::summary::enter(self);
+                let out = self.try_forward_with_state(input, h0).or_panic();
+                layer.record(&out.0);
+                out
             }
 
             #[doc = concat!("[`", stringify!($name), "::forward_with_state`] returning an error for a wrong rank, feature")]
@@ -226,7 +229,10 @@ impl LSTM {
     /// `(h0, c0)` (zeros when `None`). Panics on shapes that do not fit, naming them.
     #[track_caller]
     pub fn forward_with_state(&self, input: &Tensor, state: Option<(&Tensor, &Tensor)>) -> (Tensor, (Tensor, Tensor)) {
-        self.try_forward_with_state(input, state).or_panic()
+        let layer = crate::nn::summary::enter(self);
+        let out = self.try_forward_with_state(input, state).or_panic();
+        layer.record(&out.0);
+        out
     }
 
     /// [`LSTM::forward_with_state`] returning an error for a wrong rank, feature size, state
