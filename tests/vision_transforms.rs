@@ -320,3 +320,25 @@ fn an_undecodable_file_panics_naming_it() {
     let ds = kiln::vision::datasets::ImageFolder::new(&root).unwrap();
     let _ = ds.get(0);
 }
+
+#[test]
+fn augmentation_does_not_depend_on_the_number_of_workers() {
+    let root = std::env::temp_dir().join(format!("kiln-image-folder-workers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let rgb = get(&fixture(), "input_rgb");
+    for (i, class) in ["a", "a", "b", "b", "b"].iter().enumerate() {
+        std::fs::create_dir_all(root.join(class)).unwrap();
+        let img = rgb.roll(&[3 * i as i64], &[2]).contiguous();
+        kiln::vision::io::write_png(&img, root.join(format!("{class}/{i}.png"))).unwrap();
+    }
+    let batches = |workers: usize| {
+        let tf = Compose::new((RandomResizedCrop::new(6), ColorJitter::new().brightness(0.5).hue(0.2), ToTensor));
+        let ds = kiln::vision::datasets::ImageFolder::new(&root).unwrap().transform(tf);
+        let loader = kiln::data::DataLoader::new(ds).batch_size(2).shuffle(true).seed(11).num_workers(workers);
+        (&loader).into_iter().map(|(x, y)| (x.to_vec::<f32>(), y.to_vec::<i64>())).collect::<Vec<_>>()
+    };
+    let serial = batches(0);
+    assert_eq!(serial.len(), 3);
+    assert_eq!(batches(2), serial, "the same crops and colours whatever num_workers");
+    std::fs::remove_dir_all(&root).unwrap();
+}
