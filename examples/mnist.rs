@@ -3,7 +3,11 @@
 //! Run: `cargo run --release --example mnist` (trains on the 8,000/2,000 real MNIST digits
 //! embedded in `data/mnist/`; `--data-dir DIR` uses any directory of the official IDX files).
 //! Writes `mnist_cnn.safetensors` with `--save-model`, and the loss/accuracy curve as
-//! `mnist_curve.svg`.
+//! `mnist_curve.svg`. `--tensorboard DIR` also logs a TensorBoard run there (`tensorboard
+//! --logdir DIR`): the training loss every `--log-interval` batches, per epoch the train and
+//! test loss, test accuracy, learning rate and a histogram of each parameter, a grid of test
+//! digits, the compiled step's graph with `--compile`, and the hyperparameters with the final
+//! results.
 
 mod common;
 
@@ -15,8 +19,10 @@ use kiln::data::{DataLoader, Dataset};
 use kiln::nn::{functional as F, Module};
 use kiln::optim::lr_scheduler::{LRScheduler, StepLR};
 use kiln::optim::{Adadelta, AdadeltaConfig, Optimizer};
+use kiln::tensorboard::SummaryWriter;
 use kiln::vision::datasets::MNIST;
 use kiln::{CompiledStep, DType, Device, Tensor};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// PyTorch MNIST Example
@@ -40,6 +46,9 @@ struct Args {
     /// GradScaler on CUDA), as PyTorch's AMP recipe
     #[arg(long)]
     amp: bool,
+    /// log a TensorBoard run (losses, accuracy, lr, weight histograms, test digits) in DIR
+    #[arg(long, value_name = "DIR")]
+    tensorboard: Option<PathBuf>,
 }
 
 /// Mixed precision (`--amp`): the autocast region's device type and dtype, and on CUDA the
@@ -84,7 +93,8 @@ fn train_step(
 
 /// One epoch of training through `step` (compiled, or eager without `--compile`); returns the
 /// mean training loss. Logs PyTorch's `Train Epoch:` line every `--log-interval` batches when
-/// standard error is not a terminal, and a progress bar when it is.
+/// standard error is not a terminal, and a progress bar when it is; with `tb`, the loss of
+/// those batches as `loss/train_batch` at the global batch number.
 fn train<S>(
     args: &Args,
     step: &mut CompiledStep<S>,
@@ -94,7 +104,8 @@ fn train<S>(
     optimizer: &mut Adadelta,
     mut amp: Option<&mut Amp>,
     epoch: usize,
-) -> f64
+    mut tb: Option<&mut SummaryWriter>,
+) -> kiln::Result<f64>
 where
     S: for<'a> FnMut((&'a Net, &'a mut Adadelta, &'a Tensor, &'a Tensor, Option<&'a mut Amp>)) -> Tensor,
 {
@@ -135,6 +146,9 @@ where
                 );
             }
             bar.set_message(format!("loss {loss:.6}"));
+            if let Some(tb) = tb.as_deref_mut() {
+                tb.add_scalar("loss/train_batch", loss, ((epoch - 1) * loader.len() + batch_idx) as i64)?;
+            }
         }
         bar.inc(1);
         if args.train.dry_run {
@@ -142,7 +156,7 @@ where
         }
     }
     bar.finish();
-    sum / batches.max(1) as f64
+    Ok(sum / batches.max(1) as f64)
 }
 
 /// Evaluates on the test set (under `amp`'s autocast region when given); returns (mean loss,
@@ -199,19 +213,51 @@ fn main() -> kiln::Result<()> {
     // Compiled once: each call passes the model and optimizer, and the plan cache keeps hitting.
     let mut step = kiln::compile(train_step);
     let mut forward = kiln::compile(|(model, data): (&Net, &Tensor)| model.forward(data));
+    let mut tb = match &args.tensorboard {
+        Some(dir) => Some(start_tensorboard(dir, &test_loader)?),
+        None => None,
+    };
     let mut curve = Vec::new();
     for epoch in 1..=args.train.epochs {
         let start = Instant::now();
-        let train_loss =
-            train(&args, &mut step, &mut model, &device, &train_loader, &mut optimizer, amp.as_mut(), epoch);
+        let train_loss = train(
+            &args,
+            &mut step,
+            &mut model,
+            &device,
+            &train_loader,
+            &mut optimizer,
+            amp.as_mut(),
+            epoch,
+            tb.as_mut(),
+        )?;
         let train_secs = start.elapsed().as_secs_f64();
         let (test_loss, accuracy) = test(&args, &mut forward, &mut model, &device, &test_loader, amp.as_ref());
         println!("epoch {epoch}: {train_secs:.1} s training, {:.1} s in all", start.elapsed().as_secs_f64());
         curve.push((epoch, train_loss, test_loss, accuracy));
+        if let Some(tb) = tb.as_mut() {
+            log_epoch(tb, epoch, &curve[curve.len() - 1], optimizer.lr(0), &model)?;
+            if args.compile && epoch == 1 {
+                tb.add_graph(&step)?;
+            }
+        }
         scheduler.step(&mut optimizer);
         if args.train.dry_run {
             break;
         }
+    }
+    if let (Some(mut tb), Some(&(_, train_loss, test_loss, accuracy))) = (tb, curve.last()) {
+        let hparams = [
+            ("lr", args.train.lr.into()),
+            ("gamma", args.train.gamma.into()),
+            ("batch_size", args.train.batch_size.into()),
+            ("compile", args.compile.into()),
+        ];
+        let metrics =
+            [("hparam/train_loss", train_loss), ("hparam/test_loss", test_loss), ("hparam/accuracy", accuracy)];
+        tb.add_hparams(&hparams, &metrics, Some("hparams"))?;
+        tb.close()?;
+        println!("wrote the TensorBoard run {}", tb.get_logdir().display());
     }
 
     if args.save_model {
@@ -222,6 +268,37 @@ fn main() -> kiln::Result<()> {
         .map_err(|e| kiln::Error::new("mnist", kiln::ErrorKind::Io, e.to_string()))?;
     println!("wrote mnist_curve.svg");
     Ok(())
+}
+
+/// Opens the TensorBoard run in `dir` and logs a grid of the first 64 test digits (the
+/// normalization undone, so the digits show white on black).
+fn start_tensorboard(dir: &std::path::Path, test_loader: &DataLoader<MNIST>) -> kiln::Result<SummaryWriter> {
+    let mut tb = SummaryWriter::new(dir)?;
+    if let Some((images, _)) = test_loader.into_iter().next() {
+        let digits = images.narrow(0, 0, images.shape()[0].min(64)) * 0.3081 + 0.1307;
+        tb.add_images("test digits", &digits, 0, "NCHW")?;
+    }
+    Ok(tb)
+}
+
+/// Logs one epoch's results (`(epoch, train loss, test loss, accuracy)`), the learning rate it
+/// trained with and a histogram of each parameter, at step `epoch`.
+fn log_epoch(
+    tb: &mut SummaryWriter,
+    epoch: usize,
+    &(_, train_loss, test_loss, accuracy): &(usize, f64, f64, f64),
+    lr: f64,
+    model: &Net,
+) -> kiln::Result<()> {
+    let step = epoch as i64;
+    tb.add_scalar("loss/train", train_loss, step)?;
+    tb.add_scalar("loss/test", test_loss, step)?;
+    tb.add_scalar("accuracy/test", accuracy, step)?;
+    tb.add_scalar("lr", lr, step)?;
+    for (name, p) in model.named_parameters() {
+        tb.add_histogram(&name, &p, step)?;
+    }
+    tb.flush()
 }
 
 /// Plots training loss, test loss and test accuracy per epoch as an SVG.

@@ -89,6 +89,7 @@ pub mod scalar;
 mod serialize;
 pub mod state_dict;
 pub mod tensor;
+pub mod tensorboard;
 pub mod vision;
 
 pub use amp::autocast::{autocast, autocast_guard, autocast_with, AutocastOptions};

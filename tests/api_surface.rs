@@ -197,6 +197,12 @@ fn nn_optim_and_compile() {
     let loss = step.call((&x, &y));
     assert!(loss.item::<f32>() > 0.0);
     let _kernels = step.kernels();
+    assert!(!step.graph_nodes().is_empty());
+    let dir = std::env::temp_dir().join(format!("kiln-api-surface-runs-{}", std::process::id()));
+    let mut writer = kiln::tensorboard::SummaryWriter::new(&dir).unwrap();
+    writer.add_graph(&step).unwrap();
+    writer.close().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The data and checkpoint lines of docs/api.md, against files made in a temporary directory.
@@ -216,6 +222,15 @@ fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
         batches += 1;
     }
     assert_eq!(batches, 2);
+    let mut writer = kiln::tensorboard::SummaryWriter::new(dir.join("runs/mnist"))?;
+    writer.add_scalar("loss/train", Tensor::new(&[0.5f32]).item::<f64>(), 1)?;
+    writer.add_scalars("loss", &[("train", 0.5), ("test", 0.6)], 1)?;
+    writer.add_histogram("fc1.weight", &net.parameters()[0], 1)?;
+    writer.add_images("batch", &Tensor::rand([2, 1, 2, 2]), 0, "NCHW")?;
+    writer.add_image("one", &Tensor::rand([3, 2, 2]), 0, "CHW")?;
+    writer.add_text("notes", "**lr** 0.1", 0)?;
+    writer.add_hparams(&[("lr", 0.1.into())], &[("hparam/accuracy", 0.9)], None)?;
+    writer.close()?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! each new kernel's listing as `NAME.txt` and its code: CLIF as `NAME.clif` (CPU), CUDA C as
 //! `NAME.cu`. `NAME` is the kernel's name everywhere (logs, `step.kernels()`, the `.dot`).
 
-use kiln_codegen::ir::{Graph, NodeKind, Phase};
+use kiln_codegen::ir::{Graph, NodeId, NodeKind, Phase};
 use kiln_codegen::passes::Fusion;
 use petgraph::dot::{Config, Dot};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -71,15 +71,8 @@ pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion, kernels: &[O
             reads.add_edge(NodeIndex::new(u.node as usize), NodeIndex::new(i), ());
         }
     }
-    // The kernels computing each node: its group's, and those of the groups recomputing it.
-    let mut computed_by: Vec<Vec<&str>> = vec![Vec::new(); graph.nodes.len()];
-    for (g, members) in fusion.groups.iter().enumerate() {
-        if let Some(Some(name)) = kernels.get(g) {
-            for &m in members {
-                computed_by[m as usize].push(name);
-            }
-        }
-    }
+    let with_kernels = fusion.groups.iter().zip(kernels).filter_map(|(m, k)| Some((m.as_slice(), k.as_deref()?)));
+    let computed_by = computed_by(graph.nodes.len(), with_kernels);
     let shown = NodeFiltered::from_fn(&reads, |v: NodeIndex| live[v.index()]);
     let node_attributes = |_, (v, _): (NodeIndex, &())| {
         let i = v.index();
@@ -122,6 +115,22 @@ pub(crate) fn to_dot(graph: &Graph, live: &[bool], fusion: &Fusion, kernels: &[O
     s
 }
 
+/// The names of the kernels computing each of a graph's `nodes` nodes, from its fusion groups
+/// that got a kernel (`(members, kernel name)`): a node's own group's kernel, and those of
+/// the groups recomputing it, in the order of `groups`.
+pub(crate) fn computed_by<'a>(
+    nodes: usize,
+    groups: impl IntoIterator<Item = (&'a [NodeId], &'a str)>,
+) -> Vec<Vec<&'a str>> {
+    let mut by: Vec<Vec<&str>> = vec![Vec::new(); nodes];
+    for (members, name) in groups {
+        for &m in members {
+            by[m as usize].push(name);
+        }
+    }
+    by
+}
+
 /// The `.dot`'s legend: one sample node per style.
 const LEGEND: &str = r##"  subgraph cluster_legend {
     label="legend";
@@ -136,7 +145,7 @@ const LEGEND: &str = r##"  subgraph cluster_legend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_codegen::ir::{Node, NodeId, Use};
+    use kiln_codegen::ir::{Node, Use};
     use kiln_codegen::passes;
     use kiln_runtime::op_kind::UnaryOp;
     use kiln_runtime::{DType, Layout};

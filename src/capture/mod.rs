@@ -24,6 +24,8 @@
 //! else runs its eager CUDA kernel (see `ARCHITECTURE.md`). Reductions (sum, mean, prod, amax/amin) are `Reduce` nodes,
 //! fused with the elementwise work they reduce. Ops without an expression (matmul, conv, …)
 //! are *opaque* nodes: their eager implementation runs inside the plan on realized inputs.
+//! `CompiledStep::graph_nodes` describes the last call's plans node by node ([`graph_nodes`]:
+//! phase, reads, the kernel computing each node), as the `.dot` dump ([`dump`]) draws them.
 //!
 //! Tolerance: a compiled step equals the eager one exactly for arithmetic, comparisons, casts
 //! and random numbers (the same generator state gives the same numbers, and leaves the
@@ -34,6 +36,7 @@ mod break_site;
 mod cell;
 mod dump;
 mod exec;
+mod graph_nodes;
 mod journal;
 mod kernels;
 mod plan;
@@ -44,6 +47,7 @@ mod step;
 mod trace;
 
 pub(crate) use cell::CellCapture;
+pub use graph_nodes::{GraphNode, Phase};
 pub(crate) use journal::{Outcome, Transaction};
 pub(crate) use kernels::CudaCode;
 pub use step::{compile, CallStats, CompiledStep, KernelInfo, KernelVariant};

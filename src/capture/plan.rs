@@ -63,6 +63,12 @@ pub(crate) struct Plan {
     pub(crate) donors: Vec<NodeId>,
     /// The kernels this plan uses, as listed by `CompiledStep::kernels`.
     pub(crate) kernels: Vec<KernelRecord>,
+    /// Per node of [`Plan::graph`], its fusion group (`Fusion::group_of`: a node other kernels
+    /// recompute keeps its own group), and per group the name of the kernel it got, if any:
+    /// what `CompiledStep::graph_nodes` reports besides the steps.
+    pub(crate) group_of: Vec<Option<u32>>,
+    /// See [`Plan::group_of`].
+    pub(crate) kernel_names: Vec<Option<String>>,
     /// Time spent building it (passes + JIT).
     pub(crate) build_time: Duration,
 }
@@ -164,6 +170,8 @@ pub(crate) fn build(mut graph: Graph, hash: u64) -> Plan {
         donatable,
         donors,
         kernels: records,
+        group_of: fusion.group_of,
+        kernel_names,
         build_time: started.elapsed(),
     }
 }

@@ -1,5 +1,6 @@
 //! `kiln::compile`: a closure whose every call is captured, planned and run as a graph.
 
+use super::graph_nodes::{self, GraphNode};
 use super::plan::Plan;
 use super::report::{self, what_changed};
 use super::{realize, trace};
@@ -229,6 +230,14 @@ impl<F> CompiledStep<F> {
     /// The generated kernels of the last call's plans, in the order they run.
     pub fn kernels(&self) -> Vec<KernelInfo> {
         kernel_infos(&self.plans)
+    }
+
+    /// The graphs of the last call, node by node: op, phase (forward, backward, update), reads,
+    /// shape, dtype and the kernel computing each node (empty before the first call). What
+    /// `KILN_DUMP_DIR`'s `.dot` files draw, and what
+    /// [`SummaryWriter::add_graph`](crate::tensorboard::SummaryWriter::add_graph) writes.
+    pub fn graph_nodes(&self) -> Vec<GraphNode> {
+        graph_nodes::graph_nodes(&self.plans.iter().map(|(p, _)| &**p).collect::<Vec<_>>())
     }
 
     /// What the last call did and where its time went.

@@ -105,14 +105,7 @@ fn write_at(
     op: &'static str,
     at: &'static Location<'static>,
 ) -> Result<()> {
-    let (c, h, w) = (image.shape()[0], image.shape()[1], image.shape()[2]);
-    let hwc = image.permute(&[1, 2, 0]).contiguous().to_vec::<u8>();
-    let color = match c {
-        1 => ExtendedColorType::L8,
-        2 => ExtendedColorType::La8,
-        3 => ExtendedColorType::Rgb8,
-        _ => ExtendedColorType::Rgba8,
-    };
+    let (hwc, w, h, color) = interleaved(image);
     let format = match format.or_else(|| ImageFormat::from_path(path).ok()) {
         Some(f) => f,
         None => {
@@ -124,6 +117,30 @@ fn write_at(
             ))
         }
     };
-    ::image::save_buffer_with_format(path, &hwc, w as u32, h as u32, color, format)
+    ::image::save_buffer_with_format(path, &hwc, w, h, color, format)
         .map_err(|e| Error::at(op, ErrorKind::Io, format!("cannot write {}: {e}", path.display()), at).caused_by(e))
+}
+
+/// `image` (`u8`, `[C, H, W]`, 1 to 4 channels, checked by the caller) as a PNG file's bytes
+/// (what TensorBoard's image summaries hold).
+pub(crate) fn encode_png(image: &Tensor) -> Result<Vec<u8>, ::image::ImageError> {
+    use ::image::ImageEncoder;
+    let (hwc, w, h, color) = interleaved(image);
+    let mut png = Vec::new();
+    ::image::codecs::png::PngEncoder::new(&mut png).write_image(&hwc, w, h, color)?;
+    Ok(png)
+}
+
+/// The pixels of `image` (`u8`, `[C, H, W]`, 1 to 4 channels) interleaved row by row, its
+/// width and height, and its colour type.
+fn interleaved(image: &Tensor) -> (Vec<u8>, u32, u32, ExtendedColorType) {
+    let (c, h, w) = (image.shape()[0], image.shape()[1], image.shape()[2]);
+    let hwc = image.permute(&[1, 2, 0]).contiguous().to_vec::<u8>();
+    let color = match c {
+        1 => ExtendedColorType::L8,
+        2 => ExtendedColorType::La8,
+        3 => ExtendedColorType::Rgb8,
+        _ => ExtendedColorType::Rgba8,
+    };
+    (hwc, w as u32, h as u32, color)
 }
