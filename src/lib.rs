@@ -44,7 +44,8 @@
 //! - Optimizer `state_dict()` returns copies of the state tensors (see [`optim`]).
 //! - `DataLoader` seeds each batch's randomness from (epoch seed, batch index), so results do
 //!   not depend on `num_workers` (see [`data`]).
-//! - Checkpoints are safetensors files ([`save`], [`load`]), not pickles.
+//! - Checkpoints are safetensors files ([`save`], [`load`]), not pickles; [`load`] (and
+//!   [`load_pth`]) also reads `torch.save` checkpoints, running none of their pickled code.
 //! - PyTorch's keyword arguments that change an op's dtype become methods with a suffix:
 //!   `x.softmax(dim, dtype=torch.float64)` is `x.softmax_dtype(dim, DType::F64)` (also
 //!   `log_softmax_dtype`, `F::softmax_dtype`, `F::log_softmax_dtype`).
@@ -102,7 +103,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use kiln_runtime::{DType, Device};
 pub use random::manual_seed;
 pub use scalar::Scalar;
-pub use serialize::{load, save};
+pub use serialize::{load, load_pth, save};
 pub use state_dict::StateDict;
 pub use tensor::{IntoShape, Tensor};
 

@@ -1,9 +1,16 @@
 //! `kiln::save` / `kiln::load`: state dicts as safetensors files, the format PyTorch reads and
-//! writes with `safetensors.torch.save_file` / `load_file`.
+//! writes with `safetensors.torch.save_file` / `load_file`; `kiln::load` also reads PyTorch's
+//! own checkpoints (`torch.save`), through `kiln::load_pth` ([`pth`]).
 //!
 //! Tensors are written contiguous and little-endian; the state dict's metadata becomes the
 //! file's `__metadata__`. A loaded state dict lists its tensors sorted by name (safetensors keeps
 //! no insertion order).
+
+mod pickle;
+mod pth;
+mod torch_objects;
+
+pub use pth::load_pth;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::{DType, StateDict, Tensor};
@@ -87,9 +94,10 @@ fn replace_durably(tmp: &Path, target: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads a safetensors file written by [`save`] or by PyTorch. A PyTorch checkpoint written by
-/// `torch.save` (`.pt`/`.pth`: a zip archive, or a pickle in the legacy format) is recognised
-/// and the error says how to convert it.
+/// Reads a state dict from a safetensors file written by [`save`] or by PyTorch, or from a
+/// PyTorch checkpoint written by `torch.save` (`.pt`/`.pth`: a zip archive, or the legacy
+/// format), which it recognises by its first bytes and reads with [`load_pth`] (see there for
+/// what it accepts and how nested dicts are named): `kiln::load("model.pth")` just works.
 #[track_caller]
 pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
     load_at(path.as_ref(), Location::caller())
@@ -105,13 +113,8 @@ pub(crate) fn load_at(path: &Path, at: &'static Location<'static>) -> Result<Sta
     };
     let file = match SafeTensors::deserialize(&bytes) {
         Ok(file) => file,
-        Err(e) => {
-            return Err(match torch_save_format(&bytes) {
-                Some(format) => Error::at("load", ErrorKind::Io, format!("{} is {format}, not a safetensors file; kiln reads safetensors. Convert it in Python: `import torch; from safetensors.torch import save_file; save_file(torch.load('{0}', map_location='cpu'), 'out.safetensors')` (for a whole pickled module, save its state_dict())", path.display()), at),
-                None => bad(e.to_string()),
-            }
-            .caused_by(e))
-        }
+        Err(_) if pth::is_torch_save(&bytes) => return pth::read_pth(&bytes, path, "load", at),
+        Err(e) => return Err(bad(e.to_string()).caused_by(e)),
     };
     let mut tensors = file.tensors();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
@@ -127,16 +130,6 @@ pub(crate) fn load_at(path: &Path, at: &'static Location<'static>) -> Result<Sta
         }
     }
     Ok(state)
-}
-
-/// What a file that is not safetensors looks like when `torch.save` wrote it: its zip archive
-/// (PyTorch 1.6 and later) or a pickle (the legacy format: protocol 2 to 5).
-fn torch_save_format(bytes: &[u8]) -> Option<&'static str> {
-    match bytes {
-        [b'P', b'K', 3, 4, ..] => Some("a zip archive (a PyTorch checkpoint written by torch.save, .pt/.pth)"),
-        [0x80, 2..=5, ..] => Some("a Python pickle (a PyTorch checkpoint in torch.save's legacy format, .pt/.pth)"),
-        _ => None,
-    }
 }
 
 fn st_dtype(dtype: DType) -> StDtype {
@@ -171,27 +164,43 @@ fn le_bytes(t: &Tensor) -> Vec<u8> {
 
 /// A tensor from a safetensors view; dtypes kiln has no counterpart for are errors.
 fn from_view(view: &TensorView<'_>) -> std::result::Result<Tensor, String> {
+    let shape = view.shape();
+    // An empty tensor's other dims can still be too large (their strides overflow).
+    crate::tensor::check_shape("load", shape).map_err(|e| e.message)?;
+    let dtype = match view.dtype() {
+        StDtype::F32 => DType::F32,
+        StDtype::F64 => DType::F64,
+        StDtype::F16 => DType::F16,
+        StDtype::BF16 => DType::BF16,
+        StDtype::I64 => DType::I64,
+        StDtype::I32 => DType::I32,
+        StDtype::U8 => DType::U8,
+        StDtype::BOOL => DType::Bool,
+        other => return Err(format!("dtype {other:?} is not supported by kiln")),
+    };
+    from_le_bytes(dtype, view.data(), shape)
+}
+
+/// A tensor of `dtype` and `shape` from its values as little-endian bytes (`data` holds
+/// exactly the shape's elements); a bool byte other than 0 or 1 is an error.
+fn from_le_bytes(dtype: DType, data: &[u8], shape: &[usize]) -> std::result::Result<Tensor, String> {
     fn values<T, const N: usize>(data: &[u8], from_le: fn([u8; N]) -> T) -> Vec<T> {
         data.chunks_exact(N).map(|c| from_le(c.try_into().expect("chunk of N bytes"))).collect()
     }
-    let (data, shape) = (view.data(), view.shape());
-    // An empty tensor's other dims can still be too large (their strides overflow).
-    crate::tensor::check_shape("load", shape).map_err(|e| e.message)?;
-    Ok(match view.dtype() {
-        StDtype::F32 => Tensor::from_vec(values(data, f32::from_le_bytes), shape),
-        StDtype::F64 => Tensor::from_vec(values(data, f64::from_le_bytes), shape),
-        StDtype::F16 => Tensor::from_vec(values(data, f16::from_le_bytes), shape),
-        StDtype::BF16 => Tensor::from_vec(values(data, bf16::from_le_bytes), shape),
-        StDtype::I64 => Tensor::from_vec(values(data, i64::from_le_bytes), shape),
-        StDtype::I32 => Tensor::from_vec(values(data, i32::from_le_bytes), shape),
-        StDtype::U8 => Tensor::from_vec(data.to_vec(), shape),
-        StDtype::BOOL => {
+    Ok(match dtype {
+        DType::F32 => Tensor::from_vec(values(data, f32::from_le_bytes), shape),
+        DType::F64 => Tensor::from_vec(values(data, f64::from_le_bytes), shape),
+        DType::F16 => Tensor::from_vec(values(data, f16::from_le_bytes), shape),
+        DType::BF16 => Tensor::from_vec(values(data, bf16::from_le_bytes), shape),
+        DType::I64 => Tensor::from_vec(values(data, i64::from_le_bytes), shape),
+        DType::I32 => Tensor::from_vec(values(data, i32::from_le_bytes), shape),
+        DType::U8 => Tensor::from_vec(data.to_vec(), shape),
+        DType::Bool => {
             if let Some(bad) = data.iter().find(|&&b| b > 1) {
                 return Err(format!("a bool holds the byte {bad}"));
             }
             Tensor::from_vec(data.iter().map(|&b| b == 1).collect::<Vec<bool>>(), shape)
         }
-        other => return Err(format!("dtype {other:?} is not supported by kiln")),
     })
 }
 
@@ -238,20 +247,20 @@ mod tests {
     }
 
     #[test]
-    fn pytorch_checkpoints_are_named_with_how_to_convert() {
+    fn cut_short_pytorch_checkpoints_are_read_as_such_and_refused() {
         let dir = std::env::temp_dir().join(format!("kiln-pth-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        // The starts of torch.save's two formats: a zip archive's local header, and a
-        // protocol-2 pickle (legacy `_use_new_zipfile_serialization=False`).
+        // The starts of torch.save's two formats: a zip archive's local header, and the
+        // legacy format's pickled magic number (`_use_new_zipfile_serialization=False`).
         for (name, bytes, says) in [
-            ("new.pth", &b"PK\x03\x04\x00\x00\x08\x08archive/data.pkl"[..], "a zip archive"),
-            ("legacy.pth", &b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02"[..], "a Python pickle"),
+            ("new.pth", &b"PK\x03\x04\x00\x00\x08\x08archive/data.pkl"[..], "is not a readable zip archive"),
+            ("legacy.pth", &b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02"[..], "the pickle is cut short"),
         ] {
             let path = dir.join(name);
             std::fs::write(&path, bytes).unwrap();
-            let err = load(&path).unwrap_err().to_string();
-            assert!(err.contains(says) && err.contains("torch.save") && err.contains("save_file(torch.load("), "{err}");
-            assert!(!err.contains("header too large"), "{err}");
+            let err = load(&path).unwrap_err();
+            assert_eq!((err.op, err.kind), ("load", ErrorKind::Io), "{err}");
+            assert!(err.message.starts_with(&format!("{}: {says}", path.display())), "{err}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
