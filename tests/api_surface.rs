@@ -130,6 +130,7 @@ fn nn_optim_and_compile() {
     kiln::manual_seed(0);
     let mut net = Net::new();
     assert!(format!("{net}").starts_with("Net("));
+    assert!(nn::summary(&net, &[1, 3, 32, 32]).to_string().contains("Total params: 62,006"));
     let d = Device::Cpu;
     let _ = (net.parameters(), net.named_parameters());
     net.zero_grad();
@@ -213,6 +214,22 @@ fn data_and_checkpoints(dir: &std::path::Path) -> kiln::Result<()> {
     net.load_state_dict(&kiln::load(&path)?)?;
     let missing = kiln::vision::datasets::MNIST::new(dir.join("no-mnist-here"), Split::Train);
     assert!(missing.is_err(), "a missing dataset is an error, not a panic");
+    use kiln::vision::transforms::{
+        CenterCrop, ColorJitter, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor,
+    };
+    let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
+    let folder = kiln::vision::datasets::ImageFolder::new(dir.join("no-train-here"));
+    assert!(folder.is_err(), "a missing image folder is an error, not a panic");
+    let _train_tf = Compose::new((
+        RandomResizedCrop::new(224),
+        RandomHorizontalFlip::default(),
+        ColorJitter::new().brightness(0.4).contrast(0.4).saturation(0.4).hue(0.1),
+        ToTensor,
+        Normalize::new(&mean, &std),
+    ));
+    let _val_tf = Compose::new((Resize::new(256), CenterCrop::new(224), ToTensor));
+    let p = kiln::vision::Pixels::new(vec![9; 3 * 2 * 2], 3, 2, 2)?;
+    let _y = kiln::vision::transforms::functional::adjust_hue(kiln::vision::Image::Pixels(p), 0.1)?;
     let train = kiln::data::TensorDataset::new(vec![Tensor::rand([4, 1, 2, 2]), Tensor::new(&[0i64, 1, 2, 3])])?;
     let loader =
         kiln::data::DataLoader::new(train).batch_size(2).shuffle(true).num_workers(2).pin_memory(true).drop_last(false);
