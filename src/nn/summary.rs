@@ -163,7 +163,9 @@ pub fn summary_with_input<M: Module + ?Sized>(model: &M, input: &Tensor) -> Mode
 /// The rows and totals from the recorded `calls` of `model` on `input`.
 fn tabulate<M: Module + ?Sized>(model: &M, input: &Tensor, output: &Tensor, calls: Vec<Call>) -> ModelSummary {
     let modules = model.named_modules();
-    let address = |m: &dyn Module| m as *const dyn Module as *const () as usize;
+    // Each module's address and type, what a call is matched by.
+    let keys: Vec<(usize, String)> =
+        modules.iter().map(|(_, m)| (*m as *const dyn Module as *const () as usize, m.type_name())).collect();
     let mut used = vec![false; modules.len()];
     used[0] = true;
     let mut layers = vec![row("", model.as_dyn(), Some(output.shape().to_vec()), false)];
@@ -171,7 +173,7 @@ fn tabulate<M: Module + ?Sized>(model: &M, input: &Tensor, output: &Tensor, call
     for call in &calls {
         // The first unused module at the call's address with its type (zero-sized modules
         // may share an address), else one already used (a module called twice).
-        let same = |i: &usize| address(modules[*i].1) == call.address && modules[*i].1.type_name() == call.type_name;
+        let same = |i: &usize| keys[*i].0 == call.address && keys[*i].1 == call.type_name;
         let found = (0..modules.len()).filter(same).find(|&i| !used[i]).or_else(|| (0..modules.len()).find(same));
         let Some(i) = found else { continue }; // a layer outside the model (built in forward)
         if !call.has_inner && call.output_shape.is_some() && !modules[i].1.parameters().is_empty() {

@@ -39,15 +39,12 @@ pub(crate) fn read_rgb(path: &Path, op: &'static str, at: &'static Location<'sta
     let img = ::image::open(path)
         .map_err(|e| Error::at(op, ErrorKind::Io, format!("cannot read {}: {e}", path.display()), at).caused_by(e))?;
     let (w, h) = (img.width() as usize, img.height() as usize);
-    let hwc = img.to_rgb8().into_raw();
-    let plane = h * w;
-    let mut chw = vec![0u8; hwc.len()];
-    for (i, px) in hwc.chunks_exact(3).enumerate() {
-        for c in 0..3 {
-            chw[c * plane + i] = px[c];
-        }
-    }
-    Pixels::new(chw, 3, h, w)
+    Pixels::new(planar(img.to_rgb8().into_raw(), h, w, 3).to_vec::<u8>(), 3, h, w)
+}
+
+/// Interleaved `h x w x channels` bytes as a channel-first `u8` tensor `[C, H, W]`.
+fn planar(hwc: Vec<u8>, h: usize, w: usize, channels: usize) -> Tensor {
+    Tensor::from_vec(hwc, [h, w, channels]).permute(&[2, 0, 1]).contiguous()
 }
 
 /// Decodes `bytes` for `op`; `what` names them in errors.
@@ -61,7 +58,7 @@ fn decode_at(bytes: &[u8], op: &'static str, what: &str, at: &'static Location<'
         3 => (3, DynamicImage::ImageRgb8(img.to_rgb8()).into_bytes()),
         _ => (4, DynamicImage::ImageRgba8(img.to_rgba8()).into_bytes()),
     };
-    Ok(Tensor::from_vec(hwc, [h, w, channels]).permute(&[2, 0, 1]).contiguous())
+    Ok(planar(hwc, h, w, channels))
 }
 
 /// Writes `image` (`u8`, `[C, H, W]` with 1, 2, 3 or 4 channels) to `path` as a PNG

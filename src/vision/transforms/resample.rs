@@ -86,34 +86,35 @@ pub(crate) fn resize_pixels(pixels: &Pixels, height: usize, width: usize) -> Res
     let fixed_taps = |t: Vec<Taps>| -> Vec<(usize, Vec<i32>)> {
         t.into_iter().map(|t| (t.first, t.weights.into_iter().map(fixed).collect())).collect()
     };
-    let vertical = fixed_taps(taps(h, height));
-    // The rows the vertical pass reads, the only ones the horizontal pass computes.
-    let (row0, row_end) = match (vertical.first(), vertical.last()) {
-        (Some(first), Some(last)) => (first.0, last.0 + last.1.len()),
-        _ => (0, 0),
+    let mut vertical = fixed_taps(taps(h, height));
+    // The rows the vertical pass reads, the only ones the horizontal pass computes; its taps
+    // then count rows from the first of them.
+    let horizontal = (width != w).then(|| fixed_taps(taps(w, width)));
+    let (row0, row_end) = match (&horizontal, vertical.first(), vertical.last()) {
+        (Some(_), Some(first), Some(last)) => (first.0, last.0 + last.1.len()),
+        _ => (0, h),
     };
+    vertical.iter_mut().for_each(|(first, _)| *first -= row0);
     let mut data = Vec::with_capacity(c * height * width);
     for plane in pixels.data().chunks_exact(h * w).take(c) {
-        let (rows, plane_w, row_start) = if width != w {
-            let horizontal = fixed_taps(taps(w, width));
-            let mut rows = Vec::with_capacity((row_end - row0) * width);
-            for y in row0..row_end {
-                pass(plane, y * w, 1, &horizontal, &mut rows);
+        let rows: std::borrow::Cow<[u8]> = match &horizontal {
+            Some(taps) => {
+                let mut rows = Vec::with_capacity((row_end - row0) * width);
+                for y in row0..row_end {
+                    pass(plane, y * w, 1, taps, &mut rows);
+                }
+                rows.into()
             }
-            (rows, width, row0)
-        } else {
-            (plane.to_vec(), w, 0)
+            None => plane.into(),
         };
         if height != h {
-            let mut cols = vec![Vec::with_capacity(height); plane_w];
-            let shifted: Vec<(usize, Vec<i32>)> =
-                vertical.iter().map(|(first, wts)| (first - row_start, wts.clone())).collect();
+            let mut cols = vec![Vec::with_capacity(height); width];
             for (x, col) in cols.iter_mut().enumerate() {
-                pass(&rows, x, plane_w, &shifted, col);
+                pass(&rows, x, width, &vertical, col);
             }
             data.extend((0..height).flat_map(|y| cols.iter().map(move |col| col[y])));
         } else {
-            data.extend_from_slice(&rows[..h * plane_w]);
+            data.extend_from_slice(&rows[..h * width]);
         }
     }
     Pixels::new(data, c, height, width)
